@@ -1,0 +1,210 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { ENTRY_SIZE, decodeEntry, encodeEntry, idPrefixOf, kindCode, sourceCode, type IndexEntry } from './index-entry.js';
+import type { AgentEvent } from '../../core/schemas/event.js';
+
+const SCAN_CHUNK_ENTRIES = 2048;
+
+/** Write all of a buffer at the end of a file opened for appending. */
+function writeAll(fd: number, buffer: Buffer): void {
+  let written = 0;
+  while (written < buffer.length) written += fs.writeSync(fd, buffer, written, buffer.length - written);
+}
+
+function readAt(fd: number, length: number, position: number): Buffer {
+  const buffer = Buffer.allocUnsafe(length);
+  let read = 0;
+  while (read < length) {
+    const n = fs.readSync(fd, buffer, read, length - read, position + read);
+    if (n === 0) break;
+    read += n;
+  }
+  return read === length ? buffer : buffer.subarray(0, read);
+}
+
+/**
+ * One conversation's `events.jsonl` (the log: one JSON event a line, append-only) and
+ * `events.idx` (fixed-width entries, see index-entry.ts). The log is the truth; the index is
+ * derived and repaired from it on open, as is a torn last line left by a crash.
+ */
+export class ConversationLogFile {
+  private logSize: number;
+  private lastTimestampMs: number;
+  count: number;
+
+  private constructor(
+    private readonly logFd: number,
+    private readonly indexFd: number,
+    private readonly fsync: boolean,
+    state: { count: number; logSize: number; lastTimestampMs: number },
+  ) {
+    this.count = state.count;
+    this.logSize = state.logSize;
+    this.lastTimestampMs = state.lastTimestampMs;
+  }
+
+  static open(dir: string, options: { fsync: boolean }): ConversationLogFile {
+    fs.mkdirSync(dir, { recursive: true });
+    const logFd = fs.openSync(path.join(dir, 'events.jsonl'), 'a+');
+    const indexFd = fs.openSync(path.join(dir, 'events.idx'), 'a+');
+    try {
+      const state = recover(logFd, indexFd);
+      return new ConversationLogFile(logFd, indexFd, options.fsync, state);
+    } catch (error) {
+      fs.closeSync(logFd);
+      fs.closeSync(indexFd);
+      throw error;
+    }
+  }
+
+  /** The timestamp the next event gets: now, but never earlier than the last one (keeps `since` searchable). */
+  nextTimestamp(nowMs: number): number {
+    return Math.max(nowMs, this.lastTimestampMs);
+  }
+
+  append(event: AgentEvent, json: string): void {
+    const line = Buffer.from(`${json}\n`, 'utf8');
+    const entry = encodeEntry({
+      offset: this.logSize,
+      length: line.length - 1,
+      kind: kindCode(event.kind),
+      source: sourceCode(event.source),
+      timestampMs: Date.parse(event.timestamp),
+      idPrefix: idPrefixOf(event.id),
+    });
+    writeAll(this.logFd, line);
+    writeAll(this.indexFd, entry);
+    if (this.fsync) {
+      fs.fsyncSync(this.logFd);
+      fs.fsyncSync(this.indexFd);
+    }
+    this.logSize += line.length;
+    this.lastTimestampMs = Date.parse(event.timestamp);
+    this.count += 1;
+  }
+
+  /** Index entries for seqs [fromSeq, fromSeq + n). */
+  entries(fromSeq: number, n: number): IndexEntry[] {
+    const first = Math.max(1, fromSeq);
+    const last = Math.min(this.count, fromSeq + n - 1);
+    if (last < first) return [];
+    const buffer = readAt(this.indexFd, (last - first + 1) * ENTRY_SIZE, (first - 1) * ENTRY_SIZE);
+    const out: IndexEntry[] = [];
+    for (let at = 0; at + ENTRY_SIZE <= buffer.length; at += ENTRY_SIZE) out.push(decodeEntry(buffer, at));
+    return out;
+  }
+
+  entry(seq: number): IndexEntry | undefined {
+    return this.entries(seq, 1)[0];
+  }
+
+  /** Visit seqs from `fromSeq` in direction `step` (+1 / -1), in chunks, until `visit` returns false. */
+  scan(fromSeq: number, step: 1 | -1, visit: (seq: number, entry: IndexEntry) => boolean): void {
+    let seq = fromSeq;
+    while (seq >= 1 && seq <= this.count) {
+      const chunkStart = step === 1 ? seq : Math.max(1, seq - SCAN_CHUNK_ENTRIES + 1);
+      const chunk = this.entries(chunkStart, step === 1 ? SCAN_CHUNK_ENTRIES : seq - chunkStart + 1);
+      if (chunk.length === 0) return;
+      const ordered = step === 1 ? chunk : chunk.reverse();
+      for (const entry of ordered) {
+        if (!visit(seq, entry)) return;
+        seq += step;
+      }
+    }
+  }
+
+  /** First seq whose timestamp is >= sinceMs (count + 1 when none): binary search over the index. */
+  firstSeqAtOrAfter(sinceMs: number): number {
+    let low = 1;
+    let high = this.count + 1;
+    while (low < high) {
+      const mid = (low + high) >>> 1;
+      const entry = this.entry(mid);
+      if (entry && entry.timestampMs < sinceMs) low = mid + 1;
+      else high = mid;
+    }
+    return low;
+  }
+
+  /** The JSON lines of the given entries; adjacent lines are read with one read. */
+  readLines(entries: readonly IndexEntry[]): string[] {
+    const lines: string[] = [];
+    let i = 0;
+    while (i < entries.length) {
+      let j = i;
+      while (j + 1 < entries.length && entries[j + 1]!.offset === entries[j]!.offset + entries[j]!.length + 1) j++;
+      const start = entries[i]!.offset;
+      const end = entries[j]!.offset + entries[j]!.length;
+      const text = readAt(this.logFd, end - start, start).toString('utf8');
+      if (i === j) lines.push(text);
+      else lines.push(...text.split('\n'));
+      i = j + 1;
+    }
+    return lines;
+  }
+
+  close(): void {
+    fs.closeSync(this.logFd);
+    fs.closeSync(this.indexFd);
+  }
+}
+
+/**
+ * Bring the index in line with the log after whatever a crash left: drop a partial index entry
+ * and entries past the end of the log, cut a torn last line off the log, and index complete
+ * lines the index missed.
+ */
+function recover(logFd: number, indexFd: number): { count: number; logSize: number; lastTimestampMs: number } {
+  let logSize = fs.fstatSync(logFd).size;
+  const indexSize = fs.fstatSync(indexFd).size;
+  let count = Math.floor(indexSize / ENTRY_SIZE);
+  if (count > 0) {
+    const all = readAt(indexFd, count * ENTRY_SIZE, 0);
+    while (count > 0) {
+      const last = decodeEntry(all, (count - 1) * ENTRY_SIZE);
+      if (last.offset + last.length + 1 <= logSize) break;
+      count -= 1;
+    }
+  }
+  if (count * ENTRY_SIZE !== indexSize) fs.ftruncateSync(indexFd, count * ENTRY_SIZE);
+
+  const lastEntry = count > 0 ? decodeEntry(readAt(indexFd, ENTRY_SIZE, (count - 1) * ENTRY_SIZE), 0) : undefined;
+  let indexedEnd = lastEntry ? lastEntry.offset + lastEntry.length + 1 : 0;
+  let lastTimestampMs = lastEntry?.timestampMs ?? 0;
+
+  if (indexedEnd < logSize) {
+    const tail = readAt(logFd, logSize - indexedEnd, indexedEnd);
+    let lineStart = 0;
+    while (lineStart < tail.length) {
+      const newline = tail.indexOf(0x0a, lineStart);
+      if (newline === -1) break;
+      const text = tail.toString('utf8', lineStart, newline);
+      let event: AgentEvent;
+      try {
+        event = JSON.parse(text) as AgentEvent;
+      } catch {
+        break;
+      }
+      if (event.seq !== count + 1) break;
+      const timestampMs = Date.parse(event.timestamp);
+      const entry = encodeEntry({
+        offset: indexedEnd + lineStart,
+        length: newline - lineStart,
+        kind: kindCode(event.kind),
+        source: sourceCode(event.source),
+        timestampMs,
+        idPrefix: idPrefixOf(event.id),
+      });
+      writeAll(indexFd, entry);
+      count += 1;
+      lastTimestampMs = timestampMs;
+      lineStart = newline + 1;
+    }
+    indexedEnd += lineStart;
+    if (indexedEnd < logSize) {
+      fs.ftruncateSync(logFd, indexedEnd);
+      logSize = indexedEnd;
+    }
+  }
+  return { count, logSize, lastTimestampMs };
+}

@@ -1,0 +1,185 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { isoTimestamp, systemClock, type Clock } from '../../core/clock.js';
+import type { AgentEvent, NewEvent } from '../../core/schemas/event.js';
+import type { AppendedEvent, EventFilter, EventLog, EventPageQuery, FirehoseEntry, StoredEvent } from '../../core/events/event-log.js';
+import { ConversationLogFile } from './conversation-log-file.js';
+import { FirehoseIndex } from './firehose-index.js';
+import { idPrefixOf, kindCode, sourceCode, type IndexEntry } from './index-entry.js';
+
+export interface FileEventLogOptions {
+  /** Directory holding one sub-directory per conversation. */
+  conversationsDir: string;
+  /** The firehose index file. */
+  firehoseFile: string;
+  /** fsync after every append: survives power loss, not only a process crash. Slower. */
+  fsync?: boolean;
+  /** How many conversations' files are kept open at once (least recently used are closed). */
+  maxOpen?: number;
+  clock?: Clock;
+}
+
+/** The file-backed EventLog: `<conversationsDir>/<id>/events.jsonl` + `events.idx`, and a firehose index. */
+export class FileEventLog implements EventLog {
+  private readonly open = new Map<string, ConversationLogFile>();
+  private readonly firehose: FirehoseIndex;
+  private readonly fsync: boolean;
+  private readonly maxOpen: number;
+  private readonly clock: Clock;
+
+  constructor(private readonly options: FileEventLogOptions) {
+    this.fsync = options.fsync ?? false;
+    this.maxOpen = options.maxOpen ?? 512;
+    this.clock = options.clock ?? systemClock;
+    fs.mkdirSync(options.conversationsDir, { recursive: true });
+    this.firehose = FirehoseIndex.open(options.firehoseFile, { fsync: this.fsync });
+  }
+
+  append(conversationId: string, input: NewEvent): AppendedEvent {
+    const file = this.file(conversationId);
+    const event = {
+      id: randomUUID(),
+      seq: file.count + 1,
+      conversation_id: conversationId,
+      timestamp: isoTimestamp(file.nextTimestamp(this.clock.now())),
+      ...input,
+    } as AgentEvent;
+    const json = JSON.stringify(event);
+    file.append(event, json);
+    const globalCursor = this.firehose.append(conversationId, event.seq);
+    return { event, json, globalCursor };
+  }
+
+  read(conversationId: string, query: EventPageQuery): StoredEvent[] {
+    const file = this.file(conversationId);
+    const { low, high } = this.bounds(file, query);
+    if (low > high) return [];
+    const matches = this.matcher(query);
+    const picked: IndexEntry[] = [];
+    const visit = (seq: number, entry: IndexEntry) => {
+      if (seq < low || seq > high) return false;
+      if (matches(entry)) picked.push(entry);
+      return picked.length < query.limit;
+    };
+    if (query.order === 'asc') file.scan(low, 1, visit);
+    else file.scan(high, -1, visit);
+    return file.readLines(picked).map((json) => ({ event: JSON.parse(json) as AgentEvent, json }));
+  }
+
+  count(conversationId: string, filter: EventFilter): number {
+    const file = this.file(conversationId);
+    const { low, high } = this.bounds(file, filter);
+    if (low > high) return 0;
+    if (!filter.kinds?.length && !filter.sources?.length) return high - low + 1;
+    const matches = this.matcher(filter);
+    let n = 0;
+    file.scan(low, 1, (seq, entry) => {
+      if (seq > high) return false;
+      if (matches(entry)) n += 1;
+      return true;
+    });
+    return n;
+  }
+
+  findById(conversationId: string, eventId: string): StoredEvent | undefined {
+    const file = this.file(conversationId);
+    const prefix = idPrefixOf(eventId);
+    let found: StoredEvent | undefined;
+    file.scan(file.count, -1, (_seq, entry) => {
+      if (!entry.idPrefix.equals(prefix)) return true;
+      const [json] = file.readLines([entry]);
+      const event = JSON.parse(json!) as AgentEvent;
+      if (event.id === eventId) found = { event, json: json! };
+      return found === undefined;
+    });
+    return found;
+  }
+
+  lastSeq(conversationId: string): number {
+    return this.file(conversationId).count;
+  }
+
+  readGlobal(afterCursor: number, limit: number): FirehoseEntry[] {
+    const out: FirehoseEntry[] = [];
+    let cursor = afterCursor;
+    while (out.length < limit && cursor < this.firehose.head) {
+      const records = this.firehose.read(cursor, limit - out.length);
+      if (records.length === 0) break;
+      for (const record of records) {
+        cursor = record.globalCursor;
+        const stored = this.readOne(record.conversationId, record.seq);
+        if (stored) out.push({ globalCursor: record.globalCursor, stored });
+      }
+    }
+    return out;
+  }
+
+  globalHead(): number {
+    return this.firehose.head;
+  }
+
+  drop(conversationId: string): void {
+    const file = this.open.get(conversationId);
+    if (file) {
+      file.close();
+      this.open.delete(conversationId);
+    }
+    const dir = this.dirOf(conversationId);
+    fs.rmSync(path.join(dir, 'events.jsonl'), { force: true });
+    fs.rmSync(path.join(dir, 'events.idx'), { force: true });
+  }
+
+  close(): void {
+    for (const file of this.open.values()) file.close();
+    this.open.clear();
+    this.firehose.close();
+  }
+
+  private readOne(conversationId: string, seq: number): StoredEvent | undefined {
+    if (!fs.existsSync(path.join(this.dirOf(conversationId), 'events.jsonl'))) return undefined;
+    const file = this.file(conversationId);
+    const entry = file.entry(seq);
+    if (!entry) return undefined;
+    const [json] = file.readLines([entry]);
+    return { event: JSON.parse(json!) as AgentEvent, json: json! };
+  }
+
+  private bounds(file: ConversationLogFile, query: EventFilter & { cursorSeq?: number | undefined; order?: 'asc' | 'desc' }) {
+    let low = Math.max(1, (query.afterSeq ?? 0) + 1);
+    let high = file.count;
+    if (query.sinceMs !== undefined) low = Math.max(low, file.firstSeqAtOrAfter(query.sinceMs));
+    if (query.cursorSeq !== undefined) {
+      if (query.order === 'desc') high = Math.min(high, query.cursorSeq - 1);
+      else low = Math.max(low, query.cursorSeq + 1);
+    }
+    return { low, high };
+  }
+
+  private matcher(filter: EventFilter): (entry: IndexEntry) => boolean {
+    const kinds = filter.kinds?.length ? new Set(filter.kinds.map(kindCode)) : undefined;
+    const sources = filter.sources?.length ? new Set(filter.sources.map(sourceCode)) : undefined;
+    return (entry) => (!kinds || kinds.has(entry.kind)) && (!sources || sources.has(entry.source));
+  }
+
+  private dirOf(conversationId: string): string {
+    return path.join(this.options.conversationsDir, conversationId);
+  }
+
+  private file(conversationId: string): ConversationLogFile {
+    const cached = this.open.get(conversationId);
+    if (cached) {
+      this.open.delete(conversationId);
+      this.open.set(conversationId, cached);
+      return cached;
+    }
+    const file = ConversationLogFile.open(this.dirOf(conversationId), { fsync: this.fsync });
+    this.open.set(conversationId, file);
+    if (this.open.size > this.maxOpen) {
+      const [oldestId, oldest] = this.open.entries().next().value as [string, ConversationLogFile];
+      oldest.close();
+      this.open.delete(oldestId);
+    }
+    return file;
+  }
+}

@@ -1,0 +1,46 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { fastifySSE } from '@fastify/sse';
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import type { Services } from './compose.js';
+import { registerAuth } from './http/plugins/auth.js';
+import { registerErrorHandling } from './http/plugins/errors.js';
+import { registerJsonBodyParser } from './http/plugins/json-body.js';
+import { registerOpenApi } from './http/plugins/openapi.js';
+import { conversationRoutes } from './http/routes/conversations.js';
+import { eventRoutes } from './http/routes/events.js';
+import { healthRoutes } from './http/routes/health.js';
+import { messageRoutes } from './http/routes/messages.js';
+import { streamRoutes } from './http/routes/streams.js';
+
+/** Builds the Fastify instance around the services. Never listens (cli.ts does). */
+export async function buildApp(services: Services): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: services.logger as FastifyBaseLogger,
+    bodyLimit: services.config.maxBodyBytes,
+    forceCloseConnections: true,
+    requestIdHeader: 'x-request-id',
+    genReqId: () => crypto.randomUUID(),
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 4096 },
+  });
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  registerErrorHandling(app);
+  registerJsonBodyParser(app);
+  registerAuth(app, { keys: services.masterKeys, isPublicPath: (path) => path === '/docs' || path.startsWith('/docs/') });
+  await registerOpenApi(app, services);
+  await app.register(fastifySSE, { heartbeatInterval: services.config.sseHeartbeatMs });
+
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  app.addHook('preClose', async () => {
+    services.streams.closeAll('server_shutting_down');
+  });
+
+  await app.register(healthRoutes(services));
+  await app.register(conversationRoutes(services));
+  await app.register(messageRoutes(services));
+  await app.register(eventRoutes(services));
+  await app.register(streamRoutes(services));
+  return app;
+}

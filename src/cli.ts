@@ -1,0 +1,62 @@
+#!/usr/bin/env node
+import { ConfigError, HELP, parseCli } from './config.js';
+import { buildApp } from './app.js';
+import { composeServices } from './compose.js';
+import { createLogger } from './logger.js';
+import { VERSION } from './version.js';
+
+/** argv + env → config → services → HTTP. The built entry is dist/cli.js. */
+async function main(): Promise<void> {
+  let parsed;
+  try {
+    parsed = parseCli(process.argv.slice(2), process.env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`agentd: ${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  if (parsed.action === 'help') return void process.stdout.write(HELP);
+  if (parsed.action === 'version') return void process.stdout.write(`${VERSION}\n`);
+
+  const { config } = parsed;
+  const logger = createLogger({ level: config.logLevel });
+  const services = await composeServices(config, logger);
+  const app = await buildApp(services);
+
+  if (services.masterKeyFile) {
+    const how = services.masterKeyCreated ? 'generated a new API key' : 'using the API key';
+    logger.warn({ key_file: services.masterKeyFile }, `AGENTD_MASTER_KEY is not set: ${how} in ${services.masterKeyFile}`);
+    process.stderr.write(`agentd: AGENTD_MASTER_KEY is not set; ${how} stored in ${services.masterKeyFile}\n`);
+  }
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) {
+      process.stderr.write(`agentd: ${signal} again, exiting now\n`);
+      process.exit(1);
+    }
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    const force = setTimeout(() => process.exit(1), 10_000);
+    force.unref();
+    try {
+      await app.close();
+      await services.close();
+    } finally {
+      process.exit(0);
+    }
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+
+  const address = await app.listen({ host: config.host, port: config.port });
+  logger.info({ address, data_dir: config.dataDir, version: VERSION }, 'agentd listening');
+}
+
+main().catch((error: unknown) => {
+  const message = error instanceof Error ? error.message : String(error);
+  process.stderr.write(`agentd: failed to start: ${message}\n`);
+  process.exit(1);
+});

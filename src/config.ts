@@ -1,0 +1,133 @@
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+
+/**
+ * The only reader of process.env. Flags override env; everything is parsed once with zod and
+ * frozen; a bad value stops start-up with one clear line.
+ */
+const LogLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+
+const boolText = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((value) => value === 'true' || value === '1' || value === 'yes');
+
+const EnvSchema = z.object({
+  AGENTD_HOST: z.string().min(1).default('127.0.0.1'),
+  AGENTD_PORT: z.coerce.number().int().min(0).max(65535).default(8000),
+  AGENTD_DATA_DIR: z.string().min(1).default(path.join(os.homedir(), '.agentd')),
+  AGENTD_WORKDIR_BASE: z.string().min(1).optional(),
+  AGENTD_LOG_LEVEL: LogLevel.default('info'),
+  AGENTD_MASTER_KEY: z.string().optional(),
+  AGENTD_LLM_MODEL: z.string().min(1).optional(),
+  AGENTD_LLM_BASE_URL: z.url().optional(),
+  AGENTD_LLM_API_KEY: z.string().min(1).optional(),
+  OPENAI_BASE_URL: z.url().optional(),
+  OPENAI_API_KEY: z.string().min(1).optional(),
+  AGENTD_SECRET_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
+  AGENTD_FSYNC: boolText.default(false),
+  AGENTD_MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(10 * 1024 * 1024),
+  AGENTD_MAX_UPLOAD_BYTES: z.coerce.number().int().min(1).default(100 * 1024 * 1024),
+  AGENTD_SSE_HEARTBEAT_S: z.coerce.number().min(0.05).max(15).default(15),
+  AGENTD_SSE_MAX_BUFFERED: z.coerce.number().int().min(10).default(10_000),
+  AGENTD_PUBLIC_METRICS: boolText.default(false),
+});
+
+export interface Config {
+  host: string;
+  port: number;
+  dataDir: string;
+  workdirBase: string;
+  logLevel: z.infer<typeof LogLevel>;
+  /** Keys from AGENTD_MASTER_KEY; empty means "generate or load the key file in the data dir". */
+  masterKeys: readonly string[];
+  defaultLlm: { model: string; base_url: string | null; api_key: string | null } | null;
+  secretKey: string | null;
+  fsync: boolean;
+  maxBodyBytes: number;
+  maxUploadBytes: number;
+  sseHeartbeatMs: number;
+  sseMaxBuffered: number;
+  publicMetrics: boolean;
+}
+
+export class ConfigError extends Error {}
+
+export const HELP = `agentd: an agent server for coding-agent conversations over HTTP.
+
+Usage: agentd [--host H] [--port P] [--data-dir D]
+
+Options:
+  --host H        address to listen on (AGENTD_HOST, default 127.0.0.1)
+  --port P        port to listen on (AGENTD_PORT, default 8000)
+  --data-dir D    where state lives (AGENTD_DATA_DIR, default ~/.agentd)
+  --help          print this help
+  --version       print the version
+
+Environment: see the README's configuration table (every variable starts with AGENTD_).
+`;
+
+export type CliAction = { action: 'help' } | { action: 'version' } | { action: 'serve'; config: Config };
+
+export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv): CliAction {
+  let flags;
+  try {
+    flags = parseArgs({
+      args: [...argv],
+      options: {
+        host: { type: 'string' },
+        port: { type: 'string' },
+        'data-dir': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'v' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (error) {
+    throw new ConfigError(`${(error as Error).message} (see --help)`);
+  }
+  if (flags.help) return { action: 'help' };
+  if (flags.version) return { action: 'version' };
+  const merged = { ...env };
+  if (flags.host !== undefined) merged.AGENTD_HOST = flags.host;
+  if (flags.port !== undefined) merged.AGENTD_PORT = flags.port;
+  if (flags['data-dir'] !== undefined) merged.AGENTD_DATA_DIR = flags['data-dir'];
+  return { action: 'serve', config: loadConfig(merged) };
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv): Config {
+  const known = Object.fromEntries(Object.keys(EnvSchema.shape).filter((key) => env[key] !== undefined && env[key] !== '').map((key) => [key, env[key]]));
+  const parsed = EnvSchema.safeParse(known);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const name = String(issue.path[0] ?? 'environment');
+    throw new ConfigError(`invalid ${name}: ${issue.message}`);
+  }
+  const e = parsed.data;
+  const dataDir = path.resolve(e.AGENTD_DATA_DIR);
+  const model = e.AGENTD_LLM_MODEL;
+  return Object.freeze({
+    host: e.AGENTD_HOST,
+    port: e.AGENTD_PORT,
+    dataDir,
+    workdirBase: path.resolve(e.AGENTD_WORKDIR_BASE ?? path.join(dataDir, 'workspaces')),
+    logLevel: e.AGENTD_LOG_LEVEL,
+    masterKeys: Object.freeze((e.AGENTD_MASTER_KEY ?? '').split(',').map((key) => key.trim()).filter(Boolean)),
+    defaultLlm: model
+      ? {
+          model,
+          base_url: e.AGENTD_LLM_BASE_URL ?? e.OPENAI_BASE_URL ?? null,
+          api_key: e.AGENTD_LLM_API_KEY ?? e.OPENAI_API_KEY ?? null,
+        }
+      : null,
+    secretKey: e.AGENTD_SECRET_KEY ?? null,
+    fsync: e.AGENTD_FSYNC,
+    maxBodyBytes: e.AGENTD_MAX_BODY_BYTES,
+    maxUploadBytes: e.AGENTD_MAX_UPLOAD_BYTES,
+    sseHeartbeatMs: Math.round(e.AGENTD_SSE_HEARTBEAT_S * 1000),
+    sseMaxBuffered: e.AGENTD_SSE_MAX_BUFFERED,
+    publicMetrics: e.AGENTD_PUBLIC_METRICS,
+  });
+}

@@ -1,0 +1,76 @@
+/**
+ * The LLM as the agent loop sees it: vendor-free. The OpenAI-compatible adapter lives in
+ * adapters/openai-llm.ts; tests drive it against a scripted fake server.
+ */
+export type LlmMessage =
+  | { role: 'system'; content: string }
+  | { role: 'user'; content: string }
+  | { role: 'assistant'; content: string | null; tool_calls?: LlmToolCall[] }
+  | { role: 'tool'; tool_call_id: string; content: string };
+
+export interface LlmToolCall {
+  id: string;
+  name: string;
+  /** Raw JSON text as the model produced it (may be invalid: the loop reports that back). */
+  arguments: string;
+}
+
+export interface LlmToolSchema {
+  name: string;
+  description: string;
+  /** JSON Schema of the parameters. */
+  parameters: Record<string, unknown>;
+}
+
+export interface LlmUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  cost: number;
+}
+
+export interface LlmResponse {
+  content: string | null;
+  toolCalls: LlmToolCall[];
+  usage: LlmUsage;
+  finishReason: string | null;
+}
+
+export interface LlmSettings {
+  model: string;
+  api_key?: string | null | undefined;
+  base_url?: string | null | undefined;
+  api_version?: string | null | undefined;
+  temperature?: number | null | undefined;
+  top_p?: number | null | undefined;
+  max_output_tokens?: number | null | undefined;
+  reasoning_effort?: 'low' | 'medium' | 'high' | 'none' | null | undefined;
+  timeout_s?: number | null | undefined;
+  num_retries?: number | null | undefined;
+  input_cost_per_token?: number | null | undefined;
+  output_cost_per_token?: number | null | undefined;
+}
+
+export interface LlmRequest {
+  settings: LlmSettings;
+  messages: LlmMessage[];
+  tools: LlmToolSchema[];
+  signal: AbortSignal;
+  /** Called with each piece of assistant text as it streams in. */
+  onTextDelta?: (delta: string) => void;
+}
+
+export interface LlmClient {
+  complete(request: LlmRequest): Promise<LlmResponse>;
+}
+
+/** Thrown by an LlmClient after retries ran out; `code` is a stable machine code. */
+export class LlmError extends Error {
+  constructor(
+    readonly code: 'llm_rate_limited' | 'llm_server_error' | 'llm_timeout' | 'llm_connection_error' | 'llm_bad_request' | 'llm_auth_error' | 'llm_error',
+    message: string,
+    readonly status?: number,
+  ) {
+    super(message);
+    this.name = 'LlmError';
+  }
+}

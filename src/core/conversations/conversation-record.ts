@@ -1,0 +1,32 @@
+import type { ConversationStatus } from '../schemas/event.js';
+import type { PendingAction, Usage } from '../schemas/conversation.js';
+import type { LlmConfig } from '../schemas/llm-config.js';
+
+/** What the server keeps about a conversation (events live in the event log). */
+export interface ConversationRecord {
+  id: string;
+  title: string | null;
+  status: ConversationStatus;
+  workdir: string;
+  /** The server created the workdir, so `delete_workdir=true` may remove it. */
+  workdir_created: boolean;
+  llm: LlmConfig | null;
+  tools: string[];
+  max_iterations_per_run: number;
+  confirmation_mode: boolean;
+  pending_actions: PendingAction[];
+  current_run_id: string | null;
+  usage: Usage;
+  created_at: string;
+  updated_at: string;
+  metadata: Record<string, unknown>;
+  /** Secret values by name, in plain text in memory only; the repository encrypts them at rest. */
+  secrets: Record<string, string>;
+}
+
+/** Where conversation records persist. Writes are atomic: a crash leaves the old or the new record. */
+export interface ConversationRepository {
+  loadAll(): Promise<ConversationRecord[]>;
+  save(record: ConversationRecord): void;
+  remove(id: string): void;
+}

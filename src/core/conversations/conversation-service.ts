@@ -1,0 +1,289 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { isoTimestamp, systemClock, type Clock } from '../clock.js';
+import { NotFoundError, UnprocessableError } from '../errors.js';
+import { decodePageId, encodePageId, type Page } from '../pagination.js';
+import type { Conversation, CreateConversationBody, UpdateConversationConfigBody } from '../schemas/conversation.js';
+import type { ConversationStatus, NewEvent } from '../schemas/event.js';
+import { mergeLlmConfig, normalizeLlmConfig, redactLlmConfig, type LlmConfig } from '../schemas/llm-config.js';
+import type { EventLog } from '../events/event-log.js';
+import type { EventRecorder } from '../events/event-recorder.js';
+import type { ConversationRecord, ConversationRepository } from './conversation-record.js';
+import { SortedIndex } from './sorted-index.js';
+
+export interface ConversationDefaults {
+  llm: LlmConfig | null;
+  workdirBase: string;
+  /** Workdirs may not lie inside this directory (the server's data: keys, other conversations). */
+  dataDir: string;
+  /** Names of the built-in tools; a conversation's `tools` must be among them. */
+  toolNames: readonly string[];
+}
+
+/** What the agent runtime (the agent issue) plugs in: told about messages and deletions. */
+export interface ConversationRuntime {
+  /** A user message was appended; start a run or feed the running one. Returns the run id it went to. */
+  onUserMessage(conversationId: string, options: { run: boolean }): string | null;
+  /** The conversation is about to be deleted: stop its run and processes. */
+  dispose(conversationId: string): Promise<void>;
+}
+
+export interface ListConversationsQuery {
+  status?: ConversationStatus | undefined;
+  sort: 'created_at' | 'updated_at';
+  order: 'asc' | 'desc';
+  pageId?: string | undefined;
+  limit: number;
+}
+
+interface ConversationCursor {
+  k: string;
+  i: string;
+}
+
+const isCursor = (value: unknown): value is ConversationCursor =>
+  typeof value === 'object' && value !== null && typeof (value as ConversationCursor).k === 'string' && typeof (value as ConversationCursor).i === 'string';
+
+export class ConversationService {
+  private readonly records = new Map<string, ConversationRecord>();
+  private readonly byCreated = new SortedIndex<ConversationRecord>((record) => record.created_at);
+  private readonly byUpdated = new SortedIndex<ConversationRecord>((record) => record.updated_at);
+  private runtime: ConversationRuntime | null = null;
+  private loaded = false;
+
+  constructor(
+    private readonly deps: {
+      repository: ConversationRepository;
+      log: EventLog;
+      recorder: EventRecorder;
+      defaults: ConversationDefaults;
+      clock?: Clock;
+    },
+  ) {
+    deps.recorder.onAppend(({ event }) => {
+      const record = this.records.get(event.conversation_id);
+      if (record) this.touch(record, event.timestamp);
+    });
+  }
+
+  private get clock(): Clock {
+    return this.deps.clock ?? systemClock;
+  }
+
+  attachRuntime(runtime: ConversationRuntime): void {
+    this.runtime = runtime;
+  }
+
+  async load(): Promise<void> {
+    for (const record of await this.deps.repository.loadAll()) this.index(record);
+    this.loaded = true;
+  }
+
+  get isLoaded(): boolean {
+    return this.loaded;
+  }
+
+  create(body: CreateConversationBody): { conversation: Conversation; record: ConversationRecord } {
+    const llm = body.llm ? normalizeLlmConfig(body.llm) : this.deps.defaults.llm;
+    const tools = body.tools ? this.checkTools(body.tools) : [...this.deps.defaults.toolNames];
+    const id = randomUUID();
+    const { workdir, created } = this.prepareWorkdir(body.workdir ?? path.join(this.deps.defaults.workdirBase, id), body.workdir === undefined);
+    const now = isoTimestamp(this.clock.now());
+    const record: ConversationRecord = {
+      id,
+      title: body.title ?? null,
+      status: 'idle',
+      workdir,
+      workdir_created: created,
+      llm,
+      tools,
+      max_iterations_per_run: body.max_iterations_per_run,
+      confirmation_mode: body.confirmation_mode,
+      pending_actions: [],
+      current_run_id: null,
+      usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0 },
+      created_at: now,
+      updated_at: now,
+      metadata: body.metadata ?? {},
+      secrets: { ...body.secrets },
+    };
+    this.deps.repository.save(record);
+    this.index(record);
+    return { conversation: this.toPublic(record), record };
+  }
+
+  get(id: string): Conversation {
+    return this.toPublic(this.record(id));
+  }
+
+  /** The internal record (for services of the same conversation: secrets, agent, files). */
+  record(id: string): ConversationRecord {
+    const record = this.records.get(id);
+    if (!record) throw new NotFoundError('conversation', id);
+    return record;
+  }
+
+  has(id: string): boolean {
+    return this.records.has(id);
+  }
+
+  list(query: ListConversationsQuery): Page<Conversation> {
+    const index = query.sort === 'created_at' ? this.byCreated : this.byUpdated;
+    const cursor = query.pageId ? decodePageId(query.pageId, isCursor) : undefined;
+    const filter = query.status ? (record: ConversationRecord) => record.status === query.status : undefined;
+    const { items, more } = index.page({ order: query.order, limit: query.limit, filter, ...(cursor ? { after: { key: cursor.k, id: cursor.i } } : {}) });
+    const last = items[items.length - 1];
+    return {
+      items: items.map((record) => this.toPublic(record)),
+      next_page_id: more && last ? encodePageId({ k: query.sort === 'created_at' ? last.created_at : last.updated_at, i: last.id }) : null,
+    };
+  }
+
+  count(status?: ConversationStatus): number {
+    if (!status) return this.records.size;
+    let n = 0;
+    for (const record of this.records.values()) if (record.status === status) n += 1;
+    return n;
+  }
+
+  countsByStatus(): Record<ConversationStatus, number> {
+    const counts: Record<ConversationStatus, number> = { idle: 0, running: 0, paused: 0, waiting_for_confirmation: 0, finished: 0, error: 0, stuck: 0 };
+    for (const record of this.records.values()) counts[record.status] += 1;
+    return counts;
+  }
+
+  all(): IterableIterator<ConversationRecord> {
+    return this.records.values();
+  }
+
+  updateConfig(id: string, body: UpdateConversationConfigBody): Conversation {
+    const record = this.record(id);
+    if (body.llm) {
+      if (!record.llm && !body.llm.model) {
+        throw new UnprocessableError('llm_model_required', 'This conversation has no LLM yet: the update must name a model.');
+      }
+      record.llm = mergeLlmConfig(record.llm, { model: record.llm?.model ?? body.llm.model!, ...body.llm });
+    }
+    if (body.workdir !== undefined && body.workdir !== record.workdir) {
+      const { workdir, created } = this.prepareWorkdir(body.workdir, false);
+      record.workdir = workdir;
+      record.workdir_created = created;
+    }
+    if (body.max_iterations_per_run !== undefined) record.max_iterations_per_run = body.max_iterations_per_run;
+    if (body.title !== undefined) record.title = body.title;
+    this.save(record);
+    return this.toPublic(record);
+  }
+
+  async delete(id: string, options: { deleteWorkdir: boolean }): Promise<void> {
+    const record = this.record(id);
+    await this.runtime?.dispose(id);
+    this.records.delete(id);
+    this.byCreated.remove(record);
+    this.byUpdated.remove(record);
+    this.deps.log.drop(id);
+    this.deps.repository.remove(id);
+    this.deps.recorder.closeConversation(id);
+    if (options.deleteWorkdir && record.workdir_created) fs.rmSync(record.workdir, { recursive: true, force: true });
+  }
+
+  /** Append a user message; start a run or feed the running one unless `run` is false. */
+  postMessage(id: string, body: { content: string; run: boolean }) {
+    this.record(id);
+    const appended = this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content });
+    const runId = this.runtime ? this.runtime.onUserMessage(id, { run: body.run }) : null;
+    return { event: appended.event, run_id: runId };
+  }
+
+  append(id: string, event: NewEvent) {
+    return this.deps.recorder.append(id, event);
+  }
+
+  /** Persist a changed record now (status changes, config, pending actions, usage). */
+  save(record: ConversationRecord): void {
+    this.touch(record, isoTimestamp(this.clock.now()));
+    this.deps.repository.save(record);
+  }
+
+  toPublic(record: ConversationRecord): Conversation {
+    return {
+      id: record.id,
+      title: record.title,
+      status: record.status,
+      workdir: record.workdir,
+      llm: record.llm ? redactLlmConfig(record.llm) : null,
+      tools: record.tools,
+      max_iterations_per_run: record.max_iterations_per_run,
+      confirmation_mode: record.confirmation_mode,
+      pending_actions: record.pending_actions,
+      current_run_id: record.current_run_id,
+      event_count: this.deps.log.lastSeq(record.id),
+      usage: record.usage,
+      created_at: record.created_at,
+      updated_at: record.updated_at,
+      metadata: record.metadata,
+    };
+  }
+
+  private touch(record: ConversationRecord, timestamp: string): void {
+    if (timestamp <= record.updated_at) return;
+    const old = record.updated_at;
+    record.updated_at = timestamp;
+    this.byUpdated.update(record, old);
+  }
+
+  private index(record: ConversationRecord): void {
+    this.records.set(record.id, record);
+    this.byCreated.insert(record);
+    this.byUpdated.insert(record);
+  }
+
+  private checkTools(tools: string[]): string[] {
+    const known = new Set(this.deps.defaults.toolNames);
+    const unknown = tools.filter((name) => !known.has(name));
+    if (unknown.length > 0) {
+      throw new UnprocessableError('unknown_tool', `Unknown tool name(s): ${unknown.join(', ')}.`, { unknown, available: [...known] });
+    }
+    return [...new Set(tools)];
+  }
+
+  private prepareWorkdir(requested: string, isDefault: boolean): { workdir: string; created: boolean } {
+    if (!path.isAbsolute(requested) || requested.includes('\0')) {
+      throw new UnprocessableError('invalid_workdir', 'workdir must be an absolute path.', { workdir: requested });
+    }
+    const existed = fs.existsSync(requested);
+    if (existed && !fs.statSync(requested).isDirectory()) {
+      throw new UnprocessableError('invalid_workdir', 'workdir exists and is not a directory.', { workdir: requested });
+    }
+    const dataDir = fs.realpathSync(this.deps.defaults.dataDir);
+    if (!isDefault) {
+      const nearest = realpathOfNearest(requested);
+      const workdirBase = realpathOfNearest(this.deps.defaults.workdirBase);
+      const underBase = isInside(nearest, workdirBase) && nearest !== workdirBase;
+      if ((isInside(nearest, dataDir) && !underBase) || isInside(dataDir, nearest)) {
+        throw new UnprocessableError('invalid_workdir', 'workdir may not contain or lie inside the server\'s data directory.', { workdir: requested });
+      }
+    }
+    fs.mkdirSync(requested, { recursive: true });
+    return { workdir: fs.realpathSync(requested), created: !existed };
+  }
+}
+
+function isInside(child: string, parent: string): boolean {
+  const relative = path.relative(parent, child);
+  return relative === '' || (!relative.startsWith('..') && !path.isAbsolute(relative));
+}
+
+/** realpath of the path, or of its nearest existing ancestor joined with the rest. */
+function realpathOfNearest(target: string): string {
+  let current = target;
+  const rest: string[] = [];
+  while (!fs.existsSync(current)) {
+    rest.unshift(path.basename(current));
+    const parent = path.dirname(current);
+    if (parent === current) break;
+    current = parent;
+  }
+  return path.join(fs.realpathSync(current), ...rest);
+}

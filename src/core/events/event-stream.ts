@@ -1,0 +1,136 @@
+import type { EventBus, BusMessage } from './event-bus.js';
+import type { EventLog, StoredEvent } from './event-log.js';
+
+/** One item of an SSE stream: `id` (the cursor) is absent for streaming-only deltas and notices. */
+export interface StreamItem {
+  id?: string;
+  event: string;
+  data: string;
+}
+
+export interface EventStreamOptions {
+  log: EventLog;
+  bus: EventBus;
+  /** null: the firehose over every conversation, with the global cursor as `id`. */
+  conversationId: string | null;
+  /** Start after this cursor (seq, or global cursor for the firehose). */
+  afterCursor: number;
+  /** Live events buffered for a subscriber that does not keep up; past it the stream ends. */
+  maxBuffered: number;
+  includeDeltas: boolean;
+  historyPageSize?: number;
+}
+
+/**
+ * History first, then live, with no gap and no duplicate across the switch: history is read
+ * from the log in pages; then, in one synchronous step, the stream subscribes to the bus and
+ * reads what was appended since the last page. Appends are synchronous too, so every later
+ * event reaches the subscription and nothing in between is missed. Live events carry their
+ * cursor and anything at or below the last one sent is skipped.
+ */
+export class EventStream implements AsyncIterable<StreamItem> {
+  private queue: StreamItem[] = [];
+  private wake: (() => void) | null = null;
+  private unsubscribe: (() => void) | null = null;
+  private ended = false;
+  private endNotice: StreamItem | null = null;
+  private cursor: number;
+
+  constructor(private readonly options: EventStreamOptions) {
+    this.cursor = options.afterCursor;
+  }
+
+  /** End the stream (client gone, conversation deleted, server closing). */
+  close(notice?: StreamItem): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.endNotice = notice ?? null;
+    this.unsubscribe?.();
+    this.wake?.();
+  }
+
+  get closed(): boolean {
+    return this.ended;
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<StreamItem> {
+    try {
+      yield* this.history();
+      if (this.ended) return;
+      this.subscribe();
+      while (true) {
+        if (this.queue.length === 0) {
+          if (this.ended) break;
+          await new Promise<void>((resolve) => (this.wake = resolve));
+          this.wake = null;
+          continue;
+        }
+        const batch = this.queue;
+        this.queue = [];
+        for (const item of batch) yield item;
+      }
+      if (this.endNotice) yield this.endNotice;
+    } finally {
+      this.close();
+    }
+  }
+
+  private *history(): Generator<StreamItem> {
+    const pageSize = this.options.historyPageSize ?? 500;
+    while (!this.ended) {
+      const page = this.readAfter(this.cursor, pageSize);
+      if (page.length === 0) return;
+      for (const item of page) yield item;
+    }
+  }
+
+  private subscribe(): void {
+    const { bus, conversationId, maxBuffered, includeDeltas } = this.options;
+    this.unsubscribe = bus.subscribe(conversationId, (message) => this.onMessage(message, includeDeltas, maxBuffered));
+    // Same tick as the subscription: nothing can be appended in between.
+    for (;;) {
+      const tail = this.readAfter(this.cursor, 10_000);
+      if (tail.length === 0) break;
+      this.queue.push(...tail);
+    }
+  }
+
+  private onMessage(message: BusMessage, includeDeltas: boolean, maxBuffered: number): void {
+    if (this.ended) return;
+    if (message.type === 'closed') {
+      this.close({ event: 'stream_closed', data: JSON.stringify({ reason: 'conversation_deleted', conversation_id: message.conversationId }) });
+      return;
+    }
+    if (this.queue.length >= maxBuffered) {
+      this.close({ event: 'stream_overflow', data: JSON.stringify({ reason: 'subscriber_too_slow', resume_after: String(this.cursor) }) });
+      return;
+    }
+    if (message.type === 'delta') {
+      if (includeDeltas) this.queue.push({ event: 'message_delta', data: JSON.stringify(message.delta) });
+    } else {
+      const cursor = this.options.conversationId === null ? message.appended.globalCursor : message.appended.event.seq;
+      if (cursor <= this.cursor) return;
+      this.cursor = cursor;
+      this.queue.push(toItem(cursor, message.appended));
+    }
+    this.wake?.();
+  }
+
+  /** Read from the log after a cursor, advancing this.cursor. */
+  private readAfter(after: number, limit: number): StreamItem[] {
+    const { log, conversationId } = this.options;
+    if (conversationId === null) {
+      const entries = log.readGlobal(after, limit);
+      const items = entries.map((entry) => toItem(entry.globalCursor, entry.stored));
+      if (entries.length > 0) this.cursor = entries[entries.length - 1]!.globalCursor;
+      return items;
+    }
+    const events = log.read(conversationId, { order: 'asc', cursorSeq: after, limit });
+    if (events.length > 0) this.cursor = events[events.length - 1]!.event.seq;
+    return events.map((stored) => toItem(stored.event.seq, stored));
+  }
+}
+
+function toItem(cursor: number, stored: StoredEvent): StreamItem {
+  return { id: String(cursor), event: stored.event.kind, data: stored.json };
+}

@@ -1,0 +1,36 @@
+import type { EventBus } from './event-bus.js';
+import type { EventLog } from './event-log.js';
+import { EventStream } from './event-stream.js';
+
+/** Opens SSE-ready event streams and keeps track of them, so shutdown can end them all. */
+export class EventStreams {
+  private readonly open = new Set<EventStream>();
+
+  constructor(private readonly options: { log: EventLog; bus: EventBus; maxBuffered: number }) {}
+
+  openStream(options: { conversationId: string | null; afterCursor: number }): EventStream {
+    const stream = new EventStream({
+      log: this.options.log,
+      bus: this.options.bus,
+      maxBuffered: this.options.maxBuffered,
+      includeDeltas: true,
+      ...options,
+    });
+    this.open.add(stream);
+    return stream;
+  }
+
+  release(stream: EventStream): void {
+    stream.close();
+    this.open.delete(stream);
+  }
+
+  get size(): number {
+    return this.open.size;
+  }
+
+  closeAll(reason: string): void {
+    for (const stream of this.open) stream.close({ event: 'stream_closed', data: JSON.stringify({ reason }) });
+    this.open.clear();
+  }
+}

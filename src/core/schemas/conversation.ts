@@ -1,0 +1,89 @@
+import { z } from 'zod';
+import { Timestamp } from './common.js';
+import { ConversationStatus } from './event.js';
+import { LlmConfigInput, LlmConfigPublic } from './llm-config.js';
+
+export const Usage = z
+  .object({ prompt_tokens: z.int().min(0), completion_tokens: z.int().min(0), cost: z.number().min(0) })
+  .meta({ id: 'Usage' });
+export type Usage = z.infer<typeof Usage>;
+
+export const PendingAction = z
+  .object({
+    tool_call_id: z.string(),
+    tool_name: z.string(),
+    arguments: z.record(z.string(), z.unknown()),
+    event_id: z.uuid().describe('The `action` event awaiting approval.'),
+  })
+  .meta({ id: 'PendingAction' });
+export type PendingAction = z.infer<typeof PendingAction>;
+
+const Metadata = z.record(z.string(), z.unknown());
+const Title = z.string().max(500);
+const MaxIterations = z.int().min(1).max(100_000);
+const SecretName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'a secret name is an environment variable name');
+
+export const SecretsMap = z
+  .record(SecretName, z.string().max(65_536))
+  .refine((secrets) => Object.keys(secrets).length <= 200, 'at most 200 secrets');
+
+export const Conversation = z
+  .object({
+    id: z.uuid(),
+    title: z.string().nullable(),
+    status: ConversationStatus,
+    workdir: z.string(),
+    llm: LlmConfigPublic.nullable().describe('Null when no model is configured (neither in the request nor the server env).'),
+    tools: z.array(z.string()),
+    max_iterations_per_run: z.int(),
+    confirmation_mode: z.boolean(),
+    pending_actions: z.array(PendingAction),
+    current_run_id: z.uuid().nullable(),
+    event_count: z.int().min(0),
+    usage: Usage,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    metadata: Metadata,
+  })
+  .meta({ id: 'Conversation' });
+export type Conversation = z.infer<typeof Conversation>;
+
+export const CreateConversationBody = z
+  .object({
+    workdir: z.string().min(1).max(4096).optional().describe('Absolute path; default: a fresh dir under AGENTD_WORKDIR_BASE.'),
+    llm: LlmConfigInput.optional(),
+    tools: z.array(z.string().min(1).max(64)).max(64).optional().describe('Tool names; default: all built-ins.'),
+    max_iterations_per_run: MaxIterations.default(500),
+    confirmation_mode: z.boolean().default(false),
+    secrets: SecretsMap.optional(),
+    initial_message: z.string().min(1).max(1_000_000).optional(),
+    run: z.boolean().optional().describe('Start a run with the initial message (default true when a message is given).'),
+    title: Title.optional(),
+    metadata: Metadata.optional(),
+  })
+  .strict()
+  .meta({ id: 'CreateConversation' });
+export type CreateConversationBody = z.infer<typeof CreateConversationBody>;
+
+export const UpdateConversationConfigBody = z
+  .object({
+    llm: LlmConfigInput.partial().strict().optional().describe('Merged into the current LLM config.'),
+    workdir: z.string().min(1).max(4096).optional(),
+    max_iterations_per_run: MaxIterations.optional(),
+    title: Title.nullable().optional(),
+  })
+  .strict()
+  .meta({ id: 'UpdateConversationConfig' });
+export type UpdateConversationConfigBody = z.infer<typeof UpdateConversationConfigBody>;
+
+export const ConversationSort = z.enum(['created_at', 'updated_at']);
+export const SortOrder = z.enum(['asc', 'desc']);
+
+export const PostMessageBody = z
+  .object({
+    content: z.string().min(1).max(1_000_000),
+    run: z.boolean().default(true).describe('Start (or feed) a run; false only records the message.'),
+  })
+  .strict()
+  .meta({ id: 'PostMessage' });
+export type PostMessageBody = z.infer<typeof PostMessageBody>;

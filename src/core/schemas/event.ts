@@ -1,0 +1,148 @@
+import { z } from 'zod';
+import { Timestamp } from './common.js';
+
+export const EventSource = z.enum(['user', 'agent', 'environment', 'system']).meta({ id: 'EventSource' });
+export type EventSource = z.infer<typeof EventSource>;
+
+export const ConversationStatus = z
+  .enum(['idle', 'running', 'paused', 'waiting_for_confirmation', 'finished', 'error', 'stuck'])
+  .meta({ id: 'ConversationStatus' });
+export type ConversationStatus = z.infer<typeof ConversationStatus>;
+
+export const EVENT_KINDS = [
+  'system_prompt',
+  'message',
+  'action',
+  'observation',
+  'rejection',
+  'state_update',
+  'agent_error',
+  'usage',
+  'condensation',
+] as const;
+export const EventKind = z.enum(EVENT_KINDS).meta({ id: 'EventKind' });
+export type EventKind = z.infer<typeof EventKind>;
+
+const JsonObject = z.record(z.string(), z.unknown());
+
+const base = {
+  id: z.uuid(),
+  seq: z.int().min(1).describe('1, 2, 3… per conversation, with no gaps.'),
+  conversation_id: z.uuid(),
+  timestamp: Timestamp,
+};
+
+/** Each kind's own fields, without the envelope. The union below adds the envelope. */
+export const eventBodies = {
+  system_prompt: z.object({
+    kind: z.literal('system_prompt'),
+    source: z.literal('system'),
+    content: z.string(),
+    tools: z.array(JsonObject).describe('The tool schemas sent to the LLM.'),
+  }),
+  message: z.object({
+    kind: z.literal('message'),
+    source: z.enum(['user', 'agent']),
+    role: z.enum(['user', 'assistant']),
+    content: z.string(),
+    run_id: z.uuid().nullable().optional(),
+  }),
+  action: z.object({
+    kind: z.literal('action'),
+    source: z.literal('agent'),
+    tool_call_id: z.string(),
+    tool_name: z.string(),
+    arguments: JsonObject,
+    thought: z.string().nullable().describe('Assistant text of the turn that made this call.'),
+    run_id: z.uuid().nullable(),
+  }),
+  observation: z.object({
+    kind: z.literal('observation'),
+    source: z.literal('environment'),
+    tool_call_id: z.string(),
+    tool_name: z.string(),
+    content: z.string().describe('The text the LLM sees.'),
+    is_error: z.boolean(),
+    data: JsonObject.describe('Tool-specific data, e.g. `exit_code`, `cwd`.'),
+    run_id: z.uuid().nullable().optional(),
+  }),
+  rejection: z.object({
+    kind: z.literal('rejection'),
+    source: z.literal('user'),
+    tool_call_id: z.string(),
+    tool_name: z.string(),
+    reason: z.string(),
+    run_id: z.uuid().nullable().optional(),
+  }),
+  state_update: z.object({
+    kind: z.literal('state_update'),
+    source: z.literal('system'),
+    status: ConversationStatus,
+    run_id: z.uuid().nullable().optional(),
+    reason: z.string().nullable().optional(),
+  }),
+  agent_error: z.object({
+    kind: z.literal('agent_error'),
+    source: z.literal('system'),
+    error: z.string().describe('Machine code, e.g. `llm_rate_limited`.'),
+    message: z.string(),
+    run_id: z.uuid().nullable().optional(),
+  }),
+  usage: z.object({
+    kind: z.literal('usage'),
+    source: z.literal('system'),
+    prompt_tokens: z.int().min(0),
+    completion_tokens: z.int().min(0),
+    cost: z.number().min(0),
+    totals: z.object({ prompt_tokens: z.int().min(0), completion_tokens: z.int().min(0), cost: z.number().min(0) }),
+    run_id: z.uuid().nullable().optional(),
+  }),
+  condensation: z.object({
+    kind: z.literal('condensation'),
+    source: z.literal('system'),
+    summary: z.string(),
+    forgotten_until_seq: z.int().min(0).describe('Events up to this seq are summarized and no longer sent to the LLM.'),
+  }),
+} as const;
+
+function withEnvelope<K extends EventKind>(kind: K, id: string) {
+  return eventBodies[kind].extend(base).meta({ id });
+}
+
+export const SystemPromptEvent = withEnvelope('system_prompt', 'SystemPromptEvent');
+export const MessageEvent = withEnvelope('message', 'MessageEvent');
+export const ActionEvent = withEnvelope('action', 'ActionEvent');
+export const ObservationEvent = withEnvelope('observation', 'ObservationEvent');
+export const RejectionEvent = withEnvelope('rejection', 'RejectionEvent');
+export const StateUpdateEvent = withEnvelope('state_update', 'StateUpdateEvent');
+export const AgentErrorEvent = withEnvelope('agent_error', 'AgentErrorEvent');
+export const UsageEvent = withEnvelope('usage', 'UsageEvent');
+export const CondensationEvent = withEnvelope('condensation', 'CondensationEvent');
+
+export const AgentEvent = z
+  .discriminatedUnion('kind', [
+    SystemPromptEvent,
+    MessageEvent,
+    ActionEvent,
+    ObservationEvent,
+    RejectionEvent,
+    StateUpdateEvent,
+    AgentErrorEvent,
+    UsageEvent,
+    CondensationEvent,
+  ])
+  .meta({ id: 'Event' });
+export type AgentEvent = z.infer<typeof AgentEvent>;
+
+type Body<K extends EventKind> = z.infer<(typeof eventBodies)[K]>;
+/** An event as core produces it, before the log gives it an id, a seq and a timestamp. */
+export type NewEvent = { [K in EventKind]: Body<K> }[EventKind];
+export type EventOf<K extends EventKind> = Extract<AgentEvent, { kind: K }>;
+
+/** Streaming-only: never persisted, no seq. */
+export interface MessageDelta {
+  kind: 'message_delta';
+  conversation_id: string;
+  run_id: string | null;
+  content_delta: string;
+}

@@ -1,0 +1,44 @@
+/**
+ * The conversation's long-lived shell, as core sees it. The implementation (a real bash process,
+ * possibly inside a sandbox) lives in adapters/ and is created through a ProcessLauncher.
+ */
+export interface ShellRunOptions {
+  /** Hard limit: after it, return what was printed so far and leave the command running. */
+  timeoutMs: number;
+  /** Soft limit: no new output for this long returns what was printed so far (command keeps running). */
+  idleTimeoutMs: number;
+  signal?: AbortSignal;
+}
+
+export interface ShellRunResult {
+  output: string;
+  /** null while the command is still running (timed out, or backgrounded). */
+  exitCode: number | null;
+  cwd: string;
+  timedOut: boolean;
+  /** True when the command is still running after we returned (hard or soft timeout). */
+  stillRunning: boolean;
+  /** Set for a command ending in `&`: the pid of the background job. */
+  pid?: number;
+  /** True when the shell had died and was restarted before this command ran. */
+  restarted?: boolean;
+  /** Output was cut in the middle because it went past the limit. */
+  truncated?: boolean;
+}
+
+export interface ShellSession {
+  /** Run a command line (or, with `isInput`, send text / keys such as `C-c` to the running command). */
+  run(command: string, options: ShellRunOptions & { isInput?: boolean }): Promise<ShellRunResult>;
+  /** Set or replace environment variables for following commands (secrets added mid-conversation). */
+  setEnv(vars: Record<string, string>, unset?: string[]): Promise<void>;
+  /** Interrupt whatever runs now (SIGINT to the foreground process group). */
+  interrupt(): Promise<void>;
+  /** Kill the shell and its whole process tree. Idempotent. */
+  close(): Promise<void>;
+  readonly pid: number | undefined;
+  readonly alive: boolean;
+}
+
+export interface ShellFactory {
+  create(options: { conversationId: string; workdir: string; env: Record<string, string> }): Promise<ShellSession>;
+}

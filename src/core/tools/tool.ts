@@ -1,0 +1,37 @@
+import type { z } from 'zod';
+import type { ShellSession } from './shell-session.js';
+
+/** What a tool can reach while it runs: the conversation's workdir, its shell, an abort signal. */
+export interface ToolContext {
+  conversationId: string;
+  /** Absolute, real path of the conversation's workdir. Tools never touch anything outside it. */
+  workdir: string;
+  /** Aborted on pause, cancel or delete: a tool must stop promptly and return what it has. */
+  signal: AbortSignal;
+  /** The conversation's persistent shell (started lazily by the runtime). */
+  shell: () => Promise<ShellSession>;
+  /** Per-conversation scratch state a tool may keep between calls (e.g. file_editor's undo history). */
+  state: Map<string, unknown>;
+}
+
+/** What the LLM sees (`content`), whether it is an error, and tool-specific data for the event. */
+export interface ToolResult {
+  content: string;
+  isError: boolean;
+  data?: Record<string, unknown>;
+}
+
+/**
+ * A tool is data plus one `execute`: the zod schema is the single source of the JSON schema the
+ * LLM sees and of the validation of the arguments it sends back.
+ */
+export interface ToolDefinition<Schema extends z.ZodType = z.ZodType> {
+  name: string;
+  description: string;
+  parameters: Schema;
+  execute(input: z.infer<Schema>, context: ToolContext): Promise<ToolResult>;
+}
+
+export function defineTool<Schema extends z.ZodType>(tool: ToolDefinition<Schema>): ToolDefinition<Schema> {
+  return tool;
+}

@@ -1,0 +1,89 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
+import { AppError } from '../../core/errors.js';
+
+/** Fastify's own 4xx errors, as the contract's machine codes. */
+const FRAMEWORK_CODES: Record<string, string> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'invalid_content_length',
+  FST_ERR_CTP_INVALID_TYPE: 'invalid_content_type',
+  FST_REQ_FILE_TOO_LARGE: 'payload_too_large',
+  FST_FILES_LIMIT: 'payload_too_large',
+  FST_PARTS_LIMIT: 'payload_too_large',
+  FST_INVALID_MULTIPART_CONTENT_TYPE: 'unsupported_media_type',
+};
+
+const STATUS_CODES: Record<number, string> = {
+  400: 'bad_request',
+  401: 'unauthorized',
+  403: 'forbidden',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  406: 'not_acceptable',
+  408: 'request_timeout',
+  409: 'conflict',
+  413: 'payload_too_large',
+  414: 'uri_too_long',
+  415: 'unsupported_media_type',
+  422: 'unprocessable_entity',
+  429: 'too_many_requests',
+  431: 'headers_too_large',
+};
+
+export interface ErrorBody {
+  error: string;
+  message: string;
+  details: Record<string, unknown> | null;
+}
+
+/** The one place errors become HTTP responses. A 5xx never carries a stack, a path or a secret. */
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const { status, body } = toErrorResponse(error);
+    if (status >= 500) request.log.error({ err: error }, 'request failed');
+    else request.log.debug({ code: body.error }, 'request rejected');
+    return reply.code(status).type('application/json').send(body);
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    return reply.code(404).send({
+      error: 'route_not_found',
+      message: `No route ${request.method} ${request.url.split('?')[0]}.`,
+      details: null,
+    } satisfies ErrorBody);
+  });
+}
+
+export function toErrorResponse(error: FastifyError | AppError): { status: number; body: ErrorBody } {
+  if (error instanceof AppError) {
+    return { status: error.status, body: { error: error.code, message: error.message, details: error.details } };
+  }
+  if (hasZodFastifySchemaValidationErrors(error)) {
+    const issues = error.validation.map((issue) => ({
+      path: issue.instancePath.split('/').filter(Boolean),
+      code: issue.keyword,
+      message: issue.message,
+    }));
+    const where = error.validationContext ?? 'request';
+    const first = issues[0];
+    const at = first && first.path.length > 0 ? ` at ${first.path.join('.')}` : '';
+    return {
+      status: 400,
+      body: { error: 'validation_error', message: `Invalid ${where}${at}: ${first?.message ?? 'invalid input'}.`, details: { location: where, issues } },
+    };
+  }
+  if (!(error instanceof Error) || isResponseSerializationError(error as never) || !error.statusCode || error.statusCode >= 500) {
+    return { status: 500, body: { error: 'internal_error', message: 'An internal error occurred.', details: null } };
+  }
+  const status = error.statusCode;
+  const code = FRAMEWORK_CODES[error.code] ?? STATUS_CODES[status] ?? 'bad_request';
+  return { status, body: { error: code, message: sentence(error.message), details: null } };
+}
+
+function sentence(message: string): string {
+  const trimmed = message.trim().slice(0, 300);
+  return trimmed.endsWith('.') ? trimmed : `${trimmed}.`;
+}

@@ -1,0 +1,49 @@
+import type { FastifyInstance } from 'fastify';
+import { InvalidRequestError } from '../../core/errors.js';
+
+const MAX_DEPTH = 64;
+
+/**
+ * JSON bodies: parsed with JSON.parse after a linear scan that refuses nesting deeper than
+ * MAX_DEPTH (deeply nested input would otherwise exhaust the stack later, in validation or
+ * serialization, and surface as a 500).
+ */
+export function registerJsonBodyParser(app: FastifyInstance): void {
+  app.removeContentTypeParser(['application/json']);
+  const parser = (_request: unknown, body: string | Buffer, done: (error: Error | null, value?: unknown) => void) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') return done(new InvalidRequestError('invalid_json', 'The request body is empty; send a JSON value.'), undefined);
+    const depth = nestingDepth(text);
+    if (depth > MAX_DEPTH) {
+      return done(new InvalidRequestError('invalid_json', `JSON nested deeper than ${MAX_DEPTH} levels is not accepted.`, { max_depth: MAX_DEPTH }), undefined);
+    }
+    try {
+      done(null, JSON.parse(text));
+    } catch (error) {
+      done(new InvalidRequestError('invalid_json', `The request body is not valid JSON: ${(error as Error).message}`), undefined);
+    }
+  };
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parser);
+  app.addContentTypeParser(/^application\/[\w.-]+\+json$/, { parseAs: 'string' }, parser);
+}
+
+function nestingDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      depth++;
+      if (depth > max) {
+        max = depth;
+        if (max > MAX_DEPTH) return max;
+      }
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return max;
+}

@@ -1,0 +1,33 @@
+import type { FastifyInstance } from 'fastify';
+import fastifySwagger from '@fastify/swagger';
+import fastifySwaggerUi from '@fastify/swagger-ui';
+import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
+import type { Services } from '../../compose.js';
+
+export const API_TAGS = [
+  { name: 'health', description: 'Liveness, readiness, server info' },
+  { name: 'conversations', description: 'Create, list, configure and delete conversations' },
+  { name: 'messages', description: 'Send messages and drive runs' },
+  { name: 'events', description: 'Everything that happens, listed and streamed' },
+];
+
+/** OpenAPI 3.1 generated from the routes' zod schemas; served at /openapi.json and /docs. */
+export async function registerOpenApi(app: FastifyInstance, services: Services): Promise<void> {
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'agentd',
+        version: services.version,
+        description: 'An agent server: HTTP clients create and drive coding-agent conversations.',
+        license: { name: 'MIT' },
+      },
+      tags: API_TAGS,
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'A key from AGENTD_MASTER_KEY (or the generated key file).' } } },
+      security: [{ bearerAuth: [] }],
+    },
+    transform: jsonSchemaTransform,
+    transformObject: jsonSchemaTransformObject,
+  });
+  await app.register(fastifySwaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list', deepLinking: true } });
+}

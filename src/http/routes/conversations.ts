@@ -1,0 +1,118 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Services } from '../../compose.js';
+import { CountResponse, PageQuery, QueryBoolean, pageOf } from '../../core/schemas/common.js';
+import { Conversation, ConversationSort, CreateConversationBody, SortOrder, UpdateConversationConfigBody } from '../../core/schemas/conversation.js';
+import { ConversationStatus } from '../../core/schemas/event.js';
+import { ConversationParams, errors } from '../route-schemas.js';
+
+const ConversationPage = pageOf(Conversation, 'ConversationPage');
+const StatusFilter = z.object({ status: ConversationStatus.optional() });
+const ListQuery = PageQuery.extend(StatusFilter.shape).extend({
+  sort: ConversationSort.default('created_at'),
+  order: SortOrder.default('desc'),
+});
+
+export function conversationRoutes(services: Services): FastifyPluginAsyncZod {
+  const conversations = services.conversations;
+  return async (app) => {
+    app.post(
+      '/conversations',
+      {
+        schema: {
+          tags: ['conversations'],
+          operationId: 'conversations.create',
+          summary: 'Create a conversation (and optionally send its first message)',
+          body: CreateConversationBody,
+          response: { 201: Conversation, ...errors(400, 413, 415, 422) },
+        },
+      },
+      async (request, reply) => {
+        const body = request.body;
+        const { conversation } = conversations.create(body);
+        if (body.initial_message !== undefined) {
+          conversations.postMessage(conversation.id, { content: body.initial_message, run: body.run ?? true });
+        }
+        return reply.code(201).send(conversations.get(conversation.id));
+      },
+    );
+
+    app.get(
+      '/conversations',
+      {
+        schema: {
+          tags: ['conversations'],
+          operationId: 'conversations.list',
+          summary: 'List conversations (paginated, filter by status, sort by created_at or updated_at)',
+          querystring: ListQuery,
+          response: { 200: ConversationPage, ...errors(400) },
+        },
+      },
+      async (request) => {
+        const { status, sort, order, page_id, limit } = request.query;
+        return conversations.list({ status, sort, order, pageId: page_id, limit });
+      },
+    );
+
+    app.get(
+      '/conversations/count',
+      {
+        schema: {
+          tags: ['conversations'],
+          operationId: 'conversations.count',
+          summary: 'Count conversations (same filters as the list)',
+          querystring: StatusFilter,
+          response: { 200: CountResponse, ...errors(400) },
+        },
+      },
+      async (request) => ({ count: conversations.count(request.query.status) }),
+    );
+
+    app.get(
+      '/conversations/:id',
+      {
+        schema: {
+          tags: ['conversations'],
+          operationId: 'conversations.get',
+          summary: 'Get a conversation',
+          params: ConversationParams,
+          response: { 200: Conversation, ...errors(400, 404) },
+        },
+      },
+      async (request) => conversations.get(request.params.id),
+    );
+
+    app.put(
+      '/conversations/:id/config',
+      {
+        schema: {
+          tags: ['conversations'],
+          operationId: 'conversations.updateConfig',
+          summary: 'Change llm, workdir, max_iterations_per_run or title mid-conversation',
+          params: ConversationParams,
+          body: UpdateConversationConfigBody,
+          response: { 200: Conversation, ...errors(400, 404, 413, 415, 422) },
+        },
+      },
+      async (request) => conversations.updateConfig(request.params.id, request.body),
+    );
+
+    app.delete(
+      '/conversations/:id',
+      {
+        schema: {
+          tags: ['conversations'],
+          operationId: 'conversations.delete',
+          summary: 'Delete a conversation: stops any run, removes its state (and, if asked, a workdir the server created)',
+          params: ConversationParams,
+          querystring: z.object({ delete_workdir: QueryBoolean.default(false) }),
+          response: { 204: z.null().describe('Deleted'), ...errors(400, 404) },
+        },
+      },
+      async (request, reply) => {
+        await conversations.delete(request.params.id, { deleteWorkdir: request.query.delete_workdir });
+        return reply.code(204).send(null);
+      },
+    );
+  };
+}

@@ -1,0 +1,91 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Services } from '../../compose.js';
+import { CountResponse, PageQuery, Timestamp, pageOf } from '../../core/schemas/common.js';
+import { AgentEvent, EVENT_KINDS } from '../../core/schemas/event.js';
+import { SortOrder } from '../../core/schemas/conversation.js';
+import { ConversationParams, errors } from '../route-schemas.js';
+
+/** `?kind=a&kind=b` and `?kind=a,b` both work. */
+function repeatable<const Values extends readonly [string, ...string[]]>(values: Values) {
+  return z
+    .union([z.string(), z.array(z.string())])
+    .transform((value) => (Array.isArray(value) ? value : [value]).flatMap((part) => part.split(',')).filter(Boolean))
+    .pipe(z.array(z.enum(values)))
+    .optional();
+}
+
+const EventFilters = z.object({
+  kind: repeatable(EVENT_KINDS).describe('Only these kinds (repeat the parameter or separate with commas).'),
+  source: repeatable(['user', 'agent', 'environment', 'system']).describe('Only these sources.'),
+  after_seq: z.coerce.number().int().min(0).optional().describe('Only events with a greater seq.'),
+  since: Timestamp.optional().describe('Only events at or after this time.'),
+});
+const EventListQuery = PageQuery.extend(EventFilters.shape).extend({ order: SortOrder.default('asc') });
+const EventPage = pageOf(AgentEvent, 'EventPage');
+const EventParams = ConversationParams.extend({ event_id: z.uuid() });
+
+export function eventRoutes(services: Services): FastifyPluginAsyncZod {
+  return async (app) => {
+    app.get(
+      '/conversations/:id/events',
+      {
+        schema: {
+          tags: ['events'],
+          operationId: 'events.list',
+          summary: 'List events (paginated; filters kind, source, after_seq, since; order asc|desc)',
+          params: ConversationParams,
+          querystring: EventListQuery,
+          response: { 200: EventPage, ...errors(400, 404) },
+        },
+      },
+      async (request, reply) => {
+        const q = request.query;
+        const page = services.events.list(request.params.id, {
+          kinds: q.kind,
+          sources: q.source,
+          afterSeq: q.after_seq,
+          since: q.since,
+          order: q.order,
+          pageId: q.page_id,
+          limit: q.limit,
+        });
+        // The stored lines are already the events' JSON: send them as they are, without re-serializing.
+        const body = `{"items":[${page.items.map((item) => item.json).join(',')}],"next_page_id":${JSON.stringify(page.next_page_id)}}`;
+        return reply.type('application/json; charset=utf-8').send(body as never);
+      },
+    );
+
+    app.get(
+      '/conversations/:id/events/count',
+      {
+        schema: {
+          tags: ['events'],
+          operationId: 'events.count',
+          summary: 'Count events (same filters as the list)',
+          params: ConversationParams,
+          querystring: EventFilters,
+          response: { 200: CountResponse, ...errors(400, 404) },
+        },
+      },
+      async (request) => {
+        const q = request.query;
+        return { count: services.events.count(request.params.id, { kinds: q.kind, sources: q.source, afterSeq: q.after_seq, since: q.since }) };
+      },
+    );
+
+    app.get(
+      '/conversations/:id/events/:event_id',
+      {
+        schema: {
+          tags: ['events'],
+          operationId: 'events.get',
+          summary: 'Get one event',
+          params: EventParams,
+          response: { 200: AgentEvent, ...errors(400, 404) },
+        },
+      },
+      async (request, reply) => reply.type('application/json; charset=utf-8').send(services.events.get(request.params.id, request.params.event_id).json as never),
+    );
+  };
+}

@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Services } from '../../compose.js';
+import { PostMessageBody } from '../../core/schemas/conversation.js';
+import { MessageEvent } from '../../core/schemas/event.js';
+import { ConversationParams, errors } from '../route-schemas.js';
+
+const MessageAccepted = z
+  .object({
+    event: MessageEvent,
+    run_id: z.uuid().nullable().describe('The run that will see the message (started or already running); null with `run: false`.'),
+  })
+  .meta({ id: 'MessageAccepted' });
+
+export function messageRoutes(services: Services): FastifyPluginAsyncZod {
+  return async (app) => {
+    app.post(
+      '/conversations/:id/messages',
+      {
+        schema: {
+          tags: ['messages'],
+          operationId: 'messages.send',
+          summary: 'Append a user message; starts a run unless `run: false` (queued into a run in progress)',
+          params: ConversationParams,
+          body: PostMessageBody,
+          response: { 202: MessageAccepted, ...errors(400, 404, 409, 413, 415, 422) },
+        },
+      },
+      async (request, reply) => {
+        const result = services.conversations.postMessage(request.params.id, request.body);
+        return reply.code(202).send(result as z.infer<typeof MessageAccepted>);
+      },
+    );
+  };
+}

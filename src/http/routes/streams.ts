@@ -1,0 +1,94 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { FastifyReply } from 'fastify';
+import type { Services } from '../../compose.js';
+import { InvalidRequestError } from '../../core/errors.js';
+import type { EventStream } from '../../core/events/event-stream.js';
+import { ConversationParams, errors } from '../route-schemas.js';
+
+const StreamQuery = z.object({
+  after_seq: z.coerce.number().int().min(0).optional().describe('Start after this cursor (Last-Event-ID takes precedence).'),
+  access_token: z.string().optional().describe('The API key, for EventSource clients that cannot send headers.'),
+});
+
+const SSE_DESCRIPTION =
+  'Server-Sent Events: `id: <cursor>`, `event: <kind>`, `data: <event JSON>`. History after the cursor first, then live events. ' +
+  'Reconnect with `Last-Event-ID` (or `?after_seq=`) to resume without gaps or duplicates. Heartbeat comments keep the connection open. ' +
+  'Streaming-only `message_delta` events carry no id. A subscriber too slow to keep up gets `event: stream_overflow` and is disconnected; it resumes with Last-Event-ID.';
+
+const SseResponse = {
+  200: { description: SSE_DESCRIPTION, content: { 'text/event-stream': { schema: z.string() } } },
+};
+
+function startCursor(lastEventId: string | null | undefined, afterSeq: number | undefined): number {
+  if (lastEventId !== undefined && lastEventId !== null && lastEventId !== '') {
+    if (!/^\d{1,15}$/.test(lastEventId.trim())) throw new InvalidRequestError('invalid_last_event_id', 'Last-Event-ID must be a cursor (a whole number) this stream sent.');
+    return Number(lastEventId.trim());
+  }
+  return afterSeq ?? 0;
+}
+
+async function pipeStream(reply: FastifyReply, stream: EventStream, release: () => void): Promise<void> {
+  reply.sse.onClose(release);
+  reply.sse.sendHeaders();
+  reply.raw.write('retry: 2000\n\n');
+  try {
+    await reply.sse.send(
+      (async function* () {
+        for await (const item of stream) yield item;
+      })(),
+    );
+  } catch {
+    // The client went away mid-write: nothing to answer.
+  } finally {
+    release();
+  }
+}
+
+const rawSerializer = (data: unknown) => (typeof data === 'string' ? data : JSON.stringify(data));
+
+export function streamRoutes(services: Services): FastifyPluginAsyncZod {
+  return async (app) => {
+    app.get(
+      '/conversations/:id/events/stream',
+      {
+        sse: { kind: 'manual', serializer: rawSerializer },
+        config: { queryToken: true },
+        schema: {
+          tags: ['events'],
+          operationId: 'events.stream',
+          summary: 'Stream a conversation\'s events (SSE)',
+          params: ConversationParams,
+          querystring: StreamQuery,
+          response: { ...SseResponse, ...errors(400, 404) },
+        },
+      },
+      async (request, reply) => {
+        services.conversations.record(request.params.id);
+        const afterCursor = startCursor(request.headers['last-event-id'] as string | undefined, request.query.after_seq);
+        const stream = services.streams.openStream({ conversationId: request.params.id, afterCursor });
+        await pipeStream(reply, stream, () => services.streams.release(stream));
+      },
+    );
+
+    app.get(
+      '/events/stream',
+      {
+        sse: { kind: 'manual', serializer: rawSerializer },
+        config: { queryToken: true },
+        schema: {
+          tags: ['events'],
+          operationId: 'events.firehose',
+          summary: 'Stream every conversation\'s events (SSE firehose; `id:` is a global cursor)',
+          querystring: StreamQuery,
+          response: { ...SseResponse, ...errors(400) },
+        },
+      },
+      async (request, reply) => {
+        const afterCursor = startCursor(request.headers['last-event-id'] as string | undefined, request.query.after_seq);
+        const stream = services.streams.openStream({ conversationId: null, afterCursor });
+        await pipeStream(reply, stream, () => services.streams.release(stream));
+      },
+    );
+  };
+}
