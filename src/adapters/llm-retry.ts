@@ -1,0 +1,114 @@
+/**
+ * Vendor-free retry plumbing for the LLM adapter: backoff with jitter, `retry-after` parsing,
+ * an abortable sleep and the abort error the agent loop recognises.
+ */
+
+/** The error an LLM call ends with when its signal is aborted (name `AbortError`, like fetch's). */
+export class LlmAbortError extends Error {
+  constructor(reason?: unknown) {
+    super('The LLM request was aborted', reason === undefined ? undefined : { cause: reason });
+    this.name = 'AbortError';
+  }
+}
+
+/** True for any abort-shaped error: ours, fetch/undici's, DOMException('AbortError'). */
+export function isAbortError(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { name?: unknown }).name === 'AbortError';
+}
+
+export interface BackoffOptions {
+  /** 0 for the first retry. */
+  attempt: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  /** Source of randomness in [0, 1), injectable for tests. */
+  random?: () => number;
+}
+
+/** Exponential backoff with "equal jitter": half of the step is fixed, half is random. */
+export function backoffDelayMs({ attempt, baseDelayMs, maxDelayMs, random = Math.random }: BackoffOptions): number {
+  const step = Math.min(maxDelayMs, baseDelayMs * 2 ** attempt);
+  return Math.round(step / 2 + random() * (step / 2));
+}
+
+/**
+ * Milliseconds a server asked us to wait: `retry-after-ms` (OpenAI), else `retry-after` as
+ * seconds or an HTTP date. Undefined when absent or unparsable.
+ */
+export function parseRetryAfterMs(headers: { get(name: string): string | null } | undefined, now = Date.now()): number | undefined {
+  if (!headers) return undefined;
+  const ms = Number.parseFloat(headers.get('retry-after-ms') ?? '');
+  if (Number.isFinite(ms) && ms >= 0) return ms;
+  const raw = headers.get('retry-after');
+  if (raw === null || raw.trim() === '') return undefined;
+  const seconds = Number(raw);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const date = Date.parse(raw);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+/** Resolves after `ms`, or rejects with LlmAbortError as soon as `signal` aborts. */
+export function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(new LlmAbortError(signal.reason));
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(new LlmAbortError(signal.reason));
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * An AbortController for one attempt: aborted when the caller's signal aborts, or when no
+ * progress was seen for `idleMs` (call `touch()` on progress). `timedOut` tells the two apart.
+ */
+export class AttemptController {
+  readonly controller = new AbortController();
+  timedOut = false;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly onParentAbort = (): void => this.controller.abort(this.parent.reason);
+
+  constructor(
+    private readonly parent: AbortSignal,
+    private readonly idleMs: number,
+  ) {
+    if (parent.aborted) this.controller.abort(parent.reason);
+    else parent.addEventListener('abort', this.onParentAbort, { once: true });
+    this.touch();
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** Restart the idle timer (a chunk arrived). */
+  touch(): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timedOut = true;
+      this.controller.abort(new Error('LLM request timed out'));
+    }, this.idleMs);
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+    this.parent.removeEventListener('abort', this.onParentAbort);
+  }
+}
+
+/** Replaces every occurrence of each secret with `***`; also strips userinfo from URLs. */
+export function redact(text: string, secrets: ReadonlyArray<string | null | undefined>): string {
+  let out = text.replace(/(\bhttps?:\/\/)[^/\s@]+@/gi, '$1***@');
+  for (const secret of secrets) {
+    if (secret && secret.length >= 4) out = out.split(secret).join('***');
+  }
+  return out;
+}

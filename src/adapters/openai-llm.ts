@@ -1,0 +1,282 @@
+/**
+ * LlmClient over the `openai` SDK (Chat Completions), for OpenAI and any OpenAI-compatible
+ * server (vLLM, Ollama, LiteLLM, OpenRouter) and Azure OpenAI. The only module that imports
+ * `openai`. Retries are ours (the SDK's are off), see `complete`.
+ */
+import { APIConnectionError, APIConnectionTimeoutError, APIError, AzureOpenAI, OpenAI } from 'openai';
+import type {
+  ChatCompletion,
+  ChatCompletionCreateParamsBase,
+  ChatCompletionMessageParam,
+} from 'openai/resources/chat/completions';
+import { LlmError, type LlmClient, type LlmMessage, type LlmRequest, type LlmResponse, type LlmSettings } from '../core/agent/llm.js';
+import { ChatChunkAccumulator, normalizeToolCall, usageOf } from './chat-chunk-accumulator.js';
+import { AttemptController, LlmAbortError, backoffDelayMs, parseRetryAfterMs, redact, sleep } from './llm-retry.js';
+
+export { isAbortError, LlmAbortError } from './llm-retry.js';
+
+/** Which field carries `max_output_tokens`. `auto`: `max_completion_tokens` for OpenAI and Azure, `max_tokens` elsewhere. */
+export type MaxTokensParam = 'auto' | 'max_tokens' | 'max_completion_tokens';
+
+export interface OpenAiLlmClientOptions {
+  /** Stream responses (default true). Off for providers that cannot stream. */
+  stream?: boolean;
+  /** First backoff step (default 1000 ms); doubles per retry, with jitter. */
+  retryBaseDelayMs?: number;
+  /** Cap of one backoff step (default 30 s). */
+  retryMaxDelayMs?: number;
+  /** Cap on a server's `retry-after` (default 60 s). */
+  maxRetryAfterMs?: number;
+  /** Used when `settings.num_retries` is not set (default 4). */
+  defaultNumRetries?: number;
+  /** Used when `settings.timeout_s` is not set (default 600). */
+  defaultTimeoutS?: number;
+  maxTokensParam?: MaxTokensParam;
+  /** Jitter source, for tests. */
+  random?: () => number;
+}
+
+const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
+const NO_API_KEY = 'no-api-key';
+const MAX_CACHED_CLIENTS = 64;
+
+interface Failure {
+  code: LlmError['code'];
+  retryable: boolean;
+  detail: string;
+  status?: number;
+  retryAfterMs?: number;
+}
+
+/** Thrown inside an attempt; classified by `classify`. */
+class AttemptFailure extends Error {
+  constructor(readonly failure: Failure) {
+    super(failure.detail);
+  }
+}
+
+export class OpenAiLlmClient implements LlmClient {
+  private readonly clients = new Map<string, OpenAI>();
+  private readonly stream: boolean;
+
+  constructor(private readonly options: OpenAiLlmClientOptions = {}) {
+    this.stream = options.stream ?? true;
+  }
+
+  /**
+   * One completion. Retries 408/409/429/5xx, connection errors, timeouts and broken streams with
+   * exponential backoff + jitter (a `retry-after` wins, capped), up to `num_retries` times; a
+   * stream that already forwarded text to `onTextDelta` is not retried. Abort rejects at once
+   * with an `AbortError`; other failures end as `LlmError`.
+   */
+  async complete(request: LlmRequest): Promise<LlmResponse> {
+    const { settings, signal } = request;
+    const retries = Math.max(0, Math.floor(settings.num_retries ?? this.options.defaultNumRetries ?? 4));
+    const client = this.clientFor(settings);
+    const body = this.buildBody(request);
+    for (let attempt = 0; ; attempt++) {
+      if (signal.aborted) throw new LlmAbortError(signal.reason);
+      const progress = { textEmitted: false };
+      try {
+        return await this.attempt({ client, body, request, progress });
+      } catch (err) {
+        if (signal.aborted) throw new LlmAbortError(signal.reason);
+        const failure = err instanceof AttemptFailure ? err.failure : classify(err);
+        if (!failure.retryable || attempt >= retries || progress.textEmitted) {
+          throw toLlmError({ failure, attempts: attempt + 1, settings, textEmitted: progress.textEmitted });
+        }
+        const delay =
+          failure.retryAfterMs !== undefined
+            ? Math.min(failure.retryAfterMs, this.options.maxRetryAfterMs ?? 60_000)
+            : backoffDelayMs({
+                attempt,
+                baseDelayMs: this.options.retryBaseDelayMs ?? 1000,
+                maxDelayMs: this.options.retryMaxDelayMs ?? 30_000,
+                ...(this.options.random ? { random: this.options.random } : {}),
+              });
+        await sleep(delay, signal);
+      }
+    }
+  }
+
+  private async attempt(args: {
+    client: OpenAI;
+    body: ChatCompletionCreateParamsBase;
+    request: LlmRequest;
+    progress: { textEmitted: boolean };
+  }): Promise<LlmResponse> {
+    const { client, body, request, progress } = args;
+    const timeoutMs = Math.max(1, (request.settings.timeout_s ?? this.options.defaultTimeoutS ?? 600) * 1000);
+    const control = new AttemptController(request.signal, timeoutMs);
+    const requestOptions = { signal: control.signal, timeout: timeoutMs, maxRetries: 0 };
+    try {
+      if (!this.stream) {
+        const completion = await client.chat.completions.create({ ...body, stream: false }, requestOptions);
+        return fromCompletion(completion, request.settings);
+      }
+      const stream = await client.chat.completions.create(
+        { ...body, stream: true, stream_options: { include_usage: true } },
+        requestOptions,
+      );
+      const accumulator = new ChatChunkAccumulator();
+      for await (const chunk of stream) {
+        control.touch();
+        const text = accumulator.add(chunk);
+        if (text && request.onTextDelta) {
+          progress.textEmitted = true;
+          request.onTextDelta(text);
+        }
+      }
+      // The SDK ends the iteration quietly when its signal aborts: find out why.
+      if (control.signal.aborted) throw new Error('aborted');
+      if (accumulator.chunkCount === 0) {
+        throw new AttemptFailure({ code: 'llm_server_error', retryable: true, detail: 'the stream ended without any chunk' });
+      }
+      return accumulator.result(request.settings);
+    } catch (err) {
+      if (control.timedOut && !request.signal.aborted) {
+        throw new AttemptFailure({ code: 'llm_timeout', retryable: true, detail: `no data from the server for ${timeoutMs / 1000} s (timeout_s)` });
+      }
+      throw err;
+    } finally {
+      control.dispose();
+    }
+  }
+
+  private buildBody(request: LlmRequest): ChatCompletionCreateParamsBase {
+    const { settings } = request;
+    const body: ChatCompletionCreateParamsBase = { model: settings.model, messages: request.messages.map(toOpenAiMessage) };
+    if (request.tools.length > 0) {
+      body.tools = request.tools.map((tool) => ({
+        type: 'function' as const,
+        function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+      }));
+    }
+    if (settings.temperature != null) body.temperature = settings.temperature;
+    if (settings.top_p != null) body.top_p = settings.top_p;
+    if (settings.max_output_tokens != null) body[this.maxTokensField(settings)] = settings.max_output_tokens;
+    // 'none' is sent as nothing: models without reasoning reject the field altogether.
+    if (settings.reasoning_effort && settings.reasoning_effort !== 'none') body.reasoning_effort = settings.reasoning_effort;
+    return body;
+  }
+
+  private maxTokensField(settings: LlmSettings): 'max_tokens' | 'max_completion_tokens' {
+    const choice = this.options.maxTokensParam ?? 'auto';
+    if (choice !== 'auto') return choice;
+    if (settings.api_version || !settings.base_url) return 'max_completion_tokens';
+    const host = safeUrl(settings.base_url)?.hostname ?? '';
+    return host.endsWith('openai.com') || host.endsWith('.azure.com') ? 'max_completion_tokens' : 'max_tokens';
+  }
+
+  /** One SDK client per (base_url, api_key, api_version); env vars are never read by the SDK. */
+  private clientFor(settings: LlmSettings): OpenAI {
+    const baseUrl = (settings.base_url || DEFAULT_BASE_URL).replace(/\/+$/, '');
+    const apiKey = settings.api_key || NO_API_KEY;
+    const apiVersion = settings.api_version || undefined;
+    const key = [baseUrl, apiKey, apiVersion ?? ''].join('\u0000');
+    const cached = this.clients.get(key);
+    if (cached) return cached;
+    if (!safeUrl(baseUrl)) throw new LlmError('llm_bad_request', `base_url is not a valid URL: ${redact(baseUrl, [apiKey])}`);
+    const common = { apiKey, maxRetries: 0, organization: null, project: null, webhookSecret: null, adminAPIKey: null };
+    // Azure's classic API (deployments + api-version) needs AzureOpenAI, which routes
+    // /openai/deployments/{model}/chat/completions?api-version=… and sends `api-key`. Azure's
+    // v1 API (base_url ending in /openai/v1) is plain OpenAI-compatible.
+    const isAzureV1 = /\/openai\/v1$/.test(safeUrl(baseUrl)?.pathname ?? '');
+    const client =
+      apiVersion && !isAzureV1
+        ? new AzureOpenAI({ ...common, apiVersion, baseURL: azureBaseUrl(baseUrl) })
+        : new OpenAI({
+            ...common,
+            baseURL: baseUrl,
+            ...(apiVersion && apiVersion !== 'v1' ? { defaultQuery: { 'api-version': apiVersion } } : {}),
+          });
+    if (this.clients.size >= MAX_CACHED_CLIENTS) this.clients.delete(this.clients.keys().next().value as string);
+    this.clients.set(key, client);
+    return client;
+  }
+}
+
+function fromCompletion(completion: ChatCompletion, settings: LlmSettings): LlmResponse {
+  const choice = completion.choices?.[0];
+  if (!choice) throw new AttemptFailure({ code: 'llm_server_error', retryable: true, detail: 'the response has no choices' });
+  // Some servers omit `type`: anything carrying a `function` is a function call.
+  const toolCalls = (choice.message.tool_calls ?? []).flatMap((call) => {
+    const fn = (call as { function?: { name?: string; arguments?: unknown } }).function;
+    return fn ? [normalizeToolCall({ id: call.id, name: fn.name ?? '', arguments: fn.arguments })] : [];
+  });
+  return {
+    content: choice.message.content || null,
+    toolCalls,
+    usage: usageOf(completion.usage, settings),
+    finishReason: choice.finish_reason ?? null,
+  };
+}
+
+function toOpenAiMessage(message: LlmMessage): ChatCompletionMessageParam {
+  if (message.role !== 'assistant') return message;
+  const toolCalls = message.tool_calls ?? [];
+  if (toolCalls.length === 0) return { role: 'assistant', content: message.content ?? '' };
+  return {
+    role: 'assistant',
+    content: message.content,
+    tool_calls: toolCalls.map((call) => ({ id: call.id, type: 'function' as const, function: { name: call.name, arguments: call.arguments } })),
+  };
+}
+
+function classify(err: unknown): Failure {
+  if (err instanceof APIConnectionTimeoutError) return { code: 'llm_timeout', retryable: true, detail: 'the request timed out' };
+  if (err instanceof APIConnectionError) return { code: 'llm_connection_error', retryable: true, detail: err.message };
+  if (err instanceof APIError) {
+    const codeAsStatus = typeof err.code === 'string' && /^\d{3}$/.test(err.code) ? Number(err.code) : undefined;
+    const status = err.status ?? codeAsStatus;
+    const detail = truncate(err.message);
+    const retryAfterMs = parseRetryAfterMs(err.headers);
+    const shouldRetry = err.headers?.get('x-should-retry');
+    const base = { detail, ...(status !== undefined ? { status } : {}), ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+    const failure: Failure =
+      status === undefined ? { ...base, code: 'llm_server_error', retryable: true } // an error event mid-stream
+      : status === 429 ? { ...base, code: 'llm_rate_limited', retryable: true }
+      : status === 408 ? { ...base, code: 'llm_timeout', retryable: true }
+      : status === 409 ? { ...base, code: 'llm_error', retryable: true }
+      : status >= 500 ? { ...base, code: 'llm_server_error', retryable: true }
+      : status === 401 || status === 403 ? { ...base, code: 'llm_auth_error', retryable: false }
+      : status >= 400 ? { ...base, code: 'llm_bad_request', retryable: false }
+      : { ...base, code: 'llm_error', retryable: false };
+    if (shouldRetry === 'false') failure.retryable = false;
+    if (shouldRetry === 'true') failure.retryable = true;
+    return failure;
+  }
+  if (err instanceof SyntaxError) return { code: 'llm_server_error', retryable: true, detail: `malformed response: ${truncate(err.message)}` };
+  const message = err instanceof Error ? err.message : String(err);
+  // undici: "terminated" (socket closed mid-body), "fetch failed", or a socket error code.
+  const code = (err as { cause?: { code?: unknown } } | null)?.cause?.code;
+  if (err instanceof TypeError || typeof code === 'string') {
+    return { code: 'llm_connection_error', retryable: true, detail: `connection failed: ${truncate(message)}` };
+  }
+  return { code: 'llm_error', retryable: false, detail: truncate(message) };
+}
+
+function toLlmError(args: { failure: Failure; attempts: number; settings: LlmSettings; textEmitted: boolean }): LlmError {
+  const { failure, attempts, settings, textEmitted } = args;
+  const origin = safeUrl(settings.base_url || DEFAULT_BASE_URL)?.origin ?? 'the configured base_url';
+  const tries = attempts > 1 ? ` after ${attempts} attempts` : '';
+  const midStream = textEmitted && failure.retryable ? ' (not retried: the response had started streaming)' : '';
+  const message = `LLM request to ${origin} for model "${settings.model}" failed${tries}: ${failure.detail}${midStream}`;
+  return new LlmError(failure.code, redact(message, [settings.api_key]), failure.status);
+}
+
+function azureBaseUrl(baseUrl: string): string {
+  return /\/openai(\/|$)/.test(safeUrl(baseUrl)?.pathname ?? '') ? baseUrl : `${baseUrl}/openai`;
+}
+
+function safeUrl(url: string): URL | undefined {
+  try {
+    return new URL(url);
+  } catch {
+    return undefined;
+  }
+}
+
+function truncate(text: string, max = 500): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}

@@ -1,0 +1,204 @@
+/**
+ * A scripted OpenAI-compatible Chat Completions server on 127.0.0.1 for tests (the ScriptedModel
+ * idea of openai-agents-js, over real HTTP). It answers from a queue of turns, records every
+ * request and rejects (400 + a recorded violation) what a strict provider would reject.
+ *
+ *   const fake = await startFakeLlm([{ toolCalls: [{ name: 'bash', arguments: { command: 'ls' } }] }, { text: 'All done.' }]);
+ *   // settings: { model: 'fake', base_url: fake.url, api_key: 'k' }
+ *   expect(fake.violations).toEqual([]);
+ *   await fake.close();
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { completionBody, streamChunks, type ResponseShape } from './chat-response-chunks.js';
+import type { ChatRequestBody, FakeFaultTurn, FakeResponseTurn, FakeStaticTurn, FakeTurn, RecordedRequest } from './fake-llm-types.js';
+import { validateChatRequest } from './validate-chat-request.js';
+
+export type * from './fake-llm-types.js';
+
+export interface FakeLlmOptions {
+  script?: FakeTurn[];
+  /** Reject requests whose first message is not `system` (default true). */
+  requireSystemFirst?: boolean;
+  /** Answer once the script is exhausted (default `{ text: 'done' }`). */
+  whenExhausted?: FakeTurn;
+  /** Characters per content delta (default 4). */
+  textChunkSize?: number;
+  /** Characters per tool-call arguments delta (default 5). */
+  argumentsChunkSize?: number;
+  /** When set, requests must carry it (`Authorization: Bearer` or `api-key`), else 401. */
+  apiKey?: string;
+}
+
+export interface FakeLlm {
+  /** base_url for the client: `http://127.0.0.1:<port>/v1`. */
+  url: string;
+  /** `http://127.0.0.1:<port>`: base_url for Azure (`/openai/deployments/...`). */
+  origin: string;
+  /** Every chat request received, in order (including rejected ones). */
+  requests: RecordedRequest[];
+  /** Every violation of every request, as `request #<index>: <problem>`. Assert it is empty. */
+  violations: string[];
+  push(...turns: FakeTurn[]): void;
+  setScript(turns: FakeTurn[]): void;
+  /** Turns left in the script. */
+  remaining(): number;
+  close(): Promise<void>;
+}
+
+const CHAT_PATH = /^(?:\/v1)?\/chat\/completions$/;
+const AZURE_PATH = /^\/openai\/deployments\/([^/]+)\/chat\/completions$/;
+
+export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions = {}): Promise<FakeLlm> {
+  const options: FakeLlmOptions = Array.isArray(scriptOrOptions) ? { script: scriptOrOptions } : scriptOrOptions;
+  let queue: FakeTurn[] = [...(options.script ?? [])];
+  const requests: RecordedRequest[] = [];
+  const violations: string[] = [];
+  let callCounter = 0;
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      if (!res.headersSent) sendJson(res, 500, { error: { message: `fake LLM failure: ${String(err)}`, type: 'server_error' } });
+      else res.destroy();
+    });
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+    const azure = AZURE_PATH.exec(url.pathname);
+    if (req.method !== 'POST' || (!azure && !CHAT_PATH.test(url.pathname))) {
+      sendJson(res, 404, { error: { message: `no route ${req.method} ${url.pathname}`, type: 'invalid_request_error' } });
+      return;
+    }
+    const raw = await readBody(req);
+    let body: unknown;
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      body = undefined;
+    }
+    const query = Object.fromEntries(url.searchParams);
+    const problems = validateChatRequest(body, { requireSystemFirst: options.requireSystemFirst ?? true, azure: azure !== null, query });
+    const recorded: RecordedRequest = {
+      index: requests.length,
+      method: req.method,
+      path: url.pathname,
+      query,
+      headers: req.headers,
+      body: (typeof body === 'object' && body !== null ? body : {}) as ChatRequestBody,
+      deployment: azure?.[1] ? decodeURIComponent(azure[1]) : null,
+      violations: problems,
+    };
+    requests.push(recorded);
+    if (options.apiKey !== undefined && !carriesKey(req, options.apiKey)) {
+      sendJson(res, 401, { error: { message: 'Incorrect API key provided.', type: 'invalid_request_error', code: 'invalid_api_key' } });
+      return;
+    }
+    if (problems.length > 0) {
+      violations.push(...problems.map((problem) => `request #${recorded.index}: ${problem}`));
+      sendJson(res, 400, { error: { message: problems.join('; '), type: 'invalid_request_error', param: null, code: null } });
+      return;
+    }
+    const next = queue.shift() ?? options.whenExhausted ?? { text: 'done' };
+    const turn: FakeStaticTurn = typeof next === 'function' ? await next(recorded) : next;
+    await answer({ turn, recorded, res });
+  }
+
+  async function answer(args: { turn: FakeStaticTurn; recorded: RecordedRequest; res: ServerResponse }): Promise<void> {
+    const { turn, recorded, res } = args;
+    if ('hang' in turn) return waitForClose(res);
+    if ('delayMs' in turn && turn.delayMs) await delay(turn.delayMs, res);
+    if (res.destroyed) return;
+    if ('disconnect' in turn) return void res.socket?.destroy();
+    if ('status' in turn) return sendFault(res, turn);
+    const shape: ResponseShape = {
+      turn,
+      request: recorded.body,
+      toolCallIds: (turn.toolCalls ?? []).map((call) => call.id ?? `call_fake_${++callCounter}`),
+      responseId: `chatcmpl-fake-${recorded.index}`,
+      textChunkSize: options.textChunkSize ?? 4,
+      argumentsChunkSize: options.argumentsChunkSize ?? 5,
+    };
+    if (recorded.body.stream !== true) return sendJson(res, 200, completionBody(shape));
+    await sendStream(res, turn, streamChunks(shape));
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const origin = `http://127.0.0.1:${port}`;
+  return {
+    url: `${origin}/v1`,
+    origin,
+    requests,
+    violations,
+    push: (...turns) => void queue.push(...turns),
+    setScript: (turns) => void (queue = [...turns]),
+    remaining: () => queue.length,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.close((err) => (err ? reject(err) : resolve()));
+        server.closeAllConnections();
+      }),
+  };
+}
+
+async function sendStream(res: ServerResponse, turn: FakeResponseTurn, chunks: unknown[]): Promise<void> {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  res.flushHeaders();
+  for (const [i, chunk] of chunks.entries()) {
+    if (turn.dropAfterChunks !== undefined && i >= turn.dropAfterChunks) return void res.socket?.destroy();
+    if (turn.hangAfterChunks !== undefined && i >= turn.hangAfterChunks) return waitForClose(res);
+    if (i > 0 && turn.chunkDelayMs) await delay(turn.chunkDelayMs, res);
+    if (res.destroyed) return;
+    await write(res, `data: ${JSON.stringify(chunk)}\n\n`);
+  }
+  if (turn.dropAfterChunks !== undefined && turn.dropAfterChunks >= chunks.length) return void res.socket?.destroy();
+  res.end('data: [DONE]\n\n');
+}
+
+function sendFault(res: ServerResponse, turn: FakeFaultTurn): void {
+  const headers: Record<string, string> = { ...turn.headers };
+  if (turn.retryAfter !== undefined) headers['retry-after'] = String(turn.retryAfter);
+  const body = turn.body ?? {
+    error: { message: `Scripted fault ${turn.status}`, type: turn.status >= 500 ? 'server_error' : 'invalid_request_error', code: null },
+  };
+  sendJson(res, turn.status, body, headers);
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = typeof body === 'string' ? body : JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+function carriesKey(req: IncomingMessage, key: string): boolean {
+  return req.headers.authorization === `Bearer ${key}` || req.headers['api-key'] === key;
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const parts: Buffer[] = [];
+  for await (const part of req) parts.push(part as Buffer);
+  return Buffer.concat(parts).toString('utf8');
+}
+
+function write(res: ServerResponse, text: string): Promise<void> {
+  return new Promise((resolve) => res.write(text, () => resolve()));
+}
+
+/** Resolves once the client is gone (abort) or the fake closes its connections. */
+function waitForClose(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => (res.destroyed || res.closed ? resolve() : res.once('close', () => resolve())));
+}
+
+/** Waits `ms`, or less if the client goes away first. */
+function delay(ms: number, res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    res.once('close', done);
+    function done(): void {
+      clearTimeout(timer);
+      res.off('close', done);
+      resolve();
+    }
+  });
+}
