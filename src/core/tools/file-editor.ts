@@ -1,0 +1,220 @@
+/**
+ * The `file_editor` tool: view / create / str_replace / insert / undo_edit on text files inside
+ * the workdir. Every path goes through the workspace resolver; failures come back as results.
+ * `create` overwrites an existing file and records it in the undo history like every edit.
+ */
+import { lstat, mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import { EditHistory } from './file-editor-history.js';
+import { formatBytes, MAX_EDITABLE_BYTES, readBytesNoFollow, readTextFile, writeBytesNoFollow } from './file-editor-io.js';
+import { viewDirectory, viewText } from './file-editor-view.js';
+import { loadDescription } from './load-description.js';
+import {
+  findOccurrences,
+  findWhitespaceInsensitiveMatches,
+  insertAfterLine,
+  lineNumberAt,
+  snippetAround,
+  splitLines,
+} from './text-edits.js';
+import { defineTool, type ToolContext, type ToolResult } from './tool.js';
+import { resolveToolPath, toolFailure, type ToolPath } from './tool-paths.js';
+
+export const FILE_EDITOR_TOOL_NAME = 'file_editor';
+
+export const fileEditorParameters = z.object({
+  command: z.enum(['view', 'create', 'str_replace', 'insert', 'undo_edit']).describe('The operation to run.'),
+  path: z.string().min(1).describe('File or directory path, relative to the workdir (or absolute inside it).'),
+  file_text: z.string().optional().describe('For `create`: the full content of the file.'),
+  old_str: z.string().optional().describe('For `str_replace`: the exact text to replace; must occur exactly once.'),
+  new_str: z
+    .string()
+    .optional()
+    .describe('For `str_replace`: the replacement (omit to delete old_str). For `insert`: the lines to insert.'),
+  insert_line: z.number().int().min(0).optional().describe('For `insert`: insert after this line number (0 = top of the file).'),
+  view_range: z
+    .array(z.number().int())
+    .min(2)
+    .max(2)
+    .optional()
+    .describe('For `view` on a file: [start, end] line numbers, 1-based and inclusive; end -1 means to the end.'),
+});
+
+type FileEditorInput = z.infer<typeof fileEditorParameters>;
+
+const EDIT_FOOTER = 'Review the changes and make sure they are as expected. Edit the file again if necessary.';
+
+export const fileEditorTool = defineTool({
+  name: FILE_EDITOR_TOOL_NAME,
+  description: loadDescription(import.meta.url, 'file-editor.md'),
+  parameters: fileEditorParameters,
+  async execute(input, context): Promise<ToolResult> {
+    if (context.signal.aborted) return { isError: true, content: 'Aborted before file_editor ran.' };
+    try {
+      switch (input.command) {
+        case 'view':
+          return await view(input, context);
+        case 'create':
+          return await create(input, context);
+        case 'str_replace':
+          return await replace(input, context);
+        case 'insert':
+          return await insert(input, context);
+        case 'undo_edit':
+          return await undo(input, context);
+      }
+    } catch (error) {
+      return toolFailure(error, input.path);
+    }
+  },
+});
+
+async function view(input: FileEditorInput, context: ToolContext): Promise<ToolResult> {
+  const target = await resolveToolPath(context, input.path, { mustExist: true });
+  const stats = await lstat(target.absolute);
+  if (stats.isDirectory()) {
+    if (input.view_range) return fail(`${target.relative} is a directory; view_range only applies to files.`);
+    return viewDirectory({ root: target.root, absolutePath: target.absolute, displayPath: target.relative, signal: context.signal });
+  }
+  const read = await readTextFile(target.absolute, target.relative);
+  if (!read.ok) return read.result;
+  return viewText(read.text, { displayPath: target.relative, viewRange: input.view_range });
+}
+
+async function create(input: FileEditorInput, context: ToolContext): Promise<ToolResult> {
+  if (input.file_text === undefined) return fail('`create` needs `file_text` (the full content of the file).');
+  if (Buffer.byteLength(input.file_text) > MAX_EDITABLE_BYTES) {
+    return fail(`file_text is over the ${formatBytes(MAX_EDITABLE_BYTES)} limit; write large files with bash.`);
+  }
+  const target = await resolveToolPath(context, input.path);
+  const existing = await lstat(target.absolute).catch(() => undefined);
+  if (existing?.isDirectory()) return fail(`${target.relative} is a directory; give a file path.`);
+  let previous: Buffer | null = null;
+  if (existing) {
+    const read = await readBytesNoFollow(target.absolute, MAX_EDITABLE_BYTES);
+    if (!read.bytes) return fail(`${target.relative} exists and is ${formatBytes(read.size)}; file_editor will not overwrite a file over ${formatBytes(MAX_EDITABLE_BYTES)}.`);
+    previous = read.bytes;
+  }
+  await mkdir(path.dirname(target.absolute), { recursive: true });
+  // Re-resolve after mkdir: a parent created meanwhile by someone else must still be inside.
+  const checked = await resolveToolPath(context, target.absolute);
+  await writeBytesNoFollow(checked.absolute, input.file_text);
+  EditHistory.from(context.state).record(checked.absolute, previous);
+  const lineCount = splitLines(input.file_text).length;
+  const verb = previous ? 'overwritten (the previous version can be restored with undo_edit)' : 'created';
+  return ok(`File ${checked.relative} ${verb}: ${lineCount} line${lineCount === 1 ? '' : 's'}.`, checked, { created: !previous, lines: lineCount });
+}
+
+async function replace(input: FileEditorInput, context: ToolContext): Promise<ToolResult> {
+  if (input.old_str === undefined || input.old_str === '') return fail('`str_replace` needs a non-empty `old_str`.');
+  const newStr = input.new_str ?? '';
+  if (input.old_str === newStr) return fail('old_str and new_str are identical: nothing to change.');
+  const target = await resolveEditable(input.path, context);
+  if ('result' in target) return target.result;
+  const { file, text } = target;
+
+  let oldStr = input.old_str;
+  let replacement = newStr;
+  let positions = findOccurrences(text, oldStr);
+  if (positions.length === 0 && text.includes('\r\n') && !oldStr.includes('\r')) {
+    oldStr = oldStr.replace(/\n/g, '\r\n'); // the model writes \n, the file uses CRLF
+    replacement = replacement.replace(/\r?\n/g, '\r\n');
+    positions = findOccurrences(text, oldStr);
+  }
+  if (positions.length === 0) return fail(noMatchMessage(text, input.old_str, file.relative));
+  if (positions.length > 1) {
+    const lines = positions.map((position) => lineNumberAt(text, position));
+    const shown = lines.slice(0, 20).join(', ') + (lines.length > 20 ? ', …' : '');
+    return fail(
+      `No replacement was performed: old_str occurs ${positions.length} times in ${file.relative}, at lines ${shown}. ` +
+        'Include more surrounding lines in old_str so that it matches exactly one place.',
+    );
+  }
+  const start = positions[0] as number;
+  const updated = text.slice(0, start) + replacement + text.slice(start + oldStr.length);
+  await commitEdit({ context, file, previous: target.bytes, updated });
+  const startLine = lineNumberAt(updated, start);
+  const endLine = startLine + Math.max(splitLines(replacement).length - 1, 0);
+  return ok(
+    `The file ${file.relative} has been edited. Here's the result of running \`cat -n\` on a snippet of ${file.relative}:\n` +
+      `${snippetAround(updated, { startLine, endLine })}\n${EDIT_FOOTER}`,
+    file,
+    { start_line: startLine, end_line: endLine },
+  );
+}
+
+async function insert(input: FileEditorInput, context: ToolContext): Promise<ToolResult> {
+  if (input.insert_line === undefined) return fail('`insert` needs `insert_line` (0 inserts at the top of the file).');
+  if (input.new_str === undefined) return fail('`insert` needs `new_str` (the lines to insert).');
+  const target = await resolveEditable(input.path, context);
+  if ('result' in target) return target.result;
+  const { file, text } = target;
+  const lineCount = splitLines(text).length;
+  if (input.insert_line > lineCount) {
+    return fail(`Invalid insert_line ${input.insert_line}: ${file.relative} has ${lineCount} lines, so it must be between 0 and ${lineCount}.`);
+  }
+  const result = insertAfterLine(text, input.insert_line, input.new_str);
+  await commitEdit({ context, file, previous: target.bytes, updated: result.text });
+  return ok(
+    `The file ${file.relative} has been edited. Here's the result of running \`cat -n\` on a snippet of ${file.relative}:\n` +
+      `${snippetAround(result.text, { startLine: result.firstLine, endLine: result.lastLine })}\n${EDIT_FOOTER}`,
+    file,
+    { start_line: result.firstLine, end_line: result.lastLine },
+  );
+}
+
+async function undo(input: FileEditorInput, context: ToolContext): Promise<ToolResult> {
+  const file = await resolveToolPath(context, input.path);
+  const history = EditHistory.from(context.state);
+  const entry = history.pop(file.absolute);
+  if (!entry) {
+    return fail(`No edit history for ${file.relative}: only edits made with file_editor in this conversation can be undone.`);
+  }
+  const left = history.depth(file.absolute);
+  const remaining = left > 0 ? `${left} earlier edit${left === 1 ? '' : 's'} of this file can still be undone.` : '';
+  if (entry.previous === null) {
+    await rm(file.absolute, { force: true });
+    return ok(`Undid the creation of ${file.relative}: the file was removed. ${remaining}`.trim(), file, { removed: true });
+  }
+  await writeBytesNoFollow(file.absolute, entry.previous);
+  const lines = splitLines(entry.previous.toString('utf8')).length;
+  return ok(`Last edit to ${file.relative} undone: restored the previous version (${lines} lines). ${remaining}`.trim(), file, { lines });
+}
+
+async function resolveEditable(
+  userPath: string,
+  context: ToolContext,
+): Promise<{ file: ToolPath; text: string; bytes: Buffer } | { result: ToolResult }> {
+  const file = await resolveToolPath(context, userPath, { mustExist: true });
+  const stats = await lstat(file.absolute);
+  if (stats.isDirectory()) return { result: fail(`${file.relative} is a directory, not a file.`) };
+  const read = await readTextFile(file.absolute, file.relative);
+  if (!read.ok) return { result: read.result };
+  return { file, text: read.text, bytes: read.bytes };
+}
+
+async function commitEdit(edit: { context: ToolContext; file: ToolPath; previous: Buffer; updated: string }): Promise<void> {
+  if (Buffer.byteLength(edit.updated) > MAX_EDITABLE_BYTES) {
+    throw Object.assign(new Error('File too large'), { code: 'EFBIG' });
+  }
+  await writeBytesNoFollow(edit.file.absolute, edit.updated);
+  EditHistory.from(edit.context.state).record(edit.file.absolute, edit.previous);
+}
+
+function noMatchMessage(text: string, oldStr: string, displayPath: string): string {
+  const near = findWhitespaceInsensitiveMatches(text, oldStr);
+  const base = `No replacement was performed: old_str did not appear verbatim in ${displayPath}.`;
+  if (near.length > 0) {
+    return `${base} A match exists if whitespace is ignored, near line ${near.slice(0, 5).join(', ')}: check indentation (tabs vs spaces) and trailing spaces, and copy the exact text from a fresh \`view\`.`;
+  }
+  return `${base} View the file again and copy the exact text (without the line-number prefix), including indentation.`;
+}
+
+function ok(content: string, file: ToolPath, extra: Record<string, unknown> = {}): ToolResult {
+  return { isError: false, content, data: { path: file.relative, ...extra } };
+}
+
+function fail(content: string): ToolResult {
+  return { isError: true, content };
+}

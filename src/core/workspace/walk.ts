@@ -1,0 +1,157 @@
+/**
+ * A bounded, depth-first walk of a directory inside the workdir, used by the glob/grep tools,
+ * file_editor's directory view and the HTTP listing/search routes. Entries come in sorted
+ * pre-order (a directory, then its contents). Symlinks are yielded only when their target is
+ * inside the root, and symlinked directories are never descended (no loops, no escapes).
+ */
+import type { Dirent, Stats } from 'node:fs';
+import { opendir, realpath, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { isInsideRoot } from './resolve-path.js';
+
+export interface WalkEntry {
+  /** Path inside the tree (for a symlink: the link's own path, not its target). */
+  absolutePath: string;
+  /** Relative to `start`, '/'-separated. */
+  relativePath: string;
+  name: string;
+  type: 'file' | 'directory';
+  size: number;
+  mtimeMs: number;
+  /** 1 for a direct child of `start`. */
+  depth: number;
+  symlink: boolean;
+}
+
+export type WalkLimit = 'max_entries' | 'max_depth';
+
+export interface WalkOptions {
+  /** The real workdir: nothing outside it is yielded or entered. */
+  root: string;
+  /** Real directory to walk (default: root). Must be inside root. */
+  start?: string;
+  /** Deepest level yielded (1 = direct children). Default 64. */
+  maxDepth?: number;
+  /** Directory entries examined before the walk stops. Default 200,000. */
+  maxEntries?: number;
+  /** Directories not entered nor yielded. Default: DEFAULT_SKIPPED_DIRECTORIES by name. */
+  skipDirectory?: (name: string, relativePath: string) => boolean;
+  /** Whether to enter a directory that was yielded. Default: always. */
+  shouldDescend?: (entry: WalkEntry) => boolean;
+  /** Yield and enter names starting with '.'. Default true. */
+  includeHidden?: boolean;
+  signal?: AbortSignal;
+  /** Called once if the walk stops early because of a limit. */
+  onLimit?: (limit: WalkLimit) => void;
+}
+
+export const DEFAULT_SKIPPED_DIRECTORIES: ReadonlySet<string> = new Set(['.git', 'node_modules']);
+
+const DEFAULT_MAX_DEPTH = 64;
+const DEFAULT_MAX_ENTRIES = 200_000;
+const STAT_BATCH = 64;
+
+interface WalkState {
+  examined: number;
+  stopped: boolean;
+  depthLimited: boolean;
+}
+
+export async function* walkDirectory(options: WalkOptions): AsyncGenerator<WalkEntry> {
+  const start = options.start ?? options.root;
+  if (!isInsideRoot(options.root, start)) return;
+  const state: WalkState = { examined: 0, stopped: false, depthLimited: false };
+  yield* walkLevel({ options, state, directory: start, relativePrefix: '', depth: 1 });
+  if (state.depthLimited && !state.stopped) options.onLimit?.('max_depth');
+}
+
+async function* walkLevel(level: {
+  options: WalkOptions;
+  state: WalkState;
+  directory: string;
+  relativePrefix: string;
+  depth: number;
+}): AsyncGenerator<WalkEntry> {
+  const { options, state, directory, relativePrefix, depth } = level;
+  const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH;
+  const maxEntries = options.maxEntries ?? DEFAULT_MAX_ENTRIES;
+  const skipDirectory = options.skipDirectory ?? ((name: string) => DEFAULT_SKIPPED_DIRECTORIES.has(name));
+  if (options.signal?.aborted || state.stopped) return;
+
+  const dirents = await readSorted(directory, maxEntries + 1);
+  const visible = options.includeHidden === false ? dirents.filter((dirent) => !dirent.name.startsWith('.')) : dirents;
+  const examined = visible.slice(0, Math.max(maxEntries - state.examined, 0));
+  state.examined += examined.length;
+  for (let offset = 0; offset < examined.length; offset += STAT_BATCH) {
+    // Stat a batch of entries concurrently, then yield them in order.
+    const batch = await Promise.all(
+      examined
+        .slice(offset, offset + STAT_BATCH)
+        .map((dirent) => describe({ root: options.root, directory, dirent, relativePath: relativePrefix + dirent.name, depth })),
+    );
+    for (const entry of batch) {
+      if (options.signal?.aborted || state.stopped) return;
+      if (!entry) continue;
+      if (entry.type === 'directory' && skipDirectory(entry.name, entry.relativePath)) continue;
+      yield entry;
+      if (entry.type !== 'directory' || entry.symlink) continue;
+      if (options.shouldDescend && !options.shouldDescend(entry)) continue;
+      if (depth >= maxDepth) {
+        state.depthLimited = true;
+        continue;
+      }
+      yield* walkLevel({ options, state, directory: entry.absolutePath, relativePrefix: `${entry.relativePath}/`, depth: depth + 1 });
+    }
+  }
+  if (examined.length < visible.length && !state.stopped) {
+    state.stopped = true;
+    options.onLimit?.('max_entries');
+  }
+}
+
+async function readSorted(directory: string, limit: number): Promise<Dirent[]> {
+  const dirents: Dirent[] = [];
+  try {
+    for await (const dirent of await opendir(directory)) {
+      dirents.push(dirent);
+      if (dirents.length >= limit) break;
+    }
+  } catch {
+    return dirents; // unreadable (EACCES) or vanished meanwhile: skip it
+  }
+  return dirents.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+async function describe(item: {
+  root: string;
+  directory: string;
+  dirent: Dirent;
+  relativePath: string;
+  depth: number;
+}): Promise<WalkEntry | undefined> {
+  const { root, directory, dirent, relativePath, depth } = item;
+  const absolutePath = path.join(directory, dirent.name);
+  const symlink = dirent.isSymbolicLink();
+  if (!symlink && !dirent.isFile() && !dirent.isDirectory()) return undefined; // sockets, fifos, devices
+  let stats: Stats;
+  try {
+    if (symlink) {
+      const target = await realpath(absolutePath);
+      if (!isInsideRoot(root, target)) return undefined;
+    }
+    stats = await stat(absolutePath);
+  } catch {
+    return undefined; // dangling link, loop, or removed meanwhile
+  }
+  if (!stats.isFile() && !stats.isDirectory()) return undefined;
+  return {
+    absolutePath,
+    relativePath,
+    name: dirent.name,
+    type: stats.isDirectory() ? 'directory' : 'file',
+    size: stats.size,
+    mtimeMs: stats.mtimeMs,
+    depth,
+    symlink,
+  };
+}

@@ -1,0 +1,121 @@
+/**
+ * A temp layout for containment tests, and a corpus of traversal payloads against it:
+ *
+ *   <base>/canary.txt           must never be read, overwritten or deleted
+ *   <base>/outside/secret.txt   a directory outside the workdir
+ *   <base>/wd/                  the workdir (src/a.txt, and symlinks pointing in and out)
+ *   <base>/wd-link -> wd        the workdir reached through a symlink
+ *
+ * Reusable by the HTTP file-route tests: every payload must be refused (400/403).
+ */
+import { mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+
+export const CANARY_CONTENT = 'CANARY: never read, overwritten or deleted\n';
+export const SECRET_CONTENT = 'outside secret\n';
+
+export interface TraversalFixture {
+  base: string;
+  workdir: string;
+  workdirLink: string;
+  canary: string;
+  outsideDir: string;
+  /** Every payload must be refused by the resolver (typed error), with or without allowAbsolute. */
+  payloads: string[];
+  /** Asserts nothing outside the workdir was read-modified, created or deleted. */
+  outsideSnapshot(): Promise<string>;
+  cleanup(): Promise<void>;
+}
+
+export async function createTraversalFixture(): Promise<TraversalFixture> {
+  const base = await realpath(await mkdtemp(path.join(os.tmpdir(), 'agentd-traversal-')));
+  const workdir = path.join(base, 'wd');
+  const outsideDir = path.join(base, 'outside');
+  const canary = path.join(base, 'canary.txt');
+  await mkdir(path.join(workdir, 'src'), { recursive: true });
+  await mkdir(path.join(workdir, 'sub'), { recursive: true });
+  await mkdir(outsideDir);
+  await writeFile(canary, CANARY_CONTENT);
+  await writeFile(path.join(outsideDir, 'secret.txt'), SECRET_CONTENT);
+  await writeFile(path.join(workdir, 'src', 'a.txt'), 'alpha\nbeta\n');
+
+  const links: Array<[target: string, link: string]> = [
+    [outsideDir, 'link-out-dir'],
+    ['../outside', 'link-out-rel'],
+    ['../canary.txt', 'link-canary'],
+    [canary, 'link-canary-abs'],
+    ['/', 'link-root'],
+    ['/etc', 'link-etc'],
+    ['../..', 'sub/link-up'],
+    ['../new-outside-file.txt', 'dangling-out'],
+    [path.join(outsideDir, 'not-yet'), 'dangling-out-dir'],
+    ['link-out-rel', 'chain1'],
+    ['loop-b', 'loop-a'],
+    ['loop-a', 'loop-b'],
+    ['src', 'link-in'],
+    ['src/a.txt', 'link-in-file'],
+  ];
+  for (const [target, link] of links) await symlink(target, path.join(workdir, link));
+  const workdirLink = path.join(base, 'wd-link');
+  await symlink(workdir, workdirLink);
+
+  const payloads = [
+    // plain traversal
+    '..', '../', '../canary.txt', '../../etc/passwd', 'src/../../canary.txt', 'src/../../../etc/passwd',
+    './../canary.txt', 'a/b/c/../../../../canary.txt', '../wd/../canary.txt', 'src/./../.././canary.txt',
+    // absolute
+    '/etc/passwd', '/', '//etc/passwd', canary, `${workdir}/../canary.txt`, `${workdir}/../outside/secret.txt`,
+    `${workdir}/link-canary`, `${workdir}/link-out-dir/secret.txt`, `${workdirLink}/../canary.txt`, '/proc/self/environ',
+    // percent-encoded and double-encoded
+    '%2e%2e/canary.txt', '%2e%2e%2fcanary.txt', '..%2fcanary.txt', '%2E%2E%2F%2E%2E%2Fetc%2Fpasswd',
+    '%252e%252e%252fcanary.txt', '%252e%252e/canary.txt', '..%252fcanary.txt', 'src%2f..%2f..%2fcanary.txt',
+    '%2fetc%2fpasswd', '..%5ccanary.txt', '.%2e/canary.txt', '%2e./canary.txt', 'src/%2e%2e/%2e%2e/canary.txt',
+    '%2e%2e%5c%2e%2e%5ccanary.txt', '%25252e%25252e/canary.txt',
+    // overlong UTF-8 and Unicode look-alikes
+    '%c0%ae%c0%ae/canary.txt', '..%c0%afcanary.txt', '%e0%80%ae%e0%80%ae/canary.txt',
+    '\uff0e\uff0e/canary.txt', '..\uff0fcanary.txt', '\u2025/canary.txt', '%ef%bc%8e%ef%bc%8e/canary.txt',
+    // backslashes
+    '..\\canary.txt', '..\\..\\etc\\passwd', 'src\\..\\..\\canary.txt', '\\etc\\passwd', 'C:\\Windows\\win.ini',
+    // NUL and control bytes
+    'canary.txt\0', '../canary.txt\0.png', 'src/a.txt%00', '%00', 'src/a.txt\0../../canary.txt', 'src/a\nb',
+    // home and drive letters
+    '~/.bashrc', '~root/.ssh/authorized_keys', 'C:/Windows',
+    // symlinks inside the workdir that lead out
+    'link-out-dir', 'link-out-dir/secret.txt', 'link-out-rel/secret.txt', 'link-canary', 'link-canary-abs',
+    'link-root/etc/passwd', 'link-etc/passwd', 'sub/link-up/canary.txt', 'sub/link-up', 'dangling-out',
+    'dangling-out-dir/file.txt', 'link-out-dir/new-file.txt', 'link-out-dir/deep/new/file.txt', 'chain1/secret.txt',
+    'link-in/../link-canary', 'loop-a', 'loop-a/x',
+  ];
+
+  const outsideSnapshot = async () => {
+    // By hand: fs.readdir({recursive}) follows symlinks on Node 20.
+    const entries: string[] = [];
+    const visit = async (dir: string, prefix: string): Promise<void> => {
+      for (const dirent of await readdir(dir, { withFileTypes: true })) {
+        const relative = prefix + dirent.name;
+        if (relative === 'wd' || relative === 'wd-link') continue;
+        entries.push(relative);
+        if (dirent.isDirectory()) await visit(path.join(dir, dirent.name), `${relative}/`);
+      }
+    };
+    await visit(base, '');
+    entries.sort();
+    return JSON.stringify({
+      entries,
+      canary: await readFile(canary, 'utf8'),
+      secret: await readFile(path.join(outsideDir, 'secret.txt'), 'utf8'),
+    });
+  };
+
+  return {
+    base,
+    workdir,
+    workdirLink,
+    canary,
+    outsideDir,
+    payloads,
+    outsideSnapshot,
+    cleanup: () => rm(base, { recursive: true, force: true }),
+  };
+}
