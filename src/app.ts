@@ -3,9 +3,10 @@ import { fastifySSE } from '@fastify/sse';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Services } from './compose.js';
 import { registerAuth } from './http/plugins/auth.js';
-import { registerErrorHandling } from './http/plugins/errors.js';
+import { frameworkErrorHandler, registerErrorHandling } from './http/plugins/errors.js';
 import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
+import { controlRoutes } from './http/routes/control.js';
 import { conversationRoutes } from './http/routes/conversations.js';
 import { eventRoutes } from './http/routes/events.js';
 import { healthRoutes } from './http/routes/health.js';
@@ -21,6 +22,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     requestIdHeader: 'x-request-id',
     genReqId: () => crypto.randomUUID(),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 4096 },
+    frameworkErrors: frameworkErrorHandler,
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -40,6 +42,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(healthRoutes(services));
   await app.register(conversationRoutes(services));
   await app.register(messageRoutes(services));
+  await app.register(controlRoutes(services));
   await app.register(eventRoutes(services));
   await app.register(streamRoutes(services));
   return app;

@@ -13,10 +13,28 @@ import { EventStreams } from './core/events/event-streams.js';
 import { SecretBox } from './core/secrets/secret-box.js';
 import { normalizeLlmConfig } from './core/schemas/llm-config.js';
 import { VERSION } from './version.js';
+import { FileRunStore } from './adapters/file-run-store.js';
+import { OpenAiLlmClient } from './adapters/openai-llm.js';
+import { selectTextSearcher } from './adapters/ripgrep-searcher.js';
+import { AgentRuntime } from './core/agent/agent-runtime.js';
+import type { LlmClient } from './core/agent/llm.js';
+import type { ShellFactory } from './core/tools/shell-session.js';
+import type { ToolDefinition } from './core/tools/tool.js';
+import { fileEditorTool } from './core/tools/file-editor.js';
+import { finishTool } from './core/tools/finish.js';
+import { globTool } from './core/tools/glob.js';
+import { createGrepTool } from './core/tools/grep.js';
+import { taskTrackerTool } from './core/tools/task-tracker.js';
 
 export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'finish'] as const;
 
 /** Everything the HTTP layer calls: built once, in one place (the composition root). */
+const unavailableShells: ShellFactory = {
+  create: async () => {
+    throw new Error('no shell available');
+  },
+};
+
 export interface Services {
   config: Config;
   logger: Logger;
@@ -28,6 +46,7 @@ export interface Services {
   masterKeyFile: string | null;
   masterKeyCreated: boolean;
   conversations: ConversationService;
+  agent: AgentRuntime;
   events: EventQueries;
   streams: EventStreams;
   recorder: EventRecorder;
@@ -35,7 +54,13 @@ export interface Services {
   close(): Promise<void>;
 }
 
-export async function composeServices(config: Config, logger: Logger): Promise<Services> {
+/** Replacements for the outside world, for tests and benchmarks. */
+export interface ServiceOverrides {
+  llm?: LlmClient;
+  shells?: ShellFactory;
+}
+
+export async function composeServices(config: Config, logger: Logger, overrides: ServiceOverrides = {}): Promise<Services> {
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   fs.mkdirSync(config.workdirBase, { recursive: true });
 
@@ -70,6 +95,21 @@ export async function composeServices(config: Config, logger: Logger): Promise<S
   const streams = new EventStreams({ log, bus, maxBuffered: config.sseMaxBuffered });
   await conversations.load();
 
+  const tools: ToolDefinition[] = [fileEditorTool, globTool, createGrepTool(await selectTextSearcher()), taskTrackerTool, finishTool] as ToolDefinition[];
+  const agent = new AgentRuntime({
+    conversations,
+    log,
+    recorder,
+    runs: new FileRunStore(conversationsDir),
+    llm: overrides.llm ?? new OpenAiLlmClient(),
+    tools,
+    shells: overrides.shells ?? unavailableShells,
+    shellEnv: (record) => ({ ...record.secrets }),
+    onError: (error, context) => logger.error({ err: error, ...context }, 'agent run failed'),
+  });
+  conversations.attachRuntime(agent);
+  agent.recoverAfterRestart();
+
   return {
     config,
     logger,
@@ -80,11 +120,13 @@ export async function composeServices(config: Config, logger: Logger): Promise<S
     masterKeyFile,
     masterKeyCreated,
     conversations,
+    agent,
     events,
     streams,
     recorder,
     bus,
     async close() {
+      await agent.stopAll();
       streams.closeAll('server_shutting_down');
       log.close();
     },

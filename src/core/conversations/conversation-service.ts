@@ -190,7 +190,10 @@ export class ConversationService {
 
   /** Append a user message; start a run or feed the running one unless `run` is false. */
   postMessage(id: string, body: { content: string; run: boolean }) {
-    this.record(id);
+    const record = this.record(id);
+    if (body.run && this.runtime && !record.llm) {
+      throw new UnprocessableError('llm_not_configured', 'This conversation has no LLM: set `llm` (or PUT /config), or send the message with `run: false`.');
+    }
     const appended = this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content });
     const runId = this.runtime ? this.runtime.onUserMessage(id, { run: body.run }) : null;
     return { event: appended.event, run_id: runId };

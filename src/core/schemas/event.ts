@@ -55,6 +55,7 @@ export const eventBodies = {
     arguments: JsonObject,
     thought: z.string().nullable().describe('Assistant text of the turn that made this call.'),
     run_id: z.uuid().nullable(),
+    llm_response_id: z.string().nullable().optional().describe('Groups the calls one LLM response made.'),
   }),
   observation: z.object({
     kind: z.literal('observation'),

@@ -1,0 +1,253 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { isoTimestamp, systemClock, type Clock } from '../clock.js';
+import { ConflictError, NotFoundError, UnprocessableError } from '../errors.js';
+import type { ConversationRecord } from '../conversations/conversation-record.js';
+import type { ConversationRuntime, ConversationService } from '../conversations/conversation-service.js';
+import type { EventLog } from '../events/event-log.js';
+import type { EventRecorder } from '../events/event-recorder.js';
+import type { ConversationStatus } from '../schemas/event.js';
+import type { ShellFactory } from '../tools/shell-session.js';
+import type { ToolDefinition } from '../tools/tool.js';
+import { AgentSession } from './agent-session.js';
+import { LlmError, type LlmClient, type LlmToolSchema } from './llm.js';
+import type { Run, RunStore } from './run-record.js';
+import { executeRun, type RunOutcome } from './run-loop.js';
+import { buildSystemPrompt } from './system-prompt.js';
+import { settleRun } from './settle-run.js';
+
+export interface AgentRuntimeDeps {
+  conversations: ConversationService;
+  log: EventLog;
+  recorder: EventRecorder;
+  runs: RunStore;
+  llm: LlmClient;
+  tools: readonly ToolDefinition[];
+  shells: ShellFactory;
+  /** Environment for the conversation's shell (its secrets). */
+  shellEnv: (record: ConversationRecord) => Record<string, string>;
+  clock?: Clock;
+  onError?: (error: unknown, context: Record<string, unknown>) => void;
+}
+
+/** Runs the agent for every conversation: one run at a time each, owned by a lock with an AbortController. */
+export class AgentRuntime implements ConversationRuntime {
+  private readonly sessions = new Map<string, AgentSession>();
+  private readonly toolsByName: ReadonlyMap<string, ToolDefinition>;
+
+  constructor(private readonly deps: AgentRuntimeDeps) {
+    this.toolsByName = new Map(deps.tools.map((tool) => [tool.name, tool]));
+    deps.recorder.onAppend(({ event }) => this.sessions.get(event.conversation_id)?.history.apply(event));
+  }
+
+  private get clock(): Clock {
+    return this.deps.clock ?? systemClock;
+  }
+
+  onUserMessage(conversationId: string, options: { run: boolean }): string | null {
+    const session = this.session(conversationId);
+    if (session.active) return session.active.run.id;
+    const record = this.deps.conversations.record(conversationId);
+    if (!options.run || record.status === 'waiting_for_confirmation') return null;
+    return this.startRun(conversationId);
+  }
+
+  /** Start a run (POST /run, a message, approve, reject). 409 while one is running. */
+  startRun(conversationId: string, options: { approved?: boolean } = {}): string {
+    const record = this.deps.conversations.record(conversationId);
+    const session = this.session(conversationId);
+    if (session.active) throw new ConflictError('run_in_progress', 'A run is already in progress for this conversation.', { run_id: session.active.run.id });
+    if (!record.llm) throw new UnprocessableError('llm_not_configured', 'This conversation has no LLM: set `llm` on create or with PUT /config (or AGENTD_LLM_MODEL on the server).');
+    if (record.status === 'waiting_for_confirmation' && !options.approved) {
+      throw new ConflictError('confirmation_pending', 'Actions are waiting for confirmation: approve or reject them first.', { pending_actions: record.pending_actions.length });
+    }
+    const approved = options.approved ? record.pending_actions : [];
+    const now = isoTimestamp(this.clock.now());
+    const run: Run = { id: randomUUID(), conversation_id: conversationId, status: 'running', started_at: now, ended_at: null, iterations: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0 }, outcome: null, error: null };
+    this.deps.runs.save(run);
+    record.pending_actions = [];
+    this.setStatus(record, 'running', { runId: run.id });
+    if (!session.history.hasSystemPrompt) {
+      const tools = this.enabledTools(record);
+      this.deps.conversations.append(conversationId, { kind: 'system_prompt', source: 'system', content: buildSystemPrompt(record.workdir), tools: this.schemasOf(tools) as unknown as Record<string, unknown>[] });
+    }
+    const controller = new AbortController();
+    const active = { run, controller, stopAs: null, done: Promise.resolve() } as AgentSession['active'] & {};
+    session.active = active;
+    active.done = this.drive(session, record, active, approved);
+    return run.id;
+  }
+
+  /** Stop the run at the next safe point (interrupting a running tool). No-op when nothing runs. */
+  async pause(conversationId: string, stopAs: 'paused' | 'canceled' | 'deleted' | 'shutdown' = 'paused'): Promise<void> {
+    this.deps.conversations.record(conversationId);
+    const active = this.sessions.get(conversationId)?.active;
+    if (!active) return;
+    active.stopAs = stopAs;
+    active.controller.abort(new Error(stopAs));
+    await active.done;
+  }
+
+  async cancelRun(conversationId: string, runId: string): Promise<Run> {
+    const run = this.getRun(conversationId, runId);
+    const active = this.sessions.get(conversationId)?.active;
+    if (!active || active.run.id !== runId) throw new ConflictError('run_not_active', `Run ${runId} is not in progress (it is ${run.status}).`, { status: run.status });
+    await this.pause(conversationId, 'canceled');
+    return this.getRun(conversationId, runId);
+  }
+
+  approve(conversationId: string): string {
+    const record = this.deps.conversations.record(conversationId);
+    if (record.status !== 'waiting_for_confirmation' || record.pending_actions.length === 0) {
+      throw new ConflictError('no_pending_actions', 'No actions are waiting for confirmation.');
+    }
+    return this.startRun(conversationId, { approved: true });
+  }
+
+  reject(conversationId: string, reason: string | undefined): string {
+    const record = this.deps.conversations.record(conversationId);
+    if (record.status !== 'waiting_for_confirmation' || record.pending_actions.length === 0) {
+      throw new ConflictError('no_pending_actions', 'No actions are waiting for confirmation.');
+    }
+    for (const action of record.pending_actions) {
+      this.deps.conversations.append(conversationId, { kind: 'rejection', source: 'user', tool_call_id: action.tool_call_id, tool_name: action.tool_name, reason: reason ?? '' });
+    }
+    record.pending_actions = [];
+    this.setStatus(record, 'idle', { reason: 'actions rejected' });
+    return this.startRun(conversationId);
+  }
+
+  setConfirmationMode(conversationId: string, enabled: boolean): void {
+    const record = this.deps.conversations.record(conversationId);
+    record.confirmation_mode = enabled;
+    this.deps.conversations.save(record);
+  }
+
+  listRuns(conversationId: string): Run[] {
+    this.deps.conversations.record(conversationId);
+    return this.deps.runs.list(conversationId);
+  }
+
+  getRun(conversationId: string, runId: string): Run {
+    const run = this.listRuns(conversationId).find((candidate) => candidate.id === runId);
+    if (!run) throw new NotFoundError('run', runId);
+    return run;
+  }
+
+  async dispose(conversationId: string): Promise<void> {
+    await this.pause(conversationId, 'deleted');
+    const session = this.sessions.get(conversationId);
+    this.sessions.delete(conversationId);
+    await session?.closeShell();
+    this.deps.runs.drop(conversationId);
+  }
+
+  /** Shutdown: pause every run (recorded as events), then close every shell. */
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.sessions.values()].filter((s) => s.active).map((s) => this.pause(s.conversationId, 'shutdown')));
+    await Promise.all([...this.sessions.values()].map((s) => s.closeShell()));
+  }
+
+  /** After a restart: a conversation that was running comes back paused, its open tool calls closed. */
+  recoverAfterRestart(): void {
+    for (const record of [...this.deps.conversations.all()]) {
+      const runs = record.status === 'running' || record.current_run_id ? this.deps.runs.list(record.id).filter((run) => run.status === 'running') : [];
+      if (record.status !== 'running' && runs.length === 0) continue;
+      const session = this.session(record.id);
+      for (const callId of session.history.pendingCallIds) {
+        if (record.pending_actions.some((action) => action.tool_call_id === callId)) continue;
+        this.deps.conversations.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: this.toolNameOf(callId, session), content: 'Interrupted: the server restarted while this tool was running.', is_error: true, data: { interrupted: true }, run_id: record.current_run_id });
+      }
+      const now = isoTimestamp(this.clock.now());
+      for (const run of runs) this.deps.runs.save({ ...run, status: 'paused', ended_at: now, outcome: 'server_restart' });
+      this.setStatus(record, 'paused', { runId: record.current_run_id, reason: 'The server restarted while the run was in progress.' });
+    }
+  }
+
+  private async drive(session: AgentSession, record: ConversationRecord, active: NonNullable<AgentSession['active']>, approved: ConversationRecord['pending_actions']): Promise<void> {
+    const { run, controller } = active;
+    const tools = this.enabledTools(record);
+    let outcome: RunOutcome | { kind: 'error'; code: string; message: string };
+    try {
+      outcome = await executeRun({
+        conversationId: record.id,
+        run,
+        signal: controller.signal,
+        history: session.history,
+        llm: this.deps.llm,
+        settings: () => ({ llm: record.llm!, maxIterations: record.max_iterations_per_run, confirmationMode: record.confirmation_mode }),
+        tools: new Map(tools.map((tool) => [tool.name, tool])),
+        toolSchemas: this.schemasOf(tools),
+        toolContext: {
+          conversationId: record.id,
+          workdir: record.workdir,
+          signal: controller.signal,
+          state: session.toolState,
+          shell: () => session.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record) }),
+        },
+        append: (event) => this.deps.conversations.append(record.id, event).event,
+        delta: (text) => this.deps.recorder.delta({ kind: 'message_delta', conversation_id: record.id, run_id: run.id, content_delta: text }),
+        onUsage: (usage) => {
+          for (const target of [record.usage, run.usage]) {
+            target.prompt_tokens += usage.prompt_tokens;
+            target.completion_tokens += usage.completion_tokens;
+            target.cost += usage.cost;
+          }
+          this.deps.conversations.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...record.usage }, run_id: run.id });
+        },
+        onIteration: () => {
+          run.iterations += 1;
+          this.deps.runs.save(run);
+        },
+        setPendingActions: (actions) => {
+          record.pending_actions = actions;
+        },
+        approved,
+      });
+    } catch (error) {
+      if (controller.signal.aborted) outcome = { kind: 'aborted' };
+      else if (error instanceof LlmError) outcome = { kind: 'error', code: error.code, message: error.message };
+      else {
+        this.deps.onError?.(error, { conversation_id: record.id, run_id: run.id });
+        outcome = { kind: 'error', code: 'internal_error', message: 'The agent stopped on an internal error.' };
+      }
+    }
+    if (active.stopAs === 'deleted') {
+      session.active = null;
+      return;
+    }
+    settleRun({ outcome, active, record, session, clock: this.clock, append: (event) => this.deps.conversations.append(record.id, event), saveRun: (r) => this.deps.runs.save(r), setStatus: (status, opts) => this.setStatus(record, status, opts) });
+    session.active = null;
+  }
+
+  private setStatus(record: ConversationRecord, status: ConversationStatus, options: { runId?: string | null; reason?: string } = {}): void {
+    record.status = status;
+    record.current_run_id = status === 'running' ? (options.runId ?? null) : null;
+    this.deps.conversations.save(record);
+    this.deps.conversations.append(record.id, { kind: 'state_update', source: 'system', status, run_id: options.runId ?? null, reason: options.reason ?? null });
+  }
+
+  private session(conversationId: string): AgentSession {
+    let session = this.sessions.get(conversationId);
+    if (!session) {
+      session = new AgentSession(conversationId, this.deps.log);
+      this.sessions.set(conversationId, session);
+    }
+    return session;
+  }
+
+  private enabledTools(record: ConversationRecord): ToolDefinition[] {
+    return record.tools.map((name) => this.toolsByName.get(name)).filter((tool): tool is ToolDefinition => tool !== undefined);
+  }
+
+  private schemasOf(tools: readonly ToolDefinition[]): LlmToolSchema[] {
+    return tools.map((tool) => {
+      const { $schema: _ignored, ...parameters } = z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<string, unknown>;
+      return { name: tool.name, description: tool.description, parameters };
+    });
+  }
+
+  private toolNameOf(callId: string, session: AgentSession): string {
+    return session.history.toolNameOf(callId) ?? 'unknown';
+  }
+}

@@ -1,0 +1,65 @@
+import type { EventLog } from '../events/event-log.js';
+import type { ShellFactory, ShellSession } from '../tools/shell-session.js';
+import { ConversationHistory } from './conversation-history.js';
+import type { Run } from './run-record.js';
+
+export interface ActiveRun {
+  run: Run;
+  controller: AbortController;
+  /** How an abort is recorded: pause, cancel of the run, or the conversation going away. */
+  stopAs: 'paused' | 'canceled' | 'deleted' | 'shutdown' | null;
+  done: Promise<void>;
+}
+
+/**
+ * What the server holds for one conversation between requests: the LLM's view of it, the
+ * persistent shell, tool state and the run in progress (at most one).
+ */
+export class AgentSession {
+  readonly history = new ConversationHistory();
+  readonly toolState = new Map<string, unknown>();
+  active: ActiveRun | null = null;
+  private shellSession: ShellSession | null = null;
+  private starting: Promise<ShellSession> | null = null;
+
+  constructor(
+    readonly conversationId: string,
+    log: EventLog,
+  ) {
+    // Fold the whole log in once; later events arrive through the recorder (see AgentRuntime).
+    let cursor = 0;
+    for (;;) {
+      const page = log.read(conversationId, { order: 'asc', cursorSeq: cursor, limit: 1000 });
+      if (page.length === 0) break;
+      for (const { event } of page) this.history.apply(event);
+      cursor = page[page.length - 1]!.event.seq;
+    }
+  }
+
+  /** The conversation's shell, started on first use (and again if it was closed). */
+  shell(factory: ShellFactory, options: { workdir: string; env: () => Record<string, string> }): Promise<ShellSession> {
+    if (this.shellSession) return Promise.resolve(this.shellSession);
+    if (!this.starting) {
+      this.starting = factory
+        .create({ conversationId: this.conversationId, workdir: options.workdir, env: options.env() })
+        .then((shell) => {
+          this.shellSession = shell;
+          return shell;
+        })
+        .finally(() => {
+          this.starting = null;
+        });
+    }
+    return this.starting;
+  }
+
+  get liveShell(): ShellSession | null {
+    return this.shellSession;
+  }
+
+  async closeShell(): Promise<void> {
+    const shell = this.shellSession;
+    this.shellSession = null;
+    await shell?.close();
+  }
+}

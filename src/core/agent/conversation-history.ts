@@ -1,0 +1,130 @@
+import type { AgentEvent } from '../schemas/event.js';
+import type { LlmMessage, LlmToolCall } from './llm.js';
+
+type AssistantMessage = Extract<LlmMessage, { role: 'assistant' }>;
+
+export const INTERRUPTED_RESULT = 'The tool call did not complete: it was interrupted before it returned a result.';
+
+/**
+ * The conversation as the LLM sees it, folded from events one at a time. It keeps the
+ * provider's rules whatever order events arrive in: the calls of one LLM response share one
+ * assistant message; each call's result follows that message; a user message that arrives while
+ * calls are still open waits until they are answered; `snapshot()` closes calls left open.
+ */
+export class ConversationHistory {
+  private system: string | null = null;
+  private readonly messages: LlmMessage[] = [];
+  private deferred: LlmMessage[] = [];
+  private readonly openCalls = new Map<string, string>();
+  private current: { responseId: string | null; message: AssistantMessage } | null = null;
+  /** While an LLM turn is in flight, user messages wait until its answer is recorded. */
+  private holding = false;
+  /** The seq of the last user message folded in (the loop uses it to notice new ones). */
+  lastUserSeq = 0;
+  lastSeq = 0;
+
+  apply(event: AgentEvent): void {
+    if (event.seq <= this.lastSeq) return;
+    this.lastSeq = event.seq;
+    switch (event.kind) {
+      case 'system_prompt':
+        this.system = event.content;
+        return;
+      case 'message':
+        if (event.source === 'user') {
+          this.lastUserSeq = event.seq;
+          if (this.holding) this.deferred.push({ role: 'user', content: event.content });
+          else this.push({ role: 'user', content: event.content });
+        } else this.push({ role: 'assistant', content: event.content });
+        this.current = null;
+        return;
+      case 'action':
+        this.addCall(event.llm_response_id ?? null, event.thought, {
+          id: event.tool_call_id,
+          name: event.tool_name,
+          arguments: JSON.stringify(event.arguments),
+        });
+        return;
+      case 'observation':
+        this.answer(event.tool_call_id, event.content);
+        return;
+      case 'rejection':
+        this.answer(event.tool_call_id, `The user rejected this action${event.reason ? `: ${event.reason}` : '.'} It was not executed.`);
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** An LLM turn starts: user messages that arrive now follow its answer. */
+  hold(): void {
+    this.holding = true;
+  }
+
+  /** The turn's answer is recorded: held messages follow it (or the results of its calls). */
+  release(): void {
+    this.holding = false;
+    if (this.openCalls.size === 0) this.flushDeferred();
+  }
+
+  get hasSystemPrompt(): boolean {
+    return this.system !== null;
+  }
+
+  /** The tool name of an open call. */
+  toolNameOf(toolCallId: string): string | undefined {
+    return this.openCalls.get(toolCallId);
+  }
+
+  /** Tool call ids that have no result yet, in order. */
+  get pendingCallIds(): string[] {
+    return [...this.openCalls.keys()];
+  }
+
+  /** The messages to send: system first, every call answered, deferred user messages after. */
+  snapshot(): LlmMessage[] {
+    const out: LlmMessage[] = [];
+    if (this.system !== null) out.push({ role: 'system', content: this.system });
+    out.push(...this.messages);
+    for (const id of this.openCalls.keys()) out.push({ role: 'tool', tool_call_id: id, content: INTERRUPTED_RESULT });
+    out.push(...this.deferred);
+    return out.map((message) => (message.role === 'assistant' && message.tool_calls ? { ...message, tool_calls: [...message.tool_calls] } : message));
+  }
+
+  private push(message: LlmMessage): void {
+    if (this.openCalls.size > 0) this.deferred.push(message);
+    else this.messages.push(message);
+  }
+
+  private addCall(responseId: string | null, thought: string | null, call: LlmToolCall): void {
+    const joinable = this.current && responseId !== null && this.current.responseId === responseId;
+    if (!joinable) {
+      if (this.openCalls.size > 0) this.closeOpenCalls();
+      const message: AssistantMessage = { role: 'assistant', content: thought && thought.length > 0 ? thought : null, tool_calls: [] };
+      this.messages.push(message);
+      this.current = { responseId, message };
+    }
+    this.current!.message.tool_calls!.push(call);
+    this.openCalls.set(call.id, call.name);
+  }
+
+  private answer(toolCallId: string, content: string): void {
+    if (!this.openCalls.has(toolCallId)) return;
+    this.openCalls.delete(toolCallId);
+    this.messages.push({ role: 'tool', tool_call_id: toolCallId, content });
+    if (this.openCalls.size === 0) this.flushDeferred();
+  }
+
+  private closeOpenCalls(): void {
+    for (const id of this.openCalls.keys()) this.messages.push({ role: 'tool', tool_call_id: id, content: INTERRUPTED_RESULT });
+    this.openCalls.clear();
+    this.flushDeferred();
+  }
+
+  private flushDeferred(): void {
+    if (this.deferred.length === 0) return;
+    this.messages.push(...this.deferred);
+    this.deferred = [];
+    this.current = null;
+  }
+}

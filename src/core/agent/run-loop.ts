@@ -1,0 +1,145 @@
+import { randomUUID } from 'node:crypto';
+import type { PendingAction } from '../schemas/conversation.js';
+import type { AgentEvent, NewEvent } from '../schemas/event.js';
+import type { ToolContext, ToolDefinition } from '../tools/tool.js';
+import type { ConversationHistory } from './conversation-history.js';
+import type { LlmClient, LlmSettings, LlmToolCall, LlmToolSchema, LlmUsage } from './llm.js';
+import type { Run } from './run-record.js';
+import { StuckDetector } from './stuck-detector.js';
+import { executeTool, parseArguments, type ParsedArguments } from './tool-executor.js';
+
+export const FINISH_TOOL = 'finish';
+
+/** How a run ends: each turn of the loop ends in exactly one of these, or goes round again. */
+export type RunOutcome =
+  | { kind: 'idle' }
+  | { kind: 'finished'; message: string }
+  | { kind: 'max_iterations'; limit: number }
+  | { kind: 'stuck'; reason: string }
+  | { kind: 'waiting_for_confirmation' }
+  | { kind: 'aborted' };
+
+export interface RunContext {
+  conversationId: string;
+  run: Run;
+  signal: AbortSignal;
+  history: ConversationHistory;
+  llm: LlmClient;
+  /** Read each turn: the config may change mid-conversation. */
+  settings: () => { llm: LlmSettings; maxIterations: number; confirmationMode: boolean };
+  tools: ReadonlyMap<string, ToolDefinition>;
+  toolSchemas: LlmToolSchema[];
+  toolContext: ToolContext;
+  append(event: NewEvent): AgentEvent;
+  delta(text: string): void;
+  onUsage(usage: LlmUsage): void;
+  onIteration(): void;
+  setPendingActions(actions: PendingAction[]): void;
+  /** Actions approved before this run started: executed first. */
+  approved: PendingAction[];
+}
+
+/** One run of the agent: LLM turn, tool calls in order, repeat, until an outcome. Throws LlmError / abort. */
+export async function executeRun(context: RunContext): Promise<RunOutcome> {
+  const stuck = new StuckDetector(4);
+  for (const action of context.approved) {
+    if (context.signal.aborted) return { kind: 'aborted' };
+    const outcome = await runCall(context, stuck, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
+    if (outcome) return outcome;
+  }
+
+  for (;;) {
+    if (context.signal.aborted) return { kind: 'aborted' };
+    const settings = context.settings();
+    if (context.run.iterations >= settings.maxIterations) return { kind: 'max_iterations', limit: settings.maxIterations };
+    context.onIteration();
+
+    const userSeqBefore = context.history.lastUserSeq;
+    const turn = await llmTurn(context, settings);
+    if (turn.kind === 'aborted') return turn;
+    if (turn.kind === 'answered') {
+      // A message that arrived while the LLM was answering gets its turn.
+      if (context.history.lastUserSeq > userSeqBefore) continue;
+      return { kind: 'idle' };
+    }
+    if (turn.kind === 'waiting_for_confirmation') return turn;
+    for (const { call, args } of turn.calls) {
+      if (context.signal.aborted) return { kind: 'aborted' };
+      recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
+      const outcome = await runCall(context, stuck, { id: call.id, name: call.name, args });
+      if (outcome) return outcome;
+    }
+  }
+}
+
+type TurnResult =
+  | { kind: 'aborted' }
+  | { kind: 'answered' }
+  | { kind: 'waiting_for_confirmation' }
+  | { kind: 'calls'; calls: { call: LlmToolCall; args: ParsedArguments }[]; responseId: string; thought: string | null };
+
+/** Ask the LLM once and record its answer (text, or actions awaiting confirmation). */
+async function llmTurn(context: RunContext, settings: ReturnType<RunContext['settings']>): Promise<TurnResult> {
+  context.history.hold();
+  try {
+    const response = await context.llm.complete({
+      settings: settings.llm,
+      messages: context.history.snapshot(),
+      tools: context.toolSchemas,
+      signal: context.signal,
+      onTextDelta: (text) => context.delta(text),
+    });
+    context.onUsage(response.usage);
+    if (context.signal.aborted) return { kind: 'aborted' };
+    if (response.toolCalls.length === 0) {
+      if (response.content) context.append({ kind: 'message', source: 'agent', role: 'assistant', content: response.content, run_id: context.run.id });
+      return { kind: 'answered' };
+    }
+    const responseId = randomUUID();
+    const calls = response.toolCalls.map((call) => ({ call, args: parseArguments(call.arguments) }));
+    if (!settings.confirmationMode) return { kind: 'calls', calls, responseId, thought: response.content };
+    const pending = calls.map(({ call, args }) => {
+      const event = recordAction(context, { call, args, responseId, thought: response.content });
+      return { tool_call_id: call.id, tool_name: call.name, arguments: args.ok ? args.value : {}, event_id: event.id };
+    });
+    context.setPendingActions(pending);
+    return { kind: 'waiting_for_confirmation' };
+  } finally {
+    context.history.release();
+  }
+}
+
+function recordAction(context: RunContext, options: { call: LlmToolCall; args: ParsedArguments; responseId: string; thought: string | null }): AgentEvent {
+  return context.append({
+    kind: 'action',
+    source: 'agent',
+    tool_call_id: options.call.id,
+    tool_name: options.call.name,
+    arguments: options.args.ok ? options.args.value : {},
+    thought: options.thought,
+    run_id: context.run.id,
+    llm_response_id: options.responseId,
+  });
+}
+
+/** Execute one recorded action and record its observation; an outcome when the run must end. */
+async function runCall(context: RunContext, stuck: StuckDetector, call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
+  const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: context.toolContext });
+  context.append({
+    kind: 'observation',
+    source: 'environment',
+    tool_call_id: call.id,
+    tool_name: call.name,
+    content: result.content,
+    is_error: result.isError,
+    data: result.data ?? {},
+    run_id: context.run.id,
+  });
+  if (call.name === FINISH_TOOL && !result.isError) return { kind: 'finished', message: result.content };
+  if (context.signal.aborted) return { kind: 'aborted' };
+  const signature = JSON.stringify([call.name, call.args.ok ? call.args.value : null]);
+  if (stuck.repeated(signature, result.content)) {
+    return { kind: 'stuck', reason: `The same ${call.name} action returned the same result ${stuck.threshold} times in a row.` };
+  }
+  return null;
+}

@@ -1,0 +1,30 @@
+import { z } from 'zod';
+import { Timestamp } from '../schemas/common.js';
+import { Usage } from '../schemas/conversation.js';
+
+export const RunStatus = z.enum(['running', 'completed', 'paused', 'failed', 'canceled']).meta({ id: 'RunStatus' });
+export type RunStatus = z.infer<typeof RunStatus>;
+
+export const Run = z
+  .object({
+    id: z.uuid(),
+    conversation_id: z.uuid(),
+    status: RunStatus,
+    started_at: Timestamp,
+    ended_at: Timestamp.nullable(),
+    iterations: z.int().min(0),
+    usage: Usage,
+    /** Why the run ended (e.g. `finished`, `max_iterations`, `stuck`, `paused`, `waiting_for_confirmation`). */
+    outcome: z.string().nullable(),
+    error: z.object({ code: z.string(), message: z.string() }).nullable().optional(),
+  })
+  .meta({ id: 'Run' });
+export type Run = z.infer<typeof Run>;
+
+/** Where run records persist: every change is saved; the newest saved state of a run wins. */
+export interface RunStore {
+  save(run: Run): void;
+  /** All runs of a conversation, oldest first. */
+  list(conversationId: string): Run[];
+  drop(conversationId: string): void;
+}

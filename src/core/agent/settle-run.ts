@@ -1,0 +1,81 @@
+import { isoTimestamp, type Clock } from '../clock.js';
+import type { ConversationRecord } from '../conversations/conversation-record.js';
+import type { ConversationStatus, NewEvent } from '../schemas/event.js';
+import type { ActiveRun, AgentSession } from './agent-session.js';
+import type { Run, RunStatus } from './run-record.js';
+import type { RunOutcome } from './run-loop.js';
+
+type Outcome = RunOutcome | { kind: 'error'; code: string; message: string };
+
+const STOP_REASONS: Record<NonNullable<ActiveRun['stopAs']>, string> = {
+  paused: 'Paused by the user.',
+  canceled: 'The run was canceled.',
+  deleted: 'The conversation was deleted.',
+  shutdown: 'The server is shutting down.',
+};
+
+/**
+ * The end of a run, as events and state: every tool call left open gets an observation (so the
+ * history stays valid for the provider), the run record gets its status, the conversation its
+ * status with a `state_update` saying why.
+ */
+export function settleRun(options: {
+  outcome: Outcome;
+  active: ActiveRun;
+  record: ConversationRecord;
+  session: AgentSession;
+  clock: Clock;
+  append: (event: NewEvent) => unknown;
+  saveRun: (run: Run) => void;
+  setStatus: (status: ConversationStatus, options: { runId: string; reason?: string }) => void;
+}): void {
+  const { outcome, active, record, session } = options;
+  const run = active.run;
+  const stopReason = STOP_REASONS[active.stopAs ?? 'paused'];
+
+  if (outcome.kind !== 'waiting_for_confirmation') {
+    for (const callId of session.history.pendingCallIds) {
+      options.append({
+        kind: 'observation',
+        source: 'environment',
+        tool_call_id: callId,
+        tool_name: session.history.toolNameOf(callId) ?? 'unknown',
+        content: `Interrupted: ${stopReason} The tool call did not complete.`,
+        is_error: true,
+        data: { interrupted: true },
+        run_id: run.id,
+      } satisfies Extract<NewEvent, { kind: 'observation' }>);
+    }
+  }
+  if (outcome.kind === 'error') {
+    options.append({ kind: 'agent_error', source: 'system', error: outcome.code, message: outcome.message, run_id: run.id });
+  }
+
+  const [runStatus, status, reason] = describe(outcome, active, stopReason, record);
+  run.status = runStatus;
+  run.ended_at = isoTimestamp(options.clock.now());
+  run.outcome = outcome.kind === 'aborted' ? (active.stopAs ?? 'paused') : outcome.kind;
+  if (outcome.kind === 'error') run.error = { code: outcome.code, message: outcome.message };
+  options.saveRun(run);
+  options.setStatus(status, { runId: run.id, ...(reason ? { reason } : {}) });
+}
+
+function describe(outcome: Outcome, active: ActiveRun, stopReason: string, record: ConversationRecord): [RunStatus, ConversationStatus, string | undefined] {
+  switch (outcome.kind) {
+    case 'idle':
+      return ['completed', 'idle', undefined];
+    case 'finished':
+      return ['completed', 'finished', 'The agent called finish.'];
+    case 'max_iterations':
+      return ['completed', 'paused', `Reached max_iterations_per_run (${outcome.limit}); POST /run to continue.`];
+    case 'stuck':
+      return ['completed', 'stuck', outcome.reason];
+    case 'waiting_for_confirmation':
+      return ['paused', 'waiting_for_confirmation', `${record.pending_actions.length} action(s) await approval.`];
+    case 'aborted':
+      return [active.stopAs === 'canceled' ? 'canceled' : 'paused', 'paused', stopReason];
+    case 'error':
+      return ['failed', 'error', outcome.message];
+  }
+}
+

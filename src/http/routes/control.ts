@@ -1,0 +1,107 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Services } from '../../compose.js';
+import { Run } from '../../core/agent/run-record.js';
+import { decodePageId, encodePageId } from '../../core/pagination.js';
+import { PageQuery, pageOf } from '../../core/schemas/common.js';
+import { Conversation, SortOrder } from '../../core/schemas/conversation.js';
+import { ConversationParams, errors } from '../route-schemas.js';
+
+const RunStarted = z.object({ run_id: z.uuid() }).meta({ id: 'RunStarted' });
+const RunPage = pageOf(Run, 'RunPage');
+const RunParams = ConversationParams.extend({ run_id: z.uuid() });
+const isIndexCursor = (value: unknown): value is { i: number } => typeof value === 'object' && value !== null && Number.isInteger((value as { i: number }).i);
+
+export function controlRoutes(services: Services): FastifyPluginAsyncZod {
+  const agent = services.agent;
+  const tags = ['messages'];
+  return async (app) => {
+    app.post(
+      '/conversations/:id/run',
+      { schema: { tags, operationId: 'runs.start', summary: 'Start (or continue) a run; 409 while one is running', params: ConversationParams, response: { 202: RunStarted, ...errors(400, 404, 409, 422) } } },
+      async (request, reply) => reply.code(202).send({ run_id: agent.startRun(request.params.id) }),
+    );
+
+    app.post(
+      '/conversations/:id/pause',
+      { schema: { tags, operationId: 'runs.pause', summary: 'Stop the run at the next safe point, interrupting a running tool; status `paused`', params: ConversationParams, response: { 200: Conversation, ...errors(400, 404) } } },
+      async (request) => {
+        await agent.pause(request.params.id);
+        return services.conversations.get(request.params.id);
+      },
+    );
+
+    app.post(
+      '/conversations/:id/confirmation',
+      {
+        schema: {
+          tags,
+          operationId: 'runs.setConfirmation',
+          summary: 'Turn confirmation mode on or off (actions wait for approve/reject)',
+          params: ConversationParams,
+          body: z.object({ enabled: z.boolean() }).strict(),
+          response: { 200: Conversation, ...errors(400, 404, 413, 415) },
+        },
+      },
+      async (request) => {
+        agent.setConfirmationMode(request.params.id, request.body.enabled);
+        return services.conversations.get(request.params.id);
+      },
+    );
+
+    app.post(
+      '/conversations/:id/approve',
+      { schema: { tags, operationId: 'runs.approve', summary: 'Run the pending actions and continue', params: ConversationParams, response: { 202: RunStarted, ...errors(400, 404, 409, 422) } } },
+      async (request, reply) => reply.code(202).send({ run_id: agent.approve(request.params.id) }),
+    );
+
+    app.post(
+      '/conversations/:id/reject',
+      {
+        schema: {
+          tags,
+          operationId: 'runs.reject',
+          summary: 'Reject the pending actions (the LLM sees the rejection) and continue',
+          params: ConversationParams,
+          body: z.object({ reason: z.string().max(10_000).optional() }).strict().optional(),
+          response: { 202: RunStarted, ...errors(400, 404, 409, 413, 415, 422) },
+        },
+      },
+      async (request, reply) => reply.code(202).send({ run_id: agent.reject(request.params.id, request.body?.reason) }),
+    );
+
+    app.get(
+      '/conversations/:id/runs',
+      {
+        schema: {
+          tags,
+          operationId: 'runs.list',
+          summary: 'List run records (paginated, oldest first unless order=desc)',
+          params: ConversationParams,
+          querystring: PageQuery.extend({ order: SortOrder.default('asc') }),
+          response: { 200: RunPage, ...errors(400, 404) },
+        },
+      },
+      async (request) => {
+        const { page_id, limit, order } = request.query;
+        const all = agent.listRuns(request.params.id);
+        const ordered = order === 'asc' ? all : [...all].reverse();
+        const start = page_id ? decodePageId(page_id, isIndexCursor).i : 0;
+        const items = ordered.slice(start, start + limit);
+        return { items, next_page_id: start + limit < ordered.length ? encodePageId({ i: start + limit }) : null };
+      },
+    );
+
+    app.get(
+      '/conversations/:id/runs/:run_id',
+      { schema: { tags, operationId: 'runs.get', summary: 'Get one run', params: RunParams, response: { 200: Run, ...errors(400, 404) } } },
+      async (request) => agent.getRun(request.params.id, request.params.run_id),
+    );
+
+    app.delete(
+      '/conversations/:id/runs/:run_id',
+      { schema: { tags, operationId: 'runs.cancel', summary: 'Cancel a run in progress (recorded as `canceled`)', params: RunParams, response: { 200: Run, ...errors(400, 404, 409) } } },
+      async (request) => agent.cancelRun(request.params.id, request.params.run_id),
+    );
+  };
+}

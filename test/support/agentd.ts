@@ -1,0 +1,106 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import { composeServices, type ServiceOverrides, type Services } from '../../src/compose.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+
+export const TEST_KEY = 'test-master-key';
+
+export function tempDir(prefix = 'agentd-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export interface TestServer {
+  app: FastifyInstance;
+  services: Services;
+  /** http://127.0.0.1:<port> when started with `listen: true`. */
+  url: string;
+  dataDir: string;
+  auth: { authorization: string };
+  close(): Promise<void>;
+}
+
+/** The real server, in-process, on a free loopback port (or only for inject() with listen: false). */
+export async function startServer(options: { env?: Record<string, string>; dataDir?: string; listen?: boolean; logStream?: NodeJS.WritableStream; overrides?: ServiceOverrides } = {}): Promise<TestServer> {
+  const dataDir = options.dataDir ?? tempDir();
+  const config = loadConfig({
+    AGENTD_DATA_DIR: dataDir,
+    AGENTD_MASTER_KEY: TEST_KEY,
+    AGENTD_LOG_LEVEL: options.logStream ? 'debug' : 'silent',
+    ...options.env,
+  });
+  const logger = createLogger({ level: config.logLevel, ...(options.logStream ? { destination: options.logStream } : {}) });
+  const services = await composeServices(config, logger, options.overrides);
+  const app = await buildApp(services);
+  let url = '';
+  if (options.listen !== false) url = await app.listen({ host: '127.0.0.1', port: 0 });
+  else await app.ready();
+  return {
+    app,
+    services,
+    url,
+    dataDir,
+    auth: { authorization: `Bearer ${TEST_KEY}` },
+    async close() {
+      await app.close();
+      await services.close();
+    },
+  };
+}
+
+export interface SpawnedServer {
+  child: ChildProcess;
+  url: string;
+  port: number;
+  output: () => string;
+  /** Resolves when the process has exited. */
+  exited: Promise<number | null>;
+}
+
+const CLI = path.resolve(import.meta.dirname, '../../dist/cli.js');
+
+/** `node dist/cli.js` as a child process (run `npm run build` first; `npm test` does). */
+export async function spawnServer(options: { dataDir: string; env?: Record<string, string>; port?: number; args?: string[] }): Promise<SpawnedServer> {
+  if (!fs.existsSync(CLI)) throw new Error('dist/cli.js is missing: run `npm run build`');
+  const port = options.port ?? (await freePort());
+  const child = spawn(process.execPath, [CLI, '--port', String(port), '--data-dir', options.dataDir, ...(options.args ?? [])], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.homedir(), AGENTD_MASTER_KEY: TEST_KEY, AGENTD_LOG_LEVEL: 'warn', ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`agentd exited early (${child.exitCode}): ${output}`);
+    try {
+      const response = await fetch(`${url}/health`);
+      if (response.status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`agentd did not become healthy: ${output}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return { child, url, port, output: () => output, exited };
+}
+
+export async function freePort(): Promise<number> {
+  const net = await import('node:net');
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
