@@ -11,6 +11,7 @@ import { conversationRoutes } from './http/routes/conversations.js';
 import { eventRoutes } from './http/routes/events.js';
 import { healthRoutes } from './http/routes/health.js';
 import { messageRoutes } from './http/routes/messages.js';
+import { secretRoutes } from './http/routes/secrets.js';
 import { streamRoutes } from './http/routes/streams.js';
 
 /** Builds the Fastify instance around the services. Never listens (cli.ts does). */
@@ -43,6 +44,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(conversationRoutes(services));
   await app.register(messageRoutes(services));
   await app.register(controlRoutes(services));
+  await app.register(secretRoutes(services));
   await app.register(eventRoutes(services));
   await app.register(streamRoutes(services));
   return app;

@@ -17,6 +17,7 @@ import { FileRunStore } from './adapters/file-run-store.js';
 import { OpenAiLlmClient } from './adapters/openai-llm.js';
 import { selectTextSearcher } from './adapters/ripgrep-searcher.js';
 import { AgentRuntime } from './core/agent/agent-runtime.js';
+import { SecretService } from './core/secrets/secret-service.js';
 import type { LlmClient } from './core/agent/llm.js';
 import type { ShellFactory } from './core/tools/shell-session.js';
 import type { ToolDefinition } from './core/tools/tool.js';
@@ -47,6 +48,7 @@ export interface Services {
   masterKeyCreated: boolean;
   conversations: ConversationService;
   agent: AgentRuntime;
+  secrets: SecretService;
   events: EventQueries;
   streams: EventStreams;
   recorder: EventRecorder;
@@ -91,6 +93,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       toolNames: BUILTIN_TOOL_NAMES,
     },
   });
+  const secrets = new SecretService(conversations);
+  recorder.setMasker(secrets.maskEvent);
   const events = new EventQueries(log, (id) => void conversations.record(id));
   const streams = new EventStreams({ log, bus, maxBuffered: config.sseMaxBuffered });
   await conversations.load();
@@ -104,10 +108,11 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     llm: overrides.llm ?? new OpenAiLlmClient(),
     tools,
     shells: overrides.shells ?? unavailableShells,
-    shellEnv: (record) => ({ ...record.secrets }),
+    shellEnv: (record) => secrets.environment(record),
     onError: (error, context) => logger.error({ err: error, ...context }, 'agent run failed'),
   });
   conversations.attachRuntime(agent);
+  secrets.setChangeListener((conversationId, change) => agent.updateShellEnv(conversationId, change));
   agent.recoverAfterRestart();
 
   return {
@@ -121,6 +126,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     masterKeyCreated,
     conversations,
     agent,
+    secrets,
     events,
     streams,
     recorder,

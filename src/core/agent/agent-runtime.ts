@@ -134,6 +134,12 @@ export class AgentRuntime implements ConversationRuntime {
     return run;
   }
 
+  /** Secrets changed: a live shell gets them before its next command. */
+  async updateShellEnv(conversationId: string, change: { set: Record<string, string>; unset: string[] }): Promise<void> {
+    const shell = this.sessions.get(conversationId)?.liveShell;
+    if (shell) await shell.setEnv(change.set, change.unset);
+  }
+
   async dispose(conversationId: string): Promise<void> {
     await this.pause(conversationId, 'deleted');
     const session = this.sessions.get(conversationId);

@@ -9,6 +9,10 @@ export const API_TAGS = [
   { name: 'conversations', description: 'Create, list, configure and delete conversations' },
   { name: 'messages', description: 'Send messages and drive runs' },
   { name: 'events', description: 'Everything that happens, listed and streamed' },
+  { name: 'files', description: 'Files in and out of the workdir' },
+  { name: 'commands', description: 'Run commands in the workdir' },
+  { name: 'secrets', description: 'Secrets the agent can use but nobody can read' },
+  { name: 'callbacks', description: 'Webhooks: signed, ordered, retried' },
 ];
 
 /** OpenAPI 3.1 generated from the routes' zod schemas; served at /openapi.json and /docs. */

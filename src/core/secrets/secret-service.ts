@@ -1,0 +1,77 @@
+import { NotFoundError } from '../errors.js';
+import type { ConversationRecord } from '../conversations/conversation-record.js';
+import type { ConversationService } from '../conversations/conversation-service.js';
+import type { NewEvent } from '../schemas/event.js';
+import { gitCredentialEnv } from './git-credentials.js';
+import { SecretMasker } from './secret-masker.js';
+
+/** Told when a conversation's secrets change, so a running shell sees them at its next command. */
+export type SecretsChanged = (conversationId: string, change: { set: Record<string, string>; unset: string[] }) => Promise<void>;
+
+/**
+ * A conversation's secrets: stored encrypted (by the repository), given to its shell and
+ * commands as environment variables, and masked as `<secret:NAME>` in everything that leaves.
+ */
+export class SecretService {
+  private readonly maskers = new Map<string, SecretMasker>();
+  private onChange: SecretsChanged | null = null;
+
+  constructor(private readonly conversations: ConversationService) {}
+
+  setChangeListener(listener: SecretsChanged): void {
+    this.onChange = listener;
+  }
+
+  names(conversationId: string): string[] {
+    return Object.keys(this.conversations.record(conversationId).secrets).sort();
+  }
+
+  async put(conversationId: string, secrets: Record<string, string>): Promise<string[]> {
+    const record = this.conversations.record(conversationId);
+    record.secrets = { ...record.secrets, ...secrets };
+    this.conversations.save(record);
+    this.maskers.delete(conversationId);
+    await this.onChange?.(conversationId, { set: this.environment(record), unset: [] });
+    return this.names(conversationId);
+  }
+
+  async remove(conversationId: string, name: string): Promise<void> {
+    const record = this.conversations.record(conversationId);
+    if (!(name in record.secrets)) throw new NotFoundError('secret', name);
+    const before = Object.keys(this.environment(record));
+    const { [name]: _removed, ...rest } = record.secrets;
+    record.secrets = rest;
+    this.conversations.save(record);
+    this.maskers.delete(conversationId);
+    const after = this.environment(record);
+    await this.onChange?.(conversationId, { set: after, unset: before.filter((key) => !(key in after)) });
+  }
+
+  /** What the conversation's shell and commands get: the secrets, plus git credential config. */
+  environment(record: ConversationRecord): Record<string, string> {
+    return { ...record.secrets, ...gitCredentialEnv(Object.keys(record.secrets)) };
+  }
+
+  masker(conversationId: string): SecretMasker {
+    let masker = this.maskers.get(conversationId);
+    if (!masker) {
+      masker = new SecretMasker(this.conversations.has(conversationId) ? this.conversations.record(conversationId).secrets : {});
+      this.maskers.set(conversationId, masker);
+    }
+    return masker;
+  }
+
+  maskText(conversationId: string, text: string): string {
+    return this.masker(conversationId).maskText(text);
+  }
+
+  /** For the event recorder: every event is masked before it is stored. */
+  readonly maskEvent = (conversationId: string, event: NewEvent): NewEvent => {
+    const masker = this.masker(conversationId);
+    return masker.empty ? event : masker.maskValue(event);
+  };
+
+  forget(conversationId: string): void {
+    this.maskers.delete(conversationId);
+  }
+}

@@ -1,0 +1,51 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Services } from '../../compose.js';
+import { SecretsMap } from '../../core/schemas/conversation.js';
+import { ConversationParams, errors } from '../route-schemas.js';
+
+const SecretNames = z.object({ names: z.array(z.string()).describe('Secret names; values are never returned.') }).meta({ id: 'SecretNames' });
+const PutSecrets = z.object({ secrets: SecretsMap }).strict().meta({ id: 'PutSecrets' });
+
+export function secretRoutes(services: Services): FastifyPluginAsyncZod {
+  const tags = ['secrets'];
+  return async (app) => {
+    app.put(
+      '/conversations/:id/secrets',
+      {
+        schema: {
+          tags,
+          operationId: 'secrets.put',
+          summary: 'Merge secrets in (values are encrypted at rest, exported to the shell and commands, masked everywhere)',
+          params: ConversationParams,
+          body: PutSecrets,
+          response: { 200: SecretNames, ...errors(400, 404, 413, 415) },
+        },
+      },
+      async (request) => ({ names: await services.secrets.put(request.params.id, request.body.secrets) }),
+    );
+
+    app.get(
+      '/conversations/:id/secrets',
+      { schema: { tags, operationId: 'secrets.list', summary: 'Secret names (never values)', params: ConversationParams, response: { 200: SecretNames, ...errors(400, 404) } } },
+      async (request) => ({ names: services.secrets.names(request.params.id) }),
+    );
+
+    app.delete(
+      '/conversations/:id/secrets/:name',
+      {
+        schema: {
+          tags,
+          operationId: 'secrets.delete',
+          summary: 'Remove a secret',
+          params: ConversationParams.extend({ name: z.string().min(1).max(128) }),
+          response: { 204: z.null().describe('Removed'), ...errors(400, 404) },
+        },
+      },
+      async (request, reply) => {
+        await services.secrets.remove(request.params.id, request.params.name);
+        return reply.code(204).send(null);
+      },
+    );
+  };
+}

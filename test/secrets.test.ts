@@ -1,0 +1,81 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
+
+let harness: AgentHarness;
+afterEach(async () => harness?.close());
+
+function filesUnder(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true, recursive: true }).filter((entry) => entry.isFile()).map((entry) => path.join(entry.parentPath, entry.name));
+}
+
+describe('secrets', () => {
+  it('lists names only, merges, deletes, and masks values everywhere they could surface', async () => {
+    const value = `s3cr3t-${randomBytes(12).toString('hex')}`;
+    harness = await startAgentHarness([
+      { toolCalls: [{ name: 'file_editor', arguments: { command: 'view', path: 'leak.txt' } }] },
+      { text: `I saw ${value} in the file` },
+    ]);
+    const id = await harness.createConversation({ secrets: { API_TOKEN: value } });
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir;
+    fs.writeFileSync(path.join(workdir, 'leak.txt'), `token=${value}\n`);
+
+    expect((await harness.get(`/conversations/${id}/secrets`)).body).toEqual({ names: ['API_TOKEN'] });
+    const put = await fetch(`${harness.server.url}/conversations/${id}/secrets`, {
+      method: 'PUT',
+      headers: { ...harness.server.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ secrets: { OTHER: 'other-value-123' } }),
+    });
+    expect(await put.json()).toEqual({ names: ['API_TOKEN', 'OTHER'] });
+
+    await harness.post(`/conversations/${id}/messages`, { content: `please use ${value}` });
+    await harness.waitForStatus(id, ['idle', 'error']);
+
+    const events = await harness.events(id);
+    const eventsText = JSON.stringify(events);
+    expect(eventsText).not.toContain(value);
+    expect(eventsText).toContain('<secret:API_TOKEN>');
+    expect(events.find((event) => event.kind === 'observation').content).toContain('token=<secret:API_TOKEN>');
+    expect(JSON.stringify(harness.llm.requests.map((request) => request.body))).not.toContain(value);
+
+    for (const file of filesUnder(harness.server.dataDir)) {
+      if (file.startsWith(workdir)) continue;
+      expect(fs.readFileSync(file).includes(value), file).toBe(false);
+    }
+
+    const removed = await fetch(`${harness.server.url}/conversations/${id}/secrets/OTHER`, { method: 'DELETE', headers: harness.server.auth });
+    expect(removed.status).toBe(204);
+    expect((await harness.get(`/conversations/${id}/secrets`)).body).toEqual({ names: ['API_TOKEN'] });
+    const missing = await fetch(`${harness.server.url}/conversations/${id}/secrets/NOPE`, { method: 'DELETE', headers: harness.server.auth });
+    expect(missing.status).toBe(404);
+  });
+
+  it('rejects invalid secret names and keeps secrets across a restart', async () => {
+    harness = await startAgentHarness();
+    const id = await harness.createConversation();
+    const bad = await fetch(`${harness.server.url}/conversations/${id}/secrets`, {
+      method: 'PUT',
+      headers: { ...harness.server.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ secrets: { 'not-a-name': 'x' } }),
+    });
+    expect(bad.status).toBe(400);
+    await fetch(`${harness.server.url}/conversations/${id}/secrets`, {
+      method: 'PUT',
+      headers: { ...harness.server.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ secrets: { KEEP_ME: 'value-kept-1' } }),
+    });
+    const dataDir = harness.server.dataDir;
+    await harness.server.close();
+    const { startServer } = await import('./support/agentd.js');
+    const again = await startServer({ dataDir });
+    try {
+      expect(again.services.secrets.names(id)).toEqual(['KEEP_ME']);
+      expect(again.services.conversations.record(id).secrets.KEEP_ME).toBe('value-kept-1');
+    } finally {
+      await again.close();
+      harness.server.close = async () => {};
+    }
+  });
+});
