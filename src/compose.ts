@@ -16,6 +16,9 @@ import { VERSION } from './version.js';
 import { FileRunStore } from './adapters/file-run-store.js';
 import { OpenAiLlmClient } from './adapters/openai-llm.js';
 import { selectTextSearcher } from './adapters/ripgrep-searcher.js';
+import { BashShellFactory } from './adapters/bash-shell.js';
+import { HostProcessLauncher } from './adapters/process-launcher.js';
+import { bashTool } from './core/tools/bash.js';
 import { AgentRuntime } from './core/agent/agent-runtime.js';
 import { SecretService } from './core/secrets/secret-service.js';
 import type { LlmClient } from './core/agent/llm.js';
@@ -26,16 +29,13 @@ import { finishTool } from './core/tools/finish.js';
 import { globTool } from './core/tools/glob.js';
 import { createGrepTool } from './core/tools/grep.js';
 import { taskTrackerTool } from './core/tools/task-tracker.js';
+import { WorkspaceFiles } from './core/workspace/workspace-files.js';
+import type { CallbackService } from './core/webhooks/callback-service.js';
+import { composeWebhooks } from './compose-webhooks.js';
 
 export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'finish'] as const;
 
 /** Everything the HTTP layer calls: built once, in one place (the composition root). */
-const unavailableShells: ShellFactory = {
-  create: async () => {
-    throw new Error('no shell available');
-  },
-};
-
 export interface Services {
   config: Config;
   logger: Logger;
@@ -53,6 +53,8 @@ export interface Services {
   streams: EventStreams;
   recorder: EventRecorder;
   bus: EventBus;
+  callbacks: CallbackService;
+  files: WorkspaceFiles;
   close(): Promise<void>;
 }
 
@@ -98,8 +100,9 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const events = new EventQueries(log, (id) => void conversations.record(id));
   const streams = new EventStreams({ log, bus, maxBuffered: config.sseMaxBuffered });
   await conversations.load();
+  const webhooks = composeWebhooks({ config, logger, log, recorder, conversations, box, version: VERSION });
 
-  const tools: ToolDefinition[] = [fileEditorTool, globTool, createGrepTool(await selectTextSearcher()), taskTrackerTool, finishTool] as ToolDefinition[];
+  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher()), taskTrackerTool, finishTool] as ToolDefinition[];
   const agent = new AgentRuntime({
     conversations,
     log,
@@ -107,11 +110,11 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     runs: new FileRunStore(conversationsDir),
     llm: overrides.llm ?? new OpenAiLlmClient(),
     tools,
-    shells: overrides.shells ?? unavailableShells,
+    shells: overrides.shells ?? new BashShellFactory({ launcher: new HostProcessLauncher() }),
     shellEnv: (record) => secrets.environment(record),
     onError: (error, context) => logger.error({ err: error, ...context }, 'agent run failed'),
   });
-  conversations.attachRuntime(agent);
+  conversations.attachRuntime(webhooks.withCallbackCleanup(agent));
   secrets.setChangeListener((conversationId, change) => agent.updateShellEnv(conversationId, change));
   agent.recoverAfterRestart();
 
@@ -131,8 +134,11 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     streams,
     recorder,
     bus,
+    callbacks: webhooks.callbacks,
+    files: new WorkspaceFiles({ workdirOf: (id) => conversations.record(id).workdir }),
     async close() {
       await agent.stopAll();
+      await webhooks.close();
       streams.closeAll('server_shutting_down');
       log.close();
     },

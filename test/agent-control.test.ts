@@ -61,7 +61,7 @@ describe('run control', () => {
     const conversation = await harness.waitForStatus(id, ['running']);
     const canceled = await fetch(`${harness.server.url}/conversations/${id}/runs/${conversation.current_run_id}`, { method: 'DELETE', headers: harness.server.auth });
     expect(canceled.status).toBe(200);
-    expect((await canceled.json()).status).toBe('canceled');
+    expect(((await canceled.json()) as { status: string }).status).toBe('canceled');
     expect((await harness.get(`/conversations/${id}`)).body.status).toBe('paused');
   });
 

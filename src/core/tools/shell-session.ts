@@ -24,6 +24,10 @@ export interface ShellRunResult {
   restarted?: boolean;
   /** Output was cut in the middle because it went past the limit. */
   truncated?: boolean;
+  /** For a background command: the file its output goes to. */
+  logFile?: string;
+  /** True when nothing was run because a previous command is still running (output says what to do). */
+  busy?: boolean;
 }
 
 export interface ShellSession {

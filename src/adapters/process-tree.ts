@@ -1,0 +1,73 @@
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** One row of the process table: enough to find a shell's children and process groups. */
+export interface ProcessEntry {
+  pid: number;
+  ppid: number;
+  pgid: number;
+  /** Start time in clock ticks since boot: tells a process from a later one that reused its pid. */
+  startTime: number;
+}
+
+/** A snapshot of the process table from /proc (Linux). Elsewhere: empty, callers degrade to group kills. */
+export function listProcesses(): ProcessEntry[] {
+  let names: string[];
+  try {
+    names = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const entries: ProcessEntry[] = [];
+  for (const name of names) {
+    const entry = /^\d+$/.test(name) ? readProcess(Number(name)) : undefined;
+    if (entry) entries.push(entry);
+  }
+  return entries;
+}
+
+/** One process from /proc, or undefined when it does not exist (or /proc is not there). */
+export function readProcess(pid: number): ProcessEntry | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after "(comm)" start at field 3 (state); comm may itself contain spaces or parentheses.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { pid, ppid: Number(fields[1]), pgid: Number(fields[2]), startTime: Number(fields[19]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Kills a process group recorded earlier, unless it is provably someone else's now: its leader
+ * pid was reused by a younger process, or no process is left in it.
+ */
+export function killRecordedGroup(group: { pgid: number; startTime: number }): void {
+  const leader = readProcess(group.pgid);
+  const stillOurs = leader ? leader.startTime === group.startTime : listProcesses().some((entry) => entry.pgid === group.pgid);
+  if (stillOurs) signalQuietly(-group.pgid, 'SIGKILL');
+}
+
+/** Every process below `rootPid` in the snapshot (children, grandchildren, ...), root excluded. */
+export function descendantsOf(rootPid: number, processes: ProcessEntry[]): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of processes) children.set(entry.ppid, [...(children.get(entry.ppid) ?? []), entry.pid]);
+  const found: number[] = [];
+  const pending = [rootPid];
+  while (pending.length > 0) {
+    for (const child of children.get(pending.pop() as number) ?? []) {
+      if (child === rootPid || found.includes(child)) continue;
+      found.push(child);
+      pending.push(child);
+    }
+  }
+  return found;
+}
+
+/** process.kill that ignores "no such process" (a negative pid targets a process group). */
+export function signalQuietly(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // Already gone.
+  }
+}
