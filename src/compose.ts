@@ -18,6 +18,7 @@ import { OpenAiLlmClient } from './adapters/openai-llm.js';
 import { selectTextSearcher } from './adapters/ripgrep-searcher.js';
 import { BashShellFactory } from './adapters/bash-shell.js';
 import { HostProcessLauncher } from './adapters/process-launcher.js';
+import { ShellLedger } from './adapters/shell-ledger.js';
 import { bashTool } from './core/tools/bash.js';
 import { AgentRuntime } from './core/agent/agent-runtime.js';
 import { SecretService } from './core/secrets/secret-service.js';
@@ -102,6 +103,9 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   await conversations.load();
   const webhooks = composeWebhooks({ config, logger, log, recorder, conversations, box, version: VERSION });
 
+  const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
+  const reaped = shellLedger.reapOrphans();
+  if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
   const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher()), taskTrackerTool, finishTool] as ToolDefinition[];
   const agent = new AgentRuntime({
     conversations,
@@ -110,7 +114,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     runs: new FileRunStore(conversationsDir),
     llm: overrides.llm ?? new OpenAiLlmClient(),
     tools,
-    shells: overrides.shells ?? new BashShellFactory({ launcher: new HostProcessLauncher() }),
+    shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher: new HostProcessLauncher() })),
     shellEnv: (record) => secrets.environment(record),
     onError: (error, context) => logger.error({ err: error, ...context }, 'agent run failed'),
   });

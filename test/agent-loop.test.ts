@@ -61,4 +61,19 @@ describe('agent loop', () => {
     expect(events.filter((event) => event.kind === 'message').at(-1)).toMatchObject({ source: 'agent', content: 'All done here.' });
     expect(harness.llm.violations).toEqual([]);
   });
+
+  it('records the system prompt with the tool schemas and appends AGENTS.md from the workdir', async () => {
+    harness = await startAgentHarness([{ text: 'hello' }]);
+    const workdir = fs.mkdtempSync(path.join(harness.server.dataDir, '..', 'agentd-agents-md-'));
+    fs.writeFileSync(path.join(workdir, 'AGENTS.md'), 'Always run `make check` before finishing.\n');
+    const id = await harness.createConversation({ workdir, tools: ['bash', 'finish'], initial_message: 'hi' });
+    await harness.waitForStatus(id, ['idle']);
+    const prompt = (await harness.events(id)).find((event) => event.kind === 'system_prompt');
+    expect(prompt.content).toContain('Always run `make check` before finishing.');
+    expect(prompt.tools.map((tool: any) => tool.name)).toEqual(['bash', 'finish']);
+    const sent = harness.llm.requests[0]!.body as any;
+    expect(sent.messages[0]).toMatchObject({ role: 'system', content: prompt.content });
+    expect(sent.tools.map((tool: any) => tool.function.name)).toEqual(['bash', 'finish']);
+    expect(sent.tools[0].function.parameters.properties.command.type).toBe('string');
+  });
 });

@@ -1,0 +1,89 @@
+import fs from 'node:fs';
+import type { ShellFactory, ShellSession } from '../core/tools/shell-session.js';
+import { descendantsOf, listProcesses, readProcess, signalQuietly } from './process-tree.js';
+
+interface Entry {
+  pid: number;
+  startTime: number;
+}
+
+/**
+ * A file of the shells this server started (pid and start time). A server killed with `kill -9`
+ * cannot stop its shells; the next start reaps what the ledger names, with everything below
+ * them, unless a pid now belongs to a younger process.
+ */
+export class ShellLedger {
+  private readonly entries = new Map<string, Entry>();
+
+  constructor(private readonly file: string) {}
+
+  /** Kill the shells a previous run of the server left behind. Returns how many were found. */
+  reapOrphans(): number {
+    let previous: Record<string, Entry> = {};
+    try {
+      previous = JSON.parse(fs.readFileSync(this.file, 'utf8')) as Record<string, Entry>;
+    } catch {
+      // no ledger, or a torn one: nothing to reap
+    }
+    let reaped = 0;
+    const processes = listProcesses();
+    for (const entry of Object.values(previous)) {
+      const current = readProcess(entry.pid);
+      if (!current || current.startTime !== entry.startTime) continue;
+      for (const pid of descendantsOf(entry.pid, processes)) signalQuietly(pid, 'SIGKILL');
+      signalQuietly(-entry.pid, 'SIGKILL');
+      signalQuietly(entry.pid, 'SIGKILL');
+      reaped += 1;
+    }
+    this.write();
+    return reaped;
+  }
+
+  /** A factory whose shells are recorded while they live. */
+  track(factory: ShellFactory): ShellFactory {
+    return {
+      create: async (options) => {
+        const shell = await factory.create(options);
+        this.record(options.conversationId, shell.pid);
+        return this.wrap(options.conversationId, shell);
+      },
+    };
+  }
+
+  private wrap(conversationId: string, shell: ShellSession): ShellSession {
+    const ledger = this;
+    return {
+      async run(command, options) {
+        const result = await shell.run(command, options);
+        if (ledger.entries.get(conversationId)?.pid !== shell.pid) ledger.record(conversationId, shell.pid);
+        return result;
+      },
+      setEnv: (vars, unset) => shell.setEnv(vars, unset),
+      interrupt: () => shell.interrupt(),
+      async close() {
+        await shell.close();
+        ledger.entries.delete(conversationId);
+        ledger.write();
+      },
+      get pid() {
+        return shell.pid;
+      },
+      get alive() {
+        return shell.alive;
+      },
+    };
+  }
+
+  private record(conversationId: string, pid: number | undefined): void {
+    const process = pid === undefined ? undefined : readProcess(pid);
+    if (!process) return;
+    this.entries.set(conversationId, { pid: process.pid, startTime: process.startTime });
+    this.write();
+  }
+
+  private write(): void {
+    const temp = `${this.file}.tmp`;
+    fs.writeFileSync(temp, JSON.stringify(Object.fromEntries(this.entries)), { mode: 0o600 });
+    fs.renameSync(temp, this.file);
+  }
+}

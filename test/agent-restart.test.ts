@@ -1,0 +1,72 @@
+import { execFileSync } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
+import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+
+const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
+let llm: FakeLlm | undefined;
+let server: SpawnedServer | undefined;
+
+afterEach(async () => {
+  server?.child.kill('SIGKILL');
+  await llm?.close();
+});
+
+function processAlive(pattern: string): boolean {
+  try {
+    execFileSync('pgrep', ['-f', pattern]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function api(path: string, init: RequestInit = {}): Promise<any> {
+  const response = await fetch(`${server!.url}${path}`, { ...init, headers: auth });
+  const text = await response.text();
+  return text ? JSON.parse(text) : null;
+}
+
+describe('restart during a run', () => {
+  it('comes back paused with the open tool call closed; the next run sends a valid history', async () => {
+    const marker = `sleep 5${Math.floor(Math.random() * 9)}.${Date.now() % 1000}`;
+    llm = await startFakeLlm([{ text: 'running it', toolCalls: [{ name: 'bash', arguments: { command: marker } }] }, { text: 'resumed fine' }]);
+    const dataDir = tempDir();
+    server = await spawnServer({ dataDir });
+    const created = await api('/conversations', {
+      method: 'POST',
+      body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'run the sleep' }),
+    });
+    const deadline = Date.now() + 15_000;
+    while (!processAlive(marker) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(processAlive(marker)).toBe(true);
+    const before = await api(`/conversations/${created.id}/events?limit=1000`);
+    expect(before.items.at(-1).kind).toBe('action');
+
+    server.child.kill('SIGKILL');
+    await server.exited;
+    server = await spawnServer({ dataDir });
+
+    const conversation = await api(`/conversations/${created.id}`);
+    expect(conversation.status).toBe('paused');
+    expect(conversation.current_run_id).toBeNull();
+    const after = (await api(`/conversations/${created.id}/events?limit=1000`)).items;
+    for (const [index, event] of before.items.entries()) expect(after[index]).toEqual(event);
+    const tail = after.slice(before.items.length);
+    expect(tail[0]).toMatchObject({ kind: 'observation', tool_name: 'bash', is_error: true, tool_call_id: before.items.at(-1).tool_call_id });
+    expect(tail.find((event: any) => event.kind === 'state_update')).toMatchObject({ status: 'paused' });
+    const runs = await api(`/conversations/${created.id}/runs`);
+    expect(runs.items[0]).toMatchObject({ status: 'paused', outcome: 'server_restart' });
+    // The orphaned shell of the dead server was cleaned up.
+    expect(processAlive(marker)).toBe(false);
+
+    const resumed = await fetch(`${server.url}/conversations/${created.id}/run`, { method: 'POST', headers: auth, body: '{}' });
+    expect(resumed.status).toBe(202);
+    const waitUntil = Date.now() + 15_000;
+    while ((await api(`/conversations/${created.id}`)).status !== 'idle' && Date.now() < waitUntil) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(llm.violations).toEqual([]);
+    const last = llm.requests.at(-1)!.body as any;
+    const tool = last.messages.find((message: any) => message.role === 'tool');
+    expect(tool.tool_call_id).toBe(before.items.at(-1).tool_call_id);
+  });
+});
