@@ -158,13 +158,11 @@ function recover(logFd: number, indexFd: number): { count: number; logSize: numb
   let logSize = fs.fstatSync(logFd).size;
   const indexSize = fs.fstatSync(indexFd).size;
   let count = Math.floor(indexSize / ENTRY_SIZE);
-  if (count > 0) {
-    const all = readAt(indexFd, count * ENTRY_SIZE, 0);
-    while (count > 0) {
-      const last = decodeEntry(all, (count - 1) * ENTRY_SIZE);
-      if (last.offset + last.length + 1 <= logSize) break;
-      count -= 1;
-    }
+  // Only the tail can be past the end of the log: read entries from the end (opening stays O(1), not O(events)).
+  while (count > 0) {
+    const last = decodeEntry(readAt(indexFd, ENTRY_SIZE, (count - 1) * ENTRY_SIZE), 0);
+    if (last.offset + last.length + 1 <= logSize) break;
+    count -= 1;
   }
   if (count * ENTRY_SIZE !== indexSize) fs.ftruncateSync(indexFd, count * ENTRY_SIZE);
 

@@ -50,6 +50,8 @@ export class ConversationService {
   private readonly byCreated = new SortedIndex<ConversationRecord>((record) => record.created_at);
   private readonly byUpdated = new SortedIndex<ConversationRecord>((record) => record.updated_at);
   private runtime: ConversationRuntime | null = null;
+  /** Bumped whenever a record is created, saved or deleted (caches derived from records check it). */
+  revision = 0;
   private loaded = false;
 
   constructor(
@@ -76,7 +78,12 @@ export class ConversationService {
   }
 
   async load(): Promise<void> {
-    for (const record of await this.deps.repository.loadAll()) this.index(record);
+    for (const record of await this.deps.repository.loadAll()) {
+      // Appends move updated_at in memory only (see touch): the last event in the log says when the conversation last changed.
+      const [last] = this.deps.log.read(record.id, { order: 'desc', limit: 1 });
+      if (last && last.event.timestamp > record.updated_at) record.updated_at = last.event.timestamp;
+      this.index(record);
+    }
     this.loaded = true;
   }
 
@@ -180,6 +187,7 @@ export class ConversationService {
     const record = this.record(id);
     await this.runtime?.dispose(id);
     this.records.delete(id);
+    this.revision += 1;
     this.byCreated.remove(record);
     this.byUpdated.remove(record);
     this.deps.log.drop(id);
@@ -206,6 +214,7 @@ export class ConversationService {
   /** Persist a changed record now (status changes, config, pending actions, usage). */
   save(record: ConversationRecord): void {
     this.touch(record, isoTimestamp(this.clock.now()));
+    this.revision += 1;
     this.deps.repository.save(record);
   }
 
@@ -237,6 +246,7 @@ export class ConversationService {
   }
 
   private index(record: ConversationRecord): void {
+    this.revision += 1;
     this.records.set(record.id, record);
     this.byCreated.insert(record);
     this.byUpdated.insert(record);

@@ -34,6 +34,7 @@ export class EventStream implements AsyncIterable<StreamItem> {
   private unsubscribe: (() => void) | null = null;
   private ended = false;
   private endNotice: StreamItem | null = null;
+  private endListeners: (() => void)[] = [];
   private cursor: number;
 
   constructor(private readonly options: EventStreamOptions) {
@@ -47,10 +48,17 @@ export class EventStream implements AsyncIterable<StreamItem> {
     this.endNotice = notice ?? null;
     this.unsubscribe?.();
     this.wake?.();
+    for (const listener of this.endListeners.splice(0)) listener();
   }
 
   get closed(): boolean {
     return this.ended;
+  }
+
+  /** Called once when the stream ends, for whatever reason (at once if it already has). */
+  onEnd(listener: () => void): void {
+    if (this.ended) listener();
+    else this.endListeners.push(listener);
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<StreamItem> {

@@ -20,7 +20,7 @@ const llmFields = {
 export const LlmConfigInput = z
   .object({ ...llmFields, api_key: z.string().min(1).max(4096).nullable().optional() })
   .strict()
-  .meta({ id: 'LlmConfigInput' });
+  .meta({ id: 'LlmConfigRequest' });
 export type LlmConfigInput = z.infer<typeof LlmConfigInput>;
 
 export const REDACTED = '**********';

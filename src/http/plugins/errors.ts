@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
 import { AppError } from '../../core/errors.js';
 
@@ -14,6 +14,7 @@ const FRAMEWORK_CODES: Record<string, string> = {
   FST_FILES_LIMIT: 'payload_too_large',
   FST_PARTS_LIMIT: 'payload_too_large',
   FST_INVALID_MULTIPART_CONTENT_TYPE: 'unsupported_media_type',
+  FST_ERR_BAD_URL: 'invalid_url',
 };
 
 const STATUS_CODES: Record<number, string> = {
@@ -55,6 +56,15 @@ export function registerErrorHandling(app: FastifyInstance): void {
       details: null,
     } satisfies ErrorBody);
   });
+}
+
+/**
+ * For Fastify's `frameworkErrors` option: errors the router raises before any route or hook runs
+ * (a malformed URL, an over-long path parameter) get the same shape as every other error.
+ */
+export function frameworkErrorHandler(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  const { status, body } = toErrorResponse(error);
+  void reply.code(status).type('application/json').send(body);
 }
 
 export function toErrorResponse(error: FastifyError | AppError): { status: number; body: ErrorBody } {

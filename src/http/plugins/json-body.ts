@@ -9,7 +9,8 @@ const MAX_DEPTH = 64;
  * serialization, and surface as a 500).
  */
 export function registerJsonBodyParser(app: FastifyInstance): void {
-  app.removeContentTypeParser(['application/json']);
+  // JSON everywhere: Fastify's built-in text/plain parser would let a plain-text body through to validation (400) instead of 415.
+  app.removeContentTypeParser(['application/json', 'text/plain']);
   const parser = (_request: unknown, body: string | Buffer, done: (error: Error | null, value?: unknown) => void) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
     if (text.trim() === '') return done(new InvalidRequestError('invalid_json', 'The request body is empty; send a JSON value.'), undefined);

@@ -28,8 +28,18 @@ function startCursor(lastEventId: string | null | undefined, afterSeq: number | 
   return afterSeq ?? 0;
 }
 
+/** How long an ended stream's last bytes (e.g. the overflow notice) may wait on a client that stopped reading. */
+const FLUSH_GRACE_MS = 2000;
+
 async function pipeStream(reply: FastifyReply, stream: EventStream, release: () => void): Promise<void> {
   reply.sse.onClose(release);
+  // A subscriber that overflowed because it stopped reading would otherwise hold the connection forever.
+  // Destroying with an error also settles @fastify/sse's pending write, which waits only for 'drain' or 'error'.
+  stream.onEnd(() => {
+    setTimeout(() => {
+      if (!reply.raw.writableFinished && !reply.raw.destroyed) reply.raw.destroy(new Error('SSE subscriber did not read its stream'));
+    }, FLUSH_GRACE_MS).unref();
+  });
   reply.sse.sendHeaders();
   reply.raw.write('retry: 2000\n\n');
   try {

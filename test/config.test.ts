@@ -1,0 +1,129 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ConfigError, parseCli } from '../src/config.js';
+import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+
+const CLI = path.resolve(import.meta.dirname, '../dist/cli.js');
+const VERSION = (JSON.parse(fs.readFileSync(path.resolve(import.meta.dirname, '../package.json'), 'utf8')) as { version: string }).version;
+const running: SpawnedServer[] = [];
+
+function runCli(args: string[], env: Record<string, string> = {}) {
+  const result = spawnSync(process.execPath, [CLI, ...args], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.homedir(), AGENTD_MASTER_KEY: TEST_KEY, AGENTD_DATA_DIR: tempDir(), ...env },
+    encoding: 'utf8',
+    timeout: 15_000,
+  });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+afterEach(async () => {
+  for (const server of running.splice(0)) {
+    server.child.kill('SIGKILL');
+    await server.exited;
+  }
+});
+
+describe('the command line', () => {
+  it('--help prints usage and exits 0', () => {
+    const result = runCli(['--help']);
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain('Usage: agentd');
+    for (const option of ['--host', '--port', '--data-dir', '--version']) expect(result.stdout).toContain(option);
+  });
+
+  it('--version prints the package version and exits 0', () => {
+    const result = runCli(['--version']);
+    expect(result.status).toBe(0);
+    expect(result.stdout).toBe(`${VERSION}\n`);
+  });
+
+  it.each([
+    [[], { AGENTD_PORT: 'abc' }, 'AGENTD_PORT'],
+    [['--frobnicate'], {}, 'frobnicate'],
+  ])('a bad value (%j %j) stops start-up with one clear line and a non-zero exit', (args, env, named) => {
+    const result = runCli(args, env);
+    expect(result.status).not.toBe(0);
+    expect(result.status).not.toBeNull();
+    const lines = result.stderr.split('\n').filter((line) => line.trim() !== '');
+    expect(lines, result.stderr).toHaveLength(1);
+    expect(lines[0]).toMatch(/^agentd: /);
+    expect(lines[0]).toContain(named);
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+    expect(result.stdout).toBe('');
+  });
+});
+
+describe('parseCli', () => {
+  const base = { AGENTD_DATA_DIR: '/tmp/agentd-parse' };
+  const serve = (argv: string[], env: Record<string, string>) => {
+    const parsed = parseCli(argv, { ...base, ...env });
+    if (parsed.action !== 'serve') throw new Error('expected serve');
+    return parsed.config;
+  };
+
+  it.each([
+    ['AGENTD_PORT', '70000'],
+    ['AGENTD_PORT', '-1'],
+    ['AGENTD_PORT', '80.5'],
+    ['AGENTD_LOG_LEVEL', 'loud'],
+    ['AGENTD_LLM_BASE_URL', 'not a url'],
+    ['OPENAI_BASE_URL', 'nope'],
+    ['AGENTD_SSE_HEARTBEAT_S', '0'],
+    ['AGENTD_SSE_HEARTBEAT_S', '60'],
+    ['AGENTD_FSYNC', 'maybe'],
+    ['AGENTD_MAX_BODY_BYTES', 'ten'],
+    ['AGENTD_SECRET_KEY', 'short'],
+  ])('%s=%s is refused, naming the variable', (name, value) => {
+    expect(() => serve([], { [name]: value })).toThrow(ConfigError);
+    expect(() => serve([], { [name]: value })).toThrow(new RegExp(`^invalid ${name}: `));
+  });
+
+  it('answers -h and -v, and refuses a bad flag value or an unknown flag', () => {
+    expect(parseCli(['-h'], base)).toEqual({ action: 'help' });
+    expect(parseCli(['-v'], base)).toEqual({ action: 'version' });
+    expect(() => serve(['--port', 'abc'], {})).toThrow(/^invalid AGENTD_PORT: /);
+    expect(() => serve(['--port'], {})).toThrow(ConfigError);
+    expect(() => serve(['extra'], {})).toThrow(ConfigError);
+  });
+
+  it('applies defaults, and flags override the environment', () => {
+    const defaults = serve([], {});
+    expect(defaults).toMatchObject({ host: '127.0.0.1', port: 8000, dataDir: '/tmp/agentd-parse', workdirBase: '/tmp/agentd-parse/workspaces', logLevel: 'info', masterKeys: [] });
+    const flagged = serve(['--host', '0.0.0.0', '--port', '9001', '--data-dir', '/tmp/agentd-flag'], { AGENTD_HOST: '10.0.0.1', AGENTD_PORT: '9000', AGENTD_DATA_DIR: '/tmp/agentd-env' });
+    expect(flagged).toMatchObject({ host: '0.0.0.0', port: 9001, dataDir: '/tmp/agentd-flag', workdirBase: '/tmp/agentd-flag/workspaces' });
+    expect(serve([], { AGENTD_WORKDIR_BASE: '/tmp/agentd-work', AGENTD_MASTER_KEY: ' a , b,' })).toMatchObject({ workdirBase: '/tmp/agentd-work', masterKeys: ['a', 'b'] });
+    expect(Object.isFrozen(defaults)).toBe(true);
+  });
+});
+
+describe('start-up', () => {
+  it('flags override env: the server listens on --port and keeps state in --data-dir', async () => {
+    const envDir = tempDir('agentd-env-dir-');
+    const flagDir = tempDir('agentd-flag-dir-');
+    const envPort = await freePort();
+    const server = await spawnServer({ dataDir: flagDir, args: ['--host', '127.0.0.1'], env: { AGENTD_PORT: String(envPort), AGENTD_DATA_DIR: envDir, AGENTD_HOST: '192.0.2.1' } });
+    running.push(server);
+    expect(server.port).not.toBe(envPort);
+    const created = await fetch(`${server.url}/conversations`, { method: 'POST', headers: { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' }, body: '{}' });
+    expect(created.status).toBe(201);
+    const { id } = (await created.json()) as { id: string };
+    expect(fs.existsSync(path.join(flagDir, 'conversations', id, 'conversation.json'))).toBe(true);
+    expect(fs.readdirSync(envDir)).toEqual([]);
+    await expect(fetch(`http://127.0.0.1:${envPort}/alive`)).rejects.toThrow();
+  });
+
+  it('without AGENTD_MASTER_KEY, says where the generated key is, and the key works', async () => {
+    const dataDir = tempDir('agentd-keyfile-');
+    const server = await spawnServer({ dataDir, env: { AGENTD_MASTER_KEY: '' } });
+    running.push(server);
+    const keyFile = path.join(dataDir, 'master.key');
+    expect(server.output()).toContain(keyFile);
+    const key = fs.readFileSync(keyFile, 'utf8').trim();
+    expect(server.output()).not.toContain(key);
+    expect((await fetch(`${server.url}/info`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200);
+    expect((await fetch(`${server.url}/info`, { headers: { authorization: `Bearer ${TEST_KEY}` } })).status).toBe(401);
+  });
+});

@@ -1,0 +1,161 @@
+import fs from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { spawnServer, startServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+
+const auth = { authorization: `Bearer ${TEST_KEY}` };
+const running: SpawnedServer[] = [];
+const dataDirs: string[] = [];
+
+function dataDir(prefix: string): string {
+  const dir = tempDir(prefix);
+  dataDirs.push(dir);
+  return dir;
+}
+
+async function api(server: SpawnedServer, method: string, path: string, body?: unknown) {
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { ...auth, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  return { status: response.status, text, json: () => JSON.parse(text) };
+}
+
+/** Every event of a conversation, as the exact JSON text of each item, walking pages. */
+async function eventTexts(server: SpawnedServer, id: string): Promise<string[]> {
+  const texts: string[] = [];
+  let pageId: string | null = null;
+  do {
+    const page = await api(server, 'GET', `/conversations/${id}/events?limit=1000${pageId ? `&page_id=${pageId}` : ''}`);
+    expect(page.status).toBe(200);
+    const body = page.json() as { items: unknown[]; next_page_id: string | null };
+    texts.push(...body.items.map((item) => JSON.stringify(item)));
+    pageId = body.next_page_id;
+  } while (pageId);
+  return texts;
+}
+
+async function kill9(server: SpawnedServer): Promise<void> {
+  server.child.kill('SIGKILL');
+  await server.exited;
+  running.splice(running.indexOf(server), 1);
+}
+
+async function spawn(dir: string): Promise<SpawnedServer> {
+  const server = await spawnServer({ dataDir: dir });
+  running.push(server);
+  return server;
+}
+
+afterEach(async () => {
+  for (const server of running.splice(0)) {
+    server.child.kill('SIGKILL');
+    await server.exited;
+  }
+  for (const dir of dataDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+describe('restart after kill -9', () => {
+  it('brings back every conversation and every event byte-identical, including those acknowledged mid-burst', async () => {
+    const dir = dataDir('agentd-restart-');
+    const first = await spawn(dir);
+
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const created = await api(first, 'POST', '/conversations', {
+        title: `conversation ${i}`,
+        metadata: { n: i },
+        llm: { model: 'some-model', api_key: `sk-${i}-secret`, temperature: 0.3 },
+        ...(i === 0 ? {} : { initial_message: `first message of ${i}`, run: false }),
+      });
+      expect(created.status).toBe(201);
+      ids.push(created.json().id);
+    }
+    for (let round = 0; round < 15; round++) {
+      for (const id of ids.slice(1)) expect((await api(first, 'POST', `/conversations/${id}/messages`, { content: `round ${round} ✓ "quoted" \n newline`, run: false })).status).toBe(202);
+    }
+    await api(first, 'PUT', `/conversations/${ids[2]}/config`, { title: 'renamed', llm: { temperature: 0.9 } });
+
+    const conversationsBefore = await Promise.all(ids.map(async (id) => (await api(first, 'GET', `/conversations/${id}`)).text));
+    const eventsBefore = await Promise.all(ids.map((id) => eventTexts(first, id)));
+    const listBefore = (await api(first, 'GET', '/conversations?limit=1000&sort=updated_at')).text;
+
+    // A burst of appends to a fifth conversation, killed while requests are in flight.
+    const burstId = (await api(first, 'POST', '/conversations', { title: 'burst' })).json().id as string;
+    const acknowledged: unknown[] = [];
+    let stop = false;
+    let attempted = 0;
+    const workers = Array.from({ length: 6 }, async () => {
+      while (!stop) {
+        attempted += 1;
+        try {
+          const response = await api(first, 'POST', `/conversations/${burstId}/messages`, { content: `burst ${attempted}`, run: false });
+          if (response.status === 202) acknowledged.push(response.json().event);
+        } catch {
+          return; // the server is gone
+        }
+      }
+    });
+    while (acknowledged.length < 150) await new Promise((resolve) => setTimeout(resolve, 5));
+    await kill9(first);
+    stop = true;
+    await Promise.all(workers);
+    expect(attempted).toBeGreaterThan(acknowledged.length);
+
+    const second = await spawn(dir);
+    expect(await Promise.all(ids.map(async (id) => (await api(second, 'GET', `/conversations/${id}`)).text))).toEqual(conversationsBefore);
+    expect(await Promise.all(ids.map((id) => eventTexts(second, id)))).toEqual(eventsBefore);
+
+    const burst = (await eventTexts(second, burstId)).map((text) => JSON.parse(text) as { seq: number; id: string; timestamp: string });
+    expect(burst.map((event) => event.seq)).toEqual(Array.from({ length: burst.length }, (_, i) => i + 1));
+    expect(burst.length).toBeGreaterThanOrEqual(acknowledged.length);
+    const byId = new Map(burst.map((event) => [event.id, event]));
+    for (const event of acknowledged as { id: string }[]) expect(byId.get(event.id)).toEqual(event);
+    const burstConversation = (await api(second, 'GET', `/conversations/${burstId}`)).json();
+    expect(burstConversation.event_count).toBe(burst.length);
+    expect(burstConversation.updated_at).toBe(burst.at(-1)!.timestamp);
+
+    // The list order (by updated_at) is the same too, and appends continue the seqs.
+    const listAfter = JSON.parse((await api(second, 'GET', '/conversations?limit=1000&sort=updated_at')).text);
+    expect(listAfter.items.filter((c: { id: string }) => c.id !== burstId)).toEqual(JSON.parse(listBefore).items);
+    const next = await api(second, 'POST', `/conversations/${burstId}/messages`, { content: 'after restart', run: false });
+    expect(next.json().event.seq).toBe(burst.length + 1);
+
+    // A second kill -9 with nothing in flight changes nothing.
+    const eventsAfter = await Promise.all([...ids, burstId].map((id) => eventTexts(second, id)));
+    await kill9(second);
+    const third = await spawn(dir);
+    expect(await Promise.all([...ids, burstId].map((id) => eventTexts(third, id)))).toEqual(eventsAfter);
+  });
+});
+
+describe('start-up with thousands of conversations', () => {
+  it('comes up and serves them all', async () => {
+    const dir = dataDir('agentd-many-');
+    const seed = await startServer({ dataDir: dir, listen: false });
+    const { conversations } = seed.services;
+    let withEvents = '';
+    for (let i = 0; i < 3000; i++) {
+      const { conversation, record } = conversations.create({ max_iterations_per_run: 500, confirmation_mode: false, title: `c${i}` });
+      if (i % 500 === 0) {
+        withEvents = conversation.id;
+        conversations.append(conversation.id, { kind: 'message', source: 'user', role: 'user', content: `hello ${i}` });
+      }
+      if (i % 10 === 0) {
+        record.status = 'finished';
+        conversations.save(record);
+      }
+    }
+    await seed.close();
+    expect(fs.readdirSync(`${dir}/conversations`).length).toBe(3000);
+
+    const server = await spawn(dir);
+    expect((await api(server, 'GET', '/conversations/count')).json()).toEqual({ count: 3000 });
+    expect((await api(server, 'GET', '/conversations/count?status=finished')).json()).toEqual({ count: 300 });
+    const info = (await api(server, 'GET', '/info')).json();
+    expect(info.conversations).toMatchObject({ total: 3000, by_status: { idle: 2700, finished: 300 } });
+    expect((await api(server, 'GET', `/conversations/${withEvents}`)).json().event_count).toBe(1);
+    expect((await api(server, 'GET', '/conversations?limit=1000')).json().items).toHaveLength(1000);
+  });
+});
