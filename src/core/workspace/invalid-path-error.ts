@@ -1,15 +1,22 @@
+import { AppError } from '../errors.js';
+
 /**
  * A path that is malformed or uses a form the server never accepts (NUL bytes, percent-encoded
  * separators or dots, backslashes, absolute paths where only relative ones are allowed...).
- * The HTTP layer maps `code` to 400.
+ * HTTP: 400 `invalid_path`.
  */
-export class InvalidPathError extends Error {
-  readonly code = 'invalid_path' as const;
+export class InvalidPathError extends AppError {
+  declare readonly code: 'invalid_path';
   /** The path as the client or the model sent it (never a server path). */
   readonly userPath: string;
 
   constructor(userPath: string, reason: string) {
-    super(`Invalid path ${JSON.stringify(truncateForMessage(userPath))}: ${reason}`);
+    super({
+      code: 'invalid_path',
+      status: 400,
+      message: `Invalid path ${JSON.stringify(truncateForMessage(userPath))}: ${reason}`,
+      details: { path: truncateForMessage(userPath) },
+    });
     this.name = 'InvalidPathError';
     this.userPath = userPath;
   }

@@ -1,12 +1,18 @@
+import { AppError } from '../errors.js';
 import { truncateForMessage } from './invalid-path-error.js';
 
-/** The path is allowed but nothing exists there (asked with `mustExist`). HTTP: 404. */
-export class PathNotFoundError extends Error {
-  readonly code = 'path_not_found' as const;
+/** The path is allowed but nothing exists there (asked with `mustExist`). HTTP: 404 `path_not_found`. */
+export class PathNotFoundError extends AppError {
+  declare readonly code: 'path_not_found';
   readonly userPath: string;
 
   constructor(userPath: string, message?: string) {
-    super(message ?? `No such file or directory: ${JSON.stringify(truncateForMessage(userPath))}`);
+    super({
+      code: 'path_not_found',
+      status: 404,
+      message: message ?? `No such file or directory: ${JSON.stringify(truncateForMessage(userPath))}`,
+      details: { path: truncateForMessage(userPath) },
+    });
     this.name = 'PathNotFoundError';
     this.userPath = userPath;
   }

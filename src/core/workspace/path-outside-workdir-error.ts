@@ -1,16 +1,22 @@
+import { AppError } from '../errors.js';
 import { truncateForMessage } from './invalid-path-error.js';
 
 /**
  * A well-formed path that would land outside the conversation's workdir: `..` climbing above
  * the root, an absolute path elsewhere, or a symlink whose target leaves the workdir.
- * The HTTP layer maps `code` to 403.
+ * HTTP: 403 `path_outside_workdir`.
  */
-export class PathOutsideWorkdirError extends Error {
-  readonly code = 'path_outside_workdir' as const;
+export class PathOutsideWorkdirError extends AppError {
+  declare readonly code: 'path_outside_workdir';
   readonly userPath: string;
 
   constructor(userPath: string, reason = 'it resolves outside the workdir') {
-    super(`Path ${JSON.stringify(truncateForMessage(userPath))} is not allowed: ${reason}`);
+    super({
+      code: 'path_outside_workdir',
+      status: 403,
+      message: `Path ${JSON.stringify(truncateForMessage(userPath))} is not allowed: ${reason}`,
+      details: { path: truncateForMessage(userPath) },
+    });
     this.name = 'PathOutsideWorkdirError';
     this.userPath = userPath;
   }

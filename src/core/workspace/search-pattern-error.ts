@@ -1,9 +1,11 @@
-/** A search regex the engine cannot compile. The grep tool reports it back to the model. */
-export class SearchPatternError extends Error {
-  readonly code = 'invalid_search_pattern' as const;
+import { AppError } from '../errors.js';
+
+/** A search regex the engine cannot compile. The grep tool reports it back to the model. HTTP: 400. */
+export class SearchPatternError extends AppError {
+  declare readonly code: 'invalid_search_pattern';
 
   constructor(message: string) {
-    super(message);
+    super({ code: 'invalid_search_pattern', status: 400, message });
     this.name = 'SearchPatternError';
   }
 }

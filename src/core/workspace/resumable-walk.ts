@@ -1,0 +1,105 @@
+/**
+ * A depth-first walk in sorted pre-order (a directory, then its contents) that can resume right
+ * after any path it yielded, even one deleted since: it descends along the cursor's segments and
+ * only reads the directories on that path. This is what makes the HTTP listing and search pages
+ * cost O(page) stats instead of O(tree). Entries are lstat'ed: symlinks are yielded as
+ * themselves and never followed or descended, so the walk cannot leave the start directory.
+ */
+import type { Stats } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { fileTypeOf, lstatIfExists } from './file-entry-stats.js';
+
+export interface ResumableWalkItem {
+  absolutePath: string;
+  /** Relative to `start`, '/'-separated. */
+  relativePath: string;
+  stats: Stats;
+}
+
+export interface ResumableWalkOptions {
+  /** Real directory to walk. */
+  start: string;
+  /** Segments of the last path yielded by a previous walk (relative to `start`): resume after it. */
+  after?: readonly string[];
+  /** Descend into directories. Default false (direct children only). */
+  recursive?: boolean;
+  /** Deepest level yielded (1 = direct children). Default 64. */
+  maxDepth?: number;
+  /** Directories yielded but not entered. */
+  skipDirectory?: (name: string) => boolean;
+}
+
+const DEFAULT_MAX_DEPTH = 64;
+
+interface Level {
+  options: ResumableWalkOptions;
+  directory: string;
+  prefix: string;
+  depth: number;
+  after: readonly string[];
+}
+
+export async function* resumableWalk(options: ResumableWalkOptions): AsyncGenerator<ResumableWalkItem> {
+  yield* walkLevel({ options, directory: options.start, prefix: '', depth: 1, after: options.after ?? [] });
+}
+
+async function* walkLevel(level: Level): AsyncGenerator<ResumableWalkItem> {
+  const { options, directory, prefix, depth, after } = level;
+  const names = await sortedNames(directory);
+  let startIndex = 0;
+  const [cursorName, ...cursorRest] = after;
+  if (cursorName !== undefined) {
+    startIndex = firstIndexNotBefore(names, cursorName);
+    if (names[startIndex] === cursorName) {
+      // The cursor is this entry or lies below it: finish its subtree first, then its siblings.
+      const absolutePath = path.join(directory, cursorName);
+      const stats = await lstatIfExists(absolutePath);
+      if (stats && canDescend({ options, name: cursorName, stats, depth })) {
+        yield* walkLevel({ options, directory: absolutePath, prefix: `${prefix}${cursorName}/`, depth: depth + 1, after: cursorRest });
+      }
+      startIndex += 1;
+    }
+  }
+  for (let index = startIndex; index < names.length; index++) {
+    const name = names[index] as string;
+    const absolutePath = path.join(directory, name);
+    const stats = await lstatIfExists(absolutePath);
+    if (!stats || !fileTypeOf(stats)) continue;
+    yield { absolutePath, relativePath: prefix + name, stats };
+    if (canDescend({ options, name, stats, depth })) {
+      yield* walkLevel({ options, directory: absolutePath, prefix: `${prefix}${name}/`, depth: depth + 1, after: [] });
+    }
+  }
+}
+
+function canDescend(entry: { options: ResumableWalkOptions; name: string; stats: Stats; depth: number }): boolean {
+  const { options, name, stats, depth } = entry;
+  if (!options.recursive || !stats.isDirectory()) return false;
+  if (depth >= (options.maxDepth ?? DEFAULT_MAX_DEPTH)) return false;
+  return !options.skipDirectory?.(name);
+}
+
+async function sortedNames(directory: string): Promise<string[]> {
+  try {
+    return (await readdir(directory)).sort(compareNames);
+  } catch {
+    return []; // unreadable (EACCES) or removed meanwhile
+  }
+}
+
+function compareNames(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Index of the first name >= `name` in a sorted list (binary search). */
+function firstIndexNotBefore(names: readonly string[], name: string): number {
+  let low = 0;
+  let high = names.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if ((names[middle] as string) < name) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
