@@ -32,6 +32,19 @@ const EnvSchema = z.object({
   AGENTD_SSE_HEARTBEAT_S: z.coerce.number().min(0.05).max(15).default(15),
   AGENTD_SSE_MAX_BUFFERED: z.coerce.number().int().min(10).default(10_000),
   AGENTD_PUBLIC_METRICS: boolText.default(false),
+  AGENTD_WEBHOOK_URLS: z
+    .string()
+    .transform((value) => value.split(',').map((url) => url.trim()).filter(Boolean))
+    .pipe(z.array(z.url({ protocol: /^https?$/, error: 'must be comma-separated http(s) URLs' })))
+    .optional(),
+  AGENTD_WEBHOOK_SECRET: z
+    .string()
+    .refine((value) => !value.startsWith('whsec_') || /^whsec_(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$/.test(value), 'a whsec_ secret must continue with base64')
+    .optional(),
+  AGENTD_WEBHOOK_TIMEOUT_S: z.coerce.number().min(0.05).max(300).default(10),
+  AGENTD_WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().min(1).default(1_000),
+  AGENTD_WEBHOOK_RETRY_MAX_MS: z.coerce.number().int().min(1).default(10 * 60_000),
+  AGENTD_WEBHOOK_RETRY_WINDOW_S: z.coerce.number().min(0).default(24 * 60 * 60),
 });
 
 export interface Config {
@@ -50,6 +63,8 @@ export interface Config {
   sseHeartbeatMs: number;
   sseMaxBuffered: number;
   publicMetrics: boolean;
+  /** Webhook delivery: server-wide callback URLs and secret, attempt timeout, retry schedule. */
+  webhooks: { urls: readonly string[]; secret: string | null; timeoutMs: number; retryBaseMs: number; retryMaxMs: number; retryWindowMs: number };
 }
 
 export class ConfigError extends Error {}
@@ -129,5 +144,13 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     sseHeartbeatMs: Math.round(e.AGENTD_SSE_HEARTBEAT_S * 1000),
     sseMaxBuffered: e.AGENTD_SSE_MAX_BUFFERED,
     publicMetrics: e.AGENTD_PUBLIC_METRICS,
+    webhooks: Object.freeze({
+      urls: Object.freeze(e.AGENTD_WEBHOOK_URLS ?? []),
+      secret: e.AGENTD_WEBHOOK_SECRET ?? null,
+      timeoutMs: Math.round(e.AGENTD_WEBHOOK_TIMEOUT_S * 1000),
+      retryBaseMs: e.AGENTD_WEBHOOK_RETRY_BASE_MS,
+      retryMaxMs: Math.max(e.AGENTD_WEBHOOK_RETRY_MAX_MS, e.AGENTD_WEBHOOK_RETRY_BASE_MS),
+      retryWindowMs: Math.round(e.AGENTD_WEBHOOK_RETRY_WINDOW_S * 1000),
+    }),
   });
 }

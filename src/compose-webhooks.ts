@@ -1,0 +1,87 @@
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import { FileWebhookStore } from './adapters/file-webhook-store.js';
+import { UndiciWebhookClient } from './adapters/undici-webhook-client.js';
+import type { ConversationRuntime, ConversationService } from './core/conversations/conversation-service.js';
+import type { EventLog } from './core/events/event-log.js';
+import type { EventRecorder } from './core/events/event-recorder.js';
+import type { SecretBox } from './core/secrets/secret-box.js';
+import { CallbackService } from './core/webhooks/callback-service.js';
+import { systemScheduler, type Scheduler } from './core/webhooks/scheduler.js';
+import { ServerCallbacks } from './core/webhooks/server-callbacks.js';
+import { WebhookDispatcher } from './core/webhooks/webhook-dispatcher.js';
+
+export interface Webhooks {
+  callbacks: CallbackService;
+  /** Wraps the agent runtime so that deleting a conversation also removes its callbacks. */
+  withCallbackCleanup(runtime: ConversationRuntime): ConversationRuntime;
+  /** Stops every delivery worker (attempts in flight are aborted, not counted) and saves the cursors. */
+  close(): Promise<void>;
+}
+
+/**
+ * Webhook delivery, wired: subscriptions in `<dataDir>/webhooks`, one shared undici Agent, one
+ * worker per subscription reading the event log after its own cursor. The recorder's append hook
+ * is only a wake-up; what is delivered always comes from the log.
+ */
+export function composeWebhooks(options: {
+  config: Config;
+  logger: Logger;
+  log: EventLog;
+  recorder: EventRecorder;
+  conversations: ConversationService;
+  box: SecretBox;
+  version: string;
+  scheduler?: Scheduler;
+}): Webhooks {
+  const { config, logger, log, recorder, conversations } = options;
+  const settings = config.webhooks;
+  const scheduler = options.scheduler ?? systemScheduler;
+  const store = new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box: options.box, fsync: config.fsync });
+  const client = new UndiciWebhookClient({ timeoutMs: settings.timeoutMs });
+  const bindings = (state: { id: string; conversation_id: string }) => ({ conversation_id: state.conversation_id, callback_id: state.id });
+  const dispatcher = new WebhookDispatcher({
+    log,
+    store,
+    client,
+    scheduler,
+    policy: { baseMs: settings.retryBaseMs, maxMs: settings.retryMaxMs, windowMs: settings.retryWindowMs },
+    userAgent: `agentd/${options.version}`,
+    conversationExists: (id) => conversations.has(id),
+    secretOf: (state) => (state.origin === 'server' ? settings.secret : state.secret),
+    onOrphaned: (state) => void callbacks.removeSubscription(state.id),
+    onFailing: (state) => logger.warn({ ...bindings(state), last_error: state.last_error }, 'callback retries ran out: marked failing until enabled'),
+    onError: (error, state) => logger.error({ err: error, ...bindings(state) }, 'callback delivery error'),
+  });
+  const callbacks = new CallbackService({ store, dispatcher, log, conversationExists: (id) => conversations.has(id), clock: scheduler, serverSecretSet: settings.secret !== null });
+  const serverCallbacks = new ServerCallbacks({ urls: settings.urls, store, dispatcher, log, clock: scheduler, conversationIds: () => [...conversations.all()].map((record) => record.id) });
+
+  const loaded = store.loadAll();
+  callbacks.start(loaded, (state) => serverCallbacks.keeps(state));
+  serverCallbacks.reconcile(loaded);
+  const stopListening = recorder.onAppend(({ event }) => {
+    try {
+      serverCallbacks.onAppend(event.conversation_id, event.seq);
+      dispatcher.notify(event.conversation_id);
+    } catch (error) {
+      logger.error({ err: error, conversation_id: event.conversation_id }, 'could not schedule callback deliveries');
+    }
+  });
+
+  return {
+    callbacks,
+    withCallbackCleanup: (runtime) => ({
+      onUserMessage: (conversationId, runOptions) => runtime.onUserMessage(conversationId, runOptions),
+      async dispose(conversationId) {
+        await runtime.dispose(conversationId);
+        await callbacks.removeConversation(conversationId);
+      },
+    }),
+    async close() {
+      stopListening();
+      await dispatcher.close();
+      await client.close();
+    },
+  };
+}

@@ -1,0 +1,75 @@
+import { z } from 'zod';
+import { Timestamp } from '../schemas/common.js';
+import { EventKind } from '../schemas/event.js';
+
+/** The HTTP shapes of callbacks (webhook subscriptions) and of their delivery log. */
+
+export const CallbackState = z
+  .enum(['active', 'failing'])
+  .describe('`failing`: retries ran out on one event; nothing more is sent until `POST .../enable`.')
+  .meta({ id: 'CallbackState' });
+export type CallbackState = z.infer<typeof CallbackState>;
+
+export const CallbackOrigin = z
+  .enum(['api', 'server'])
+  .describe('`api`: created with POST /conversations/{id}/callbacks; `server`: configured by AGENTD_WEBHOOK_URLS for every conversation.')
+  .meta({ id: 'CallbackOrigin' });
+export type CallbackOrigin = z.infer<typeof CallbackOrigin>;
+
+export const Callback = z
+  .object({
+    id: z.uuid(),
+    conversation_id: z.uuid(),
+    url: z.string(),
+    events: z.array(EventKind).nullable().describe('Only these kinds are sent; null: every kind.'),
+    has_secret: z.boolean().describe('Deliveries carry `webhook-signature`. The secret itself is never shown.'),
+    origin: CallbackOrigin,
+    state: CallbackState,
+    failing_since: Timestamp.nullable(),
+    created_at: Timestamp,
+    cursor_seq: z.int().min(0).describe('Every event up to this seq was delivered (or skipped by the `events` filter).'),
+    pending_count: z.int().min(0).describe('Events after the cursor waiting to be delivered (the one being retried included).'),
+    delivered_count: z.int().min(0),
+    failed_attempt_count: z.int().min(0).describe('Attempts that got a non-2xx status, a timeout or a connection error.'),
+    last_delivered_at: Timestamp.nullable(),
+    last_error: z.string().nullable().describe('What went wrong on the latest failed attempt.'),
+  })
+  .meta({ id: 'Callback' });
+export type Callback = z.infer<typeof Callback>;
+
+export const CreateCallbackBody = z
+  .object({
+    url: z.string().min(1).max(2048).describe('An http(s) URL; redirects are not followed.'),
+    events: z.array(EventKind).min(1).optional().describe('Only send these kinds (default: every kind).'),
+    secret: z
+      .string()
+      .min(1)
+      .max(1024)
+      .optional()
+      .describe('Signing secret: `whsec_<base64>` (Standard Webhooks) or any string (its UTF-8 bytes). Never shown again.'),
+    after_seq: z.int().min(0).optional().describe('Start after this seq (default 0: every event of the conversation, from the first).'),
+  })
+  .strict()
+  .meta({ id: 'CreateCallbackBody' });
+export type CreateCallbackBody = z.infer<typeof CreateCallbackBody>;
+
+export const DeliveryState = z
+  .enum(['pending', 'delivered', 'retrying', 'failed'])
+  .describe('`failed`: retries ran out and the callback is `failing`; it is sent again after `enable`.')
+  .meta({ id: 'DeliveryState' });
+export type DeliveryState = z.infer<typeof DeliveryState>;
+
+export const CallbackDelivery = z
+  .object({
+    event_id: z.uuid(),
+    seq: z.int().min(1),
+    kind: EventKind,
+    state: DeliveryState,
+    attempts: z.int().min(0),
+    last_status: z.int().nullable().describe('HTTP status of the latest attempt; null before any or when no response came.'),
+    last_error: z.string().nullable(),
+    last_attempt_at: Timestamp.nullable(),
+    next_retry_at: Timestamp.nullable(),
+  })
+  .meta({ id: 'CallbackDelivery' });
+export type CallbackDelivery = z.infer<typeof CallbackDelivery>;
