@@ -6,11 +6,15 @@ import { registerAuth } from './http/plugins/auth.js';
 import { frameworkErrorHandler, registerErrorHandling } from './http/plugins/errors.js';
 import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
+import { callbackRoutes } from './http/routes/callbacks.js';
+import { commandRoutes } from './http/routes/commands.js';
 import { controlRoutes } from './http/routes/control.js';
 import { conversationRoutes } from './http/routes/conversations.js';
 import { eventRoutes } from './http/routes/events.js';
+import { fileRoutes } from './http/routes/files.js';
 import { healthRoutes } from './http/routes/health.js';
 import { messageRoutes } from './http/routes/messages.js';
+import { metricsRoutes } from './http/routes/metrics.js';
 import { secretRoutes } from './http/routes/secrets.js';
 import { streamRoutes } from './http/routes/streams.js';
 
@@ -36,16 +40,23 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  app.addHook('onResponse', async (request, reply) => {
+    services.metrics.observeRequest({ method: request.method, route: request.routeOptions.url ?? 'unmatched', status: reply.statusCode, seconds: reply.elapsedTime / 1000 });
+  });
   app.addHook('preClose', async () => {
     services.streams.closeAll('server_shutting_down');
   });
 
+  await app.register(metricsRoutes(services));
   await app.register(healthRoutes(services));
   await app.register(conversationRoutes(services));
   await app.register(messageRoutes(services));
   await app.register(controlRoutes(services));
   await app.register(secretRoutes(services));
+  await app.register(commandRoutes(services));
   await app.register(eventRoutes(services));
   await app.register(streamRoutes(services));
+  await app.register(callbackRoutes(services));
+  await app.register(fileRoutes(services));
   return app;
 }

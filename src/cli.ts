@@ -21,8 +21,11 @@ async function main(): Promise<void> {
   if (parsed.action === 'version') return void process.stdout.write(`${VERSION}\n`);
 
   const { config } = parsed;
-  const logger = createLogger({ level: config.logLevel });
+  // Bound to the secrets once they are loaded: no log line carries a secret value.
+  const scrubber = { scrub: (line: string) => line };
+  const logger = createLogger({ level: config.logLevel, scrubber });
   const services = await composeServices(config, logger);
+  scrubber.scrub = (line) => services.secrets.maskAny(line);
   const app = await buildApp(services);
 
   if (services.masterKeyFile) {
@@ -38,15 +41,24 @@ async function main(): Promise<void> {
       process.exit(1);
     }
     stopping = true;
-    logger.info({ signal }, 'shutting down');
-    const force = setTimeout(() => process.exit(1), 10_000);
+    logger.info({ signal }, 'shutting down: pausing runs, closing streams');
+    const force = setTimeout(() => {
+      logger.error('shutdown took longer than 10 s, exiting');
+      process.exit(1);
+    }, 10_000);
     force.unref();
+    let code = 0;
     try {
+      // Runs first, so that subscribers still receive the events saying they were paused.
+      await services.agent.stopAll();
       await app.close();
       await services.close();
-    } finally {
-      process.exit(0);
+      logger.info('stopped');
+    } catch (error) {
+      logger.error({ err: error }, 'shutdown failed');
+      code = 1;
     }
+    process.exit(code);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));

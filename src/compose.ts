@@ -19,6 +19,9 @@ import { selectTextSearcher } from './adapters/ripgrep-searcher.js';
 import { BashShellFactory } from './adapters/bash-shell.js';
 import { HostProcessLauncher } from './adapters/process-launcher.js';
 import { ShellLedger } from './adapters/shell-ledger.js';
+import { Metrics } from './adapters/prometheus-metrics.js';
+import { ExecaCommandRunner } from './adapters/execa-command-runner.js';
+import { CommandService } from './core/commands/command-service.js';
 import { bashTool } from './core/tools/bash.js';
 import { AgentRuntime } from './core/agent/agent-runtime.js';
 import { SecretService } from './core/secrets/secret-service.js';
@@ -50,6 +53,8 @@ export interface Services {
   conversations: ConversationService;
   agent: AgentRuntime;
   secrets: SecretService;
+  commands: CommandService;
+  metrics: Metrics;
   events: EventQueries;
   streams: EventStreams;
   recorder: EventRecorder;
@@ -100,9 +105,12 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   recorder.setMasker(secrets.maskEvent);
   const events = new EventQueries(log, (id) => void conversations.record(id));
   const streams = new EventStreams({ log, bus, maxBuffered: config.sseMaxBuffered });
+  const metrics = new Metrics({ conversationsByStatus: () => conversations.countsByStatus(), sseSubscribers: () => streams.size });
+  recorder.onAppend(({ event }) => metrics.observeEvent(event));
   await conversations.load();
   const webhooks = composeWebhooks({ config, logger, log, recorder, conversations, box, version: VERSION });
 
+  const launcher = new HostProcessLauncher();
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
@@ -114,11 +122,12 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     runs: new FileRunStore(conversationsDir),
     llm: overrides.llm ?? new OpenAiLlmClient(),
     tools,
-    shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher: new HostProcessLauncher() })),
+    shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher })),
     shellEnv: (record) => secrets.environment(record),
     onError: (error, context) => logger.error({ err: error, ...context }, 'agent run failed'),
   });
   conversations.attachRuntime(webhooks.withCallbackCleanup(agent));
+  const commands = new CommandService({ conversations, secrets, runner: new ExecaCommandRunner({ launcher }) });
   secrets.setChangeListener((conversationId, change) => agent.updateShellEnv(conversationId, change));
   agent.recoverAfterRestart();
 
@@ -134,6 +143,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     conversations,
     agent,
     secrets,
+    commands,
+    metrics,
     events,
     streams,
     recorder,

@@ -1,6 +1,8 @@
+import { Writable } from 'node:stream';
 import pino, { type Logger } from 'pino';
+import pretty from 'pino-pretty';
 
-/** Paths pino redacts wherever they appear in a log record. Secret values are masked before logging. */
+/** Paths pino redacts wherever they appear in a log record. */
 const REDACT = [
   'req.headers.authorization',
   'headers.authorization',
@@ -23,6 +25,28 @@ const serializers = {
   err: pino.stdSerializers.err,
 };
 
-export function createLogger(options: { level: string; destination?: NodeJS.WritableStream }): Logger {
-  return pino({ level: options.level, redact: { paths: REDACT, censor: '[redacted]' }, serializers, base: { service: 'agentd' } }, options.destination ?? process.stdout);
+/** The last line of defence: rewrites every log line before it is written (masks secret values). */
+export interface LogScrubber {
+  scrub(line: string): string;
+}
+
+export interface LoggerOptions {
+  level: string;
+  /** Where lines go (default: stdout, pretty-printed when it is a terminal). */
+  destination?: NodeJS.WritableStream;
+  scrubber?: LogScrubber;
+}
+
+export function createLogger(options: LoggerOptions): Logger {
+  const target = options.destination ?? (process.stdout.isTTY ? pretty({ sync: true, colorize: true, translateTime: 'SYS:HH:MM:ss.l' }) : pino.destination({ dest: 1, sync: true }));
+  const scrubber = options.scrubber;
+  const stream = scrubber
+    ? new Writable({
+        write(chunk: Buffer | string, _encoding, callback) {
+          target.write(scrubber.scrub(chunk.toString()));
+          callback();
+        },
+      })
+    : target;
+  return pino({ level: options.level, redact: { paths: REDACT, censor: '[redacted]' }, serializers, base: { service: 'agentd' } }, stream);
 }

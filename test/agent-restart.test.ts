@@ -70,3 +70,31 @@ describe('restart during a run', () => {
     expect(tool.tool_call_id).toBe(before.items.at(-1).tool_call_id);
   });
 });
+
+describe('tool state across a restart', () => {
+  it('the task list is restored from events', async () => {
+    llm = await startFakeLlm([
+      { toolCalls: [{ name: 'task_tracker', arguments: { command: 'plan', tasks: [{ title: 'write code', status: 'in_progress' }, { title: 'test it', status: 'todo' }] } }] },
+      { text: 'planned' },
+      { toolCalls: [{ name: 'task_tracker', arguments: { command: 'view' } }] },
+      { text: 'viewed' },
+    ]);
+    const dataDir = tempDir();
+    server = await spawnServer({ dataDir });
+    const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'plan' }) });
+    const waitIdle = async () => {
+      const until = Date.now() + 15_000;
+      while ((await api(`/conversations/${created.id}`)).status !== 'idle' && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+    };
+    await waitIdle();
+    server.child.kill('SIGKILL');
+    await server.exited;
+    server = await spawnServer({ dataDir });
+    await fetch(`${server.url}/conversations/${created.id}/messages`, { method: 'POST', headers: auth, body: JSON.stringify({ content: 'show the plan' }) });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await waitIdle();
+    const events = (await api(`/conversations/${created.id}/events?kind=observation`)).items;
+    expect(events.at(-1).content).toContain('write code');
+    expect(events.at(-1).content).toContain('test it');
+  });
+});

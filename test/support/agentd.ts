@@ -33,8 +33,10 @@ export async function startServer(options: { env?: Record<string, string>; dataD
     AGENTD_LOG_LEVEL: options.logStream ? 'debug' : 'silent',
     ...options.env,
   });
-  const logger = createLogger({ level: config.logLevel, ...(options.logStream ? { destination: options.logStream } : {}) });
+  const scrubber = { scrub: (line: string) => line };
+  const logger = createLogger({ level: config.logLevel, scrubber, ...(options.logStream ? { destination: options.logStream } : {}) });
   const services = await composeServices(config, logger, options.overrides);
+  scrubber.scrub = (line) => services.secrets.maskAny(line);
   const app = await buildApp(services);
   let url = '';
   if (options.listen !== false) url = await app.listen({ host: '127.0.0.1', port: 0 });
@@ -63,11 +65,16 @@ export interface SpawnedServer {
 
 const CLI = path.resolve(import.meta.dirname, '../../dist/cli.js');
 
-/** `node dist/cli.js` as a child process (run `npm run build` first; `npm test` does). */
-export async function spawnServer(options: { dataDir: string; env?: Record<string, string>; port?: number; args?: string[] }): Promise<SpawnedServer> {
-  if (!fs.existsSync(CLI)) throw new Error('dist/cli.js is missing: run `npm run build`');
+/**
+ * `node dist/cli.js` as a child process (run `npm run build` first; `npm test` does), or another
+ * `command` taking the same flags (the single executable), started in `cwd`.
+ */
+export async function spawnServer(options: { dataDir: string; env?: Record<string, string>; port?: number; args?: string[]; command?: readonly string[]; cwd?: string }): Promise<SpawnedServer> {
+  const [program, ...leading] = options.command ?? [process.execPath, CLI];
+  if (!options.command && !fs.existsSync(CLI)) throw new Error('dist/cli.js is missing: run `npm run build`');
   const port = options.port ?? (await freePort());
-  const child = spawn(process.execPath, [CLI, '--port', String(port), '--data-dir', options.dataDir, ...(options.args ?? [])], {
+  const child = spawn(program!, [...leading, '--port', String(port), '--data-dir', options.dataDir, ...(options.args ?? [])], {
+    ...(options.cwd ? { cwd: options.cwd } : {}),
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.homedir(), AGENTD_MASTER_KEY: TEST_KEY, AGENTD_LOG_LEVEL: 'warn', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,5 +1,6 @@
 import type { EventLog } from '../events/event-log.js';
 import type { ShellFactory, ShellSession } from '../tools/shell-session.js';
+import { TASK_LIST_STATE_KEY, TASK_TRACKER_TOOL_NAME, restoreTaskList } from '../tools/task-tracker.js';
 import { ConversationHistory } from './conversation-history.js';
 import type { Run } from './run-record.js';
 
@@ -31,7 +32,14 @@ export class AgentSession {
     for (;;) {
       const page = log.read(conversationId, { order: 'asc', cursorSeq: cursor, limit: 1000 });
       if (page.length === 0) break;
-      for (const { event } of page) this.history.apply(event);
+      for (const { event } of page) {
+        this.history.apply(event);
+        // The task list lives in events: the last task_tracker observation carries all of it.
+        if (event.kind === 'observation' && event.tool_name === TASK_TRACKER_TOOL_NAME && !event.is_error) {
+          const tasks = restoreTaskList(event.data);
+          if (tasks) this.toolState.set(TASK_LIST_STATE_KEY, tasks);
+        }
+      }
       cursor = page[page.length - 1]!.event.seq;
     }
   }

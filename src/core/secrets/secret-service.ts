@@ -30,7 +30,7 @@ export class SecretService {
     const record = this.conversations.record(conversationId);
     record.secrets = { ...record.secrets, ...secrets };
     this.conversations.save(record);
-    this.maskers.delete(conversationId);
+    this.forget(conversationId);
     await this.onChange?.(conversationId, { set: this.environment(record), unset: [] });
     return this.names(conversationId);
   }
@@ -42,7 +42,7 @@ export class SecretService {
     const { [name]: _removed, ...rest } = record.secrets;
     record.secrets = rest;
     this.conversations.save(record);
-    this.maskers.delete(conversationId);
+    this.forget(conversationId);
     const after = this.environment(record);
     await this.onChange?.(conversationId, { set: after, unset: before.filter((key) => !(key in after)) });
   }
@@ -73,5 +73,20 @@ export class SecretService {
 
   forget(conversationId: string): void {
     this.maskers.delete(conversationId);
+    this.everyMasker = null;
+  }
+
+  private everyMasker: SecretMasker | null = null;
+  private everyRevision = -1;
+
+  /** Masks the secret values of every conversation (for log lines, which belong to none in particular). */
+  maskAny(text: string): string {
+    if (!this.everyMasker || this.everyRevision !== this.conversations.revision) {
+      this.everyRevision = this.conversations.revision;
+      const all: Record<string, string> = {};
+      for (const record of this.conversations.all()) Object.assign(all, record.secrets);
+      this.everyMasker = new SecretMasker(all);
+    }
+    return this.everyMasker.maskText(text);
   }
 }

@@ -1,7 +1,10 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
+import { extractAssetGroup } from '../../assets.js';
 import type { Services } from '../../compose.js';
 
 export const API_TAGS = [
@@ -9,6 +12,7 @@ export const API_TAGS = [
   { name: 'conversations', description: 'Create, list, configure and delete conversations' },
   { name: 'messages', description: 'Send messages and drive runs' },
   { name: 'events', description: 'Everything that happens, listed and streamed' },
+  { name: 'callbacks', description: 'Webhooks: signed, ordered, retried deliveries of a conversation\'s events' },
   { name: 'files', description: 'Files in and out of the workdir' },
   { name: 'commands', description: 'Run commands in the workdir' },
   { name: 'secrets', description: 'Secrets the agent can use but nobody can read' },
@@ -33,5 +37,11 @@ export async function registerOpenApi(app: FastifyInstance, services: Services):
     transform: jsonSchemaTransform,
     transformObject: jsonSchemaTransformObject,
   });
-  await app.register(fastifySwaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list', deepLinking: true } });
+  // The single executable carries Swagger UI's static files as assets: served from a private temp dir.
+  const bundledUi = extractAssetGroup('swagger-ui');
+  await app.register(fastifySwaggerUi, {
+    routePrefix: '/docs',
+    uiConfig: { docExpansion: 'list', deepLinking: true },
+    ...(bundledUi ? { baseDir: bundledUi, logo: { type: 'image/svg+xml', content: fs.readFileSync(path.join(bundledUi, 'logo.svg')) } } : {}),
+  });
 }

@@ -1,0 +1,26 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Services } from '../../compose.js';
+import { errors } from '../route-schemas.js';
+
+/** GET /metrics: Prometheus text (HTTP requests are counted by a root hook in app.ts). */
+export function metricsRoutes(services: Services): FastifyPluginAsyncZod {
+  return async (app) => {
+    app.get(
+      '/metrics',
+      {
+        config: { public: services.config.publicMetrics },
+        schema: {
+          tags: ['health'],
+          operationId: 'health.metrics',
+          summary: 'Prometheus metrics (public when AGENTD_PUBLIC_METRICS=true)',
+          response: { 200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: z.string() } } }, ...errors() },
+        },
+      },
+      async (_request, reply) => {
+        const text = await services.metrics.registry.metrics();
+        return reply.type(services.metrics.registry.contentType).send(text);
+      },
+    );
+  };
+}

@@ -1,0 +1,103 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServer, type TestServer } from './support/agentd.js';
+
+let server: TestServer;
+let id: string;
+let workdir: string;
+
+async function run(body: Record<string, unknown>, conversation = id): Promise<{ status: number; body: any }> {
+  const response = await fetch(`${server.url}/conversations/${conversation}/commands`, {
+    method: 'POST',
+    headers: { ...server.auth, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+function processAlive(pattern: string): boolean {
+  try {
+    execFileSync('pgrep', ['-f', pattern]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+beforeAll(async () => {
+  process.env.AGENTD_TEST_LEAK = 'leaked-server-variable';
+  server = await startServer();
+  const created = await fetch(`${server.url}/conversations`, {
+    method: 'POST',
+    headers: { ...server.auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ secrets: { DEPLOY_KEY: 'deploy-key-value-42', GITHUB_TOKEN: 'ghp_testtokenvalue123' } }),
+  });
+  ({ id, workdir } = (await created.json()) as { id: string; workdir: string });
+  fs.mkdirSync(path.join(workdir, 'sub'));
+});
+
+afterAll(async () => {
+  delete process.env.AGENTD_TEST_LEAK;
+  await server.close();
+});
+
+describe('POST /conversations/{id}/commands', () => {
+  it('returns exit code, stdout, stderr and duration', async () => {
+    const { status, body } = await run({ command: 'echo out; echo err >&2; exit 3' });
+    expect(status).toBe(200);
+    expect(body).toMatchObject({ exit_code: 3, stdout: 'out\n', stderr: 'err\n', timed_out: false, truncated: false });
+    expect(body.execution_time_s).toBeGreaterThanOrEqual(0);
+  });
+
+  it('runs in the workdir or a cwd inside it; a cwd outside is refused', async () => {
+    expect((await run({ command: 'pwd' })).body.stdout.trim()).toBe(workdir);
+    expect((await run({ command: 'pwd', cwd: 'sub' })).body.stdout.trim()).toBe(path.join(workdir, 'sub'));
+    for (const cwd of ['..', '../..', '/etc', 'sub/../../x', '%2e%2e']) {
+      const { status, body } = await run({ command: 'pwd', cwd });
+      expect([400, 403, 404], cwd).toContain(status);
+      expect(body.error).toBeTypeOf('string');
+    }
+    fs.symlinkSync('/tmp', path.join(workdir, 'escape'));
+    expect((await run({ command: 'pwd', cwd: 'escape' })).status).toBe(403);
+  });
+
+  it('a timeout kills the whole tree, even a child that ignores SIGTERM', async () => {
+    const marker = `sleep 8${Date.now() % 1000}`;
+    const { body } = await run({ command: `bash -c 'trap "" TERM; ${marker}' & wait`, timeout_s: 0.5 });
+    expect(body.timed_out).toBe(true);
+    expect(body.exit_code).toBeNull();
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(processAlive(marker)).toBe(false);
+  });
+
+  it('has the secrets in the environment, masks them, and inherits nothing of the server', async () => {
+    const { body } = await run({ command: 'echo ${#DEPLOY_KEY} $DEPLOY_KEY; env' });
+    expect(body.stdout).toContain('19 <secret:DEPLOY_KEY>');
+    expect(body.stdout).not.toContain('deploy-key-value-42');
+    expect(body.stdout).not.toContain('AGENTD_');
+    expect(body.stdout).not.toContain('leaked-server-variable');
+  });
+
+  it('configures git credentials from GITHUB_TOKEN without writing the token anywhere', async () => {
+    const { body } = await run({ command: "printf 'protocol=https\\nhost=github.com\\n\\n' | git credential fill" });
+    expect(body.stdout).toContain('username=x-access-token');
+    expect(body.stdout).toContain('password=<secret:GITHUB_TOKEN>');
+    const other = await run({ command: "printf 'protocol=https\\nhost=example.com\\n\\n' | git credential fill; echo rc=$?" });
+    expect(other.body.stdout).not.toContain('<secret:GITHUB_TOKEN>');
+  });
+
+  it('caps huge output with a truncation flag', async () => {
+    const { body } = await run({ command: 'yes abcdefghij | head -c 2000000' });
+    expect(body.truncated).toBe(true);
+    expect(body.stdout.length).toBeLessThan(150_000);
+    expect(body.stdout).toContain('characters truncated');
+  });
+
+  it('validates input and 404s an unknown conversation', async () => {
+    expect((await run({})).status).toBe(400);
+    expect((await run({ command: 'true', timeout_s: -1 })).status).toBe(400);
+    expect((await run({ command: 'true' }, '00000000-0000-4000-8000-000000000000')).status).toBe(404);
+  });
+});
