@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { readAsset } from '../../assets.js';
 
-const TEMPLATE = fs.readFileSync(new URL('./system-prompt.md', import.meta.url), 'utf8');
+const TEMPLATE = readAsset(import.meta.url, 'system-prompt.md');
 const PROJECT_FILES = ['AGENTS.md', 'CLAUDE.md'];
 const MAX_PROJECT_INSTRUCTIONS = 64 * 1024;
 

@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { loadDescription } from './load-description.js';
 import type { ShellRunResult } from './shell-session.js';
 import { defineTool, type ToolResult } from './tool.js';
 
@@ -12,8 +12,7 @@ export interface BashToolOptions {
   maxTimeoutMs?: number;
 }
 
-/** Beside this file in src/ (vitest) and in dist/ (the build copies .md files). */
-const description = readFileSync(new URL('./bash.md', import.meta.url), 'utf8').trim();
+const description = loadDescription(import.meta.url, 'bash.md');
 const CWD_STATE_KEY = 'bash.cwd';
 
 export function createBashTool(options: BashToolOptions = {}) {

@@ -1,10 +1,11 @@
-import { readFileSync } from 'node:fs';
+import { readAsset } from '../../assets.js';
 
 /**
  * Reads a tool's description from a sibling file at module load:
  * `loadDescription(import.meta.url, 'glob.md')`. The build copies `.md` files next to the
- * compiled `.js`, so this works from `src/` (vitest) and from `dist/`.
+ * compiled `.js`, so this works from `src/` (vitest) and from `dist/`; the single executable
+ * carries them as assets (see `readAsset`).
  */
 export function loadDescription(moduleUrl: string, fileName: string): string {
-  return readFileSync(new URL(fileName, moduleUrl), 'utf8').trim();
+  return readAsset(moduleUrl, fileName).trim();
 }
