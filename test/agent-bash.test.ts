@@ -1,6 +1,6 @@
-import { execFileSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
+import { processAlive } from './support/processes.js';
 
 let harness: AgentHarness;
 afterEach(async () => harness?.close());
@@ -9,15 +9,6 @@ const bash = (command: string, extra: Record<string, unknown> = {}) => ({ toolCa
 
 function observations(events: any[]): any[] {
   return events.filter((event) => event.kind === 'observation');
-}
-
-function processAlive(pattern: string): boolean {
-  try {
-    execFileSync('pgrep', ['-f', pattern]);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe('agent with a real bash', () => {

@@ -1,7 +1,7 @@
-import { execFileSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { processAlive } from './support/processes.js';
 
 const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
 let llm: FakeLlm | undefined;
@@ -11,15 +11,6 @@ afterEach(async () => {
   server?.child.kill('SIGKILL');
   await llm?.close();
 });
-
-function processAlive(pattern: string): boolean {
-  try {
-    execFileSync('pgrep', ['-f', pattern]);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function api(path: string, init: RequestInit = {}): Promise<any> {
   const response = await fetch(`${server!.url}${path}`, { ...init, headers: auth });

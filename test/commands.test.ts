@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type TestServer } from './support/agentd.js';
+import { processAlive } from './support/processes.js';
 
 let server: TestServer;
 let id: string;
@@ -15,15 +15,6 @@ async function run(body: Record<string, unknown>, conversation = id): Promise<{ 
     body: JSON.stringify(body),
   });
   return { status: response.status, body: await response.json() };
-}
-
-function processAlive(pattern: string): boolean {
-  try {
-    execFileSync('pgrep', ['-f', pattern]);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 beforeAll(async () => {

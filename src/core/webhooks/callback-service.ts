@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { isoTimestamp, type Clock } from '../clock.js';
 import { ConflictError, NotFoundError, UnprocessableError } from '../errors.js';
 import type { EventLog } from '../events/event-log.js';
@@ -7,7 +6,7 @@ import type { Callback, CallbackDelivery, CreateCallbackBody } from './callback-
 import type { DeliveryWorker } from './delivery-worker.js';
 import { deliveryPage } from './delivery-log.js';
 import { normalizeCallbackUrl } from './callback-url.js';
-import type { SubscriptionState, WebhookStore } from './subscription-state.js';
+import { newSubscriptionState, type SubscriptionState, type WebhookStore } from './subscription-state.js';
 import type { WebhookDispatcher } from './webhook-dispatcher.js';
 import { isValidSecret } from './webhook-signature.js';
 
@@ -55,23 +54,15 @@ export class CallbackService {
     if (own.length >= MAX_CALLBACKS_PER_CONVERSATION) {
       throw new ConflictError('too_many_callbacks', `A conversation can have at most ${MAX_CALLBACKS_PER_CONVERSATION} callbacks; delete one first.`, { limit: MAX_CALLBACKS_PER_CONVERSATION });
     }
-    const state: SubscriptionState = {
-      id: randomUUID(),
-      conversation_id: conversationId,
+    const state = newSubscriptionState({
+      conversationId,
       url,
       events: body.events ? [...new Set(body.events)] : null,
       secret: body.secret ?? null,
       origin: 'api',
-      state: 'active',
-      failing_since: null,
-      created_at: isoTimestamp(this.deps.clock.now()),
       cursor: Math.min(body.after_seq ?? 0, this.deps.log.lastSeq(conversationId)),
-      attempt: null,
-      delivered_count: 0,
-      failed_attempt_count: 0,
-      last_delivered_at: null,
-      last_error: null,
-    };
+      createdAt: isoTimestamp(this.deps.clock.now()),
+    });
     this.deps.store.save(state);
     this.deps.dispatcher.add(state);
     return this.toPublic(state);

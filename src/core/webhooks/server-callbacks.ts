@@ -1,8 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import { isoTimestamp, type Clock } from '../clock.js';
 import type { EventLog } from '../events/event-log.js';
 import { normalizeCallbackUrl } from './callback-url.js';
-import type { SubscriptionState, WebhookStore } from './subscription-state.js';
+import { newSubscriptionState, type SubscriptionState, type WebhookStore } from './subscription-state.js';
 import type { WebhookDispatcher } from './webhook-dispatcher.js';
 
 export interface ServerCallbacksDeps {
@@ -65,23 +64,7 @@ export class ServerCallbacks {
   }
 
   private create(conversationId: string, url: string, cursor: number): void {
-    const state: SubscriptionState = {
-      id: randomUUID(),
-      conversation_id: conversationId,
-      url,
-      events: null,
-      secret: null,
-      origin: 'server',
-      state: 'active',
-      failing_since: null,
-      created_at: isoTimestamp(this.deps.clock.now()),
-      cursor,
-      attempt: null,
-      delivered_count: 0,
-      failed_attempt_count: 0,
-      last_delivered_at: null,
-      last_error: null,
-    };
+    const state = newSubscriptionState({ conversationId, url, events: null, secret: null, origin: 'server', cursor, createdAt: isoTimestamp(this.deps.clock.now()) });
     this.deps.store.save(state);
     this.deps.dispatcher.add(state);
   }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { EventKind } from '../schemas/event.js';
 import type { CallbackDelivery, CallbackOrigin, CallbackState } from './callback-schemas.js';
 
@@ -37,6 +38,35 @@ export interface SubscriptionState {
   failed_attempt_count: number;
   last_delivered_at: string | null;
   last_error: string | null;
+}
+
+/** A subscription that has delivered nothing yet, starting after `cursor`. */
+export function newSubscriptionState(options: {
+  conversationId: string;
+  url: string;
+  events: EventKind[] | null;
+  secret: string | null;
+  origin: CallbackOrigin;
+  cursor: number;
+  createdAt: string;
+}): SubscriptionState {
+  return {
+    id: randomUUID(),
+    conversation_id: options.conversationId,
+    url: options.url,
+    events: options.events,
+    secret: options.secret,
+    origin: options.origin,
+    state: 'active',
+    failing_since: null,
+    created_at: options.createdAt,
+    cursor: options.cursor,
+    attempt: null,
+    delivered_count: 0,
+    failed_attempt_count: 0,
+    last_delivered_at: null,
+    last_error: null,
+  };
 }
 
 /** One line of the delivery log: an event that was delivered. */
