@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { FileWebhookStore } from './adapters/file-webhook-store.js';
 import { UndiciWebhookClient } from './adapters/undici-webhook-client.js';
-import type { ConversationRuntime, ConversationService } from './core/conversations/conversation-service.js';
+import type { ConversationService } from './core/conversations/conversation-service.js';
 import type { EventLog } from './core/events/event-log.js';
 import type { EventRecorder } from './core/events/event-recorder.js';
 import type { SecretBox } from './core/secrets/secret-box.js';
@@ -15,7 +15,6 @@ import { WebhookDispatcher } from './core/webhooks/webhook-dispatcher.js';
 export interface Webhooks {
   callbacks: CallbackService;
   /** Wraps the agent runtime so that deleting a conversation also removes its callbacks. */
-  withCallbackCleanup(runtime: ConversationRuntime): ConversationRuntime;
   /** Stops every delivery worker (attempts in flight are aborted, not counted) and saves the cursors. */
   close(): Promise<void>;
 }
@@ -60,6 +59,7 @@ export function composeWebhooks(options: {
   const loaded = store.loadAll();
   callbacks.start(loaded, (state) => serverCallbacks.keeps(state));
   serverCallbacks.reconcile(loaded);
+  conversations.onDeleted((conversationId) => callbacks.removeConversation(conversationId));
   const stopListening = recorder.onAppend(({ event }) => {
     try {
       serverCallbacks.onAppend(event.conversation_id, event.seq);
@@ -71,13 +71,6 @@ export function composeWebhooks(options: {
 
   return {
     callbacks,
-    withCallbackCleanup: (runtime) => ({
-      onUserMessage: (conversationId, runOptions) => runtime.onUserMessage(conversationId, runOptions),
-      async dispose(conversationId) {
-        await runtime.dispose(conversationId);
-        await callbacks.removeConversation(conversationId);
-      },
-    }),
     async close() {
       stopListening();
       await dispatcher.close();

@@ -126,7 +126,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     shellEnv: (record) => secrets.environment(record),
     onError: (error, context) => logger.error({ err: error, ...context }, 'agent run failed'),
   });
-  conversations.attachRuntime(webhooks.withCallbackCleanup(agent));
+  conversations.attachRuntime(agent);
+  conversations.onDeleted((conversationId) => secrets.forget(conversationId));
   const commands = new CommandService({ conversations, secrets, runner: new ExecaCommandRunner({ launcher }) });
   secrets.setChangeListener((conversationId, change) => agent.updateShellEnv(conversationId, change));
   agent.recoverAfterRestart();

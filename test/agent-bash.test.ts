@@ -1,3 +1,6 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { processAlive } from './support/processes.js';
@@ -98,5 +101,23 @@ describe('agent with a real bash', () => {
     expect(deleted.status).toBe(204);
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(processAlive(marker)).toBe(false);
+  });
+});
+
+describe('changing the workdir', () => {
+  it('is refused during a run, and afterwards the shell starts in the new workdir', async () => {
+    harness = await startAgentHarness([{ hang: true }, bash('pwd'), { text: 'ok' }]);
+    const id = await harness.createConversation({ initial_message: 'go' });
+    await harness.waitForStatus(id, ['running']);
+    const elsewhere = fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-new-workdir-'));
+    const put = (body: unknown) => fetch(`${harness.server.url}/conversations/${id}/config`, { method: 'PUT', headers: { ...harness.server.auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    expect((await put({ workdir: elsewhere })).status).toBe(409);
+    await harness.post(`/conversations/${id}/pause`);
+    const changed = await put({ workdir: elsewhere });
+    expect(changed.status).toBe(200);
+    await harness.post(`/conversations/${id}/run`);
+    await harness.waitForStatus(id, ['idle']);
+    const results = observations(await harness.events(id));
+    expect(results.at(-1).content).toContain(fs.realpathSync(elsewhere));
   });
 });

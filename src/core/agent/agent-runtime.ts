@@ -140,6 +140,12 @@ export class AgentRuntime implements ConversationRuntime {
     if (shell) await shell.setEnv(change.set, change.unset);
   }
 
+  async beforeWorkdirChange(conversationId: string): Promise<void> {
+    const session = this.sessions.get(conversationId);
+    if (session?.active) throw new ConflictError('run_in_progress', 'The workdir cannot change while a run is in progress; pause it first.', { run_id: session.active.run.id });
+    await session?.closeShell();
+  }
+
   async dispose(conversationId: string): Promise<void> {
     await this.pause(conversationId, 'deleted');
     const session = this.sessions.get(conversationId);

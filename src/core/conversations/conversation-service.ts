@@ -27,6 +27,8 @@ export interface ConversationRuntime {
   onUserMessage(conversationId: string, options: { run: boolean }): string | null;
   /** The conversation is about to be deleted: stop its run and processes. */
   dispose(conversationId: string): Promise<void>;
+  /** The workdir is about to change: refuse while a run is going, else let go of the old one (the shell). */
+  beforeWorkdirChange(conversationId: string): Promise<void>;
 }
 
 export interface ListConversationsQuery {
@@ -50,6 +52,7 @@ export class ConversationService {
   private readonly byCreated = new SortedIndex<ConversationRecord>((record) => record.created_at);
   private readonly byUpdated = new SortedIndex<ConversationRecord>((record) => record.updated_at);
   private runtime: ConversationRuntime | null = null;
+  private readonly deletedListeners = new Set<(conversationId: string) => void | Promise<void>>();
   /** Bumped whenever a record is created, saved or deleted (caches derived from records check it). */
   revision = 0;
   private loaded = false;
@@ -75,6 +78,11 @@ export class ConversationService {
 
   attachRuntime(runtime: ConversationRuntime): void {
     this.runtime = runtime;
+  }
+
+  /** Called after a conversation is deleted (its subscriptions, caches and such go too). */
+  onDeleted(listener: (conversationId: string) => void | Promise<void>): void {
+    this.deletedListeners.add(listener);
   }
 
   async load(): Promise<void> {
@@ -164,8 +172,9 @@ export class ConversationService {
     return this.records.values();
   }
 
-  updateConfig(id: string, body: UpdateConversationConfigBody): Conversation {
+  async updateConfig(id: string, body: UpdateConversationConfigBody): Promise<Conversation> {
     const record = this.record(id);
+    if (body.workdir !== undefined && body.workdir !== record.workdir) await this.runtime?.beforeWorkdirChange(id);
     if (body.llm) {
       if (!record.llm && !body.llm.model) {
         throw new UnprocessableError('llm_model_required', 'This conversation has no LLM yet: the update must name a model.');
@@ -194,6 +203,7 @@ export class ConversationService {
     this.deps.repository.remove(id);
     this.deps.recorder.closeConversation(id);
     if (options.deleteWorkdir && record.workdir_created) fs.rmSync(record.workdir, { recursive: true, force: true });
+    for (const listener of this.deletedListeners) await listener(id);
   }
 
   /** Append a user message; start a run or feed the running one unless `run` is false. */
