@@ -1,4 +1,5 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import fastifyCors from '@fastify/cors';
 import { fastifySSE } from '@fastify/sse';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Services } from './compose.js';
@@ -32,6 +33,17 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
+  if (services.config.corsOrigins.length > 0) {
+    // Browser dashboards on other origins: bearer keys, no cookies, so credentials stay off.
+    const origins = services.config.corsOrigins;
+    await app.register(fastifyCors, {
+      origin: origins.includes('*') ? '*' : origins.map((origin) => new URL(origin).origin),
+      methods: ['GET', 'POST', 'PUT', 'DELETE'],
+      allowedHeaders: ['authorization', 'content-type', 'last-event-id', 'x-request-id'],
+      exposedHeaders: ['x-request-id', 'content-disposition', 'content-range'],
+      maxAge: 600,
+    });
+  }
   registerJsonBodyParser(app);
   registerAuth(app, { keys: services.masterKeys, isPublicPath: (path) => path === '/docs' || path.startsWith('/docs/') });
   await registerOpenApi(app, services);

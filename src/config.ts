@@ -32,6 +32,11 @@ const EnvSchema = z.object({
   AGENTD_SSE_HEARTBEAT_S: z.coerce.number().min(0.05).max(15).default(15),
   AGENTD_SSE_MAX_BUFFERED: z.coerce.number().int().min(10).default(10_000),
   AGENTD_PUBLIC_METRICS: boolText.default(false),
+  AGENTD_CORS_ORIGINS: z
+    .string()
+    .transform((value) => value.split(',').map((origin) => origin.trim()).filter(Boolean))
+    .pipe(z.array(z.union([z.literal('*'), z.url({ protocol: /^https?$/, error: 'must be * or comma-separated http(s) origins' })])))
+    .optional(),
   AGENTD_WEBHOOK_URLS: z
     .string()
     .transform((value) => value.split(',').map((url) => url.trim()).filter(Boolean))
@@ -63,6 +68,8 @@ export interface Config {
   sseHeartbeatMs: number;
   sseMaxBuffered: number;
   publicMetrics: boolean;
+  /** Browser origins allowed to call the API (CORS); empty: no CORS headers. */
+  corsOrigins: readonly string[];
   /** Webhook delivery: server-wide callback URLs and secret, attempt timeout, retry schedule. */
   webhooks: { urls: readonly string[]; secret: string | null; timeoutMs: number; retryBaseMs: number; retryMaxMs: number; retryWindowMs: number };
 }
@@ -144,6 +151,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     sseHeartbeatMs: Math.round(e.AGENTD_SSE_HEARTBEAT_S * 1000),
     sseMaxBuffered: e.AGENTD_SSE_MAX_BUFFERED,
     publicMetrics: e.AGENTD_PUBLIC_METRICS,
+    corsOrigins: Object.freeze(e.AGENTD_CORS_ORIGINS ?? []),
     webhooks: Object.freeze({
       urls: Object.freeze(e.AGENTD_WEBHOOK_URLS ?? []),
       secret: e.AGENTD_WEBHOOK_SECRET ?? null,

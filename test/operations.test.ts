@@ -115,3 +115,25 @@ describe('graceful shutdown', () => {
     expect(spawned.output()).toContain('again, exiting now');
   });
 });
+
+describe('CORS', () => {
+  it('is off by default and answers preflights for configured origins', async () => {
+    server = await startServer();
+    const plain = await fetch(`${server.url}/alive`, { headers: { origin: 'https://dash.example.com' } });
+    expect(plain.headers.get('access-control-allow-origin')).toBeNull();
+    await server.close();
+    server = await startServer({ env: { AGENTD_CORS_ORIGINS: 'https://dash.example.com' } });
+    const preflight = await fetch(`${server.url}/conversations`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://dash.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-origin')).toBe('https://dash.example.com');
+    expect(preflight.headers.get('access-control-allow-headers')).toContain('authorization');
+    const other = await fetch(`${server.url}/alive`, { headers: { origin: 'https://evil.example.com' } });
+    expect(other.headers.get('access-control-allow-origin')).toBeNull();
+    const unauthorized = await fetch(`${server.url}/info`, { headers: { origin: 'https://dash.example.com' } });
+    expect(unauthorized.status).toBe(401);
+    expect(unauthorized.headers.get('access-control-allow-origin')).toBe('https://dash.example.com');
+  });
+});
