@@ -1,0 +1,42 @@
+# agentd in a container.
+#   docker build -t agentd .
+#   docker run -p 8000:8000 -v agentd-data:/data -e AGENTD_MASTER_KEY=change-me agentd
+
+# Build: dev dependencies, TypeScript → dist/ (with the prompts and tool descriptions beside it).
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
+COPY src ./src
+RUN npm run build
+
+# Production dependencies only.
+FROM node:20-bookworm-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund
+
+# Runtime: what the agent's tools use (bash, git, ripgrep, bubblewrap), and tini as PID 1 so
+# that processes the agent leaves behind are reaped and signals reach the server.
+FROM node:20-bookworm-slim
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends bash bubblewrap ca-certificates git ripgrep tini \
+  && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+RUN mkdir -p /data && chown node:node /data
+USER node
+ENV NODE_ENV=production \
+    AGENTD_HOST=0.0.0.0 \
+    AGENTD_PORT=8000 \
+    AGENTD_DATA_DIR=/data
+VOLUME /data
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.AGENTD_PORT}/alive`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+ENTRYPOINT ["/usr/bin/tini", "--"]
+CMD ["node", "dist/cli.js"]

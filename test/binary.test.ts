@@ -1,0 +1,103 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
+import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+
+/**
+ * The single executable (`npm run build:binary`), run from an empty directory with no
+ * node_modules around: every file it reads at run time must be inside it.
+ */
+const ROOT = path.resolve(import.meta.dirname, '..');
+const BINARY = path.join(ROOT, 'dist', 'agentd');
+const BUILD_INPUTS = ['src', 'package-lock.json', 'scripts/build-binary.mjs'].map((name) => path.join(ROOT, name));
+
+function newestChange(file: string): number {
+  const stat = fs.statSync(file);
+  if (!stat.isDirectory()) return stat.mtimeMs;
+  return Math.max(stat.mtimeMs, ...fs.readdirSync(file).map((name) => newestChange(path.join(file, name))));
+}
+
+/** Builds dist/agentd unless it is newer than everything it is built from. */
+function ensureBinary(): void {
+  if (fs.existsSync(BINARY) && fs.statSync(BINARY).mtimeMs > Math.max(...BUILD_INPUTS.map(newestChange))) return;
+  const built = spawnSync(process.execPath, [path.join(ROOT, 'scripts', 'build-binary.mjs')], { cwd: ROOT, encoding: 'utf8' });
+  if (built.status !== 0) throw new Error(`build:binary failed: ${built.stderr}${built.stdout}`);
+}
+
+const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
+let cwd: string;
+let llm: FakeLlm;
+let server: SpawnedServer;
+
+async function api(route: string, init: RequestInit = {}): Promise<{ status: number; body: any }> {
+  const response = await fetch(`${server.url}${route}`, { ...init, headers: auth });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
+beforeAll(async () => {
+  ensureBinary();
+  cwd = tempDir('agentd-binary-');
+  llm = await startFakeLlm([{ toolCalls: [{ name: 'bash', arguments: { command: 'echo hi from the binary' } }] }, { text: 'All done.' }]);
+  server = await spawnServer({ command: [BINARY], cwd, dataDir: path.join(cwd, 'data'), env: { HOME: cwd } });
+}, 120_000);
+
+afterAll(async () => {
+  server?.child.kill('SIGTERM');
+  await server?.exited;
+  await llm?.close();
+  if (cwd) fs.rmSync(cwd, { recursive: true, force: true });
+});
+
+describe('the single executable', () => {
+  it('prints its version and help like dist/cli.js', () => {
+    const { version } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const shown = spawnSync(BINARY, ['--version'], { cwd, encoding: 'utf8' });
+    expect(shown.stdout).toBe(`${version}\n`);
+    expect(shown.stderr).toBe('');
+    expect(spawnSync(BINARY, ['--help'], { cwd, encoding: 'utf8' }).stdout).toContain('Usage: agentd');
+    expect(spawnSync(BINARY, ['--no-such-flag'], { cwd, encoding: 'utf8' }).status).toBe(2);
+  });
+
+  it('serves /alive, /openapi.json and Swagger UI from its own assets', async () => {
+    expect((await fetch(`${server.url}/alive`)).status).toBe(200);
+    const openapi = await fetch(`${server.url}/openapi.json`);
+    expect(openapi.status).toBe(200);
+    expect(((await openapi.json()) as { openapi: string }).openapi).toBe('3.1.0');
+    const docs = await fetch(`${server.url}/docs`);
+    expect(docs.status).toBe(200);
+    expect(docs.headers.get('content-type')).toContain('text/html');
+    const css = await fetch(`${server.url}/docs/static/swagger-ui.css`);
+    expect(css.status).toBe(200);
+    expect((await css.text()).length).toBeGreaterThan(10_000);
+    expect((await fetch(`${server.url}/docs/static/swagger-ui-bundle.js`)).status).toBe(200);
+    expect((await fetch(`${server.url}/docs/static/logo.svg`)).status).toBe(200);
+  });
+
+  it('runs a conversation: the prompt and tool descriptions come from its assets, bash runs', async () => {
+    const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' } }) });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const id = created.body.id as string;
+    expect((await api(`/conversations/${id}/messages`, { method: 'POST', body: JSON.stringify({ content: 'say hi' }) })).status).toBe(202);
+
+    const deadline = Date.now() + 20_000;
+    let status = '';
+    while (!['idle', 'finished', 'error', 'stuck'].includes(status) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      status = (await api(`/conversations/${id}`)).body.status as string;
+    }
+    expect(status).toBe('idle');
+
+    const events = (await api(`/conversations/${id}/events?limit=1000`)).body.items as any[];
+    const systemPrompt = events.find((event) => event.kind === 'system_prompt');
+    expect(systemPrompt.content).toContain('autonomous coding agent');
+    const bashDescription = fs.readFileSync(path.join(ROOT, 'src', 'core', 'tools', 'bash.md'), 'utf8').trim();
+    expect(systemPrompt.tools.find((tool: any) => tool.name === 'bash').description).toBe(bashDescription);
+    expect(events.find((event) => event.kind === 'observation')).toMatchObject({ tool_name: 'bash', is_error: false });
+    expect(events.find((event) => event.kind === 'observation').content).toContain('hi from the binary');
+    expect(events.filter((event) => event.kind === 'message').at(-1)).toMatchObject({ source: 'agent', content: 'All done.' });
+    expect(llm.violations).toEqual([]);
+  });
+});
