@@ -224,12 +224,16 @@ export class AgentRuntime implements ConversationRuntime {
         outcome = { kind: 'error', code: 'internal_error', message: 'The agent stopped on an internal error.' };
       }
     }
-    if (active.stopAs === 'deleted') {
+    try {
+      if (active.stopAs !== 'deleted') {
+        settleRun({ outcome, active, record, session, clock: this.clock, append: (event) => this.deps.conversations.append(record.id, event), saveRun: (r) => this.deps.runs.save(r), setStatus: (status, opts) => this.setStatus(record, status, opts) });
+      }
+    } catch (error) {
+      // Recording the end failed (e.g. the disk is full): the lock must still be released.
+      this.deps.onError?.(error, { conversation_id: record.id, run_id: run.id, stage: 'settle' });
+    } finally {
       session.active = null;
-      return;
     }
-    settleRun({ outcome, active, record, session, clock: this.clock, append: (event) => this.deps.conversations.append(record.id, event), saveRun: (r) => this.deps.runs.save(r), setStatus: (status, opts) => this.setStatus(record, status, opts) });
-    session.active = null;
   }
 
   private setStatus(record: ConversationRecord, status: ConversationStatus, options: { runId?: string | null; reason?: string } = {}): void {
