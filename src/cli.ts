@@ -28,6 +28,7 @@ async function main(): Promise<void> {
   scrubber.scrub = (line) => services.secrets.maskAny(line);
   const app = await buildApp(services);
 
+  if (services.sandbox.warning) process.stderr.write(`agentd: WARNING: ${services.sandbox.warning}\n`);
   if (services.masterKeyFile) {
     const how = services.masterKeyCreated ? 'generated a new API key' : 'using the API key';
     logger.warn({ key_file: services.masterKeyFile }, `AGENTD_MASTER_KEY is not set: ${how} in ${services.masterKeyFile}`);

@@ -13,6 +13,11 @@ const boolText = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
   .transform((value) => value === 'true' || value === '1' || value === 'yes');
 
+const commaList = z.string().transform((value) => value.split(',').map((item) => item.trim()).filter(Boolean));
+/** A per-process limit: 0 turns it off. */
+const limit = (min: number, fallback: number) =>
+  z.coerce.number().int().refine((value) => value === 0 || value >= min, `must be 0 (no limit) or at least ${min}`).default(fallback);
+
 const EnvSchema = z.object({
   AGENTD_HOST: z.string().min(1).default('127.0.0.1'),
   AGENTD_PORT: z.coerce.number().int().min(0).max(65535).default(8000),
@@ -50,6 +55,12 @@ const EnvSchema = z.object({
   AGENTD_WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().min(1).default(1_000),
   AGENTD_WEBHOOK_RETRY_MAX_MS: z.coerce.number().int().min(1).default(10 * 60_000),
   AGENTD_WEBHOOK_RETRY_WINDOW_S: z.coerce.number().min(0).default(24 * 60 * 60),
+  AGENTD_SANDBOX: z.enum(['auto', 'bwrap', 'none']).default('auto'),
+  AGENTD_SANDBOX_RO_PATHS: commaList.pipe(z.array(z.string().startsWith('/', 'must be comma-separated absolute paths'))).optional(),
+  AGENTD_PASS_ENV: commaList.pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be comma-separated variable names'))).optional(),
+  AGENTD_LIMIT_CPU_S: limit(1, 600),
+  AGENTD_LIMIT_MEMORY_MB: limit(64, 4096),
+  AGENTD_LIMIT_PROCESSES: limit(16, 1024),
 });
 
 export interface Config {
@@ -72,6 +83,10 @@ export interface Config {
   corsOrigins: readonly string[];
   /** Webhook delivery: server-wide callback URLs and secret, attempt timeout, retry schedule. */
   webhooks: { urls: readonly string[]; secret: string | null; timeoutMs: number; retryBaseMs: number; retryMaxMs: number; retryWindowMs: number };
+  /** How agent processes run: the mode asked for, extra read-only paths, per-process limits (null: none). */
+  sandbox: { mode: 'auto' | 'bwrap' | 'none'; readOnlyPaths: readonly string[]; limits: { cpuSeconds: number | null; memoryMb: number | null; processes: number | null } };
+  /** All agent processes may take from the server's environment: PATH, LANG, LC_ALL and the AGENTD_PASS_ENV names, captured here. */
+  agentEnv: { passEnv: readonly string[]; hostEnv: Readonly<Record<string, string>> };
 }
 
 export class ConfigError extends Error {}
@@ -160,5 +175,24 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       retryMaxMs: Math.max(e.AGENTD_WEBHOOK_RETRY_MAX_MS, e.AGENTD_WEBHOOK_RETRY_BASE_MS),
       retryWindowMs: Math.round(e.AGENTD_WEBHOOK_RETRY_WINDOW_S * 1000),
     }),
+    sandbox: Object.freeze({
+      mode: e.AGENTD_SANDBOX,
+      readOnlyPaths: Object.freeze(e.AGENTD_SANDBOX_RO_PATHS ?? []),
+      limits: Object.freeze({
+        cpuSeconds: e.AGENTD_LIMIT_CPU_S || null,
+        memoryMb: e.AGENTD_LIMIT_MEMORY_MB || null,
+        processes: e.AGENTD_LIMIT_PROCESSES || null,
+      }),
+    }),
+    agentEnv: agentEnvFrom(env, e.AGENTD_PASS_ENV ?? []),
   });
+}
+
+function agentEnvFrom(env: NodeJS.ProcessEnv, passEnv: string[]): Config['agentEnv'] {
+  const hostEnv: Record<string, string> = {};
+  for (const name of ['PATH', 'LANG', 'LC_ALL', ...passEnv]) {
+    const value = env[name];
+    if (value !== undefined) hostEnv[name] = value;
+  }
+  return Object.freeze({ passEnv: Object.freeze([...passEnv]), hostEnv: Object.freeze(hostEnv) });
 }

@@ -4,15 +4,17 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { buildCleanEnv } from '../src/adapters/process-launcher.js';
-import { descendantsOf, listProcesses } from '../src/adapters/process-tree.js';
+import { descendantsOf, listProcesses, signalQuietly } from '../src/adapters/process-tree.js';
 import type { ShellSession } from '../src/core/tools/shell-session.js';
+import { hostPidOf, sandboxed, testLauncher } from './support/test-launcher.js';
 
 const quick = { timeoutMs: 5000, idleTimeoutMs: 3000 };
 let workdir: string;
 let shell: ShellSession;
 
 async function openShell(options: { maxOutputChars?: number; env?: Record<string, string> } = {}): Promise<ShellSession> {
-  const factory = new BashShellFactory(options.maxOutputChars ? { maxOutputChars: options.maxOutputChars } : {});
+  const launcher = testLauncher();
+  const factory = new BashShellFactory({ ...(options.maxOutputChars ? { maxOutputChars: options.maxOutputChars } : {}), ...(launcher ? { launcher } : {}) });
   // TMPDIR inside the workdir: background logs go away with it.
   return factory.create({ conversationId: 'c1', workdir, env: { TMPDIR: join(workdir, '.tmp'), ...options.env } });
 }
@@ -132,10 +134,10 @@ describe('BashShellSession', () => {
     const background = await shell.run('sleep 30 &', quick);
     expect(Date.now() - started).toBeLessThan(1000);
     expect(background).toMatchObject({ exitCode: 0, stillRunning: false });
-    const pid = background.pid as number;
-    expect(pid).toBeGreaterThan(0);
+    expect(background.pid).toBeGreaterThan(0);
+    expect(background.logFile).toBe(join(workdir, '.tmp', `agentd-bg-${background.pid}.log`));
+    const pid = hostPidOf(shell.pid as number, background.pid as number);
     expect(isRunning(pid)).toBe(true);
-    expect(background.logFile).toBe(join(workdir, '.tmp', `agentd-bg-${pid}.log`));
 
     const chatty = await shell.run('(sleep 0.2; echo late-output) &', quick);
     expect((await shell.run('echo after', quick)).output).toBe('after\n');
@@ -170,7 +172,8 @@ describe('BashShellSession', () => {
     const again = await shell.run('pwd', quick);
     expect(again).toMatchObject({ output: `${workdir}\n`, restarted: true, exitCode: 0 });
 
-    process.kill(shell.pid as number, 'SIGKILL');
+    // Killed from outside: in a sandbox all of it (its monitor alone takes the rest along a few ms later).
+    for (const pid of [...(sandboxed() ? descendantsOf(shell.pid as number, listProcesses()) : []), shell.pid as number]) signalQuietly(pid, 'SIGKILL');
     expect(await waitUntil(() => !shell.alive)).toBe(true);
     const revived = await shell.run('echo revived', quick);
     expect(revived).toMatchObject({ output: 'revived\n', restarted: true });
@@ -186,7 +189,9 @@ describe('BashShellSession', () => {
       expect(Date.now() - started).toBeLessThan(2500);
       const pid = Number(result.output.trim().split('\n')[0]);
       expect(pid).toBeGreaterThan(0);
-      expect(await waitUntil(() => !isRunning(pid), 1000)).toBe(true);
+      // In a sandbox the pid is one of its pid namespace: ask the shell.
+      if (sandboxed()) expect((await shell.run(`kill -0 ${pid} 2>/dev/null && echo alive || echo gone`, quick)).output).toBe('gone\n');
+      else expect(await waitUntil(() => !isRunning(pid), 1000)).toBe(true);
       expect((await shell.run('echo usable', quick)).output).toBe('usable\n');
     }
   });
@@ -213,7 +218,7 @@ describe('BashShellSession', () => {
       expect(env).toContain(`HOME=${workdir}`);
       expect(env).toContain('TERM=dumb');
       expect(env).toContain('CONVERSATION_SECRET=s3');
-      const passed = buildCleanEnv({ workdir, passEnv: ['AGENTD_TEST_LEAK'] });
+      const passed = buildCleanEnv({ workdir, passEnv: ['AGENTD_TEST_LEAK'], hostEnv: process.env });
       expect(passed.AGENTD_TEST_LEAK).toBe('leak');
       expect(passed.OPENAI_API_KEY).toBeUndefined();
     } finally {
@@ -236,10 +241,12 @@ describe('BashShellSession', () => {
 
   it('close() still kills a background job after the shell that started it died', async () => {
     const job = await shell.run('sleep 30 &', quick);
-    const pid = job.pid as number;
+    const pid = hostPidOf(shell.pid as number, job.pid as number);
     await shell.run('exit', quick);
     expect(shell.alive).toBe(false);
-    expect(isRunning(pid)).toBe(true);
+    // In a sandbox the job dies with the shell (its pid namespace goes); on the host it survives until close().
+    if (sandboxed()) expect(await waitUntil(() => !isRunning(pid))).toBe(true);
+    else expect(isRunning(pid)).toBe(true);
     await shell.close();
     expect(await waitUntil(() => !isRunning(pid))).toBe(true);
   });

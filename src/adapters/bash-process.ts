@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import { Writable } from 'node:stream';
-import type { ProcessLauncher } from './process-launcher.js';
-import { descendantsOf, listProcesses, signalQuietly } from './process-tree.js';
+import type { ProcessLauncher, SandboxRequest } from './process-launcher.js';
+import { descendantsOf, listProcesses, signalQuietly, type ProcessEntry } from './process-tree.js';
 
 const BASH_ARGS = ['--norc', '--noprofile', '--noediting', '-i'];
 /** After bash exits, how long to wait for the rest of its output when something still holds stdout. */
@@ -13,6 +13,8 @@ export interface BashProcessOptions {
   bashPath: string;
   workdir: string;
   env: Record<string, string>;
+  /** The conversation's sandbox options (network). */
+  sandbox?: { network: boolean };
   onOutput: (text: string) => void;
   /** Called once, after the last output, with the exit code (128 + signal number when killed). */
   onExit: (exitCode: number) => void;
@@ -20,8 +22,9 @@ export interface BashProcessOptions {
 
 /**
  * The operating-system side of the shell: one interactive bash (no tty) spawned through the
- * launcher as the leader of its own process group. Its stdin carries our command lines, fd 3 is the
- * stdin of the running command, stdout carries the output.
+ * launcher as the leader of its own process group (in a sandbox, the group leader is bwrap and
+ * bash sits `programDepth` processes below it, in the same group). Its stdin carries our command
+ * lines, fd 3 is the stdin of the running command, stdout carries the output.
  */
 export class BashProcess {
   exited = false;
@@ -29,9 +32,13 @@ export class BashProcess {
   diagnostics = '';
   readonly finalized: Promise<void>;
   private readonly child: ChildProcess;
+  private readonly programDepth: number;
+  private shell: { pid: number; pgid: number; chain: number[] } | undefined;
 
   constructor(options: BashProcessOptions) {
-    const spec = options.launcher.prepare({ command: options.bashPath, args: BASH_ARGS, cwd: options.workdir, env: options.env });
+    const sandbox: SandboxRequest = { workdir: options.workdir, network: options.sandbox?.network ?? true };
+    const spec = options.launcher.prepare({ command: options.bashPath, args: BASH_ARGS, cwd: options.workdir, env: options.env, sandbox });
+    this.programDepth = spec.programDepth;
     this.child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, detached: true, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
     for (const stream of this.child.stdio) stream?.on('error', () => undefined);
     this.child.stderr?.setEncoding('utf8').on('data', (text: string) => (this.diagnostics = (this.diagnostics + text).slice(-1000)));
@@ -77,15 +84,16 @@ export class BashProcess {
 
   /** A signal to bash's process group: bash itself and its foreground command. */
   signalGroup(signal: NodeJS.Signals): void {
-    if (!this.exited && this.child.pid !== undefined) signalQuietly(-this.child.pid, signal);
+    const shell = this.locateShell();
+    if (!this.exited && shell) signalQuietly(-shell.pgid, signal);
   }
 
-  /** Escalation after SIGINT: SIGKILL what still runs in bash's process group, bash excepted. */
+  /** Escalation after SIGINT: SIGKILL what still runs in bash's process group, bash (and the sandbox around it) excepted. */
   killForeground(): void {
-    const bashPid = this.child.pid;
-    if (bashPid === undefined || this.exited) return;
+    const shell = this.locateShell();
+    if (!shell || this.exited) return;
     const processes = listProcesses();
-    const foreground = processes.filter((entry) => entry.pgid === bashPid && entry.pid !== bashPid);
+    const foreground = processes.filter((entry) => entry.pgid === shell.pgid && !shell.chain.includes(entry.pid));
     for (const { pid } of foreground) for (const target of [pid, ...descendantsOf(pid, processes)]) signalQuietly(target, 'SIGKILL');
   }
 
@@ -103,8 +111,39 @@ export class BashProcess {
     if (this.child.pid !== undefined) signalQuietly(-this.child.pid, 'SIGKILL');
   }
 
+  /**
+   * bash and its process group. On the host bash is the spawned group leader. In a sandbox it sits
+   * `programDepth` levels below (bwrap, the pid namespace's init) and, being interactive, has
+   * made itself the leader of a group of its own: that group holds its foreground commands.
+   */
+  private locateShell(): { pid: number; pgid: number; chain: number[] } | undefined {
+    const spawned = this.child.pid;
+    if (this.shell || spawned === undefined) return this.shell;
+    if (this.programDepth === 0) return (this.shell = { pid: spawned, pgid: spawned, chain: [spawned] });
+    const processes = listProcesses();
+    const chain = programChain(spawned, this.programDepth, processes);
+    if (chain.length !== this.programDepth + 1) return undefined;
+    const pid = chain[chain.length - 1] as number;
+    return (this.shell = { pid, pgid: processes.find((entry) => entry.pid === pid)?.pgid ?? spawned, chain });
+  }
+
   private commandInput(): Writable | undefined {
     const stream = this.child.stdio[3];
     return stream instanceof Writable ? stream : undefined;
   }
+}
+
+/**
+ * The spawned process and the processes down to the program: at each level the oldest child (a
+ * sandbox's init may also adopt orphans, which are younger than the program).
+ */
+function programChain(spawnedPid: number, depth: number, processes: ProcessEntry[]): number[] {
+  const chain = [spawnedPid];
+  for (let level = 0; level < depth; level += 1) {
+    const parent = chain[chain.length - 1];
+    const oldest = processes.filter((entry) => entry.ppid === parent).sort((a, b) => a.startTime - b.startTime)[0];
+    if (!oldest) break;
+    chain.push(oldest.pid);
+  }
+  return chain;
 }

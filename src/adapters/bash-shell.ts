@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { ShellFactory, ShellRunOptions, ShellRunResult, ShellSession } from '../core/tools/shell-session.js';
+import type { ShellCreateOptions, ShellFactory, ShellRunOptions, ShellRunResult, ShellSession } from '../core/tools/shell-session.js';
 import { BashProcess } from './bash-process.js';
 import { buildCleanEnv, HostProcessLauncher, type ProcessLauncher } from './process-launcher.js';
 import { killRecordedGroup, readProcess } from './process-tree.js';
@@ -23,7 +23,9 @@ export interface BashShellFactoryOptions {
   /** Default `bash` (looked up on the clean PATH). */
   bashPath?: string;
   /** Server variables passed through to the shell (AGENTD_PASS_ENV). */
-  passEnv?: string[];
+  passEnv?: readonly string[];
+  /** The captured part of the server's environment (PATH, LANG, passEnv values); see buildCleanEnv. */
+  hostEnv?: Readonly<Record<string, string | undefined>>;
   /** HOME of the shell; default the workdir. */
   homeDir?: (options: { conversationId: string; workdir: string }) => string;
   /** How long bash may take to answer its first sentinel. Default 10 s. */
@@ -37,6 +39,7 @@ interface SessionConfig {
   maxOutputChars: number;
   bashPath: string;
   startTimeoutMs: number;
+  sandbox?: { network: boolean };
 }
 
 interface Completion {
@@ -57,12 +60,13 @@ interface RunningCommand {
 export class BashShellFactory implements ShellFactory {
   constructor(private readonly options: BashShellFactoryOptions = {}) {}
 
-  async create(options: { conversationId: string; workdir: string; env: Record<string, string> }): Promise<ShellSession> {
+  async create(options: ShellCreateOptions): Promise<ShellSession> {
     const homeDir = this.options.homeDir?.(options);
     const env = buildCleanEnv({
       workdir: options.workdir,
       ...(homeDir !== undefined && { homeDir }),
       passEnv: this.options.passEnv ?? [],
+      ...(this.options.hostEnv !== undefined && { hostEnv: this.options.hostEnv }),
       extra: options.env,
     });
     const session = new BashShellSession({
@@ -72,6 +76,7 @@ export class BashShellFactory implements ShellFactory {
       maxOutputChars: this.options.maxOutputChars ?? 30_000,
       bashPath: this.options.bashPath ?? 'bash',
       startTimeoutMs: this.options.startTimeoutMs ?? 10_000,
+      ...(options.sandbox !== undefined && { sandbox: options.sandbox }),
     });
     await session.start();
     return session;

@@ -12,12 +12,13 @@ const KILL_GRACE_MS = 1_000;
  * so a child that ignores SIGTERM still dies. Output is kept within a bounded window per stream.
  */
 export class ExecaCommandRunner implements CommandRunner {
-  constructor(private readonly options: { launcher: ProcessLauncher; maxOutputChars?: number; passEnv?: string[]; hostEnv?: Record<string, string | undefined> }) {}
+  constructor(private readonly options: { launcher: ProcessLauncher; maxOutputChars?: number; passEnv?: readonly string[]; hostEnv?: Readonly<Record<string, string | undefined>> }) {}
 
-  async run(options: { command: string; cwd: string; workdir: string; env: Record<string, string>; timeoutMs: number }): Promise<CommandResult> {
+  async run(options: { command: string; cwd: string; workdir: string; env: Record<string, string>; timeoutMs: number; sandbox?: { network: boolean } }): Promise<CommandResult> {
     const limit = this.options.maxOutputChars ?? 100_000;
     const env = buildCleanEnv({ workdir: options.workdir, passEnv: this.options.passEnv ?? [], extra: options.env, ...(this.options.hostEnv ? { hostEnv: this.options.hostEnv } : {}) });
-    const spec = this.options.launcher.prepare({ command: 'bash', args: ['-c', options.command], cwd: options.cwd, env });
+    const sandbox = { workdir: options.workdir, network: options.sandbox?.network ?? true };
+    const spec = this.options.launcher.prepare({ command: 'bash', args: ['-c', options.command], cwd: options.cwd, env, sandbox });
     const stdout = new OutputWindow(limit);
     const stderr = new OutputWindow(limit);
     const started = performance.now();

@@ -1,25 +1,66 @@
 import { userInfo } from 'node:os';
+import { hasLimits, NO_LIMITS, ulimitStatements, type ResourceLimits } from './resource-limits.js';
 
 /**
  * The one place that turns "start this program in workdir W with env E" into what is actually
- * spawned. The sandbox (bubblewrap) wraps this later: it rewrites the spec into
- * `bwrap <binds...> -- command args`, so every agent process goes through `prepare`.
+ * spawned. The sandbox (bwrap-launcher.ts) rewrites the spec into `bwrap <binds...> -- command
+ * args`, so every agent process goes through `prepare`.
  */
 export interface ProcessSpec {
   command: string;
   args: string[];
   cwd: string;
   env: Record<string, string>;
+  /** The conversation's side of the sandbox; without it the workdir is `cwd`, with network. */
+  sandbox?: SandboxRequest;
 }
+
+export interface SandboxRequest {
+  /** The one directory of the host the program sees (read-write, at its real path). */
+  workdir: string;
+  /** false: no network (a network namespace with only a loopback interface of its own). */
+  network: boolean;
+}
+
+/** What to spawn. */
+export interface PreparedProcess {
+  command: string;
+  args: string[];
+  cwd: string;
+  env: Record<string, string>;
+  /**
+   * How many processes the launcher puts between the spawned one and the program (0: the spawned
+   * process is the program; bwrap: 2, its monitor and the init of the pid namespace), each the
+   * oldest child of the one before. They are in the spawned process's group and ignore SIGINT.
+   */
+  programDepth: number;
+}
+
+export type SandboxMode = 'bwrap' | 'none';
 
 export interface ProcessLauncher {
-  prepare(spec: ProcessSpec): ProcessSpec;
+  readonly mode: SandboxMode;
+  readonly limits: ResourceLimits;
+  prepare(spec: ProcessSpec): PreparedProcess;
 }
 
-/** No sandbox: the program runs on the host as the server's user, exactly as asked. */
+/**
+ * No sandbox: the program runs on the host as the server's user. Limits, when configured, are
+ * set by `bash -c 'ulimit ...; exec "$@"'` (the program keeps the spawned pid); the process
+ * limit is ignored by the kernel when the server runs as root.
+ */
 export class HostProcessLauncher implements ProcessLauncher {
-  prepare(spec: ProcessSpec): ProcessSpec {
-    return { command: spec.command, args: [...spec.args], cwd: spec.cwd, env: { ...spec.env } };
+  readonly mode = 'none';
+  readonly limits: ResourceLimits;
+
+  constructor(options: { limits?: ResourceLimits } = {}) {
+    this.limits = options.limits ?? NO_LIMITS;
+  }
+
+  prepare(spec: ProcessSpec): PreparedProcess {
+    const base = { cwd: spec.cwd, env: { ...spec.env }, programDepth: 0 };
+    if (!hasLimits(this.limits)) return { ...base, command: spec.command, args: [...spec.args] };
+    return { ...base, command: 'bash', args: ['-c', `${ulimitStatements(this.limits)}; exec "$@"`, 'agentd-limits', spec.command, ...spec.args] };
   }
 }
 
@@ -28,11 +69,14 @@ export interface CleanEnvOptions {
   /** HOME for the agent; defaults to the workdir. */
   homeDir?: string;
   /** Names of server variables the operator chose to pass through (AGENTD_PASS_ENV). */
-  passEnv?: string[];
+  passEnv?: readonly string[];
   /** Explicit variables (the conversation's secrets, ...): applied last, they win. */
   extra?: Record<string, string>;
-  /** Where PATH, LANG and passEnv values are read from; defaults to the server's environment. */
-  hostEnv?: Record<string, string | undefined>;
+  /**
+   * Where PATH, LANG, LC_ALL and the passEnv values are read from: the part of the server's
+   * environment that config.ts captured (config.agentEnv.hostEnv). Never process.env itself.
+   */
+  hostEnv?: Readonly<Record<string, string | undefined>>;
 }
 
 const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -42,7 +86,7 @@ const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
  * inherited (no AGENTD_*, no OPENAI_*, no API keys) unless its name is listed in `passEnv`.
  */
 export function buildCleanEnv(options: CleanEnvOptions): Record<string, string> {
-  const hostEnv = options.hostEnv ?? process.env;
+  const hostEnv = options.hostEnv ?? {};
   const user = currentUserName();
   const env: Record<string, string> = {
     PATH: hostEnv.PATH || DEFAULT_PATH,

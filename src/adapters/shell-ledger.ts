@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import type { ShellFactory, ShellSession } from '../core/tools/shell-session.js';
-import { descendantsOf, listProcesses, readProcess, signalQuietly } from './process-tree.js';
+import { descendantsOf, killRecordedGroup, listProcesses, readProcess, signalQuietly } from './process-tree.js';
 
 interface Entry {
   pid: number;
@@ -29,7 +29,15 @@ export class ShellLedger {
     const processes = listProcesses();
     for (const entry of Object.values(previous)) {
       const current = readProcess(entry.pid);
-      if (!current || current.startTime !== entry.startTime) continue;
+      if (!current) {
+        // The leader is gone; what is left of its group (a sandbox's init that outlived bwrap) is ours.
+        if (processes.some((other) => other.pgid === entry.pid)) {
+          killRecordedGroup({ pgid: entry.pid, startTime: entry.startTime });
+          reaped += 1;
+        }
+        continue;
+      }
+      if (current.startTime !== entry.startTime) continue;
       for (const pid of descendantsOf(entry.pid, processes)) signalQuietly(pid, 'SIGKILL');
       signalQuietly(-entry.pid, 'SIGKILL');
       signalQuietly(entry.pid, 'SIGKILL');

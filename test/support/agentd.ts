@@ -31,6 +31,7 @@ export async function startServer(options: { env?: Record<string, string>; dataD
     AGENTD_DATA_DIR: dataDir,
     AGENTD_MASTER_KEY: TEST_KEY,
     AGENTD_LOG_LEVEL: options.logStream ? 'debug' : 'silent',
+    ...sandboxFromTestEnv(),
     ...options.env,
   });
   const scrubber = { scrub: (line: string) => line };
@@ -54,6 +55,11 @@ export async function startServer(options: { env?: Record<string, string>; dataD
   };
 }
 
+/** `AGENTD_SANDBOX=bwrap npx vitest run ...` runs the servers of the tests in that mode (default: auto). */
+function sandboxFromTestEnv(): Record<string, string> {
+  return process.env.AGENTD_SANDBOX ? { AGENTD_SANDBOX: process.env.AGENTD_SANDBOX } : {};
+}
+
 export interface SpawnedServer {
   child: ChildProcess;
   url: string;
@@ -75,7 +81,7 @@ export async function spawnServer(options: { dataDir: string; env?: Record<strin
   const port = options.port ?? (await freePort());
   const child = spawn(program!, [...leading, '--port', String(port), '--data-dir', options.dataDir, ...(options.args ?? [])], {
     ...(options.cwd ? { cwd: options.cwd } : {}),
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.homedir(), AGENTD_MASTER_KEY: TEST_KEY, AGENTD_LOG_LEVEL: 'warn', ...options.env },
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.homedir(), AGENTD_MASTER_KEY: TEST_KEY, AGENTD_LOG_LEVEL: 'warn', ...sandboxFromTestEnv(), ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -45,11 +45,11 @@ export class AgentSession {
   }
 
   /** The conversation's shell, started on first use (and again if it was closed). */
-  shell(factory: ShellFactory, options: { workdir: string; env: () => Record<string, string> }): Promise<ShellSession> {
+  shell(factory: ShellFactory, options: { workdir: string; env: () => Record<string, string>; sandbox?: { network: boolean } }): Promise<ShellSession> {
     if (this.shellSession) return Promise.resolve(this.shellSession);
     if (!this.starting) {
       this.starting = factory
-        .create({ conversationId: this.conversationId, workdir: options.workdir, env: options.env() })
+        .create({ conversationId: this.conversationId, workdir: options.workdir, env: options.env(), ...(options.sandbox && { sandbox: options.sandbox }) })
         .then((shell) => {
           this.shellSession = shell;
           return shell;

@@ -1,5 +1,5 @@
 import type { ConversationStatus } from '../schemas/event.js';
-import type { PendingAction, Usage } from '../schemas/conversation.js';
+import type { PendingAction, SandboxSettings, Usage } from '../schemas/conversation.js';
 import type { LlmConfig } from '../schemas/llm-config.js';
 
 /** What the server keeps about a conversation (events live in the event log). */
@@ -20,6 +20,8 @@ export interface ConversationRecord {
   created_at: string;
   updated_at: string;
   metadata: Record<string, unknown>;
+  /** How the agent's processes are sandboxed (absent in records written before it existed: network on). */
+  sandbox?: SandboxSettings;
   /** Secret values by name, in plain text in memory only; the repository encrypts them at rest. */
   secrets: Record<string, string>;
 }

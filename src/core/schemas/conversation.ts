@@ -19,6 +19,14 @@ export const PendingAction = z
 export type PendingAction = z.infer<typeof PendingAction>;
 
 const Metadata = z.record(z.string(), z.unknown());
+
+export const SandboxSettings = z
+  .object({
+    network: z.boolean().default(true).describe("false: the agent's shell and commands have no network, only a loopback interface of their own."),
+  })
+  .strict()
+  .meta({ id: 'SandboxSettings' });
+export type SandboxSettings = z.output<typeof SandboxSettings>;
 const Title = z.string().max(500);
 const MaxIterations = z.int().min(1).max(100_000);
 const SecretName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'a secret name is an environment variable name');
@@ -44,6 +52,7 @@ export const Conversation = z
     created_at: Timestamp,
     updated_at: Timestamp,
     metadata: Metadata,
+    sandbox: SandboxSettings,
   })
   .meta({ id: 'Conversation' });
 export type Conversation = z.infer<typeof Conversation>;
@@ -60,6 +69,7 @@ export const CreateConversationBody = z
     run: z.boolean().optional().describe('Start a run with the initial message (default true when a message is given).'),
     title: Title.optional(),
     metadata: Metadata.optional(),
+    sandbox: SandboxSettings.optional().describe("How the agent's processes are sandboxed (when the server runs a sandbox); default: network on."),
   })
   .strict()
   .meta({ id: 'CreateConversation' });

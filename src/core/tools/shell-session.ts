@@ -43,6 +43,14 @@ export interface ShellSession {
   readonly alive: boolean;
 }
 
+export interface ShellCreateOptions {
+  conversationId: string;
+  workdir: string;
+  env: Record<string, string>;
+  /** The conversation's sandbox settings; absent: network on. */
+  sandbox?: { network: boolean };
+}
+
 export interface ShellFactory {
-  create(options: { conversationId: string; workdir: string; env: Record<string, string> }): Promise<ShellSession>;
+  create(options: ShellCreateOptions): Promise<ShellSession>;
 }

@@ -13,6 +13,17 @@ const Health = z
   .object({ status: z.enum(['ok', 'unavailable']), checks: z.object({ state_loaded: Check, data_dir_writable: Check }) })
   .meta({ id: 'Health' });
 
+const Limit = z.int().nullable();
+const SandboxInfo = z
+  .object({
+    mode: z.enum(['bwrap', 'none']).describe('bwrap: every agent process runs in a bubblewrap sandbox; none: unsandboxed on the host.'),
+    network_default: z.boolean().describe('Network access of conversations created without `sandbox.network`.'),
+    limits: z
+      .object({ cpu_s: Limit, memory_mb: Limit, processes: Limit })
+      .describe('Per-process limits of agent processes (CPU seconds, address space, processes and threads); null: none.'),
+  })
+  .meta({ id: 'SandboxInfo' });
+
 const Info = z
   .object({
     name: z.literal('agentd'),
@@ -29,6 +40,7 @@ const Info = z
       sse_heartbeat_s: z.number(),
       sse_max_buffered_events: z.int(),
     }),
+    sandbox: SandboxInfo,
   })
   .meta({ id: 'Info' });
 
@@ -87,6 +99,11 @@ export function healthRoutes(services: Services): FastifyPluginAsyncZod {
             default_max_iterations_per_run: 500,
             sse_heartbeat_s: services.config.sseHeartbeatMs / 1000,
             sse_max_buffered_events: services.config.sseMaxBuffered,
+          },
+          sandbox: {
+            mode: services.sandbox.mode,
+            network_default: services.sandbox.networkDefault,
+            limits: { cpu_s: services.sandbox.limits.cpuSeconds, memory_mb: services.sandbox.limits.memoryMb, processes: services.sandbox.limits.processes },
           },
         };
       },

@@ -1,0 +1,86 @@
+import fs from 'node:fs';
+import path from 'node:path';
+
+/**
+ * Who the agent is inside the sandbox when the server runs as root. Root ignores RLIMIT_NPROC,
+ * so the agent runs as a uid of its own, derived from the workdir (one per conversation, in a
+ * range far above real users): the process limit then counts only that conversation's
+ * processes, and its files on the host show that uid. The files below give the uid a name
+ * (`agent`), so whoami, git, ssh and `os.userInfo()` work, and tell git to trust the workdir
+ * whoever owns it (git refuses a repository owned by another user).
+ */
+export const SANDBOX_USER = 'agent';
+const UID_BASE = 1_000_000_000;
+const UID_SPAN = 1_000_000_000;
+
+export interface SandboxIdentity {
+  uid: number;
+  gid: number;
+  /** Host files bound read-only over /etc/passwd, /etc/group and /etc/gitconfig. */
+  files: { passwd: string; group: string; gitconfig: string };
+}
+
+/** A stable uid for a workdir (FNV-1a of its path). */
+export function sandboxUid(workdir: string): number {
+  let hash = 0x811c9dc5;
+  for (const byte of Buffer.from(workdir)) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+  return UID_BASE + (hash % UID_SPAN);
+}
+
+/** Writes (once) and names the identity files of sandbox users, in a directory of the server's. */
+export class SandboxIdentityFiles {
+  private readonly known = new Set<string>();
+  private readonly hostPasswd: string;
+  private readonly hostGroup: string;
+  private readonly gitconfig: string;
+
+  constructor(private readonly dir: string) {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    this.hostPasswd = readOrEmpty('/etc/passwd');
+    this.hostGroup = readOrEmpty('/etc/group');
+    this.gitconfig = path.join(dir, 'gitconfig');
+    writeAtomically(this.gitconfig, `${withNewline(readOrEmpty('/etc/gitconfig'))}[safe]\n\tdirectory = *\n`);
+  }
+
+  /** The identity for a workdir when the agent runs as a uid of its own (root server). */
+  forWorkdir(workdir: string): SandboxIdentity {
+    const uid = sandboxUid(workdir);
+    // passwd fields cannot hold ':' or a newline; HOME is set in the environment anyway.
+    const home = /[:\n]/.test(workdir) ? '/tmp' : workdir;
+    const passwd = this.write(`passwd-${uid}`, `${withNewline(this.hostPasswd)}${SANDBOX_USER}:x:${uid}:${uid}:agentd sandbox:${home}:/bin/bash\n`);
+    const group = this.write(`group-${uid}`, `${withNewline(this.hostGroup)}${SANDBOX_USER}:x:${uid}:\n`);
+    return { uid, gid: uid, files: { passwd, group, gitconfig: this.gitconfig } };
+  }
+
+  /** The identity files for the server's own user (non-root server): the host's, plus the git trust. */
+  forServerUser(): SandboxIdentity['files'] {
+    return { passwd: '/etc/passwd', group: '/etc/group', gitconfig: this.gitconfig };
+  }
+
+  private write(name: string, content: string): string {
+    const file = path.join(this.dir, name);
+    const key = `${name}\0${content}`;
+    if (this.known.has(key)) return file;
+    if (readOrEmpty(file) !== content) writeAtomically(file, content);
+    this.known.add(key);
+    return file;
+  }
+}
+
+function readOrEmpty(file: string): string {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+function withNewline(text: string): string {
+  return text === '' || text.endsWith('\n') ? text : `${text}\n`;
+}
+
+function writeAtomically(file: string, content: string): void {
+  const temp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(temp, content, { mode: 0o644 });
+  fs.renameSync(temp, file);
+}

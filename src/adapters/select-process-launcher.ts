@@ -1,0 +1,90 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { BwrapProcessLauncher } from './bwrap-launcher.js';
+import { HostProcessLauncher, type ProcessLauncher } from './process-launcher.js';
+import type { ResourceLimits } from './resource-limits.js';
+import { findInPath } from './sandbox-mounts.js';
+
+export type RequestedSandbox = 'auto' | 'bwrap' | 'none';
+
+export interface LauncherSelection {
+  launcher: ProcessLauncher;
+  /** Set when `auto` fell back to no sandbox: why bwrap could not be used. */
+  fallbackReason: string | null;
+}
+
+/** AGENTD_SANDBOX=bwrap, but bubblewrap cannot run here: a start-up error, never a silent downgrade. */
+export class SandboxUnavailableError extends Error {
+  constructor(reason: string) {
+    super(`AGENTD_SANDBOX=bwrap, but bubblewrap cannot run here: ${reason}`);
+    this.name = 'SandboxUnavailableError';
+  }
+}
+
+export interface SelectLauncherOptions {
+  requested: RequestedSandbox;
+  limits: ResourceLimits;
+  /** The server's PATH (from config): where bwrap and the agent's tools are looked up. */
+  searchPath: string;
+  hiddenPaths: readonly string[];
+  extraReadOnlyPaths: readonly string[];
+  stateDir: string;
+}
+
+const PROBE_TIMEOUT_MS = 10_000;
+const DEFAULT_SEARCH_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/**
+ * Picks the launcher at start-up. `none`: the host. `bwrap` and `auto`: bubblewrap, after one
+ * probe that runs a trivial command through the very launcher the agent will use (mounts, limits,
+ * uid switch); when it fails, `bwrap` throws and `auto` falls back to the host with the reason.
+ */
+export async function selectProcessLauncher(options: SelectLauncherOptions): Promise<LauncherSelection> {
+  if (options.requested === 'none') return { launcher: new HostProcessLauncher({ limits: options.limits }), fallbackReason: null };
+  let reason: string;
+  const searchPath = options.searchPath || DEFAULT_SEARCH_PATH;
+  const bwrapPath = findInPath('bwrap', searchPath);
+  if (bwrapPath === null) {
+    reason = 'the bwrap program is not installed (Debian/Ubuntu: apt-get install bubblewrap)';
+  } else {
+    const launcher = new BwrapProcessLauncher({
+      bwrapPath,
+      limits: options.limits,
+      hiddenPaths: options.hiddenPaths,
+      extraReadOnlyPaths: options.extraReadOnlyPaths,
+      stateDir: options.stateDir,
+      searchPath,
+    });
+    const failure = await probe(launcher, searchPath);
+    if (failure === null) return { launcher, fallbackReason: null };
+    reason = failure;
+  }
+  if (options.requested === 'bwrap') throw new SandboxUnavailableError(reason);
+  return { launcher: new HostProcessLauncher({ limits: options.limits }), fallbackReason: reason };
+}
+
+/** Runs `bash -c 'echo ok'` in a fresh temp workdir through the launcher. Null when it worked, else why not. */
+async function probe(launcher: ProcessLauncher, searchPath: string): Promise<string | null> {
+  const workdir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-sandbox-probe-')));
+  try {
+    const spec = launcher.prepare({ command: 'bash', args: ['-c', 'echo ok'], cwd: workdir, env: { PATH: searchPath, HOME: workdir }, sandbox: { workdir, network: true } });
+    return await new Promise<string | null>((resolve) => {
+      const child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let output = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      const timer = setTimeout(() => child.kill('SIGKILL'), PROBE_TIMEOUT_MS);
+      child.once('error', (error) => (clearTimeout(timer), resolve(error.message)));
+      child.once('close', (code, signal) => {
+        clearTimeout(timer);
+        if (code === 0 && output.trim() === 'ok') return resolve(null);
+        const detail = output.trim().split('\n').slice(-2).join(' ').slice(0, 300);
+        resolve(`the probe ${signal ? `was killed (${signal})` : `exited with ${code}`}${detail ? `: ${detail}` : ''}`);
+      });
+    });
+  } finally {
+    fs.rmSync(workdir, { recursive: true, force: true });
+  }
+}

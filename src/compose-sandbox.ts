@@ -1,0 +1,40 @@
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import type { ProcessLauncher, SandboxMode } from './adapters/process-launcher.js';
+import type { ResourceLimits } from './adapters/resource-limits.js';
+import { selectProcessLauncher } from './adapters/select-process-launcher.js';
+
+/** What /info reports and the CLI warns about. */
+export interface SandboxInfo {
+  mode: SandboxMode;
+  /** New conversations have network unless created with `sandbox: {network: false}`. */
+  networkDefault: boolean;
+  limits: ResourceLimits;
+  /** Set when commands run unsandboxed on the host: one sentence for the start-up warning. */
+  warning: string | null;
+}
+
+/**
+ * The launcher every agent process goes through, chosen once at start-up (AGENTD_SANDBOX). A
+ * forced `bwrap` that cannot run throws (SandboxUnavailableError): the server does not start.
+ */
+export async function composeSandbox(config: Config, logger: Logger): Promise<{ launcher: ProcessLauncher; info: SandboxInfo }> {
+  const { launcher, fallbackReason } = await selectProcessLauncher({
+    requested: config.sandbox.mode,
+    limits: config.sandbox.limits,
+    searchPath: config.agentEnv.hostEnv.PATH ?? '',
+    hiddenPaths: [config.dataDir, config.workdirBase],
+    extraReadOnlyPaths: config.sandbox.readOnlyPaths,
+    stateDir: path.join(config.dataDir, 'sandbox'),
+  });
+  let warning: string | null = null;
+  if (launcher.mode === 'none') {
+    const why = fallbackReason === null ? 'AGENTD_SANDBOX=none' : `no sandbox: ${fallbackReason}`;
+    warning = `${why}. The agent's shell and commands run unsandboxed on the host, as the server's user: they can read the data dir, the keys and every conversation.`;
+    logger.warn({ sandbox: 'none', reason: fallbackReason }, warning);
+  } else {
+    logger.info({ sandbox: launcher.mode, limits: launcher.limits }, 'agent processes run in a bubblewrap sandbox');
+  }
+  return { launcher, info: { mode: launcher.mode, networkDefault: true, limits: launcher.limits, warning } };
+}
