@@ -4,7 +4,7 @@ import { fastifySSE } from '@fastify/sse';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Services } from './compose.js';
 import { registerAuth } from './http/plugins/auth.js';
-import { frameworkErrorHandler, registerErrorHandling } from './http/plugins/errors.js';
+import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './http/plugins/errors.js';
 import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
 import { callbackRoutes } from './http/routes/callbacks.js';
@@ -29,6 +29,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     genReqId: () => crypto.randomUUID(),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 4096 },
     frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

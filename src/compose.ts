@@ -17,7 +17,6 @@ import { FileRunStore } from './adapters/file-run-store.js';
 import { OpenAiLlmClient } from './adapters/openai-llm.js';
 import { selectTextSearcher } from './adapters/ripgrep-searcher.js';
 import { BashShellFactory } from './adapters/bash-shell.js';
-import { HostProcessLauncher } from './adapters/process-launcher.js';
 import { ShellLedger } from './adapters/shell-ledger.js';
 import { Metrics } from './adapters/prometheus-metrics.js';
 import { ExecaCommandRunner } from './adapters/execa-command-runner.js';
@@ -36,6 +35,7 @@ import { taskTrackerTool } from './core/tools/task-tracker.js';
 import { WorkspaceFiles } from './core/workspace/workspace-files.js';
 import type { CallbackService } from './core/webhooks/callback-service.js';
 import { composeWebhooks } from './compose-webhooks.js';
+import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
 
 export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'finish'] as const;
 
@@ -50,6 +50,8 @@ export interface Services {
   /** Set when the master key was generated or read from the data dir (not from the environment). */
   masterKeyFile: string | null;
   masterKeyCreated: boolean;
+  /** How agent processes run (bwrap or none) and their limits. */
+  sandbox: SandboxInfo;
   conversations: ConversationService;
   agent: AgentRuntime;
   secrets: SecretService;
@@ -73,6 +75,7 @@ export interface ServiceOverrides {
 export async function composeServices(config: Config, logger: Logger, overrides: ServiceOverrides = {}): Promise<Services> {
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   fs.mkdirSync(config.workdirBase, { recursive: true });
+  const { launcher, info: sandbox } = await composeSandbox(config, logger);
 
   let masterKeys = config.masterKeys;
   let masterKeyFile: string | null = null;
@@ -103,6 +106,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   });
   const secrets = new SecretService(conversations);
   recorder.setMasker(secrets.maskEvent);
+  recorder.setDeltaMasker(secrets.deltaMasker);
   const events = new EventQueries(log, (id) => void conversations.record(id));
   const streams = new EventStreams({ log, bus, maxBuffered: config.sseMaxBuffered });
   const metrics = new Metrics({ conversationsByStatus: () => conversations.countsByStatus(), sseSubscribers: () => streams.size });
@@ -110,7 +114,6 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   await conversations.load();
   const webhooks = composeWebhooks({ config, logger, log, recorder, conversations, box, version: VERSION });
 
-  const launcher = new HostProcessLauncher();
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
@@ -122,13 +125,13 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     runs: new FileRunStore(conversationsDir),
     llm: overrides.llm ?? new OpenAiLlmClient(),
     tools,
-    shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher })),
+    shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv })),
     shellEnv: (record) => secrets.environment(record),
     onError: (error, context) => logger.error({ err: error, ...context }, 'agent run failed'),
   });
   conversations.attachRuntime(agent);
   conversations.onDeleted((conversationId) => secrets.forget(conversationId));
-  const commands = new CommandService({ conversations, secrets, runner: new ExecaCommandRunner({ launcher }) });
+  const commands = new CommandService({ conversations, secrets, runner: new ExecaCommandRunner({ launcher, ...config.agentEnv }) });
   secrets.setChangeListener((conversationId, change) => agent.updateShellEnv(conversationId, change));
   agent.recoverAfterRestart();
 
@@ -141,6 +144,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     toolNames: BUILTIN_TOOL_NAMES,
     masterKeyFile,
     masterKeyCreated,
+    sandbox,
     conversations,
     agent,
     secrets,

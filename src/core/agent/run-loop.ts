@@ -98,9 +98,10 @@ async function llmTurn(context: RunContext, settings: ReturnType<RunContext['set
     const responseId = randomUUID();
     const calls = response.toolCalls.map((call) => ({ call, args: parseArguments(call.arguments) }));
     if (!settings.confirmationMode) return { kind: 'calls', calls, responseId, thought: response.content };
+    // The arguments as recorded (secret values masked): what the user approves is what runs.
     const pending = calls.map(({ call, args }) => {
       const event = recordAction(context, { call, args, responseId, thought: response.content });
-      return { tool_call_id: call.id, tool_name: call.name, arguments: args.ok ? args.value : {}, event_id: event.id };
+      return { tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id };
     });
     context.setPendingActions(pending);
     return { kind: 'waiting_for_confirmation' };

@@ -1,6 +1,6 @@
 import { isoTimestamp, type Clock } from '../clock.js';
 import type { ConversationRecord } from '../conversations/conversation-record.js';
-import type { ConversationStatus, NewEvent } from '../schemas/event.js';
+import type { AgentEvent, ConversationStatus, NewEvent } from '../schemas/event.js';
 import type { ActiveRun, AgentSession } from './agent-session.js';
 import type { Run, RunStatus } from './run-record.js';
 import type { RunOutcome } from './run-loop.js';
@@ -25,7 +25,7 @@ export function settleRun(options: {
   record: ConversationRecord;
   session: AgentSession;
   clock: Clock;
-  append: (event: NewEvent) => unknown;
+  append: (event: NewEvent) => { event: AgentEvent };
   saveRun: (run: Run) => void;
   setStatus: (status: ConversationStatus, options: { runId: string; reason?: string }) => void;
 }): void {
@@ -48,14 +48,15 @@ export function settleRun(options: {
     }
   }
   if (outcome.kind === 'error') {
-    options.append({ kind: 'agent_error', source: 'system', error: outcome.code, message: outcome.message, run_id: run.id });
+    const { event } = options.append({ kind: 'agent_error', source: 'system', error: outcome.code, message: outcome.message, run_id: run.id });
+    // The run record keeps the message as recorded: secret values (a provider may quote them) masked.
+    run.error = { code: outcome.code, message: event.kind === 'agent_error' ? event.message : outcome.message };
   }
 
   const [runStatus, status, reason] = describe(outcome, active, stopReason, record);
   run.status = runStatus;
   run.ended_at = isoTimestamp(options.clock.now());
   run.outcome = outcome.kind === 'aborted' ? (active.stopAs ?? 'paused') : outcome.kind;
-  if (outcome.kind === 'error') run.error = { code: outcome.code, message: outcome.message };
   options.saveRun(run);
   options.setStatus(status, { runId: run.id, ...(reason ? { reason } : {}) });
 }

@@ -102,6 +102,8 @@ export class ConversationService {
   create(body: CreateConversationBody): { conversation: Conversation; record: ConversationRecord } {
     const llm = body.llm ? normalizeLlmConfig(body.llm) : this.deps.defaults.llm;
     const tools = body.tools ? this.checkTools(body.tools) : [...this.deps.defaults.toolNames];
+    const startsRun = body.initial_message !== undefined && (body.run ?? true);
+    if (startsRun && this.runtime && !llm) throw llmNotConfigured();
     const id = randomUUID();
     const { workdir, created } = this.prepareWorkdir(body.workdir ?? path.join(this.deps.defaults.workdirBase, id), body.workdir === undefined);
     const now = isoTimestamp(this.clock.now());
@@ -121,10 +123,20 @@ export class ConversationService {
       created_at: now,
       updated_at: now,
       metadata: body.metadata ?? {},
+      sandbox: { network: body.sandbox?.network ?? true },
       secrets: { ...body.secrets },
     };
-    this.deps.repository.save(record);
     this.index(record);
+    try {
+      // The first message before the record reaches the disk: a crash in between leaves a log
+      // without a record (removed at load), never a conversation without the message it was created with.
+      if (body.initial_message !== undefined) this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.initial_message });
+      this.deps.repository.save(record);
+    } catch (error) {
+      this.unindex(record);
+      throw error;
+    }
+    if (startsRun) this.runtime?.onUserMessage(id, { run: true });
     return { conversation: this.toPublic(record), record };
   }
 
@@ -175,16 +187,15 @@ export class ConversationService {
   async updateConfig(id: string, body: UpdateConversationConfigBody): Promise<Conversation> {
     const record = this.record(id);
     if (body.workdir !== undefined && body.workdir !== record.workdir) await this.runtime?.beforeWorkdirChange(id);
-    if (body.llm) {
-      if (!record.llm && !body.llm.model) {
-        throw new UnprocessableError('llm_model_required', 'This conversation has no LLM yet: the update must name a model.');
-      }
-      record.llm = mergeLlmConfig(record.llm, { model: record.llm?.model ?? body.llm.model!, ...body.llm });
+    if (body.llm && !record.llm && !body.llm.model) {
+      throw new UnprocessableError('llm_model_required', 'This conversation has no LLM yet: the update must name a model.');
     }
-    if (body.workdir !== undefined && body.workdir !== record.workdir) {
-      const { workdir, created } = this.prepareWorkdir(body.workdir, false);
-      record.workdir = workdir;
-      record.workdir_created = created;
+    // What can be refused is settled before anything changes: a refused update changes nothing.
+    const moved = body.workdir !== undefined && body.workdir !== record.workdir ? this.prepareWorkdir(body.workdir, false) : null;
+    if (body.llm) record.llm = mergeLlmConfig(record.llm, { model: record.llm?.model ?? body.llm.model!, ...body.llm });
+    if (moved) {
+      record.workdir = moved.workdir;
+      record.workdir_created = moved.created;
     }
     if (body.max_iterations_per_run !== undefined) record.max_iterations_per_run = body.max_iterations_per_run;
     if (body.title !== undefined) record.title = body.title;
@@ -195,12 +206,11 @@ export class ConversationService {
   async delete(id: string, options: { deleteWorkdir: boolean }): Promise<void> {
     const record = this.record(id);
     await this.runtime?.dispose(id);
-    this.records.delete(id);
-    this.revision += 1;
-    this.byCreated.remove(record);
-    this.byUpdated.remove(record);
-    this.deps.log.drop(id);
+    this.unindex(record);
+    // The record first: a crash midway leaves files without a record (removed at load), never a
+    // conversation that lost its events.
     this.deps.repository.remove(id);
+    this.deps.log.drop(id);
     this.deps.recorder.closeConversation(id);
     if (options.deleteWorkdir && record.workdir_created) fs.rmSync(record.workdir, { recursive: true, force: true });
     for (const listener of this.deletedListeners) await listener(id);
@@ -209,9 +219,7 @@ export class ConversationService {
   /** Append a user message; start a run or feed the running one unless `run` is false. */
   postMessage(id: string, body: { content: string; run: boolean }) {
     const record = this.record(id);
-    if (body.run && this.runtime && !record.llm) {
-      throw new UnprocessableError('llm_not_configured', 'This conversation has no LLM: set `llm` (or PUT /config), or send the message with `run: false`.');
-    }
+    if (body.run && this.runtime && !record.llm) throw llmNotConfigured();
     const appended = this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content });
     const runId = this.runtime ? this.runtime.onUserMessage(id, { run: body.run }) : null;
     return { event: appended.event, run_id: runId };
@@ -245,6 +253,7 @@ export class ConversationService {
       created_at: record.created_at,
       updated_at: record.updated_at,
       metadata: record.metadata,
+      sandbox: { network: record.sandbox?.network ?? true },
     };
   }
 
@@ -260,6 +269,13 @@ export class ConversationService {
     this.records.set(record.id, record);
     this.byCreated.insert(record);
     this.byUpdated.insert(record);
+  }
+
+  private unindex(record: ConversationRecord): void {
+    this.revision += 1;
+    this.records.delete(record.id);
+    this.byCreated.remove(record);
+    this.byUpdated.remove(record);
   }
 
   private checkTools(tools: string[]): string[] {
@@ -291,6 +307,10 @@ export class ConversationService {
     fs.mkdirSync(requested, { recursive: true });
     return { workdir: fs.realpathSync(requested), created: !existed };
   }
+}
+
+function llmNotConfigured(): UnprocessableError {
+  return new UnprocessableError('llm_not_configured', 'This conversation has no LLM: set `llm` (or PUT /config), or send the message with `run: false`.');
 }
 
 function isInside(child: string, parent: string): boolean {

@@ -5,12 +5,23 @@ import type { MessageDelta, NewEvent } from '../schemas/event.js';
 /** Rewrites an event before it is stored (e.g. masks secret values). */
 export type EventMasker = (conversationId: string, event: NewEvent) => NewEvent;
 
+/** Masks streamed text piece by piece: `push` returns what may go out now, `flush` what it held back. */
+export interface DeltaMasker {
+  push(piece: string): string;
+  flush(): string;
+}
+
 /**
  * The one way events come into being: mask, append to the durable log (seq assigned there),
  * then fan out. Whoever sees an event (HTTP, SSE, webhooks) sees it after it is on disk.
+ * Streaming-only deltas are masked too, across pieces: what a delta masker holds back goes out
+ * before the conversation's next event (the message or action that the text belongs to).
  */
 export class EventRecorder {
   private readonly listeners = new Set<(appended: AppendedEvent) => void>();
+  private deltaMaskerFor: (conversationId: string) => DeltaMasker | null = () => null;
+  /** Per conversation: the masker of the text streaming now, and its last delta. */
+  private readonly streaming = new Map<string, { masker: DeltaMasker; last: MessageDelta }>();
 
   constructor(
     private readonly log: EventLog,
@@ -22,6 +33,11 @@ export class EventRecorder {
     this.masker = masker;
   }
 
+  /** `factory` returns null for a conversation with nothing to mask. */
+  setDeltaMasker(factory: (conversationId: string) => DeltaMasker | null): void {
+    this.deltaMaskerFor = factory;
+  }
+
   /** Called after every append, before the bus fan-out (bookkeeping such as updated_at, metrics). */
   onAppend(listener: (appended: AppendedEvent) => void): () => void {
     this.listeners.add(listener);
@@ -29,6 +45,7 @@ export class EventRecorder {
   }
 
   append(conversationId: string, event: NewEvent): AppendedEvent {
+    this.flushDeltas(conversationId);
     const appended = this.log.append(conversationId, this.masker(conversationId, event));
     for (const listener of this.listeners) listener(appended);
     this.bus.publish({ type: 'event', appended });
@@ -37,11 +54,31 @@ export class EventRecorder {
 
   /** The conversation is gone: its streams end. */
   closeConversation(conversationId: string): void {
+    this.streaming.delete(conversationId);
     this.bus.publish({ type: 'closed', conversationId });
   }
 
   /** Streaming-only text; never stored. */
   delta(delta: MessageDelta): void {
-    this.bus.publish({ type: 'delta', delta });
+    let stream = this.streaming.get(delta.conversation_id);
+    if (!stream) {
+      const masker = this.deltaMaskerFor(delta.conversation_id);
+      if (!masker) return this.publishDelta(delta);
+      stream = { masker, last: delta };
+      this.streaming.set(delta.conversation_id, stream);
+    }
+    stream.last = delta;
+    this.publishDelta({ ...delta, content_delta: stream.masker.push(delta.content_delta) });
+  }
+
+  private flushDeltas(conversationId: string): void {
+    const stream = this.streaming.get(conversationId);
+    if (!stream) return;
+    this.streaming.delete(conversationId);
+    this.publishDelta({ ...stream.last, content_delta: stream.masker.flush() });
+  }
+
+  private publishDelta(delta: MessageDelta): void {
+    if (delta.content_delta !== '') this.bus.publish({ type: 'delta', delta });
   }
 }

@@ -25,6 +25,37 @@ export class SecretMasker {
     return text.replace(this.pattern, (value) => `<secret:${this.namesByValue.get(value)}>`);
   }
 
+  /**
+   * How much of the beginning of `text` is settled: text that follows cannot change how it is
+   * masked. The rest could still become (part of) a secret value, so text streaming in pieces
+   * holds it back (see StreamingMasker).
+   */
+  settledLength(text: string): number {
+    const values = [...this.namesByValue.keys()];
+    let cut = text.length;
+    // From here on, the rest could be the beginning of a secret value...
+    for (const value of values) {
+      for (let at = Math.max(0, text.length - value.length + 1); at < cut; at++) {
+        if (text.charCodeAt(at) === value.charCodeAt(0) && value.startsWith(text.slice(at))) {
+          cut = at;
+          break;
+        }
+      }
+    }
+    // ...and the cut may not split a whole one.
+    for (let moved = true; moved; ) {
+      moved = false;
+      for (const value of values) {
+        const at = text.indexOf(value, Math.max(0, cut - value.length + 1));
+        if (at !== -1 && at < cut) {
+          cut = at;
+          moved = true;
+        }
+      }
+    }
+    return cut;
+  }
+
   /** A copy of the value with every string masked (objects and arrays walked; other values kept). */
   maskValue<T>(value: T): T {
     if (!this.pattern) return value;

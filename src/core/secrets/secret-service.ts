@@ -4,6 +4,7 @@ import type { ConversationService } from '../conversations/conversation-service.
 import type { NewEvent } from '../schemas/event.js';
 import { gitCredentialEnv } from './git-credentials.js';
 import { SecretMasker } from './secret-masker.js';
+import { StreamingMasker } from './streaming-masker.js';
 
 /** Told when a conversation's secrets change, so a running shell sees them at its next command. */
 export type SecretsChanged = (conversationId: string, change: { set: Record<string, string>; unset: string[] }) => Promise<void>;
@@ -69,6 +70,12 @@ export class SecretService {
   readonly maskEvent = (conversationId: string, event: NewEvent): NewEvent => {
     const masker = this.masker(conversationId);
     return masker.empty ? event : masker.maskValue(event);
+  };
+
+  /** For the event recorder: streamed text is masked across pieces (null when there is nothing to mask). */
+  readonly deltaMasker = (conversationId: string): StreamingMasker | null => {
+    const masker = this.masker(conversationId);
+    return masker.empty ? null : new StreamingMasker(masker);
   };
 
   forget(conversationId: string): void {

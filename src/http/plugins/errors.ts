@@ -1,4 +1,6 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import http from 'node:http';
+import type { Socket } from 'node:net';
+import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
 import { AppError } from '../../core/errors.js';
 
@@ -65,6 +67,24 @@ export function registerErrorHandling(app: FastifyInstance): void {
 export function frameworkErrorHandler(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
   const { status, body } = toErrorResponse(error);
   void reply.code(status).type('application/json').send(body);
+}
+
+/**
+ * For Fastify's `clientErrorHandler` option: what Node's HTTP parser refuses before Fastify sees a
+ * request (a request line and headers past the size limit, bytes that are not HTTP, a request too
+ * slow to arrive) is answered in the same error shape too, then the connection is closed.
+ */
+export function clientErrorHandler(error: ConnectionError, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, body]: [number, ErrorBody] =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, { error: 'request_timeout', message: 'The request took too long to arrive.', details: null }]
+    : error.code === 'HPE_HEADER_OVERFLOW' ? [431, { error: 'headers_too_large', message: 'The request line and headers are larger than the server accepts.', details: null }]
+    : [400, { error: 'bad_request', message: 'The request is not valid HTTP.', details: null }];
+  if (socket.writable) {
+    const text = JSON.stringify(body);
+    socket.write(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`);
+  }
+  socket.destroy(error);
 }
 
 export function toErrorResponse(error: FastifyError | AppError): { status: number; body: ErrorBody } {

@@ -28,11 +28,7 @@ export function conversationRoutes(services: Services): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        const body = request.body;
-        const { conversation } = conversations.create(body);
-        if (body.initial_message !== undefined) {
-          conversations.postMessage(conversation.id, { content: body.initial_message, run: body.run ?? true });
-        }
+        const { conversation } = conversations.create(request.body);
         return reply.code(201).send(conversations.get(conversation.id));
       },
     );
