@@ -20,3 +20,12 @@ export interface Page<T> {
   items: T[];
   next_page_id: string | null;
 }
+
+/** A keyset cursor: the sort key and id of the last item of the previous page. */
+export interface KeyCursor {
+  k: string;
+  i: string;
+}
+
+export const isKeyCursor = (value: unknown): value is KeyCursor =>
+  typeof value === 'object' && value !== null && typeof (value as KeyCursor).k === 'string' && typeof (value as KeyCursor).i === 'string';

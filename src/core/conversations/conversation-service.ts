@@ -3,7 +3,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
 import { NotFoundError, UnprocessableError } from '../errors.js';
-import { decodePageId, encodePageId, type Page } from '../pagination.js';
+import { decodePageId, encodePageId, isKeyCursor, type Page } from '../pagination.js';
 import type { Conversation, CreateConversationBody, UpdateConversationConfigBody } from '../schemas/conversation.js';
 import type { ConversationStatus, NewEvent } from '../schemas/event.js';
 import { mergeLlmConfig, normalizeLlmConfig, redactLlmConfig, type LlmConfig } from '../schemas/llm-config.js';
@@ -38,14 +38,6 @@ export interface ListConversationsQuery {
   pageId?: string | undefined;
   limit: number;
 }
-
-interface ConversationCursor {
-  k: string;
-  i: string;
-}
-
-const isCursor = (value: unknown): value is ConversationCursor =>
-  typeof value === 'object' && value !== null && typeof (value as ConversationCursor).k === 'string' && typeof (value as ConversationCursor).i === 'string';
 
 export class ConversationService {
   private readonly records = new Map<string, ConversationRecord>();
@@ -157,7 +149,7 @@ export class ConversationService {
 
   list(query: ListConversationsQuery): Page<Conversation> {
     const index = query.sort === 'created_at' ? this.byCreated : this.byUpdated;
-    const cursor = query.pageId ? decodePageId(query.pageId, isCursor) : undefined;
+    const cursor = query.pageId ? decodePageId(query.pageId, isKeyCursor) : undefined;
     const filter = query.status ? (record: ConversationRecord) => record.status === query.status : undefined;
     const { items, more } = index.page({ order: query.order, limit: query.limit, filter, ...(cursor ? { after: { key: cursor.k, id: cursor.i } } : {}) });
     const last = items[items.length - 1];

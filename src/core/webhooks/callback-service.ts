@@ -1,7 +1,7 @@
 import { isoTimestamp, type Clock } from '../clock.js';
 import { ConflictError, NotFoundError, UnprocessableError } from '../errors.js';
 import type { EventLog } from '../events/event-log.js';
-import { decodePageId, encodePageId, type Page } from '../pagination.js';
+import { decodePageId, encodePageId, isKeyCursor, type Page } from '../pagination.js';
 import type { Callback, CallbackDelivery, CreateCallbackBody } from './callback-schemas.js';
 import type { DeliveryWorker } from './delivery-worker.js';
 import { deliveryPage } from './delivery-log.js';
@@ -23,12 +23,6 @@ export interface CallbackServiceDeps {
   serverSecretSet: boolean;
 }
 
-interface ListCursor {
-  c: string;
-  i: string;
-}
-const isListCursor = (value: unknown): value is ListCursor =>
-  typeof value === 'object' && value !== null && typeof (value as ListCursor).c === 'string' && typeof (value as ListCursor).i === 'string';
 const isSeqCursor = (value: unknown): value is { s: number } =>
   typeof value === 'object' && value !== null && Number.isInteger((value as { s: number }).s) && (value as { s: number }).s >= 0;
 
@@ -74,13 +68,13 @@ export class CallbackService {
       .forConversation(conversationId)
       .map((worker) => worker.state)
       .sort((a, b) => compareKeys(a, b.created_at, b.id));
-    const cursor = query.pageId ? decodePageId(query.pageId, isListCursor) : undefined;
-    const start = cursor ? states.findIndex((state) => compareKeys(state, cursor.c, cursor.i) > 0) : 0;
+    const cursor = query.pageId ? decodePageId(query.pageId, isKeyCursor) : undefined;
+    const start = cursor ? states.findIndex((state) => compareKeys(state, cursor.k, cursor.i) > 0) : 0;
     const from = start < 0 ? states.length : start;
     const items = states.slice(from, from + query.limit);
     const last = items[items.length - 1];
     const more = from + query.limit < states.length;
-    return { items: items.map((state) => this.toPublic(state)), next_page_id: more && last ? encodePageId({ c: last.created_at, i: last.id }) : null };
+    return { items: items.map((state) => this.toPublic(state)), next_page_id: more && last ? encodePageId({ k: last.created_at, i: last.id }) : null };
   }
 
   get(conversationId: string, callbackId: string): Callback {
