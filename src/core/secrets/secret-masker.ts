@@ -1,28 +1,55 @@
 /** Values shorter than this are not masked: masking "a" or "1" would shred every text. */
 export const MIN_MASKED_LENGTH = 4;
 
+/** A number from the 4 characters at `at`: the key of the prefix index (collisions are checked). */
+function prefixKey(text: string, at: number): number {
+  return ((text.charCodeAt(at) * 31 + text.charCodeAt(at + 1)) * 31 + text.charCodeAt(at + 2)) * 31 + text.charCodeAt(at + 3);
+}
+
 /**
  * Replaces secret values with `<secret:NAME>` in text and in every string of a JSON-like value.
- * Longer values are replaced first, so a secret that contains another is masked whole.
+ * At each position the longest value wins, so a secret that contains another is masked whole.
+ * Values are indexed by their first 4 characters: masking is one scan of the text with a map
+ * lookup per position, however many secrets there are (the log scrubber holds every
+ * conversation's).
  */
 export class SecretMasker {
-  private readonly pattern: RegExp | null;
   private readonly namesByValue: Map<string, string>;
+  private readonly byPrefix = new Map<number, string[]>();
 
   constructor(secrets: Record<string, string>) {
     const entries = Object.entries(secrets).filter(([, value]) => value.length >= MIN_MASKED_LENGTH);
     entries.sort((a, b) => b[1].length - a[1].length);
     this.namesByValue = new Map(entries.map(([name, value]) => [value, name]));
-    this.pattern = entries.length > 0 ? new RegExp(entries.map(([, value]) => escapeRegExp(value)).join('|'), 'g') : null;
+    for (const value of this.namesByValue.keys()) {
+      const key = prefixKey(value, 0);
+      const values = this.byPrefix.get(key);
+      if (values) values.push(value);
+      else this.byPrefix.set(key, [value]);
+    }
   }
 
   get empty(): boolean {
-    return this.pattern === null;
+    return this.namesByValue.size === 0;
   }
 
   maskText(text: string): string {
-    if (!this.pattern || text.length < MIN_MASKED_LENGTH) return text;
-    return text.replace(this.pattern, (value) => `<secret:${this.namesByValue.get(value)}>`);
+    if (this.namesByValue.size === 0 || text.length < MIN_MASKED_LENGTH) return text;
+    let out = '';
+    let copied = 0;
+    let at = 0;
+    while (at <= text.length - MIN_MASKED_LENGTH) {
+      const candidates = this.byPrefix.get(prefixKey(text, at));
+      const value = candidates?.find((candidate) => text.startsWith(candidate, at));
+      if (value === undefined) {
+        at += 1;
+        continue;
+      }
+      out += `${text.slice(copied, at)}<secret:${this.namesByValue.get(value)}>`;
+      at += value.length;
+      copied = at;
+    }
+    return copied === 0 ? text : out + text.slice(copied);
   }
 
   /**
@@ -58,7 +85,7 @@ export class SecretMasker {
 
   /** A copy of the value with every string masked (objects and arrays walked; other values kept). */
   maskValue<T>(value: T): T {
-    if (!this.pattern) return value;
+    if (this.namesByValue.size === 0) return value;
     return this.walk(value) as T;
   }
 
@@ -72,8 +99,4 @@ export class SecretMasker {
     }
     return value;
   }
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }

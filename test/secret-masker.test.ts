@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { SecretMasker } from '../src/core/secrets/secret-masker.js';
+
+/** The obvious implementation, as a reference: one regex alternation, longest values first. */
+function reference(secrets: Record<string, string>, text: string): string {
+  const entries = Object.entries(secrets).filter(([, value]) => value.length >= 4).sort((a, b) => b[1].length - a[1].length);
+  if (entries.length === 0) return text;
+  const names = new Map(entries.map(([name, value]) => [value, name]));
+  const pattern = new RegExp(entries.map(([, value]) => value.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
+  return text.replace(pattern, (value) => `<secret:${names.get(value)}>`);
+}
+
+describe('SecretMasker', () => {
+  it('masks whole values, longest first, adjacent and at the edges', () => {
+    const masker = new SecretMasker({ A: 'abcd', B: 'abcdef', C: 'xyz1', SHORT: 'ab' });
+    expect(masker.maskText('abcdef')).toBe('<secret:B>');
+    expect(masker.maskText('abcdabcd')).toBe('<secret:A><secret:A>');
+    expect(masker.maskText('--abcde--xyz1')).toBe('--<secret:A>e--<secret:C>');
+    expect(masker.maskText('ab ab abc')).toBe('ab ab abc');
+    expect(masker.maskText('')).toBe('');
+    expect(masker.maskValue({ list: ['xyz1', 1, null], nested: { text: 'key=abcdef' } })).toEqual({ list: ['<secret:C>', 1, null], nested: { text: 'key=<secret:B>' } });
+  });
+
+  it('agrees with a regex reference on random texts', () => {
+    const alphabet = 'ab1-é✓';
+    const random = (length: number) => Array.from({ length }, () => alphabet[Math.floor(Math.random() * alphabet.length)]).join('');
+    for (let round = 0; round < 300; round++) {
+      const secrets: Record<string, string> = {};
+      for (let i = 0; i < 1 + Math.floor(Math.random() * 6); i++) secrets[`S${i}`] = random(2 + Math.floor(Math.random() * 6));
+      const masker = new SecretMasker(secrets);
+      for (let i = 0; i < 20; i++) {
+        const text = random(Math.floor(Math.random() * 60));
+        expect(masker.maskText(text), JSON.stringify({ secrets, text })).toBe(reference(secrets, text));
+      }
+    }
+  });
+
+  it('handles thousands of secrets', () => {
+    const secrets: Record<string, string> = {};
+    for (let i = 0; i < 10_000; i++) secrets[`S${i}`] = `secret-value-${i}-${(i * 7919) % 10007}`;
+    const masker = new SecretMasker(secrets);
+    expect(masker.maskText(`log line with ${secrets.S4242} inside`)).toBe('log line with <secret:S4242> inside');
+    expect(masker.maskText('a log line with nothing to hide')).toBe('a log line with nothing to hide');
+  });
+});
