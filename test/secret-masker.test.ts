@@ -43,3 +43,18 @@ describe('SecretMasker', () => {
     expect(masker.maskText('a log line with nothing to hide')).toBe('a log line with nothing to hide');
   });
 });
+
+describe('the log scrubber over every conversation', () => {
+  it('masks every value when conversations share a secret name', async () => {
+    const { startServer } = await import('./support/agentd.js');
+    const server = await startServer({ listen: false });
+    try {
+      for (const value of ['ghp_AAAA_first_value', 'ghp_BBBB_second_value']) {
+        server.services.conversations.create({ max_iterations_per_run: 10, confirmation_mode: false, secrets: { GITHUB_TOKEN: value } });
+      }
+      expect(server.services.secrets.maskAny('ghp_AAAA_first_value and ghp_BBBB_second_value')).toBe('<secret:GITHUB_TOKEN> and <secret:GITHUB_TOKEN>');
+    } finally {
+      await server.close();
+    }
+  });
+});

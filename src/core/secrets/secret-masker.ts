@@ -17,8 +17,10 @@ export class SecretMasker {
   private readonly namesByValue: Map<string, string>;
   private readonly byPrefix = new Map<number, string[]>();
 
-  constructor(secrets: Record<string, string>) {
-    const entries = Object.entries(secrets).filter(([, value]) => value.length >= MIN_MASKED_LENGTH);
+  /** Secrets as a name → value map, or as (name, value) pairs (several values may share a name). */
+  constructor(secrets: Record<string, string> | Iterable<readonly [string, string]>) {
+    const pairs = Symbol.iterator in secrets ? [...(secrets as Iterable<readonly [string, string]>)] : Object.entries(secrets);
+    const entries = pairs.filter(([, value]) => value.length >= MIN_MASKED_LENGTH);
     entries.sort((a, b) => b[1].length - a[1].length);
     this.namesByValue = new Map(entries.map(([name, value]) => [value, name]));
     for (const value of this.namesByValue.keys()) {

@@ -90,8 +90,9 @@ export class SecretService {
   maskAny(text: string): string {
     if (!this.everyMasker || this.everyRevision !== this.conversations.revision) {
       this.everyRevision = this.conversations.revision;
-      const all: Record<string, string> = {};
-      for (const record of this.conversations.all()) Object.assign(all, record.secrets);
+      // Pairs, not a map: two conversations may hold different values under the same name.
+      const all: [string, string][] = [];
+      for (const record of this.conversations.all()) all.push(...Object.entries(record.secrets));
       this.everyMasker = new SecretMasker(all);
     }
     return this.everyMasker.maskText(text);
