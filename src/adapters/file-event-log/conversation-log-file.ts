@@ -3,6 +3,8 @@ import path from 'node:path';
 import { ENTRY_SIZE, decodeEntry, encodeEntry, idPrefixOf, kindCode, sourceCode, type IndexEntry } from './index-entry.js';
 import type { AgentEvent } from '../../core/schemas/event.js';
 
+/** A scan reads the index in chunks: small first (a page needs about `limit` entries), doubling up to the largest. */
+const FIRST_SCAN_CHUNK_ENTRIES = 128;
 const SCAN_CHUNK_ENTRIES = 2048;
 
 /** Write all of a buffer at the end of a file opened for appending. */
@@ -101,9 +103,11 @@ export class ConversationLogFile {
   /** Visit seqs from `fromSeq` in direction `step` (+1 / -1), in chunks, until `visit` returns false. */
   scan(fromSeq: number, step: 1 | -1, visit: (seq: number, entry: IndexEntry) => boolean): void {
     let seq = fromSeq;
+    let chunkSize = FIRST_SCAN_CHUNK_ENTRIES;
     while (seq >= 1 && seq <= this.count) {
-      const chunkStart = step === 1 ? seq : Math.max(1, seq - SCAN_CHUNK_ENTRIES + 1);
-      const chunk = this.entries(chunkStart, step === 1 ? SCAN_CHUNK_ENTRIES : seq - chunkStart + 1);
+      const chunkStart = step === 1 ? seq : Math.max(1, seq - chunkSize + 1);
+      const chunk = this.entries(chunkStart, step === 1 ? chunkSize : seq - chunkStart + 1);
+      chunkSize = Math.min(chunkSize * 2, SCAN_CHUNK_ENTRIES);
       if (chunk.length === 0) return;
       const ordered = step === 1 ? chunk : chunk.reverse();
       for (const entry of ordered) {

@@ -64,7 +64,10 @@ export class FileEventLog implements EventLog {
     };
     if (query.order === 'asc') file.scan(low, 1, visit);
     else file.scan(high, -1, visit);
-    return file.readLines(picked).map((json) => ({ event: JSON.parse(json) as AgentEvent, json }));
+    // Lines are read in log order, so that adjacent ones come in one read.
+    const lines = file.readLines(query.order === 'asc' ? picked : picked.reverse());
+    if (query.order === 'desc') lines.reverse();
+    return lines.map((json) => ({ event: JSON.parse(json) as AgentEvent, json }));
   }
 
   count(conversationId: string, filter: EventFilter): number {
