@@ -1,0 +1,11 @@
+import type { Benchmark } from './support/benchmark.js';
+import { p1AgentStep } from './p1-agent-step.js';
+import { p2SseFanout } from './p2-sse-fanout.js';
+import { p3EventPages } from './p3-event-pages.js';
+import { p4Startup } from './p4-startup.js';
+import { p5Http } from './p5-http.js';
+import { p6Shell } from './p6-shell.js';
+import { p7Binary } from './p7-binary.js';
+
+/** Every benchmark, in the order `npm run bench` runs them. */
+export const BENCHMARKS: readonly Benchmark[] = [p1AgentStep, p2SseFanout, p3EventPages, p4Startup, p5Http, p6Shell, p7Binary];

@@ -1,0 +1,157 @@
+import path from 'node:path';
+import { BashShellFactory } from '../src/adapters/bash-shell.js';
+import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
+import type { AgentEvent } from '../src/core/schemas/event.js';
+import { startFakeLlm, type FakeLlm, type FakeTurn } from '../test/fake-llm/fake-llm-server.js';
+import { connectSse } from '../test/support/sse-client.js';
+import { startServer, type TestServer } from '../test/support/agentd.js';
+import type { Benchmark } from './support/benchmark.js';
+import { Meter, meterEvents, timedLlm, timedShells } from './support/instrumented.js';
+import { fmt, ratio, summarize } from './support/stats.js';
+import { StepFloor } from './support/step-floor.js';
+
+const ROUNDS = 4;
+
+/**
+ * P1: the agent loop's own cost per step. A scripted fake LLM answers at once with one
+ * `bash true` call per turn; ms per step is compared with the floor: one fake-LLM round trip
+ * plus one command in an already-running shell, each measured alone in the same process. The
+ * run goes in rounds (one message each, same conversation) alternating with floor samples, so
+ * that load elsewhere on the machine hits both alike.
+ */
+export const p1AgentStep: Benchmark = {
+  id: 'P1',
+  title: 'agent step overhead',
+  measures:
+    'ms per agent step (fake LLM answering at once with one `bash true` call) with a breakdown (LLM call, tool, event append, fan-out), versus the floor: one fake-LLM round trip plus one command in an already-running shell, measured alone.',
+  async run({ quick, tmp }) {
+    const steps = quick ? 60 : 200;
+    const floorSamples = quick ? 60 : 200;
+    const llm = new Meter();
+    const tool = new Meter();
+    const fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
+    const server = await startServer({ overrides: { llm: timedLlm(new OpenAiLlmClient(), llm), shells: timedShells(new BashShellFactory(), tool) } });
+    const events = meterEvents(server.services.recorder, server.services.bus);
+    let floor: StepFloor | undefined;
+    try {
+      const warmup = await startConversation({ server, fake });
+      await warmup.run(20);
+      warmup.close();
+      floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir') });
+      for (const meter of [llm, tool, events.append, events.fanOut]) Object.assign(meter, { ms: 0, calls: 0 });
+
+      const conversation = await startConversation({ server, fake });
+      const stepMs: number[] = [];
+      let totalMs = 0;
+      for (let round = 0; round < ROUNDS; round++) {
+        await floor.sample(floorSamples / ROUNDS);
+        const run = await conversation.run(steps / ROUNDS);
+        stepMs.push(...run.stepMs);
+        totalMs += run.totalMs;
+      }
+      conversation.close();
+
+      const perStep = totalMs / steps;
+      const part = (meter: Meter) => meter.ms / steps;
+      const other = perStep - part(llm) - part(tool) - part(events.append) - part(events.fanOut);
+      const share = (ms: number) => `${((ms / perStep) * 100).toFixed(1)}%`;
+      const floorLlm = summarize(floor.llmMs);
+      const floorShell = summarize(floor.shellMs);
+      const floorP50 = floorLlm.p50 + floorShell.p50;
+      const floorMean = floorLlm.mean + floorShell.mean;
+      const stepSummary = summarize(stepMs);
+      const tenth = Math.max(1, Math.floor(steps / 10));
+      const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
+      const lastBody = JSON.stringify(fake.requests[fake.requests.length - 2]!.body).length;
+      return {
+        sizes: `${steps} steps in ${ROUNDS} runs of one conversation, alternating with ${floorSamples} floor samples of each part (after a 20-step warm-up)`,
+        tables: [
+          {
+            caption: 'Where a step goes (one LLM turn + one bash call; the runs\' total time / steps)',
+            columns: ['part', 'ms/step', 'share'],
+            rows: [
+              ['LLM call (client + fake server, streamed)', fmt(part(llm)), share(part(llm))],
+              ['tool (bash `true` in the conversation shell)', fmt(part(tool)), share(part(tool))],
+              [`event append (log write + bookkeeping; ${fmt(events.append.calls / steps)} events/step)`, fmt(part(events.append)), share(part(events.append))],
+              ['fan-out (bus publish to 1 SSE subscriber; its socket write is in "other")', fmt(part(events.fanOut)), share(part(events.fanOut))],
+              ['other (history, tool dispatch, run record, SSE writes, scheduling)', fmt(other), share(other)],
+              ['total step', fmt(perStep), '100%'],
+            ],
+          },
+          {
+            caption: 'Step versus its floor',
+            columns: ['', 'p50 ms', 'mean ms', 'p50 vs floor', 'mean vs floor'],
+            rows: [
+              ['agent step', fmt(stepSummary.p50), fmt(perStep), ratio(stepSummary.p50, floorP50), ratio(perStep, floorMean)],
+              ['floor: fake-LLM round trip alone', fmt(floorLlm.p50), fmt(floorLlm.mean), '', ''],
+              ['floor: `true` in a running shell alone', fmt(floorShell.p50), fmt(floorShell.mean), '', ''],
+              ['floor (sum)', fmt(floorP50), fmt(floorMean), '×1', '×1'],
+            ],
+          },
+          {
+            caption: 'Over the conversation (each request carries the whole history)',
+            columns: ['steps', 'mean ms', 'p99 ms'],
+            rows: [
+              ['step 1 (starts the conversation\'s shell)', fmt(stepMs[0]!), ''],
+              [`steps 2–${tenth + 1}`, fmt(mean(stepMs.slice(1, tenth + 1))), ''],
+              [`last ${tenth} steps (request body ${fmt(lastBody / 1024)} KiB)`, fmt(mean(stepMs.slice(-tenth))), ''],
+              [`all ${steps} steps`, fmt(stepSummary.mean), fmt(stepSummary.p99)],
+            ],
+          },
+        ],
+        notes: [
+          `An agent step costs ${ratio(stepSummary.p50, floorP50)} its floor at the median (${fmt(stepSummary.p50)} ms vs ${fmt(floorP50)} ms; means ${ratio(perStep, floorMean)}); the agent's own work (append + fan-out + other) is ${fmt(perStep - part(llm) - part(tool))} ms a step.`,
+          `One LLM call inside the run takes ${fmt(llm.ms / llm.calls)} ms against the floor's ${fmt(floorLlm.mean)} ms: its request carries the whole history (the fake server, in this process as in the tests, parses and checks all of it). Each run also ends with one answer turn (${ROUNDS} over the ${steps} steps), counted in the totals.`,
+        ],
+      };
+    } finally {
+      await floor?.close();
+      await server.close();
+      await fake.close();
+    }
+  },
+};
+
+interface AgentConversation {
+  /** Sends one message; resolves when its run of `steps` bash calls (and a final answer) ends. */
+  run(steps: number): Promise<{ totalMs: number; stepMs: number[] }>;
+  close(): void;
+}
+
+/** A conversation with the fake LLM and one SSE subscriber, as a client would watch it. */
+async function startConversation(options: { server: TestServer; fake: FakeLlm }): Promise<AgentConversation> {
+  const { server, fake } = options;
+  const headers = { ...server.auth, 'content-type': 'application/json' };
+  const created = await fetch(`${server.url}/conversations`, { method: 'POST', headers, body: JSON.stringify({ llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-bench' } }) });
+  if (created.status !== 201) throw new Error(`POST /conversations: ${created.status} ${await created.text()}`);
+  const { id } = (await created.json()) as { id: string };
+  const subscriber = await connectSse(`${server.url}/conversations/${id}/events/stream`, server.auth);
+  let stepCounter = 0;
+  return {
+    async run(steps) {
+      const script: FakeTurn[] = Array.from({ length: steps }, () => ({ toolCalls: [{ name: 'bash', arguments: { command: `true # step ${++stepCounter}` } }] }));
+      fake.setScript([...script, { text: 'done' }]);
+      const actionTimes: number[] = [];
+      let endedAt = 0;
+      let ended!: () => void;
+      const runEnded = new Promise<void>((resolve) => (ended = resolve));
+      const unsubscribe = server.services.bus.subscribe(id, (message) => {
+        if (message.type !== 'event') return;
+        const event: AgentEvent = message.appended.event;
+        if (event.kind === 'action') actionTimes.push(performance.now());
+        if (event.kind === 'state_update' && event.status !== 'running') {
+          endedAt = performance.now();
+          ended();
+        }
+      });
+      const started = performance.now();
+      const posted = await fetch(`${server.url}/conversations/${id}/messages`, { method: 'POST', headers, body: JSON.stringify({ content: 'Run the commands.', run: true }) });
+      if (posted.status !== 202) throw new Error(`POST /messages: ${posted.status} ${await posted.text()}`);
+      await runEnded;
+      unsubscribe();
+      if (actionTimes.length !== steps) throw new Error(`expected ${steps} actions, saw ${actionTimes.length} (fake LLM violations: ${fake.violations.join('; ') || 'none'})`);
+      return { totalMs: endedAt - started, stepMs: actionTimes.map((time, i) => time - (i === 0 ? started : actionTimes[i - 1]!)) };
+    },
+    close: () => subscriber.close(),
+  };
+}

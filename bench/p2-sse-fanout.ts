@@ -1,0 +1,161 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { startServer, type TestServer } from '../test/support/agentd.js';
+import type { Benchmark } from './support/benchmark.js';
+import { createConversation } from './support/conversations.js';
+import { childScript } from './support/processes.js';
+import { fmt, monotonicMs, ratio, type Summary } from './support/stats.js';
+
+const CONTENT = 'The tests pass. I changed the parser to accept trailing commas and added a case for it; the build is green. '.repeat(2);
+const BATCH = 10;
+
+/**
+ * P2: one conversation, many SSE subscribers (a child process on the other core), events
+ * appended in-process in batches of 10 per event-loop turn. Delivery latency is arrival minus
+ * append time on the shared monotonic clock; the baseline is the append rate with no subscriber.
+ */
+export const p2SseFanout: Benchmark = {
+  id: 'P2',
+  title: 'SSE fan-out',
+  measures:
+    'p50/p99 delivery latency and events/s for many SSE subscribers on one conversation while events are appended, versus the append throughput with no subscriber.',
+  async run({ quick }) {
+    const subscribers = quick ? 200 : 1000;
+    const events = quick ? 2_000 : 10_000;
+    const server = await startServer();
+    try {
+      // Best of three: load elsewhere on the machine only ever slows a loop down.
+      let alone = 0;
+      let batchedAlone = 0;
+      for (let i = 0; i < 3; i++) {
+        alone = Math.max(alone, appendAlone(server, events));
+        batchedAlone = Math.max(batchedAlone, await appendBatched({ server, conversationId: createConversation(server.services), events }));
+      }
+      const flatOut = await fanOut({ server, subscribers, events });
+      const deliveredPerS = events / (flatOut.elapsedMs / 1000);
+      // The same subscribers at half the rate they can take: latency without a backlog.
+      const pacedEvents = Math.max(200, Math.min(events / 5, Math.round(deliveredPerS * 10)));
+      const paced = await fanOut({ server, subscribers, events: pacedEvents, ratePerS: deliveredPerS / 2 });
+      const pacedPerS = pacedEvents / (paced.elapsedMs / 1000);
+      const row = (label: string, perS: number, run: FanOutResult, compare: boolean) => [label, fmt(perS), fmt(perS * subscribers), fmt(run.latency.p50), fmt(run.latency.p99), fmt(run.latency.max), compare ? ratio(perS, alone) : ''];
+      const faults = [flatOut, paced].filter((run) => run.faulty > 0);
+      return {
+        sizes: `${subscribers.toLocaleString('en-US')} subscribers on one conversation; ${events.toLocaleString('en-US')} events of ~${CONTENT.length + 200} bytes flat out, then ${pacedEvents.toLocaleString('en-US')} at half that rate`,
+        tables: [
+          {
+            columns: ['', 'events/s', 'deliveries/s', 'p50 latency ms', 'p99 latency ms', 'max latency ms', 'vs append alone'],
+            rows: [
+              ['baseline: append alone (synchronous loop, no subscriber; best of 3)', fmt(alone), '', '', '', '', '×1'],
+              [`append alone (${BATCH} per event-loop turn, no subscriber; best of 3)`, fmt(batchedAlone), '', '', '', '', ratio(batchedAlone, alone)],
+              row(`flat out: delivered to all ${subscribers.toLocaleString('en-US')} subscribers`, deliveredPerS, flatOut, true),
+              row(`paced at ${fmt(deliveredPerS / 2)} events/s: delivered to all`, pacedPerS, paced, false),
+            ],
+          },
+        ],
+        notes: [
+          faults.length === 0
+            ? 'Every subscriber received every event, in order: no gap, duplicate or overflow.'
+            : `Faults: ${faults.map((run) => `${run.faulty} subscribers (${run.faults.join('; ')})`).join('; ')}.`,
+          `Flat out, the appender adds ${BATCH} events per event-loop turn as fast as the server lets it (${fmt(flatOut.appendedPerS)} events/s), so latency includes queueing behind earlier events; paced, it shows the delivery time alone.`,
+          `A delivery (one event to one subscriber) costs ${fmt((flatOut.elapsedMs * 1000) / (events * subscribers))} µs of the server's single thread; an append alone ${fmt(1e6 / alone)} µs.`,
+        ],
+      };
+    } finally {
+      await server.close();
+    }
+  },
+};
+
+function appendOne(server: TestServer, conversationId: string): void {
+  server.services.conversations.append(conversationId, { kind: 'message', source: 'agent', role: 'assistant', content: CONTENT, run_id: null });
+}
+
+/** Events/s of a synchronous append loop (log write, bookkeeping, bus with no listener). */
+function appendAlone(server: TestServer, events: number): number {
+  const conversationId = createConversation(server.services);
+  for (let i = 0; i < 1000; i++) appendOne(server, conversationId);
+  const started = performance.now();
+  for (let i = 0; i < events; i++) appendOne(server, conversationId);
+  return events / ((performance.now() - started) / 1000);
+}
+
+/** Appends `events` events, BATCH per event-loop turn, or one at a time at `ratePerS`; returns events/s. */
+async function appendBatched(options: { server: TestServer; conversationId: string; events: number; appendedAt?: Float64Array; ratePerS?: number }): Promise<number> {
+  const { server, conversationId, events, appendedAt, ratePerS } = options;
+  const started = performance.now();
+  const batch = ratePerS ? 1 : BATCH;
+  for (let seq = 1; seq <= events; ) {
+    for (let i = 0; i < batch && seq <= events; i++, seq++) {
+      appendOne(server, conversationId);
+      if (appendedAt) appendedAt[seq - 1] = monotonicMs();
+    }
+    if (!ratePerS) await nextTurn();
+    else {
+      const due = started + ((seq - 1) * 1000) / ratePerS;
+      if (due > performance.now()) await new Promise((resolve) => setTimeout(resolve, due - performance.now()));
+    }
+  }
+  return events / ((performance.now() - started) / 1000);
+}
+
+interface FanOutResult {
+  elapsedMs: number;
+  appendedPerS: number;
+  latency: Summary;
+  faults: string[];
+  faulty: number;
+}
+
+async function fanOut(options: { server: TestServer; subscribers: number; events: number; ratePerS?: number }): Promise<FanOutResult> {
+  const { server, subscribers, events } = options;
+  const sampleEvery = Math.max(1, Math.floor((subscribers * events) / 2_000_000));
+  const conversationId = createConversation(server.services);
+  const child = fork(childScript('sse-subscribers'), { stdio: 'inherit' });
+  const messages = inbox(child);
+  const before = server.services.streams.size;
+  try {
+    child.send({ type: 'start', url: `${server.url}/conversations/${conversationId}/events/stream`, headers: server.auth, count: subscribers, events, sampleEvery });
+    await messages.next('ready', 60_000);
+    while (server.services.streams.size < subscribers + before) await new Promise((resolve) => setTimeout(resolve, 10));
+    const appendedAt = new Float64Array(events);
+    const firstAppend = monotonicMs();
+    const appendedPerS = await appendBatched({ server, conversationId, events, appendedAt, ...(options.ratePerS ? { ratePerS: options.ratePerS } : {}) });
+    const done = (await messages.next('done', 300_000)) as { lastArrival: number; faults: string[]; faulty: number };
+    const sampledTimes = Array.from({ length: Math.floor(events / sampleEvery) }, (_, k) => appendedAt[(k + 1) * sampleEvery - 1]!);
+    child.send({ type: 'appendTimes', times: sampledTimes });
+    const { summary } = (await messages.next('latency', 60_000)) as { summary: Summary };
+    return { elapsedMs: done.lastArrival - firstAppend, appendedPerS, latency: summary, faults: done.faults, faulty: done.faulty };
+  } finally {
+    if (child.exitCode === null) {
+      child.send({ type: 'stop' });
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+    const deadline = Date.now() + 10_000;
+    while (server.services.streams.size > before && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** Waits for the child's next message of a type. */
+function inbox(child: ChildProcess) {
+  const received: { type: string }[] = [];
+  let waiter: (() => void) | null = null;
+  child.on('message', (message: { type: string }) => {
+    received.push(message);
+    waiter?.();
+  });
+  return {
+    async next(type: string, timeoutMs: number): Promise<unknown> {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const index = received.findIndex((message) => message.type === type);
+        if (index >= 0) return received.splice(index, 1)[0];
+        if (child.exitCode !== null) throw new Error(`subscriber process exited (${child.exitCode}) before '${type}'`);
+        if (Date.now() > deadline) throw new Error(`no '${type}' from the subscriber process within ${timeoutMs / 1000} s`);
+        await new Promise<void>((resolve) => {
+          waiter = resolve;
+          setTimeout(resolve, 100);
+        });
+      }
+    },
+  };
+}

@@ -1,0 +1,36 @@
+import fs from 'node:fs';
+import os from 'node:os';
+
+/** What the figures were measured on: they only compare within one run on one machine. */
+export interface MachineInfo {
+  cpu: string;
+  cores: number;
+  memoryGiB: number;
+  node: string;
+  os: string;
+}
+
+export function machineInfo(): MachineInfo {
+  const cpus = os.cpus();
+  return {
+    cpu: cpuModel() ?? cpus[0]?.model ?? 'unknown',
+    cores: os.availableParallelism(),
+    memoryGiB: Math.round((os.totalmem() / 1024 ** 3) * 10) / 10,
+    node: process.version,
+    os: `${os.type()} ${os.release()} ${os.arch()}`,
+  };
+}
+
+function cpuModel(): string | undefined {
+  try {
+    const line = fs.readFileSync('/proc/cpuinfo', 'utf8').split('\n').find((text) => text.startsWith('model name'));
+    return line?.split(':')[1]?.trim();
+  } catch {
+    return undefined;
+  }
+}
+
+/** The 1-minute load average, as text (other work on the machine skews every figure). */
+export function loadAverage(): string {
+  return os.loadavg().map((value) => value.toFixed(2)).join(' / ');
+}

@@ -1,0 +1,108 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { request } from 'undici';
+
+/** Where this code runs from: dist/bench/ (scripts/bench.mjs bundles bench/ there), two levels below the repository. */
+const BUNDLE_DIR = import.meta.dirname;
+export const ROOT = path.resolve(BUNDLE_DIR, '../..');
+export const CLI = path.join(ROOT, 'dist', 'cli.js');
+export const BENCH_KEY = 'bench-master-key';
+
+/** A program of bench/children/, as bundled beside the runner. */
+export function childScript(name: string): string {
+  return path.join(BUNDLE_DIR, 'children', `${name}.mjs`);
+}
+
+export interface StartedProcess {
+  child: ChildProcess;
+  url: string;
+  /** From spawn() to the first 200 of the probed path, in ms. */
+  readyMs: number;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/**
+ * Starts a server process (`node dist/cli.js`, the single executable, a bench child) on a free
+ * loopback port and polls `probe` every 2 ms until it answers 200. Output goes to /dev/null
+ * unless `keepOutput`, so that logging costs what it costs in production (a write per line).
+ */
+export async function startProcess(options: {
+  command: readonly string[];
+  args?: (port: number) => string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  probe: string;
+  timeoutMs?: number;
+}): Promise<StartedProcess> {
+  const port = await freePort();
+  const [program, ...leading] = options.command;
+  const started = performance.now();
+  const child = spawn(program!, [...leading, ...(options.args?.(port) ?? ['--port', String(port)])], {
+    cwd: options.cwd ?? os.tmpdir(),
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.homedir(), AGENTD_MASTER_KEY: BENCH_KEY, ...options.env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (chunk) => (stderr += chunk));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = started + (options.timeoutMs ?? 60_000);
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${program} exited early (${child.exitCode ?? child.signalCode}): ${stderr.trim()}`);
+    if ((await statusOf(`${url}${options.probe}`)) === 200) break;
+    if (performance.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`${program} did not answer ${options.probe}: ${stderr.trim()}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+  const readyMs = performance.now() - started;
+  return {
+    child,
+    url,
+    readyMs,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(killer);
+    },
+  };
+}
+
+async function statusOf(url: string): Promise<number | null> {
+  try {
+    const response = await request(url, { reset: true });
+    await response.body.dump();
+    return response.statusCode;
+  } catch {
+    return null;
+  }
+}
+
+/** Resident set size and its peak of a process, in bytes (Linux /proc). */
+export function memoryOf(pid: number): { rss: number; peak: number } {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const field = (name: string) => Number(/\s(\d+) kB/.exec(status.split('\n').find((line) => line.startsWith(`${name}:`)) ?? '')?.[1] ?? Number.NaN) * 1024;
+  return { rss: field('VmRSS'), peak: field('VmHWM') };
+}
+
+/** CPU time (user + system) a process has used so far, in ms (Linux /proc). */
+export function cpuTimeOf(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return (ticks * 1000) / 100;
+}
