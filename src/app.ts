@@ -53,6 +53,11 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  app.addHook('preHandler', async (request, reply) => {
+    // Every log line of a request about a conversation carries its id.
+    const conversationId = (request.params as { id?: unknown } | undefined)?.id;
+    if (typeof conversationId === 'string') request.log = reply.log = request.log.child({ conversation_id: conversationId });
+  });
   app.addHook('onResponse', async (request, reply) => {
     services.metrics.observeRequest({ method: request.method, route: request.routeOptions.url ?? 'unmatched', status: reply.statusCode, seconds: reply.elapsedTime / 1000 });
   });

@@ -89,3 +89,28 @@ describe('tool state across a restart', () => {
     expect(events.at(-1).content).toContain('test it');
   });
 });
+
+describe('confirmation across a restart', () => {
+  it('pending actions survive a kill -9 and can be approved afterwards', async () => {
+    llm = await startFakeLlm([{ toolCalls: [{ name: 'file_editor', arguments: { command: 'create', path: 'approved.txt', file_text: 'yes' } }] }, { text: 'created it' }]);
+    const dataDir = tempDir();
+    server = await spawnServer({ dataDir });
+    const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, confirmation_mode: true, initial_message: 'make the file' }) });
+    const until = Date.now() + 15_000;
+    while ((await api(`/conversations/${created.id}`)).status !== 'waiting_for_confirmation' && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+    server.child.kill('SIGKILL');
+    await server.exited;
+    server = await spawnServer({ dataDir });
+    const after = await api(`/conversations/${created.id}`);
+    expect(after.status).toBe('waiting_for_confirmation');
+    expect(after.pending_actions).toHaveLength(1);
+    expect(after.pending_actions[0]).toMatchObject({ tool_name: 'file_editor', arguments: { path: 'approved.txt' } });
+    const approved = await fetch(`${server.url}/conversations/${created.id}/approve`, { method: 'POST', headers: auth, body: '{}' });
+    expect(approved.status).toBe(202);
+    const done = Date.now() + 15_000;
+    while ((await api(`/conversations/${created.id}`)).status !== 'idle' && Date.now() < done) await new Promise((resolve) => setTimeout(resolve, 50));
+    const download = await fetch(`${server.url}/conversations/${created.id}/files/approved.txt`, { headers: auth });
+    expect(await download.text()).toBe('yes');
+    expect(llm.violations).toEqual([]);
+  });
+});

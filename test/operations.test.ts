@@ -53,6 +53,7 @@ describe('logs', () => {
     const created = await fetch(`${server.url}/conversations`, { method: 'POST', headers: json, body: JSON.stringify({ secrets: { LOGGED: value } }) });
     const { id } = (await created.json()) as { id: string };
     await fetch(`${server.url}/conversations?page_id=${value}`, { headers: server.auth });
+    await fetch(`${server.url}/conversations/${id}`, { headers: server.auth });
     const sse = await connectSse(`${server.url}/conversations/${id}/events/stream?access_token=${TEST_KEY}`);
     sse.close();
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -62,6 +63,7 @@ describe('logs', () => {
     expect(text).not.toContain(value);
     expect(text).not.toContain(TEST_KEY);
     expect(lines.some((line) => JSON.parse(line).reqId)).toBe(true);
+    expect(lines.some((line) => JSON.parse(line).conversation_id === id)).toBe(true);
   });
 });
 
