@@ -3,6 +3,7 @@ import type { CommandResult, CommandRunner } from '../core/commands/command-runn
 import { OutputWindow } from './output-window.js';
 import { buildCleanEnv, type ProcessLauncher } from './process-launcher.js';
 import { descendantsOf, listProcesses, signalQuietly } from './process-tree.js';
+import { WorkdirGuard } from './workdir-guard.js';
 
 const KILL_GRACE_MS = 1_000;
 
@@ -41,10 +42,17 @@ export class ExecaCommandRunner implements CommandRunner {
       killTree(child.pid, 'SIGTERM');
       setTimeout(() => killTree(child.pid, 'SIGKILL'), KILL_GRACE_MS).unref();
     }, options.timeoutMs);
+    const workdirMb = this.options.launcher.limits.workdirMb;
+    const stopGuard = workdirMb === null ? undefined : new WorkdirGuard({ workdir: options.workdir, limitMb: workdirMb }).watch((message) => {
+      stderr.append(`\n${message}\n`);
+      killTree(child.pid, 'SIGKILL');
+    });
     const result = await child;
+    stopGuard?.();
     clearTimeout(timer);
     // Whatever the command left running in its group does not outlive it.
     killTree(child.pid, 'SIGKILL');
+    spec.release?.();
     const out = stdout.take();
     const err = stderr.take();
     return {
