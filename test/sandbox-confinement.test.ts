@@ -99,8 +99,6 @@ describe.skipIf(fallbackReason !== null || !asRoot)('sandbox confinement (server
     await harness.waitForStatus(id, ['idle', 'error'], 30_000);
     const uid = Number(observations(await harness.events(id))[0].content.trim().split('\n')[0]);
     const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
-    expect(uid).toBe(sandboxUid(workdir));
-    expect(fs.statSync(workdir).uid).toBe(uid);
 
     // Files a root server writes later (file_editor, uploads, ...) and one beside the workdir.
     const decoyRoot = path.join(workdir, 'decoy-root');
@@ -129,6 +127,9 @@ describe.skipIf(fallbackReason !== null || !asRoot)('sandbox confinement (server
     expect(fs.readFileSync(decoyBin, 'utf8')).toBe('#!/bin/sh\necho decoy\n');
     expect(fs.statSync(decoyBin)).toMatchObject({ uid: 0, mode: 0o100755 });
     expect(fs.readFileSync(outside, 'utf8')).toBe('outside decoy\n');
+    // The agent works as the owner of its workdir.
+    expect(uid).toBe(sandboxUid(workdir));
+    expect(fs.statSync(workdir).uid).toBe(uid);
   });
 
   it('normal work still works: files, git; a client-given workdir is given to the agent, set-id bits cleared', async () => {
