@@ -221,3 +221,64 @@ describe.skipIf(fallbackReason !== null || !asRoot)('sandbox confinement (server
     expect(result.body.stderr).toMatch(/past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the command was stopped/);
   }, 240_000);
 });
+
+describe('cgroup detection', () => {
+  /** A fake /proc/self and cgroup tree in a temp dir: mountinfo points the hierarchies there. */
+  function fakeHost(options: { v2Controllers: string; v1: boolean }): { root: string; procSelf: string } {
+    const root = fs.realpathSync(tempDir('agentd-cgroup-fake-'));
+    const procSelf = path.join(root, 'proc-self');
+    fs.mkdirSync(procSelf);
+    const unified = path.join(root, 'unified');
+    fs.mkdirSync(path.join(unified, 'service'), { recursive: true });
+    fs.writeFileSync(path.join(unified, 'service', 'cgroup.controllers'), `${options.v2Controllers}\n`);
+    fs.writeFileSync(path.join(unified, 'service', 'cgroup.subtree_control'), '');
+    const mounts = [`30 20 0:26 / ${unified} rw,nosuid - cgroup2 cgroup2 rw`];
+    const membership = ['0::/service'];
+    if (options.v1) {
+      for (const [index, name] of ['memory', 'pids'].entries()) {
+        fs.mkdirSync(path.join(root, name, 'job'), { recursive: true });
+        mounts.push(`${40 + index} 20 0:${30 + index} / ${path.join(root, name)} rw,nosuid - cgroup cgroup rw,${name}`);
+        membership.push(`${index + 4}:${name}:/job`);
+      }
+    }
+    fs.writeFileSync(path.join(procSelf, 'mountinfo'), `${mounts.join('\n')}\n`);
+    fs.writeFileSync(path.join(procSelf, 'cgroup'), `${membership.join('\n')}\n`);
+    return { root, procSelf };
+  }
+
+  const limits = { memoryBytes: 200 * 1024 * 1024, pids: 64 };
+
+  it('v2: a delegated subtree gets memory and pids enabled, and the launch script joins the conversation child', () => {
+    const { root, procSelf } = fakeHost({ v2Controllers: 'cpu memory pids', v1: true });
+    try {
+      const { cgroups } = detectSandboxCgroups({ limits, procSelf });
+      expect(cgroups?.version).toBe('v2');
+      expect(fs.readFileSync(path.join(root, 'unified', 'service', 'cgroup.subtree_control'), 'utf8')).toBe('+memory +pids');
+      const [dir] = cgroups?.directories('c42') ?? [];
+      expect(dir).toBe(path.join(root, 'unified', 'service', 'agentd', 'c42'));
+      const pid = execFileSync('bash', ['-c', `${cgroups?.joinScript('c42')}\necho $$`], { encoding: 'utf8' }).trim();
+      expect(fs.readFileSync(path.join(dir as string, 'cgroup.procs'), 'utf8').trim()).toBe(pid);
+      expect(fs.readFileSync(path.join(dir as string, 'memory.max'), 'utf8').trim()).toBe(String(limits.memoryBytes));
+      expect(fs.readFileSync(path.join(dir as string, 'pids.max'), 'utf8').trim()).toBe('64');
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('v1 when the v2 hierarchy lacks the controllers; none (with the reason) when neither works', () => {
+    const hybrid = fakeHost({ v2Controllers: 'hugetlb', v1: true });
+    const bare = fakeHost({ v2Controllers: 'hugetlb', v1: false });
+    try {
+      const { cgroups } = detectSandboxCgroups({ limits, procSelf: hybrid.procSelf });
+      expect(cgroups?.version).toBe('v1');
+      expect(cgroups?.directories('c7')).toEqual([path.join(hybrid.root, 'memory', 'job', 'agentd', 'c7'), path.join(hybrid.root, 'pids', 'job', 'agentd', 'c7')]);
+      const none = detectSandboxCgroups({ limits, procSelf: bare.procSelf });
+      expect(none.cgroups).toBeNull();
+      expect(none.reason).toBe('v2: controllers memory, pids not available to the server\'s cgroup; v1: no memory hierarchy');
+      expect(detectSandboxCgroups({ limits: { memoryBytes: null, pids: null }, procSelf: hybrid.procSelf }).cgroups).toBeNull();
+    } finally {
+      fs.rmSync(hybrid.root, { recursive: true, force: true });
+      fs.rmSync(bare.root, { recursive: true, force: true });
+    }
+  });
+});
