@@ -63,6 +63,7 @@ const SET_ID_ATTACK = [
   'chmod 4755 ./decoy-bin && echo CHMOD_ROOT_OK',
   'chown "$(id -u)" ./decoy-root && echo CHOWN_OK',
   'echo pwned > ../outside-decoy && echo OUTSIDE_OK',
+  'ls -l /proc/self/fd/ | grep -q seccomp && echo SECCOMP_FD_LEAK_OK',
   'grep -E "^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):" /proc/self/status',
   'awk -v d="$PWD" \'$5 == d { print "workdir mount: " $6 }\' /proc/self/mountinfo',
   'echo "found: $(find . -perm /6000 | tr "\\n" " ")"',

@@ -163,7 +163,9 @@ class CgroupSet implements SandboxCgroups {
       const writes = controller.files.map(([name, value]) => `echo ${value} > ${quote(path.join(dir, name))}`);
       const optional = controller.optional.map(([name, value]) => `{ [ ! -e ${quote(path.join(dir, name))} ] || echo ${value} > ${quote(path.join(dir, name))} || :; }`);
       // A concurrent sweep may remove the directory between mkdir and the writes: retry.
-      const attempt = [`mkdir -p -- ${quote(dir)}`, ...writes, ...optional, `echo $$ > ${quote(path.join(dir, 'cgroup.procs'))}`].join(' && ');
+      // Optional limits (swap) are written before and after the others: v1 refuses a memory limit
+      // above the memory+swap limit, and a memory+swap limit below the memory limit.
+      const attempt = [`mkdir -p -- ${quote(dir)}`, ...optional, ...writes, ...optional, `echo $$ > ${quote(path.join(dir, 'cgroup.procs'))}`].join(' && ');
       return `agentd_join() { ${attempt}; } 2>/dev/null; agentd_join || agentd_join || agentd_join || { echo 'agentd sandbox: cannot join its cgroup' >&2; exit 125; }`;
     });
     return joins.join('\n');
