@@ -218,7 +218,7 @@ describe.skipIf(fallbackReason !== null || !asRoot)('sandbox confinement (server
 
     const other = (await harness.post('/conversations', {})).body.id as string;
     const result = await harness.post(`/conversations/${other}/commands`, { command: fill, timeout_s: 120 });
-    expect(result.body.timed_out).toBe(false);
+    expect(result.body).toMatchObject({ timed_out: false, exit_code: 137 });
     expect(result.body.stderr).toMatch(/past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the command was stopped/);
   }, 240_000);
 });

@@ -43,7 +43,9 @@ export class ExecaCommandRunner implements CommandRunner {
       setTimeout(() => killTree(child.pid, 'SIGKILL'), KILL_GRACE_MS).unref();
     }, options.timeoutMs);
     const workdirMb = this.options.launcher.limits.workdirMb;
+    let stoppedByGuard = false;
     const stopGuard = workdirMb === null ? undefined : new WorkdirGuard({ workdir: options.workdir, limitMb: workdirMb }).watch((message) => {
+      stoppedByGuard = true;
       stderr.append(`\n${message}\n`);
       killTree(child.pid, 'SIGKILL');
     });
@@ -56,7 +58,8 @@ export class ExecaCommandRunner implements CommandRunner {
     const out = stdout.take();
     const err = stderr.take();
     return {
-      exit_code: timedOut ? null : (result.exitCode ?? null),
+      // Stopped by the workdir guard: SIGKILL, as a shell reports it.
+      exit_code: timedOut ? null : (result.exitCode ?? (stoppedByGuard ? 137 : null)),
       stdout: out.text,
       stderr: err.text,
       execution_time_s: Math.round(performance.now() - started) / 1000,
