@@ -147,6 +147,9 @@ describe.skipIf(fallbackReason !== null || !asRoot)('sandbox confinement (server
         'echo new > new.txt && sed -i s/new/edited/ new.txt && cat new.txt',
         'echo more >> src/deep/old.txt && cat src/deep/old.txt',
         'rm tool && mkdir -p gone/x && rm -r gone',
+        // The seccomp filter looks at the mode only when a file is created: opening one is not refused.
+        'perl -MFcntl -e \'sysopen(my $f, "new.txt", O_RDONLY, 04755) or die "open: $!"\'',
+        'chmod 700 new.txt && chmod 644 new.txt && touch -d 2001-01-01 new.txt',
         'git init -q repo && cd repo && echo hi > f && git add f',
         'git -c user.name=agent -c user.email=agent@example.invalid commit -qm first && git log --format=%s',
         'echo ALL_DONE',
