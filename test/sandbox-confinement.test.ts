@@ -236,6 +236,8 @@ describe('cgroup detection', () => {
     fs.mkdirSync(path.join(unified, 'service'), { recursive: true });
     fs.writeFileSync(path.join(unified, 'service', 'cgroup.controllers'), `${options.v2Controllers}\n`);
     fs.writeFileSync(path.join(unified, 'service', 'cgroup.subtree_control'), '');
+    // The server alone in its cgroup (fake: this test process).
+    fs.writeFileSync(path.join(unified, 'service', 'cgroup.procs'), `${process.pid}\n`);
     const mounts = [`30 20 0:26 / ${unified} rw,nosuid - cgroup2 cgroup2 rw`];
     const membership = ['0::/service'];
     if (options.v1) {
@@ -258,6 +260,8 @@ describe('cgroup detection', () => {
       const { cgroups } = detectSandboxCgroups({ limits, procSelf });
       expect(cgroups?.version).toBe('v2');
       expect(fs.readFileSync(path.join(root, 'unified', 'service', 'cgroup.subtree_control'), 'utf8')).toBe('+memory +pids');
+      // Alone in its cgroup, the server moved itself to a leaf first (v2 allows no process in a cgroup with enabled controllers).
+      expect(fs.readFileSync(path.join(root, 'unified', 'service', 'agentd-server', 'cgroup.procs'), 'utf8')).toBe(String(process.pid));
       const [dir] = cgroups?.directories('c42') ?? [];
       expect(dir).toBe(path.join(root, 'unified', 'service', 'agentd', 'c42'));
       const pid = execFileSync('bash', ['-c', `${cgroups?.joinScript('c42')}\necho $$`], { encoding: 'utf8' }).trim();

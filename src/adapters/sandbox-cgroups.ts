@@ -94,6 +94,7 @@ function tryV2(options: TryOptions): { cgroups: SandboxCgroups | null; reason: s
   if (missing.length > 0) return { cgroups: null, reason: `controllers ${missing.join(', ')} not available to the server's cgroup` };
   const base = path.join(dir, 'agentd');
   try {
+    leaveInnerNode(dir, wanted);
     enableControllers(dir, wanted);
     fs.mkdirSync(base, { recursive: true });
     enableControllers(base, wanted);
@@ -218,6 +219,22 @@ function ownDir(mount: MountEntry, own: string): string | null {
   const relative = path.posix.relative(mount.root, own);
   if (relative.startsWith('..')) return null;
   return path.join(mount.mountPoint, relative);
+}
+
+/**
+ * cgroup v2 lets a cgroup enable controllers for its children only while it holds no process
+ * itself (the root excepted). When the server is alone in its cgroup (systemd `Delegate=yes`, a
+ * container's only process), it moves itself into a leaf `agentd-server` below it, keeping every
+ * limit it was under. With other processes there it moves nothing (they are not its to move).
+ */
+function leaveInnerNode(dir: string, wanted: string[]): void {
+  const enabled = readWords(path.join(dir, 'cgroup.subtree_control'));
+  if (wanted.every((name) => enabled.includes(name))) return;
+  const members = readWords(path.join(dir, 'cgroup.procs')).filter(Boolean);
+  if (members.length === 0 || members.some((pid) => pid !== String(process.pid))) return;
+  const leaf = path.join(dir, 'agentd-server');
+  fs.mkdirSync(leaf, { recursive: true });
+  fs.writeFileSync(path.join(leaf, 'cgroup.procs'), String(process.pid));
 }
 
 function enableControllers(dir: string, names: string[]): void {
