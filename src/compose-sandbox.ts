@@ -1,6 +1,7 @@
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
+import { BwrapProcessLauncher } from './adapters/bwrap-launcher.js';
 import type { ProcessLauncher, SandboxMode } from './adapters/process-launcher.js';
 import type { LimitEnforcement, ResourceLimits } from './adapters/resource-limits.js';
 import { selectProcessLauncher } from './adapters/select-process-launcher.js';
@@ -38,6 +39,9 @@ export async function composeSandbox(config: Config, logger: Logger): Promise<{ 
     logger.warn({ sandbox: 'none', reason: fallbackReason }, warning);
   } else {
     logger.info({ sandbox: launcher.mode, limits: launcher.limits, enforcement: launcher.enforcement }, 'agent processes run in a bubblewrap sandbox');
+    if (launcher instanceof BwrapProcessLauncher && launcher.seccompUnavailable !== null) {
+      logger.warn({ reason: launcher.seccompUnavailable }, 'set-id bits are not filtered: the agent may leave set-uid files (owned by its own uid) in its workdir');
+    }
     if (cgroupReason !== null) logger.warn({ reason: cgroupReason }, 'no cgroup limits the whole sandbox: memory is limited per process (RLIMIT_AS) only');
   }
   return { launcher, info: { mode: launcher.mode, networkDefault: true, limits: launcher.limits, enforcement: launcher.enforcement, warning } };
