@@ -20,6 +20,7 @@ const { fallbackReason } = await selectProcessLauncher({ requested: 'auto', limi
 fs.rmSync(probeDir, { recursive: true, force: true });
 const asRoot = process.getuid?.() === 0;
 if (fallbackReason) console.warn(`test/sandbox-confinement.test.ts skipped: bubblewrap cannot run here (${fallbackReason})`);
+else if (!asRoot) console.warn('sandbox-confinement: the capability and workdir-ownership tests skipped: they need a server running as root');
 
 const MEMORY_MB = 200;
 const PROCESSES = 128;
@@ -69,7 +70,7 @@ const SET_ID_ATTACK = [
   'echo "found: $(find . -perm /6000 | tr "\\n" " ")"',
 ].join('\n');
 
-describe.skipIf(fallbackReason !== null || !asRoot)('sandbox confinement (server running as root)', () => {
+describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
   let harness: AgentHarness;
 
   beforeAll(async () => {
@@ -93,7 +94,7 @@ describe.skipIf(fallbackReason !== null || !asRoot)('sandbox confinement (server
     });
   });
 
-  it('the agent holds no capability and cannot plant a set-id file or touch root-owned files', async () => {
+  it.skipIf(!asRoot)('the agent holds no capability and cannot plant a set-id file or touch root-owned files', async () => {
     // First run: the shell starts, the sandbox is prepared and the workdir given to the agent.
     harness.llm.push(bash('id -u'), { text: 'ready' });
     const id = await harness.createConversation({ initial_message: 'start' });
@@ -133,7 +134,7 @@ describe.skipIf(fallbackReason !== null || !asRoot)('sandbox confinement (server
     expect(fs.statSync(workdir).uid).toBe(uid);
   });
 
-  it('normal work still works: files, git; a client-given workdir is given to the agent, set-id bits cleared', async () => {
+  it.skipIf(!asRoot)('normal work still works: files, git; a client-given workdir is given to the agent, set-id bits cleared', async () => {
     const existing = fs.realpathSync(tempDir('agentd-confinement-project-'));
     fs.mkdirSync(path.join(existing, 'src', 'deep'), { recursive: true });
     fs.writeFileSync(path.join(existing, 'src', 'deep', 'old.txt'), 'old\n', { mode: 0o644 });
