@@ -79,6 +79,8 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
 
   afterAll(async () => {
     await harness?.close();
+    // The workdirs (with the files the attacks wrote) live in the data dir.
+    if (harness) fs.rmSync(harness.server.dataDir, { recursive: true, force: true });
   });
 
   it('/info says which limits are in force and what enforces each', async () => {
@@ -191,7 +193,7 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
   it.skipIf(!cgroups)('three processes that together pass the sandbox memory limit are OOM-killed; its cgroup goes when the sandbox ends', async () => {
     const { body } = await harness.post('/conversations', {});
     // Each perl holds about 85 MB: one fits in 200 MB, three together do not.
-    const allocate = `perl -e '$x = "a" x (40 * 1024 * 1024); print "allocated\\n"; sleep 3'`;
+    const allocate = `perl -e '$x = "a" x (40 * 1024 * 1024); print "allocated\\n"; sleep 5'`;
     const alone = await harness.post(`/conversations/${body.id}/commands`, { command: `${allocate}; echo "alone exit $?"`, timeout_s: 60 });
     expect(alone.body.stdout).toBe('allocated\nalone exit 0\n');
     const together = await harness.post(`/conversations/${body.id}/commands`, {
