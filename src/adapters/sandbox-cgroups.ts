@@ -12,6 +12,9 @@ import path from 'node:path';
  * tmpfs pages. Empty cgroups are removed when a sandbox ends and at start-up (leftovers of a
  * killed server); a cgroup still in use refuses removal (EBUSY), so removal is always safe.
  */
+const RELEASE_RETRIES = 20;
+const RELEASE_RETRY_MS = 100;
+
 export interface CgroupLimits {
   memoryBytes: number | null;
   pids: number | null;
@@ -173,7 +176,14 @@ class CgroupSet implements SandboxCgroups {
   }
 
   release(key: string): void {
-    for (const dir of this.directories(key)) removeQuietly(dir);
+    // The sandbox's last processes may still be exiting when bwrap is gone (EBUSY): try again a
+    // few times, then leave it to the next start-up's sweep. Another sandbox of the conversation
+    // keeps it busy for good, and it stays.
+    const attempt = (left: number): void => {
+      const busy = this.directories(key).filter((dir) => !removeQuietly(dir));
+      if (busy.length > 0 && left > 0) setTimeout(() => attempt(left - 1), RELEASE_RETRY_MS).unref();
+    };
+    attempt(RELEASE_RETRIES);
   }
 
   directories(key: string): string[] {
@@ -251,11 +261,13 @@ function readWords(file: string): string[] {
   }
 }
 
-function removeQuietly(dir: string): void {
+/** rmdir; true when the directory is gone (removed now or before), false while in use. */
+function removeQuietly(dir: string): boolean {
   try {
     fs.rmdirSync(dir);
-  } catch {
-    // in use (EBUSY) or already gone
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT';
   }
 }
 
