@@ -4,7 +4,8 @@ import { execFile } from 'node:child_process';
  * The workdir's disk limit (AGENTD_LIMIT_WORKDIR_MB). While a command runs, the workdir's disk
  * usage is measured every `intervalMs` (2 s) with `du -s -x` (coreutils: it walks the tree
  * without following symlinks or leaving the filesystem, and counts hard links once); one
- * measurement at a time, each bounded by `timeoutMs`. Nothing is measured while no command runs,
+ * measurement at a time, each bounded by `timeoutMs` and spaced so that walking takes at most a
+ * tenth of the time (a tree that takes 1 s to walk is measured every 10 s). Nothing is measured while no command runs,
  * so an idle conversation costs nothing and a command costs one walk per interval. Past the limit,
  * and not shrinking since the previous measurement (a command deleting files is left alone), the
  * command is stopped and its output ends with `message`, for the LLM. A file written in less than
@@ -25,25 +26,30 @@ export class WorkdirGuard {
   /** Watches until the returned function is called; `onExceeded` runs at most once. */
   watch(onExceeded: (message: string) => void): () => void {
     let stopped = false;
-    let measuring = false;
-    const timer = setInterval(() => {
-      if (measuring || stopped) return;
-      measuring = true;
+    let timer: NodeJS.Timeout | undefined;
+    const interval = this.options.intervalMs ?? 2_000;
+    const schedule = (delayMs: number): void => {
+      timer = setTimeout(tick, delayMs);
+      timer.unref();
+    };
+    const tick = (): void => {
+      const started = performance.now();
       void this.measure().then((bytes) => {
-        measuring = false;
-        if (stopped || bytes === null) return;
+        if (stopped) return;
+        // A walk that takes long (a huge tree) spaces the next one out: at most a tenth of the time walking.
+        const next = Math.max(interval, 10 * (performance.now() - started));
+        if (bytes === null) return schedule(next);
         const previous = this.lastBytes;
         this.lastBytes = bytes;
-        if (bytes <= this.limitBytes || (previous !== null && bytes < previous)) return;
+        if (bytes <= this.limitBytes || (previous !== null && bytes < previous)) return schedule(next);
         stopped = true;
-        clearInterval(timer);
         onExceeded(workdirLimitMessage({ usedBytes: bytes, limitMb: this.options.limitMb }));
       });
-    }, this.options.intervalMs ?? 2_000);
-    timer.unref();
+    };
+    schedule(interval);
     return () => {
       stopped = true;
-      clearInterval(timer);
+      clearTimeout(timer);
     };
   }
 
