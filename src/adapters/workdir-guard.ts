@@ -5,11 +5,12 @@ import { execFile } from 'node:child_process';
  * usage is measured every `intervalMs` (2 s) with `du -s -x` (coreutils: it walks the tree
  * without following symlinks or leaving the filesystem, and counts hard links once); one
  * measurement at a time, each bounded by `timeoutMs` and spaced so that walking takes at most a
- * tenth of the time (a tree that takes 1 s to walk is measured every 10 s). Nothing is measured while no command runs,
- * so an idle conversation costs nothing and a command costs one walk per interval. Past the limit,
- * and not shrinking since the previous measurement (a command deleting files is left alone), the
- * command is stopped and its output ends with `message`, for the LLM. A file written in less than
- * one interval can overshoot the limit by what it wrote; RLIMIT_FSIZE bounds each file.
+ * tenth of the time (a tree that takes 1 s to walk is measured every 10 s). Nothing is measured
+ * while no command runs, so an idle conversation costs nothing. Past the limit, and not
+ * shrinking since the previous measurement (a command deleting files is left alone), the
+ * command is stopped and its output ends with a message for the LLM. A file written in less
+ * than one interval can overshoot the limit by what it wrote; RLIMIT_FSIZE bounds each file.
+ * Background jobs (`cmd &`) are not watched between commands: the next command sees the usage.
  */
 export interface WorkdirGuardOptions {
   workdir: string;
