@@ -6,6 +6,7 @@ import { NO_LIMITS } from '../src/adapters/resource-limits.js';
 import { detectSandboxCgroups } from '../src/adapters/sandbox-cgroups.js';
 import { sandboxUid } from '../src/adapters/sandbox-identity.js';
 import { selectProcessLauncher } from '../src/adapters/select-process-launcher.js';
+import { isSystemPath } from '../src/adapters/workdir-owner.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { tempDir } from './support/agentd.js';
 
@@ -292,5 +293,12 @@ describe('cgroup detection', () => {
       fs.rmSync(hybrid.root, { recursive: true, force: true });
       fs.rmSync(bare.root, { recursive: true, force: true });
     }
+  });
+});
+
+describe('workdir ownership', () => {
+  it('system directories, their ancestors and shared roots are never given to an agent; project directories are', () => {
+    for (const dir of ['/', '/etc', '/etc/ssh', '/usr/local/src/app', '/var', '/var/lib/postgresql', '/home', '/tmp', '/root', '/opt']) expect(isSystemPath(dir), dir).toBe(true);
+    for (const dir of ['/home/alice/project', '/tmp/agentd-work', '/root/project', '/opt/app', '/srv/site', '/var/www/site']) expect(isSystemPath(dir), dir).toBe(false);
   });
 });
