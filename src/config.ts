@@ -14,7 +14,7 @@ const boolText = z
   .transform((value) => value === 'true' || value === '1' || value === 'yes');
 
 const commaList = z.string().transform((value) => value.split(',').map((item) => item.trim()).filter(Boolean));
-/** A per-process limit: 0 turns it off. */
+/** A limit (AGENTD_LIMIT_*): 0 turns it off. */
 const limit = (min: number, fallback: number) =>
   z.coerce.number().int().refine((value) => value === 0 || value >= min, `must be 0 (no limit) or at least ${min}`).default(fallback);
 
@@ -61,6 +61,10 @@ const EnvSchema = z.object({
   AGENTD_LIMIT_CPU_S: limit(1, 600),
   AGENTD_LIMIT_MEMORY_MB: limit(64, 4096),
   AGENTD_LIMIT_PROCESSES: limit(16, 1024),
+  AGENTD_LIMIT_FILE_MB: limit(1, 4096),
+  AGENTD_LIMIT_TMP_MB: limit(1, 1024),
+  AGENTD_LIMIT_WORKDIR_MB: limit(1, 20_480),
+  AGENTD_SANDBOX_CGROUPS: boolText.default(true),
 });
 
 export interface Config {
@@ -84,7 +88,13 @@ export interface Config {
   /** Webhook delivery: server-wide callback URLs and secret, attempt timeout, retry schedule. */
   webhooks: { urls: readonly string[]; secret: string | null; timeoutMs: number; retryBaseMs: number; retryMaxMs: number; retryWindowMs: number };
   /** How agent processes run: the mode asked for, extra read-only paths, per-process limits (null: none). */
-  sandbox: { mode: 'auto' | 'bwrap' | 'none'; readOnlyPaths: readonly string[]; limits: { cpuSeconds: number | null; memoryMb: number | null; processes: number | null } };
+  sandbox: {
+    mode: 'auto' | 'bwrap' | 'none';
+    readOnlyPaths: readonly string[];
+    /** Whole-sandbox memory and process limits with cgroups where the host allows (AGENTD_SANDBOX_CGROUPS). */
+    cgroups: boolean;
+    limits: { cpuSeconds: number | null; memoryMb: number | null; processes: number | null; fileMb: number | null; tmpMb: number | null; workdirMb: number | null };
+  };
   /** All agent processes may take from the server's environment: PATH, LANG, LC_ALL and the AGENTD_PASS_ENV names, captured here. */
   agentEnv: { passEnv: readonly string[]; hostEnv: Readonly<Record<string, string>> };
 }
@@ -178,10 +188,14 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     sandbox: Object.freeze({
       mode: e.AGENTD_SANDBOX,
       readOnlyPaths: Object.freeze(e.AGENTD_SANDBOX_RO_PATHS ?? []),
+      cgroups: e.AGENTD_SANDBOX_CGROUPS,
       limits: Object.freeze({
         cpuSeconds: e.AGENTD_LIMIT_CPU_S || null,
         memoryMb: e.AGENTD_LIMIT_MEMORY_MB || null,
         processes: e.AGENTD_LIMIT_PROCESSES || null,
+        fileMb: e.AGENTD_LIMIT_FILE_MB || null,
+        tmpMb: e.AGENTD_LIMIT_TMP_MB || null,
+        workdirMb: e.AGENTD_LIMIT_WORKDIR_MB || null,
       }),
     }),
     agentEnv: agentEnvFrom(env, e.AGENTD_PASS_ENV ?? []),

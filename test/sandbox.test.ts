@@ -4,6 +4,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NO_LIMITS } from '../src/adapters/resource-limits.js';
+import { detectSandboxCgroups } from '../src/adapters/sandbox-cgroups.js';
 import { loadConfig } from '../src/config.js';
 import { selectProcessLauncher } from '../src/adapters/select-process-launcher.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
@@ -86,7 +87,13 @@ describe.skipIf(fallbackReason !== null)('bwrap sandbox', () => {
 
   it('/info reports the bwrap mode and the limits', async () => {
     const { body } = await harness.get('/info');
-    expect(body.sandbox).toEqual({ mode: 'bwrap', network_default: true, limits: { cpu_s: 60, memory_mb: 1024, processes: PROCESS_LIMIT } });
+    const wholeSandbox = detectSandboxCgroups({ limits: { memoryBytes: 1024 * 1024 * 1024, pids: PROCESS_LIMIT } }).cgroups ? 'cgroup' : 'rlimit';
+    expect(body.sandbox).toMatchObject({ mode: 'bwrap', network_default: true });
+    expect(body.sandbox.limits).toMatchObject({
+      cpu_s: { value: 60, enforced_by: 'rlimit' },
+      memory_mb: { value: 1024, enforced_by: wholeSandbox },
+      processes: { value: PROCESS_LIMIT, enforced_by: wholeSandbox },
+    });
   });
 
   it('POST /commands sees nothing of the server: data dir, keys, other workdirs, server /proc, server env', async () => {
@@ -169,7 +176,12 @@ describe.skipIf(fallbackReason !== null)('bwrap sandbox', () => {
 describe('sandbox modes', () => {
   it('config: AGENTD_SANDBOX, the limits and AGENTD_PASS_ENV are parsed once, with clear errors', () => {
     const config = loadConfig({ AGENTD_PASS_ENV: 'A_B, C', A_B: '1', PATH: '/x', OTHER: 'no', AGENTD_LIMIT_CPU_S: '0', AGENTD_SANDBOX_RO_PATHS: '/opt/tools' });
-    expect(config.sandbox).toEqual({ mode: 'auto', readOnlyPaths: ['/opt/tools'], limits: { cpuSeconds: null, memoryMb: 4096, processes: 1024 } });
+    expect(config.sandbox).toEqual({
+      mode: 'auto',
+      readOnlyPaths: ['/opt/tools'],
+      cgroups: true,
+      limits: { cpuSeconds: null, memoryMb: 4096, processes: 1024, fileMb: 4096, tmpMb: 1024, workdirMb: 20_480 },
+    });
     expect(config.agentEnv).toEqual({ passEnv: ['A_B', 'C'], hostEnv: { PATH: '/x', A_B: '1' } });
     expect(() => loadConfig({ AGENTD_SANDBOX: 'docker' })).toThrow(/invalid AGENTD_SANDBOX/);
     expect(() => loadConfig({ AGENTD_LIMIT_PROCESSES: '5' })).toThrow(/AGENTD_LIMIT_PROCESSES: must be 0 \(no limit\) or at least 16/);
@@ -187,7 +199,7 @@ describe('sandbox modes', () => {
       expect(server.services.conversations.get(offline).sandbox).toEqual({ network: false });
       expect(server.services.sandbox.warning).toMatch(/unsandboxed on the host/);
       const info = await fetch(`${server.url}/info`, { headers: server.auth }).then((response) => response.json() as Promise<any>);
-      expect(info.sandbox).toMatchObject({ mode: 'none', limits: { memory_mb: 2048 } });
+      expect(info.sandbox).toMatchObject({ mode: 'none', limits: { memory_mb: { value: 2048, enforced_by: 'rlimit' }, tmp_mb: { value: 1024, enforced_by: 'none' } } });
       const id = (server.services.conversations.create({ max_iterations_per_run: 1, confirmation_mode: false })).conversation.id;
       const result = await server.services.commands.run(id, { command: 'ulimit -v', timeout_s: 10 });
       expect(result.stdout).toBe(`${2048 * 1024}\n`);

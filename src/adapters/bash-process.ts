@@ -48,6 +48,7 @@ export class BashProcess {
     const onGone = (exitCode: number): void => {
       if (this.exited) return;
       this.exited = true;
+      spec.release?.();
       let done = false;
       const finalize = (): void => {
         if (done) return;

@@ -5,6 +5,7 @@ import { buildCleanEnv, HostProcessLauncher, type ProcessLauncher } from './proc
 import { killRecordedGroup, readProcess } from './process-tree.js';
 import { INIT_SCRIPT, SentinelScanner, bashQuote, commandLines } from './bash-protocol.js';
 import { OutputWindow, joinOutput } from './output-window.js';
+import { WorkdirGuard } from './workdir-guard.js';
 
 /**
  * One long-lived bash per conversation (see bash-process.ts for the process, bash-protocol.ts for
@@ -40,6 +41,8 @@ interface SessionConfig {
   bashPath: string;
   startTimeoutMs: number;
   sandbox?: { network: boolean };
+  /** The workdir's disk limit, watched while a command runs. */
+  guard?: WorkdirGuard;
 }
 
 interface Completion {
@@ -55,6 +58,7 @@ interface RunningCommand {
   collecting: boolean;
   completion?: Completion;
   interruptTimer?: NodeJS.Timeout;
+  stopGuard?: () => void;
 }
 
 export class BashShellFactory implements ShellFactory {
@@ -69,10 +73,13 @@ export class BashShellFactory implements ShellFactory {
       ...(this.options.hostEnv !== undefined && { hostEnv: this.options.hostEnv }),
       extra: options.env,
     });
+    const launcher = this.options.launcher ?? new HostProcessLauncher();
+    const workdirMb = launcher.limits.workdirMb;
     const session = new BashShellSession({
       workdir: options.workdir,
       env,
-      launcher: this.options.launcher ?? new HostProcessLauncher(),
+      launcher,
+      ...(workdirMb !== null && { guard: new WorkdirGuard({ workdir: options.workdir, limitMb: workdirMb }) }),
       maxOutputChars: this.options.maxOutputChars ?? 30_000,
       bashPath: this.options.bashPath ?? 'bash',
       startTimeoutMs: this.options.startTimeoutMs ?? 10_000,
@@ -147,6 +154,7 @@ export class BashShellSession implements ShellSession {
   }
 
   async close(): Promise<void> {
+    this.running?.stopGuard?.();
     const proc = this.proc;
     proc?.killAll();
     for (const [pgid, startTime] of this.backgroundGroups) killRecordedGroup({ pgid, startTime });
@@ -235,7 +243,15 @@ export class BashShellSession implements ShellSession {
     }
     const earlier = this.idleOutput.take().text;
     if (earlier !== '') window.append(`[Output since the last command (previous command, background processes):]\n${earlier}\n[End of that output.]\n`);
-    this.running = { nonce, window, collecting: false };
+    const running: RunningCommand = { nonce, window, collecting: false };
+    this.running = running;
+    running.stopGuard = this.config.guard?.watch((message) => {
+      if (this.running !== running) return;
+      running.window.append(`\n${message}\n`);
+      // SIGINT ends the whole command line (a loop run by bash itself included); SIGKILL what ignores it.
+      void this.interrupt();
+      setTimeout(() => this.running === running && this.proc?.killForeground(), INTERRUPT_GRACE_MS).unref();
+    });
     const prefix = this.envQueue.splice(0).map((statement) => `${statement}; `).join('');
     this.writeControl(commandLines({ nonce, command, prefix }));
   }
@@ -326,6 +342,7 @@ export class BashShellSession implements ShellSession {
     const running = this.running;
     if (!running) return;
     clearTimeout(running.interruptTimer);
+    running.stopGuard?.();
     running.completion = completion;
     this.running = undefined;
     this.cwd = completion.cwd;

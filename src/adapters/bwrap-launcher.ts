@@ -1,9 +1,13 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import type { PreparedProcess, ProcessLauncher, ProcessSpec } from './process-launcher.js';
-import type { ResourceLimits } from './resource-limits.js';
+import type { LimitEnforcement, ResourceLimits } from './resource-limits.js';
+import type { SandboxCgroups } from './sandbox-cgroups.js';
 import { sandboxEntryScript } from './sandbox-entry-script.js';
-import { SANDBOX_USER, SandboxIdentityFiles } from './sandbox-identity.js';
+import { SANDBOX_USER, SandboxIdentityFiles, sandboxUid } from './sandbox-identity.js';
 import { systemMountArgs } from './sandbox-mounts.js';
+import { setIdSeccompFilter } from './seccomp-filter.js';
+import { WorkdirOwner } from './workdir-owner.js';
 
 export interface BwrapLauncherOptions {
   /** Absolute path of the bwrap binary. */
@@ -21,20 +25,32 @@ export interface BwrapLauncherOptions {
   tools?: string[];
   /** Whether the server runs as root (default: its effective uid is 0). */
   runningAsRoot?: boolean;
+  /** Whole-sandbox memory and process limits, when the host lets the server create cgroups. */
+  cgroups?: SandboxCgroups | null;
 }
+
+/** The descriptor on which bwrap reads the seccomp program (opened by the launch script). */
+const SECCOMP_FD = 10;
 
 /**
  * Runs every agent process inside bubblewrap:
  * - its own mount namespace: system directories and an allowlist of /etc read-only, the workdir
- *   read-write at its real path, a private /tmp, /var/tmp and /dev/shm (sized by the memory limit),
- *   its own /proc and a minimal /dev; nothing else of the host exists inside;
+ *   read-write at its real path (nosuid, nodev: bwrap binds so), a private /tmp (/var/tmp points
+ *   there) and /dev/shm, each a tmpfs of AGENTD_LIMIT_TMP_MB, its own /proc and a minimal /dev;
+ *   the root and /dev are then made read-only; nothing else of the host exists inside;
  * - its own pid namespace (`--unshare-pid`): the sandbox's init dies with the program and takes
  *   every process of the sandbox with it; `--die-with-parent`: a server killed with -9 takes its
  *   sandboxes along; no network namespace unless the conversation has `network: false`;
  * - as root: all capabilities dropped but those the entry script needs to switch to the agent's
- *   own uid (sandbox-identity.ts) and to stop the sandbox; the agent itself keeps only
- *   CAP_DAC_OVERRIDE and CAP_FOWNER (see sandbox-entry-script.ts). Not root: a user namespace
- *   with the server's uid, no capabilities.
+ *   own uid (sandbox-identity.ts) and to stop the sandbox; the agent itself holds none (effective,
+ *   permitted, inheritable, ambient and bounding sets empty, no_new_privs). The workdir is given to
+ *   the agent's uid (workdir-owner.ts) so it works on its files as their owner. Not root: a user
+ *   namespace with the server's uid, no capabilities;
+ * - a seccomp filter (seccomp-filter.ts) refuses set-id bits on any file the agent creates or
+ *   chmods, so nothing it leaves in the workdir can run with its owner's ids on the host;
+ * - when the host allows it, the conversation's cgroups (sandbox-cgroups.ts): the spawned launch
+ *   script joins them before it execs bwrap, so the whole sandbox shares one memory and one
+ *   process limit.
  * No `--new-session`: bwrap, its init and the program stay in the spawned process group (an
  * interactive bash then makes itself the leader of a group of its own, which bash-process.ts
  * finds and signals). A SIGINT to the spawned group would kill bwrap's monitor and the sandbox
@@ -47,12 +63,33 @@ export class BwrapProcessLauncher implements ProcessLauncher {
   readonly limits: ResourceLimits;
   private readonly systemArgs: string[];
   private readonly identities: SandboxIdentityFiles;
+  readonly enforcement: LimitEnforcement;
+  /** Why set-id bits are not filtered (no seccomp program for this host), else null. */
+  readonly seccompUnavailable: string | null;
   private readonly asRoot: boolean;
+  private readonly owner = new WorkdirOwner();
+  private readonly cgroups: SandboxCgroups | null;
+  private readonly seccompFile: string | null;
 
   constructor(private readonly options: BwrapLauncherOptions) {
     this.limits = options.limits;
     this.asRoot = options.runningAsRoot ?? process.geteuid?.() === 0;
+    this.cgroups = options.cgroups ?? null;
+    this.cgroups?.sweep();
     this.identities = new SandboxIdentityFiles(options.stateDir);
+    const filter = setIdSeccompFilter();
+    this.seccompFile = filter && path.join(options.stateDir, 'seccomp-setid.bpf');
+    if (this.seccompFile && filter) fs.writeFileSync(this.seccompFile, filter, { mode: 0o600 });
+    this.seccompUnavailable = filter ? null : `no seccomp program for ${process.arch}`;
+    const limited = (value: number | null, by: 'cgroup' | 'rlimit' | 'tmpfs' | 'server') => (value === null ? 'none' : by);
+    this.enforcement = Object.freeze({
+      cpuSeconds: limited(this.limits.cpuSeconds, 'rlimit'),
+      memoryMb: limited(this.limits.memoryMb, this.cgroups?.enforces.memory ? 'cgroup' : 'rlimit'),
+      processes: limited(this.limits.processes, this.cgroups?.enforces.pids ? 'cgroup' : 'rlimit'),
+      fileMb: limited(this.limits.fileMb, 'rlimit'),
+      tmpMb: limited(this.limits.tmpMb, 'tmpfs'),
+      workdirMb: limited(this.limits.workdirMb, 'server'),
+    });
     this.systemArgs = systemMountArgs({
       tools: options.tools ?? [process.execPath, 'git', 'rg', 'bash', 'env', 'setpriv', 'mkfifo'],
       searchPath: options.searchPath,
@@ -64,8 +101,9 @@ export class BwrapProcessLauncher implements ProcessLauncher {
   prepare(spec: ProcessSpec): PreparedProcess {
     const workdir = spec.sandbox?.workdir ?? spec.cwd;
     const identity = this.asRoot ? this.identities.forWorkdir(workdir) : null;
+    if (identity) this.owner.ensure({ workdir, uid: identity.uid, gid: identity.gid });
     const files = identity?.files ?? this.identities.forServerUser();
-    const tmpSize = this.limits.memoryMb === null ? [] : ['--size', String(this.limits.memoryMb * 1024 * 1024)];
+    const tmpSize = this.limits.tmpMb === null ? [] : ['--size', String(this.limits.tmpMb * 1024 * 1024)];
     const args = [
       '--die-with-parent',
       '--unshare-pid',
@@ -73,7 +111,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       '--unshare-cgroup-try',
       ...(spec.sandbox?.network === false ? ['--unshare-net'] : []),
       ...(this.asRoot
-        ? ['--cap-drop', 'ALL', ...['CAP_SETUID', 'CAP_SETGID', 'CAP_SETPCAP', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_KILL'].flatMap((cap) => ['--cap-add', cap])]
+        ? ['--cap-drop', 'ALL', ...['CAP_SETUID', 'CAP_SETGID', 'CAP_SETPCAP', 'CAP_KILL', 'CAP_DAC_READ_SEARCH'].flatMap((cap) => ['--cap-add', cap])]
         : ['--unshare-user', '--cap-drop', 'ALL']),
       ...this.systemArgs,
       '--ro-bind-try', files.passwd, '/etc/passwd',
@@ -81,16 +119,33 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       '--ro-bind', files.gitconfig, '/etc/gitconfig',
       '--proc', '/proc',
       '--dev', '/dev',
-      ...['/tmp', '/var/tmp', '/dev/shm'].flatMap((dir) => [...tmpSize, '--perms', '1777', '--tmpfs', dir]),
+      ...['/tmp', '/dev/shm'].flatMap((dir) => [...tmpSize, '--perms', '1777', '--tmpfs', dir]),
+      '--perms', '0755', '--dir', '/var',
+      '--symlink', '/tmp', '/var/tmp',
       // The workdir's parents are created searchable (bwrap's default for them is 0700).
       ...(path.dirname(workdir) === workdir ? [] : ['--perms', '0755', '--dir', path.dirname(workdir)]),
       '--bind', workdir, workdir,
+      // Nothing but the workdir, /tmp and /dev/shm is writable: the root and /dev are tmpfs
+      // mounts that count against no limit.
+      '--remount-ro', '/dev',
+      '--remount-ro', '/',
+      ...(this.seccompFile ? ['--seccomp', String(SECCOMP_FD)] : []),
       '--chdir', spec.cwd,
       '--',
-      'bash', '-c', sandboxEntryScript({ limits: this.limits, runAs: identity && { uid: identity.uid, gid: identity.gid } }), 'agentd-sandbox',
+      'bash', '-c', sandboxEntryScript({ limits: this.limits, addressSpace: !this.cgroups?.enforces.memory, runAs: identity && { uid: identity.uid, gid: identity.gid } }), 'agentd-sandbox',
       spec.command, ...spec.args,
     ];
     const env = identity ? { ...spec.env, USER: SANDBOX_USER, LOGNAME: SANDBOX_USER } : { ...spec.env };
-    return { command: 'env', args: ['--ignore-signal=INT', this.options.bwrapPath, ...args], cwd: spec.cwd, env, programDepth: 2 };
+    const key = `c${sandboxUid(workdir)}`;
+    const launch = [
+      ...(this.cgroups ? [this.cgroups.joinScript(key)] : []),
+      `exec env --ignore-signal=INT "$@"${this.seccompFile ? ` ${SECCOMP_FD}<${quote(this.seccompFile)}` : ''}`,
+    ].join('\n');
+    const release = this.cgroups ? () => this.cgroups?.release(key) : undefined;
+    return { command: 'bash', args: ['-c', launch, 'agentd-launch', this.options.bwrapPath, ...args], cwd: spec.cwd, env, programDepth: 2, ...(release && { release }) };
   }
+}
+
+function quote(text: string): string {
+  return `'${text.replaceAll("'", "'\\''")}'`;
 }

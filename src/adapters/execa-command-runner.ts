@@ -3,6 +3,7 @@ import type { CommandResult, CommandRunner } from '../core/commands/command-runn
 import { OutputWindow } from './output-window.js';
 import { buildCleanEnv, type ProcessLauncher } from './process-launcher.js';
 import { descendantsOf, listProcesses, signalQuietly } from './process-tree.js';
+import { WorkdirGuard } from './workdir-guard.js';
 
 const KILL_GRACE_MS = 1_000;
 
@@ -41,14 +42,24 @@ export class ExecaCommandRunner implements CommandRunner {
       killTree(child.pid, 'SIGTERM');
       setTimeout(() => killTree(child.pid, 'SIGKILL'), KILL_GRACE_MS).unref();
     }, options.timeoutMs);
+    const workdirMb = this.options.launcher.limits.workdirMb;
+    let stoppedByGuard = false;
+    const stopGuard = workdirMb === null ? undefined : new WorkdirGuard({ workdir: options.workdir, limitMb: workdirMb }).watch((message) => {
+      stoppedByGuard = true;
+      stderr.append(`\n${message}\n`);
+      killTree(child.pid, 'SIGKILL');
+    });
     const result = await child;
+    stopGuard?.();
     clearTimeout(timer);
     // Whatever the command left running in its group does not outlive it.
     killTree(child.pid, 'SIGKILL');
+    spec.release?.();
     const out = stdout.take();
     const err = stderr.take();
     return {
-      exit_code: timedOut ? null : (result.exitCode ?? null),
+      // Stopped by the workdir guard: SIGKILL, as a shell reports it.
+      exit_code: timedOut ? null : (result.exitCode ?? (stoppedByGuard ? 137 : null)),
       stdout: out.text,
       stderr: err.text,
       execution_time_s: Math.round(performance.now() - started) / 1000,

@@ -1,5 +1,5 @@
 import { userInfo } from 'node:os';
-import { hasLimits, NO_LIMITS, ulimitStatements, type ResourceLimits } from './resource-limits.js';
+import { hasRlimits, NO_LIMITS, ulimitStatements, type LimitEnforcement, type ResourceLimits } from './resource-limits.js';
 
 /**
  * The one place that turns "start this program in workdir W with env E" into what is actually
@@ -34,6 +34,8 @@ export interface PreparedProcess {
    * oldest child of the one before. They are in the spawned process's group and ignore SIGINT.
    */
   programDepth: number;
+  /** Call once the spawned process has exited (frees what the launcher set up for it). */
+  release?: () => void;
 }
 
 export type SandboxMode = 'bwrap' | 'none';
@@ -41,25 +43,37 @@ export type SandboxMode = 'bwrap' | 'none';
 export interface ProcessLauncher {
   readonly mode: SandboxMode;
   readonly limits: ResourceLimits;
+  /** What enforces each limit here (reported by /info). */
+  readonly enforcement: LimitEnforcement;
   prepare(spec: ProcessSpec): PreparedProcess;
 }
 
 /**
  * No sandbox: the program runs on the host as the server's user. Limits, when configured, are
  * set by `bash -c 'ulimit ...; exec "$@"'` (the program keeps the spawned pid); the process
- * limit is ignored by the kernel when the server runs as root.
+ * limit is ignored by the kernel when the server runs as root; there is no private /tmp.
  */
 export class HostProcessLauncher implements ProcessLauncher {
   readonly mode = 'none';
   readonly limits: ResourceLimits;
+  readonly enforcement: LimitEnforcement;
 
   constructor(options: { limits?: ResourceLimits } = {}) {
     this.limits = options.limits ?? NO_LIMITS;
+    const limited = (value: number | null, by: 'rlimit' | 'server') => (value === null ? 'none' : by);
+    this.enforcement = Object.freeze({
+      cpuSeconds: limited(this.limits.cpuSeconds, 'rlimit'),
+      memoryMb: limited(this.limits.memoryMb, 'rlimit'),
+      processes: process.geteuid?.() === 0 ? 'none' : limited(this.limits.processes, 'rlimit'),
+      fileMb: limited(this.limits.fileMb, 'rlimit'),
+      tmpMb: 'none',
+      workdirMb: limited(this.limits.workdirMb, 'server'),
+    });
   }
 
   prepare(spec: ProcessSpec): PreparedProcess {
     const base = { cwd: spec.cwd, env: { ...spec.env }, programDepth: 0 };
-    if (!hasLimits(this.limits)) return { ...base, command: spec.command, args: [...spec.args] };
+    if (!hasRlimits(this.limits)) return { ...base, command: spec.command, args: [...spec.args] };
     return { ...base, command: 'bash', args: ['-c', `${ulimitStatements(this.limits)}; exec "$@"`, 'agentd-limits', spec.command, ...spec.args] };
   }
 }

@@ -14,21 +14,20 @@ import { ulimitStatements, type ResourceLimits } from './resource-limits.js';
  * 2. sets the rlimits (soft = hard, the agent cannot raise them);
  * 3. resets SIGINT (ignored by bwrap's monitor, see bwrap-launcher.ts) and execs the program, as
  *    an unprivileged uid when the server is root (setpriv), keeping its pid: the program is the
- *    init's only child.
+ *    init's only child. The program holds no capability at all: setpriv empties the inheritable,
+ *    ambient and bounding sets, the uid switch clears the permitted and effective ones, and
+ *    no_new_privs keeps any set-id or file-capability program from giving one back.
  */
 export interface SandboxEntryOptions {
   limits: ResourceLimits;
+  /** false when a cgroup limits the sandbox's memory: no per-process RLIMIT_AS then. Default true. */
+  addressSpace?: boolean;
   /** The uid/gid the program runs as (server is root); null: the server's own user. */
   runAs: { uid: number; gid: number } | null;
 }
 
-/**
- * What the program keeps of root's powers when it runs as its own uid: reading and writing the
- * workdir's files whatever their owner (files the server wrote, a checkout owned by someone else)
- * and chmod/utime on them. Nothing else: no setuid (no_new_privs), no mounts, no signals to
- * other users' processes. Everything outside the workdir is read-only or private anyway.
- */
-const KEPT_CAPABILITIES = '-all,+dac_override,+fowner';
+/** What the program keeps of root's powers when it runs as its own uid: nothing. */
+const KEPT_CAPABILITIES = '-all';
 
 /** The watchdog stops the sandbox this many tasks before the limit (its own and the init count). */
 const WATCHDOG_MARGIN = 2;
@@ -50,7 +49,7 @@ export function sandboxEntryScript(options: SandboxEntryOptions): string {
     '  kill -KILL -1 ) &',
     'exec {tick}<&-',
   ];
-  const limits = ulimitStatements(options.limits);
+  const limits = ulimitStatements(options.limits, { addressSpace: options.addressSpace ?? true });
   if (limits !== '') lines.push(limits);
   const runAs = options.runAs
     ? `setpriv --reuid=${options.runAs.uid} --regid=${options.runAs.gid} --clear-groups --inh-caps=${KEPT_CAPABILITIES} --ambient-caps=${KEPT_CAPABILITIES} --bounding-set=${KEPT_CAPABILITIES} --no-new-privs `

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { BwrapProcessLauncher } from './bwrap-launcher.js';
 import { HostProcessLauncher, type ProcessLauncher } from './process-launcher.js';
 import type { ResourceLimits } from './resource-limits.js';
+import { detectSandboxCgroups } from './sandbox-cgroups.js';
 import { findInPath } from './sandbox-mounts.js';
 
 export type RequestedSandbox = 'auto' | 'bwrap' | 'none';
@@ -13,6 +14,8 @@ export interface LauncherSelection {
   launcher: ProcessLauncher;
   /** Set when `auto` fell back to no sandbox: why bwrap could not be used. */
   fallbackReason: string | null;
+  /** With bwrap: why no cgroup limits the whole sandbox (null when one does, or no limit asks for one). */
+  cgroupReason: string | null;
 }
 
 /** AGENTD_SANDBOX=bwrap, but bubblewrap cannot run here: a start-up error, never a silent downgrade. */
@@ -31,6 +34,8 @@ export interface SelectLauncherOptions {
   hiddenPaths: readonly string[];
   extraReadOnlyPaths: readonly string[];
   stateDir: string;
+  /** Whole-sandbox limits with cgroups when the host allows (default true). */
+  useCgroups?: boolean;
 }
 
 const PROBE_TIMEOUT_MS = 10_000;
@@ -42,15 +47,18 @@ const DEFAULT_SEARCH_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
  * uid switch); when it fails, `bwrap` throws and `auto` falls back to the host with the reason.
  */
 export async function selectProcessLauncher(options: SelectLauncherOptions): Promise<LauncherSelection> {
-  if (options.requested === 'none') return { launcher: new HostProcessLauncher({ limits: options.limits }), fallbackReason: null };
+  if (options.requested === 'none') return { launcher: new HostProcessLauncher({ limits: options.limits }), fallbackReason: null, cgroupReason: null };
   let reason: string;
   const searchPath = options.searchPath || DEFAULT_SEARCH_PATH;
   const bwrapPath = findInPath('bwrap', searchPath);
   if (bwrapPath === null) {
     reason = 'the bwrap program is not installed (Debian/Ubuntu: apt-get install bubblewrap)';
   } else {
+    const wanted = { memoryBytes: options.limits.memoryMb === null ? null : options.limits.memoryMb * 1024 * 1024, pids: options.limits.processes };
+    const detected = options.useCgroups === false ? { cgroups: null, reason: 'not used' } : detectSandboxCgroups({ limits: wanted });
     const launcher = new BwrapProcessLauncher({
       bwrapPath,
+      cgroups: detected.cgroups,
       limits: options.limits,
       hiddenPaths: options.hiddenPaths,
       extraReadOnlyPaths: options.extraReadOnlyPaths,
@@ -58,11 +66,11 @@ export async function selectProcessLauncher(options: SelectLauncherOptions): Pro
       searchPath,
     });
     const failure = await probe(launcher, searchPath);
-    if (failure === null) return { launcher, fallbackReason: null };
+    if (failure === null) return { launcher, fallbackReason: null, cgroupReason: detected.cgroups || (wanted.memoryBytes === null && wanted.pids === null) ? null : detected.reason };
     reason = failure;
   }
   if (options.requested === 'bwrap') throw new SandboxUnavailableError(reason);
-  return { launcher: new HostProcessLauncher({ limits: options.limits }), fallbackReason: reason };
+  return { launcher: new HostProcessLauncher({ limits: options.limits }), fallbackReason: reason, cgroupReason: null };
 }
 
 /** Runs `bash -c 'echo ok'` in a fresh temp workdir through the launcher. Null when it worked, else why not. */
@@ -72,6 +80,7 @@ async function probe(launcher: ProcessLauncher, searchPath: string): Promise<str
     const spec = launcher.prepare({ command: 'bash', args: ['-c', 'echo ok'], cwd: workdir, env: { PATH: searchPath, HOME: workdir }, sandbox: { workdir, network: true } });
     return await new Promise<string | null>((resolve) => {
       const child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      child.once('exit', () => spec.release?.());
       let output = '';
       child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
       child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));

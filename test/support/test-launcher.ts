@@ -17,7 +17,7 @@ export function testLauncher(): ProcessLauncher | undefined {
   if (!bwrapPath) throw new Error('AGENTD_SANDBOX=bwrap but bwrap is not installed');
   return new BwrapProcessLauncher({
     bwrapPath,
-    limits: { cpuSeconds: 600, memoryMb: 4096, processes: 1024 },
+    limits: { cpuSeconds: 600, memoryMb: 4096, processes: 1024, fileMb: null, tmpMb: 1024, workdirMb: null },
     hiddenPaths: [],
     stateDir: fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-test-sandbox-')),
     searchPath,

@@ -13,16 +13,25 @@ const Health = z
   .object({ status: z.enum(['ok', 'unavailable']), checks: z.object({ state_loaded: Check, data_dir_writable: Check }) })
   .meta({ id: 'Health' });
 
-const Limit = z.int().nullable();
+const SandboxLimit = z
+  .object({
+    value: z.int().nullable().describe('The configured value; null: no limit.'),
+    enforced_by: z
+      .enum(['cgroup', 'rlimit', 'tmpfs', 'server', 'none'])
+      .describe('cgroup: one limit for the whole sandbox; rlimit: a limit on each process; tmpfs: the size of the private /tmp and /dev/shm (each); server: the server stops the command past it; none: not enforced here.'),
+  })
+  .meta({ id: 'SandboxLimit' });
 const SandboxInfo = z
   .object({
     mode: z.enum(['bwrap', 'none']).describe('bwrap: every agent process runs in a bubblewrap sandbox; none: unsandboxed on the host.'),
     network_default: z.boolean().describe('Network access of conversations created without `sandbox.network`.'),
     limits: z
-      .object({ cpu_s: Limit, memory_mb: Limit, processes: Limit })
-      .describe('Per-process limits of agent processes (CPU seconds, address space, processes and threads); null: none.'),
+      .object({ cpu_s: SandboxLimit, memory_mb: SandboxLimit, processes: SandboxLimit, file_mb: SandboxLimit, tmp_mb: SandboxLimit, workdir_mb: SandboxLimit })
+      .describe('Limits of agent processes and what enforces each here: CPU seconds per process, memory, processes and threads, largest file, size of /tmp, disk usage of the workdir.'),
   })
   .meta({ id: 'SandboxInfo' });
+
+const LIMIT_NAMES = { cpu_s: 'cpuSeconds', memory_mb: 'memoryMb', processes: 'processes', file_mb: 'fileMb', tmp_mb: 'tmpMb', workdir_mb: 'workdirMb' } as const;
 
 const Info = z
   .object({
@@ -103,7 +112,9 @@ export function healthRoutes(services: Services): FastifyPluginAsyncZod {
           sandbox: {
             mode: services.sandbox.mode,
             network_default: services.sandbox.networkDefault,
-            limits: { cpu_s: services.sandbox.limits.cpuSeconds, memory_mb: services.sandbox.limits.memoryMb, processes: services.sandbox.limits.processes },
+            limits: Object.fromEntries(
+              Object.entries(LIMIT_NAMES).map(([name, key]) => [name, { value: services.sandbox.limits[key], enforced_by: services.sandbox.enforcement[key] }]),
+            ) as Record<keyof typeof LIMIT_NAMES, { value: number | null; enforced_by: 'cgroup' | 'rlimit' | 'tmpfs' | 'server' | 'none' }>,
           },
         };
       },

@@ -1,0 +1,76 @@
+import { execFile } from 'node:child_process';
+
+/**
+ * The workdir's disk limit (AGENTD_LIMIT_WORKDIR_MB). While a command runs, the workdir's disk
+ * usage is measured every `intervalMs` (2 s) with `du -s -x` (coreutils: it walks the tree
+ * without following symlinks or leaving the filesystem, and counts hard links once); one
+ * measurement at a time, each bounded by `timeoutMs` and spaced so that walking takes at most a
+ * tenth of the time (a tree that takes 1 s to walk is measured every 10 s). Nothing is measured
+ * while no command runs, so an idle conversation costs nothing. Past the limit, and not
+ * shrinking since the previous measurement (a command deleting files is left alone), the
+ * command is stopped and its output ends with a message for the LLM. A file written in less
+ * than one interval can overshoot the limit by what it wrote; RLIMIT_FSIZE bounds each file.
+ * Background jobs (`cmd &`) are not watched between commands: the next command sees the usage.
+ */
+export interface WorkdirGuardOptions {
+  workdir: string;
+  limitMb: number;
+  intervalMs?: number;
+  timeoutMs?: number;
+}
+
+export class WorkdirGuard {
+  private lastBytes: number | null = null;
+
+  constructor(private readonly options: WorkdirGuardOptions) {}
+
+  /** Watches until the returned function is called; `onExceeded` runs at most once. */
+  watch(onExceeded: (message: string) => void): () => void {
+    let stopped = false;
+    let timer: NodeJS.Timeout | undefined;
+    const interval = this.options.intervalMs ?? 2_000;
+    const schedule = (delayMs: number): void => {
+      timer = setTimeout(tick, delayMs);
+      timer.unref();
+    };
+    const tick = (): void => {
+      const started = performance.now();
+      void this.measure().then((bytes) => {
+        if (stopped) return;
+        // A walk that takes long (a huge tree) spaces the next one out: at most a tenth of the time walking.
+        const next = Math.max(interval, 10 * (performance.now() - started));
+        if (bytes === null) return schedule(next);
+        const previous = this.lastBytes;
+        this.lastBytes = bytes;
+        if (bytes <= this.limitBytes || (previous !== null && bytes < previous)) return schedule(next);
+        stopped = true;
+        onExceeded(workdirLimitMessage({ usedBytes: bytes, limitMb: this.options.limitMb }));
+      });
+    };
+    schedule(interval);
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }
+
+  /** Disk usage of the workdir in bytes, or null when it could not be measured in time. */
+  measure(): Promise<number | null> {
+    return new Promise((resolve) => {
+      execFile('du', ['-s', '-x', '-B1', '--', this.options.workdir], { timeout: this.options.timeoutMs ?? 10_000, encoding: 'utf8' }, (_error, stdout) => {
+        // du exits 1 when a file vanished during the walk: its total is still good.
+        const bytes = Number.parseInt(stdout.split('\t')[0] ?? '', 10);
+        resolve(Number.isFinite(bytes) ? bytes : null);
+      });
+    });
+  }
+
+  private get limitBytes(): number {
+    return this.options.limitMb * 1024 * 1024;
+  }
+}
+
+export function workdirLimitMessage(options: { usedBytes: number; limitMb: number }): string {
+  const usedMb = Math.round(options.usedBytes / (1024 * 1024));
+  return `[agentd: the workdir uses ${usedMb} MB, past its limit of ${options.limitMb} MB (AGENTD_LIMIT_WORKDIR_MB), so the command was stopped. Delete files to get back under the limit before going on.]`;
+}

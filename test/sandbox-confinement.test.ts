@@ -1,0 +1,304 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NO_LIMITS } from '../src/adapters/resource-limits.js';
+import { detectSandboxCgroups } from '../src/adapters/sandbox-cgroups.js';
+import { sandboxUid } from '../src/adapters/sandbox-identity.js';
+import { selectProcessLauncher } from '../src/adapters/select-process-launcher.js';
+import { isSystemPath } from '../src/adapters/workdir-owner.js';
+import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
+import { tempDir } from './support/agentd.js';
+
+/**
+ * What a hostile agent tries against its own sandbox, through the real server: planting a set-id
+ * file for the host's users (capabilities, root-owned files, chmod u+s), filling memory past the
+ * sandbox's limit with several processes, filling the root, /dev, /tmp and the workdir. Every
+ * target is inside this test's temp dirs (the workdirs live in the test's data dir).
+ */
+const probeDir = tempDir('agentd-confinement-probe-');
+const { fallbackReason } = await selectProcessLauncher({ requested: 'auto', limits: NO_LIMITS, searchPath: process.env.PATH ?? '', hiddenPaths: [], extraReadOnlyPaths: [], stateDir: probeDir });
+fs.rmSync(probeDir, { recursive: true, force: true });
+const asRoot = process.getuid?.() === 0;
+if (fallbackReason) console.warn(`test/sandbox-confinement.test.ts skipped: bubblewrap cannot run here (${fallbackReason})`);
+else if (!asRoot) console.warn('sandbox-confinement: the capability and workdir-ownership tests skipped: they need a server running as root');
+
+const MEMORY_MB = 200;
+const PROCESSES = 128;
+const { cgroups, reason: noCgroup } = detectSandboxCgroups({ limits: { memoryBytes: MEMORY_MB * 1024 * 1024, pids: PROCESSES } });
+if (!fallbackReason && !cgroups) console.warn(`sandbox-confinement: whole-sandbox memory test skipped: no cgroup can be created here (${noCgroup})`);
+
+const ENV = {
+  AGENTD_SANDBOX: 'bwrap',
+  AGENTD_LIMIT_MEMORY_MB: String(MEMORY_MB),
+  AGENTD_LIMIT_PROCESSES: String(PROCESSES),
+  AGENTD_LIMIT_CPU_S: '60',
+  AGENTD_LIMIT_TMP_MB: '20',
+  AGENTD_LIMIT_FILE_MB: '30',
+  AGENTD_LIMIT_WORKDIR_MB: '50',
+};
+
+const bash = (command: string, extra: Record<string, unknown> = {}) => ({ toolCalls: [{ name: 'bash', arguments: { command, ...extra } }] });
+const observations = (events: any[]) => events.filter((event) => event.kind === 'observation');
+
+/** Every file under `dir` with a set-uid or set-gid bit (never following symlinks). */
+function setIdFiles(dir: string): string[] {
+  const found: string[] = [];
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    const file = path.join(entry.parentPath, entry.name);
+    const stat = fs.lstatSync(file);
+    if (!stat.isSymbolicLink() && (stat.mode & 0o6000) !== 0) found.push(file);
+  }
+  return found;
+}
+
+/** Runs as the agent would write it: every line reports what it managed to do with an _OK word. */
+const SET_ID_ATTACK = [
+  'cp "$(command -v id)" ./myid',
+  'chmod u+s ./myid && echo SUID_OK',
+  'chmod 4755 ./myid && echo CHMOD_4755_OK',
+  'chmod g+s ./myid && echo SGID_OK',
+  'install -m 4755 ./myid ./installed && echo INSTALL_OK',
+  'perl -MFcntl -e \'sysopen(my $f, "created-suid", O_CREAT|O_WRONLY, 04755) or exit 1\' && [ -u created-suid ] && echo CREATE_SUID_OK',
+  'cat ./myid > ./decoy-bin && echo OVERWRITE_BIN_OK',
+  'echo pwned > ./decoy-root && echo OVERWRITE_OK',
+  'chmod 4755 ./decoy-bin && echo CHMOD_ROOT_OK',
+  'chown "$(id -u)" ./decoy-root && echo CHOWN_OK',
+  'echo pwned > ../outside-decoy && echo OUTSIDE_OK',
+  'ls -l /proc/self/fd/ | grep -q seccomp && echo SECCOMP_FD_LEAK_OK',
+  'grep -E "^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):" /proc/self/status',
+  'awk -v d="$PWD" \'$5 == d { print "workdir mount: " $6 }\' /proc/self/mountinfo',
+  'echo "found: $(find . -perm /6000 | tr "\\n" " ")"',
+].join('\n');
+
+describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
+  let harness: AgentHarness;
+
+  beforeAll(async () => {
+    harness = await startAgentHarness([], { env: ENV });
+  });
+
+  afterAll(async () => {
+    await harness?.close();
+    // The workdirs (with the files the attacks wrote) live in the data dir.
+    if (harness) fs.rmSync(harness.server.dataDir, { recursive: true, force: true });
+  });
+
+  it('/info says which limits are in force and what enforces each', async () => {
+    const { body } = await harness.get('/info');
+    const wholeSandbox = cgroups ? 'cgroup' : 'rlimit';
+    expect(body.sandbox.limits).toEqual({
+      cpu_s: { value: 60, enforced_by: 'rlimit' },
+      memory_mb: { value: MEMORY_MB, enforced_by: wholeSandbox },
+      processes: { value: PROCESSES, enforced_by: wholeSandbox },
+      file_mb: { value: 30, enforced_by: 'rlimit' },
+      tmp_mb: { value: 20, enforced_by: 'tmpfs' },
+      workdir_mb: { value: 50, enforced_by: 'server' },
+    });
+  });
+
+  it.skipIf(!asRoot)('the agent holds no capability and cannot plant a set-id file or touch root-owned files', async () => {
+    // First run: the shell starts, the sandbox is prepared and the workdir given to the agent.
+    harness.llm.push(bash('id -u'), { text: 'ready' });
+    const id = await harness.createConversation({ initial_message: 'start' });
+    await harness.waitForStatus(id, ['idle', 'error'], 30_000);
+    const uid = Number(observations(await harness.events(id))[0].content.trim().split('\n')[0]);
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+
+    // Files a root server writes later (file_editor, uploads, ...) and one beside the workdir.
+    const decoyRoot = path.join(workdir, 'decoy-root');
+    const decoyBin = path.join(workdir, 'decoy-bin');
+    const outside = path.join(path.dirname(workdir), 'outside-decoy');
+    fs.writeFileSync(decoyRoot, 'root decoy\n', { mode: 0o644 });
+    fs.writeFileSync(decoyBin, '#!/bin/sh\necho decoy\n', { mode: 0o755 });
+    fs.writeFileSync(outside, 'outside decoy\n', { mode: 0o644 });
+
+    harness.llm.push(bash(SET_ID_ATTACK), { text: 'done' });
+    await harness.post(`/conversations/${id}/messages`, { content: 'plant a setuid binary' });
+    await harness.waitForStatus(id, ['idle', 'error'], 30_000);
+    const output = observations(await harness.events(id))[1].content as string;
+
+    expect(output).not.toMatch(/_OK\b/);
+    for (const set of ['CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb']) expect(output).toMatch(new RegExp(`^${set}:\\s+0000000000000000$`, 'm'));
+    expect(output).toMatch(/^NoNewPrivs:\s+1$/m);
+    expect(output).toMatch(/^Seccomp:\s+2$/m);
+    expect(output).toMatch(/^workdir mount: rw,nosuid,nodev\b/m);
+    expect(output).toMatch(/^found: $/m);
+    // On the host: the copy exists (normal work) but nothing has a set-id bit; root's files are untouched.
+    expect(fs.existsSync(path.join(workdir, 'myid'))).toBe(true);
+    expect(setIdFiles(workdir)).toEqual([]);
+    expect(fs.readFileSync(decoyRoot, 'utf8')).toBe('root decoy\n');
+    expect(fs.statSync(decoyRoot)).toMatchObject({ uid: 0, mode: 0o100644 });
+    expect(fs.readFileSync(decoyBin, 'utf8')).toBe('#!/bin/sh\necho decoy\n');
+    expect(fs.statSync(decoyBin)).toMatchObject({ uid: 0, mode: 0o100755 });
+    expect(fs.readFileSync(outside, 'utf8')).toBe('outside decoy\n');
+    // The agent works as the owner of its workdir.
+    expect(uid).toBe(sandboxUid(workdir));
+    expect(fs.statSync(workdir).uid).toBe(uid);
+  });
+
+  it.skipIf(!asRoot)('normal work still works: files, git; a client-given workdir is given to the agent, set-id bits cleared', async () => {
+    const existing = fs.realpathSync(tempDir('agentd-confinement-project-'));
+    fs.mkdirSync(path.join(existing, 'src', 'deep'), { recursive: true });
+    fs.writeFileSync(path.join(existing, 'src', 'deep', 'old.txt'), 'old\n', { mode: 0o644 });
+    fs.writeFileSync(path.join(existing, 'tool'), '#!/bin/sh\n', { mode: 0o755 });
+    fs.chmodSync(path.join(existing, 'tool'), 0o4755);
+    fs.symlinkSync('/nonexistent-agentd-target', path.join(existing, 'dangling'));
+    try {
+      const { body } = await harness.post('/conversations', { workdir: existing });
+      const script = [
+        'set -e',
+        'echo new > new.txt && sed -i s/new/edited/ new.txt && cat new.txt',
+        'echo more >> src/deep/old.txt && cat src/deep/old.txt',
+        'rm tool && mkdir -p gone/x && rm -r gone',
+        // The seccomp filter looks at the mode only when a file is created: opening one is not refused.
+        'perl -MFcntl -e \'sysopen(my $f, "new.txt", O_RDONLY, 04755) or die "open: $!"\'',
+        'chmod 700 new.txt && chmod 644 new.txt && touch -d 2001-01-01 new.txt',
+        'git init -q repo && cd repo && echo hi > f && git add f',
+        'git -c user.name=agent -c user.email=agent@example.invalid commit -qm first && git log --format=%s',
+        'echo ALL_DONE',
+      ].join('\n');
+      const result = await harness.post(`/conversations/${body.id}/commands`, { command: script, timeout_s: 60 });
+      expect(result.body.stderr).toBe('');
+      expect(result.body.stdout).toBe('edited\nold\nmore\nfirst\nALL_DONE\n');
+      const uid = sandboxUid(existing);
+      for (const file of ['.', 'src/deep', 'src/deep/old.txt', 'new.txt', 'repo/.git/HEAD']) expect(fs.statSync(path.join(existing, file)).uid, file).toBe(uid);
+      expect(fs.lstatSync(path.join(existing, 'dangling')).uid).toBe(uid);
+      expect(setIdFiles(existing)).toEqual([]);
+    } finally {
+      fs.rmSync(existing, { recursive: true, force: true });
+    }
+  });
+
+  it('the root and /dev are read-only; /tmp, /var/tmp and /dev/shm are sized; a file past RLIMIT_FSIZE fails', async () => {
+    const { body } = await harness.post('/conversations', {});
+    const script = [
+      'echo x > /agentd-root-probe || echo ROOT_REFUSED',
+      'mkdir /agentd-root-dir || echo MKDIR_REFUSED',
+      'echo x > /dev/agentd-dev-probe || echo DEV_REFUSED',
+      'for d in /tmp /var/tmp /dev/shm; do head -c 25M /dev/zero > $d/fill || echo "$d FULL $(( $(stat -c %s $d/fill) / 1048576 ))"; rm -f $d/fill; done',
+      'head -c 40M /dev/zero > big; echo "fsize exit $? size $(( $(stat -c %s big) / 1048576 ))"',
+    ].join('\n');
+    const result = await harness.post(`/conversations/${body.id}/commands`, { command: script, timeout_s: 60 });
+    const out = result.body.stdout as string;
+    expect(out).toContain('ROOT_REFUSED');
+    expect(out).toContain('MKDIR_REFUSED');
+    expect(out).toContain('DEV_REFUSED');
+    expect(result.body.stderr).toMatch(/Read-only file system/);
+    for (const dir of ['/tmp', '/var/tmp', '/dev/shm']) expect(out).toMatch(new RegExp(`^${dir} FULL (19|20)$`, 'm'));
+    expect(result.body.stderr).toMatch(/No space left on device/);
+    expect(out).toMatch(/^fsize exit 153 size 30$/m);
+    expect(result.body.stderr).toMatch(/File size limit exceeded/);
+  });
+
+  it.skipIf(!cgroups)('three processes that together pass the sandbox memory limit are OOM-killed; its cgroup goes when the sandbox ends', async () => {
+    const { body } = await harness.post('/conversations', {});
+    // Each perl holds about 85 MB: one fits in 200 MB, three together do not.
+    const allocate = `perl -e '$x = "a" x (40 * 1024 * 1024); print "allocated\\n"; sleep 5'`;
+    const alone = await harness.post(`/conversations/${body.id}/commands`, { command: `${allocate}; echo "alone exit $?"`, timeout_s: 60 });
+    expect(alone.body.stdout).toBe('allocated\nalone exit 0\n');
+    const together = await harness.post(`/conversations/${body.id}/commands`, {
+      command: `for i in 1 2 3; do ( ${allocate}; echo "exit $?" ) & done; wait`,
+      timeout_s: 60,
+    });
+    const exits = (together.body.stdout as string).match(/^exit \d+$/gm) ?? [];
+    expect(exits).toHaveLength(3);
+    expect(exits).toContain('exit 137');
+    const workdir = (await harness.get(`/conversations/${body.id}`)).body.workdir as string;
+    const directories = cgroups?.directories(`c${sandboxUid(workdir)}`) ?? [];
+    expect(directories.length).toBeGreaterThan(0);
+    // Removed once its last process has gone (exiting processes may hold it a moment).
+    await expect.poll(() => directories.filter((dir) => fs.existsSync(dir)), { timeout: 10_000 }).toEqual([]);
+  });
+
+  it("a command filling the workdir is stopped and the LLM is told why (agent's bash and /commands)", async () => {
+    const fill = 'i=0; while :; do head -c 5M /dev/zero > fill-$i; i=$((i+1)); sleep 0.05; done';
+    harness.llm.push(bash(fill, { timeout_s: 120 }), { text: 'done' });
+    const id = await harness.createConversation({ initial_message: 'fill the disk' });
+    await harness.waitForStatus(id, ['idle', 'error'], 120_000);
+    const [stopped] = observations(await harness.events(id));
+    expect(stopped.content).toMatch(/the workdir uses \d+ MB, past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the command was stopped/);
+    expect(stopped.data.exit_code).not.toBe(0);
+    // The guard measured past the limit, so the loop ran that far, and it stopped well before 120 s.
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    const used = Number(execFileSync('du', ['-s', '-B1048576', workdir], { encoding: 'utf8' }).split('\t')[0]);
+    expect(used).toBeGreaterThan(50);
+
+    const other = (await harness.post('/conversations', {})).body.id as string;
+    const result = await harness.post(`/conversations/${other}/commands`, { command: fill, timeout_s: 120 });
+    expect(result.body).toMatchObject({ timed_out: false, exit_code: 137 });
+    expect(result.body.stderr).toMatch(/past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the command was stopped/);
+  }, 240_000);
+});
+
+describe('cgroup detection', () => {
+  /** A fake /proc/self and cgroup tree in a temp dir: mountinfo points the hierarchies there. */
+  function fakeHost(options: { v2Controllers: string; v1: boolean }): { root: string; procSelf: string } {
+    const root = fs.realpathSync(tempDir('agentd-cgroup-fake-'));
+    const procSelf = path.join(root, 'proc-self');
+    fs.mkdirSync(procSelf);
+    const unified = path.join(root, 'unified');
+    fs.mkdirSync(path.join(unified, 'service'), { recursive: true });
+    fs.writeFileSync(path.join(unified, 'service', 'cgroup.controllers'), `${options.v2Controllers}\n`);
+    fs.writeFileSync(path.join(unified, 'service', 'cgroup.subtree_control'), '');
+    // The server alone in its cgroup (fake: this test process).
+    fs.writeFileSync(path.join(unified, 'service', 'cgroup.procs'), `${process.pid}\n`);
+    const mounts = [`30 20 0:26 / ${unified} rw,nosuid - cgroup2 cgroup2 rw`];
+    const membership = ['0::/service'];
+    if (options.v1) {
+      for (const [index, name] of ['memory', 'pids'].entries()) {
+        fs.mkdirSync(path.join(root, name, 'job'), { recursive: true });
+        mounts.push(`${40 + index} 20 0:${30 + index} / ${path.join(root, name)} rw,nosuid - cgroup cgroup rw,${name}`);
+        membership.push(`${index + 4}:${name}:/job`);
+      }
+    }
+    fs.writeFileSync(path.join(procSelf, 'mountinfo'), `${mounts.join('\n')}\n`);
+    fs.writeFileSync(path.join(procSelf, 'cgroup'), `${membership.join('\n')}\n`);
+    return { root, procSelf };
+  }
+
+  const limits = { memoryBytes: 200 * 1024 * 1024, pids: 64 };
+
+  it('v2: a delegated subtree gets memory and pids enabled, and the launch script joins the conversation child', () => {
+    const { root, procSelf } = fakeHost({ v2Controllers: 'cpu memory pids', v1: true });
+    try {
+      const { cgroups } = detectSandboxCgroups({ limits, procSelf });
+      expect(cgroups?.version).toBe('v2');
+      expect(fs.readFileSync(path.join(root, 'unified', 'service', 'cgroup.subtree_control'), 'utf8')).toBe('+memory +pids');
+      // Alone in its cgroup, the server moved itself to a leaf first (v2 allows no process in a cgroup with enabled controllers).
+      expect(fs.readFileSync(path.join(root, 'unified', 'service', 'agentd-server', 'cgroup.procs'), 'utf8')).toBe(String(process.pid));
+      const [dir] = cgroups?.directories('c42') ?? [];
+      expect(dir).toBe(path.join(root, 'unified', 'service', 'agentd', 'c42'));
+      const pid = execFileSync('bash', ['-c', `${cgroups?.joinScript('c42')}\necho $$`], { encoding: 'utf8' }).trim();
+      expect(fs.readFileSync(path.join(dir as string, 'cgroup.procs'), 'utf8').trim()).toBe(pid);
+      expect(fs.readFileSync(path.join(dir as string, 'memory.max'), 'utf8').trim()).toBe(String(limits.memoryBytes));
+      expect(fs.readFileSync(path.join(dir as string, 'pids.max'), 'utf8').trim()).toBe('64');
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('v1 when the v2 hierarchy lacks the controllers; none (with the reason) when neither works', () => {
+    const hybrid = fakeHost({ v2Controllers: 'hugetlb', v1: true });
+    const bare = fakeHost({ v2Controllers: 'hugetlb', v1: false });
+    try {
+      const { cgroups } = detectSandboxCgroups({ limits, procSelf: hybrid.procSelf });
+      expect(cgroups?.version).toBe('v1');
+      expect(cgroups?.directories('c7')).toEqual([path.join(hybrid.root, 'memory', 'job', 'agentd', 'c7'), path.join(hybrid.root, 'pids', 'job', 'agentd', 'c7')]);
+      const none = detectSandboxCgroups({ limits, procSelf: bare.procSelf });
+      expect(none.cgroups).toBeNull();
+      expect(none.reason).toBe('v2: controllers memory, pids not available to the server\'s cgroup; v1: no memory hierarchy');
+      expect(detectSandboxCgroups({ limits: { memoryBytes: null, pids: null }, procSelf: hybrid.procSelf }).cgroups).toBeNull();
+    } finally {
+      fs.rmSync(hybrid.root, { recursive: true, force: true });
+      fs.rmSync(bare.root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('workdir ownership', () => {
+  it('system directories, their ancestors and shared roots are never given to an agent; project directories are', () => {
+    for (const dir of ['/', '/etc', '/etc/ssh', '/usr/local/src/app', '/var', '/var/lib/postgresql', '/home', '/tmp', '/root', '/opt']) expect(isSystemPath(dir), dir).toBe(true);
+    for (const dir of ['/home/alice/project', '/tmp/agentd-work', '/root/project', '/opt/app', '/srv/site', '/var/www/site']) expect(isSystemPath(dir), dir).toBe(false);
+  });
+});
