@@ -1,0 +1,95 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { readProcess } from './process-tree.js';
+
+const LOCK_FILE = 'agentd.lock';
+/** flock's exit code when the lock is held by someone else (`-E`). */
+const HELD = 75;
+
+/** Who holds the data dir, as written into the lock file by the holder. */
+export interface LockHolder {
+  pid: number;
+  /** Start time of the process in clock ticks since boot (/proc/<pid>/stat): tells it from a later process with the same pid. */
+  start_time: number | null;
+  hostname: string;
+  started_at: string;
+}
+
+export class DataDirInUseError extends Error {
+  constructor(
+    readonly dataDir: string,
+    readonly holder: LockHolder | null,
+  ) {
+    const who = holder ? `agentd pid ${holder.pid} on ${holder.hostname} (since ${holder.started_at})` : 'another process';
+    super(`data dir ${dataDir} is in use by ${who}; stop it first or start with another --data-dir`);
+    this.name = 'DataDirInUseError';
+  }
+}
+
+/**
+ * One server per data dir: an exclusive `flock(2)` on `<dataDir>/agentd.lock`, taken before the
+ * server reads or repairs anything there.
+ *
+ * Node has no flock() and native addons are not an option, so the util-linux `flock` binary takes
+ * the lock on a descriptor this process opened and hands to it as fd 3. A flock belongs to the
+ * open file description, which this process keeps open after `flock` exits: the lock lives exactly
+ * as long as this process (the kernel drops it on exit, `kill -9` included), so a lock is never
+ * stale and two starters cannot both win (flock -n is one atomic system call). The descriptor is
+ * close-on-exec, so agent processes never inherit it. The holder writes its pid, start time and
+ * host into the file, for the message the next starter prints; the file itself is never removed
+ * (removing a flock'd file would let two processes lock two different files).
+ */
+export class DataDirLock {
+  private constructor(
+    private readonly fd: number,
+    readonly file: string,
+  ) {}
+
+  static acquire(dataDir: string): DataDirLock {
+    fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    const file = path.join(dataDir, LOCK_FILE);
+    const fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW, 0o600);
+    try {
+      const result = spawnSync('flock', ['--exclusive', '--nonblock', '--conflict-exit-code', String(HELD), '3'], { stdio: ['ignore', 'ignore', 'pipe', fd] });
+      if (result.error) throw new Error(`cannot lock the data dir: running util-linux \`flock\` failed (${(result.error as NodeJS.ErrnoException).code ?? result.error.message})`);
+      if (result.status === HELD) throw new DataDirInUseError(dataDir, readHolder(fd));
+      if (result.status !== 0) throw new Error(`cannot lock the data dir: flock exited with ${result.status}: ${String(result.stderr).trim()}`);
+      const self = readProcess(process.pid);
+      const holder: LockHolder = { pid: process.pid, start_time: self?.startTime ?? null, hostname: os.hostname(), started_at: new Date().toISOString() };
+      fs.ftruncateSync(fd, 0);
+      fs.writeSync(fd, `${JSON.stringify(holder)}\n`, 0);
+      return new DataDirLock(fd, file);
+    } catch (error) {
+      fs.closeSync(fd);
+      throw error;
+    }
+  }
+
+  /** Let go of the data dir (also happens when the process exits, however it exits). */
+  release(): void {
+    try {
+      fs.closeSync(this.fd);
+    } catch {
+      // already closed
+    }
+  }
+}
+
+/** The holder's note; it may be missing for a moment while the winner writes it, so read a few times. */
+function readHolder(fd: number): LockHolder | null {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    try {
+      const size = fs.fstatSync(fd).size;
+      const buffer = Buffer.alloc(Math.min(size, 4096));
+      fs.readSync(fd, buffer, 0, buffer.length, 0);
+      const holder = JSON.parse(buffer.toString('utf8')) as LockHolder;
+      if (Number.isInteger(holder.pid)) return holder;
+    } catch {
+      // being written
+    }
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 25);
+  }
+  return null;
+}
