@@ -230,7 +230,8 @@ export class ConversationService {
 
   async delete(id: string, options: { deleteWorkdir: boolean }): Promise<void> {
     const record = this.find(id);
-    await this.runtime?.dispose(id);
+    // A quarantined conversation never ran in this process: nothing to stop.
+    if (!record.quarantine) await this.runtime?.dispose(id);
     this.unindex(record);
     // The record first: a crash midway leaves files without a record (removed at load), never a
     // conversation that lost its events.
