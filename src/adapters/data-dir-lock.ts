@@ -5,8 +5,10 @@ import { spawnSync } from 'node:child_process';
 import { readProcess } from './process-tree.js';
 
 const LOCK_FILE = 'agentd.lock';
-/** flock's exit code when the lock is held by someone else (`-E`). */
-const HELD = 75;
+/** flock's exit code when `-n` finds the lock held (util-linux and busybox alike). */
+const HELD = 1;
+/** Where `flock` is looked for when PATH does not have it (PATH is the agent's business, not the lock's). */
+const FLOCK_PROGRAMS = ['flock', '/usr/bin/flock', '/bin/flock', '/usr/local/bin/flock'];
 
 /** Who holds the data dir, as written into the lock file by the holder. */
 export interface LockHolder {
@@ -52,8 +54,7 @@ export class DataDirLock {
     const file = path.join(dataDir, LOCK_FILE);
     const fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW, 0o600);
     try {
-      const result = spawnSync('flock', ['--exclusive', '--nonblock', '--conflict-exit-code', String(HELD), '3'], { stdio: ['ignore', 'ignore', 'pipe', fd] });
-      if (result.error) throw new Error(`cannot lock the data dir: running util-linux \`flock\` failed (${(result.error as NodeJS.ErrnoException).code ?? result.error.message})`);
+      const result = runFlock(fd);
       if (result.status === HELD) throw new DataDirInUseError(dataDir, readHolder(fd));
       if (result.status !== 0) throw new Error(`cannot lock the data dir: flock exited with ${result.status}: ${String(result.stderr).trim()}`);
       const self = readProcess(process.pid);
@@ -75,6 +76,17 @@ export class DataDirLock {
       // already closed
     }
   }
+}
+
+function runFlock(fd: number): ReturnType<typeof spawnSync> {
+  let failure: Error | undefined;
+  for (const program of FLOCK_PROGRAMS) {
+    const result = spawnSync(program, ['-x', '-n', '3'], { stdio: ['ignore', 'ignore', 'pipe', fd] });
+    if (!result.error) return result;
+    failure = result.error;
+    if ((result.error as NodeJS.ErrnoException).code !== 'ENOENT') break;
+  }
+  throw new Error(`cannot lock the data dir: the \`flock\` program (util-linux) is needed and could not run (${(failure as NodeJS.ErrnoException).code ?? failure?.message})`);
 }
 
 /** The holder's note; it may be missing for a moment while the winner writes it, so read a few times. */

@@ -158,6 +158,15 @@ export class FileEventLog implements EventLog {
     fs.rmSync(path.join(dir, 'events.idx'), { force: true });
   }
 
+  quarantine(conversationId: string, error: DamagedDataError): void {
+    this.damaged.set(conversationId, error);
+    const file = this.open.get(conversationId);
+    if (file) {
+      file.close();
+      this.open.delete(conversationId);
+    }
+  }
+
   close(): void {
     for (const file of this.open.values()) file.close();
     this.open.clear();
@@ -165,6 +174,8 @@ export class FileEventLog implements EventLog {
   }
 
   private readOne(conversationId: string, seq: number): StoredEvent | undefined {
+    // A quarantined conversation's events are left out of the firehose.
+    if (this.damaged.has(conversationId)) return undefined;
     if (!fs.existsSync(path.join(this.dirOf(conversationId), 'events.jsonl'))) return undefined;
     const file = this.file(conversationId);
     const entry = file.entry(seq);

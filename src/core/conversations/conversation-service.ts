@@ -96,12 +96,16 @@ export class ConversationService {
       } catch (error) {
         if (!(error instanceof DamagedDataError)) throw error;
         quarantined.push({ id: record.id, error });
+        this.deps.log.quarantine(record.id, error);
         record.quarantine = error.damage;
         record.status = 'error';
       }
       this.index(record);
     }
-    for (const { id, error } of damaged) this.index(this.placeholder(id, error.damage));
+    for (const { id, error } of damaged) {
+      this.deps.log.quarantine(id, error);
+      this.index(this.placeholder(id, error.damage));
+    }
     this.loaded = true;
     return quarantined;
   }
