@@ -43,7 +43,10 @@ async function startExpectingExit(dataDir: string): Promise<{ code: number | nul
   let output = '';
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));
+  // A server that does not exit is the failure: stop it so that the assertion says so.
+  const deadline = setTimeout(() => child.kill('SIGKILL'), 20_000);
   const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  clearTimeout(deadline);
   return { code, output };
 }
 
@@ -66,7 +69,7 @@ describe('one server per data dir', () => {
     expect([...before.keys()]).toContain(`conversations/${id}/events.jsonl`);
 
     const second = await startExpectingExit(dataDir);
-    expect(second.code).not.toBe(0);
+    expect(second.code).toBe(1);
     const lines = second.output.trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(new RegExp(`^agentd: data dir .* is in use by agentd pid ${first.child.pid} `));
