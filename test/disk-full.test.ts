@@ -1,5 +1,5 @@
 /**
- * Disk full: the data dir is a 2 MB tmpfs the test mounts inside its own temp dir (skipped with
+ * Disk full: the data dir (workdirs included) is a 2 MB tmpfs the test mounts inside its own temp dir (skipped with
  * one line where mounting is not permitted). A real server fills it up: requests that write get
  * 507 `insufficient_storage`, a run whose events no longer fit ends in `error` (the server keeps
  * serving), /health turns 503, nothing written before is damaged (a partial append is cut back),
@@ -15,7 +15,6 @@ import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/ag
 const auth = { authorization: `Bearer ${TEST_KEY}` };
 let root: string;
 let dataDir: string;
-let workdirBase: string;
 let mounted = false;
 let mountError = '';
 let llm: FakeLlm;
@@ -68,9 +67,7 @@ async function allEvents(server: SpawnedServer, id: string): Promise<string[]> {
 beforeAll(async () => {
   root = tempDir('agentd-disk-full-');
   dataDir = path.join(root, 'data');
-  workdirBase = path.join(root, 'work');
   fs.mkdirSync(dataDir);
-  fs.mkdirSync(workdirBase);
   try {
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=2m,mode=0700', 'tmpfs', dataDir], { stdio: 'pipe' });
     mounted = true;
@@ -96,7 +93,8 @@ describe('disk full', () => {
       console.log(`disk-full test skipped: cannot mount a tmpfs here (${mountError})`);
       context.skip();
     }
-    const env = { AGENTD_WORKDIR_BASE: workdirBase };
+    // Workdirs on the same disk (the default base, inside the data dir).
+    const env = { AGENTD_WORKDIR_BASE: path.join(dataDir, 'workspaces') };
     const server = await spawnServer({ dataDir, env });
     servers.push(server);
     const llmConfig = { model: 'fake', base_url: llm.url, api_key: 'sk-test' };
@@ -129,6 +127,12 @@ describe('disk full', () => {
     expect(created.status).toBe(507);
     expect(created.body.error).toBe('insufficient_storage');
     expect((await api(server, 'GET', '/conversations?limit=10')).body.items).toHaveLength(2);
+    // A workdir on the same full disk: an upload is a 507 too, not a 500.
+    const form = new FormData();
+    form.append('file', new Blob([Buffer.alloc(100_000, 0x61)]), 'big.txt');
+    const upload = await fetch(`${server.url}/conversations/${chat}/files/upload`, { method: 'POST', headers: auth, body: form });
+    expect(upload.status).toBe(507);
+    expect(((await upload.json()) as { error: string }).error).toBe('insufficient_storage');
     const health = await fetch(`${server.url}/health`);
     expect(health.status).toBe(503);
     expect(((await health.json()) as { checks: { data_dir_writable: { ok: boolean; detail: string } } }).checks.data_dir_writable).toMatchObject({ ok: false, detail: expect.stringContaining('ENOSPC') });
