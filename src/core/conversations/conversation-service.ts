@@ -11,6 +11,7 @@ import type { EventLog } from '../events/event-log.js';
 import type { EventRecorder } from '../events/event-recorder.js';
 import type { ConversationRecord, ConversationRepository } from './conversation-record.js';
 import { SortedIndex } from './sorted-index.js';
+import { placeholderRecord } from './placeholder-record.js';
 
 export interface ConversationDefaults {
   llm: LlmConfig | null;
@@ -104,7 +105,7 @@ export class ConversationService {
     }
     for (const { id, error } of damaged) {
       this.deps.log.quarantine(id, error);
-      this.index(this.placeholder(id, error.damage));
+      this.index(placeholderRecord({ id, damage: error.damage, now: isoTimestamp(this.clock.now()) }));
     }
     this.loaded = true;
     return quarantined;
@@ -298,30 +299,6 @@ export class ConversationService {
       if (record.quarantine && error instanceof DamagedDataError) return 0;
       throw error;
     }
-  }
-
-  /** What stands for a conversation whose record cannot be read: its id, status `error` and the damage. */
-  private placeholder(id: string, damage: Damage): ConversationRecord {
-    const now = isoTimestamp(this.clock.now());
-    return {
-      id,
-      title: null,
-      status: 'error',
-      workdir: '',
-      workdir_created: false,
-      llm: null,
-      tools: [],
-      max_iterations_per_run: 1,
-      confirmation_mode: false,
-      pending_actions: [],
-      current_run_id: null,
-      usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0 },
-      created_at: now,
-      updated_at: now,
-      metadata: {},
-      secrets: {},
-      quarantine: damage,
-    };
   }
 
   private touch(record: ConversationRecord, timestamp: string): void {
