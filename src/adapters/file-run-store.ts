@@ -47,9 +47,10 @@ export class FileRunStore implements RunStore {
     if (runs) return runs;
     runs = new Map();
     const file = this.fileOf(conversationId);
+    // Most conversations have no runs: checked without the cost of an ENOENT exception (all are read at start-up).
     let text = '';
     try {
-      text = fs.readFileSync(file, 'utf8');
+      if (fs.statSync(file, { throwIfNoEntry: false })) text = fs.readFileSync(file, 'utf8');
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     }

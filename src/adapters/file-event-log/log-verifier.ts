@@ -27,7 +27,7 @@ interface LineSpans {
 
 function scanLines(logFd: number, logSize: number): LineSpans {
   const spans: LineSpans = { offsets: [], lengths: [], firstMisshapen: -1, end: 0 };
-  const buffer = Buffer.allocUnsafe(CHUNK);
+  const buffer = Buffer.allocUnsafe(Math.max(1, Math.min(CHUNK, logSize)));
   let lineStart = 0;
   let firstByte = -1;
   let previousByte = -1;
