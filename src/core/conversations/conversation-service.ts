@@ -156,7 +156,9 @@ export class ConversationService {
       if (body.initial_message !== undefined) this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.initial_message });
       this.deps.repository.save(record);
     } catch (error) {
+      // E.g. the disk is full: the conversation was never created, so its first message goes too.
       this.unindex(record);
+      this.deps.log.drop(id);
       throw error;
     }
     if (startsRun) this.runtime?.onUserMessage(id, { run: true });
