@@ -5,7 +5,10 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
+import os from 'node:os';
+import { spawn, spawnSync } from 'node:child_process';
+import { DataDirInUseError, DataDirLock } from '../src/adapters/data-dir-lock.js';
+import { readProcess } from '../src/adapters/process-tree.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
 
@@ -110,4 +113,45 @@ describe('one server per data dir', () => {
       running.splice(running.indexOf(winners[0]!), 1);
     }
   });
+
+  it('names only a live holder: a note left by a dead process is not believed', { timeout: 30_000 }, async () => {
+    const dataDir = tempDir('agentd-lock-note-');
+    dirs.push(dataDir);
+    const file = path.join(dataDir, 'agentd.lock');
+    fs.writeFileSync(file, '');
+    // Another process holds the lock (`sleep`, on a descriptor locked with util-linux flock and then
+    // given to it alone), and the note names a dead pid.
+    const fd = fs.openSync(file, 'r+');
+    expect(spawnSync('flock', ['-x', '-n', '3'], { stdio: ['ignore', 'ignore', 'ignore', fd] }).status).toBe(0);
+    const holder = spawn('sleep', ['60'], { stdio: ['ignore', 'ignore', 'ignore', fd] });
+    fs.closeSync(fd);
+    try {
+      expect(() => DataDirLock.acquire(dataDir)).toThrow(DataDirInUseError);
+      fs.writeFileSync(file, JSON.stringify({ pid: 999_999_999, start_time: 1, hostname: os.hostname(), started_at: new Date(0).toISOString() }));
+      const unknown = catchInUse(dataDir);
+      expect(unknown.holder).toBeNull();
+      expect(unknown.message).toMatch(/is in use by another process;/);
+
+      const note = { pid: holder.pid!, start_time: readProcess(holder.pid!)!.startTime, hostname: os.hostname(), started_at: new Date().toISOString() };
+      fs.writeFileSync(file, JSON.stringify(note));
+      expect(catchInUse(dataDir).holder).toEqual(note);
+    } finally {
+      holder.kill('SIGKILL');
+      await new Promise((resolve) => holder.once('exit', resolve));
+    }
+    // The holder is gone: the lock is free at once, and the winner's note replaces the old one.
+    const lock = DataDirLock.acquire(dataDir);
+    expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toMatchObject({ pid: process.pid, hostname: os.hostname() });
+    lock.release();
+  });
 });
+
+function catchInUse(dataDir: string): DataDirInUseError {
+  try {
+    DataDirLock.acquire(dataDir).release();
+  } catch (error) {
+    if (error instanceof DataDirInUseError) return error;
+    throw error;
+  }
+  throw new Error('the lock was free');
+}

@@ -89,19 +89,30 @@ function runFlock(fd: number): ReturnType<typeof spawnSync> {
   throw new Error(`cannot lock the data dir: the \`flock\` program (util-linux) is needed and could not run (${(failure as NodeJS.ErrnoException).code ?? failure?.message})`);
 }
 
-/** The holder's note; it may be missing for a moment while the winner writes it, so read a few times. */
+/**
+ * The holder's note. Right after a holder is killed and another takes the lock, the file may
+ * still name the dead one for a moment (until the winner writes its own): a note counts only
+ * when that exact process (pid and start time) is alive, else it is read again.
+ */
 function readHolder(fd: number): LockHolder | null {
-  for (let attempt = 0; attempt < 20; attempt++) {
+  for (let attempt = 0; attempt < 40; attempt++) {
     try {
       const size = fs.fstatSync(fd).size;
       const buffer = Buffer.alloc(Math.min(size, 4096));
       fs.readSync(fd, buffer, 0, buffer.length, 0);
       const holder = JSON.parse(buffer.toString('utf8')) as LockHolder;
-      if (Number.isInteger(holder.pid)) return holder;
+      if (Number.isInteger(holder.pid) && isAlive(holder)) return holder;
     } catch {
       // being written
     }
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 25);
   }
   return null;
+}
+
+function isAlive(holder: LockHolder): boolean {
+  // Another host's process cannot be checked from here: its note is taken as it is.
+  if (holder.hostname !== os.hostname()) return true;
+  const current = readProcess(holder.pid);
+  return current !== undefined && (holder.start_time === null || current.startTime === holder.start_time);
 }
