@@ -78,12 +78,16 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  // SIGTERM first: a graceful stop also ends the agent's shells, which would keep the mount busy.
   for (const server of servers) {
-    server.child.kill('SIGKILL');
+    server.child.kill('SIGTERM');
+    const forced = setTimeout(() => server.child.kill('SIGKILL'), 10_000);
     await server.exited;
+    clearTimeout(forced);
   }
   await llm?.close();
-  if (mounted) execFileSync('umount', [dataDir]);
+  // Lazy: detached now even if something still has a file open there.
+  if (mounted) execFileSync('umount', ['--lazy', dataDir]);
   fs.rmSync(root, { recursive: true, force: true });
 });
 
