@@ -2,6 +2,7 @@
 import { ConfigError, HELP, parseCli } from './config.js';
 import { buildApp } from './app.js';
 import { composeServices } from './compose.js';
+import { DataDirInUseError, DataDirLock } from './adapters/data-dir-lock.js';
 import { createLogger } from './logger.js';
 import { VERSION } from './version.js';
 
@@ -21,6 +22,17 @@ async function main(): Promise<void> {
   if (parsed.action === 'version') return void process.stdout.write(`${VERSION}\n`);
 
   const { config } = parsed;
+  // Before anything reads, repairs or writes the data dir: a second server must not touch a live one's files.
+  let lock: DataDirLock;
+  try {
+    lock = DataDirLock.acquire(config.dataDir);
+  } catch (error) {
+    if (error instanceof DataDirInUseError) {
+      process.stderr.write(`agentd: ${error.message}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
   // Bound to the secrets once they are loaded: no log line carries a secret value.
   const scrubber = { scrub: (line: string) => line };
   const logger = createLogger({ level: config.logLevel, scrubber });
@@ -54,6 +66,7 @@ async function main(): Promise<void> {
       await services.agent.stopAll();
       await app.close();
       await services.close();
+      lock.release();
       logger.info('stopped');
     } catch (error) {
       logger.error({ err: error }, 'shutdown failed');

@@ -1,3 +1,4 @@
+import type { Damage } from './core/errors.js';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
@@ -14,6 +15,8 @@ import { WebhookDispatcher } from './core/webhooks/webhook-dispatcher.js';
 
 export interface Webhooks {
   callbacks: CallbackService;
+  /** Callbacks whose stored state is damaged (left out at load). */
+  damaged(): { id: string; damage: Damage }[];
   /** Wraps the agent runtime so that deleting a conversation also removes its callbacks. */
   /** Stops every delivery worker (attempts in flight are aborted, not counted) and saves the cursors. */
   close(): Promise<void>;
@@ -33,11 +36,12 @@ export function composeWebhooks(options: {
   box: SecretBox;
   version: string;
   scheduler?: Scheduler;
+  storageError?: (error: unknown) => unknown;
 }): Webhooks {
   const { config, logger, log, recorder, conversations } = options;
   const settings = config.webhooks;
   const scheduler = options.scheduler ?? systemScheduler;
-  const store = new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box: options.box, fsync: config.fsync });
+  const store = new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box: options.box, fsync: config.fsync, ...(options.storageError && { storageError: options.storageError }) });
   const client = new UndiciWebhookClient({ timeoutMs: settings.timeoutMs });
   const bindings = (state: { id: string; conversation_id: string }) => ({ conversation_id: state.conversation_id, callback_id: state.id });
   const dispatcher = new WebhookDispatcher({
@@ -57,6 +61,9 @@ export function composeWebhooks(options: {
   const serverCallbacks = new ServerCallbacks({ urls: settings.urls, store, dispatcher, log, clock: scheduler, conversationIds: () => [...conversations.all()].map((record) => record.id) });
 
   const loaded = store.loadAll();
+  for (const { id, damage, path: file } of store.damaged()) {
+    logger.error({ callback_id: id, file, line: damage.line }, `callback quarantined: ${file}: ${damage.reason}; its files are kept as found`);
+  }
   callbacks.start(loaded, (state) => serverCallbacks.keeps(state));
   serverCallbacks.reconcile(loaded);
   conversations.onDeleted((conversationId) => callbacks.removeConversation(conversationId));
@@ -71,6 +78,7 @@ export function composeWebhooks(options: {
 
   return {
     callbacks,
+    damaged: () => store.damaged().map(({ id, damage }) => ({ id, damage })),
     async close() {
       stopListening();
       await dispatcher.close();

@@ -36,6 +36,8 @@ import { WorkspaceFiles } from './core/workspace/workspace-files.js';
 import type { CallbackService } from './core/webhooks/callback-service.js';
 import { composeWebhooks } from './compose-webhooks.js';
 import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
+import { DiskSpace } from './adapters/disk-space.js';
+import { describeDamage, type Damage } from './core/errors.js';
 
 export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'finish'] as const;
 
@@ -63,6 +65,10 @@ export interface Services {
   bus: EventBus;
   callbacks: CallbackService;
   files: WorkspaceFiles;
+  /** Whether the data dir takes writes (out of space, read-only). */
+  disk: DiskSpace;
+  /** Stored data found damaged at start-up and quarantined (kept as found, never written). */
+  quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[] };
   close(): Promise<void>;
 }
 
@@ -90,13 +96,17 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const box = new SecretBox(SecretBox.keyFromText(secretKeyText));
 
   const conversationsDir = path.join(config.dataDir, 'conversations');
-  const log = new FileEventLog({ conversationsDir, firehoseFile: path.join(config.dataDir, 'firehose.idx'), fsync: config.fsync });
+  const disk = new DiskSpace(config.dataDir);
+  const storageError = (error: unknown) => disk.storageError(error);
+  const log = new FileEventLog({ conversationsDir, firehoseFile: path.join(config.dataDir, 'firehose.idx'), fsync: config.fsync, storageError });
+  const runs = new FileRunStore(conversationsDir, { storageError });
   const bus = new EventBus();
   const recorder = new EventRecorder(log, bus);
   const conversations = new ConversationService({
-    repository: new FileConversationRepository(conversationsDir, box, { fsync: config.fsync }),
+    repository: new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError }),
     log,
     recorder,
+    integrityChecks: [(id) => void runs.list(id)],
     defaults: {
       llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
       workdirBase: config.workdirBase,
@@ -111,8 +121,10 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const streams = new EventStreams({ log, bus, maxBuffered: config.sseMaxBuffered });
   const metrics = new Metrics({ conversationsByStatus: () => conversations.countsByStatus(), sseSubscribers: () => streams.size });
   recorder.onAppend(({ event }) => metrics.observeEvent(event));
-  await conversations.load();
-  const webhooks = composeWebhooks({ config, logger, log, recorder, conversations, box, version: VERSION });
+  for (const { id, error } of await conversations.load()) {
+    logger.error({ conversation_id: id, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
+  }
+  const webhooks = composeWebhooks({ config, logger, log, recorder, conversations, box, version: VERSION, storageError });
 
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
@@ -122,7 +134,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     conversations,
     log,
     recorder,
-    runs: new FileRunStore(conversationsDir),
+    runs,
     llm: overrides.llm ?? new OpenAiLlmClient(),
     tools,
     shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv })),
@@ -156,6 +168,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     bus,
     callbacks: webhooks.callbacks,
     files: new WorkspaceFiles({ workdirOf: (id) => conversations.record(id).workdir }),
+    disk,
+    quarantined: () => ({ conversations: conversations.quarantined(), callbacks: webhooks.damaged() }),
     async close() {
       await agent.stopAll();
       await webhooks.close();

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FileEventLog } from '../src/adapters/file-event-log/file-event-log.js';
 import type { NewEvent } from '../src/core/schemas/event.js';
+import { DamagedDataError } from '../src/core/errors.js';
 import { tempDir } from './support/agentd.js';
 
 let dir: string;
@@ -146,6 +147,52 @@ describe('FileEventLog recovery on open', () => {
     fs.truncateSync(indexFile(id), 39 * 32);
     fs.appendFileSync(logFile(id), '{"partial');
     reopenAndCheck(40);
+  });
+
+  it('rebuilds index entries that disagree with the log', () => {
+    const index = fs.readFileSync(indexFile(id));
+    index.fill(0, 12 * 32, 14 * 32);
+    fs.writeFileSync(indexFile(id), index);
+    reopenAndCheck(40);
+  });
+
+  /** Opening fails with DamagedDataError naming the line, and leaves both files exactly as they were. */
+  function expectDamaged(line: number, reason: RegExp): void {
+    const before = [fs.readFileSync(logFile(id)), fs.readFileSync(indexFile(id))];
+    const log = openLog();
+    let thrown: unknown;
+    try {
+      log.lastSeq(id);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(DamagedDataError);
+    expect((thrown as DamagedDataError).damage).toMatchObject({ file: 'events.jsonl', line, reason: expect.stringMatching(reason) });
+    expect(() => log.append(id, message('must not land'))).toThrow(DamagedDataError);
+    expect([fs.readFileSync(logFile(id)), fs.readFileSync(indexFile(id))]).toEqual(before);
+  }
+
+  it('refuses a log damaged in the middle, naming the line, and writes nothing', () => {
+    const text = lines.map((line) => `${line}\n`);
+    text[9] = `ror":false${text[9]!.slice(10)}`;
+    fs.writeFileSync(logFile(id), text.join(''));
+    expectDamaged(10, /not a complete JSON event/);
+  });
+
+  it('refuses a bad unindexed line that good lines follow (not a torn tail: nothing is cut off)', () => {
+    fs.truncateSync(indexFile(id), 30 * 32);
+    const text = lines.map((line) => `${line}\n`);
+    text[34] = `{"torn"}\n`;
+    fs.writeFileSync(logFile(id), text.join(''));
+    expectDamaged(35, /not valid JSON|seq/);
+  });
+
+  it('refuses two events with the same seq (two writers on one log)', () => {
+    fs.truncateSync(indexFile(id), 20 * 32);
+    const text = lines.slice(0, 22).map((line) => `${line}\n`);
+    text.push(text[21]!, ...lines.slice(22).map((line) => `${line}\n`));
+    fs.writeFileSync(logFile(id), text.join(''));
+    expectDamaged(23, /seq 22 where 23 was expected/);
   });
 
   it('trims a partial firehose record', () => {

@@ -1,8 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { ConversationRecord, ConversationRepository } from '../core/conversations/conversation-record.js';
+import type { ConversationRecord, ConversationRepository, LoadedConversations } from '../core/conversations/conversation-record.js';
 import type { SecretBox } from '../core/secrets/secret-box.js';
+import { DamagedDataError, StorageFullError } from '../core/errors.js';
+import { isOutOfSpace } from './disk-space.js';
 
 const FILE = 'conversation.json';
 const LOAD_CONCURRENCY = 64;
@@ -18,19 +20,32 @@ export class FileConversationRepository implements ConversationRepository {
   constructor(
     private readonly dir: string,
     private readonly box: SecretBox,
-    private readonly options: { fsync?: boolean } = {},
+    private readonly options: { fsync?: boolean; storageError?: (error: unknown) => unknown } = {},
   ) {
     fs.mkdirSync(dir, { recursive: true });
   }
 
-  async loadAll(): Promise<ConversationRecord[]> {
+  async loadAll(): Promise<LoadedConversations> {
     const ids = (await fs.promises.readdir(this.dir, { withFileTypes: true })).filter((entry) => entry.isDirectory()).map((entry) => entry.name);
-    const records: ConversationRecord[] = [];
+    const loaded: LoadedConversations = { records: [], damaged: [] };
     for (let i = 0; i < ids.length; i += LOAD_CONCURRENCY) {
-      const batch = await Promise.all(ids.slice(i, i + LOAD_CONCURRENCY).map((id) => this.load(id)));
-      for (const record of batch) if (record) records.push(record);
+      const batch = await Promise.all(
+        ids.slice(i, i + LOAD_CONCURRENCY).map(async (id) => {
+          try {
+            return await this.load(id);
+          } catch (error) {
+            if (error instanceof DamagedDataError) return { id, error };
+            throw error;
+          }
+        }),
+      );
+      for (const result of batch) {
+        if (!result) continue;
+        if ('error' in result) loaded.damaged.push(result);
+        else loaded.records.push(result);
+      }
     }
-    return records;
+    return loaded;
   }
 
   save(record: ConversationRecord): void {
@@ -38,14 +53,22 @@ export class FileConversationRepository implements ConversationRepository {
     fs.mkdirSync(dir, { recursive: true });
     const target = path.join(dir, FILE);
     const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
-    const fd = fs.openSync(temp, 'w', 0o600);
     try {
-      fs.writeSync(fd, JSON.stringify(this.seal(record)));
-      if (this.options.fsync) fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
+      const fd = fs.openSync(temp, 'w', 0o600);
+      try {
+        const text = Buffer.from(JSON.stringify(this.seal(record)));
+        let written = 0;
+        while (written < text.length) written += fs.writeSync(fd, text, written);
+        if (this.options.fsync) fs.fsyncSync(fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+      fs.renameSync(temp, target);
+    } catch (error) {
+      // The old record stays as it was; the partial temp file goes.
+      fs.rmSync(temp, { force: true });
+      throw this.options.storageError ? this.options.storageError(error) : isOutOfSpace(error) ? new StorageFullError() : error;
     }
-    fs.renameSync(temp, target);
   }
 
   remove(id: string): void {
@@ -69,7 +92,22 @@ export class FileConversationRepository implements ConversationRepository {
     for (const leftover of await fs.promises.readdir(dir)) {
       if (leftover.endsWith('.tmp')) await fs.promises.rm(path.join(dir, leftover), { force: true });
     }
-    return this.unseal(JSON.parse(text) as DiskRecord);
+    const file = path.join(dir, FILE);
+    const damaged = (reason: string) => new DamagedDataError({ file: FILE, line: null, reason }, file);
+    let disk: DiskRecord;
+    try {
+      disk = JSON.parse(text) as DiskRecord;
+    } catch (error) {
+      throw damaged(`not valid JSON (${(error as Error).message})`);
+    }
+    if (typeof disk !== 'object' || disk === null || disk.id !== id || typeof disk.status !== 'string' || typeof disk.created_at !== 'string' || typeof disk.workdir !== 'string') {
+      throw damaged('not a conversation record of this directory');
+    }
+    try {
+      return this.unseal(disk);
+    } catch {
+      throw damaged('its sealed secrets cannot be decrypted with this server\'s secret key');
+    }
   }
 
   private seal(record: ConversationRecord): DiskRecord {

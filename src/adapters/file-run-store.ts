@@ -1,21 +1,35 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Run, RunStore } from '../core/agent/run-record.js';
+import { DamagedDataError, StorageFullError } from '../core/errors.js';
+import { appendLine } from './append-line.js';
+import { isOutOfSpace } from './disk-space.js';
+
+const FILE = 'runs.jsonl';
 
 /**
  * `<conversationsDir>/<id>/runs.jsonl`: one line per saved state of a run, appended; loading
- * keeps the newest state of each run. Loaded lazily and cached per conversation.
+ * keeps the newest state of each run. Loaded lazily (or by `list` at start-up) and cached per
+ * conversation. A torn last line (a crash mid-append) is cut off; any other line that is not a
+ * run is damage (DamagedDataError, nothing written).
  */
 export class FileRunStore implements RunStore {
   private readonly cache = new Map<string, Map<string, Run>>();
 
-  constructor(private readonly conversationsDir: string) {}
+  constructor(
+    private readonly conversationsDir: string,
+    private readonly options: { storageError?: (error: unknown) => unknown } = {},
+  ) {}
 
   save(run: Run): void {
     const runs = this.load(run.conversation_id);
     const file = this.fileOf(run.conversation_id);
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    fs.appendFileSync(file, `${JSON.stringify(run)}\n`);
+    try {
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      appendLine(file, JSON.stringify(run));
+    } catch (error) {
+      throw this.options.storageError ? this.options.storageError(error) : isOutOfSpace(error) ? new StorageFullError() : error;
+    }
     runs.set(run.id, { ...run });
   }
 
@@ -32,26 +46,35 @@ export class FileRunStore implements RunStore {
     let runs = this.cache.get(conversationId);
     if (runs) return runs;
     runs = new Map();
+    const file = this.fileOf(conversationId);
+    // Most conversations have no runs: checked without the cost of an ENOENT exception (all are read at start-up).
     let text = '';
     try {
-      text = fs.readFileSync(this.fileOf(conversationId), 'utf8');
+      if (fs.statSync(file, { throwIfNoEntry: false })) text = fs.readFileSync(file, 'utf8');
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     }
-    for (const line of text.split('\n')) {
-      if (!line) continue;
+    const lines = text.split('\n');
+    // After the last newline: empty, or a line torn by a crash (never acknowledged).
+    const torn = lines.pop()!;
+    lines.forEach((line, i) => {
+      let run: Run | undefined;
       try {
-        const run = JSON.parse(line) as Run;
-        runs.set(run.id, run);
+        run = JSON.parse(line) as Run;
       } catch {
-        // a torn last line from a crash: that state was never acknowledged
+        run = undefined;
       }
-    }
+      if (!run || typeof run !== 'object' || typeof run.id !== 'string' || run.conversation_id !== conversationId) {
+        throw new DamagedDataError({ file: FILE, line: i + 1, reason: run ? 'not a run of this conversation' : 'not valid JSON' }, file);
+      }
+      runs.set(run.id, run);
+    });
+    if (torn.length > 0) fs.truncateSync(file, Buffer.byteLength(text) - Buffer.byteLength(torn));
     this.cache.set(conversationId, runs);
     return runs;
   }
 
   private fileOf(conversationId: string): string {
-    return path.join(this.conversationsDir, conversationId, 'runs.jsonl');
+    return path.join(this.conversationsDir, conversationId, FILE);
   }
 }

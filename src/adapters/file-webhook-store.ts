@@ -3,6 +3,9 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { SecretBox } from '../core/secrets/secret-box.js';
 import type { DeliveryRecord, SubscriptionState, WebhookStore } from '../core/webhooks/subscription-state.js';
+import { DamagedDataError, StorageFullError, type Damage } from '../core/errors.js';
+import { appendLine } from './append-line.js';
+import { isOutOfSpace } from './disk-space.js';
 
 const STATE_SUFFIX = '.json';
 const DELIVERIES_SUFFIX = '.deliveries.jsonl';
@@ -15,6 +18,8 @@ export interface FileWebhookStoreOptions {
   fsync?: boolean;
   /** Delivered records kept per subscription (the file is compacted past twice this many). */
   historyLimit?: number;
+  /** What a failed write throws (default: StorageFullError when the disk is full, else the error). */
+  storageError?: (error: unknown) => unknown;
 }
 
 /** The subscription as written: the secret sealed with the SecretBox. */
@@ -30,6 +35,8 @@ export class FileWebhookStore implements WebhookStore {
   private readonly historyLimit: number;
   /** Per subscription: lines in its delivery log and the last seq there (read once, then kept). */
   private readonly logTails = new Map<string, { lines: number; lastSeq: number }>();
+  /** Subscriptions whose state file is damaged: not loaded, their files left as found. */
+  private readonly quarantined = new Map<string, DamagedDataError>();
 
   constructor(private readonly options: FileWebhookStoreOptions) {
     this.historyLimit = options.historyLimit ?? 1_000;
@@ -41,14 +48,42 @@ export class FileWebhookStore implements WebhookStore {
     for (const name of fs.readdirSync(this.options.dir)) {
       const file = path.join(this.options.dir, name);
       if (name.endsWith('.tmp')) fs.rmSync(file, { force: true });
-      else if (name.endsWith(STATE_SUFFIX)) states.push(this.unseal(JSON.parse(fs.readFileSync(file, 'utf8')) as DiskState));
+      else if (name.endsWith(STATE_SUFFIX)) {
+        try {
+          states.push(this.readState(name, file));
+        } catch (error) {
+          if (!(error instanceof DamagedDataError)) throw error;
+          this.quarantined.set(name.slice(0, -STATE_SUFFIX.length), error);
+        }
+      }
     }
-    // Delivery logs whose subscription is gone (a crash during removal).
-    const ids = new Set(states.map((state) => state.id));
+    // Delivery logs whose subscription is gone (a crash during removal); those of damaged ones stay.
+    const ids = new Set([...states.map((state) => state.id), ...this.quarantined.keys()]);
     for (const name of fs.readdirSync(this.options.dir)) {
       if (name.endsWith(DELIVERIES_SUFFIX) && !ids.has(name.slice(0, -DELIVERIES_SUFFIX.length))) fs.rmSync(path.join(this.options.dir, name), { force: true });
     }
     return states;
+  }
+
+  /** Subscriptions left out at load because their state file is damaged. */
+  damaged(): { id: string; damage: Damage; path: string }[] {
+    return [...this.quarantined].map(([id, error]) => ({ id, damage: error.damage, path: error.path }));
+  }
+
+  private readState(name: string, file: string): SubscriptionState {
+    const damaged = (reason: string) => new DamagedDataError({ file: name, line: null, reason }, file);
+    let disk: DiskState;
+    try {
+      disk = JSON.parse(fs.readFileSync(file, 'utf8')) as DiskState;
+    } catch (error) {
+      throw damaged(`not valid JSON (${(error as Error).message})`);
+    }
+    if (typeof disk !== 'object' || disk === null || `${disk.id}${STATE_SUFFIX}` !== name || disk.format !== 1) throw damaged('not a subscription state of this name');
+    try {
+      return this.unseal(disk);
+    } catch {
+      throw damaged("its sealed secret cannot be decrypted with this server's secret key");
+    }
   }
 
   save(state: SubscriptionState): void {
@@ -65,7 +100,11 @@ export class FileWebhookStore implements WebhookStore {
   appendDelivery(subscriptionId: string, record: DeliveryRecord): void {
     const tail = this.tail(subscriptionId);
     if (record.seq <= tail.lastSeq) return;
-    fs.appendFileSync(this.deliveriesFile(subscriptionId), `${JSON.stringify(record)}\n`, { mode: 0o600 });
+    try {
+      appendLine(this.deliveriesFile(subscriptionId), JSON.stringify(record));
+    } catch (error) {
+      throw this.storageError(error);
+    }
     tail.lines += 1;
     tail.lastSeq = record.seq;
     if (tail.lines >= 2 * this.historyLimit) {
@@ -120,14 +159,26 @@ export class FileWebhookStore implements WebhookStore {
 
   private writeAtomically(target: string, content: string): void {
     const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
-    const fd = fs.openSync(temp, 'w', 0o600);
     try {
-      fs.writeSync(fd, content);
-      if (this.options.fsync) fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
+      const fd = fs.openSync(temp, 'w', 0o600);
+      try {
+        const bytes = Buffer.from(content, 'utf8');
+        let written = 0;
+        while (written < bytes.length) written += fs.writeSync(fd, bytes, written);
+        if (this.options.fsync) fs.fsyncSync(fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+      fs.renameSync(temp, target);
+    } catch (error) {
+      fs.rmSync(temp, { force: true });
+      throw this.storageError(error);
     }
-    fs.renameSync(temp, target);
+  }
+
+  private storageError(error: unknown): unknown {
+    if (this.options.storageError) return this.options.storageError(error);
+    return isOutOfSpace(error) ? new StorageFullError() : error;
   }
 
   private seal(state: SubscriptionState): DiskState {

@@ -1,5 +1,7 @@
 import fs from 'node:fs';
 import type { ShellFactory, ShellSession } from '../core/tools/shell-session.js';
+import { StorageFullError } from '../core/errors.js';
+import { isOutOfSpace } from './disk-space.js';
 import { descendantsOf, killRecordedGroup, listProcesses, readProcess, signalQuietly } from './process-tree.js';
 
 interface Entry {
@@ -91,7 +93,12 @@ export class ShellLedger {
 
   private write(): void {
     const temp = `${this.file}.tmp`;
-    fs.writeFileSync(temp, JSON.stringify(Object.fromEntries(this.entries)), { mode: 0o600 });
-    fs.renameSync(temp, this.file);
+    try {
+      fs.writeFileSync(temp, JSON.stringify(Object.fromEntries(this.entries)), { mode: 0o600 });
+      fs.renameSync(temp, this.file);
+    } catch (error) {
+      fs.rmSync(temp, { force: true });
+      throw isOutOfSpace(error) ? new StorageFullError() : error;
+    }
   }
 }

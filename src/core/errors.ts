@@ -41,3 +41,50 @@ export class UnprocessableError extends AppError {
     super({ code, status: 422, message, details: details ?? null });
   }
 }
+
+/** Where stored data is damaged: a file (named relative to its owner's directory), the line when known, and what is wrong. */
+export interface Damage {
+  file: string;
+  line: number | null;
+  reason: string;
+}
+
+/**
+ * Stored data that cannot be read back as written (not crash damage, which is repaired on load).
+ * Thrown by the stores; what it belongs to is quarantined: kept for inspection, never written.
+ */
+export class DamagedDataError extends AppError {
+  readonly damage: Damage;
+
+  /** `path`: the full path, for the server's log only (never in a response). */
+  constructor(
+    damage: Damage,
+    readonly path: string,
+  ) {
+    super({ code: 'data_damaged', status: 409, message: `Stored data is damaged: ${describeDamage(damage)}.`, details: { ...damage } });
+    this.damage = damage;
+  }
+}
+
+export function describeDamage(damage: Damage): string {
+  return `${damage.file}${damage.line === null ? '' : ` line ${damage.line}`}: ${damage.reason}`;
+}
+
+/** A conversation whose stored data is damaged: readable as a summary, deletable, nothing else. */
+export class ConversationQuarantinedError extends AppError {
+  constructor(id: string, damage: Damage) {
+    super({
+      code: 'conversation_quarantined',
+      status: 409,
+      message: `Conversation ${id} is quarantined because its stored data is damaged (${describeDamage(damage)}); an operator must repair or delete it.`,
+      details: { id, ...damage },
+    });
+  }
+}
+
+/** The data dir's filesystem is full (ENOSPC, EDQUOT): nothing was written; retry when space is freed. */
+export class StorageFullError extends AppError {
+  constructor() {
+    super({ code: 'insufficient_storage', status: 507, message: 'The server is out of disk space: nothing was stored. Retry once space is freed.' });
+  }
+}

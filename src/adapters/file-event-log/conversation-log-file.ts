@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ENTRY_SIZE, decodeEntry, encodeEntry, idPrefixOf, kindCode, sourceCode, type IndexEntry } from './index-entry.js';
 import type { AgentEvent } from '../../core/schemas/event.js';
+import { verifyLog, type LogState } from './log-verifier.js';
 
 /** A scan reads the index in chunks: small first (a page needs about `limit` entries), doubling up to the largest. */
 const FIRST_SCAN_CHUNK_ENTRIES = 128;
@@ -45,12 +46,17 @@ export class ConversationLogFile {
     this.lastTimestampMs = state.lastTimestampMs;
   }
 
-  static open(dir: string, options: { fsync: boolean }): ConversationLogFile {
+  /**
+   * `verify`: read the whole log once and check it against the index (the first open in a
+   * process); otherwise only the tail is checked (a file this process wrote itself).
+   * Throws DamagedDataError, having written nothing, when the log is damaged beyond a torn last line.
+   */
+  static open(dir: string, options: { fsync: boolean; verify: boolean }): ConversationLogFile {
     fs.mkdirSync(dir, { recursive: true });
     const logFd = fs.openSync(path.join(dir, 'events.jsonl'), 'a+');
     const indexFd = fs.openSync(path.join(dir, 'events.idx'), 'a+');
     try {
-      const state = recover(logFd, indexFd);
+      const state = options.verify ? verifyLog({ logFd, indexFd, dir }) : recover(logFd, indexFd);
       return new ConversationLogFile(logFd, indexFd, options.fsync, state);
     } catch (error) {
       fs.closeSync(logFd);
@@ -74,15 +80,34 @@ export class ConversationLogFile {
       timestampMs: Date.parse(event.timestamp),
       idPrefix: idPrefixOf(event.id),
     });
-    writeAll(this.logFd, line);
-    writeAll(this.indexFd, entry);
-    if (this.fsync) {
-      fs.fsyncSync(this.logFd);
-      fs.fsyncSync(this.indexFd);
+    try {
+      writeAll(this.logFd, line);
+      writeAll(this.indexFd, entry);
+      if (this.fsync) {
+        fs.fsyncSync(this.logFd);
+        fs.fsyncSync(this.indexFd);
+      }
+    } catch (error) {
+      // A write cut short (the disk is full) must not leave a partial line for the next append to follow.
+      this.rollback(this.state());
+      throw error;
     }
     this.logSize += line.length;
     this.lastTimestampMs = Date.parse(event.timestamp);
     this.count += 1;
+  }
+
+  /** Where the files end now: give it to `rollback` to undo appends made after. */
+  state(): LogState {
+    return { count: this.count, logSize: this.logSize, lastTimestampMs: this.lastTimestampMs };
+  }
+
+  rollback(state: LogState): void {
+    fs.ftruncateSync(this.logFd, state.logSize);
+    fs.ftruncateSync(this.indexFd, state.count * ENTRY_SIZE);
+    this.count = state.count;
+    this.logSize = state.logSize;
+    this.lastTimestampMs = state.lastTimestampMs;
   }
 
   /** Index entries for seqs [fromSeq, fromSeq + n). */
@@ -158,7 +183,7 @@ export class ConversationLogFile {
  * and entries past the end of the log, cut a torn last line off the log, and index complete
  * lines the index missed.
  */
-function recover(logFd: number, indexFd: number): { count: number; logSize: number; lastTimestampMs: number } {
+function recover(logFd: number, indexFd: number): LogState {
   let logSize = fs.fstatSync(logFd).size;
   const indexSize = fs.fstatSync(indexFd).size;
   let count = Math.floor(indexSize / ENTRY_SIZE);

@@ -7,6 +7,8 @@ import type { AppendedEvent, EventFilter, EventLog, EventPageQuery, FirehoseEntr
 import { ConversationLogFile } from './conversation-log-file.js';
 import { FirehoseIndex } from './firehose-index.js';
 import { idPrefixOf, kindCode, sourceCode, type IndexEntry } from './index-entry.js';
+import { DamagedDataError, StorageFullError } from '../../core/errors.js';
+import { isOutOfSpace } from '../disk-space.js';
 
 export interface FileEventLogOptions {
   /** Directory holding one sub-directory per conversation. */
@@ -18,7 +20,11 @@ export interface FileEventLogOptions {
   /** How many conversations' files are kept open at once (least recently used are closed). */
   maxOpen?: number;
   clock?: Clock;
+  /** What a failed write throws (default: StorageFullError when the disk is full, else the error). */
+  storageError?: (error: unknown) => unknown;
 }
+
+const defaultStorageError = (error: unknown): unknown => (isOutOfSpace(error) ? new StorageFullError() : error);
 
 /** The file-backed EventLog: `<conversationsDir>/<id>/events.jsonl` + `events.idx`, and a firehose index. */
 export class FileEventLog implements EventLog {
@@ -27,11 +33,17 @@ export class FileEventLog implements EventLog {
   private readonly fsync: boolean;
   private readonly maxOpen: number;
   private readonly clock: Clock;
+  private readonly storageError: (error: unknown) => unknown;
+  /** Conversations whose log was read in full and checked in this process (later opens check the tail only). */
+  private readonly verified = new Set<string>();
+  /** Conversations whose log is damaged: never opened again, so never written. */
+  private readonly damaged = new Map<string, DamagedDataError>();
 
   constructor(private readonly options: FileEventLogOptions) {
     this.fsync = options.fsync ?? false;
     this.maxOpen = options.maxOpen ?? 512;
     this.clock = options.clock ?? systemClock;
+    this.storageError = options.storageError ?? defaultStorageError;
     fs.mkdirSync(options.conversationsDir, { recursive: true });
     this.firehose = FirehoseIndex.open(options.firehoseFile, { fsync: this.fsync });
   }
@@ -46,8 +58,19 @@ export class FileEventLog implements EventLog {
       ...input,
     } as AgentEvent;
     const json = JSON.stringify(event);
-    file.append(event, json);
-    const globalCursor = this.firehose.append(conversationId, event.seq);
+    const before = file.state();
+    try {
+      file.append(event, json);
+    } catch (error) {
+      throw this.storageError(error);
+    }
+    let globalCursor: number;
+    try {
+      globalCursor = this.firehose.append(conversationId, event.seq);
+    } catch (error) {
+      file.rollback(before);
+      throw this.storageError(error);
+    }
     return { event, json, globalCursor };
   }
 
@@ -123,6 +146,8 @@ export class FileEventLog implements EventLog {
   }
 
   drop(conversationId: string): void {
+    this.verified.delete(conversationId);
+    this.damaged.delete(conversationId);
     const file = this.open.get(conversationId);
     if (file) {
       file.close();
@@ -133,6 +158,15 @@ export class FileEventLog implements EventLog {
     fs.rmSync(path.join(dir, 'events.idx'), { force: true });
   }
 
+  quarantine(conversationId: string, error: DamagedDataError): void {
+    this.damaged.set(conversationId, error);
+    const file = this.open.get(conversationId);
+    if (file) {
+      file.close();
+      this.open.delete(conversationId);
+    }
+  }
+
   close(): void {
     for (const file of this.open.values()) file.close();
     this.open.clear();
@@ -140,6 +174,8 @@ export class FileEventLog implements EventLog {
   }
 
   private readOne(conversationId: string, seq: number): StoredEvent | undefined {
+    // A quarantined conversation's events are left out of the firehose.
+    if (this.damaged.has(conversationId)) return undefined;
     if (!fs.existsSync(path.join(this.dirOf(conversationId), 'events.jsonl'))) return undefined;
     const file = this.file(conversationId);
     const entry = file.entry(seq);
@@ -176,7 +212,16 @@ export class FileEventLog implements EventLog {
       this.open.set(conversationId, cached);
       return cached;
     }
-    const file = ConversationLogFile.open(this.dirOf(conversationId), { fsync: this.fsync });
+    const known = this.damaged.get(conversationId);
+    if (known) throw known;
+    let file: ConversationLogFile;
+    try {
+      file = ConversationLogFile.open(this.dirOf(conversationId), { fsync: this.fsync, verify: !this.verified.has(conversationId) });
+    } catch (error) {
+      if (error instanceof DamagedDataError) this.damaged.set(conversationId, error);
+      throw error;
+    }
+    this.verified.add(conversationId);
     this.open.set(conversationId, file);
     if (this.open.size > this.maxOpen) {
       const [oldestId, oldest] = this.open.entries().next().value as [string, ConversationLogFile];

@@ -45,9 +45,14 @@ export class FirehoseIndex {
     const record = Buffer.alloc(RECORD_SIZE);
     uuidToBytes(conversationId, record);
     record.writeUInt32LE(seq, 16);
-    let written = 0;
-    while (written < RECORD_SIZE) written += fs.writeSync(this.fd, record, written, RECORD_SIZE - written);
-    if (this.fsync) fs.fsyncSync(this.fd);
+    try {
+      let written = 0;
+      while (written < RECORD_SIZE) written += fs.writeSync(this.fd, record, written, RECORD_SIZE - written);
+      if (this.fsync) fs.fsyncSync(this.fd);
+    } catch (error) {
+      fs.ftruncateSync(this.fd, this.count * RECORD_SIZE);
+      throw error;
+    }
     this.count += 1;
     return this.count;
   }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
-import { ConflictError, NotFoundError, UnprocessableError } from '../errors.js';
+import { ConflictError, NotFoundError, StorageFullError, UnprocessableError } from '../errors.js';
 import type { ConversationRecord } from '../conversations/conversation-record.js';
 import type { ConversationRuntime, ConversationService } from '../conversations/conversation-service.js';
 import type { EventLog } from '../events/event-log.js';
@@ -65,11 +65,24 @@ export class AgentRuntime implements ConversationRuntime {
     const now = isoTimestamp(this.clock.now());
     const run: Run = { id: randomUUID(), conversation_id: conversationId, status: 'running', started_at: now, ended_at: null, iterations: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0 }, outcome: null, error: null };
     this.deps.runs.save(run);
-    record.pending_actions = [];
-    this.setStatus(record, 'running', { runId: run.id });
-    if (!session.history.hasSystemPrompt) {
-      const tools = this.enabledTools(record);
-      this.deps.conversations.append(conversationId, { kind: 'system_prompt', source: 'system', content: buildSystemPrompt(record.workdir), tools: this.schemasOf(tools) as unknown as Record<string, unknown>[] });
+    const before = { status: record.status, pending_actions: record.pending_actions };
+    try {
+      record.pending_actions = [];
+      this.setStatus(record, 'running', { runId: run.id });
+      if (!session.history.hasSystemPrompt) {
+        const tools = this.enabledTools(record);
+        this.deps.conversations.append(conversationId, { kind: 'system_prompt', source: 'system', content: buildSystemPrompt(record.workdir), tools: this.schemasOf(tools) as unknown as Record<string, unknown>[] });
+      }
+    } catch (error) {
+      // The run could not start (e.g. the disk is full): the conversation stays as it was.
+      Object.assign(record, before, { current_run_id: null });
+      try {
+        this.deps.conversations.save(record);
+        this.deps.runs.save({ ...run, status: 'failed', ended_at: isoTimestamp(this.clock.now()), outcome: 'error', error: { code: (error as { code?: string }).code ?? 'internal_error', message: 'The run could not start.' } });
+      } catch {
+        // still failing: a restart finds the run running and pauses it
+      }
+      throw error;
     }
     const controller = new AbortController();
     const active = { run, controller, stopAs: null, done: Promise.resolve() } as AgentSession['active'] & {};
@@ -218,7 +231,7 @@ export class AgentRuntime implements ConversationRuntime {
       });
     } catch (error) {
       if (controller.signal.aborted) outcome = { kind: 'aborted' };
-      else if (error instanceof LlmError) outcome = { kind: 'error', code: error.code, message: error.message };
+      else if (error instanceof LlmError || error instanceof StorageFullError) outcome = { kind: 'error', code: error.code, message: error.message };
       else {
         this.deps.onError?.(error, { conversation_id: record.id, run_id: run.id });
         outcome = { kind: 'error', code: 'internal_error', message: 'The agent stopped on an internal error.' };
@@ -229,17 +242,34 @@ export class AgentRuntime implements ConversationRuntime {
         settleRun({ outcome, active, record, session, clock: this.clock, append: (event) => this.deps.conversations.append(record.id, event), saveRun: (r) => this.deps.runs.save(r), setStatus: (status, opts) => this.setStatus(record, status, opts) });
       }
     } catch (error) {
-      // Recording the end failed (e.g. the disk is full): the lock must still be released.
+      // Recording the end failed (e.g. the disk is full): the lock must still be released, and
+      // the conversation must not look running. Its state on disk catches up with the next save
+      // (a restart before that finds the run running and pauses it).
       this.deps.onError?.(error, { conversation_id: record.id, run_id: run.id, stage: 'settle' });
+      if (record.status === 'running') {
+        record.status = 'error';
+        record.current_run_id = null;
+        try {
+          this.deps.conversations.save(record);
+        } catch {
+          // still full
+        }
+      }
     } finally {
       session.active = null;
     }
   }
 
   private setStatus(record: ConversationRecord, status: ConversationStatus, options: { runId?: string | null; reason?: string } = {}): void {
+    const before = { status: record.status, current_run_id: record.current_run_id };
     record.status = status;
     record.current_run_id = status === 'running' ? (options.runId ?? null) : null;
-    this.deps.conversations.save(record);
+    try {
+      this.deps.conversations.save(record);
+    } catch (error) {
+      Object.assign(record, before);
+      throw error;
+    }
     this.deps.conversations.append(record.id, { kind: 'state_update', source: 'system', status, run_id: options.runId ?? null, reason: options.reason ?? null });
   }
 

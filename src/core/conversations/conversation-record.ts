@@ -1,6 +1,7 @@
 import type { ConversationStatus } from '../schemas/event.js';
 import type { PendingAction, SandboxSettings, Usage } from '../schemas/conversation.js';
 import type { LlmConfig } from '../schemas/llm-config.js';
+import type { Damage, DamagedDataError } from '../errors.js';
 
 /** What the server keeps about a conversation (events live in the event log). */
 export interface ConversationRecord {
@@ -24,11 +25,19 @@ export interface ConversationRecord {
   sandbox?: SandboxSettings;
   /** Secret values by name, in plain text in memory only; the repository encrypts them at rest. */
   secrets: Record<string, string>;
+  /** In memory only: set when the conversation's stored data is damaged (it is then never written). */
+  quarantine?: Damage;
+}
+
+/** What loading found: the records, and the conversations whose record could not be read. */
+export interface LoadedConversations {
+  records: ConversationRecord[];
+  damaged: { id: string; error: DamagedDataError }[];
 }
 
 /** Where conversation records persist. Writes are atomic: a crash leaves the old or the new record. */
 export interface ConversationRepository {
-  loadAll(): Promise<ConversationRecord[]>;
+  loadAll(): Promise<LoadedConversations>;
   save(record: ConversationRecord): void;
   remove(id: string): void;
 }

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
-import { NotFoundError, UnprocessableError } from '../errors.js';
+import { ConversationQuarantinedError, DamagedDataError, NotFoundError, UnprocessableError, type Damage } from '../errors.js';
 import { decodePageId, encodePageId, isKeyCursor, type Page } from '../pagination.js';
 import type { Conversation, CreateConversationBody, UpdateConversationConfigBody } from '../schemas/conversation.js';
 import type { ConversationStatus, NewEvent } from '../schemas/event.js';
@@ -11,6 +11,7 @@ import type { EventLog } from '../events/event-log.js';
 import type { EventRecorder } from '../events/event-recorder.js';
 import type { ConversationRecord, ConversationRepository } from './conversation-record.js';
 import { SortedIndex } from './sorted-index.js';
+import { placeholderRecord } from './placeholder-record.js';
 
 export interface ConversationDefaults {
   llm: LlmConfig | null;
@@ -56,6 +57,8 @@ export class ConversationService {
       recorder: EventRecorder;
       defaults: ConversationDefaults;
       clock?: Clock;
+      /** Read a conversation's other stores at load (its runs): each throws DamagedDataError when damaged. */
+      integrityChecks?: readonly ((conversationId: string) => void)[];
     },
   ) {
     deps.recorder.onAppend(({ event }) => {
@@ -77,14 +80,42 @@ export class ConversationService {
     this.deletedListeners.add(listener);
   }
 
-  async load(): Promise<void> {
-    for (const record of await this.deps.repository.loadAll()) {
-      // Appends move updated_at in memory only (see touch): the last event in the log says when the conversation last changed.
-      const [last] = this.deps.log.read(record.id, { order: 'desc', limit: 1 });
-      if (last && last.event.timestamp > record.updated_at) record.updated_at = last.event.timestamp;
+  /**
+   * Load every conversation. One whose stored data is damaged is quarantined, not fatal: it is
+   * listed with status `error` and the damage, refuses everything but reads of its summary and
+   * deletion, and its files are never written. Returns the quarantined ones.
+   */
+  async load(): Promise<{ id: string; error: DamagedDataError }[]> {
+    const { records, damaged } = await this.deps.repository.loadAll();
+    const quarantined = [...damaged];
+    for (const record of records) {
+      try {
+        // Appends move updated_at in memory only (see touch): the last event in the log says when the conversation last changed.
+        const [last] = this.deps.log.read(record.id, { order: 'desc', limit: 1 });
+        if (last && last.event.timestamp > record.updated_at) record.updated_at = last.event.timestamp;
+        for (const check of this.deps.integrityChecks ?? []) check(record.id);
+      } catch (error) {
+        if (!(error instanceof DamagedDataError)) throw error;
+        quarantined.push({ id: record.id, error });
+        this.deps.log.quarantine(record.id, error);
+        record.quarantine = error.damage;
+        record.status = 'error';
+      }
       this.index(record);
     }
+    for (const { id, error } of damaged) {
+      this.deps.log.quarantine(id, error);
+      this.index(placeholderRecord({ id, damage: error.damage, now: isoTimestamp(this.clock.now()) }));
+    }
     this.loaded = true;
+    return quarantined;
+  }
+
+  /** Conversations quarantined because their stored data is damaged. */
+  quarantined(): { id: string; damage: Damage }[] {
+    const out: { id: string; damage: Damage }[] = [];
+    for (const record of this.records.values()) if (record.quarantine) out.push({ id: record.id, damage: record.quarantine });
+    return out;
   }
 
   get isLoaded(): boolean {
@@ -125,7 +156,9 @@ export class ConversationService {
       if (body.initial_message !== undefined) this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.initial_message });
       this.deps.repository.save(record);
     } catch (error) {
+      // E.g. the disk is full: the conversation was never created, so its first message goes too.
       this.unindex(record);
+      this.deps.log.drop(id);
       throw error;
     }
     if (startsRun) this.runtime?.onUserMessage(id, { run: true });
@@ -133,11 +166,17 @@ export class ConversationService {
   }
 
   get(id: string): Conversation {
-    return this.toPublic(this.record(id));
+    return this.toPublic(this.find(id));
   }
 
-  /** The internal record (for services of the same conversation: secrets, agent, files). */
+  /** The internal record (for services of the same conversation: secrets, agent, files); refused while quarantined. */
   record(id: string): ConversationRecord {
+    const record = this.find(id);
+    if (record.quarantine) throw new ConversationQuarantinedError(id, record.quarantine);
+    return record;
+  }
+
+  private find(id: string): ConversationRecord {
     const record = this.records.get(id);
     if (!record) throw new NotFoundError('conversation', id);
     return record;
@@ -172,8 +211,9 @@ export class ConversationService {
     return counts;
   }
 
-  all(): IterableIterator<ConversationRecord> {
-    return this.records.values();
+  /** Every conversation but the quarantined ones. */
+  *all(): IterableIterator<ConversationRecord> {
+    for (const record of this.records.values()) if (!record.quarantine) yield record;
   }
 
   async updateConfig(id: string, body: UpdateConversationConfigBody): Promise<Conversation> {
@@ -196,8 +236,9 @@ export class ConversationService {
   }
 
   async delete(id: string, options: { deleteWorkdir: boolean }): Promise<void> {
-    const record = this.record(id);
-    await this.runtime?.dispose(id);
+    const record = this.find(id);
+    // A quarantined conversation never ran in this process: nothing to stop.
+    if (!record.quarantine) await this.runtime?.dispose(id);
     this.unindex(record);
     // The record first: a crash midway leaves files without a record (removed at load), never a
     // conversation that lost its events.
@@ -218,11 +259,14 @@ export class ConversationService {
   }
 
   append(id: string, event: NewEvent) {
+    const record = this.records.get(id);
+    if (record?.quarantine) throw new ConversationQuarantinedError(id, record.quarantine);
     return this.deps.recorder.append(id, event);
   }
 
   /** Persist a changed record now (status changes, config, pending actions, usage). */
   save(record: ConversationRecord): void {
+    if (record.quarantine) throw new ConversationQuarantinedError(record.id, record.quarantine);
     this.touch(record, isoTimestamp(this.clock.now()));
     this.revision += 1;
     this.deps.repository.save(record);
@@ -240,13 +284,23 @@ export class ConversationService {
       confirmation_mode: record.confirmation_mode,
       pending_actions: record.pending_actions,
       current_run_id: record.current_run_id,
-      event_count: this.deps.log.lastSeq(record.id),
+      event_count: this.eventCount(record),
       usage: record.usage,
       created_at: record.created_at,
       updated_at: record.updated_at,
       metadata: record.metadata,
       sandbox: { network: record.sandbox?.network ?? true },
+      quarantine: record.quarantine ?? null,
     };
+  }
+
+  private eventCount(record: ConversationRecord): number {
+    try {
+      return this.deps.log.lastSeq(record.id);
+    } catch (error) {
+      if (record.quarantine && error instanceof DamagedDataError) return 0;
+      throw error;
+    }
   }
 
   private touch(record: ConversationRecord, timestamp: string): void {

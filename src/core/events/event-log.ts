@@ -1,3 +1,4 @@
+import type { DamagedDataError } from '../errors.js';
 import type { AgentEvent, EventKind, EventSource, NewEvent } from '../schemas/event.js';
 
 /** An event as stored: the parsed value and the exact JSON line it was written as. */
@@ -50,5 +51,7 @@ export interface EventLog {
   globalHead(): number;
   /** Remove a conversation's events for good. */
   drop(conversationId: string): void;
+  /** The conversation is quarantined: never open (so never repair or write) its files again; reads of it throw `error`. */
+  quarantine(conversationId: string, error: DamagedDataError): void;
   close(): void;
 }

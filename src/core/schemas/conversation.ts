@@ -35,6 +35,14 @@ export const SecretsMap = z
   .record(SecretName, z.string().max(65_536))
   .refine((secrets) => Object.keys(secrets).length <= 200, 'at most 200 secrets');
 
+export const Quarantine = z
+  .object({
+    file: z.string().describe("The damaged file, relative to the conversation's directory in the data dir."),
+    line: z.int().nullable().describe('The damaged line (1-based) when the file has lines.'),
+    reason: z.string(),
+  })
+  .meta({ id: 'Quarantine' });
+
 export const Conversation = z
   .object({
     id: z.uuid(),
@@ -53,6 +61,9 @@ export const Conversation = z
     updated_at: Timestamp,
     metadata: Metadata,
     sandbox: SandboxSettings,
+    quarantine: Quarantine.nullable().describe(
+      'Set when stored data of this conversation is damaged (status `error`): its files are kept as found for inspection, and every request but reading this summary and DELETE answers 409 `conversation_quarantined`.',
+    ),
   })
   .meta({ id: 'Conversation' });
 export type Conversation = z.infer<typeof Conversation>;

@@ -1,4 +1,5 @@
 import { isoTimestamp } from '../clock.js';
+import { DamagedDataError } from '../errors.js';
 import type { EventLog, StoredEvent } from '../events/event-log.js';
 import { retryDelayMs, retryWindowOver, type RetryPolicy } from './retry-policy.js';
 import type { Scheduler } from './scheduler.js';
@@ -57,6 +58,8 @@ export class DeliveryWorker {
       .then(() => this.loop())
       .catch((error: unknown) => {
         this.deps.onError(error, this.state);
+        // The conversation's stored events are damaged (quarantined): waiting does not mend them.
+        if (error instanceof DamagedDataError) return;
         // Something outside the receiver failed (e.g. the disk): try again later rather than never.
         if (!this.stopped) this.cancelRewake = this.deps.scheduler.setTimer(() => this.wake(), Math.min(this.deps.policy.maxMs, 5_000));
       })

@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
-import { AppError } from '../../core/errors.js';
+import { AppError, StorageFullError } from '../../core/errors.js';
 
 /** Fastify's own 4xx errors, as the contract's machine codes. */
 const FRAMEWORK_CODES: Record<string, string> = {
@@ -88,6 +88,8 @@ export function clientErrorHandler(error: ConnectionError, socket: Socket): void
 }
 
 export function toErrorResponse(error: FastifyError | AppError): { status: number; body: ErrorBody } {
+  // A write no store translated (e.g. into a workdir on the same full disk) is still a 507, not a 500.
+  if (!(error instanceof AppError) && ['ENOSPC', 'EDQUOT'].includes((error as { code?: unknown }).code as string)) return toErrorResponse(new StorageFullError());
   if (error instanceof AppError) {
     return { status: error.status, body: { error: error.code, message: error.message, details: error.details } };
   }

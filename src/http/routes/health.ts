@@ -1,5 +1,3 @@
-import fs from 'node:fs';
-import path from 'node:path';
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
@@ -9,8 +7,17 @@ import { errors } from '../route-schemas.js';
 const Alive = z.object({ status: z.literal('ok') }).meta({ id: 'Alive' });
 
 const Check = z.object({ ok: z.boolean(), detail: z.string().nullable() });
+const QuarantineCheck = Check.extend({
+  conversations: z.array(z.string()).describe('Conversations quarantined (status `error`, see their `quarantine`).'),
+  callbacks: z.array(z.string()).describe('Callback subscriptions left out because their stored state is damaged.'),
+});
 const Health = z
-  .object({ status: z.enum(['ok', 'unavailable']), checks: z.object({ state_loaded: Check, data_dir_writable: Check }) })
+  .object({
+    status: z
+      .enum(['ok', 'degraded', 'unavailable'])
+      .describe('`degraded` (still 200): the server is ready, but some stored data is damaged and quarantined; the rest is served.'),
+    checks: z.object({ state_loaded: Check, data_dir_writable: Check, quarantined: QuarantineCheck }),
+  })
   .meta({ id: 'Health' });
 
 const SandboxLimit = z
@@ -53,17 +60,6 @@ const Info = z
   })
   .meta({ id: 'Info' });
 
-function dataDirWritable(dir: string): { ok: boolean; detail: string | null } {
-  const probe = path.join(dir, `.health-${process.pid}`);
-  try {
-    fs.writeFileSync(probe, 'ok');
-    fs.rmSync(probe, { force: true });
-    return { ok: true, detail: null };
-  } catch (error) {
-    return { ok: false, detail: `data dir not writable (${(error as NodeJS.ErrnoException).code ?? 'error'})` };
-  }
-}
-
 export function healthRoutes(services: Services): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
@@ -76,15 +72,29 @@ export function healthRoutes(services: Services): FastifyPluginAsyncZod {
       '/health',
       {
         config: { public: true },
-        schema: { tags: ['health'], operationId: 'health.ready', summary: 'Readiness: state loaded and data dir writable', security: [], response: { 200: Health, 503: Health } },
+        schema: {
+          tags: ['health'],
+          operationId: 'health.ready',
+          summary: 'Readiness: state loaded and data dir writable (not out of space); damaged data is reported, not fatal',
+          security: [],
+          response: { 200: Health, 503: Health },
+        },
       },
       async (_request, reply) => {
         const stateLoaded = services.conversations.isLoaded;
-        const writable = dataDirWritable(services.config.dataDir);
-        const ok = stateLoaded && writable.ok;
-        return reply.code(ok ? 200 : 503).send({
-          status: ok ? 'ok' : 'unavailable',
-          checks: { state_loaded: { ok: stateLoaded, detail: stateLoaded ? null : 'loading' }, data_dir_writable: writable },
+        const writable = services.disk.check();
+        const ready = stateLoaded && writable.ok;
+        const { conversations, callbacks } = services.quarantined();
+        const damaged = conversations.length + callbacks.length;
+        const quarantined = {
+          ok: damaged === 0,
+          detail: damaged === 0 ? null : `stored data damaged: ${conversations.length} conversation(s) and ${callbacks.length} callback(s) quarantined, files kept as found`,
+          conversations: conversations.map((entry) => entry.id),
+          callbacks: callbacks.map((entry) => entry.id),
+        };
+        return reply.code(ready ? 200 : 503).send({
+          status: !ready ? 'unavailable' : damaged > 0 ? 'degraded' : 'ok',
+          checks: { state_loaded: { ok: stateLoaded, detail: stateLoaded ? null : 'loading' }, data_dir_writable: writable, quarantined },
         });
       },
     );

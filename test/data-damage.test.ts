@@ -1,0 +1,148 @@
+/**
+ * Damaged stored data is confined to what it belongs to: a real server is stopped, one file of
+ * each kind is damaged in its data dir (a conversation record, a line in the middle of an event
+ * log, its index, a run record, a callback's state), and the restarted server serves the rest,
+ * quarantines the damaged conversations (status `error`, the damage in GET /conversations/{id},
+ * 409 for anything else, their files untouched), rebuilds the index from the log, leaves the
+ * callback out, names file and line in its log, and says so in /health (200, `degraded`).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
+import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+
+const auth = { authorization: `Bearer ${TEST_KEY}` };
+const env = { AGENTD_WEBHOOK_ALLOW_PRIVATE: 'true' };
+let llm: FakeLlm;
+let dataDir: string;
+const servers: SpawnedServer[] = [];
+
+async function api(server: SpawnedServer, method: string, url: string, body?: unknown) {
+  const response = await fetch(`${server.url}${url}`, {
+    method,
+    headers: { ...auth, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  return { status: response.status, body: (text ? JSON.parse(text) : null) as Record<string, any> };
+}
+
+async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+beforeAll(async () => {
+  llm = await startFakeLlm({ script: [] });
+  dataDir = tempDir('agentd-damage-');
+});
+
+afterAll(async () => {
+  for (const server of servers) {
+    server.child.kill('SIGKILL');
+    await server.exited;
+  }
+  await llm.close();
+  fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('damaged records', () => {
+  it('quarantines what is damaged and serves the rest after a restart', { timeout: 90_000 }, async () => {
+    const first = await spawnServer({ dataDir, env });
+    servers.push(first);
+    const ids: Record<'record' | 'events' | 'runs' | 'index' | 'healthy', string> = { record: '', events: '', runs: '', index: '', healthy: '' };
+    for (const name of Object.keys(ids) as (keyof typeof ids)[]) {
+      const created = await api(first, 'POST', '/conversations', { title: name, llm: { model: 'fake', base_url: llm.url, api_key: 'sk-test' }, initial_message: `${name} 1`, run: false });
+      expect(created.status).toBe(201);
+      ids[name] = created.body.id;
+      for (let i = 2; i <= 6; i++) expect((await api(first, 'POST', `/conversations/${ids[name]}/messages`, { content: `${name} ${i}`, run: false })).status).toBe(202);
+    }
+    llm.push({ text: 'Done.' });
+    expect((await api(first, 'POST', `/conversations/${ids.runs}/messages`, { content: 'go', run: true })).status).toBe(202);
+    await until(async () => (await api(first, 'GET', `/conversations/${ids.runs}`)).body.status !== 'running', 'the run to end');
+    const callback = await api(first, 'POST', `/conversations/${ids.healthy}/callbacks`, { url: `http://127.0.0.1:${await freePort()}/hook` });
+    expect(callback.status).toBe(201);
+    const indexEventsBefore = (await api(first, 'GET', `/conversations/${ids.index}/events?limit=100`)).body.items;
+    first.child.kill('SIGKILL');
+    await first.exited;
+
+    const conversationFile = (id: string, name: string) => path.join(dataDir, 'conversations', id, name);
+    const callbackFile = path.join(dataDir, 'webhooks', `${callback.body.id}.json`);
+    // A record cut short; a line in the middle of a log overwritten (the index still points at it);
+    // an index entry zeroed (the log is fine); a garbage line before a run's records; a callback state that is not JSON.
+    fs.writeFileSync(conversationFile(ids.record, 'conversation.json'), fs.readFileSync(conversationFile(ids.record, 'conversation.json'), 'utf8').slice(0, 40));
+    const lines = fs.readFileSync(conversationFile(ids.events, 'events.jsonl'), 'utf8').split('\n');
+    lines[2] = `ror":false${lines[2]!.slice(10)}`;
+    fs.writeFileSync(conversationFile(ids.events, 'events.jsonl'), lines.join('\n'));
+    const index = fs.readFileSync(conversationFile(ids.index, 'events.idx'));
+    index.fill(0, 32, 64);
+    fs.writeFileSync(conversationFile(ids.index, 'events.idx'), index);
+    fs.writeFileSync(conversationFile(ids.runs, 'runs.jsonl'), `{"torn\n${fs.readFileSync(conversationFile(ids.runs, 'runs.jsonl'), 'utf8')}`);
+    fs.writeFileSync(callbackFile, 'not json at all');
+    const damagedFiles = [
+      conversationFile(ids.record, 'conversation.json'),
+      conversationFile(ids.events, 'events.jsonl'),
+      conversationFile(ids.events, 'events.idx'),
+      conversationFile(ids.runs, 'runs.jsonl'),
+      conversationFile(ids.runs, 'events.jsonl'),
+      conversationFile(ids.runs, 'conversation.json'),
+      callbackFile,
+    ];
+    const damagedBytes = damagedFiles.map((file) => fs.readFileSync(file));
+
+    const second = await spawnServer({ dataDir, env });
+    servers.push(second);
+    const health = await fetch(`${second.url}/health`);
+    expect(health.status).toBe(200);
+    const report = (await health.json()) as { status: string; checks: { quarantined: { ok: boolean; conversations: string[]; callbacks: string[] } } };
+    expect(report.status).toBe('degraded');
+    expect(report.checks.quarantined.ok).toBe(false);
+    expect([...report.checks.quarantined.conversations].sort()).toEqual([ids.record, ids.events, ids.runs].sort());
+    expect(report.checks.quarantined.callbacks).toEqual([callback.body.id]);
+
+    const record = (await api(second, 'GET', `/conversations/${ids.record}`)).body;
+    expect(record.status).toBe('error');
+    expect(record.quarantine).toMatchObject({ file: 'conversation.json', line: null, reason: expect.stringContaining('not valid JSON') });
+    const events = (await api(second, 'GET', `/conversations/${ids.events}`)).body;
+    expect(events).toMatchObject({ status: 'error', title: 'events', quarantine: { file: 'events.jsonl', line: 3 } });
+    const runs = (await api(second, 'GET', `/conversations/${ids.runs}`)).body;
+    expect(runs).toMatchObject({ status: 'error', title: 'runs', quarantine: { file: 'runs.jsonl', line: 1 } });
+
+    // Everything else about a quarantined conversation is refused in the error shape; nothing is written.
+    for (const [method, url, body] of [
+      ['GET', `/conversations/${ids.events}/events`],
+      ['POST', `/conversations/${ids.events}/messages`, { content: 'more', run: false }],
+      ['POST', `/conversations/${ids.runs}/messages`, { content: 'more', run: true }],
+      ['PUT', `/conversations/${ids.record}/config`, { title: 'new' }],
+      ['GET', `/conversations/${ids.record}/files`],
+    ] as const) {
+      const refused = await api(second, method, url, body);
+      expect(refused.status, `${method} ${url}`).toBe(409);
+      expect(refused.body).toMatchObject({ error: 'conversation_quarantined', message: expect.any(String), details: expect.any(Object) });
+    }
+    expect(damagedFiles.map((file) => fs.readFileSync(file))).toEqual(damagedBytes);
+
+    // The index was rebuilt from the log; the others are served and take writes.
+    expect((await api(second, 'GET', `/conversations/${ids.index}/events?limit=100`)).body.items).toEqual(indexEventsBefore);
+    expect((await api(second, 'GET', `/conversations/${ids.index}`)).body.quarantine).toBeNull();
+    for (const id of [ids.index, ids.healthy]) expect((await api(second, 'POST', `/conversations/${id}/messages`, { content: 'after', run: false })).body.event.seq).toBe(7);
+    const listed = (await api(second, 'GET', '/conversations?limit=100')).body.items as { id: string; status: string }[];
+    expect(listed).toHaveLength(5);
+
+    // The log names each damaged file and line.
+    const output = second.output();
+    expect(output).toContain(`${path.join(ids.events, 'events.jsonl')}","line":3`);
+    expect(output).toContain(`${path.join(ids.runs, 'runs.jsonl')}","line":1`);
+    expect(output).toContain(`${path.join(ids.record, 'conversation.json')}","line":null`);
+    expect(output).toContain(`${callback.body.id}.json`);
+
+    // A quarantined conversation can be deleted; then /health is clean of it.
+    expect((await api(second, 'DELETE', `/conversations/${ids.record}`)).status).toBe(204);
+    const after = (await (await fetch(`${second.url}/health`)).json()) as typeof report;
+    expect(after.checks.quarantined.conversations).not.toContain(ids.record);
+  });
+});
