@@ -86,7 +86,7 @@ describe.skipIf(fallbackReason !== null)('bwrap sandbox', () => {
 
   it('/info reports the bwrap mode and the limits', async () => {
     const { body } = await harness.get('/info');
-    expect(body.sandbox).toEqual({ mode: 'bwrap', network_default: true, limits: { cpu_s: 60, memory_mb: 1024, processes: PROCESS_LIMIT } });
+    expect(body.sandbox).toMatchObject({ mode: 'bwrap', network: { default: true, host_allowed: false }, limits: { cpu_s: 60, memory_mb: 1024, processes: PROCESS_LIMIT } });
   });
 
   it('POST /commands sees nothing of the server: data dir, keys, other workdirs, server /proc, server env', async () => {
@@ -142,7 +142,7 @@ describe.skipIf(fallbackReason !== null)('bwrap sandbox', () => {
     expect((await fetch(`${harness.server.url}/alive`)).status).toBe(200);
   });
 
-  it('sandbox.network=false leaves only a loopback of its own; the default keeps the network', async () => {
+  it('sandbox.network=false leaves only a loopback of its own; the default reaches no host loopback service either', async () => {
     const listener = net.createServer((socket) => socket.on('error', () => undefined).end('hello\n'));
     await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
     const port = (listener.address() as net.AddressInfo).port;
@@ -154,7 +154,8 @@ describe.skipIf(fallbackReason !== null)('bwrap sandbox', () => {
       expect(isolated.body.stdout).toMatch(/^1\n(.|\n)*refused\n$/);
       const online = await harness.post('/conversations', {});
       expect(online.body.sandbox).toEqual({ network: true });
-      expect((await harness.post(`/conversations/${online.body.id}/commands`, { command: probe })).body.stdout).toContain('connected');
+      // The default network (user-mode, sandbox-network.test.ts) does not reach the host's loopback.
+      expect((await harness.post(`/conversations/${online.body.id}/commands`, { command: probe })).body.stdout).toContain('refused');
 
       harness.llm.push(bash(probe), { text: 'done' });
       const agentId = await harness.createConversation({ sandbox: { network: false }, initial_message: 'net' });

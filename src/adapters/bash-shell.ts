@@ -39,7 +39,7 @@ interface SessionConfig {
   maxOutputChars: number;
   bashPath: string;
   startTimeoutMs: number;
-  sandbox?: { network: boolean };
+  sandbox?: { network: boolean | 'host' };
 }
 
 interface Completion {

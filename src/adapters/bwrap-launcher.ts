@@ -4,6 +4,7 @@ import type { ResourceLimits } from './resource-limits.js';
 import { sandboxEntryScript } from './sandbox-entry-script.js';
 import { SANDBOX_USER, SandboxIdentityFiles } from './sandbox-identity.js';
 import { systemMountArgs } from './sandbox-mounts.js';
+import { BWRAP_INFO_FD, userModeWrapperScript, waitForNetworkScript, type NetworkHelper } from './sandbox-network.js';
 
 export interface BwrapLauncherOptions {
   /** Absolute path of the bwrap binary. */
@@ -21,6 +22,8 @@ export interface BwrapLauncherOptions {
   tools?: string[];
   /** Whether the server runs as root (default: its effective uid is 0). */
   runningAsRoot?: boolean;
+  /** The user-mode network stack for `network: true`; null: such sandboxes get no network. */
+  networkHelper?: NetworkHelper | null;
 }
 
 /**
@@ -30,7 +33,8 @@ export interface BwrapLauncherOptions {
  *   its own /proc and a minimal /dev; nothing else of the host exists inside;
  * - its own pid namespace (`--unshare-pid`): the sandbox's init dies with the program and takes
  *   every process of the sandbox with it; `--die-with-parent`: a server killed with -9 takes its
- *   sandboxes along; no network namespace unless the conversation has `network: false`;
+ *   sandboxes along; a network namespace unless the conversation has `network: 'host'`, with
+ *   user-mode networking attached from outside for `network: true` (sandbox-network.ts);
  * - as root: all capabilities dropped but those the entry script needs to switch to the agent's
  *   own uid (sandbox-identity.ts) and to stop the sandbox; the agent itself keeps only
  *   CAP_DAC_OVERRIDE and CAP_FOWNER (see sandbox-entry-script.ts). Not root: a user namespace
@@ -65,13 +69,18 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     const workdir = spec.sandbox?.workdir ?? spec.cwd;
     const identity = this.asRoot ? this.identities.forWorkdir(workdir) : null;
     const files = identity?.files ?? this.identities.forServerUser();
+    const network = spec.sandbox?.network ?? true;
+    const userMode = network === true && this.options.networkHelper ? this.options.networkHelper : null;
+    const entry = sandboxEntryScript({ limits: this.limits, runAs: identity && { uid: identity.uid, gid: identity.gid } });
     const tmpSize = this.limits.memoryMb === null ? [] : ['--size', String(this.limits.memoryMb * 1024 * 1024)];
     const args = [
       '--die-with-parent',
       '--unshare-pid',
       '--unshare-ipc',
       '--unshare-cgroup-try',
-      ...(spec.sandbox?.network === false ? ['--unshare-net'] : []),
+      // See sandbox-network.ts: 'host' shares the host's network; anything else gets a namespace.
+      ...(network === 'host' ? [] : ['--unshare-net']),
+      ...(userMode ? ['--info-fd', String(BWRAP_INFO_FD)] : []),
       ...(this.asRoot
         ? ['--cap-drop', 'ALL', ...['CAP_SETUID', 'CAP_SETGID', 'CAP_SETPCAP', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_KILL'].flatMap((cap) => ['--cap-add', cap])]
         : ['--unshare-user', '--cap-drop', 'ALL']),
@@ -87,10 +96,14 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       '--bind', workdir, workdir,
       '--chdir', spec.cwd,
       '--',
-      'bash', '-c', sandboxEntryScript({ limits: this.limits, runAs: identity && { uid: identity.uid, gid: identity.gid } }), 'agentd-sandbox',
+      'bash', '-c', userMode ? `${waitForNetworkScript()}\n${entry}` : entry, 'agentd-sandbox',
       spec.command, ...spec.args,
     ];
     const env = identity ? { ...spec.env, USER: SANDBOX_USER, LOGNAME: SANDBOX_USER } : { ...spec.env };
+    if (userMode) {
+      const script = userModeWrapperScript({ helper: userMode, asRoot: this.asRoot });
+      return { command: 'setpriv', args: ['--pdeathsig', 'KILL', '--', 'bash', '-c', script, 'agentd-net', this.options.bwrapPath, ...args], cwd: spec.cwd, env, programDepth: 3 };
+    }
     return { command: 'env', args: ['--ignore-signal=INT', this.options.bwrapPath, ...args], cwd: spec.cwd, env, programDepth: 2 };
   }
 }

@@ -6,6 +6,7 @@ import { BwrapProcessLauncher } from './bwrap-launcher.js';
 import { HostProcessLauncher, type ProcessLauncher } from './process-launcher.js';
 import type { ResourceLimits } from './resource-limits.js';
 import { findInPath } from './sandbox-mounts.js';
+import { findNetworkHelper, type NetworkHelper } from './sandbox-network.js';
 
 export type RequestedSandbox = 'auto' | 'bwrap' | 'none';
 
@@ -13,6 +14,10 @@ export interface LauncherSelection {
   launcher: ProcessLauncher;
   /** Set when `auto` fell back to no sandbox: why bwrap could not be used. */
   fallbackReason: string | null;
+  /** bwrap: the user-mode network stack behind `network: true`; null: none works here. */
+  networkHelper: NetworkHelper | null;
+  /** bwrap without a working network stack: why (`network: true` then means no network). */
+  networkFallbackReason: string | null;
 }
 
 /** AGENTD_SANDBOX=bwrap, but bubblewrap cannot run here: a start-up error, never a silent downgrade. */
@@ -42,34 +47,50 @@ const DEFAULT_SEARCH_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
  * uid switch); when it fails, `bwrap` throws and `auto` falls back to the host with the reason.
  */
 export async function selectProcessLauncher(options: SelectLauncherOptions): Promise<LauncherSelection> {
-  if (options.requested === 'none') return { launcher: new HostProcessLauncher({ limits: options.limits }), fallbackReason: null };
+  const host = (fallbackReason: string | null): LauncherSelection => ({ launcher: new HostProcessLauncher({ limits: options.limits }), fallbackReason, networkHelper: null, networkFallbackReason: null });
+  if (options.requested === 'none') return host(null);
   let reason: string;
   const searchPath = options.searchPath || DEFAULT_SEARCH_PATH;
   const bwrapPath = findInPath('bwrap', searchPath);
   if (bwrapPath === null) {
     reason = 'the bwrap program is not installed (Debian/Ubuntu: apt-get install bubblewrap)';
   } else {
-    const launcher = new BwrapProcessLauncher({
-      bwrapPath,
-      limits: options.limits,
-      hiddenPaths: options.hiddenPaths,
-      extraReadOnlyPaths: options.extraReadOnlyPaths,
-      stateDir: options.stateDir,
-      searchPath,
-    });
-    const failure = await probe(launcher, searchPath);
-    if (failure === null) return { launcher, fallbackReason: null };
+    const make = (networkHelper: NetworkHelper | null) =>
+      new BwrapProcessLauncher({
+        bwrapPath,
+        limits: options.limits,
+        hiddenPaths: options.hiddenPaths,
+        extraReadOnlyPaths: options.extraReadOnlyPaths,
+        stateDir: options.stateDir,
+        searchPath,
+        networkHelper,
+      });
+    const failure = await probe(make(null), { searchPath, network: false });
+    if (failure === null) {
+      // The network stack is probed on its own: when it cannot run, the sandbox still does.
+      const helper = findNetworkHelper(searchPath);
+      if (helper === null) return { launcher: make(null), fallbackReason: null, networkHelper: null, networkFallbackReason: 'neither pasta (package passt) nor slirp4netns is installed' };
+      const launcher = make(helper);
+      const networkFailure = await probe(launcher, { searchPath, network: true });
+      if (networkFailure === null) return { launcher, fallbackReason: null, networkHelper: helper, networkFallbackReason: null };
+      return { launcher: make(null), fallbackReason: null, networkHelper: null, networkFallbackReason: `${helper.kind} cannot attach to a sandbox here: ${networkFailure}` };
+    }
     reason = failure;
   }
   if (options.requested === 'bwrap') throw new SandboxUnavailableError(reason);
-  return { launcher: new HostProcessLauncher({ limits: options.limits }), fallbackReason: reason };
+  return host(reason);
 }
 
-/** Runs `bash -c 'echo ok'` in a fresh temp workdir through the launcher. Null when it worked, else why not. */
-async function probe(launcher: ProcessLauncher, searchPath: string): Promise<string | null> {
+/**
+ * Runs `bash -c 'echo ok'` in a fresh temp workdir through the launcher (with network: only when
+ * the namespace got a default route). Null when it worked, else why not.
+ */
+async function probe(launcher: ProcessLauncher, options: { searchPath: string; network: boolean | 'host' }): Promise<string | null> {
+  const { searchPath } = options;
+  const command = options.network ? 'grep -q "^[^ \t]*\t00000000" /proc/net/route && echo ok' : 'echo ok';
   const workdir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-sandbox-probe-')));
   try {
-    const spec = launcher.prepare({ command: 'bash', args: ['-c', 'echo ok'], cwd: workdir, env: { PATH: searchPath, HOME: workdir }, sandbox: { workdir, network: true } });
+    const spec = launcher.prepare({ command: 'bash', args: ['-c', command], cwd: workdir, env: { PATH: searchPath, HOME: workdir }, sandbox: { workdir, network: options.network } });
     return await new Promise<string | null>((resolve) => {
       const child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, stdio: ['ignore', 'pipe', 'pipe'] });
       let output = '';
