@@ -170,7 +170,7 @@ describe.skipIf(fallbackReason !== null)('bwrap sandbox', () => {
 describe('sandbox modes', () => {
   it('config: AGENTD_SANDBOX, the limits and AGENTD_PASS_ENV are parsed once, with clear errors', () => {
     const config = loadConfig({ AGENTD_PASS_ENV: 'A_B, C', A_B: '1', PATH: '/x', OTHER: 'no', AGENTD_LIMIT_CPU_S: '0', AGENTD_SANDBOX_RO_PATHS: '/opt/tools' });
-    expect(config.sandbox).toEqual({ mode: 'auto', readOnlyPaths: ['/opt/tools'], limits: { cpuSeconds: null, memoryMb: 4096, processes: 1024 } });
+    expect(config.sandbox).toEqual({ mode: 'auto', network: { default: true, hostAllowed: false }, readOnlyPaths: ['/opt/tools'], limits: { cpuSeconds: null, memoryMb: 4096, processes: 1024 } });
     expect(config.agentEnv).toEqual({ passEnv: ['A_B', 'C'], hostEnv: { PATH: '/x', A_B: '1' } });
     expect(() => loadConfig({ AGENTD_SANDBOX: 'docker' })).toThrow(/invalid AGENTD_SANDBOX/);
     expect(() => loadConfig({ AGENTD_LIMIT_PROCESSES: '5' })).toThrow(/AGENTD_LIMIT_PROCESSES: must be 0 \(no limit\) or at least 16/);
