@@ -31,10 +31,10 @@ export type SandboxNetwork = z.infer<typeof SandboxNetwork>;
 export const SandboxSettings = z.object({ network: SandboxNetwork }).strict().meta({ id: 'SandboxSettings' });
 export type SandboxSettings = z.output<typeof SandboxSettings>;
 
-export const SandboxSettingsInput = z
+export const NewSandboxSettings = z
   .object({ network: SandboxNetwork.optional().describe("Default: the server's (AGENTD_SANDBOX_NETWORK, normally true).") })
   .strict()
-  .meta({ id: 'SandboxSettingsInput' });
+  .meta({ id: 'NewSandboxSettings' });
 const Title = z.string().max(500);
 const MaxIterations = z.int().min(1).max(100_000);
 const SecretName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'a secret name is an environment variable name');
@@ -77,7 +77,7 @@ export const CreateConversationBody = z
     run: z.boolean().optional().describe('Start a run with the initial message (default true when a message is given).'),
     title: Title.optional(),
     metadata: Metadata.optional(),
-    sandbox: SandboxSettingsInput.optional().describe("How the agent's processes are sandboxed (when the server runs a sandbox); default: the server's network policy."),
+    sandbox: NewSandboxSettings.optional().describe("How the agent's processes are sandboxed (when the server runs a sandbox); default: the server's network policy."),
   })
   .strict()
   .meta({ id: 'CreateConversation' });
