@@ -137,6 +137,27 @@ async function until(condition: () => boolean, what: string, timeoutMs = 20_000)
 }
 
 describe.skipIf(Boolean(skipReason))('sandbox network helper lifetime', () => {
+  it('a "host" conversation loses the host network when the operator withdraws the opt-in', async () => {
+    const dataDir = tempDir();
+    const listener = await listen('127.0.0.1');
+    const probe = reachScript([{ host: '127.0.0.1', port: listener.port }]);
+    try {
+      let server = await startServer({ dataDir, env: { AGENTD_SANDBOX: 'bwrap', AGENTD_SANDBOX_NETWORK_HOST: 'true' } });
+      const id = server.services.conversations.create({ max_iterations_per_run: 1, confirmation_mode: false, sandbox: { network: 'host' } }).conversation.id;
+      expect((await server.services.commands.run(id, { command: probe, timeout_s: 30 })).stdout).toContain('connected');
+      await server.close();
+      server = await startServer({ dataDir, env: { AGENTD_SANDBOX: 'bwrap' } });
+      try {
+        expect((await server.services.commands.run(id, { command: probe, timeout_s: 30 })).stdout).toContain('refused');
+      } finally {
+        await server.close();
+      }
+    } finally {
+      listener.server.close();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it('a server killed with -9 leaves no network helper and no sandbox behind', async () => {
     const dataDir = tempDir();
     const server = await spawnServer({ dataDir, env: { AGENTD_SANDBOX: 'bwrap' } });

@@ -273,6 +273,15 @@ export class ConversationService {
     this.byUpdated.remove(record);
   }
 
+  /**
+   * The sandbox a conversation's processes get now: a conversation created with `host` while the
+   * operator allowed it falls back to `true` once the operator no longer does.
+   */
+  sandboxOf(record: ConversationRecord): { network: SandboxNetwork } {
+    const network = record.sandbox?.network ?? true;
+    return { network: network === 'host' && !(this.deps.defaults.network?.hostAllowed ?? false) ? true : network };
+  }
+
   private checkNetwork(requested: SandboxNetwork | undefined): SandboxNetwork {
     const policy = this.deps.defaults.network ?? { default: true, hostAllowed: false };
     const network = requested ?? policy.default;
