@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -5,6 +6,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NO_LIMITS } from '../src/adapters/resource-limits.js';
 import { selectProcessLauncher } from '../src/adapters/select-process-launcher.js';
+import { BwrapProcessLauncher } from '../src/adapters/bwrap-launcher.js';
+import { findInPath } from '../src/adapters/sandbox-mounts.js';
 import { loadConfig } from '../src/config.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { spawnServer, startServer, tempDir, TEST_KEY } from './support/agentd.js';
@@ -135,6 +138,29 @@ async function until(condition: () => boolean, what: string, timeoutMs = 20_000)
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
+
+const slirp = findInPath('slirp4netns', process.env.PATH ?? '');
+describe.skipIf(Boolean(skipReason) || slirp === null)('the slirp4netns fallback', () => {
+  it('gives a configured tap interface and no way to the host loopback, not even through its gateway 10.0.2.2', async () => {
+    const stateDir = tempDir();
+    const workdir = fs.realpathSync(tempDir());
+    const listener = await listen('127.0.0.1');
+    try {
+      const launcher = new BwrapProcessLauncher({ bwrapPath: findInPath('bwrap', process.env.PATH ?? '')!, limits: NO_LIMITS, hiddenPaths: [], stateDir, searchPath: process.env.PATH ?? '', networkHelper: { kind: 'slirp4netns', path: slirp! } });
+      // 10.0.2.2 is slirp4netns's own virtual gateway inside the namespace: it would be the host's loopback without --disable-host-loopback.
+      const script = `awk '$2 == "00000000" { print "default via " $1 }' /proc/net/route\n${reachScript([{ host: '127.0.0.1', port: listener.port }, { host: '10.0.2.2', port: listener.port }])}`;
+      const spec = launcher.prepare({ command: 'bash', args: ['-c', script], cwd: workdir, env: { PATH: process.env.PATH ?? '', HOME: workdir }, sandbox: { workdir, network: true } });
+      const output = execFileSync(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, encoding: 'utf8', timeout: 30_000 });
+      expect(output).toContain('default via tap0');
+      expect(output).toContain(`127.0.0.1:${listener.port} refused`);
+      expect(output).toContain(`10.0.2.2:${listener.port} refused`);
+    } finally {
+      listener.server.close();
+      fs.rmSync(stateDir, { recursive: true, force: true });
+      fs.rmSync(workdir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
 
 describe.skipIf(Boolean(skipReason))('sandbox network helper lifetime', () => {
   it('a "host" conversation loses the host network when the operator withdraws the opt-in', async () => {
