@@ -22,7 +22,7 @@ RUN npm ci --omit=dev --no-audit --no-fund
 # that processes the agent leaves behind are reaped and signals reach the server.
 FROM node:20-bookworm-slim
 RUN apt-get update \
-  && apt-get install -y --no-install-recommends bash bubblewrap ca-certificates git ripgrep tini util-linux \
+  && apt-get install -y --no-install-recommends bash bubblewrap ca-certificates git passt ripgrep slirp4netns tini util-linux \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules

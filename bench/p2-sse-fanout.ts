@@ -22,7 +22,8 @@ export const p2SseFanout: Benchmark = {
   async run({ quick }) {
     const subscribers = quick ? 200 : 1000;
     const events = quick ? 2_000 : 10_000;
-    const server = await startServer();
+    // Every subscriber connects from 127.0.0.1: lift the per-client connection cap (256 by default).
+    const server = await startServer({ env: { AGENTD_MAX_CONNECTIONS_PER_CLIENT: '0' } });
     try {
       // Best of three: load elsewhere on the machine only ever slows a loop down.
       let alone = 0;

@@ -3,14 +3,15 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { BwrapProcessLauncher } from './adapters/bwrap-launcher.js';
 import type { ProcessLauncher, SandboxMode } from './adapters/process-launcher.js';
+import type { SandboxNetwork } from './core/schemas/conversation.js';
 import type { LimitEnforcement, ResourceLimits } from './adapters/resource-limits.js';
 import { selectProcessLauncher } from './adapters/select-process-launcher.js';
 
 /** What /info reports and the CLI warns about. */
 export interface SandboxInfo {
   mode: SandboxMode;
-  /** New conversations have network unless created with `sandbox: {network: false}`. */
-  networkDefault: boolean;
+  /** The network policy in force (see sandbox-network.ts). */
+  network: { default: SandboxNetwork; user_mode: 'pasta' | 'slirp4netns' | null; host_allowed: boolean; note: string | null };
   limits: ResourceLimits;
   /** What enforces each limit: a cgroup for the whole sandbox, an rlimit per process, ... or nothing. */
   enforcement: LimitEnforcement;
@@ -23,7 +24,7 @@ export interface SandboxInfo {
  * forced `bwrap` that cannot run throws (SandboxUnavailableError): the server does not start.
  */
 export async function composeSandbox(config: Config, logger: Logger): Promise<{ launcher: ProcessLauncher; info: SandboxInfo }> {
-  const { launcher, fallbackReason, cgroupReason } = await selectProcessLauncher({
+  const { launcher, fallbackReason, cgroupReason, networkHelper, networkFallbackReason } = await selectProcessLauncher({
     requested: config.sandbox.mode,
     limits: config.sandbox.limits,
     searchPath: config.agentEnv.hostEnv.PATH ?? '',
@@ -38,11 +39,21 @@ export async function composeSandbox(config: Config, logger: Logger): Promise<{ 
     warning = `${why}. The agent's shell and commands run unsandboxed on the host, as the server's user: they can read the data dir, the keys and every conversation.`;
     logger.warn({ sandbox: 'none', reason: fallbackReason }, warning);
   } else {
-    logger.info({ sandbox: launcher.mode, limits: launcher.limits, enforcement: launcher.enforcement }, 'agent processes run in a bubblewrap sandbox');
+    logger.info({ sandbox: launcher.mode, limits: launcher.limits, enforcement: launcher.enforcement, network: config.sandbox.network.default, user_mode_network: networkHelper?.kind ?? null }, 'agent processes run in a bubblewrap sandbox');
     if (launcher instanceof BwrapProcessLauncher && launcher.seccompUnavailable !== null) {
       logger.warn({ reason: launcher.seccompUnavailable }, 'set-id bits are not filtered: the agent may leave set-uid files (owned by its own uid) in its workdir');
     }
     if (cgroupReason !== null) logger.warn({ reason: cgroupReason }, 'no cgroup limits the whole sandbox: memory is limited per process (RLIMIT_AS) only');
   }
-  return { launcher, info: { mode: launcher.mode, networkDefault: true, limits: launcher.limits, enforcement: launcher.enforcement, warning } };
+  let note: string | null = null;
+  if (launcher.mode === 'none') {
+    note = 'No sandbox: agent processes share the host\'s network whatever `sandbox.network` says.';
+  } else if (networkFallbackReason !== null) {
+    // Honest fallback: no network rather than the host's; the operator hears about it once.
+    note = `\`network: true\` gives no network: ${networkFallbackReason}.`;
+    logger.warn({ reason: networkFallbackReason }, note);
+    warning = `${note} Install passt (pasta) or slirp4netns for user-mode networking.`;
+  }
+  const network = { default: config.sandbox.network.default, user_mode: networkHelper?.kind ?? null, host_allowed: config.sandbox.network.hostAllowed, note };
+  return { launcher, info: { mode: launcher.mode, network, limits: launcher.limits, enforcement: launcher.enforcement, warning } };
 }

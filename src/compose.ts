@@ -112,6 +112,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       workdirBase: config.workdirBase,
       dataDir: config.dataDir,
       toolNames: BUILTIN_TOOL_NAMES,
+      network: config.sandbox.network,
     },
   });
   const secrets = new SecretService(conversations);

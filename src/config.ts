@@ -56,6 +56,12 @@ const EnvSchema = z.object({
   AGENTD_WEBHOOK_RETRY_MAX_MS: z.coerce.number().int().min(1).default(10 * 60_000),
   AGENTD_WEBHOOK_RETRY_WINDOW_S: z.coerce.number().min(0).default(24 * 60 * 60),
   AGENTD_SANDBOX: z.enum(['auto', 'bwrap', 'none']).default('auto'),
+  AGENTD_SANDBOX_NETWORK: z.enum(['isolated', 'none', 'host']).default('isolated'),
+  AGENTD_SANDBOX_NETWORK_HOST: boolText.default(false),
+  AGENTD_MAX_CONNECTIONS: z.coerce.number().int().min(0).default(4096),
+  AGENTD_MAX_CONNECTIONS_PER_CLIENT: z.coerce.number().int().min(0).default(256),
+  AGENTD_HEADERS_TIMEOUT_S: z.coerce.number().min(1).max(600).default(30),
+  AGENTD_KEEP_ALIVE_TIMEOUT_S: z.coerce.number().min(1).max(600).default(72),
   AGENTD_SANDBOX_RO_PATHS: commaList.pipe(z.array(z.string().startsWith('/', 'must be comma-separated absolute paths'))).optional(),
   AGENTD_PASS_ENV: commaList.pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be comma-separated variable names'))).optional(),
   AGENTD_LIMIT_CPU_S: limit(1, 600),
@@ -88,8 +94,20 @@ export interface Config {
   /** Webhook delivery: server-wide callback URLs and secret, attempt timeout, retry schedule. */
   webhooks: { urls: readonly string[]; secret: string | null; timeoutMs: number; retryBaseMs: number; retryMaxMs: number; retryWindowMs: number };
   /** How agent processes run: the mode asked for, extra read-only paths, per-process limits (null: none). */
+  /**
+   * Open connections: at most `max` in all and `perClient` per remote address (0: no cap); a
+   * connection must send its request headers within `headersTimeoutMs`; idle keep-alive
+   * connections close after `keepAliveTimeoutMs`.
+   */
+  connections: { max: number; perClient: number; headersTimeoutMs: number; keepAliveTimeoutMs: number };
+  /**
+   * How agent processes run: the mode asked for, the network of conversations created without
+   * `sandbox.network` (true: user-mode networking, false: none, 'host': the host's) and whether
+   * 'host' may be asked for at all, extra read-only paths, limits (null: none).
+   */
   sandbox: {
     mode: 'auto' | 'bwrap' | 'none';
+    network: { default: boolean | 'host'; hostAllowed: boolean };
     readOnlyPaths: readonly string[];
     /** Whole-sandbox memory and process limits with cgroups where the host allows (AGENTD_SANDBOX_CGROUPS). */
     cgroups: boolean;
@@ -185,8 +203,19 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       retryMaxMs: Math.max(e.AGENTD_WEBHOOK_RETRY_MAX_MS, e.AGENTD_WEBHOOK_RETRY_BASE_MS),
       retryWindowMs: Math.round(e.AGENTD_WEBHOOK_RETRY_WINDOW_S * 1000),
     }),
+    connections: Object.freeze({
+      max: e.AGENTD_MAX_CONNECTIONS,
+      perClient: e.AGENTD_MAX_CONNECTIONS_PER_CLIENT,
+      headersTimeoutMs: Math.round(e.AGENTD_HEADERS_TIMEOUT_S * 1000),
+      keepAliveTimeoutMs: Math.round(e.AGENTD_KEEP_ALIVE_TIMEOUT_S * 1000),
+    }),
     sandbox: Object.freeze({
       mode: e.AGENTD_SANDBOX,
+      network: Object.freeze({
+        default: ({ isolated: true, none: false, host: 'host' } as const)[e.AGENTD_SANDBOX_NETWORK],
+        // A server default of `host` is the operator's opt-in too.
+        hostAllowed: e.AGENTD_SANDBOX_NETWORK_HOST || e.AGENTD_SANDBOX_NETWORK === 'host',
+      }),
       readOnlyPaths: Object.freeze(e.AGENTD_SANDBOX_RO_PATHS ?? []),
       cgroups: e.AGENTD_SANDBOX_CGROUPS,
       limits: Object.freeze({

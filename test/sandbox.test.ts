@@ -88,7 +88,7 @@ describe.skipIf(fallbackReason !== null)('bwrap sandbox', () => {
   it('/info reports the bwrap mode and the limits', async () => {
     const { body } = await harness.get('/info');
     const wholeSandbox = detectSandboxCgroups({ limits: { memoryBytes: 1024 * 1024 * 1024, pids: PROCESS_LIMIT } }).cgroups ? 'cgroup' : 'rlimit';
-    expect(body.sandbox).toMatchObject({ mode: 'bwrap', network_default: true });
+    expect(body.sandbox).toMatchObject({ mode: 'bwrap', network: { default: true, host_allowed: false } });
     expect(body.sandbox.limits).toMatchObject({
       cpu_s: { value: 60, enforced_by: 'rlimit' },
       memory_mb: { value: 1024, enforced_by: wholeSandbox },
@@ -149,7 +149,7 @@ describe.skipIf(fallbackReason !== null)('bwrap sandbox', () => {
     expect((await fetch(`${harness.server.url}/alive`)).status).toBe(200);
   });
 
-  it('sandbox.network=false leaves only a loopback of its own; the default keeps the network', async () => {
+  it('sandbox.network=false leaves only a loopback of its own; the default reaches no host loopback service either', async () => {
     const listener = net.createServer((socket) => socket.on('error', () => undefined).end('hello\n'));
     await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
     const port = (listener.address() as net.AddressInfo).port;
@@ -161,7 +161,8 @@ describe.skipIf(fallbackReason !== null)('bwrap sandbox', () => {
       expect(isolated.body.stdout).toMatch(/^1\n(.|\n)*refused\n$/);
       const online = await harness.post('/conversations', {});
       expect(online.body.sandbox).toEqual({ network: true });
-      expect((await harness.post(`/conversations/${online.body.id}/commands`, { command: probe })).body.stdout).toContain('connected');
+      // The default network (user-mode, sandbox-network.test.ts) does not reach the host's loopback.
+      expect((await harness.post(`/conversations/${online.body.id}/commands`, { command: probe })).body.stdout).toContain('refused');
 
       harness.llm.push(bash(probe), { text: 'done' });
       const agentId = await harness.createConversation({ sandbox: { network: false }, initial_message: 'net' });
@@ -178,6 +179,7 @@ describe('sandbox modes', () => {
     const config = loadConfig({ AGENTD_PASS_ENV: 'A_B, C', A_B: '1', PATH: '/x', OTHER: 'no', AGENTD_LIMIT_CPU_S: '0', AGENTD_SANDBOX_RO_PATHS: '/opt/tools' });
     expect(config.sandbox).toEqual({
       mode: 'auto',
+      network: { default: true, hostAllowed: false },
       readOnlyPaths: ['/opt/tools'],
       cgroups: true,
       limits: { cpuSeconds: null, memoryMb: 4096, processes: 1024, fileMb: 4096, tmpMb: 1024, workdirMb: 20_480 },

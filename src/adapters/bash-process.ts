@@ -14,7 +14,7 @@ export interface BashProcessOptions {
   workdir: string;
   env: Record<string, string>;
   /** The conversation's sandbox options (network). */
-  sandbox?: { network: boolean };
+  sandbox?: { network: boolean | 'host' };
   onOutput: (text: string) => void;
   /** Called once, after the last output, with the exit code (128 + signal number when killed). */
   onExit: (exitCode: number) => void;

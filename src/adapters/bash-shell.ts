@@ -40,7 +40,7 @@ interface SessionConfig {
   maxOutputChars: number;
   bashPath: string;
   startTimeoutMs: number;
-  sandbox?: { network: boolean };
+  sandbox?: { network: boolean | 'host' };
   /** The workdir's disk limit, watched while a command runs. */
   guard?: WorkdirGuard;
 }

@@ -8,6 +8,7 @@ import { SANDBOX_USER, SandboxIdentityFiles, sandboxUid } from './sandbox-identi
 import { systemMountArgs } from './sandbox-mounts.js';
 import { setIdSeccompFilter } from './seccomp-filter.js';
 import { WorkdirOwner } from './workdir-owner.js';
+import { BWRAP_INFO_FD, userModeWrapperScript, waitForNetworkScript, type NetworkHelper } from './sandbox-network.js';
 
 export interface BwrapLauncherOptions {
   /** Absolute path of the bwrap binary. */
@@ -27,6 +28,8 @@ export interface BwrapLauncherOptions {
   runningAsRoot?: boolean;
   /** Whole-sandbox memory and process limits, when the host lets the server create cgroups. */
   cgroups?: SandboxCgroups | null;
+  /** The user-mode network stack for `network: true`; null: such sandboxes get no network. */
+  networkHelper?: NetworkHelper | null;
 }
 
 /** The descriptor on which bwrap reads the seccomp program (opened by the launch script). */
@@ -40,7 +43,8 @@ const SECCOMP_FD = 10;
  *   the root and /dev are then made read-only; nothing else of the host exists inside;
  * - its own pid namespace (`--unshare-pid`): the sandbox's init dies with the program and takes
  *   every process of the sandbox with it; `--die-with-parent`: a server killed with -9 takes its
- *   sandboxes along; no network namespace unless the conversation has `network: false`;
+ *   sandboxes along; a network namespace unless the conversation has `network: 'host'`, with
+ *   user-mode networking attached from outside for `network: true` (sandbox-network.ts);
  * - as root: all capabilities dropped but those the entry script needs to switch to the agent's
  *   own uid (sandbox-identity.ts) and to stop the sandbox; the agent itself holds none (effective,
  *   permitted, inheritable, ambient and bounding sets empty, no_new_privs). The workdir is given to
@@ -103,13 +107,18 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     const identity = this.asRoot ? this.identities.forWorkdir(workdir) : null;
     if (identity) this.owner.ensure({ workdir, uid: identity.uid, gid: identity.gid });
     const files = identity?.files ?? this.identities.forServerUser();
+    const network = spec.sandbox?.network ?? true;
+    const userMode = network === true && this.options.networkHelper ? this.options.networkHelper : null;
+    const entry = sandboxEntryScript({ limits: this.limits, addressSpace: !this.cgroups?.enforces.memory, runAs: identity && { uid: identity.uid, gid: identity.gid } });
     const tmpSize = this.limits.tmpMb === null ? [] : ['--size', String(this.limits.tmpMb * 1024 * 1024)];
     const args = [
       '--die-with-parent',
       '--unshare-pid',
       '--unshare-ipc',
       '--unshare-cgroup-try',
-      ...(spec.sandbox?.network === false ? ['--unshare-net'] : []),
+      // See sandbox-network.ts: 'host' shares the host's network; anything else gets a namespace.
+      ...(network === 'host' ? [] : ['--unshare-net']),
+      ...(userMode ? ['--info-fd', String(BWRAP_INFO_FD)] : []),
       ...(this.asRoot
         ? ['--cap-drop', 'ALL', ...['CAP_SETUID', 'CAP_SETGID', 'CAP_SETPCAP', 'CAP_KILL', 'CAP_DAC_READ_SEARCH'].flatMap((cap) => ['--cap-add', cap])]
         : ['--unshare-user', '--cap-drop', 'ALL']),
@@ -132,17 +141,21 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       ...(this.seccompFile ? ['--seccomp', String(SECCOMP_FD)] : []),
       '--chdir', spec.cwd,
       '--',
-      'bash', '-c', sandboxEntryScript({ limits: this.limits, addressSpace: !this.cgroups?.enforces.memory, runAs: identity && { uid: identity.uid, gid: identity.gid } }), 'agentd-sandbox',
+      'bash', '-c', userMode ? `${waitForNetworkScript()}\n${entry}` : entry, 'agentd-sandbox',
       spec.command, ...spec.args,
     ];
     const env = identity ? { ...spec.env, USER: SANDBOX_USER, LOGNAME: SANDBOX_USER } : { ...spec.env };
     const key = `c${sandboxUid(workdir)}`;
+    // bwrap itself, or (user-mode network) the wrapper that starts bwrap and attaches the helper.
+    const sandbox = userMode
+      ? ['setpriv', '--pdeathsig', 'KILL', '--', 'bash', '-c', userModeWrapperScript({ helper: userMode, asRoot: this.asRoot }), 'agentd-net', this.options.bwrapPath, ...args]
+      : ['env', '--ignore-signal=INT', this.options.bwrapPath, ...args];
     const launch = [
       ...(this.cgroups ? [this.cgroups.joinScript(key)] : []),
-      `exec env --ignore-signal=INT "$@"${this.seccompFile ? ` ${SECCOMP_FD}<${quote(this.seccompFile)}` : ''}`,
+      `exec "$@"${this.seccompFile ? ` ${SECCOMP_FD}<${quote(this.seccompFile)}` : ''}`,
     ].join('\n');
     const release = this.cgroups ? () => this.cgroups?.release(key) : undefined;
-    return { command: 'bash', args: ['-c', launch, 'agentd-launch', this.options.bwrapPath, ...args], cwd: spec.cwd, env, programDepth: 2, ...(release && { release }) };
+    return { command: 'bash', args: ['-c', launch, 'agentd-launch', ...sandbox], cwd: spec.cwd, env, programDepth: userMode ? 3 : 2, ...(release && { release }) };
   }
 }
 

@@ -18,8 +18,11 @@ export interface ProcessSpec {
 export interface SandboxRequest {
   /** The one directory of the host the program sees (read-write, at its real path). */
   workdir: string;
-  /** false: no network (a network namespace with only a loopback interface of its own). */
-  network: boolean;
+  /**
+   * true: a network namespace with user-mode networking (the internet, not the host's loopback);
+   * false: no network (only a loopback interface of its own); 'host': the host's network.
+   */
+  network: boolean | 'host';
 }
 
 /** What to spawn. */

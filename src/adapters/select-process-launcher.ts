@@ -7,6 +7,7 @@ import { HostProcessLauncher, type ProcessLauncher } from './process-launcher.js
 import type { ResourceLimits } from './resource-limits.js';
 import { detectSandboxCgroups } from './sandbox-cgroups.js';
 import { findInPath } from './sandbox-mounts.js';
+import { findNetworkHelper, type NetworkHelper } from './sandbox-network.js';
 
 export type RequestedSandbox = 'auto' | 'bwrap' | 'none';
 
@@ -16,6 +17,10 @@ export interface LauncherSelection {
   fallbackReason: string | null;
   /** With bwrap: why no cgroup limits the whole sandbox (null when one does, or no limit asks for one). */
   cgroupReason: string | null;
+  /** bwrap: the user-mode network stack behind `network: true`; null: none works here. */
+  networkHelper: NetworkHelper | null;
+  /** bwrap without a working network stack: why (`network: true` then means no network). */
+  networkFallbackReason: string | null;
 }
 
 /** AGENTD_SANDBOX=bwrap, but bubblewrap cannot run here: a start-up error, never a silent downgrade. */
@@ -39,6 +44,8 @@ export interface SelectLauncherOptions {
 }
 
 const PROBE_TIMEOUT_MS = 10_000;
+/** Tasks a conversation's cgroup allows beyond AGENTD_LIMIT_PROCESSES, for the sandboxes' own plumbing. */
+const CGROUP_PIDS_HEADROOM = 16;
 const DEFAULT_SEARCH_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /**
@@ -47,37 +54,58 @@ const DEFAULT_SEARCH_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
  * uid switch); when it fails, `bwrap` throws and `auto` falls back to the host with the reason.
  */
 export async function selectProcessLauncher(options: SelectLauncherOptions): Promise<LauncherSelection> {
-  if (options.requested === 'none') return { launcher: new HostProcessLauncher({ limits: options.limits }), fallbackReason: null, cgroupReason: null };
+  const host = (fallbackReason: string | null): LauncherSelection => ({ launcher: new HostProcessLauncher({ limits: options.limits }), fallbackReason, cgroupReason: null, networkHelper: null, networkFallbackReason: null });
+  if (options.requested === 'none') return host(null);
   let reason: string;
   const searchPath = options.searchPath || DEFAULT_SEARCH_PATH;
   const bwrapPath = findInPath('bwrap', searchPath);
   if (bwrapPath === null) {
     reason = 'the bwrap program is not installed (Debian/Ubuntu: apt-get install bubblewrap)';
   } else {
-    const wanted = { memoryBytes: options.limits.memoryMb === null ? null : options.limits.memoryMb * 1024 * 1024, pids: options.limits.processes };
+    // The cgroup also counts each sandbox's plumbing outside its pid namespace (bwrap, the network
+    // wrapper and helper), which the in-sandbox watchdog does not see: it gets that headroom, so the
+    // watchdog stops a fork bomb with a note first and the cgroup stays the hard backstop.
+    const wanted = { memoryBytes: options.limits.memoryMb === null ? null : options.limits.memoryMb * 1024 * 1024, pids: options.limits.processes === null ? null : options.limits.processes + CGROUP_PIDS_HEADROOM };
     const detected = options.useCgroups === false ? { cgroups: null, reason: 'not used' } : detectSandboxCgroups({ limits: wanted });
-    const launcher = new BwrapProcessLauncher({
-      bwrapPath,
-      cgroups: detected.cgroups,
-      limits: options.limits,
-      hiddenPaths: options.hiddenPaths,
-      extraReadOnlyPaths: options.extraReadOnlyPaths,
-      stateDir: options.stateDir,
-      searchPath,
-    });
-    const failure = await probe(launcher, searchPath);
-    if (failure === null) return { launcher, fallbackReason: null, cgroupReason: detected.cgroups || (wanted.memoryBytes === null && wanted.pids === null) ? null : detected.reason };
+    const cgroupReason = detected.cgroups || (wanted.memoryBytes === null && wanted.pids === null) ? null : detected.reason;
+    const make = (networkHelper: NetworkHelper | null) =>
+      new BwrapProcessLauncher({
+        bwrapPath,
+        cgroups: detected.cgroups,
+        limits: options.limits,
+        hiddenPaths: options.hiddenPaths,
+        extraReadOnlyPaths: options.extraReadOnlyPaths,
+        stateDir: options.stateDir,
+        searchPath,
+        networkHelper,
+      });
+    const failure = await probe(make(null), { searchPath, network: false });
+    if (failure === null) {
+      const selected = (launcher: ProcessLauncher, networkHelper: NetworkHelper | null, networkFallbackReason: string | null): LauncherSelection => ({ launcher, fallbackReason: null, cgroupReason, networkHelper, networkFallbackReason });
+      // The network stack is probed on its own: when it cannot run, the sandbox still does.
+      const helper = findNetworkHelper(searchPath);
+      if (helper === null) return selected(make(null), null, 'neither pasta (package passt) nor slirp4netns is installed');
+      const launcher = make(helper);
+      const networkFailure = await probe(launcher, { searchPath, network: true });
+      if (networkFailure === null) return selected(launcher, helper, null);
+      return selected(make(null), null, `${helper.kind} cannot attach to a sandbox here: ${networkFailure}`);
+    }
     reason = failure;
   }
   if (options.requested === 'bwrap') throw new SandboxUnavailableError(reason);
-  return { launcher: new HostProcessLauncher({ limits: options.limits }), fallbackReason: reason, cgroupReason: null };
+  return host(reason);
 }
 
-/** Runs `bash -c 'echo ok'` in a fresh temp workdir through the launcher. Null when it worked, else why not. */
-async function probe(launcher: ProcessLauncher, searchPath: string): Promise<string | null> {
+/**
+ * Runs `bash -c 'echo ok'` in a fresh temp workdir through the launcher (with network: only when
+ * the namespace got a default route). Null when it worked, else why not.
+ */
+async function probe(launcher: ProcessLauncher, options: { searchPath: string; network: boolean | 'host' }): Promise<string | null> {
+  const { searchPath } = options;
+  const command = options.network ? 'grep -q "^[^ \t]*\t00000000" /proc/net/route && echo ok' : 'echo ok';
   const workdir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-sandbox-probe-')));
   try {
-    const spec = launcher.prepare({ command: 'bash', args: ['-c', 'echo ok'], cwd: workdir, env: { PATH: searchPath, HOME: workdir }, sandbox: { workdir, network: true } });
+    const spec = launcher.prepare({ command: 'bash', args: ['-c', command], cwd: workdir, env: { PATH: searchPath, HOME: workdir }, sandbox: { workdir, network: options.network } });
     return await new Promise<string | null>((resolve) => {
       const child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, stdio: ['ignore', 'pipe', 'pipe'] });
       child.once('exit', () => spec.release?.());

@@ -208,7 +208,7 @@ export class AgentRuntime implements ConversationRuntime {
           workdir: record.workdir,
           signal: controller.signal,
           state: session.toolState,
-          shell: () => session.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record), ...(record.sandbox && { sandbox: record.sandbox }) }),
+          shell: () => session.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record), sandbox: this.deps.conversations.sandboxOf(record) }),
         },
         append: (event) => this.deps.conversations.append(record.id, event).event,
         delta: (text) => this.deps.recorder.delta({ kind: 'message_delta', conversation_id: record.id, run_id: run.id, content_delta: text }),

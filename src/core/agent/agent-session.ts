@@ -45,7 +45,7 @@ export class AgentSession {
   }
 
   /** The conversation's shell, started on first use (and again if it was closed). */
-  shell(factory: ShellFactory, options: { workdir: string; env: () => Record<string, string>; sandbox?: { network: boolean } }): Promise<ShellSession> {
+  shell(factory: ShellFactory, options: { workdir: string; env: () => Record<string, string>; sandbox?: { network: boolean | 'host' } }): Promise<ShellSession> {
     if (this.shellSession) return Promise.resolve(this.shellSession);
     if (!this.starting) {
       this.starting = factory

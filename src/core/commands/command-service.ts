@@ -21,7 +21,7 @@ export class CommandService {
       workdir: record.workdir,
       env: this.deps.secrets.environment(record),
       timeoutMs: Math.round(body.timeout_s * 1000),
-      ...(record.sandbox && { sandbox: record.sandbox }),
+      sandbox: this.deps.conversations.sandboxOf(record),
     });
     const mask = (text: string) => this.deps.secrets.maskText(conversationId, text);
     return { ...result, stdout: mask(result.stdout), stderr: mask(result.stderr) };

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
 import { ConversationQuarantinedError, DamagedDataError, NotFoundError, UnprocessableError, type Damage } from '../errors.js';
 import { decodePageId, encodePageId, isKeyCursor, type Page } from '../pagination.js';
-import type { Conversation, CreateConversationBody, UpdateConversationConfigBody } from '../schemas/conversation.js';
+import type { Conversation, CreateConversationBody, SandboxNetwork, UpdateConversationConfigBody } from '../schemas/conversation.js';
 import type { ConversationStatus, NewEvent } from '../schemas/event.js';
 import { mergeLlmConfig, normalizeLlmConfig, redactLlmConfig, type LlmConfig } from '../schemas/llm-config.js';
 import type { EventLog } from '../events/event-log.js';
@@ -20,6 +20,8 @@ export interface ConversationDefaults {
   dataDir: string;
   /** Names of the built-in tools; a conversation's `tools` must be among them. */
   toolNames: readonly string[];
+  /** `sandbox.network` of a conversation created without one, and whether `host` may be asked for. */
+  network?: { default: SandboxNetwork; hostAllowed: boolean };
 }
 
 /** What the agent runtime (the agent issue) plugs in: told about messages and deletions. */
@@ -125,6 +127,7 @@ export class ConversationService {
   create(body: CreateConversationBody): { conversation: Conversation; record: ConversationRecord } {
     const llm = body.llm ? normalizeLlmConfig(body.llm) : this.deps.defaults.llm;
     const tools = body.tools ? this.checkTools(body.tools) : [...this.deps.defaults.toolNames];
+    const network = this.checkNetwork(body.sandbox?.network);
     const startsRun = body.initial_message !== undefined && (body.run ?? true);
     if (startsRun && this.runtime && !llm) throw llmNotConfigured();
     const id = randomUUID();
@@ -146,7 +149,7 @@ export class ConversationService {
       created_at: now,
       updated_at: now,
       metadata: body.metadata ?? {},
-      sandbox: { network: body.sandbox?.network ?? true },
+      sandbox: { network },
       secrets: { ...body.secrets },
     };
     this.index(record);
@@ -324,6 +327,22 @@ export class ConversationService {
     this.byUpdated.remove(record);
   }
 
+  /**
+   * The sandbox a conversation's processes get now: a conversation created with `host` while the
+   * operator allowed it falls back to `true` once the operator no longer does.
+   */
+  sandboxOf(record: ConversationRecord): { network: SandboxNetwork } {
+    const network = record.sandbox?.network ?? true;
+    return { network: network === 'host' && !(this.deps.defaults.network?.hostAllowed ?? false) ? true : network };
+  }
+
+  private checkNetwork(requested: SandboxNetwork | undefined): SandboxNetwork {
+    const policy = this.deps.defaults.network ?? { default: true, hostAllowed: false };
+    const network = requested ?? policy.default;
+    if (network === 'host' && !policy.hostAllowed) throw hostNetworkRefused();
+    return network;
+  }
+
   private checkTools(tools: string[]): string[] {
     const known = new Set(this.deps.defaults.toolNames);
     const unknown = tools.filter((name) => !known.has(name));
@@ -353,6 +372,14 @@ export class ConversationService {
     fs.mkdirSync(requested, { recursive: true });
     return { workdir: fs.realpathSync(requested), created: !existed };
   }
+}
+
+function hostNetworkRefused(): UnprocessableError {
+  return new UnprocessableError(
+    'host_network_not_allowed',
+    'sandbox.network "host" (the host\'s network, loopback included) is disabled on this server: the operator can allow it with AGENTD_SANDBOX_NETWORK_HOST=true. Use true (internet, no host loopback) or false (no network).',
+    { allowed: [true, false] },
+  );
 }
 
 function llmNotConfigured(): UnprocessableError {

@@ -20,13 +20,21 @@ export type PendingAction = z.infer<typeof PendingAction>;
 
 const Metadata = z.record(z.string(), z.unknown());
 
-export const SandboxSettings = z
-  .object({
-    network: z.boolean().default(true).describe("false: the agent's shell and commands have no network, only a loopback interface of their own."),
-  })
-  .strict()
-  .meta({ id: 'SandboxSettings' });
+export const SandboxNetwork = z
+  .union([z.boolean(), z.literal('host')])
+  .describe(
+    "The network of the agent's shell and commands. true: the internet through user-mode networking in a network namespace of their own (the host's loopback, the server and other local services are out of reach); false: no network, only a loopback interface of their own; \"host\": the host's network, loopback included (only when the operator allows it: AGENTD_SANDBOX_NETWORK_HOST=true).",
+  )
+  .meta({ id: 'SandboxNetwork' });
+export type SandboxNetwork = z.infer<typeof SandboxNetwork>;
+
+export const SandboxSettings = z.object({ network: SandboxNetwork }).strict().meta({ id: 'SandboxSettings' });
 export type SandboxSettings = z.output<typeof SandboxSettings>;
+
+export const NewSandboxSettings = z
+  .object({ network: SandboxNetwork.optional().describe("Default: the server's (AGENTD_SANDBOX_NETWORK, normally true).") })
+  .strict()
+  .meta({ id: 'NewSandboxSettings' });
 const Title = z.string().max(500);
 const MaxIterations = z.int().min(1).max(100_000);
 const SecretName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'a secret name is an environment variable name');
@@ -80,7 +88,7 @@ export const CreateConversationBody = z
     run: z.boolean().optional().describe('Start a run with the initial message (default true when a message is given).'),
     title: Title.optional(),
     metadata: Metadata.optional(),
-    sandbox: SandboxSettings.optional().describe("How the agent's processes are sandboxed (when the server runs a sandbox); default: network on."),
+    sandbox: NewSandboxSettings.optional().describe("How the agent's processes are sandboxed (when the server runs a sandbox); default: the server's network policy."),
   })
   .strict()
   .meta({ id: 'CreateConversation' });

@@ -48,7 +48,7 @@ export interface ShellCreateOptions {
   workdir: string;
   env: Record<string, string>;
   /** The conversation's sandbox settings; absent: network on. */
-  sandbox?: { network: boolean };
+  sandbox?: { network: boolean | 'host' };
 }
 
 export interface ShellFactory {

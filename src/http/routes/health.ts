@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
 import { ConversationStatus } from '../../core/schemas/event.js';
+import { SandboxNetwork } from '../../core/schemas/conversation.js';
 import { errors } from '../route-schemas.js';
 
 const Alive = z.object({ status: z.literal('ok') }).meta({ id: 'Alive' });
@@ -20,6 +21,7 @@ const Health = z
   })
   .meta({ id: 'Health' });
 
+const Limit = z.int().nullable();
 const SandboxLimit = z
   .object({
     value: z.int().nullable().describe('The configured value; null: no limit.'),
@@ -31,7 +33,17 @@ const SandboxLimit = z
 const SandboxInfo = z
   .object({
     mode: z.enum(['bwrap', 'none']).describe('bwrap: every agent process runs in a bubblewrap sandbox; none: unsandboxed on the host.'),
-    network_default: z.boolean().describe('Network access of conversations created without `sandbox.network`.'),
+    network: z
+      .object({
+        default: SandboxNetwork.describe('`sandbox.network` of conversations created without one (AGENTD_SANDBOX_NETWORK).'),
+        user_mode: z
+          .enum(['pasta', 'slirp4netns'])
+          .nullable()
+          .describe('The user-mode network stack behind `network: true`; null: `true` gets no network (none works here, or mode is none).'),
+        host_allowed: z.boolean().describe('Whether conversations may ask for `network: "host"` (AGENTD_SANDBOX_NETWORK_HOST).'),
+        note: z.string().nullable().describe('Why the policy in force differs from the one configured, if it does.'),
+      })
+      .describe('The network policy actually in force for agent processes.'),
     limits: z
       .object({ cpu_s: SandboxLimit, memory_mb: SandboxLimit, processes: SandboxLimit, file_mb: SandboxLimit, tmp_mb: SandboxLimit, workdir_mb: SandboxLimit })
       .describe('Limits of agent processes and what enforces each here: CPU seconds per process, memory, processes and threads, largest file, size of /tmp, disk usage of the workdir.'),
@@ -55,6 +67,8 @@ const Info = z
       default_max_iterations_per_run: z.int(),
       sse_heartbeat_s: z.number(),
       sse_max_buffered_events: z.int(),
+      max_connections: Limit.describe('Open HTTP connections in all (AGENTD_MAX_CONNECTIONS); null: no cap.'),
+      max_connections_per_client: Limit.describe('Open HTTP connections per remote address (AGENTD_MAX_CONNECTIONS_PER_CLIENT); null: no cap.'),
     }),
     sandbox: SandboxInfo,
   })
@@ -118,10 +132,12 @@ export function healthRoutes(services: Services): FastifyPluginAsyncZod {
             default_max_iterations_per_run: 500,
             sse_heartbeat_s: services.config.sseHeartbeatMs / 1000,
             sse_max_buffered_events: services.config.sseMaxBuffered,
+            max_connections: services.config.connections.max || null,
+            max_connections_per_client: services.config.connections.perClient || null,
           },
           sandbox: {
             mode: services.sandbox.mode,
-            network_default: services.sandbox.networkDefault,
+            network: services.sandbox.network,
             limits: Object.fromEntries(
               Object.entries(LIMIT_NAMES).map(([name, key]) => [name, { value: services.sandbox.limits[key], enforced_by: services.sandbox.enforcement[key] }]),
             ) as Record<keyof typeof LIMIT_NAMES, { value: number | null; enforced_by: 'cgroup' | 'rlimit' | 'tmpfs' | 'server' | 'none' }>,

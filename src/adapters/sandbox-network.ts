@@ -1,0 +1,114 @@
+import { findInPath } from './sandbox-mounts.js';
+
+/**
+ * The network a sandboxed process gets:
+ * - `user_mode`: a network namespace of its own whose only way out is a user-mode network stack
+ *   (pasta, else slirp4netns) running on the host: the internet yes; the host's loopback (the
+ *   server, an LLM proxy, a database on 127.0.0.1) no, and no port is forwarded into it;
+ * - `none`: a network namespace with only a loopback interface of its own;
+ * - `host`: the host's network namespace, loopback included (only when the operator allows it).
+ */
+export type SandboxNetwork = 'user_mode' | 'none' | 'host';
+
+/** The user-mode network stack found at start-up. */
+export interface NetworkHelper {
+  kind: 'pasta' | 'slirp4netns';
+  path: string;
+}
+
+/** pasta (package passt) first, slirp4netns second; null when neither is installed. */
+export function findNetworkHelper(searchPath: string): NetworkHelper | null {
+  for (const kind of ['pasta', 'slirp4netns'] as const) {
+    const found = findInPath(kind, searchPath);
+    if (found !== null) return { kind, path: found };
+  }
+  return null;
+}
+
+/** The fd bwrap writes its `--info-fd` JSON to (the sandbox's pid on the host) in the wrapper. */
+export const BWRAP_INFO_FD = 9;
+
+/** The interface slirp4netns creates; pasta names its own after the host's outbound interface. */
+const SLIRP_INTERFACE = 'tap0';
+
+/** How long the sandbox waits for its interface before running the program without network. */
+const WAIT_FOR_NETWORK_S = 10;
+
+/**
+ * The command line that attaches the helper to the network namespace of host pid `$pid`.
+ * pasta: tap interface configured from the host's addresses and routes (--config-net); the
+ * gateway address is not mapped to the host (--no-map-gw); no port forwarded either way
+ * (`-t/-u/-T/-U none`: pasta's default `auto` would forward the host's bound ports into the
+ * namespace's loopback). As root it keeps uid 0 (`--runas 0`; as "nobody" it may not join the
+ * namespace) and is handed the namespace as an open fd: it drops capabilities before it opens
+ * the namespace, and with fewer capabilities than the sandbox's init it could not open
+ * /proc/PID/ns/net itself. slirp4netns: --disable-host-loopback, no
+ * port forwarding unless asked through its API socket (none is given).
+ */
+function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
+  const bin = shellQuote(helper.path);
+  if (helper.kind === 'pasta') {
+    const common = `${bin} --foreground --quiet --config-net --no-map-gw -t none -u none -T none -U none`;
+    return asRoot ? `${common} --runas 0 --netns "/proc/self/fd/$ns" --netns-only` : `${common} "$pid"`;
+  }
+  const userns = asRoot ? '' : ' --userns-path="/proc/$pid/ns/user"';
+  return `${bin} --configure --mtu=65520 --disable-host-loopback${userns} "$pid" ${SLIRP_INTERFACE}`;
+}
+
+/**
+ * The script the server spawns for a `user_mode` sandbox: `bash -c <script> agentd-net bwrap
+ * --info-fd 9 <args...>` run under `setpriv --pdeathsig KILL` (a server killed with -9 takes
+ * it along). It starts bwrap first (the oldest child: bwrap, the sandbox's init and the program
+ * are the chain below it), reads the sandbox's pid from bwrap's info fd, attaches the helper to
+ * that pid's network namespace (with a parent-death signal of its own), waits for bwrap and then
+ * kills the helper, which does not quit by itself. All of them stay in the spawned process group
+ * with SIGINT ignored, like bwrap in the other modes; a SIGKILL to the group ends them all.
+ */
+export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: boolean }): string {
+  const fd = BWRAP_INFO_FD;
+  return [
+    "trap '' INT",
+    'd=$(mktemp -d "${TMPDIR:-/tmp}/agentd-net.XXXXXX") && mkfifo -m 600 "$d/info" || exit 125',
+    // An explicit stdin: a background job's would be /dev/null (the agent's shell reads stdin).
+    `"$@" ${fd}>"$d/info" <&0 &`,
+    'bw=$!',
+    `exec ${fd}<"$d/info"`,
+    'rm -rf -- "$d"',
+    `IFS= read -r -d '}' -t 30 -u ${fd} info`,
+    `exec ${fd}<&-`,
+    'helper=',
+    'if [[ $info =~ \\"child-pid\\":\\ *([0-9]+) ]]; then',
+    '  pid=${BASH_REMATCH[1]}',
+    // bwrap brings the namespace's loopback up itself (RTM_NEWADDR, then link up) and dies if
+    // the address already exists: the helper, which brings lo up too, starts once it is done.
+    '  for ((i = 0; i < 500; i++)); do grep -qs "127\\.0\\.0\\.1" "/proc/$pid/net/fib_trie" && break; kill -0 "$bw" 2>/dev/null || break; sleep 0.01; done',
+    '  exec {ns}<"/proc/$pid/ns/net"',
+    `  setpriv --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 &`,
+    '  helper=$!',
+    '  exec {ns}<&-',
+    'fi',
+    'wait "$bw"; code=$?',
+    '[ -n "$helper" ] && kill -KILL "$helper" 2>/dev/null',
+    'exit "$code"',
+  ].join('\n');
+}
+
+/**
+ * Prepended to the entry script inside a `user_mode` sandbox: wait (at most 10 s) until the
+ * namespace has an IPv4 default route (pasta and slirp4netns both set one), so the program's first command already has the network.
+ */
+export function waitForNetworkScript(): string {
+  return [
+    `for ((agentd_i = 0; agentd_i < ${WAIT_FOR_NETWORK_S * 20}; agentd_i++)); do`,
+    '  agentd_route=0; while read -r agentd_if agentd_dest agentd_rest; do [ "$agentd_dest" = 00000000 ] && agentd_route=1; done </proc/net/route',
+    '  [ "$agentd_route" = 1 ] && break',
+    '  sleep 0.05',
+    'done',
+    `[ "$agentd_route" = 1 ] || echo '[agentd: the sandbox network did not come up; running without network.]' >&2`,
+    'unset agentd_i agentd_route agentd_if agentd_dest agentd_rest',
+  ].join('\n');
+}
+
+function shellQuote(value: string): string {
+  return `'${value.replace(/'/g, `'\\''`)}'`;
+}

@@ -1,0 +1,283 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NO_LIMITS } from '../src/adapters/resource-limits.js';
+import { selectProcessLauncher } from '../src/adapters/select-process-launcher.js';
+import { BwrapProcessLauncher } from '../src/adapters/bwrap-launcher.js';
+import { findInPath } from '../src/adapters/sandbox-mounts.js';
+import { loadConfig } from '../src/config.js';
+import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
+import { spawnServer, startServer, tempDir, TEST_KEY } from './support/agentd.js';
+
+/**
+ * The agent's network: by default a namespace with user-mode networking (pasta), out of reach of
+ * the host's loopback (the server itself, other local services). Every connection attempt here
+ * aims at 127.0.0.0/8 or ::1; nothing is sent to the internet or to the namespace's gateway.
+ */
+const probeDir = tempDir('agentd-network-probe-state-');
+const selection = await selectProcessLauncher({ requested: 'auto', limits: NO_LIMITS, searchPath: process.env.PATH ?? '', hiddenPaths: [], extraReadOnlyPaths: [], stateDir: probeDir });
+fs.rmSync(probeDir, { recursive: true, force: true });
+const skipReason = selection.fallbackReason ?? selection.networkFallbackReason;
+if (skipReason) console.warn(`test/sandbox-network.test.ts: sandbox network tests skipped (${skipReason})`);
+
+const bash = (command: string) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] });
+
+/** One line per target: `<host>:<port> connected|refused` (bash's /dev/tcp, 2 s at most each). */
+function reachScript(targets: { host: string; port: number }[]): string {
+  return targets
+    .map(({ host, port }) => `if timeout 2 bash -c 'exec 3<>/dev/tcp/${host}/${port}' 2>/dev/null; then echo "${host}:${port} connected"; else echo "${host}:${port} refused"; fi`)
+    .join('\n');
+}
+
+async function listen(host: string): Promise<{ server: net.Server; port: number }> {
+  const server = net.createServer((socket) => socket.on('error', () => undefined).end('hello\n'));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  return { server, port: (server.address() as net.AddressInfo).port };
+}
+
+describe.skipIf(Boolean(skipReason))('sandbox network', () => {
+  let harness: AgentHarness;
+  let v4: { server: net.Server; port: number };
+  let v6: { server: net.Server; port: number } | null = null;
+  let targets: { host: string; port: number }[];
+
+  beforeAll(async () => {
+    harness = await startAgentHarness([], { env: { AGENTD_SANDBOX: 'bwrap', AGENTD_SANDBOX_NETWORK_HOST: 'true' } });
+    v4 = await listen('127.0.0.1');
+    try {
+      v6 = await listen('::1');
+    } catch {
+      v6 = null; // no IPv6 loopback here
+    }
+    const serverPort = Number(new URL(harness.server.url).port);
+    targets = [
+      { host: '127.0.0.1', port: serverPort },
+      { host: '127.0.0.1', port: v4.port },
+      { host: 'localhost', port: v4.port },
+      ...(v6 ? [{ host: '::1', port: v6.port }] : []),
+    ];
+  });
+
+  afterAll(async () => {
+    v4?.server.close();
+    v6?.server.close();
+    await harness?.close();
+  });
+
+  it('/info reports the network policy in force', async () => {
+    const { body } = await harness.get('/info');
+    expect(body.sandbox.network).toEqual({ default: true, user_mode: selection.networkHelper?.kind, host_allowed: true, note: null });
+  });
+
+  it('by default neither the server nor another loopback service is reachable (commands API and agent bash); with "host" both are', async () => {
+    const created = await harness.post('/conversations', {});
+    expect(created.body.sandbox).toEqual({ network: true });
+    const viaCommands = await harness.post(`/conversations/${created.body.id}/commands`, { command: reachScript(targets), timeout_s: 60 });
+    for (const { host, port } of targets) expect(viaCommands.body.stdout).toContain(`${host}:${port} refused`);
+
+    harness.llm.push(bash(reachScript(targets)), { text: 'done' });
+    const agentId = await harness.createConversation({ initial_message: 'reach the server' });
+    await harness.waitForStatus(agentId, ['idle', 'error'], 60_000);
+    const observation = (await harness.events(agentId)).find((event) => event.kind === 'observation');
+    for (const { host, port } of targets) expect(observation.content).toContain(`${host}:${port} refused`);
+
+    // The same probe does see them with the host's network: the test can tell.
+    const hostNet = await harness.post('/conversations', { sandbox: { network: 'host' } });
+    expect(hostNet.body.sandbox).toEqual({ network: 'host' });
+    const shared = await harness.post(`/conversations/${hostNet.body.id}/commands`, { command: reachScript(targets), timeout_s: 60 });
+    for (const { host, port } of targets) expect(shared.body.stdout).toContain(`${host}:${port} connected`);
+  }, 120_000);
+
+  it('the default namespace has an interface of its own, configured with a default route; false has only loopback', async () => {
+    const show = 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " " | tr "\\n" " "; echo; awk \'$2 == "00000000" { print "default via " $1 }\' /proc/net/route';
+    const online = await harness.post('/conversations', {});
+    const { stdout } = (await harness.post(`/conversations/${online.body.id}/commands`, { command: show })).body;
+    const interfaces = stdout.split('\n')[0].trim().split(' ');
+    expect(interfaces).toContain('lo');
+    const tap = interfaces.find((name: string) => name !== 'lo');
+    expect(tap).toBeDefined();
+    expect(stdout).toContain(`default via ${tap}`);
+    const offline = await harness.post('/conversations', { sandbox: { network: false } });
+    expect((await harness.post(`/conversations/${offline.body.id}/commands`, { command: show })).body.stdout).toBe('lo \n');
+  });
+
+  it('a finished command leaves no network helper behind', async () => {
+    const id = (await harness.post('/conversations', {})).body.id as string;
+    // Helpers of this (in-process) server: children of a wrapper that is a child of this process.
+    const ours = () => helpersOf(process.pid, selection.networkHelper!.kind);
+    // Agents' persistent shells of the other tests hold helpers of their own: those stay.
+    const before = ours().filter(alive);
+    const during = await harness.post(`/conversations/${id}/commands`, { command: `cat /proc/net/route | wc -l` });
+    expect(Number(during.body.stdout.trim())).toBeGreaterThan(1);
+    expect(ours().filter(alive)).toEqual(before);
+  });
+});
+
+/** Processes started as `name` (pasta re-executes itself as passt.avx2) whose parent's parent is `ancestor`. */
+function helpersOf(ancestor: number, name: string): number[] {
+  const parentOf = (pid: number) => Number(/^PPid:\s+(\d+)$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+  return fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).map(Number).filter((pid) => {
+    try {
+      const argv0 = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0]!;
+      return path.basename(argv0) === name && parentOf(parentOf(pid)) === ancestor;
+    } catch {
+      return false;
+    }
+  });
+}
+
+const alive = (pid: number) => fs.existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+
+async function until(condition: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const slirp = findInPath('slirp4netns', process.env.PATH ?? '');
+describe.skipIf(Boolean(skipReason) || slirp === null)('the slirp4netns fallback', () => {
+  it('gives a configured tap interface and no way to the host loopback, not even through its gateway 10.0.2.2', async () => {
+    const stateDir = tempDir();
+    const workdir = fs.realpathSync(tempDir());
+    const listener = await listen('127.0.0.1');
+    try {
+      const launcher = new BwrapProcessLauncher({ bwrapPath: findInPath('bwrap', process.env.PATH ?? '')!, limits: NO_LIMITS, hiddenPaths: [], stateDir, searchPath: process.env.PATH ?? '', networkHelper: { kind: 'slirp4netns', path: slirp! } });
+      // 10.0.2.2 is slirp4netns's own virtual gateway inside the namespace: it would be the host's loopback without --disable-host-loopback.
+      const script = `awk '$2 == "00000000" { print "default via " $1 }' /proc/net/route\n${reachScript([{ host: '127.0.0.1', port: listener.port }, { host: '10.0.2.2', port: listener.port }])}`;
+      const spec = launcher.prepare({ command: 'bash', args: ['-c', script], cwd: workdir, env: { PATH: process.env.PATH ?? '', HOME: workdir }, sandbox: { workdir, network: true } });
+      const output = execFileSync(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, encoding: 'utf8', timeout: 30_000 });
+      expect(output).toContain('default via tap0');
+      expect(output).toContain(`127.0.0.1:${listener.port} refused`);
+      expect(output).toContain(`10.0.2.2:${listener.port} refused`);
+    } finally {
+      listener.server.close();
+      fs.rmSync(stateDir, { recursive: true, force: true });
+      fs.rmSync(workdir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
+describe.skipIf(Boolean(skipReason))('sandbox network helper lifetime', () => {
+  it('a "host" conversation loses the host network when the operator withdraws the opt-in', async () => {
+    const dataDir = tempDir();
+    const listener = await listen('127.0.0.1');
+    const probe = reachScript([{ host: '127.0.0.1', port: listener.port }]);
+    try {
+      let server = await startServer({ dataDir, env: { AGENTD_SANDBOX: 'bwrap', AGENTD_SANDBOX_NETWORK_HOST: 'true' } });
+      const id = server.services.conversations.create({ max_iterations_per_run: 1, confirmation_mode: false, sandbox: { network: 'host' } }).conversation.id;
+      expect((await server.services.commands.run(id, { command: probe, timeout_s: 30 })).stdout).toContain('connected');
+      await server.close();
+      server = await startServer({ dataDir, env: { AGENTD_SANDBOX: 'bwrap' } });
+      try {
+        expect((await server.services.commands.run(id, { command: probe, timeout_s: 30 })).stdout).toContain('refused');
+      } finally {
+        await server.close();
+      }
+    } finally {
+      listener.server.close();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('a server killed with -9 leaves no network helper and no sandbox behind', async () => {
+    const dataDir = tempDir();
+    const server = await spawnServer({ dataDir, env: { AGENTD_SANDBOX: 'bwrap' } });
+    const helperName = selection.networkHelper!.kind;
+    try {
+      const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
+      const created = await fetch(`${server.url}/conversations`, { method: 'POST', headers: auth, body: '{}' }).then((response) => response.json() as Promise<any>);
+      // A long command holds a sandbox (and its helper) open; its response never comes.
+      void fetch(`${server.url}/conversations/${created.id}/commands`, { method: 'POST', headers: auth, body: JSON.stringify({ command: 'sleep 60', timeout_s: 120 }) }).catch(() => undefined);
+      await until(() => helpersOf(server.child.pid!, helperName).length === 1, 'the helper runs');
+      const [helper] = helpersOf(server.child.pid!, helperName);
+      const wrapper = Number(/^PPid:\s+(\d+)$/m.exec(fs.readFileSync(`/proc/${helper}/status`, 'utf8'))?.[1]);
+      const sandbox = helpersOf(server.child.pid!, 'bwrap');
+      expect(sandbox).toHaveLength(1);
+      server.child.kill('SIGKILL');
+      await server.exited;
+      await until(() => !alive(helper!) && !alive(wrapper) && !alive(sandbox[0]!), 'the helper, its wrapper and the sandbox are gone');
+    } finally {
+      server.child.kill('SIGKILL');
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
+describe('network policy and connection caps', () => {
+  it('config: AGENTD_SANDBOX_NETWORK, the host opt-in and the connection caps', () => {
+    expect(loadConfig({}).sandbox.network).toEqual({ default: true, hostAllowed: false });
+    expect(loadConfig({ AGENTD_SANDBOX_NETWORK: 'none' }).sandbox.network).toEqual({ default: false, hostAllowed: false });
+    expect(loadConfig({ AGENTD_SANDBOX_NETWORK_HOST: 'true' }).sandbox.network).toEqual({ default: true, hostAllowed: true });
+    // A server default of host is the operator's opt-in.
+    expect(loadConfig({ AGENTD_SANDBOX_NETWORK: 'host' }).sandbox.network).toEqual({ default: 'host', hostAllowed: true });
+    expect(() => loadConfig({ AGENTD_SANDBOX_NETWORK: 'on' })).toThrow(/invalid AGENTD_SANDBOX_NETWORK/);
+    expect(loadConfig({}).connections).toEqual({ max: 4096, perClient: 256, headersTimeoutMs: 30_000, keepAliveTimeoutMs: 72_000 });
+    expect(loadConfig({ AGENTD_MAX_CONNECTIONS: '0', AGENTD_MAX_CONNECTIONS_PER_CLIENT: '0' }).connections).toMatchObject({ max: 0, perClient: 0 });
+    expect(() => loadConfig({ AGENTD_MAX_CONNECTIONS_PER_CLIENT: '-1' })).toThrow(/AGENTD_MAX_CONNECTIONS_PER_CLIENT/);
+  });
+
+  it('"host" is refused with 422 unless the operator allows it', async () => {
+    const server = await startServer({ listen: false, env: { AGENTD_SANDBOX: 'none' } });
+    try {
+      const refused = await server.app.inject({ method: 'POST', url: '/conversations', headers: server.auth, payload: { sandbox: { network: 'host' } } });
+      expect(refused.statusCode).toBe(422);
+      expect(refused.json()).toMatchObject({ error: 'host_network_not_allowed', message: expect.stringContaining('AGENTD_SANDBOX_NETWORK_HOST') });
+      const bad = await server.app.inject({ method: 'POST', url: '/conversations', headers: server.auth, payload: { sandbox: { network: 'internet' } } });
+      expect(bad.statusCode).toBe(400);
+      const plain = await server.app.inject({ method: 'POST', url: '/conversations', headers: server.auth, payload: {} });
+      expect(plain.json().sandbox).toEqual({ network: true });
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('a client holding hundreds of connections is refused past its cap while another client still gets /alive', async () => {
+    const PER_CLIENT = 50;
+    const FLOOD = 300;
+    const server = await startServer({ env: { AGENTD_SANDBOX: 'none', AGENTD_MAX_CONNECTIONS_PER_CLIENT: String(PER_CLIENT) } });
+    const { port } = new URL(server.url);
+    const sockets: net.Socket[] = [];
+    try {
+      // The flood: FLOOD connections from 127.0.0.1, held open without a request. The ones past
+      // the cap are answered with a 503 and closed; the test waits for exactly that many.
+      let refused = 0;
+      let closedOtherwise = 0;
+      const allRefused = new Promise<void>((resolve) => {
+        for (let i = 0; i < FLOOD; i++) {
+          const socket = net.connect({ host: '127.0.0.1', port: Number(port) });
+          sockets.push(socket);
+          let data = '';
+          socket.on('data', (chunk) => (data += chunk.toString()));
+          socket.on('error', () => undefined);
+          socket.on('close', () => {
+            if (data.startsWith('HTTP/1.1 503') && data.includes('"too_many_connections"')) refused += 1;
+            else closedOtherwise += 1;
+            if (refused === FLOOD - PER_CLIENT) resolve();
+          });
+        }
+      });
+      await allRefused;
+      expect(closedOtherwise).toBe(0);
+      expect(sockets.filter((socket) => !socket.destroyed && !socket.closed)).toHaveLength(PER_CLIENT);
+      // Another client, from another loopback address, is served while the flood holds its share.
+      const alive = await new Promise<number>((resolve, reject) => {
+        const request = http.get({ host: '127.0.0.1', port: Number(port), path: '/alive', localAddress: '127.0.0.2', agent: false }, (response) => {
+          response.resume();
+          resolve(response.statusCode ?? 0);
+        });
+        request.on('error', reject);
+      });
+      expect(alive).toBe(200);
+      const { body } = await server.app.inject({ method: 'GET', url: '/info', headers: server.auth }).then((response) => ({ body: response.json() }));
+      expect(body.limits).toMatchObject({ max_connections: 4096, max_connections_per_client: PER_CLIENT });
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await server.close();
+    }
+  }, 60_000);
+});
