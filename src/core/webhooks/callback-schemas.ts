@@ -47,9 +47,14 @@ export const CreateCallbackBody = z
       .max(1024)
       .optional()
       .describe('Signing secret: `whsec_<base64>` (Standard Webhooks) or any string (its UTF-8 bytes). Never shown again.'),
-    after_seq: z.int().min(0).optional().describe('Start after this seq (default 0: every event of the conversation, from the first).'),
+    from: z
+      .enum(['start', 'now'])
+      .optional()
+      .describe('`start` (default): the conversation\'s whole history is delivered first, from seq 1, then new events; `now`: only events appended after the callback is created.'),
+    after_seq: z.int().min(0).optional().describe('Start after this seq instead (cannot be combined with `from: "now"`).'),
   })
   .strict()
+  .refine((body) => !(body.from === 'now' && body.after_seq !== undefined), { message: '`from: "now"` and `after_seq` cannot be combined', path: ['from'] })
   .meta({ id: 'CreateCallbackBody' });
 export type CreateCallbackBody = z.infer<typeof CreateCallbackBody>;
 
