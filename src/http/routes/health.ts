@@ -28,6 +28,9 @@ const Info = z
   .object({
     name: z.literal('agentd'),
     version: z.string(),
+    runtime: z
+      .object({ name: z.literal('node'), version: z.string().describe('Without the leading v, e.g. `24.21.0`.') })
+      .describe('The JavaScript runtime the server runs on (the single executable carries its own).'),
     uptime_s: z.number(),
     conversations: z.object({ total: z.int(), by_status: z.record(ConversationStatus, z.int()) }),
     tools: z.array(z.string()),
@@ -88,6 +91,7 @@ export function healthRoutes(services: Services): FastifyPluginAsyncZod {
         return {
           name: 'agentd' as const,
           version: services.version,
+          runtime: { name: 'node' as const, version: process.versions.node },
           uptime_s: Math.round((Date.now() - services.startedAt) / 100) / 10,
           conversations: { total: services.conversations.count(), by_status: byStatus },
           tools: [...services.toolNames],
