@@ -79,6 +79,8 @@ describe('the single executable', () => {
     const openapi = await fetch(`${server.url}/openapi.json`);
     expect(openapi.status).toBe(200);
     expect(((await openapi.json()) as { openapi: string }).openapi).toBe('3.1.0');
+    const asyncapi = await fetch(`${server.url}/asyncapi.json`);
+    expect(((await asyncapi.json()) as { asyncapi: string }).asyncapi).toBe('3.0.0');
     const docs = await fetch(`${server.url}/docs`);
     expect(docs.status).toBe(200);
     expect(docs.headers.get('content-type')).toContain('text/html');

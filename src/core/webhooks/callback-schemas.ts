@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Timestamp } from '../schemas/common.js';
-import { EventKind } from '../schemas/event.js';
+import { AgentEvent, EventKind } from '../schemas/event.js';
 
 /** The HTTP shapes of callbacks (webhook subscriptions) and of their delivery log. */
 
@@ -78,3 +78,19 @@ export const CallbackDelivery = z
   })
   .meta({ id: 'CallbackDelivery' });
 export type CallbackDelivery = z.infer<typeof CallbackDelivery>;
+
+/** The body of every webhook delivery (the delivery worker writes exactly this shape). Named in the AsyncAPI document. */
+export const WebhookPayload = z.object({ conversation_id: z.uuid(), event: AgentEvent });
+
+/** The Standard Webhooks headers of a delivery. */
+export const WebhookHeaders = z
+  .looseObject({
+    'webhook-id': z.uuid().describe('The event id: the same on every retry of that event; deduplicate on it.'),
+    'webhook-timestamp': z.string().regex(/^\d+$/).describe('Unix seconds when this attempt was signed.'),
+    'webhook-signature': z
+      .string()
+      .optional()
+      .describe('`v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">` when the callback has a secret; `whsec_` secrets sign with their base64-decoded bytes.'),
+    'content-type': z.literal('application/json'),
+    'user-agent': z.string().describe('`agentd/<version>`.'),
+  });

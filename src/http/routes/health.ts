@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
 import { ConversationStatus } from '../../core/schemas/event.js';
+import { generateAsyncApi } from '../asyncapi-document.js';
 import { errors } from '../route-schemas.js';
 
 const Alive = z.object({ status: z.literal('ok') }).meta({ id: 'Alive' });
@@ -120,6 +121,22 @@ export function healthRoutes(services: Services): FastifyPluginAsyncZod {
         schema: { tags: ['health'], operationId: 'health.openapi', summary: 'This OpenAPI 3.1 document', security: [], response: { 200: z.record(z.string(), z.unknown()) } },
       },
       async () => app.swagger() as unknown as Record<string, unknown>,
+    );
+
+    let asyncApi: Record<string, unknown> | undefined;
+    app.get(
+      '/asyncapi.json',
+      {
+        config: { public: true },
+        schema: {
+          tags: ['health'],
+          operationId: 'health.asyncapi',
+          summary: 'The AsyncAPI 3.0 document of the SSE streams and webhook payloads (every event kind, ids, Last-Event-ID)',
+          security: [],
+          response: { 200: z.record(z.string(), z.unknown()) },
+        },
+      },
+      async () => (asyncApi ??= generateAsyncApi({ version: services.version })),
     );
   };
 }
