@@ -1,8 +1,7 @@
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
-import fs from 'node:fs';
-import { parseEnv } from 'node:util';
+import { parseArgs, parseEnv } from 'node:util';
 import { z } from 'zod';
 import { EnvSchema, LogLevel, VARIABLES } from './config-variables.js';
 

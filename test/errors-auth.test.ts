@@ -14,7 +14,7 @@ interface Operation {
   query: string[];
 }
 
-const PUBLIC_PATHS = new Set(['/alive', '/health', '/openapi.json']);
+const PUBLIC_PATHS = new Set(['/alive', '/health', '/openapi.json', '/asyncapi.json']);
 const STREAM_PATHS = new Set(['/conversations/{id}/events/stream', '/events/stream']);
 
 let server: TestServer;
