@@ -1,9 +1,9 @@
-# agentd in a container.
+# agentd in a container, on Node 24 (the current LTS line).
 #   docker build -t agentd .
 #   docker run -p 8000:8000 -v agentd-data:/data -e AGENTD_MASTER_KEY=change-me agentd
 
 # Build: dev dependencies, TypeScript → dist/ (with the prompts and tool descriptions beside it).
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -13,14 +13,14 @@ COPY src ./src
 RUN npm run build
 
 # Production dependencies only.
-FROM node:20-bookworm-slim AS deps
+FROM node:24-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
 
 # Runtime: what the agent's tools use (bash, git, ripgrep, bubblewrap), and tini as PID 1 so
 # that processes the agent leaves behind are reaped and signals reach the server.
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 RUN apt-get update \
   && apt-get install -y --no-install-recommends bash bubblewrap ca-certificates git passt ripgrep slirp4netns tini util-linux \
   && rm -rf /var/lib/apt/lists/*

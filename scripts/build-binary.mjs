@@ -1,11 +1,15 @@
 // `npm run build:binary`: dist/agentd, a Node single executable application (SEA).
 //   1. esbuild bundles src/cli.ts into one CommonJS file (dist/agentd.cjs), the version defined in.
-//   2. `node --experimental-sea-config` makes the SEA blob: that bundle plus, as assets, every
-//      file the server reads at run time (src/**/*.md|txt under their own name, Swagger UI's
-//      static files under `swagger-ui/`) and `assets.json` listing them (see src/assets.ts).
-//   3. postject injects the blob into a copy of this node binary (Node 20 has no `--build-sea`).
+//   2. The runtime's `node --experimental-sea-config` makes the SEA blob: that bundle plus, as
+//      assets, every file the server reads at run time (src/**/*.md|txt under their own name,
+//      Swagger UI's static files under `swagger-ui/`) and `assets.json` listing them (see
+//      src/assets.ts). The runtime is a current LTS Node fetched from the npm registry
+//      (scripts/binary-runtime.mjs), not the node running this script: the blob must be made by
+//      the same node it is injected into.
+//   3. postject injects the blob into a copy of that runtime (Node 24 has no `--build-sea`).
 // Work happens in a temp dir beside the output; the results are renamed into place at the end,
-// so a concurrent run never sees a half-written binary. `--out <file>` builds elsewhere.
+// so a concurrent run never sees a half-written binary. `--out <file>` builds elsewhere;
+// `--node <path>` builds on another node binary (which must support SEA).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -13,12 +17,13 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
 import { inject } from 'postject';
+import { ensureRuntime } from './binary-runtime.mjs';
 import { root } from './prepare.mjs';
 
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 const TEXT_ASSET = /\.(md|txt)$/;
 
-const { values: flags } = parseArgs({ options: { out: { type: 'string' } } });
+const { values: flags } = parseArgs({ options: { out: { type: 'string' }, node: { type: 'string' } } });
 const output = path.resolve(flags.out ?? path.join(root, 'dist', 'agentd'));
 const require = createRequire(path.join(root, 'package.json'));
 const { version } = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
@@ -58,8 +63,36 @@ function collectAssets() {
   return assets;
 }
 
+/**
+ * postject (LIEF) prints "warning: Can't find string offset for section name '.note.100'" (or
+ * '.note') for each note section of Node's ELF binary: known and harmless (nodejs/postject#83). Those lines
+ * are dropped while it runs; anything else it prints still reaches stderr.
+ */
+const HARMLESS_POSTJECT_WARNING = /^warning: Can't find string offset for section name '\.note(?:\.\d+)?'$/;
+
+async function withoutHarmlessWarnings(task) {
+  const write = process.stderr.write;
+  process.stderr.write = function filtered(chunk, ...rest) {
+    const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+    const kept = text.split(/(?<=\n)/).filter((line) => !HARMLESS_POSTJECT_WARNING.test(line.trimEnd())).join('');
+    if (kept === '') {
+      const callback = rest.find((arg) => typeof arg === 'function');
+      if (callback) process.nextTick(callback);
+      return true;
+    }
+    return write.call(process.stderr, kept, ...rest);
+  };
+  try {
+    return await task();
+  } finally {
+    process.stderr.write = write;
+  }
+}
+
 async function main() {
   const started = Date.now();
+  const runtime = flags.node ? path.resolve(flags.node) : ensureRuntime({ root });
+  const runtimeVersion = spawnSync(runtime, ['--version'], { encoding: 'utf8' }).stdout.trim();
   fs.mkdirSync(path.dirname(output), { recursive: true });
   const work = fs.mkdtempSync(path.join(path.dirname(output), '.agentd-build-'));
   try {
@@ -69,7 +102,7 @@ async function main() {
       outfile: bundle,
       bundle: true,
       platform: 'node',
-      target: 'node20',
+      target: `node${runtimeVersion.replace(/^v/, '').split('.')[0]}`,
       format: 'cjs',
       // Only our own modules use import.meta.url, to find files beside them: in the binary those
       // are SEA assets (src/assets.ts) and the version is defined here.
@@ -86,20 +119,18 @@ async function main() {
     const blob = path.join(work, 'agentd.blob');
     const seaConfig = path.join(work, 'sea-config.json');
     fs.writeFileSync(seaConfig, JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, assets }, null, 2));
-    const made = spawnSync(process.execPath, ['--experimental-sea-config', seaConfig], { cwd: work, encoding: 'utf8' });
+    const made = spawnSync(runtime, ['--experimental-sea-config', seaConfig], { cwd: work, encoding: 'utf8' });
     if (made.status !== 0) throw new Error(`node --experimental-sea-config failed: ${made.stderr || made.stdout}`);
 
     const binary = path.join(work, 'agentd');
-    fs.copyFileSync(process.execPath, binary);
+    fs.copyFileSync(runtime, binary);
     fs.chmodSync(binary, 0o755);
-    // postject (LIEF) prints "Can't find string offset for section name '.note.100'" for Node's
-    // ELF binary: harmless (nodejs/postject#83).
-    await inject(binary, 'NODE_SEA_BLOB', fs.readFileSync(blob), { sentinelFuse: SEA_FUSE });
+    await withoutHarmlessWarnings(() => inject(binary, 'NODE_SEA_BLOB', fs.readFileSync(blob), { sentinelFuse: SEA_FUSE }));
 
     fs.renameSync(bundle, `${output}.cjs`);
     fs.renameSync(binary, output);
     const megabytes = (fs.statSync(output).size / 1024 / 1024).toFixed(1);
-    process.stdout.write(`built ${path.relative(process.cwd(), output)} (agentd ${version}, ${megabytes} MB, ${Object.keys(assets).length} assets) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+    process.stdout.write(`built ${path.relative(process.cwd(), output)} (agentd ${version} on node ${runtimeVersion}, ${megabytes} MB, ${Object.keys(assets).length} assets) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
   }

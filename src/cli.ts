@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { ConfigError, HELP, parseCli } from './config.js';
+import { ConfigError, helpText, parseCli } from './config.js';
 import { buildApp } from './app.js';
 import { composeServices } from './compose.js';
 import { DataDirInUseError, DataDirLock } from './adapters/data-dir-lock.js';
@@ -18,7 +18,7 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  if (parsed.action === 'help') return void process.stdout.write(HELP);
+  if (parsed.action === 'help') return void process.stdout.write(helpText());
   if (parsed.action === 'version') return void process.stdout.write(`${VERSION}\n`);
 
   const { config } = parsed;

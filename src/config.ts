@@ -1,77 +1,16 @@
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseArgs, parseEnv } from 'node:util';
 import { z } from 'zod';
+import { EnvSchema, LogLevel, VARIABLES } from './config-variables.js';
 
 /**
- * The only reader of process.env. Flags override env; everything is parsed once with zod and
- * frozen; a bad value stops start-up with one clear line.
+ * The only reader of process.env. Variables come from the environment, then from a `.env` file
+ * (the working directory's, or `--env-file PATH`) for names the environment does not set; flags
+ * override both. Everything is parsed once with zod and frozen; a bad value stops start-up with
+ * one clear line. The variables themselves are data: see config-variables.ts.
  */
-const LogLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
-
-const boolText = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no'])
-  .transform((value) => value === 'true' || value === '1' || value === 'yes');
-
-const commaList = z.string().transform((value) => value.split(',').map((item) => item.trim()).filter(Boolean));
-/** A limit (AGENTD_LIMIT_*): 0 turns it off. */
-const limit = (min: number, fallback: number) =>
-  z.coerce.number().int().refine((value) => value === 0 || value >= min, `must be 0 (no limit) or at least ${min}`).default(fallback);
-
-const EnvSchema = z.object({
-  AGENTD_HOST: z.string().min(1).default('127.0.0.1'),
-  AGENTD_PORT: z.coerce.number().int().min(0).max(65535).default(8000),
-  AGENTD_DATA_DIR: z.string().min(1).default(path.join(os.homedir(), '.agentd')),
-  AGENTD_WORKDIR_BASE: z.string().min(1).optional(),
-  AGENTD_LOG_LEVEL: LogLevel.default('info'),
-  AGENTD_MASTER_KEY: z.string().optional(),
-  AGENTD_LLM_MODEL: z.string().min(1).optional(),
-  AGENTD_LLM_BASE_URL: z.url().optional(),
-  AGENTD_LLM_API_KEY: z.string().min(1).optional(),
-  OPENAI_BASE_URL: z.url().optional(),
-  OPENAI_API_KEY: z.string().min(1).optional(),
-  AGENTD_SECRET_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
-  AGENTD_FSYNC: boolText.default(false),
-  AGENTD_MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(10 * 1024 * 1024),
-  AGENTD_MAX_UPLOAD_BYTES: z.coerce.number().int().min(1).default(100 * 1024 * 1024),
-  AGENTD_SSE_HEARTBEAT_S: z.coerce.number().min(0.05).max(15).default(15),
-  AGENTD_SSE_MAX_BUFFERED: z.coerce.number().int().min(10).default(10_000),
-  AGENTD_PUBLIC_METRICS: boolText.default(false),
-  AGENTD_CORS_ORIGINS: z
-    .string()
-    .transform((value) => value.split(',').map((origin) => origin.trim()).filter(Boolean))
-    .pipe(z.array(z.union([z.literal('*'), z.url({ protocol: /^https?$/, error: 'must be * or comma-separated http(s) origins' })])))
-    .optional(),
-  AGENTD_WEBHOOK_URLS: z
-    .string()
-    .transform((value) => value.split(',').map((url) => url.trim()).filter(Boolean))
-    .pipe(z.array(z.url({ protocol: /^https?$/, error: 'must be comma-separated http(s) URLs' })))
-    .optional(),
-  AGENTD_WEBHOOK_SECRET: z
-    .string()
-    .refine((value) => !value.startsWith('whsec_') || /^whsec_(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$/.test(value), 'a whsec_ secret must continue with base64')
-    .optional(),
-  AGENTD_WEBHOOK_TIMEOUT_S: z.coerce.number().min(0.05).max(300).default(10),
-  AGENTD_WEBHOOK_RETRY_BASE_MS: z.coerce.number().int().min(1).default(1_000),
-  AGENTD_WEBHOOK_RETRY_MAX_MS: z.coerce.number().int().min(1).default(10 * 60_000),
-  AGENTD_WEBHOOK_RETRY_WINDOW_S: z.coerce.number().min(0).default(24 * 60 * 60),
-  AGENTD_SANDBOX: z.enum(['auto', 'bwrap', 'none']).default('auto'),
-  AGENTD_SANDBOX_NETWORK: z.enum(['isolated', 'none', 'host']).default('isolated'),
-  AGENTD_SANDBOX_NETWORK_HOST: boolText.default(false),
-  AGENTD_MAX_CONNECTIONS: z.coerce.number().int().min(0).default(4096),
-  AGENTD_MAX_CONNECTIONS_PER_CLIENT: z.coerce.number().int().min(0).default(256),
-  AGENTD_HEADERS_TIMEOUT_S: z.coerce.number().min(1).max(600).default(30),
-  AGENTD_KEEP_ALIVE_TIMEOUT_S: z.coerce.number().min(1).max(600).default(72),
-  AGENTD_SANDBOX_RO_PATHS: commaList.pipe(z.array(z.string().startsWith('/', 'must be comma-separated absolute paths'))).optional(),
-  AGENTD_PASS_ENV: commaList.pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be comma-separated variable names'))).optional(),
-  AGENTD_LIMIT_CPU_S: limit(1, 600),
-  AGENTD_LIMIT_MEMORY_MB: limit(64, 4096),
-  AGENTD_LIMIT_PROCESSES: limit(16, 1024),
-  AGENTD_LIMIT_FILE_MB: limit(1, 4096),
-  AGENTD_LIMIT_TMP_MB: limit(1, 1024),
-  AGENTD_LIMIT_WORKDIR_MB: limit(1, 20_480),
-  AGENTD_SANDBOX_CGROUPS: boolText.default(true),
-});
 
 export interface Config {
   host: string;
@@ -113,29 +52,58 @@ export interface Config {
     cgroups: boolean;
     limits: { cpuSeconds: number | null; memoryMb: number | null; processes: number | null; fileMb: number | null; tmpMb: number | null; workdirMb: number | null };
   };
-  /** All agent processes may take from the server's environment: PATH, LANG, LC_ALL and the AGENTD_PASS_ENV names, captured here. */
+  /** What agent processes get of the server's environment: PATH (AGENTD_AGENT_PATH), LANG, LC_ALL and the AGENTD_PASS_ENV names, captured here. */
   agentEnv: { passEnv: readonly string[]; hostEnv: Readonly<Record<string, string>> };
 }
 
 export class ConfigError extends Error {}
 
-export const HELP = `agentd: an agent server for coding-agent conversations over HTTP.
+/** Command-line options: flag → the variable it overrides (or none), its argument, its meaning. */
+const OPTIONS = [
+  { flag: '--host', arg: 'H', meaning: 'address to listen on', variable: 'AGENTD_HOST' },
+  { flag: '--port', arg: 'P', meaning: 'port to listen on', variable: 'AGENTD_PORT' },
+  { flag: '--data-dir', arg: 'D', meaning: 'where state lives', variable: 'AGENTD_DATA_DIR' },
+  { flag: '--env-file', arg: 'F', meaning: 'read variables from F (default: ./.env when it exists); the environment wins', variable: null },
+  { flag: '--help', arg: null, meaning: 'print this help', variable: null },
+  { flag: '--version', arg: null, meaning: 'print the version', variable: null },
+] as const;
 
-Usage: agentd [--host H] [--port P] [--data-dir D]
-
-Options:
-  --host H        address to listen on (AGENTD_HOST, default 127.0.0.1)
-  --port P        port to listen on (AGENTD_PORT, default 8000)
-  --data-dir D    where state lives (AGENTD_DATA_DIR, default ~/.agentd)
-  --help          print this help
-  --version       print the version
-
-Environment: see the README's configuration table (every variable starts with AGENTD_).
-`;
+/** `--help`: every option and every variable with its default and meaning, from the same data. */
+export function helpText(): string {
+  const optionLines = OPTIONS.map((option) => {
+    const left = option.arg ? `${option.flag} ${option.arg}` : option.flag;
+    const variable = option.variable ? ` (${option.variable})` : '';
+    return `  ${left.padEnd(16)}${option.meaning}${variable}`;
+  });
+  const width = Math.max(...Object.keys(VARIABLES).map((name) => name.length)) + 2;
+  const variableLines = Object.entries(VARIABLES).flatMap(([name, variable]) => [
+    `  ${name.padEnd(width)}${variable.meaning}`,
+    `  ${''.padEnd(width)}default: ${variable.default}`,
+  ]);
+  return [
+    'agentd: an agent server for coding-agent conversations over HTTP.',
+    '',
+    'Usage: agentd [--host H] [--port P] [--data-dir D] [--env-file F]',
+    '',
+    'Options:',
+    ...optionLines,
+    '',
+    'Environment (flags override variables; variables set in the environment override the .env file):',
+    ...variableLines,
+    '',
+    'HTTP API: GET /openapi.json and /asyncapi.json on the running server, Swagger UI at /docs.',
+    '',
+  ].join('\n');
+}
 
 export type CliAction = { action: 'help' } | { action: 'version' } | { action: 'serve'; config: Config };
 
-export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv): CliAction {
+export interface ParseCliOptions {
+  /** Where `.env` is looked for; default process.cwd(). */
+  cwd?: string;
+}
+
+export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv, options: ParseCliOptions = {}): CliAction {
   let flags;
   try {
     flags = parseArgs({
@@ -144,6 +112,7 @@ export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv): CliAc
         host: { type: 'string' },
         port: { type: 'string' },
         'data-dir': { type: 'string' },
+        'env-file': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
       },
@@ -155,11 +124,28 @@ export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv): CliAc
   }
   if (flags.help) return { action: 'help' };
   if (flags.version) return { action: 'version' };
-  const merged = { ...env };
+  // An empty variable counts as unset (see loadConfig), so the file's value applies.
+  const merged: NodeJS.ProcessEnv = { ...env };
+  for (const [name, value] of Object.entries(readEnvFile(flags['env-file'], options.cwd ?? process.cwd()))) {
+    if (merged[name] === undefined || merged[name] === '') merged[name] = value;
+  }
   if (flags.host !== undefined) merged.AGENTD_HOST = flags.host;
   if (flags.port !== undefined) merged.AGENTD_PORT = flags.port;
   if (flags['data-dir'] !== undefined) merged.AGENTD_DATA_DIR = flags['data-dir'];
   return { action: 'serve', config: loadConfig(merged) };
+}
+
+/** The variables of `--env-file PATH` (which must exist), else of `./.env` when there is one. */
+function readEnvFile(explicit: string | undefined, cwd: string): NodeJS.ProcessEnv {
+  const file = path.resolve(cwd, explicit ?? '.env');
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (error) {
+    if (explicit === undefined && (error as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    throw new ConfigError(`cannot read the env file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  return parseEnv(text);
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv): Config {
@@ -171,7 +157,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     throw new ConfigError(`invalid ${name}: ${issue.message}`);
   }
   const e = parsed.data;
-  const dataDir = path.resolve(e.AGENTD_DATA_DIR);
+  const dataDir = path.resolve(e.AGENTD_DATA_DIR ?? path.join(os.homedir(), '.agentd'));
   const model = e.AGENTD_LLM_MODEL;
   return Object.freeze({
     host: e.AGENTD_HOST,
@@ -227,15 +213,17 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
         workdirMb: e.AGENTD_LIMIT_WORKDIR_MB || null,
       }),
     }),
-    agentEnv: agentEnvFrom(env, e.AGENTD_PASS_ENV ?? []),
+    agentEnv: agentEnvFrom({ env, passEnv: e.AGENTD_PASS_ENV ?? [], agentPath: e.AGENTD_AGENT_PATH }),
   });
 }
 
-function agentEnvFrom(env: NodeJS.ProcessEnv, passEnv: string[]): Config['agentEnv'] {
+/** LANG, LC_ALL and the AGENTD_PASS_ENV names from the server's environment; PATH is AGENTD_AGENT_PATH, never the server's. */
+function agentEnvFrom({ env, passEnv, agentPath }: { env: NodeJS.ProcessEnv; passEnv: string[]; agentPath: string }): Config['agentEnv'] {
   const hostEnv: Record<string, string> = {};
-  for (const name of ['PATH', 'LANG', 'LC_ALL', ...passEnv]) {
+  for (const name of ['LANG', 'LC_ALL', ...passEnv]) {
     const value = env[name];
     if (value !== undefined) hostEnv[name] = value;
   }
+  hostEnv.PATH = agentPath;
   return Object.freeze({ passEnv: Object.freeze([...passEnv]), hostEnv: Object.freeze(hostEnv) });
 }

@@ -31,7 +31,7 @@ describe('run control', () => {
     expect(events.find((event) => event.kind === 'rejection')).toMatchObject({ tool_name: 'file_editor', reason: 'not b' });
     const last = harness.llm.requests.at(-1)!.body as any;
     const toolMessages = last.messages.filter((message: any) => message.role === 'tool');
-    expect(toolMessages.at(-1).content).toContain('rejected');
+    expect(toolMessages.at(-1).content).toBe('The user rejected this action: not b. It was not executed.');
     expect(harness.llm.violations).toEqual([]);
     expect((await harness.post(`/conversations/${id}/approve`)).status).toBe(409);
   });

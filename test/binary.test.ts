@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NODE_RUNTIME_VERSION } from '../scripts/binary-runtime.mjs';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
 
@@ -11,7 +12,7 @@ import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/ag
  */
 const ROOT = path.resolve(import.meta.dirname, '..');
 const BINARY = path.join(ROOT, 'dist', 'agentd');
-const BUILD_INPUTS = ['src', 'package-lock.json', 'scripts/build-binary.mjs'].map((name) => path.join(ROOT, name));
+const BUILD_INPUTS = ['src', 'package-lock.json', 'scripts/build-binary.mjs', 'scripts/binary-runtime.mjs'].map((name) => path.join(ROOT, name));
 
 function newestChange(file: string): number {
   const stat = fs.statSync(file);
@@ -19,11 +20,14 @@ function newestChange(file: string): number {
   return Math.max(stat.mtimeMs, ...fs.readdirSync(file).map((name) => newestChange(path.join(file, name))));
 }
 
+let buildOutput: { stdout: string; stderr: string } | null = null;
+
 /** Builds dist/agentd unless it is newer than everything it is built from. */
 function ensureBinary(): void {
   if (fs.existsSync(BINARY) && fs.statSync(BINARY).mtimeMs > Math.max(...BUILD_INPUTS.map(newestChange))) return;
-  const built = spawnSync(process.execPath, [path.join(ROOT, 'scripts', 'build-binary.mjs')], { cwd: ROOT, encoding: 'utf8' });
+  const built = spawnSync(process.execPath, [path.join(ROOT, 'scripts', 'build-binary.mjs')], { cwd: ROOT, encoding: 'utf8', timeout: 600_000 });
   if (built.status !== 0) throw new Error(`build:binary failed: ${built.stderr}${built.stdout}`);
+  buildOutput = { stdout: built.stdout, stderr: built.stderr };
 }
 
 const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
@@ -52,6 +56,15 @@ afterAll(async () => {
 });
 
 describe('the single executable', () => {
+  it(`runs on the LTS runtime it was built with (node ${NODE_RUNTIME_VERSION}), not the build machine's node`, async () => {
+    const info = await api('/info');
+    expect(info.status).toBe(200);
+    expect(info.body.runtime).toEqual({ name: 'node', version: NODE_RUNTIME_VERSION });
+    // The build prints no known-harmless postject noise (when this run built it).
+    if (buildOutput) expect(buildOutput.stderr).not.toMatch(/Can't find string offset/);
+    if (buildOutput) expect(buildOutput.stdout).toContain(`on node v${NODE_RUNTIME_VERSION}`);
+  });
+
   it('prints its version and help like dist/cli.js', () => {
     const { version } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
     const shown = spawnSync(BINARY, ['--version'], { cwd, encoding: 'utf8' });
@@ -66,6 +79,8 @@ describe('the single executable', () => {
     const openapi = await fetch(`${server.url}/openapi.json`);
     expect(openapi.status).toBe(200);
     expect(((await openapi.json()) as { openapi: string }).openapi).toBe('3.1.0');
+    const asyncapi = await fetch(`${server.url}/asyncapi.json`);
+    expect(((await asyncapi.json()) as { asyncapi: string }).asyncapi).toBe('3.0.0');
     const docs = await fetch(`${server.url}/docs`);
     expect(docs.status).toBe(200);
     expect(docs.headers.get('content-type')).toContain('text/html');

@@ -3,15 +3,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigError, parseCli } from '../src/config.js';
+import { ConfigError, helpText, parseCli } from '../src/config.js';
+import { EnvSchema, VARIABLES } from '../src/config-variables.js';
 import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
 
 const CLI = path.resolve(import.meta.dirname, '../dist/cli.js');
 const VERSION = (JSON.parse(fs.readFileSync(path.resolve(import.meta.dirname, '../package.json'), 'utf8')) as { version: string }).version;
 const running: SpawnedServer[] = [];
 
-function runCli(args: string[], env: Record<string, string> = {}) {
+function runCli(args: string[], env: Record<string, string> = {}, cwd?: string) {
   const result = spawnSync(process.execPath, [CLI, ...args], {
+    ...(cwd ? { cwd } : {}),
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.homedir(), AGENTD_MASTER_KEY: TEST_KEY, AGENTD_DATA_DIR: tempDir(), ...env },
     encoding: 'utf8',
     timeout: 15_000,
@@ -19,19 +21,22 @@ function runCli(args: string[], env: Record<string, string> = {}) {
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
-afterEach(async () => {
+async function stopAll(): Promise<void> {
   for (const server of running.splice(0)) {
     server.child.kill('SIGKILL');
     await server.exited;
   }
-});
+}
+afterEach(stopAll);
 
 describe('the command line', () => {
   it('--help prints usage and exits 0', () => {
     const result = runCli(['--help']);
     expect(result.status).toBe(0);
     expect(result.stdout).toContain('Usage: agentd');
-    for (const option of ['--host', '--port', '--data-dir', '--version']) expect(result.stdout).toContain(option);
+    for (const option of ['--host', '--port', '--data-dir', '--env-file', '--version']) expect(result.stdout).toContain(option);
+    expect(result.stdout).toBe(helpText());
+    expect(result.stdout).not.toMatch(/README/);
   });
 
   it('--version prints the package version and exits 0', () => {
@@ -53,6 +58,86 @@ describe('the command line', () => {
     expect(lines[0]).toContain(named);
     expect(result.stderr).not.toMatch(/\n\s+at /);
     expect(result.stdout).toBe('');
+  });
+});
+
+describe('every variable the server reads is documented', () => {
+  const ROOT = path.resolve(import.meta.dirname, '..');
+  const names = Object.keys(EnvSchema.shape);
+
+  it('the variable data is the schema, and every entry has a default and a one-line meaning', () => {
+    expect(names).toEqual(Object.keys(VARIABLES));
+    expect(names.length).toBeGreaterThanOrEqual(30);
+    for (const [name, variable] of Object.entries(VARIABLES)) {
+      expect(name, 'every variable starts with AGENTD_ (OPENAI_* are the documented fallbacks)').toMatch(/^(AGENTD_|OPENAI_(BASE_URL|API_KEY)$)/);
+      expect(variable.default.trim(), `${name} has no default text`).not.toBe('');
+      expect(variable.meaning.trim(), `${name} has no meaning`).not.toBe('');
+      expect(variable.meaning, `${name}: one line`).not.toContain('\n');
+    }
+  });
+
+  it('.env.example has a line for each', () => {
+    const example = fs.readFileSync(path.join(ROOT, '.env.example'), 'utf8');
+    const listed = new Set([...example.matchAll(/^#?\s*([A-Z][A-Z0-9_]*)=/gm)].map((match) => match[1]!));
+    expect(names.filter((name) => !listed.has(name)), '.env.example misses these').toEqual([]);
+    expect([...listed].filter((name) => !names.includes(name)), '.env.example lists variables the server does not read').toEqual([]);
+  });
+
+  it("the README's configuration tables have a row for each", () => {
+    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const rows = new Set([...readme.matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((match) => match[1]!));
+    expect(names.filter((name) => !rows.has(name)), 'README tables miss these').toEqual([]);
+  });
+
+  it('--help prints each with its default and meaning', () => {
+    const help = helpText();
+    for (const [name, variable] of Object.entries(VARIABLES)) {
+      const at = help.indexOf(`  ${name} `);
+      expect(at, `--help misses ${name}`).toBeGreaterThan(0);
+      const block = help.slice(at, at + 400);
+      expect(block).toContain(variable.meaning);
+      expect(block).toContain(`default: ${variable.default}`);
+    }
+  });
+});
+
+describe('.env files', () => {
+  const serveIn = (cwd: string, argv: string[], env: Record<string, string>) => {
+    const parsed = parseCli(argv, env, { cwd });
+    if (parsed.action !== 'serve') throw new Error('expected serve');
+    return parsed.config;
+  };
+
+  it('./.env is read; the environment wins over it, flags win over both', () => {
+    const dir = tempDir('agentd-dotenv-');
+    fs.writeFileSync(path.join(dir, '.env'), '# a comment\nAGENTD_PORT=9100\nAGENTD_HOST=10.1.1.1\nAGENTD_LOG_LEVEL="warn"\nexport AGENTD_MASTER_KEY=from-file\n');
+    const config = serveIn(dir, ['--host', '127.0.0.2'], { AGENTD_DATA_DIR: dir, AGENTD_PORT: '9200' });
+    expect(config).toMatchObject({ port: 9200, host: '127.0.0.2', logLevel: 'warn', masterKeys: ['from-file'] });
+    expect(serveIn(tempDir(), [], { AGENTD_DATA_DIR: dir }).port).toBe(8000);
+  });
+
+  it('--env-file PATH is read instead; a missing one stops start-up, a bad value names the variable', () => {
+    const dir = tempDir('agentd-envfile-');
+    fs.writeFileSync(path.join(dir, '.env'), 'AGENTD_PORT=9100\n');
+    fs.writeFileSync(path.join(dir, 'prod.env'), 'AGENTD_PORT=9300\n');
+    expect(serveIn(dir, ['--env-file', 'prod.env'], { AGENTD_DATA_DIR: dir }).port).toBe(9300);
+    expect(() => serveIn(dir, ['--env-file', 'missing.env'], { AGENTD_DATA_DIR: dir })).toThrow(/cannot read the env file .*missing\.env: ENOENT/);
+    fs.writeFileSync(path.join(dir, 'bad.env'), 'AGENTD_PORT=eighty\n');
+    expect(() => serveIn(dir, ['--env-file', 'bad.env'], { AGENTD_DATA_DIR: dir })).toThrow(/^invalid AGENTD_PORT: /);
+  });
+
+  it('the server started in a directory with a .env uses it', async () => {
+    const dir = tempDir('agentd-dotenv-server-');
+    fs.writeFileSync(path.join(dir, '.env'), 'AGENTD_MASTER_KEY=key-from-dotenv\n');
+    const server = await spawnServer({ cwd: dir, dataDir: path.join(dir, 'data'), env: { AGENTD_MASTER_KEY: '' } });
+    running.push(server);
+    expect((await fetch(`${server.url}/info`, { headers: { authorization: 'Bearer key-from-dotenv' } })).status).toBe(200);
+    await stopAll();
+    // `--env-file` also reaches the server started as `node dist/cli.js --env-file F`.
+    fs.writeFileSync(path.join(dir, 'other.env'), 'AGENTD_MASTER_KEY=key-from-other\n');
+    const other = await spawnServer({ cwd: dir, dataDir: path.join(dir, 'data'), env: { AGENTD_MASTER_KEY: '' }, args: ['--env-file', 'other.env'] });
+    running.push(other);
+    expect((await fetch(`${other.url}/info`, { headers: { authorization: 'Bearer key-from-other' } })).status).toBe(200);
   });
 });
 

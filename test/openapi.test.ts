@@ -21,7 +21,7 @@ interface Document {
 }
 
 const COMMITTED = path.resolve(import.meta.dirname, '../openapi/openapi.json');
-const PUBLIC_PATHS = ['/alive', '/health', '/openapi.json'];
+const PUBLIC_PATHS = ['/alive', '/health', '/openapi.json', '/asyncapi.json'];
 
 let generated: Document;
 let server: TestServer;

@@ -302,7 +302,9 @@ describe('malformed input never gets a 5xx, always gets the error shape, and nev
     expect(server.child.signalCode).toBeNull();
     // Exactly the conversations it said it created exist (the target, and every 201).
     expect((await apiClient(server.url).get('/conversations/count')).json().count).toBe(created + 1);
-    // No request made the server log an error (a 5xx or a crash on the way).
-    expect(server.output()).not.toMatch(/"level":(50|60)/);
+    // No request made the server log an error (a 5xx or a crash on the way). Runs this test
+    // started against an unreachable LLM do end in agent_error, logged at error by design.
+    const errorLines = server.output().split('\n').filter((line) => /"level":(50|60)/.test(line) && !line.includes('"msg":"run ended in agent_error: '));
+    expect(errorLines).toEqual([]);
   });
 });

@@ -184,7 +184,7 @@ describe('sandbox modes', () => {
       cgroups: true,
       limits: { cpuSeconds: null, memoryMb: 4096, processes: 1024, fileMb: 4096, tmpMb: 1024, workdirMb: 20_480 },
     });
-    expect(config.agentEnv).toEqual({ passEnv: ['A_B', 'C'], hostEnv: { PATH: '/x', A_B: '1' } });
+    expect(config.agentEnv).toEqual({ passEnv: ['A_B', 'C'], hostEnv: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', A_B: '1' } });
     expect(() => loadConfig({ AGENTD_SANDBOX: 'docker' })).toThrow(/invalid AGENTD_SANDBOX/);
     expect(() => loadConfig({ AGENTD_LIMIT_PROCESSES: '5' })).toThrow(/AGENTD_LIMIT_PROCESSES: must be 0 \(no limit\) or at least 16/);
     expect(() => loadConfig({ AGENTD_PASS_ENV: 'BAD NAME' })).toThrow(/AGENTD_PASS_ENV/);
@@ -213,7 +213,7 @@ describe('sandbox modes', () => {
 
   it('auto without bubblewrap falls back to none with one warning at start-up', async () => {
     const dataDir = tempDir();
-    const server = await spawnServer({ dataDir, env: { AGENTD_SANDBOX: 'auto', PATH: '/nonexistent' } });
+    const server = await spawnServer({ dataDir, env: { AGENTD_SANDBOX: 'auto', AGENTD_AGENT_PATH: '/nonexistent' } });
     try {
       const warnings = server.output().split('\n').filter((line) => line.startsWith('agentd: WARNING'));
       expect(warnings).toHaveLength(1);
@@ -230,7 +230,7 @@ describe('sandbox modes', () => {
   it('bwrap that cannot start is a start-up error, not a silent downgrade', async () => {
     const dataDir = tempDir();
     try {
-      await expect(spawnServer({ dataDir, env: { AGENTD_SANDBOX: 'bwrap', PATH: '/nonexistent' } })).rejects.toThrow(/failed to start: AGENTD_SANDBOX=bwrap, but bubblewrap cannot run here/);
+      await expect(spawnServer({ dataDir, env: { AGENTD_SANDBOX: 'bwrap', AGENTD_AGENT_PATH: '/nonexistent' } })).rejects.toThrow(/failed to start: AGENTD_SANDBOX=bwrap, but bubblewrap cannot run here/);
     } finally {
       fs.rmSync(dataDir, { recursive: true, force: true });
     }

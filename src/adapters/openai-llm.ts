@@ -94,6 +94,13 @@ export class OpenAiLlmClient implements LlmClient {
                 maxDelayMs: this.options.retryMaxDelayMs ?? 30_000,
                 ...(this.options.random ? { random: this.options.random } : {}),
               });
+        request.onRetry?.({
+          attempt: attempt + 1,
+          code: failure.code,
+          ...(failure.status !== undefined ? { status: failure.status } : {}),
+          message: redact(failure.detail, [settings.api_key]),
+          delayMs: delay,
+        });
         await sleep(delay, signal);
       }
     }

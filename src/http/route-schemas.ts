@@ -7,3 +7,11 @@ export function errors(...statuses: number[]): Record<number, typeof ErrorRespon
 }
 
 export const ConversationParams = z.object({ id: z.uuid().describe('Conversation id') });
+
+/**
+ * A request body that may be left out: no body, or an empty one with `Content-Type:
+ * application/json`, validates as `undefined` (Fastify hands a missing body to validation as null).
+ */
+export function optionalBody<T extends z.ZodType>(schema: T) {
+  return z.preprocess((value) => (value === null ? undefined : value), schema.optional());
+}

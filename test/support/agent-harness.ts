@@ -17,9 +17,9 @@ export interface AgentHarness {
 }
 
 /** A real server on a port with a scripted fake LLM; LLM retries are fast. */
-export async function startAgentHarness(script: FakeTurn[] = [], options: { env?: Record<string, string> } = {}): Promise<AgentHarness> {
+export async function startAgentHarness(script: FakeTurn[] = [], options: { env?: Record<string, string>; logStream?: NodeJS.WritableStream } = {}): Promise<AgentHarness> {
   const llm = await startFakeLlm(script);
-  const server = await startServer({ ...(options.env ? { env: options.env } : {}), overrides: { llm: new OpenAiLlmClient({ retryBaseDelayMs: 20, retryMaxDelayMs: 100 }) } });
+  const server = await startServer({ ...(options.env ? { env: options.env } : {}), ...(options.logStream ? { logStream: options.logStream } : {}), overrides: { llm: new OpenAiLlmClient({ retryBaseDelayMs: 20, retryMaxDelayMs: 100 }) } });
   const request = async (method: string, path: string, body?: unknown) => {
     const response = await fetch(`${server.url}${path}`, {
       method,

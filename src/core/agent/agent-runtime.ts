@@ -10,7 +10,7 @@ import type { ConversationStatus } from '../schemas/event.js';
 import type { ShellFactory } from '../tools/shell-session.js';
 import type { ToolDefinition } from '../tools/tool.js';
 import { AgentSession } from './agent-session.js';
-import { LlmError, type LlmClient, type LlmToolSchema } from './llm.js';
+import { LlmError, type LlmClient, type LlmRetry, type LlmToolSchema } from './llm.js';
 import type { Run, RunStore } from './run-record.js';
 import { executeRun, type RunOutcome } from './run-loop.js';
 import { buildSystemPrompt } from './system-prompt.js';
@@ -28,6 +28,10 @@ export interface AgentRuntimeDeps {
   shellEnv: (record: ConversationRecord) => Record<string, string>;
   clock?: Clock;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
+  /** A failed LLM attempt that will be retried (for the server log, at warn). */
+  onLlmRetry?: (retry: LlmRetry, context: { conversation_id: string; run_id: string }) => void;
+  /** A run that ended in agent_error (for the server log, at error). */
+  onRunFailed?: (failure: { code: string; message: string }, context: { conversation_id: string; run_id: string }) => void;
 }
 
 /** Runs the agent for every conversation: one run at a time each, owned by a lock with an AbortController. */
@@ -220,6 +224,7 @@ export class AgentRuntime implements ConversationRuntime {
           }
           this.deps.conversations.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...record.usage }, run_id: run.id });
         },
+        onLlmRetry: (retry) => this.deps.onLlmRetry?.(retry, { conversation_id: record.id, run_id: run.id }),
         onIteration: () => {
           run.iterations += 1;
           this.deps.runs.save(run);
@@ -237,6 +242,8 @@ export class AgentRuntime implements ConversationRuntime {
         outcome = { kind: 'error', code: 'internal_error', message: 'The agent stopped on an internal error.' };
       }
     }
+    // internal_error was logged with its stack by onError above.
+    if (outcome.kind === 'error' && outcome.code !== 'internal_error') this.deps.onRunFailed?.({ code: outcome.code, message: outcome.message }, { conversation_id: record.id, run_id: run.id });
     try {
       if (active.stopAs !== 'deleted') {
         settleRun({ outcome, active, record, session, clock: this.clock, append: (event) => this.deps.conversations.append(record.id, event), saveRun: (r) => this.deps.runs.save(r), setStatus: (status, opts) => this.setStatus(record, status, opts) });

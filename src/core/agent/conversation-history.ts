@@ -49,7 +49,7 @@ export class ConversationHistory {
         this.answer(event.tool_call_id, event.content);
         return;
       case 'rejection':
-        this.answer(event.tool_call_id, `The user rejected this action${event.reason ? `: ${event.reason}` : '.'} It was not executed.`);
+        this.answer(event.tool_call_id, `The user rejected this action${event.reason ? `: ${sentenceEnd(event.reason)}` : '.'} It was not executed.`);
         return;
       default:
         return;
@@ -127,4 +127,10 @@ export class ConversationHistory {
     this.deferred = [];
     this.current = null;
   }
+}
+
+/** A reason as a sentence: ends with a full stop unless it already ends with punctuation. */
+function sentenceEnd(text: string): string {
+  const trimmed = text.trim();
+  return /[.!?]$/.test(trimmed) ? trimmed : `${trimmed}.`;
 }

@@ -57,6 +57,19 @@ export interface LlmRequest {
   signal: AbortSignal;
   /** Called with each piece of assistant text as it streams in. */
   onTextDelta?: (delta: string) => void;
+  /** Called when an attempt failed and another one follows (the last failure is the LlmError thrown). */
+  onRetry?: (retry: LlmRetry) => void;
+}
+
+/** One failed attempt that is retried: no API key, no request body. */
+export interface LlmRetry {
+  /** 1 for the first attempt. */
+  attempt: number;
+  code: LlmError['code'];
+  status?: number;
+  message: string;
+  /** Wait before the next attempt. */
+  delayMs: number;
 }
 
 export interface LlmClient {

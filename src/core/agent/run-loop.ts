@@ -3,7 +3,7 @@ import type { PendingAction } from '../schemas/conversation.js';
 import type { AgentEvent, NewEvent } from '../schemas/event.js';
 import type { ToolContext, ToolDefinition } from '../tools/tool.js';
 import type { ConversationHistory } from './conversation-history.js';
-import type { LlmClient, LlmSettings, LlmToolCall, LlmToolSchema, LlmUsage } from './llm.js';
+import type { LlmClient, LlmRetry, LlmSettings, LlmToolCall, LlmToolSchema, LlmUsage } from './llm.js';
 import type { Run } from './run-record.js';
 import { StuckDetector } from './stuck-detector.js';
 import { executeTool, parseArguments, type ParsedArguments } from './tool-executor.js';
@@ -33,6 +33,8 @@ export interface RunContext {
   append(event: NewEvent): AgentEvent;
   delta(text: string): void;
   onUsage(usage: LlmUsage): void;
+  /** A failed LLM attempt that will be retried. */
+  onLlmRetry?: (retry: LlmRetry) => void;
   onIteration(): void;
   setPendingActions(actions: PendingAction[]): void;
   /** Actions approved before this run started: executed first. */
@@ -88,6 +90,7 @@ async function llmTurn(context: RunContext, settings: ReturnType<RunContext['set
       tools: context.toolSchemas,
       signal: context.signal,
       onTextDelta: (text) => context.delta(text),
+      ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
     });
     context.onUsage(response.usage);
     if (context.signal.aborted) return { kind: 'aborted' };

@@ -1,3 +1,5 @@
+import type { z } from 'zod';
+import type { StreamClosedNotice, StreamOverflowNotice } from '../schemas/event.js';
 import type { EventBus, BusMessage } from './event-bus.js';
 import type { EventLog, StoredEvent } from './event-log.js';
 
@@ -106,11 +108,13 @@ export class EventStream implements AsyncIterable<StreamItem> {
   private onMessage(message: BusMessage, includeDeltas: boolean, maxBuffered: number): void {
     if (this.ended) return;
     if (message.type === 'closed') {
-      this.close({ event: 'stream_closed', data: JSON.stringify({ reason: 'conversation_deleted', conversation_id: message.conversationId }) });
+      const notice: z.infer<typeof StreamClosedNotice> = { reason: 'conversation_deleted', conversation_id: message.conversationId };
+      this.close({ event: 'stream_closed', data: JSON.stringify(notice) });
       return;
     }
     if (this.queue.length >= maxBuffered) {
-      this.close({ event: 'stream_overflow', data: JSON.stringify({ reason: 'subscriber_too_slow', resume_after: String(this.cursor) }) });
+      const notice: z.infer<typeof StreamOverflowNotice> = { reason: 'subscriber_too_slow', resume_after: String(this.cursor) };
+      this.close({ event: 'stream_overflow', data: JSON.stringify(notice) });
       return;
     }
     if (message.type === 'delta') {

@@ -140,10 +140,25 @@ type Body<K extends EventKind> = z.infer<(typeof eventBodies)[K]>;
 export type NewEvent = { [K in EventKind]: Body<K> }[EventKind];
 export type EventOf<K extends EventKind> = Extract<AgentEvent, { kind: K }>;
 
-/** Streaming-only: never persisted, no seq. */
-export interface MessageDelta {
-  kind: 'message_delta';
-  conversation_id: string;
-  run_id: string | null;
-  content_delta: string;
-}
+/**
+ * Streaming-only: never persisted, no seq. This and the notices below are named in the AsyncAPI
+ * document only (a global meta id would add them to the OpenAPI components too).
+ */
+export const MessageDelta = z
+  .object({
+    kind: z.literal('message_delta'),
+    conversation_id: z.uuid(),
+    run_id: z.uuid().nullable(),
+    content_delta: z.string().describe('The next piece of the assistant text, as the LLM streams it (secret values masked).'),
+  });
+export type MessageDelta = z.infer<typeof MessageDelta>;
+
+/** The last item of an SSE stream that ends because its subscriber fell behind (no id). */
+export const StreamOverflowNotice = z
+  .object({
+    reason: z.literal('subscriber_too_slow'),
+    resume_after: z.string().describe('The last cursor sent: reconnect with `Last-Event-ID: <resume_after>` to miss nothing.'),
+  });
+
+/** The last item of a conversation's SSE stream when the conversation is deleted (no id). */
+export const StreamClosedNotice = z.object({ reason: z.literal('conversation_deleted'), conversation_id: z.uuid() });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Timestamp } from '../schemas/common.js';
-import { EventKind } from '../schemas/event.js';
+import { AgentEvent, EventKind } from '../schemas/event.js';
 
 /** The HTTP shapes of callbacks (webhook subscriptions) and of their delivery log. */
 
@@ -47,9 +47,14 @@ export const CreateCallbackBody = z
       .max(1024)
       .optional()
       .describe('Signing secret: `whsec_<base64>` (Standard Webhooks) or any string (its UTF-8 bytes). Never shown again.'),
-    after_seq: z.int().min(0).optional().describe('Start after this seq (default 0: every event of the conversation, from the first).'),
+    from: z
+      .enum(['start', 'now'])
+      .optional()
+      .describe('`start` (default): the conversation\'s whole history is delivered first, from seq 1, then new events; `now`: only events appended after the callback is created.'),
+    after_seq: z.int().min(0).optional().describe('Start after this seq instead (cannot be combined with `from: "now"`).'),
   })
   .strict()
+  .refine((body) => !(body.from === 'now' && body.after_seq !== undefined), { message: '`from: "now"` and `after_seq` cannot be combined', path: ['from'] })
   .meta({ id: 'CreateCallbackBody' });
 export type CreateCallbackBody = z.infer<typeof CreateCallbackBody>;
 
@@ -73,3 +78,19 @@ export const CallbackDelivery = z
   })
   .meta({ id: 'CallbackDelivery' });
 export type CallbackDelivery = z.infer<typeof CallbackDelivery>;
+
+/** The body of every webhook delivery (the delivery worker writes exactly this shape). Named in the AsyncAPI document. */
+export const WebhookPayload = z.object({ conversation_id: z.uuid(), event: AgentEvent });
+
+/** The Standard Webhooks headers of a delivery. */
+export const WebhookHeaders = z
+  .looseObject({
+    'webhook-id': z.uuid().describe('The event id: the same on every retry of that event; deduplicate on it.'),
+    'webhook-timestamp': z.string().regex(/^\d+$/).describe('Unix seconds when this attempt was signed.'),
+    'webhook-signature': z
+      .string()
+      .optional()
+      .describe('`v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">` when the callback has a secret; `whsec_` secrets sign with their base64-decoded bytes.'),
+    'content-type': z.literal('application/json'),
+    'user-agent': z.string().describe('`agentd/<version>`.'),
+  });

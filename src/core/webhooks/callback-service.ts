@@ -54,7 +54,7 @@ export class CallbackService {
       events: body.events ? [...new Set(body.events)] : null,
       secret: body.secret ?? null,
       origin: 'api',
-      cursor: Math.min(body.after_seq ?? 0, this.deps.log.lastSeq(conversationId)),
+      cursor: body.from === 'now' ? this.deps.log.lastSeq(conversationId) : Math.min(body.after_seq ?? 0, this.deps.log.lastSeq(conversationId)),
       createdAt: isoTimestamp(this.deps.clock.now()),
     });
     this.deps.store.save(state);

@@ -45,7 +45,7 @@ export interface ErrorBody {
 /** The one place errors become HTTP responses. A 5xx never carries a stack, a path or a secret. */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const { status, body } = toErrorResponse(error);
+    const { status, body } = toErrorResponse(error, { contentType: request.headers['content-type'] });
     if (status >= 500) request.log.error({ err: error }, 'request failed');
     else request.log.debug({ code: body.error }, 'request rejected');
     return reply.code(status).type('application/json').send(body);
@@ -87,7 +87,7 @@ export function clientErrorHandler(error: ConnectionError, socket: Socket): void
   socket.destroy(error);
 }
 
-export function toErrorResponse(error: FastifyError | AppError): { status: number; body: ErrorBody } {
+export function toErrorResponse(error: FastifyError | AppError, request: { contentType?: string | undefined } = {}): { status: number; body: ErrorBody } {
   // A write no store translated (e.g. into a workdir on the same full disk) is still a 507, not a 500.
   if (!(error instanceof AppError) && ['ENOSPC', 'EDQUOT'].includes((error as { code?: unknown }).code as string)) return toErrorResponse(new StorageFullError());
   if (error instanceof AppError) {
@@ -112,7 +112,17 @@ export function toErrorResponse(error: FastifyError | AppError): { status: numbe
   }
   const status = error.statusCode;
   const code = FRAMEWORK_CODES[error.code] ?? STATUS_CODES[status] ?? 'bad_request';
+  if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return { status, body: { error: code, message: unsupportedMediaType(request.contentType), details: { accepted: ['application/json', 'multipart/form-data'] } } };
+  if (error.code === 'FST_INVALID_MULTIPART_CONTENT_TYPE') {
+    return { status, body: { error: code, message: 'Unsupported Media Type: send the files as multipart/form-data (curl -F file=@name).', details: { accepted: ['multipart/form-data'] } } };
+  }
   return { status, body: { error: code, message: sentence(error.message), details: null } };
+}
+
+/** Says what was sent and what to send instead. */
+function unsupportedMediaType(sent: string | undefined): string {
+  const what = sent ? ` (${sent.replace(/[^\x20-\x7e]/g, '').slice(0, 100)})` : '';
+  return `Unsupported Media Type${what}: send the body as JSON with Content-Type: application/json (file uploads: multipart/form-data).`;
 }
 
 function sentence(message: string): string {

@@ -4,7 +4,7 @@ import { InvalidRequestError } from '../../core/errors.js';
 const MAX_DEPTH = 64;
 
 /**
- * JSON bodies: parsed with JSON.parse after a linear scan that refuses nesting deeper than
+ * JSON bodies: an empty body is no body (undefined); others are parsed with JSON.parse after a linear scan that refuses nesting deeper than
  * MAX_DEPTH (deeply nested input would otherwise exhaust the stack later, in validation or
  * serialization, and surface as a 500).
  */
@@ -13,7 +13,9 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
   app.removeContentTypeParser(['application/json', 'text/plain']);
   const parser = (_request: unknown, body: string | Buffer, done: (error: Error | null, value?: unknown) => void) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
-    if (text.trim() === '') return done(new InvalidRequestError('invalid_json', 'The request body is empty; send a JSON value.'), undefined);
+    // An empty body is no body: fine where the body is optional (see optionalBody) or absent
+    // (POST /run, /pause...), a validation error naming the missing body where one is required.
+    if (text.trim() === '') return done(null, undefined);
     const depth = nestingDepth(text);
     if (depth > MAX_DEPTH) {
       return done(new InvalidRequestError('invalid_json', `JSON nested deeper than ${MAX_DEPTH} levels is not accepted.`, { max_depth: MAX_DEPTH }), undefined);

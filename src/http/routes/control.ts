@@ -5,7 +5,7 @@ import { Run } from '../../core/agent/run-record.js';
 import { decodePageId, encodePageId } from '../../core/pagination.js';
 import { PageQuery, pageOf } from '../../core/schemas/common.js';
 import { Conversation, SortOrder } from '../../core/schemas/conversation.js';
-import { ConversationParams, errors } from '../route-schemas.js';
+import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
 
 const RunStarted = z.object({ run_id: z.uuid() }).meta({ id: 'RunStarted' });
 const RunPage = pageOf(Run, 'RunPage');
@@ -63,7 +63,7 @@ export function controlRoutes(services: Services): FastifyPluginAsyncZod {
           operationId: 'runs.reject',
           summary: 'Reject the pending actions (the LLM sees the rejection) and continue',
           params: ConversationParams,
-          body: z.object({ reason: z.string().max(10_000).optional() }).strict().optional(),
+          body: optionalBody(z.object({ reason: z.string().max(10_000).optional() }).strict()),
           response: { 202: RunStarted, ...errors(400, 404, 409, 413, 415, 422) },
         },
       },

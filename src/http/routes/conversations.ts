@@ -4,7 +4,7 @@ import type { Services } from '../../compose.js';
 import { CountResponse, PageQuery, QueryBoolean, pageOf } from '../../core/schemas/common.js';
 import { Conversation, ConversationSort, CreateConversationBody, SortOrder, UpdateConversationConfigBody } from '../../core/schemas/conversation.js';
 import { ConversationStatus } from '../../core/schemas/event.js';
-import { ConversationParams, errors } from '../route-schemas.js';
+import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
 
 const ConversationPage = pageOf(Conversation, 'ConversationPage');
 const StatusFilter = z.object({ status: ConversationStatus.optional() });
@@ -23,12 +23,13 @@ export function conversationRoutes(services: Services): FastifyPluginAsyncZod {
           tags: ['conversations'],
           operationId: 'conversations.create',
           summary: 'Create a conversation (and optionally send its first message)',
-          body: CreateConversationBody,
+          // Every field is optional, so the body is too: an empty body creates with the defaults.
+          body: optionalBody(CreateConversationBody),
           response: { 201: Conversation, ...errors(400, 413, 415, 422) },
         },
       },
       async (request, reply) => {
-        const { conversation } = conversations.create(request.body);
+        const { conversation } = conversations.create(request.body ?? CreateConversationBody.parse({}));
         return reply.code(201).send(conversations.get(conversation.id));
       },
     );

@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
 import { ConversationStatus } from '../../core/schemas/event.js';
 import { SandboxNetwork } from '../../core/schemas/conversation.js';
+import { generateAsyncApi } from '../asyncapi-document.js';
 import { errors } from '../route-schemas.js';
 
 const Alive = z.object({ status: z.literal('ok') }).meta({ id: 'Alive' });
@@ -56,6 +57,9 @@ const Info = z
   .object({
     name: z.literal('agentd'),
     version: z.string(),
+    runtime: z
+      .object({ name: z.literal('node'), version: z.string().describe('Without the leading v, e.g. `24.21.0`.') })
+      .describe('The JavaScript runtime the server runs on (the single executable carries its own).'),
     uptime_s: z.number(),
     conversations: z.object({ total: z.int(), by_status: z.record(ConversationStatus, z.int()) }),
     tools: z.array(z.string()),
@@ -121,6 +125,7 @@ export function healthRoutes(services: Services): FastifyPluginAsyncZod {
         return {
           name: 'agentd' as const,
           version: services.version,
+          runtime: { name: 'node' as const, version: process.versions.node },
           uptime_s: Math.round((Date.now() - services.startedAt) / 100) / 10,
           conversations: { total: services.conversations.count(), by_status: byStatus },
           tools: [...services.toolNames],
@@ -153,6 +158,22 @@ export function healthRoutes(services: Services): FastifyPluginAsyncZod {
         schema: { tags: ['health'], operationId: 'health.openapi', summary: 'This OpenAPI 3.1 document', security: [], response: { 200: z.record(z.string(), z.unknown()) } },
       },
       async () => app.swagger() as unknown as Record<string, unknown>,
+    );
+
+    let asyncApi: Record<string, unknown> | undefined;
+    app.get(
+      '/asyncapi.json',
+      {
+        config: { public: true },
+        schema: {
+          tags: ['health'],
+          operationId: 'health.asyncapi',
+          summary: 'The AsyncAPI 3.0 document of the SSE streams and webhook payloads (every event kind, ids, Last-Event-ID)',
+          security: [],
+          response: { 200: z.record(z.string(), z.unknown()) },
+        },
+      },
+      async () => (asyncApi ??= generateAsyncApi({ version: services.version })),
     );
   };
 }

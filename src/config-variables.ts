@@ -1,0 +1,95 @@
+import { z } from 'zod';
+
+/**
+ * Every environment variable the server reads, as data: its zod schema (parsing and the default
+ * applied), the default as shown to people, one line of meaning, and the flag that overrides it.
+ * `--help`, and the test that checks `.env.example` and the README's tables, read this list.
+ * Adding a variable: one entry here, one line in `.env.example`, one row in a README table.
+ */
+export interface VariableSpec {
+  schema: z.ZodType;
+  /** The default as people read it (`none`, `generated`, a value). */
+  default: string;
+  /** One line: what it sets. */
+  meaning: string;
+  /** The command-line flag that overrides it, if any. */
+  flag?: string;
+}
+
+export const DEFAULT_AGENT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+const boolText = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((value) => value === 'true' || value === '1' || value === 'yes');
+const commaList = z.string().transform((value) => value.split(',').map((item) => item.trim()).filter(Boolean));
+/** A per-process limit: 0 turns it off. */
+const limit = (min: number, fallback: number) =>
+  z.coerce.number().int().refine((value) => value === 0 || value >= min, `must be 0 (no limit) or at least ${min}`).default(fallback);
+const spec = <S extends z.ZodType>(value: { schema: S; default: string; meaning: string; flag?: string }) => value;
+
+export const LogLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+
+export const VARIABLES = {
+  AGENTD_HOST: spec({ schema: z.string().min(1).default('127.0.0.1'), default: '127.0.0.1', flag: '--host', meaning: 'Address to listen on (0.0.0.0 in containers)' }),
+  AGENTD_PORT: spec({ schema: z.coerce.number().int().min(0).max(65535).default(8000), default: '8000', flag: '--port', meaning: 'Port to listen on' }),
+  AGENTD_DATA_DIR: spec({ schema: z.string().min(1).optional(), default: '~/.agentd', flag: '--data-dir', meaning: 'Conversations, event logs, keys' }),
+  AGENTD_WORKDIR_BASE: spec({ schema: z.string().min(1).optional(), default: '<data dir>/workspaces', meaning: 'Where fresh workdirs are created' }),
+  AGENTD_LOG_LEVEL: spec({ schema: LogLevel.default('info'), default: 'info', meaning: 'fatal, error, warn, info, debug, trace or silent' }),
+  AGENTD_MASTER_KEY: spec({ schema: z.string().optional(), default: 'generated', meaning: 'API key(s), comma-separated to allow rotation (unset: <data dir>/master.key)' }),
+  AGENTD_LLM_MODEL: spec({ schema: z.string().min(1).optional(), default: 'none', meaning: 'Default model for new conversations' }),
+  AGENTD_LLM_BASE_URL: spec({ schema: z.url().optional(), default: 'OPENAI_BASE_URL', meaning: 'Default OpenAI-compatible endpoint' }),
+  AGENTD_LLM_API_KEY: spec({ schema: z.string().min(1).optional(), default: 'OPENAI_API_KEY', meaning: 'Default LLM API key (never returned, never logged)' }),
+  OPENAI_BASE_URL: spec({ schema: z.url().optional(), default: 'none', meaning: 'Fallback for AGENTD_LLM_BASE_URL' }),
+  OPENAI_API_KEY: spec({ schema: z.string().min(1).optional(), default: 'none', meaning: 'Fallback for AGENTD_LLM_API_KEY' }),
+  AGENTD_SECRET_KEY: spec({ schema: z.string().min(16, 'must be at least 16 characters').optional(), default: 'generated', meaning: 'Key that encrypts secrets at rest (unset: <data dir>/secret.key, mode 0600)' }),
+  AGENTD_FSYNC: spec({ schema: boolText.default(false), default: 'false', meaning: 'true: fsync every append (survives power loss, not only a crash)' }),
+  AGENTD_MAX_BODY_BYTES: spec({ schema: z.coerce.number().int().min(1024).default(10 * 1024 * 1024), default: '10485760', meaning: 'Largest JSON request body' }),
+  AGENTD_MAX_UPLOAD_BYTES: spec({ schema: z.coerce.number().int().min(1).default(100 * 1024 * 1024), default: '104857600', meaning: 'Largest uploaded file' }),
+  AGENTD_SSE_HEARTBEAT_S: spec({ schema: z.coerce.number().min(0.05).max(15).default(15), default: '15', meaning: 'Seconds between SSE heartbeat comments' }),
+  AGENTD_SSE_MAX_BUFFERED: spec({ schema: z.coerce.number().int().min(10).default(10_000), default: '10000', meaning: 'Events buffered for a slow SSE subscriber before it is disconnected' }),
+  AGENTD_PUBLIC_METRICS: spec({ schema: boolText.default(false), default: 'false', meaning: 'Serve /metrics without the key' }),
+  AGENTD_CORS_ORIGINS: spec({
+    schema: commaList.pipe(z.array(z.union([z.literal('*'), z.url({ protocol: /^https?$/, error: 'must be * or comma-separated http(s) origins' })]))).optional(),
+    default: 'none',
+    meaning: 'Browser origins allowed to call the API (comma-separated, or *)',
+  }),
+  AGENTD_WEBHOOK_URLS: spec({
+    schema: commaList.pipe(z.array(z.url({ protocol: /^https?$/, error: 'must be comma-separated http(s) URLs' }))).optional(),
+    default: 'none',
+    meaning: "Comma-separated URLs that receive every conversation's events",
+  }),
+  AGENTD_WEBHOOK_SECRET: spec({
+    schema: z
+      .string()
+      .refine((value) => !value.startsWith('whsec_') || /^whsec_(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$/.test(value), 'a whsec_ secret must continue with base64')
+      .optional(),
+    default: 'none',
+    meaning: 'Signing secret for AGENTD_WEBHOOK_URLS (whsec_<base64> or any string)',
+  }),
+  AGENTD_WEBHOOK_TIMEOUT_S: spec({ schema: z.coerce.number().min(0.05).max(300).default(10), default: '10', meaning: 'Per-attempt webhook delivery timeout' }),
+  AGENTD_WEBHOOK_RETRY_BASE_MS: spec({ schema: z.coerce.number().int().min(1).default(1_000), default: '1000', meaning: 'First webhook retry delay (doubles, with jitter)' }),
+  AGENTD_WEBHOOK_RETRY_MAX_MS: spec({ schema: z.coerce.number().int().min(1).default(10 * 60_000), default: '600000', meaning: 'Webhook retry delay cap' }),
+  AGENTD_WEBHOOK_RETRY_WINDOW_S: spec({ schema: z.coerce.number().min(0).default(24 * 60 * 60), default: '86400', meaning: 'Keep retrying an event at least this long, then mark the callback failing' }),
+  AGENTD_SANDBOX: spec({ schema: z.enum(['auto', 'bwrap', 'none']).default('auto'), default: 'auto', meaning: 'auto (bubblewrap if it works here), bwrap (required) or none (unsandboxed)' }),
+  AGENTD_SANDBOX_NETWORK: spec({ schema: z.enum(['isolated', 'none', 'host']).default('isolated'), default: 'isolated', meaning: 'Network of conversations created without sandbox.network: isolated (internet, no host loopback), none, host' }),
+  AGENTD_SANDBOX_NETWORK_HOST: spec({ schema: boolText.default(false), default: 'false', meaning: 'true: conversations may ask for sandbox.network "host" (the host\'s network, loopback included)' }),
+  AGENTD_MAX_CONNECTIONS: spec({ schema: z.coerce.number().int().min(0).default(4096), default: '4096', meaning: 'Open HTTP connections in all (0: no cap)' }),
+  AGENTD_MAX_CONNECTIONS_PER_CLIENT: spec({ schema: z.coerce.number().int().min(0).default(256), default: '256', meaning: 'Open HTTP connections per client address (0: no cap; raise it behind a reverse proxy)' }),
+  AGENTD_HEADERS_TIMEOUT_S: spec({ schema: z.coerce.number().min(1).max(600).default(30), default: '30', meaning: 'Seconds a connection has to send its request headers' }),
+  AGENTD_KEEP_ALIVE_TIMEOUT_S: spec({ schema: z.coerce.number().min(1).max(600).default(72), default: '72', meaning: 'Seconds an idle keep-alive connection stays open' }),
+  AGENTD_SANDBOX_RO_PATHS: spec({ schema: commaList.pipe(z.array(z.string().startsWith('/', 'must be comma-separated absolute paths'))).optional(), default: 'none', meaning: 'Extra read-only paths inside the sandbox' }),
+  AGENTD_PASS_ENV: spec({ schema: commaList.pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be comma-separated variable names'))).optional(), default: 'none', meaning: 'Server variables the agent may see, comma-separated' }),
+  AGENTD_AGENT_PATH: spec({ schema: z.string().min(1).default(DEFAULT_AGENT_PATH), default: DEFAULT_AGENT_PATH, meaning: "PATH of the agent's shell and of commands (never the server's own PATH)" }),
+  AGENTD_LIMIT_CPU_S: spec({ schema: limit(1, 600), default: '600', meaning: 'CPU seconds per agent process (0: no limit)' }),
+  AGENTD_LIMIT_MEMORY_MB: spec({ schema: limit(64, 4096), default: '4096', meaning: "Memory of a conversation's sandboxes together (cgroup), else address space per process (0: no limit)" }),
+  AGENTD_LIMIT_PROCESSES: spec({ schema: limit(16, 1024), default: '1024', meaning: "Processes and threads of a conversation's sandboxes (cgroup), else per agent user (0: no limit)" }),
+  AGENTD_LIMIT_FILE_MB: spec({ schema: limit(1, 4096), default: '4096', meaning: 'Largest file an agent process may write (RLIMIT_FSIZE; 0: no limit)' }),
+  AGENTD_LIMIT_TMP_MB: spec({ schema: limit(1, 1024), default: '1024', meaning: "Size of the sandbox's /tmp and of its /dev/shm, each a tmpfs (0: no size)" }),
+  AGENTD_LIMIT_WORKDIR_MB: spec({ schema: limit(1, 20_480), default: '20480', meaning: 'Disk usage of the workdir past which the running command is stopped (0: no limit)' }),
+  AGENTD_SANDBOX_CGROUPS: spec({ schema: boolText.default(true), default: 'true', meaning: 'false: never create cgroups (memory and processes limited per process only)' }),
+} satisfies Record<string, VariableSpec>;
+
+export type VariableName = keyof typeof VARIABLES;
+type Shape = { [K in VariableName]: (typeof VARIABLES)[K]['schema'] };
+
+export const EnvSchema = z.object(Object.fromEntries(Object.entries(VARIABLES).map(([name, variable]) => [name, variable.schema])) as Shape);

@@ -1,0 +1,65 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
+import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { WebhookReceiver } from './support/webhook-receiver.js';
+
+/**
+ * The README's "Using the API" examples, run in order by bash against a real server, as a new
+ * user would paste them. Only what would leave this machine is swapped: the LLM (a scripted
+ * fake on 127.0.0.1), the webhook URL (a receiver on 127.0.0.1), and streams get a time limit.
+ */
+const ROOT = path.resolve(import.meta.dirname, '..');
+const tools = ['bash', 'curl', 'jq'].filter((tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0);
+/** Answers an example may get by design: nothing to approve, a run already over or still going. */
+const EXPECTED_CONFLICTS = new Set(['no_pending_actions', 'run_not_active', 'run_in_progress']);
+
+let llm: FakeLlm;
+let receiver: WebhookReceiver;
+let server: SpawnedServer;
+let cwd: string;
+beforeAll(async () => {
+  if (tools.length > 0) return;
+  cwd = tempDir('agentd-readme-');
+  llm = await startFakeLlm([]);
+  receiver = await WebhookReceiver.start();
+  server = await spawnServer({ dataDir: path.join(cwd, 'data'), cwd });
+}, 30_000);
+afterAll(async () => {
+  server?.child.kill('SIGTERM');
+  await server?.exited;
+  await llm?.close();
+  await receiver?.close();
+});
+
+function readmeScript(): string {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('## Using the API'), readme.indexOf('\n## ', readme.indexOf('## Using the API') + 5));
+  const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!);
+  expect(blocks.length).toBeGreaterThanOrEqual(8);
+  const replaced = blocks
+    .join('\n')
+    .replaceAll('"api_key": "sk-..."', `"base_url": "${llm.url}", "api_key": "sk-readme"`)
+    .replaceAll('https://ci.example.com/agentd', receiver.url)
+    .replaceAll('curl -N ', 'curl -s -N --max-time 2 ')
+    .replaceAll('S=http://localhost:8000', `S=${server.url}`);
+  expect(replaced).not.toMatch(/<[a-z_]+>/); // no placeholder left for the user to fill in
+  return `set -u\n${replaced}\n`;
+}
+
+describe.skipIf(tools.length > 0)("the README's API examples", () => {
+  it('run in order, verbatim but for the LLM and webhook URLs, with no unexpected error', () => {
+    const result = spawnSync('bash', ['-c', readmeScript()], { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: cwd, AGENTD_KEY: TEST_KEY }, encoding: 'utf8', timeout: 120_000 });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stderr).toBe('');
+    const codes = [...result.stdout.matchAll(/"error":"([a-z_]+)"/g)].map((match) => match[1]!);
+    expect(codes.filter((code) => !EXPECTED_CONFLICTS.has(code)), result.stdout.slice(0, 4000)).toEqual([]);
+    // What the examples claim: the command ran in the directory they made, the file came back.
+    expect(result.stdout).toMatch(/"exit_code":0,"stdout":"[^"]*\/app\\napp\\nsrc\\n"/);
+    expect(fs.readFileSync(path.join(cwd, 'main-copy.py'), 'utf8')).toBe('print("hello")\n');
+    expect(result.stdout).toContain('{"names":["GITHUB_TOKEN","NPM_TOKEN"]}');
+    expect(llm.violations).toEqual([]);
+  }, 150_000);
+});
