@@ -208,6 +208,7 @@ describe('file_editor containment over the traversal corpus', () => {
     }
     expect(leaks).toEqual([]);
     expect(await fixture.outsideSnapshot()).toBe(before);
+    await fixture.assertDecoysIntact();
     expect(await readFile(fixture.canary, 'utf8')).toBe(CANARY_CONTENT);
   });
 });

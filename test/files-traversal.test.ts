@@ -123,6 +123,7 @@ describe('files routes: traversal corpus', () => {
     }
     expect(refusals).toEqual([]);
     expect(await fixture.outsideSnapshot()).toBe(outsideBefore);
+    await fixture.assertDecoysIntact();
     expect(await workdirSnapshot()).toEqual(insideBefore);
   });
 
@@ -145,6 +146,7 @@ describe('files routes: traversal corpus', () => {
     expect(requests).toBeGreaterThan(fixture.payloads.length);
     expect(refusals).toEqual([]);
     expect(await fixture.outsideSnapshot()).toBe(outsideBefore);
+    await fixture.assertDecoysIntact();
     expect(await workdirSnapshot()).toEqual(insideBefore);
   });
 

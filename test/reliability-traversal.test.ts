@@ -63,6 +63,7 @@ describe('traversal corpus beyond the file routes', () => {
     expect(wrong).toEqual([]);
     expect(fs.existsSync(marker)).toBe(false);
     expect(await fixture.outsideSnapshot()).toBe(outsideBefore);
+    await fixture.assertDecoysIntact();
     // Positive control: a cwd inside the workdir works.
     const inside = await api.post(`/conversations/${conversationId}/commands`, { command: 'pwd', cwd: 'src' });
     expect(inside.json().stdout.trim()).toBe(path.join(fixture.workdir, 'src'));
@@ -108,6 +109,7 @@ describe('traversal corpus beyond the file routes', () => {
     expect(llm.violations).toEqual([]);
     expect(llm.requests.some((request) => leaked(JSON.stringify(request.body)))).toBe(false);
     expect(await fixture.outsideSnapshot()).toBe(outsideBefore);
+    await fixture.assertDecoysIntact();
     expect(workdirSnapshot()).toEqual(insideBefore);
     expect(fs.readFileSync(fixture.canary, 'utf8')).toBe(CANARY_CONTENT);
   });

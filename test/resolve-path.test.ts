@@ -44,6 +44,7 @@ describe('resolveInWorkdir: traversal corpus', () => {
         }
         expect(accepted).toEqual([]);
         expect(await fixture.outsideSnapshot()).toBe(before);
+        await fixture.assertDecoysIntact();
         expect(await readFile(fixture.canary, 'utf8')).toBe(CANARY_CONTENT);
       });
     }
