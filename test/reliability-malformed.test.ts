@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
 import { apiClient } from './support/reliability.js';
 
@@ -103,7 +103,11 @@ function send(options: { method: string; path: string; body?: Buffer | string; h
 }
 
 /** Sends and records what is wrong with the answer: a 5xx, or an error without the contract's shape. */
+/** Set when a test ends (even by timing out): its loop of probes stops instead of running into the next test. */
+let stopped = false;
+
 async function probe(what: string, options: Parameters<typeof send>[0], expectStatus?: number): Promise<Sent> {
+  if (stopped) throw new Error('the test ended: no more probes');
   const response = await send(options);
   sent += 1;
   if (options.method === 'POST' && options.path === '/conversations' && response.status === 201) created += 1;
@@ -189,13 +193,23 @@ afterAll(async () => {
   for (const dir of dataDirs) fs.rmSync(dir, { recursive: true, force: true });
 });
 
+/** These tests send hundreds of requests each: their own budget, not vitest's 30 s default. */
+const PROBE_BUDGET_MS = 180_000;
+
+beforeEach(() => {
+  stopped = false;
+});
+afterEach(() => {
+  stopped = true;
+});
+
 describe('malformed input never gets a 5xx, always gets the error shape, and never stops the server', () => {
   it('covers every JSON route of the OpenAPI document', () => {
     const jsonRoutes = operations.filter((operation) => operation.jsonBody).map((operation) => operation.operationId);
     expect(jsonRoutes.sort()).toEqual(Object.keys(BASE_BODIES).sort());
   });
 
-  it('JSON bodies: missing fields, wrong types, 5 MB strings, deep nesting, invalid UTF-8', async () => {
+  it('JSON bodies: missing fields, wrong types, 5 MB strings, deep nesting, invalid UTF-8', { timeout: PROBE_BUDGET_MS }, async () => {
     for (const operation of operations.filter((op) => op.jsonBody)) {
       const path = pathOf(operation);
       const json = { 'content-type': 'application/json' };
@@ -206,7 +220,7 @@ describe('malformed input never gets a 5xx, always gets the error shape, and nev
     expect(sent).toBeGreaterThan(500);
   });
 
-  it('every body-taking route: wrong content types, empty bodies, bodies past the limit (413)', async () => {
+  it('every body-taking route: wrong content types, empty bodies, bodies past the limit (413)', { timeout: PROBE_BUDGET_MS }, async () => {
     const withBodies = operations.filter((op) => ['POST', 'PUT', 'DELETE', 'PATCH'].includes(op.method));
     expect(withBodies.length).toBeGreaterThan(10);
     for (const operation of withBodies) {
@@ -231,7 +245,7 @@ describe('malformed input never gets a 5xx, always gets the error shape, and nev
     expect(failures).toEqual([]);
   });
 
-  it('query strings: huge, repeated, many, odd parameters; past the header limit: 431', async () => {
+  it('query strings: huge, repeated, many, odd parameters; past the header limit: 431', { timeout: PROBE_BUDGET_MS }, async () => {
     for (const operation of operations.filter((op) => op.query.length > 0)) {
       // A stream on the conversation would stay open: aim the stream routes at an unknown conversation.
       const path = operation.route.endsWith('/stream') ? operation.route.replace('{id}', randomUUID()) : pathOf(operation);
@@ -253,7 +267,7 @@ describe('malformed input never gets a 5xx, always gets the error shape, and nev
     expect(failures).toEqual([]);
   });
 
-  it('bytes that are not valid HTTP: 400 in the error shape', async () => {
+  it('bytes that are not valid HTTP: 400 in the error shape', { timeout: PROBE_BUDGET_MS }, async () => {
     const garbage = [
       'GET /info HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n',
       'GET /info HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n',
@@ -279,6 +293,9 @@ describe('malformed input never gets a 5xx, always gets the error shape, and nev
 
   it('a refused request changes nothing', async () => {
     const api = apiClient(server.url);
+    // A file the test made, not a system path: a workdir that is not a directory.
+    const notADirectory = `${dataDirs[1]!}/not-a-directory.txt`;
+    fs.writeFileSync(notADirectory, 'a file\n');
     const count = async () => (await api.get('/conversations/count')).json().count as number;
     const before = await count();
     // No LLM anywhere, so the initial message cannot start a run: 422, and no conversation.
@@ -289,7 +306,7 @@ describe('malformed input never gets a 5xx, always gets the error shape, and nev
     const target = (await api.post('/conversations', { llm: { model: 'm', temperature: 0.1 }, title: 'kept' })).json().id as string;
     created += 1;
     const unchanged = (await api.get(`/conversations/${target}`)).text;
-    for (const body of [{ llm: { temperature: 0.9 }, title: 'changed', workdir: 'relative' }, { llm: { model: 'other' }, max_iterations_per_run: 7, workdir: '/etc/passwd' }]) {
+    for (const body of [{ llm: { temperature: 0.9 }, title: 'changed', workdir: 'relative' }, { llm: { model: 'other' }, max_iterations_per_run: 7, workdir: notADirectory }]) {
       expect((await api.request('PUT', `/conversations/${target}/config`, body)).status, JSON.stringify(body)).toBe(422);
       expect((await api.get(`/conversations/${target}`)).text).toBe(unchanged);
     }

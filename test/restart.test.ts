@@ -57,7 +57,7 @@ afterEach(async () => {
 });
 
 describe('restart after kill -9', () => {
-  it('brings back every conversation and every event byte-identical, including those acknowledged mid-burst', async () => {
+  it('brings back every conversation and every event byte-identical, including those acknowledged mid-burst', { timeout: 120_000 }, async () => {
     const dir = dataDir('agentd-restart-');
     const first = await spawn(dir);
 
