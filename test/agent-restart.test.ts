@@ -73,20 +73,29 @@ describe('tool state across a restart', () => {
     const dataDir = tempDir();
     server = await spawnServer({ dataDir });
     const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'plan' }) });
-    const waitIdle = async () => {
+    const observations = async () => (await api(`/conversations/${created.id}/events?kind=observation`)).items;
+    /** Until the conversation is idle with `count` observations: the run that makes them has ended. */
+    const waitFor = async (count: number) => {
       const until = Date.now() + 15_000;
-      while ((await api(`/conversations/${created.id}`)).status !== 'idle' && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+      while (Date.now() < until) {
+        if ((await api(`/conversations/${created.id}`)).status === 'idle' && (await observations()).length === count) return;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      throw new Error(`no idle conversation with ${count} observations within 15 s`);
     };
-    await waitIdle();
+    await waitFor(1);
     server.child.kill('SIGKILL');
     await server.exited;
     server = await spawnServer({ dataDir });
-    await fetch(`${server.url}/conversations/${created.id}/messages`, { method: 'POST', headers: auth, body: JSON.stringify({ content: 'show the plan' }) });
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    await waitIdle();
-    const events = (await api(`/conversations/${created.id}/events?kind=observation`)).items;
-    expect(events.at(-1).content).toContain('write code');
-    expect(events.at(-1).content).toContain('test it');
+    const sent = await fetch(`${server.url}/conversations/${created.id}/messages`, { method: 'POST', headers: auth, body: JSON.stringify({ content: 'show the plan' }) });
+    expect(sent.status).toBe(202);
+    await waitFor(2);
+    // The second run's own observation: the `view` made after the restart shows the plan made before it.
+    const [planned, viewed] = await observations();
+    expect(viewed.tool_call_id).not.toBe(planned.tool_call_id);
+    expect((await api(`/conversations/${created.id}/events?kind=action`)).items.at(-1)).toMatchObject({ tool_call_id: viewed.tool_call_id, arguments: { command: 'view' } });
+    expect(viewed.content).toContain('write code');
+    expect(viewed.content).toContain('test it');
   });
 });
 
