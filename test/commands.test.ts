@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type TestServer } from './support/agentd.js';
+import { expectError } from './support/expect-error.js';
 
 let server: TestServer;
 let id: string;
@@ -50,7 +51,7 @@ describe('POST /conversations/{id}/commands', () => {
       expect(body.error).toBeTypeOf('string');
     }
     fs.symlinkSync('/tmp', path.join(workdir, 'escape'));
-    expect((await run({ command: 'pwd', cwd: 'escape' })).status).toBe(403);
+    expectError(await run({ command: 'pwd', cwd: 'escape' }), { status: 403, error: 'path_outside_workdir', message: /^Path "escape" is not allowed: it goes through a / });
   });
 
   it('has the secrets in the environment, masks them, and inherits nothing of the server', async () => {
@@ -77,9 +78,9 @@ describe('POST /conversations/{id}/commands', () => {
   });
 
   it('validates input and 404s an unknown conversation', async () => {
-    expect((await run({})).status).toBe(400);
-    expect((await run({ command: 'true', timeout_s: -1 })).status).toBe(400);
-    expect((await run({ command: 'true' }, '00000000-0000-4000-8000-000000000000')).status).toBe(404);
+    expectError(await run({}), { status: 400, error: 'validation_error', message: /^Invalid body at command: Invalid input: expected/ });
+    expectError(await run({ command: 'true', timeout_s: -1 }), { status: 400, error: 'validation_error', message: /^Invalid body at timeout_s: Too small: expected n/ });
+    expectError(await run({ command: 'true' }, '00000000-0000-4000-8000-000000000000'), { status: 404, error: 'conversation_not_found', message: /^No conversation with id [0-9a-f-]+\./ });
   });
 });
 

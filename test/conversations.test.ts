@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, tempDir, TEST_KEY, type TestServer } from './support/agentd.js';
+import { expectError } from './support/expect-error.js';
 
 const API_KEY = 'sk-test-very-secret-llm-key-7f3a9c';
 const ENV_API_KEY = 'sk-env-default-secret-key-51d2e8';
@@ -95,7 +96,7 @@ describe('POST /conversations', () => {
   it('refuses a workdir that is a file with 422', async () => {
     const file = path.join(tempDir(), 'a-file');
     fs.writeFileSync(file, 'x');
-    expect((await call('POST', '/conversations', { workdir: file })).status).toBe(422);
+    expectError(await call('POST', '/conversations', { workdir: file }), { status: 422, error: 'invalid_workdir', message: /not a directory/ });
   });
 
   it('refuses an unknown tool with 422 naming it', async () => {
@@ -128,7 +129,7 @@ describe('GET /conversations/{id}, list and count', () => {
     const unknown = randomUUID();
     const missing = await call('GET', `/conversations/${unknown}`);
     expect(missing).toMatchObject({ status: 404, body: { error: 'conversation_not_found', details: { id: unknown } } });
-    expect((await call('GET', '/conversations/not-a-uuid')).status).toBe(400);
+    expectError(await call('GET', '/conversations/not-a-uuid'), { status: 400, error: 'validation_error', message: /id: Invalid UUID/ });
   });
 
   it('filters by status, sorts by created_at / updated_at both ways, and counts', async () => {
@@ -165,8 +166,8 @@ describe('GET /conversations/{id}, list and count', () => {
       expect((await call('GET', '/conversations/count', undefined, own)).body).toEqual({ count: 6 });
       expect((await call('GET', '/conversations/count?status=finished', undefined, own)).body).toEqual({ count: 2 });
       expect((await call('GET', '/conversations/count?status=idle', undefined, own)).body).toEqual({ count: 4 });
-      expect((await call('GET', '/conversations/count?status=bogus', undefined, own)).status).toBe(400);
-      expect((await call('GET', '/conversations?sort=title', undefined, own)).status).toBe(400);
+      expectError(await call('GET', '/conversations/count?status=bogus', undefined, own), { status: 400, error: 'validation_error', message: /at status/ });
+      expectError(await call('GET', '/conversations?sort=title', undefined, own), { status: 400, error: 'validation_error', message: /at sort/ });
     } finally {
       await own.close();
     }
@@ -198,10 +199,10 @@ describe('PUT /conversations/{id}/config', () => {
     expect(await call('PUT', `/conversations/${created.id}/config`, { llm: { temperature: 1 } })).toMatchObject({ status: 422, body: { error: 'llm_model_required' } });
     const set = await call('PUT', `/conversations/${created.id}/config`, { llm: { model: 'm', api_key: API_KEY } });
     expect(set.body.llm).toMatchObject({ model: 'm', api_key: '**********' });
-    expect((await call('PUT', `/conversations/${created.id}/config`, { max_iterations_per_run: 0 })).status).toBe(400);
-    expect((await call('PUT', `/conversations/${created.id}/config`, { tools: ['bash'] })).status).toBe(400);
-    expect((await call('PUT', `/conversations/${created.id}/config`, { workdir: 'relative' })).status).toBe(422);
-    expect((await call('PUT', `/conversations/${randomUUID()}/config`, { title: 'x' })).status).toBe(404);
+    expectError(await call('PUT', `/conversations/${created.id}/config`, { max_iterations_per_run: 0 }), { status: 400, error: 'validation_error', message: /max_iterations_per_run/ });
+    expectError(await call('PUT', `/conversations/${created.id}/config`, { tools: ['bash'] }), { status: 400, error: 'validation_error', message: /Unrecognized key: "tools"/ });
+    expectError(await call('PUT', `/conversations/${created.id}/config`, { workdir: 'relative' }), { status: 422, error: 'invalid_workdir', message: /must be an absolute path/ });
+    expectError(await call('PUT', `/conversations/${randomUUID()}/config`, { title: 'x' }), { status: 404, error: 'conversation_not_found', message: /No conversation with id/ });
   });
 
   it('keeps API keys out of the data dir in plain text', async () => {
@@ -219,8 +220,8 @@ describe('logs', () => {
     try {
       const created = (await call('POST', '/conversations', { llm: { model: 'm', api_key: API_KEY } }, own)).body;
       await call('PUT', `/conversations/${created.id}/config`, { llm: { api_key: API_KEY } }, own);
-      expect((await call('POST', '/conversations', { llm: { model: 'm', api_key: API_KEY, temperature: 9 } }, own)).status).toBe(400);
-      expect((await call('POST', '/conversations', { llm: { model: 'm', api_key: API_KEY }, workdir: 'relative' }, own)).status).toBe(422);
+      expectError(await call('POST', '/conversations', { llm: { model: 'm', api_key: API_KEY, temperature: 9 } }, own), { status: 400, error: 'validation_error', message: /llm\.temperature/ });
+      expectError(await call('POST', '/conversations', { llm: { model: 'm', api_key: API_KEY }, workdir: 'relative' }, own), { status: 422, error: 'invalid_workdir', message: /must be an absolute path/ });
       await call('POST', '/conversations', {}, own);
       await own.app.inject({ method: 'GET', url: `/events/stream?after_seq=-1&access_token=${TEST_KEY}` });
       await own.app.inject({ method: 'GET', url: '/info', headers: { authorization: `Bearer ${API_KEY}` } });
@@ -248,12 +249,12 @@ describe('DELETE /conversations/{id}', () => {
     expect(fs.existsSync(clientDir)).toBe(true);
 
     for (const id of [kept.id, removed.id, clients.id]) {
-      expect((await call('GET', `/conversations/${id}`)).status).toBe(404);
-      expect((await call('GET', `/conversations/${id}/events`)).status).toBe(404);
+      expectError(await call('GET', `/conversations/${id}`), { status: 404, error: 'conversation_not_found', message: /No conversation with id/ });
+      expectError(await call('GET', `/conversations/${id}/events`), { status: 404, error: 'conversation_not_found', message: /No conversation with id/ });
       expect(fs.existsSync(path.join(server.dataDir, 'conversations', id))).toBe(false);
     }
-    expect((await call('DELETE', `/conversations/${kept.id}`)).status).toBe(404);
-    expect((await call('DELETE', `/conversations/${randomUUID()}?delete_workdir=maybe`)).status).toBe(400);
+    expectError(await call('DELETE', `/conversations/${kept.id}`), { status: 404, error: 'conversation_not_found', message: /No conversation with id/ });
+    expectError(await call('DELETE', `/conversations/${randomUUID()}?delete_workdir=maybe`), { status: 400, error: 'validation_error', message: /delete_workdir/ });
   });
 });
 

@@ -1,9 +1,9 @@
 import { PassThrough } from 'node:stream';
-import { execFileSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { spawnServer, startServer, tempDir, TEST_KEY, type SpawnedServer, type TestServer } from './support/agentd.js';
 import { connectSse } from './support/sse-client.js';
+import { processAlive, waitForProcess } from './support/processes.js';
 
 const json = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
 let server: TestServer | undefined;
@@ -78,7 +78,8 @@ describe('graceful shutdown', () => {
     const sse = await connectSse(`${spawned.url}/conversations/${id}/events/stream`, { authorization: `Bearer ${TEST_KEY}` });
     await fetch(`${spawned.url}/conversations/${id}/messages`, { method: 'POST', headers: json, body: JSON.stringify({ content: 'sleep' }) });
     await sse.waitFor((messages) => messages.some((message) => message.event === 'action'));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The tool is running: its process exists before the signal.
+    await waitForProcess(marker);
 
     const started = Date.now();
     spawned.child.kill('SIGTERM');
@@ -90,7 +91,7 @@ describe('graceful shutdown', () => {
     expect(observation.tool_name).toBe('bash');
     expect(observation.content).toContain('Interrupted');
     expect(events.filter((event) => event.kind === 'state_update').at(-1)).toMatchObject({ status: 'paused' });
-    expect(() => execFileSync('pgrep', ['-f', marker])).toThrow();
+    expect(processAlive(marker)).toBe(false);
 
     spawned = await spawnServer({ dataDir });
     const after = await fetch(`${spawned.url}/conversations/${id}`, { headers: json });

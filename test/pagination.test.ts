@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NewEvent } from '../src/core/schemas/event.js';
 import { startServer, type TestServer } from './support/agentd.js';
+import { expectError } from './support/expect-error.js';
 
 interface Item {
   id: string;
@@ -160,7 +161,7 @@ describe('event list', () => {
     expect(await count('?source=agent&after_seq=100')).toBe(events.filter((e) => e.source === 'agent' && e.seq! > 100).length);
     expect(await count(`?since=${events[200]!.timestamp}`)).toBe(events.filter((e) => e.timestamp! >= events[200]!.timestamp!).length);
     expect(await count('?kind=condensation')).toBe(0);
-    expect((await get(`/conversations/${randomUUID()}/events/count`)).status).toBe(404);
+    expectError(await get(`/conversations/${randomUUID()}/events/count`), { status: 404, error: 'conversation_not_found', message: /^No conversation with id [0-9a-f-]+\./ });
   });
 
   it('gets an event by id; 404 for an unknown id or another conversation\'s event', async () => {
@@ -169,9 +170,9 @@ describe('event list', () => {
     const unknown = await get(`/conversations/${eventConversation}/events/${randomUUID()}`);
     expect(unknown).toMatchObject({ status: 404, body: { error: 'event_not_found' } });
     const foreign = (await get(`/conversations/${otherConversation}/events`)).body.items[0];
-    expect((await get(`/conversations/${eventConversation}/events/${foreign.id}`)).status).toBe(404);
-    expect((await get(`/conversations/${randomUUID()}/events/${event.id}`)).status).toBe(404);
-    expect((await get(`/conversations/${eventConversation}/events/not-a-uuid`)).status).toBe(400);
+    expectError(await get(`/conversations/${eventConversation}/events/${foreign.id}`), { status: 404, error: 'event_not_found', message: /^No event with id [0-9a-f-]+\./ });
+    expectError(await get(`/conversations/${randomUUID()}/events/${event.id}`), { status: 404, error: 'conversation_not_found', message: /^No conversation with id [0-9a-f-]+\./ });
+    expectError(await get(`/conversations/${eventConversation}/events/not-a-uuid`), { status: 400, error: 'validation_error', message: /^Invalid params at event_id: Invalid UUID\./ });
   });
 });
 
@@ -211,6 +212,6 @@ describe('bad paging input', () => {
   );
 
   it.each(['limit=0', 'limit=1001', 'order=up', 'status=sleeping'])('conversation list: %s → 400', async (query) => {
-    expect((await get(`/conversations?${query}`)).status).toBe(400);
+    expectError(await get(`/conversations?${query}`), { status: 400, error: 'validation_error', message: /^Invalid querystring at / });
   });
 });

@@ -6,6 +6,7 @@ import { retryDelayMs } from '../src/core/webhooks/retry-policy.js';
 import { signatureHeader } from '../src/core/webhooks/webhook-signature.js';
 import { startServer, type TestServer } from './support/agentd.js';
 import { WebhookReceiver, type ReceivedWebhook, type Reply } from './support/webhook-receiver.js';
+import { expectError } from './support/expect-error.js';
 
 const FAST_RETRIES = { AGENTD_WEBHOOK_RETRY_BASE_MS: '20', AGENTD_WEBHOOK_RETRY_MAX_MS: '100', AGENTD_WEBHOOK_TIMEOUT_S: '5', AGENTD_WEBHOOK_RETRY_WINDOW_S: '60' };
 const WHSEC = `whsec_${Buffer.from('a 32-byte signing key for tests!').toString('base64')}`;
@@ -97,12 +98,12 @@ describe('POST/GET/DELETE /conversations/{id}/callbacks', () => {
     for (const url of ['ftp://127.0.0.1/x', 'not a url', 'file:///etc/passwd']) {
       expect((await call('POST', `/conversations/${id}/callbacks`, { url })).body.error, url).toBe('invalid_callback_url');
     }
-    expect((await call('POST', `/conversations/${id}/callbacks`, { url: 'http://127.0.0.1:9', secret: 'whsec_not base64!' })).status).toBe(422);
-    expect((await call('POST', `/conversations/${id}/callbacks`, { url: 'http://127.0.0.1:9', events: ['message_delta'] })).status).toBe(400);
-    expect((await call('POST', `/conversations/${id}/callbacks`, { url: 'http://127.0.0.1:9', extra: 1 })).status).toBe(400);
-    expect((await call('POST', '/conversations/00000000-0000-4000-8000-000000000000/callbacks', { url: 'http://127.0.0.1:9' })).status).toBe(404);
+    expectError(await call('POST', `/conversations/${id}/callbacks`, { url: 'http://127.0.0.1:9', secret: 'whsec_not base64!' }), { status: 422, error: 'invalid_callback_secret', message: /^A secret starting with `whsec_` must continue wi/ });
+    expectError(await call('POST', `/conversations/${id}/callbacks`, { url: 'http://127.0.0.1:9', events: ['message_delta'] }), { status: 400, error: 'validation_error', message: /^Invalid body at events\.0: Invalid option: expect/ });
+    expectError(await call('POST', `/conversations/${id}/callbacks`, { url: 'http://127.0.0.1:9', extra: 1 }), { status: 400, error: 'validation_error', message: /^Invalid body: Unrecognized key: "extra"\./ });
+    expectError(await call('POST', '/conversations/00000000-0000-4000-8000-000000000000/callbacks', { url: 'http://127.0.0.1:9' }), { status: 404, error: 'conversation_not_found', message: /^No conversation with id [0-9a-f-]+\./ });
     expect((await call('DELETE', `/conversations/${id}/callbacks/00000000-0000-4000-8000-000000000000`)).body.error).toBe('callback_not_found');
-    expect((await call('POST', `/conversations/${id}/callbacks/00000000-0000-4000-8000-000000000000/enable`)).status).toBe(404);
+    expectError(await call('POST', `/conversations/${id}/callbacks/00000000-0000-4000-8000-000000000000/enable`), { status: 404, error: 'callback_not_found', message: /^No callback with id [0-9a-f-]+\./ });
   });
 });
 
@@ -209,7 +210,7 @@ describe('delivery', () => {
     say(id, 'y');
     await failing.waitFor(() => failing.requests.length >= 4, 'some retries');
     expect((await call('DELETE', `/conversations/${id}/callbacks/${created.body.id}`)).status).toBe(204);
-    expect((await call('GET', `/conversations/${id}/callbacks/${created.body.id}/deliveries`)).status).toBe(404);
+    expectError(await call('GET', `/conversations/${id}/callbacks/${created.body.id}/deliveries`), { status: 404, error: 'callback_not_found', message: /^No callback with id [0-9a-f-]+\./ });
     expect((await call('GET', `/conversations/${id}/callbacks`)).body.items.map((item: { id: string }) => item.id)).toEqual([other.body.id]);
 
     expect((await call('DELETE', `/conversations/${id}`)).status).toBe(204);

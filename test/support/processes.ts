@@ -1,11 +1,30 @@
-import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 
-/** Whether any process's command line matches the pattern (pgrep -f). */
+/**
+ * Whether any process's command line contains `pattern`, read from /proc directly: unlike a
+ * `pgrep` that is missing or fails, this cannot answer "no" without having looked.
+ */
 export function processAlive(pattern: string): boolean {
-  try {
-    execFileSync('pgrep', ['-f', pattern]);
-    return true;
-  } catch {
-    return false;
+  const pids = fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name));
+  if (pids.length === 0) throw new Error('/proc lists no process: cannot tell whether one is alive');
+  for (const pid of pids) {
+    if (Number(pid) === process.pid) continue;
+    let commandLine: string;
+    try {
+      commandLine = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+    } catch {
+      continue; // gone meanwhile
+    }
+    if (commandLine.includes(pattern)) return true;
+  }
+  return false;
+}
+
+/** Waits (bounded) until a process whose command line contains `pattern` exists. */
+export async function waitForProcess(pattern: string, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!processAlive(pattern)) {
+    if (Date.now() > until) throw new Error(`no process matching ${JSON.stringify(pattern)} within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
