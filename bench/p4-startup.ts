@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Benchmark } from './support/benchmark.js';
 import { populate } from './support/populate.js';
 import { CLI, memoryOf, startProcess } from './support/processes.js';
-import { fmt, median, megabytes, ratio } from './support/stats.js';
+import { fmt, median, megabytes, ratio, spread } from './support/stats.js';
 
 const EVENTS_PER_CONVERSATION = 10;
 
@@ -17,7 +17,7 @@ export const p4Startup: Benchmark = {
   measures: 'time from spawning `node dist/cli.js` to the first `/health` 200, and its RSS, with 10,000 conversations on disk versus an empty data dir.',
   async run({ quick, tmp }) {
     const conversations = quick ? 2_000 : 10_000;
-    const rounds = quick ? 2 : 3;
+    const rounds = 3;
     const dataDir = path.join(tmp, 'full');
     const started = performance.now();
     await populate({ dataDir, conversations, eventsPerConversation: EVENTS_PER_CONVERSATION, secretNames: 'shared' });
@@ -32,14 +32,14 @@ export const p4Startup: Benchmark = {
     const row = (label: string, starts: Start[], base: Start[]) => {
       const ready = median(starts.map((start) => start.readyMs));
       const rss = median(starts.map((start) => start.rss));
-      return [label, fmt(ready), fmt(Math.min(...starts.map((start) => start.readyMs))), megabytes(rss), megabytes(median(starts.map((start) => start.peak))), ratio(ready, median(base.map((start) => start.readyMs))), ratio(rss, median(base.map((start) => start.rss)))];
+      return [label, spread(starts.map((start) => start.readyMs)), fmt(Math.min(...starts.map((start) => start.readyMs))), megabytes(rss), megabytes(median(starts.map((start) => start.peak))), ratio(ready, median(base.map((start) => start.readyMs))), ratio(rss, median(base.map((start) => start.rss)))];
     };
     const n = conversations.toLocaleString('en-US');
     return {
       sizes: `${n} conversations of ${EVENTS_PER_CONVERSATION} events each (with an LLM key and a secret, sealed); median of ${rounds} starts`,
       tables: [
         {
-          columns: ['data dir', 'ready ms (median)', 'ready ms (best)', 'RSS MiB', 'peak RSS MiB', 'time vs empty', 'RSS vs empty'],
+          columns: ['data dir', 'ready ms: median (min–max)', 'ready ms (best)', 'RSS MiB', 'peak RSS MiB', 'time vs empty', 'RSS vs empty'],
           rows: [row('baseline: empty', empty, empty), row(`${n} conversations`, full, empty)],
         },
       ],

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Benchmark } from './support/benchmark.js';
 import { CLI, ROOT, memoryOf, startProcess } from './support/processes.js';
-import { fmt, median, megabytes, ratio } from './support/stats.js';
+import { fmt, median, megabytes, ratio, spread } from './support/stats.js';
 
 const BINARY = path.join(ROOT, 'dist', 'agentd');
 const BUILD_SCRIPT = path.join(ROOT, 'scripts', 'build-binary.mjs');
@@ -45,10 +45,10 @@ export const p7Binary: Benchmark = {
     const ready = starts.map((list) => median(list.map((start) => start.readyMs)));
     const rss = starts.map((list) => median(list.map((start) => start.rss)));
     const version = versions.map((list) => median(list));
-    const rows = programs.map((program, i) => [program.label, fmt(ready[i]!), ratio(ready[i]!, ready[0]!), megabytes(rss[i]!), ratio(rss[i]!, rss[0]!), fmt(version[i]!), ratio(version[i]!, version[0]!)]);
+    const rows = programs.map((program, i) => [program.label, spread(starts[i]!.map((start) => start.readyMs)), ratio(ready[i]!, ready[0]!), megabytes(rss[i]!), ratio(rss[i]!, rss[0]!), fmt(version[i]!), ratio(version[i]!, version[0]!)]);
     return {
       sizes,
-      tables: [{ columns: ['program', 'to /alive ms', 'vs node', 'RSS MiB', 'vs node', '`--version` ms', 'vs node'], rows }],
+      tables: [{ columns: ['program', 'to /alive ms: median (min–max)', 'vs node', 'RSS MiB', 'vs node', '`--version` ms', 'vs node'], rows }],
       notes: [
         `The single executable answers \`/alive\` ${ratio(ready[1]!, ready[0]!)} as long after spawn as \`node dist/cli.js\` (${fmt(ready[1]!)} ms vs ${fmt(ready[0]!)} ms); \`--version\` (start, load, exit) isolates the module loading.`,
         `Binary: ${megabytes(fs.statSync(binary.path).size)} MiB${binary.built ? `, built in ${fmt(binary.buildMs / 1000)} s for this run (dist/agentd was missing or older than its sources)` : ''}.`,

@@ -4,7 +4,7 @@
  * reads, and one that never reads while 10 MB of large messages go by. 0 errors; every subscriber
  * gets every event once, in order, byte for byte; every run finishes; the stalled subscriber is
  * cut off (or left behind) while the others complete. Times are printed, never asserted.
- * Default: 40 conversations × 10 steps; `AGENTD_HEAVY_TESTS=1`: 100 × 20.
+ * Default: 100 conversations × 20 steps; `AGENTD_HEAVY_TESTS=1`: 200 × 25.
  */
 import fs from 'node:fs';
 import http from 'node:http';

@@ -60,6 +60,13 @@ export function ratio(measured: number, baseline: number): string {
   return `×${fmt(measured / baseline)}`;
 }
 
+/** The spread of a figure over rounds: `median (min–max)`, so one run's noise shows. */
+export function spread(samples: readonly number[], format: (value: number) => string = fmt): string {
+  if (samples.length === 0) return '–';
+  const { min, p50, max } = summarize(samples);
+  return samples.length === 1 ? format(p50) : `${format(p50)} (${format(min)}–${format(max)})`;
+}
+
 export function megabytes(bytes: number): string {
   return fmt(bytes / 1024 / 1024);
 }
