@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { connectSse } from './support/sse-client.js';
+import { expectError } from './support/expect-error.js';
 
 let harness: AgentHarness;
 afterEach(async () => harness?.close());
@@ -16,7 +17,7 @@ describe('run control', () => {
     let conversation = await harness.waitForStatus(id, ['waiting_for_confirmation']);
     expect(conversation.pending_actions).toHaveLength(1);
     expect(conversation.pending_actions[0]).toMatchObject({ tool_name: 'file_editor', arguments: { path: 'a.txt' } });
-    expect((await harness.post(`/conversations/${id}/run`)).status).toBe(409);
+    expectError(await harness.post(`/conversations/${id}/run`), { status: 409, error: 'confirmation_pending', message: /^Actions are waiting for confirmation: approve or/ });
 
     const approved = await harness.post(`/conversations/${id}/approve`);
     expect(approved.status).toBe(202);
@@ -33,7 +34,7 @@ describe('run control', () => {
     const toolMessages = last.messages.filter((message: any) => message.role === 'tool');
     expect(toolMessages.at(-1).content).toBe('The user rejected this action: not b. It was not executed.');
     expect(harness.llm.violations).toEqual([]);
-    expect((await harness.post(`/conversations/${id}/approve`)).status).toBe(409);
+    expectError(await harness.post(`/conversations/${id}/approve`), { status: 409, error: 'no_pending_actions', message: /^No actions are waiting for confirmation\./ });
   });
 
   it('pause aborts a hanging LLM request within seconds; run continues after', async () => {

@@ -4,6 +4,7 @@ import { DEFAULT_AGENT_PATH } from '../src/config-variables.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { startServer, type TestServer } from './support/agentd.js';
 import { WebhookReceiver } from './support/webhook-receiver.js';
+import { expectError } from './support/expect-error.js';
 
 /** What a new user runs into first: empty bodies, 415s, webhook history, the agent's PATH, LLM failures in the log. */
 let server: TestServer | undefined;
@@ -39,8 +40,8 @@ describe('an empty JSON body where the body is optional', () => {
     expect(run.body.error).not.toMatch(/json|validation/);
     expect([202, 422]).toContain(run.status);
     // Nothing pending: 409 from the state, not 400 from the body.
-    expect((await call('POST', `/conversations/${id}/approve`, { type: JSON_TYPE, body: '' })).status).toBe(409);
-    expect((await call('POST', `/conversations/${id}/reject`, { type: JSON_TYPE, body: '' })).status).toBe(409);
+    expectError(await call('POST', `/conversations/${id}/approve`, { type: JSON_TYPE, body: '' }), { status: 409, error: 'no_pending_actions', message: /^No actions are waiting for confirmation\./ });
+    expectError(await call('POST', `/conversations/${id}/reject`, { type: JSON_TYPE, body: '' }), { status: 409, error: 'no_pending_actions', message: /^No actions are waiting for confirmation\./ });
     expect((await call('POST', `/conversations/${id}/dirs/a/b`, { type: JSON_TYPE, body: '' })).status).toBeLessThan(300);
 
     const receiver = await WebhookReceiver.start();
@@ -53,7 +54,7 @@ describe('an empty JSON body where the body is optional', () => {
     expect(missing.status).toBe(400);
     expect(missing.body).toMatchObject({ error: 'validation_error' });
     expect(missing.body.message).toMatch(/body/i);
-    expect((await call('POST', `/conversations/${id}/confirmation`, { type: JSON_TYPE, body: '  ' })).status).toBe(400);
+    expectError(await call('POST', `/conversations/${id}/confirmation`, { type: JSON_TYPE, body: '  ' }), { status: 400, error: 'validation_error', message: /^Invalid body: Invalid input: expected object, re/ });
   });
 });
 
