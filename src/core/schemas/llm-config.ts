@@ -64,7 +64,12 @@ export function normalizeLlmConfig(input: LlmConfigInput): LlmConfig {
   };
 }
 
-/** Merge a partial update into a config: fields the client sent replace, others stay. */
+/**
+ * Merge a partial update into a config: fields the client sent replace, others stay. A key never
+ * follows the endpoint to a new address: when the update changes `base_url` without giving
+ * `api_key`, the key (the conversation's, or the server's default) is dropped rather than sent to
+ * a URL it was never meant for.
+ */
 export function mergeLlmConfig(current: LlmConfig | null, update: LlmConfigInput): LlmConfig {
   const next = normalizeLlmConfig(update);
   if (!current) return next;
@@ -72,6 +77,7 @@ export function mergeLlmConfig(current: LlmConfig | null, update: LlmConfigInput
   for (const key of Object.keys(update) as (keyof LlmConfigInput)[]) {
     (merged as Record<string, unknown>)[key] = next[key];
   }
+  if (update.base_url !== undefined && next.base_url !== current.base_url && update.api_key === undefined) merged.api_key = null;
   return merged;
 }
 
