@@ -48,8 +48,26 @@ describe('secrets', () => {
     const removed = await fetch(`${harness.server.url}/conversations/${id}/secrets/OTHER`, { method: 'DELETE', headers: harness.server.auth });
     expect(removed.status).toBe(204);
     expect((await harness.get(`/conversations/${id}/secrets`)).body).toEqual({ names: ['API_TOKEN'] });
-    const missing = await fetch(`${harness.server.url}/conversations/${id}/secrets/NOPE`, { method: 'DELETE', headers: harness.server.auth });
-    expect(missing.status).toBe(404);
+    // Never set, including names every plain object inherits: 404, and nothing else goes.
+    for (const name of ['NOPE', 'toString', 'constructor', 'hasOwnProperty', '__proto__']) {
+      const missing = await fetch(`${harness.server.url}/conversations/${id}/secrets/${name}`, { method: 'DELETE', headers: harness.server.auth });
+      expect(missing.status, name).toBe(404);
+      expect(await missing.json(), name).toMatchObject({ error: 'secret_not_found' });
+    }
+    expect((await harness.get(`/conversations/${id}/secrets`)).body).toEqual({ names: ['API_TOKEN'] });
+  });
+
+  it('refuses a secret named __proto__ (it would be silently dropped) on create and on PUT', async () => {
+    harness = await startAgentHarness();
+    const json = { ...harness.server.auth, 'content-type': 'application/json' };
+    // The raw JSON text: JSON.stringify of an object literal cannot carry an own __proto__ key.
+    const put = await fetch(`${harness.server.url}/conversations/${await harness.createConversation()}/secrets`, { method: 'PUT', headers: json, body: '{"secrets": {"__proto__": "hidden-value-1", "FINE": "v"}}' });
+    expect(put.status).toBe(400);
+    expect(await put.json()).toMatchObject({ error: 'invalid_json', message: expect.stringContaining('__proto__') });
+    // Spelled with escapes, it is the same key once parsed.
+    const created = await fetch(`${harness.server.url}/conversations`, { method: 'POST', headers: json, body: '{"secrets": {"\\u005f_proto__": "hidden-value-2"}}' });
+    expect(created.status).toBe(400);
+    expect(await created.json()).toMatchObject({ error: 'invalid_json' });
   });
 
   it('rejects invalid secret names and keeps secrets across a restart', async () => {

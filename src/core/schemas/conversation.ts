@@ -37,7 +37,11 @@ export const NewSandboxSettings = z
   .meta({ id: 'NewSandboxSettings' });
 const Title = z.string().max(500);
 const MaxIterations = z.int().min(1).max(100_000);
-const SecretName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'a secret name is an environment variable name');
+const SecretName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'a secret name is an environment variable name')
+  // A JSON key `__proto__` would be dropped, not stored, by any plain object it is copied into.
+  .refine((name) => name !== '__proto__', 'a secret cannot be named __proto__');
 
 export const SecretsMap = z
   .record(SecretName, z.string().max(65_536))

@@ -38,7 +38,7 @@ export class SecretService {
 
   async remove(conversationId: string, name: string): Promise<void> {
     const record = this.conversations.record(conversationId);
-    if (!(name in record.secrets)) throw new NotFoundError('secret', name);
+    if (!Object.hasOwn(record.secrets, name)) throw new NotFoundError('secret', name);
     const before = Object.keys(this.environment(record));
     const { [name]: _removed, ...rest } = record.secrets;
     record.secrets = rest;

@@ -20,14 +20,29 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
     if (depth > MAX_DEPTH) {
       return done(new InvalidRequestError('invalid_json', `JSON nested deeper than ${MAX_DEPTH} levels is not accepted.`, { max_depth: MAX_DEPTH }), undefined);
     }
+    let value: unknown;
     try {
-      done(null, JSON.parse(text));
+      value = mayHoldProtoKey(text) ? JSON.parse(text, refuseProtoKey) : JSON.parse(text);
     } catch (error) {
-      done(new InvalidRequestError('invalid_json', `The request body is not valid JSON: ${(error as Error).message}`), undefined);
+      if (error instanceof ProtoKeyError) return done(new InvalidRequestError('invalid_json', 'JSON bodies may not hold a "__proto__" key: no object keeps it (it would be silently dropped).'), undefined);
+      return done(new InvalidRequestError('invalid_json', `The request body is not valid JSON: ${(error as Error).message}`), undefined);
     }
+    done(null, value);
   };
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parser);
   app.addContentTypeParser(/^application\/[\w.-]+\+json$/, { parseAs: 'string' }, parser);
+}
+
+class ProtoKeyError extends Error {}
+
+/** A key `__proto__` (as written, or spelled with \u escapes) can only be in a text that has one of these. */
+function mayHoldProtoKey(text: string): boolean {
+  return text.includes('__proto__') || text.includes('\\u');
+}
+
+function refuseProtoKey(key: string, value: unknown): unknown {
+  if (key === '__proto__') throw new ProtoKeyError();
+  return value;
 }
 
 function nestingDepth(text: string): number {
