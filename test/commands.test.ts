@@ -45,13 +45,20 @@ describe('POST /conversations/{id}/commands', () => {
   it('runs in the workdir or a cwd inside it; a cwd outside is refused', async () => {
     expect((await run({ command: 'pwd' })).body.stdout.trim()).toBe(workdir);
     expect((await run({ command: 'pwd', cwd: 'sub' })).body.stdout.trim()).toBe(path.join(workdir, 'sub'));
-    for (const cwd of ['..', '../..', '/etc', 'sub/../../x', '%2e%2e']) {
-      const { status, body } = await run({ command: 'pwd', cwd });
+    // Outside means a decoy beside the workdir, never a system directory: the command would write there.
+    const decoy = `${workdir}-evil`;
+    fs.mkdirSync(decoy);
+    const marker = 'touch cwd-was-used; pwd';
+    for (const cwd of ['..', '../..', decoy, `${workdir}-evil`, '../' + path.basename(decoy), 'sub/../../x', '%2e%2e']) {
+      const { status, body } = await run({ command: marker, cwd });
       expect([400, 403, 404], cwd).toContain(status);
-      expect(body.error).toBeTypeOf('string');
+      expect(Object.keys(body).sort(), cwd).toEqual(['details', 'error', 'message']);
     }
-    fs.symlinkSync('/tmp', path.join(workdir, 'escape'));
-    expectError(await run({ command: 'pwd', cwd: 'escape' }), { status: 403, error: 'path_outside_workdir', message: /^Path "escape" is not allowed: it goes through a / });
+    fs.symlinkSync(decoy, path.join(workdir, 'escape'));
+    expectError(await run({ command: marker, cwd: 'escape' }), { status: 403, error: 'path_outside_workdir', message: /^Path "escape" is not allowed: it goes through a / });
+    expect(fs.readdirSync(decoy)).toEqual([]);
+    expect(fs.existsSync(path.join(path.dirname(workdir), 'cwd-was-used'))).toBe(false);
+    fs.rmSync(decoy, { recursive: true });
   });
 
   it('has the secrets in the environment, masks them, and inherits nothing of the server', async () => {
