@@ -19,6 +19,11 @@ export const PendingAction = z
 export type PendingAction = z.infer<typeof PendingAction>;
 
 const Metadata = z.record(z.string(), z.unknown());
+/** The most JSON a conversation's `metadata` may hold: it is in every list page and every response. */
+export const MAX_METADATA_BYTES = 16 * 1024;
+const MetadataInput = Metadata.refine((value) => Buffer.byteLength(JSON.stringify(value)) <= MAX_METADATA_BYTES, {
+  message: `metadata may hold at most ${MAX_METADATA_BYTES / 1024} KiB of JSON`,
+}).describe(`Free-form JSON the client keeps with the conversation (at most ${MAX_METADATA_BYTES / 1024} KiB).`);
 
 export const SandboxNetwork = z
   .union([z.boolean(), z.literal('host')])
@@ -91,7 +96,7 @@ export const CreateConversationBody = z
     initial_message: z.string().min(1).max(1_000_000).optional(),
     run: z.boolean().optional().describe('Start a run with the initial message (default true when a message is given).'),
     title: Title.optional(),
-    metadata: Metadata.optional(),
+    metadata: MetadataInput.optional(),
     sandbox: NewSandboxSettings.optional().describe("How the agent's processes are sandboxed (when the server runs a sandbox); default: the server's network policy."),
   })
   .strict()
