@@ -119,7 +119,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   recorder.setMasker(secrets.maskEvent);
   recorder.setDeltaMasker(secrets.deltaMasker);
   const events = new EventQueries(log, (id) => void conversations.record(id));
-  const streams = new EventStreams({ log, bus, maxBuffered: config.sseMaxBuffered });
+  const streams = new EventStreams({ log, bus, maxBuffered: config.sseMaxBuffered, maxBufferedBytes: config.sseMaxBufferedBytes });
   const metrics = new Metrics({ conversationsByStatus: () => conversations.countsByStatus(), sseSubscribers: () => streams.size });
   recorder.onAppend(({ event }) => metrics.observeEvent(event));
   for (const { id, error } of await conversations.load()) {

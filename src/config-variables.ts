@@ -47,6 +47,7 @@ export const VARIABLES = {
   AGENTD_MAX_UPLOAD_BYTES: spec({ schema: z.coerce.number().int().min(1).default(100 * 1024 * 1024), default: '104857600', meaning: 'Largest uploaded file' }),
   AGENTD_SSE_HEARTBEAT_S: spec({ schema: z.coerce.number().min(0.05).max(15).default(15), default: '15', meaning: 'Seconds between SSE heartbeat comments' }),
   AGENTD_SSE_MAX_BUFFERED: spec({ schema: z.coerce.number().int().min(10).default(10_000), default: '10000', meaning: 'Events buffered for a slow SSE subscriber before it is disconnected' }),
+  AGENTD_SSE_MAX_BUFFERED_BYTES: spec({ schema: z.coerce.number().int().min(64 * 1024).default(8 * 1024 * 1024), default: '8388608', meaning: 'Bytes buffered for a slow SSE subscriber before it is disconnected' }),
   AGENTD_PUBLIC_METRICS: spec({ schema: boolText.default(false), default: 'false', meaning: 'Serve /metrics without the key' }),
   AGENTD_CORS_ORIGINS: spec({
     schema: commaList.pipe(z.array(z.union([z.literal('*'), z.url({ protocol: /^https?$/, error: 'must be * or comma-separated http(s) origins' })]))).optional(),

@@ -27,6 +27,8 @@ export interface Config {
   maxUploadBytes: number;
   sseHeartbeatMs: number;
   sseMaxBuffered: number;
+  /** Bytes of events buffered for one slow SSE subscriber before it is disconnected. */
+  sseMaxBufferedBytes: number;
   publicMetrics: boolean;
   /** Browser origins allowed to call the API (CORS); empty: no CORS headers. */
   corsOrigins: readonly string[];
@@ -179,6 +181,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     maxUploadBytes: e.AGENTD_MAX_UPLOAD_BYTES,
     sseHeartbeatMs: Math.round(e.AGENTD_SSE_HEARTBEAT_S * 1000),
     sseMaxBuffered: e.AGENTD_SSE_MAX_BUFFERED,
+    sseMaxBufferedBytes: e.AGENTD_SSE_MAX_BUFFERED_BYTES,
     publicMetrics: e.AGENTD_PUBLIC_METRICS,
     corsOrigins: Object.freeze(e.AGENTD_CORS_ORIGINS ?? []),
     webhooks: Object.freeze({

@@ -101,7 +101,7 @@ function messages(): Record<string, unknown> {
   result.stream_overflow = {
     name: 'stream_overflow',
     title: 'stream_overflow',
-    summary: 'The subscriber fell more than AGENTD_SSE_MAX_BUFFERED events behind: the stream ends after this; reconnect with Last-Event-ID.',
+    summary: 'The subscriber fell more than AGENTD_SSE_MAX_BUFFERED events (or AGENTD_SSE_MAX_BUFFERED_BYTES bytes) behind: the stream ends after this; reconnect with Last-Event-ID.',
     contentType: 'application/json',
     payload: ref('components/schemas/StreamOverflowNotice'),
     'x-sse-event': 'stream_overflow',

@@ -19,6 +19,8 @@ export interface EventStreamOptions {
   afterCursor: number;
   /** Live events buffered for a subscriber that does not keep up; past it the stream ends. */
   maxBuffered: number;
+  /** The same cap in bytes (a few large events can hold more memory than many small ones). */
+  maxBufferedBytes: number;
   includeDeltas: boolean;
   historyPageSize?: number;
 }
@@ -32,6 +34,8 @@ export interface EventStreamOptions {
  */
 export class EventStream implements AsyncIterable<StreamItem> {
   private queue: StreamItem[] = [];
+  /** Bytes of `data` in the queue and in the batch being written: what a slow subscriber holds. */
+  private bufferedBytes = 0;
   private wake: (() => void) | null = null;
   private unsubscribe: (() => void) | null = null;
   private ended = false;
@@ -77,7 +81,11 @@ export class EventStream implements AsyncIterable<StreamItem> {
         }
         const batch = this.queue;
         this.queue = [];
-        for (const item of batch) yield item;
+        for (const item of batch) {
+          // Counted until the consumer asks for the next one: it has taken this one by then.
+          yield item;
+          this.bufferedBytes -= item.data.length;
+        }
       }
       if (this.endNotice) yield this.endNotice;
     } finally {
@@ -101,7 +109,7 @@ export class EventStream implements AsyncIterable<StreamItem> {
     for (;;) {
       const tail = this.readAfter(this.cursor, 10_000);
       if (tail.length === 0) break;
-      this.queue.push(...tail);
+      for (const item of tail) this.enqueue(item);
     }
   }
 
@@ -112,20 +120,26 @@ export class EventStream implements AsyncIterable<StreamItem> {
       this.close({ event: 'stream_closed', data: JSON.stringify(notice) });
       return;
     }
-    if (this.queue.length >= maxBuffered) {
+    if (this.queue.length >= maxBuffered || this.bufferedBytes >= this.options.maxBufferedBytes) {
       const notice: z.infer<typeof StreamOverflowNotice> = { reason: 'subscriber_too_slow', resume_after: String(this.cursor) };
       this.close({ event: 'stream_overflow', data: JSON.stringify(notice) });
       return;
     }
     if (message.type === 'delta') {
-      if (includeDeltas) this.queue.push({ event: 'message_delta', data: JSON.stringify(message.delta) });
+      if (includeDeltas) this.enqueue({ event: 'message_delta', data: JSON.stringify(message.delta) });
     } else {
       const cursor = this.options.conversationId === null ? message.appended.globalCursor : message.appended.event.seq;
       if (cursor <= this.cursor) return;
       this.cursor = cursor;
-      this.queue.push(toItem(cursor, message.appended));
+      this.enqueue(toItem(cursor, message.appended));
     }
     this.wake?.();
+  }
+
+  /** Characters of JSON count as bytes: the cap is on memory, and ASCII-escaped JSON is close to it. */
+  private enqueue(item: StreamItem): void {
+    this.queue.push(item);
+    this.bufferedBytes += item.data.length;
   }
 
   /** Read from the log after a cursor, advancing this.cursor. */

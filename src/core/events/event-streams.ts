@@ -6,13 +6,14 @@ import { EventStream } from './event-stream.js';
 export class EventStreams {
   private readonly open = new Set<EventStream>();
 
-  constructor(private readonly options: { log: EventLog; bus: EventBus; maxBuffered: number }) {}
+  constructor(private readonly options: { log: EventLog; bus: EventBus; maxBuffered: number; maxBufferedBytes: number }) {}
 
   openStream(options: { conversationId: string | null; afterCursor: number }): EventStream {
     const stream = new EventStream({
       log: this.options.log,
       bus: this.options.bus,
       maxBuffered: this.options.maxBuffered,
+      maxBufferedBytes: this.options.maxBufferedBytes,
       includeDeltas: true,
       ...options,
     });
