@@ -1,5 +1,7 @@
 /** Values shorter than this are not masked: masking "a" or "1" would shred every text. */
 export const MIN_MASKED_LENGTH = 4;
+/** The marker output windows put where they cut text (captured, so split() keeps it). */
+const TRUNCATION_MARKER = /(\n\[\.\.\. \d+ characters truncated \.\.\.\]\n)/;
 
 /**
  * A hash of the 4 characters at `at`: the key of the prefix index (a hit is confirmed with
@@ -46,6 +48,73 @@ export class SecretMasker {
 
   maskText(text: string): string {
     if (this.namesByValue.size === 0 || text.length < MIN_MASKED_LENGTH) return text;
+    if (text.includes(' characters truncated ...]')) return this.maskAroundCuts(text);
+    return this.maskWhole(text);
+  }
+
+  /**
+   * Output cut in the middle (`[... N characters truncated ...]`) may have cut a secret too: the
+   * piece before a cut can end with the start of a value and the piece after it begin with the
+   * end of one, neither of which is a whole value. Each piece is masked on its own, and such a
+   * partial value beside a cut is masked as well.
+   */
+  private maskAroundCuts(text: string): string {
+    const parts = text.split(TRUNCATION_MARKER);
+    return parts
+      .map((part, index) => {
+        if (index % 2 === 1) return part; // the marker's own text
+        let start = '';
+        let end = '';
+        let middle = part;
+        if (index > 0) {
+          const partial = this.partialAtStart(middle);
+          if (partial) {
+            start = `<secret:${partial.name}>`;
+            middle = middle.slice(partial.length);
+          }
+        }
+        if (index < parts.length - 1) {
+          const partial = this.partialAtEnd(middle);
+          if (partial) {
+            end = `<secret:${partial.name}>`;
+            middle = middle.slice(0, middle.length - partial.length);
+          }
+        }
+        return start + this.maskWhole(middle) + end;
+      })
+      .join('');
+  }
+
+  /** The longest end of `text` that is the beginning (not all) of a value, with its name. */
+  private partialAtEnd(text: string): { length: number; name: string } | null {
+    let best: { length: number; name: string } | null = null;
+    for (const [value, name] of this.namesByValue) {
+      for (let length = Math.min(value.length - 1, text.length); length > (best?.length ?? 0); length--) {
+        if (text.endsWith(value.slice(0, length))) {
+          best = { length, name };
+          break;
+        }
+      }
+    }
+    return best;
+  }
+
+  /** The longest beginning of `text` that is the end (not all) of a value, with its name. */
+  private partialAtStart(text: string): { length: number; name: string } | null {
+    let best: { length: number; name: string } | null = null;
+    for (const [value, name] of this.namesByValue) {
+      for (let length = Math.min(value.length - 1, text.length); length > (best?.length ?? 0); length--) {
+        if (text.startsWith(value.slice(value.length - length))) {
+          best = { length, name };
+          break;
+        }
+      }
+    }
+    return best;
+  }
+
+  private maskWhole(text: string): string {
+    if (text.length < MIN_MASKED_LENGTH) return text;
     let out = '';
     let copied = 0;
     let at = 0;
