@@ -114,13 +114,15 @@ export class FileConversationRepository implements ConversationRepository {
     const secrets: Record<string, string> = {};
     for (const [name, value] of Object.entries(record.secrets)) secrets[name] = this.box.encrypt(value);
     const llm = record.llm ? { ...record.llm, api_key: record.llm.api_key ? this.box.encrypt(record.llm.api_key) : null } : null;
-    return { ...record, llm, secrets };
+    const retired = record.retired_secrets?.map(([name, value]): [string, string] => [name, this.box.encrypt(value)]);
+    return { ...record, llm, secrets, ...(retired && { retired_secrets: retired }) };
   }
 
   private unseal(disk: DiskRecord): ConversationRecord {
     const secrets: Record<string, string> = {};
     for (const [name, value] of Object.entries(disk.secrets ?? {})) secrets[name] = this.box.decrypt(value);
     const llm = disk.llm ? { ...disk.llm, api_key: disk.llm.api_key ? this.box.decrypt(disk.llm.api_key) : null } : null;
-    return { ...disk, llm, secrets };
+    const retired = disk.retired_secrets?.map(([name, value]): [string, string] => [name, this.box.decrypt(value)]);
+    return { ...disk, llm, secrets, ...(retired && { retired_secrets: retired }) };
   }
 }

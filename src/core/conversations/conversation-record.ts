@@ -25,6 +25,12 @@ export interface ConversationRecord {
   sandbox?: SandboxSettings;
   /** Secret values by name, in plain text in memory only; the repository encrypts them at rest. */
   secrets: Record<string, string>;
+  /**
+   * Values the conversation's secrets had before a PUT replaced them or a DELETE removed them,
+   * as (name, value) pairs: they stay masked (a file or a log may still hold them). Encrypted at
+   * rest like `secrets`; absent in records written before it existed.
+   */
+  retired_secrets?: [string, string][];
   /** In memory only: set when the conversation's stored data is damaged (it is then never written). */
   quarantine?: Damage;
 }

@@ -29,6 +29,9 @@ export class SecretService {
 
   async put(conversationId: string, secrets: Record<string, string>): Promise<string[]> {
     const record = this.conversations.record(conversationId);
+    for (const [name, value] of Object.entries(secrets)) {
+      if (Object.hasOwn(record.secrets, name) && record.secrets[name] !== value) retire(record, name, record.secrets[name]!);
+    }
     record.secrets = { ...record.secrets, ...secrets };
     this.conversations.save(record);
     this.forget(conversationId);
@@ -40,7 +43,8 @@ export class SecretService {
     const record = this.conversations.record(conversationId);
     if (!Object.hasOwn(record.secrets, name)) throw new NotFoundError('secret', name);
     const before = Object.keys(this.environment(record));
-    const { [name]: _removed, ...rest } = record.secrets;
+    const { [name]: removed, ...rest } = record.secrets;
+    retire(record, name, removed!);
     record.secrets = rest;
     this.conversations.save(record);
     this.forget(conversationId);
@@ -56,7 +60,7 @@ export class SecretService {
   masker(conversationId: string): SecretMasker {
     let masker = this.maskers.get(conversationId);
     if (!masker) {
-      masker = new SecretMasker(this.conversations.has(conversationId) ? this.conversations.record(conversationId).secrets : {});
+      masker = new SecretMasker(this.conversations.has(conversationId) ? maskedPairs(this.conversations.record(conversationId)) : []);
       this.maskers.set(conversationId, masker);
     }
     return masker;
@@ -92,9 +96,24 @@ export class SecretService {
       this.everyRevision = this.conversations.revision;
       // Pairs, not a map: two conversations may hold different values under the same name.
       const all: [string, string][] = [];
-      for (const record of this.conversations.all()) all.push(...Object.entries(record.secrets));
+      for (const record of this.conversations.all()) all.push(...maskedPairs(record));
       this.everyMasker = new SecretMasker(all);
     }
     return this.everyMasker.maskText(text);
   }
+}
+
+/** How many former values a conversation keeps masking (the oldest go first). */
+const MAX_RETIRED_SECRETS = 100;
+
+/** Keeps a value the conversation no longer holds masked: it may still be in files, logs or a shell's history. */
+function retire(record: ConversationRecord, name: string, value: string): void {
+  const retired = (record.retired_secrets ?? []).filter(([, kept]) => kept !== value);
+  retired.push([name, value]);
+  record.retired_secrets = retired.slice(-MAX_RETIRED_SECRETS);
+}
+
+/** Every value masked for a conversation: its secrets, and the values they had before. */
+function maskedPairs(record: ConversationRecord): [string, string][] {
+  return [...Object.entries(record.secrets), ...(record.retired_secrets ?? [])];
 }
