@@ -11,6 +11,7 @@ import type { SecretBox } from './core/secrets/secret-box.js';
 import { CallbackService } from './core/webhooks/callback-service.js';
 import { systemScheduler, type Scheduler } from './core/webhooks/scheduler.js';
 import { ServerCallbacks } from './core/webhooks/server-callbacks.js';
+import { WebhookTargets } from './core/webhooks/webhook-targets.js';
 import { WebhookDispatcher } from './core/webhooks/webhook-dispatcher.js';
 
 export interface Webhooks {
@@ -42,7 +43,8 @@ export function composeWebhooks(options: {
   const settings = config.webhooks;
   const scheduler = options.scheduler ?? systemScheduler;
   const store = new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box: options.box, fsync: config.fsync, ...(options.storageError && { storageError: options.storageError }) });
-  const client = new UndiciWebhookClient({ timeoutMs: settings.timeoutMs });
+  const targets = new WebhookTargets({ allowPrivate: settings.allowPrivate, allowCidrs: settings.allowCidrs });
+  const client = new UndiciWebhookClient({ timeoutMs: settings.timeoutMs, targets });
   const bindings = (state: { id: string; conversation_id: string }) => ({ conversation_id: state.conversation_id, callback_id: state.id });
   const dispatcher = new WebhookDispatcher({
     log,
@@ -57,7 +59,7 @@ export function composeWebhooks(options: {
     onFailing: (state) => logger.warn({ ...bindings(state), last_error: state.last_error }, 'callback retries ran out: marked failing until enabled'),
     onError: (error, state) => logger.error({ err: error, ...bindings(state) }, 'callback delivery error'),
   });
-  const callbacks = new CallbackService({ store, dispatcher, log, conversationExists: (id) => conversations.has(id), clock: scheduler, serverSecretSet: settings.secret !== null });
+  const callbacks = new CallbackService({ store, dispatcher, log, conversationExists: (id) => conversations.has(id), clock: scheduler, serverSecretSet: settings.secret !== null, targets });
   const serverCallbacks = new ServerCallbacks({ urls: settings.urls, store, dispatcher, log, clock: scheduler, conversationIds: () => [...conversations.all()].map((record) => record.id) });
 
   const loaded = store.loadAll();

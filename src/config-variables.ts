@@ -71,6 +71,12 @@ export const VARIABLES = {
   AGENTD_WEBHOOK_RETRY_BASE_MS: spec({ schema: z.coerce.number().int().min(1).default(1_000), default: '1000', meaning: 'First webhook retry delay (doubles, with jitter)' }),
   AGENTD_WEBHOOK_RETRY_MAX_MS: spec({ schema: z.coerce.number().int().min(1).default(10 * 60_000), default: '600000', meaning: 'Webhook retry delay cap' }),
   AGENTD_WEBHOOK_RETRY_WINDOW_S: spec({ schema: z.coerce.number().min(0).default(24 * 60 * 60), default: '86400', meaning: 'Keep retrying an event at least this long, then mark the callback failing' }),
+  AGENTD_WEBHOOK_ALLOW_PRIVATE: spec({ schema: boolText.default(false), default: 'false', meaning: 'true: webhooks may go to loopback, private and link-local addresses (local receivers)' }),
+  AGENTD_WEBHOOK_ALLOW_CIDRS: spec({
+    schema: commaList.pipe(z.array(z.cidrv4().or(z.cidrv6()), { error: 'must be comma-separated CIDRs, e.g. 10.1.0.0/16' })).optional(),
+    default: 'none',
+    meaning: 'Private address ranges webhooks may go to anyway (comma-separated CIDRs)',
+  }),
   AGENTD_SANDBOX: spec({ schema: z.enum(['auto', 'bwrap', 'none']).default('auto'), default: 'auto', meaning: 'auto (bubblewrap if it works here), bwrap (required) or none (unsandboxed)' }),
   AGENTD_SANDBOX_NETWORK: spec({ schema: z.enum(['isolated', 'none', 'host']).default('isolated'), default: 'isolated', meaning: 'Network of conversations created without sandbox.network: isolated (internet, no host loopback), none, host' }),
   AGENTD_SANDBOX_NETWORK_HOST: spec({ schema: boolText.default(false), default: 'false', meaning: 'true: conversations may ask for sandbox.network "host" (the host\'s network, loopback included)' }),

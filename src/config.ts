@@ -33,7 +33,17 @@ export interface Config {
   /** Browser origins allowed to call the API (CORS); empty: no CORS headers. */
   corsOrigins: readonly string[];
   /** Webhook delivery: server-wide callback URLs and secret, attempt timeout, retry schedule. */
-  webhooks: { urls: readonly string[]; secret: string | null; timeoutMs: number; retryBaseMs: number; retryMaxMs: number; retryWindowMs: number };
+  webhooks: {
+    urls: readonly string[];
+    secret: string | null;
+    timeoutMs: number;
+    retryBaseMs: number;
+    retryMaxMs: number;
+    retryWindowMs: number;
+    /** Where deliveries may go: see webhook-targets.ts. */
+    allowPrivate: boolean;
+    allowCidrs: readonly string[];
+  };
   /** How agent processes run: the mode asked for, extra read-only paths, per-process limits (null: none). */
   /**
    * Open connections: at most `max` in all and `perClient` per remote address (0: no cap); a
@@ -191,6 +201,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       retryBaseMs: e.AGENTD_WEBHOOK_RETRY_BASE_MS,
       retryMaxMs: Math.max(e.AGENTD_WEBHOOK_RETRY_MAX_MS, e.AGENTD_WEBHOOK_RETRY_BASE_MS),
       retryWindowMs: Math.round(e.AGENTD_WEBHOOK_RETRY_WINDOW_S * 1000),
+      allowPrivate: e.AGENTD_WEBHOOK_ALLOW_PRIVATE,
+      allowCidrs: Object.freeze(e.AGENTD_WEBHOOK_ALLOW_CIDRS ?? []),
     }),
     connections: Object.freeze({
       max: e.AGENTD_MAX_CONNECTIONS,

@@ -1,4 +1,7 @@
+import dns, { type LookupAddress } from 'node:dns';
+import { isIP, type LookupFunction } from 'node:net';
 import { Agent, request } from 'undici';
+import type { WebhookTargets } from '../core/webhooks/webhook-targets.js';
 import type { WebhookClient, WebhookRequest, WebhookResponse } from '../core/webhooks/webhook-client.js';
 
 /** How much of a receiver's response body is read (and thrown away) before the connection is reused. */
@@ -14,10 +17,16 @@ export class UndiciWebhookClient implements WebhookClient {
   private readonly agent: Agent;
   private readonly timeoutMs: number;
 
-  constructor(options: { timeoutMs: number }) {
+  private readonly targets: WebhookTargets;
+
+  /** `resolve`: how host names become addresses (dns.lookup; tests give their own). */
+  constructor(options: { timeoutMs: number; targets: WebhookTargets; resolve?: typeof dns.lookup }) {
     this.timeoutMs = options.timeoutMs;
+    this.targets = options.targets;
     this.agent = new Agent({
-      connect: { timeout: options.timeoutMs },
+      // Every address a name resolves to is checked when the connection is made, so a name that
+      // was public at creation cannot be pointed at this machine or its network later.
+      connect: { timeout: options.timeoutMs, lookup: checkedLookup(options.targets, options.resolve ?? dns.lookup) },
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
       keepAliveTimeout: 4_000,
@@ -25,6 +34,10 @@ export class UndiciWebhookClient implements WebhookClient {
   }
 
   async post(webhook: WebhookRequest): Promise<WebhookResponse> {
+    // A literal address is connected to without a lookup: checked here instead.
+    const host = new URL(webhook.url).hostname.replace(/^\[|\]$/g, '');
+    const refusal = isIP(host) ? this.targets.refusal(host) : null;
+    if (refusal !== null) return { status: null, error: `refused: ${refusal}` };
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const signal = AbortSignal.any([timeout, webhook.signal]);
     try {
@@ -50,4 +63,22 @@ function describe(error: unknown): string {
   if (code === 'ECONNREFUSED') return 'connection refused (ECONNREFUSED)';
   const text = (message ?? String(error)).slice(0, 300);
   return code ? `${text} (${code})` : text;
+}
+
+/** A `lookup` for net.connect that fails when any address of the name is refused. */
+function checkedLookup(targets: WebhookTargets, resolve: typeof dns.lookup): LookupFunction {
+  return (hostname, options, callback) => {
+    resolve(hostname, { ...options, all: true }, (error, addresses) => {
+      if (error) return callback(error, '', 0);
+      const list = addresses as unknown as LookupAddress[];
+      for (const { address } of list) {
+        const refusal = targets.refusal(address);
+        if (refusal !== null) return callback(Object.assign(new Error(`refused: ${hostname} resolves to ${refusal}`), { code: 'EREFUSEDTARGET' }), '', 0);
+      }
+      if (options.all) return (callback as unknown as (error: null, addresses: LookupAddress[]) => void)(null, list);
+      const first = list[0];
+      if (!first) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), '', 0);
+      callback(null, first.address, first.family);
+    });
+  };
 }

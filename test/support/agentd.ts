@@ -31,6 +31,8 @@ export async function startServer(options: { env?: Record<string, string>; dataD
     AGENTD_DATA_DIR: dataDir,
     AGENTD_MASTER_KEY: TEST_KEY,
     AGENTD_LOG_LEVEL: options.logStream ? 'debug' : 'silent',
+    // The tests' webhook receivers listen on 127.0.0.1; webhook-targets.test.ts tests the refusal.
+    AGENTD_WEBHOOK_ALLOW_PRIVATE: 'true',
     ...sandboxFromTestEnv(),
     ...options.env,
   });
@@ -81,7 +83,7 @@ export async function spawnServer(options: { dataDir: string; env?: Record<strin
   const port = options.port ?? (await freePort());
   const child = spawn(program!, [...leading, '--port', String(port), '--data-dir', options.dataDir, ...(options.args ?? [])], {
     ...(options.cwd ? { cwd: options.cwd } : {}),
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.homedir(), AGENTD_MASTER_KEY: TEST_KEY, AGENTD_LOG_LEVEL: 'warn', ...sandboxFromTestEnv(), ...options.env },
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.homedir(), AGENTD_MASTER_KEY: TEST_KEY, AGENTD_LOG_LEVEL: 'warn', AGENTD_WEBHOOK_ALLOW_PRIVATE: 'true', ...sandboxFromTestEnv(), ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -5,7 +5,8 @@ import { decodePageId, encodePageId, isKeyCursor, type Page } from '../paginatio
 import type { Callback, CallbackDelivery, CreateCallbackBody } from './callback-schemas.js';
 import type { DeliveryWorker } from './delivery-worker.js';
 import { deliveryPage } from './delivery-log.js';
-import { normalizeCallbackUrl } from './callback-url.js';
+import { normalizeCallbackUrl, redactUrlCredentials } from './callback-url.js';
+import type { WebhookTargets } from './webhook-targets.js';
 import { newSubscriptionState, type SubscriptionState, type WebhookStore } from './subscription-state.js';
 import type { WebhookDispatcher } from './webhook-dispatcher.js';
 import { isValidSecret } from './webhook-signature.js';
@@ -21,6 +22,8 @@ export interface CallbackServiceDeps {
   clock: Clock;
   /** Server-wide callbacks sign their deliveries (AGENTD_WEBHOOK_SECRET is set). */
   serverSecretSet: boolean;
+  /** Where deliveries may go. */
+  targets: WebhookTargets;
 }
 
 const isSeqCursor = (value: unknown): value is { s: number } =>
@@ -41,6 +44,8 @@ export class CallbackService {
   create(conversationId: string, body: CreateCallbackBody): Callback {
     this.assertConversation(conversationId);
     const url = normalizeCallbackUrl(body.url);
+    const refusal = this.deps.targets.urlRefusal(new URL(url));
+    if (refusal !== null) throw new UnprocessableError('callback_target_refused', `Webhooks are not delivered there: ${refusal}.`, { url: redactUrlCredentials(url) });
     if (body.secret !== undefined && !isValidSecret(body.secret)) {
       throw new UnprocessableError('invalid_callback_secret', 'A secret starting with `whsec_` must continue with base64 (Standard Webhooks); any other string is used as its UTF-8 bytes.');
     }
@@ -119,7 +124,7 @@ export class CallbackService {
     return {
       id: state.id,
       conversation_id: state.conversation_id,
-      url: state.url,
+      url: redactUrlCredentials(state.url),
       events: state.events,
       has_secret: state.origin === 'server' ? this.deps.serverSecretSet : state.secret !== null,
       origin: state.origin,
