@@ -313,3 +313,16 @@ describe('unknown conversation', () => {
     }
   });
 });
+
+describe('one upload batch writes each path once', () => {
+  it('refuses a name sent twice, and a path that would be both a file and a directory, leaving nothing behind', async () => {
+    const before = await (await api('/files?recursive=true')).text();
+    await expectError(await upload([['twice.txt', 'first'], ['twice.txt', 'second']]), 400, 'duplicate_upload_name');
+    await expectError(await upload([['a', 'a file'], ['a/b', 'inside a']]), 400, 'upload_path_conflict');
+    await expectError(await upload([['c/d', 'inside c'], ['c', 'a file']]), 400, 'upload_path_conflict');
+    await expectError(await upload([['x/y/z.txt', 'deep'], ['x/y', 'a file']]), 400, 'upload_path_conflict');
+    expect(await (await api('/files?recursive=true')).text()).toBe(before);
+    // Distinct paths in one batch are fine.
+    expect((await upload([['e/f.txt', '1'], ['e/g.txt', '2'], ['e.txt', '3']])).status).toBe(201);
+  });
+});

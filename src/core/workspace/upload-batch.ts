@@ -51,6 +51,7 @@ export class UploadBatch {
   /** Streams one file to a temp file. Throws typed errors for refused names; `content` is then left unread. */
   async add(file: { name: string; content: Readable }): Promise<void> {
     const finalPath = await this.destinationOf(file.name);
+    this.assertDistinct(file.name, finalPath);
     const existing = await lstatIfExists(finalPath);
     if (existing?.isDirectory()) {
       throw new ConflictError('path_is_directory', `Cannot upload ${JSON.stringify(file.name)}: a directory exists at that path.`, { name: file.name });
@@ -67,6 +68,26 @@ export class UploadBatch {
     await pipeline(file.content, handle.createWriteStream()).catch((error: unknown) => {
       throw asWorkspaceError(error, file.name);
     });
+  }
+
+  /**
+   * One batch cannot write a path twice (the second would silently replace the first), nor make a
+   * path both a file and the directory of another file (`a` and `a/b`).
+   */
+  private assertDistinct(name: string, finalPath: string): void {
+    for (const { finalPath: other } of this.staged) {
+      if (other === finalPath) {
+        throw new InvalidRequestError('duplicate_upload_name', `${JSON.stringify(name)} appears more than once in this upload: send each path once.`, { name });
+      }
+      if (other.startsWith(`${finalPath}/`) || finalPath.startsWith(`${other}/`)) {
+        const [file, inside] = other.startsWith(`${finalPath}/`) ? [finalPath, other] : [other, finalPath];
+        throw new InvalidRequestError(
+          'upload_path_conflict',
+          `This upload makes ${JSON.stringify(toWorkdirRelative(this.options.root, file))} both a file and the directory of ${JSON.stringify(toWorkdirRelative(this.options.root, inside))}.`,
+          { name },
+        );
+      }
+    }
   }
 
   /** Moves every staged file into place and describes what was written. */
