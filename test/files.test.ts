@@ -250,11 +250,17 @@ describe('delete and mkdir', () => {
 
   it('refuses to delete the workdir root, however it is spelled', async () => {
     // Sent raw: fetch would resolve the dot segments itself.
-    for (const spelling of ['.', './', '%2e', 'kept/..', 'kept/./..', 'kept/%2e%2e', 'kept%2f..', '.%2f.']) {
+    for (const spelling of ['.', './', '%2e', '.%2f.']) {
       const response = await rawRequest({ url: server.url, method: 'DELETE', path: `/conversations/${conversationId}/files/${spelling}`, headers: server.auth });
       expect([response.status, JSON.parse(response.text).error], spelling).toEqual([400, 'workdir_root_not_deletable']);
     }
+    // `..` is refused, never resolved: `kept/..` is not the root (nor `sub/file/..` its directory).
+    for (const spelling of ['kept/..', 'kept/./..', 'kept/%2e%2e', 'kept%2f..', 'kept/target.txt/..']) {
+      const response = await rawRequest({ url: server.url, method: 'DELETE', path: `/conversations/${conversationId}/files/${spelling}`, headers: server.auth });
+      expect([response.status, JSON.parse(response.text).error], spelling).toEqual([400, 'invalid_path']);
+    }
     expect(fs.existsSync(workdir)).toBe(true);
+    expect(fs.readFileSync(path.join(workdir, 'kept/target.txt'), 'utf8')).toBe('content of kept/target.txt\n');
   });
 
   it('mkdir -p: 201 when created, 200 when it existed, 409 over a file', async () => {
@@ -289,7 +295,7 @@ describe('search', () => {
 
   it('refuses invalid globs and ".." segments', async () => {
     await expectError(await api(`/files-search?pattern=${encodeURIComponent('{'.repeat(20) + 'a,b' + '}'.repeat(20) + '{a,b}'.repeat(12))}`), 400, 'invalid_glob');
-    await expectError(await api(`/files-search?pattern=${encodeURIComponent('proj/../**')}`), 400, 'invalid_glob');
+    await expectError(await api(`/files-search?pattern=${encodeURIComponent('proj/../**')}`), 400, 'invalid_path');
     await expectError(await api('/files-search'), 400, 'validation_error');
   });
 });

@@ -47,8 +47,9 @@ const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
- * Syntax checks that need no filesystem: rejects hostile forms and normalises `.` and `..`.
- * `..` may appear as long as it never climbs above the start (`a/../b` is `b`).
+ * Syntax checks that need no filesystem: rejects hostile forms and drops `.` segments. A `..`
+ * segment is never resolved textually (`sub/file/..` is not `sub`): climbing above the start is
+ * path_outside_workdir (403), any other `..` is invalid_path (400).
  */
 export function parseUserPath(userPath: string, options: { allowAbsolute?: boolean } = {}): ParsedUserPath {
   if (typeof userPath !== 'string') throw new InvalidPathError(String(userPath), 'a path must be a string');
@@ -69,12 +70,8 @@ export function parseUserPath(userPath: string, options: { allowAbsolute?: boole
   for (const segment of userPath.split('/')) {
     if (segment === '' || segment === '.') continue;
     if (segment === '..') {
-      if (segments.length === 0) {
-        if (absolute) continue; // '/..' is '/': the containment check below decides
-        throw new PathOutsideWorkdirError(userPath, "'..' climbs above the workdir");
-      }
-      segments.pop();
-      continue;
+      if (segments.length === 0 && !absolute) throw new PathOutsideWorkdirError(userPath, "'..' climbs above the workdir");
+      throw new InvalidPathError(userPath, "'..' segments are not accepted; name the path without them");
     }
     if (Buffer.byteLength(segment) > MAX_SEGMENT_BYTES) {
       throw new InvalidPathError(userPath, `a path segment is longer than ${MAX_SEGMENT_BYTES} bytes`);
