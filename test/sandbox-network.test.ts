@@ -122,10 +122,7 @@ function helpersOf(ancestor: number, name: string): number[] {
   return fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).map(Number).filter((pid) => {
     try {
       const argv0 = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0]!;
-      if (path.basename(argv0) !== name) return false;
-      // The helper runs under the attacher, under bwrap (the server's child); bwrap is the server's child.
-      for (let up = parentOf(pid), depth = 0; depth < 3 && up > 1; up = parentOf(up), depth++) if (up === ancestor) return name !== 'bwrap' || depth === 0;
-      return false;
+      return path.basename(argv0) === name && parentOf(parentOf(pid)) === ancestor;
     } catch {
       return false;
     }

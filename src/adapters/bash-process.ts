@@ -136,16 +136,13 @@ export class BashProcess {
 
 /**
  * The spawned process and the processes down to the program: at each level the oldest child (a
- * sandbox's init may also adopt orphans, which are younger than the program), and above the
- * program only children in the spawned process group (a sandbox's network attacher, also a child
- * of bwrap, runs in a group of its own).
+ * sandbox's init may also adopt orphans, which are younger than the program).
  */
 function programChain(spawnedPid: number, depth: number, processes: ProcessEntry[]): number[] {
   const chain = [spawnedPid];
   for (let level = 0; level < depth; level += 1) {
     const parent = chain[chain.length - 1];
-    const inChain = (entry: ProcessEntry) => entry.ppid === parent && (level === depth - 1 || entry.pgid === spawnedPid);
-    const oldest = processes.filter(inChain).sort((a, b) => a.startTime - b.startTime)[0];
+    const oldest = processes.filter((entry) => entry.ppid === parent).sort((a, b) => a.startTime - b.startTime)[0];
     if (!oldest) break;
     chain.push(oldest.pid);
   }

@@ -148,19 +148,14 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     const key = `c${sandboxUid(workdir)}`;
     // bwrap itself, or (user-mode network) the wrapper that starts bwrap and attaches the helper.
     const sandbox = userMode
-      ? ['bash', '-c', userModeWrapperScript({ helper: userMode, asRoot: this.asRoot, serverPid: process.pid }), 'agentd-net', this.options.bwrapPath, ...args]
+      ? ['setpriv', '--pdeathsig', 'KILL', '--', 'bash', '-c', userModeWrapperScript({ helper: userMode, asRoot: this.asRoot }), 'agentd-net', this.options.bwrapPath, ...args]
       : ['env', '--ignore-signal=INT', this.options.bwrapPath, ...args];
     const launch = [
       ...(this.cgroups ? [this.cgroups.joinScript(key)] : []),
-      // bwrap dies with its parent only once it has started: a server killed while this script
-      // ran (joining the cgroup may retry) must not leave an orphan to start it.
-      `[ "$PPID" = "${process.pid}" ] || exit 125`,
       `exec "$@"${this.seccompFile ? ` ${SECCOMP_FD}<${quote(this.seccompFile)}` : ''}`,
     ].join('\n');
     const release = this.cgroups ? () => this.cgroups?.release(key) : undefined;
-    // Either way bwrap ends up as the spawned process itself (the launch script and the wrapper
-    // exec into it), so it dies with the server (--die-with-parent) and takes the sandbox along.
-    return { command: 'bash', args: ['-c', launch, 'agentd-launch', ...sandbox], cwd: spec.cwd, env, programDepth: 2, ...(release && { release }) };
+    return { command: 'bash', args: ['-c', launch, 'agentd-launch', ...sandbox], cwd: spec.cwd, env, programDepth: userMode ? 3 : 2, ...(release && { release }) };
   }
 }
 

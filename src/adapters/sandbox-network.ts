@@ -25,13 +25,6 @@ export function findNetworkHelper(searchPath: string): NetworkHelper | null {
   return null;
 }
 
-/**
- * First line of a script run under `setpriv --pdeathsig KILL` as `bash -c <script> name <parent
- * pid> ...`: with the parent-death signal armed, go on only if the parent is still alive (a
- * parent that died before the signal was armed would never send it).
- */
-export const PARENT_GUARD_PREFIX = '[ "$PPID" = "$1" ] || exit 125';
-
 /** The fd bwrap writes its `--info-fd` JSON to (the sandbox's pid on the host) in the wrapper. */
 export const BWRAP_INFO_FD = 9;
 
@@ -64,43 +57,39 @@ function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
 
 /**
  * The script the server spawns for a `user_mode` sandbox: `bash -c <script> agentd-net bwrap
- * --info-fd 9 <args...>`. It forks the attacher, then execs bwrap in its own place, so bwrap is
- * the server's child and dies with it (--die-with-parent, as in the other modes), taking the
- * sandbox along. The attacher (with a parent-death signal armed, and a guard that its parent is
- * still the one it was forked by) reads the sandbox's pid from bwrap's info fd, attaches the
- * helper to that pid's network namespace and waits; when bwrap ends, the attacher is killed and
- * the helper (whose parent it is, with a parent-death signal of its own) with it. All of them
- * stay in the spawned process group with SIGINT ignored; a SIGKILL to the group ends them all.
+ * --info-fd 9 <args...>` run under `setpriv --pdeathsig KILL` (a server killed with -9 takes
+ * it along). It starts bwrap first (the oldest child: bwrap, the sandbox's init and the program
+ * are the chain below it), reads the sandbox's pid from bwrap's info fd, attaches the helper to
+ * that pid's network namespace (with a parent-death signal of its own), waits for bwrap and then
+ * kills the helper, which does not quit by itself. All of them stay in the spawned process group
+ * with SIGINT ignored, like bwrap in the other modes; a SIGKILL to the group ends them all.
  */
-export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: boolean; serverPid: number }): string {
+export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: boolean }): string {
   const fd = BWRAP_INFO_FD;
-  const attacher = [
-    `exec ${fd}<"$2"`,
-    'rm -rf -- "$(dirname -- "$2")"',
+  return [
+    "trap '' INT",
+    'd=$(mktemp -d "${TMPDIR:-/tmp}/agentd-net.XXXXXX") && mkfifo -m 600 "$d/info" || exit 125',
+    // An explicit stdin: a background job's would be /dev/null (the agent's shell reads stdin).
+    `"$@" ${fd}>"$d/info" <&0 &`,
+    'bw=$!',
+    `exec ${fd}<"$d/info"`,
+    'rm -rf -- "$d"',
     `IFS= read -r -d '}' -t 30 -u ${fd} info`,
     `exec ${fd}<&-`,
+    'helper=',
     'if [[ $info =~ \\"child-pid\\":\\ *([0-9]+) ]]; then',
     '  pid=${BASH_REMATCH[1]}',
     // bwrap brings the namespace's loopback up itself (RTM_NEWADDR, then link up) and dies if
     // the address already exists: the helper, which brings lo up too, starts once it is done.
-    '  for ((i = 0; i < 500; i++)); do grep -qs "127\\.0\\.0\\.1" "/proc/$pid/net/fib_trie" && break; kill -0 "$1" 2>/dev/null || exit 0; sleep 0.01; done',
+    '  for ((i = 0; i < 500; i++)); do grep -qs "127\\.0\\.0\\.1" "/proc/$pid/net/fib_trie" && break; kill -0 "$bw" 2>/dev/null || break; sleep 0.01; done',
     '  exec {ns}<"/proc/$pid/ns/net"',
     `  setpriv --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 &`,
+    '  helper=$!',
     '  exec {ns}<&-',
-    '  wait',
     'fi',
-  ].join('\n');
-  return [
-    "trap '' INT",
-    'd=$(mktemp -d "${TMPDIR:-/tmp}/agentd-net.XXXXXX") && mkfifo -m 600 "$d/info" || exit 125',
-    // In a session (and process group) of its own: the chain from bwrap down to the program stays
-    // the only one in the spawned group (bash-process.ts follows it); it dies with bwrap anyway.
-    `setpriv --pdeathsig KILL -- setsid bash -c ${shellQuote(`${PARENT_GUARD_PREFIX}\n${attacher}`)} agentd-attach "$$" "$d/info" </dev/null >/dev/null 2>&1 &`,
-    // Opening the FIFO waits for the attacher; then, as in the launch script, bwrap is started
-    // only while the server (this process's parent) is still there.
-    `exec ${fd}>"$d/info"`,
-    `[ "$PPID" = "${options.serverPid}" ] || exit 125`,
-    'exec "$@"',
+    'wait "$bw"; code=$?',
+    '[ -n "$helper" ] && kill -KILL "$helper" 2>/dev/null',
+    'exit "$code"',
   ].join('\n');
 }
 
