@@ -1,7 +1,11 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { listProcesses } from '../src/adapters/process-tree.js';
+import { findInPath } from '../src/adapters/sandbox-mounts.js';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
-import { processAlive } from './support/processes.js';
+import { processAlive, waitForProcess } from './support/processes.js';
 
 const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
 let llm: FakeLlm | undefined;
@@ -121,5 +125,52 @@ describe('confirmation across a restart', () => {
     const download = await fetch(`${server.url}/conversations/${created.id}/files/approved.txt`, { headers: auth });
     expect(await download.text()).toBe('yes');
     expect(llm.violations).toEqual([]);
+  });
+});
+
+const realBwrap = findInPath('bwrap', process.env.PATH ?? '/usr/bin:/bin');
+if (!realBwrap) console.warn('test/agent-restart.test.ts: the slow sandbox start test skipped (bwrap is not installed)');
+
+describe.skipIf(!realBwrap)('a sandbox still starting when the server is killed', () => {
+  it('is reaped by the next start, although bwrap had not yet bound itself to its parent', { timeout: 60_000 }, async () => {
+    // A bwrap that, once, holds for 30 s before it becomes the real one: the window in which a
+    // real bwrap has not yet armed --die-with-parent, made wide. A server killed with -9 then
+    // leaves it running with init as its parent, and only the shell ledger can find it.
+    const bin = tempDir();
+    const hold = path.join(bin, 'hold-once');
+    fs.writeFileSync(
+      path.join(bin, 'bwrap'),
+      `#!/bin/bash\nif rm "${hold}" 2>/dev/null; then for ((i = 0; i < 600; i++)); do sleep 0.05; done; fi\nexec ${realBwrap} "$@"\n`,
+      { mode: 0o755 },
+    );
+    const searchPath = `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`;
+    const env = { PATH: searchPath, AGENTD_AGENT_PATH: searchPath, AGENTD_SANDBOX: 'bwrap' };
+    const marker = `${bin}/bwrap`;
+    llm = await startFakeLlm([{ toolCalls: [{ name: 'bash', arguments: { command: 'echo started' } }] }, { text: 'done' }]);
+    const dataDir = tempDir();
+    server = await spawnServer({ dataDir, env });
+    fs.writeFileSync(hold, '');
+    await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'run it' }) });
+    await waitForProcess(marker, 15_000);
+    const held = Date.now() + 5_000;
+    while (fs.existsSync(hold) && Date.now() < held) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(fs.existsSync(hold)).toBe(false);
+    server.child.kill('SIGKILL');
+    await server.exited;
+    try {
+      expect(processAlive(marker)).toBe(true); // the killed server did not take it along
+      server = await spawnServer({ dataDir, env });
+      const until = Date.now() + 5_000;
+      while (processAlive(marker) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(processAlive(marker)).toBe(false);
+    } finally {
+      for (const entry of listProcesses()) {
+        try {
+          if (fs.readFileSync(`/proc/${entry.pid}/cmdline`, 'utf8').includes(marker)) process.kill(entry.pid, 'SIGKILL');
+        } catch {
+          // gone meanwhile
+        }
+      }
+    }
   });
 });

@@ -212,10 +212,13 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
   });
 
   it("a command filling the workdir is stopped and the LLM is told why (agent's bash and /commands)", async () => {
-    const fill = 'i=0; while :; do head -c 5M /dev/zero > fill-$i; i=$((i+1)); sleep 0.05; done';
+    // 20 MB/s at most: past the limit within seconds, without a flood of dirty pages that the
+    // sandbox's memory cgroup (page cache counts against it) and a busy disk would stall on.
+    const fill = 'i=0; while :; do head -c 2M /dev/zero > fill-$i; i=$((i+1)); sleep 0.1; done';
     harness.llm.push(bash(fill, { timeout_s: 120 }), { text: 'done' });
     const id = await harness.createConversation({ initial_message: 'fill the disk' });
-    await harness.waitForStatus(id, ['idle', 'error'], 120_000);
+    // Longer than the command's own timeout: a guard that never fires shows as a timed-out observation.
+    await harness.waitForStatus(id, ['idle', 'error'], 150_000);
     const [stopped] = observations(await harness.events(id));
     expect(stopped.content).toMatch(/the workdir uses \d+ MB, past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the command was stopped/);
     expect(stopped.data.exit_code).not.toBe(0);
@@ -228,7 +231,7 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
     const result = await harness.post(`/conversations/${other}/commands`, { command: fill, timeout_s: 120 });
     expect(result.body).toMatchObject({ timed_out: false, exit_code: 137 });
     expect(result.body.stderr).toMatch(/past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the command was stopped/);
-  }, 240_000);
+  }, 320_000);
 });
 
 describe('cgroup detection', () => {

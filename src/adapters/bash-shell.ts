@@ -43,6 +43,7 @@ interface SessionConfig {
   sandbox?: { network: boolean | 'host' };
   /** The workdir's disk limit, watched while a command runs. */
   guard?: WorkdirGuard;
+  onSpawn?: (pid: number) => void;
 }
 
 interface Completion {
@@ -84,6 +85,7 @@ export class BashShellFactory implements ShellFactory {
       bashPath: this.options.bashPath ?? 'bash',
       startTimeoutMs: this.options.startTimeoutMs ?? 10_000,
       ...(options.sandbox !== undefined && { sandbox: options.sandbox }),
+      ...(options.onSpawn && { onSpawn: options.onSpawn }),
     });
     await session.start();
     return session;
@@ -171,6 +173,7 @@ export class BashShellSession implements ShellSession {
       onExit: (exitCode) => this.proc === proc && this.onExit(proc, exitCode),
     });
     this.proc = proc;
+    if (proc.pid !== undefined) this.config.onSpawn?.(proc.pid);
     this.everStarted = true;
     this.inputClosed = false;
     this.scanner = new SentinelScanner();

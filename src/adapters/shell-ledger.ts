@@ -53,9 +53,20 @@ export class ShellLedger {
   track(factory: ShellFactory): ShellFactory {
     return {
       create: async (options) => {
-        const shell = await factory.create(options);
-        this.record(options.conversationId, shell.pid);
-        return this.wrap(options.conversationId, shell);
+        // Recorded at spawn: a sandbox can take seconds to answer, and a server killed meanwhile
+        // must still find it at the next start.
+        const onSpawn = (pid: number) => {
+          options.onSpawn?.(pid);
+          this.record(options.conversationId, pid);
+        };
+        try {
+          const shell = await factory.create({ ...options, onSpawn });
+          return this.wrap(options.conversationId, shell);
+        } catch (error) {
+          this.entries.delete(options.conversationId);
+          this.write();
+          throw error;
+        }
       },
     };
   }
@@ -63,11 +74,7 @@ export class ShellLedger {
   private wrap(conversationId: string, shell: ShellSession): ShellSession {
     const ledger = this;
     return {
-      async run(command, options) {
-        const result = await shell.run(command, options);
-        if (ledger.entries.get(conversationId)?.pid !== shell.pid) ledger.record(conversationId, shell.pid);
-        return result;
-      },
+      run: (command, options) => shell.run(command, options),
       setEnv: (vars, unset) => shell.setEnv(vars, unset),
       interrupt: () => shell.interrupt(),
       async close() {

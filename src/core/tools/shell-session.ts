@@ -49,6 +49,12 @@ export interface ShellCreateOptions {
   env: Record<string, string>;
   /** The conversation's sandbox settings; absent: network on. */
   sandbox?: { network: boolean | 'host' };
+  /**
+   * Called with the host pid of each process the shell spawns (at creation and at every restart),
+   * as soon as it exists: before the shell answers, so a server killed during a slow start still
+   * knows what to reap.
+   */
+  onSpawn?: (pid: number) => void;
 }
 
 export interface ShellFactory {
