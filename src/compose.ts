@@ -130,7 +130,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
-  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher()), taskTrackerTool, finishTool] as ToolDefinition[];
+  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, finishTool] as ToolDefinition[];
   const agent = new AgentRuntime({
     conversations,
     log,
@@ -171,7 +171,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     recorder,
     bus,
     callbacks: webhooks.callbacks,
-    files: new WorkspaceFiles({ workdirOf: (id) => conversations.record(id).workdir }),
+    files: new WorkspaceFiles({ workdirOf: (id) => conversations.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) }),
     disk,
     quarantined: () => ({ conversations: conversations.quarantined(), callbacks: webhooks.damaged() }),
     async close() {

@@ -97,3 +97,34 @@ describe('secrets', () => {
     }
   });
 });
+
+describe('secret values in file names', () => {
+  it('are masked in listings, searches, mkdir and upload answers', async () => {
+    const value = `s3cr3t-${randomBytes(12).toString('hex')}`;
+    harness = await startAgentHarness();
+    const id = await harness.createConversation({ secrets: { API_TOKEN: value } });
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir;
+    fs.mkdirSync(path.join(workdir, 'dir'));
+    fs.writeFileSync(path.join(workdir, 'dir', `key-${value}.txt`), 'x');
+    const call = async (method: string, route: string, body?: FormData) => {
+      const response = await fetch(`${harness.server.url}/conversations/${id}${route}`, { method, headers: harness.server.auth, ...(body ? { body } : {}) });
+      return { status: response.status, text: await response.text() };
+    };
+    const form = new FormData();
+    form.append('file', new Blob(['y']), `upload-${value}.txt`);
+    const answers = [
+      await call('GET', '/files?path=dir'),
+      await call('GET', '/files?recursive=true'),
+      await call('GET', `/files-search?pattern=${encodeURIComponent('**/*.txt')}`),
+      await call('POST', `/dirs/made-${value}`),
+      await call('POST', '/files/upload?path=dir', form),
+    ];
+    for (const answer of answers) {
+      expect(answer.status).toBeLessThan(300);
+      expect(answer.text).not.toContain(value);
+      expect(answer.text).toContain('<secret:API_TOKEN>');
+    }
+    // The files themselves keep their real names.
+    expect(fs.readdirSync(path.join(workdir, 'dir')).sort()).toEqual([`key-${value}.txt`, `upload-${value}.txt`]);
+  });
+});

@@ -8,6 +8,7 @@
  * A pattern rg cannot compile but JS can (look-arounds, backreferences) is run by the fallback.
  */
 import { spawn } from 'node:child_process';
+import type { ProcessLauncher } from './process-launcher.js';
 import { stat } from 'node:fs/promises';
 import { jsTextSearcher } from '../core/workspace/js-searcher.js';
 import { SearchPatternError } from '../core/workspace/search-pattern-error.js';
@@ -28,6 +29,14 @@ export interface RipgrepSearcherOptions {
   maxOutputBytes?: number;
   /** Used for patterns rg rejects but JS accepts. Default: the JS searcher. */
   fallback?: TextSearcher;
+  /**
+   * Runs rg where the agent's own commands run (the sandbox: only the workdir is there), so a
+   * directory swapped for a symlink during the search leads nowhere the agent could not read
+   * itself. Default: on the host.
+   */
+  launcher?: ProcessLauncher;
+  /** rg's environment (PATH above all) when it runs through the launcher. */
+  env?: Record<string, string>;
 }
 
 const COLLECT_FACTOR = 20;
@@ -68,6 +77,8 @@ export function createRipgrepSearcher(options: RipgrepSearcherOptions = {}): Tex
     timeoutMs: options.timeoutMs ?? 20_000,
     maxOutputBytes: options.maxOutputBytes ?? 8 * 1024 * 1024,
     fallback: options.fallback ?? jsTextSearcher,
+    launcher: options.launcher,
+    env: options.env ?? {},
   };
   return {
     name: 'ripgrep',
@@ -112,14 +123,16 @@ interface RunOutcome {
 }
 
 function runRipgrep(
-  settings: { command: string; timeoutMs: number; maxOutputBytes: number },
+  settings: { command: string; timeoutMs: number; maxOutputBytes: number; launcher: ProcessLauncher | undefined; env: Record<string, string> },
   options: TextSearchOptions,
 ): Promise<RunOutcome> {
   return new Promise((resolve, reject) => {
-    const child = spawn(settings.command, ripgrepArguments(options), {
-      cwd: options.root,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const spec = { command: settings.command, args: ripgrepArguments(options), cwd: options.root, env: settings.env };
+    const prepared = settings.launcher?.prepare({ ...spec, sandbox: { workdir: options.root, network: false } });
+    const child = prepared
+      ? spawn(prepared.command, prepared.args, { cwd: prepared.cwd, env: prepared.env, stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn(spec.command, spec.args, { cwd: spec.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.once('close', () => prepared?.release?.());
     const records: Array<{ path: string; line: number; text: string }> = [];
     const collectLimit = Math.max(options.maxMatches * COLLECT_FACTOR, 2000);
     let pending = '';

@@ -1,6 +1,6 @@
 import type { ConversationService } from '../conversations/conversation-service.js';
 import type { SecretService } from '../secrets/secret-service.js';
-import { resolveInWorkdir } from '../workspace/resolve-path.js';
+import { resolveInWorkdir } from '../workspace/pin-path.js';
 import type { CommandResult, CommandRunner, RunCommandBody } from './command-runner.js';
 
 /**

@@ -3,8 +3,7 @@
  * the workdir. Every path goes through the workspace resolver; failures come back as results.
  * `create` overwrites an existing file and records it in the undo history like every edit.
  */
-import { lstat, mkdir, rm } from 'node:fs/promises';
-import path from 'node:path';
+import { lstat, unlink } from 'node:fs/promises';
 import { z } from 'zod';
 import { EditHistory } from './file-editor-history.js';
 import { formatBytes, MAX_EDITABLE_BYTES, readBytesNoFollow, readTextFile, writeBytesNoFollow } from './file-editor-io.js';
@@ -19,7 +18,7 @@ import {
   splitLines,
 } from './text-edits.js';
 import { defineTool, type ToolContext, type ToolResult } from './tool.js';
-import { resolveToolPath, toolFailure, type ToolPath } from './tool-paths.js';
+import { PinScope, pinnedOf, resolveToolPath, toolFailure, type ToolPath } from './tool-paths.js';
 
 export const FILE_EDITOR_TOOL_NAME = 'file_editor';
 
@@ -51,66 +50,69 @@ export const fileEditorTool = defineTool({
   parameters: fileEditorParameters,
   async execute(input, context): Promise<ToolResult> {
     if (context.signal.aborted) return { isError: true, content: 'Aborted before file_editor ran.' };
+    const scope = new PinScope();
     try {
       switch (input.command) {
         case 'view':
-          return await view(input, context);
+          return await view(input, context, scope);
         case 'create':
-          return await create(input, context);
+          return await create(input, context, scope);
         case 'str_replace':
-          return await replace(input, context);
+          return await replace(input, context, scope);
         case 'insert':
-          return await insert(input, context);
+          return await insert(input, context, scope);
         case 'undo_edit':
-          return await undo(input, context);
+          return await undo(input, context, scope);
       }
     } catch (error) {
       return toolFailure(error, input.path);
+    } finally {
+      await scope.release();
     }
   },
 });
 
-async function view(input: FileEditorInput, context: ToolContext): Promise<ToolResult> {
-  const target = await resolveToolPath(context, input.path, { mustExist: true });
-  const stats = await lstat(target.absolute);
+async function view(input: FileEditorInput, context: ToolContext, scope: PinScope): Promise<ToolResult> {
+  const target = await resolveToolPath(context, input.path, { mustExist: true, scope });
+  const stats = await lstat(pinnedOf(target).at());
   if (stats.isDirectory()) {
     if (input.view_range) return fail(`${target.relative} is a directory; view_range only applies to files.`);
     return viewDirectory({ root: target.root, absolutePath: target.absolute, displayPath: target.relative, signal: context.signal });
   }
-  const read = await readTextFile(target.absolute, target.relative);
+  const read = await readTextFile(pinnedOf(target).at(), target.relative);
   if (!read.ok) return read.result;
   return viewText(read.text, { displayPath: target.relative, viewRange: input.view_range });
 }
 
-async function create(input: FileEditorInput, context: ToolContext): Promise<ToolResult> {
+async function create(input: FileEditorInput, context: ToolContext, scope: PinScope): Promise<ToolResult> {
   if (input.file_text === undefined) return fail('`create` needs `file_text` (the full content of the file).');
   if (Buffer.byteLength(input.file_text) > MAX_EDITABLE_BYTES) {
     return fail(`file_text is over the ${formatBytes(MAX_EDITABLE_BYTES)} limit; write large files with bash.`);
   }
-  const target = await resolveToolPath(context, input.path);
-  const existing = await lstat(target.absolute).catch(() => undefined);
-  if (existing?.isDirectory()) return fail(`${target.relative} is a directory; give a file path.`);
+  const checked = await resolveToolPath(context, input.path, { scope });
+  const pinned = pinnedOf(checked);
+  const existing = pinned.exists ? await lstat(pinned.at()).catch(() => undefined) : undefined;
+  if (existing?.isDirectory()) return fail(`${checked.relative} is a directory; give a file path.`);
   let previous: Buffer | null = null;
   if (existing) {
-    const read = await readBytesNoFollow(target.absolute, MAX_EDITABLE_BYTES);
-    if (!read.bytes) return fail(`${target.relative} exists and is ${formatBytes(read.size)}; file_editor will not overwrite a file over ${formatBytes(MAX_EDITABLE_BYTES)}.`);
+    const read = await readBytesNoFollow(pinned.at(), MAX_EDITABLE_BYTES);
+    if (!read.bytes) return fail(`${checked.relative} exists and is ${formatBytes(read.size)}; file_editor will not overwrite a file over ${formatBytes(MAX_EDITABLE_BYTES)}.`);
     previous = read.bytes;
   }
-  await mkdir(path.dirname(target.absolute), { recursive: true });
-  // Re-resolve after mkdir: a parent created meanwhile by someone else must still be inside.
-  const checked = await resolveToolPath(context, target.absolute);
-  await writeBytesNoFollow(checked.absolute, input.file_text);
+  // Missing parents are made one at a time, each held open: a symlink planted meanwhile is not followed.
+  await pinned.ensureParent();
+  await writeBytesNoFollow(pinned.at(), input.file_text);
   EditHistory.from(context.state).record(checked.absolute, previous);
   const lineCount = splitLines(input.file_text).length;
   const verb = previous ? 'overwritten (the previous version can be restored with undo_edit)' : 'created';
   return ok(`File ${checked.relative} ${verb}: ${lineCount} line${lineCount === 1 ? '' : 's'}.`, checked, { created: !previous, lines: lineCount });
 }
 
-async function replace(input: FileEditorInput, context: ToolContext): Promise<ToolResult> {
+async function replace(input: FileEditorInput, context: ToolContext, scope: PinScope): Promise<ToolResult> {
   if (input.old_str === undefined || input.old_str === '') return fail('`str_replace` needs a non-empty `old_str`.');
   const newStr = input.new_str ?? '';
   if (input.old_str === newStr) return fail('old_str and new_str are identical: nothing to change.');
-  const target = await resolveEditable(input.path, context);
+  const target = await resolveEditable(input.path, context, scope);
   if ('result' in target) return target.result;
   const { file, text } = target;
 
@@ -144,10 +146,10 @@ async function replace(input: FileEditorInput, context: ToolContext): Promise<To
   );
 }
 
-async function insert(input: FileEditorInput, context: ToolContext): Promise<ToolResult> {
+async function insert(input: FileEditorInput, context: ToolContext, scope: PinScope): Promise<ToolResult> {
   if (input.insert_line === undefined) return fail('`insert` needs `insert_line` (0 inserts at the top of the file).');
   if (input.new_str === undefined) return fail('`insert` needs `new_str` (the lines to insert).');
-  const target = await resolveEditable(input.path, context);
+  const target = await resolveEditable(input.path, context, scope);
   if ('result' in target) return target.result;
   const { file, text } = target;
   const lineCount = splitLines(text).length;
@@ -164,8 +166,9 @@ async function insert(input: FileEditorInput, context: ToolContext): Promise<Too
   );
 }
 
-async function undo(input: FileEditorInput, context: ToolContext): Promise<ToolResult> {
-  const file = await resolveToolPath(context, input.path);
+async function undo(input: FileEditorInput, context: ToolContext, scope: PinScope): Promise<ToolResult> {
+  const file = await resolveToolPath(context, input.path, { scope });
+  const pinned = pinnedOf(file);
   const history = EditHistory.from(context.state);
   const entry = history.pop(file.absolute);
   if (!entry) {
@@ -174,10 +177,11 @@ async function undo(input: FileEditorInput, context: ToolContext): Promise<ToolR
   const left = history.depth(file.absolute);
   const remaining = left > 0 ? `${left} earlier edit${left === 1 ? '' : 's'} of this file can still be undone.` : '';
   if (entry.previous === null) {
-    await rm(file.absolute, { force: true });
+    if (pinned.exists) await unlink(pinned.at()).catch(() => undefined);
     return ok(`Undid the creation of ${file.relative}: the file was removed. ${remaining}`.trim(), file, { removed: true });
   }
-  await writeBytesNoFollow(file.absolute, entry.previous);
+  await pinned.ensureParent();
+  await writeBytesNoFollow(pinned.at(), entry.previous);
   const lines = splitLines(entry.previous.toString('utf8')).length;
   return ok(`Last edit to ${file.relative} undone: restored the previous version (${lines} lines). ${remaining}`.trim(), file, { lines });
 }
@@ -185,11 +189,12 @@ async function undo(input: FileEditorInput, context: ToolContext): Promise<ToolR
 async function resolveEditable(
   userPath: string,
   context: ToolContext,
+  scope: PinScope,
 ): Promise<{ file: ToolPath; text: string; bytes: Buffer } | { result: ToolResult }> {
-  const file = await resolveToolPath(context, userPath, { mustExist: true });
-  const stats = await lstat(file.absolute);
+  const file = await resolveToolPath(context, userPath, { mustExist: true, scope });
+  const stats = await lstat(pinnedOf(file).at());
   if (stats.isDirectory()) return { result: fail(`${file.relative} is a directory, not a file.`) };
-  const read = await readTextFile(file.absolute, file.relative);
+  const read = await readTextFile(pinnedOf(file).at(), file.relative);
   if (!read.ok) return { result: read.result };
   return { file, text: read.text, bytes: read.bytes };
 }
@@ -198,7 +203,7 @@ async function commitEdit(edit: { context: ToolContext; file: ToolPath; previous
   if (Buffer.byteLength(edit.updated) > MAX_EDITABLE_BYTES) {
     throw Object.assign(new Error('File too large'), { code: 'EFBIG' });
   }
-  await writeBytesNoFollow(edit.file.absolute, edit.updated);
+  await writeBytesNoFollow(pinnedOf(edit.file).at(), edit.updated);
   EditHistory.from(edit.context.state).record(edit.file.absolute, edit.previous);
 }
 

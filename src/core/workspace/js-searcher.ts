@@ -5,7 +5,10 @@
  * Unlike rg it does not read .gitignore. A pathological regex can still be slow: each line is
  * only tested on its first MAX_TESTED_LINE_CHARS characters to bound that.
  */
-import { readFile, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, stat } from 'node:fs/promises';
+import { pinInWorkdir } from './pin-path.js';
+import { toWorkdirRelative } from './resolve-path.js';
 import path from 'node:path';
 import { compileGlob, type GlobMatcher } from './glob-match.js';
 import { looksBinary } from './looks-binary.js';
@@ -51,7 +54,7 @@ export const jsTextSearcher: TextSearcher = {
         return { matches, truncated: false, incomplete: `stopped after scanning ${MAX_BYTES_SCANNED / 1024 / 1024} MB` };
       }
       if (file.size > MAX_FILE_BYTES) continue;
-      const bytes = await readFile(file.path).catch(() => undefined);
+      const bytes = await readPinned(options.root, file.path).catch(() => undefined);
       if (!bytes || looksBinary(bytes)) continue;
       scanned += bytes.length;
       const lines = bytes.toString('utf8').split('\n');
@@ -92,4 +95,19 @@ async function collectFiles(
     files.push({ path: path.resolve(entry.absolutePath), mtimeMs: entry.mtimeMs, size: entry.size });
   }
   return incomplete ? { files, incomplete } : { files };
+}
+
+/** A file's bytes, read through its pinned directory and never through a symlink swapped in since the walk. */
+async function readPinned(root: string, filePath: string): Promise<Buffer> {
+  const pinned = await pinInWorkdir(root, toWorkdirRelative(root, filePath), { mustExist: true });
+  try {
+    const handle = await open(pinned.at(), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    try {
+      return await handle.readFile();
+    } finally {
+      await handle.close();
+    }
+  } finally {
+    await pinned.release();
+  }
 }

@@ -1,7 +1,7 @@
 /**
- * THE path resolver of the server: every user- or model-supplied path (HTTP file routes, upload
- * names, command `cwd`, the agent's file tools) goes through `resolveInWorkdir` before any
- * filesystem call. It returns an absolute real path inside the workdir or throws a typed error:
+ * The syntax half of THE path resolver of the server: every user- or model-supplied path (HTTP
+ * file routes, upload names, command `cwd`, the agent's file tools) goes through `pinInWorkdir`
+ * (pin-path.ts) before any filesystem call, which starts here. Its typed errors:
  *  - InvalidPathError (`invalid_path`, 400): malformed or suspicious forms (NUL and control
  *    bytes, backslashes, percent-encoded dots/separators/percent signs/control bytes, Unicode
  *    look-alikes of `.` and `/`, `~`, drive letters, absolute paths unless allowed, symlink loops).
@@ -9,11 +9,9 @@
  *    absolute path elsewhere, a symlink (anywhere on the path, dangling or not) leaving the root.
  *  - PathNotFoundError (`path_not_found`, 404): only with `mustExist`.
  *
- * Limit: this checks, then the caller acts (time of check / time of use). A process that swaps
- * a directory for a symlink between the two can still win the race; writers should also open
- * files with O_NOFOLLOW (see file-editor) to close it for the final component.
+ * pin-path.ts walks the filesystem with every directory held open, so the check and the use
+ * cannot be separated by a swapped symlink.
  */
-import { lstat, readlink, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { InvalidPathError } from './invalid-path-error.js';
 import { PathNotFoundError } from './path-not-found-error.js';
@@ -81,38 +79,6 @@ export function parseUserPath(userPath: string, options: { allowAbsolute?: boole
   return { absolute, segments };
 }
 
-/**
- * Maps `userPath` onto the workdir and returns the absolute real path. Missing trailing
- * components are allowed (for create/mkdir/upload) unless `mustExist`; every component that
- * exists is checked, and each symlink on the way must resolve inside the workdir.
- */
-export async function resolveInWorkdir(workdir: string, userPath: string, options: ResolveOptions = {}): Promise<string> {
-  const parsed = parseUserPath(userPath, options);
-  const root = await realWorkdir(workdir);
-  const segments = parsed.absolute ? absoluteToSegments({ workdir, root, userPath, parsed }) : parsed.segments;
-
-  let current = root;
-  for (let index = 0; index < segments.length; index++) {
-    const next = path.join(current, segments[index] as string);
-    const isLast = index === segments.length - 1;
-    const stats = await lstat(next).catch((error: NodeJS.ErrnoException) => {
-      if (error.code === 'ENOENT' || error.code === 'ENOTDIR') return undefined;
-      throw error;
-    });
-    if (!stats) {
-      if (options.mustExist) throw new PathNotFoundError(userPath);
-      return path.join(next, ...segments.slice(index + 1));
-    }
-    if (!stats.isSymbolicLink()) {
-      current = next;
-      continue;
-    }
-    if (isLast && options.keepFinalSymlink) return next;
-    current = await followSymlink({ root, link: next, parent: current, userPath });
-  }
-  return current;
-}
-
 /** The path relative to the workdir ('.' for the root itself), for messages and listings. */
 export function toWorkdirRelative(workdir: string, absolutePath: string): string {
   const relative = path.relative(workdir, absolutePath);
@@ -128,48 +94,6 @@ export function isInsideRoot(root: string, candidate: string): boolean {
   if (candidate === root) return true;
   const prefix = root.endsWith(path.sep) ? root : root + path.sep;
   return candidate.startsWith(prefix);
-}
-
-async function realWorkdir(workdir: string): Promise<string> {
-  try {
-    return await realpath(workdir);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new PathNotFoundError('.', 'The workdir does not exist (it may have been deleted)');
-    }
-    throw error;
-  }
-}
-
-function absoluteToSegments(options: { workdir: string; root: string; userPath: string; parsed: ParsedUserPath }): string[] {
-  const normalized = path.join('/', ...options.parsed.segments);
-  for (const base of [options.root, path.resolve(options.workdir)]) {
-    if (isInsideRoot(base, normalized)) {
-      return path.relative(base, normalized).split(path.sep).filter((segment) => segment !== '');
-    }
-  }
-  throw new PathOutsideWorkdirError(options.userPath, 'absolute paths must lie inside the workdir');
-}
-
-async function followSymlink(options: { root: string; link: string; parent: string; userPath: string }): Promise<string> {
-  const { root, link, parent, userPath } = options;
-  let target: string;
-  try {
-    target = await realpath(link);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ELOOP') throw new InvalidPathError(userPath, 'it goes through a symlink loop');
-    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw error;
-    const lexicalTarget = path.resolve(parent, await readlink(link));
-    if (!isInsideRoot(root, lexicalTarget)) {
-      throw new PathOutsideWorkdirError(userPath, 'it goes through a symlink that points outside the workdir');
-    }
-    throw new InvalidPathError(userPath, 'it goes through a dangling symlink');
-  }
-  if (!isInsideRoot(root, target)) {
-    throw new PathOutsideWorkdirError(userPath, 'it goes through a symlink that points outside the workdir');
-  }
-  return target;
 }
 
 function checkPercentEscapes(userPath: string): void {

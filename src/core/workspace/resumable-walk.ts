@@ -3,23 +3,24 @@
  * after any path it yielded, even one deleted since: it descends along the cursor's segments and
  * only reads the directories on that path. This is what makes the HTTP listing and search pages
  * cost O(page) stats instead of O(tree). Entries are lstat'ed: symlinks are yielded as
- * themselves and never followed or descended, so the walk cannot leave the start directory.
+ * themselves and never followed or descended, and each directory is opened without following
+ * a symlink and read through its descriptor (pinned-directory.ts), so the walk cannot leave the
+ * start directory even when a directory is swapped for a symlink while it runs.
  */
 import type { Stats } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import path from 'node:path';
 import { fileTypeOf, lstatIfExists } from './file-entry-stats.js';
+import type { PinnedDirectory } from './pinned-directory.js';
 
 export interface ResumableWalkItem {
-  absolutePath: string;
   /** Relative to `start`, '/'-separated. */
   relativePath: string;
   stats: Stats;
 }
 
 export interface ResumableWalkOptions {
-  /** Real directory to walk. */
-  start: string;
+  /** The directory to walk, held open (the caller closes it after the walk). */
+  start: PinnedDirectory;
   /** Segments of the last path yielded by a previous walk (relative to `start`): resume after it. */
   after?: readonly string[];
   /** Descend into directories. Default false (direct children only). */
@@ -34,7 +35,7 @@ const DEFAULT_MAX_DEPTH = 64;
 
 interface Level {
   options: ResumableWalkOptions;
-  directory: string;
+  directory: PinnedDirectory;
   prefix: string;
   depth: number;
   after: readonly string[];
@@ -46,30 +47,40 @@ export async function* resumableWalk(options: ResumableWalkOptions): AsyncGenera
 
 async function* walkLevel(level: Level): AsyncGenerator<ResumableWalkItem> {
   const { options, directory, prefix, depth, after } = level;
-  const names = await sortedNames(directory);
+  const names = await sortedNames(directory.at());
   let startIndex = 0;
   const [cursorName, ...cursorRest] = after;
   if (cursorName !== undefined) {
     startIndex = firstIndexNotBefore(names, cursorName);
     if (names[startIndex] === cursorName) {
       // The cursor is this entry or lies below it: finish its subtree first, then its siblings.
-      const absolutePath = path.join(directory, cursorName);
-      const stats = await lstatIfExists(absolutePath);
+      const stats = await lstatIfExists(directory.at(cursorName));
       if (stats && canDescend({ options, name: cursorName, stats, depth })) {
-        yield* walkLevel({ options, directory: absolutePath, prefix: `${prefix}${cursorName}/`, depth: depth + 1, after: cursorRest });
+        yield* descend({ options, parent: directory, name: cursorName, prefix: `${prefix}${cursorName}/`, depth: depth + 1, after: cursorRest });
       }
       startIndex += 1;
     }
   }
   for (let index = startIndex; index < names.length; index++) {
     const name = names[index] as string;
-    const absolutePath = path.join(directory, name);
-    const stats = await lstatIfExists(absolutePath);
+    const stats = await lstatIfExists(directory.at(name));
     if (!stats || !fileTypeOf(stats)) continue;
-    yield { absolutePath, relativePath: prefix + name, stats };
+    yield { relativePath: prefix + name, stats };
     if (canDescend({ options, name, stats, depth })) {
-      yield* walkLevel({ options, directory: absolutePath, prefix: `${prefix}${name}/`, depth: depth + 1, after: [] });
+      yield* descend({ options, parent: directory, name, prefix: `${prefix}${name}/`, depth: depth + 1, after: [] });
     }
+  }
+}
+
+/** Walks the child directory `name`, opened without following a symlink; one swapped in meanwhile is skipped. */
+async function* descend(level: Omit<Level, 'directory'> & { parent: PinnedDirectory; name: string }): AsyncGenerator<ResumableWalkItem> {
+  const { parent, name, ...rest } = level;
+  const directory = await parent.openChild(name).catch(() => undefined);
+  if (!directory) return;
+  try {
+    yield* walkLevel({ ...rest, directory });
+  } finally {
+    await directory.close();
   }
 }
 

@@ -2,12 +2,17 @@
  * A bounded, depth-first walk of a directory inside the workdir, used by the glob/grep tools,
  * file_editor's directory view and the HTTP listing/search routes. Entries come in sorted
  * pre-order (a directory, then its contents). Symlinks are yielded only when their target is
- * inside the root, and symlinked directories are never descended (no loops, no escapes).
+ * inside the root, and symlinked directories are never descended (no loops, no escapes). Each
+ * directory is held open while it is read and entered without following a symlink
+ * (pinned-directory.ts), and a symlink's target is resolved by the pinning resolver: a
+ * directory swapped for a symlink during the walk leads nowhere outside the root.
  */
 import type { Dirent, Stats } from 'node:fs';
-import { opendir, realpath, stat } from 'node:fs/promises';
+import { lstat, opendir } from 'node:fs/promises';
 import path from 'node:path';
-import { isInsideRoot } from './resolve-path.js';
+import { pinInWorkdir } from './pin-path.js';
+import type { PinnedDirectory } from './pinned-directory.js';
+import { isInsideRoot, toWorkdirRelative } from './resolve-path.js';
 
 export interface WalkEntry {
   /** Path inside the tree (for a symlink: the link's own path, not its target). */
@@ -60,25 +65,35 @@ interface WalkState {
 export async function* walkDirectory(options: WalkOptions): AsyncGenerator<WalkEntry> {
   const start = options.start ?? options.root;
   if (!isInsideRoot(options.root, start)) return;
-  const state: WalkState = { examined: 0, stopped: false, depthLimited: false };
-  yield* walkLevel({ options, state, directory: start, relativePrefix: '', depth: 1 });
-  if (state.depthLimited && !state.stopped) options.onLimit?.('max_depth');
+  const pinned = await pinInWorkdir(options.root, toWorkdirRelative(options.root, start), { mustExist: true }).catch(() => undefined);
+  const directory = pinned?.exists ? await pinned.openDirectory().catch(() => undefined) : undefined;
+  await pinned?.release();
+  if (!directory) return;
+  try {
+    const state: WalkState = { examined: 0, stopped: false, depthLimited: false };
+    yield* walkLevel({ options, state, directory, logical: start, relativePrefix: '', depth: 1 });
+    if (state.depthLimited && !state.stopped) options.onLimit?.('max_depth');
+  } finally {
+    await directory.close();
+  }
 }
 
 async function* walkLevel(level: {
   options: WalkOptions;
   state: WalkState;
-  directory: string;
+  directory: PinnedDirectory;
+  /** The directory's path inside the root, as reached (for entries' absolutePath). */
+  logical: string;
   relativePrefix: string;
   depth: number;
 }): AsyncGenerator<WalkEntry> {
-  const { options, state, directory, relativePrefix, depth } = level;
+  const { options, state, directory, logical, relativePrefix, depth } = level;
   const maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH;
   const maxEntries = options.maxEntries ?? DEFAULT_MAX_ENTRIES;
   const skipDirectory = options.skipDirectory ?? ((name: string) => DEFAULT_SKIPPED_DIRECTORIES.has(name));
   if (options.signal?.aborted || state.stopped) return;
 
-  const dirents = await readSorted(directory, maxEntries + 1);
+  const dirents = await readSorted(directory.at(), maxEntries + 1);
   const visible = options.includeHidden === false ? dirents.filter((dirent) => !dirent.name.startsWith('.')) : dirents;
   const examined = visible.slice(0, Math.max(maxEntries - state.examined, 0));
   state.examined += examined.length;
@@ -87,7 +102,7 @@ async function* walkLevel(level: {
     const batch = await Promise.all(
       examined
         .slice(offset, offset + STAT_BATCH)
-        .map((dirent) => describe({ root: options.root, directory, dirent, relativePath: relativePrefix + dirent.name, depth })),
+        .map((dirent) => describe({ root: options.root, directory, logical, dirent, relativePath: relativePrefix + dirent.name, depth })),
     );
     for (const entry of batch) {
       if (options.signal?.aborted || state.stopped) return;
@@ -100,7 +115,13 @@ async function* walkLevel(level: {
         state.depthLimited = true;
         continue;
       }
-      yield* walkLevel({ options, state, directory: entry.absolutePath, relativePrefix: `${entry.relativePath}/`, depth: depth + 1 });
+      const child = await directory.openChild(entry.name).catch(() => undefined); // swapped for a symlink meanwhile: skipped
+      if (!child) continue;
+      try {
+        yield* walkLevel({ options, state, directory: child, logical: entry.absolutePath, relativePrefix: `${entry.relativePath}/`, depth: depth + 1 });
+      } finally {
+        await child.close();
+      }
     }
   }
   if (examined.length < visible.length && !state.stopped) {
@@ -124,24 +145,21 @@ async function readSorted(directory: string, limit: number): Promise<Dirent[]> {
 
 async function describe(item: {
   root: string;
-  directory: string;
+  directory: PinnedDirectory;
+  logical: string;
   dirent: Dirent;
   relativePath: string;
   depth: number;
 }): Promise<WalkEntry | undefined> {
-  const { root, directory, dirent, relativePath, depth } = item;
-  const absolutePath = path.join(directory, dirent.name);
+  const { root, directory, logical, dirent, relativePath, depth } = item;
+  const absolutePath = path.join(logical, dirent.name);
   const symlink = dirent.isSymbolicLink();
   if (!symlink && !dirent.isFile() && !dirent.isDirectory()) return undefined; // sockets, fifos, devices
   let stats: Stats;
   try {
-    if (symlink) {
-      const target = await realpath(absolutePath);
-      if (!isInsideRoot(root, target)) return undefined;
-    }
-    stats = await stat(absolutePath);
+    stats = symlink ? await statLinkTarget(root, path.join(directory.real, dirent.name)) : await lstat(directory.at(dirent.name));
   } catch {
-    return undefined; // dangling link, loop, or removed meanwhile
+    return undefined; // dangling link, loop, outside the root, or removed meanwhile
   }
   if (!stats.isFile() && !stats.isDirectory()) return undefined;
   return {
@@ -154,4 +172,14 @@ async function describe(item: {
     depth,
     symlink,
   };
+}
+
+/** The stats of what a symlink inside the root leads to, resolved by the pinning resolver (throws when it leaves the root). */
+async function statLinkTarget(root: string, link: string): Promise<Stats> {
+  const pinned = await pinInWorkdir(root, toWorkdirRelative(root, link), { mustExist: true });
+  try {
+    return await lstat(pinned.at());
+  } finally {
+    await pinned.release();
+  }
 }

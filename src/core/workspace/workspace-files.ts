@@ -1,19 +1,22 @@
 /**
  * Files in a conversation's workdir, as the HTTP Files routes see them: list, search, mkdir -p,
- * delete, open for download, and upload batches. Every client path goes through the workspace
- * resolver (`resolveInWorkdir`) first; nothing outside the workdir is read, written or listed.
+ * delete, open for download, and upload batches. Every client path is pinned first
+ * (`pinInWorkdir`): each call then goes through the directories held open by the resolution, so
+ * nothing outside the workdir is read, written or listed, even while the agent swaps a directory
+ * for a symlink in a loop.
  */
 import { constants, type Stats } from 'node:fs';
-import { mkdir, open, realpath, rm, stat, type FileHandle } from 'node:fs/promises';
-import path from 'node:path';
+import { lstat, mkdir, open, type FileHandle } from 'node:fs/promises';
 import { ConflictError, InvalidRequestError } from '../errors.js';
 import type { Page } from '../pagination.js';
 import type { FileEntry } from '../schemas/file-entry.js';
-import { lstatIfExists, toFileEntry } from './file-entry-stats.js';
+import { toFileEntry } from './file-entry-stats.js';
 import { InvalidPathError } from './invalid-path-error.js';
+import { pinInWorkdir, type PinnedPath } from './pin-path.js';
+import { removeEntry } from './pinned-directory.js';
 import { asWorkspaceError } from './workspace-fs-error.js';
 import { compileSearchGlob } from './search-glob.js';
-import { resolveInWorkdir, toWorkdirRelative, type ResolveOptions } from './resolve-path.js';
+import { toWorkdirRelative, type ResolveOptions } from './resolve-path.js';
 import { resumableWalk } from './resumable-walk.js';
 import { UploadBatch } from './upload-batch.js';
 import { collectWalkPage, decodeWalkCursor, encodeWalkCursor, queryFingerprint } from './walk-page.js';
@@ -23,6 +26,8 @@ export interface WorkspaceFilesOptions {
   workdirOf: (conversationId: string) => string;
   /** Entries a listing or search page examines at most before it stops short. Default 50,000. */
   pageBudget?: number;
+  /** Masks the conversation's secret values in a text (here: file names and paths). Default: none. */
+  maskText?: (conversationId: string, text: string) => string;
 }
 
 export interface ListFilesQuery {
@@ -52,132 +57,158 @@ export class WorkspaceFiles {
   constructor(private readonly options: WorkspaceFilesOptions) {}
 
   async list(conversationId: string, query: ListFilesQuery): Promise<Page<FileEntry>> {
-    const { root, absolute } = await this.resolve(conversationId, query.path, { mustExist: true });
-    const stats = await stat(absolute);
-    if (!stats.isDirectory()) throw new InvalidRequestError('not_a_directory', `${JSON.stringify(query.path)} is not a directory.`, { path: query.path });
-    const prefix = relativePrefix(root, absolute);
-    const fingerprint = queryFingerprint({ op: 'list', dir: prefix, recursive: query.recursive });
-    const page = await collectWalkPage({
-      walk: resumableWalk({ start: absolute, recursive: query.recursive, after: decodeWalkCursor({ fingerprint, pageId: query.pageId }) }),
-      limit: query.limit,
-      budget: this.pageBudget,
-      toItem: (item) => toFileEntry({ relativePath: prefix + item.relativePath, stats: item.stats }),
+    return this.withPinned(conversationId, query.path, { mustExist: true }, async (pinned) => {
+      const stats = await lstat(pinned.at());
+      if (!stats.isDirectory()) throw new InvalidRequestError('not_a_directory', `${JSON.stringify(query.path)} is not a directory.`, { path: query.path });
+      const prefix = relativePrefix(pinned.root, pinned.real);
+      const fingerprint = queryFingerprint({ op: 'list', dir: prefix, recursive: query.recursive });
+      const start = await pinned.openDirectory();
+      try {
+        const page = await collectWalkPage({
+          walk: resumableWalk({ start, recursive: query.recursive, after: decodeWalkCursor({ fingerprint, pageId: query.pageId }) }),
+          limit: query.limit,
+          budget: this.pageBudget,
+          toItem: (item) => this.masked(conversationId, toFileEntry({ relativePath: prefix + item.relativePath, stats: item.stats })),
+        });
+        return { items: page.items, next_page_id: encodeWalkCursor({ fingerprint, resumeAfter: page.resumeAfter }) };
+      } finally {
+        await start.close();
+      }
     });
-    return { items: page.items, next_page_id: encodeWalkCursor({ fingerprint, resumeAfter: page.resumeAfter }) };
   }
 
   /** Glob over paths relative to the workdir (`src/**\/*.ts`); files, directories and symlinks that match. */
   async search(conversationId: string, query: SearchFilesQuery): Promise<Page<FileEntry>> {
     const glob = compileSearchGlob(query.pattern);
-    const { root, absolute } = await this.resolve(conversationId, glob.base, {});
-    if (glob.literal) await this.resolve(conversationId, query.pattern, {}); // a literal path may not go through an escaping symlink either
-    const baseStats = await lstatIfExists(absolute);
-    const fingerprint = queryFingerprint({ op: 'search', pattern: query.pattern });
-    const after = decodeWalkCursor({ fingerprint, pageId: query.pageId });
-    if (!baseStats?.isDirectory()) return { items: [], next_page_id: null };
-    const prefix = relativePrefix(root, absolute);
-    const page = await collectWalkPage({
-      walk: resumableWalk({ start: absolute, recursive: true, maxDepth: glob.maxDepth, skipDirectory: glob.skipDirectory, after }),
-      limit: query.limit,
-      budget: this.pageBudget,
-      toItem: (item) => (glob.matches(item.relativePath) ? toFileEntry({ relativePath: prefix + item.relativePath, stats: item.stats }) : undefined),
+    if (glob.literal) await this.withPinned(conversationId, query.pattern, {}, async () => undefined); // a literal path may not go through an escaping symlink either
+    return this.withPinned(conversationId, glob.base, {}, async (pinned) => {
+      const fingerprint = queryFingerprint({ op: 'search', pattern: query.pattern });
+      const after = decodeWalkCursor({ fingerprint, pageId: query.pageId });
+      const baseStats = pinned.exists ? await lstat(pinned.at()).catch(() => undefined) : undefined;
+      if (!baseStats?.isDirectory()) return { items: [], next_page_id: null };
+      const prefix = relativePrefix(pinned.root, pinned.real);
+      const start = await pinned.openDirectory().catch((error: unknown) => {
+        throw asWorkspaceError(error, glob.base);
+      });
+      try {
+        const page = await collectWalkPage({
+          walk: resumableWalk({ start, recursive: true, maxDepth: glob.maxDepth, skipDirectory: glob.skipDirectory, after }),
+          limit: query.limit,
+          budget: this.pageBudget,
+          toItem: (item) => (glob.matches(item.relativePath) ? this.masked(conversationId, toFileEntry({ relativePath: prefix + item.relativePath, stats: item.stats })) : undefined),
+        });
+        return { items: page.items, next_page_id: encodeWalkCursor({ fingerprint, resumeAfter: page.resumeAfter }) };
+      } finally {
+        await start.close();
+      }
     });
-    return { items: page.items, next_page_id: encodeWalkCursor({ fingerprint, resumeAfter: page.resumeAfter }) };
   }
 
   /** mkdir -p. `created` is false when the directory was already there. */
   async mkdir(conversationId: string, userPath: string): Promise<{ entry: FileEntry; created: boolean }> {
     if (userPath.trim() === '') throw new InvalidPathError(userPath, 'give the directory to create');
-    const { root, absolute } = await this.resolve(conversationId, userPath, {});
-    const existing = await lstatIfExists(absolute);
-    if (existing && !existing.isDirectory()) {
-      throw new ConflictError('not_a_directory', `${JSON.stringify(userPath)} exists and is not a directory.`, { path: userPath });
-    }
-    let created = false;
-    if (!existing) {
-      try {
-        created = (await mkdir(absolute, { recursive: true })) !== undefined;
-      } catch (error) {
-        throw asWorkspaceError(error, userPath);
+    return this.withPinned(conversationId, userPath, {}, async (pinned) => {
+      let created = false;
+      if (pinned.exists) {
+        if (!(await lstat(pinned.at())).isDirectory()) {
+          throw new ConflictError('not_a_directory', `${JSON.stringify(userPath)} exists and is not a directory.`, { path: userPath });
+        }
+      } else {
+        await pinned.ensureParent();
+        created = await makeDirectory(pinned.at());
       }
-    }
-    return { entry: describe(root, absolute, await stat(absolute)), created };
+      const directory = await pinned.openDirectory(); // never a symlink planted in its place meanwhile
+      await directory.close();
+      const entry = toFileEntry({ relativePath: toWorkdirRelative(pinned.root, pinned.real), stats: await lstat(pinned.at()) }) as FileEntry;
+      return { entry: this.masked(conversationId, entry), created };
+    });
   }
 
   /**
    * Deletes a file, a directory (with its contents) or a symlink itself (never its target).
    * The workdir root cannot be deleted. A symlink whose target leaves the workdir is refused
-   * like any other escaping path.
+   * like any other escaping path. A directory's contents are removed one pinned directory at a
+   * time: a subdirectory swapped for a symlink meanwhile is unlinked, never entered.
    */
   async delete(conversationId: string, userPath: string): Promise<void> {
-    const { root, absolute: entry } = await this.resolve(conversationId, userPath, { mustExist: true, keepFinalSymlink: true });
-    if (entry === root) {
-      throw new InvalidRequestError('workdir_root_not_deletable', 'The workdir itself cannot be deleted (delete the conversation with ?delete_workdir=true for that).', { path: userPath });
-    }
-    await resolveInWorkdir(root, userPath, { mustExist: true }); // a symlink leading out of the workdir is refused, not unlinked
-    const stats = await lstatIfExists(entry);
-    if (!stats) return;
-    await rm(entry, { recursive: stats.isDirectory(), force: true }).catch((error: unknown) => {
-      throw asWorkspaceError(error, userPath);
+    await this.withPinned(conversationId, userPath, { mustExist: true, keepFinalSymlink: true }, async (pinned) => {
+      const parent = pinned.parentDirectory;
+      if (parent === null || pinned.name === null) {
+        throw new InvalidRequestError('workdir_root_not_deletable', 'The workdir itself cannot be deleted (delete the conversation with ?delete_workdir=true for that).', { path: userPath });
+      }
+      await this.withPinned(conversationId, userPath, { mustExist: true }, async () => undefined); // a symlink leading out of the workdir is refused, not unlinked
+      await removeEntry(parent, pinned.name);
     });
   }
 
-  /** Opens a regular file for reading (O_NOFOLLOW). The caller owns the handle. */
+  /** Opens a regular file for reading (O_NOFOLLOW, through its pinned directory). The caller owns the handle. */
   async open(conversationId: string, userPath: string): Promise<OpenedFile> {
-    const { absolute } = await this.resolve(conversationId, userPath, { mustExist: true });
-    const checkRegular = (stats: Stats) => {
-      if (stats.isDirectory()) throw new InvalidRequestError('is_a_directory', `${JSON.stringify(userPath)} is a directory; list it instead.`, { path: userPath });
-      if (!stats.isFile()) throw new InvalidRequestError('not_a_regular_file', `${JSON.stringify(userPath)} is not a regular file.`, { path: userPath });
-    };
-    checkRegular(await stat(absolute)); // before open(): opening a FIFO could block
-    const handle = await open(absolute, READ_FLAGS).catch((error: unknown) => {
-      throw asWorkspaceError(error, userPath);
+    return this.withPinned(conversationId, userPath, { mustExist: true }, async (pinned) => {
+      // O_NONBLOCK: opening a FIFO cannot block; it is then refused as not a regular file.
+      const handle = await open(pinned.at(), READ_FLAGS).catch((error: unknown) => {
+        throw asWorkspaceError(error, userPath);
+      });
+      try {
+        const stats = await handle.stat();
+        if (stats.isDirectory()) throw new InvalidRequestError('is_a_directory', `${JSON.stringify(userPath)} is a directory; list it instead.`, { path: userPath });
+        if (!stats.isFile()) throw new InvalidRequestError('not_a_regular_file', `${JSON.stringify(userPath)} is not a regular file.`, { path: userPath });
+        return { handle, name: pinned.name ?? '.', size: stats.size, mtimeMs: stats.mtimeMs };
+      } catch (error) {
+        await handle.close();
+        throw error;
+      }
     });
-    try {
-      const stats = await handle.stat();
-      checkRegular(stats);
-      return { handle, name: path.basename(absolute), size: stats.size, mtimeMs: stats.mtimeMs };
-    } catch (error) {
-      await handle.close();
-      throw error;
-    }
   }
 
   /** Starts an upload into `directory` (created when missing). Commit or abort the batch. */
   async beginUpload(conversationId: string, directory: string): Promise<UploadBatch> {
-    const { root, absolute } = await this.resolve(conversationId, directory, {});
-    const existing = await lstatIfExists(absolute);
-    if (existing && !existing.isDirectory()) {
-      throw new ConflictError('not_a_directory', `Upload target ${JSON.stringify(directory)} exists and is not a directory.`, { path: directory });
-    }
-    let createdDirectory: string | undefined;
-    if (!existing) {
-      try {
-        createdDirectory = await mkdir(absolute, { recursive: true });
-      } catch (error) {
-        throw asWorkspaceError(error, directory);
+    const workdir = this.options.workdirOf(conversationId);
+    return this.withPinned(conversationId, directory, {}, async (pinned) => {
+      if (pinned.exists && !(await lstat(pinned.at())).isDirectory()) {
+        throw new ConflictError('not_a_directory', `Upload target ${JSON.stringify(directory)} exists and is not a directory.`, { path: directory });
       }
-    }
-    return new UploadBatch({ root, directory: absolute, ...(createdDirectory ? { createdDirectory } : {}) });
+      return new UploadBatch({ workdir, root: pinned.root, directory: pinned.real, describe: (entry) => this.masked(conversationId, entry) });
+    });
+  }
+
+  /** A secret value in a file's name never leaves the server: masked like everywhere else. */
+  private masked<T extends FileEntry | undefined>(conversationId: string, entry: T): T {
+    const mask = this.options.maskText;
+    if (!mask || !entry) return entry;
+    return { ...entry, name: mask(conversationId, entry.name), path: mask(conversationId, entry.path) };
   }
 
   private get pageBudget(): number {
     return this.options.pageBudget ?? DEFAULT_PAGE_BUDGET;
   }
 
-  private async resolve(conversationId: string, userPath: string, options: ResolveOptions): Promise<{ root: string; absolute: string }> {
+  /** Runs `use` on the pinned path, releasing it after; filesystem failures become typed errors. */
+  private async withPinned<T>(conversationId: string, userPath: string, options: ResolveOptions, use: (pinned: PinnedPath) => Promise<T>): Promise<T> {
     const workdir = this.options.workdirOf(conversationId);
-    const absolute = await resolveInWorkdir(workdir, userPath, options);
-    return { root: await realpath(workdir), absolute };
+    const pinned = await pinInWorkdir(workdir, userPath, options).catch((error: unknown) => {
+      throw asWorkspaceError(error, userPath);
+    });
+    try {
+      return await use(pinned);
+    } catch (error) {
+      throw asWorkspaceError(error, userPath);
+    } finally {
+      await pinned.release();
+    }
   }
+}
+
+async function makeDirectory(at: string): Promise<boolean> {
+  return mkdir(at).then(
+    () => true,
+    (error: NodeJS.ErrnoException) => {
+      if (error.code === 'EEXIST') return false;
+      throw error;
+    },
+  );
 }
 
 function relativePrefix(root: string, absolute: string): string {
   const relative = toWorkdirRelative(root, absolute);
   return relative === '.' ? '' : `${relative}/`;
-}
-
-function describe(root: string, absolute: string, stats: Stats): FileEntry {
-  const relative = toWorkdirRelative(root, absolute);
-  return toFileEntry({ relativePath: relative, stats }) as FileEntry;
 }
