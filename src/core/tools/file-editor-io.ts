@@ -26,11 +26,18 @@ export async function readBytesNoFollow(filePath: string, maxBytes: number): Pro
   }
 }
 
-export async function writeBytesNoFollow(filePath: string, data: Buffer | string): Promise<void> {
+/**
+ * Writes a file the agent will own: given to `owner` (the workdir's, when the server runs as root)
+ * and without set-id bits, which a write by root would otherwise leave in place.
+ */
+export async function writeBytesNoFollow(filePath: string, data: Buffer | string, owner?: { uid: number; gid: number }): Promise<void> {
   const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
   const handle = await open(filePath, flags, 0o666);
   try {
     await handle.writeFile(data);
+    const stats = await handle.stat();
+    if (owner && process.geteuid?.() === 0 && (stats.uid !== owner.uid || stats.gid !== owner.gid)) await handle.chown(owner.uid, owner.gid);
+    if ((stats.mode & 0o6000) !== 0) await handle.chmod(stats.mode & 0o1777);
   } finally {
     await handle.close();
   }

@@ -101,7 +101,7 @@ async function create(input: FileEditorInput, context: ToolContext, scope: PinSc
   }
   // Missing parents are made one at a time, each held open: a symlink planted meanwhile is not followed.
   await pinned.ensureParent();
-  await writeBytesNoFollow(pinned.at(), input.file_text);
+  await writeBytesNoFollow(pinned.at(), input.file_text, await pinned.owner());
   EditHistory.from(context.state).record(checked.absolute, previous);
   const lineCount = splitLines(input.file_text).length;
   const verb = previous ? 'overwritten (the previous version can be restored with undo_edit)' : 'created';
@@ -181,7 +181,7 @@ async function undo(input: FileEditorInput, context: ToolContext, scope: PinScop
     return ok(`Undid the creation of ${file.relative}: the file was removed. ${remaining}`.trim(), file, { removed: true });
   }
   await pinned.ensureParent();
-  await writeBytesNoFollow(pinned.at(), entry.previous);
+  await writeBytesNoFollow(pinned.at(), entry.previous, await pinned.owner());
   const lines = splitLines(entry.previous.toString('utf8')).length;
   return ok(`Last edit to ${file.relative} undone: restored the previous version (${lines} lines). ${remaining}`.trim(), file, { lines });
 }
@@ -203,7 +203,7 @@ async function commitEdit(edit: { context: ToolContext; file: ToolPath; previous
   if (Buffer.byteLength(edit.updated) > MAX_EDITABLE_BYTES) {
     throw Object.assign(new Error('File too large'), { code: 'EFBIG' });
   }
-  await writeBytesNoFollow(pinnedOf(edit.file).at(), edit.updated);
+  await writeBytesNoFollow(pinnedOf(edit.file).at(), edit.updated, await pinnedOf(edit.file).owner());
   EditHistory.from(edit.context.state).record(edit.file.absolute, edit.previous);
 }
 

@@ -9,7 +9,7 @@
  * goes through names. Syntax checks come first (parseUserPath); see resolve-path.ts for the
  * error types.
  */
-import { lstat, mkdir, readlink, realpath } from 'node:fs/promises';
+import { lchown, lstat, mkdir, readlink, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { InvalidPathError } from './invalid-path-error.js';
 import { PathNotFoundError } from './path-not-found-error.js';
@@ -72,6 +72,20 @@ export class PinnedPath {
     return this.parent;
   }
 
+  /**
+   * Who owns the workdir: what the server creates in it is given to them (the agent's uid in a
+   * sandbox run as root), so nothing the server makes for the agent is owned by root.
+   */
+  async owner(): Promise<{ uid: number; gid: number }> {
+    const stats = await stat(this.rootDirectory.at('.'));
+    return { uid: stats.uid, gid: stats.gid };
+  }
+
+  /** Gives the entry (never a symlink's target) to the workdir's owner; for what the server just created. */
+  async adopt(): Promise<void> {
+    await giveTo(this.at(), await this.owner());
+  }
+
   /** Opens the entry as a directory, never through a symlink; the caller closes it. */
   async openDirectory(): Promise<PinnedDirectory> {
     if (this.parent === null) return PinnedDirectory.open(this.rootDirectory.at('.'), this.root);
@@ -94,6 +108,7 @@ export class PinnedPath {
           throw error;
         },
       );
+      if (made) await giveTo(parent.at(next), await this.owner());
       const child = await parent.openChild(next);
       this.held.push(child);
       if (made) created.push({ parent, name: next });
@@ -203,6 +218,13 @@ async function walk(options: { root: string; segments: string[]; userPath: strin
     await Promise.all(held.map((directory) => directory.close()));
     throw error;
   }
+}
+
+/** lchown to `owner` when the server may (root) and it is not already so. */
+async function giveTo(at: string, owner: { uid: number; gid: number }): Promise<void> {
+  if (process.geteuid?.() !== 0) return;
+  const stats = await lstat(at);
+  if (stats.uid !== owner.uid || stats.gid !== owner.gid) await lchown(at, owner.uid, owner.gid);
 }
 
 async function realWorkdir(workdir: string): Promise<string> {

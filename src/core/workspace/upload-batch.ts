@@ -66,6 +66,7 @@ export class UploadBatch {
     });
     let directory: PinnedDirectory;
     let finalName: string;
+    let owner: { uid: number; gid: number };
     try {
       const finalPath = pinned.real;
       if (finalPath === this.options.root || !finalPath.startsWith(`${this.options.directory}/`) || pinned.name === null) {
@@ -78,6 +79,7 @@ export class UploadBatch {
       for (const { parent, name } of await pinned.ensureParent()) this.createdDirectories.push({ parent: await this.hold(parent), name });
       directory = await this.hold(pinned.parentDirectory as PinnedDirectory);
       finalName = pinned.name;
+      owner = await pinned.owner();
     } catch (error) {
       throw asWorkspaceError(error, file.name);
     } finally {
@@ -88,6 +90,13 @@ export class UploadBatch {
       throw asWorkspaceError(error, file.name);
     });
     this.staged.push({ directory, tempName, finalName, finalPath: `${directory.real}/${finalName}` });
+    // The agent's file, not root's (the server runs as root in a sandboxed setup).
+    if (process.geteuid?.() === 0) {
+      await handle.chown(owner.uid, owner.gid).catch(async (error: unknown) => {
+        await handle.close();
+        throw asWorkspaceError(error, file.name);
+      });
+    }
     await pipeline(file.content, handle.createWriteStream()).catch((error: unknown) => {
       throw asWorkspaceError(error, file.name);
     });

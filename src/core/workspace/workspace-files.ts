@@ -116,6 +116,7 @@ export class WorkspaceFiles {
       } else {
         await pinned.ensureParent();
         created = await makeDirectory(pinned.at());
+        if (created) await pinned.adopt();
       }
       const directory = await pinned.openDirectory(); // never a symlink planted in its place meanwhile
       await directory.close();
