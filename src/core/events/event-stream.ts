@@ -8,7 +8,17 @@ export interface StreamItem {
   id?: string;
   event: string;
   data: string;
+  /** The item as SSE text (`id:`, `event:`, `data:` lines and a blank line). */
+  frame: string;
 }
+
+/**
+ * Live items are encoded once per event and shared by every subscriber: one frame per stream
+ * kind (a conversation's streams carry seq, the firehose the global cursor), keyed by the bus
+ * message every subscriber receives.
+ */
+const conversationFrames = new WeakMap<object, StreamItem>();
+const firehoseFrames = new WeakMap<object, StreamItem>();
 
 export interface EventStreamOptions {
   log: EventLog;
@@ -68,8 +78,19 @@ export class EventStream implements AsyncIterable<StreamItem> {
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<StreamItem> {
+    for await (const batch of this.batches()) {
+      for (const item of batch) yield item;
+    }
+  }
+
+  /**
+   * The stream in batches: history a page at a time, then everything queued since the last
+   * batch was taken. A writer sends each batch in one write; its bytes stop counting against
+   * the subscriber's cap when the writer asks for the next one.
+   */
+  async *batches(): AsyncGenerator<StreamItem[]> {
     try {
-      yield* this.history();
+      for (const page of this.history()) yield page;
       if (this.ended) return;
       this.subscribe();
       while (true) {
@@ -81,24 +102,21 @@ export class EventStream implements AsyncIterable<StreamItem> {
         }
         const batch = this.queue;
         this.queue = [];
-        for (const item of batch) {
-          // Counted until the consumer asks for the next one: it has taken this one by then.
-          yield item;
-          this.bufferedBytes -= item.data.length;
-        }
+        yield batch;
+        for (const item of batch) this.bufferedBytes -= item.data.length;
       }
-      if (this.endNotice) yield this.endNotice;
+      if (this.endNotice) yield [this.endNotice];
     } finally {
       this.close();
     }
   }
 
-  private *history(): Generator<StreamItem> {
+  private *history(): Generator<StreamItem[]> {
     const pageSize = this.options.historyPageSize ?? 500;
     while (!this.ended) {
       const page = this.readAfter(this.cursor, pageSize);
       if (page.length === 0) return;
-      for (const item of page) yield item;
+      yield page;
     }
   }
 
@@ -117,21 +135,22 @@ export class EventStream implements AsyncIterable<StreamItem> {
     if (this.ended) return;
     if (message.type === 'closed') {
       const notice: z.infer<typeof StreamClosedNotice> = { reason: 'conversation_deleted', conversation_id: message.conversationId };
-      this.close({ event: 'stream_closed', data: JSON.stringify(notice) });
+      this.close(noticeItem('stream_closed', notice));
       return;
     }
     if (this.queue.length >= maxBuffered || this.bufferedBytes >= this.options.maxBufferedBytes) {
       const notice: z.infer<typeof StreamOverflowNotice> = { reason: 'subscriber_too_slow', resume_after: String(this.cursor) };
-      this.close({ event: 'stream_overflow', data: JSON.stringify(notice) });
+      this.close(noticeItem('stream_overflow', notice));
       return;
     }
     if (message.type === 'delta') {
-      if (includeDeltas) this.enqueue({ event: 'message_delta', data: JSON.stringify(message.delta) });
+      if (includeDeltas) this.enqueue(sharedItem(conversationFrames, message, () => noticeItem('message_delta', message.delta)));
     } else {
       const cursor = this.options.conversationId === null ? message.appended.globalCursor : message.appended.event.seq;
       if (cursor <= this.cursor) return;
       this.cursor = cursor;
-      this.enqueue(toItem(cursor, message.appended));
+      const frames = this.options.conversationId === null ? firehoseFrames : conversationFrames;
+      this.enqueue(sharedItem(frames, message, () => toItem(cursor, message.appended)));
     }
     this.wake?.();
   }
@@ -158,5 +177,21 @@ export class EventStream implements AsyncIterable<StreamItem> {
 }
 
 function toItem(cursor: number, stored: StoredEvent): StreamItem {
-  return { id: String(cursor), event: stored.event.kind, data: stored.json };
+  const id = String(cursor);
+  return { id, event: stored.event.kind, data: stored.json, frame: `id: ${id}\nevent: ${stored.event.kind}\ndata: ${stored.json}\n\n` };
+}
+
+/** An item without a cursor (a delta or a notice); its JSON has no line break, so one data line. */
+export function noticeItem(event: string, body: unknown): StreamItem {
+  const data = JSON.stringify(body);
+  return { event, data, frame: `event: ${event}\ndata: ${data}\n\n` };
+}
+
+function sharedItem(frames: WeakMap<object, StreamItem>, key: object, make: () => StreamItem): StreamItem {
+  let item = frames.get(key);
+  if (!item) {
+    item = make();
+    frames.set(key, item);
+  }
+  return item;
 }

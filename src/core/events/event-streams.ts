@@ -1,6 +1,6 @@
 import type { EventBus } from './event-bus.js';
 import type { EventLog } from './event-log.js';
-import { EventStream } from './event-stream.js';
+import { EventStream, noticeItem } from './event-stream.js';
 
 /** Opens SSE-ready event streams and keeps track of them, so shutdown can end them all. */
 export class EventStreams {
@@ -31,7 +31,7 @@ export class EventStreams {
   }
 
   closeAll(reason: string): void {
-    for (const stream of this.open) stream.close({ event: 'stream_closed', data: JSON.stringify({ reason }) });
+    for (const stream of this.open) stream.close(noticeItem('stream_closed', { reason }));
     this.open.clear();
   }
 }

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyReply } from 'fastify';
 import type { Services } from '../../compose.js';
 import { InvalidRequestError } from '../../core/errors.js';
-import type { EventStream } from '../../core/events/event-stream.js';
+import type { EventStream, StreamItem } from '../../core/events/event-stream.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
 const StreamQuery = z.object({
@@ -41,18 +41,37 @@ async function pipeStream(reply: FastifyReply, stream: EventStream, release: () 
     }, FLUSH_GRACE_MS).unref();
   });
   reply.sse.sendHeaders();
-  reply.raw.write('retry: 2000\n\n');
+  const socket = reply.raw;
+  socket.write('retry: 2000\n\n');
   try {
-    await reply.sse.send(
-      (async function* () {
-        for await (const item of stream) yield item;
-      })(),
-    );
+    // Each batch in one write of frames encoded once for all subscribers (event-stream.ts).
+    for await (const batch of stream.batches()) {
+      if (socket.destroyed) break;
+      const text = batch.length === 1 ? (batch[0] as StreamItem).frame : batch.map((item) => item.frame).join('');
+      if (!socket.write(text)) await drained(socket);
+    }
   } catch {
     // The client went away mid-write: nothing to answer.
   } finally {
     release();
+    if (!socket.destroyed && !socket.writableEnded) socket.end();
   }
+}
+
+/** Resolves once the socket takes more, or rejects when it closes first. */
+function drained(socket: FastifyReply['raw']): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const done = (error?: Error) => {
+      socket.off('drain', onDrain);
+      socket.off('close', onClose);
+      if (error) reject(error);
+      else resolve();
+    };
+    const onDrain = () => done();
+    const onClose = () => done(new Error('closed'));
+    socket.on('drain', onDrain);
+    socket.on('close', onClose);
+  });
 }
 
 const rawSerializer = (data: unknown) => (typeof data === 'string' ? data : JSON.stringify(data));
