@@ -28,6 +28,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     forceCloseConnections: true,
     requestIdHeader: 'x-request-id',
     genReqId: () => crypto.randomUUID(),
+    // One line per request, written when it ends (below), instead of Fastify's two.
+    disableRequestLogging: true,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 4096 },
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler,
@@ -61,7 +63,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     if (typeof conversationId === 'string') request.log = reply.log = request.log.child({ conversation_id: conversationId });
   });
   app.addHook('onResponse', async (request, reply) => {
-    services.metrics.observeRequest({ method: request.method, route: request.routeOptions.url ?? 'unmatched', status: reply.statusCode, seconds: reply.elapsedTime / 1000 });
+    const route = request.routeOptions.url ?? 'unmatched';
+    services.metrics.observeRequest({ method: request.method, route, status: reply.statusCode, seconds: reply.elapsedTime / 1000 });
+    request.log.info({ req: request, res: reply, route, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request completed');
   });
   app.addHook('preClose', async () => {
     services.streams.closeAll('server_shutting_down');
