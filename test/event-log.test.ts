@@ -253,6 +253,17 @@ describe('FileEventLog reads', () => {
     }
     expect(log.read(id, { order: 'desc', afterSeq: 295, limit: 100 }).map((s) => s.event.seq)).toEqual([300, 299, 298, 297, 296]);
   });
+
+  it('keeps kind-filtered reads current after appends, for several kinds at once and with a source', () => {
+    const seqs = (kinds: ('message' | 'state_update')[], order: 'asc' | 'desc' = 'asc', limit = 1000) => log.read(id, { order, limit, kinds }).map((s) => s.event.seq);
+    expect(seqs(['state_update'])).toEqual(range(1, 300).filter((seq) => seq % 3 === 0)); // builds the per-kind lists
+    fill(log, id, 6); // seqs 301..306: 303 and 306 are state updates
+    expect(seqs(['state_update'], 'desc', 3)).toEqual([306, 303, 300]);
+    expect(seqs(['message', 'state_update'])).toEqual(range(1, 306));
+    expect(log.read(id, { order: 'asc', limit: 1000, kinds: ['message', 'state_update'], sources: ['user'] }).map((s) => s.event.seq)).toEqual(range(1, 306).filter((seq) => seq % 3 !== 0));
+    expect(log.count(id, { kinds: ['state_update'], afterSeq: 299 })).toBe(3);
+    expect(log.count(id, { kinds: ['message', 'state_update'] })).toBe(306);
+  });
 });
 
 describe('FileEventLog firehose', () => {

@@ -14,6 +14,18 @@ function writeAll(fd: number, buffer: Buffer): void {
   while (written < buffer.length) written += fs.writeSync(fd, buffer, written, buffer.length - written);
 }
 
+/** Where an index entry keeps its kind code (see index-entry.ts). */
+const KIND_BYTE = 10;
+
+function seqListOf(lists: Map<number, number[]>, kind: number): number[] {
+  let list = lists.get(kind);
+  if (!list) {
+    list = [];
+    lists.set(kind, list);
+  }
+  return list;
+}
+
 function readAt(fd: number, length: number, position: number): Buffer {
   const buffer = Buffer.allocUnsafe(length);
   let read = 0;
@@ -34,6 +46,12 @@ export class ConversationLogFile {
   private logSize: number;
   private lastTimestampMs: number;
   count: number;
+  /**
+   * The seqs of each kind code, ascending: built by one pass over the index on the first read
+   * filtered by kind, then kept current by append. A `kind=` page then costs its own size, not
+   * a scan of the log (a kind that occurs once in a million events included).
+   */
+  private kindSeqs: Map<number, number[]> | null = null;
 
   private constructor(
     private readonly logFd: number,
@@ -95,6 +113,7 @@ export class ConversationLogFile {
     this.logSize += line.length;
     this.lastTimestampMs = Date.parse(event.timestamp);
     this.count += 1;
+    if (this.kindSeqs) seqListOf(this.kindSeqs, kindCode(event.kind)).push(this.count);
   }
 
   /** Where the files end now: give it to `rollback` to undo appends made after. */
@@ -108,6 +127,21 @@ export class ConversationLogFile {
     this.count = state.count;
     this.logSize = state.logSize;
     this.lastTimestampMs = state.lastTimestampMs;
+    this.kindSeqs = null; // rebuilt on the next filtered read
+  }
+
+  /** The seqs of events of kind code `kind`, ascending (see kindSeqs). Do not modify. */
+  seqsOfKind(kind: number): readonly number[] {
+    if (!this.kindSeqs) {
+      const bySeq = new Map<number, number[]>();
+      for (let first = 1; first <= this.count; first += SCAN_CHUNK_ENTRIES * 8) {
+        const n = Math.min(SCAN_CHUNK_ENTRIES * 8, this.count - first + 1);
+        const buffer = readAt(this.indexFd, n * ENTRY_SIZE, (first - 1) * ENTRY_SIZE);
+        for (let at = 0, seq = first; at + ENTRY_SIZE <= buffer.length; at += ENTRY_SIZE, seq += 1) seqListOf(bySeq, buffer[at + KIND_BYTE] as number).push(seq);
+      }
+      this.kindSeqs = bySeq;
+    }
+    return this.kindSeqs.get(kind) ?? [];
   }
 
   /** Index entries for seqs [fromSeq, fromSeq + n). */

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { isoTimestamp, systemClock, type Clock } from '../../core/clock.js';
-import type { AgentEvent, NewEvent } from '../../core/schemas/event.js';
+import type { AgentEvent, EventKind, NewEvent } from '../../core/schemas/event.js';
 import type { AppendedEvent, EventFilter, EventLog, EventPageQuery, FirehoseEntry, StoredEvent } from '../../core/events/event-log.js';
 import { ConversationLogFile } from './conversation-log-file.js';
 import { FirehoseIndex } from './firehose-index.js';
@@ -80,13 +80,22 @@ export class FileEventLog implements EventLog {
     if (low > high) return [];
     const matches = this.matcher(query);
     const picked: IndexEntry[] = [];
-    const visit = (seq: number, entry: IndexEntry) => {
-      if (seq < low || seq > high) return false;
-      if (matches(entry)) picked.push(entry);
-      return picked.length < query.limit;
-    };
-    if (query.order === 'asc') file.scan(low, 1, visit);
-    else file.scan(high, -1, visit);
+    if (query.kinds?.length) {
+      // Only the events of those kinds are looked at (the per-kind seq lists), in order.
+      for (const seq of seqsInWindow({ lists: this.kindLists(file, query.kinds), low, high, order: query.order })) {
+        const entry = file.entry(seq);
+        if (entry && matches(entry)) picked.push(entry);
+        if (picked.length >= query.limit) break;
+      }
+    } else {
+      const visit = (seq: number, entry: IndexEntry) => {
+        if (seq < low || seq > high) return false;
+        if (matches(entry)) picked.push(entry);
+        return picked.length < query.limit;
+      };
+      if (query.order === 'asc') file.scan(low, 1, visit);
+      else file.scan(high, -1, visit);
+    }
     // Lines are read in log order, so that adjacent ones come in one read.
     const lines = file.readLines(query.order === 'asc' ? picked : picked.reverse());
     if (query.order === 'desc') lines.reverse();
@@ -98,6 +107,11 @@ export class FileEventLog implements EventLog {
     const { low, high } = this.bounds(file, filter);
     if (low > high) return 0;
     if (!filter.kinds?.length && !filter.sources?.length) return high - low + 1;
+    if (filter.kinds?.length && !filter.sources?.length) {
+      let n = 0;
+      for (const list of this.kindLists(file, filter.kinds)) n += lowerBound(list, high + 1) - lowerBound(list, low);
+      return n;
+    }
     const matches = this.matcher(filter);
     let n = 0;
     file.scan(low, 1, (seq, entry) => {
@@ -195,6 +209,10 @@ export class FileEventLog implements EventLog {
     return { low, high };
   }
 
+  private kindLists(file: ConversationLogFile, kinds: readonly EventKind[]): (readonly number[])[] {
+    return [...new Set(kinds.map(kindCode))].map((kind) => file.seqsOfKind(kind));
+  }
+
   private matcher(filter: EventFilter): (entry: IndexEntry) => boolean {
     const kinds = filter.kinds?.length ? new Set(filter.kinds.map(kindCode)) : undefined;
     const sources = filter.sources?.length ? new Set(filter.sources.map(sourceCode)) : undefined;
@@ -229,5 +247,35 @@ export class FileEventLog implements EventLog {
       this.open.delete(oldestId);
     }
     return file;
+  }
+}
+
+/** Index of the first element >= value in an ascending list. */
+function lowerBound(list: readonly number[], value: number): number {
+  let low = 0;
+  let high = list.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if ((list[middle] as number) < value) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
+/** The seqs of several ascending lists within [low, high], merged, ascending or descending. */
+function* seqsInWindow(options: { lists: (readonly number[])[]; low: number; high: number; order: 'asc' | 'desc' }): Generator<number> {
+  const { lists, low, high, order } = options;
+  const positions = lists.map((list) => (order === 'asc' ? lowerBound(list, low) : lowerBound(list, high + 1) - 1));
+  for (;;) {
+    let best = -1;
+    for (let index = 0; index < lists.length; index++) {
+      const seq = (lists[index] as readonly number[])[positions[index] as number];
+      if (seq === undefined || seq < low || seq > high) continue;
+      const current = best === -1 ? undefined : (lists[best] as readonly number[])[positions[best] as number];
+      if (current === undefined || (order === 'asc' ? seq < current : seq > current)) best = index;
+    }
+    if (best === -1) return;
+    yield (lists[best] as readonly number[])[positions[best] as number] as number;
+    positions[best] = (positions[best] as number) + (order === 'asc' ? 1 : -1);
   }
 }
