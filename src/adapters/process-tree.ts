@@ -9,8 +9,25 @@ export interface ProcessEntry {
   startTime: number;
 }
 
-/** A snapshot of the process table from /proc (Linux). Elsewhere: empty, callers degrade to group kills. */
+/**
+ * A snapshot of the process table from /proc (Linux). Elsewhere: empty, callers degrade to group kills.
+ * One snapshot serves the whole event-loop turn: closing a thousand shells at shutdown (each
+ * walks its tree in the same synchronous sweep) reads /proc once, not a thousand times. Later
+ * turns read it again. The array is frozen: callers filter it, never change it.
+ */
 export function listProcesses(): ProcessEntry[] {
+  if (turnSnapshot) return turnSnapshot;
+  const snapshot = Object.freeze(scanProcesses()) as ProcessEntry[];
+  turnSnapshot = snapshot;
+  setImmediate(() => {
+    if (turnSnapshot === snapshot) turnSnapshot = undefined;
+  }).unref();
+  return snapshot;
+}
+
+let turnSnapshot: ProcessEntry[] | undefined;
+
+function scanProcesses(): ProcessEntry[] {
   let names: string[];
   try {
     names = readdirSync('/proc');
