@@ -136,7 +136,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     log,
     recorder,
     runs,
-    llm: overrides.llm ?? new OpenAiLlmClient(),
+    llm: overrides.llm ?? new OpenAiLlmClient(config.llmClient),
     tools,
     shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv })),
     shellEnv: (record) => secrets.environment(record),

@@ -13,6 +13,8 @@ import { EnvSchema, LogLevel, VARIABLES } from './config-variables.js';
  */
 
 export interface Config {
+  /** How the LLM client waits: 429s retried for this long in total; a silent stream retried after this. */
+  llmClient: { rateLimitWaitMs: number; idleTimeoutMs: number };
   host: string;
   port: number;
   dataDir: string;
@@ -185,6 +187,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
           api_key: e.AGENTD_LLM_API_KEY ?? e.OPENAI_API_KEY ?? null,
         }
       : null,
+    llmClient: Object.freeze({ rateLimitWaitMs: Math.round(e.AGENTD_LLM_RATE_LIMIT_WAIT_S * 1000), idleTimeoutMs: Math.round(e.AGENTD_LLM_IDLE_TIMEOUT_S * 1000) }),
     secretKey: e.AGENTD_SECRET_KEY ?? null,
     fsync: e.AGENTD_FSYNC,
     maxBodyBytes: e.AGENTD_MAX_BODY_BYTES,

@@ -47,6 +47,36 @@ export function parseRetryAfterMs(headers: { get(name: string): string | null } 
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
 
+/**
+ * OpenAI's `x-ratelimit-reset-requests` / `x-ratelimit-reset-tokens` ("1s", "6m0s", "20ms",
+ * "1h2m3.5s"): the longer of the two, when a 429 carries no retry-after.
+ */
+export function parseRateLimitResetMs(headers: { get(name: string): string | null } | undefined): number | undefined {
+  if (!headers) return undefined;
+  let longest: number | undefined;
+  for (const name of ['x-ratelimit-reset-requests', 'x-ratelimit-reset-tokens']) {
+    const ms = parseGoDuration(headers.get(name));
+    if (ms !== undefined) longest = Math.max(longest ?? 0, ms);
+  }
+  return longest;
+}
+
+function parseGoDuration(raw: string | null): number | undefined {
+  if (!raw) return undefined;
+  const text = raw.trim();
+  if (/^\d+(\.\d+)?$/.test(text)) return Number(text) * 1000; // plain seconds
+  const units: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1 };
+  let total = 0;
+  let rest = text;
+  while (rest !== '') {
+    const match = /^(\d+(?:\.\d+)?)(ms|h|m|s)/.exec(rest);
+    if (!match) return undefined;
+    total += Number(match[1]) * (units[match[2] as string] as number);
+    rest = rest.slice(match[0].length);
+  }
+  return total;
+}
+
 /** Resolves after `ms`, or rejects with LlmAbortError as soon as `signal` aborts. */
 export function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -72,16 +102,21 @@ export function sleep(ms: number, signal: AbortSignal): Promise<void> {
  */
 export class AttemptController {
   readonly controller = new AbortController();
-  timedOut = false;
+  /** Which limit ended the attempt: no chunk for `idleMs`, or `totalMs` in all. */
+  timedOut: false | 'idle' | 'total' = false;
   private timer: NodeJS.Timeout | undefined;
+  private readonly deadline: NodeJS.Timeout;
   private readonly onParentAbort = (): void => this.controller.abort(this.parent.reason);
+  private readonly idleMs: number;
 
   constructor(
     private readonly parent: AbortSignal,
-    private readonly idleMs: number,
+    limits: { idleMs: number; totalMs: number },
   ) {
+    this.idleMs = limits.idleMs;
     if (parent.aborted) this.controller.abort(parent.reason);
     else parent.addEventListener('abort', this.onParentAbort, { once: true });
+    this.deadline = setTimeout(() => this.expire('total'), limits.totalMs);
     this.touch();
   }
 
@@ -92,14 +127,18 @@ export class AttemptController {
   /** Restart the idle timer (a chunk arrived). */
   touch(): void {
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      this.timedOut = true;
-      this.controller.abort(new Error('LLM request timed out'));
-    }, this.idleMs);
+    this.timer = setTimeout(() => this.expire('idle'), this.idleMs);
+  }
+
+  private expire(which: 'idle' | 'total'): void {
+    if (this.timedOut) return;
+    this.timedOut = which;
+    this.controller.abort(new Error('LLM request timed out'));
   }
 
   dispose(): void {
     clearTimeout(this.timer);
+    clearTimeout(this.deadline);
     this.parent.removeEventListener('abort', this.onParentAbort);
   }
 }

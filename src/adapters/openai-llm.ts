@@ -11,7 +11,7 @@ import type {
 } from 'openai/resources/chat/completions';
 import { LlmError, type LlmClient, type LlmMessage, type LlmRequest, type LlmResponse, type LlmSettings } from '../core/agent/llm.js';
 import { ChatChunkAccumulator, normalizeToolCall, usageOf } from './chat-chunk-accumulator.js';
-import { AttemptController, LlmAbortError, backoffDelayMs, parseRetryAfterMs, redact, sleep } from './llm-retry.js';
+import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, sleep } from './llm-retry.js';
 
 export { isAbortError, LlmAbortError } from './llm-retry.js';
 
@@ -29,8 +29,12 @@ export interface OpenAiLlmClientOptions {
   maxRetryAfterMs?: number;
   /** Used when `settings.num_retries` is not set (default 4). */
   defaultNumRetries?: number;
-  /** Used when `settings.timeout_s` is not set (default 600). */
+  /** Used when `settings.timeout_s` is not set (default 600): the longest one attempt may take in all. */
   defaultTimeoutS?: number;
+  /** The longest a streaming attempt may go without a chunk (default 120 s; never more than the attempt's timeout). */
+  idleTimeoutMs?: number;
+  /** 429s are retried, past `num_retries`, until this much time was spent waiting (default 60 s). Quota errors never are. */
+  rateLimitWaitMs?: number;
   maxTokensParam?: MaxTokensParam;
   /** Jitter source, for tests. */
   random?: () => number;
@@ -74,6 +78,8 @@ export class OpenAiLlmClient implements LlmClient {
     const retries = Math.max(0, Math.floor(settings.num_retries ?? this.options.defaultNumRetries ?? 4));
     const client = this.clientFor(settings);
     const body = this.buildBody(request);
+    const rateLimitWaitMs = this.options.rateLimitWaitMs ?? 60_000;
+    let waitedMs = 0;
     for (let attempt = 0; ; attempt++) {
       if (signal.aborted) throw new LlmAbortError(signal.reason);
       const progress = { textEmitted: false };
@@ -82,9 +88,6 @@ export class OpenAiLlmClient implements LlmClient {
       } catch (err) {
         if (signal.aborted) throw new LlmAbortError(signal.reason);
         const failure = err instanceof AttemptFailure ? err.failure : classify(err);
-        if (!failure.retryable || attempt >= retries || progress.textEmitted) {
-          throw toLlmError({ failure, attempts: attempt + 1, settings, textEmitted: progress.textEmitted });
-        }
         const delay =
           failure.retryAfterMs !== undefined
             ? Math.min(failure.retryAfterMs, this.options.maxRetryAfterMs ?? 60_000)
@@ -94,6 +97,12 @@ export class OpenAiLlmClient implements LlmClient {
                 maxDelayMs: this.options.retryMaxDelayMs ?? 30_000,
                 ...(this.options.random ? { random: this.options.random } : {}),
               });
+        // A rate limit is waited out for the whole budget, however many attempts that takes.
+        const rateLimitLeft = failure.code === 'llm_rate_limited' && waitedMs < rateLimitWaitMs;
+        if (!failure.retryable || progress.textEmitted || (attempt >= retries && !rateLimitLeft)) {
+          throw toLlmError({ failure, attempts: attempt + 1, settings, textEmitted: progress.textEmitted });
+        }
+        waitedMs += delay;
         request.onRetry?.({
           attempt: attempt + 1,
           code: failure.code,
@@ -114,7 +123,9 @@ export class OpenAiLlmClient implements LlmClient {
   }): Promise<LlmResponse> {
     const { client, body, request, progress } = args;
     const timeoutMs = Math.max(1, (request.settings.timeout_s ?? this.options.defaultTimeoutS ?? 600) * 1000);
-    const control = new AttemptController(request.signal, timeoutMs);
+    // A non-streaming answer has no chunks to wait between: only the attempt's timeout applies.
+    const idleMs = this.stream ? Math.min(timeoutMs, this.options.idleTimeoutMs ?? 120_000) : timeoutMs;
+    const control = new AttemptController(request.signal, { idleMs, totalMs: timeoutMs });
     const requestOptions = { signal: control.signal, timeout: timeoutMs, maxRetries: 0 };
     try {
       if (!this.stream) {
@@ -142,7 +153,8 @@ export class OpenAiLlmClient implements LlmClient {
       return accumulator.result(request.settings);
     } catch (err) {
       if (control.timedOut && !request.signal.aborted) {
-        throw new AttemptFailure({ code: 'llm_timeout', retryable: true, detail: `no data from the server for ${timeoutMs / 1000} s (timeout_s)` });
+        const detail = control.timedOut === 'idle' ? `no data from the server for ${idleMs / 1000} s (AGENTD_LLM_IDLE_TIMEOUT_S)` : `the answer took longer than ${timeoutMs / 1000} s (timeout_s)`;
+        throw new AttemptFailure({ code: 'llm_timeout', retryable: true, detail });
       }
       throw err;
     } finally {
@@ -184,7 +196,7 @@ export class OpenAiLlmClient implements LlmClient {
     const cached = this.clients.get(key);
     if (cached) return cached;
     if (!safeUrl(baseUrl)) throw new LlmError('llm_bad_request', `base_url is not a valid URL: ${redact(baseUrl, [apiKey])}`);
-    const common = { apiKey, maxRetries: 0, organization: null, project: null, webhookSecret: null, adminAPIKey: null };
+    const common = { apiKey, maxRetries: 0, organization: null, project: null, webhookSecret: null, adminAPIKey: null, fetch: fetchWithReadableErrors };
     // Azure's classic API (deployments + api-version) needs AzureOpenAI, which routes
     // /openai/deployments/{model}/chat/completions?api-version=… and sends `api-key`. Azure's
     // v1 API (base_url ending in /openai/v1) is plain OpenAI-compatible.
@@ -236,12 +248,14 @@ function classify(err: unknown): Failure {
   if (err instanceof APIError) {
     const codeAsStatus = typeof err.code === 'string' && /^\d{3}$/.test(err.code) ? Number(err.code) : undefined;
     const status = err.status ?? codeAsStatus;
-    const detail = truncate(err.message);
-    const retryAfterMs = parseRetryAfterMs(err.headers);
+    const detail = truncate(errorDetail(err));
+    const retryAfterMs = parseRetryAfterMs(err.headers) ?? parseRateLimitResetMs(err.headers);
     const shouldRetry = err.headers?.get('x-should-retry');
     const base = { detail, ...(status !== undefined ? { status } : {}), ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
     const failure: Failure =
-      status === undefined ? { ...base, code: 'llm_server_error', retryable: true } // an error event mid-stream
+      isQuotaError(err) ? { ...base, code: 'llm_quota_exceeded', retryable: false } // a 429 that waiting does not cure
+      : isContextOverflow(err, status) ? { ...base, code: 'llm_context_exceeded', retryable: false }
+      : status === undefined ? { ...base, code: 'llm_server_error', retryable: true } // an error event mid-stream
       : status === 429 ? { ...base, code: 'llm_rate_limited', retryable: true }
       : status === 408 ? { ...base, code: 'llm_timeout', retryable: true }
       : status === 409 ? { ...base, code: 'llm_error', retryable: true }
@@ -250,7 +264,7 @@ function classify(err: unknown): Failure {
       : status >= 400 ? { ...base, code: 'llm_bad_request', retryable: false }
       : { ...base, code: 'llm_error', retryable: false };
     if (shouldRetry === 'false') failure.retryable = false;
-    if (shouldRetry === 'true') failure.retryable = true;
+    if (shouldRetry === 'true' && failure.code !== 'llm_quota_exceeded' && failure.code !== 'llm_context_exceeded') failure.retryable = true;
     return failure;
   }
   if (err instanceof SyntaxError) return { code: 'llm_server_error', retryable: true, detail: `malformed response: ${truncate(err.message)}` };
@@ -261,6 +275,67 @@ function classify(err: unknown): Failure {
     return { code: 'llm_connection_error', retryable: true, detail: `connection failed: ${truncate(message)}` };
   }
   return { code: 'llm_error', retryable: false, detail: truncate(message) };
+}
+
+/**
+ * The SDK reads an error body's `error` member only, so two common shapes came out as
+ * "400 status code (no body)": Gemini's array (`[{"error": {...}}]`) and vLLM's and TGI's
+ * top-level `{"object": "error", "message": ...}`. This fetch rewrites both into
+ * `{"error": {...}}` before the SDK sees them; every other response passes untouched.
+ */
+async function fetchWithReadableErrors(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  const response = await fetch(input, init);
+  if (response.ok || !/json/i.test(response.headers.get('content-type') ?? '')) return response;
+  const text = await response.text();
+  const headers = new Headers(response.headers);
+  headers.delete('content-length'); // the body was decoded and may have been rewritten
+  headers.delete('content-encoding');
+  return new Response(normalizeErrorBody(text) ?? text, { status: response.status, statusText: response.statusText, headers });
+}
+
+/** `{"error": {...}}` for an error body in another shape; undefined when it already is one or is not JSON. */
+export function normalizeErrorBody(text: string): string | undefined {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const first: unknown = Array.isArray(body) ? body[0] : body;
+  if (!first || typeof first !== 'object') return undefined;
+  const record = first as { error?: unknown; message?: unknown; status?: unknown };
+  if (!Array.isArray(body) && record.error && typeof record.error === 'object') return undefined;
+  const inner = (record.error && typeof record.error === 'object' ? record.error : record) as { message?: unknown; status?: unknown; code?: unknown; type?: unknown };
+  if (typeof inner.message !== 'string') return undefined;
+  // Gemini's status ("INVALID_ARGUMENT") says more than its numeric code.
+  const message = typeof inner.status === 'string' ? `${inner.status}: ${inner.message}` : inner.message;
+  return JSON.stringify({ error: { ...inner, message } });
+}
+
+/** The provider's own words, as the SDK put them: "400 <message>". */
+function errorDetail(err: InstanceType<typeof APIError>): string {
+  return err.message;
+}
+
+/** `insufficient_quota` (OpenAI), billing and credit errors: retrying cannot help. */
+function isQuotaError(err: InstanceType<typeof APIError>): boolean {
+  const code = String(err.code ?? (err.error as { code?: unknown } | undefined)?.code ?? '');
+  if (code === 'insufficient_quota' || code === 'billing_hard_limit_reached') return true;
+  return (err.status === 429 || err.status === 402) && /insufficient[_ ]quota|exceeded your current quota|billing|out of credits|insufficient credits/i.test(errorDetail(err));
+}
+
+/**
+ * The prompt does not fit the model's context window, as OpenAI and Azure
+ * (`context_length_exceeded`), vLLM and TGI ("maximum context length", "longer than the
+ * model's context length"), Anthropic-compatible endpoints ("prompt is too long") and Gemini
+ * ("input token count ... exceeds the maximum number of tokens") say it.
+ */
+const CONTEXT_OVERFLOW = /context[_ ]length[_ ]exceeded|maximum context length|longer than the model'?s context|context window|prompt is too long|input token count.*exceeds|exceeds the maximum number of tokens|too many tokens|reduce the length of the messages|max_new_tokens.*must be <=/i;
+
+function isContextOverflow(err: InstanceType<typeof APIError>, status: number | undefined): boolean {
+  if (status !== undefined && status !== 400 && status !== 413 && status !== 422) return false;
+  const code = String(err.code ?? '');
+  return code === 'context_length_exceeded' || CONTEXT_OVERFLOW.test(errorDetail(err));
 }
 
 function toLlmError(args: { failure: Failure; attempts: number; settings: LlmSettings; textEmitted: boolean }): LlmError {

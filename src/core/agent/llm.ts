@@ -79,7 +79,16 @@ export interface LlmClient {
 /** Thrown by an LlmClient after retries ran out; `code` is a stable machine code. */
 export class LlmError extends Error {
   constructor(
-    readonly code: 'llm_rate_limited' | 'llm_server_error' | 'llm_timeout' | 'llm_connection_error' | 'llm_bad_request' | 'llm_auth_error' | 'llm_error',
+    readonly code:
+      | 'llm_rate_limited'
+      | 'llm_quota_exceeded'
+      | 'llm_context_exceeded'
+      | 'llm_server_error'
+      | 'llm_timeout'
+      | 'llm_connection_error'
+      | 'llm_bad_request'
+      | 'llm_auth_error'
+      | 'llm_error',
     message: string,
     readonly status?: number,
   ) {
