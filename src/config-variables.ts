@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ExtraBody, ExtraHeaders, MaxTokensParam } from './core/schemas/llm-config.js';
 
 /**
  * Every environment variable the server reads, as data: its zod schema (parsing and the default
@@ -27,6 +28,20 @@ const limit = (min: number, fallback: number) =>
   z.coerce.number().int().refine((value) => value === 0 || value >= min, `must be 0 (no limit) or at least ${min}`).default(fallback);
 const spec = <S extends z.ZodType>(value: { schema: S; default: string; meaning: string; flag?: string }) => value;
 
+/** A JSON object in a variable, checked by `schema`. */
+const jsonObject = <S extends z.ZodType>(schema: S) =>
+  z
+    .string()
+    .transform((text, ctx) => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'must be a JSON object, e.g. {"name": "value"}' });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+
 export const LogLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
 
 export const VARIABLES = {
@@ -41,6 +56,12 @@ export const VARIABLES = {
   AGENTD_LLM_API_KEY: spec({ schema: z.string().min(1).optional(), default: 'OPENAI_API_KEY', meaning: 'Default LLM API key (never returned, never logged)' }),
   OPENAI_BASE_URL: spec({ schema: z.url().optional(), default: 'none', meaning: 'Fallback for AGENTD_LLM_BASE_URL' }),
   OPENAI_API_KEY: spec({ schema: z.string().min(1).optional(), default: 'none', meaning: 'Fallback for AGENTD_LLM_API_KEY' }),
+  AGENTD_LLM_API_VERSION: spec({ schema: z.string().min(1).max(64).optional(), default: 'none', meaning: 'Default api_version (Azure OpenAI, e.g. 2024-10-21)' }),
+  AGENTD_LLM_MAX_TOKENS_PARAM: spec({ schema: MaxTokensParam.optional(), default: 'auto', meaning: 'Default max_tokens_param: auto, max_tokens or max_completion_tokens' }),
+  AGENTD_LLM_STREAM_USAGE: spec({ schema: boolText.optional(), default: 'auto', meaning: 'Default stream_usage: false stops sending stream_options (auto: off for old Azure api_versions)' }),
+  AGENTD_LLM_DROP_PARAMS: spec({ schema: commaList.optional(), default: 'none', meaning: 'Default drop_params: request fields never sent, comma-separated (e.g. temperature,top_p)' }),
+  AGENTD_LLM_EXTRA_BODY: spec({ schema: jsonObject(ExtraBody).optional(), default: 'none', meaning: 'Default extra_body: a JSON object added to every request body' }),
+  AGENTD_LLM_EXTRA_HEADERS: spec({ schema: jsonObject(ExtraHeaders).optional(), default: 'none', meaning: 'Default extra_headers: a JSON object of headers sent with every request' }),
   AGENTD_LLM_RATE_LIMIT_WAIT_S: spec({ schema: z.coerce.number().min(0).default(60), default: '60', meaning: 'How long an LLM request rate-limited (429) keeps being retried, in seconds in total' }),
   AGENTD_LLM_IDLE_TIMEOUT_S: spec({ schema: z.coerce.number().min(1).default(120), default: '120', meaning: 'Seconds a streaming LLM response may stay silent before the attempt is retried' }),
   AGENTD_SECRET_KEY: spec({ schema: z.string().min(16, 'must be at least 16 characters').optional(), default: 'generated', meaning: 'Key that encrypts secrets at rest (unset: <data dir>/secret.key, mode 0600)' }),

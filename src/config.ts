@@ -4,6 +4,7 @@ import path from 'node:path';
 import { parseArgs, parseEnv } from 'node:util';
 import { z } from 'zod';
 import { EnvSchema, LogLevel, VARIABLES } from './config-variables.js';
+import type { LlmConfigInput } from './core/schemas/llm-config.js';
 
 /**
  * The only reader of process.env. Variables come from the environment, then from a `.env` file
@@ -22,7 +23,8 @@ export interface Config {
   logLevel: z.infer<typeof LogLevel>;
   /** Keys from AGENTD_MASTER_KEY; empty means "generate or load the key file in the data dir". */
   masterKeys: readonly string[];
-  defaultLlm: { model: string; base_url: string | null; api_key: string | null } | null;
+  /** The LLM of a conversation created without one: AGENTD_LLM_* (null without AGENTD_LLM_MODEL). */
+  defaultLlm: LlmConfigInput | null;
   secretKey: string | null;
   fsync: boolean;
   maxBodyBytes: number;
@@ -185,6 +187,12 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
           model,
           base_url: e.AGENTD_LLM_BASE_URL ?? e.OPENAI_BASE_URL ?? null,
           api_key: e.AGENTD_LLM_API_KEY ?? e.OPENAI_API_KEY ?? null,
+          api_version: e.AGENTD_LLM_API_VERSION ?? null,
+          max_tokens_param: e.AGENTD_LLM_MAX_TOKENS_PARAM ?? null,
+          stream_usage: e.AGENTD_LLM_STREAM_USAGE ?? null,
+          drop_params: e.AGENTD_LLM_DROP_PARAMS ?? null,
+          extra_body: e.AGENTD_LLM_EXTRA_BODY ?? null,
+          extra_headers: e.AGENTD_LLM_EXTRA_HEADERS ?? null,
         }
       : null,
     llmClient: Object.freeze({ rateLimitWaitMs: Math.round(e.AGENTD_LLM_RATE_LIMIT_WAIT_S * 1000), idleTimeoutMs: Math.round(e.AGENTD_LLM_IDLE_TIMEOUT_S * 1000) }),

@@ -217,7 +217,7 @@ describe('OpenAiLlmClient', () => {
     expect(first.usage.prompt_tokens).toBe(1000);
     expect(first.usage.completion_tokens).toBe(200);
     expect(first.usage.cost).toBeCloseTo(0.0014, 10);
-    expect((await client.complete(makeRequest(server, { settings }))).usage).toEqual({ prompt_tokens: 0, completion_tokens: 0, cost: 0 });
+    expect((await client.complete(makeRequest(server, { settings }))).usage).toEqual({ prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 });
   });
 
   it('never puts the api key in an error message', async () => {

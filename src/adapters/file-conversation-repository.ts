@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { ConversationRecord, ConversationRepository, LoadedConversations } from '../core/conversations/conversation-record.js';
+import { SENSITIVE_HEADER } from '../core/schemas/llm-config.js';
 import type { SecretBox } from '../core/secrets/secret-box.js';
 import { DamagedDataError, StorageFullError } from '../core/errors.js';
 import { isOutOfSpace } from './disk-space.js';
@@ -113,7 +114,9 @@ export class FileConversationRepository implements ConversationRepository {
   private seal(record: ConversationRecord): DiskRecord {
     const secrets: Record<string, string> = {};
     for (const [name, value] of Object.entries(record.secrets)) secrets[name] = this.box.encrypt(value);
-    const llm = record.llm ? { ...record.llm, api_key: record.llm.api_key ? this.box.encrypt(record.llm.api_key) : null } : null;
+    const llm = record.llm
+      ? { ...record.llm, api_key: record.llm.api_key ? this.box.encrypt(record.llm.api_key) : null, extra_headers: sealHeaders(record.llm.extra_headers, (value) => this.box.encrypt(value)) }
+      : null;
     const retired = record.retired_secrets?.map(([name, value]): [string, string] => [name, this.box.encrypt(value)]);
     return { ...record, llm, secrets, ...(retired && { retired_secrets: retired }) };
   }
@@ -121,8 +124,16 @@ export class FileConversationRepository implements ConversationRepository {
   private unseal(disk: DiskRecord): ConversationRecord {
     const secrets: Record<string, string> = {};
     for (const [name, value] of Object.entries(disk.secrets ?? {})) secrets[name] = this.box.decrypt(value);
-    const llm = disk.llm ? { ...disk.llm, api_key: disk.llm.api_key ? this.box.decrypt(disk.llm.api_key) : null } : null;
+    const llm = disk.llm
+      ? { ...disk.llm, api_key: disk.llm.api_key ? this.box.decrypt(disk.llm.api_key) : null, extra_headers: sealHeaders(disk.llm.extra_headers, (value) => this.box.decrypt(value)) }
+      : null;
     const retired = disk.retired_secrets?.map(([name, value]): [string, string] => [name, this.box.decrypt(value)]);
     return { ...disk, llm, secrets, ...(retired && { retired_secrets: retired }) };
   }
+}
+
+/** Values of auth-like `extra_headers` are sealed at rest like `api_key`; a record from before they existed has none. */
+function sealHeaders(headers: Record<string, string> | null | undefined, transform: (value: string) => string): Record<string, string> | null {
+  if (!headers) return null;
+  return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, SENSITIVE_HEADER.test(name) ? transform(value) : value]));
 }

@@ -10,7 +10,8 @@ import type {
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
 import { LlmError, type LlmClient, type LlmMessage, type LlmRequest, type LlmResponse, type LlmSettings } from '../core/agent/llm.js';
-import { ChatChunkAccumulator, normalizeToolCall, usageOf } from './chat-chunk-accumulator.js';
+import { DEFAULT_BASE_URL, shapeChatRequest, type ShapedRequest } from './chat-request-shape.js';
+import { ChatChunkAccumulator, extraFieldsOf, normalizeToolCall, usageOf } from './chat-chunk-accumulator.js';
 import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, sleep } from './llm-retry.js';
 
 export { isAbortError, LlmAbortError } from './llm-retry.js';
@@ -40,7 +41,6 @@ export interface OpenAiLlmClientOptions {
   random?: () => number;
 }
 
-const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 const NO_API_KEY = 'no-api-key';
 const MAX_CACHED_CLIENTS = 64;
 
@@ -77,14 +77,14 @@ export class OpenAiLlmClient implements LlmClient {
     const { settings, signal } = request;
     const retries = Math.max(0, Math.floor(settings.num_retries ?? this.options.defaultNumRetries ?? 4));
     const client = this.clientFor(settings);
-    const body = this.buildBody(request);
+    const shaped = shapeChatRequest(request, { stream: this.stream, ...(this.options.maxTokensParam ? { maxTokensParam: this.options.maxTokensParam } : {}) });
     const rateLimitWaitMs = this.options.rateLimitWaitMs ?? 60_000;
     let waitedMs = 0;
     for (let attempt = 0; ; attempt++) {
       if (signal.aborted) throw new LlmAbortError(signal.reason);
       const progress = { textEmitted: false };
       try {
-        return await this.attempt({ client, body, request, progress });
+        return await this.attempt({ client, shaped, request, progress });
       } catch (err) {
         if (signal.aborted) throw new LlmAbortError(signal.reason);
         const failure = err instanceof AttemptFailure ? err.failure : classify(err);
@@ -117,23 +117,25 @@ export class OpenAiLlmClient implements LlmClient {
 
   private async attempt(args: {
     client: OpenAI;
-    body: ChatCompletionCreateParamsBase;
+    shaped: ShapedRequest;
     request: LlmRequest;
     progress: { textEmitted: boolean };
   }): Promise<LlmResponse> {
-    const { client, body, request, progress } = args;
+    const { client, shaped, request, progress } = args;
     const timeoutMs = Math.max(1, (request.settings.timeout_s ?? this.options.defaultTimeoutS ?? 600) * 1000);
     // A non-streaming answer has no chunks to wait between: only the attempt's timeout applies.
-    const idleMs = this.stream ? Math.min(timeoutMs, this.options.idleTimeoutMs ?? 120_000) : timeoutMs;
+    const idleMs = shaped.stream ? Math.min(timeoutMs, this.options.idleTimeoutMs ?? 120_000) : timeoutMs;
     const control = new AttemptController(request.signal, { idleMs, totalMs: timeoutMs });
-    const requestOptions = { signal: control.signal, timeout: timeoutMs, maxRetries: 0 };
+    const requestOptions = { signal: control.signal, timeout: timeoutMs, maxRetries: 0, headers: shaped.headers };
+    // The body is ours, shaped per provider (chat-request-shape.ts): it may carry fields the SDK's types do not know.
+    const body = shaped.body as unknown as ChatCompletionCreateParamsBase;
     try {
-      if (!this.stream) {
+      if (!shaped.stream) {
         const completion = await client.chat.completions.create({ ...body, stream: false }, requestOptions);
-        return fromCompletion(completion, request.settings);
+        return checkTruncation(checkFinish(fromCompletion(completion, request.settings)), { fingerprint: completion.system_fingerprint ?? null, shaped, settings: request.settings });
       }
       const stream = await client.chat.completions.create(
-        { ...body, stream: true, stream_options: { include_usage: true } },
+        { ...body, stream: true },
         requestOptions,
       );
       const accumulator = new ChatChunkAccumulator();
@@ -150,7 +152,10 @@ export class OpenAiLlmClient implements LlmClient {
       if (accumulator.chunkCount === 0) {
         throw new AttemptFailure({ code: 'llm_server_error', retryable: true, detail: 'the stream ended without any chunk' });
       }
-      return accumulator.result(request.settings);
+      if (accumulator.finished === null) {
+        throw new AttemptFailure({ code: 'llm_server_error', retryable: true, detail: 'the stream ended without a finish reason (a broken stream)' });
+      }
+      return checkTruncation(checkFinish(accumulator.result(request.settings)), { fingerprint: accumulator.fingerprint, shaped, settings: request.settings });
     } catch (err) {
       if (control.timedOut && !request.signal.aborted) {
         const detail = control.timedOut === 'idle' ? `no data from the server for ${idleMs / 1000} s (AGENTD_LLM_IDLE_TIMEOUT_S)` : `the answer took longer than ${timeoutMs / 1000} s (timeout_s)`;
@@ -160,31 +165,6 @@ export class OpenAiLlmClient implements LlmClient {
     } finally {
       control.dispose();
     }
-  }
-
-  private buildBody(request: LlmRequest): ChatCompletionCreateParamsBase {
-    const { settings } = request;
-    const body: ChatCompletionCreateParamsBase = { model: settings.model, messages: request.messages.map(toOpenAiMessage) };
-    if (request.tools.length > 0) {
-      body.tools = request.tools.map((tool) => ({
-        type: 'function' as const,
-        function: { name: tool.name, description: tool.description, parameters: tool.parameters },
-      }));
-    }
-    if (settings.temperature != null) body.temperature = settings.temperature;
-    if (settings.top_p != null) body.top_p = settings.top_p;
-    if (settings.max_output_tokens != null) body[this.maxTokensField(settings)] = settings.max_output_tokens;
-    // 'none' is sent as nothing: models without reasoning reject the field altogether.
-    if (settings.reasoning_effort && settings.reasoning_effort !== 'none') body.reasoning_effort = settings.reasoning_effort;
-    return body;
-  }
-
-  private maxTokensField(settings: LlmSettings): 'max_tokens' | 'max_completion_tokens' {
-    const choice = this.options.maxTokensParam ?? 'auto';
-    if (choice !== 'auto') return choice;
-    if (settings.api_version || !settings.base_url) return 'max_completion_tokens';
-    const host = safeUrl(settings.base_url)?.hostname ?? '';
-    return host.endsWith('openai.com') || host.endsWith('.azure.com') ? 'max_completion_tokens' : 'max_tokens';
   }
 
   /** One SDK client per (base_url, api_key, api_version); env vars are never read by the SDK. */
@@ -221,25 +201,49 @@ function fromCompletion(completion: ChatCompletion, settings: LlmSettings): LlmR
   // Some servers omit `type`: anything carrying a `function` is a function call.
   const toolCalls = (choice.message.tool_calls ?? []).flatMap((call) => {
     const fn = (call as { function?: { name?: string; arguments?: unknown } }).function;
-    return fn ? [normalizeToolCall({ id: call.id, name: fn.name ?? '', arguments: fn.arguments })] : [];
+    return fn ? [normalizeToolCall({ id: call.id, name: fn.name ?? '', arguments: fn.arguments, extra: extraFieldsOf(call as unknown as Record<string, unknown>) })] : [];
   });
   return {
     content: choice.message.content || null,
     toolCalls,
     usage: usageOf(completion.usage, settings),
     finishReason: choice.finish_reason ?? null,
+    refusal: (choice.message as { refusal?: string | null }).refusal ?? null,
   };
 }
 
-function toOpenAiMessage(message: LlmMessage): ChatCompletionMessageParam {
-  if (message.role !== 'assistant') return message;
-  const toolCalls = message.tool_calls ?? [];
-  if (toolCalls.length === 0) return { role: 'assistant', content: message.content ?? '' };
-  return {
-    role: 'assistant',
-    content: message.content,
-    tool_calls: toolCalls.map((call) => ({ id: call.id, type: 'function' as const, function: { name: call.name, arguments: call.arguments } })),
-  };
+/**
+ * Finish reasons that make an answer unusable: `error` (OpenRouter, vLLM: the provider failed
+ * mid-answer) is retried like a broken stream; `content_filter` is final, and its partial text
+ * is not kept.
+ */
+function checkFinish(response: LlmResponse): LlmResponse {
+  if (response.finishReason === 'error') {
+    throw new AttemptFailure({ code: 'llm_server_error', retryable: true, detail: 'the provider ended the answer with finish_reason "error"' });
+  }
+  if (response.finishReason === 'content_filter') {
+    throw new AttemptFailure({ code: 'llm_content_filtered', retryable: false, detail: "the provider's content filter stopped the answer (finish_reason content_filter)" });
+  }
+  return response;
+}
+
+/**
+ * Ollama does not refuse a prompt longer than its context window (`num_ctx`): it cuts the start
+ * and answers anyway, and its usage counts only what it kept. When an Ollama server reports
+ * fewer than two thirds of the prompt tokens the request holds (estimated at 4 characters a token), the
+ * answer came from a cut prompt: it is a context overflow, with the cure in the message.
+ */
+function checkTruncation(response: LlmResponse, args: { fingerprint: string | null; shaped: ShapedRequest; settings: LlmSettings }): LlmResponse {
+  const ollama = args.fingerprint === 'fp_ollama' || safeUrl(args.settings.base_url ?? '')?.port === '11434';
+  const reported = response.usage.prompt_tokens;
+  if (!ollama || reported < 1024) return response;
+  const estimated = Math.ceil(JSON.stringify([args.shaped.body.messages, args.shaped.body.tools ?? []]).length / 4);
+  if (estimated * 2 < reported * 3) return response; // kept at least two thirds: the estimate errs low on code and JSON
+  throw new AttemptFailure({
+    code: 'llm_context_exceeded',
+    retryable: false,
+    detail: `Ollama read ${reported} tokens of a prompt of about ${estimated}: it cut the start of the conversation to fit its context window. Start Ollama with a larger OLLAMA_CONTEXT_LENGTH (e.g. 32768) or a model with a longer context.`,
+  });
 }
 
 function classify(err: unknown): Failure {

@@ -12,9 +12,11 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { completionBody, streamChunks, type ResponseShape } from './chat-response-chunks.js';
 import type { ChatRequestBody, FakeFaultTurn, FakeResponseTurn, FakeStaticTurn, FakeTurn, RecordedRequest } from './fake-llm-types.js';
+import { PROVIDER_PROFILES, type ProviderName, type ProviderProfile } from './provider-profiles.js';
 import { validateChatRequest } from './validate-chat-request.js';
 
 export type * from './fake-llm-types.js';
+export type { ProviderName } from './provider-profiles.js';
 
 export interface FakeLlmOptions {
   script?: FakeTurn[];
@@ -28,6 +30,10 @@ export interface FakeLlmOptions {
   argumentsChunkSize?: number;
   /** When set, requests must carry it (`Authorization: Bearer` or `api-key`), else 401. */
   apiKey?: string;
+  /** Behave like this provider (provider-profiles.ts): what it rejects, how it answers. */
+  provider?: ProviderName;
+  /** The profile's context window in tokens, changed (Ollama: what OLLAMA_CONTEXT_LENGTH sets). */
+  contextTokens?: number;
 }
 
 export interface FakeLlm {
@@ -55,6 +61,12 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
   const requests: RecordedRequest[] = [];
   const violations: string[] = [];
   let callCounter = 0;
+  const profile: ProviderProfile = {
+    ...(options.provider ? PROVIDER_PROFILES[options.provider] : {}),
+    ...(options.contextTokens !== undefined ? { contextTokens: options.contextTokens } : {}),
+  };
+  /** Tool calls this fake made, with the fields it attached to them (Gemini's thought signatures). */
+  const issued = new Map<string, Record<string, unknown>>();
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
@@ -79,16 +91,18 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
     }
     const query = Object.fromEntries(url.searchParams);
     const problems = validateChatRequest(body, { requireSystemFirst: options.requireSystemFirst ?? true, azure: azure !== null, query });
+    const asSent = (typeof body === 'object' && body !== null ? body : {}) as ChatRequestBody;
     const recorded: RecordedRequest = {
       index: requests.length,
       method: req.method,
       path: url.pathname,
       query,
       headers: req.headers,
-      body: (typeof body === 'object' && body !== null ? body : {}) as ChatRequestBody,
+      body: asSent,
       deployment: azure?.[1] ? decodeURIComponent(azure[1]) : null,
       violations: problems,
     };
+    if (problems.length === 0 && profile.reject) problems.push(...profile.reject(recorded, issued));
     requests.push(recorded);
     if (options.apiKey !== undefined && !carriesKey(req, options.apiKey)) {
       sendJson(res, 401, { error: { message: 'Incorrect API key provided.', type: 'invalid_request_error', code: 'invalid_api_key' } });
@@ -96,7 +110,8 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
     }
     if (problems.length > 0) {
       violations.push(...problems.map((problem) => `request #${recorded.index}: ${problem}`));
-      sendJson(res, 400, { error: { message: problems.join('; '), type: 'invalid_request_error', param: null, code: null } });
+      const message = problems.join('; ');
+      sendJson(res, 400, profile.errorBody?.(message) ?? { error: { message, type: 'invalid_request_error', param: null, code: null } });
       return;
     }
     const next = queue.shift() ?? options.whenExhausted ?? { text: 'done' };
@@ -111,16 +126,21 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
     if (res.destroyed) return;
     if ('disconnect' in turn) return void res.socket?.destroy();
     if ('status' in turn) return sendFault(res, turn);
+    const toolCallIds = (turn.toolCalls ?? []).map((call) => call.id ?? `call_fake_${++callCounter}`);
+    const toolCallExtras = toolCallIds.map((id) => profile.toolCallExtra?.(id) ?? {});
+    toolCallIds.forEach((id, i) => issued.set(id, toolCallExtras[i]!));
     const shape: ResponseShape = {
       turn,
       request: recorded.body,
-      toolCallIds: (turn.toolCalls ?? []).map((call) => call.id ?? `call_fake_${++callCounter}`),
+      profile,
+      toolCallIds,
+      toolCallExtras,
       responseId: `chatcmpl-fake-${recorded.index}`,
       textChunkSize: options.textChunkSize ?? 4,
       argumentsChunkSize: options.argumentsChunkSize ?? 5,
     };
     if (recorded.body.stream !== true) return sendJson(res, 200, completionBody(shape));
-    await sendStream(res, turn, streamChunks(shape));
+    await sendStream(res, turn, streamChunks(shape), profile.sseComments ?? []);
   }
 
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -142,9 +162,10 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
   };
 }
 
-async function sendStream(res: ServerResponse, turn: FakeResponseTurn, chunks: unknown[]): Promise<void> {
+async function sendStream(res: ServerResponse, turn: FakeResponseTurn, chunks: unknown[], comments: string[]): Promise<void> {
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
   res.flushHeaders();
+  for (const comment of comments) await write(res, `${comment}\n\n`);
   for (const [i, chunk] of chunks.entries()) {
     if (turn.dropAfterChunks !== undefined && i >= turn.dropAfterChunks) return void res.socket?.destroy();
     if (turn.hangAfterChunks !== undefined && i >= turn.hangAfterChunks) return waitForClose(res);

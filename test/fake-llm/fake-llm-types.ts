@@ -21,6 +21,12 @@ export interface FakeResponseTurn {
   usage?: FakeUsage | null;
   /** Default `tool_calls` when there are tool calls, else `stop`. */
   finishReason?: string;
+  /** Streaming: no chunk carries a finish reason (a stream broken before its end, closed cleanly). */
+  omitFinishReason?: boolean;
+  /** The model declines: OpenAI's `refusal` field instead of content. */
+  refusal?: string;
+  /** Reasoning text, in the profile's reasoning field (vLLM `reasoning_content`, OpenRouter `reasoning`). */
+  reasoning?: string;
   /** Wait before answering (the answer is skipped if the client leaves meanwhile). */
   delayMs?: number;
   /** Streaming: pause between SSE chunks. */

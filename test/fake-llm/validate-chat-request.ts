@@ -54,7 +54,7 @@ function validateMessages(messages: FakeChatMessage[]): string[] {
       else if (pending?.ids.has(id)) pending.ids.delete(id);
       else if (seenCallIds.has(id)) problems.push(`messages[${i}] (tool) answers "${id}" again or not right after its assistant message`);
       else problems.push(`messages[${i}] (tool) has tool_call_id "${id}" with no matching assistant tool_call`);
-      if (!isContent(message.content)) problems.push(`messages[${i}] (tool) content must be a string`);
+      if (!isContent(message.content)) problems.push(`messages[${i}] (tool) content must be a string or text parts`);
       return;
     }
     if (message.role !== 'assistant') {

@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import { OpenAiLlmClient } from '../../src/adapters/openai-llm.js';
-import { startFakeLlm, type FakeLlm, type FakeTurn } from '../fake-llm/fake-llm-server.js';
+import { startFakeLlm, type FakeLlm, type FakeLlmOptions, type FakeTurn } from '../fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from './agentd.js';
 
 export interface AgentHarness {
@@ -17,8 +17,11 @@ export interface AgentHarness {
 }
 
 /** A real server on a port with a scripted fake LLM; LLM retries are fast. */
-export async function startAgentHarness(script: FakeTurn[] = [], options: { env?: Record<string, string>; logStream?: NodeJS.WritableStream } = {}): Promise<AgentHarness> {
-  const llm = await startFakeLlm(script);
+export async function startAgentHarness(
+  script: FakeTurn[] = [],
+  options: { env?: Record<string, string>; logStream?: NodeJS.WritableStream; fake?: Omit<FakeLlmOptions, 'script'> } = {},
+): Promise<AgentHarness> {
+  const llm = await startFakeLlm({ ...options.fake, script });
   const server = await startServer({ ...(options.env ? { env: options.env } : {}), ...(options.logStream ? { logStream: options.logStream } : {}), overrides: { llm: new OpenAiLlmClient({ retryBaseDelayMs: 20, retryMaxDelayMs: 100 }) } });
   const request = async (method: string, path: string, body?: unknown) => {
     const response = await fetch(`${server.url}${path}`, {

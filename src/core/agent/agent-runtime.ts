@@ -67,7 +67,7 @@ export class AgentRuntime implements ConversationRuntime {
     }
     const approved = options.approved ? record.pending_actions : [];
     const now = isoTimestamp(this.clock.now());
-    const run: Run = { id: randomUUID(), conversation_id: conversationId, status: 'running', started_at: now, ended_at: null, iterations: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0 }, outcome: null, error: null };
+    const run: Run = { id: randomUUID(), conversation_id: conversationId, status: 'running', started_at: now, ended_at: null, iterations: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 }, outcome: null, error: null };
     this.deps.runs.save(run);
     const before = { status: record.status, pending_actions: record.pending_actions };
     try {
@@ -221,6 +221,8 @@ export class AgentRuntime implements ConversationRuntime {
             target.prompt_tokens += usage.prompt_tokens;
             target.completion_tokens += usage.completion_tokens;
             target.cost += usage.cost;
+            target.cached_tokens = (target.cached_tokens ?? 0) + usage.cached_tokens;
+            target.reasoning_tokens = (target.reasoning_tokens ?? 0) + usage.reasoning_tokens;
           }
           this.deps.conversations.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...record.usage }, run_id: run.id });
         },

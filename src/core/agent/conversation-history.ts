@@ -31,8 +31,8 @@ export class ConversationHistory {
         this.system = event.content;
         return;
       case 'message':
-        if (event.source === 'user') {
-          this.lastUserSeq = event.seq;
+        if (event.source === 'user' || event.source === 'system') {
+          if (event.source === 'user') this.lastUserSeq = event.seq;
           if (this.holding) this.deferred.push({ role: 'user', content: event.content });
           else this.push({ role: 'user', content: event.content });
         } else this.push({ role: 'assistant', content: event.content });
@@ -43,6 +43,7 @@ export class ConversationHistory {
           id: event.tool_call_id,
           name: event.tool_name,
           arguments: JSON.stringify(event.arguments),
+          ...(event.provider_fields ? { extra: event.provider_fields } : {}),
         });
         return;
       case 'observation':

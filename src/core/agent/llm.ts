@@ -13,6 +13,8 @@ export interface LlmToolCall {
   name: string;
   /** Raw JSON text as the model produced it (may be invalid: the loop reports that back). */
   arguments: string;
+  /** Fields the provider attached to the call besides id/type/function (Gemini's `extra_content`): sent back as they came. */
+  extra?: Record<string, unknown>;
 }
 
 export interface LlmToolSchema {
@@ -26,13 +28,20 @@ export interface LlmUsage {
   prompt_tokens: number;
   completion_tokens: number;
   cost: number;
+  /** Prompt tokens served from the provider's cache (included in prompt_tokens). */
+  cached_tokens: number;
+  /** Completion tokens spent on reasoning (included in completion_tokens). */
+  reasoning_tokens: number;
 }
 
 export interface LlmResponse {
   content: string | null;
   toolCalls: LlmToolCall[];
   usage: LlmUsage;
+  /** `stop`, `tool_calls`, `length` (cut at the output limit)… as the provider said it. */
   finishReason: string | null;
+  /** The model declined (OpenAI's `refusal`): its words, recorded as its answer. */
+  refusal?: string | null;
 }
 
 export interface LlmSettings {
@@ -48,6 +57,14 @@ export interface LlmSettings {
   num_retries?: number | null | undefined;
   input_cost_per_token?: number | null | undefined;
   output_cost_per_token?: number | null | undefined;
+  cached_input_cost_per_token?: number | null | undefined;
+  stream?: boolean | null | undefined;
+  stream_usage?: boolean | null | undefined;
+  max_tokens_param?: 'auto' | 'max_tokens' | 'max_completion_tokens' | null | undefined;
+  drop_params?: string[] | null | undefined;
+  extra_body?: Record<string, unknown> | null | undefined;
+  extra_headers?: Record<string, string> | null | undefined;
+  prompt_cache?: boolean | null | undefined;
 }
 
 export interface LlmRequest {
@@ -88,6 +105,9 @@ export class LlmError extends Error {
       | 'llm_connection_error'
       | 'llm_bad_request'
       | 'llm_auth_error'
+      | 'llm_content_filtered'
+      | 'llm_output_truncated'
+      | 'llm_empty_response'
       | 'llm_error',
     message: string,
     readonly status?: number,

@@ -3,7 +3,7 @@ import type { PendingAction } from '../schemas/conversation.js';
 import type { AgentEvent, NewEvent } from '../schemas/event.js';
 import type { ToolContext, ToolDefinition } from '../tools/tool.js';
 import type { ConversationHistory } from './conversation-history.js';
-import type { LlmClient, LlmRetry, LlmSettings, LlmToolCall, LlmToolSchema, LlmUsage } from './llm.js';
+import { LlmError, type LlmClient, type LlmRetry, type LlmSettings, type LlmToolCall, type LlmToolSchema, type LlmUsage } from './llm.js';
 import type { Run } from './run-record.js';
 import { StuckDetector } from './stuck-detector.js';
 import { executeTool, parseArguments, type ParsedArguments } from './tool-executor.js';
@@ -50,6 +50,7 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     if (outcome) return outcome;
   }
 
+  const notes = new NoteBudget();
   for (;;) {
     if (context.signal.aborted) return { kind: 'aborted' };
     const settings = context.settings();
@@ -59,26 +60,73 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     const userSeqBefore = context.history.lastUserSeq;
     const turn = await llmTurn(context, settings);
     if (turn.kind === 'aborted') return turn;
+    if (turn.kind === 'note') {
+      // The answer was cut off or empty: tell the model and ask again, a bounded number of times.
+      notes.spend(turn.why);
+      appendNote(context, NOTES[turn.why]);
+      continue;
+    }
     if (turn.kind === 'answered') {
+      notes.reset();
       // A message that arrived while the LLM was answering gets its turn.
       if (context.history.lastUserSeq > userSeqBefore) continue;
       return { kind: 'idle' };
     }
     if (turn.kind === 'waiting_for_confirmation') return turn;
+    if (turn.cutOff) notes.spend('cut_off');
+    else notes.reset();
     for (const { call, args } of turn.calls) {
       if (context.signal.aborted) return { kind: 'aborted' };
       recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
-      const outcome = await runCall(context, stuck, { id: call.id, name: call.name, args });
+      // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
+      const outcome = turn.cutOff && !args.ok
+        ? recordCutCall(context, call)
+        : await runCall(context, stuck, { id: call.id, name: call.name, args });
       if (outcome) return outcome;
     }
+  }
+}
+
+type NoteReason = 'cut_off' | 'cut_off_empty' | 'empty';
+
+/** What the model is told, as a `message` from `system`, when its answer could not be used. */
+const NOTES: Record<NoteReason, string> = {
+  cut_off: 'Your last response was cut off at the output token limit. Continue from where it stopped; keep each response and tool call shorter (write a large file in several parts).',
+  cut_off_empty: 'Your last response reached the output token limit before it contained any text or tool call (the reasoning may have used the whole budget). Continue the task with a shorter response.',
+  empty: 'Your last response was empty. Continue the task: call a tool, or answer the user.',
+};
+
+const CUT_CALL_RESULT =
+  'Not run: your response was cut off at the output token limit before the arguments of this call were complete. Make the call again with shorter arguments (write a large file in several parts).';
+
+/** How many unusable answers in a row a run tolerates before it ends in an agent error. */
+class NoteBudget {
+  static readonly LIMIT = { cut_off: 3, empty: 2 } as const;
+  private cutOffs = 0;
+  private empties = 0;
+
+  spend(why: NoteReason): void {
+    if (why === 'empty') {
+      if (++this.empties > NoteBudget.LIMIT.empty) {
+        throw new LlmError('llm_empty_response', `The model answered with nothing ${this.empties} times in a row.`);
+      }
+    } else if (++this.cutOffs > NoteBudget.LIMIT.cut_off) {
+      throw new LlmError('llm_output_truncated', `The model's answer was cut off at the output token limit ${this.cutOffs} times in a row: raise max_output_tokens.`);
+    }
+  }
+
+  reset(): void {
+    this.cutOffs = 0;
+    this.empties = 0;
   }
 }
 
 type TurnResult =
   | { kind: 'aborted' }
   | { kind: 'answered' }
+  | { kind: 'note'; why: NoteReason }
   | { kind: 'waiting_for_confirmation' }
-  | { kind: 'calls'; calls: { call: LlmToolCall; args: ParsedArguments }[]; responseId: string; thought: string | null };
+  | { kind: 'calls'; calls: { call: LlmToolCall; args: ParsedArguments }[]; responseId: string; thought: string | null; cutOff: boolean };
 
 /** Ask the LLM once and record its answer (text, or actions awaiting confirmation). */
 async function llmTurn(context: RunContext, settings: ReturnType<RunContext['settings']>): Promise<TurnResult> {
@@ -94,13 +142,16 @@ async function llmTurn(context: RunContext, settings: ReturnType<RunContext['set
     });
     context.onUsage(response.usage);
     if (context.signal.aborted) return { kind: 'aborted' };
+    const cutOff = response.finishReason === 'length';
     if (response.toolCalls.length === 0) {
-      if (response.content) context.append({ kind: 'message', source: 'agent', role: 'assistant', content: response.content, run_id: context.run.id });
-      return { kind: 'answered' };
+      const text = response.content?.trim() ? response.content : response.refusal?.trim() ? response.refusal : null;
+      if (text === null) return { kind: 'note', why: cutOff ? 'cut_off_empty' : 'empty' };
+      context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
+      return cutOff ? { kind: 'note', why: 'cut_off' } : { kind: 'answered' };
     }
     const responseId = randomUUID();
     const calls = response.toolCalls.map((call) => ({ call, args: parseArguments(call.arguments) }));
-    if (!settings.confirmationMode) return { kind: 'calls', calls, responseId, thought: response.content };
+    if (!settings.confirmationMode) return { kind: 'calls', calls, responseId, thought: response.content, cutOff };
     // The arguments as recorded (secret values masked): what the user approves is what runs.
     const pending = calls.map(({ call, args }) => {
       const event = recordAction(context, { call, args, responseId, thought: response.content });
@@ -123,7 +174,26 @@ function recordAction(context: RunContext, options: { call: LlmToolCall; args: P
     thought: options.thought,
     run_id: context.run.id,
     llm_response_id: options.responseId,
+    ...(options.call.extra ? { provider_fields: options.call.extra } : {}),
   });
+}
+
+function appendNote(context: RunContext, content: string): void {
+  context.append({ kind: 'message', source: 'system', role: 'user', content, run_id: context.run.id });
+}
+
+function recordCutCall(context: RunContext, call: LlmToolCall): null {
+  context.append({
+    kind: 'observation',
+    source: 'environment',
+    tool_call_id: call.id,
+    tool_name: call.name,
+    content: CUT_CALL_RESULT,
+    is_error: true,
+    data: { error: 'output_truncated' },
+    run_id: context.run.id,
+  });
+  return null;
 }
 
 /** Execute one recorded action and record its observation; an outcome when the run must end. */

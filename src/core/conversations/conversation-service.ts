@@ -145,7 +145,7 @@ export class ConversationService {
       confirmation_mode: body.confirmation_mode,
       pending_actions: [],
       current_run_id: null,
-      usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0 },
+      usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 },
       created_at: now,
       updated_at: now,
       metadata: body.metadata ?? {},

@@ -18,7 +18,7 @@ export function placeholderRecord(options: { id: string; damage: Damage; now: st
     confirmation_mode: false,
     pending_actions: [],
     current_run_id: null,
-    usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0 },
+    usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 },
     created_at: options.now,
     updated_at: options.now,
     metadata: {},

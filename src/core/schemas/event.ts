@@ -42,7 +42,7 @@ export const eventBodies = {
   }),
   message: z.object({
     kind: z.literal('message'),
-    source: z.enum(['user', 'agent']),
+    source: z.enum(['user', 'agent', 'system']).describe('`system`: a note agentd gave the model (its answer was empty or cut off), sent as a user message.'),
     role: z.enum(['user', 'assistant']),
     content: z.string(),
     run_id: z.uuid().nullable().optional(),
@@ -56,6 +56,7 @@ export const eventBodies = {
     thought: z.string().nullable().describe('Assistant text of the turn that made this call.'),
     run_id: z.uuid().nullable(),
     llm_response_id: z.string().nullable().optional().describe('Groups the calls one LLM response made.'),
+    provider_fields: JsonObject.optional().describe("Fields the provider attached to the tool call (Gemini's `extra_content`), sent back with it in later requests."),
   }),
   observation: z.object({
     kind: z.literal('observation'),
@@ -94,8 +95,16 @@ export const eventBodies = {
     source: z.literal('system'),
     prompt_tokens: z.int().min(0),
     completion_tokens: z.int().min(0),
-    cost: z.number().min(0),
-    totals: z.object({ prompt_tokens: z.int().min(0), completion_tokens: z.int().min(0), cost: z.number().min(0) }),
+    cost: z.number().min(0).describe("The provider's figure when it reports one (OpenRouter), else computed from the per-token prices."),
+    cached_tokens: z.int().min(0).optional().describe('Prompt tokens read from the provider\'s cache (part of prompt_tokens).'),
+    reasoning_tokens: z.int().min(0).optional().describe('Completion tokens spent reasoning (part of completion_tokens).'),
+    totals: z.object({
+      prompt_tokens: z.int().min(0),
+      completion_tokens: z.int().min(0),
+      cost: z.number().min(0),
+      cached_tokens: z.int().min(0).optional(),
+      reasoning_tokens: z.int().min(0).optional(),
+    }),
     run_id: z.uuid().nullable().optional(),
   }),
   condensation: z.object({

@@ -1,6 +1,26 @@
 import { z } from 'zod';
 
 export const ReasoningEffort = z.enum(['low', 'medium', 'high', 'none']);
+export const MaxTokensParam = z.enum(['auto', 'max_tokens', 'max_completion_tokens']);
+
+/** Fields the request body is built from: `extra_body` may add fields, never replace these. */
+const RESERVED_BODY_FIELDS = new Set(['model', 'messages', 'tools', 'stream', 'tool_choice']);
+/** Headers the HTTP client owns. */
+const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'content-type', 'accept-encoding']);
+/** Header names whose values are shown redacted, like `api_key`. */
+export const SENSITIVE_HEADER = /auth|key|token|secret|cookie|password/i;
+
+export const ExtraBody = z
+  .record(z.string().max(128), z.unknown())
+  .refine((body) => Object.keys(body).every((key) => !RESERVED_BODY_FIELDS.has(key)), {
+    message: `extra_body cannot set ${[...RESERVED_BODY_FIELDS].join(', ')}`,
+  })
+  .refine((body) => JSON.stringify(body).length <= 64 * 1024, { message: 'extra_body is larger than 64 KiB' });
+export const ExtraHeaders = z
+  .record(z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$/, 'a header name is letters, digits and - _ . only'), z.string().max(8192).regex(/^[^\r\n\0]*$/, 'a header value has no line breaks'))
+  .refine((headers) => Object.keys(headers).every((key) => !RESERVED_HEADERS.has(key.toLowerCase())), {
+    message: `extra_headers cannot set ${[...RESERVED_HEADERS].join(', ')}`,
+  });
 
 const llmFields = {
   model: z.string().min(1).max(256),
@@ -14,6 +34,14 @@ const llmFields = {
   num_retries: z.int().min(0).max(20).nullable().optional(),
   input_cost_per_token: z.number().min(0).nullable().optional(),
   output_cost_per_token: z.number().min(0).nullable().optional(),
+  cached_input_cost_per_token: z.number().min(0).nullable().optional(),
+  stream: z.boolean().nullable().optional(),
+  stream_usage: z.boolean().nullable().optional(),
+  max_tokens_param: MaxTokensParam.nullable().optional(),
+  drop_params: z.array(z.string().min(1).max(128)).max(64).nullable().optional(),
+  extra_body: ExtraBody.nullable().optional(),
+  extra_headers: ExtraHeaders.nullable().optional(),
+  prompt_cache: z.boolean().nullable().optional(),
 };
 
 /** LLM settings as a client sends them (create body, PUT /config). */
@@ -40,6 +68,14 @@ export const LlmConfigPublic = z
     num_retries: z.int().nullable(),
     input_cost_per_token: z.number().nullable(),
     output_cost_per_token: z.number().nullable(),
+    cached_input_cost_per_token: z.number().nullable().describe('Price of a prompt token read from the provider\'s cache (default: input_cost_per_token).'),
+    stream: z.boolean().nullable().describe('Stream answers (default true).'),
+    stream_usage: z.boolean().nullable().describe('Ask for usage in the stream with `stream_options` (default true; off for Azure api_version before 2024-10-21).'),
+    max_tokens_param: MaxTokensParam.nullable().describe('Which field carries max_output_tokens (default auto: max_completion_tokens for OpenAI, Azure and reasoning models, max_tokens elsewhere).'),
+    drop_params: z.array(z.string()).nullable().describe('Top-level request fields never sent, e.g. ["temperature"].'),
+    extra_body: z.record(z.string(), z.unknown()).nullable().describe('Fields added to every request body (e.g. OpenRouter `provider`, vLLM `chat_template_kwargs`).'),
+    extra_headers: z.record(z.string(), z.string()).nullable().describe('Headers sent with every request; values of auth/key/token-like names are shown as `**********`.'),
+    prompt_cache: z.boolean().nullable().describe('Mark the prompt prefix with `cache_control` (default: on for Claude models behind OpenRouter or LiteLLM).'),
   })
   .meta({ id: 'LlmConfig' });
 export type LlmConfigPublic = z.infer<typeof LlmConfigPublic>;
@@ -61,6 +97,14 @@ export function normalizeLlmConfig(input: LlmConfigInput): LlmConfig {
     num_retries: input.num_retries ?? null,
     input_cost_per_token: input.input_cost_per_token ?? null,
     output_cost_per_token: input.output_cost_per_token ?? null,
+    cached_input_cost_per_token: input.cached_input_cost_per_token ?? null,
+    stream: input.stream ?? null,
+    stream_usage: input.stream_usage ?? null,
+    max_tokens_param: input.max_tokens_param ?? null,
+    drop_params: input.drop_params ?? null,
+    extra_body: input.extra_body ?? null,
+    extra_headers: input.extra_headers ?? null,
+    prompt_cache: input.prompt_cache ?? null,
   };
 }
 
@@ -82,5 +126,8 @@ export function mergeLlmConfig(current: LlmConfig | null, update: LlmConfigInput
 }
 
 export function redactLlmConfig(config: LlmConfig): LlmConfigPublic {
-  return { ...config, api_key: config.api_key ? REDACTED : null };
+  const headers = config.extra_headers
+    ? Object.fromEntries(Object.entries(config.extra_headers).map(([name, value]) => [name, SENSITIVE_HEADER.test(name) ? REDACTED : value]))
+    : null;
+  return { ...config, api_key: config.api_key ? REDACTED : null, extra_headers: headers };
 }
