@@ -6,7 +6,7 @@ import { FileConversationRepository } from './adapters/file-conversation-reposit
 import { FileEventLog } from './adapters/file-event-log/file-event-log.js';
 import { loadOrCreateKeyFile } from './adapters/key-file.js';
 import { ConversationService } from './core/conversations/conversation-service.js';
-import { EventBus } from './core/events/event-bus.js';
+import { DeltaChannel } from './core/events/delta-channel.js';
 import { EventQueries } from './core/events/event-queries.js';
 import { EventRecorder } from './core/events/event-recorder.js';
 import { EventStreams } from './core/events/event-streams.js';
@@ -62,7 +62,8 @@ export interface Services {
   events: EventQueries;
   streams: EventStreams;
   recorder: EventRecorder;
-  bus: EventBus;
+  /** Streaming-only deltas, beside the log. */
+  deltas: DeltaChannel;
   callbacks: CallbackService;
   files: WorkspaceFiles;
   /** Whether the data dir takes writes (out of space, read-only). */
@@ -100,8 +101,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const storageError = (error: unknown) => disk.storageError(error);
   const log = new FileEventLog({ conversationsDir, firehoseFile: path.join(config.dataDir, 'firehose.idx'), fsync: config.fsync, storageError });
   const runs = new FileRunStore(conversationsDir, { storageError });
-  const bus = new EventBus();
-  const recorder = new EventRecorder(log, bus);
+  const deltas = new DeltaChannel();
+  const recorder = new EventRecorder(log, deltas);
   const conversations = new ConversationService({
     repository: new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError }),
     log,
@@ -119,13 +120,13 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   recorder.setMasker(secrets.maskEvent);
   recorder.setDeltaMasker(secrets.deltaMasker);
   const events = new EventQueries(log, (id) => void conversations.record(id));
-  const streams = new EventStreams({ log, bus, maxBuffered: config.sseMaxBuffered, maxBufferedBytes: config.sseMaxBufferedBytes });
+  const streams = new EventStreams({ log, deltas, maxBuffered: config.sseMaxBuffered, maxBufferedBytes: config.sseMaxBufferedBytes });
   const metrics = new Metrics({ conversationsByStatus: () => conversations.countsByStatus(), sseSubscribers: () => streams.size });
   recorder.onAppend(({ event }) => metrics.observeEvent(event));
   for (const { id, error } of await conversations.load()) {
     logger.error({ conversation_id: id, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
   }
-  const webhooks = composeWebhooks({ config, logger, log, recorder, conversations, box, version: VERSION, storageError });
+  const webhooks = await composeWebhooks({ config, logger, log, conversations, box, version: VERSION, storageError });
 
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
@@ -149,7 +150,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   conversations.onDeleted((conversationId) => secrets.forget(conversationId));
   const commands = new CommandService({ conversations, secrets, runner: new ExecaCommandRunner({ launcher, ...config.agentEnv }) });
   secrets.setChangeListener((conversationId, change) => agent.updateShellEnv(conversationId, change));
-  agent.recoverAfterRestart();
+  await agent.recoverAfterRestart();
 
   return {
     config,
@@ -169,7 +170,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     events,
     streams,
     recorder,
-    bus,
+    deltas,
     callbacks: webhooks.callbacks,
     files: new WorkspaceFiles({ workdirOf: (id) => conversations.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) }),
     disk,
@@ -178,7 +179,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await agent.stopAll();
       await webhooks.close();
       streams.closeAll('server_shutting_down');
-      log.close();
+      await log.close();
     },
   };
 }

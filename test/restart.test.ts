@@ -137,7 +137,7 @@ describe('start-up with thousands of conversations', () => {
     const { conversations } = seed.services;
     let withEvents = '';
     for (let i = 0; i < 3000; i++) {
-      const { conversation, record } = conversations.create({ max_iterations_per_run: 500, confirmation_mode: false, title: `c${i}` });
+      const { conversation, record } = await conversations.create({ max_iterations_per_run: 500, confirmation_mode: false, title: `c${i}` });
       if (i % 500 === 0) {
         withEvents = conversation.id;
         conversations.append(conversation.id, { kind: 'message', source: 'user', role: 'user', content: `hello ${i}` });

@@ -30,9 +30,9 @@ export interface RunContext {
   tools: ReadonlyMap<string, ToolDefinition>;
   toolSchemas: LlmToolSchema[];
   toolContext: ToolContext;
-  append(event: NewEvent): AgentEvent;
+  append(event: NewEvent): Promise<AgentEvent>;
   delta(text: string): void;
-  onUsage(usage: LlmUsage): void;
+  onUsage(usage: LlmUsage): Promise<void>;
   /** A failed LLM attempt that will be retried. */
   onLlmRetry?: (retry: LlmRetry) => void;
   onIteration(): void;
@@ -63,7 +63,7 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     if (turn.kind === 'note') {
       // The answer was cut off or empty: tell the model and ask again, a bounded number of times.
       notes.spend(turn.why);
-      appendNote(context, NOTES[turn.why]);
+      await appendNote(context, NOTES[turn.why]);
       continue;
     }
     if (turn.kind === 'answered') {
@@ -77,10 +77,10 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     else notes.reset();
     for (const { call, args } of turn.calls) {
       if (context.signal.aborted) return { kind: 'aborted' };
-      recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
+      await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
       // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
       const outcome = turn.cutOff && !args.ok
-        ? recordCutCall(context, call)
+        ? await recordCutCall(context, call)
         : await runCall(context, stuck, { id: call.id, name: call.name, args });
       if (outcome) return outcome;
     }
@@ -140,23 +140,24 @@ async function llmTurn(context: RunContext, settings: ReturnType<RunContext['set
       onTextDelta: (text) => context.delta(text),
       ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
     });
-    context.onUsage(response.usage);
+    await context.onUsage(response.usage);
     if (context.signal.aborted) return { kind: 'aborted' };
     const cutOff = response.finishReason === 'length';
     if (response.toolCalls.length === 0) {
       const text = response.content?.trim() ? response.content : response.refusal?.trim() ? response.refusal : null;
       if (text === null) return { kind: 'note', why: cutOff ? 'cut_off_empty' : 'empty' };
-      context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
+      await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
       return cutOff ? { kind: 'note', why: 'cut_off' } : { kind: 'answered' };
     }
     const responseId = randomUUID();
     const calls = response.toolCalls.map((call) => ({ call, args: parseArguments(call.arguments) }));
     if (!settings.confirmationMode) return { kind: 'calls', calls, responseId, thought: response.content, cutOff };
     // The arguments as recorded (secret values masked): what the user approves is what runs.
-    const pending = calls.map(({ call, args }) => {
-      const event = recordAction(context, { call, args, responseId, thought: response.content });
-      return { tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id };
-    });
+    const pending: PendingAction[] = [];
+    for (const { call, args } of calls) {
+      const event = await recordAction(context, { call, args, responseId, thought: response.content });
+      pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
+    }
     context.setPendingActions(pending);
     return { kind: 'waiting_for_confirmation' };
   } finally {
@@ -164,7 +165,7 @@ async function llmTurn(context: RunContext, settings: ReturnType<RunContext['set
   }
 }
 
-function recordAction(context: RunContext, options: { call: LlmToolCall; args: ParsedArguments; responseId: string; thought: string | null }): AgentEvent {
+function recordAction(context: RunContext, options: { call: LlmToolCall; args: ParsedArguments; responseId: string; thought: string | null }): Promise<AgentEvent> {
   return context.append({
     kind: 'action',
     source: 'agent',
@@ -178,12 +179,12 @@ function recordAction(context: RunContext, options: { call: LlmToolCall; args: P
   });
 }
 
-function appendNote(context: RunContext, content: string): void {
-  context.append({ kind: 'message', source: 'system', role: 'user', content, run_id: context.run.id });
+async function appendNote(context: RunContext, content: string): Promise<void> {
+  await context.append({ kind: 'message', source: 'system', role: 'user', content, run_id: context.run.id });
 }
 
-function recordCutCall(context: RunContext, call: LlmToolCall): null {
-  context.append({
+async function recordCutCall(context: RunContext, call: LlmToolCall): Promise<null> {
+  await context.append({
     kind: 'observation',
     source: 'environment',
     tool_call_id: call.id,
@@ -199,7 +200,7 @@ function recordCutCall(context: RunContext, call: LlmToolCall): null {
 /** Execute one recorded action and record its observation; an outcome when the run must end. */
 async function runCall(context: RunContext, stuck: StuckDetector, call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
   const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: context.toolContext });
-  context.append({
+  await context.append({
     kind: 'observation',
     source: 'environment',
     tool_call_id: call.id,

@@ -25,7 +25,7 @@ export function callbackRoutes(services: Services): FastifyPluginAsyncZod {
           response: { 201: Callback, ...errors(400, 404, 409, 413, 415, 422) },
         },
       },
-      async (request, reply) => reply.code(201).send(callbacks.create(request.params.id, request.body)),
+      async (request, reply) => reply.code(201).send(await callbacks.create(request.params.id, request.body)),
     );
 
     app.get(

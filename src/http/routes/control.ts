@@ -19,7 +19,7 @@ export function controlRoutes(services: Services): FastifyPluginAsyncZod {
     app.post(
       '/conversations/:id/run',
       { schema: { tags, operationId: 'runs.start', summary: 'Start (or continue) a run; 409 while one is running', params: ConversationParams, response: { 202: RunStarted, ...errors(400, 404, 409, 422) } } },
-      async (request, reply) => reply.code(202).send({ run_id: agent.startRun(request.params.id) }),
+      async (request, reply) => reply.code(202).send({ run_id: await agent.startRun(request.params.id) }),
     );
 
     app.post(
@@ -52,7 +52,7 @@ export function controlRoutes(services: Services): FastifyPluginAsyncZod {
     app.post(
       '/conversations/:id/approve',
       { schema: { tags, operationId: 'runs.approve', summary: 'Run the pending actions and continue', params: ConversationParams, response: { 202: RunStarted, ...errors(400, 404, 409, 422) } } },
-      async (request, reply) => reply.code(202).send({ run_id: agent.approve(request.params.id) }),
+      async (request, reply) => reply.code(202).send({ run_id: await agent.approve(request.params.id) }),
     );
 
     app.post(
@@ -67,7 +67,7 @@ export function controlRoutes(services: Services): FastifyPluginAsyncZod {
           response: { 202: RunStarted, ...errors(400, 404, 409, 413, 415, 422) },
         },
       },
-      async (request, reply) => reply.code(202).send({ run_id: agent.reject(request.params.id, request.body?.reason) }),
+      async (request, reply) => reply.code(202).send({ run_id: await agent.reject(request.params.id, request.body?.reason) }),
     );
 
     app.get(

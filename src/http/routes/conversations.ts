@@ -29,7 +29,7 @@ export function conversationRoutes(services: Services): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        const { conversation } = conversations.create(request.body ?? CreateConversationBody.parse({}));
+        const { conversation } = await conversations.create(request.body ?? CreateConversationBody.parse({}));
         return reply.code(201).send(conversations.get(conversation.id));
       },
     );

@@ -27,7 +27,7 @@ export function messageRoutes(services: Services): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        const result = services.conversations.postMessage(request.params.id, request.body);
+        const result = await services.conversations.postMessage(request.params.id, request.body);
         return reply.code(202).send(result as z.infer<typeof MessageAccepted>);
       },
     );
