@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { FileConversationRepository } from './adapters/file-conversation-repository.js';
 import { FileEventLog } from './adapters/file-event-log/file-event-log.js';
+import { FileSummaryStore } from './adapters/file-summary-store.js';
 import { loadOrCreateKeyFile } from './adapters/key-file.js';
 import { ConversationService } from './core/conversations/conversation-service.js';
 import { DeltaChannel } from './core/events/delta-channel.js';
@@ -123,7 +124,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const streams = new EventStreams({ log, deltas, maxBuffered: config.sseMaxBuffered, maxBufferedBytes: config.sseMaxBufferedBytes });
   const metrics = new Metrics({ conversationsByStatus: () => conversations.countsByStatus(), sseSubscribers: () => streams.size });
   recorder.onAppend(({ event }) => metrics.observeEvent(event));
-  for (const { id, error } of await conversations.load()) {
+  const summaries = new FileSummaryStore(path.join(config.dataDir, 'summaries.json'));
+  for (const { id, error } of await conversations.load(await summaries.take())) {
     logger.error({ conversation_id: id, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
   }
   const webhooks = await composeWebhooks({ config, logger, log, conversations, box, version: VERSION, storageError });
@@ -180,6 +182,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await webhooks.close();
       streams.closeAll('server_shutting_down');
       await log.close();
+      // The next start reads no logs: each conversation's summary is saved once nothing appends any more.
+      await summaries.save(conversations.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
     },
   };
 }

@@ -11,7 +11,7 @@ let dir: string;
 let now: number;
 const logs: FileEventLog[] = [];
 
-function openLog(options: { maxOpen?: number } = {}): FileEventLog {
+function openLog(options: { maxOpen?: number; idleCloseMs?: number } = {}): FileEventLog {
   const log = new FileEventLog({ conversationsDir: path.join(dir, 'conversations'), firehoseFile: path.join(dir, 'firehose.idx'), clock: { now: () => now }, ...options });
   logs.push(log);
   return log;
@@ -290,5 +290,29 @@ describe('FileEventLog firehose', () => {
     const reopened = openLog();
     expect((await reopened.readGlobal(0, 100)).map((entry) => entry.stored.json)).toEqual(kept.map((x) => x.json));
     expect((await reopened.append(c, message('late'))).globalCursor).toBe(11);
+  });
+});
+
+describe('FileEventLog open files', () => {
+  const openFiles = (id: string) =>
+    fs.readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return fs.readlinkSync(`/proc/self/fd/${fd}`).includes(id);
+      } catch {
+        return false;
+      }
+    }).length;
+
+  it('opens a conversation\'s files on first use and closes them once idle, then reopens them on demand', async () => {
+    const log = openLog({ idleCloseMs: 50 });
+    const id = randomUUID();
+    expect(openFiles(id)).toBe(0);
+    await log.append(id, message('one'));
+    expect(openFiles(id)).toBe(2);
+    const deadline = Date.now() + 5_000;
+    while (openFiles(id) > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(openFiles(id), 'closed when idle').toBe(0);
+    expect((await log.append(id, message('two'))).event.seq).toBe(2);
+    expect((await all(log, id)).map((stored) => stored.event.seq)).toEqual([1, 2]);
   });
 });

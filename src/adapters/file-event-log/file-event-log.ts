@@ -22,6 +22,8 @@ export interface FileEventLogOptions {
   fsync?: boolean;
   /** How many conversations' files are kept open at once (least recently used are closed). */
   maxOpen?: number;
+  /** A conversation's files unused this long are closed (reopened, checking only the tail, on the next call). */
+  idleCloseMs?: number;
   clock?: Clock;
   /** What a failed write throws (default: StorageFullError when the disk is full, else the error). */
   storageError?: (error: unknown) => unknown;
@@ -40,6 +42,10 @@ export class FileEventLog implements EventLog {
   private readonly firehose: FirehoseIndex;
   private readonly fsync: boolean;
   private readonly maxOpen: number;
+  private readonly idleCloseMs: number;
+  /** When each open conversation's files were last used (the `open` map is in that order too). */
+  private readonly lastUsed = new Map<string, number>();
+  private idleTimer: NodeJS.Timeout | null = null;
   private readonly clock: Clock;
   private readonly storageError: (error: unknown) => unknown;
   /** Conversations whose log was read in full and checked in this process (later opens check the tail only). */
@@ -51,6 +57,7 @@ export class FileEventLog implements EventLog {
   constructor(private readonly options: FileEventLogOptions) {
     this.fsync = options.fsync ?? false;
     this.maxOpen = options.maxOpen ?? 512;
+    this.idleCloseMs = options.idleCloseMs ?? 60_000;
     this.clock = options.clock ?? systemClock;
     this.storageError = options.storageError ?? defaultStorageError;
     fs.mkdirSync(options.conversationsDir, { recursive: true });
@@ -108,6 +115,24 @@ export class FileEventLog implements EventLog {
     if (!file) return;
     file.close();
     this.open.delete(conversationId);
+    this.lastUsed.delete(conversationId);
+  }
+
+  /** One timer while any files are open (none when all are closed): it closes those left idle. */
+  private armIdleTimer(): void {
+    if (this.idleTimer || this.open.size === 0) return;
+    const [oldestId] = this.open.keys();
+    const dueIn = Math.max(0, (this.lastUsed.get(oldestId!) ?? 0) + this.idleCloseMs - Date.now());
+    this.idleTimer = setTimeout(() => {
+      this.idleTimer = null;
+      const cutoff = Date.now() - this.idleCloseMs;
+      for (const id of [...this.open.keys()]) {
+        if ((this.lastUsed.get(id) ?? 0) > cutoff) break;
+        this.release(id);
+      }
+      this.armIdleTimer();
+    }, dueIn + 10);
+    this.idleTimer.unref();
   }
 
   async close(): Promise<void> {
@@ -220,11 +245,7 @@ export class FileEventLog implements EventLog {
   private dropNow(conversationId: string): void {
     this.verified.delete(conversationId);
     this.damaged.delete(conversationId);
-    const file = this.open.get(conversationId);
-    if (file) {
-      file.close();
-      this.open.delete(conversationId);
-    }
+    this.release(conversationId);
     const dir = this.dirOf(conversationId);
     fs.rmSync(path.join(dir, 'events.jsonl'), { force: true });
     fs.rmSync(path.join(dir, 'events.idx'), { force: true });
@@ -232,16 +253,15 @@ export class FileEventLog implements EventLog {
 
   quarantine(conversationId: string, error: DamagedDataError): void {
     this.damaged.set(conversationId, error);
-    const file = this.open.get(conversationId);
-    if (file) {
-      file.close();
-      this.open.delete(conversationId);
-    }
+    this.release(conversationId);
   }
 
   private closeNow(): void {
     for (const file of this.open.values()) file.close();
     this.open.clear();
+    this.lastUsed.clear();
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = null;
     this.firehose.close();
   }
 
@@ -282,6 +302,7 @@ export class FileEventLog implements EventLog {
   }
 
   private file(conversationId: string): ConversationLogFile {
+    this.lastUsed.set(conversationId, Date.now());
     const cached = this.open.get(conversationId);
     if (cached) {
       this.open.delete(conversationId);
@@ -300,10 +321,10 @@ export class FileEventLog implements EventLog {
     this.verified.add(conversationId);
     this.open.set(conversationId, file);
     if (this.open.size > this.maxOpen) {
-      const [oldestId, oldest] = this.open.entries().next().value as [string, ConversationLogFile];
-      oldest.close();
-      this.open.delete(oldestId);
+      const [oldestId] = this.open.keys();
+      this.release(oldestId!);
     }
+    this.armIdleTimer();
     return file;
   }
 }

@@ -12,6 +12,7 @@ import type { EventRecorder } from '../events/event-recorder.js';
 import type { ConversationRecord, ConversationRepository } from './conversation-record.js';
 import { SortedIndex } from './sorted-index.js';
 import { placeholderRecord } from './placeholder-record.js';
+import type { ConversationSummary } from './summary-store.js';
 
 export interface ConversationDefaults {
   llm: LlmConfig | null;
@@ -90,16 +91,19 @@ export class ConversationService {
    * Load every conversation. One whose stored data is damaged is quarantined, not fatal: it is
    * listed with status `error` and the damage, refuses everything but reads of its summary and
    * deletion, and its files are never written. Returns the quarantined ones.
+   *
+   * `summaries` (saved at the last clean shutdown) spare reading each conversation's log: only
+   * the conversations without one (after a crash: all of them) have their last event read.
    */
-  async load(): Promise<{ id: string; error: DamagedDataError }[]> {
+  async load(summaries: ReadonlyMap<string, ConversationSummary> | null = null): Promise<{ id: string; error: DamagedDataError }[]> {
     const { records, damaged } = await this.deps.repository.loadAll();
     const quarantined = [...damaged];
     for (const record of records) {
       try {
-        // Appends move updated_at in memory only (see touch): the last event in the log says when the conversation last changed.
-        const [last] = await this.deps.log.read(record.id, { order: 'desc', limit: 1 });
-        if (last && last.event.timestamp > record.updated_at) record.updated_at = last.event.timestamp;
-        this.eventCounts.set(record.id, last?.event.seq ?? 0);
+        // Appends move updated_at in memory only (see touch): the summary, or else the last event in the log, says when the conversation last changed.
+        const summary = summaries?.get(record.id) ?? (await this.summaryFromLog(record.id));
+        if (summary.updated_at > record.updated_at) record.updated_at = summary.updated_at;
+        this.eventCounts.set(record.id, summary.event_count);
         for (const check of this.deps.integrityChecks ?? []) check(record.id);
       } catch (error) {
         if (!(error instanceof DamagedDataError)) throw error;
@@ -116,6 +120,18 @@ export class ConversationService {
     }
     this.loaded = true;
     return quarantined;
+  }
+
+  private async summaryFromLog(id: string): Promise<ConversationSummary> {
+    const [last] = await this.deps.log.read(id, { order: 'desc', limit: 1 });
+    return { updated_at: last?.event.timestamp ?? '', event_count: last?.event.seq ?? 0 };
+  }
+
+  /** What start-up needs of each conversation that is not quarantined, to be saved at shutdown. */
+  summaries(): Map<string, ConversationSummary> {
+    const out = new Map<string, ConversationSummary>();
+    for (const record of this.all()) out.set(record.id, { updated_at: record.updated_at, event_count: this.eventCounts.get(record.id) ?? 0 });
+    return out;
   }
 
   /** Conversations quarantined because their stored data is damaged. */
