@@ -1,12 +1,9 @@
 import type { DamagedDataError } from '../errors.js';
-import type { AgentEvent, EventKind, EventSource, NewEvent } from '../schemas/event.js';
+import type { EventKind, EventSource, NewEvent } from '../schemas/event.js';
 import type { EventSubscription, SubscriptionLimits } from './event-subscription.js';
+import type { StoredEvent } from './stored-event.js';
 
-/** An event as stored: the parsed value and the exact JSON line it was written as. */
-export interface StoredEvent {
-  event: AgentEvent;
-  json: string;
-}
+export type { StoredEvent } from './stored-event.js';
 
 export interface EventFilter {
   kinds?: readonly EventKind[] | undefined;

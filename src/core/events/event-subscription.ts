@@ -1,4 +1,4 @@
-import type { StoredEvent } from './event-log.js';
+import type { StoredEvent } from './stored-event.js';
 
 /** One event of a subscription with its cursor (its seq, or its global cursor for the firehose). */
 export interface LogEntry {
