@@ -15,6 +15,9 @@ import type { Run, RunStore } from './run-record.js';
 import { executeRun, type RunOutcome } from './run-loop.js';
 import { buildSystemPrompt } from './system-prompt.js';
 import { settleRun } from './settle-run.js';
+import { decodePageId, encodePageId, type Page } from '../pagination.js';
+
+const isIndexCursor = (value: unknown): value is { i: number } => typeof value === 'object' && value !== null && Number.isInteger((value as { i: number }).i);
 
 export interface AgentRuntimeDeps {
   conversations: ConversationService;
@@ -149,6 +152,15 @@ export class AgentRuntime implements ConversationRuntime {
   listRuns(conversationId: string): Run[] {
     this.deps.conversations.record(conversationId);
     return this.deps.runs.list(conversationId);
+  }
+
+  /** A page of the run records, oldest first unless `order` is desc. */
+  runsPage(conversationId: string, query: { order: 'asc' | 'desc'; pageId?: string | undefined; limit: number }): Page<Run> {
+    const all = this.listRuns(conversationId);
+    const ordered = query.order === 'asc' ? all : [...all].reverse();
+    const start = query.pageId ? decodePageId(query.pageId, isIndexCursor).i : 0;
+    const items = ordered.slice(start, start + query.limit);
+    return { items, next_page_id: start + query.limit < ordered.length ? encodePageId({ i: start + query.limit }) : null };
   }
 
   getRun(conversationId: string, runId: string): Run {

@@ -9,7 +9,7 @@ const CallbackPage = pageOf(Callback, 'CallbackPage');
 const CallbackDeliveryPage = pageOf(CallbackDelivery, 'CallbackDeliveryPage');
 const CallbackParams = ConversationParams.extend({ callback_id: z.uuid().describe('Callback id') });
 
-export function callbackRoutes(services: Services): FastifyPluginAsyncZod {
+export function callbackRoutes(services: Pick<Services, 'callbacks'>): FastifyPluginAsyncZod {
   const callbacks = services.callbacks;
   const tags = ['callbacks'];
   return async (app) => {

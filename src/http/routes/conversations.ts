@@ -13,7 +13,7 @@ const ListQuery = PageQuery.extend(StatusFilter.shape).extend({
   order: SortOrder.default('desc'),
 });
 
-export function conversationRoutes(services: Services): FastifyPluginAsyncZod {
+export function conversationRoutes(services: Pick<Services, 'conversations'>): FastifyPluginAsyncZod {
   const conversations = services.conversations;
   return async (app) => {
     app.post(

@@ -25,7 +25,7 @@ const EventListQuery = PageQuery.extend(EventFilters.shape).extend({ order: Sort
 const EventPage = pageOf(AgentEvent, 'EventPage');
 const EventParams = ConversationParams.extend({ event_id: z.uuid() });
 
-export function eventRoutes(services: Services): FastifyPluginAsyncZod {
+export function eventRoutes(services: Pick<Services, 'events'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/conversations/:id/events',

@@ -78,7 +78,7 @@ const Info = z
   })
   .meta({ id: 'Info' });
 
-export function healthRoutes(services: Services): FastifyPluginAsyncZod {
+export function healthRoutes(services: Pick<Services, 'config' | 'conversations' | 'disk' | 'quarantined' | 'sandbox' | 'startedAt' | 'streams' | 'toolNames' | 'version'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/alive',

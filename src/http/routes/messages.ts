@@ -12,7 +12,7 @@ const MessageAccepted = z
   })
   .meta({ id: 'MessageAccepted' });
 
-export function messageRoutes(services: Services): FastifyPluginAsyncZod {
+export function messageRoutes(services: Pick<Services, 'conversations'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.post(
       '/conversations/:id/messages',

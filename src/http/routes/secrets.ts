@@ -7,7 +7,7 @@ import { ConversationParams, errors } from '../route-schemas.js';
 const SecretNames = z.object({ names: z.array(z.string()).describe('Secret names; values are never returned.') }).meta({ id: 'SecretNames' });
 const PutSecrets = z.object({ secrets: SecretsMap }).strict().meta({ id: 'PutSecrets' });
 
-export function secretRoutes(services: Services): FastifyPluginAsyncZod {
+export function secretRoutes(services: Pick<Services, 'secrets'>): FastifyPluginAsyncZod {
   const tags = ['secrets'];
   return async (app) => {
     app.put(

@@ -2,7 +2,6 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
 import { Run } from '../../core/agent/run-record.js';
-import { decodePageId, encodePageId } from '../../core/pagination.js';
 import { PageQuery, pageOf } from '../../core/schemas/common.js';
 import { Conversation, SortOrder } from '../../core/schemas/conversation.js';
 import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
@@ -10,9 +9,9 @@ import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
 const RunStarted = z.object({ run_id: z.uuid() }).meta({ id: 'RunStarted' });
 const RunPage = pageOf(Run, 'RunPage');
 const RunParams = ConversationParams.extend({ run_id: z.uuid() });
-const isIndexCursor = (value: unknown): value is { i: number } => typeof value === 'object' && value !== null && Number.isInteger((value as { i: number }).i);
 
-export function controlRoutes(services: Services): FastifyPluginAsyncZod {
+/** A conversation's runs: start, pause, confirmation (approve, reject), and the run records. */
+export function runRoutes(services: Pick<Services, 'agent' | 'conversations'>): FastifyPluginAsyncZod {
   const agent = services.agent;
   const tags = ['messages'];
   return async (app) => {
@@ -82,14 +81,7 @@ export function controlRoutes(services: Services): FastifyPluginAsyncZod {
           response: { 200: RunPage, ...errors(400, 404) },
         },
       },
-      async (request) => {
-        const { page_id, limit, order } = request.query;
-        const all = agent.listRuns(request.params.id);
-        const ordered = order === 'asc' ? all : [...all].reverse();
-        const start = page_id ? decodePageId(page_id, isIndexCursor).i : 0;
-        const items = ordered.slice(start, start + limit);
-        return { items, next_page_id: start + limit < ordered.length ? encodePageId({ i: start + limit }) : null };
-      },
+      async (request) => agent.runsPage(request.params.id, { order: request.query.order, pageId: request.query.page_id, limit: request.query.limit }),
     );
 
     app.get(
