@@ -4,30 +4,20 @@ import { AgentdConnectionError, AgentdError } from './client/index.js';
 import { UsageError } from './cli/connection.js';
 import { EXIT } from './cli/exit-codes.js';
 import { CLIENT_COMMANDS, runClientCommand } from './cli/program.js';
-import { serve } from './cli/serve.js';
 
-/**
- * The one binary: `agentd [serve] [options]` serves (the default); `agentd run|chat|conversations|events`
- * are clients of a server (see src/cli/program.ts). The built entry is dist/cli.js.
- */
-const COMMANDS_HELP = `
-Client commands (agentd <command> --help):
-  agentd run "prompt"        one prompt headless: progress on stderr, the answer on stdout
-  agentd chat                an interactive conversation
-  agentd conversations       list conversations
-  agentd events ID --follow  print or follow a conversation's events
-`;
+// The one binary: `agentd [serve] [options]` serves (the default); `agentd run|chat|conversations|events`
+// are clients of a server (src/cli/program.ts). The built entry is dist/cli.js.
+
+/** The server's modules load only when serving: the client commands start faster without them. */
+async function serve(argv: readonly string[]): Promise<void> {
+  const { serve: start } = await import('./cli/serve.js');
+  return start(argv);
+}
 
 async function main(argv: readonly string[]): Promise<void> {
   const [first] = argv;
   if (first === 'serve') return serve(argv.slice(1));
-  if (!(CLIENT_COMMANDS as readonly string[]).includes(first ?? '')) {
-    if (argv.length === 1 && (first === '--help' || first === '-h')) {
-      await serve(argv);
-      return void process.stdout.write(COMMANDS_HELP);
-    }
-    return serve(argv);
-  }
+  if (!(CLIENT_COMMANDS as readonly string[]).includes(first ?? '')) return serve(argv);
   let code: number;
   try {
     code = await runClientCommand(argv);

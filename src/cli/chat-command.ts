@@ -96,23 +96,27 @@ async function converse(
   const { flags, rl } = options;
   const out = process.stdout;
   let id = options.conversationId;
-  let streaming = false;
+  // A line of streamed text is open; the agent's next message was streamed (so is not printed again).
+  let lineOpen = false;
+  let streamed = false;
   const endLine = () => {
-    if (streaming) out.write('\n');
-    streaming = false;
+    if (lineOpen) out.write('\n');
+    lineOpen = false;
   };
   const show = (event: StreamEvent) => {
     if (event.kind === 'message_delta') {
-      streaming = true;
+      lineOpen = streamed = true;
       out.write(event.content_delta);
       return;
     }
     if (event.kind === 'message' && event.source === 'agent') {
-      if (streaming) endLine();
-      else out.write(`${event.content}\n`);
+      if (!streamed) out.write(`${event.content}\n`);
+      endLine();
+      streamed = false;
       return;
     }
     if (event.kind === 'message' || event.kind === 'system_prompt') return;
+    if (event.kind === 'action') streamed = false;
     const line = progressLine(event);
     if (line) {
       endLine();
@@ -122,7 +126,11 @@ async function converse(
   const approve = async (pending: PendingAction[]): Promise<ApprovalDecision> => {
     endLine();
     out.write(`${describePending(pending)}\n`);
-    const answer = (await rl.question(`${pc.yellow('Approve?')} [y/N] `)).trim().toLowerCase();
+    const reply = await rl.question(`${pc.yellow('Approve?')} [y/N] `);
+    // An answer is not a prompt: keep it out of the history the arrow keys recall.
+    const history = historyOf(rl);
+    if (history[0] === reply) history.shift();
+    const answer = reply.trim().toLowerCase();
     return answer === 'y' || answer === 'yes' ? 'approve' : 'reject';
   };
   for await (const event of client.query({
@@ -157,10 +165,15 @@ async function replay(client: AgentdClient, id: string, rl: readline.Interface):
   const prompts: string[] = [];
   for await (const event of client.events.all(id, { limit: 500 })) {
     if (event.kind === 'message' && event.source === 'user') prompts.unshift(event.content.split('\n')[0]!);
-    const line = transcriptLines(event);
+    const line = event.kind === 'usage' ? null : transcriptLines(event);
     if (line) process.stdout.write(`${line}\n`);
   }
-  const history = (rl as unknown as { history?: string[] }).history;
-  if (Array.isArray(history)) history.unshift(...prompts);
+  historyOf(rl).unshift(...prompts);
   if (conversation.pending_actions.length > 0) process.stdout.write(`${describePending(conversation.pending_actions)}\n${pc.dim('(these actions await approval: send a message to continue)')}\n`);
+}
+
+/** readline's history (newest first): public on the interface since Node 15, missing from its types. */
+function historyOf(rl: readline.Interface): string[] {
+  const history = (rl as unknown as { history?: string[] }).history;
+  return Array.isArray(history) ? history : [];
 }

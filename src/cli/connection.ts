@@ -1,5 +1,5 @@
 import { AgentdClient } from '../client/index.js';
-import { startEmbeddedServer, type EmbeddedServer } from './embedded-server.js';
+import type { EmbeddedServer } from './embedded-server.js';
 
 export interface ConnectionFlags {
   url?: string;
@@ -26,6 +26,7 @@ export async function connect(flags: ConnectionFlags): Promise<Connection> {
     return { client, embedded: null, close: async () => {} };
   }
   if (key) throw new UsageError('AGENTD_KEY (or --key) is set but AGENTD_URL (or --url) is not: say which server to use');
+  const { startEmbeddedServer } = await import('./embedded-server.js');
   const embedded = await startEmbeddedServer(flags.dataDir ? { dataDir: flags.dataDir } : {});
   return { client: new AgentdClient({ url: embedded.url, apiKey: embedded.apiKey }), embedded, close: () => embedded.close() };
 }
