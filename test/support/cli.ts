@@ -18,8 +18,17 @@ export interface CliProcess {
 }
 
 /** `node dist/cli.js <args>` with only the variables given (plus PATH, HOME, no colours); stdin from `input` or none. */
-export function startCli(args: string[], options: { env?: Record<string, string>; cwd?: string; input?: string } = {}): CliProcess {
-  const child = spawn(process.execPath, [CLI, ...args], {
+export interface CliOptions {
+  env?: Record<string, string>;
+  cwd?: string;
+  input?: string;
+  /** Another program taking the same arguments (the single executable); default `node dist/cli.js`. */
+  command?: readonly string[];
+}
+
+export function startCli(args: string[], options: CliOptions = {}): CliProcess {
+  const [program, ...leading] = options.command ?? [process.execPath, CLI];
+  const child = spawn(program!, [...leading, ...args], {
     cwd: options.cwd ?? os.tmpdir(),
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.tmpdir(), NO_COLOR: '1', ...options.env },
     stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
@@ -33,6 +42,6 @@ export function startCli(args: string[], options: { env?: Record<string, string>
   return { child, stdout: () => stdout, stderr: () => stderr, done };
 }
 
-export function runCli(args: string[], options: { env?: Record<string, string>; cwd?: string; input?: string } = {}): Promise<CliResult> {
+export function runCli(args: string[], options: CliOptions = {}): Promise<CliResult> {
   return startCli(args, options).done;
 }
