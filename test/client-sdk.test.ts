@@ -1,9 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentdClient, AgentdConnectionError, AgentdError, type AgentEvent, type StreamEvent } from '../src/client/index.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
-import { freePort, tempDir, TEST_KEY } from './support/agentd.js';
+import { freePort, startServer, tempDir, TEST_KEY } from './support/agentd.js';
+import { runCli } from './support/cli.js';
 
 /** The SDK (`agentd/client`) against the real server on a port, with the scripted fake LLM. */
 let harness: AgentHarness;
@@ -213,6 +215,32 @@ describe('every route', () => {
     await client.conversations.delete(id, { delete_workdir: false });
     await expect(client.conversations.get(id)).rejects.toMatchObject({ code: 'conversation_not_found' });
     fs.rmSync(workdir, { recursive: true, force: true });
+  });
+});
+
+describe('the README', () => {
+  it('has an SDK example that runs as written (query, run, AgentdError)', { timeout: 30_000 }, async () => {
+    const readme = fs.readFileSync(path.resolve(import.meta.dirname, '../README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Clients'), readme.indexOf('\n## ', readme.indexOf('## Clients') + 5));
+    const example = /```ts\n([\s\S]*?)```/.exec(section)![1]!;
+    expect(example).toContain("from 'agentd/client'");
+    const { transform } = await import('esbuild');
+    const clientUrl = pathToFileURL(path.resolve(import.meta.dirname, '../dist/client/index.js')).href;
+    const { code } = await transform(example.replace("'agentd/client'", JSON.stringify(clientUrl)), { loader: 'ts', format: 'esm' });
+    const dir = tempDir('agentd-readme-sdk-');
+    fs.writeFileSync(path.join(dir, 'example.mjs'), code);
+    harness.llm.setScript([{ toolCalls: [{ name: 'bash', arguments: { command: 'ls' } }] }, { text: 'No files yet.' }, { text: 'There are none.' }]);
+    // A server whose default LLM is the fake, as the example creates its conversation without one.
+    const server = await startServer({ env: { AGENTD_LLM_MODEL: 'fake-model', AGENTD_LLM_BASE_URL: harness.llm.url, AGENTD_LLM_API_KEY: 'sk-fake' } });
+    const result = await runCli([], { command: [process.execPath, path.join(dir, 'example.mjs')], env: { AGENTD_URL: server.url, AGENTD_KEY: TEST_KEY } });
+    await server.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toContain('> bash { command: \'ls\' }');
+    expect(result.stdout).toContain('No files yet.');
+    expect(result.stdout).toMatch(/idle There are none\. \d+ \d+/);
+    expect(result.stdout).toContain('404 conversation_not_found');
+    expect(result.code).toBe(0);
   });
 });
 
