@@ -94,4 +94,17 @@ describe.skipIf(!launcher)('agentd chat in a terminal', () => {
     chat.write('/exit\r');
     expect(await chat.exited).toBe(0);
   });
+
+  it('agentd run asks for approval on a terminal and continues with the answer', { timeout: 60_000 }, async () => {
+    harness.llm.setScript([{ toolCalls: [{ name: 'bash', arguments: { command: 'echo approved on a tty' } }] }, { text: 'Approved on the terminal.' }]);
+    const id = await harness.createConversation({ confirmation_mode: true });
+    const run = startPty(launcher!, [process.execPath, CLI, 'run', '--resume', id, 'Echo it'], { env });
+    await run.waitFor('? bash(echo approved on a tty)');
+    await run.waitFor('Approve? [y/N]');
+    run.write('y\r');
+    await run.waitFor('⎿ approved on a tty');
+    await run.waitFor('Approved on the terminal.');
+    expect(await run.exited).toBe(0);
+    expect(await statusOf(id)).toBe('idle');
+  });
 });
