@@ -1,6 +1,6 @@
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { AgentdConnectionError, AgentdError } from './agentd-error.js';
-import { describe, errorOf, type HttpTransport } from './http-transport.js';
+import { describeError, errorOf, type HttpTransport } from './http-transport.js';
 import type { StreamEvent } from './types.js';
 
 export interface StreamOptions {
@@ -50,7 +50,7 @@ export async function* streamItems(transport: HttpTransport, path: string, optio
         });
       } catch (error) {
         if (options.signal?.aborted) return;
-        throw new AgentdConnectionError(`cannot reach agentd at ${transport.baseUrl}: ${describe(error)}`, { cause: error });
+        throw new AgentdConnectionError(`cannot reach agentd at ${transport.baseUrl}: ${describeError(error)}`, { cause: error });
       }
       if (!response.ok) {
         const error = await errorOf(response);
@@ -81,7 +81,7 @@ export async function* streamItems(transport: HttpTransport, path: string, optio
       if (error instanceof AgentdError) throw error;
       failingSince ??= Date.now();
       if (Date.now() - failingSince > budget) {
-        throw error instanceof AgentdConnectionError ? error : new AgentdConnectionError(`the event stream broke and could not be resumed: ${describe(error)}`, { cause: error });
+        throw error instanceof AgentdConnectionError ? error : new AgentdConnectionError(`the event stream broke and could not be resumed: ${describeError(error)}`, { cause: error });
       }
     } finally {
       options.signal?.removeEventListener('abort', stop);

@@ -68,7 +68,7 @@ export class HttpTransport {
       });
     } catch (error) {
       if (options.signal?.aborted) throw error;
-      throw new AgentdConnectionError(`cannot reach agentd at ${this.baseUrl}: ${describe(error)}`, { cause: error });
+      throw new AgentdConnectionError(`cannot reach agentd at ${this.baseUrl}: ${describeError(error)}`, { cause: error });
     }
     if (!response.ok) throw await errorOf(response);
     return response;
@@ -98,7 +98,7 @@ export async function errorOf(response: Response): Promise<AgentdError> {
   });
 }
 
-export function describe(error: unknown): string {
+export function describeError(error: unknown): string {
   if (error instanceof Error) {
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
     return cause?.code ?? cause?.message ?? error.message;

@@ -7,7 +7,7 @@
 import type { z } from 'zod';
 import type { Run as RunSchema } from '../core/agent/run-record.js';
 import type { RunCommandBody, CommandResult as CommandResultSchema } from '../core/commands/command-runner.js';
-import type { ErrorResponse, CountResponse } from '../core/schemas/common.js';
+import type { CountResponse, ErrorResponse, PageQuery as PageQuerySchema } from '../core/schemas/common.js';
 import type {
   Conversation as ConversationSchema,
   CreateConversationBody,
@@ -33,6 +33,7 @@ type QueryOf<T extends z.ZodType> = Partial<z.output<T>>;
 export type ErrorBody = z.output<typeof ErrorResponse>;
 export type Count = z.output<typeof CountResponse>;
 export type Page<T> = { items: T[]; next_page_id: string | null };
+export type PageQuery = QueryOf<typeof PageQuerySchema>;
 
 export type Alive = z.output<typeof AliveSchema>;
 export type Health = z.output<typeof HealthSchema>;
