@@ -67,23 +67,7 @@ describe('agentd run with an embedded server', () => {
     expect(conversations[0]).toMatchObject({ status: 'idle', workdir });
   });
 
-  it('--json prints every event as a JSON line on stdout', { timeout: 30_000 }, async () => {
-    llm.setScript([{ text: 'In JSON.' }]);
-    const result = await runCli(['run', '--json', 'Answer in JSON'], { env: embeddedEnv, cwd: workdir });
-    expect(result.code).toBe(0);
-    const events = result.stdout.trim().split('\n').map((line) => JSON.parse(line));
-    expect(events.map((event) => event.kind)).toContain('message_delta');
-    expect(events.find((event) => event.kind === 'message' && event.source === 'agent')).toMatchObject({ content: 'In JSON.' });
-    expect(events.at(-1)).toMatchObject({ kind: 'state_update', status: 'idle' });
-  });
-
-  it('fails with one clear line and exit 1 when the run fails; exit 2 without a prompt', { timeout: 30_000 }, async () => {
-    llm.setScript([{ status: 400, body: { error: { message: 'the model refuses this request', type: 'invalid_request_error' } } }]);
-    const failed = await runCli(['run', 'Fail please'], { env: embeddedEnv, cwd: workdir });
-    expect(failed.code).toBe(1);
-    expect(failed.stdout).toBe('');
-    expect(failed.stderr).toMatch(/agentd: the run failed: llm_\w+: .*refuses/);
-
+  it('exits 2 without a prompt, before starting anything', async () => {
     const usage = await runCli(['run'], { env: embeddedEnv, cwd: workdir });
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('agentd: give a prompt');
@@ -101,6 +85,26 @@ describe('agentd run against a running server (AGENTD_URL, AGENTD_KEY)', () => {
 
   afterAll(async () => {
     await harness?.close();
+  });
+
+  it('--json prints every event as a JSON line on stdout', { timeout: 30_000 }, async () => {
+    harness.llm.setScript([{ text: 'In JSON.' }]);
+    const id = await harness.createConversation();
+    const result = await runCli(['run', '--json', '--resume', id, 'Answer in JSON'], { env });
+    expect(result.code).toBe(0);
+    const events = result.stdout.trim().split('\n').map((line) => JSON.parse(line));
+    expect(events.map((event) => event.kind)).toContain('message_delta');
+    expect(events.find((event) => event.kind === 'message' && event.source === 'agent')).toMatchObject({ content: 'In JSON.' });
+    expect(events.at(-1)).toMatchObject({ kind: 'state_update', status: 'idle' });
+  });
+
+  it('fails with one clear line and exit 1 when the run fails', { timeout: 30_000 }, async () => {
+    harness.llm.setScript([{ status: 400, body: { error: { message: 'the model refuses this request', type: 'invalid_request_error' } } }]);
+    const id = await harness.createConversation();
+    const failed = await runCli(['run', '--resume', id, 'Fail please'], { env });
+    expect(failed.code).toBe(1);
+    expect(failed.stdout).toBe('');
+    expect(failed.stderr).toMatch(/agentd: the run failed: llm_\w+: .*refuses/);
   });
 
   it('without a terminal, refuses to approve (exit 4, says --yes); --resume ID --yes approves and finishes', { timeout: 30_000 }, async () => {
