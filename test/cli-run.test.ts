@@ -128,6 +128,11 @@ describe('agentd run against a running server (AGENTD_URL, AGENTD_KEY)', () => {
     expect((await runCli(['run', '--resume', id, 'hello'], { env })).code).toBe(0);
     const listed = await runCli(['conversations'], { env });
     expect(listed.stdout).toMatch(new RegExp(`${id}\\s+idle\\s+.*listed one`));
+    const byFlags = await runCli(['conversations', '--json', '--url', harness.server.url, '--key', TEST_KEY], { env: { HOME: base } });
+    expect(byFlags.stdout).toContain(`"id":"${id}"`);
+    const keyAlone = await runCli(['conversations', '--key', TEST_KEY], { env: { HOME: base } });
+    expect(keyAlone.code).toBe(2);
+    expect(keyAlone.stderr).toContain('say which server to use');
 
     const events = await runCli(['events', id, '--json'], { env });
     const kinds = events.stdout.trim().split('\n').map((line) => JSON.parse(line).kind);
