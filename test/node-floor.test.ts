@@ -43,4 +43,10 @@ describe("the supported Node versions (package.json's engines)", () => {
   it(`every locked package accepts the binary's runtime (node ${NODE_RUNTIME_VERSION})`, () => {
     expect(refusing(NODE_RUNTIME_VERSION)).toEqual([]);
   });
+
+  it("the Docker image's every stage is on the binary's LTS line, not the build machine's Node 20", () => {
+    const stages = [...fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8').matchAll(/^FROM\s+node:(\d+)[-\w.]*/gm)].map((match) => match[1]);
+    expect(stages.length).toBeGreaterThan(0);
+    expect(new Set(stages)).toEqual(new Set([NODE_RUNTIME_VERSION.split('.')[0]]));
+  });
 });
