@@ -156,5 +156,5 @@ describe(`${CONVERSATIONS} concurrent conversations × ${STEPS} steps`, () => {
       `load: ${CONVERSATIONS}×${STEPS} in ${elapsed} ms (${Math.round((total / elapsed) * 1000)} events/s); runs finished p50 ${at(0.5)} ms, p99 ${at(0.99)} ms; ` +
         `stalled subscriber: ${stalledIds.length}/${head} events, ${overflowed ? 'cut off with stream_overflow' : stalledRead.closed ? 'disconnected' : 'left behind'}`,
     );
-  }, scaled(90_000, 240_000));
+  }, scaled(240_000, 480_000));
 });
