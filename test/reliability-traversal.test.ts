@@ -69,7 +69,7 @@ describe('traversal corpus beyond the file routes', () => {
     expect(inside.json().stdout.trim()).toBe(path.join(fixture.workdir, 'src'));
   });
 
-  it("refuses every payload in the agent's file tools (called by the LLM in a run), and touches nothing", { timeout: 180_000 }, async () => {
+  it("refuses every payload in the agent's file tools (called by the LLM in a run), and touches nothing", async () => {
     const outsideBefore = await fixture.outsideSnapshot();
     const insideBefore = workdirSnapshot();
     // Per payload, one LLM answer calling every path-taking tool with it.
@@ -112,7 +112,7 @@ describe('traversal corpus beyond the file routes', () => {
     await fixture.assertDecoysIntact();
     expect(workdirSnapshot()).toEqual(insideBefore);
     expect(fs.readFileSync(fixture.canary, 'utf8')).toBe(CANARY_CONTENT);
-  }, 90_000);
+  }, 180_000);
 
   it('refuses workdirs that are relative or reach into the data directory (create and PUT /config)', { timeout: 60_000 }, async () => {
     // PUT /config answers 409 while a run is in progress: wait out the previous test's run, whatever became of that test.
