@@ -124,7 +124,8 @@ describe(`${CONVERSATIONS} concurrent conversations × ${STEPS} steps`, () => {
       const { events, texts } = await allEvents(api, id);
       total += events.length;
       problems.push(...eventProblems(events).map((problem) => `${id}: ${problem}`));
-      if (events.some((event) => event.kind === 'agent_error' || (event.kind === 'observation' && event.is_error === true))) problems.push(`${id}: an error event`);
+      const errorEvent = events.find((event) => event.kind === 'agent_error' || (event.kind === 'observation' && event.is_error === true));
+      if (errorEvent) problems.push(`${id}: an error event: ${JSON.stringify(errorEvent).slice(0, 400)}`);
       if (events.filter((event) => event.kind === 'action').length !== STEPS) problems.push(`${id}: ${events.filter((event) => event.kind === 'action').length} actions`);
       // Its subscriber got every event once, in order, as stored; nothing cut it off.
       const subscriber = subscribers[index]!;
