@@ -31,7 +31,6 @@ export async function startEmbeddedServer(options: { dataDir?: string } = {}): P
     }
     throw error;
   }
-  quietFastifyDeprecations();
   const scrubber = { scrub: (line: string) => line };
   const logger = createLogger({ level: config.logLevel, scrubber, destination: process.stderr });
   try {
@@ -56,13 +55,4 @@ export async function startEmbeddedServer(options: { dataDir?: string } = {}): P
     lock.release();
     throw error;
   }
-}
-
-/** Fastify's deprecation notices are for whoever maintains the server, not for someone running a prompt. */
-function quietFastifyDeprecations(): void {
-  const printers = process.listeners('warning');
-  process.removeAllListeners('warning');
-  process.on('warning', (warning) => {
-    if (warning.name !== 'FastifyDeprecation') for (const print of printers) print(warning);
-  });
 }
