@@ -189,6 +189,26 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
     expect(await page.getByRole('button', { name: 'Run' }).isEnabled()).toBe(true);
   });
 
+  it('opens a conversation of 10,000 events on its tail and pages older ones in on scroll', { timeout: 90_000 }, async () => {
+    const created = await api('POST', '/conversations', { title: 'ten thousand' });
+    for (let index = 1; index <= 10_000; index += 1) {
+      server.services.recorder.append(created.id, { kind: 'message', source: index % 2 ? 'user' : 'agent', role: index % 2 ? 'user' : 'assistant', content: `line ${index}` });
+    }
+    const started = Date.now();
+    const page = await signedIn(`#/c/${created.id}/timeline`);
+    await page.locator('[data-testid=timeline] [data-seq="10000"]', { hasText: 'line 10000' }).waitFor({ timeout: 30_000 });
+    process.stderr.write(`dashboard: 10,000-event conversation shown in ${Date.now() - started} ms (sign-in included)\n`);
+    const cards = page.locator('[data-testid=timeline] [data-seq]');
+    // Only the tail is rendered: one page, not the whole conversation.
+    await expect.poll(() => cards.count()).toBe(200);
+    expect(await cards.first().getAttribute('data-seq')).toBe('9801');
+    // Scrolling to the top pages the previous 200 in, keeping the order.
+    await page.locator('[data-testid=timeline]').evaluate((element) => element.scrollTo(0, 0));
+    await expect.poll(() => cards.count(), { timeout: 10_000 }).toBe(400);
+    const seqs = await cards.evaluateAll((elements) => elements.map((element) => Number(element.getAttribute('data-seq'))));
+    expect(seqs).toEqual(Array.from({ length: 400 }, (_, index) => 9601 + index));
+  });
+
   it('uploads files (picker and drag and drop) and downloads one byte for byte', { timeout: 60_000 }, async () => {
     const created = await api('POST', '/conversations', { title: 'files' });
     const page = await signedIn(`#/c/${created.id}/files`);

@@ -129,7 +129,7 @@ export function EventCard({ event, nested }: { event: AgentEvent; nested?: Compo
       return (
         <Card event={event} className="quiet">
           tokens ↑{str(event.prompt_tokens)} ↓{str(event.completion_tokens)}
-          {typeof event.cost === 'number' ? ` · $${event.cost.toFixed(4)}` : ''}
+          {typeof event.cost === 'number' && event.cost > 0 ? ` · $${event.cost.toFixed(4)}` : ''}
         </Card>
       );
     case 'condensation':

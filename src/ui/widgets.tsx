@@ -13,7 +13,7 @@ export function UsageLine({ usage }: { usage: Usage }) {
   return (
     <span class="usage" data-testid="usage" title="prompt tokens ↑, completion tokens ↓, cost">
       ↑{usage.prompt_tokens.toLocaleString()} ↓{usage.completion_tokens.toLocaleString()}
-      {typeof usage.cost === 'number' ? ` · $${usage.cost.toFixed(4)}` : ''}
+      {usage.cost ? ` · $${usage.cost.toFixed(4)}` : ''}
     </span>
   );
 }
