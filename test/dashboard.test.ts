@@ -176,7 +176,7 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
     await status(page).filter({ hasText: /^(idle|finished)$/ }).waitFor({ timeout: 30_000 });
   });
 
-  it('pauses a long command from the page', { timeout: 60_000 }, async () => {
+  it('pauses a long command from the page, runs again and cancels that run', { timeout: 60_000 }, async () => {
     const marker = `sleep 4${Math.floor(Math.random() * 9)}.${Date.now() % 1000}`;
     const { page, id } = await openConversation([{ toolCalls: [{ name: 'bash', arguments: { command: marker } }] }], { initial_message: 'sleep a while' });
     await page.locator('.event-action pre.command', { hasText: marker }).waitFor({ timeout: 30_000 });
@@ -186,7 +186,16 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
     await page.locator('.event-state_update', { hasText: 'paused' }).waitFor();
     const runs = await api('GET', `/conversations/${id}/runs`);
     expect(runs.items[0].status).toBe('paused');
-    expect(await page.getByRole('button', { name: 'Run' }).isEnabled()).toBe(true);
+
+    // Run again from the page, then cancel that run.
+    const second = `sleep 5${Math.floor(Math.random() * 9)}.${Date.now() % 1000}`;
+    llm.setScript([{ toolCalls: [{ name: 'bash', arguments: { command: second } }] }]);
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.event-action pre.command', { hasText: second }).waitFor({ timeout: 30_000 });
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    await status(page).filter({ hasText: /^(paused|idle)$/ }).waitFor({ timeout: 20_000 });
+    const statuses = async () => (await api('GET', `/conversations/${id}/runs`)).items.map((run: { status: string }) => run.status).sort();
+    await expect.poll(statuses).toEqual(['canceled', 'paused']);
   });
 
   it('opens a conversation of 10,000 events on its tail and pages older ones in on scroll', { timeout: 90_000 }, async () => {
