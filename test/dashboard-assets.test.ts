@@ -60,3 +60,26 @@ describe('/ui', () => {
     expect(Object.keys(document.paths).filter((path) => path.startsWith('/ui'))).toEqual([]);
   });
 });
+
+describe('GET /info firehose_cursor (where the dashboard joins the firehose)', () => {
+  it('is the last cursor: the firehose from there sends only what happens next', async () => {
+    const live = await startServer();
+    try {
+      const first = live.services.conversations.create({ max_iterations_per_run: 500, confirmation_mode: false }).conversation.id;
+      for (let index = 0; index < 5; index += 1) live.services.recorder.append(first, { kind: 'message', source: 'user', role: 'user', content: `old ${index}` });
+      const info = (await (await fetch(`${live.url}/info`, { headers: live.auth })).json()) as { firehose_cursor: number };
+      expect(info.firehose_cursor).toBeGreaterThanOrEqual(5);
+      const controller = new AbortController();
+      const response = await fetch(`${live.url}/events/stream?after_seq=${info.firehose_cursor}`, { headers: live.auth, signal: controller.signal });
+      live.services.recorder.append(first, { kind: 'message', source: 'user', role: 'user', content: 'new one' });
+      const reader = response.body!.getReader();
+      let text = '';
+      while (!text.includes('new one')) text += new TextDecoder().decode((await reader.read()).value);
+      controller.abort();
+      expect(text).not.toContain('old ');
+      expect(text).toContain(`id: ${info.firehose_cursor + 1}\n`);
+    } finally {
+      await live.close();
+    }
+  });
+});

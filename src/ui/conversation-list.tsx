@@ -10,7 +10,8 @@ const CURSOR_STORAGE = 'agentd.firehose';
 /**
  * The conversation list, kept current by the firehose: an event of a conversation not known, or
  * newer than its known `event_count`, refreshes that conversation (at most once per 300 ms each).
- * The firehose cursor is kept for the tab's session, so a reload does not replay everything again.
+ * The stream starts at the firehose's head (`firehose_cursor` of GET /info), and its cursor is
+ * kept for the tab's session, so neither a first load nor a reload replays the whole history.
  */
 function useConversations(api: Api, status: string): { conversations: Conversation[]; state: StreamState; error: string | null; upsert: (conversation: Conversation) => void } {
   const [byId, setById] = useState<Map<string, Conversation>>(new Map());
@@ -28,23 +29,34 @@ function useConversations(api: Api, status: string): { conversations: Conversati
     setById(new Map(known.current));
   };
 
-  useEffect(() => {
-    let stopped = false;
+  const loadList = (isStopped: () => boolean) =>
     api.get<Page<Conversation>>('/conversations', { limit: 500, sort: 'updated_at', order: 'desc', status }).then(
       (page) => {
-        if (stopped) return;
+        if (isStopped()) return;
         for (const conversation of page.items) known.current.set(conversation.id, conversation);
         setById(new Map(known.current));
         setError(null);
       },
       (caught: Error) => setError(caught.message),
     );
+
+  const firstLoad = useRef(true);
+  useEffect(() => {
+    // The first list is loaded by the stream effect, after it has its start cursor.
+    if (firstLoad.current) {
+      firstLoad.current = false;
+      return;
+    }
+    let stopped = false;
+    void loadList(() => stopped);
     return () => {
       stopped = true;
     };
   }, [api, status]);
 
   useEffect(() => {
+    let stopped = false;
+    let stream: LiveStream | null = null;
     const refresh = (id: string) => {
       if (timers.current.has(id)) return;
       timers.current.set(
@@ -57,8 +69,21 @@ function useConversations(api: Api, status: string): { conversations: Conversati
         }, 300),
       );
     };
-    const stream = new LiveStream({
-      cursor: sessionStorage.getItem(CURSOR_STORAGE),
+    // Join the firehose at its head (GET /info) rather than replaying every event ever recorded;
+    // the list is read after that point, so nothing between the two is missed.
+    const start = async (): Promise<string | null> => {
+      const stored = sessionStorage.getItem(CURSOR_STORAGE);
+      try {
+        const head = (await api.get<{ firehose_cursor?: number }>('/info')).firehose_cursor;
+        if (typeof head !== 'number') return stored;
+        // A cursor past the head belongs to another server (or data dir): start at the head.
+        return stored && Number(stored) <= head ? stored : String(head);
+      } catch {
+        return stored;
+      }
+    };
+    const open = (cursor: string | null) => new LiveStream({
+      cursor,
       url: (cursor) => api.streamUrl('/events/stream', { after_seq: cursor ?? 0 }),
       onState: setState,
       onEvent: (kind, data, id) => {
@@ -73,8 +98,13 @@ function useConversations(api: Api, status: string): { conversations: Conversati
         if (!current || event.seq > current.event_count) refresh(event.conversation_id);
       },
     });
+    void start().then(async (cursor) => {
+      await loadList(() => stopped);
+      if (!stopped) stream = open(cursor);
+    });
     return () => {
-      stream.close();
+      stopped = true;
+      stream?.close();
       for (const timer of timers.current.values()) clearTimeout(timer);
       timers.current.clear();
     };

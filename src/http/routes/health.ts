@@ -64,6 +64,10 @@ const Info = z
     conversations: z.object({ total: z.int(), by_status: z.record(ConversationStatus, z.int()) }),
     tools: z.array(z.string()),
     sse_subscribers: z.int(),
+    firehose_cursor: z
+      .int()
+      .min(0)
+      .describe("The firehose's last cursor: `GET /events/stream?after_seq=<firehose_cursor>` sends only events that happen next, without replaying the history."),
     limits: z.object({
       max_body_bytes: z.int(),
       max_upload_bytes: z.int(),
@@ -130,6 +134,7 @@ export function healthRoutes(services: Services): FastifyPluginAsyncZod {
           conversations: { total: services.conversations.count(), by_status: byStatus },
           tools: [...services.toolNames],
           sse_subscribers: services.streams.size,
+          firehose_cursor: services.events.firehoseHead(),
           limits: {
             max_body_bytes: services.config.maxBodyBytes,
             max_upload_bytes: services.config.maxUploadBytes,
