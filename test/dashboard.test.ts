@@ -90,9 +90,17 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
 
     await page.click('button.new');
     await page.fill('[data-testid=create-form] input[name=title]', title);
+    const workdir = tempDir('agentd-ui-workdir-');
+    await page.fill('[data-testid=create-form] input[name=workdir]', workdir);
+    await page.fill('[data-testid=create-form] input[name=model]', 'picked-model');
+    await page.fill('[data-testid=create-form] input[name=base_url]', llm.url);
+    await page.fill('[data-testid=create-form] input[name=api_key]', 'picked-key');
     await page.fill('[data-testid=create-form] textarea[name=message]', 'say hello from bash');
     await page.click('[data-testid=create-form] button[type=submit]');
     await page.waitForSelector('[data-testid=conversation]');
+    const id = await page.locator('[data-testid=conversation]').getAttribute('data-id');
+    const created = await api('GET', `/conversations/${id}`);
+    expect(created).toMatchObject({ title, workdir: fs.realpathSync(workdir), llm: { model: 'picked-model', base_url: llm.url, api_key: '**********' } });
 
     // The agent's answer streams in as message_delta before its message event lands.
     const streaming = page.locator('[data-testid=streaming]');
@@ -132,6 +140,7 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
     await page.selectOption('[data-testid=status-filter]', settled);
     await expect.poll(() => entry.count()).toBe(1);
     expect(llm.violations).toEqual([]);
+    expect(llm.requests.at(-1)!.body.model).toBe('picked-model');
   });
 
   it('a conversation made elsewhere appears in the open list and follows its status live', { timeout: 60_000 }, async () => {

@@ -118,6 +118,8 @@ function CreateForm({ api, onCreated, onCancel }: { api: Api; onCreated: (conver
   const [title, setTitle] = useState('');
   const [workdir, setWorkdir] = useState('');
   const [model, setModel] = useState('');
+  const [baseUrl, setBaseUrl] = useState('');
+  const [llmKey, setLlmKey] = useState('');
   const [message, setMessage] = useState('');
   const [confirm, setConfirm] = useState(false);
   const action = useAction();
@@ -131,7 +133,8 @@ function CreateForm({ api, onCreated, onCancel }: { api: Api; onCreated: (conver
           const body: Record<string, unknown> = { confirmation_mode: confirm };
           if (title.trim()) body.title = title.trim();
           if (workdir.trim()) body.workdir = workdir.trim();
-          if (model.trim()) body.llm = { model: model.trim() };
+          // A model given here replaces the server's default LLM config as a whole (no merge).
+          if (model.trim()) body.llm = { model: model.trim(), ...(baseUrl.trim() ? { base_url: baseUrl.trim() } : {}), ...(llmKey ? { api_key: llmKey } : {}) };
           if (message.trim()) body.initial_message = message;
           onCreated(await api.post<Conversation>('/conversations', body));
         });
@@ -140,6 +143,12 @@ function CreateForm({ api, onCreated, onCancel }: { api: Api; onCreated: (conver
       <input name="title" placeholder="Title" value={title} onInput={(event) => setTitle(event.currentTarget.value)} />
       <input name="workdir" placeholder="Workdir (absolute; empty: a fresh one)" value={workdir} onInput={(event) => setWorkdir(event.currentTarget.value)} />
       <input name="model" placeholder="Model (empty: the server's default)" value={model} onInput={(event) => setModel(event.currentTarget.value)} />
+      {model.trim() ? (
+        <>
+          <input name="base_url" placeholder="LLM base URL (OpenAI-compatible; optional)" value={baseUrl} onInput={(event) => setBaseUrl(event.currentTarget.value)} />
+          <input name="api_key" type="password" autocomplete="off" placeholder="LLM API key (optional)" value={llmKey} onInput={(event) => setLlmKey(event.currentTarget.value)} />
+        </>
+      ) : null}
       <textarea name="message" placeholder="First message (starts a run)" value={message} onInput={(event) => setMessage(event.currentTarget.value)} />
       <label class="check">
         <input type="checkbox" checked={confirm} onChange={(event) => setConfirm(event.currentTarget.checked)} /> ask before every action
