@@ -192,7 +192,7 @@ export function ConversationView({ api, features, id, tab, onTab }: { api: Api; 
         <div>
           <h2>{conversation.title ?? 'Untitled conversation'}</h2>
           <div class="subtle">
-            {conversation.llm.model} · <code>{conversation.workdir}</code>
+            {conversation.llm?.model ?? 'no LLM configured'} · <code>{conversation.workdir}</code>
           </div>
         </div>
         <div class="head-right">

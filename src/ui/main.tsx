@@ -1,4 +1,4 @@
-import { render } from 'preact';
+import { Component, render, type ComponentChildren } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { Api, loadFeatures, storedKey, storeKey, type Features } from './api.js';
 import { ConversationList } from './conversation-list.js';
@@ -9,6 +9,27 @@ function parseHash(): { id: string | null; tab: Tab } {
   const [, kind, id, tab] = location.hash.split('/');
   const known = TABS.find((name) => name === tab) ?? 'timeline';
   return kind === 'c' && id ? { id, tab: known } : { id: null, tab: 'timeline' };
+}
+
+/** A view that throws while rendering shows what went wrong instead of blanking the page. */
+class ErrorBoundary extends Component<{ children: ComponentChildren }, { error: Error | null }> {
+  override state = { error: null as Error | null };
+
+  override componentDidCatch(error: Error): void {
+    this.setState({ error });
+  }
+
+  override render() {
+    if (!this.state.error) return this.props.children;
+    return (
+      <div class="main-empty error-box">
+        This view failed: {this.state.error.message}{' '}
+        <button class="link" onClick={() => this.setState({ error: null })}>
+          retry
+        </button>
+      </div>
+    );
+  }
 }
 
 function SignIn({ onKey, message }: { onKey: (key: string) => void; message: string | null }) {
@@ -95,7 +116,9 @@ function App() {
           </button>
         </div>
         {route.id ? (
-          <ConversationView key={route.id} api={api} features={features} id={route.id} tab={route.tab} onTab={(tab) => go(route.id!, tab)} />
+          <ErrorBoundary key={route.id}>
+            <ConversationView api={api} features={features} id={route.id} tab={route.tab} onTab={(tab) => go(route.id!, tab)} />
+          </ErrorBoundary>
         ) : (
           <div class="main-empty">Pick a conversation, or create one.</div>
         )}

@@ -10,7 +10,7 @@ export interface Conversation {
   title: string | null;
   status: string;
   workdir: string;
-  llm: { model: string; base_url?: string | null } & Record<string, unknown>;
+  llm: ({ model: string; base_url?: string | null } & Record<string, unknown>) | null;
   confirmation_mode: boolean;
   pending_actions: AgentEvent[];
   current_run_id: string | null;
