@@ -50,13 +50,13 @@ describe.skipIf(chromiumMissing)('dashboard with the v2 event kinds', () => {
     const page = await browser.newPage();
     const answers: unknown[] = [];
     await page.route('**/openapi.json', async (route) => {
-      const document = await (await fetch(`${server.url}/openapi.json`)).json();
+      const document = (await (await fetch(`${server.url}/openapi.json`)).json()) as { paths: Record<string, unknown> };
       document.paths['/conversations/{id}/answer'] = { post: {} };
       await route.fulfill({ json: document });
     });
     await page.route(`**/conversations/${conversation.id}/events?*`, (route) => route.fulfill({ json: { items: [...events].reverse(), next_page_id: null } }));
     await page.route(`**/conversations/${conversation.id}`, async (route) => {
-      const real = await (await fetch(`${server.url}/conversations/${conversation.id}`, { headers: server.auth })).json();
+      const real = (await (await fetch(`${server.url}/conversations/${conversation.id}`, { headers: server.auth })).json()) as Record<string, unknown>;
       await route.fulfill({ json: { ...real, status: 'waiting_for_input' } });
     });
     await page.route(`**/conversations/${conversation.id}/answer`, async (route) => {
