@@ -193,6 +193,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
           drop_params: e.AGENTD_LLM_DROP_PARAMS ?? null,
           extra_body: e.AGENTD_LLM_EXTRA_BODY ?? null,
           extra_headers: e.AGENTD_LLM_EXTRA_HEADERS ?? null,
+          prompt_cache: e.AGENTD_LLM_PROMPT_CACHE ?? null,
         }
       : null,
     llmClient: Object.freeze({ rateLimitWaitMs: Math.round(e.AGENTD_LLM_RATE_LIMIT_WAIT_S * 1000), idleTimeoutMs: Math.round(e.AGENTD_LLM_IDLE_TIMEOUT_S * 1000) }),
