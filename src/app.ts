@@ -10,6 +10,7 @@ import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
 import { callbackRoutes } from './http/routes/callbacks.js';
 import { commandRoutes } from './http/routes/commands.js';
+import { dashboardRoutes } from './http/routes/dashboard.js';
 import { controlRoutes } from './http/routes/control.js';
 import { conversationRoutes } from './http/routes/conversations.js';
 import { eventRoutes } from './http/routes/events.js';
@@ -82,5 +83,6 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(streamRoutes(services));
   await app.register(callbackRoutes(services));
   await app.register(fileRoutes(services));
+  await app.register(dashboardRoutes());
   return app;
 }

@@ -59,6 +59,7 @@ export function healthRoutes(services: Services): FastifyPluginAsyncZod {
           conversations: { total: services.conversations.count(), by_status: byStatus },
           tools: [...services.toolNames],
           sse_subscribers: services.streams.size,
+          firehose_cursor: services.events.firehoseHead(),
           limits: {
             max_body_bytes: services.config.maxBodyBytes,
             max_upload_bytes: services.config.maxUploadBytes,
