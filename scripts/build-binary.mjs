@@ -2,7 +2,7 @@
 //   1. esbuild bundles src/cli.ts into one CommonJS file (dist/agentd.cjs), the version defined in.
 //   2. The runtime's `node --experimental-sea-config` makes the SEA blob: that bundle plus, as
 //      assets, every file the server reads at run time (src/**/*.md|txt under their own name,
-//      Swagger UI's static files under `swagger-ui/`) and `assets.json` listing them (see
+//      Swagger UI's static files under `swagger-ui/`, the dashboard's under `ui/`) and `assets.json` listing them (see
 //      src/assets.ts). The runtime is a current LTS Node fetched from the npm registry
 //      (scripts/binary-runtime.mjs), not the node running this script: the blob must be made by
 //      the same node it is injected into.
@@ -18,6 +18,7 @@ import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
 import { inject } from 'postject';
 import { ensureRuntime } from './binary-runtime.mjs';
+import { buildUi } from './build-ui.mjs';
 import { root } from './prepare.mjs';
 
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
@@ -50,8 +51,8 @@ function filesUnder(dir) {
   return fs.readdirSync(dir, { withFileTypes: true, recursive: true }).filter((entry) => entry.isFile()).map((entry) => path.join(entry.parentPath, entry.name));
 }
 
-/** SEA asset key → file on disk. */
-function collectAssets() {
+/** SEA asset key → file on disk; the dashboard's built files (`uiFiles`) under `ui/`. */
+function collectAssets(uiFiles) {
   const assets = {};
   for (const file of filesUnder(path.join(root, 'src')).filter((name) => TEXT_ASSET.test(name))) {
     const key = path.basename(file);
@@ -60,6 +61,7 @@ function collectAssets() {
   }
   const swaggerUiStatic = path.join(path.dirname(require.resolve('@fastify/swagger-ui')), 'static');
   for (const file of filesUnder(swaggerUiStatic)) assets[`swagger-ui/${path.relative(swaggerUiStatic, file)}`] = file;
+  for (const file of uiFiles) assets[`ui/${path.basename(file)}`] = file;
   return assets;
 }
 
@@ -112,7 +114,7 @@ async function main() {
       logLevel: 'warning',
     });
 
-    const assets = collectAssets();
+    const assets = collectAssets(await buildUi(path.join(work, 'ui')));
     const manifest = path.join(work, 'assets.json');
     fs.writeFileSync(manifest, JSON.stringify(Object.keys(assets)));
     assets['assets.json'] = manifest;

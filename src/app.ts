@@ -10,6 +10,7 @@ import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
 import { callbackRoutes } from './http/routes/callbacks.js';
 import { commandRoutes } from './http/routes/commands.js';
+import { dashboardRoutes } from './http/routes/dashboard.js';
 import { conversationRoutes } from './http/routes/conversations.js';
 import { eventRoutes } from './http/routes/events.js';
 import { fileRoutes } from './http/routes/files.js';
@@ -84,5 +85,6 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(streamRoutes({ conversations, streams }));
   await app.register(callbackRoutes({ callbacks }));
   await app.register(fileRoutes({ config, files }));
+  await app.register(dashboardRoutes());
   return app;
 }

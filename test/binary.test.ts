@@ -13,7 +13,7 @@ import { runCli } from './support/cli.js';
  */
 const ROOT = path.resolve(import.meta.dirname, '..');
 const BINARY = path.join(ROOT, 'dist', 'agentd');
-const BUILD_INPUTS = ['src', 'package-lock.json', 'scripts/build-binary.mjs', 'scripts/binary-runtime.mjs'].map((name) => path.join(ROOT, name));
+const BUILD_INPUTS = ['src', 'package-lock.json', 'scripts/build-binary.mjs', 'scripts/binary-runtime.mjs', 'scripts/build-ui.mjs'].map((name) => path.join(ROOT, name));
 
 function newestChange(file: string): number {
   const stat = fs.statSync(file);
@@ -90,6 +90,14 @@ describe('the single executable', () => {
     expect((await css.text()).length).toBeGreaterThan(10_000);
     expect((await fetch(`${server.url}/docs/static/swagger-ui-bundle.js`)).status).toBe(200);
     expect((await fetch(`${server.url}/docs/static/logo.svg`)).status).toBe(200);
+    // The dashboard's files are assets of the binary too.
+    const ui = await fetch(`${server.url}/ui`);
+    expect(ui.status).toBe(200);
+    expect(await ui.text()).toContain('/ui/app.js');
+    const script = await fetch(`${server.url}/ui/app.js`);
+    expect(script.status).toBe(200);
+    expect((await script.text()).length).toBeGreaterThan(20_000);
+    expect((await fetch(`${server.url}/ui/app.css`)).status).toBe(200);
   });
 
   it('runs a conversation: the prompt and tool descriptions come from its assets, bash runs', async () => {

@@ -77,7 +77,7 @@ describe('auth sweep over every operation of the OpenAPI document', () => {
     }
   });
 
-  it('lets the public operations and /docs answer without a key', async () => {
+  it('lets the public operations, /docs and the dashboard files at /ui answer without a key', async () => {
     for (const operation of operations.filter((op) => op.isPublic)) {
       expect((await request(operation.method, operation.path)).status, operation.path).toBe(200);
       expect((await request(operation.method, operation.path, { headers: { authorization: 'Bearer wrong' } })).status).toBe(200);
@@ -86,6 +86,10 @@ describe('auth sweep over every operation of the OpenAPI document', () => {
     expect(docs.status).toBeLessThan(400);
     expect((await request('GET', '/docs/static/swagger-ui.css')).status).toBe(200);
     expect((await request('GET', '/docs/json')).status).toBe(200);
+    // The dashboard's files carry no data (the page asks for the key); only its own files are public.
+    for (const path of ['/ui', '/ui/', '/ui/index.html', '/ui/app.js', '/ui/app.css', '/ui/favicon.svg']) expect((await request('GET', path)).status, path).toBe(200);
+    for (const path of ['/ui/other.js', '/ui/constructor']) expect((await request('GET', path)).status, path).toBe(404);
+    for (const path of ['/ui/..%2finfo', '/ui/%2e%2e/info', '/ui/../info']) expect([401, 404], path).toContain((await request('GET', path)).status);
   });
 
   it('accepts ?access_token= only on the two stream routes', async () => {

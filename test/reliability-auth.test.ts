@@ -2,7 +2,7 @@
  * R3 auth, beyond errors-auth.test.ts (which sweeps every operation of the OpenAPI document
  * without a key, with wrong and malformed ones, and `?access_token=` everywhere): over a real
  * socket, every protected route reached by HEAD and OPTIONS, by paths dressed up as public ones
- * (`/docs/..`, `/alive/..`, encoded dots, doubled slashes) and with the key sent where it does not
+ * (`/docs/..`, `/ui/..`, `/alive/..`, encoded dots, doubled slashes) and with the key sent where it does not
  * count. Nothing ever answers below 400 without the key.
  */
 import { randomUUID } from 'node:crypto';
@@ -39,6 +39,7 @@ describe('auth cannot be routed around', () => {
     const disguises = (path: string) => [
       path, `${path}/`, `/${path}`, `${path}?`, `${path};x`, `${path}%20`, `${path}/.`, `/docs/..${path}`, `/docs/%2e%2e${path}`, `/docs/.%2e${path}`,
       `/docs/static/..${path}`, `/docs/%2fstatic%2f..%2f..${path}`, `/alive/..${path}`, `/health/../.${path}`, `/openapi.json/..${path}`, `/openapi.json%23/..${path}`,
+      `/ui/..${path}`, `/ui/%2e%2e${path}`, `/ui/app.js/..${path}`, `/ui/%2fapp.js%2f..%2f..${path}`,
     ];
     const keysThatDoNotCount: Array<{ query?: string; headers?: Record<string, string> }> = [
       {},

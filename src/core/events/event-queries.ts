@@ -31,6 +31,11 @@ export class EventQueries {
     private readonly assertConversation: (id: string) => void,
   ) {}
 
+  /** The firehose's last cursor: `/events/stream?after_seq=<it>` sends only what happens next. */
+  firehoseHead(): Promise<number> {
+    return this.log.globalHead();
+  }
+
   async list(conversationId: string, query: EventListQuery): Promise<{ items: StoredEvent[]; next_page_id: string | null }> {
     this.assertConversation(conversationId);
     const cursor = query.pageId ? decodePageId(query.pageId, isCursor) : undefined;

@@ -59,6 +59,10 @@ export const Info = z
     conversations: z.object({ total: z.int(), by_status: z.record(ConversationStatus, z.int()) }),
     tools: z.array(z.string()),
     sse_subscribers: z.int(),
+    firehose_cursor: z
+      .int()
+      .min(0)
+      .describe("The firehose's last cursor: `GET /events/stream?after_seq=<firehose_cursor>` sends only events that happen next, without replaying the history."),
     limits: z.object({
       max_body_bytes: z.int(),
       max_upload_bytes: z.int(),

@@ -1,0 +1,171 @@
+import type { ComponentChildren } from 'preact';
+import { editDiff, type DiffLine } from './file-diff.js';
+import { renderMarkdown } from './markdown.js';
+import type { AgentEvent } from './types.js';
+
+export function Markdown({ text }: { text: string }) {
+  return <div class="markdown" dangerouslySetInnerHTML={{ __html: renderMarkdown(text) }} />;
+}
+
+export function Diff({ lines }: { lines: DiffLine[] }) {
+  return (
+    <pre class="diff">
+      {lines.map((line, index) => (
+        <div key={index} class={`diff-${line.sign === '+' ? 'add' : line.sign === '-' ? 'del' : line.sign === '@' ? 'hunk' : 'ctx'}`}>
+          {line.sign === '@' ? line.text : `${line.sign} ${line.text}`}
+        </div>
+      ))}
+    </pre>
+  );
+}
+
+const str = (value: unknown): string => (typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value));
+const time = (event: AgentEvent) => new Date(event.timestamp).toLocaleTimeString();
+
+function Card({ event, className, children }: { event: AgentEvent; className?: string; children: ComponentChildren }) {
+  return (
+    <div class={`event event-${event.kind} ${className ?? ''}`} data-seq={event.seq} data-kind={event.kind} id={`seq-${event.seq}`}>
+      <span class="event-meta" title={event.timestamp}>
+        #{event.seq} · {time(event)}
+        {event.agent ? ` · ${event.agent}` : ''}
+      </span>
+      {children}
+    </div>
+  );
+}
+
+function ActionArguments({ event }: { event: AgentEvent }) {
+  const args = (event.arguments ?? {}) as Record<string, unknown>;
+  if (event.tool_name === 'bash') return <pre class="command">$ {str(args.command)}</pre>;
+  if (event.tool_name === 'file_editor') {
+    const diff = editDiff(args);
+    return (
+      <div>
+        <div class="edit-path">
+          {str(args.command)} <code>{str(args.path)}</code>
+        </div>
+        {diff ? <Diff lines={diff} /> : null}
+      </div>
+    );
+  }
+  if (event.tool_name === 'task') return <div class="task-prompt">{str(args.description) || str(args.prompt)}</div>;
+  if (event.tool_name === 'finish') return <Markdown text={str(args.message)} />;
+  return <pre class="arguments">{JSON.stringify(args, null, 2)}</pre>;
+}
+
+function Observation({ event }: { event: AgentEvent }) {
+  const data = (event.data ?? {}) as Record<string, unknown>;
+  const facts: string[] = [];
+  if (data.exit_code !== undefined && data.exit_code !== null) facts.push(`exit ${str(data.exit_code)}`);
+  if (data.timed_out === true) facts.push('timed out');
+  if (data.cwd) facts.push(str(data.cwd));
+  if (data.path && !data.cwd) facts.push(str(data.path));
+  return (
+    <Card event={event} className={event.is_error ? 'is-error' : ''}>
+      <details>
+        <summary>
+          <span class="tool">{str(event.tool_name)}</span> output{facts.length ? ` · ${facts.join(' · ')}` : ''}
+          {event.is_error ? <span class="badge badge-error">error</span> : null}
+        </summary>
+        <pre class="output">{str(event.content)}</pre>
+      </details>
+    </Card>
+  );
+}
+
+/** One event of the timeline; `children` are the events of a subagent nested under its `task` call. */
+export function EventCard({ event, nested }: { event: AgentEvent; nested?: ComponentChildren }) {
+  switch (event.kind) {
+    case 'system_prompt':
+      return (
+        <Card event={event}>
+          <details>
+            <summary>System prompt · {Array.isArray(event.tools) ? event.tools.length : 0} tools</summary>
+            <pre class="output">{str(event.content)}</pre>
+          </details>
+        </Card>
+      );
+    case 'message':
+      return (
+        <Card event={event} className={`message-${event.source}`}>
+          <div class="who">{event.source === 'user' ? 'You' : 'Agent'}</div>
+          {event.source === 'user' ? <div class="plain">{str(event.content)}</div> : <Markdown text={str(event.content)} />}
+        </Card>
+      );
+    case 'action':
+      return (
+        <Card event={event}>
+          {event.thought ? <Markdown text={str(event.thought)} /> : null}
+          <div class="action-head">
+            <span class="tool">{str(event.tool_name)}</span>
+          </div>
+          <ActionArguments event={event} />
+          {nested ? <div class="nested">{nested}</div> : null}
+        </Card>
+      );
+    case 'observation':
+      return <Observation event={event} />;
+    case 'rejection':
+      return (
+        <Card event={event} className="is-error">
+          Rejected <span class="tool">{str(event.tool_name)}</span>
+          {event.reason ? `: ${str(event.reason)}` : ''}
+        </Card>
+      );
+    case 'state_update':
+      return (
+        <Card event={event} className="quiet">
+          status → <span class={`status status-${str(event.status)}`}>{str(event.status)}</span>
+          {event.reason ? ` (${str(event.reason)})` : ''}
+        </Card>
+      );
+    case 'agent_error':
+      return (
+        <Card event={event} className="is-error">
+          <strong>{str(event.error)}</strong>: {str(event.message)}
+        </Card>
+      );
+    case 'usage':
+      return (
+        <Card event={event} className="quiet">
+          tokens ↑{str(event.prompt_tokens)} ↓{str(event.completion_tokens)}
+          {typeof event.cost === 'number' && event.cost > 0 ? ` · $${event.cost.toFixed(4)}` : ''}
+        </Card>
+      );
+    case 'condensation':
+      return (
+        <Card event={event} className="quiet">
+          <details>
+            <summary>Context condensed{event.forgotten_from_seq ? ` (#${str(event.forgotten_from_seq)}–#${str(event.forgotten_to_seq)})` : ''}</summary>
+            <Markdown text={str(event.summary ?? event.content)} />
+          </details>
+        </Card>
+      );
+    case 'hook':
+      return (
+        <Card event={event} className={event.decision === 'block' || event.decision === 'error' ? 'is-error' : 'quiet'}>
+          hook <strong>{str(event.hook_point)}</strong>
+          {event.matcher ? ` [${str(event.matcher)}]` : ''} {str(event.hook)} → {str(event.decision)}
+          {event.duration_ms !== undefined ? ` · ${str(event.duration_ms)} ms` : ''}
+          {event.reason ? ` · ${str(event.reason)}` : ''}
+        </Card>
+      );
+    case 'question':
+      return (
+        <Card event={event} className="question">
+          <div class="who">Agent asks</div>
+          <Markdown text={str(event.question)} />
+          {Array.isArray(event.options) && event.options.length ? <div class="options">Options: {event.options.map(str).join(' · ')}</div> : null}
+        </Card>
+      );
+    default:
+      return (
+        <Card event={event} className="quiet">
+          <details>
+            <summary>{event.kind}</summary>
+            <pre class="output">{JSON.stringify(event, null, 2)}</pre>
+          </details>
+        </Card>
+      );
+  }
+}
