@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import type { ConversationRecord, ConversationRepository, LoadedConversations } from '../core/conversations/conversation-record.js';
 import { SENSITIVE_HEADER } from '../core/schemas/llm-config.js';
 import type { SecretBox } from '../core/secrets/secret-box.js';
+import type { HookMatcher, HookPoint, Hooks } from '../core/schemas/tool-control.js';
 import { DamagedDataError, StorageFullError } from '../core/errors.js';
 import { isOutOfSpace } from './disk-space.js';
 
@@ -118,7 +119,8 @@ export class FileConversationRepository implements ConversationRepository {
       ? { ...record.llm, api_key: record.llm.api_key ? this.box.encrypt(record.llm.api_key) : null, extra_headers: sealHeaders(record.llm.extra_headers, (value) => this.box.encrypt(value)) }
       : null;
     const retired = record.retired_secrets?.map(([name, value]): [string, string] => [name, this.box.encrypt(value)]);
-    return { ...record, llm, secrets, ...(retired && { retired_secrets: retired }) };
+    const hooks = record.hooks && sealHookSecrets(record.hooks, (value) => this.box.encrypt(value));
+    return { ...record, llm, secrets, ...(retired && { retired_secrets: retired }), ...(hooks && { hooks }) };
   }
 
   private unseal(disk: DiskRecord): ConversationRecord {
@@ -128,7 +130,8 @@ export class FileConversationRepository implements ConversationRepository {
       ? { ...disk.llm, api_key: disk.llm.api_key ? this.box.decrypt(disk.llm.api_key) : null, extra_headers: sealHeaders(disk.llm.extra_headers, (value) => this.box.decrypt(value)) }
       : null;
     const retired = disk.retired_secrets?.map(([name, value]): [string, string] => [name, this.box.decrypt(value)]);
-    return { ...disk, llm, secrets, ...(retired && { retired_secrets: retired }) };
+    const hooks = disk.hooks && sealHookSecrets(disk.hooks, (value) => this.box.decrypt(value));
+    return { ...disk, llm, secrets, ...(retired && { retired_secrets: retired }), ...(hooks && { hooks }) };
   }
 }
 
@@ -136,4 +139,16 @@ export class FileConversationRepository implements ConversationRepository {
 function sealHeaders(headers: Record<string, string> | null | undefined, transform: (value: string) => string): Record<string, string> | null {
   if (!headers) return null;
   return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, SENSITIVE_HEADER.test(name) ? transform(value) : value]));
+}
+
+/** An http hook's signing secret is sealed at rest like the conversation's secrets. */
+function sealHookSecrets(hooks: Hooks, transform: (value: string) => string): Hooks {
+  const out: Hooks = {};
+  for (const [point, matchers] of Object.entries(hooks) as [HookPoint, HookMatcher[]][]) {
+    out[point] = matchers.map((matcher) => ({
+      ...matcher,
+      hooks: matcher.hooks.map((hook) => (hook.type === 'http' && hook.secret !== undefined ? { ...hook, secret: transform(hook.secret) } : hook)),
+    }));
+  }
+  return out;
 }

@@ -15,6 +15,11 @@ import type { Run, RunStore } from './run-record.js';
 import { executeRun, type RunOutcome } from './run-loop.js';
 import { buildSystemPrompt } from './system-prompt.js';
 import { settleRun } from './settle-run.js';
+import { ToolGate } from './tool-gate.js';
+import { HookRunner } from '../hooks/hook-runner.js';
+import type { HookTransport } from '../hooks/hook-transport.js';
+import { PermissionPolicy } from '../permissions/permission-policy.js';
+import { readProjectPermissions } from '../permissions/project-settings.js';
 
 export interface AgentRuntimeDeps {
   conversations: ConversationService;
@@ -26,6 +31,8 @@ export interface AgentRuntimeDeps {
   shells: ShellFactory;
   /** Environment for the conversation's shell (its secrets). */
   shellEnv: (record: ConversationRecord) => Record<string, string>;
+  /** How the conversation's hooks run: commands in its sandbox, http hooks signed. */
+  hookTransport: (record: ConversationRecord) => HookTransport;
   clock?: Clock;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
   /** A failed LLM attempt that will be retried (for the server log, at warn). */
@@ -70,6 +77,7 @@ export class AgentRuntime implements ConversationRuntime {
     const run: Run = { id: randomUUID(), conversation_id: conversationId, status: 'running', started_at: now, ended_at: null, iterations: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 }, outcome: null, error: null };
     this.deps.runs.save(run);
     const before = { status: record.status, pending_actions: record.pending_actions };
+    const firstRun = !session.history.hasSystemPrompt;
     try {
       record.pending_actions = [];
       this.setStatus(record, 'running', { runId: run.id });
@@ -91,7 +99,7 @@ export class AgentRuntime implements ConversationRuntime {
     const controller = new AbortController();
     const active = { run, controller, stopAs: null, done: Promise.resolve() } as AgentSession['active'] & {};
     session.active = active;
-    active.done = this.drive(session, record, active, approved);
+    active.done = this.drive(session, record, active, approved, firstRun);
     return run.id;
   }
 
@@ -193,12 +201,15 @@ export class AgentRuntime implements ConversationRuntime {
     }
   }
 
-  private async drive(session: AgentSession, record: ConversationRecord, active: NonNullable<AgentSession['active']>, approved: ConversationRecord['pending_actions']): Promise<void> {
+  private async drive(session: AgentSession, record: ConversationRecord, active: NonNullable<AgentSession['active']>, approved: ConversationRecord['pending_actions'], firstRun: boolean): Promise<void> {
     const { run, controller } = active;
     const tools = this.enabledTools(record);
     let outcome: RunOutcome | { kind: 'error'; code: string; message: string };
     try {
+      const gate = await this.gateFor(record, run.id, controller.signal);
       outcome = await executeRun({
+        gate,
+        sessionStart: firstRun,
         conversationId: record.id,
         run,
         signal: controller.signal,
@@ -267,6 +278,28 @@ export class AgentRuntime implements ConversationRuntime {
     } finally {
       session.active = null;
     }
+  }
+
+  /** Permission rules (the client's, tightened by the project's) and hooks for one run. */
+  private async gateFor(record: ConversationRecord, runId: string, signal: AbortSignal): Promise<ToolGate> {
+    const project = (record.setting_sources ?? ['project']).includes('project') ? await readProjectPermissions(record.workdir) : null;
+    let cached: { key: unknown[]; policy: PermissionPolicy } | null = null;
+    // The config may change mid-run (confirmation mode, PUT /config): the policy follows it.
+    const policy = () => {
+      const key = [record.permissions, record.confirmation_mode];
+      if (!cached || cached.key.some((value, index) => value !== key[index])) {
+        cached = { key, policy: new PermissionPolicy({ conversation: record.permissions, project, confirmationMode: record.confirmation_mode }) };
+      }
+      return cached.policy;
+    };
+    const hooks = new HookRunner({
+      hooks: record.hooks ?? {},
+      transport: this.deps.hookTransport(record),
+      base: { conversation_id: record.id, run_id: runId, cwd: record.workdir },
+      signal,
+      append: (event) => this.deps.conversations.append(record.id, event),
+    });
+    return new ToolGate({ policy, hooks, workdir: record.workdir });
   }
 
   private setStatus(record: ConversationRecord, status: ConversationStatus, options: { runId?: string | null; reason?: string } = {}): void {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { Timestamp } from './common.js';
 import { ConversationStatus } from './event.js';
 import { LlmConfigInput, LlmConfigPublic } from './llm-config.js';
+import { Hooks, Permissions, SettingSources } from './tool-control.js';
 
 export const Usage = z
   .object({
@@ -84,6 +85,9 @@ export const Conversation = z
     updated_at: Timestamp,
     metadata: Metadata,
     sandbox: SandboxSettings,
+    permissions: Permissions,
+    hooks: Hooks.describe('Lifecycle hooks (an http hook\'s `secret` is shown as `********`).'),
+    setting_sources: SettingSources,
     quarantine: Quarantine.nullable().describe(
       'Set when stored data of this conversation is damaged (status `error`): its files are kept as found for inspection, and every request but reading this summary and DELETE answers 409 `conversation_quarantined`.',
     ),
@@ -104,6 +108,9 @@ export const CreateConversationBody = z
     title: Title.optional(),
     metadata: MetadataInput.optional(),
     sandbox: NewSandboxSettings.optional().describe("How the agent's processes are sandboxed (when the server runs a sandbox); default: the server's network policy."),
+    permissions: Permissions.optional(),
+    hooks: Hooks.optional(),
+    setting_sources: SettingSources.optional(),
   })
   .strict()
   .meta({ id: 'CreateConversation' });
@@ -115,6 +122,9 @@ export const UpdateConversationConfigBody = z
     workdir: z.string().min(1).max(4096).optional(),
     max_iterations_per_run: MaxIterations.optional(),
     title: Title.nullable().optional(),
+    permissions: Permissions.optional().describe('Replaces the permission rules.'),
+    hooks: Hooks.optional().describe('Replaces the hooks.'),
+    setting_sources: SettingSources.optional(),
   })
   .strict()
   .meta({ id: 'UpdateConversationConfig' });
