@@ -146,7 +146,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     shellEnv: (record) => secrets.environment(record),
     hookTransport: (record) => ({
       command: async (hook) => {
-        const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: secrets.environment(record), timeoutMs: hook.timeoutMs, sandbox: conversations.sandboxOf(record), stdin: hook.stdin });
+        const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: { ...secrets.environment(record), CLAUDE_PROJECT_DIR: record.workdir, AGENTD_CONVERSATION_ID: record.id }, timeoutMs: hook.timeoutMs, sandbox: conversations.sandboxOf(record), stdin: hook.stdin });
         return { exitCode: result.exit_code, stdout: result.stdout, stderr: result.stderr, timedOut: result.timed_out };
       },
       http: (hook) => hookClient.post(hook),

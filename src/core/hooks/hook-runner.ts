@@ -98,7 +98,7 @@ export class HookRunner {
     }
     if (failure !== null) {
       reply = onError === 'block'
-        ? { decision: 'block', reason: `Blocked: a ${call.point} hook failed (${failure}).`, updatedInput: null, additionalContext: null }
+        ? { decision: 'block', reason: `the hook failed (${failure})`, updatedInput: null, additionalContext: null }
         : { decision: 'error', reason: failure, updatedInput: null, additionalContext: null };
     }
     const final = reply!;

@@ -34,7 +34,7 @@ const TimeoutS = z.number().positive().max(600).optional().describe('Default 60.
 const OnError = z
   .enum(['block', 'continue'])
   .optional()
-  .describe('What a timeout, a crash or an unreachable receiver means: `block` (default for PreToolUse, UserPromptSubmit, Stop) or `continue` (logged as a `hook` event with decision `error`).');
+  .describe('What a timeout, a crash, another exit code than 0 or 2, or an unreachable receiver means: `block`, or `continue` (recorded as a `hook` event with decision `error`). Default: `block` for http hooks at PreToolUse and PreCompact, else `continue`.');
 
 export const CommandHook = z
   .object({ type: z.literal('command'), command: z.string().min(1).max(100_000), timeout_s: TimeoutS, on_error: OnError })
