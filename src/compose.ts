@@ -21,6 +21,8 @@ import { ShellLedger } from './adapters/shell-ledger.js';
 import { Metrics } from './adapters/prometheus-metrics.js';
 import { ExecaCommandRunner } from './adapters/execa-command-runner.js';
 import { UndiciHookClient } from './adapters/undici-hook-client.js';
+import { SdkMcpConnector } from './adapters/mcp-sdk-connector.js';
+import { McpRegistry } from './core/mcp/mcp-registry.js';
 import { WebhookTargets } from './core/webhooks/webhook-targets.js';
 import { CommandService } from './core/commands/command-service.js';
 import { bashTool } from './core/tools/bash.js';
@@ -58,6 +60,7 @@ export interface Services {
   sandbox: SandboxInfo;
   conversations: ConversationService;
   agent: AgentRuntime;
+  mcp: McpRegistry;
   secrets: SecretService;
   commands: CommandService;
   metrics: Metrics;
@@ -135,7 +138,15 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, finishTool] as ToolDefinition[];
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
+  const mcp = new McpRegistry({
+    connector: new SdkMcpConnector({ launcher, targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), version: VERSION, ...config.agentEnv }),
+    serverDefaults: config.mcpServers,
+    secretsOf: (record) => secrets.environment(record),
+    sandboxOf: (record) => conversations.sandboxOf(record),
+    mask: (conversationId, text) => secrets.maskText(conversationId, text),
+  });
   const agent = new AgentRuntime({
+    mcp,
     conversations,
     log,
     recorder,
@@ -174,6 +185,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     sandbox,
     conversations,
     agent,
+    mcp,
     secrets,
     commands,
     metrics,

@@ -5,6 +5,7 @@ import type { ConversationRecord, ConversationRepository, LoadedConversations } 
 import { SENSITIVE_HEADER } from '../core/schemas/llm-config.js';
 import type { SecretBox } from '../core/secrets/secret-box.js';
 import type { HookMatcher, HookPoint, Hooks } from '../core/schemas/tool-control.js';
+import type { McpServers } from '../core/schemas/mcp-servers.js';
 import { DamagedDataError, StorageFullError } from '../core/errors.js';
 import { isOutOfSpace } from './disk-space.js';
 
@@ -120,7 +121,8 @@ export class FileConversationRepository implements ConversationRepository {
       : null;
     const retired = record.retired_secrets?.map(([name, value]): [string, string] => [name, this.box.encrypt(value)]);
     const hooks = record.hooks && sealHookSecrets(record.hooks, (value) => this.box.encrypt(value));
-    return { ...record, llm, secrets, ...(retired && { retired_secrets: retired }), ...(hooks && { hooks }) };
+    const mcp = record.mcp_servers && sealMcpValues(record.mcp_servers, (value) => this.box.encrypt(value));
+    return { ...record, llm, secrets, ...(retired && { retired_secrets: retired }), ...(hooks && { hooks }), ...(mcp && { mcp_servers: mcp }) };
   }
 
   private unseal(disk: DiskRecord): ConversationRecord {
@@ -131,7 +133,8 @@ export class FileConversationRepository implements ConversationRepository {
       : null;
     const retired = disk.retired_secrets?.map(([name, value]): [string, string] => [name, this.box.decrypt(value)]);
     const hooks = disk.hooks && sealHookSecrets(disk.hooks, (value) => this.box.decrypt(value));
-    return { ...disk, llm, secrets, ...(retired && { retired_secrets: retired }), ...(hooks && { hooks }) };
+    const mcp = disk.mcp_servers && sealMcpValues(disk.mcp_servers, (value) => this.box.decrypt(value));
+    return { ...disk, llm, secrets, ...(retired && { retired_secrets: retired }), ...(hooks && { hooks }), ...(mcp && { mcp_servers: mcp }) };
   }
 }
 
@@ -149,6 +152,16 @@ function sealHookSecrets(hooks: Hooks, transform: (value: string) => string): Ho
       ...matcher,
       hooks: matcher.hooks.map((hook) => (hook.type === 'http' && hook.secret !== undefined ? { ...hook, secret: transform(hook.secret) } : hook)),
     }));
+  }
+  return out;
+}
+
+/** MCP env and header values are secrets: sealed at rest. */
+function sealMcpValues(servers: McpServers, transform: (value: string) => string): McpServers {
+  const seal = (values: Record<string, string> | undefined) => values && Object.fromEntries(Object.entries(values).map(([key, value]) => [key, transform(value)]));
+  const out: McpServers = {};
+  for (const [name, server] of Object.entries(servers)) {
+    out[name] = 'command' in server ? { ...server, ...(server.env && { env: seal(server.env)! }) } : { ...server, ...(server.headers && { headers: seal(server.headers)! }) };
   }
   return out;
 }

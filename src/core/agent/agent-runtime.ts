@@ -20,6 +20,7 @@ import { HookRunner } from '../hooks/hook-runner.js';
 import type { HookTransport } from '../hooks/hook-transport.js';
 import { PermissionPolicy } from '../permissions/permission-policy.js';
 import { readProjectPermissions } from '../permissions/project-settings.js';
+import type { McpRegistry } from '../mcp/mcp-registry.js';
 
 export interface AgentRuntimeDeps {
   conversations: ConversationService;
@@ -33,6 +34,8 @@ export interface AgentRuntimeDeps {
   shellEnv: (record: ConversationRecord) => Record<string, string>;
   /** How the conversation's hooks run: commands in its sandbox, http hooks signed. */
   hookTransport: (record: ConversationRecord) => HookTransport;
+  /** MCP servers: their tools join the built-ins for each run. */
+  mcp?: McpRegistry;
   clock?: Clock;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
   /** A failed LLM attempt that will be retried (for the server log, at warn). */
@@ -169,6 +172,7 @@ export class AgentRuntime implements ConversationRuntime {
     const session = this.sessions.get(conversationId);
     if (session?.active) throw new ConflictError('run_in_progress', 'The workdir cannot change while a run is in progress; pause it first.', { run_id: session.active.run.id });
     await session?.closeShell();
+    await this.deps.mcp?.close(conversationId);
   }
 
   async dispose(conversationId: string): Promise<void> {
@@ -176,6 +180,7 @@ export class AgentRuntime implements ConversationRuntime {
     const session = this.sessions.get(conversationId);
     this.sessions.delete(conversationId);
     await session?.closeShell();
+    await this.deps.mcp?.close(conversationId);
     this.deps.runs.drop(conversationId);
   }
 
@@ -183,6 +188,7 @@ export class AgentRuntime implements ConversationRuntime {
   async stopAll(): Promise<void> {
     await Promise.all([...this.sessions.values()].filter((s) => s.active).map((s) => this.pause(s.conversationId, 'shutdown')));
     await Promise.all([...this.sessions.values()].map((s) => s.closeShell()));
+    await this.deps.mcp?.closeAll();
   }
 
   /** After a restart: a conversation that was running comes back paused, its open tool calls closed. */
@@ -203,9 +209,25 @@ export class AgentRuntime implements ConversationRuntime {
 
   private async drive(session: AgentSession, record: ConversationRecord, active: NonNullable<AgentSession['active']>, approved: ConversationRecord['pending_actions'], firstRun: boolean): Promise<void> {
     const { run, controller } = active;
-    const tools = this.enabledTools(record);
+    const builtins = this.enabledTools(record);
+    // One map and one schema list for the run, updated in place when an MCP server's tools change.
+    const toolMap = new Map<string, ToolDefinition>();
+    const toolSchemas: LlmToolSchema[] = [];
+    const mcp = this.deps.mcp;
+    const refreshTools = () => {
+      const tools = [...builtins, ...(mcp?.tools(record.id) ?? [])];
+      toolMap.clear();
+      for (const tool of tools) toolMap.set(tool.name, tool);
+      toolSchemas.splice(0, toolSchemas.length, ...this.schemasOf(tools));
+    };
+    let unsubscribe = () => {};
     let outcome: RunOutcome | { kind: 'error'; code: string; message: string };
     try {
+      if (mcp) {
+        await mcp.prepare(record);
+        unsubscribe = mcp.onToolsChanged(record.id, refreshTools);
+      }
+      refreshTools();
       const gate = await this.gateFor(record, run.id, controller.signal);
       outcome = await executeRun({
         gate,
@@ -216,8 +238,8 @@ export class AgentRuntime implements ConversationRuntime {
         history: session.history,
         llm: this.deps.llm,
         settings: () => ({ llm: record.llm!, maxIterations: record.max_iterations_per_run, confirmationMode: record.confirmation_mode }),
-        tools: new Map(tools.map((tool) => [tool.name, tool])),
-        toolSchemas: this.schemasOf(tools),
+        tools: toolMap,
+        toolSchemas,
         toolContext: {
           conversationId: record.id,
           workdir: record.workdir,
@@ -254,6 +276,8 @@ export class AgentRuntime implements ConversationRuntime {
         this.deps.onError?.(error, { conversation_id: record.id, run_id: run.id });
         outcome = { kind: 'error', code: 'internal_error', message: 'The agent stopped on an internal error.' };
       }
+    } finally {
+      unsubscribe();
     }
     // internal_error was logged with its stack by onError above.
     if (outcome.kind === 'error' && outcome.code !== 'internal_error') this.deps.onRunFailed?.({ code: outcome.code, message: outcome.message }, { conversation_id: record.id, run_id: run.id });
@@ -330,7 +354,7 @@ export class AgentRuntime implements ConversationRuntime {
 
   private schemasOf(tools: readonly ToolDefinition[]): LlmToolSchema[] {
     return tools.map((tool) => {
-      const { $schema: _ignored, ...parameters } = z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<string, unknown>;
+      const { $schema: _ignored, ...parameters } = tool.jsonSchema ?? (z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<string, unknown>);
       return { name: tool.name, description: tool.description, parameters };
     });
   }

@@ -3,6 +3,7 @@ import { Timestamp } from './common.js';
 import { ConversationStatus } from './event.js';
 import { LlmConfigInput, LlmConfigPublic } from './llm-config.js';
 import { Hooks, Permissions, SettingSources } from './tool-control.js';
+import { McpServers } from './mcp-servers.js';
 
 export const Usage = z
   .object({
@@ -85,6 +86,7 @@ export const Conversation = z
     updated_at: Timestamp,
     metadata: Metadata,
     sandbox: SandboxSettings,
+    mcp_servers: McpServers,
     permissions: Permissions,
     hooks: Hooks.describe('Lifecycle hooks (an http hook\'s `secret` is shown as `********`).'),
     setting_sources: SettingSources,
@@ -108,6 +110,7 @@ export const CreateConversationBody = z
     title: Title.optional(),
     metadata: MetadataInput.optional(),
     sandbox: NewSandboxSettings.optional().describe("How the agent's processes are sandboxed (when the server runs a sandbox); default: the server's network policy."),
+    mcp_servers: McpServers.optional(),
     permissions: Permissions.optional(),
     hooks: Hooks.optional(),
     setting_sources: SettingSources.optional(),
@@ -122,6 +125,7 @@ export const UpdateConversationConfigBody = z
     workdir: z.string().min(1).max(4096).optional(),
     max_iterations_per_run: MaxIterations.optional(),
     title: Title.nullable().optional(),
+    mcp_servers: McpServers.optional().describe('Replaces the MCP servers (changed ones restart at the next run).'),
     permissions: Permissions.optional().describe('Replaces the permission rules.'),
     hooks: Hooks.optional().describe('Replaces the hooks.'),
     setting_sources: SettingSources.optional(),
