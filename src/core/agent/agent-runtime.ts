@@ -232,12 +232,12 @@ export class AgentRuntime implements ConversationRuntime {
     }
     let outcome: RunOutcome | { kind: 'error'; code: string; message: string };
     try {
-      if (mcp) {
+      if (mcp?.configured(record)) {
         await mcp.prepare(record);
-        unsubscribe = mcp.onToolsChanged(record.id, refreshTools);
+        unsubscribe = mcp!.onToolsChanged(record.id, refreshTools);
       }
       refreshTools();
-      const gate = await this.gateFor(record, run.id, controller.signal);
+      const gate = this.gateFor(record, run.id, controller.signal);
       outcome = await executeRun({
         gate,
         sessionStart: firstRun,
@@ -314,14 +314,17 @@ export class AgentRuntime implements ConversationRuntime {
   }
 
   /** Permission rules (the client's, tightened by the project's) and hooks for one run. */
-  private async gateFor(record: ConversationRecord, runId: string, signal: AbortSignal): Promise<ToolGate> {
-    const project = (record.setting_sources ?? ['project']).includes('project') ? await readProjectPermissions(record.workdir) : null;
+  private gateFor(record: ConversationRecord, runId: string, signal: AbortSignal): ToolGate {
+    // The project's settings are read when the first tool call needs them, not before the first LLM turn.
+    let project: Promise<Awaited<ReturnType<typeof readProjectPermissions>> | null> | null = null;
     let cached: { key: unknown[]; policy: PermissionPolicy } | null = null;
     // The config may change mid-run (confirmation mode, PUT /config): the policy follows it.
-    const policy = () => {
+    const policy = async () => {
+      project ??= (record.setting_sources ?? ['project']).includes('project') ? readProjectPermissions(record.workdir) : Promise.resolve(null);
+      const projectRules = await project;
       const key = [record.permissions, record.confirmation_mode];
       if (!cached || cached.key.some((value, index) => value !== key[index])) {
-        cached = { key, policy: new PermissionPolicy({ conversation: record.permissions, project, confirmationMode: record.confirmation_mode }) };
+        cached = { key, policy: new PermissionPolicy({ conversation: record.permissions, project: projectRules, confirmationMode: record.confirmation_mode }) };
       }
       return cached.policy;
     };

@@ -18,7 +18,7 @@ export class ToolGate {
   private stopContinuations = 0;
 
   constructor(
-    private readonly options: { policy: () => PermissionPolicy; hooks: HookRunner; workdir: string },
+    private readonly options: { policy: () => Promise<PermissionPolicy>; hooks: HookRunner; workdir: string },
   ) {}
 
   async beforeTool(call: { id: string; name: string; args: Record<string, unknown> }): Promise<GateVerdict> {
@@ -34,7 +34,7 @@ export class ToolGate {
       if (outcome.blocked !== null) return { kind: 'deny', args, original, reason: `Blocked by a PreToolUse hook: ${outcome.blocked}`, hookPoint: 'PreToolUse' };
       hookAsked = outcome.ask;
     }
-    const verdict = this.options.policy().check(call.name, args, this.options.workdir);
+    const verdict = (await this.options.policy()).check(call.name, args, this.options.workdir);
     if (verdict.decision === 'deny') {
       const where = verdict.source === 'project' ? ' (from the project\'s .claude/settings.json)' : '';
       const reason = verdict.rule ? `Denied by the permission rule \`${verdict.rule}\`${where}.` : 'Denied: the permission default for this conversation is deny.';

@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import type { ConversationRecord } from '../conversations/conversation-record.js';
 import { expandSecrets, type McpServerConfig, type McpServers, type McpServerStatus } from '../schemas/mcp-servers.js';
 import type { ToolDefinition } from '../tools/tool.js';
@@ -23,6 +25,12 @@ export class McpRegistry {
       limits?: typeof MCP_LIMITS;
     },
   ) {}
+
+  /** Whether the conversation may have servers at all (checked without waiting, before a run's first turn). */
+  configured(record: ConversationRecord): boolean {
+    if (this.sessions.has(record.id) || Object.keys(this.deps.serverDefaults).length > 0 || Object.keys(record.mcp_servers ?? {}).length > 0) return true;
+    return (record.setting_sources ?? ['project']).includes('project') && fs.existsSync(path.join(record.workdir, '.mcp.json'));
+  }
 
   /** Brings the conversation's servers up (bounded) and returns their tools; `onChange` hears list changes. */
   async prepare(record: ConversationRecord): Promise<ToolDefinition[]> {
