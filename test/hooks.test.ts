@@ -52,6 +52,16 @@ describe('command hooks (inside the sandbox, event JSON on stdin)', () => {
     expect(tool[1].content).toBe('Blocked by a PreToolUse hook: edits outside src/ are not allowed. It was not executed.');
   });
 
+  it("the README's hook (a one-line grep) blocks edits outside src/", async () => {
+    harness = await startAgentHarness([edit('src/ok.txt'), edit('top.txt'), { text: 'done' }]);
+    const command = 'grep -q "\\"path\\":\\"src/" || { echo "edit files under src/ only" >&2; exit 2; }';
+    const { id, workdir } = await start({ hooks: { PreToolUse: [{ matcher: 'file_editor', hooks: [{ type: 'command', command }] }] } }, {});
+    await harness.waitForStatus(id, ['idle']);
+    expect(fs.existsSync(path.join(workdir, 'src', 'ok.txt'))).toBe(true);
+    expect(fs.existsSync(path.join(workdir, 'top.txt'))).toBe(false);
+    expect((await hookEvents(id)).map((event) => [event.decision, event.reason])).toEqual([['allow', null], ['block', 'edit files under src/ only']]);
+  });
+
   it('PreToolUse updatedInput rewrites the call; the action records both argument sets', async () => {
     harness = await startAgentHarness([bash('echo original'), { text: 'done' }]);
     const rewrite = 'cat >/dev/null\necho \'{"hookSpecificOutput":{"hookEventName":"PreToolUse","updatedInput":{"command":"echo rewritten"}}}\'\n';
