@@ -10,6 +10,8 @@ export interface PermissionRule {
   text: string;
   tool: RegExp;
   pattern: string | null;
+  /** The pattern compiled once per kind of subject (a rule is checked on every tool call). */
+  testers: Partial<Record<'path' | 'text', (value: string) => boolean>>;
 }
 
 const RULE = /^([A-Za-z0-9_*.-]+)(?:\((.*)\))?$/s;
@@ -22,7 +24,7 @@ export function parseRule(text: string): PermissionRule {
   const match = RULE.exec(text.trim());
   if (!match) throw new Error(`Invalid permission rule "${text}": write tool or tool(pattern).`);
   const pattern = match[2] === undefined || match[2] === '' || match[2] === '*' || match[2] === '**' ? null : match[2];
-  return { text: text.trim(), tool: wildcard(match[1]!, false), pattern };
+  return { text: text.trim(), tool: wildcard(match[1]!, false), pattern, testers: {} };
 }
 
 /** `*` matches any run of characters; everything else is literal. */
@@ -67,7 +69,8 @@ export function subjectsOf(toolName: string, args: Record<string, unknown>, work
 export function ruleMatches(rule: PermissionRule, toolName: string, subjects: Subjects): boolean {
   if (!rule.tool.test(toolName)) return false;
   if (rule.pattern === null) return true;
-  const test = subjects.kind === 'path' ? pathTester(rule.pattern) : wildcardTester(rule.pattern);
+  const kind = subjects.kind === 'path' ? 'path' : 'text';
+  const test = (rule.testers[kind] ??= kind === 'path' ? pathTester(rule.pattern) : wildcardTester(rule.pattern));
   return subjects.values.some(test);
 }
 
