@@ -36,8 +36,18 @@ export interface SystemMountOptions {
 export function systemMountArgs(options: SystemMountOptions): string[] {
   const args: string[] = [];
   const bound: string[] = [];
+  const made = new Set<string>();
   const bind = (source: string): void => {
     if (bound.some((dir) => isInside(source, dir))) return;
+    // Parents bwrap would create on its own are root-only (0700): the agent's uid could not reach
+    // the path. They are created searchable first, shallowest first.
+    const parents: string[] = [];
+    for (let dir = path.dirname(source); dir !== path.dirname(dir); dir = path.dirname(dir)) parents.unshift(dir);
+    for (const dir of parents) {
+      if (made.has(dir) || bound.some((bind) => isInside(dir, bind))) continue;
+      args.push('--perms', '0755', '--dir', dir);
+      made.add(dir);
+    }
     args.push('--ro-bind', source, source);
     bound.push(source);
   };
@@ -51,17 +61,7 @@ export function systemMountArgs(options: SystemMountOptions): string[] {
   for (const dir of new Set(['/etc', ...etc.map((entry) => path.dirname(entry))])) args.push('--perms', '0755', '--dir', dir);
   for (const entry of etc) args.push('--ro-bind', entry, entry);
   for (const prefix of toolPrefixes(options)) bind(prefix);
-  for (const extra of options.extraReadOnly) {
-    if (!fs.existsSync(extra)) continue;
-    const target = path.resolve(extra);
-    // Parents bwrap would create on its own are root-only (0700): the agent's uid could not reach the path.
-    if (!bound.some((dir) => isInside(target, dir))) {
-      const parents: string[] = [];
-      for (let dir = path.dirname(target); dir !== path.dirname(dir); dir = path.dirname(dir)) parents.unshift(dir);
-      for (const dir of parents) args.push('--perms', '0755', '--dir', dir);
-    }
-    bind(target);
-  }
+  for (const extra of options.extraReadOnly) if (fs.existsSync(extra)) bind(path.resolve(extra));
   for (const hidden of options.hidden) {
     const real = realpathOrSelf(hidden);
     for (const candidate of new Set([hidden, real])) {
