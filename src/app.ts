@@ -12,6 +12,7 @@ import { callbackRoutes } from './http/routes/callbacks.js';
 import { commandRoutes } from './http/routes/commands.js';
 import { dashboardRoutes } from './http/routes/dashboard.js';
 import { controlRoutes } from './http/routes/control.js';
+import { mcpRoutes } from './http/routes/mcp.js';
 import { conversationRoutes } from './http/routes/conversations.js';
 import { eventRoutes } from './http/routes/events.js';
 import { fileRoutes } from './http/routes/files.js';
@@ -77,6 +78,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(conversationRoutes(services));
   await app.register(messageRoutes(services));
   await app.register(controlRoutes(services));
+  await app.register(mcpRoutes(services));
   await app.register(secretRoutes(services));
   await app.register(commandRoutes(services));
   await app.register(eventRoutes(services));

@@ -42,6 +42,7 @@ export class AgentSession {
       }
       cursor = page[page.length - 1]!.event.seq;
     }
+    this.history.settlePrompts();
   }
 
   /** The conversation's shell, started on first use (and again if it was closed). */

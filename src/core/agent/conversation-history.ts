@@ -22,6 +22,9 @@ export class ConversationHistory {
   /** The seq of the last user message folded in (the loop uses it to notice new ones). */
   lastUserSeq = 0;
   lastSeq = 0;
+  /** User messages the UserPromptSubmit hooks have not seen yet (see takePrompts). */
+  private prompts: { seq: number; content: string }[] = [];
+  private lastAgentSeq = 0;
 
   apply(event: AgentEvent): void {
     if (event.seq <= this.lastSeq) return;
@@ -32,13 +35,20 @@ export class ConversationHistory {
         return;
       case 'message':
         if (event.source === 'user' || event.source === 'system') {
-          if (event.source === 'user') this.lastUserSeq = event.seq;
+          if (event.source === 'user') {
+            this.lastUserSeq = event.seq;
+            if (this.prompts.length < 100) this.prompts.push({ seq: event.seq, content: event.content });
+          }
           if (this.holding) this.deferred.push({ role: 'user', content: event.content });
           else this.push({ role: 'user', content: event.content });
-        } else this.push({ role: 'assistant', content: event.content });
+        } else {
+          this.lastAgentSeq = event.seq;
+          this.push({ role: 'assistant', content: event.content });
+        }
         this.current = null;
         return;
       case 'action':
+        this.lastAgentSeq = event.seq;
         this.addCall(event.llm_response_id ?? null, event.thought, {
           id: event.tool_call_id,
           name: event.tool_name,
@@ -50,11 +60,25 @@ export class ConversationHistory {
         this.answer(event.tool_call_id, event.content);
         return;
       case 'rejection':
-        this.answer(event.tool_call_id, `The user rejected this action${event.reason ? `: ${sentenceEnd(event.reason)}` : '.'} It was not executed.`);
+        // A rule or a hook says why in its reason; the user's reason is their own words.
+        if (event.source === 'system') this.answer(event.tool_call_id, `${sentenceEnd(event.reason)} It was not executed.`);
+        else this.answer(event.tool_call_id, `The user rejected this action${event.reason ? `: ${sentenceEnd(event.reason)}` : '.'} It was not executed.`);
         return;
       default:
         return;
     }
+  }
+
+  /** The user messages not yet given to the UserPromptSubmit hooks, oldest first; they count as given. */
+  takePrompts(): string[] {
+    const out = this.prompts.map((prompt) => prompt.content);
+    this.prompts = [];
+    return out;
+  }
+
+  /** After folding a stored log: messages the agent already answered need no check. */
+  settlePrompts(): void {
+    this.prompts = this.prompts.filter((prompt) => prompt.seq > this.lastAgentSeq);
   }
 
   /** An LLM turn starts: user messages that arrive now follow its answer. */

@@ -7,6 +7,7 @@ import { LlmError, type LlmClient, type LlmRetry, type LlmSettings, type LlmTool
 import type { Run } from './run-record.js';
 import { StuckDetector } from './stuck-detector.js';
 import { executeTool, parseArguments, type ParsedArguments } from './tool-executor.js';
+import type { ToolGate } from './tool-gate.js';
 
 export const FINISH_TOOL = 'finish';
 
@@ -39,11 +40,16 @@ export interface RunContext {
   setPendingActions(actions: PendingAction[]): void;
   /** Actions approved before this run started: executed first. */
   approved: PendingAction[];
+  /** Permission rules and hooks: every tool call passes it before it runs. */
+  gate: ToolGate;
+  /** The conversation's first run: SessionStart hooks run before it. */
+  sessionStart: boolean;
 }
 
 /** One run of the agent: LLM turn, tool calls in order, repeat, until an outcome. Throws LlmError / abort. */
 export async function executeRun(context: RunContext): Promise<RunOutcome> {
   const stuck = new StuckDetector(4);
+  if (context.sessionStart) for (const note of await context.gate.onSessionStart()) appendNote(context, note);
   for (const action of context.approved) {
     if (context.signal.aborted) return { kind: 'aborted' };
     const outcome = await runCall(context, stuck, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
@@ -53,6 +59,8 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
   const notes = new NoteBudget();
   for (;;) {
     if (context.signal.aborted) return { kind: 'aborted' };
+    const prompts = await checkPrompts(context);
+    if (prompts) return prompts;
     const settings = context.settings();
     if (context.run.iterations >= settings.maxIterations) return { kind: 'max_iterations', limit: settings.maxIterations };
     context.onIteration();
@@ -70,21 +78,66 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
       notes.reset();
       // A message that arrived while the LLM was answering gets its turn.
       if (context.history.lastUserSeq > userSeqBefore) continue;
+      if (await continuedByStopHook(context, turn.text)) continue;
       return { kind: 'idle' };
     }
-    if (turn.kind === 'waiting_for_confirmation') return turn;
     if (turn.cutOff) notes.spend('cut_off');
     else notes.reset();
+    const pending: PendingAction[] = [];
     for (const { call, args } of turn.calls) {
       if (context.signal.aborted) return { kind: 'aborted' };
-      recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
       // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
-      const outcome = turn.cutOff && !args.ok
-        ? recordCutCall(context, call)
-        : await runCall(context, stuck, { id: call.id, name: call.name, args });
+      if (turn.cutOff && !args.ok) {
+        recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
+        recordCutCall(context, call);
+        continue;
+      }
+      if (!args.ok) {
+        recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
+        const outcome = await runCall(context, stuck, { id: call.id, name: call.name, args });
+        if (outcome) return outcome;
+        continue;
+      }
+      const verdict = await context.gate.beforeTool({ id: call.id, name: call.name, args: args.value });
+      const event = recordAction(context, { call, args: { ok: true, value: verdict.args }, original: verdict.original, responseId: turn.responseId, thought: turn.thought });
+      if (verdict.kind === 'deny') {
+        context.append({ kind: 'rejection', source: 'system', tool_call_id: call.id, tool_name: call.name, reason: verdict.reason, run_id: context.run.id, ...(verdict.rule && { rule: verdict.rule }), ...(verdict.hookPoint && { hook_point: verdict.hookPoint }) });
+        continue;
+      }
+      if (verdict.kind === 'ask') {
+        // The arguments as recorded (secret values masked): what the user approves is what runs.
+        pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
+        continue;
+      }
+      const outcome = await runCall(context, stuck, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } });
       if (outcome) return outcome;
     }
+    if (pending.length > 0) {
+      context.setPendingActions(pending);
+      return { kind: 'waiting_for_confirmation' };
+    }
   }
+}
+
+/** UserPromptSubmit on the messages the model has not seen: context is added; a block ends the run. */
+async function checkPrompts(context: RunContext): Promise<RunOutcome | null> {
+  for (const prompt of context.history.takePrompts()) {
+    const checked = await context.gate.onPrompt(prompt);
+    if (checked.blocked !== null) {
+      appendNote(context, `The user's last message was blocked by a UserPromptSubmit hook and must not be acted on: ${checked.blocked}`);
+      return { kind: 'idle' };
+    }
+    for (const note of checked.context) appendNote(context, note);
+  }
+  return null;
+}
+
+/** Stop hooks may keep the run going (a bounded number of times): the model hears why. */
+async function continuedByStopHook(context: RunContext, lastMessage: string | null): Promise<boolean> {
+  const reason = await context.gate.onStop(lastMessage);
+  if (reason === null) return false;
+  appendNote(context, `A Stop hook asks you to continue: ${reason}`);
+  return true;
 }
 
 type NoteReason = 'cut_off' | 'cut_off_empty' | 'empty';
@@ -123,9 +176,8 @@ class NoteBudget {
 
 type TurnResult =
   | { kind: 'aborted' }
-  | { kind: 'answered' }
+  | { kind: 'answered'; text: string }
   | { kind: 'note'; why: NoteReason }
-  | { kind: 'waiting_for_confirmation' }
   | { kind: 'calls'; calls: { call: LlmToolCall; args: ParsedArguments }[]; responseId: string; thought: string | null; cutOff: boolean };
 
 /** Ask the LLM once and record its answer (text, or actions awaiting confirmation). */
@@ -147,24 +199,17 @@ async function llmTurn(context: RunContext, settings: ReturnType<RunContext['set
       const text = response.content?.trim() ? response.content : response.refusal?.trim() ? response.refusal : null;
       if (text === null) return { kind: 'note', why: cutOff ? 'cut_off_empty' : 'empty' };
       context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
-      return cutOff ? { kind: 'note', why: 'cut_off' } : { kind: 'answered' };
+      return cutOff ? { kind: 'note', why: 'cut_off' } : { kind: 'answered', text };
     }
     const responseId = randomUUID();
     const calls = response.toolCalls.map((call) => ({ call, args: parseArguments(call.arguments) }));
-    if (!settings.confirmationMode) return { kind: 'calls', calls, responseId, thought: response.content, cutOff };
-    // The arguments as recorded (secret values masked): what the user approves is what runs.
-    const pending = calls.map(({ call, args }) => {
-      const event = recordAction(context, { call, args, responseId, thought: response.content });
-      return { tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id };
-    });
-    context.setPendingActions(pending);
-    return { kind: 'waiting_for_confirmation' };
+    return { kind: 'calls', calls, responseId, thought: response.content, cutOff };
   } finally {
     context.history.release();
   }
 }
 
-function recordAction(context: RunContext, options: { call: LlmToolCall; args: ParsedArguments; responseId: string; thought: string | null }): AgentEvent {
+function recordAction(context: RunContext, options: { call: LlmToolCall; args: ParsedArguments; original?: Record<string, unknown> | null; responseId: string; thought: string | null }): AgentEvent {
   return context.append({
     kind: 'action',
     source: 'agent',
@@ -175,6 +220,7 @@ function recordAction(context: RunContext, options: { call: LlmToolCall; args: P
     run_id: context.run.id,
     llm_response_id: options.responseId,
     ...(options.call.extra ? { provider_fields: options.call.extra } : {}),
+    ...(options.original ? { original_arguments: options.original } : {}),
   });
 }
 
@@ -199,17 +245,21 @@ function recordCutCall(context: RunContext, call: LlmToolCall): null {
 /** Execute one recorded action and record its observation; an outcome when the run must end. */
 async function runCall(context: RunContext, stuck: StuckDetector, call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
   const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: context.toolContext });
+  const note = call.args.ok && !context.signal.aborted ? await context.gate.afterTool({ id: call.id, name: call.name, args: call.args.value }, result) : null;
   context.append({
     kind: 'observation',
     source: 'environment',
     tool_call_id: call.id,
     tool_name: call.name,
-    content: result.content,
+    content: note === null ? result.content : `${result.content}\n\n${note}`,
     is_error: result.isError,
     data: result.data ?? {},
     run_id: context.run.id,
   });
-  if (call.name === FINISH_TOOL && !result.isError) return { kind: 'finished', message: result.content };
+  if (call.name === FINISH_TOOL && !result.isError) {
+    if (!context.signal.aborted && (await continuedByStopHook(context, result.content))) return null;
+    return { kind: 'finished', message: result.content };
+  }
   if (context.signal.aborted) return { kind: 'aborted' };
   const signature = JSON.stringify([call.name, call.args.ok ? call.args.value : null]);
   if (stuck.repeated(signature, result.content)) {

@@ -12,6 +12,8 @@ import type { EventRecorder } from '../events/event-recorder.js';
 import type { ConversationRecord, ConversationRepository } from './conversation-record.js';
 import { SortedIndex } from './sorted-index.js';
 import { placeholderRecord } from './placeholder-record.js';
+import { publicHooks } from '../schemas/tool-control.js';
+import { publicMcpServers } from '../schemas/mcp-servers.js';
 
 export interface ConversationDefaults {
   llm: LlmConfig | null;
@@ -150,6 +152,10 @@ export class ConversationService {
       updated_at: now,
       metadata: body.metadata ?? {},
       sandbox: { network },
+      ...(body.mcp_servers && { mcp_servers: body.mcp_servers }),
+      ...(body.permissions && { permissions: body.permissions }),
+      ...(body.hooks && { hooks: body.hooks }),
+      ...(body.setting_sources && { setting_sources: body.setting_sources }),
       secrets: { ...body.secrets },
     };
     this.index(record);
@@ -234,6 +240,10 @@ export class ConversationService {
     }
     if (body.max_iterations_per_run !== undefined) record.max_iterations_per_run = body.max_iterations_per_run;
     if (body.title !== undefined) record.title = body.title;
+    if (body.mcp_servers !== undefined) record.mcp_servers = body.mcp_servers;
+    if (body.permissions !== undefined) record.permissions = body.permissions;
+    if (body.hooks !== undefined) record.hooks = body.hooks;
+    if (body.setting_sources !== undefined) record.setting_sources = body.setting_sources;
     this.save(record);
     return this.toPublic(record);
   }
@@ -293,6 +303,10 @@ export class ConversationService {
       updated_at: record.updated_at,
       metadata: record.metadata,
       sandbox: { network: record.sandbox?.network ?? true },
+      mcp_servers: publicMcpServers(record.mcp_servers),
+      permissions: record.permissions ?? {},
+      hooks: publicHooks(record.hooks),
+      setting_sources: record.setting_sources ?? ['project'],
       quarantine: record.quarantine ?? null,
     };
   }

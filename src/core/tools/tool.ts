@@ -29,6 +29,8 @@ export interface ToolDefinition<Schema extends z.ZodType = z.ZodType> {
   name: string;
   description: string;
   parameters: Schema;
+  /** The JSON Schema the LLM sees when it is not derived from `parameters` (MCP tools bring their own). */
+  jsonSchema?: Record<string, unknown>;
   execute(input: z.infer<Schema>, context: ToolContext): Promise<ToolResult>;
 }
 
