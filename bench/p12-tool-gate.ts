@@ -19,14 +19,14 @@ const RULES = {
 };
 
 /**
- * P11: what the tool gate and MCP cost per agent step. Three conversations on one server run the
+ * P12: what the tool gate and MCP cost per agent step. Three conversations on one server run the
  * same number of steps, alternating in rounds: each step is one `glob` of a name that matches
  * nothing in an empty workdir (a cheap built-in) with no rules; the same with 30 permission rules; and one
  * call of `echo` on the npm server-everything MCP server over stdio in the sandbox. Plus the
  * permission check alone, in a loop.
  */
-export const p11ToolGate: Benchmark = {
-  id: 'P11',
+export const p12ToolGate: Benchmark = {
+  id: 'P12',
   title: 'permission check and MCP call per step',
   measures:
     'ms per agent step whose tool call passes 30 permission rules, and whose tool is an MCP `echo` over stdio (server-everything in the sandbox), versus the same step calling `glob` on an empty workdir with no rules; and µs per permission check alone.',
