@@ -47,7 +47,8 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
   for (const action of context.approved) {
     if (context.signal.aborted) return { kind: 'aborted' };
     const outcome = await runCall(context, stuck, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
-    if (outcome) return outcome;
+    if (outcome?.kind === 'nudge') appendNote(context, outcome.message);
+    else if (outcome) return outcome;
   }
 
   const notes = new NoteBudget();
@@ -56,6 +57,9 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     const settings = context.settings();
     if (context.run.iterations >= settings.maxIterations) return { kind: 'max_iterations', limit: settings.maxIterations };
     context.onIteration();
+    const budgetNote = iterationBudgetNote(context.run.iterations, settings.maxIterations);
+    if (budgetNote?.last) return summaryTurn(context, settings, budgetNote.text);
+    if (budgetNote) appendNote(context, budgetNote.text);
 
     const userSeqBefore = context.history.lastUserSeq;
     const turn = await llmTurn(context, settings);
@@ -75,15 +79,83 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     if (turn.kind === 'waiting_for_confirmation') return turn;
     if (turn.cutOff) notes.spend('cut_off');
     else notes.reset();
-    for (const { call, args } of turn.calls) {
+    // `finish` beside other calls runs after them and is refused: the model has not seen their results yet.
+    const others = turn.calls.filter(({ call }) => call.name !== FINISH_TOOL);
+    const ordered = others.length === turn.calls.length || others.length === 0 ? turn.calls : [...others, ...turn.calls.filter(({ call }) => call.name === FINISH_TOOL)];
+    let nudge: string | null = null;
+    for (const { call, args } of ordered) {
       if (context.signal.aborted) return { kind: 'aborted' };
       recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
       // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
-      const outcome = turn.cutOff && !args.ok
-        ? recordCutCall(context, call)
-        : await runCall(context, stuck, { id: call.id, name: call.name, args });
-      if (outcome) return outcome;
+      let outcome: CallOutcome | null;
+      if (turn.cutOff && !args.ok) outcome = recordNotRun(context, call, CUT_CALL_RESULT, 'output_truncated');
+      else if (call.name === FINISH_TOOL && others.length > 0) outcome = recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone');
+      else outcome = await runCall(context, stuck, { id: call.id, name: call.name, args });
+      if (outcome?.kind === 'nudge') nudge = outcome.message;
+      else if (outcome) return outcome;
     }
+    if (nudge) appendNote(context, nudge);
+  }
+}
+
+type CallOutcome = RunOutcome | { kind: 'nudge'; message: string };
+
+const FINISH_NOT_ALONE =
+  'Not run: `finish` was called in the same reply as other tool calls, so you had not seen their results. Their results are above: check them, and call `finish` alone in a reply of its own if the task is done.';
+
+const BUDGET_SPENT_RESULT = 'Not run: this run has used all its steps (max_iterations_per_run). Only a text summary was asked for.';
+
+/** What the model is told as the run's step budget runs out: a warning at ~80 %, the summary request on the last step. */
+export function iterationBudgetNote(iteration: number, limit: number): { text: string; last: boolean } | null {
+  if (limit > 1 && iteration === limit) {
+    return {
+      last: true,
+      text:
+        `This is the last step of this run: it may take at most ${limit} steps (max_iterations_per_run). Do not call any tool now. ` +
+        'Reply with a short summary for the user: what is done, what is left to do, and the next step you would take. The user can continue the run afterwards.',
+    };
+  }
+  const warnAt = Math.ceil(limit * 0.8);
+  if (limit >= 5 && iteration === warnAt && warnAt < limit) {
+    return {
+      last: false,
+      text: `You have used ${iteration - 1} of the ${limit} steps this run may take. Bring the work to a safe point: finish the change in progress and verify it. Call \`finish\` if the task is done; otherwise you will be asked for a summary on the last step.`,
+    };
+  }
+  return null;
+}
+
+/** The last step: the model is asked for a summary, with tools offered but not allowed; the run then pauses. */
+async function summaryTurn(context: RunContext, settings: ReturnType<RunContext['settings']>, note: string): Promise<RunOutcome> {
+  appendNote(context, note);
+  const limit: RunOutcome = { kind: 'max_iterations', limit: settings.maxIterations };
+  context.history.hold();
+  try {
+    const response = await context.llm.complete({
+      settings: settings.llm,
+      messages: context.history.snapshot(),
+      tools: context.toolSchemas,
+      ...(context.toolSchemas.length > 0 ? { toolChoice: 'none' as const } : {}),
+      signal: context.signal,
+      onTextDelta: (text) => context.delta(text),
+      ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
+    });
+    context.onUsage(response.usage);
+    if (context.signal.aborted) return { kind: 'aborted' };
+    const text = response.content?.trim() ? response.content : null;
+    if (response.toolCalls.length === 0) {
+      if (text) context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
+      return limit;
+    }
+    // Calls made anyway are recorded and answered (the history stays valid), never run.
+    const responseId = randomUUID();
+    for (const call of response.toolCalls) {
+      recordAction(context, { call, args: parseArguments(call.arguments), responseId, thought: text });
+      recordNotRun(context, call, BUDGET_SPENT_RESULT, 'budget_spent');
+    }
+    return limit;
+  } finally {
+    context.history.release();
   }
 }
 
@@ -182,22 +254,23 @@ function appendNote(context: RunContext, content: string): void {
   context.append({ kind: 'message', source: 'system', role: 'user', content, run_id: context.run.id });
 }
 
-function recordCutCall(context: RunContext, call: LlmToolCall): null {
+/** A recorded call answered without running it: the model reads why. */
+function recordNotRun(context: RunContext, call: LlmToolCall, content: string, error: string): null {
   context.append({
     kind: 'observation',
     source: 'environment',
     tool_call_id: call.id,
     tool_name: call.name,
-    content: CUT_CALL_RESULT,
+    content,
     is_error: true,
-    data: { error: 'output_truncated' },
+    data: { error },
     run_id: context.run.id,
   });
   return null;
 }
 
 /** Execute one recorded action and record its observation; an outcome when the run must end. */
-async function runCall(context: RunContext, stuck: StuckDetector, call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
+async function runCall(context: RunContext, stuck: StuckDetector, call: { id: string; name: string; args: ParsedArguments }): Promise<CallOutcome | null> {
   const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: context.toolContext });
   context.append({
     kind: 'observation',
@@ -211,9 +284,12 @@ async function runCall(context: RunContext, stuck: StuckDetector, call: { id: st
   });
   if (call.name === FINISH_TOOL && !result.isError) return { kind: 'finished', message: result.content };
   if (context.signal.aborted) return { kind: 'aborted' };
-  const signature = JSON.stringify([call.name, call.args.ok ? call.args.value : null]);
-  if (stuck.repeated(signature, result.content)) {
-    return { kind: 'stuck', reason: `The same ${call.name} action returned the same result ${stuck.threshold} times in a row.` };
-  }
-  return null;
+  const verdict = stuck.observe({
+    action: JSON.stringify([call.name, call.args.ok ? call.args.value : null]),
+    observation: result.content,
+    isError: result.isError,
+    livePoll: call.args.ok && call.args.value.is_input === true && result.data?.still_running === true,
+  });
+  if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
+  return verdict.kind === 'nudge' ? verdict : null;
 }

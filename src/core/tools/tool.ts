@@ -29,6 +29,8 @@ export interface ToolDefinition<Schema extends z.ZodType = z.ZodType> {
   name: string;
   description: string;
   parameters: Schema;
+  /** Arguments models often send that this tool does not take, with what to do instead (the hint in the error). */
+  argumentHints?: Record<string, string>;
   execute(input: z.infer<Schema>, context: ToolContext): Promise<ToolResult>;
 }
 
