@@ -287,7 +287,8 @@ async function runCall(context: RunContext, stuck: StuckDetector, call: { id: st
   const verdict = stuck.observe({
     action: JSON.stringify([call.name, call.args.ok ? call.args.value : null]),
     observation: result.content,
-    isError: result.isError,
+    // A command that exits non-zero failed too, though its observation is not an error.
+    isError: result.isError || (typeof result.data?.exit_code === 'number' && result.data.exit_code !== 0),
     livePoll: call.args.ok && call.args.value.is_input === true && result.data?.still_running === true,
   });
   if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
