@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { readingHint, saveFullOutput } from '../tools/agent-area.js';
 import type { ToolContext, ToolDefinition, ToolResult } from '../tools/tool.js';
 
 export const MAX_OBSERVATION_CHARS = 60_000;
@@ -56,7 +57,10 @@ export async function executeTool(options: {
     result = { isError: true, content: `${name} failed: ${(error as Error).message ?? String(error)}`, data: { error: 'tool_failed' } };
   }
   const capped = truncateMiddle(result.content, MAX_OBSERVATION_CHARS);
-  return capped.truncated ? { ...result, content: capped.text, data: { ...result.data, truncated: true } } : result;
+  if (!capped.truncated) return result;
+  const saved = await saveFullOutput(result.content, context).catch(() => null);
+  const content = saved ? `${capped.text}\n${readingHint(saved, true)}` : capped.text;
+  return { ...result, content, data: { ...result.data, truncated: true, ...(saved ? { full_output: saved } : {}) } };
 }
 
 /** Names other agents use for the same parameter: accepted when the tool has the target and not the alias. */

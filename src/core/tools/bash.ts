@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { loadDescription } from './load-description.js';
 import type { ShellRunResult } from './shell-session.js';
-import { defineTool, type ToolContext, type ToolResult } from './tool.js';
-import { AGENT_AREA, removeInWorkdir, writeInWorkdir } from './agent-area.js';
+import { defineTool, type ToolResult } from './tool.js';
+import { readingHint, saveFullOutput } from './agent-area.js';
 
 export interface BashToolOptions {
   /** Hard limit when the model gives no `timeout_s`. Default 120 s. */
@@ -60,7 +60,7 @@ export function createBashTool(options: BashToolOptions = {}) {
         const result = await shell.run(input.command, { ...limits, signal: context.signal, isInput });
         const previousCwd = context.state.get(CWD_STATE_KEY) ?? context.workdir;
         context.state.set(CWD_STATE_KEY, result.cwd);
-        const saved = result.fullOutput ? await saveFullOutput(result.fullOutput, context).catch(() => null) : null;
+        const saved = result.fullOutput ? await saveFullOutput(result.fullOutput.text, context).catch(() => null) : null;
         const content = describeResult(result, {
           ...limits,
           isInput,
@@ -105,25 +105,6 @@ function formatSeconds(ms: number): string {
   return seconds < 60 ? `${seconds} s` : `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
 }
 
-const OUTPUTS_STATE_KEY = 'bash.savedOutputs';
-const KEEP_SAVED_OUTPUTS = 20;
-
-/**
- * Saves a cut command's full output as .agentd/output-<n>.txt in the workdir (the agent area, which
- * git ignores through .agentd/.gitignore); only the newest few are kept. Writes go through the
- * workdir resolver, so a planted symlink cannot redirect them.
- */
-async function saveFullOutput(full: { text: string }, context: ToolContext): Promise<string> {
-  const saved = (context.state.get(OUTPUTS_STATE_KEY) as string[] | undefined) ?? [];
-  context.state.set(OUTPUTS_STATE_KEY, saved);
-  const name = `${AGENT_AREA}/output-${Date.now().toString(36)}-${saved.length}.txt`;
-  await writeInWorkdir(context, `${AGENT_AREA}/.gitignore`, '*\n', { keepExisting: true });
-  const file = await writeInWorkdir(context, name, full.text, {});
-  saved.push(name);
-  while (saved.length > KEEP_SAVED_OUTPUTS) await removeInWorkdir(context, saved.shift()!);
-  return file;
-}
-
 /** What the LLM reads: the output, then short bracketed notes on anything unusual. */
 function describeResult(result: ShellRunResult, context: DescribeContext): string {
   const notes: string[] = [];
@@ -147,9 +128,7 @@ function describeResult(result: ShellRunResult, context: DescribeContext): strin
     notes.push(`[The command finished${how} with exit code ${result.exitCode}${ranFor(result)}.]`);
   } else if (result.exitCode !== null && result.exitCode !== 0) notes.push(`[Exit code ${result.exitCode}]`);
   if (context.savedOutput) {
-    const file = context.savedOutput;
-    const whole = result.fullOutput?.complete === false ? 'the first part of the output (it was too large to keep whole)' : 'the whole output';
-    notes.push(`[The output above was cut in the middle; ${whole} is in ${file}. Read a range with \`sed -n '100,200p' ${file}\` or search it with \`grep -n PATTERN ${file}\`.]`);
+    notes.push(readingHint(context.savedOutput, result.fullOutput?.complete !== false));
   }
   if (context.cwdChanged && !result.stillRunning) notes.push(`[Current directory: ${result.cwd}]`);
   if (!context.shellAlive) notes.push('[The shell exited. A fresh one starts in the workdir with the next command; directory, variables and functions set before are lost.]');

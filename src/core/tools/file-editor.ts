@@ -206,6 +206,7 @@ async function undo(input: FileEditorInput, context: ToolContext, scope: PinScop
   }
   await pinned.ensureParent();
   await writeBytesNoFollow(pinned.at(), entry.previous, await pinned.owner());
+  ViewedFiles.from(context.state).remember(file.absolute, fileVersion(await lstat(pinned.at())));
   const lines = splitLines(entry.previous.toString('utf8')).length;
   return ok(`Last edit to ${file.relative} undone: restored the previous version (${lines} lines). ${remaining}`.trim(), file, { lines });
 }
