@@ -104,4 +104,18 @@ describe('what the model is told', () => {
     expect(sent.messages.filter((message: any) => message.role === 'system')).toHaveLength(1);
     expect(harness.llm.violations).toEqual([]);
   });
+
+  it('records a new prompt when a secret is added (its name, never its value)', async () => {
+    harness = await startAgentHarness([{ text: 'one' }, { text: 'two' }]);
+    const id = await harness.createConversation({ workdir: makeWorkdir('secret-added'), initial_message: 'one' });
+    await harness.waitForStatus(id, ['idle']);
+    expect((await prompts(id))[0].content).toContain('No secrets are set');
+    expect((await put(`/conversations/${id}/secrets`, { secrets: { NPM_TOKEN: 'npm_value_never_shown' } })).status).toBe(200);
+    expect((await harness.post(`/conversations/${id}/messages`, { content: 'two' })).status).toBe(202);
+    await harness.waitForStatus(id, ['idle']);
+    const recorded = await prompts(id);
+    expect(recorded).toHaveLength(2);
+    expect(recorded[1].content).toContain('$NPM_TOKEN');
+    expect(JSON.stringify(harness.llm.requests.map((request) => request.body))).not.toContain('npm_value_never_shown');
+  });
 });
