@@ -62,6 +62,9 @@ describe('stuck detection', () => {
     const { done, notes } = await run([bash({ command: 'sleep 3; echo slow-done', timeout_s: 0.2 }), ...Array.from({ length: 9 }, () => poll), bash({ command: '', is_input: true, timeout_s: 5 }), finish]);
     expect(done.status).toBe('finished');
     expect(notes).toEqual([]);
+    const observations = (await harness.events(done.id)).filter((event: any) => event.kind === 'observation');
+    expect(observations.at(-2).content).toMatch(/slow-done[\s\S]*\[The command finished with exit code 0 after \d+ s\.\]/);
+    expect(observations[1].content).toMatch(/Still running after \d+ s/);
   });
 
   it('A/B alternation is nudged, and stopped as stuck when it goes on', async () => {
@@ -123,6 +126,19 @@ describe('bash recovery', () => {
     expect(observations[1].content).toContain('Send "C-c" again to kill it');
     expect(observations[2].content).toMatch(/killed/);
     expect(observations[3].content).toContain('free-again');
+  });
+});
+
+describe('where output goes', () => {
+  it('a background job logs into .agentd/, and a cut output is kept whole there, with a note saying how to read it', async () => {
+    const { done, observations } = await run([bash({ command: 'echo from-job; sleep 30 &' }), bash({ command: 'seq 1 100000' }), finish]);
+    expect(done.status).toBe('finished');
+    const pid = observations[0].data.pid as number;
+    expect(observations[0].content).toContain(path.join(done.workdir, '.agentd', `bg-${pid}.log`));
+    const file = observations[1].data.full_output as string;
+    expect(observations[1].content).toContain(`sed -n '100,200p' ${file}`);
+    expect(fs.readFileSync(file, 'utf8').trim().split('\n')).toHaveLength(100000);
+    expect(fs.readFileSync(path.join(done.workdir, '.agentd', '.gitignore'), 'utf8')).toBe('*\n');
   });
 });
 
