@@ -121,3 +121,28 @@ describe('changing the workdir', () => {
     expect(results.at(-1).content).toContain(fs.realpathSync(elsewhere));
   });
 });
+
+describe('the conversation shell', () => {
+  it('starts while the LLM is still answering the first turn, so the first bash call finds it ready', async () => {
+    harness = await startAgentHarness([{ hang: true }]);
+    const id = await harness.createConversation({ initial_message: 'go' });
+    await harness.waitForStatus(id, ['running']);
+    // The LLM hangs on its first answer: no tool was called, yet the shell is up (in the ledger, alive).
+    const ledger = path.join(harness.server.dataDir, 'shells.json');
+    const deadline = Date.now() + 15_000;
+    let pids: number[] = [];
+    while (pids.length === 0) {
+      if (Date.now() > deadline) throw new Error('no shell was started while the LLM answered');
+      try {
+        pids = Object.values(JSON.parse(fs.readFileSync(ledger, 'utf8')) as Record<string, { pid: number }>).map((entry) => entry.pid);
+      } catch {
+        // not written yet
+      }
+      if (pids.length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    expect(fs.existsSync(`/proc/${pids[0]}`)).toBe(true);
+    expect((await harness.events(id)).filter((event) => event.kind === 'action')).toEqual([]);
+    expect(harness.llm.requests).toHaveLength(1);
+  });
+});
+

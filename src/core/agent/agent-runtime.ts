@@ -193,6 +193,15 @@ export class AgentRuntime implements ConversationRuntime {
   private async drive(session: AgentSession, record: ConversationRecord, active: NonNullable<AgentSession['active']>, approved: ConversationRecord['pending_actions']): Promise<void> {
     const { run, controller } = active;
     const tools = this.enabledTools(record);
+    const shell = () => session.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record), sandbox: this.deps.conversations.sandboxOf(record) });
+    // The shell starts while the LLM thinks, so the first bash call finds it ready; after this
+    // turn of the event loop, so the request that started the run is answered first. A start
+    // that fails here is not this run's error: the bash tool reports it when (and if) it is called.
+    if (tools.some((tool) => tool.name === 'bash')) {
+      setImmediate(() => {
+        if (!controller.signal.aborted) shell().catch(() => {});
+      });
+    }
     let outcome: RunOutcome | { kind: 'error'; code: string; message: string };
     try {
       outcome = await executeRun({
@@ -209,7 +218,7 @@ export class AgentRuntime implements ConversationRuntime {
           workdir: record.workdir,
           signal: controller.signal,
           state: session.toolState,
-          shell: () => session.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record), sandbox: this.deps.conversations.sandboxOf(record) }),
+          shell,
         },
         append: (event) => this.deps.conversations.append(record.id, event).event,
         delta: (text) => this.deps.recorder.delta({ kind: 'message_delta', conversation_id: record.id, run_id: run.id, content_delta: text }),

@@ -65,9 +65,16 @@ export class AgentSession {
     return this.shellSession;
   }
 
+  /** Closes the shell, one still starting included (it would otherwise outlive a workdir change). */
   async closeShell(): Promise<void> {
+    const starting = this.starting;
     const shell = this.shellSession;
     this.shellSession = null;
     await shell?.close();
+    if (starting) {
+      const started = await starting.catch(() => null);
+      if (started && this.shellSession === started) this.shellSession = null;
+      await started?.close();
+    }
   }
 }

@@ -1,0 +1,68 @@
+/**
+ * The event feed over NATS JetStream: each append is published to `agentd.events.<conversation>`
+ * in one stream (`AGENTD_EVENTS`, deduplicated by event position, kept for a bounded time), and
+ * every instance reads it with an ordered consumer from "new". JetStream rather than core NATS
+ * so that an instance reconnecting after a network blip is handed what it missed.
+ */
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
+import type { EventFeed, FeedNotice } from './event-feed.js';
+
+const STREAM = 'AGENTD_EVENTS';
+const SUBJECT_PREFIX = 'agentd.events.';
+/** JetStream's default max message size is 1 MiB; larger events travel as a bare notice. */
+const MAX_INLINE_BYTES = 512 * 1024;
+
+export class JetStreamEventFeed implements EventFeed {
+  readonly name = 'nats' as const;
+  private messages: ConsumerMessages | null = null;
+
+  private constructor(private readonly connection: NatsConnection) {}
+
+  static async connect(url: string, options: { maxAgeS?: number } = {}): Promise<JetStreamEventFeed> {
+    const connection = await connect({ servers: url, name: 'agentd', maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+    const manager = await jetstreamManager(connection);
+    const config = { subjects: [`${SUBJECT_PREFIX}>`], max_age: (options.maxAgeS ?? 3600) * 1_000_000_000, duplicate_window: 120 * 1_000_000_000 };
+    try {
+      await manager.streams.info(STREAM);
+    } catch {
+      try {
+        await manager.streams.add({ name: STREAM, ...config });
+      } catch (error) {
+        // Another instance created it meanwhile.
+        await manager.streams.info(STREAM).catch(() => {
+          throw error;
+        });
+      }
+    }
+    return new JetStreamEventFeed(connection);
+  }
+
+  async publish(notice: FeedNotice): Promise<void> {
+    const inline = notice.json !== undefined && Buffer.byteLength(notice.json) <= MAX_INLINE_BYTES;
+    const payload = JSON.stringify(inline ? notice : { ...notice, json: undefined });
+    await jetstream(this.connection).publish(`${SUBJECT_PREFIX}${notice.conversationId}`, payload, { msgID: String(notice.globalCursor) });
+  }
+
+  async listen(listener: (notice: FeedNotice) => void): Promise<void> {
+    const consumer = await jetstream(this.connection).consumers.get(STREAM, { deliver_policy: DeliverPolicy.New });
+    this.messages = await consumer.consume();
+    const messages = this.messages;
+    void (async () => {
+      for await (const message of messages) {
+        let notice: FeedNotice;
+        try {
+          notice = JSON.parse(message.string()) as FeedNotice;
+        } catch {
+          continue;
+        }
+        listener(notice);
+      }
+    })();
+  }
+
+  async close(): Promise<void> {
+    await this.messages?.close();
+    await this.connection.drain().catch(() => this.connection.close());
+  }
+}

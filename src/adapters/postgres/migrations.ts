@@ -1,0 +1,96 @@
+/**
+ * The PostgreSQL schema, as numbered migrations applied in order at start-up. Each runs in its
+ * own transaction; the runner holds an advisory lock meanwhile, so instances starting together
+ * apply each migration exactly once. A migration is never edited once released: add a new one.
+ */
+import type { Sql } from 'postgres';
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'event log and leases',
+    sql: `
+      -- Per conversation: the last seq handed out and the newest timestamp (ms), so that seqs run
+      -- 1, 2, 3… with no gap and timestamps never go backwards, whichever instance appends.
+      CREATE TABLE agentd_log_heads (
+        conversation_id uuid PRIMARY KEY,
+        last_seq bigint NOT NULL,
+        last_ts_ms bigint NOT NULL
+      );
+      -- The firehose position: one row, updated inside every append's transaction, so positions
+      -- are handed out in commit order with no gap (a rolled back append gives its number back).
+      CREATE TABLE agentd_firehose_head (
+        id smallint PRIMARY KEY CHECK (id = 1),
+        head bigint NOT NULL
+      );
+      INSERT INTO agentd_firehose_head (id, head) VALUES (1, 0);
+      CREATE TABLE agentd_events (
+        conversation_id uuid NOT NULL,
+        seq bigint NOT NULL,
+        global_cursor bigint NOT NULL,
+        id uuid NOT NULL,
+        kind text NOT NULL,
+        source text NOT NULL,
+        ts_ms bigint NOT NULL,
+        body text NOT NULL,
+        PRIMARY KEY (conversation_id, seq)
+      );
+      CREATE UNIQUE INDEX agentd_events_global ON agentd_events (global_cursor);
+      CREATE UNIQUE INDEX agentd_events_id ON agentd_events (conversation_id, id);
+      CREATE INDEX agentd_events_kind ON agentd_events (conversation_id, kind, seq);
+      -- Who runs a conversation: a lease with a fencing token that grows with every new holder.
+      CREATE TABLE agentd_leases (
+        conversation_id uuid PRIMARY KEY,
+        owner text NOT NULL,
+        token bigint NOT NULL,
+        expires_at timestamptz NOT NULL
+      );
+    `,
+  },
+];
+
+/** A fixed advisory lock key for the migration runner ('agentd' in ASCII). */
+const MIGRATION_LOCK_KEY = 0x6167656e7464;
+
+/** Applies every migration not yet applied; returns the versions it applied. */
+export async function migrate(sql: Sql, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
+  const connection = await sql.reserve();
+  try {
+    await connection`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`;
+    try {
+      await connection`
+        CREATE TABLE IF NOT EXISTS agentd_schema_migrations (
+          version integer PRIMARY KEY,
+          name text NOT NULL,
+          applied_at timestamptz NOT NULL DEFAULT now()
+        )`;
+      const rows = await connection<{ version: number }[]>`SELECT version FROM agentd_schema_migrations`;
+      const done = new Set(rows.map((row) => row.version));
+      const applied: number[] = [];
+      for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
+        if (done.has(migration.version)) continue;
+        await connection.unsafe('BEGIN');
+        try {
+          await connection.unsafe(migration.sql);
+          await connection`INSERT INTO agentd_schema_migrations (version, name) VALUES (${migration.version}, ${migration.name})`;
+          await connection.unsafe('COMMIT');
+        } catch (error) {
+          await connection.unsafe('ROLLBACK');
+          throw new Error(`migration ${migration.version} (${migration.name}) failed: ${(error as Error).message}`, { cause: error });
+        }
+        applied.push(migration.version);
+      }
+      return applied;
+    } finally {
+      await connection`SELECT pg_advisory_unlock(${MIGRATION_LOCK_KEY})`;
+    }
+  } finally {
+    connection.release();
+  }
+}
