@@ -56,6 +56,20 @@ describe('finish beside other calls', () => {
   });
 });
 
+describe('finish beside other calls, approved in confirmation mode', () => {
+  it('runs the approved calls first and refuses finish until the model has seen them', async () => {
+    harness = await startAgentHarness([{ toolCalls: [{ name: 'finish', arguments: { message: 'early' } }, { name: 'bash', arguments: { command: 'echo approved-ran' } }] }, finish]);
+    const id = await harness.createConversation({ confirmation_mode: true, initial_message: 'go' });
+    await harness.waitForStatus(id, ['waiting_for_confirmation']);
+    expect((await harness.post(`/conversations/${id}/approve`)).status).toBe(202);
+    await harness.waitForStatus(id, ['waiting_for_confirmation', 'finished', 'error', 'idle']);
+    const observations = (await harness.events(id)).filter((event) => event.kind === 'observation');
+    expect(observations.map((event) => `${event.tool_name}:${event.is_error}`)).toEqual(['bash:false', 'finish:true']);
+    expect(observations[0].content).toContain('approved-ran');
+    expect(harness.llm.requests).toHaveLength(2);
+  });
+});
+
 describe('stuck detection', () => {
   it('polling a live command is never a loop', async () => {
     const poll = bash({ command: '', is_input: true, timeout_s: 0.2 });

@@ -44,9 +44,13 @@ export interface RunContext {
 /** One run of the agent: LLM turn, tool calls in order, repeat, until an outcome. Throws LlmError / abort. */
 export async function executeRun(context: RunContext): Promise<RunOutcome> {
   const stuck = new StuckDetector(4);
-  for (const action of context.approved) {
+  const approvedOthers = context.approved.filter((action) => action.tool_name !== FINISH_TOOL).length;
+  for (const action of finishLast(context.approved, (a) => a.tool_name)) {
     if (context.signal.aborted) return { kind: 'aborted' };
-    const outcome = await runCall(context, stuck, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
+    const call = { id: action.tool_call_id, name: action.tool_name, arguments: '' };
+    const outcome = action.tool_name === FINISH_TOOL && approvedOthers > 0
+      ? recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone')
+      : await runCall(context, stuck, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
     if (outcome?.kind === 'nudge') appendNote(context, outcome.message);
     else if (outcome) return outcome;
   }
@@ -81,7 +85,7 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     else notes.reset();
     // `finish` beside other calls runs after them and is refused: the model has not seen their results yet.
     const others = turn.calls.filter(({ call }) => call.name !== FINISH_TOOL);
-    const ordered = others.length === turn.calls.length || others.length === 0 ? turn.calls : [...others, ...turn.calls.filter(({ call }) => call.name === FINISH_TOOL)];
+    const ordered = finishLast(turn.calls, ({ call }) => call.name);
     let nudge: string | null = null;
     for (const { call, args } of ordered) {
       if (context.signal.aborted) return { kind: 'aborted' };
@@ -96,6 +100,11 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     }
     if (nudge) appendNote(context, nudge);
   }
+}
+
+/** The calls in order, with `finish` moved after the others. */
+function finishLast<T>(calls: readonly T[], nameOf: (call: T) => string): T[] {
+  return [...calls.filter((call) => nameOf(call) !== FINISH_TOOL), ...calls.filter((call) => nameOf(call) === FINISH_TOOL)];
 }
 
 type CallOutcome = RunOutcome | { kind: 'nudge'; message: string };
