@@ -73,11 +73,11 @@ describe('finish beside other calls, approved in confirmation mode', () => {
 describe('stuck detection', () => {
   it('polling a live command is never a loop', async () => {
     const poll = bash({ command: '', is_input: true, timeout_s: 0.2 });
-    const { done, notes } = await run([bash({ command: 'sleep 3; echo slow-done', timeout_s: 0.2 }), ...Array.from({ length: 9 }, () => poll), bash({ command: '', is_input: true, timeout_s: 5 }), finish]);
+    const { done, notes } = await run([bash({ command: 'read line; echo slow-done $line', timeout_s: 0.2 }), ...Array.from({ length: 9 }, () => poll), bash({ command: 'go', is_input: true, timeout_s: 5 }), finish]);
     expect(done.status).toBe('finished');
     expect(notes).toEqual([]);
     const observations = (await harness.events(done.id)).filter((event: any) => event.kind === 'observation');
-    expect(observations.at(-2).content).toMatch(/slow-done[\s\S]*\[The command finished with exit code 0 after \d+ s\.\]/);
+    expect(observations.at(-2).content).toMatch(/slow-done go[\s\S]*\[The command finished with exit code 0 after \d+ s\.\]/);
     expect(observations[1].content).toMatch(/Still running after \d+ s/);
   });
 
