@@ -5,6 +5,7 @@ import type { ToolContext, ToolDefinition } from '../tools/tool.js';
 import type { ConversationHistory } from './conversation-history.js';
 import { LlmError, type LlmClient, type LlmRetry, type LlmSettings, type LlmToolCall, type LlmToolSchema, type LlmUsage } from './llm.js';
 import type { Run } from './run-record.js';
+import { iterationBudgetNote } from './iteration-budget.js';
 import { StuckDetector } from './stuck-detector.js';
 import { executeTool, parseArguments, type ParsedArguments } from './tool-executor.js';
 
@@ -113,26 +114,6 @@ const FINISH_NOT_ALONE =
   'Not run: `finish` was called in the same reply as other tool calls, so you had not seen their results. Their results are above: check them, and call `finish` alone in a reply of its own if the task is done.';
 
 const BUDGET_SPENT_RESULT = 'Not run: this run has used all its steps (max_iterations_per_run). Only a text summary was asked for.';
-
-/** What the model is told as the run's step budget runs out: a warning at ~80 %, the summary request on the last step. */
-export function iterationBudgetNote(iteration: number, limit: number): { text: string; last: boolean } | null {
-  if (limit > 1 && iteration === limit) {
-    return {
-      last: true,
-      text:
-        `This is the last step of this run: it may take at most ${limit} steps (max_iterations_per_run). Do not call any tool now. ` +
-        'Reply with a short summary for the user: what is done, what is left to do, and the next step you would take. The user can continue the run afterwards.',
-    };
-  }
-  const warnAt = Math.ceil(limit * 0.8);
-  if (limit >= 5 && iteration === warnAt && warnAt < limit) {
-    return {
-      last: false,
-      text: `You have used ${iteration - 1} of the ${limit} steps this run may take. Bring the work to a safe point: finish the change in progress and verify it. Call \`finish\` if the task is done; otherwise you will be asked for a summary on the last step.`,
-    };
-  }
-  return null;
-}
 
 /** The last step: the model is asked for a summary, with tools offered but not allowed; the run then pauses. */
 async function summaryTurn(context: RunContext, settings: ReturnType<RunContext['settings']>, note: string): Promise<RunOutcome> {
