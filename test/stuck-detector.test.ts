@@ -39,4 +39,15 @@ describe('StuckDetector', () => {
     expect(feed(new StuckDetector(), [1, 2, 3, 4, 5, 6].map((i) => step(`call ${i}`, '(no output)'))).at(-1)).toBe('ok');
     expect(feed(new StuckDetector(), [1, 2, 3, 4, 5, 6, 7, 8].map((i) => step(`call ${i}`, `result ${i}`))).every((kind) => kind === 'ok')).toBe(true);
   });
+
+  it('judges a reply as a whole: a batch of calls failing alike is not a loop, the same batch again and again is', () => {
+    const detector = new StuckDetector();
+    const batch = [1, 2, 3, 4, 5, 6, 7].map((i) => step(`read ../outside-${i}`, 'outside the workdir', { isError: true }));
+    expect(detector.observeTurn(batch).kind).toBe('ok');
+    expect(detector.observeTurn([step('x', 'y'), step('poll', 'running', { livePoll: true })]).kind).toBe('ok');
+    expect(detector.observeTurn(batch).kind).toBe('ok');
+    expect(detector.observeTurn(batch).kind).toBe('ok');
+    expect(detector.observeTurn(batch).kind).toBe('nudge');
+    expect(detector.observeTurn([step('poll', 'running', { livePoll: true }), step('poll2', 'running', { livePoll: true })]).kind).toBe('ok');
+  });
 });

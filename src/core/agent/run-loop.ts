@@ -6,7 +6,7 @@ import type { ConversationHistory } from './conversation-history.js';
 import { LlmError, type LlmClient, type LlmRetry, type LlmSettings, type LlmToolCall, type LlmToolSchema, type LlmUsage } from './llm.js';
 import type { Run } from './run-record.js';
 import { iterationBudgetNote } from './iteration-budget.js';
-import { StuckDetector } from './stuck-detector.js';
+import { StuckDetector, type StuckStep } from './stuck-detector.js';
 import { executeTool, parseArguments, type ParsedArguments } from './tool-executor.js';
 
 export const FINISH_TOOL = 'finish';
@@ -45,15 +45,20 @@ export interface RunContext {
 /** One run of the agent: LLM turn, tool calls in order, repeat, until an outcome. Throws LlmError / abort. */
 export async function executeRun(context: RunContext): Promise<RunOutcome> {
   const stuck = new StuckDetector(4);
+  const approvedSteps: StuckStep[] = [];
   const approvedOthers = context.approved.filter((action) => action.tool_name !== FINISH_TOOL).length;
   for (const action of finishLast(context.approved, (a) => a.tool_name)) {
     if (context.signal.aborted) return { kind: 'aborted' };
     const call = { id: action.tool_call_id, name: action.tool_name, arguments: '' };
     const outcome = action.tool_name === FINISH_TOOL && approvedOthers > 0
       ? recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone')
-      : await runCall(context, stuck, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
-    if (outcome?.kind === 'nudge') appendNote(context, outcome.message);
-    else if (outcome) return outcome;
+      : await runCall(context, approvedSteps, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
+    if (outcome) return outcome;
+  }
+  if (approvedSteps.length > 0) {
+    const verdict = stuck.observeTurn(approvedSteps);
+    if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
+    if (verdict.kind === 'nudge') appendNote(context, verdict.message);
   }
 
   const notes = new NoteBudget();
@@ -87,19 +92,21 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     // `finish` beside other calls runs after them and is refused: the model has not seen their results yet.
     const others = turn.calls.filter(({ call }) => call.name !== FINISH_TOOL);
     const ordered = finishLast(turn.calls, ({ call }) => call.name);
-    let nudge: string | null = null;
+    const steps: StuckStep[] = [];
     for (const { call, args } of ordered) {
       if (context.signal.aborted) return { kind: 'aborted' };
       recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
       // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
-      let outcome: CallOutcome | null;
+      let outcome: RunOutcome | null;
       if (turn.cutOff && !args.ok) outcome = recordNotRun(context, call, CUT_CALL_RESULT, 'output_truncated');
       else if (call.name === FINISH_TOOL && others.length > 0) outcome = recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone');
-      else outcome = await runCall(context, stuck, { id: call.id, name: call.name, args });
-      if (outcome?.kind === 'nudge') nudge = outcome.message;
-      else if (outcome) return outcome;
+      else outcome = await runCall(context, steps, { id: call.id, name: call.name, args });
+      if (outcome) return outcome;
     }
-    if (nudge) appendNote(context, nudge);
+    // Loops are judged per reply: a batch of parallel calls failing alike is not a loop, the same reply again and again is.
+    const verdict = stuck.observeTurn(steps);
+    if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
+    if (verdict.kind === 'nudge') appendNote(context, verdict.message);
   }
 }
 
@@ -107,8 +114,6 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
 function finishLast<T>(calls: readonly T[], nameOf: (call: T) => string): T[] {
   return [...calls.filter((call) => nameOf(call) !== FINISH_TOOL), ...calls.filter((call) => nameOf(call) === FINISH_TOOL)];
 }
-
-type CallOutcome = RunOutcome | { kind: 'nudge'; message: string };
 
 const FINISH_NOT_ALONE =
   'Not run: `finish` was called in the same reply as other tool calls, so you had not seen their results. Their results are above: check them, and call `finish` alone in a reply of its own if the task is done.';
@@ -260,7 +265,7 @@ function recordNotRun(context: RunContext, call: LlmToolCall, content: string, e
 }
 
 /** Execute one recorded action and record its observation; an outcome when the run must end. */
-async function runCall(context: RunContext, stuck: StuckDetector, call: { id: string; name: string; args: ParsedArguments }): Promise<CallOutcome | null> {
+async function runCall(context: RunContext, steps: StuckStep[], call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
   const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: context.toolContext });
   context.append({
     kind: 'observation',
@@ -274,13 +279,12 @@ async function runCall(context: RunContext, stuck: StuckDetector, call: { id: st
   });
   if (call.name === FINISH_TOOL && !result.isError) return { kind: 'finished', message: result.content };
   if (context.signal.aborted) return { kind: 'aborted' };
-  const verdict = stuck.observe({
+  steps.push({
     action: JSON.stringify([call.name, call.args.ok ? call.args.value : null]),
     observation: result.content,
     // A command that exits non-zero failed too, though its observation is not an error.
     isError: result.isError || (typeof result.data?.exit_code === 'number' && result.data.exit_code !== 0),
     livePoll: call.args.ok && call.args.value.is_input === true && result.data?.still_running === true,
   });
-  if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
-  return verdict.kind === 'nudge' ? verdict : null;
+  return null;
 }

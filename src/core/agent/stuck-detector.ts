@@ -1,4 +1,4 @@
-/** One executed tool call as the detector sees it. */
+/** One executed tool call (or one reply's calls together) as the detector sees it. */
 export interface StuckStep {
   /** Tool name and arguments, as one comparable string. */
   action: string;
@@ -25,6 +25,19 @@ export class StuckDetector {
   private nudgedAt: number | null = null;
 
   constructor(private readonly repeatThreshold = 4) {}
+
+  /** One reply's calls as one step: the same reply (all its calls and results) is what repeats in a loop. */
+  observeTurn(steps: readonly StuckStep[]): StuckVerdict {
+    if (steps.length === 0) return { kind: 'ok' };
+    if (steps.length === 1) return this.observe(steps[0]!);
+    const counted = steps.filter((step) => !step.livePoll);
+    if (counted.length === 0) return { kind: 'ok' };
+    return this.observe({
+      action: JSON.stringify(counted.map((step) => step.action)),
+      observation: counted.map((step) => step.observation).join('\n\u0000'),
+      isError: counted.every((step) => step.isError),
+    });
+  }
 
   observe(step: StuckStep): StuckVerdict {
     if (step.livePoll) return { kind: 'ok' };
