@@ -54,4 +54,11 @@ describe('executeTool', () => {
     expect(wrong).toMatchObject({ isError: true, data: { error: 'invalid_arguments' } });
     expect(wrong.content).toContain('`paht` (did you mean `path`?)');
   });
+
+  it("takes a tool's own aliases and ignores arguments that change nothing", async () => {
+    const own = defineTool({ ...chatty, argumentAliases: { where: 'path' }, ignoredArguments: ['description'] });
+    const mine = new Map([[own.name, own]]);
+    const result = await executeTool({ tools: mine, name: 'chatty', args: { ok: true, value: { where: 'b.txt', description: 'prints b' } }, context });
+    expect(result).toMatchObject({ isError: false, content: 'path=b.txt' });
+  });
 });

@@ -89,7 +89,8 @@ export function checkArgumentNames(tool: ToolDefinition, value: Record<string, u
       out[key] = arg;
       continue;
     }
-    const alias = ARGUMENT_ALIASES[key];
+    if (tool.ignoredArguments?.includes(key)) continue;
+    const alias = tool.argumentAliases?.[key] ?? ARGUMENT_ALIASES[key];
     if (alias && known.includes(alias) && !(alias in value)) {
       out[alias] = arg;
       continue;

@@ -39,10 +39,10 @@ export function createBashTool(options: BashToolOptions = {}) {
     name: 'bash',
     description,
     parameters,
+    ignoredArguments: ['description'],
     argumentHints: {
       timeout: 'did you mean `timeout_s`? It is in seconds',
       timeout_ms: 'use `timeout_s`, in seconds',
-      description: 'not needed: put a short comment in the command if useful',
       background: 'end the command with `&` to run it in the background',
       run_in_background: 'end the command with `&` to run it in the background',
     },

@@ -31,6 +31,10 @@ export interface ToolDefinition<Schema extends z.ZodType = z.ZodType> {
   parameters: Schema;
   /** Arguments models often send that this tool does not take, with what to do instead (the hint in the error). */
   argumentHints?: Record<string, string>;
+  /** Names other agents give this tool's parameters (`glob` → `include`): renamed when the real one is absent. */
+  argumentAliases?: Record<string, string>;
+  /** Arguments that change nothing here (bash `description`): accepted and ignored. */
+  ignoredArguments?: readonly string[];
   execute(input: z.infer<Schema>, context: ToolContext): Promise<ToolResult>;
 }
 
