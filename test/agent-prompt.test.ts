@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -117,5 +118,23 @@ describe('what the model is told', () => {
     expect(recorded).toHaveLength(2);
     expect(recorded[1].content).toContain('$NPM_TOKEN');
     expect(JSON.stringify(harness.llm.requests.map((request) => request.body))).not.toContain('npm_value_never_shown');
+  });
+
+  it('skips an AGENTS.md that is a FIFO (without hanging) and cuts a huge one to the budget', async () => {
+    harness = await startAgentHarness([{ text: 'one' }, { text: 'two' }]);
+    const fifoDir = makeWorkdir('fifo');
+    execFileSync('mkfifo', [path.join(fifoDir, 'AGENTS.md')]);
+    fs.writeFileSync(path.join(fifoDir, 'CLAUDE.md'), 'Claude rules apply.\n');
+    const first = await harness.createConversation({ workdir: fifoDir, initial_message: 'one' });
+    await harness.waitForStatus(first, ['idle']);
+    expect((await prompts(first))[0].content).toContain('Claude rules apply.');
+
+    const hugeDir = makeWorkdir('huge');
+    fs.writeFileSync(path.join(hugeDir, 'AGENTS.md'), 'x'.repeat(2 * 1024 * 1024));
+    const second = await harness.createConversation({ workdir: hugeDir, initial_message: 'two' });
+    await harness.waitForStatus(second, ['idle']);
+    const [prompt] = await prompts(second);
+    expect(prompt.content).toContain('[... truncated ...]');
+    expect(prompt.content.length).toBeLessThan(80 * 1024);
   });
 });

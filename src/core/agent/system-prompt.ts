@@ -107,8 +107,17 @@ function readContained(dir: string, name: string): string | null {
     const real = fs.realpathSync(file);
     const realDir = fs.realpathSync(dir);
     if (real !== path.join(realDir, name) && !real.startsWith(`${realDir}${path.sep}`)) return null;
-    if (!fs.statSync(real).isFile()) return null;
-    return fs.readFileSync(real, 'utf8');
+    // Non-blocking open, then a check of what was opened: a FIFO swapped in cannot hang the server.
+    // Only the part that can fit is read: a huge file costs no more than the budget.
+    const fd = fs.openSync(real, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+    try {
+      if (!fs.fstatSync(fd).isFile()) return null;
+      const buffer = Buffer.alloc(MAX_PROJECT_INSTRUCTIONS + 1);
+      const length = fs.readSync(fd, buffer, 0, buffer.length, 0);
+      return buffer.subarray(0, length).toString('utf8');
+    } finally {
+      fs.closeSync(fd);
+    }
   } catch {
     return null;
   }
