@@ -131,7 +131,7 @@ describe('bash tool', () => {
     const first = await tool.execute({ command: 'C-c', is_input: true, timeout_s: 1.5 }, context);
     expect(first.content).toContain('Send "C-c" again to kill it');
     const second = await tool.execute({ command: 'C-c', is_input: true, timeout_s: 5 }, context);
-    expect(second.content).toMatch(/killed by the second C-c|were killed \(SIGKILL\)/);
+    expect(second.content).toMatch(/killed by a repeated C-c|were killed \(SIGKILL\)/);
     const next = await tool.execute({ command: 'echo free-again', timeout_s: 5 }, context);
     expect(next.content).toContain('free-again');
   });
@@ -157,5 +157,17 @@ describe('bash tool', () => {
     expect(readFileSync(log, 'utf8')).toContain('from-job');
     const status = execFileSync('git', ['status', '--porcelain', '--untracked-files=all'], { cwd: workdir, encoding: 'utf8' });
     expect(status).not.toContain('.agentd');
+  });
+
+  it('a third C-c ends a shell that loops with SIGINT ignored; the next command gets a fresh shell', async () => {
+    const looping = await tool.execute({ command: "trap '' INT; while :; do sleep 0.05; done" }, context);
+    expect(looping.data).toMatchObject({ still_running: true });
+    await tool.execute({ command: 'C-c', is_input: true, timeout_s: 0.5 }, context);
+    const second = await tool.execute({ command: 'C-c', is_input: true, timeout_s: 0.5 }, context);
+    expect(second.data).toMatchObject({ still_running: true });
+    const third = await tool.execute({ command: 'C-c', is_input: true, timeout_s: 5 }, context);
+    expect(third.content).toContain('The shell exited');
+    const next = await tool.execute({ command: 'echo fresh' }, context);
+    expect(next.content).toMatch(/restarted in the workdir[\s\S]*fresh/);
   });
 });

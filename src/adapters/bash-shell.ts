@@ -230,7 +230,12 @@ export class BashShellSession implements ShellSession {
     const key = text.trim().replace(/^(?:\^|ctrl[-+]|c-)([a-z])$/i, (_, letter: string) => `C-${letter.toLowerCase()}`);
     if (key === 'C-c') {
       const running = this.running;
-      if (running && running.interrupts > 0) {
+      if (running && running.interrupts > 1) {
+        // Still running after SIGINT and SIGKILL to its processes: bash itself is looping with
+        // SIGINT ignored (`trap '' INT`). Only ending the shell stops it; the next command starts a fresh one.
+        this.proc?.killAll();
+        running.interrupted = 'killed';
+      } else if (running && running.interrupts > 0) {
         // The first C-c did not end it (SIGINT ignored or trapped): kill what runs in the foreground.
         this.proc?.killForeground();
         running.interrupted = 'killed';

@@ -115,7 +115,7 @@ function describeResult(result: ShellRunResult, context: DescribeContext): strin
   if (context.aborted) {
     notes.push(result.stillRunning ? '[Stopped waiting: the run was paused or cancelled; the command may still be running.]' : '[Interrupted: the run was paused or cancelled.]');
   } else if (result.stillRunning && result.interrupted === 'killed') {
-    notes.push('[Sent C-c a second time: the processes of the command were killed (SIGKILL). Waiting for the shell to report the end; call bash with is_input: true and command "" to see it.]');
+    notes.push('[Sent C-c again: the processes of the command were killed (SIGKILL). If it still runs (a loop of the shell itself), one more "C-c" ends the shell; call bash with is_input: true and command "" to see the end.]');
   } else if (result.stillRunning && result.interrupted === 'interrupt') {
     notes.push(`[Sent C-c (SIGINT), but the command is still running${ranFor(result)}: it may ignore interrupts. Send "C-c" again to kill it.]`);
   } else if (result.stillRunning && result.timedOut) {
@@ -124,7 +124,7 @@ function describeResult(result: ShellRunResult, context: DescribeContext): strin
     notes.push(`[Still running${ranFor(result)} (${why}). Call bash with is_input: true and command "" to wait for more output, text to send it input, or "C-c" to interrupt it.]`);
   }
   if (result.exitCode !== null && result.pid === undefined && (context.isInput || result.interrupted)) {
-    const how = result.interrupted === 'killed' ? ' (killed by the second C-c)' : result.interrupted === 'interrupt' ? ' (after C-c)' : '';
+    const how = result.interrupted === 'killed' ? ' (killed by a repeated C-c)' : result.interrupted === 'interrupt' ? ' (after C-c)' : '';
     notes.push(`[The command finished${how} with exit code ${result.exitCode}${ranFor(result)}.]`);
   } else if (result.exitCode !== null && result.exitCode !== 0) notes.push(`[Exit code ${result.exitCode}]`);
   if (context.savedOutput) {
