@@ -100,17 +100,18 @@ describe.skipIf(skipReason !== null)('PostgreSQL event store', () => {
     const storeB = new PgEventStore(sqlB);
     const conversation = randomUUID();
 
-    const first = await leasesA.acquire(conversation, 'instance-a', 200);
+    const first = await leasesA.acquire(conversation, 'instance-a', 60_000);
     expect(first.acquired).toBe(true);
     const fenceA = { owner: 'instance-a', token: first.lease.token };
     await storeA.append(conversation, message('from a'), fenceA);
     // B cannot take a live lease.
     const refused = await leasesB.acquire(conversation, 'instance-b', 10_000);
     expect(refused).toMatchObject({ acquired: false, lease: { owner: 'instance-a', token: first.lease.token } });
-    // A stops renewing (it "died"); once the lease expires, B takes it with a larger token.
+    // A "dies": its last renewal runs out at once (a renewal for 1 ms), and B takes the lease with a larger token.
+    expect(await leasesA.renew({ conversationId: conversation, ...fenceA }, 1)).toBe(true);
     let taken = await leasesB.acquire(conversation, 'instance-b', 10_000);
     for (let tries = 0; !taken.acquired && tries < 100; tries++) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await new Promise((resolve) => setTimeout(resolve, 10));
       taken = await leasesB.acquire(conversation, 'instance-b', 10_000);
     }
     expect(taken.acquired).toBe(true);

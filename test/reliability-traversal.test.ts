@@ -112,7 +112,7 @@ describe('traversal corpus beyond the file routes', () => {
     await fixture.assertDecoysIntact();
     expect(workdirSnapshot()).toEqual(insideBefore);
     expect(fs.readFileSync(fixture.canary, 'utf8')).toBe(CANARY_CONTENT);
-  });
+  }, 90_000);
 
   it('refuses workdirs that are relative or reach into the data directory (create and PUT /config)', async () => {
     const dataDir = fs.realpathSync(server.dataDir);
