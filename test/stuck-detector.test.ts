@@ -35,8 +35,9 @@ describe('StuckDetector', () => {
     const a = step('a', 'ra');
     const b = step('b', 'rb');
     expect(feed(new StuckDetector(), [a, b, a, b, a, b])).toEqual(['ok', 'ok', 'ok', 'ok', 'ok', 'nudge']);
-    expect(feed(new StuckDetector(), [1, 2, 3, 4, 5, 6].map((i) => step(`call ${i}`, 'same text'))).at(-1)).toBe('nudge');
-    expect(feed(new StuckDetector(), [1, 2, 3, 4, 5, 6].map((i) => step(`call ${i}`, '(no output)'))).at(-1)).toBe('ok');
+    expect(feed(new StuckDetector(), [1, 2, 3, 4, 5, 6, 7].map((i) => step(`call ${i}`, 'same text'))).at(-1)).toBe('ok');
+    expect(feed(new StuckDetector(), [1, 2, 3, 4, 5, 6, 7, 8].map((i) => step(`call ${i}`, 'same text'))).at(-1)).toBe('nudge');
+    expect(feed(new StuckDetector(), [1, 2, 3, 4, 5, 6, 7, 8].map((i) => step(`call ${i}`, '(no output)'))).at(-1)).toBe('ok');
     expect(feed(new StuckDetector(), [1, 2, 3, 4, 5, 6, 7, 8].map((i) => step(`call ${i}`, `result ${i}`))).every((kind) => kind === 'ok')).toBe(true);
   });
 

@@ -81,9 +81,9 @@ export class StuckDetector {
     if (alternating && key(alternating[0]!) !== key(alternating[1]!) && alternating.every((step, index) => key(step) === key(alternating[index % 2]!))) {
       return 'have been alternating between the same two calls with the same two results';
     }
-    const same = last(6);
+    const same = last(8);
     if (same && !['', '(no output)'].includes(same[0]!.observation.trim()) && same.every((step) => step.observation === same[0]!.observation)) {
-      return 'have received exactly the same result 6 times in a row from different calls';
+      return 'have received exactly the same result 8 times in a row from different calls';
     }
     return null;
   }
