@@ -1,4 +1,4 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import fastifyCors from '@fastify/cors';
 import { fastifySSE } from '@fastify/sse';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
@@ -29,7 +29,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     requestIdHeader: 'x-request-id',
     genReqId: () => crypto.randomUUID(),
     // One line per request, written when it ends (below), instead of Fastify's two.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 4096 },
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler,

@@ -1,87 +1,53 @@
 #!/usr/bin/env node
-import { ConfigError, helpText, parseCli } from './config.js';
-import { buildApp } from './app.js';
-import { composeServices } from './compose.js';
-import { DataDirInUseError, DataDirLock } from './adapters/data-dir-lock.js';
-import { createLogger } from './logger.js';
-import { VERSION } from './version.js';
+import { CommanderError } from 'commander';
+import { AgentdConnectionError, AgentdError } from './client/index.js';
+import { UsageError } from './cli/connection.js';
+import { EXIT } from './cli/exit-codes.js';
+import { CLIENT_COMMANDS, runClientCommand } from './cli/program.js';
 
-/** argv + env → config → services → HTTP. The built entry is dist/cli.js. */
-async function main(): Promise<void> {
-  let parsed;
-  try {
-    parsed = parseCli(process.argv.slice(2), process.env);
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`agentd: ${error.message}\n`);
-      process.exit(2);
-    }
-    throw error;
-  }
-  if (parsed.action === 'help') return void process.stdout.write(helpText());
-  if (parsed.action === 'version') return void process.stdout.write(`${VERSION}\n`);
+// The one binary: `agentd [serve] [options]` serves (the default); `agentd run|chat|conversations|events`
+// are clients of a server (src/cli/program.ts). The built entry is dist/cli.js.
 
-  const { config } = parsed;
-  // Before anything reads, repairs or writes the data dir: a second server must not touch a live one's files.
-  let lock: DataDirLock;
-  try {
-    lock = DataDirLock.acquire(config.dataDir);
-  } catch (error) {
-    if (error instanceof DataDirInUseError) {
-      process.stderr.write(`agentd: ${error.message}\n`);
-      process.exit(1);
-    }
-    throw error;
-  }
-  // Bound to the secrets once they are loaded: no log line carries a secret value.
-  const scrubber = { scrub: (line: string) => line };
-  const logger = createLogger({ level: config.logLevel, scrubber });
-  const services = await composeServices(config, logger);
-  scrubber.scrub = (line) => services.secrets.maskAny(line);
-  const app = await buildApp(services);
-
-  if (services.sandbox.warning) process.stderr.write(`agentd: WARNING: ${services.sandbox.warning}\n`);
-  if (services.masterKeyFile) {
-    const how = services.masterKeyCreated ? 'generated a new API key' : 'using the API key';
-    logger.warn({ key_file: services.masterKeyFile }, `AGENTD_MASTER_KEY is not set: ${how} in ${services.masterKeyFile}`);
-    process.stderr.write(`agentd: AGENTD_MASTER_KEY is not set; ${how} stored in ${services.masterKeyFile}\n`);
-  }
-
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) {
-      process.stderr.write(`agentd: ${signal} again, exiting now\n`);
-      process.exit(1);
-    }
-    stopping = true;
-    logger.info({ signal }, 'shutting down: pausing runs, closing streams');
-    const force = setTimeout(() => {
-      logger.error('shutdown took longer than 10 s, exiting');
-      process.exit(1);
-    }, 10_000);
-    force.unref();
-    let code = 0;
-    try {
-      // Runs first, so that subscribers still receive the events saying they were paused.
-      await services.agent.stopAll();
-      await app.close();
-      await services.close();
-      lock.release();
-      logger.info('stopped');
-    } catch (error) {
-      logger.error({ err: error }, 'shutdown failed');
-      code = 1;
-    }
-    process.exit(code);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
-
-  const address = await app.listen({ host: config.host, port: config.port });
-  logger.info({ address, data_dir: config.dataDir, version: VERSION }, 'agentd listening');
+/** The server's modules load only when serving: the client commands start faster without them. */
+async function serve(argv: readonly string[]): Promise<void> {
+  const { serve: start } = await import('./cli/serve.js');
+  return start(argv);
 }
 
-main().catch((error: unknown) => {
+async function main(argv: readonly string[]): Promise<void> {
+  const [first] = argv;
+  if (first === 'serve') return serve(argv.slice(1));
+  if (!(CLIENT_COMMANDS as readonly string[]).includes(first ?? '')) return serve(argv);
+  let code: number;
+  try {
+    code = await runClientCommand(argv);
+  } catch (error) {
+    code = reportFailure(error);
+  }
+  // Streams, timers and an embedded server are closed by now: exit with the command's code.
+  process.exitCode = code;
+  setTimeout(() => process.exit(code), 200).unref();
+}
+
+function reportFailure(error: unknown): number {
+  if (error instanceof CommanderError) return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+  if (error instanceof UsageError) {
+    process.stderr.write(`agentd: ${error.message}\n`);
+    return EXIT.usage;
+  }
+  if (error instanceof AgentdError) {
+    process.stderr.write(`agentd: ${error.code}: ${error.message}\n`);
+    return EXIT.failed;
+  }
+  if (error instanceof AgentdConnectionError) {
+    process.stderr.write(`agentd: ${error.message}\n`);
+    return EXIT.failed;
+  }
+  process.stderr.write(`agentd: ${error instanceof Error ? error.message : String(error)}\n`);
+  return EXIT.failed;
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
   const message = error instanceof Error ? error.message : String(error);
   process.stderr.write(`agentd: failed to start: ${message}\n`);
   process.exit(1);

@@ -62,6 +62,7 @@ export const VARIABLES = {
   AGENTD_LLM_DROP_PARAMS: spec({ schema: commaList.optional(), default: 'none', meaning: 'Default drop_params: request fields never sent, comma-separated (e.g. temperature,top_p)' }),
   AGENTD_LLM_EXTRA_BODY: spec({ schema: jsonObject(ExtraBody).optional(), default: 'none', meaning: 'Default extra_body: a JSON object added to every request body' }),
   AGENTD_LLM_EXTRA_HEADERS: spec({ schema: jsonObject(ExtraHeaders).optional(), default: 'none', meaning: 'Default extra_headers: a JSON object of headers sent with every request' }),
+  AGENTD_LLM_PROMPT_CACHE: spec({ schema: boolText.optional(), default: 'auto', meaning: 'Default prompt_cache: true marks the prompt prefix with cache_control (auto: on for Claude behind OpenRouter or a LiteLLM host)' }),
   AGENTD_LLM_RATE_LIMIT_WAIT_S: spec({ schema: z.coerce.number().min(0).default(60), default: '60', meaning: 'How long an LLM request rate-limited (429) keeps being retried, in seconds in total' }),
   AGENTD_LLM_IDLE_TIMEOUT_S: spec({ schema: z.coerce.number().min(1).default(120), default: '120', meaning: 'Seconds a streaming LLM response may stay silent before the attempt is retried' }),
   AGENTD_SECRET_KEY: spec({ schema: z.string().min(16, 'must be at least 16 characters').optional(), default: 'generated', meaning: 'Key that encrypts secrets at rest (unset: <data dir>/secret.key, mode 0600)' }),

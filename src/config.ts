@@ -99,7 +99,7 @@ export function helpText(): string {
   return [
     'agentd: an agent server for coding-agent conversations over HTTP.',
     '',
-    'Usage: agentd [--host H] [--port P] [--data-dir D] [--env-file F]',
+    'Usage: agentd [serve] [--host H] [--port P] [--data-dir D] [--env-file F]',
     '',
     'Options:',
     ...optionLines,
@@ -108,6 +108,12 @@ export function helpText(): string {
     ...variableLines,
     '',
     'HTTP API: GET /openapi.json and /asyncapi.json on the running server, Swagger UI at /docs.',
+    '',
+    'Client commands (agentd <command> --help):',
+    '  agentd run "prompt"        one prompt headless: progress on stderr, the answer on stdout',
+    '  agentd chat                an interactive conversation',
+    '  agentd conversations       list conversations',
+    "  agentd events ID --follow  print or follow a conversation's events",
     '',
   ].join('\n');
 }
@@ -193,6 +199,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
           drop_params: e.AGENTD_LLM_DROP_PARAMS ?? null,
           extra_body: e.AGENTD_LLM_EXTRA_BODY ?? null,
           extra_headers: e.AGENTD_LLM_EXTRA_HEADERS ?? null,
+          prompt_cache: e.AGENTD_LLM_PROMPT_CACHE ?? null,
         }
       : null,
     llmClient: Object.freeze({ rateLimitWaitMs: Math.round(e.AGENTD_LLM_RATE_LIMIT_WAIT_S * 1000), idleTimeoutMs: Math.round(e.AGENTD_LLM_IDLE_TIMEOUT_S * 1000) }),

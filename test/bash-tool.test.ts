@@ -102,6 +102,8 @@ describe('bash tool', () => {
   });
 
   it('honours the abort signal of the run', async () => {
+    // The shell is up first, so the abort lands on the running command, not on the shell's start.
+    await tool.execute({ command: 'true' }, context);
     setTimeout(() => controller.abort(), 200);
     const started = Date.now();
     const result = await tool.execute({ command: 'sleep 60' }, context);

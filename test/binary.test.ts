@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NODE_RUNTIME_VERSION } from '../scripts/binary-runtime.mjs';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { runCli } from './support/cli.js';
 
 /**
  * The single executable (`npm run build:binary`), run from an empty directory with no
@@ -114,5 +115,26 @@ describe('the single executable', () => {
     expect(events.find((event) => event.kind === 'observation').content).toContain('hi from the binary');
     expect(events.filter((event) => event.kind === 'message').at(-1)).toMatchObject({ source: 'agent', content: 'All done.' });
     expect(llm.violations).toEqual([]);
+  });
+
+  it('is the client too: agentd run with an embedded server over a temp data dir, and against the running server', async () => {
+    const project = path.join(cwd, 'project');
+    fs.mkdirSync(project, { recursive: true });
+    llm.setScript([{ text: 'Embedded in the binary.' }]);
+    const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: cwd, NO_COLOR: '1' };
+    // Not spawnSync: the fake LLM answers from this process.
+    const embedded = await runCli(['run', 'Say where you run'], {
+      command: [BINARY],
+      cwd: project,
+      env: { ...env, AGENTD_DATA_DIR: path.join(cwd, 'embedded-data'), AGENTD_LLM_MODEL: 'fake', AGENTD_LLM_BASE_URL: llm.url, AGENTD_LLM_API_KEY: 'k' },
+    });
+    expect(embedded.stdout, embedded.stderr).toBe('Embedded in the binary.\n');
+    expect(embedded.code).toBe(0);
+
+    const remote = await runCli(['conversations', '--json'], { command: [BINARY], cwd: project, env: { ...env, AGENTD_URL: server.url, AGENTD_KEY: TEST_KEY } });
+    expect(remote.code, remote.stderr).toBe(0);
+    const listed = remote.stdout.trim().split('\n').map((line) => JSON.parse(line));
+    expect(listed.length).toBeGreaterThanOrEqual(1);
+    expect(listed[0]).toMatchObject({ status: 'idle' });
   });
 });

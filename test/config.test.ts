@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigError, helpText, parseCli } from '../src/config.js';
+import { ConfigError, helpText, loadConfig, parseCli } from '../src/config.js';
 import { EnvSchema, VARIABLES } from '../src/config-variables.js';
 import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
 
@@ -98,6 +98,39 @@ describe('every variable the server reads is documented', () => {
       expect(block).toContain(variable.meaning);
       expect(block).toContain(`default: ${variable.default}`);
     }
+  });
+});
+
+describe('the default LLM from AGENTD_LLM_*', () => {
+  it('every request-shape variable reaches the default llm; none without a model; bad values name the variable', () => {
+    const config = loadConfig({
+      AGENTD_LLM_MODEL: 'gpt-4o-prod',
+      AGENTD_LLM_BASE_URL: 'https://my-resource.openai.azure.com',
+      OPENAI_API_KEY: 'sk-fallback',
+      AGENTD_LLM_API_VERSION: '2024-06-01',
+      AGENTD_LLM_MAX_TOKENS_PARAM: 'max_tokens',
+      AGENTD_LLM_STREAM_USAGE: 'false',
+      AGENTD_LLM_DROP_PARAMS: 'temperature, top_p',
+      AGENTD_LLM_EXTRA_BODY: '{"provider": {"sort": "throughput"}}',
+      AGENTD_LLM_EXTRA_HEADERS: '{"X-Title": "agentd"}',
+      AGENTD_LLM_PROMPT_CACHE: 'true',
+    });
+    expect(config.defaultLlm).toEqual({
+      model: 'gpt-4o-prod',
+      base_url: 'https://my-resource.openai.azure.com',
+      api_key: 'sk-fallback',
+      api_version: '2024-06-01',
+      max_tokens_param: 'max_tokens',
+      stream_usage: false,
+      drop_params: ['temperature', 'top_p'],
+      extra_body: { provider: { sort: 'throughput' } },
+      extra_headers: { 'X-Title': 'agentd' },
+      prompt_cache: true,
+    });
+    expect(loadConfig({ AGENTD_LLM_API_VERSION: '2024-06-01' }).defaultLlm).toBeNull();
+    expect(() => loadConfig({ AGENTD_LLM_EXTRA_BODY: '{not json' })).toThrow(/invalid AGENTD_LLM_EXTRA_BODY: must be a JSON object/);
+    expect(() => loadConfig({ AGENTD_LLM_MAX_TOKENS_PARAM: 'tokens' })).toThrow(/invalid AGENTD_LLM_MAX_TOKENS_PARAM/);
+    expect(() => loadConfig({ AGENTD_LLM_PROMPT_CACHE: 'maybe' })).toThrow(/invalid AGENTD_LLM_PROMPT_CACHE/);
   });
 });
 

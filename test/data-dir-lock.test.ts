@@ -93,7 +93,7 @@ describe('one server per data dir', () => {
     expect(events.items.map((event) => event.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
   });
 
-  it('lets exactly one of two servers racing for a dir left by a killed server win', { timeout: 60_000 }, async () => {
+  it('lets exactly one of two servers racing for a dir left by a killed server win', { timeout: 180_000 }, async () => {
     const dataDir = tempDir('agentd-lock-race-');
     dirs.push(dataDir);
     const killed = await spawnServer({ dataDir });

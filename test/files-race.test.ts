@@ -156,16 +156,26 @@ describe.skipIf(!python)('a directory swapped with a symlink to the data dir in 
       // Each call differs, in its pattern and in how it spells the path, so that neither a repeated call
       // nor the same error again and again (`sub` is missing while swapped) reads as a stuck loop.
       for (let index = 0; index < calls; index++) harness.llm.push({ toolCalls: [{ name: 'grep', arguments: { pattern: `SECRET|secret|no-such-text-${index}`, path: `${'./'.repeat(index)}sub` } }] });
+      // Then the race stops, `sub` is the workdir's own directory again, and one more grep must
+      // find the inside file: rg does search there, so the raced calls' silence is the sandbox's.
+      harness.llm.push(async () => {
+        await stopRacer();
+        if (fs.lstatSync(path.join(workdir, 'sub')).isSymbolicLink()) {
+          fs.renameSync(path.join(workdir, 'sub'), path.join(workdir, 'swap-back'));
+          fs.renameSync(path.join(workdir, 'swap'), path.join(workdir, 'sub'));
+          fs.renameSync(path.join(workdir, 'swap-back'), path.join(workdir, 'swap'));
+        }
+        return { toolCalls: [{ name: 'grep', arguments: { pattern: 'SECRET|secret|after-the-race', path: 'sub' } }] };
+      });
       harness.llm.push({ text: 'done' });
       startRacer(120);
       const id = await harness.createConversation({ workdir, initial_message: 'search' });
       await harness.waitForStatus(id, ['idle', 'error', 'stuck'], 90_000);
       await stopRacer();
       const observations = (await harness.events(id)).filter((event) => event.kind === 'observation');
-      expect(observations).toHaveLength(calls);
+      expect(observations).toHaveLength(calls + 1);
       expect(observations.filter((event) => JSON.stringify(event).includes(DECOY_SECRET))).toEqual([]);
-      // rg did search in the sandbox: it found the workdir's own file whenever `sub` was in place.
-      expect(observations.some((event) => JSON.stringify(event).includes(INSIDE_SECRET))).toBe(true);
+      expect(observations.at(-1).content, observations.at(-1).content).toContain(INSIDE_SECRET);
       expect(snapshot(decoy)).toBe(decoyBefore);
     } finally {
       await stopRacer();

@@ -10,6 +10,7 @@ import { shapeChatRequest, toGeminiSchema } from '../src/adapters/chat-request-s
 import type { LlmRequest } from '../src/core/agent/llm.js';
 import { PROVIDER_NAMES, type ProviderName } from './fake-llm/provider-profiles.js';
 import type { FakeLlm, FakeTurn } from './fake-llm/fake-llm-server.js';
+import { PROVIDER_ERRORS } from './fake-llm/provider-errors.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 
 let harness: AgentHarness | undefined;
@@ -104,6 +105,19 @@ describe('a two-step tool-calling run against every provider profile', () => {
     const lastOfSecond = llm.requests[1]!.body.messages!.at(-1)!;
     expect(lastOfSecond.role).toBe('tool');
     expect(lastOfSecond.content).toEqual([{ type: 'text', text: expect.any(String), cache_control: { type: 'ephemeral' } }]);
+  });
+
+  it('without a provider cost, the cost is computed with the cache price for cached prompt tokens', async () => {
+    const prices = { input_cost_per_token: 0.000_003, cached_input_cost_per_token: 0.000_000_3, output_cost_per_token: 0.000_015 };
+    const { done, events } = await conversation('litellm', TWO_STEPS, (fake) => ({ ...LLM_OF.litellm(fake), ...prices }));
+    const usage = events.filter((event) => event.kind === 'usage');
+    expect(usage).toHaveLength(2);
+    for (const event of usage) {
+      expect(event.cached_tokens).toBeGreaterThan(0);
+      const expected = (event.prompt_tokens - event.cached_tokens) * prices.input_cost_per_token + event.cached_tokens * prices.cached_input_cost_per_token + event.completion_tokens * prices.output_cost_per_token;
+      expect(event.cost).toBeCloseTo(expected, 12);
+    }
+    expect(done.usage.cost).toBeCloseTo(usage[0].cost + usage[1].cost, 12);
   });
 
   it('litellm: usage that rides on the finish chunk is read', async () => {
@@ -204,6 +218,32 @@ describe('answers that cannot be used as they are', () => {
     const error = (await harness.events(id)).find((event) => event.kind === 'agent_error');
     expect(error.error).toBe('llm_context_exceeded');
     expect(error.message).toContain('OLLAMA_CONTEXT_LENGTH');
+  });
+});
+
+describe('provider errors through a conversation', () => {
+  for (const [family, errors] of Object.entries(PROVIDER_ERRORS)) {
+    it(`${family}: a context overflow ends the run with llm_context_exceeded after one request, never retried`, async () => {
+      const { done, events, llm } = await conversation(undefined, [errors.contextOverflow, { text: 'never sent' }]);
+      expect(done.status).toBe('error');
+      expect(events.find((event) => event.kind === 'agent_error')).toMatchObject({ error: 'llm_context_exceeded' });
+      expect(llm.requests).toHaveLength(1);
+    });
+  }
+
+  it('insufficient_quota ends the run with llm_quota_exceeded after one request', async () => {
+    const { done, events, llm } = await conversation(undefined, [PROVIDER_ERRORS.openai.insufficientQuota, { text: 'never sent' }]);
+    expect(done.status).toBe('error');
+    expect(events.find((event) => event.kind === 'agent_error')).toMatchObject({ error: 'llm_quota_exceeded' });
+    expect(llm.requests).toHaveLength(1);
+  });
+
+  it('a 429 with reset headers, then one without: both retried, and the run goes on', async () => {
+    const bare = { status: 429, body: { error: { message: 'Rate limit reached', type: 'requests', code: 'rate_limit_exceeded' } } };
+    const { done, events, llm } = await conversation(undefined, [PROVIDER_ERRORS.openai.rateLimitedWithReset, bare, { text: 'After the wait.' }]);
+    expect(done.status).toBe('idle');
+    expect(llm.requests).toHaveLength(3);
+    expect(events.at(-2)).toMatchObject({ kind: 'message', source: 'agent', content: 'After the wait.' });
   });
 });
 

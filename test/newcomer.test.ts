@@ -49,6 +49,10 @@ describe('an empty JSON body where the body is optional', () => {
     const callback = await call('POST', `/conversations/${id}/callbacks`, { type: JSON_TYPE, body: JSON.stringify({ url: receiver.url }) });
     expect(callback.status).toBe(201);
     expect((await call('POST', `/conversations/${id}/callbacks/${callback.body.id}/enable`, { type: JSON_TYPE, body: '' })).status).toBeLessThan(300);
+    // DELETEs from a client that sends Content-Type: application/json on every request.
+    expect((await call('DELETE', `/conversations/${id}/callbacks/${callback.body.id}`, { type: JSON_TYPE, body: '' })).status).toBe(204);
+    expect((await call('PUT', `/conversations/${id}/secrets`, { type: JSON_TYPE, body: JSON.stringify({ secrets: { TOKEN: 'a-value' } }) })).status).toBeLessThan(300);
+    expect((await call('DELETE', `/conversations/${id}/secrets/TOKEN`, { type: JSON_TYPE, body: '' })).status).toBe(204);
 
     const missing = await call('POST', `/conversations/${id}/messages`, { type: JSON_TYPE, body: '' });
     expect(missing.status).toBe(400);

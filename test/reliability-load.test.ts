@@ -124,7 +124,8 @@ describe(`${CONVERSATIONS} concurrent conversations × ${STEPS} steps`, () => {
       const { events, texts } = await allEvents(api, id);
       total += events.length;
       problems.push(...eventProblems(events).map((problem) => `${id}: ${problem}`));
-      if (events.some((event) => event.kind === 'agent_error' || (event.kind === 'observation' && event.is_error === true))) problems.push(`${id}: an error event`);
+      const errorEvent = events.find((event) => event.kind === 'agent_error' || (event.kind === 'observation' && event.is_error === true));
+      if (errorEvent) problems.push(`${id}: an error event: ${JSON.stringify(errorEvent).slice(0, 400)}`);
       if (events.filter((event) => event.kind === 'action').length !== STEPS) problems.push(`${id}: ${events.filter((event) => event.kind === 'action').length} actions`);
       // Its subscriber got every event once, in order, as stored; nothing cut it off.
       const subscriber = subscribers[index]!;
@@ -156,5 +157,5 @@ describe(`${CONVERSATIONS} concurrent conversations × ${STEPS} steps`, () => {
       `load: ${CONVERSATIONS}×${STEPS} in ${elapsed} ms (${Math.round((total / elapsed) * 1000)} events/s); runs finished p50 ${at(0.5)} ms, p99 ${at(0.99)} ms; ` +
         `stalled subscriber: ${stalledIds.length}/${head} events, ${overflowed ? 'cut off with stream_overflow' : stalledRead.closed ? 'disconnected' : 'left behind'}`,
     );
-  }, scaled(90_000, 240_000));
+  }, scaled(240_000, 480_000));
 });

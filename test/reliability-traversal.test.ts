@@ -97,7 +97,7 @@ describe('traversal corpus beyond the file routes', () => {
     llm.setScript([...turns, { text: 'Nothing reachable.' }]);
     const started = await api.post(`/conversations/${conversationId}/messages`, { content: 'Read what lies outside your workdir.' });
     expect(started.status, started.text).toBe(202);
-    await until(async () => (await api.get(`/conversations/${conversationId}`)).json().status === 'idle', 'the run to end', 60_000);
+    await until(async () => (await api.get(`/conversations/${conversationId}`)).json().status === 'idle', 'the run to end', 150_000);
 
     const { events } = await allEvents(api, conversationId);
     const observations = events.filter((event) => event.kind === 'observation' && String(event.tool_call_id).startsWith('call_'));
@@ -112,9 +112,11 @@ describe('traversal corpus beyond the file routes', () => {
     await fixture.assertDecoysIntact();
     expect(workdirSnapshot()).toEqual(insideBefore);
     expect(fs.readFileSync(fixture.canary, 'utf8')).toBe(CANARY_CONTENT);
-  }, 90_000);
+  }, 180_000);
 
-  it('refuses workdirs that are relative or reach into the data directory (create and PUT /config)', async () => {
+  it('refuses workdirs that are relative or reach into the data directory (create and PUT /config)', { timeout: 60_000 }, async () => {
+    // PUT /config answers 409 while a run is in progress: wait out the previous test's run, whatever became of that test.
+    await until(async () => (await api.get(`/conversations/${conversationId}`)).json().status !== 'running', 'the previous run to end', 30_000);
     const dataDir = fs.realpathSync(server.dataDir);
     fs.symlinkSync(dataDir, path.join(fixture.base, 'link-to-data'));
     const intoData = [

@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -173,10 +174,14 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
   it('the root and /dev are read-only; /tmp, /var/tmp and /dev/shm are sized; a file past RLIMIT_FSIZE fails', async () => {
     const { body } = await harness.post('/conversations', {});
     const script = [
-      'echo x > /agentd-root-probe || echo ROOT_REFUSED',
-      'mkdir /agentd-root-dir || echo MKDIR_REFUSED',
-      'echo x > /dev/agentd-dev-probe || echo DEV_REFUSED',
-      'for d in /tmp /var/tmp /dev/shm; do head -c 25M /dev/zero > $d/fill || echo "$d FULL $(( $(stat -c %s $d/fill) / 1048576 ))"; rm -f $d/fill; done',
+      `probe=agentd-test-probe-${crypto.randomUUID()}`,
+      'echo x > /$probe || echo ROOT_REFUSED',
+      'mkdir /$probe-dir || echo MKDIR_REFUSED',
+      'echo x > /dev/$probe || echo DEV_REFUSED',
+      // A name no file of the host has: even a sandbox that wrongly shared the host's /tmp could
+      // only ever remove what this script wrote.
+      `fill=agentd-test-fill-${crypto.randomUUID()}`,
+      'for d in /tmp /var/tmp /dev/shm; do head -c 25M /dev/zero > $d/$fill || echo "$d FULL $(( $(stat -c %s $d/$fill) / 1048576 ))"; rm -f $d/$fill; done',
       'head -c 40M /dev/zero > big; echo "fsize exit $? size $(( $(stat -c %s big) / 1048576 ))"',
     ].join('\n');
     const result = await harness.post(`/conversations/${body.id}/commands`, { command: script, timeout_s: 60 });

@@ -236,6 +236,47 @@ describe('network policy and connection caps', () => {
     }
   });
 
+  it('past AGENTD_MAX_CONNECTIONS in all, a new connection is closed unserved; once some close, new ones are served', async () => {
+    const MAX = 20;
+    const server = await startServer({ env: { AGENTD_SANDBOX: 'none', AGENTD_MAX_CONNECTIONS: String(MAX), AGENTD_MAX_CONNECTIONS_PER_CLIENT: '0' } });
+    const { port } = new URL(server.url);
+    const held: net.Socket[] = [];
+    const open = (): Promise<net.Socket> =>
+      new Promise((resolve, reject) => {
+        const socket = net.connect({ host: '127.0.0.1', port: Number(port) }, () => resolve(socket));
+        socket.on('error', reject);
+      });
+    const connections = () => new Promise<number>((resolve) => server.app.server.getConnections((_error, count) => resolve(count)));
+    try {
+      for (let i = 0; i < MAX; i++) held.push(await open());
+      await expect.poll(connections).toBe(MAX);
+      // Each connection past the cap is accepted by the kernel and closed by the server, unserved.
+      for (let i = 0; i < 5; i++) {
+        const extra = await open();
+        const answer = await new Promise<string>((resolve) => {
+          let data = '';
+          extra.on('data', (chunk) => {
+            data += chunk.toString();
+            if (data.includes('\r\n\r\n')) extra.destroy(); // served: no need to wait for the close
+          });
+          extra.on('close', () => resolve(data));
+          extra.on('error', () => undefined);
+          extra.write('GET /alive HTTP/1.1\r\nHost: x\r\n\r\n');
+        });
+        expect(answer).toBe('');
+      }
+      expect(await connections()).toBe(MAX);
+      for (const socket of held.splice(0, 5)) socket.destroy();
+      await expect.poll(connections).toBe(MAX - 5);
+      expect((await fetch(`${server.url}/alive`)).status).toBe(200);
+      const info = await server.app.inject({ method: 'GET', url: '/info', headers: server.auth });
+      expect(info.json().limits).toMatchObject({ max_connections: MAX, max_connections_per_client: null });
+    } finally {
+      for (const socket of held) socket.destroy();
+      await server.close();
+    }
+  }, 60_000);
+
   it('a client holding hundreds of connections is refused past its cap while another client still gets /alive', async () => {
     const PER_CLIENT = 50;
     const FLOOD = 300;

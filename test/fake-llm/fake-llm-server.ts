@@ -52,7 +52,8 @@ export interface FakeLlm {
   close(): Promise<void>;
 }
 
-const CHAT_PATH = /^(?:\/v1)?\/chat\/completions$/;
+/** `/v1/chat/completions` and the prefixes real endpoints put before it (`/api/v1`, `/v1beta/openai`, none). */
+const CHAT_PATH = /^(?:\/[\w.-]+)*\/chat\/completions$/;
 const AZURE_PATH = /^\/openai\/deployments\/([^/]+)\/chat\/completions$/;
 
 export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions = {}): Promise<FakeLlm> {

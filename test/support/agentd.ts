@@ -77,7 +77,7 @@ const CLI = path.resolve(import.meta.dirname, '../../dist/cli.js');
  * `node dist/cli.js` as a child process (run `npm run build` first; `npm test` does), or another
  * `command` taking the same flags (the single executable), started in `cwd`.
  */
-export async function spawnServer(options: { dataDir: string; env?: Record<string, string>; port?: number; args?: string[]; command?: readonly string[]; cwd?: string }): Promise<SpawnedServer> {
+export async function spawnServer(options: { dataDir: string; env?: Record<string, string>; port?: number; args?: string[]; command?: readonly string[]; cwd?: string; healthyWithinMs?: number }): Promise<SpawnedServer> {
   const [program, ...leading] = options.command ?? [process.execPath, CLI];
   if (!options.command && !fs.existsSync(CLI)) throw new Error('dist/cli.js is missing: run `npm run build`');
   const port = options.port ?? (await freePort());
@@ -91,7 +91,9 @@ export async function spawnServer(options: { dataDir: string; env?: Record<strin
   child.stderr!.on('data', (chunk) => (output += chunk));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 15_000;
+  // A healthy start takes about a second; on a loaded machine (2 cores shared by many) it has
+  // taken more than 15 s. A server that cannot start exits early and says why, well before this.
+  const deadline = Date.now() + (options.healthyWithinMs ?? 45_000);
   for (;;) {
     if (child.exitCode !== null) throw new Error(`agentd exited early (${child.exitCode}): ${output}`);
     try {

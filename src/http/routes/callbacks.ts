@@ -1,13 +1,10 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
-import { PageQuery, pageOf } from '../../core/schemas/common.js';
-import { Callback, CallbackDelivery, CreateCallbackBody } from '../../core/webhooks/callback-schemas.js';
+import { PageQuery } from '../../core/schemas/common.js';
+import { Callback, CreateCallbackBody } from '../../core/webhooks/callback-schemas.js';
+import { CallbackDeliveryPage, CallbackPage, CallbackParams } from '../contract/callbacks.js';
 import { ConversationParams, errors } from '../route-schemas.js';
-
-const CallbackPage = pageOf(Callback, 'CallbackPage');
-const CallbackDeliveryPage = pageOf(CallbackDelivery, 'CallbackDeliveryPage');
-const CallbackParams = ConversationParams.extend({ callback_id: z.uuid().describe('Callback id') });
 
 export function callbackRoutes(services: Services): FastifyPluginAsyncZod {
   const callbacks = services.callbacks;

@@ -1,15 +1,11 @@
-import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
 import { Run } from '../../core/agent/run-record.js';
 import { decodePageId, encodePageId } from '../../core/pagination.js';
-import { PageQuery, pageOf } from '../../core/schemas/common.js';
-import { Conversation, SortOrder } from '../../core/schemas/conversation.js';
+import { Conversation } from '../../core/schemas/conversation.js';
+import { ConfirmationBody, RejectBody, RunListQuery, RunPage, RunParams, RunStarted } from '../contract/runs.js';
 import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
 
-const RunStarted = z.object({ run_id: z.uuid() }).meta({ id: 'RunStarted' });
-const RunPage = pageOf(Run, 'RunPage');
-const RunParams = ConversationParams.extend({ run_id: z.uuid() });
 const isIndexCursor = (value: unknown): value is { i: number } => typeof value === 'object' && value !== null && Number.isInteger((value as { i: number }).i);
 
 export function controlRoutes(services: Services): FastifyPluginAsyncZod {
@@ -39,7 +35,7 @@ export function controlRoutes(services: Services): FastifyPluginAsyncZod {
           operationId: 'runs.setConfirmation',
           summary: 'Turn confirmation mode on or off (actions wait for approve/reject)',
           params: ConversationParams,
-          body: z.object({ enabled: z.boolean() }).strict(),
+          body: ConfirmationBody,
           response: { 200: Conversation, ...errors(400, 404, 413, 415) },
         },
       },
@@ -63,7 +59,7 @@ export function controlRoutes(services: Services): FastifyPluginAsyncZod {
           operationId: 'runs.reject',
           summary: 'Reject the pending actions (the LLM sees the rejection) and continue',
           params: ConversationParams,
-          body: optionalBody(z.object({ reason: z.string().max(10_000).optional() }).strict()),
+          body: optionalBody(RejectBody),
           response: { 202: RunStarted, ...errors(400, 404, 409, 413, 415, 422) },
         },
       },
@@ -78,7 +74,7 @@ export function controlRoutes(services: Services): FastifyPluginAsyncZod {
           operationId: 'runs.list',
           summary: 'List run records (paginated, oldest first unless order=desc)',
           params: ConversationParams,
-          querystring: PageQuery.extend({ order: SortOrder.default('asc') }),
+          querystring: RunListQuery,
           response: { 200: RunPage, ...errors(400, 404) },
         },
       },

@@ -1,17 +1,10 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
-import { CountResponse, PageQuery, QueryBoolean, pageOf } from '../../core/schemas/common.js';
-import { Conversation, ConversationSort, CreateConversationBody, SortOrder, UpdateConversationConfigBody } from '../../core/schemas/conversation.js';
-import { ConversationStatus } from '../../core/schemas/event.js';
+import { CountResponse } from '../../core/schemas/common.js';
+import { Conversation, CreateConversationBody, UpdateConversationConfigBody } from '../../core/schemas/conversation.js';
+import { ConversationListQuery, ConversationPage, DeleteConversationQuery, StatusFilter } from '../contract/conversations.js';
 import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
-
-const ConversationPage = pageOf(Conversation, 'ConversationPage');
-const StatusFilter = z.object({ status: ConversationStatus.optional() });
-const ListQuery = PageQuery.extend(StatusFilter.shape).extend({
-  sort: ConversationSort.default('created_at'),
-  order: SortOrder.default('desc'),
-});
 
 export function conversationRoutes(services: Services): FastifyPluginAsyncZod {
   const conversations = services.conversations;
@@ -41,7 +34,7 @@ export function conversationRoutes(services: Services): FastifyPluginAsyncZod {
           tags: ['conversations'],
           operationId: 'conversations.list',
           summary: 'List conversations (paginated, filter by status, sort by created_at or updated_at)',
-          querystring: ListQuery,
+          querystring: ConversationListQuery,
           response: { 200: ConversationPage, ...errors(400) },
         },
       },
@@ -102,7 +95,7 @@ export function conversationRoutes(services: Services): FastifyPluginAsyncZod {
           operationId: 'conversations.delete',
           summary: 'Delete a conversation: stops any run, removes its state (and, if asked, a workdir the server created)',
           params: ConversationParams,
-          querystring: z.object({ delete_workdir: QueryBoolean.default(false) }),
+          querystring: DeleteConversationQuery,
           response: { 204: z.null().describe('Deleted'), ...errors(400, 404) },
         },
       },

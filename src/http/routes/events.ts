@@ -1,29 +1,9 @@
-import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
-import { CountResponse, PageQuery, Timestamp, pageOf } from '../../core/schemas/common.js';
-import { AgentEvent, EVENT_KINDS } from '../../core/schemas/event.js';
-import { SortOrder } from '../../core/schemas/conversation.js';
+import { CountResponse } from '../../core/schemas/common.js';
+import { AgentEvent } from '../../core/schemas/event.js';
+import { EventFilters, EventListQuery, EventPage, EventParams } from '../contract/events.js';
 import { ConversationParams, errors } from '../route-schemas.js';
-
-/** `?kind=a&kind=b` and `?kind=a,b` both work. */
-function repeatable<const Values extends readonly [string, ...string[]]>(values: Values) {
-  return z
-    .union([z.string(), z.array(z.string())])
-    .transform((value) => (Array.isArray(value) ? value : [value]).flatMap((part) => part.split(',')).filter(Boolean))
-    .pipe(z.array(z.enum(values)))
-    .optional();
-}
-
-const EventFilters = z.object({
-  kind: repeatable(EVENT_KINDS).describe('Only these kinds (repeat the parameter or separate with commas).'),
-  source: repeatable(['user', 'agent', 'environment', 'system']).describe('Only these sources.'),
-  after_seq: z.coerce.number().int().min(0).optional().describe('Only events with a greater seq.'),
-  since: Timestamp.optional().describe('Only events at or after this time.'),
-});
-const EventListQuery = PageQuery.extend(EventFilters.shape).extend({ order: SortOrder.default('asc') });
-const EventPage = pageOf(AgentEvent, 'EventPage');
-const EventParams = ConversationParams.extend({ event_id: z.uuid() });
 
 export function eventRoutes(services: Services): FastifyPluginAsyncZod {
   return async (app) => {

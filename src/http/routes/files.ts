@@ -4,19 +4,14 @@ import fastifyMultipart from '@fastify/multipart';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
 import { AppError } from '../../core/errors.js';
-import { PageQuery, QueryBoolean, pageOf } from '../../core/schemas/common.js';
 import { FileEntry } from '../../core/schemas/file-entry.js';
 import { parseRange } from '../byte-range.js';
 import { contentDisposition, contentTypeFor } from '../download-headers.js';
 import { receiveUpload } from '../multipart-upload.js';
 import { routeDoc } from '../openapi-route-doc.js';
+import { FileEntryPage, FileListQuery, FilePathParams, FileSearchQuery, UploadQuery, UploadedFiles } from '../contract/files.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-const UserPath = z.string().max(4096);
-const FilePathParams = ConversationParams.extend({ '*': UserPath });
-const FilePageQuery = PageQuery.extend({ page_id: z.string().max(16_384).optional().describe("Opaque cursor from a previous page's `next_page_id`.") });
-const FileEntryPage = pageOf(FileEntry, 'FileEntryPage');
-const UploadedFiles = z.object({ items: z.array(FileEntry).describe('The files written, in request order.') }).meta({ id: 'UploadedFiles' });
 const Binary = z.string().meta({ format: 'binary' });
 const fileBody = (description: string) => ({ description, content: { 'application/octet-stream': { schema: Binary } } });
 const pathParamDoc = routeDoc({ wildcardParam: { name: 'path', description: "Path relative to the conversation's workdir." } });
@@ -46,7 +41,7 @@ export function fileRoutes(services: Services): FastifyPluginAsyncZod {
           operationId: 'files.upload',
           summary: `Upload one or more files (multipart/form-data) into a directory of the workdir; each file at most AGENTD_MAX_UPLOAD_BYTES (413 past it, nothing written)`,
           params: ConversationParams,
-          querystring: z.object({ path: UserPath.default('.').describe('Target directory, relative to the workdir (created when missing).') }),
+          querystring: UploadQuery,
           response: { 201: UploadedFiles, ...errors(400, 403, 404, 409, 413, 415) },
         },
         config: { swaggerTransform: routeDoc({ multipartBody: MULTIPART_BODY }) },
@@ -66,10 +61,7 @@ export function fileRoutes(services: Services): FastifyPluginAsyncZod {
           operationId: 'files.list',
           summary: 'List a directory (paginated, sorted by name; `recursive` walks depth-first; symlinks are listed, never followed)',
           params: ConversationParams,
-          querystring: FilePageQuery.extend({
-            path: UserPath.default('.').describe('Directory to list, relative to the workdir.'),
-            recursive: QueryBoolean.default(false),
-          }),
+          querystring: FileListQuery,
           response: { 200: FileEntryPage, ...errors(400, 403, 404) },
         },
       },
@@ -160,7 +152,7 @@ export function fileRoutes(services: Services): FastifyPluginAsyncZod {
           operationId: 'files.search',
           summary: 'Find paths matching a glob relative to the workdir (`**/*.ts`, `src/{a,b}/*`); paginated, depth-first by name; a page examines at most 50,000 entries, so it may hold fewer than `limit` items while `next_page_id` is set',
           params: ConversationParams,
-          querystring: FilePageQuery.extend({ pattern: z.string().min(1).max(4096).describe('Glob: `*`, `?`, `**`, `[...]`, `{a,b}`; wildcards skip dot-files.') }),
+          querystring: FileSearchQuery,
           response: { 200: FileEntryPage, ...errors(400, 403, 404) },
         },
       },

@@ -2,15 +2,8 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
 import { PostMessageBody } from '../../core/schemas/conversation.js';
-import { MessageEvent } from '../../core/schemas/event.js';
+import { MessageAccepted } from '../contract/runs.js';
 import { ConversationParams, errors } from '../route-schemas.js';
-
-const MessageAccepted = z
-  .object({
-    event: MessageEvent,
-    run_id: z.uuid().nullable().describe('The run that will see the message (started or already running); null with `run: false`.'),
-  })
-  .meta({ id: 'MessageAccepted' });
 
 export function messageRoutes(services: Services): FastifyPluginAsyncZod {
   return async (app) => {

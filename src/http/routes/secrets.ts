@@ -1,11 +1,8 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
-import { SecretsMap } from '../../core/schemas/conversation.js';
+import { PutSecrets, SecretNames } from '../contract/secrets.js';
 import { ConversationParams, errors } from '../route-schemas.js';
-
-const SecretNames = z.object({ names: z.array(z.string()).describe('Secret names; values are never returned.') }).meta({ id: 'SecretNames' });
-const PutSecrets = z.object({ secrets: SecretsMap }).strict().meta({ id: 'PutSecrets' });
 
 export function secretRoutes(services: Services): FastifyPluginAsyncZod {
   const tags = ['secrets'];

@@ -4,12 +4,8 @@ import type { FastifyReply } from 'fastify';
 import type { Services } from '../../compose.js';
 import { InvalidRequestError } from '../../core/errors.js';
 import type { EventStream, StreamItem } from '../../core/events/event-stream.js';
+import { StreamQuery } from '../contract/events.js';
 import { ConversationParams, errors } from '../route-schemas.js';
-
-const StreamQuery = z.object({
-  after_seq: z.coerce.number().int().min(0).optional().describe('Start after this cursor (Last-Event-ID takes precedence).'),
-  access_token: z.string().optional().describe('The API key, for EventSource clients that cannot send headers.'),
-});
 
 const SSE_DESCRIPTION =
   'Server-Sent Events: `id: <cursor>`, `event: <kind>`, `data: <event JSON>`. History after the cursor first, then live events. ' +

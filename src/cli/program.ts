@@ -1,0 +1,67 @@
+import { Command, InvalidArgumentError } from 'commander';
+import { VERSION } from '../version.js';
+import { chatCommand } from './chat-command.js';
+import { conversationsCommand, eventsCommand } from './list-commands.js';
+import { runCommand } from './run-command.js';
+
+/** The client commands (the server is `agentd [serve]`, parsed by config.ts). */
+export const CLIENT_COMMANDS = ['run', 'chat', 'conversations', 'events'] as const;
+
+const CONNECTION_HELP = `
+Where it connects: --url/--key, else AGENTD_URL/AGENTD_KEY; with neither, a server embedded in
+this process on a private loopback port, over --data-dir (AGENTD_DATA_DIR, default ~/.agentd).`;
+
+function withConnection(command: Command): Command {
+  return command
+    .option('--url <url>', 'the agentd server (AGENTD_URL)')
+    .option('--key <key>', 'its API key (AGENTD_KEY)')
+    .option('--data-dir <dir>', 'the embedded server\'s data dir (when no --url)')
+    .addHelpText('after', CONNECTION_HELP);
+}
+
+function positiveInt(value: string): string {
+  if (!/^[1-9]\d*$/.test(value)) throw new InvalidArgumentError('a positive whole number');
+  return value;
+}
+
+/** Runs one client command; resolves to its exit code. */
+export async function runClientCommand(argv: readonly string[]): Promise<number> {
+  let code = 0;
+  const program = new Command('agentd').version(VERSION).exitOverride().configureOutput({ writeErr: (text) => process.stderr.write(text) });
+  withConnection(program.command('run'))
+    .description('run one prompt headless: progress on stderr, the answer on stdout')
+    .argument('[prompt...]', 'what to do (else -f FILE, or stdin)')
+    .option('-f, --file <file>', 'read the prompt from FILE (- for stdin)')
+    .option('-c, --continue', 'continue the most recent conversation')
+    .option('-r, --resume <id>', 'continue conversation ID')
+    .option('-y, --yes', 'approve actions that await approval')
+    .option('--confirm', 'new conversation in confirmation mode (every action awaits approval)')
+    .option('--json', 'print every event as a JSON line on stdout')
+    .option('--model <model>', 'the model of a new conversation')
+    .option('--workdir <dir>', 'the workdir of a new conversation')
+    .option('--title <title>', 'the title of a new conversation')
+    .action(async (words: string[], flags) => void (code = await runCommand(words, flags)));
+  withConnection(program.command('chat'))
+    .description('an interactive conversation')
+    .option('-c, --continue', 'continue the most recent conversation')
+    .option('-r, --resume <id>', 'continue conversation ID')
+    .option('--confirm', 'new conversations in confirmation mode (actions are approved inline)')
+    .option('--model <model>', 'the model of new conversations')
+    .option('--workdir <dir>', 'the workdir of new conversations')
+    .action(async (flags) => void (code = await chatCommand(flags)));
+  withConnection(program.command('conversations'))
+    .description('list conversations, most recently updated first')
+    .option('--json', 'one JSON line per conversation')
+    .option('-n, --limit <n>', 'how many (default 20)', positiveInt)
+    .option('--status <status>', 'only this status')
+    .action(async (flags) => void (code = await conversationsCommand(flags)));
+  withConnection(program.command('events'))
+    .description("print a conversation's events")
+    .argument('<id>', 'the conversation')
+    .option('--follow', 'keep streaming new events until Ctrl-C')
+    .option('--after <seq>', 'only events after this seq', positiveInt)
+    .option('--json', 'one JSON line per event')
+    .action(async (id: string, flags) => void (code = await eventsCommand(id, flags)));
+  await program.parseAsync([...argv], { from: 'user' });
+  return code;
+}

@@ -1,0 +1,81 @@
+import { ConfigError, helpText, parseCli } from '../config.js';
+import { buildApp } from '../app.js';
+import { composeServices } from '../compose.js';
+import { DataDirInUseError, DataDirLock } from '../adapters/data-dir-lock.js';
+import { createLogger } from '../logger.js';
+import { VERSION } from '../version.js';
+
+/** `agentd [serve] [--host H] [--port P] ...`: argv + env → config → services → HTTP, until SIGTERM/SIGINT. */
+export async function serve(argv: readonly string[]): Promise<void> {
+  let parsed;
+  try {
+    parsed = parseCli(argv, process.env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`agentd: ${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  if (parsed.action === 'help') return void process.stdout.write(helpText());
+  if (parsed.action === 'version') return void process.stdout.write(`${VERSION}\n`);
+
+  const { config } = parsed;
+  // Before anything reads, repairs or writes the data dir: a second server must not touch a live one's files.
+  let lock: DataDirLock;
+  try {
+    lock = DataDirLock.acquire(config.dataDir);
+  } catch (error) {
+    if (error instanceof DataDirInUseError) {
+      process.stderr.write(`agentd: ${error.message}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+  // Bound to the secrets once they are loaded: no log line carries a secret value.
+  const scrubber = { scrub: (line: string) => line };
+  const logger = createLogger({ level: config.logLevel, scrubber });
+  const services = await composeServices(config, logger);
+  scrubber.scrub = (line) => services.secrets.maskAny(line);
+  const app = await buildApp(services);
+
+  if (services.sandbox.warning) process.stderr.write(`agentd: WARNING: ${services.sandbox.warning}\n`);
+  if (services.masterKeyFile) {
+    const how = services.masterKeyCreated ? 'generated a new API key' : 'using the API key';
+    logger.warn({ key_file: services.masterKeyFile }, `AGENTD_MASTER_KEY is not set: ${how} in ${services.masterKeyFile}`);
+    process.stderr.write(`agentd: AGENTD_MASTER_KEY is not set; ${how} stored in ${services.masterKeyFile}\n`);
+  }
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) {
+      process.stderr.write(`agentd: ${signal} again, exiting now\n`);
+      process.exit(1);
+    }
+    stopping = true;
+    logger.info({ signal }, 'shutting down: pausing runs, closing streams');
+    const force = setTimeout(() => {
+      logger.error('shutdown took longer than 10 s, exiting');
+      process.exit(1);
+    }, 10_000);
+    force.unref();
+    let code = 0;
+    try {
+      // Runs first, so that subscribers still receive the events saying they were paused.
+      await services.agent.stopAll();
+      await app.close();
+      await services.close();
+      lock.release();
+      logger.info('stopped');
+    } catch (error) {
+      logger.error({ err: error }, 'shutdown failed');
+      code = 1;
+    }
+    process.exit(code);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+
+  const address = await app.listen({ host: config.host, port: config.port });
+  logger.info({ address, data_dir: config.dataDir, version: VERSION }, 'agentd listening');
+}

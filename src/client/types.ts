@@ -1,0 +1,86 @@
+/**
+ * The client's types, derived from the server's own zod schemas (type-only imports: nothing of
+ * the server, not even zod, reaches a client bundle). Request types are what the server accepts
+ * (`z.input`), answers what it sends (`z.output`); query strings are their parsed shape, made
+ * optional, which the client writes back as strings.
+ */
+import type { z } from 'zod';
+import type { Run as RunSchema } from '../core/agent/run-record.js';
+import type { RunCommandBody, CommandResult as CommandResultSchema } from '../core/commands/command-runner.js';
+import type { CountResponse, ErrorResponse, PageQuery as PageQuerySchema } from '../core/schemas/common.js';
+import type {
+  Conversation as ConversationSchema,
+  CreateConversationBody,
+  PendingAction as PendingActionSchema,
+  PostMessageBody,
+  UpdateConversationConfigBody,
+  Usage as UsageSchema,
+} from '../core/schemas/conversation.js';
+import type { AgentEvent as AgentEventSchema, ConversationStatus as StatusSchema, EventKind as EventKindSchema, MessageDelta as MessageDeltaSchema } from '../core/schemas/event.js';
+import type { FileEntry as FileEntrySchema } from '../core/schemas/file-entry.js';
+import type { Callback as CallbackSchema, CallbackDelivery as CallbackDeliverySchema, CreateCallbackBody } from '../core/webhooks/callback-schemas.js';
+import type { CallbackDeliveryPage, CallbackPage } from '../http/contract/callbacks.js';
+import type { ConversationListQuery as ConversationListQuerySchema, ConversationPage as ConversationPageSchema, DeleteConversationQuery } from '../http/contract/conversations.js';
+import type { EventFilters as EventFiltersSchema, EventListQuery as EventListQuerySchema, EventPage as EventPageSchema } from '../http/contract/events.js';
+import type { FileEntryPage, FileListQuery as FileListQuerySchema, FileSearchQuery as FileSearchQuerySchema, UploadedFiles as UploadedFilesSchema } from '../http/contract/files.js';
+import type { Alive as AliveSchema, Health as HealthSchema, Info as InfoSchema } from '../http/contract/health.js';
+import type { MessageAccepted as MessageAcceptedSchema, RejectBody, RunListQuery as RunListQuerySchema, RunPage as RunPageSchema, RunStarted as RunStartedSchema } from '../http/contract/runs.js';
+import type { PutSecrets, SecretNames as SecretNamesSchema } from '../http/contract/secrets.js';
+
+/** Every field optional: the server fills in its defaults. */
+type QueryOf<T extends z.ZodType> = Partial<z.output<T>>;
+
+export type ErrorBody = z.output<typeof ErrorResponse>;
+export type Count = z.output<typeof CountResponse>;
+export type Page<T> = { items: T[]; next_page_id: string | null };
+export type PageQuery = QueryOf<typeof PageQuerySchema>;
+
+export type Alive = z.output<typeof AliveSchema>;
+export type Health = z.output<typeof HealthSchema>;
+export type Info = z.output<typeof InfoSchema>;
+
+export type Conversation = z.output<typeof ConversationSchema>;
+export type ConversationStatus = z.output<typeof StatusSchema>;
+export type PendingAction = z.output<typeof PendingActionSchema>;
+export type Usage = z.output<typeof UsageSchema>;
+export type CreateConversationInput = z.input<typeof CreateConversationBody>;
+export type UpdateConversationConfigInput = z.input<typeof UpdateConversationConfigBody>;
+export type ConversationListQuery = QueryOf<typeof ConversationListQuerySchema>;
+export type ConversationPage = z.output<typeof ConversationPageSchema>;
+export type DeleteConversationOptions = QueryOf<typeof DeleteConversationQuery>;
+
+export type SendMessageInput = z.input<typeof PostMessageBody>;
+export type MessageAccepted = z.output<typeof MessageAcceptedSchema>;
+export type RunStarted = z.output<typeof RunStartedSchema>;
+export type RejectInput = z.input<typeof RejectBody>;
+export type Run = z.output<typeof RunSchema>;
+export type RunListQuery = QueryOf<typeof RunListQuerySchema>;
+export type RunPage = z.output<typeof RunPageSchema>;
+
+export type AgentEvent = z.output<typeof AgentEventSchema>;
+export type EventKind = z.output<typeof EventKindSchema>;
+export type EventOf<K extends EventKind> = Extract<AgentEvent, { kind: K }>;
+export type MessageDelta = z.output<typeof MessageDeltaSchema>;
+/** What a conversation's stream carries: persisted events (with a seq) and streamed text deltas. */
+export type StreamEvent = AgentEvent | MessageDelta;
+export type EventListQuery = QueryOf<typeof EventListQuerySchema>;
+export type EventFilters = QueryOf<typeof EventFiltersSchema>;
+export type EventPage = z.output<typeof EventPageSchema>;
+
+export type Callback = z.output<typeof CallbackSchema>;
+export type CallbackDelivery = z.output<typeof CallbackDeliverySchema>;
+export type CreateCallbackInput = z.input<typeof CreateCallbackBody>;
+export type CallbackList = z.output<typeof CallbackPage>;
+export type CallbackDeliveryList = z.output<typeof CallbackDeliveryPage>;
+
+export type FileEntry = z.output<typeof FileEntrySchema>;
+export type FileList = z.output<typeof FileEntryPage>;
+export type FileListQuery = QueryOf<typeof FileListQuerySchema>;
+export type FileSearchQuery = QueryOf<typeof FileSearchQuerySchema> & { pattern: string };
+export type UploadedFiles = z.output<typeof UploadedFilesSchema>;
+
+export type RunCommandInput = z.input<typeof RunCommandBody>;
+export type CommandResult = z.output<typeof CommandResultSchema>;
+
+export type PutSecretsInput = z.input<typeof PutSecrets>;
+export type SecretNames = z.output<typeof SecretNamesSchema>;

@@ -1,0 +1,20 @@
+import { z } from 'zod';
+import { Run } from '../../core/agent/run-record.js';
+import { PageQuery, pageOf } from '../../core/schemas/common.js';
+import { SortOrder } from '../../core/schemas/conversation.js';
+import { MessageEvent } from '../../core/schemas/event.js';
+import { ConversationParams } from '../route-schemas.js';
+
+/** The bodies and answers of the message and run-control routes. */
+export const MessageAccepted = z
+  .object({
+    event: MessageEvent,
+    run_id: z.uuid().nullable().describe('The run that will see the message (started or already running); null with `run: false`.'),
+  })
+  .meta({ id: 'MessageAccepted' });
+export const RunStarted = z.object({ run_id: z.uuid() }).meta({ id: 'RunStarted' });
+export const RunPage = pageOf(Run, 'RunPage');
+export const RunParams = ConversationParams.extend({ run_id: z.uuid() });
+export const RunListQuery = PageQuery.extend({ order: SortOrder.default('asc') });
+export const ConfirmationBody = z.object({ enabled: z.boolean() }).strict();
+export const RejectBody = z.object({ reason: z.string().max(10_000).optional() }).strict();
