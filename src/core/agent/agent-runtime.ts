@@ -84,10 +84,7 @@ export class AgentRuntime implements ConversationRuntime {
     try {
       record.pending_actions = [];
       this.setStatus(record, 'running', { runId: run.id });
-      if (!session.history.hasSystemPrompt) {
-        const tools = this.enabledTools(record);
-        this.deps.conversations.append(conversationId, { kind: 'system_prompt', source: 'system', content: buildSystemPrompt(record.workdir), tools: this.schemasOf(tools) as unknown as Record<string, unknown>[] });
-      }
+      this.recordSystemPrompt(record, session);
     } catch (error) {
       // The run could not start (e.g. the disk is full): the conversation stays as it was.
       Object.assign(record, before, { current_run_id: null });
@@ -336,6 +333,15 @@ export class AgentRuntime implements ConversationRuntime {
       append: (event) => this.deps.conversations.append(record.id, event),
     });
     return new ToolGate({ policy, hooks, workdir: record.workdir });
+  }
+
+  /** The prompt is rebuilt at every run start; its inputs (workdir, tools, secrets, AGENTS.md, date) may have changed. */
+  private recordSystemPrompt(record: ConversationRecord, session: AgentSession): void {
+    const tools = this.enabledTools(record);
+    const content = buildSystemPrompt({ workdir: record.workdir, tools: tools.map((tool) => tool.name), secretNames: Object.keys(record.secrets), now: new Date(this.clock.now()) });
+    const schemas = this.schemasOf(tools) as unknown as Record<string, unknown>[];
+    if (session.history.hasSystemPromptOf(content, schemas)) return;
+    this.deps.conversations.append(record.id, { kind: 'system_prompt', source: 'system', content, tools: schemas });
   }
 
   private setStatus(record: ConversationRecord, status: ConversationStatus, options: { runId?: string | null; reason?: string } = {}): void {

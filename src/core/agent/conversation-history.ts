@@ -13,6 +13,8 @@ export const INTERRUPTED_RESULT = 'The tool call did not complete: it was interr
  */
 export class ConversationHistory {
   private system: string | null = null;
+  /** The tool schemas recorded with the system prompt, as JSON (the runtime compares them). */
+  private systemTools = '';
   private readonly messages: LlmMessage[] = [];
   private deferred: LlmMessage[] = [];
   private readonly openCalls = new Map<string, string>();
@@ -32,6 +34,7 @@ export class ConversationHistory {
     switch (event.kind) {
       case 'system_prompt':
         this.system = event.content;
+        this.systemTools = JSON.stringify(event.tools);
         return;
       case 'message':
         if (event.source === 'user' || event.source === 'system') {
@@ -94,6 +97,11 @@ export class ConversationHistory {
 
   get hasSystemPrompt(): boolean {
     return this.system !== null;
+  }
+
+  /** True when `content` and `tools` are what the last system_prompt event recorded. */
+  hasSystemPromptOf(content: string, tools: readonly unknown[]): boolean {
+    return this.system === content && this.systemTools === JSON.stringify(tools);
   }
 
   /** The tool name of an open call. */

@@ -5,7 +5,8 @@ import type { ToolContext, ToolDefinition } from '../tools/tool.js';
 import type { ConversationHistory } from './conversation-history.js';
 import { LlmError, type LlmClient, type LlmRetry, type LlmSettings, type LlmToolCall, type LlmToolSchema, type LlmUsage } from './llm.js';
 import type { Run } from './run-record.js';
-import { StuckDetector } from './stuck-detector.js';
+import { iterationBudgetNote } from './iteration-budget.js';
+import { StuckDetector, type StuckStep } from './stuck-detector.js';
 import { executeTool, parseArguments, type ParsedArguments } from './tool-executor.js';
 import type { ToolGate } from './tool-gate.js';
 
@@ -50,10 +51,20 @@ export interface RunContext {
 export async function executeRun(context: RunContext): Promise<RunOutcome> {
   const stuck = new StuckDetector(4);
   if (context.sessionStart) for (const note of await context.gate.onSessionStart()) appendNote(context, note);
-  for (const action of context.approved) {
+  const approvedSteps: StuckStep[] = [];
+  const approvedOthers = context.approved.filter((action) => action.tool_name !== FINISH_TOOL).length;
+  for (const action of finishLast(context.approved, (a) => a.tool_name)) {
     if (context.signal.aborted) return { kind: 'aborted' };
-    const outcome = await runCall(context, stuck, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
+    const call = { id: action.tool_call_id, name: action.tool_name, arguments: '' };
+    const outcome = action.tool_name === FINISH_TOOL && approvedOthers > 0
+      ? recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone')
+      : await runCall(context, approvedSteps, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
     if (outcome) return outcome;
+  }
+  if (approvedSteps.length > 0) {
+    const verdict = stuck.observeTurn(approvedSteps);
+    if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
+    if (verdict.kind === 'nudge') appendNote(context, verdict.message);
   }
 
   const notes = new NoteBudget();
@@ -64,6 +75,9 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     const settings = context.settings();
     if (context.run.iterations >= settings.maxIterations) return { kind: 'max_iterations', limit: settings.maxIterations };
     context.onIteration();
+    const budgetNote = iterationBudgetNote(context.run.iterations, settings.maxIterations);
+    if (budgetNote?.last) return summaryTurn(context, settings, budgetNote.text);
+    if (budgetNote) appendNote(context, budgetNote.text);
 
     const userSeqBefore = context.history.lastUserSeq;
     const turn = await llmTurn(context, settings);
@@ -83,39 +97,44 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     }
     if (turn.cutOff) notes.spend('cut_off');
     else notes.reset();
+    // `finish` beside other calls runs after them and is refused: the model has not seen their results yet.
+    const others = turn.calls.filter(({ call }) => call.name !== FINISH_TOOL);
+    const ordered = finishLast(turn.calls, ({ call }) => call.name);
+    const steps: StuckStep[] = [];
     const pending: PendingAction[] = [];
-    for (const { call, args } of turn.calls) {
+    for (const { call, args } of ordered) {
       if (context.signal.aborted) return { kind: 'aborted' };
-      // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
-      if (turn.cutOff && !args.ok) {
+      let outcome: RunOutcome | null;
+      if (!args.ok || (call.name === FINISH_TOOL && others.length > 0)) {
         recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
-        recordCutCall(context, call);
-        continue;
+        // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
+        if (turn.cutOff && !args.ok) outcome = recordNotRun(context, call, CUT_CALL_RESULT, 'output_truncated');
+        else if (args.ok) outcome = recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone');
+        else outcome = await runCall(context, steps, { id: call.id, name: call.name, args });
+      } else {
+        const verdict = await context.gate.beforeTool({ id: call.id, name: call.name, args: args.value });
+        const event = recordAction(context, { call, args: { ok: true, value: verdict.args }, original: verdict.original, responseId: turn.responseId, thought: turn.thought });
+        if (verdict.kind === 'deny') {
+          context.append({ kind: 'rejection', source: 'system', tool_call_id: call.id, tool_name: call.name, reason: verdict.reason, run_id: context.run.id, ...(verdict.rule && { rule: verdict.rule }), ...(verdict.hookPoint && { hook_point: verdict.hookPoint }) });
+          continue;
+        }
+        if (verdict.kind === 'ask') {
+          // The arguments as recorded (secret values masked): what the user approves is what runs.
+          pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
+          continue;
+        }
+        outcome = await runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } });
       }
-      if (!args.ok) {
-        recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
-        const outcome = await runCall(context, stuck, { id: call.id, name: call.name, args });
-        if (outcome) return outcome;
-        continue;
-      }
-      const verdict = await context.gate.beforeTool({ id: call.id, name: call.name, args: args.value });
-      const event = recordAction(context, { call, args: { ok: true, value: verdict.args }, original: verdict.original, responseId: turn.responseId, thought: turn.thought });
-      if (verdict.kind === 'deny') {
-        context.append({ kind: 'rejection', source: 'system', tool_call_id: call.id, tool_name: call.name, reason: verdict.reason, run_id: context.run.id, ...(verdict.rule && { rule: verdict.rule }), ...(verdict.hookPoint && { hook_point: verdict.hookPoint }) });
-        continue;
-      }
-      if (verdict.kind === 'ask') {
-        // The arguments as recorded (secret values masked): what the user approves is what runs.
-        pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
-        continue;
-      }
-      const outcome = await runCall(context, stuck, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } });
       if (outcome) return outcome;
     }
     if (pending.length > 0) {
       context.setPendingActions(pending);
       return { kind: 'waiting_for_confirmation' };
     }
+    // Loops are judged per reply: a batch of parallel calls failing alike is not a loop, the same reply again and again is.
+    const verdict = stuck.observeTurn(steps);
+    if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
+    if (verdict.kind === 'nudge') appendNote(context, verdict.message);
   }
 }
 
@@ -138,6 +157,50 @@ async function continuedByStopHook(context: RunContext, lastMessage: string | nu
   if (reason === null) return false;
   appendNote(context, `A Stop hook asks you to continue: ${reason}`);
   return true;
+}
+
+/** The calls in order, with `finish` moved after the others. */
+function finishLast<T>(calls: readonly T[], nameOf: (call: T) => string): T[] {
+  return [...calls.filter((call) => nameOf(call) !== FINISH_TOOL), ...calls.filter((call) => nameOf(call) === FINISH_TOOL)];
+}
+
+const FINISH_NOT_ALONE =
+  'Not run: `finish` was called in the same reply as other tool calls, so you had not seen their results. Their results are above: check them, and call `finish` alone in a reply of its own if the task is done.';
+
+const BUDGET_SPENT_RESULT = 'Not run: this run has used all its steps (max_iterations_per_run). Only a text summary was asked for.';
+
+/** The last step: the model is asked for a summary, with tools offered but not allowed; the run then pauses. */
+async function summaryTurn(context: RunContext, settings: ReturnType<RunContext['settings']>, note: string): Promise<RunOutcome> {
+  appendNote(context, note);
+  const limit: RunOutcome = { kind: 'max_iterations', limit: settings.maxIterations };
+  context.history.hold();
+  try {
+    const response = await context.llm.complete({
+      settings: settings.llm,
+      messages: context.history.snapshot(),
+      tools: context.toolSchemas,
+      ...(context.toolSchemas.length > 0 ? { toolChoice: 'none' as const } : {}),
+      signal: context.signal,
+      onTextDelta: (text) => context.delta(text),
+      ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
+    });
+    context.onUsage(response.usage);
+    if (context.signal.aborted) return { kind: 'aborted' };
+    const text = response.content?.trim() ? response.content : null;
+    if (response.toolCalls.length === 0) {
+      if (text) context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
+      return limit;
+    }
+    // Calls made anyway are recorded and answered (the history stays valid), never run.
+    const responseId = randomUUID();
+    for (const call of response.toolCalls) {
+      recordAction(context, { call, args: parseArguments(call.arguments), responseId, thought: text });
+      recordNotRun(context, call, BUDGET_SPENT_RESULT, 'budget_spent');
+    }
+    return limit;
+  } finally {
+    context.history.release();
+  }
 }
 
 type NoteReason = 'cut_off' | 'cut_off_empty' | 'empty';
@@ -228,22 +291,23 @@ function appendNote(context: RunContext, content: string): void {
   context.append({ kind: 'message', source: 'system', role: 'user', content, run_id: context.run.id });
 }
 
-function recordCutCall(context: RunContext, call: LlmToolCall): null {
+/** A recorded call answered without running it: the model reads why. */
+function recordNotRun(context: RunContext, call: LlmToolCall, content: string, error: string): null {
   context.append({
     kind: 'observation',
     source: 'environment',
     tool_call_id: call.id,
     tool_name: call.name,
-    content: CUT_CALL_RESULT,
+    content,
     is_error: true,
-    data: { error: 'output_truncated' },
+    data: { error },
     run_id: context.run.id,
   });
   return null;
 }
 
 /** Execute one recorded action and record its observation; an outcome when the run must end. */
-async function runCall(context: RunContext, stuck: StuckDetector, call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
+async function runCall(context: RunContext, steps: StuckStep[], call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
   const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: context.toolContext });
   const note = call.args.ok && !context.signal.aborted ? await context.gate.afterTool({ id: call.id, name: call.name, args: call.args.value }, result) : null;
   context.append({
@@ -261,9 +325,12 @@ async function runCall(context: RunContext, stuck: StuckDetector, call: { id: st
     return { kind: 'finished', message: result.content };
   }
   if (context.signal.aborted) return { kind: 'aborted' };
-  const signature = JSON.stringify([call.name, call.args.ok ? call.args.value : null]);
-  if (stuck.repeated(signature, result.content)) {
-    return { kind: 'stuck', reason: `The same ${call.name} action returned the same result ${stuck.threshold} times in a row.` };
-  }
+  steps.push({
+    action: JSON.stringify([call.name, call.args.ok ? call.args.value : null]),
+    observation: result.content,
+    // A command that exits non-zero failed too, though its observation is not an error.
+    isError: result.isError || (typeof result.data?.exit_code === 'number' && result.data.exit_code !== 0),
+    livePoll: call.args.ok && call.args.value.is_input === true && result.data?.still_running === true,
+  });
   return null;
 }
