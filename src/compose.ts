@@ -21,6 +21,10 @@ import { BashShellFactory } from './adapters/bash-shell.js';
 import { ShellLedger } from './adapters/shell-ledger.js';
 import { Metrics } from './adapters/prometheus-metrics.js';
 import { ExecaCommandRunner } from './adapters/execa-command-runner.js';
+import { UndiciHookClient } from './adapters/undici-hook-client.js';
+import { SdkMcpConnector } from './adapters/mcp-sdk-connector.js';
+import { McpRegistry } from './core/mcp/mcp-registry.js';
+import { WebhookTargets } from './core/webhooks/webhook-targets.js';
 import { CommandService } from './core/commands/command-service.js';
 import { bashTool } from './core/tools/bash.js';
 import { AgentRuntime } from './core/agent/agent-runtime.js';
@@ -57,6 +61,7 @@ export interface Services {
   sandbox: SandboxInfo;
   conversations: ConversationService;
   agent: AgentRuntime;
+  mcp: McpRegistry;
   secrets: SecretService;
   commands: CommandService;
   metrics: Metrics;
@@ -134,7 +139,17 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
   const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, finishTool] as ToolDefinition[];
+  const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
+  const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
+  const mcp = new McpRegistry({
+    connector: new SdkMcpConnector({ launcher, targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), version: VERSION, ...config.agentEnv }),
+    serverDefaults: config.mcpServers,
+    secretsOf: (record) => secrets.environment(record),
+    sandboxOf: (record) => conversations.sandboxOf(record),
+    mask: (conversationId, text) => secrets.maskText(conversationId, text),
+  });
   const agent = new AgentRuntime({
+    mcp,
     conversations,
     log,
     recorder,
@@ -143,6 +158,13 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     tools,
     shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv })),
     shellEnv: (record) => secrets.environment(record),
+    hookTransport: (record) => ({
+      command: async (hook) => {
+        const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: { ...secrets.environment(record), CLAUDE_PROJECT_DIR: record.workdir, AGENTD_CONVERSATION_ID: record.id }, timeoutMs: hook.timeoutMs, sandbox: conversations.sandboxOf(record), stdin: hook.stdin });
+        return { exitCode: result.exit_code, stdout: result.stdout, stderr: result.stderr, timedOut: result.timed_out };
+      },
+      http: (hook) => hookClient.post(hook),
+    }),
     onError: (error, context) => logger.error({ err: error, ...context }, 'agent run failed'),
     onLlmRetry: (retry, context) =>
       logger.warn({ ...context, attempt: retry.attempt, code: retry.code, status: retry.status, retry_in_ms: retry.delayMs }, `LLM attempt ${retry.attempt} failed, retrying: ${retry.message}`),
@@ -150,7 +172,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   });
   conversations.attachRuntime(agent);
   conversations.onDeleted((conversationId) => secrets.forget(conversationId));
-  const commands = new CommandService({ conversations, secrets, runner: new ExecaCommandRunner({ launcher, ...config.agentEnv }) });
+  const commands = new CommandService({ conversations, secrets, runner: commandRunner });
   secrets.setChangeListener((conversationId, change) => agent.updateShellEnv(conversationId, change));
   await agent.recoverAfterRestart();
 
@@ -166,6 +188,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     sandbox,
     conversations,
     agent,
+    mcp,
     secrets,
     commands,
     metrics,
@@ -180,6 +203,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     async close() {
       await agent.stopAll();
       await webhooks.close();
+      await hookClient.close();
       streams.closeAll('server_shutting_down');
       await log.close();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any more.

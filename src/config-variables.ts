@@ -101,6 +101,7 @@ export const VARIABLES = {
     default: 'none',
     meaning: 'Private address ranges webhooks may go to anyway (comma-separated CIDRs)',
   }),
+  AGENTD_MCP_CONFIG: spec({ schema: z.string().min(1).optional(), default: 'none', meaning: 'A JSON file in the .mcp.json shape ({"mcpServers": {...}}): MCP servers every conversation gets (a conversation\'s own servers of the same name win)' }),
   AGENTD_SANDBOX: spec({ schema: z.enum(['auto', 'bwrap', 'none']).default('auto'), default: 'auto', meaning: 'auto (bubblewrap if it works here), bwrap (required) or none (unsandboxed)' }),
   AGENTD_SANDBOX_NETWORK: spec({ schema: z.enum(['isolated', 'none', 'host']).default('isolated'), default: 'isolated', meaning: 'Network of conversations created without sandbox.network: isolated (internet, no host loopback), none, host' }),
   AGENTD_SANDBOX_NETWORK_HOST: spec({ schema: boolText.default(false), default: 'false', meaning: 'true: conversations may ask for sandbox.network "host" (the host\'s network, loopback included)' }),

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { McpServers } from './core/schemas/mcp-servers.js';
 import { parseArgs, parseEnv } from 'node:util';
 import { z } from 'zod';
 import { EnvSchema, LogLevel, VARIABLES } from './config-variables.js';
@@ -37,6 +38,8 @@ export interface Config {
   /** Browser origins allowed to call the API (CORS); empty: no CORS headers. */
   corsOrigins: readonly string[];
   /** Webhook delivery: server-wide callback URLs and secret, attempt timeout, retry schedule. */
+  /** MCP servers every conversation gets (AGENTD_MCP_CONFIG). */
+  mcpServers: McpServers;
   webhooks: {
     urls: readonly string[];
     secret: string | null;
@@ -204,6 +207,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       : null,
     llmClient: Object.freeze({ rateLimitWaitMs: Math.round(e.AGENTD_LLM_RATE_LIMIT_WAIT_S * 1000), idleTimeoutMs: Math.round(e.AGENTD_LLM_IDLE_TIMEOUT_S * 1000) }),
     secretKey: e.AGENTD_SECRET_KEY ?? null,
+    mcpServers: e.AGENTD_MCP_CONFIG ? readMcpConfig(e.AGENTD_MCP_CONFIG) : {},
     fsync: e.AGENTD_FSYNC,
     maxBodyBytes: e.AGENTD_MAX_BODY_BYTES,
     maxUploadBytes: e.AGENTD_MAX_UPLOAD_BYTES,
@@ -259,4 +263,20 @@ function agentEnvFrom({ env, passEnv, agentPath }: { env: NodeJS.ProcessEnv; pas
   }
   hostEnv.PATH = agentPath;
   return Object.freeze({ passEnv: Object.freeze([...passEnv]), hostEnv: Object.freeze(hostEnv) });
+}
+
+/** AGENTD_MCP_CONFIG: a file in the `.mcp.json` shape. A bad file stops the server with a clear message. */
+function readMcpConfig(file: string): McpServers {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(fs.readFileSync(path.resolve(file), 'utf8'));
+  } catch (error) {
+    throw new ConfigError(`invalid AGENTD_MCP_CONFIG: cannot read ${file} as JSON (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+  }
+  const checked = McpServers.safeParse((parsed as { mcpServers?: unknown } | null)?.mcpServers ?? {});
+  if (!checked.success) {
+    const issue = checked.error.issues[0]!;
+    throw new ConfigError(`invalid AGENTD_MCP_CONFIG: mcpServers.${issue.path.join('.')}: ${issue.message}`);
+  }
+  return checked.data;
 }

@@ -104,13 +104,16 @@ describe('run control', () => {
     expect(last.reason).toContain('max_iterations_per_run');
   });
 
-  it('the same action with the same observation 4 times in a row is stuck', async () => {
+  it('the same action with the same observation 4 times in a row is nudged, then stuck when it goes on', async () => {
     const call = { toolCalls: [{ name: 'glob', arguments: { pattern: '*.none' } }] };
-    harness = await startAgentHarness([call, call, call, call, call, call]);
+    harness = await startAgentHarness(Array.from({ length: 10 }, () => call));
     const id = await harness.createConversation({ initial_message: 'loop' });
     const done = await harness.waitForStatus(id, ['stuck', 'idle', 'error']);
     expect(done.status).toBe('stuck');
-    expect(harness.llm.requests).toHaveLength(4);
+    expect(harness.llm.requests).toHaveLength(8);
+    const fifth = harness.llm.requests[4]!.body as any;
+    expect(fifth.messages.at(-1)).toMatchObject({ role: 'user' });
+    expect(fifth.messages.at(-1).content).toContain('same call with the same result 4 times');
   });
 
   it('a message sent during a run is seen by the LLM at its next turn', async () => {

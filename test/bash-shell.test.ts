@@ -135,7 +135,7 @@ describe('BashShellSession', () => {
     expect(Date.now() - started).toBeLessThan(1000);
     expect(background).toMatchObject({ exitCode: 0, stillRunning: false });
     expect(background.pid).toBeGreaterThan(0);
-    expect(background.logFile).toBe(join(workdir, '.tmp', `agentd-bg-${background.pid}.log`));
+    expect(background.logFile).toBe(join(workdir, '.agentd', `bg-${background.pid}.log`));
     const pid = hostPidOf(shell.pid as number, background.pid as number);
     expect(isRunning(pid)).toBe(true);
 

@@ -1,4 +1,5 @@
-import { mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -51,7 +52,7 @@ describe('bash tool', () => {
     mkdirSync(join(workdir, 'src'));
     const moved = await tool.execute({ command: 'cd src && export NAME=agentd' }, context);
     expect(moved.isError).toBe(false);
-    expect(moved.data).toEqual({ exit_code: 0, cwd: join(workdir, 'src'), timed_out: false });
+    expect(moved.data).toEqual({ exit_code: 0, cwd: join(workdir, 'src'), timed_out: false, still_running: false });
     const echoed = await tool.execute({ command: 'echo "$NAME in $(basename $PWD)"' }, context);
     expect(echoed.content).toBe('agentd in src');
     const failed = await tool.execute({ command: 'ls missing-file' }, context);
@@ -63,13 +64,13 @@ describe('bash tool', () => {
   it('tells the model when a command keeps running, then polls and interrupts it with C-c', async () => {
     const slow = await tool.execute({ command: 'echo begin; sleep 5' }, context);
     expect(slow.content).toContain('begin');
-    expect(slow.content).toContain('Still running (no new output for 0.3 s)');
-    expect(slow.data).toEqual({ exit_code: null, cwd: workdir, timed_out: true });
+    expect(slow.content).toMatch(/Still running after \d+ s \(no new output for 0\.3 s\)/);
+    expect(slow.data).toEqual({ exit_code: null, cwd: workdir, timed_out: true, still_running: true });
     const refused = await tool.execute({ command: 'echo next' }, context);
     expect(refused.isError).toBe(true);
     expect(refused.content).toContain('still running');
     const stopped = await tool.execute({ command: 'C-c', is_input: true }, context);
-    expect(stopped.content).toContain('[Exit code 130]');
+    expect(stopped.content).toContain('finished (after C-c) with exit code 130');
     expect(stopped.data).toMatchObject({ exit_code: 130, timed_out: false });
   });
 
@@ -89,7 +90,7 @@ describe('bash tool', () => {
     expect(pid).toBeGreaterThan(0);
     expect(() => process.kill(pid, 0)).not.toThrow();
     expect(result.content).toContain(`pid ${pid}`);
-    expect(result.content).toContain(join(workdir, '.tmp', `agentd-bg-${pid}.log`));
+    expect(result.content).toContain(join(workdir, '.agentd', `bg-${pid}.log`));
   });
 
   it('tells the model when the shell exited and was restarted', async () => {
@@ -116,5 +117,59 @@ describe('bash tool', () => {
     const result = await tool.execute({ command: '  ' }, context);
     expect(result.isError).toBe(true);
     expect(session).toBeUndefined();
+  });
+
+  it('a poll that sees the command end says so, with its exit code and how long it ran', async () => {
+    const started = await tool.execute({ command: 'sleep 0.8; echo done; exit 3' }, context);
+    expect(started.data).toMatchObject({ still_running: true });
+    const polled = await tool.execute({ command: '', is_input: true, timeout_s: 5 }, context);
+    expect(polled.content).toContain('done');
+    expect(polled.content).toMatch(/\[The command finished with exit code 3 after \d+ s\.\]/);
+  });
+
+  it('a foreground command that ignores SIGINT is killed by a second C-c, and the shell takes commands again', async () => {
+    const stubborn = await tool.execute({ command: "bash -c 'trap \"\" INT; echo stubborn; sleep 30'" }, context);
+    expect(stubborn.content).toContain('stubborn');
+    const first = await tool.execute({ command: 'C-c', is_input: true, timeout_s: 1.5 }, context);
+    expect(first.content).toContain('Send "C-c" again to kill it');
+    const second = await tool.execute({ command: 'C-c', is_input: true, timeout_s: 5 }, context);
+    expect(second.content).toMatch(/killed by a repeated C-c|were killed \(SIGKILL\)/);
+    const next = await tool.execute({ command: 'echo free-again', timeout_s: 5 }, context);
+    expect(next.content).toContain('free-again');
+  });
+
+  it('keeps the whole of a cut output in .agentd/ (ignored by git) and says how to read it', async () => {
+    execFileSync('git', ['init', '-q'], { cwd: workdir });
+    const result = await tool.execute({ command: 'seq 1 20000' }, context);
+    const file = result.data?.full_output as string;
+    expect(file.startsWith(join(workdir, '.agentd', 'output-'))).toBe(true);
+    expect(result.content).toContain(`sed -n '100,200p' ${file}`);
+    expect(readFileSync(file, 'utf8').split('\n').slice(0, 20000)).toEqual(Array.from({ length: 20000 }, (_, i) => String(i + 1)));
+    const status = execFileSync('git', ['status', '--porcelain', '--untracked-files=all'], { cwd: workdir, encoding: 'utf8' });
+    expect(status).not.toContain('.agentd');
+  });
+
+  it('a background job logs into .agentd/bg-<pid>.log, which git ignores', async () => {
+    execFileSync('git', ['init', '-q'], { cwd: workdir });
+    const result = await tool.execute({ command: '(echo from-job; sleep 30) &' }, context);
+    const pid = result.data?.pid as number;
+    const log = join(workdir, '.agentd', `bg-${pid}.log`);
+    expect(result.content).toContain(log);
+    for (let i = 0; i < 50 && !(existsSync(log) && readFileSync(log, 'utf8').includes('from-job')); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(readFileSync(log, 'utf8')).toContain('from-job');
+    const status = execFileSync('git', ['status', '--porcelain', '--untracked-files=all'], { cwd: workdir, encoding: 'utf8' });
+    expect(status).not.toContain('.agentd');
+  });
+
+  it('a third C-c ends a shell that loops with SIGINT ignored; the next command gets a fresh shell', async () => {
+    const looping = await tool.execute({ command: "trap '' INT; while :; do sleep 0.05; done" }, context);
+    expect(looping.data).toMatchObject({ still_running: true });
+    await tool.execute({ command: 'C-c', is_input: true, timeout_s: 0.5 }, context);
+    const second = await tool.execute({ command: 'C-c', is_input: true, timeout_s: 0.5 }, context);
+    expect(second.data).toMatchObject({ still_running: true });
+    const third = await tool.execute({ command: 'C-c', is_input: true, timeout_s: 5 }, context);
+    expect(third.content).toContain('The shell exited');
+    const next = await tool.execute({ command: 'echo fresh' }, context);
+    expect(next.content).toMatch(/restarted in the workdir[\s\S]*fresh/);
   });
 });

@@ -116,7 +116,7 @@ describe('the single executable', () => {
 
     const events = (await api(`/conversations/${id}/events?limit=1000`)).body.items as any[];
     const systemPrompt = events.find((event) => event.kind === 'system_prompt');
-    expect(systemPrompt.content).toContain('autonomous coding agent');
+    expect(systemPrompt.content).toContain('You are an autonomous software engineer');
     const bashDescription = fs.readFileSync(path.join(ROOT, 'src', 'core', 'tools', 'bash.md'), 'utf8').trim();
     expect(systemPrompt.tools.find((tool: any) => tool.name === 'bash').description).toBe(bashDescription);
     expect(events.find((event) => event.kind === 'observation')).toMatchObject({ tool_name: 'bash', is_error: false });

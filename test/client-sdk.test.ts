@@ -168,6 +168,7 @@ describe('every route', () => {
     expect((await client.secrets.list(id)).names).toEqual(['SDK_TOKEN']);
     await client.secrets.delete(id, 'SDK_TOKEN');
     expect((await client.secrets.list(id)).names).toEqual([]);
+    expect(await client.mcp.status(id)).toEqual({ servers: [] });
 
     const callback = await client.callbacks.create(id, { url: 'http://127.0.0.1:9/hook', events: ['message'] });
     expect((await client.callbacks.list(id)).items.map((item) => item.id)).toEqual([callback.id]);

@@ -102,7 +102,7 @@ async function setUp(turns: Turn[], tools: ToolDefinition[] = [echoTool as ToolD
   fs.mkdirSync(path.join(dir, 'data'));
   await conversations.load();
   const runs = new MemoryRuns();
-  const agent = new AgentRuntime({ conversations, log, recorder, runs, llm, tools, shells: noShells, shellEnv: () => ({}) });
+  const agent = new AgentRuntime({ conversations, log, recorder, runs, llm, tools, shells: noShells, shellEnv: () => ({}), hookTransport: () => ({ command: () => Promise.reject(new Error('no hooks in these tests')), http: () => Promise.reject(new Error('no hooks in these tests')) }) as never });
   conversations.attachRuntime(agent);
   const create = async (body: Record<string, unknown> = {}) => (await conversations.create(CreateConversationBody.parse({ llm: { model: 'scripted' }, ...body }))).conversation.id;
   return { llm, conversations, agent, runs, create };

@@ -153,8 +153,9 @@ describe.skipIf(!python)('a directory swapped with a symlink to the data dir in 
         context.skip();
       }
       const calls = 30;
-      // Each call differs (a repeated identical call would be stopped as a stuck loop).
-      for (let index = 0; index < calls; index++) harness.llm.push({ toolCalls: [{ name: 'grep', arguments: { pattern: `SECRET|secret|no-such-text-${index}`, path: 'sub' } }] });
+      // Each call differs, in its pattern and in how it spells the path, so that neither a repeated call
+      // nor the same error again and again (`sub` is missing while swapped) reads as a stuck loop.
+      for (let index = 0; index < calls; index++) harness.llm.push({ toolCalls: [{ name: 'grep', arguments: { pattern: `SECRET|secret|no-such-text-${index}`, path: `${'./'.repeat(index)}sub` } }] });
       // Then the race stops, `sub` is the workdir's own directory again, and one more grep must
       // find the inside file: rg does search there, so the raced calls' silence is the sandbox's.
       harness.llm.push(async () => {

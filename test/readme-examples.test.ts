@@ -25,7 +25,8 @@ beforeAll(async () => {
   cwd = tempDir('agentd-readme-');
   llm = await startFakeLlm([]);
   receiver = await WebhookReceiver.start();
-  server = await spawnServer({ dataDir: path.join(cwd, 'data'), cwd });
+  // The MCP example's server comes from this repository's node_modules instead of the registry.
+  server = await spawnServer({ dataDir: path.join(cwd, 'data'), cwd, env: { AGENTD_SANDBOX_RO_PATHS: path.join(ROOT, 'node_modules') } });
 }, 30_000);
 afterAll(async () => {
   server?.child.kill('SIGTERM');
@@ -43,6 +44,7 @@ function readmeScript(): string {
     .join('\n')
     .replaceAll('"api_key": "sk-..."', `"base_url": "${llm.url}", "api_key": "sk-readme"`)
     .replaceAll('https://ci.example.com/agentd', receiver.url)
+    .replaceAll('"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]', `"command": "node", "args": ["${path.join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js')}"]`)
     .replaceAll('curl -N ', 'curl -s -N --max-time 2 ')
     .replaceAll('S=http://localhost:8000', `S=${server.url}`);
   expect(replaced).not.toMatch(/<[a-z_]+>/); // no placeholder left for the user to fill in

@@ -83,13 +83,17 @@ export function partialMarkerLength(text: string, markers: string[]): number {
 /**
  * Sent once after start: stderr joins stdout; {__agentd_fd} keeps a copy of stdout for sentinels;
  * no history expansion (`!` in strings), no prompts; aliases on. __agentd_done prints the sentinel
- * (for `cmd &`: moves the log to agentd-bg-<pid>.log, or shows it if no job started after all).
+ * (for `cmd &`: moves the log to .agentd/bg-<pid>.log, or shows it if no job started after all).
  */
 export const INIT_SCRIPT = [
   'exec 2>&1 {__agentd_fd}>&1; set +H +o history; unset HISTFILE PROMPT_COMMAND; PS1=; PS2=; PS0=; shopt -s expand_aliases',
   // Discard input that an earlier command left unread, so it cannot reach the next command.
   "__agentd_drain() { local s=$?; while read -r -t 0 -u 3; do IFS= read -r -d '' -t 0.01 -u 3 __agentd_junk; (( $? == 1 )) && break; done 2>/dev/null; return $s; }",
-  '__agentd_done() { local s=$? p= l=; set +m; if [ "$2" = bg ]; then if [ "${!:-}" != "$__agentd_prevbg" ]; then p=$!; l="${TMPDIR:-/tmp}/agentd-bg-$p.log"; ' +
+  // The agent area: .agentd/ in the workdir (bash starts there), ignored by git through its own .gitignore;
+  // made on first use. Background logs go there (or to $TMPDIR if it cannot be made); logs and saved outputs untouched for a day are removed.
+  "__agentd_area=$PWD/.agentd; __agentd_ready() { __agentd_logdir=${TMPDIR:-/tmp}; command mkdir -p -- \"$__agentd_area\" 2>/dev/null && { [ -e \"$__agentd_area/.gitignore\" ] || printf '*\\n' > \"$__agentd_area/.gitignore\"; } 2>/dev/null && __agentd_logdir=$__agentd_area; }",
+  "[ -d \"$__agentd_area\" ] && command find \"$__agentd_area\" -maxdepth 1 \\( -name 'bg-*.log' -o -name 'output-*.txt' \\) -mmin +1440 -delete 2>/dev/null",
+  '__agentd_done() { local s=$? p= l=; set +m; if [ "$2" = bg ]; then if [ "${!:-}" != "$__agentd_prevbg" ]; then p=$!; l="$__agentd_logdir/bg-$p.log"; ' +
     'command mv -f -- "$3" "$l" 2>/dev/null || l=$3; else command cat -- "$3"; command rm -f -- "$3"; fi; fi; ' +
     `printf '${sentinelStart('%s')}%s\\x1f%s\\x1f%s\\x1f%s${sentinelEnd('%s').trimEnd()}\\n' "$1" "$s" "$p" "$l" "$PWD" "$1" >&"$__agentd_fd"; return $s; }`,
 ].join('\n');
@@ -103,6 +107,6 @@ export function commandLines(options: { nonce: string; command: string; prefix: 
   }
   // A background job gets its own process group (set -m), so C-c for a later command does not
   // reach it, and its output goes to a log file instead of into later results.
-  const log = `"\${TMPDIR:-/tmp}/agentd-bg-${nonce}.log"`;
-  return `${prefix}__agentd_prevbg=\${!:-}; set -m; eval ${quoted} >${log} 2>&1 0</dev/null 3<&- {__agentd_fd}>&-\n__agentd_done ${nonce} bg ${log}\n`;
+  const log = `"\$__agentd_logdir/bg-${nonce}.log"`;
+  return `${prefix}__agentd_ready; __agentd_prevbg=\${!:-}; set -m; eval ${quoted} >${log} 2>&1 0</dev/null 3<&- {__agentd_fd}>&-\n__agentd_done ${nonce} bg ${log}\n`;
 }

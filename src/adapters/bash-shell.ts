@@ -14,6 +14,8 @@ import { WorkdirGuard } from './workdir-guard.js';
  * makes SIGINT abort the whole command line (loops included) while the shell survives.
  */
 const INTERRUPT_GRACE_MS = 1000;
+/** A cut result keeps up to this much of the command's output, for the bash tool to save in a file. */
+const KEEP_FULL_OUTPUT_CHARS = 4 * 1024 * 1024;
 const VALID_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 export interface BashShellFactoryOptions {
@@ -57,6 +59,12 @@ interface RunningCommand {
   nonce: string;
   window: OutputWindow;
   collecting: boolean;
+  startedAt: number;
+  endedAt?: number;
+  /** C-c sent to this command so far (a second one kills its processes). */
+  interrupts: number;
+  /** What the last C-c did, reported with the next result. */
+  interrupted?: 'interrupt' | 'killed';
   completion?: Completion;
   interruptTimer?: NodeJS.Timeout;
   stopGuard?: () => void;
@@ -180,7 +188,7 @@ export class BashShellSession implements ShellSession {
     this.envQueue = [];
     this.cwd = this.config.workdir;
     const nonce = randomBytes(8).toString('hex');
-    this.running = { nonce, window: new OutputWindow(this.config.maxOutputChars), collecting: true };
+    this.running = { nonce, window: new OutputWindow(this.config.maxOutputChars), collecting: true, startedAt: Date.now(), interrupts: 0 };
     this.writeControl(`${INIT_SCRIPT}\n__agentd_done ${nonce}\n`);
     const timeoutMs = this.config.startTimeoutMs;
     const ready = await this.collect({ timeoutMs, idleTimeoutMs: timeoutMs }, false);
@@ -221,6 +229,18 @@ export class BashShellSession implements ShellSession {
     // "C-c", also written "^C", "ctrl-c" or "Ctrl+C".
     const key = text.trim().replace(/^(?:\^|ctrl[-+]|c-)([a-z])$/i, (_, letter: string) => `C-${letter.toLowerCase()}`);
     if (key === 'C-c') {
+      const running = this.running;
+      if (running && running.interrupts > 1) {
+        // Still running after SIGINT and SIGKILL to its processes: bash itself is looping with
+        // SIGINT ignored (`trap '' INT`). Only ending the shell stops it; the next command starts a fresh one.
+        this.proc?.killAll();
+        running.interrupted = 'killed';
+      } else if (running && running.interrupts > 0) {
+        // The first C-c did not end it (SIGINT ignored or trapped): kill what runs in the foreground.
+        this.proc?.killForeground();
+        running.interrupted = 'killed';
+      } else if (running) running.interrupted = 'interrupt';
+      if (running) running.interrupts += 1;
       void this.interrupt();
     } else if (key === 'C-d') {
       this.proc?.endInput();
@@ -237,7 +257,7 @@ export class BashShellSession implements ShellSession {
 
   private startCommand(command: string): void {
     const nonce = randomBytes(8).toString('hex');
-    const window = new OutputWindow(this.config.maxOutputChars);
+    const window = new OutputWindow(this.config.maxOutputChars, KEEP_FULL_OUTPUT_CHARS);
     const unreported = this.unreported;
     this.unreported = undefined;
     if (unreported) {
@@ -246,7 +266,7 @@ export class BashShellSession implements ShellSession {
     }
     const earlier = this.idleOutput.take().text;
     if (earlier !== '') window.append(`[Output since the last command (previous command, background processes):]\n${earlier}\n[End of that output.]\n`);
-    const running: RunningCommand = { nonce, window, collecting: false };
+    const running: RunningCommand = { nonce, window, collecting: false, startedAt: Date.now(), interrupts: 0 };
     this.running = running;
     running.stopGuard = this.config.guard?.watch((message) => {
       if (this.running !== running) return;
@@ -298,7 +318,7 @@ export class BashShellSession implements ShellSession {
   }
 
   private result(running: RunningCommand, extras: { restarted: boolean }): ShellRunResult {
-    const { text, truncated } = running.window.take();
+    const { text, truncated, full } = running.window.take();
     const completion = running.completion;
     running.collecting = false;
     const result: ShellRunResult = {
@@ -307,7 +327,11 @@ export class BashShellSession implements ShellSession {
       cwd: this.cwd,
       timedOut: completion === undefined,
       stillRunning: completion === undefined,
+      elapsedMs: (running.endedAt ?? Date.now()) - running.startedAt,
     };
+    if (full) result.fullOutput = full;
+    if (running.interrupted) result.interrupted = running.interrupted;
+    running.interrupted = undefined;
     if (completion?.pid !== undefined) result.pid = completion.pid;
     if (completion?.logFile !== undefined) result.logFile = completion.logFile;
     if (extras.restarted) result.restarted = true;
@@ -347,6 +371,7 @@ export class BashShellSession implements ShellSession {
     clearTimeout(running.interruptTimer);
     running.stopGuard?.();
     running.completion = completion;
+    running.endedAt = Date.now();
     this.running = undefined;
     this.cwd = completion.cwd;
     this.staleNonces = [running.nonce, ...this.staleNonces].slice(0, 8);

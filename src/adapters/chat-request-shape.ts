@@ -34,6 +34,7 @@ export function shapeChatRequest(request: LlmRequest, options: { stream: boolean
       function: { name: tool.name, description: tool.description, parameters: endpoint.gemini ? toGeminiSchema(tool.parameters) : tool.parameters },
     }));
   }
+  if (request.toolChoice && body.tools) body.tool_choice = request.toolChoice;
   if (!endpoint.reasoningModel) {
     if (settings.temperature != null) body.temperature = settings.temperature;
     if (settings.top_p != null) body.top_p = settings.top_p;

@@ -15,7 +15,7 @@ const KILL_GRACE_MS = 1_000;
 export class ExecaCommandRunner implements CommandRunner {
   constructor(private readonly options: { launcher: ProcessLauncher; maxOutputChars?: number; passEnv?: readonly string[]; hostEnv?: Readonly<Record<string, string | undefined>> }) {}
 
-  async run(options: { command: string; cwd: string; workdir: string; env: Record<string, string>; timeoutMs: number; sandbox?: { network: boolean | 'host' } }): Promise<CommandResult> {
+  async run(options: { command: string; cwd: string; workdir: string; env: Record<string, string>; timeoutMs: number; sandbox?: { network: boolean | 'host' }; stdin?: string }): Promise<CommandResult> {
     const limit = this.options.maxOutputChars ?? 100_000;
     const env = buildCleanEnv({ workdir: options.workdir, passEnv: this.options.passEnv ?? [], extra: options.env, ...(this.options.hostEnv ? { hostEnv: this.options.hostEnv } : {}) });
     const sandbox = { workdir: options.workdir, network: options.sandbox?.network ?? true };
@@ -28,7 +28,7 @@ export class ExecaCommandRunner implements CommandRunner {
       env: spec.env,
       extendEnv: false,
       detached: true,
-      stdin: 'ignore',
+      ...(options.stdin !== undefined ? { input: options.stdin } : { stdin: 'ignore' as const }),
       buffer: false,
       reject: false,
       encoding: 'utf8',

@@ -4,6 +4,8 @@ import { randomBytes } from 'node:crypto';
 import type { ConversationRecord, ConversationRepository, LoadedConversations } from '../core/conversations/conversation-record.js';
 import { SENSITIVE_HEADER } from '../core/schemas/llm-config.js';
 import type { SecretBox } from '../core/secrets/secret-box.js';
+import type { HookMatcher, HookPoint, Hooks } from '../core/schemas/tool-control.js';
+import type { McpServers } from '../core/schemas/mcp-servers.js';
 import { DamagedDataError, StorageFullError } from '../core/errors.js';
 import { isOutOfSpace } from './disk-space.js';
 
@@ -118,7 +120,9 @@ export class FileConversationRepository implements ConversationRepository {
       ? { ...record.llm, api_key: record.llm.api_key ? this.box.encrypt(record.llm.api_key) : null, extra_headers: sealHeaders(record.llm.extra_headers, (value) => this.box.encrypt(value)) }
       : null;
     const retired = record.retired_secrets?.map(([name, value]): [string, string] => [name, this.box.encrypt(value)]);
-    return { ...record, llm, secrets, ...(retired && { retired_secrets: retired }) };
+    const hooks = record.hooks && sealHookSecrets(record.hooks, (value) => this.box.encrypt(value));
+    const mcp = record.mcp_servers && sealMcpValues(record.mcp_servers, (value) => this.box.encrypt(value));
+    return { ...record, llm, secrets, ...(retired && { retired_secrets: retired }), ...(hooks && { hooks }), ...(mcp && { mcp_servers: mcp }) };
   }
 
   private unseal(disk: DiskRecord): ConversationRecord {
@@ -128,7 +132,9 @@ export class FileConversationRepository implements ConversationRepository {
       ? { ...disk.llm, api_key: disk.llm.api_key ? this.box.decrypt(disk.llm.api_key) : null, extra_headers: sealHeaders(disk.llm.extra_headers, (value) => this.box.decrypt(value)) }
       : null;
     const retired = disk.retired_secrets?.map(([name, value]): [string, string] => [name, this.box.decrypt(value)]);
-    return { ...disk, llm, secrets, ...(retired && { retired_secrets: retired }) };
+    const hooks = disk.hooks && sealHookSecrets(disk.hooks, (value) => this.box.decrypt(value));
+    const mcp = disk.mcp_servers && sealMcpValues(disk.mcp_servers, (value) => this.box.decrypt(value));
+    return { ...disk, llm, secrets, ...(retired && { retired_secrets: retired }), ...(hooks && { hooks }), ...(mcp && { mcp_servers: mcp }) };
   }
 }
 
@@ -136,4 +142,26 @@ export class FileConversationRepository implements ConversationRepository {
 function sealHeaders(headers: Record<string, string> | null | undefined, transform: (value: string) => string): Record<string, string> | null {
   if (!headers) return null;
   return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, SENSITIVE_HEADER.test(name) ? transform(value) : value]));
+}
+
+/** An http hook's signing secret is sealed at rest like the conversation's secrets. */
+function sealHookSecrets(hooks: Hooks, transform: (value: string) => string): Hooks {
+  const out: Hooks = {};
+  for (const [point, matchers] of Object.entries(hooks) as [HookPoint, HookMatcher[]][]) {
+    out[point] = matchers.map((matcher) => ({
+      ...matcher,
+      hooks: matcher.hooks.map((hook) => (hook.type === 'http' && hook.secret !== undefined ? { ...hook, secret: transform(hook.secret) } : hook)),
+    }));
+  }
+  return out;
+}
+
+/** MCP env and header values are secrets: sealed at rest. */
+function sealMcpValues(servers: McpServers, transform: (value: string) => string): McpServers {
+  const seal = (values: Record<string, string> | undefined) => values && Object.fromEntries(Object.entries(values).map(([key, value]) => [key, transform(value)]));
+  const out: McpServers = {};
+  for (const [name, server] of Object.entries(servers)) {
+    out[name] = 'command' in server ? { ...server, ...(server.env && { env: seal(server.env)! }) } : { ...server, ...(server.headers && { headers: seal(server.headers)! }) };
+  }
+  return out;
 }

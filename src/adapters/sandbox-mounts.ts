@@ -36,8 +36,18 @@ export interface SystemMountOptions {
 export function systemMountArgs(options: SystemMountOptions): string[] {
   const args: string[] = [];
   const bound: string[] = [];
+  const made = new Set<string>();
   const bind = (source: string): void => {
     if (bound.some((dir) => isInside(source, dir))) return;
+    // Parents bwrap would create on its own are root-only (0700): the agent's uid could not reach
+    // the path. They are created searchable first, shallowest first.
+    const parents: string[] = [];
+    for (let dir = path.dirname(source); dir !== path.dirname(dir); dir = path.dirname(dir)) parents.unshift(dir);
+    for (const dir of parents) {
+      if (made.has(dir) || bound.some((bind) => isInside(dir, bind))) continue;
+      args.push('--perms', '0755', '--dir', dir);
+      made.add(dir);
+    }
     args.push('--ro-bind', source, source);
     bound.push(source);
   };

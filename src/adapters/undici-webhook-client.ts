@@ -66,7 +66,7 @@ function describe(error: unknown): string {
 }
 
 /** A `lookup` for net.connect that fails when any address of the name is refused. */
-function checkedLookup(targets: WebhookTargets, resolve: typeof dns.lookup): LookupFunction {
+export function checkedLookup(targets: WebhookTargets, resolve: typeof dns.lookup): LookupFunction {
   return (hostname, options, callback) => {
     resolve(hostname, { ...options, all: true }, (error, addresses) => {
       if (error) return callback(error, '', 0);

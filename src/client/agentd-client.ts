@@ -135,6 +135,11 @@ export class AgentdClient {
     delete: (id: string, name: string, o?: Signal) => this.http.json<null>(this.conversationPath(id, `/secrets/${pathParam(name)}`), { method: 'DELETE', ...o }),
   };
 
+  readonly mcp = {
+    /** Each MCP server of the conversation: transport, status, its tools, or why it failed (asking starts servers not yet running). */
+    status: (id: string, o?: Signal) => this.get<T.McpStatusList>(this.conversationPath(id, '/mcp'), o),
+  };
+
   private async *pages<Item>(page: (pageId: string | undefined) => Promise<T.Page<Item>>): AsyncGenerator<Item> {
     let pageId: string | undefined;
     do {

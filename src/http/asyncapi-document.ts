@@ -36,11 +36,12 @@ const KIND_SUMMARIES: Record<EventKind, string> = {
   message: 'A user message or an assistant answer.',
   action: 'A tool call the agent made (with the assistant text of that turn).',
   observation: 'A tool call\'s result: the text the LLM sees and tool-specific data.',
-  rejection: 'The user rejected a pending action (confirmation mode).',
+  rejection: 'A tool call was not run: the user rejected it, a permission rule denied it, or a hook blocked it.',
   state_update: 'The conversation\'s status changed.',
   agent_error: 'A run ended on an error (e.g. the LLM failed after its retries).',
   usage: 'Tokens and cost of one LLM call, with the conversation\'s totals.',
   condensation: 'Older events were summarized and are no longer sent to the LLM.',
+  hook: 'A lifecycle hook ran (its point, what it decided, how long it took).',
 };
 
 /** Schemas named only here (a global meta id would put them in the OpenAPI document too). */

@@ -18,6 +18,12 @@ import { settleRun } from './settle-run.js';
 import { decodePageId, encodePageId, type Page } from '../pagination.js';
 
 const isIndexCursor = (value: unknown): value is { i: number } => typeof value === 'object' && value !== null && Number.isInteger((value as { i: number }).i);
+import { ToolGate } from './tool-gate.js';
+import { HookRunner } from '../hooks/hook-runner.js';
+import type { HookTransport } from '../hooks/hook-transport.js';
+import { PermissionPolicy } from '../permissions/permission-policy.js';
+import { readProjectPermissions } from '../permissions/project-settings.js';
+import type { McpRegistry } from '../mcp/mcp-registry.js';
 
 export interface AgentRuntimeDeps {
   conversations: ConversationService;
@@ -29,6 +35,10 @@ export interface AgentRuntimeDeps {
   shells: ShellFactory;
   /** Environment for the conversation's shell (its secrets). */
   shellEnv: (record: ConversationRecord) => Record<string, string>;
+  /** How the conversation's hooks run: commands in its sandbox, http hooks signed. */
+  hookTransport: (record: ConversationRecord) => HookTransport;
+  /** MCP servers: their tools join the built-ins for each run. */
+  mcp?: McpRegistry;
   clock?: Clock;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
   /** A failed LLM attempt that will be retried (for the server log, at warn). */
@@ -75,6 +85,7 @@ export class AgentRuntime implements ConversationRuntime {
     const run: Run = { id: randomUUID(), conversation_id: conversationId, status: 'running', started_at: now, ended_at: null, iterations: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 }, outcome: null, error: null };
     this.deps.runs.save(run);
     const before = { status: record.status, pending_actions: record.pending_actions };
+    const firstRun = !session.history.hasSystemPrompt;
     // The lock is taken before anything is awaited: a second start now gets 409, and a pause waits for this run.
     const controller = new AbortController();
     let settled!: () => void;
@@ -83,10 +94,7 @@ export class AgentRuntime implements ConversationRuntime {
     try {
       record.pending_actions = [];
       await this.setStatus(record, 'running', { runId: run.id });
-      if (!session.history.hasSystemPrompt) {
-        const tools = this.enabledTools(record);
-        await this.deps.conversations.append(conversationId, { kind: 'system_prompt', source: 'system', content: buildSystemPrompt(record.workdir), tools: this.schemasOf(tools) as unknown as Record<string, unknown>[] });
-      }
+      await this.recordSystemPrompt(record, session);
     } catch (error) {
       // The run could not start (e.g. the disk is full): the conversation stays as it was.
       session.active = null;
@@ -100,7 +108,7 @@ export class AgentRuntime implements ConversationRuntime {
       }
       throw error;
     }
-    void this.drive(session, record, active, approved).finally(settled);
+    void this.drive(session, record, active, approved, firstRun).finally(settled);
     return run.id;
   }
 
@@ -179,6 +187,7 @@ export class AgentRuntime implements ConversationRuntime {
     const session = this.sessions.get(conversationId);
     if (session?.active) throw new ConflictError('run_in_progress', 'The workdir cannot change while a run is in progress; pause it first.', { run_id: session.active.run.id });
     await session?.closeShell();
+    await this.deps.mcp?.close(conversationId);
   }
 
   async dispose(conversationId: string): Promise<void> {
@@ -186,6 +195,7 @@ export class AgentRuntime implements ConversationRuntime {
     const session = this.sessions.get(conversationId);
     this.sessions.delete(conversationId);
     await session?.closeShell();
+    await this.deps.mcp?.close(conversationId);
     this.deps.runs.drop(conversationId);
   }
 
@@ -193,6 +203,7 @@ export class AgentRuntime implements ConversationRuntime {
   async stopAll(): Promise<void> {
     await Promise.all([...this.sessions.values()].filter((s) => s.active).map((s) => this.pause(s.conversationId, 'shutdown')));
     await Promise.all([...this.sessions.values()].map((s) => s.closeShell()));
+    await this.deps.mcp?.closeAll();
   }
 
   /** After a restart: a conversation that was running comes back paused, its open tool calls closed. */
@@ -211,29 +222,48 @@ export class AgentRuntime implements ConversationRuntime {
     }
   }
 
-  private async drive(session: AgentSession, record: ConversationRecord, active: NonNullable<AgentSession['active']>, approved: ConversationRecord['pending_actions']): Promise<void> {
+  private async drive(session: AgentSession, record: ConversationRecord, active: NonNullable<AgentSession['active']>, approved: ConversationRecord['pending_actions'], firstRun: boolean): Promise<void> {
     const { run, controller } = active;
-    const tools = this.enabledTools(record);
-    const shell = () => session.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record), sandbox: this.deps.conversations.sandboxOf(record) });
+    const builtins = this.enabledTools(record);
+    // One map and one schema list for the run, updated in place when an MCP server's tools change.
+    const toolMap = new Map<string, ToolDefinition>();
+    const toolSchemas: LlmToolSchema[] = [];
+    const mcp = this.deps.mcp;
+    const refreshTools = () => {
+      const tools = [...builtins, ...(mcp?.tools(record.id) ?? [])];
+      toolMap.clear();
+      for (const tool of tools) toolMap.set(tool.name, tool);
+      toolSchemas.splice(0, toolSchemas.length, ...this.schemasOf(tools));
+    };
+    let unsubscribe = () => {};
+        const shell = () => session.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record), sandbox: this.deps.conversations.sandboxOf(record) });
     // The shell starts while the LLM thinks, so the first bash call finds it ready; after this
     // turn of the event loop, so the request that started the run is answered first. A start
     // that fails here is not this run's error: the bash tool reports it when (and if) it is called.
-    if (tools.some((tool) => tool.name === 'bash')) {
+    if (builtins.some((tool) => tool.name === 'bash')) {
       setImmediate(() => {
         if (!controller.signal.aborted) shell().catch(() => {});
       });
     }
     let outcome: RunOutcome | { kind: 'error'; code: string; message: string };
     try {
+      if (mcp?.configured(record)) {
+        await mcp.prepare(record);
+        unsubscribe = mcp!.onToolsChanged(record.id, refreshTools);
+      }
+      refreshTools();
+      const gate = this.gateFor(record, run.id, controller.signal);
       outcome = await executeRun({
+        gate,
+        sessionStart: firstRun,
         conversationId: record.id,
         run,
         signal: controller.signal,
         history: session.history,
         llm: this.deps.llm,
         settings: () => ({ llm: record.llm!, maxIterations: record.max_iterations_per_run, confirmationMode: record.confirmation_mode }),
-        tools: new Map(tools.map((tool) => [tool.name, tool])),
-        toolSchemas: this.schemasOf(tools),
+        tools: toolMap,
+        toolSchemas,
         toolContext: {
           conversationId: record.id,
           workdir: record.workdir,
@@ -270,6 +300,8 @@ export class AgentRuntime implements ConversationRuntime {
         this.deps.onError?.(error, { conversation_id: record.id, run_id: run.id });
         outcome = { kind: 'error', code: 'internal_error', message: 'The agent stopped on an internal error.' };
       }
+    } finally {
+      unsubscribe();
     }
     // internal_error was logged with its stack by onError above.
     if (outcome.kind === 'error' && outcome.code !== 'internal_error') this.deps.onRunFailed?.({ code: outcome.code, message: outcome.message }, { conversation_id: record.id, run_id: run.id });
@@ -294,6 +326,41 @@ export class AgentRuntime implements ConversationRuntime {
     } finally {
       session.active = null;
     }
+  }
+
+  /** Permission rules (the client's, tightened by the project's) and hooks for one run. */
+  private gateFor(record: ConversationRecord, runId: string, signal: AbortSignal): ToolGate {
+    // The project's settings are read when the first tool call needs them, not before the first LLM turn.
+    let project: Promise<Awaited<ReturnType<typeof readProjectPermissions>> | null> | null = null;
+    let cached: { key: unknown[]; policy: PermissionPolicy } | null = null;
+    // The config may change mid-run (confirmation mode, PUT /config): the policy follows it.
+    const policy = async () => {
+      project ??= (record.setting_sources ?? ['project']).includes('project') ? readProjectPermissions(record.workdir) : Promise.resolve(null);
+      const projectRules = await project;
+      const key = [record.permissions, record.confirmation_mode];
+      if (!cached || cached.key.some((value, index) => value !== key[index])) {
+        cached = { key, policy: new PermissionPolicy({ conversation: record.permissions, project: projectRules, confirmationMode: record.confirmation_mode }) };
+      }
+      return cached.policy;
+    };
+    const hooks = new HookRunner({
+      hooks: record.hooks ?? {},
+      transport: this.deps.hookTransport(record),
+      base: { conversation_id: record.id, run_id: runId, cwd: record.workdir },
+      signal,
+      // Hook events are recorded in call order (the log stores them in the call); a failed write is logged, never left unhandled.
+      append: (event) => void this.deps.conversations.append(record.id, event).catch((error: unknown) => this.deps.onError?.(error, { conversation_id: record.id, run_id: runId, stage: 'hook_event' })),
+    });
+    return new ToolGate({ policy, hooks, workdir: record.workdir });
+  }
+
+  /** The prompt is rebuilt at every run start; its inputs (workdir, tools, secrets, AGENTS.md, date) may have changed. */
+  private async recordSystemPrompt(record: ConversationRecord, session: AgentSession): Promise<void> {
+    const tools = this.enabledTools(record);
+    const content = buildSystemPrompt({ workdir: record.workdir, tools: tools.map((tool) => tool.name), secretNames: Object.keys(record.secrets), now: new Date(this.clock.now()) });
+    const schemas = this.schemasOf(tools) as unknown as Record<string, unknown>[];
+    if (session.history.hasSystemPromptOf(content, schemas)) return;
+    await this.deps.conversations.append(record.id, { kind: 'system_prompt', source: 'system', content, tools: schemas });
   }
 
   private async setStatus(record: ConversationRecord, status: ConversationStatus, options: { runId?: string | null; reason?: string } = {}): Promise<void> {
@@ -339,7 +406,7 @@ export class AgentRuntime implements ConversationRuntime {
 
   private schemasOf(tools: readonly ToolDefinition[]): LlmToolSchema[] {
     return tools.map((tool) => {
-      const { $schema: _ignored, ...parameters } = z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<string, unknown>;
+      const { $schema: _ignored, ...parameters } = tool.jsonSchema ?? (z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<string, unknown>);
       return { name: tool.name, description: tool.description, parameters };
     });
   }

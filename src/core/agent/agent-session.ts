@@ -47,6 +47,7 @@ export class AgentSession {
     const held = this.held ?? [];
     this.held = null;
     for (const event of held) this.history.apply(event);
+    this.history.settlePrompts();
   }
 
   /** An event was just appended to this conversation. */

@@ -13,6 +13,8 @@ export const INTERRUPTED_RESULT = 'The tool call did not complete: it was interr
  */
 export class ConversationHistory {
   private system: string | null = null;
+  /** The tool schemas recorded with the system prompt, as JSON (the runtime compares them). */
+  private systemTools = '';
   private readonly messages: LlmMessage[] = [];
   private deferred: LlmMessage[] = [];
   private readonly openCalls = new Map<string, string>();
@@ -22,6 +24,9 @@ export class ConversationHistory {
   /** The seq of the last user message folded in (the loop uses it to notice new ones). */
   lastUserSeq = 0;
   lastSeq = 0;
+  /** User messages the UserPromptSubmit hooks have not seen yet (see takePrompts). */
+  private prompts: { seq: number; content: string }[] = [];
+  private lastAgentSeq = 0;
 
   apply(event: AgentEvent): void {
     if (event.seq <= this.lastSeq) return;
@@ -29,16 +34,24 @@ export class ConversationHistory {
     switch (event.kind) {
       case 'system_prompt':
         this.system = event.content;
+        this.systemTools = JSON.stringify(event.tools);
         return;
       case 'message':
         if (event.source === 'user' || event.source === 'system') {
-          if (event.source === 'user') this.lastUserSeq = event.seq;
+          if (event.source === 'user') {
+            this.lastUserSeq = event.seq;
+            if (this.prompts.length < 100) this.prompts.push({ seq: event.seq, content: event.content });
+          }
           if (this.holding) this.deferred.push({ role: 'user', content: event.content });
           else this.push({ role: 'user', content: event.content });
-        } else this.push({ role: 'assistant', content: event.content });
+        } else {
+          this.lastAgentSeq = event.seq;
+          this.push({ role: 'assistant', content: event.content });
+        }
         this.current = null;
         return;
       case 'action':
+        this.lastAgentSeq = event.seq;
         this.addCall(event.llm_response_id ?? null, event.thought, {
           id: event.tool_call_id,
           name: event.tool_name,
@@ -50,11 +63,25 @@ export class ConversationHistory {
         this.answer(event.tool_call_id, event.content);
         return;
       case 'rejection':
-        this.answer(event.tool_call_id, `The user rejected this action${event.reason ? `: ${sentenceEnd(event.reason)}` : '.'} It was not executed.`);
+        // A rule or a hook says why in its reason; the user's reason is their own words.
+        if (event.source === 'system') this.answer(event.tool_call_id, `${sentenceEnd(event.reason)} It was not executed.`);
+        else this.answer(event.tool_call_id, `The user rejected this action${event.reason ? `: ${sentenceEnd(event.reason)}` : '.'} It was not executed.`);
         return;
       default:
         return;
     }
+  }
+
+  /** The user messages not yet given to the UserPromptSubmit hooks, oldest first; they count as given. */
+  takePrompts(): string[] {
+    const out = this.prompts.map((prompt) => prompt.content);
+    this.prompts = [];
+    return out;
+  }
+
+  /** After folding a stored log: messages the agent already answered need no check. */
+  settlePrompts(): void {
+    this.prompts = this.prompts.filter((prompt) => prompt.seq > this.lastAgentSeq);
   }
 
   /** An LLM turn starts: user messages that arrive now follow its answer. */
@@ -70,6 +97,11 @@ export class ConversationHistory {
 
   get hasSystemPrompt(): boolean {
     return this.system !== null;
+  }
+
+  /** True when `content` and `tools` are what the last system_prompt event recorded. */
+  hasSystemPromptOf(content: string, tools: readonly unknown[]): boolean {
+    return this.system === content && this.systemTools === JSON.stringify(tools);
   }
 
   /** The tool name of an open call. */

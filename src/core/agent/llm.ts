@@ -71,6 +71,8 @@ export interface LlmRequest {
   settings: LlmSettings;
   messages: LlmMessage[];
   tools: LlmToolSchema[];
+  /** `none`: the tools stay in the request (the cached prefix is unchanged) but the model must answer in text. */
+  toolChoice?: 'none';
   signal: AbortSignal;
   /** Called with each piece of assistant text as it streams in. */
   onTextDelta?: (delta: string) => void;

@@ -5,8 +5,10 @@ import type { ToolContext, ToolDefinition } from '../tools/tool.js';
 import type { ConversationHistory } from './conversation-history.js';
 import { LlmError, type LlmClient, type LlmRetry, type LlmSettings, type LlmToolCall, type LlmToolSchema, type LlmUsage } from './llm.js';
 import type { Run } from './run-record.js';
-import { StuckDetector } from './stuck-detector.js';
+import { iterationBudgetNote } from './iteration-budget.js';
+import { StuckDetector, type StuckStep } from './stuck-detector.js';
 import { executeTool, parseArguments, type ParsedArguments } from './tool-executor.js';
+import type { ToolGate } from './tool-gate.js';
 
 export const FINISH_TOOL = 'finish';
 
@@ -39,23 +41,43 @@ export interface RunContext {
   setPendingActions(actions: PendingAction[]): void;
   /** Actions approved before this run started: executed first. */
   approved: PendingAction[];
+  /** Permission rules and hooks: every tool call passes it before it runs. */
+  gate: ToolGate;
+  /** The conversation's first run: SessionStart hooks run before it. */
+  sessionStart: boolean;
 }
 
 /** One run of the agent: LLM turn, tool calls in order, repeat, until an outcome. Throws LlmError / abort. */
 export async function executeRun(context: RunContext): Promise<RunOutcome> {
   const stuck = new StuckDetector(4);
-  for (const action of context.approved) {
+  if (context.sessionStart) for (const note of await context.gate.onSessionStart()) await appendNote(context, note);
+  const approvedSteps: StuckStep[] = [];
+  const approvedOthers = context.approved.filter((action) => action.tool_name !== FINISH_TOOL).length;
+  for (const action of finishLast(context.approved, (a) => a.tool_name)) {
     if (context.signal.aborted) return { kind: 'aborted' };
-    const outcome = await runCall(context, stuck, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
+    const call = { id: action.tool_call_id, name: action.tool_name, arguments: '' };
+    const outcome = action.tool_name === FINISH_TOOL && approvedOthers > 0
+      ? await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone')
+      : await runCall(context, approvedSteps, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
     if (outcome) return outcome;
+  }
+  if (approvedSteps.length > 0) {
+    const verdict = stuck.observeTurn(approvedSteps);
+    if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
+    if (verdict.kind === 'nudge') await appendNote(context, verdict.message);
   }
 
   const notes = new NoteBudget();
   for (;;) {
     if (context.signal.aborted) return { kind: 'aborted' };
+    const prompts = await checkPrompts(context);
+    if (prompts) return prompts;
     const settings = context.settings();
     if (context.run.iterations >= settings.maxIterations) return { kind: 'max_iterations', limit: settings.maxIterations };
     context.onIteration();
+    const budgetNote = iterationBudgetNote(context.run.iterations, settings.maxIterations);
+    if (budgetNote?.last) return summaryTurn(context, settings, budgetNote.text);
+    if (budgetNote) await appendNote(context, budgetNote.text);
 
     const userSeqBefore = context.history.lastUserSeq;
     const turn = await llmTurn(context, settings);
@@ -70,20 +92,114 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
       notes.reset();
       // A message that arrived while the LLM was answering gets its turn.
       if (context.history.lastUserSeq > userSeqBefore) continue;
+      if (await continuedByStopHook(context, turn.text)) continue;
       return { kind: 'idle' };
     }
-    if (turn.kind === 'waiting_for_confirmation') return turn;
     if (turn.cutOff) notes.spend('cut_off');
     else notes.reset();
-    for (const { call, args } of turn.calls) {
+    // `finish` beside other calls runs after them and is refused: the model has not seen their results yet.
+    const others = turn.calls.filter(({ call }) => call.name !== FINISH_TOOL);
+    const ordered = finishLast(turn.calls, ({ call }) => call.name);
+    const steps: StuckStep[] = [];
+    const pending: PendingAction[] = [];
+    for (const { call, args } of ordered) {
       if (context.signal.aborted) return { kind: 'aborted' };
-      await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
-      // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
-      const outcome = turn.cutOff && !args.ok
-        ? await recordCutCall(context, call)
-        : await runCall(context, stuck, { id: call.id, name: call.name, args });
+      let outcome: RunOutcome | null;
+      if (!args.ok || (call.name === FINISH_TOOL && others.length > 0)) {
+        await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
+        // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
+        if (turn.cutOff && !args.ok) outcome = await recordNotRun(context, call, CUT_CALL_RESULT, 'output_truncated');
+        else if (args.ok) outcome = await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone');
+        else outcome = await runCall(context, steps, { id: call.id, name: call.name, args });
+      } else {
+        const verdict = await context.gate.beforeTool({ id: call.id, name: call.name, args: args.value });
+        const event = await recordAction(context, { call, args: { ok: true, value: verdict.args }, original: verdict.original, responseId: turn.responseId, thought: turn.thought });
+        if (verdict.kind === 'deny') {
+          await context.append({ kind: 'rejection', source: 'system', tool_call_id: call.id, tool_name: call.name, reason: verdict.reason, run_id: context.run.id, ...(verdict.rule && { rule: verdict.rule }), ...(verdict.hookPoint && { hook_point: verdict.hookPoint }) });
+          continue;
+        }
+        if (verdict.kind === 'ask') {
+          // The arguments as recorded (secret values masked): what the user approves is what runs.
+          pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
+          continue;
+        }
+        outcome = await runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } });
+      }
       if (outcome) return outcome;
     }
+    if (pending.length > 0) {
+      context.setPendingActions(pending);
+      return { kind: 'waiting_for_confirmation' };
+    }
+    // Loops are judged per reply: a batch of parallel calls failing alike is not a loop, the same reply again and again is.
+    const verdict = stuck.observeTurn(steps);
+    if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
+    if (verdict.kind === 'nudge') await appendNote(context, verdict.message);
+  }
+}
+
+/** UserPromptSubmit on the messages the model has not seen: context is added; a block ends the run. */
+async function checkPrompts(context: RunContext): Promise<RunOutcome | null> {
+  for (const prompt of context.history.takePrompts()) {
+    const checked = await context.gate.onPrompt(prompt);
+    if (checked.blocked !== null) {
+      await appendNote(context, `The user's last message was blocked by a UserPromptSubmit hook and must not be acted on: ${checked.blocked}`);
+      return { kind: 'idle' };
+    }
+    for (const note of checked.context) await appendNote(context, note);
+  }
+  return null;
+}
+
+/** Stop hooks may keep the run going (a bounded number of times): the model hears why. */
+async function continuedByStopHook(context: RunContext, lastMessage: string | null): Promise<boolean> {
+  const reason = await context.gate.onStop(lastMessage);
+  if (reason === null) return false;
+  await appendNote(context, `A Stop hook asks you to continue: ${reason}`);
+  return true;
+}
+
+/** The calls in order, with `finish` moved after the others. */
+function finishLast<T>(calls: readonly T[], nameOf: (call: T) => string): T[] {
+  return [...calls.filter((call) => nameOf(call) !== FINISH_TOOL), ...calls.filter((call) => nameOf(call) === FINISH_TOOL)];
+}
+
+const FINISH_NOT_ALONE =
+  'Not run: `finish` was called in the same reply as other tool calls, so you had not seen their results. Their results are above: check them, and call `finish` alone in a reply of its own if the task is done.';
+
+const BUDGET_SPENT_RESULT = 'Not run: this run has used all its steps (max_iterations_per_run). Only a text summary was asked for.';
+
+/** The last step: the model is asked for a summary, with tools offered but not allowed; the run then pauses. */
+async function summaryTurn(context: RunContext, settings: ReturnType<RunContext['settings']>, note: string): Promise<RunOutcome> {
+  await appendNote(context, note);
+  const limit: RunOutcome = { kind: 'max_iterations', limit: settings.maxIterations };
+  context.history.hold();
+  try {
+    const response = await context.llm.complete({
+      settings: settings.llm,
+      messages: context.history.snapshot(),
+      tools: context.toolSchemas,
+      ...(context.toolSchemas.length > 0 ? { toolChoice: 'none' as const } : {}),
+      signal: context.signal,
+      onTextDelta: (text) => context.delta(text),
+      ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
+    });
+    await context.onUsage(response.usage);
+    if (context.signal.aborted) return { kind: 'aborted' };
+    const text = response.content?.trim() ? response.content : null;
+    if (response.toolCalls.length === 0) {
+      if (text) await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
+      return limit;
+    }
+    // Calls made anyway are recorded and answered (the history stays valid), never run.
+    const responseId = randomUUID();
+    for (const call of response.toolCalls) {
+      await recordAction(context, { call, args: parseArguments(call.arguments), responseId, thought: text });
+      await recordNotRun(context, call, BUDGET_SPENT_RESULT, 'budget_spent');
+    }
+    return limit;
+  } finally {
+    context.history.release();
   }
 }
 
@@ -123,9 +239,8 @@ class NoteBudget {
 
 type TurnResult =
   | { kind: 'aborted' }
-  | { kind: 'answered' }
+  | { kind: 'answered'; text: string }
   | { kind: 'note'; why: NoteReason }
-  | { kind: 'waiting_for_confirmation' }
   | { kind: 'calls'; calls: { call: LlmToolCall; args: ParsedArguments }[]; responseId: string; thought: string | null; cutOff: boolean };
 
 /** Ask the LLM once and record its answer (text, or actions awaiting confirmation). */
@@ -147,25 +262,17 @@ async function llmTurn(context: RunContext, settings: ReturnType<RunContext['set
       const text = response.content?.trim() ? response.content : response.refusal?.trim() ? response.refusal : null;
       if (text === null) return { kind: 'note', why: cutOff ? 'cut_off_empty' : 'empty' };
       await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
-      return cutOff ? { kind: 'note', why: 'cut_off' } : { kind: 'answered' };
+      return cutOff ? { kind: 'note', why: 'cut_off' } : { kind: 'answered', text };
     }
     const responseId = randomUUID();
     const calls = response.toolCalls.map((call) => ({ call, args: parseArguments(call.arguments) }));
-    if (!settings.confirmationMode) return { kind: 'calls', calls, responseId, thought: response.content, cutOff };
-    // The arguments as recorded (secret values masked): what the user approves is what runs.
-    const pending: PendingAction[] = [];
-    for (const { call, args } of calls) {
-      const event = await recordAction(context, { call, args, responseId, thought: response.content });
-      pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
-    }
-    context.setPendingActions(pending);
-    return { kind: 'waiting_for_confirmation' };
+    return { kind: 'calls', calls, responseId, thought: response.content, cutOff };
   } finally {
     context.history.release();
   }
 }
 
-function recordAction(context: RunContext, options: { call: LlmToolCall; args: ParsedArguments; responseId: string; thought: string | null }): Promise<AgentEvent> {
+function recordAction(context: RunContext, options: { call: LlmToolCall; args: ParsedArguments; original?: Record<string, unknown> | null; responseId: string; thought: string | null }): Promise<AgentEvent> {
   return context.append({
     kind: 'action',
     source: 'agent',
@@ -176,6 +283,7 @@ function recordAction(context: RunContext, options: { call: LlmToolCall; args: P
     run_id: context.run.id,
     llm_response_id: options.responseId,
     ...(options.call.extra ? { provider_fields: options.call.extra } : {}),
+    ...(options.original ? { original_arguments: options.original } : {}),
   });
 }
 
@@ -183,38 +291,46 @@ async function appendNote(context: RunContext, content: string): Promise<void> {
   await context.append({ kind: 'message', source: 'system', role: 'user', content, run_id: context.run.id });
 }
 
-async function recordCutCall(context: RunContext, call: LlmToolCall): Promise<null> {
+/** A recorded call answered without running it: the model reads why. */
+async function recordNotRun(context: RunContext, call: LlmToolCall, content: string, error: string): Promise<null> {
   await context.append({
     kind: 'observation',
     source: 'environment',
     tool_call_id: call.id,
     tool_name: call.name,
-    content: CUT_CALL_RESULT,
+    content,
     is_error: true,
-    data: { error: 'output_truncated' },
+    data: { error },
     run_id: context.run.id,
   });
   return null;
 }
 
 /** Execute one recorded action and record its observation; an outcome when the run must end. */
-async function runCall(context: RunContext, stuck: StuckDetector, call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
+async function runCall(context: RunContext, steps: StuckStep[], call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
   const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: context.toolContext });
+  const note = call.args.ok && !context.signal.aborted ? await context.gate.afterTool({ id: call.id, name: call.name, args: call.args.value }, result) : null;
   await context.append({
     kind: 'observation',
     source: 'environment',
     tool_call_id: call.id,
     tool_name: call.name,
-    content: result.content,
+    content: note === null ? result.content : `${result.content}\n\n${note}`,
     is_error: result.isError,
     data: result.data ?? {},
     run_id: context.run.id,
   });
-  if (call.name === FINISH_TOOL && !result.isError) return { kind: 'finished', message: result.content };
-  if (context.signal.aborted) return { kind: 'aborted' };
-  const signature = JSON.stringify([call.name, call.args.ok ? call.args.value : null]);
-  if (stuck.repeated(signature, result.content)) {
-    return { kind: 'stuck', reason: `The same ${call.name} action returned the same result ${stuck.threshold} times in a row.` };
+  if (call.name === FINISH_TOOL && !result.isError) {
+    if (!context.signal.aborted && (await continuedByStopHook(context, result.content))) return null;
+    return { kind: 'finished', message: result.content };
   }
+  if (context.signal.aborted) return { kind: 'aborted' };
+  steps.push({
+    action: JSON.stringify([call.name, call.args.ok ? call.args.value : null]),
+    observation: result.content,
+    // A command that exits non-zero failed too, though its observation is not an error.
+    isError: result.isError || (typeof result.data?.exit_code === 'number' && result.data.exit_code !== 0),
+    livePoll: call.args.ok && call.args.value.is_input === true && result.data?.still_running === true,
+  });
   return null;
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { readingHint, saveFullOutput } from '../tools/agent-area.js';
 import type { ToolContext, ToolDefinition, ToolResult } from '../tools/tool.js';
 
 export const MAX_OBSERVATION_CHARS = 60_000;
@@ -43,7 +44,9 @@ export async function executeTool(options: {
     return { isError: true, content: `There is no tool named "${name}". Available tools: ${[...tools.keys()].join(', ')}.`, data: { error: 'unknown_tool' } };
   }
   if (!args.ok) return { isError: true, content: args.error, data: { error: 'invalid_arguments' } };
-  const parsed = tool.parameters.safeParse(args.value);
+  const checked = checkArgumentNames(tool, args.value);
+  if (!checked.ok) return { isError: true, content: checked.error, data: { error: 'invalid_arguments' } };
+  const parsed = tool.parameters.safeParse(checked.value);
   if (!parsed.success) {
     return { isError: true, content: `Invalid arguments for ${name}:\n${z.prettifyError(parsed.error)}`, data: { error: 'invalid_arguments' } };
   }
@@ -54,7 +57,72 @@ export async function executeTool(options: {
     result = { isError: true, content: `${name} failed: ${(error as Error).message ?? String(error)}`, data: { error: 'tool_failed' } };
   }
   const capped = truncateMiddle(result.content, MAX_OBSERVATION_CHARS);
-  return capped.truncated ? { ...result, content: capped.text, data: { ...result.data, truncated: true } } : result;
+  if (!capped.truncated) return result;
+  const saved = await saveFullOutput(result.content, context).catch(() => null);
+  const content = saved ? `${capped.text}\n${readingHint(saved, true)}` : capped.text;
+  return { ...result, content, data: { ...result.data, truncated: true, ...(saved ? { full_output: saved } : {}) } };
+}
+
+/** Names other agents use for the same parameter: accepted when the tool has the target and not the alias. */
+const ARGUMENT_ALIASES: Record<string, string> = {
+  file_path: 'path',
+  filePath: 'path',
+  filename: 'path',
+  old_string: 'old_str',
+  new_string: 'new_str',
+  content: 'file_text',
+  cmd: 'command',
+};
+
+/**
+ * Unknown argument names are never dropped silently (zod would strip them): a known alias is
+ * renamed, anything else is refused with the nearest real name or the tool's own hint.
+ */
+export function checkArgumentNames(tool: ToolDefinition, value: Record<string, unknown>): ParsedArguments {
+  const shape = (tool.parameters as { shape?: Record<string, unknown> }).shape;
+  if (!shape || typeof shape !== 'object') return { ok: true, value };
+  const known = Object.keys(shape);
+  const out: Record<string, unknown> = {};
+  const problems: string[] = [];
+  for (const [key, arg] of Object.entries(value)) {
+    if (known.includes(key)) {
+      out[key] = arg;
+      continue;
+    }
+    if (tool.ignoredArguments?.includes(key)) continue;
+    const alias = tool.argumentAliases?.[key] ?? ARGUMENT_ALIASES[key];
+    if (alias && known.includes(alias) && !(alias in value)) {
+      out[alias] = arg;
+      continue;
+    }
+    const hint = tool.argumentHints?.[key] ?? nearestName(key, known);
+    problems.push(`\`${key}\`${hint ? ` (${hint})` : ''}`);
+  }
+  if (problems.length === 0) return { ok: true, value: out };
+  return {
+    ok: false,
+    error: `Not run: ${tool.name} has no argument ${problems.join(', ')}. Its arguments are: ${known.map((name) => `\`${name}\``).join(', ')}. Call it again with those names.`,
+  };
+}
+
+function nearestName(name: string, known: readonly string[]): string | null {
+  const lower = name.toLowerCase();
+  let best: { name: string; distance: number } | null = null;
+  for (const candidate of known) {
+    const distance = candidate.startsWith(lower) || lower.startsWith(candidate) ? 1 : editDistance(lower, candidate);
+    if (distance <= Math.max(2, Math.floor(candidate.length / 3)) && (!best || distance < best.distance)) best = { name: candidate, distance };
+  }
+  return best ? `did you mean \`${best.name}\`?` : null;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    previous = current;
+  }
+  return previous[b.length]!;
 }
 
 function untilAbortedWithGrace(work: Promise<ToolResult>, signal: AbortSignal): Promise<ToolResult> {

@@ -1,6 +1,8 @@
 import type { ConversationStatus } from '../schemas/event.js';
 import type { PendingAction, SandboxSettings, Usage } from '../schemas/conversation.js';
 import type { LlmConfig } from '../schemas/llm-config.js';
+import type { Hooks, Permissions, SettingSources } from '../schemas/tool-control.js';
+import type { McpServers } from '../schemas/mcp-servers.js';
 import type { Damage, DamagedDataError } from '../errors.js';
 
 /** What the server keeps about a conversation (events live in the event log). */
@@ -23,6 +25,14 @@ export interface ConversationRecord {
   metadata: Record<string, unknown>;
   /** How the agent's processes are sandboxed (absent in records written before it existed: network on). */
   sandbox?: SandboxSettings;
+  /** MCP servers; env and header values are sealed at rest like secrets. */
+  mcp_servers?: McpServers;
+  /** Permission rules (absent in records written before they existed: none). */
+  permissions?: Permissions;
+  /** Lifecycle hooks; http hook secrets are sealed at rest like secrets. */
+  hooks?: Hooks;
+  /** Where project settings are read from (absent: `["project"]`). */
+  setting_sources?: SettingSources;
   /** Secret values by name, in plain text in memory only; the repository encrypts them at rest. */
   secrets: Record<string, string>;
   /**

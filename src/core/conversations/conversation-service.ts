@@ -13,6 +13,8 @@ import type { ConversationRecord, ConversationRepository } from './conversation-
 import { SortedIndex } from './sorted-index.js';
 import { placeholderRecord } from './placeholder-record.js';
 import type { ConversationSummary } from './summary-store.js';
+import { publicHooks } from '../schemas/tool-control.js';
+import { publicMcpServers } from '../schemas/mcp-servers.js';
 
 export interface ConversationDefaults {
   llm: LlmConfig | null;
@@ -171,6 +173,10 @@ export class ConversationService {
       updated_at: now,
       metadata: body.metadata ?? {},
       sandbox: { network },
+      ...(body.mcp_servers && { mcp_servers: body.mcp_servers }),
+      ...(body.permissions && { permissions: body.permissions }),
+      ...(body.hooks && { hooks: body.hooks }),
+      ...(body.setting_sources && { setting_sources: body.setting_sources }),
       secrets: { ...body.secrets },
     };
     this.index(record);
@@ -255,6 +261,10 @@ export class ConversationService {
     }
     if (body.max_iterations_per_run !== undefined) record.max_iterations_per_run = body.max_iterations_per_run;
     if (body.title !== undefined) record.title = body.title;
+    if (body.mcp_servers !== undefined) record.mcp_servers = body.mcp_servers;
+    if (body.permissions !== undefined) record.permissions = body.permissions;
+    if (body.hooks !== undefined) record.hooks = body.hooks;
+    if (body.setting_sources !== undefined) record.setting_sources = body.setting_sources;
     this.save(record);
     return this.toPublic(record);
   }
@@ -314,6 +324,10 @@ export class ConversationService {
       updated_at: record.updated_at,
       metadata: record.metadata,
       sandbox: { network: record.sandbox?.network ?? true },
+      mcp_servers: publicMcpServers(record.mcp_servers),
+      permissions: record.permissions ?? {},
+      hooks: publicHooks(record.hooks),
+      setting_sources: record.setting_sources ?? ['project'],
       quarantine: record.quarantine ?? null,
     };
   }

@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { Timestamp } from './common.js';
 import { ConversationStatus } from './event.js';
 import { LlmConfigInput, LlmConfigPublic } from './llm-config.js';
+import { Hooks, Permissions, SettingSources } from './tool-control.js';
+import { McpServers } from './mcp-servers.js';
 
 export const Usage = z
   .object({
@@ -84,6 +86,10 @@ export const Conversation = z
     updated_at: Timestamp,
     metadata: Metadata,
     sandbox: SandboxSettings,
+    mcp_servers: McpServers,
+    permissions: Permissions,
+    hooks: Hooks.describe('Lifecycle hooks (an http hook\'s `secret` is shown as `********`).'),
+    setting_sources: SettingSources,
     quarantine: Quarantine.nullable().describe(
       'Set when stored data of this conversation is damaged (status `error`): its files are kept as found for inspection, and every request but reading this summary and DELETE answers 409 `conversation_quarantined`.',
     ),
@@ -104,6 +110,10 @@ export const CreateConversationBody = z
     title: Title.optional(),
     metadata: MetadataInput.optional(),
     sandbox: NewSandboxSettings.optional().describe("How the agent's processes are sandboxed (when the server runs a sandbox); default: the server's network policy."),
+    mcp_servers: McpServers.optional(),
+    permissions: Permissions.optional(),
+    hooks: Hooks.optional(),
+    setting_sources: SettingSources.optional(),
   })
   .strict()
   .meta({ id: 'CreateConversation' });
@@ -115,6 +125,10 @@ export const UpdateConversationConfigBody = z
     workdir: z.string().min(1).max(4096).optional(),
     max_iterations_per_run: MaxIterations.optional(),
     title: Title.nullable().optional(),
+    mcp_servers: McpServers.optional().describe('Replaces the MCP servers (changed ones restart at the next run).'),
+    permissions: Permissions.optional().describe('Replaces the permission rules.'),
+    hooks: Hooks.optional().describe('Replaces the hooks.'),
+    setting_sources: SettingSources.optional(),
   })
   .strict()
   .meta({ id: 'UpdateConversationConfig' });

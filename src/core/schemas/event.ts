@@ -19,6 +19,7 @@ export const EVENT_KINDS = [
   'agent_error',
   'usage',
   'condensation',
+  'hook',
 ] as const;
 export const EventKind = z.enum(EVENT_KINDS).meta({ id: 'EventKind' });
 export type EventKind = z.infer<typeof EventKind>;
@@ -57,6 +58,7 @@ export const eventBodies = {
     run_id: z.uuid().nullable(),
     llm_response_id: z.string().nullable().optional().describe('Groups the calls one LLM response made.'),
     provider_fields: JsonObject.optional().describe("Fields the provider attached to the tool call (Gemini's `extra_content`), sent back with it in later requests."),
+    original_arguments: JsonObject.optional().describe('The arguments the LLM sent, when a PreToolUse hook rewrote them (`arguments` is what runs).'),
   }),
   observation: z.object({
     kind: z.literal('observation'),
@@ -70,10 +72,12 @@ export const eventBodies = {
   }),
   rejection: z.object({
     kind: z.literal('rejection'),
-    source: z.literal('user'),
+    source: z.enum(['user', 'system']).describe('`user`: rejected with POST /reject; `system`: refused by a permission rule or a hook.'),
     tool_call_id: z.string(),
     tool_name: z.string(),
     reason: z.string(),
+    rule: z.string().optional().describe('The permission rule that denied the call, e.g. `deny: bash(rm -rf*)`.'),
+    hook_point: z.string().optional().describe('The hook point whose hook blocked the call.'),
     run_id: z.uuid().nullable().optional(),
   }),
   state_update: z.object({
@@ -113,6 +117,19 @@ export const eventBodies = {
     summary: z.string(),
     forgotten_until_seq: z.int().min(0).describe('Events up to this seq are summarized and no longer sent to the LLM.'),
   }),
+  hook: z.object({
+    kind: z.literal('hook'),
+    source: z.literal('system'),
+    hook_point: z.enum(['PreToolUse', 'PostToolUse', 'UserPromptSubmit', 'Stop', 'SubagentStop', 'PreCompact', 'SessionStart']),
+    matcher: z.string().nullable(),
+    hook: z.string().describe('The command, or the url of an http hook (secret values masked).'),
+    duration_ms: z.number().min(0),
+    decision: z.enum(['allow', 'block', 'rewrite', 'error']),
+    reason: z.string().nullable().optional(),
+    tool_call_id: z.string().nullable().optional(),
+    tool_name: z.string().nullable().optional(),
+    run_id: z.uuid().nullable().optional(),
+  }),
 } as const;
 
 function withEnvelope<K extends EventKind>(kind: K, id: string) {
@@ -128,6 +145,7 @@ export const StateUpdateEvent = withEnvelope('state_update', 'StateUpdateEvent')
 export const AgentErrorEvent = withEnvelope('agent_error', 'AgentErrorEvent');
 export const UsageEvent = withEnvelope('usage', 'UsageEvent');
 export const CondensationEvent = withEnvelope('condensation', 'CondensationEvent');
+export const HookEvent = withEnvelope('hook', 'HookEvent');
 
 export const AgentEvent = z
   .discriminatedUnion('kind', [
@@ -140,6 +158,7 @@ export const AgentEvent = z
     AgentErrorEvent,
     UsageEvent,
     CondensationEvent,
+    HookEvent,
   ])
   .meta({ id: 'Event' });
 export type AgentEvent = z.infer<typeof AgentEvent>;

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { loadDescription } from './load-description.js';
 import type { ShellRunResult } from './shell-session.js';
 import { defineTool, type ToolResult } from './tool.js';
+import { readingHint, saveFullOutput } from './agent-area.js';
 
 export interface BashToolOptions {
   /** Hard limit when the model gives no `timeout_s`. Default 120 s. */
@@ -38,6 +39,13 @@ export function createBashTool(options: BashToolOptions = {}) {
     name: 'bash',
     description,
     parameters,
+    ignoredArguments: ['description'],
+    argumentHints: {
+      timeout: 'did you mean `timeout_s`? It is in seconds',
+      timeout_ms: 'use `timeout_s`, in seconds',
+      background: 'end the command with `&` to run it in the background',
+      run_in_background: 'end the command with `&` to run it in the background',
+    },
     async execute(input, context): Promise<ToolResult> {
       const isInput = input.is_input ?? false;
       if (context.signal.aborted) return { content: 'Not run: the run was stopped.', isError: true };
@@ -52,14 +60,18 @@ export function createBashTool(options: BashToolOptions = {}) {
         const result = await shell.run(input.command, { ...limits, signal: context.signal, isInput });
         const previousCwd = context.state.get(CWD_STATE_KEY) ?? context.workdir;
         context.state.set(CWD_STATE_KEY, result.cwd);
+        const saved = result.fullOutput ? await saveFullOutput(result.fullOutput.text, context).catch(() => null) : null;
         const content = describeResult(result, {
           ...limits,
+          isInput,
+          savedOutput: saved,
           elapsedMs: Date.now() - startedAt,
           aborted: context.signal.aborted,
           shellAlive: shell.alive,
           cwdChanged: typeof previousCwd === 'string' && previousCwd !== result.cwd,
         });
-        const data: Record<string, unknown> = { exit_code: result.exitCode, cwd: result.cwd, timed_out: result.timedOut };
+        const data: Record<string, unknown> = { exit_code: result.exitCode, cwd: result.cwd, timed_out: result.timedOut, still_running: result.stillRunning };
+        if (saved) data.full_output = saved;
         if (result.pid !== undefined) data.pid = result.pid;
         return { content, isError: result.busy === true, data };
       } catch (error) {
@@ -73,12 +85,24 @@ export function createBashTool(options: BashToolOptions = {}) {
 export const bashTool = createBashTool();
 
 interface DescribeContext {
+  isInput: boolean;
+  /** Where the full output of a cut result was saved (absolute path). */
+  savedOutput: string | null;
   timeoutMs: number;
   idleTimeoutMs: number;
   elapsedMs: number;
   aborted: boolean;
   shellAlive: boolean;
   cwdChanged: boolean;
+}
+
+function ranFor(result: ShellRunResult): string {
+  return result.elapsedMs === undefined ? '' : ` after ${formatSeconds(result.elapsedMs)}`;
+}
+
+function formatSeconds(ms: number): string {
+  const seconds = Math.round(ms / 1000);
+  return seconds < 60 ? `${seconds} s` : `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
 }
 
 /** What the LLM reads: the output, then short bracketed notes on anything unusual. */
@@ -90,12 +114,22 @@ function describeResult(result: ShellRunResult, context: DescribeContext): strin
   }
   if (context.aborted) {
     notes.push(result.stillRunning ? '[Stopped waiting: the run was paused or cancelled; the command may still be running.]' : '[Interrupted: the run was paused or cancelled.]');
+  } else if (result.stillRunning && result.interrupted === 'killed') {
+    notes.push('[Sent C-c again: the processes of the command were killed (SIGKILL). If it still runs (a loop of the shell itself), one more "C-c" ends the shell; call bash with is_input: true and command "" to see the end.]');
+  } else if (result.stillRunning && result.interrupted === 'interrupt') {
+    notes.push(`[Sent C-c (SIGINT), but the command is still running${ranFor(result)}: it may ignore interrupts. Send "C-c" again to kill it.]`);
   } else if (result.stillRunning && result.timedOut) {
     const hitHardLimit = context.elapsedMs >= context.timeoutMs - 100;
     const why = hitHardLimit ? `time limit of ${context.timeoutMs / 1000} s reached` : `no new output for ${context.idleTimeoutMs / 1000} s`;
-    notes.push(`[Still running (${why}). Call bash with is_input: true and command "" to wait for more output, text to send it input, or "C-c" to interrupt it.]`);
+    notes.push(`[Still running${ranFor(result)} (${why}). Call bash with is_input: true and command "" to wait for more output, text to send it input, or "C-c" to interrupt it.]`);
   }
-  if (result.exitCode !== null && result.exitCode !== 0) notes.push(`[Exit code ${result.exitCode}]`);
+  if (result.exitCode !== null && result.pid === undefined && (context.isInput || result.interrupted)) {
+    const how = result.interrupted === 'killed' ? ' (killed by a repeated C-c)' : result.interrupted === 'interrupt' ? ' (after C-c)' : '';
+    notes.push(`[The command finished${how} with exit code ${result.exitCode}${ranFor(result)}.]`);
+  } else if (result.exitCode !== null && result.exitCode !== 0) notes.push(`[Exit code ${result.exitCode}]`);
+  if (context.savedOutput) {
+    notes.push(readingHint(context.savedOutput, result.fullOutput?.complete !== false));
+  }
   if (context.cwdChanged && !result.stillRunning) notes.push(`[Current directory: ${result.cwd}]`);
   if (!context.shellAlive) notes.push('[The shell exited. A fresh one starts in the workdir with the next command; directory, variables and functions set before are lost.]');
   const parts: string[] = [];

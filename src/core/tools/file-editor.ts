@@ -3,7 +3,8 @@
  * the workdir. Every path goes through the workspace resolver; failures come back as results.
  * `create` overwrites an existing file and records it in the undo history like every edit.
  */
-import { lstat, unlink } from 'node:fs/promises';
+import { lstat, readdir, unlink } from 'node:fs/promises';
+import path from 'node:path';
 import { z } from 'zod';
 import { EditHistory } from './file-editor-history.js';
 import { formatBytes, MAX_EDITABLE_BYTES, readBytesNoFollow, readTextFile, writeBytesNoFollow } from './file-editor-io.js';
@@ -19,6 +20,8 @@ import {
 } from './text-edits.js';
 import { defineTool, type ToolContext, type ToolResult } from './tool.js';
 import { PinScope, pinnedOf, resolveToolPath, toolFailure, type ToolPath } from './tool-paths.js';
+import { PathNotFoundError } from '../workspace/path-not-found-error.js';
+import { fileVersion, ViewedFiles } from './file-editor-viewed.js';
 
 export const FILE_EDITOR_TOOL_NAME = 'file_editor';
 
@@ -42,12 +45,21 @@ export const fileEditorParameters = z.object({
 
 type FileEditorInput = z.infer<typeof fileEditorParameters>;
 
+const CHANGED_ON_DISK =
+  'Note: the file had changed on disk since you last viewed or edited it (another command or process wrote it); view it again to check that the result is what you meant.';
+
 const EDIT_FOOTER = 'Review the changes and make sure they are as expected. Edit the file again if necessary.';
 
 export const fileEditorTool = defineTool({
   name: FILE_EDITOR_TOOL_NAME,
   description: loadDescription(import.meta.url, 'file-editor.md'),
   parameters: fileEditorParameters,
+  argumentHints: {
+    replace_all: 'there is none: `old_str` must match one place; make one str_replace per occurrence, or use bash (e.g. sed) for many',
+    start_line: 'for `view`, use `view_range: [start, end]`',
+    end_line: 'for `view`, use `view_range: [start, end]`',
+    line: 'for `insert`, use `insert_line`',
+  },
   async execute(input, context): Promise<ToolResult> {
     if (context.signal.aborted) return { isError: true, content: 'Aborted before file_editor ran.' };
     const scope = new PinScope();
@@ -65,7 +77,9 @@ export const fileEditorTool = defineTool({
           return await undo(input, context, scope);
       }
     } catch (error) {
-      return toolFailure(error, input.path);
+      const failure = toolFailure(error, input.path);
+      if (error instanceof PathNotFoundError) failure.content += await similarNames(context.workdir, input.path);
+      return failure;
     } finally {
       await scope.release();
     }
@@ -81,6 +95,7 @@ async function view(input: FileEditorInput, context: ToolContext, scope: PinScop
   }
   const read = await readTextFile(pinnedOf(target).at(), target.relative);
   if (!read.ok) return read.result;
+  ViewedFiles.from(context.state).remember(target.absolute, fileVersion(stats));
   return viewText(read.text, { displayPath: target.relative, viewRange: input.view_range });
 }
 
@@ -94,6 +109,14 @@ async function create(input: FileEditorInput, context: ToolContext, scope: PinSc
   const existing = pinned.exists ? await lstat(pinned.at()).catch(() => undefined) : undefined;
   if (existing?.isDirectory()) return fail(`${checked.relative} is a directory; give a file path.`);
   let previous: Buffer | null = null;
+  const viewed = ViewedFiles.from(context.state);
+  if (existing && !viewed.has(checked.absolute)) {
+    return fail(
+      `${checked.relative} already exists and you have not viewed it in this conversation, so it was not overwritten. ` +
+        'View it first (then `create` may replace it), or change part of it with `str_replace`.',
+    );
+  }
+  const staleNote = existing && viewed.changedSince(checked.absolute, fileVersion(existing)) ? ` ${CHANGED_ON_DISK}` : '';
   if (existing) {
     const read = await readBytesNoFollow(pinned.at(), MAX_EDITABLE_BYTES);
     if (!read.bytes) return fail(`${checked.relative} exists and is ${formatBytes(read.size)}; file_editor will not overwrite a file over ${formatBytes(MAX_EDITABLE_BYTES)}.`);
@@ -103,9 +126,10 @@ async function create(input: FileEditorInput, context: ToolContext, scope: PinSc
   await pinned.ensureParent();
   await writeBytesNoFollow(pinned.at(), input.file_text, await pinned.owner());
   EditHistory.from(context.state).record(checked.absolute, previous);
+  viewed.remember(checked.absolute, fileVersion(await lstat(pinned.at())));
   const lineCount = splitLines(input.file_text).length;
-  const verb = previous ? 'overwritten (the previous version can be restored with undo_edit)' : 'created';
-  return ok(`File ${checked.relative} ${verb}: ${lineCount} line${lineCount === 1 ? '' : 's'}.`, checked, { created: !previous, lines: lineCount });
+  const verb = previous ? `overwritten, replacing ${splitLines(previous.toString('utf8')).length} lines (the previous version can be restored with undo_edit)` : 'created';
+  return ok(`File ${checked.relative} ${verb}: ${lineCount} line${lineCount === 1 ? '' : 's'}.${staleNote}`, checked, { created: !previous, lines: lineCount });
 }
 
 async function replace(input: FileEditorInput, context: ToolContext, scope: PinScope): Promise<ToolResult> {
@@ -140,7 +164,7 @@ async function replace(input: FileEditorInput, context: ToolContext, scope: PinS
   const endLine = startLine + Math.max(splitLines(replacement).length - 1, 0);
   return ok(
     `The file ${file.relative} has been edited. Here's the result of running \`cat -n\` on a snippet of ${file.relative}:\n` +
-      `${snippetAround(updated, { startLine, endLine })}\n${EDIT_FOOTER}`,
+      `${snippetAround(updated, { startLine, endLine })}\n${EDIT_FOOTER}${target.stale ? ` ${CHANGED_ON_DISK}` : ''}`,
     file,
     { start_line: startLine, end_line: endLine },
   );
@@ -160,7 +184,7 @@ async function insert(input: FileEditorInput, context: ToolContext, scope: PinSc
   await commitEdit({ context, file, previous: target.bytes, updated: result.text });
   return ok(
     `The file ${file.relative} has been edited. Here's the result of running \`cat -n\` on a snippet of ${file.relative}:\n` +
-      `${snippetAround(result.text, { startLine: result.firstLine, endLine: result.lastLine })}\n${EDIT_FOOTER}`,
+      `${snippetAround(result.text, { startLine: result.firstLine, endLine: result.lastLine })}\n${EDIT_FOOTER}${target.stale ? ` ${CHANGED_ON_DISK}` : ''}`,
     file,
     { start_line: result.firstLine, end_line: result.lastLine },
   );
@@ -182,6 +206,7 @@ async function undo(input: FileEditorInput, context: ToolContext, scope: PinScop
   }
   await pinned.ensureParent();
   await writeBytesNoFollow(pinned.at(), entry.previous, await pinned.owner());
+  ViewedFiles.from(context.state).remember(file.absolute, fileVersion(await lstat(pinned.at())));
   const lines = splitLines(entry.previous.toString('utf8')).length;
   return ok(`Last edit to ${file.relative} undone: restored the previous version (${lines} lines). ${remaining}`.trim(), file, { lines });
 }
@@ -190,13 +215,14 @@ async function resolveEditable(
   userPath: string,
   context: ToolContext,
   scope: PinScope,
-): Promise<{ file: ToolPath; text: string; bytes: Buffer } | { result: ToolResult }> {
+): Promise<{ file: ToolPath; text: string; bytes: Buffer; stale: boolean } | { result: ToolResult }> {
   const file = await resolveToolPath(context, userPath, { mustExist: true, scope });
   const stats = await lstat(pinnedOf(file).at());
   if (stats.isDirectory()) return { result: fail(`${file.relative} is a directory, not a file.`) };
   const read = await readTextFile(pinnedOf(file).at(), file.relative);
   if (!read.ok) return { result: read.result };
-  return { file, text: read.text, bytes: read.bytes };
+  const stale = ViewedFiles.from(context.state).changedSince(file.absolute, fileVersion(stats));
+  return { file, text: read.text, bytes: read.bytes, stale };
 }
 
 async function commitEdit(edit: { context: ToolContext; file: ToolPath; previous: Buffer; updated: string }): Promise<void> {
@@ -205,6 +231,7 @@ async function commitEdit(edit: { context: ToolContext; file: ToolPath; previous
   }
   await writeBytesNoFollow(pinnedOf(edit.file).at(), edit.updated, await pinnedOf(edit.file).owner());
   EditHistory.from(edit.context.state).record(edit.file.absolute, edit.previous);
+  ViewedFiles.from(edit.context.state).remember(edit.file.absolute, fileVersion(await lstat(pinnedOf(edit.file).at())));
 }
 
 function noMatchMessage(text: string, oldStr: string, displayPath: string): string {
@@ -214,6 +241,32 @@ function noMatchMessage(text: string, oldStr: string, displayPath: string): stri
     return `${base} A match exists if whitespace is ignored, near line ${near.slice(0, 5).join(', ')}: check indentation (tabs vs spaces) and trailing spaces, and copy the exact text from a fresh \`view\`.`;
   }
   return `${base} View the file again and copy the exact text (without the line-number prefix), including indentation.`;
+}
+
+/** For a path that does not exist: names in the nearest existing directory that look like it. */
+async function similarNames(workdir: string, userPath: string): Promise<string> {
+  const wanted = path.basename(userPath).toLowerCase();
+  let dir = path.resolve(workdir, path.dirname(userPath));
+  if (!dir.startsWith(workdir)) return '';
+  let entries: string[] = [];
+  for (;;) {
+    try {
+      entries = await readdir(dir);
+      break;
+    } catch {
+      if (dir === workdir || !dir.startsWith(workdir)) return '';
+      dir = path.dirname(dir);
+    }
+  }
+  const stem = wanted.replace(/\.[^.]*$/, '');
+  const close = entries
+    .filter((name) => {
+      const lower = name.toLowerCase();
+      return lower !== wanted && (lower.includes(stem) || stem.includes(lower.replace(/\.[^.]*$/, '')) || lower.replace(/\.[^.]*$/, '') === stem);
+    })
+    .slice(0, 5)
+    .map((name) => path.relative(workdir, path.join(dir, name)) || name);
+  return close.length > 0 ? ` Similar names: ${close.join(', ')}.` : '';
 }
 
 function ok(content: string, file: ToolPath, extra: Record<string, unknown> = {}): ToolResult {

@@ -28,6 +28,7 @@ export function createGrepTool(searcher: TextSearcher): ToolDefinition<typeof gr
     name: GREP_TOOL_NAME,
     description,
     parameters: grepParameters,
+    argumentAliases: { glob: 'include', file_pattern: 'include', regex: 'pattern', query: 'pattern' },
     async execute(input, context): Promise<ToolResult> {
       try {
         const target = await resolveToolPath(context, input.path ?? '.', { mustExist: true });

@@ -28,6 +28,12 @@ export interface ShellRunResult {
   logFile?: string;
   /** True when nothing was run because a previous command is still running (output says what to do). */
   busy?: boolean;
+  /** How long the command (still running, or just finished) has been running, from its start. */
+  elapsedMs?: number;
+  /** When `output` was cut: the command's output in full (up to a cap; `complete` false past it). */
+  fullOutput?: { text: string; complete: boolean };
+  /** What a `C-c` did: `interrupt` (SIGINT sent), `killed` (a second C-c: SIGKILL to the foreground processes). */
+  interrupted?: 'interrupt' | 'killed';
 }
 
 export interface ShellSession {

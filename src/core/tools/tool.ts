@@ -29,6 +29,14 @@ export interface ToolDefinition<Schema extends z.ZodType = z.ZodType> {
   name: string;
   description: string;
   parameters: Schema;
+  /** The JSON Schema the LLM sees when it is not derived from `parameters` (MCP tools bring their own). */
+  jsonSchema?: Record<string, unknown>;
+  /** Arguments models often send that this tool does not take, with what to do instead (the hint in the error). */
+  argumentHints?: Record<string, string>;
+  /** Names other agents give this tool's parameters (`glob` → `include`): renamed when the real one is absent. */
+  argumentAliases?: Record<string, string>;
+  /** Arguments that change nothing here (bash `description`): accepted and ignored. */
+  ignoredArguments?: readonly string[];
   execute(input: z.infer<Schema>, context: ToolContext): Promise<ToolResult>;
 }
 

@@ -1,0 +1,82 @@
+import type { HookRunner } from '../hooks/hook-runner.js';
+import type { PermissionPolicy } from '../permissions/permission-policy.js';
+
+/** What the gate decided for one tool call. `args` is what runs (a PreToolUse hook may have rewritten it). */
+export type GateVerdict =
+  | { kind: 'run'; args: Record<string, unknown>; original: Record<string, unknown> | null }
+  | { kind: 'ask'; args: Record<string, unknown>; original: Record<string, unknown> | null }
+  | { kind: 'deny'; args: Record<string, unknown>; original: Record<string, unknown> | null; reason: string; rule?: string; hookPoint?: string };
+
+/**
+ * The one gate every tool call passes before it runs (built-in, MCP, subagent tools alike), and
+ * the hooks around a run: PreToolUse hooks first (they may block, ask or rewrite the input), then
+ * the permission rules on the input that will run; PostToolUse after; UserPromptSubmit, Stop and
+ * SessionStart at their points.
+ */
+export class ToolGate {
+  static readonly MAX_STOP_CONTINUATIONS = 3;
+  private stopContinuations = 0;
+
+  constructor(
+    private readonly options: { policy: () => Promise<PermissionPolicy>; hooks: HookRunner; workdir: string },
+  ) {}
+
+  async beforeTool(call: { id: string; name: string; args: Record<string, unknown> }): Promise<GateVerdict> {
+    let args = call.args;
+    let original: Record<string, unknown> | null = null;
+    let hookAsked = false;
+    if (this.options.hooks.has('PreToolUse')) {
+      const outcome = await this.options.hooks.run({ point: 'PreToolUse', toolName: call.name, toolCallId: call.id, fields: { tool_input: call.args } });
+      if (outcome.updatedInput) {
+        original = call.args;
+        args = outcome.updatedInput;
+      }
+      if (outcome.blocked !== null) return { kind: 'deny', args, original, reason: `Blocked by a PreToolUse hook: ${outcome.blocked}`, hookPoint: 'PreToolUse' };
+      hookAsked = outcome.ask;
+    }
+    const verdict = (await this.options.policy()).check(call.name, args, this.options.workdir);
+    if (verdict.decision === 'deny') {
+      const where = verdict.source === 'project' ? ' (from the project\'s .claude/settings.json)' : '';
+      const reason = verdict.rule ? `Denied by the permission rule \`${verdict.rule}\`${where}.` : 'Denied: the permission default for this conversation is deny.';
+      return { kind: 'deny', args, original, reason, ...(verdict.rule && { rule: verdict.rule }) };
+    }
+    if (verdict.decision === 'ask' || hookAsked) return { kind: 'ask', args, original };
+    return { kind: 'run', args, original };
+  }
+
+  /** PostToolUse: context or a block reason the model sees after the result, or null. */
+  async afterTool(call: { id: string; name: string; args: Record<string, unknown> }, result: { content: string; isError: boolean }): Promise<string | null> {
+    if (!this.options.hooks.has('PostToolUse')) return null;
+    const outcome = await this.options.hooks.run({
+      point: 'PostToolUse',
+      toolName: call.name,
+      toolCallId: call.id,
+      fields: { tool_input: call.args, tool_response: { content: result.content, is_error: result.isError } },
+    });
+    const notes = [...(outcome.blocked !== null ? [`A PostToolUse hook says: ${outcome.blocked}`] : []), ...outcome.additionalContext];
+    return notes.length > 0 ? notes.join('\n') : null;
+  }
+
+  /** UserPromptSubmit for the newest user message: blocked (with the reason) or context to add. */
+  async onPrompt(prompt: string): Promise<{ blocked: string | null; context: string[] }> {
+    if (!this.options.hooks.has('UserPromptSubmit')) return { blocked: null, context: [] };
+    const outcome = await this.options.hooks.run({ point: 'UserPromptSubmit', fields: { prompt } });
+    return { blocked: outcome.blocked, context: outcome.additionalContext };
+  }
+
+  /** Stop: a reason to keep going, or null to let the run end. Bounded per run. */
+  async onStop(lastMessage: string | null): Promise<string | null> {
+    if (!this.options.hooks.has('Stop')) return null;
+    const active = this.stopContinuations > 0;
+    const outcome = await this.options.hooks.run({ point: 'Stop', fields: { stop_hook_active: active, last_assistant_message: lastMessage } });
+    if (outcome.blocked === null || this.stopContinuations >= ToolGate.MAX_STOP_CONTINUATIONS) return null;
+    this.stopContinuations += 1;
+    return outcome.blocked;
+  }
+
+  /** SessionStart: context for the model at the first run of a conversation. */
+  async onSessionStart(): Promise<string[]> {
+    if (!this.options.hooks.has('SessionStart')) return [];
+    return (await this.options.hooks.run({ point: 'SessionStart', fields: { source: 'startup' } })).additionalContext;
+  }
+}

@@ -1,0 +1,22 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Services } from '../../compose.js';
+import { McpStatusList } from '../../core/schemas/mcp-servers.js';
+import { ConversationParams, errors } from '../route-schemas.js';
+
+export function mcpRoutes(services: Services): FastifyPluginAsyncZod {
+  return async (app) => {
+    app.get(
+      '/conversations/:id/mcp',
+      {
+        schema: {
+          tags: ['conversations'],
+          operationId: 'mcp.status',
+          summary: "The conversation's MCP servers: transport, status, tools, and why a failed one failed (asking starts servers not started yet)",
+          params: ConversationParams,
+          response: { 200: McpStatusList, ...errors(400, 404) },
+        },
+      },
+      async (request) => ({ servers: await services.mcp.status(services.conversations.record(request.params.id)) }),
+    );
+  };
+}
