@@ -18,6 +18,12 @@ const offending = (files: [string, ImportEdge[]][], bad: (edge: ImportEdge) => b
 const CORE_FILES_USING_FS = [
   'src/core/agent/system-prompt.ts',
   'src/core/conversations/conversation-service.ts',
+  // Merged from the MCP/permissions and agent branches (issues 14, 21):
+  'src/core/mcp/mcp-registry.ts',
+  'src/core/mcp/project-mcp-config.ts',
+  'src/core/permissions/project-settings.ts',
+  'src/core/tools/agent-area.ts',
+  'src/core/tools/file-editor-viewed.ts',
   'src/core/tools/file-editor-io.ts',
   'src/core/tools/file-editor.ts',
   'src/core/tools/glob.ts',
