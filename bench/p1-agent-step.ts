@@ -31,14 +31,14 @@ export const p1AgentStep: Benchmark = {
     const tool = new Meter();
     const fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
     const server = await startServer({ overrides: { llm: timedLlm(new OpenAiLlmClient(), llm), shells: timedShells(new BashShellFactory(), tool) } });
-    const events = meterEvents(server.services.recorder, server.services.bus);
+    const events = meterEvents(server.services.recorder);
     let floor: StepFloor | undefined;
     try {
       const warmup = await startConversation({ server, fake });
       await warmup.run(20);
       warmup.close();
       floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir') });
-      for (const meter of [llm, tool, events.append, events.fanOut]) Object.assign(meter, { ms: 0, calls: 0 });
+      for (const meter of [llm, tool, events.append]) Object.assign(meter, { ms: 0, calls: 0 });
 
       const conversation = await startConversation({ server, fake });
       const stepMs: number[] = [];
@@ -53,7 +53,7 @@ export const p1AgentStep: Benchmark = {
 
       const perStep = totalMs / steps;
       const part = (meter: Meter) => meter.ms / steps;
-      const other = perStep - part(llm) - part(tool) - part(events.append) - part(events.fanOut);
+      const other = perStep - part(llm) - part(tool) - part(events.append);
       const share = (ms: number) => `${((ms / perStep) * 100).toFixed(1)}%`;
       const floorLlm = summarize(floor.llmMs);
       const floorShell = summarize(floor.shellMs);
@@ -72,8 +72,7 @@ export const p1AgentStep: Benchmark = {
             rows: [
               ['LLM call (client + fake server, streamed)', fmt(part(llm)), share(part(llm))],
               ['tool (bash `true` in the conversation shell)', fmt(part(tool)), share(part(tool))],
-              [`event append (log write + bookkeeping; ${fmt(events.append.calls / steps)} events/step)`, fmt(part(events.append)), share(part(events.append))],
-              ['fan-out (bus publish to 1 SSE subscriber; its socket write is in "other")', fmt(part(events.fanOut)), share(part(events.fanOut))],
+              [`event append (log write, fan-out to 1 SSE subscriber, bookkeeping; ${fmt(events.append.calls / steps)} events/step)`, fmt(part(events.append)), share(part(events.append))],
               ['other (history, tool dispatch, run record, SSE writes, scheduling)', fmt(other), share(other)],
               ['total step', fmt(perStep), '100%'],
             ],
@@ -135,9 +134,9 @@ async function startConversation(options: { server: TestServer; fake: FakeLlm })
       let endedAt = 0;
       let ended!: () => void;
       const runEnded = new Promise<void>((resolve) => (ended = resolve));
-      const unsubscribe = server.services.bus.subscribe(id, (message) => {
-        if (message.type !== 'event') return;
-        const event: AgentEvent = message.appended.event;
+      const unsubscribe = server.services.recorder.onAppend((appended) => {
+        const event: AgentEvent = appended.event;
+        if (event.conversation_id !== id) return;
         if (event.kind === 'action') actionTimes.push(performance.now());
         if (event.kind === 'state_update' && event.status !== 'running') {
           endedAt = performance.now();

@@ -112,9 +112,9 @@ async function conversation(server: TestServer, fake: FakeLlm, body: Record<stri
       fake.setScript([...script, { text: 'done' }]);
       let ended!: (status: string) => void;
       const runEnded = new Promise<string>((resolve) => (ended = resolve));
-      const unsubscribe = server.services.bus.subscribe(id, (message) => {
-        if (message.type !== 'event') return;
-        const event: AgentEvent = message.appended.event;
+      const unsubscribe = server.services.recorder.onAppend((appended) => {
+        const event: AgentEvent = appended.event;
+        if (event.conversation_id !== id) return;
         if (event.kind === 'state_update' && event.status !== 'running') ended(event.status);
       });
       const started = performance.now();

@@ -29,8 +29,8 @@ export const p2SseFanout: Benchmark = {
       let alone = 0;
       let batchedAlone = 0;
       for (let i = 0; i < 3; i++) {
-        alone = Math.max(alone, appendAlone(server, events));
-        batchedAlone = Math.max(batchedAlone, await appendBatched({ server, conversationId: createConversation(server.services), events }));
+        alone = Math.max(alone, await appendAlone(server, events));
+        batchedAlone = Math.max(batchedAlone, await appendBatched({ server, conversationId: await createConversation(server.services), events }));
       }
       const flatOut = await fanOut({ server, subscribers, events });
       const deliveredPerS = events / (flatOut.elapsedMs / 1000);
@@ -67,16 +67,16 @@ export const p2SseFanout: Benchmark = {
   },
 };
 
-function appendOne(server: TestServer, conversationId: string): void {
-  server.services.conversations.append(conversationId, { kind: 'message', source: 'agent', role: 'assistant', content: CONTENT, run_id: null });
+function appendOne(server: TestServer, conversationId: string): Promise<unknown> {
+  return server.services.conversations.append(conversationId, { kind: 'message', source: 'agent', role: 'assistant', content: CONTENT, run_id: null });
 }
 
-/** Events/s of a synchronous append loop (log write, bookkeeping, bus with no listener). */
-function appendAlone(server: TestServer, events: number): number {
-  const conversationId = createConversation(server.services);
-  for (let i = 0; i < 1000; i++) appendOne(server, conversationId);
+/** Events/s of an append loop (log write, bookkeeping, no subscriber), every append awaited. */
+async function appendAlone(server: TestServer, events: number): Promise<number> {
+  const conversationId = await createConversation(server.services);
+  for (let i = 0; i < 1000; i++) await appendOne(server, conversationId);
   const started = performance.now();
-  for (let i = 0; i < events; i++) appendOne(server, conversationId);
+  for (let i = 0; i < events; i++) await appendOne(server, conversationId);
   return events / ((performance.now() - started) / 1000);
 }
 
@@ -87,7 +87,7 @@ async function appendBatched(options: { server: TestServer; conversationId: stri
   const batch = ratePerS ? 1 : BATCH;
   for (let seq = 1; seq <= events; ) {
     for (let i = 0; i < batch && seq <= events; i++, seq++) {
-      appendOne(server, conversationId);
+      void appendOne(server, conversationId);
       if (appendedAt) appendedAt[seq - 1] = monotonicMs();
     }
     if (!ratePerS) await nextTurn();
@@ -110,7 +110,7 @@ interface FanOutResult {
 async function fanOut(options: { server: TestServer; subscribers: number; events: number; ratePerS?: number }): Promise<FanOutResult> {
   const { server, subscribers, events } = options;
   const sampleEvery = Math.max(1, Math.floor((subscribers * events) / 2_000_000));
-  const conversationId = createConversation(server.services);
+  const conversationId = await createConversation(server.services);
   const child = fork(childScript('sse-subscribers'), { stdio: 'inherit' });
   const messages = inbox(child);
   const before = server.services.streams.size;

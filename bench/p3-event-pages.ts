@@ -25,15 +25,15 @@ export const p3EventPages: Benchmark = {
     // The conversations exist first (records on disk), then their events are written directly.
     const setup = await startServer({ dataDir, listen: false });
     const create = () => createConversation(setup.services);
-    const longId = create();
-    const shortId = create();
+    const longId = await create();
+    const shortId = await create();
     await setup.close();
     const log = new FileEventLog({ conversationsDir: path.join(dataDir, 'conversations'), firehoseFile: path.join(dataDir, 'firehose.idx') });
     const started = performance.now();
-    for (let i = 0; i < longCount; i++) log.append(longId, agentEvent(i));
+    for (let i = 0; i < longCount; i++) await log.append(longId, agentEvent(i));
     const generateMs = performance.now() - started;
-    for (let i = 0; i < shortCount; i++) log.append(shortId, agentEvent(i));
-    log.close();
+    for (let i = 0; i < shortCount; i++) await log.append(shortId, agentEvent(i));
+    await log.close();
 
     const server = await startServer({ dataDir });
     try {

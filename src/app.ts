@@ -11,7 +11,6 @@ import { registerOpenApi } from './http/plugins/openapi.js';
 import { callbackRoutes } from './http/routes/callbacks.js';
 import { commandRoutes } from './http/routes/commands.js';
 import { dashboardRoutes } from './http/routes/dashboard.js';
-import { controlRoutes } from './http/routes/control.js';
 import { mcpRoutes } from './http/routes/mcp.js';
 import { conversationRoutes } from './http/routes/conversations.js';
 import { eventRoutes } from './http/routes/events.js';
@@ -19,6 +18,7 @@ import { fileRoutes } from './http/routes/files.js';
 import { healthRoutes } from './http/routes/health.js';
 import { messageRoutes } from './http/routes/messages.js';
 import { metricsRoutes } from './http/routes/metrics.js';
+import { runRoutes } from './http/routes/runs.js';
 import { secretRoutes } from './http/routes/secrets.js';
 import { streamRoutes } from './http/routes/streams.js';
 
@@ -75,16 +75,18 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
 
   await app.register(metricsRoutes(services));
   await app.register(healthRoutes(services));
-  await app.register(conversationRoutes(services));
-  await app.register(messageRoutes(services));
-  await app.register(controlRoutes(services));
+  // Each route file gets only the services it uses.
+  const { config, conversations, agent, secrets, commands, events, streams, callbacks, files } = services;
+  await app.register(conversationRoutes({ conversations }));
+  await app.register(messageRoutes({ conversations }));
+  await app.register(runRoutes({ agent, conversations }));
   await app.register(mcpRoutes(services));
-  await app.register(secretRoutes(services));
-  await app.register(commandRoutes(services));
-  await app.register(eventRoutes(services));
-  await app.register(streamRoutes(services));
-  await app.register(callbackRoutes(services));
-  await app.register(fileRoutes(services));
+  await app.register(secretRoutes({ secrets }));
+  await app.register(commandRoutes({ commands }));
+  await app.register(eventRoutes({ events }));
+  await app.register(streamRoutes({ conversations, streams }));
+  await app.register(callbackRoutes({ callbacks }));
+  await app.register(fileRoutes({ config, files }));
   await app.register(dashboardRoutes());
   return app;
 }

@@ -6,7 +6,6 @@ import { FileWebhookStore } from './adapters/file-webhook-store.js';
 import { UndiciWebhookClient } from './adapters/undici-webhook-client.js';
 import type { ConversationService } from './core/conversations/conversation-service.js';
 import type { EventLog } from './core/events/event-log.js';
-import type { EventRecorder } from './core/events/event-recorder.js';
 import type { SecretBox } from './core/secrets/secret-box.js';
 import { CallbackService } from './core/webhooks/callback-service.js';
 import { systemScheduler, type Scheduler } from './core/webhooks/scheduler.js';
@@ -25,21 +24,20 @@ export interface Webhooks {
 
 /**
  * Webhook delivery, wired: subscriptions in `<dataDir>/webhooks`, one shared undici Agent, one
- * worker per subscription reading the event log after its own cursor. The recorder's append hook
- * is only a wake-up; what is delivered always comes from the log.
+ * worker per subscription reading the event log after its own cursor. A subscription to the log's
+ * firehose is only a wake-up; what is delivered always comes from the log.
  */
-export function composeWebhooks(options: {
+export async function composeWebhooks(options: {
   config: Config;
   logger: Logger;
   log: EventLog;
-  recorder: EventRecorder;
   conversations: ConversationService;
   box: SecretBox;
   version: string;
   scheduler?: Scheduler;
   storageError?: (error: unknown) => unknown;
-}): Webhooks {
-  const { config, logger, log, recorder, conversations } = options;
+}): Promise<Webhooks> {
+  const { config, logger, log, conversations } = options;
   const settings = config.webhooks;
   const scheduler = options.scheduler ?? systemScheduler;
   const store = new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box: options.box, fsync: config.fsync, ...(options.storageError && { storageError: options.storageError }) });
@@ -67,22 +65,33 @@ export function composeWebhooks(options: {
     logger.error({ callback_id: id, file, line: damage.line }, `callback quarantined: ${file}: ${damage.reason}; its files are kept as found`);
   }
   callbacks.start(loaded, (state) => serverCallbacks.keeps(state));
-  serverCallbacks.reconcile(loaded);
+  await serverCallbacks.reconcile(loaded);
   conversations.onDeleted((conversationId) => callbacks.removeConversation(conversationId));
-  const stopListening = recorder.onAppend(({ event }) => {
+  // Every event from now on, of every conversation: the wake-up of its delivery workers.
+  const wakeUps = log.subscribe({ conversationId: null, after: await log.globalHead() });
+  const reading = (async () => {
     try {
-      serverCallbacks.onAppend(event.conversation_id, event.seq);
-      dispatcher.notify(event.conversation_id);
+      for await (const item of wakeUps) {
+        if (item.type !== 'event') continue;
+        const { event } = item.stored;
+        try {
+          serverCallbacks.onAppend(event.conversation_id, event.seq);
+          dispatcher.notify(event.conversation_id);
+        } catch (error) {
+          logger.error({ err: error, conversation_id: event.conversation_id }, 'could not schedule callback deliveries');
+        }
+      }
     } catch (error) {
-      logger.error({ err: error, conversation_id: event.conversation_id }, 'could not schedule callback deliveries');
+      logger.error({ err: error }, 'webhook wake-ups stopped');
     }
-  });
+  })();
 
   return {
     callbacks,
     damaged: () => store.damaged().map(({ id, damage }) => ({ id, damage })),
     async close() {
-      stopListening();
+      wakeUps.close();
+      await reading;
       await dispatcher.close();
       await client.close();
     },

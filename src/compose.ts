@@ -4,9 +4,10 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { FileConversationRepository } from './adapters/file-conversation-repository.js';
 import { FileEventLog } from './adapters/file-event-log/file-event-log.js';
+import { FileSummaryStore } from './adapters/file-summary-store.js';
 import { loadOrCreateKeyFile } from './adapters/key-file.js';
 import { ConversationService } from './core/conversations/conversation-service.js';
-import { EventBus } from './core/events/event-bus.js';
+import { DeltaChannel } from './core/events/delta-channel.js';
 import { EventQueries } from './core/events/event-queries.js';
 import { EventRecorder } from './core/events/event-recorder.js';
 import { EventStreams } from './core/events/event-streams.js';
@@ -67,7 +68,8 @@ export interface Services {
   events: EventQueries;
   streams: EventStreams;
   recorder: EventRecorder;
-  bus: EventBus;
+  /** Streaming-only deltas, beside the log. */
+  deltas: DeltaChannel;
   callbacks: CallbackService;
   files: WorkspaceFiles;
   /** Whether the data dir takes writes (out of space, read-only). */
@@ -105,8 +107,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const storageError = (error: unknown) => disk.storageError(error);
   const log = new FileEventLog({ conversationsDir, firehoseFile: path.join(config.dataDir, 'firehose.idx'), fsync: config.fsync, storageError });
   const runs = new FileRunStore(conversationsDir, { storageError });
-  const bus = new EventBus();
-  const recorder = new EventRecorder(log, bus);
+  const deltas = new DeltaChannel();
+  const recorder = new EventRecorder(log, deltas);
   const conversations = new ConversationService({
     repository: new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError }),
     log,
@@ -124,13 +126,14 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   recorder.setMasker(secrets.maskEvent);
   recorder.setDeltaMasker(secrets.deltaMasker);
   const events = new EventQueries(log, (id) => void conversations.record(id));
-  const streams = new EventStreams({ log, bus, maxBuffered: config.sseMaxBuffered, maxBufferedBytes: config.sseMaxBufferedBytes });
+  const streams = new EventStreams({ log, deltas, maxBuffered: config.sseMaxBuffered, maxBufferedBytes: config.sseMaxBufferedBytes });
   const metrics = new Metrics({ conversationsByStatus: () => conversations.countsByStatus(), sseSubscribers: () => streams.size });
   recorder.onAppend(({ event }) => metrics.observeEvent(event));
-  for (const { id, error } of await conversations.load()) {
+  const summaries = new FileSummaryStore(path.join(config.dataDir, 'summaries.json'));
+  for (const { id, error } of await conversations.load(await summaries.take())) {
     logger.error({ conversation_id: id, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
   }
-  const webhooks = composeWebhooks({ config, logger, log, recorder, conversations, box, version: VERSION, storageError });
+  const webhooks = await composeWebhooks({ config, logger, log, conversations, box, version: VERSION, storageError });
 
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
@@ -171,7 +174,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   conversations.onDeleted((conversationId) => secrets.forget(conversationId));
   const commands = new CommandService({ conversations, secrets, runner: commandRunner });
   secrets.setChangeListener((conversationId, change) => agent.updateShellEnv(conversationId, change));
-  agent.recoverAfterRestart();
+  await agent.recoverAfterRestart();
 
   return {
     config,
@@ -192,7 +195,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     events,
     streams,
     recorder,
-    bus,
+    deltas,
     callbacks: webhooks.callbacks,
     files: new WorkspaceFiles({ workdirOf: (id) => conversations.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) }),
     disk,
@@ -202,7 +205,9 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await webhooks.close();
       await hookClient.close();
       streams.closeAll('server_shutting_down');
-      log.close();
+      await log.close();
+      // The next start reads no logs: each conversation's summary is saved once nothing appends any more.
+      await summaries.save(conversations.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
     },
   };
 }

@@ -18,7 +18,7 @@ afterAll(async () => {
 describe('/ui', () => {
   it('serves the page without a key and with no data in it, under a strict same-origin CSP', async () => {
     const title = `secret-title-${Date.now()}`;
-    server.services.conversations.create({ title, max_iterations_per_run: 500, confirmation_mode: false });
+    await server.services.conversations.create({ title, max_iterations_per_run: 500, confirmation_mode: false });
     for (const url of ['/ui', '/ui/']) {
       const page = await server.app.inject({ method: 'GET', url });
       expect(page.statusCode).toBe(200);
@@ -65,7 +65,7 @@ describe('GET /info firehose_cursor (where the dashboard joins the firehose)', (
   it('is the last cursor: the firehose from there sends only what happens next', async () => {
     const live = await startServer();
     try {
-      const first = live.services.conversations.create({ max_iterations_per_run: 500, confirmation_mode: false }).conversation.id;
+      const first = (await live.services.conversations.create({ max_iterations_per_run: 500, confirmation_mode: false })).conversation.id;
       for (let index = 0; index < 5; index += 1) live.services.recorder.append(first, { kind: 'message', source: 'user', role: 'user', content: `old ${index}` });
       const info = (await (await fetch(`${live.url}/info`, { headers: live.auth })).json()) as { firehose_cursor: number };
       expect(info.firehose_cursor).toBeGreaterThanOrEqual(5);

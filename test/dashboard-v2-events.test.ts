@@ -45,7 +45,7 @@ function v2Events(conversationId: string): Array<Record<string, unknown>> {
 
 describe.skipIf(chromiumMissing)('dashboard with the v2 event kinds', () => {
   it('nests subagent events under their task call, shows hooks, and answers a question with POST /answer', { timeout: 60_000 }, async () => {
-    const conversation = server.services.conversations.create({ title: 'v2 shapes', max_iterations_per_run: 500, confirmation_mode: false }).conversation;
+    const conversation = (await server.services.conversations.create({ title: 'v2 shapes', max_iterations_per_run: 500, confirmation_mode: false })).conversation;
     const events = v2Events(conversation.id);
     const page = await browser.newPage();
     const answers: unknown[] = [];

@@ -52,7 +52,7 @@ async function request(method: Method, url: string, options: { headers?: Record<
 beforeAll(async () => {
   server = await startServer({ listen: false, env: { AGENTD_MAX_BODY_BYTES: '4096' } });
   operations = operationsOf((await request('GET', '/openapi.json')).json());
-  conversationId = server.services.conversations.create({ max_iterations_per_run: 500, confirmation_mode: false }).conversation.id;
+  conversationId = (await server.services.conversations.create({ max_iterations_per_run: 500, confirmation_mode: false })).conversation.id;
 });
 afterAll(async () => {
   await server?.close();

@@ -66,7 +66,7 @@ beforeAll(async () => {
   server = await startServer({ listen: false });
   const { conversations } = server.services;
   for (let i = 0; i < 253; i++) {
-    const { conversation, record } = conversations.create({ max_iterations_per_run: 500, confirmation_mode: false, title: `c${i}` });
+    const { conversation, record } = await conversations.create({ max_iterations_per_run: 500, confirmation_mode: false, title: `c${i}` });
     if (i % 4 === 0) {
       record.status = 'finished';
       conversations.save(record);

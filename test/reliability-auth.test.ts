@@ -26,7 +26,7 @@ beforeAll(async () => {
   operations = Object.entries(document.paths).flatMap(([route, methods]) =>
     Object.entries(methods).map(([method, operation]) => ({ method: method.toUpperCase(), path: route, isPublic: Array.isArray(operation.security) && operation.security.length === 0 })),
   );
-  conversationId = server.services.conversations.create({ max_iterations_per_run: 500, confirmation_mode: false }).conversation.id;
+  conversationId = (await server.services.conversations.create({ max_iterations_per_run: 500, confirmation_mode: false })).conversation.id;
 });
 afterAll(async () => {
   await server?.close();

@@ -137,7 +137,7 @@ describe('start-up with thousands of conversations', () => {
     const { conversations } = seed.services;
     let withEvents = '';
     for (let i = 0; i < 3000; i++) {
-      const { conversation, record } = conversations.create({ max_iterations_per_run: 500, confirmation_mode: false, title: `c${i}` });
+      const { conversation, record } = await conversations.create({ max_iterations_per_run: 500, confirmation_mode: false, title: `c${i}` });
       if (i % 500 === 0) {
         withEvents = conversation.id;
         conversations.append(conversation.id, { kind: 'message', source: 'user', role: 'user', content: `hello ${i}` });
@@ -158,5 +158,51 @@ describe('start-up with thousands of conversations', () => {
     expect(info.conversations).toMatchObject({ total: 3000, by_status: { idle: 2700, finished: 300 } });
     expect((await api(server, 'GET', `/conversations/${withEvents}`)).json().event_count).toBe(1);
     expect((await api(server, 'GET', '/conversations?limit=1000')).json().items).toHaveLength(1000);
+  });
+});
+
+describe('start-up after a clean shutdown', () => {
+  /** The event logs a server process holds open (from /proc: what it opened, not what it says). */
+  function openLogs(server: SpawnedServer): string[] {
+    const dir = `/proc/${server.child.pid}/fd`;
+    return fs.readdirSync(dir).flatMap((fd) => {
+      try {
+        const target = fs.readlinkSync(`${dir}/${fd}`);
+        return target.endsWith('events.jsonl') || target.endsWith('events.idx') ? [target] : [];
+      } catch {
+        return [];
+      }
+    });
+  }
+
+  it('opens no event log: each conversation comes back from its saved summary; after a crash the logs are read again', { timeout: 60_000 }, async () => {
+    const dir = dataDir('agentd-summaries-');
+    const first = await spawn(dir);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const created = (await api(first, 'POST', '/conversations', { title: `s${i}`, initial_message: 'hello', run: false })).json() as { id: string };
+      ids.push(created.id);
+      for (let j = 0; j <= i; j++) expect((await api(first, 'POST', `/conversations/${created.id}/messages`, { content: `m${j}`, run: false })).status).toBe(202);
+    }
+    const before = await Promise.all(ids.map(async (id) => (await api(first, 'GET', `/conversations/${id}`)).json() as { event_count: number; updated_at: string }));
+    expect(before.map((c) => c.event_count)).toEqual([2, 3, 4]);
+    expect(openLogs(first).length).toBeGreaterThan(0);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    running.splice(running.indexOf(first), 1);
+    expect(fs.existsSync(`${dir}/summaries.json`)).toBe(true);
+
+    const second = await spawn(dir);
+    expect(openLogs(second), 'start-up opened no log').toEqual([]);
+    // Taken at start-up: a crash from now on cannot leave stale summaries behind.
+    expect(fs.existsSync(`${dir}/summaries.json`)).toBe(false);
+    const after = await Promise.all(ids.map(async (id) => (await api(second, 'GET', `/conversations/${id}`)).json() as { event_count: number; updated_at: string }));
+    expect(after.map((c) => [c.event_count, c.updated_at])).toEqual(before.map((c) => [c.event_count, c.updated_at]));
+    expect((await api(second, 'POST', `/conversations/${ids[0]}/messages`, { content: 'later', run: false })).json()).toMatchObject({ event: { seq: 3 } });
+    await kill9(second);
+
+    const third = await spawn(dir);
+    const counts = await Promise.all(ids.map(async (id) => ((await api(third, 'GET', `/conversations/${id}`)).json() as { event_count: number }).event_count));
+    expect(counts).toEqual([3, 3, 4]);
   });
 });

@@ -169,7 +169,7 @@ describe.skipIf(Boolean(skipReason))('sandbox network helper lifetime', () => {
     const probe = reachScript([{ host: '127.0.0.1', port: listener.port }]);
     try {
       let server = await startServer({ dataDir, env: { AGENTD_SANDBOX: 'bwrap', AGENTD_SANDBOX_NETWORK_HOST: 'true' } });
-      const id = server.services.conversations.create({ max_iterations_per_run: 1, confirmation_mode: false, sandbox: { network: 'host' } }).conversation.id;
+      const id = (await server.services.conversations.create({ max_iterations_per_run: 1, confirmation_mode: false, sandbox: { network: 'host' } })).conversation.id;
       expect((await server.services.commands.run(id, { command: probe, timeout_s: 30 })).stdout).toContain('connected');
       await server.close();
       server = await startServer({ dataDir, env: { AGENTD_SANDBOX: 'bwrap' } });

@@ -194,7 +194,7 @@ describe('sandbox modes', () => {
   it('none: /info says so and the limits still apply to commands; sandbox settings survive a restart', async () => {
     const dataDir = tempDir();
     let server = await startServer({ dataDir, env: { AGENTD_SANDBOX: 'none', AGENTD_LIMIT_MEMORY_MB: '2048' } });
-    const offline = server.services.conversations.create({ max_iterations_per_run: 1, confirmation_mode: false, sandbox: { network: false } }).conversation.id;
+    const offline = (await server.services.conversations.create({ max_iterations_per_run: 1, confirmation_mode: false, sandbox: { network: false } })).conversation.id;
     await server.close();
     server = await startServer({ dataDir, env: { AGENTD_SANDBOX: 'none', AGENTD_LIMIT_MEMORY_MB: '2048' } });
     try {
@@ -202,7 +202,7 @@ describe('sandbox modes', () => {
       expect(server.services.sandbox.warning).toMatch(/unsandboxed on the host/);
       const info = await fetch(`${server.url}/info`, { headers: server.auth }).then((response) => response.json() as Promise<any>);
       expect(info.sandbox).toMatchObject({ mode: 'none', limits: { memory_mb: { value: 2048, enforced_by: 'rlimit' }, tmp_mb: { value: 1024, enforced_by: 'none' } } });
-      const id = (server.services.conversations.create({ max_iterations_per_run: 1, confirmation_mode: false })).conversation.id;
+      const id = (await server.services.conversations.create({ max_iterations_per_run: 1, confirmation_mode: false })).conversation.id;
       const result = await server.services.commands.run(id, { command: 'ulimit -v', timeout_s: 10 });
       expect(result.stdout).toBe(`${2048 * 1024}\n`);
     } finally {

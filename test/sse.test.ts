@@ -14,7 +14,7 @@ async function stream(path: string, headers: Record<string, string> = server.aut
 }
 
 async function createConversation(target = server): Promise<string> {
-  return target.services.conversations.create({ max_iterations_per_run: 500, confirmation_mode: false }).conversation.id;
+  return (await target.services.conversations.create({ max_iterations_per_run: 500, confirmation_mode: false })).conversation.id;
 }
 
 function append(id: string, content: string, target = server) {
@@ -199,8 +199,8 @@ describe('a slow subscriber', () => {
       const slow = await stalledClient(`${own.url}/conversations/${id}/events/stream`);
       const fast = await stream(`/conversations/${id}/events/stream`, own.auth, own);
       const deadline = Date.now() + 5000;
-      while (own.services.bus.subscriberCount < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-      expect(own.services.bus.subscriberCount).toBe(2);
+      while (own.services.streams.liveCount < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(own.services.streams.liveCount).toBe(2);
 
       const total = 250;
       const big = 'x'.repeat(64 * 1024);
@@ -209,7 +209,7 @@ describe('a slow subscriber', () => {
         for (let k = n; k < n + 5 && k <= total; k++) append(id, `${k} ${big}`, own);
         await fast.waitFor((m) => lastId(m) >= Math.min(n + 4, total), 20_000);
         // Once the slow one is dropped (unsubscribed), it reads again, in time to get the notice.
-        if (!reading && own.services.bus.subscriberCount < 2) reading = slow.readAll();
+        if (!reading && own.services.streams.liveCount < 2) reading = slow.readAll();
       }
       expect(ids(fast.messages)).toEqual(range(1, total));
       expect(fast.messages.some((m) => m.event === 'stream_overflow')).toBe(false);
@@ -248,7 +248,7 @@ describe('a subscriber that stops reading', () => {
     try {
       const id = await createConversation(own);
       const stalled = await stalledClient(`${own.url}/conversations/${id}/events/stream`);
-      while (own.services.bus.subscriberCount < 1) await new Promise((resolve) => setTimeout(resolve, 10));
+      while (own.services.streams.liveCount < 1) await new Promise((resolve) => setTimeout(resolve, 10));
       const total = 250;
       const big = 'y'.repeat(64 * 1024);
       for (let k = 1; k <= total; k++) {

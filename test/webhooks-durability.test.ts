@@ -62,7 +62,7 @@ describe('durability', () => {
     const id = (await call(first, 'POST', '/conversations', {})).body.id;
     const callback = (await call(first, 'POST', `/conversations/${id}/callbacks`, { url: `http://127.0.0.1:${port}/hook`, secret: SECRET })).body;
     for (let n = 1; n <= 3; n++) say(first, id, `before restart ${n}`);
-    await until(() => first.services.callbacks.get(id, callback.id).failed_attempt_count >= 2, 'failed attempts while the receiver is down');
+    await until(async () => (await first.services.callbacks.get(id, callback.id)).failed_attempt_count >= 2, 'failed attempts while the receiver is down');
     const [head] = (await call(first, 'GET', `/conversations/${id}/callbacks/${callback.id}/deliveries`)).body.items;
     expect(head).toMatchObject({ seq: 1, state: 'retrying', last_status: null, last_error: expect.stringMatching(/refused/i) });
     await first.close();
@@ -73,11 +73,11 @@ describe('durability', () => {
     await up.waitFor(() => up.delivered.length === 4, 'four deliveries');
     expect(up.seqs).toEqual([1, 2, 3, 4]);
     for (const request of up.delivered) expect(request.headers['webhook-signature']).toBe(signature(SECRET, request));
-    await until(() => second.services.callbacks.get(id, callback.id).cursor_seq === 4, 'the cursor at 4');
+    await until(async () => (await second.services.callbacks.get(id, callback.id)).cursor_seq === 4, 'the cursor at 4');
     const log = (await call(second, 'GET', `/conversations/${id}/callbacks/${callback.id}/deliveries`)).body.items;
     expect(log.map((item: { state: string }) => item.state)).toEqual(['delivered', 'delivered', 'delivered', 'delivered']);
     expect(log[0].attempts).toBeGreaterThan(head.attempts);
-    expect(second.services.callbacks.get(id, callback.id)).toMatchObject({ cursor_seq: 4, delivered_count: 4, pending_count: 0 });
+    expect(await second.services.callbacks.get(id, callback.id)).toMatchObject({ cursor_seq: 4, delivered_count: 4, pending_count: 0 });
   });
 
   it('shutdown aborts an attempt in flight at once; it is made again after the restart', async () => {
@@ -99,9 +99,9 @@ describe('durability', () => {
     hang = false;
     const second = await start({ dataDir, env: slow });
     await target.waitFor(() => target.delivered.length === 1, 'the event after the restart');
-    await until(() => second.services.callbacks.get(id, callback.id).cursor_seq === 1, 'the cursor at 1');
+    await until(async () => (await second.services.callbacks.get(id, callback.id)).cursor_seq === 1, 'the cursor at 1');
     expect(target.requests.map((request) => request.headers['webhook-id'])).toEqual([target.delivered[0]!.headers['webhook-id'], target.delivered[0]!.headers['webhook-id']]);
-    expect(second.services.callbacks.get(id, callback.id)).toMatchObject({ cursor_seq: 1, delivered_count: 1, failed_attempt_count: 0 });
+    expect(await second.services.callbacks.get(id, callback.id)).toMatchObject({ cursor_seq: 1, delivered_count: 1, failed_attempt_count: 0 });
   });
 
   it('marks a subscription failing when the retry window is over, sends nothing more, and resumes on enable', async () => {
@@ -111,7 +111,7 @@ describe('durability', () => {
     const id = (await call(server, 'POST', '/conversations', {})).body.id;
     const callback = (await call(server, 'POST', `/conversations/${id}/callbacks`, { url: target.url })).body;
     for (let n = 1; n <= 3; n++) say(server, id, `m${n}`);
-    await until(() => server.services.callbacks.get(id, callback.id).state === 'failing', 'state failing');
+    await until(async () => (await server.services.callbacks.get(id, callback.id)).state === 'failing', 'state failing');
 
     const listed = (await call(server, 'GET', `/conversations/${id}/callbacks`)).body.items[0];
     expect(listed).toMatchObject({ state: 'failing', failing_since: expect.any(String), pending_count: 3, last_error: 'HTTP 503' });
@@ -152,8 +152,8 @@ describe('server-wide callbacks (AGENTD_WEBHOOK_URLS)', () => {
     await target.waitFor(() => target.delivered.length === 2, 'one event of each conversation');
     expect(target.delivered.map((request) => [request.json.conversation_id, request.json.event.seq]).sort()).toEqual([[fresh, 1], [old, 2]].sort());
     for (const request of target.delivered) expect(request.headers['webhook-signature']).toBe(signature(WHSEC, request));
-    const cursorOf = (conversationId: string) => server.services.callbacks.list(conversationId, { limit: 10 }).items[0]?.cursor_seq;
-    await until(() => cursorOf(old) === 2 && cursorOf(fresh) === 1, 'both cursors to move');
+    const cursorOf = async (conversationId: string) => (await server.services.callbacks.list(conversationId, { limit: 10 })).items[0]?.cursor_seq;
+    await until(async () => (await cursorOf(old)) === 2 && (await cursorOf(fresh)) === 1, 'both cursors to move');
 
     const [own] = (await call(server, 'GET', `/conversations/${fresh}/callbacks`)).body.items;
     expect(own).toMatchObject({ url: target.url, origin: 'server', has_secret: true, events: null, delivered_count: 1 });

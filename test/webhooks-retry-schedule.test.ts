@@ -42,8 +42,8 @@ function memoryLog(conversationId: string, count: number) {
     return { event, json: JSON.stringify(event) };
   });
   return {
-    read: (_id: string, query: EventPageQuery) => events.filter((stored) => stored.event.seq > (query.cursorSeq ?? 0) && (!query.kinds || query.kinds.includes(stored.event.kind))).slice(0, query.limit),
-    lastSeq: () => events.length,
+    read: async (_id: string, query: EventPageQuery) => events.filter((stored) => stored.event.seq > (query.cursorSeq ?? 0) && (!query.kinds || query.kinds.includes(stored.event.kind))).slice(0, query.limit),
+    lastSeq: async () => events.length,
   };
 }
 

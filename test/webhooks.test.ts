@@ -147,7 +147,7 @@ describe('delivery', () => {
     expect(flaky.requests.every((request) => request.path === '/hook')).toBe(true);
 
     // The receiver has answered; the server records the last answer a moment later.
-    await flaky.waitFor(() => server.services.callbacks.get(id, created.body.id).cursor_seq === 6, 'the cursor at 6');
+    await flaky.waitFor(async () => (await server.services.callbacks.get(id, created.body.id)).cursor_seq === 6, 'the cursor at 6');
     const log = await call('GET', `/conversations/${id}/callbacks/${created.body.id}/deliveries?limit=2`);
     expect(log.body.items).toEqual([
       { event_id: flaky.delivered[0]!.json.event.id, seq: 1, kind: 'message', state: 'delivered', attempts: 5, last_status: 200, last_error: null, last_attempt_at: expect.any(String), next_retry_at: null },
@@ -196,7 +196,7 @@ describe('delivery', () => {
     say(id, 'last');
     await target.waitFor(() => target.delivered.length === 2, 'two state updates');
     expect(target.delivered.map((request) => [request.json.event.kind, request.json.event.seq])).toEqual([['state_update', 2], ['state_update', 4]]);
-    await target.waitFor(() => server.services.callbacks.get(id, created.body.id).cursor_seq === 5, 'the cursor past the last message');
+    await target.waitFor(async () => (await server.services.callbacks.get(id, created.body.id)).cursor_seq === 5, 'the cursor past the last message');
     expect(target.requests).toHaveLength(2);
   });
 

@@ -19,15 +19,15 @@ const server = await startServer({ dataDir: values['data-dir']!, listen: false }
 try {
   for (let i = 0; i < conversations; i++) {
     const secretName = values['secret-names'] === 'distinct' ? `TOKEN_${i}` : 'GITHUB_TOKEN';
-    const id = createConversation(server.services, {
+    const id = await createConversation(server.services, {
       title: `Conversation ${i}`,
       llm: { model: 'gpt-4o-mini', api_key: `sk-bench-${i}`, base_url: 'http://127.0.0.1:9/v1' },
       secrets: { [secretName]: randomBytes(12).toString('base64url') },
       metadata: { ticket: `BENCH-${i}` },
     });
-    server.services.conversations.append(id, { kind: 'message', source: 'user', role: 'user', content: `Fix issue ${i}.` });
+    await server.services.conversations.append(id, { kind: 'message', source: 'user', role: 'user', content: `Fix issue ${i}.` });
     for (let j = 1; j < events; j++) {
-      server.services.conversations.append(id, { kind: 'message', source: 'agent', role: 'assistant', content: `Step ${j} of conversation ${i}: looked at the code.`, run_id: null });
+      await server.services.conversations.append(id, { kind: 'message', source: 'agent', role: 'assistant', content: `Step ${j} of conversation ${i}: looked at the code.`, run_id: null });
     }
   }
 } finally {

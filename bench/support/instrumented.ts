@@ -1,5 +1,4 @@
 import type { LlmClient, LlmRequest, LlmResponse } from '../../src/core/agent/llm.js';
-import type { EventBus } from '../../src/core/events/event-bus.js';
 import type { EventRecorder } from '../../src/core/events/event-recorder.js';
 import type { ShellFactory, ShellRunOptions, ShellSession } from '../../src/core/tools/shell-session.js';
 
@@ -51,25 +50,12 @@ export function timedShells(inner: ShellFactory, meter: Meter): ShellFactory {
 }
 
 /**
- * Times the recorder's appends (log write + bookkeeping listeners) and the bus fan-out inside
- * them, separately, by wrapping the two methods of the live instances.
+ * Times the recorder's appends (mask, log write, fan-out to live subscribers inside the log,
+ * bookkeeping readers), by wrapping the method of the live instance.
  */
-export function meterEvents(recorder: EventRecorder, bus: EventBus): { append: Meter; fanOut: Meter } {
+export function meterEvents(recorder: EventRecorder): { append: Meter } {
   const append = new Meter();
-  const fanOut = new Meter();
-  const publish = bus.publish.bind(bus);
-  bus.publish = (message) => {
-    const started = performance.now();
-    publish(message);
-    fanOut.add(performance.now() - started);
-  };
   const record = recorder.append.bind(recorder);
-  recorder.append = (conversationId, event) => {
-    const fanOutBefore = fanOut.ms;
-    const started = performance.now();
-    const appended = record(conversationId, event);
-    append.add(performance.now() - started - (fanOut.ms - fanOutBefore));
-    return appended;
-  };
-  return { append, fanOut };
+  recorder.append = (conversationId, event) => append.time(() => record(conversationId, event));
+  return { append };
 }

@@ -52,9 +52,9 @@ export class WebhookReceiver {
     return this.delivered.map((request) => request.json.event.seq);
   }
 
-  async waitFor(predicate: () => boolean, what: string, timeoutMs = 8_000): Promise<void> {
+  async waitFor(predicate: () => boolean | Promise<boolean>, what: string, timeoutMs = 8_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    while (!predicate()) {
+    while (!(await predicate())) {
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (${this.requests.length} requests, delivered seqs ${JSON.stringify(this.seqs)})`);
       await new Promise((resolve) => setTimeout(resolve, 10));
     }

@@ -3,12 +3,15 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { isoTimestamp, systemClock, type Clock } from '../../core/clock.js';
 import type { AgentEvent, EventKind, NewEvent } from '../../core/schemas/event.js';
-import type { AppendedEvent, EventFilter, EventLog, EventPageQuery, FirehoseEntry, StoredEvent } from '../../core/events/event-log.js';
+import type { AppendedEvent, EventFilter, EventLog, EventPageQuery, FirehoseEntry, StoredEvent, SubscribeFrom } from '../../core/events/event-log.js';
+import { UNLIMITED, type EventSubscription, type SubscriptionLimits } from '../../core/events/event-subscription.js';
+import { LocalSubscriptions } from '../../core/events/local-subscriptions.js';
 import { ConversationLogFile } from './conversation-log-file.js';
 import { FirehoseIndex } from './firehose-index.js';
 import { idPrefixOf, kindCode, sourceCode, type IndexEntry } from './index-entry.js';
 import { DamagedDataError, StorageFullError } from '../../core/errors.js';
 import { isOutOfSpace } from '../disk-space.js';
+import { lowerBound, seqsInWindow } from './seq-lists.js';
 
 export interface FileEventLogOptions {
   /** Directory holding one sub-directory per conversation. */
@@ -19,6 +22,8 @@ export interface FileEventLogOptions {
   fsync?: boolean;
   /** How many conversations' files are kept open at once (least recently used are closed). */
   maxOpen?: number;
+  /** A conversation's files unused this long are closed (reopened, checking only the tail, on the next call). */
+  idleCloseMs?: number;
   clock?: Clock;
   /** What a failed write throws (default: StorageFullError when the disk is full, else the error). */
   storageError?: (error: unknown) => unknown;
@@ -26,29 +31,115 @@ export interface FileEventLogOptions {
 
 const defaultStorageError = (error: unknown): unknown => (isOutOfSpace(error) ? new StorageFullError() : error);
 
-/** The file-backed EventLog: `<conversationsDir>/<id>/events.jsonl` + `events.idx`, and a firehose index. */
+/**
+ * The file-backed EventLog: `<conversationsDir>/<id>/events.jsonl` + `events.idx`, and a firehose
+ * index. Writes are synchronous system calls made inside `append`, so appends are stored in call
+ * order (the per-conversation queue is the call order itself) and subscriptions go live in one
+ * synchronous step (see LocalSubscriptions).
+ */
 export class FileEventLog implements EventLog {
   private readonly open = new Map<string, ConversationLogFile>();
   private readonly firehose: FirehoseIndex;
   private readonly fsync: boolean;
   private readonly maxOpen: number;
+  private readonly idleCloseMs: number;
+  /** When each open conversation's files were last used (the `open` map is in that order too). */
+  private readonly lastUsed = new Map<string, number>();
+  private idleTimer: NodeJS.Timeout | null = null;
   private readonly clock: Clock;
   private readonly storageError: (error: unknown) => unknown;
   /** Conversations whose log was read in full and checked in this process (later opens check the tail only). */
   private readonly verified = new Set<string>();
   /** Conversations whose log is damaged: never opened again, so never written. */
   private readonly damaged = new Map<string, DamagedDataError>();
+  private readonly subscriptions: LocalSubscriptions;
 
   constructor(private readonly options: FileEventLogOptions) {
     this.fsync = options.fsync ?? false;
     this.maxOpen = options.maxOpen ?? 512;
+    this.idleCloseMs = options.idleCloseMs ?? 60_000;
     this.clock = options.clock ?? systemClock;
     this.storageError = options.storageError ?? defaultStorageError;
     fs.mkdirSync(options.conversationsDir, { recursive: true });
     this.firehose = FirehoseIndex.open(options.firehoseFile, { fsync: this.fsync });
+    this.subscriptions = new LocalSubscriptions({
+      after: (conversationId, afterSeq, limit) => this.readNow(conversationId, { order: 'asc', cursorSeq: afterSeq, limit }),
+      globalAfter: (afterCursor, limit) => this.readGlobalNow(afterCursor, limit),
+    });
   }
 
-  append(conversationId: string, input: NewEvent): AppendedEvent {
+  async append(conversationId: string, input: NewEvent): Promise<AppendedEvent> {
+    const appended = this.appendNow(conversationId, input);
+    this.subscriptions.publish(appended);
+    return appended;
+  }
+
+  async read(conversationId: string, query: EventPageQuery): Promise<StoredEvent[]> {
+    return this.readNow(conversationId, query);
+  }
+
+  async count(conversationId: string, filter: EventFilter): Promise<number> {
+    return this.countNow(conversationId, filter);
+  }
+
+  async findById(conversationId: string, eventId: string): Promise<StoredEvent | undefined> {
+    return this.findNow(conversationId, eventId);
+  }
+
+  async lastSeq(conversationId: string): Promise<number> {
+    return this.file(conversationId).count;
+  }
+
+  async readGlobal(afterCursor: number, limit: number): Promise<FirehoseEntry[]> {
+    return this.readGlobalNow(afterCursor, limit);
+  }
+
+  async globalHead(): Promise<number> {
+    return this.firehose.head;
+  }
+
+  subscribe(from: SubscribeFrom, limits: SubscriptionLimits = UNLIMITED): EventSubscription {
+    // A damaged conversation's subscription fails at once (the caller turns that into an error), not at its first read.
+    if (from.conversationId !== null) this.file(from.conversationId);
+    return this.subscriptions.subscribe(from, limits);
+  }
+
+  async drop(conversationId: string): Promise<void> {
+    this.dropNow(conversationId);
+    this.subscriptions.closeConversation(conversationId);
+  }
+
+  /** Close a conversation's files now (they reopen, checking only the tail, on the next call). */
+  release(conversationId: string): void {
+    const file = this.open.get(conversationId);
+    if (!file) return;
+    file.close();
+    this.open.delete(conversationId);
+    this.lastUsed.delete(conversationId);
+  }
+
+  /** One timer while any files are open (none when all are closed): it closes those left idle. */
+  private armIdleTimer(): void {
+    if (this.idleTimer || this.open.size === 0) return;
+    const [oldestId] = this.open.keys();
+    const dueIn = Math.max(0, (this.lastUsed.get(oldestId!) ?? 0) + this.idleCloseMs - Date.now());
+    this.idleTimer = setTimeout(() => {
+      this.idleTimer = null;
+      const cutoff = Date.now() - this.idleCloseMs;
+      for (const id of [...this.open.keys()]) {
+        if ((this.lastUsed.get(id) ?? 0) > cutoff) break;
+        this.release(id);
+      }
+      this.armIdleTimer();
+    }, dueIn + 10);
+    this.idleTimer.unref();
+  }
+
+  async close(): Promise<void> {
+    this.closeNow();
+  }
+
+  private appendNow(conversationId: string, input: NewEvent): AppendedEvent {
     const file = this.file(conversationId);
     const event = {
       id: randomUUID(),
@@ -74,7 +165,7 @@ export class FileEventLog implements EventLog {
     return { event, json, globalCursor };
   }
 
-  read(conversationId: string, query: EventPageQuery): StoredEvent[] {
+  private readNow(conversationId: string, query: EventPageQuery): StoredEvent[] {
     const file = this.file(conversationId);
     const { low, high } = this.bounds(file, query);
     if (low > high) return [];
@@ -102,7 +193,7 @@ export class FileEventLog implements EventLog {
     return lines.map((json) => ({ event: JSON.parse(json) as AgentEvent, json }));
   }
 
-  count(conversationId: string, filter: EventFilter): number {
+  private countNow(conversationId: string, filter: EventFilter): number {
     const file = this.file(conversationId);
     const { low, high } = this.bounds(file, filter);
     if (low > high) return 0;
@@ -122,7 +213,7 @@ export class FileEventLog implements EventLog {
     return n;
   }
 
-  findById(conversationId: string, eventId: string): StoredEvent | undefined {
+  private findNow(conversationId: string, eventId: string): StoredEvent | undefined {
     const file = this.file(conversationId);
     const prefix = idPrefixOf(eventId);
     let found: StoredEvent | undefined;
@@ -136,11 +227,7 @@ export class FileEventLog implements EventLog {
     return found;
   }
 
-  lastSeq(conversationId: string): number {
-    return this.file(conversationId).count;
-  }
-
-  readGlobal(afterCursor: number, limit: number): FirehoseEntry[] {
+  private readGlobalNow(afterCursor: number, limit: number): FirehoseEntry[] {
     const out: FirehoseEntry[] = [];
     let cursor = afterCursor;
     while (out.length < limit && cursor < this.firehose.head) {
@@ -155,18 +242,10 @@ export class FileEventLog implements EventLog {
     return out;
   }
 
-  globalHead(): number {
-    return this.firehose.head;
-  }
-
-  drop(conversationId: string): void {
+  private dropNow(conversationId: string): void {
     this.verified.delete(conversationId);
     this.damaged.delete(conversationId);
-    const file = this.open.get(conversationId);
-    if (file) {
-      file.close();
-      this.open.delete(conversationId);
-    }
+    this.release(conversationId);
     const dir = this.dirOf(conversationId);
     fs.rmSync(path.join(dir, 'events.jsonl'), { force: true });
     fs.rmSync(path.join(dir, 'events.idx'), { force: true });
@@ -174,16 +253,15 @@ export class FileEventLog implements EventLog {
 
   quarantine(conversationId: string, error: DamagedDataError): void {
     this.damaged.set(conversationId, error);
-    const file = this.open.get(conversationId);
-    if (file) {
-      file.close();
-      this.open.delete(conversationId);
-    }
+    this.release(conversationId);
   }
 
-  close(): void {
+  private closeNow(): void {
     for (const file of this.open.values()) file.close();
     this.open.clear();
+    this.lastUsed.clear();
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = null;
     this.firehose.close();
   }
 
@@ -224,6 +302,7 @@ export class FileEventLog implements EventLog {
   }
 
   private file(conversationId: string): ConversationLogFile {
+    this.lastUsed.set(conversationId, Date.now());
     const cached = this.open.get(conversationId);
     if (cached) {
       this.open.delete(conversationId);
@@ -242,40 +321,10 @@ export class FileEventLog implements EventLog {
     this.verified.add(conversationId);
     this.open.set(conversationId, file);
     if (this.open.size > this.maxOpen) {
-      const [oldestId, oldest] = this.open.entries().next().value as [string, ConversationLogFile];
-      oldest.close();
-      this.open.delete(oldestId);
+      const [oldestId] = this.open.keys();
+      this.release(oldestId!);
     }
+    this.armIdleTimer();
     return file;
-  }
-}
-
-/** Index of the first element >= value in an ascending list. */
-function lowerBound(list: readonly number[], value: number): number {
-  let low = 0;
-  let high = list.length;
-  while (low < high) {
-    const middle = (low + high) >>> 1;
-    if ((list[middle] as number) < value) low = middle + 1;
-    else high = middle;
-  }
-  return low;
-}
-
-/** The seqs of several ascending lists within [low, high], merged, ascending or descending. */
-function* seqsInWindow(options: { lists: (readonly number[])[]; low: number; high: number; order: 'asc' | 'desc' }): Generator<number> {
-  const { lists, low, high, order } = options;
-  const positions = lists.map((list) => (order === 'asc' ? lowerBound(list, low) : lowerBound(list, high + 1) - 1));
-  for (;;) {
-    let best = -1;
-    for (let index = 0; index < lists.length; index++) {
-      const seq = (lists[index] as readonly number[])[positions[index] as number];
-      if (seq === undefined || seq < low || seq > high) continue;
-      const current = best === -1 ? undefined : (lists[best] as readonly number[])[positions[best] as number];
-      if (current === undefined || (order === 'asc' ? seq < current : seq > current)) best = index;
-    }
-    if (best === -1) return;
-    yield (lists[best] as readonly number[])[positions[best] as number] as number;
-    positions[best] = (positions[best] as number) + (order === 'asc' ? 1 : -1);
   }
 }

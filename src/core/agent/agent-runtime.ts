@@ -15,6 +15,9 @@ import type { Run, RunStore } from './run-record.js';
 import { executeRun, type RunOutcome } from './run-loop.js';
 import { buildSystemPrompt } from './system-prompt.js';
 import { settleRun } from './settle-run.js';
+import { decodePageId, encodePageId, type Page } from '../pagination.js';
+
+const isIndexCursor = (value: unknown): value is { i: number } => typeof value === 'object' && value !== null && Number.isInteger((value as { i: number }).i);
 import { ToolGate } from './tool-gate.js';
 import { HookRunner } from '../hooks/hook-runner.js';
 import type { HookTransport } from '../hooks/hook-transport.js';
@@ -47,19 +50,21 @@ export interface AgentRuntimeDeps {
 /** Runs the agent for every conversation: one run at a time each, owned by a lock with an AbortController. */
 export class AgentRuntime implements ConversationRuntime {
   private readonly sessions = new Map<string, AgentSession>();
+  /** Sessions whose history is being folded in from the log. */
+  private readonly loading = new Map<string, Promise<AgentSession>>();
   private readonly toolsByName: ReadonlyMap<string, ToolDefinition>;
 
   constructor(private readonly deps: AgentRuntimeDeps) {
     this.toolsByName = new Map(deps.tools.map((tool) => [tool.name, tool]));
-    deps.recorder.onAppend(({ event }) => this.sessions.get(event.conversation_id)?.history.apply(event));
+    deps.recorder.onAppend(({ event }) => this.sessions.get(event.conversation_id)?.receive(event));
   }
 
   private get clock(): Clock {
     return this.deps.clock ?? systemClock;
   }
 
-  onUserMessage(conversationId: string, options: { run: boolean }): string | null {
-    const session = this.session(conversationId);
+  async onUserMessage(conversationId: string, options: { run: boolean }): Promise<string | null> {
+    const session = await this.session(conversationId);
     if (session.active) return session.active.run.id;
     const record = this.deps.conversations.record(conversationId);
     if (!options.run || record.status === 'waiting_for_confirmation') return null;
@@ -67,9 +72,9 @@ export class AgentRuntime implements ConversationRuntime {
   }
 
   /** Start a run (POST /run, a message, approve, reject). 409 while one is running. */
-  startRun(conversationId: string, options: { approved?: boolean } = {}): string {
+  async startRun(conversationId: string, options: { approved?: boolean } = {}): Promise<string> {
     const record = this.deps.conversations.record(conversationId);
-    const session = this.session(conversationId);
+    const session = await this.session(conversationId);
     if (session.active) throw new ConflictError('run_in_progress', 'A run is already in progress for this conversation.', { run_id: session.active.run.id });
     if (!record.llm) throw new UnprocessableError('llm_not_configured', 'This conversation has no LLM: set `llm` on create or with PUT /config (or AGENTD_LLM_MODEL on the server).');
     if (record.status === 'waiting_for_confirmation' && !options.approved) {
@@ -81,12 +86,19 @@ export class AgentRuntime implements ConversationRuntime {
     this.deps.runs.save(run);
     const before = { status: record.status, pending_actions: record.pending_actions };
     const firstRun = !session.history.hasSystemPrompt;
+    // The lock is taken before anything is awaited: a second start now gets 409, and a pause waits for this run.
+    const controller = new AbortController();
+    let settled!: () => void;
+    const active: NonNullable<AgentSession['active']> = { run, controller, stopAs: null, done: new Promise<void>((resolve) => (settled = resolve)) };
+    session.active = active;
     try {
       record.pending_actions = [];
-      this.setStatus(record, 'running', { runId: run.id });
-      this.recordSystemPrompt(record, session);
+      await this.setStatus(record, 'running', { runId: run.id });
+      await this.recordSystemPrompt(record, session);
     } catch (error) {
       // The run could not start (e.g. the disk is full): the conversation stays as it was.
+      session.active = null;
+      settled();
       Object.assign(record, before, { current_run_id: null });
       try {
         this.deps.conversations.save(record);
@@ -96,10 +108,7 @@ export class AgentRuntime implements ConversationRuntime {
       }
       throw error;
     }
-    const controller = new AbortController();
-    const active = { run, controller, stopAs: null, done: Promise.resolve() } as AgentSession['active'] & {};
-    session.active = active;
-    active.done = this.drive(session, record, active, approved, firstRun);
+    void this.drive(session, record, active, approved, firstRun).finally(settled);
     return run.id;
   }
 
@@ -121,7 +130,7 @@ export class AgentRuntime implements ConversationRuntime {
     return this.getRun(conversationId, runId);
   }
 
-  approve(conversationId: string): string {
+  async approve(conversationId: string): Promise<string> {
     const record = this.deps.conversations.record(conversationId);
     if (record.status !== 'waiting_for_confirmation' || record.pending_actions.length === 0) {
       throw new ConflictError('no_pending_actions', 'No actions are waiting for confirmation.');
@@ -129,16 +138,16 @@ export class AgentRuntime implements ConversationRuntime {
     return this.startRun(conversationId, { approved: true });
   }
 
-  reject(conversationId: string, reason: string | undefined): string {
+  async reject(conversationId: string, reason: string | undefined): Promise<string> {
     const record = this.deps.conversations.record(conversationId);
     if (record.status !== 'waiting_for_confirmation' || record.pending_actions.length === 0) {
       throw new ConflictError('no_pending_actions', 'No actions are waiting for confirmation.');
     }
     for (const action of record.pending_actions) {
-      this.deps.conversations.append(conversationId, { kind: 'rejection', source: 'user', tool_call_id: action.tool_call_id, tool_name: action.tool_name, reason: reason ?? '' });
+      await this.deps.conversations.append(conversationId, { kind: 'rejection', source: 'user', tool_call_id: action.tool_call_id, tool_name: action.tool_name, reason: reason ?? '' });
     }
     record.pending_actions = [];
-    this.setStatus(record, 'idle', { reason: 'actions rejected' });
+    await this.setStatus(record, 'idle', { reason: 'actions rejected' });
     return this.startRun(conversationId);
   }
 
@@ -151,6 +160,15 @@ export class AgentRuntime implements ConversationRuntime {
   listRuns(conversationId: string): Run[] {
     this.deps.conversations.record(conversationId);
     return this.deps.runs.list(conversationId);
+  }
+
+  /** A page of the run records, oldest first unless `order` is desc. */
+  runsPage(conversationId: string, query: { order: 'asc' | 'desc'; pageId?: string | undefined; limit: number }): Page<Run> {
+    const all = this.listRuns(conversationId);
+    const ordered = query.order === 'asc' ? all : [...all].reverse();
+    const start = query.pageId ? decodePageId(query.pageId, isIndexCursor).i : 0;
+    const items = ordered.slice(start, start + query.limit);
+    return { items, next_page_id: start + query.limit < ordered.length ? encodePageId({ i: start + query.limit }) : null };
   }
 
   getRun(conversationId: string, runId: string): Run {
@@ -189,18 +207,18 @@ export class AgentRuntime implements ConversationRuntime {
   }
 
   /** After a restart: a conversation that was running comes back paused, its open tool calls closed. */
-  recoverAfterRestart(): void {
+  async recoverAfterRestart(): Promise<void> {
     for (const record of [...this.deps.conversations.all()]) {
       const runs = record.status === 'running' || record.current_run_id ? this.deps.runs.list(record.id).filter((run) => run.status === 'running') : [];
       if (record.status !== 'running' && runs.length === 0) continue;
-      const session = this.session(record.id);
+      const session = await this.session(record.id);
       for (const callId of session.history.pendingCallIds) {
         if (record.pending_actions.some((action) => action.tool_call_id === callId)) continue;
-        this.deps.conversations.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: this.toolNameOf(callId, session), content: 'Interrupted: the server restarted while this tool was running.', is_error: true, data: { interrupted: true }, run_id: record.current_run_id });
+        await this.deps.conversations.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: this.toolNameOf(callId, session), content: 'Interrupted: the server restarted while this tool was running.', is_error: true, data: { interrupted: true }, run_id: record.current_run_id });
       }
       const now = isoTimestamp(this.clock.now());
       for (const run of runs) this.deps.runs.save({ ...run, status: 'paused', ended_at: now, outcome: 'server_restart' });
-      this.setStatus(record, 'paused', { runId: record.current_run_id, reason: 'The server restarted while the run was in progress.' });
+      await this.setStatus(record, 'paused', { runId: record.current_run_id, reason: 'The server restarted while the run was in progress.' });
     }
   }
 
@@ -253,9 +271,9 @@ export class AgentRuntime implements ConversationRuntime {
           state: session.toolState,
           shell,
         },
-        append: (event) => this.deps.conversations.append(record.id, event).event,
+        append: async (event) => (await this.deps.conversations.append(record.id, event)).event,
         delta: (text) => this.deps.recorder.delta({ kind: 'message_delta', conversation_id: record.id, run_id: run.id, content_delta: text }),
-        onUsage: (usage) => {
+        onUsage: async (usage) => {
           for (const target of [record.usage, run.usage]) {
             target.prompt_tokens += usage.prompt_tokens;
             target.completion_tokens += usage.completion_tokens;
@@ -263,7 +281,7 @@ export class AgentRuntime implements ConversationRuntime {
             target.cached_tokens = (target.cached_tokens ?? 0) + usage.cached_tokens;
             target.reasoning_tokens = (target.reasoning_tokens ?? 0) + usage.reasoning_tokens;
           }
-          this.deps.conversations.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...record.usage }, run_id: run.id });
+          await this.deps.conversations.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...record.usage }, run_id: run.id });
         },
         onLlmRetry: (retry) => this.deps.onLlmRetry?.(retry, { conversation_id: record.id, run_id: run.id }),
         onIteration: () => {
@@ -289,7 +307,7 @@ export class AgentRuntime implements ConversationRuntime {
     if (outcome.kind === 'error' && outcome.code !== 'internal_error') this.deps.onRunFailed?.({ code: outcome.code, message: outcome.message }, { conversation_id: record.id, run_id: run.id });
     try {
       if (active.stopAs !== 'deleted') {
-        settleRun({ outcome, active, record, session, clock: this.clock, append: (event) => this.deps.conversations.append(record.id, event), saveRun: (r) => this.deps.runs.save(r), setStatus: (status, opts) => this.setStatus(record, status, opts) });
+        await settleRun({ outcome, active, record, session, clock: this.clock, append: (event) => this.deps.conversations.append(record.id, event), saveRun: (r) => this.deps.runs.save(r), setStatus: (status, opts) => this.setStatus(record, status, opts) });
       }
     } catch (error) {
       // Recording the end failed (e.g. the disk is full): the lock must still be released, and
@@ -330,21 +348,22 @@ export class AgentRuntime implements ConversationRuntime {
       transport: this.deps.hookTransport(record),
       base: { conversation_id: record.id, run_id: runId, cwd: record.workdir },
       signal,
-      append: (event) => this.deps.conversations.append(record.id, event),
+      // Hook events are recorded in call order (the log stores them in the call); a failed write is logged, never left unhandled.
+      append: (event) => void this.deps.conversations.append(record.id, event).catch((error: unknown) => this.deps.onError?.(error, { conversation_id: record.id, run_id: runId, stage: 'hook_event' })),
     });
     return new ToolGate({ policy, hooks, workdir: record.workdir });
   }
 
   /** The prompt is rebuilt at every run start; its inputs (workdir, tools, secrets, AGENTS.md, date) may have changed. */
-  private recordSystemPrompt(record: ConversationRecord, session: AgentSession): void {
+  private async recordSystemPrompt(record: ConversationRecord, session: AgentSession): Promise<void> {
     const tools = this.enabledTools(record);
     const content = buildSystemPrompt({ workdir: record.workdir, tools: tools.map((tool) => tool.name), secretNames: Object.keys(record.secrets), now: new Date(this.clock.now()) });
     const schemas = this.schemasOf(tools) as unknown as Record<string, unknown>[];
     if (session.history.hasSystemPromptOf(content, schemas)) return;
-    this.deps.conversations.append(record.id, { kind: 'system_prompt', source: 'system', content, tools: schemas });
+    await this.deps.conversations.append(record.id, { kind: 'system_prompt', source: 'system', content, tools: schemas });
   }
 
-  private setStatus(record: ConversationRecord, status: ConversationStatus, options: { runId?: string | null; reason?: string } = {}): void {
+  private async setStatus(record: ConversationRecord, status: ConversationStatus, options: { runId?: string | null; reason?: string } = {}): Promise<void> {
     const before = { status: record.status, current_run_id: record.current_run_id };
     record.status = status;
     record.current_run_id = status === 'running' ? (options.runId ?? null) : null;
@@ -354,16 +373,31 @@ export class AgentRuntime implements ConversationRuntime {
       Object.assign(record, before);
       throw error;
     }
-    this.deps.conversations.append(record.id, { kind: 'state_update', source: 'system', status, run_id: options.runId ?? null, reason: options.reason ?? null });
+    await this.deps.conversations.append(record.id, { kind: 'state_update', source: 'system', status, run_id: options.runId ?? null, reason: options.reason ?? null });
   }
 
-  private session(conversationId: string): AgentSession {
-    let session = this.sessions.get(conversationId);
-    if (!session) {
-      session = new AgentSession(conversationId, this.deps.log);
-      this.sessions.set(conversationId, session);
+  /** The conversation's session, its history folded in from the log on first use. */
+  private async session(conversationId: string): Promise<AgentSession> {
+    const loading = this.loading.get(conversationId);
+    if (loading) return loading;
+    const known = this.sessions.get(conversationId);
+    if (known) return known;
+    const session = new AgentSession(conversationId);
+    // Known at once, so events appended during the fold reach it (held until the fold is done).
+    this.sessions.set(conversationId, session);
+    const loaded = session.load(this.deps.log).then(
+      () => session,
+      (error: unknown) => {
+        if (this.sessions.get(conversationId) === session) this.sessions.delete(conversationId);
+        throw error;
+      },
+    );
+    this.loading.set(conversationId, loaded);
+    try {
+      return await loaded;
+    } finally {
+      this.loading.delete(conversationId);
     }
-    return session;
   }
 
   private enabledTools(record: ConversationRecord): ToolDefinition[] {

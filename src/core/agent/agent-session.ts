@@ -1,4 +1,5 @@
 import type { EventLog } from '../events/event-log.js';
+import type { AgentEvent } from '../schemas/event.js';
 import type { ShellFactory, ShellSession } from '../tools/shell-session.js';
 import { TASK_LIST_STATE_KEY, TASK_TRACKER_TOOL_NAME, restoreTaskList } from '../tools/task-tracker.js';
 import { ConversationHistory } from './conversation-history.js';
@@ -22,15 +23,16 @@ export class AgentSession {
   active: ActiveRun | null = null;
   private shellSession: ShellSession | null = null;
   private starting: Promise<ShellSession> | null = null;
+  /** Events appended while the log is being folded in: applied after it (the fold skips what it saw). */
+  private held: AgentEvent[] | null = [];
 
-  constructor(
-    readonly conversationId: string,
-    log: EventLog,
-  ) {
-    // Fold the whole log in once; later events arrive through the recorder (see AgentRuntime).
+  constructor(readonly conversationId: string) {}
+
+  /** Fold the whole log in once; later events arrive through `receive` (see AgentRuntime). */
+  async load(log: EventLog): Promise<void> {
     let cursor = 0;
     for (;;) {
-      const page = log.read(conversationId, { order: 'asc', cursorSeq: cursor, limit: 1000 });
+      const page = await log.read(this.conversationId, { order: 'asc', cursorSeq: cursor, limit: 1000 });
       if (page.length === 0) break;
       for (const { event } of page) {
         this.history.apply(event);
@@ -42,7 +44,16 @@ export class AgentSession {
       }
       cursor = page[page.length - 1]!.event.seq;
     }
+    const held = this.held ?? [];
+    this.held = null;
+    for (const event of held) this.history.apply(event);
     this.history.settlePrompts();
+  }
+
+  /** An event was just appended to this conversation. */
+  receive(event: AgentEvent): void {
+    if (this.held) this.held.push(event);
+    else this.history.apply(event);
   }
 
   /** The conversation's shell, started on first use (and again if it was closed). */

@@ -32,9 +32,9 @@ export interface RunContext {
   tools: ReadonlyMap<string, ToolDefinition>;
   toolSchemas: LlmToolSchema[];
   toolContext: ToolContext;
-  append(event: NewEvent): AgentEvent;
+  append(event: NewEvent): Promise<AgentEvent>;
   delta(text: string): void;
-  onUsage(usage: LlmUsage): void;
+  onUsage(usage: LlmUsage): Promise<void>;
   /** A failed LLM attempt that will be retried. */
   onLlmRetry?: (retry: LlmRetry) => void;
   onIteration(): void;
@@ -50,21 +50,21 @@ export interface RunContext {
 /** One run of the agent: LLM turn, tool calls in order, repeat, until an outcome. Throws LlmError / abort. */
 export async function executeRun(context: RunContext): Promise<RunOutcome> {
   const stuck = new StuckDetector(4);
-  if (context.sessionStart) for (const note of await context.gate.onSessionStart()) appendNote(context, note);
+  if (context.sessionStart) for (const note of await context.gate.onSessionStart()) await appendNote(context, note);
   const approvedSteps: StuckStep[] = [];
   const approvedOthers = context.approved.filter((action) => action.tool_name !== FINISH_TOOL).length;
   for (const action of finishLast(context.approved, (a) => a.tool_name)) {
     if (context.signal.aborted) return { kind: 'aborted' };
     const call = { id: action.tool_call_id, name: action.tool_name, arguments: '' };
     const outcome = action.tool_name === FINISH_TOOL && approvedOthers > 0
-      ? recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone')
+      ? await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone')
       : await runCall(context, approvedSteps, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
     if (outcome) return outcome;
   }
   if (approvedSteps.length > 0) {
     const verdict = stuck.observeTurn(approvedSteps);
     if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
-    if (verdict.kind === 'nudge') appendNote(context, verdict.message);
+    if (verdict.kind === 'nudge') await appendNote(context, verdict.message);
   }
 
   const notes = new NoteBudget();
@@ -77,7 +77,7 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     context.onIteration();
     const budgetNote = iterationBudgetNote(context.run.iterations, settings.maxIterations);
     if (budgetNote?.last) return summaryTurn(context, settings, budgetNote.text);
-    if (budgetNote) appendNote(context, budgetNote.text);
+    if (budgetNote) await appendNote(context, budgetNote.text);
 
     const userSeqBefore = context.history.lastUserSeq;
     const turn = await llmTurn(context, settings);
@@ -85,7 +85,7 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     if (turn.kind === 'note') {
       // The answer was cut off or empty: tell the model and ask again, a bounded number of times.
       notes.spend(turn.why);
-      appendNote(context, NOTES[turn.why]);
+      await appendNote(context, NOTES[turn.why]);
       continue;
     }
     if (turn.kind === 'answered') {
@@ -106,16 +106,16 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
       if (context.signal.aborted) return { kind: 'aborted' };
       let outcome: RunOutcome | null;
       if (!args.ok || (call.name === FINISH_TOOL && others.length > 0)) {
-        recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
+        await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
         // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
-        if (turn.cutOff && !args.ok) outcome = recordNotRun(context, call, CUT_CALL_RESULT, 'output_truncated');
-        else if (args.ok) outcome = recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone');
+        if (turn.cutOff && !args.ok) outcome = await recordNotRun(context, call, CUT_CALL_RESULT, 'output_truncated');
+        else if (args.ok) outcome = await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone');
         else outcome = await runCall(context, steps, { id: call.id, name: call.name, args });
       } else {
         const verdict = await context.gate.beforeTool({ id: call.id, name: call.name, args: args.value });
-        const event = recordAction(context, { call, args: { ok: true, value: verdict.args }, original: verdict.original, responseId: turn.responseId, thought: turn.thought });
+        const event = await recordAction(context, { call, args: { ok: true, value: verdict.args }, original: verdict.original, responseId: turn.responseId, thought: turn.thought });
         if (verdict.kind === 'deny') {
-          context.append({ kind: 'rejection', source: 'system', tool_call_id: call.id, tool_name: call.name, reason: verdict.reason, run_id: context.run.id, ...(verdict.rule && { rule: verdict.rule }), ...(verdict.hookPoint && { hook_point: verdict.hookPoint }) });
+          await context.append({ kind: 'rejection', source: 'system', tool_call_id: call.id, tool_name: call.name, reason: verdict.reason, run_id: context.run.id, ...(verdict.rule && { rule: verdict.rule }), ...(verdict.hookPoint && { hook_point: verdict.hookPoint }) });
           continue;
         }
         if (verdict.kind === 'ask') {
@@ -134,7 +134,7 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     // Loops are judged per reply: a batch of parallel calls failing alike is not a loop, the same reply again and again is.
     const verdict = stuck.observeTurn(steps);
     if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
-    if (verdict.kind === 'nudge') appendNote(context, verdict.message);
+    if (verdict.kind === 'nudge') await appendNote(context, verdict.message);
   }
 }
 
@@ -143,10 +143,10 @@ async function checkPrompts(context: RunContext): Promise<RunOutcome | null> {
   for (const prompt of context.history.takePrompts()) {
     const checked = await context.gate.onPrompt(prompt);
     if (checked.blocked !== null) {
-      appendNote(context, `The user's last message was blocked by a UserPromptSubmit hook and must not be acted on: ${checked.blocked}`);
+      await appendNote(context, `The user's last message was blocked by a UserPromptSubmit hook and must not be acted on: ${checked.blocked}`);
       return { kind: 'idle' };
     }
-    for (const note of checked.context) appendNote(context, note);
+    for (const note of checked.context) await appendNote(context, note);
   }
   return null;
 }
@@ -155,7 +155,7 @@ async function checkPrompts(context: RunContext): Promise<RunOutcome | null> {
 async function continuedByStopHook(context: RunContext, lastMessage: string | null): Promise<boolean> {
   const reason = await context.gate.onStop(lastMessage);
   if (reason === null) return false;
-  appendNote(context, `A Stop hook asks you to continue: ${reason}`);
+  await appendNote(context, `A Stop hook asks you to continue: ${reason}`);
   return true;
 }
 
@@ -171,7 +171,7 @@ const BUDGET_SPENT_RESULT = 'Not run: this run has used all its steps (max_itera
 
 /** The last step: the model is asked for a summary, with tools offered but not allowed; the run then pauses. */
 async function summaryTurn(context: RunContext, settings: ReturnType<RunContext['settings']>, note: string): Promise<RunOutcome> {
-  appendNote(context, note);
+  await appendNote(context, note);
   const limit: RunOutcome = { kind: 'max_iterations', limit: settings.maxIterations };
   context.history.hold();
   try {
@@ -184,18 +184,18 @@ async function summaryTurn(context: RunContext, settings: ReturnType<RunContext[
       onTextDelta: (text) => context.delta(text),
       ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
     });
-    context.onUsage(response.usage);
+    await context.onUsage(response.usage);
     if (context.signal.aborted) return { kind: 'aborted' };
     const text = response.content?.trim() ? response.content : null;
     if (response.toolCalls.length === 0) {
-      if (text) context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
+      if (text) await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
       return limit;
     }
     // Calls made anyway are recorded and answered (the history stays valid), never run.
     const responseId = randomUUID();
     for (const call of response.toolCalls) {
-      recordAction(context, { call, args: parseArguments(call.arguments), responseId, thought: text });
-      recordNotRun(context, call, BUDGET_SPENT_RESULT, 'budget_spent');
+      await recordAction(context, { call, args: parseArguments(call.arguments), responseId, thought: text });
+      await recordNotRun(context, call, BUDGET_SPENT_RESULT, 'budget_spent');
     }
     return limit;
   } finally {
@@ -255,13 +255,13 @@ async function llmTurn(context: RunContext, settings: ReturnType<RunContext['set
       onTextDelta: (text) => context.delta(text),
       ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
     });
-    context.onUsage(response.usage);
+    await context.onUsage(response.usage);
     if (context.signal.aborted) return { kind: 'aborted' };
     const cutOff = response.finishReason === 'length';
     if (response.toolCalls.length === 0) {
       const text = response.content?.trim() ? response.content : response.refusal?.trim() ? response.refusal : null;
       if (text === null) return { kind: 'note', why: cutOff ? 'cut_off_empty' : 'empty' };
-      context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
+      await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
       return cutOff ? { kind: 'note', why: 'cut_off' } : { kind: 'answered', text };
     }
     const responseId = randomUUID();
@@ -272,7 +272,7 @@ async function llmTurn(context: RunContext, settings: ReturnType<RunContext['set
   }
 }
 
-function recordAction(context: RunContext, options: { call: LlmToolCall; args: ParsedArguments; original?: Record<string, unknown> | null; responseId: string; thought: string | null }): AgentEvent {
+function recordAction(context: RunContext, options: { call: LlmToolCall; args: ParsedArguments; original?: Record<string, unknown> | null; responseId: string; thought: string | null }): Promise<AgentEvent> {
   return context.append({
     kind: 'action',
     source: 'agent',
@@ -287,13 +287,13 @@ function recordAction(context: RunContext, options: { call: LlmToolCall; args: P
   });
 }
 
-function appendNote(context: RunContext, content: string): void {
-  context.append({ kind: 'message', source: 'system', role: 'user', content, run_id: context.run.id });
+async function appendNote(context: RunContext, content: string): Promise<void> {
+  await context.append({ kind: 'message', source: 'system', role: 'user', content, run_id: context.run.id });
 }
 
 /** A recorded call answered without running it: the model reads why. */
-function recordNotRun(context: RunContext, call: LlmToolCall, content: string, error: string): null {
-  context.append({
+async function recordNotRun(context: RunContext, call: LlmToolCall, content: string, error: string): Promise<null> {
+  await context.append({
     kind: 'observation',
     source: 'environment',
     tool_call_id: call.id,
@@ -310,7 +310,7 @@ function recordNotRun(context: RunContext, call: LlmToolCall, content: string, e
 async function runCall(context: RunContext, steps: StuckStep[], call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
   const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: context.toolContext });
   const note = call.args.ok && !context.signal.aborted ? await context.gate.afterTool({ id: call.id, name: call.name, args: call.args.value }, result) : null;
-  context.append({
+  await context.append({
     kind: 'observation',
     source: 'environment',
     tool_call_id: call.id,

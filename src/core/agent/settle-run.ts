@@ -19,23 +19,23 @@ const STOP_REASONS: Record<NonNullable<ActiveRun['stopAs']>, string> = {
  * history stays valid for the provider), the run record gets its status, the conversation its
  * status with a `state_update` saying why.
  */
-export function settleRun(options: {
+export async function settleRun(options: {
   outcome: Outcome;
   active: ActiveRun;
   record: ConversationRecord;
   session: AgentSession;
   clock: Clock;
-  append: (event: NewEvent) => { event: AgentEvent };
+  append: (event: NewEvent) => Promise<{ event: AgentEvent }>;
   saveRun: (run: Run) => void;
-  setStatus: (status: ConversationStatus, options: { runId: string; reason?: string }) => void;
-}): void {
+  setStatus: (status: ConversationStatus, options: { runId: string; reason?: string }) => Promise<void>;
+}): Promise<void> {
   const { outcome, active, record, session } = options;
   const run = active.run;
   const stopReason = STOP_REASONS[active.stopAs ?? 'paused'];
 
   if (outcome.kind !== 'waiting_for_confirmation') {
     for (const callId of session.history.pendingCallIds) {
-      options.append({
+      await options.append({
         kind: 'observation',
         source: 'environment',
         tool_call_id: callId,
@@ -48,7 +48,7 @@ export function settleRun(options: {
     }
   }
   if (outcome.kind === 'error') {
-    const { event } = options.append({ kind: 'agent_error', source: 'system', error: outcome.code, message: outcome.message, run_id: run.id });
+    const { event } = await options.append({ kind: 'agent_error', source: 'system', error: outcome.code, message: outcome.message, run_id: run.id });
     // The run record keeps the message as recorded: secret values (a provider may quote them) masked.
     run.error = { code: outcome.code, message: event.kind === 'agent_error' ? event.message : outcome.message };
   }
@@ -58,7 +58,7 @@ export function settleRun(options: {
   run.ended_at = isoTimestamp(options.clock.now());
   run.outcome = outcome.kind === 'aborted' ? (active.stopAs ?? 'paused') : outcome.kind;
   options.saveRun(run);
-  options.setStatus(status, { runId: run.id, ...(reason ? { reason } : {}) });
+  await options.setStatus(status, { runId: run.id, ...(reason ? { reason } : {}) });
 }
 
 function describe(outcome: Outcome, active: ActiveRun, stopReason: string, record: ConversationRecord): [RunStatus, ConversationStatus, string | undefined] {

@@ -7,11 +7,12 @@ import { decodePageId, encodePageId, isKeyCursor, type Page } from '../paginatio
 import type { Conversation, CreateConversationBody, SandboxNetwork, UpdateConversationConfigBody } from '../schemas/conversation.js';
 import type { ConversationStatus, NewEvent } from '../schemas/event.js';
 import { mergeLlmConfig, normalizeLlmConfig, redactLlmConfig, type LlmConfig } from '../schemas/llm-config.js';
-import type { EventLog } from '../events/event-log.js';
+import type { AppendedEvent, EventLog } from '../events/event-log.js';
 import type { EventRecorder } from '../events/event-recorder.js';
 import type { ConversationRecord, ConversationRepository } from './conversation-record.js';
 import { SortedIndex } from './sorted-index.js';
 import { placeholderRecord } from './placeholder-record.js';
+import type { ConversationSummary } from './summary-store.js';
 import { publicHooks } from '../schemas/tool-control.js';
 import { publicMcpServers } from '../schemas/mcp-servers.js';
 
@@ -29,7 +30,7 @@ export interface ConversationDefaults {
 /** What the agent runtime (the agent issue) plugs in: told about messages and deletions. */
 export interface ConversationRuntime {
   /** A user message was appended; start a run or feed the running one. Returns the run id it went to. */
-  onUserMessage(conversationId: string, options: { run: boolean }): string | null;
+  onUserMessage(conversationId: string, options: { run: boolean }): Promise<string | null>;
   /** The conversation is about to be deleted: stop its run and processes. */
   dispose(conversationId: string): Promise<void>;
   /** The workdir is about to change: refuse while a run is going, else let go of the old one (the shell). */
@@ -50,6 +51,8 @@ export class ConversationService {
   private readonly byUpdated = new SortedIndex<ConversationRecord>((record) => record.updated_at);
   private runtime: ConversationRuntime | null = null;
   private readonly deletedListeners = new Set<(conversationId: string) => void | Promise<void>>();
+  /** Per conversation: how many events its log holds (the seq of the last one). */
+  private readonly eventCounts = new Map<string, number>();
   /** Bumped whenever a record is created, saved or deleted (caches derived from records check it). */
   revision = 0;
   private loaded = false;
@@ -67,7 +70,9 @@ export class ConversationService {
   ) {
     deps.recorder.onAppend(({ event }) => {
       const record = this.records.get(event.conversation_id);
-      if (record) this.touch(record, event.timestamp);
+      if (!record) return;
+      this.eventCounts.set(record.id, event.seq);
+      this.touch(record, event.timestamp);
     });
   }
 
@@ -88,15 +93,19 @@ export class ConversationService {
    * Load every conversation. One whose stored data is damaged is quarantined, not fatal: it is
    * listed with status `error` and the damage, refuses everything but reads of its summary and
    * deletion, and its files are never written. Returns the quarantined ones.
+   *
+   * `summaries` (saved at the last clean shutdown) spare reading each conversation's log: only
+   * the conversations without one (after a crash: all of them) have their last event read.
    */
-  async load(): Promise<{ id: string; error: DamagedDataError }[]> {
+  async load(summaries: ReadonlyMap<string, ConversationSummary> | null = null): Promise<{ id: string; error: DamagedDataError }[]> {
     const { records, damaged } = await this.deps.repository.loadAll();
     const quarantined = [...damaged];
     for (const record of records) {
       try {
-        // Appends move updated_at in memory only (see touch): the last event in the log says when the conversation last changed.
-        const [last] = this.deps.log.read(record.id, { order: 'desc', limit: 1 });
-        if (last && last.event.timestamp > record.updated_at) record.updated_at = last.event.timestamp;
+        // Appends move updated_at in memory only (see touch): the summary, or else the last event in the log, says when the conversation last changed.
+        const summary = summaries?.get(record.id) ?? (await this.summaryFromLog(record.id));
+        if (summary.updated_at > record.updated_at) record.updated_at = summary.updated_at;
+        this.eventCounts.set(record.id, summary.event_count);
         for (const check of this.deps.integrityChecks ?? []) check(record.id);
       } catch (error) {
         if (!(error instanceof DamagedDataError)) throw error;
@@ -115,6 +124,18 @@ export class ConversationService {
     return quarantined;
   }
 
+  private async summaryFromLog(id: string): Promise<ConversationSummary> {
+    const [last] = await this.deps.log.read(id, { order: 'desc', limit: 1 });
+    return { updated_at: last?.event.timestamp ?? '', event_count: last?.event.seq ?? 0 };
+  }
+
+  /** What start-up needs of each conversation that is not quarantined, to be saved at shutdown. */
+  summaries(): Map<string, ConversationSummary> {
+    const out = new Map<string, ConversationSummary>();
+    for (const record of this.all()) out.set(record.id, { updated_at: record.updated_at, event_count: this.eventCounts.get(record.id) ?? 0 });
+    return out;
+  }
+
   /** Conversations quarantined because their stored data is damaged. */
   quarantined(): { id: string; damage: Damage }[] {
     const out: { id: string; damage: Damage }[] = [];
@@ -126,7 +147,7 @@ export class ConversationService {
     return this.loaded;
   }
 
-  create(body: CreateConversationBody): { conversation: Conversation; record: ConversationRecord } {
+  async create(body: CreateConversationBody): Promise<{ conversation: Conversation; record: ConversationRecord }> {
     const llm = body.llm ? normalizeLlmConfig(body.llm) : this.deps.defaults.llm;
     const tools = body.tools ? this.checkTools(body.tools) : [...this.deps.defaults.toolNames];
     const network = this.checkNetwork(body.sandbox?.network);
@@ -162,15 +183,15 @@ export class ConversationService {
     try {
       // The first message before the record reaches the disk: a crash in between leaves a log
       // without a record (removed at load), never a conversation without the message it was created with.
-      if (body.initial_message !== undefined) this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.initial_message });
+      if (body.initial_message !== undefined) await this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.initial_message });
       this.deps.repository.save(record);
     } catch (error) {
       // E.g. the disk is full: the conversation was never created, so its first message goes too.
       this.unindex(record);
-      this.deps.log.drop(id);
+      await this.deps.log.drop(id);
       throw error;
     }
-    if (startsRun) this.runtime?.onUserMessage(id, { run: true });
+    if (startsRun) await this.runtime?.onUserMessage(id, { run: true });
     return { conversation: this.toPublic(record), record };
   }
 
@@ -256,22 +277,22 @@ export class ConversationService {
     // The record first: a crash midway leaves files without a record (removed at load), never a
     // conversation that lost its events.
     this.deps.repository.remove(id);
-    this.deps.log.drop(id);
+    await this.deps.log.drop(id);
     this.deps.recorder.closeConversation(id);
     if (options.deleteWorkdir && record.workdir_created) fs.rmSync(record.workdir, { recursive: true, force: true });
     for (const listener of this.deletedListeners) await listener(id);
   }
 
   /** Append a user message; start a run or feed the running one unless `run` is false. */
-  postMessage(id: string, body: { content: string; run: boolean }) {
+  async postMessage(id: string, body: { content: string; run: boolean }) {
     const record = this.record(id);
     if (body.run && this.runtime && !record.llm) throw llmNotConfigured();
-    const appended = this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content });
-    const runId = this.runtime ? this.runtime.onUserMessage(id, { run: body.run }) : null;
+    const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content });
+    const runId = this.runtime ? await this.runtime.onUserMessage(id, { run: body.run }) : null;
     return { event: appended.event, run_id: runId };
   }
 
-  append(id: string, event: NewEvent) {
+  async append(id: string, event: NewEvent): Promise<AppendedEvent> {
     const record = this.records.get(id);
     if (record?.quarantine) throw new ConversationQuarantinedError(id, record.quarantine);
     return this.deps.recorder.append(id, event);
@@ -312,12 +333,7 @@ export class ConversationService {
   }
 
   private eventCount(record: ConversationRecord): number {
-    try {
-      return this.deps.log.lastSeq(record.id);
-    } catch (error) {
-      if (record.quarantine && error instanceof DamagedDataError) return 0;
-      throw error;
-    }
+    return record.quarantine ? 0 : (this.eventCounts.get(record.id) ?? 0);
   }
 
   private touch(record: ConversationRecord, timestamp: string): void {
@@ -337,6 +353,7 @@ export class ConversationService {
   private unindex(record: ConversationRecord): void {
     this.revision += 1;
     this.records.delete(record.id);
+    this.eventCounts.delete(record.id);
     this.byCreated.remove(record);
     this.byUpdated.remove(record);
   }

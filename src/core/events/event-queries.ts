@@ -32,31 +32,31 @@ export class EventQueries {
   ) {}
 
   /** The firehose's last cursor: `/events/stream?after_seq=<it>` sends only what happens next. */
-  firehoseHead(): number {
+  firehoseHead(): Promise<number> {
     return this.log.globalHead();
   }
 
-  list(conversationId: string, query: EventListQuery): { items: StoredEvent[]; next_page_id: string | null } {
+  async list(conversationId: string, query: EventListQuery): Promise<{ items: StoredEvent[]; next_page_id: string | null }> {
     this.assertConversation(conversationId);
     const cursor = query.pageId ? decodePageId(query.pageId, isCursor) : undefined;
     if (cursor && cursor.o !== query.order) {
       throw new InvalidRequestError('invalid_page_id', 'page_id was issued for the other order; pass the same `order` as the first page.');
     }
-    const items = this.log.read(conversationId, { ...toFilter(query), order: query.order, cursorSeq: cursor?.s, limit: query.limit + 1 });
+    const items = await this.log.read(conversationId, { ...toFilter(query), order: query.order, cursorSeq: cursor?.s, limit: query.limit + 1 });
     const more = items.length > query.limit;
     if (more) items.length = query.limit;
     const last = items[items.length - 1];
     return { items, next_page_id: more && last ? encodePageId({ s: last.event.seq, o: query.order }) : null };
   }
 
-  count(conversationId: string, query: Omit<EventListQuery, 'order' | 'pageId' | 'limit'>): number {
+  async count(conversationId: string, query: Omit<EventListQuery, 'order' | 'pageId' | 'limit'>): Promise<number> {
     this.assertConversation(conversationId);
     return this.log.count(conversationId, toFilter(query));
   }
 
-  get(conversationId: string, eventId: string): StoredEvent {
+  async get(conversationId: string, eventId: string): Promise<StoredEvent> {
     this.assertConversation(conversationId);
-    const found = this.log.findById(conversationId, eventId);
+    const found = await this.log.findById(conversationId, eventId);
     if (!found) throw new NotFoundError('event', eventId);
     return found;
   }

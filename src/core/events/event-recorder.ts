@@ -1,4 +1,4 @@
-import type { EventBus } from './event-bus.js';
+import type { DeltaChannel } from './delta-channel.js';
 import type { AppendedEvent, EventLog } from './event-log.js';
 import type { MessageDelta, NewEvent } from '../schemas/event.js';
 
@@ -12,8 +12,8 @@ export interface DeltaMasker {
 }
 
 /**
- * The one way events come into being: mask, append to the durable log (seq assigned there),
- * then fan out. Whoever sees an event (HTTP, SSE, webhooks) sees it after it is on disk.
+ * The one way events come into being: mask, append to the durable log (seq assigned there, and
+ * live subscribers reached by the log itself), then the readers kept in this process.
  * Streaming-only deltas are masked too, across pieces: what a delta masker holds back goes out
  * before the conversation's next event (the message or action that the text belongs to).
  */
@@ -25,7 +25,7 @@ export class EventRecorder {
 
   constructor(
     private readonly log: EventLog,
-    private readonly bus: EventBus,
+    private readonly deltas: DeltaChannel,
     private masker: EventMasker = (_id, event) => event,
   ) {}
 
@@ -38,24 +38,26 @@ export class EventRecorder {
     this.deltaMaskerFor = factory;
   }
 
-  /** Called after every append, before the bus fan-out (bookkeeping such as updated_at, metrics). */
+  /** Called after every append (bookkeeping such as updated_at, metrics). */
   onAppend(listener: (appended: AppendedEvent) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
 
-  append(conversationId: string, event: NewEvent): AppendedEvent {
+  /**
+   * Masks and hands the event to the log in the call itself (the log keeps each conversation's
+   * appends in call order); the readers here run once it is stored, in that same order.
+   */
+  async append(conversationId: string, event: NewEvent): Promise<AppendedEvent> {
     this.flushDeltas(conversationId);
-    const appended = this.log.append(conversationId, this.masker(conversationId, event));
+    const appended = await this.log.append(conversationId, this.masker(conversationId, event));
     for (const listener of this.listeners) listener(appended);
-    this.bus.publish({ type: 'event', appended });
     return appended;
   }
 
-  /** The conversation is gone: its streams end. */
+  /** The conversation is gone: what it was streaming is dropped. */
   closeConversation(conversationId: string): void {
     this.streaming.delete(conversationId);
-    this.bus.publish({ type: 'closed', conversationId });
   }
 
   /** Streaming-only text; never stored. */
@@ -79,6 +81,6 @@ export class EventRecorder {
   }
 
   private publishDelta(delta: MessageDelta): void {
-    if (delta.content_delta !== '') this.bus.publish({ type: 'delta', delta });
+    if (delta.content_delta !== '') this.deltas.publish(delta);
   }
 }

@@ -1,7 +1,8 @@
 import type { z } from 'zod';
-import type { StreamClosedNotice, StreamOverflowNotice } from '../schemas/event.js';
-import type { EventBus, BusMessage } from './event-bus.js';
+import type { MessageDelta, StreamClosedNotice, StreamOverflowNotice } from '../schemas/event.js';
+import type { DeltaChannel } from './delta-channel.js';
 import type { EventLog, StoredEvent } from './event-log.js';
+import type { EventSubscription, SubscriptionItem, SubscriptionLimits } from './event-subscription.js';
 
 /** One item of an SSE stream: `id` (the cursor) is absent for streaming-only deltas and notices. */
 export interface StreamItem {
@@ -14,47 +15,42 @@ export interface StreamItem {
 
 /**
  * Live items are encoded once per event and shared by every subscriber: one frame per stream
- * kind (a conversation's streams carry seq, the firehose the global cursor), keyed by the bus
- * message every subscriber receives.
+ * kind (a conversation's streams carry seq, the firehose the global cursor), keyed by the stored
+ * event the log hands to every subscriber.
  */
 const conversationFrames = new WeakMap<object, StreamItem>();
 const firehoseFrames = new WeakMap<object, StreamItem>();
+const deltaFrames = new WeakMap<object, StreamItem>();
 
-export interface EventStreamOptions {
+export interface EventStreamOptions extends SubscriptionLimits {
   log: EventLog;
-  bus: EventBus;
+  deltas: DeltaChannel;
   /** null: the firehose over every conversation, with the global cursor as `id`. */
   conversationId: string | null;
   /** Start after this cursor (seq, or global cursor for the firehose). */
   afterCursor: number;
-  /** Live events buffered for a subscriber that does not keep up; past it the stream ends. */
-  maxBuffered: number;
-  /** The same cap in bytes (a few large events can hold more memory than many small ones). */
-  maxBufferedBytes: number;
   includeDeltas: boolean;
-  historyPageSize?: number;
 }
 
 /**
- * History first, then live, with no gap and no duplicate across the switch: history is read
- * from the log in pages; then, in one synchronous step, the stream subscribes to the bus and
- * reads what was appended since the last page. Appends are synchronous too, so every later
- * event reaches the subscription and nothing in between is missed. Live events carry their
- * cursor and anything at or below the last one sent is skipped.
+ * An SSE stream: the log's subscription (history, then live, with no gap and no duplicate: the
+ * log owns that switch) with streaming-only deltas woven in once it is live, encoded as frames.
  */
 export class EventStream implements AsyncIterable<StreamItem> {
-  private queue: StreamItem[] = [];
-  /** Bytes of `data` in the queue and in the batch being written: what a slow subscriber holds. */
-  private bufferedBytes = 0;
-  private wake: (() => void) | null = null;
-  private unsubscribe: (() => void) | null = null;
+  private readonly subscription: EventSubscription<MessageDelta>;
+  private readonly stopDeltas: () => void;
   private ended = false;
   private endNotice: StreamItem | null = null;
   private endListeners: (() => void)[] = [];
-  private cursor: number;
 
   constructor(private readonly options: EventStreamOptions) {
-    this.cursor = options.afterCursor;
+    const { log, conversationId, afterCursor } = options;
+    this.subscription = log.subscribe({ conversationId, after: afterCursor } as Parameters<EventLog['subscribe']>[0], options) as unknown as EventSubscription<MessageDelta>;
+    this.stopDeltas = options.includeDeltas
+      ? options.deltas.subscribe(conversationId, (delta) => this.subscription.interleave(delta, JSON.stringify(delta).length))
+      : () => undefined;
+    // Overflow or deletion ends the stream now, even if its writer is stalled: its last items still go out.
+    this.subscription.onClose(() => this.close());
   }
 
   /** End the stream (client gone, conversation deleted, server closing). */
@@ -62,13 +58,18 @@ export class EventStream implements AsyncIterable<StreamItem> {
     if (this.ended) return;
     this.ended = true;
     this.endNotice = notice ?? null;
-    this.unsubscribe?.();
-    this.wake?.();
+    this.stopDeltas();
+    this.subscription.close();
     for (const listener of this.endListeners.splice(0)) listener();
   }
 
   get closed(): boolean {
     return this.ended;
+  }
+
+  /** Caught up with the log: new events reach this stream as they are stored. */
+  get live(): boolean {
+    return this.subscription.live;
   }
 
   /** Called once when the stream ends, for whatever reason (at once if it already has). */
@@ -78,9 +79,7 @@ export class EventStream implements AsyncIterable<StreamItem> {
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<StreamItem> {
-    for await (const batch of this.batches()) {
-      for (const item of batch) yield item;
-    }
+    for await (const batch of this.batches()) yield* batch;
   }
 
   /**
@@ -90,20 +89,8 @@ export class EventStream implements AsyncIterable<StreamItem> {
    */
   async *batches(): AsyncGenerator<StreamItem[]> {
     try {
-      for (const page of this.history()) yield page;
-      if (this.ended) return;
-      this.subscribe();
-      while (true) {
-        if (this.queue.length === 0) {
-          if (this.ended) break;
-          await new Promise<void>((resolve) => (this.wake = resolve));
-          this.wake = null;
-          continue;
-        }
-        const batch = this.queue;
-        this.queue = [];
-        yield batch;
-        for (const item of batch) this.bufferedBytes -= item.data.length;
+      for await (const batch of this.subscription.batches()) {
+        yield batch.map((item) => this.toItem(item));
       }
       if (this.endNotice) yield [this.endNotice];
     } finally {
@@ -111,72 +98,27 @@ export class EventStream implements AsyncIterable<StreamItem> {
     }
   }
 
-  private *history(): Generator<StreamItem[]> {
-    const pageSize = this.options.historyPageSize ?? 500;
-    while (!this.ended) {
-      const page = this.readAfter(this.cursor, pageSize);
-      if (page.length === 0) return;
-      yield page;
+  private toItem(item: SubscriptionItem<MessageDelta>): StreamItem {
+    switch (item.type) {
+      case 'event': {
+        const frames = this.options.conversationId === null ? firehoseFrames : conversationFrames;
+        return shared(frames, item.stored, () => eventItem(item.cursor, item.stored));
+      }
+      case 'side':
+        return shared(deltaFrames, item.value, () => noticeItem('message_delta', item.value));
+      case 'closed': {
+        const notice: z.infer<typeof StreamClosedNotice> = { reason: 'conversation_deleted', conversation_id: item.conversationId };
+        return noticeItem('stream_closed', notice);
+      }
+      case 'overflow': {
+        const notice: z.infer<typeof StreamOverflowNotice> = { reason: 'subscriber_too_slow', resume_after: String(item.resumeAfter) };
+        return noticeItem('stream_overflow', notice);
+      }
     }
-  }
-
-  private subscribe(): void {
-    const { bus, conversationId, maxBuffered, includeDeltas } = this.options;
-    this.unsubscribe = bus.subscribe(conversationId, (message) => this.onMessage(message, includeDeltas, maxBuffered));
-    // Same tick as the subscription: nothing can be appended in between.
-    for (;;) {
-      const tail = this.readAfter(this.cursor, 10_000);
-      if (tail.length === 0) break;
-      for (const item of tail) this.enqueue(item);
-    }
-  }
-
-  private onMessage(message: BusMessage, includeDeltas: boolean, maxBuffered: number): void {
-    if (this.ended) return;
-    if (message.type === 'closed') {
-      const notice: z.infer<typeof StreamClosedNotice> = { reason: 'conversation_deleted', conversation_id: message.conversationId };
-      this.close(noticeItem('stream_closed', notice));
-      return;
-    }
-    if (this.queue.length >= maxBuffered || this.bufferedBytes >= this.options.maxBufferedBytes) {
-      const notice: z.infer<typeof StreamOverflowNotice> = { reason: 'subscriber_too_slow', resume_after: String(this.cursor) };
-      this.close(noticeItem('stream_overflow', notice));
-      return;
-    }
-    if (message.type === 'delta') {
-      if (includeDeltas) this.enqueue(sharedItem(conversationFrames, message, () => noticeItem('message_delta', message.delta)));
-    } else {
-      const cursor = this.options.conversationId === null ? message.appended.globalCursor : message.appended.event.seq;
-      if (cursor <= this.cursor) return;
-      this.cursor = cursor;
-      const frames = this.options.conversationId === null ? firehoseFrames : conversationFrames;
-      this.enqueue(sharedItem(frames, message, () => toItem(cursor, message.appended)));
-    }
-    this.wake?.();
-  }
-
-  /** Characters of JSON count as bytes: the cap is on memory, and ASCII-escaped JSON is close to it. */
-  private enqueue(item: StreamItem): void {
-    this.queue.push(item);
-    this.bufferedBytes += item.data.length;
-  }
-
-  /** Read from the log after a cursor, advancing this.cursor. */
-  private readAfter(after: number, limit: number): StreamItem[] {
-    const { log, conversationId } = this.options;
-    if (conversationId === null) {
-      const entries = log.readGlobal(after, limit);
-      const items = entries.map((entry) => toItem(entry.globalCursor, entry.stored));
-      if (entries.length > 0) this.cursor = entries[entries.length - 1]!.globalCursor;
-      return items;
-    }
-    const events = log.read(conversationId, { order: 'asc', cursorSeq: after, limit });
-    if (events.length > 0) this.cursor = events[events.length - 1]!.event.seq;
-    return events.map((stored) => toItem(stored.event.seq, stored));
   }
 }
 
-function toItem(cursor: number, stored: StoredEvent): StreamItem {
+function eventItem(cursor: number, stored: StoredEvent): StreamItem {
   const id = String(cursor);
   return { id, event: stored.event.kind, data: stored.json, frame: `id: ${id}\nevent: ${stored.event.kind}\ndata: ${stored.json}\n\n` };
 }
@@ -187,7 +129,7 @@ export function noticeItem(event: string, body: unknown): StreamItem {
   return { event, data, frame: `event: ${event}\ndata: ${data}\n\n` };
 }
 
-function sharedItem(frames: WeakMap<object, StreamItem>, key: object, make: () => StreamItem): StreamItem {
+function shared(frames: WeakMap<object, StreamItem>, key: object, make: () => StreamItem): StreamItem {
   let item = frames.get(key);
   if (!item) {
     item = make();

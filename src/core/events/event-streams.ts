@@ -1,4 +1,4 @@
-import type { EventBus } from './event-bus.js';
+import type { DeltaChannel } from './delta-channel.js';
 import type { EventLog } from './event-log.js';
 import { EventStream, noticeItem } from './event-stream.js';
 
@@ -6,12 +6,12 @@ import { EventStream, noticeItem } from './event-stream.js';
 export class EventStreams {
   private readonly open = new Set<EventStream>();
 
-  constructor(private readonly options: { log: EventLog; bus: EventBus; maxBuffered: number; maxBufferedBytes: number }) {}
+  constructor(private readonly options: { log: EventLog; deltas: DeltaChannel; maxBuffered: number; maxBufferedBytes: number }) {}
 
   openStream(options: { conversationId: string | null; afterCursor: number }): EventStream {
     const stream = new EventStream({
       log: this.options.log,
-      bus: this.options.bus,
+      deltas: this.options.deltas,
       maxBuffered: this.options.maxBuffered,
       maxBufferedBytes: this.options.maxBufferedBytes,
       includeDeltas: true,
@@ -28,6 +28,13 @@ export class EventStreams {
 
   get size(): number {
     return this.open.size;
+  }
+
+  /** Open streams caught up with the log (receiving events as they are stored). */
+  get liveCount(): number {
+    let n = 0;
+    for (const stream of this.open) if (stream.live) n += 1;
+    return n;
   }
 
   closeAll(reason: string): void {

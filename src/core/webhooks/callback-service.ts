@@ -41,7 +41,7 @@ export class CallbackService {
     }
   }
 
-  create(conversationId: string, body: CreateCallbackBody): Callback {
+  async create(conversationId: string, body: CreateCallbackBody): Promise<Callback> {
     this.assertConversation(conversationId);
     const url = normalizeCallbackUrl(body.url);
     const refusal = this.deps.targets.urlRefusal(new URL(url));
@@ -53,13 +53,19 @@ export class CallbackService {
     if (own.length >= MAX_CALLBACKS_PER_CONVERSATION) {
       throw new ConflictError('too_many_callbacks', `A conversation can have at most ${MAX_CALLBACKS_PER_CONVERSATION} callbacks; delete one first.`, { limit: MAX_CALLBACKS_PER_CONVERSATION });
     }
+    const lastSeq = await this.deps.log.lastSeq(conversationId);
+    // The limit is checked again: another create may have finished while the log was read.
+    if (this.deps.dispatcher.forConversation(conversationId).filter((worker) => worker.state.origin === 'api').length >= MAX_CALLBACKS_PER_CONVERSATION) {
+      throw new ConflictError('too_many_callbacks', `A conversation can have at most ${MAX_CALLBACKS_PER_CONVERSATION} callbacks; delete one first.`, { limit: MAX_CALLBACKS_PER_CONVERSATION });
+    }
+    this.assertConversation(conversationId);
     const state = newSubscriptionState({
       conversationId,
       url,
       events: body.events ? [...new Set(body.events)] : null,
       secret: body.secret ?? null,
       origin: 'api',
-      cursor: body.from === 'now' ? this.deps.log.lastSeq(conversationId) : Math.min(body.after_seq ?? 0, this.deps.log.lastSeq(conversationId)),
+      cursor: body.from === 'now' ? lastSeq : Math.min(body.after_seq ?? 0, lastSeq),
       createdAt: isoTimestamp(this.deps.clock.now()),
     });
     this.deps.store.save(state);
@@ -67,7 +73,7 @@ export class CallbackService {
     return this.toPublic(state);
   }
 
-  list(conversationId: string, query: { pageId?: string | undefined; limit: number }): Page<Callback> {
+  async list(conversationId: string, query: { pageId?: string | undefined; limit: number }): Promise<Page<Callback>> {
     this.assertConversation(conversationId);
     const states = this.deps.dispatcher
       .forConversation(conversationId)
@@ -79,10 +85,10 @@ export class CallbackService {
     const items = states.slice(from, from + query.limit);
     const last = items[items.length - 1];
     const more = from + query.limit < states.length;
-    return { items: items.map((state) => this.toPublic(state)), next_page_id: more && last ? encodePageId({ k: last.created_at, i: last.id }) : null };
+    return { items: await Promise.all(items.map((state) => this.toPublic(state))), next_page_id: more && last ? encodePageId({ k: last.created_at, i: last.id }) : null };
   }
 
-  get(conversationId: string, callbackId: string): Callback {
+  async get(conversationId: string, callbackId: string): Promise<Callback> {
     return this.toPublic(this.worker(conversationId, callbackId).state);
   }
 
@@ -95,16 +101,16 @@ export class CallbackService {
     await this.removeSubscription(callbackId);
   }
 
-  enable(conversationId: string, callbackId: string): Callback {
+  async enable(conversationId: string, callbackId: string): Promise<Callback> {
     const worker = this.worker(conversationId, callbackId);
     worker.enable();
     return this.toPublic(worker.state);
   }
 
-  deliveries(conversationId: string, callbackId: string, query: { pageId?: string | undefined; limit: number }): Page<CallbackDelivery> {
+  async deliveries(conversationId: string, callbackId: string, query: { pageId?: string | undefined; limit: number }): Promise<Page<CallbackDelivery>> {
     const { state } = this.worker(conversationId, callbackId);
     const afterSeq = query.pageId ? decodePageId(query.pageId, isSeqCursor).s : 0;
-    const { items, more } = deliveryPage({ state, store: this.deps.store, log: this.deps.log, afterSeq, limit: query.limit });
+    const { items, more } = await deliveryPage({ state, store: this.deps.store, log: this.deps.log, afterSeq, limit: query.limit });
     const last = items[items.length - 1];
     return { items, next_page_id: more && last ? encodePageId({ s: last.seq }) : null };
   }
@@ -120,7 +126,7 @@ export class CallbackService {
     await stopped;
   }
 
-  toPublic(state: SubscriptionState): Callback {
+  async toPublic(state: SubscriptionState): Promise<Callback> {
     return {
       id: state.id,
       conversation_id: state.conversation_id,
@@ -133,7 +139,7 @@ export class CallbackService {
       created_at: state.created_at,
       cursor_seq: state.cursor,
       pending_count: this.deps.conversationExists(state.conversation_id)
-        ? this.deps.log.count(state.conversation_id, { kinds: state.events ?? undefined, afterSeq: state.cursor })
+        ? await this.deps.log.count(state.conversation_id, { kinds: state.events ?? undefined, afterSeq: state.cursor })
         : 0,
       delivered_count: state.delivered_count,
       failed_attempt_count: state.failed_attempt_count,

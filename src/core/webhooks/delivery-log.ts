@@ -7,13 +7,13 @@ import type { DeliveryAttempt, SubscriptionState, WebhookStore } from './subscri
  * keeps, then the event in progress (pending, retrying or failed), then every event still waiting
  * in the log after it (pending). Cost: O(limit) plus the events the kind filter skips.
  */
-export function deliveryPage(options: {
+export async function deliveryPage(options: {
   state: SubscriptionState;
   store: WebhookStore;
   log: Pick<EventLog, 'read'>;
   afterSeq: number;
   limit: number;
-}): { items: CallbackDelivery[]; more: boolean } {
+}): Promise<{ items: CallbackDelivery[]; more: boolean }> {
   const { state, store, log, afterSeq, limit } = options;
   const wanted = limit + 1;
   const items: CallbackDelivery[] = store
@@ -23,7 +23,7 @@ export function deliveryPage(options: {
   if (items.length < wanted && attempt && attempt.seq > afterSeq) items.push(fromAttempt(attempt, state));
   if (items.length < wanted) {
     const waitingAfter = Math.max(afterSeq, state.cursor, attempt?.seq ?? 0);
-    const waiting = log.read(state.conversation_id, { order: 'asc', cursorSeq: waitingAfter, limit: wanted - items.length, kinds: state.events ?? undefined });
+    const waiting = await log.read(state.conversation_id, { order: 'asc', cursorSeq: waitingAfter, limit: wanted - items.length, kinds: state.events ?? undefined });
     for (const { event } of waiting) {
       items.push({ event_id: event.id, seq: event.seq, kind: event.kind, state: 'pending', attempts: 0, last_status: null, last_error: null, last_attempt_at: null, next_retry_at: null });
     }

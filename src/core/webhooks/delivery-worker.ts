@@ -107,7 +107,7 @@ export class DeliveryWorker {
         this.deps.onOrphaned(this.state);
         return;
       }
-      const event = this.currentEvent();
+      const event = await this.currentEvent();
       const attempt = this.state.attempt;
       if (!event || !attempt) return;
       const waitMs = attempt.next_retry_at ? Date.parse(attempt.next_retry_at) - this.deps.scheduler.now() : 0;
@@ -117,12 +117,12 @@ export class DeliveryWorker {
   }
 
   /** The event being worked on: the persisted attempt's, or the next one after the cursor that passes the filter. */
-  private currentEvent(): StoredEvent | null {
+  private async currentEvent(): Promise<StoredEvent | null> {
     const { log } = this.deps;
     const { state } = this;
     if (state.attempt) {
       if (this.current?.event.id === state.attempt.event_id) return this.current;
-      const [stored] = log.read(state.conversation_id, { order: 'asc', cursorSeq: state.attempt.seq - 1, limit: 1 });
+      const [stored] = await log.read(state.conversation_id, { order: 'asc', cursorSeq: state.attempt.seq - 1, limit: 1 });
       if (stored && stored.event.id === state.attempt.event_id) return (this.current = stored);
       // The log no longer has it (lost in a power cut before it reached the disk): carry on from the cursor.
       this.deps.onError(new Error(`event ${state.attempt.event_id} (seq ${state.attempt.seq}) is no longer in the log`), state);
@@ -130,9 +130,9 @@ export class DeliveryWorker {
       this.save();
     }
     this.current = null;
-    const [next] = log.read(state.conversation_id, { order: 'asc', cursorSeq: state.cursor, limit: 1, kinds: state.events ?? undefined });
+    const [next] = await log.read(state.conversation_id, { order: 'asc', cursorSeq: state.cursor, limit: 1, kinds: state.events ?? undefined });
     if (!next) {
-      const last = log.lastSeq(state.conversation_id);
+      const last = await log.lastSeq(state.conversation_id);
       // Past filtered-out events; or back, if the log lost its tail in a power cut (new events reuse those seqs).
       if (last !== state.cursor) this.moveCursor(last);
       return null;

@@ -40,13 +40,13 @@ export class ServerCallbacks {
   }
 
   /** After the persisted subscriptions were started: fill in the missing ones. */
-  reconcile(loaded: readonly SubscriptionState[]): void {
+  async reconcile(loaded: readonly SubscriptionState[]): Promise<void> {
     if (this.urls.length === 0) return;
     const known = new Set(loaded.filter((state) => state.origin === 'server').map((state) => state.url));
     for (const conversationId of [...this.deps.conversationIds()]) {
       const missing = this.missingUrls(conversationId);
       if (missing.length === 0) continue;
-      const lastSeq = this.deps.log.lastSeq(conversationId);
+      const lastSeq = await this.deps.log.lastSeq(conversationId);
       if (lastSeq === 0) continue;
       for (const url of missing) this.create(conversationId, url, known.has(url) ? 0 : lastSeq);
     }

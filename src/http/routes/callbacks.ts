@@ -6,7 +6,7 @@ import { Callback, CreateCallbackBody } from '../../core/webhooks/callback-schem
 import { CallbackDeliveryPage, CallbackPage, CallbackParams } from '../contract/callbacks.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function callbackRoutes(services: Services): FastifyPluginAsyncZod {
+export function callbackRoutes(services: Pick<Services, 'callbacks'>): FastifyPluginAsyncZod {
   const callbacks = services.callbacks;
   const tags = ['callbacks'];
   return async (app) => {
@@ -22,7 +22,7 @@ export function callbackRoutes(services: Services): FastifyPluginAsyncZod {
           response: { 201: Callback, ...errors(400, 404, 409, 413, 415, 422) },
         },
       },
-      async (request, reply) => reply.code(201).send(callbacks.create(request.params.id, request.body)),
+      async (request, reply) => reply.code(201).send(await callbacks.create(request.params.id, request.body)),
     );
 
     app.get(

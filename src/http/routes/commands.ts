@@ -3,7 +3,7 @@ import type { Services } from '../../compose.js';
 import { CommandResult, RunCommandBody } from '../../core/commands/command-runner.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function commandRoutes(services: Services): FastifyPluginAsyncZod {
+export function commandRoutes(services: Pick<Services, 'commands'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.post(
       '/conversations/:id/commands',

@@ -6,7 +6,7 @@ import { Conversation, CreateConversationBody, UpdateConversationConfigBody } fr
 import { ConversationListQuery, ConversationPage, DeleteConversationQuery, StatusFilter } from '../contract/conversations.js';
 import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
 
-export function conversationRoutes(services: Services): FastifyPluginAsyncZod {
+export function conversationRoutes(services: Pick<Services, 'conversations'>): FastifyPluginAsyncZod {
   const conversations = services.conversations;
   return async (app) => {
     app.post(
@@ -22,7 +22,7 @@ export function conversationRoutes(services: Services): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        const { conversation } = conversations.create(request.body ?? CreateConversationBody.parse({}));
+        const { conversation } = await conversations.create(request.body ?? CreateConversationBody.parse({}));
         return reply.code(201).send(conversations.get(conversation.id));
       },
     );

@@ -5,7 +5,7 @@ import { AgentEvent } from '../../core/schemas/event.js';
 import { EventFilters, EventListQuery, EventPage, EventParams } from '../contract/events.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function eventRoutes(services: Services): FastifyPluginAsyncZod {
+export function eventRoutes(services: Pick<Services, 'events'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/conversations/:id/events',
@@ -21,7 +21,7 @@ export function eventRoutes(services: Services): FastifyPluginAsyncZod {
       },
       async (request, reply) => {
         const q = request.query;
-        const page = services.events.list(request.params.id, {
+        const page = await services.events.list(request.params.id, {
           kinds: q.kind,
           sources: q.source,
           afterSeq: q.after_seq,
@@ -50,7 +50,7 @@ export function eventRoutes(services: Services): FastifyPluginAsyncZod {
       },
       async (request) => {
         const q = request.query;
-        return { count: services.events.count(request.params.id, { kinds: q.kind, sources: q.source, afterSeq: q.after_seq, since: q.since }) };
+        return { count: await services.events.count(request.params.id, { kinds: q.kind, sources: q.source, afterSeq: q.after_seq, since: q.since }) };
       },
     );
 
@@ -65,7 +65,7 @@ export function eventRoutes(services: Services): FastifyPluginAsyncZod {
           response: { 200: AgentEvent, ...errors(400, 404) },
         },
       },
-      async (request, reply) => reply.type('application/json; charset=utf-8').send(services.events.get(request.params.id, request.params.event_id).json as never),
+      async (request, reply) => reply.type('application/json; charset=utf-8').send((await services.events.get(request.params.id, request.params.event_id)).json as never),
     );
   };
 }

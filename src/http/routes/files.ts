@@ -25,7 +25,7 @@ const MULTIPART_BODY = {
   required: ['file'],
 };
 
-export function fileRoutes(services: Services): FastifyPluginAsyncZod {
+export function fileRoutes(services: Pick<Services, 'config' | 'files'>): FastifyPluginAsyncZod {
   const files = services.files;
   const maxFileBytes = services.config.maxUploadBytes;
   const tags = ['files'];

@@ -7,7 +7,7 @@ import { Alive, Health, Info } from '../contract/health.js';
 
 const LIMIT_NAMES = { cpu_s: 'cpuSeconds', memory_mb: 'memoryMb', processes: 'processes', file_mb: 'fileMb', tmp_mb: 'tmpMb', workdir_mb: 'workdirMb' } as const;
 
-export function healthRoutes(services: Services): FastifyPluginAsyncZod {
+export function healthRoutes(services: Pick<Services, 'config' | 'conversations' | 'disk' | 'events' | 'quarantined' | 'sandbox' | 'startedAt' | 'streams' | 'toolNames' | 'version'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/alive',
@@ -59,7 +59,7 @@ export function healthRoutes(services: Services): FastifyPluginAsyncZod {
           conversations: { total: services.conversations.count(), by_status: byStatus },
           tools: [...services.toolNames],
           sse_subscribers: services.streams.size,
-          firehose_cursor: services.events.firehoseHead(),
+          firehose_cursor: await services.events.firehoseHead(),
           limits: {
             max_body_bytes: services.config.maxBodyBytes,
             max_upload_bytes: services.config.maxUploadBytes,

@@ -5,7 +5,7 @@ import { PostMessageBody } from '../../core/schemas/conversation.js';
 import { MessageAccepted } from '../contract/runs.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function messageRoutes(services: Services): FastifyPluginAsyncZod {
+export function messageRoutes(services: Pick<Services, 'conversations'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.post(
       '/conversations/:id/messages',
@@ -20,7 +20,7 @@ export function messageRoutes(services: Services): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        const result = services.conversations.postMessage(request.params.id, request.body);
+        const result = await services.conversations.postMessage(request.params.id, request.body);
         return reply.code(202).send(result as z.infer<typeof MessageAccepted>);
       },
     );

@@ -4,7 +4,7 @@ import type { Services } from '../../compose.js';
 import { errors } from '../route-schemas.js';
 
 /** GET /metrics: Prometheus text (HTTP requests are counted by a root hook in app.ts). */
-export function metricsRoutes(services: Services): FastifyPluginAsyncZod {
+export function metricsRoutes(services: Pick<Services, 'config' | 'metrics'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/metrics',

@@ -4,7 +4,7 @@ import type { Services } from '../../compose.js';
 import { PutSecrets, SecretNames } from '../contract/secrets.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function secretRoutes(services: Services): FastifyPluginAsyncZod {
+export function secretRoutes(services: Pick<Services, 'secrets'>): FastifyPluginAsyncZod {
   const tags = ['secrets'];
   return async (app) => {
     app.put(

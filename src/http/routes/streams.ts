@@ -72,7 +72,7 @@ function drained(socket: FastifyReply['raw']): Promise<void> {
 
 const rawSerializer = (data: unknown) => (typeof data === 'string' ? data : JSON.stringify(data));
 
-export function streamRoutes(services: Services): FastifyPluginAsyncZod {
+export function streamRoutes(services: Pick<Services, 'conversations' | 'streams'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/conversations/:id/events/stream',

@@ -1,21 +1,19 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
 import { Run } from '../../core/agent/run-record.js';
-import { decodePageId, encodePageId } from '../../core/pagination.js';
 import { Conversation } from '../../core/schemas/conversation.js';
 import { ConfirmationBody, RejectBody, RunListQuery, RunPage, RunParams, RunStarted } from '../contract/runs.js';
 import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
 
-const isIndexCursor = (value: unknown): value is { i: number } => typeof value === 'object' && value !== null && Number.isInteger((value as { i: number }).i);
-
-export function controlRoutes(services: Services): FastifyPluginAsyncZod {
+/** A conversation's runs: start, pause, confirmation (approve, reject), and the run records. */
+export function runRoutes(services: Pick<Services, 'agent' | 'conversations'>): FastifyPluginAsyncZod {
   const agent = services.agent;
   const tags = ['messages'];
   return async (app) => {
     app.post(
       '/conversations/:id/run',
       { schema: { tags, operationId: 'runs.start', summary: 'Start (or continue) a run; 409 while one is running', params: ConversationParams, response: { 202: RunStarted, ...errors(400, 404, 409, 422) } } },
-      async (request, reply) => reply.code(202).send({ run_id: agent.startRun(request.params.id) }),
+      async (request, reply) => reply.code(202).send({ run_id: await agent.startRun(request.params.id) }),
     );
 
     app.post(
@@ -48,7 +46,7 @@ export function controlRoutes(services: Services): FastifyPluginAsyncZod {
     app.post(
       '/conversations/:id/approve',
       { schema: { tags, operationId: 'runs.approve', summary: 'Run the pending actions and continue', params: ConversationParams, response: { 202: RunStarted, ...errors(400, 404, 409, 422) } } },
-      async (request, reply) => reply.code(202).send({ run_id: agent.approve(request.params.id) }),
+      async (request, reply) => reply.code(202).send({ run_id: await agent.approve(request.params.id) }),
     );
 
     app.post(
@@ -63,7 +61,7 @@ export function controlRoutes(services: Services): FastifyPluginAsyncZod {
           response: { 202: RunStarted, ...errors(400, 404, 409, 413, 415, 422) },
         },
       },
-      async (request, reply) => reply.code(202).send({ run_id: agent.reject(request.params.id, request.body?.reason) }),
+      async (request, reply) => reply.code(202).send({ run_id: await agent.reject(request.params.id, request.body?.reason) }),
     );
 
     app.get(
@@ -78,14 +76,7 @@ export function controlRoutes(services: Services): FastifyPluginAsyncZod {
           response: { 200: RunPage, ...errors(400, 404) },
         },
       },
-      async (request) => {
-        const { page_id, limit, order } = request.query;
-        const all = agent.listRuns(request.params.id);
-        const ordered = order === 'asc' ? all : [...all].reverse();
-        const start = page_id ? decodePageId(page_id, isIndexCursor).i : 0;
-        const items = ordered.slice(start, start + limit);
-        return { items, next_page_id: start + limit < ordered.length ? encodePageId({ i: start + limit }) : null };
-      },
+      async (request) => agent.runsPage(request.params.id, { order: request.query.order, pageId: request.query.page_id, limit: request.query.limit }),
     );
 
     app.get(

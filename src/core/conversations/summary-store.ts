@@ -1,0 +1,26 @@
+import { z } from 'zod';
+
+/** What the log readers keep about a conversation, so that start-up need not read its log. */
+export const ConversationSummary = z.object({
+  /** The time of the last event (or of the last change to the record, whichever is later). */
+  updated_at: z.string(),
+  /** How many events the log holds (the seq of the last one). */
+  event_count: z.number().int().min(0),
+});
+export type ConversationSummary = z.infer<typeof ConversationSummary>;
+
+export const SummaryFile = z.object({
+  version: z.literal(1),
+  summaries: z.record(z.string(), ConversationSummary),
+});
+
+/**
+ * The conversation summaries saved at a clean shutdown. They are only true until the next
+ * append, so start-up takes them (removes them from storage) before anything is appended: after
+ * a crash there are none, and each conversation's log is read instead.
+ */
+export interface SummaryStore {
+  /** The summaries of the last clean shutdown, removed from storage; null when there are none to trust. */
+  take(): Promise<Map<string, ConversationSummary> | null>;
+  save(summaries: ReadonlyMap<string, ConversationSummary>): Promise<void>;
+}

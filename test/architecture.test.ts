@@ -1,0 +1,72 @@
+// The layering the style guide asks for, checked on every run from the code's own imports
+// (read with the TypeScript parser; dependency-cruiser needs Node 22, this machine runs 20):
+// no import cycles, core/ free of vendors, transports and the outside world.
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { findCycles, importGraph, type ImportEdge } from './support/import-graph.js';
+
+const root = path.resolve(import.meta.dirname, '..');
+const graph = importGraph(root);
+const core = [...graph].filter(([file]) => file.startsWith(`src${path.sep}core${path.sep}`));
+const offending = (files: [string, ImportEdge[]][], bad: (edge: ImportEdge) => boolean) =>
+  files.flatMap(([file, edges]) => edges.filter(bad).map((edge) => `${file} imports ${edge.specifier}`));
+
+/**
+ * core/ files that still reach the file system directly (issue 13, item 4: they move behind
+ * ports). The list may only shrink: a new one fails, and so does one that no longer needs it.
+ */
+const CORE_FILES_USING_FS = [
+  'src/core/agent/system-prompt.ts',
+  'src/core/conversations/conversation-service.ts',
+  // Merged from the MCP/permissions and agent branches (issues 14, 21):
+  'src/core/mcp/mcp-registry.ts',
+  'src/core/mcp/project-mcp-config.ts',
+  'src/core/permissions/project-settings.ts',
+  'src/core/tools/agent-area.ts',
+  'src/core/tools/file-editor-viewed.ts',
+  'src/core/tools/file-editor-io.ts',
+  'src/core/tools/file-editor.ts',
+  'src/core/tools/glob.ts',
+  'src/core/workspace/file-entry-stats.ts',
+  'src/core/workspace/js-searcher.ts',
+  'src/core/workspace/pin-path.ts',
+  'src/core/workspace/pinned-directory.ts',
+  'src/core/workspace/resumable-walk.ts',
+  'src/core/workspace/upload-batch.ts',
+  'src/core/workspace/walk.ts',
+  'src/core/workspace/workspace-files.ts',
+];
+
+/** The SDK's query helpers take the client's type while the client calls them (issue 17's code). */
+const KNOWN_TYPE_CYCLES = ['src/client/agentd-client.ts -> src/client/query.ts -> src/client/agentd-client.ts'];
+
+describe('the import graph of src/', () => {
+  it('reads the whole tree', () => {
+    expect(graph.size).toBeGreaterThan(100);
+    expect(core.length).toBeGreaterThan(50);
+  });
+
+  it('has no import cycles at run time', () => {
+    expect(findCycles(graph, { includeTypeOnly: false })).toEqual([]);
+  });
+
+  it('has no cycles through type-only imports either, but the listed one (which may only go)', () => {
+    const cycles = findCycles(graph, { includeTypeOnly: true }).map((cycle) => cycle.map((file) => file.split(path.sep).join('/')).join(' -> '));
+    expect(cycles).toEqual(KNOWN_TYPE_CYCLES);
+  });
+
+  it('keeps vendors, transports and processes out of core/', () => {
+    const vendors = /^(fastify|@fastify\/|fastify-type-provider-zod|openai|execa|undici|pino|prom-client|node:child_process|child_process)/;
+    expect(offending(core, (edge) => vendors.test(edge.specifier))).toEqual([]);
+  });
+
+  it('keeps core/ from importing the layers around it (http, adapters, config, the composition root)', () => {
+    const outer = /^src\/(http|adapters)\/|^src\/(compose|app|cli|config)[^/]*\.ts$/;
+    expect(offending(core, (edge) => edge.target !== null && outer.test(edge.target.split(path.sep).join('/')))).toEqual([]);
+  });
+
+  it('lets only the listed core/ files touch the file system directly, and the list only shrinks', () => {
+    const usingFs = core.filter(([, edges]) => edges.some((edge) => /^(node:)?fs(\/promises)?$/.test(edge.specifier))).map(([file]) => file.split(path.sep).join('/'));
+    expect(usingFs.sort()).toEqual([...CORE_FILES_USING_FS].sort());
+  });
+});
