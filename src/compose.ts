@@ -105,7 +105,16 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const conversationsDir = path.join(config.dataDir, 'conversations');
   const disk = new DiskSpace(config.dataDir);
   const storageError = (error: unknown) => disk.storageError(error);
-  const log = new FileEventLog({ conversationsDir, firehoseFile: path.join(config.dataDir, 'firehose.idx'), fsync: config.fsync, storageError });
+  const log = new FileEventLog({
+    conversationsDir,
+    firehoseFile: path.join(config.dataDir, 'firehose.idx'),
+    fsync: config.fsync,
+    storageError,
+    onDamaged: (conversationId, error) => {
+      if (!conversations.quarantineFound(conversationId, error)) return;
+      logger.error({ conversation_id: conversationId, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
+    },
+  });
   const runs = new FileRunStore(conversationsDir, { storageError });
   const deltas = new DeltaChannel();
   const recorder = new EventRecorder(log, deltas);

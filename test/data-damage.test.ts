@@ -145,4 +145,51 @@ describe('damaged records', () => {
     const after = (await (await fetch(`${second.url}/health`)).json()) as typeof report;
     expect(after.checks.quarantined.conversations).not.toContain(ids.record);
   });
+
+  it('a log damaged while the server was stopped cleanly is quarantined when it is first read', { timeout: 90_000 }, async () => {
+    // A clean stop saves each conversation's summary, so the next start reads no event log: the
+    // damage is found on first use, and from then on the conversation is quarantined like at start-up.
+    const cleanDir = tempDir('agentd-damage-clean-');
+    try {
+      const first = await spawnServer({ dataDir: cleanDir, env });
+      servers.push(first);
+      const ids: string[] = [];
+      for (const title of ['damaged', 'healthy']) {
+        const created = await api(first, 'POST', '/conversations', { title, llm: { model: 'fake', base_url: llm.url, api_key: 'sk-test' }, initial_message: `${title} 1`, run: false });
+        expect(created.status).toBe(201);
+        ids.push(created.body.id);
+        for (let i = 2; i <= 4; i++) expect((await api(first, 'POST', `/conversations/${created.body.id}/messages`, { content: `${title} ${i}`, run: false })).status).toBe(202);
+      }
+      const [damagedId, healthyId] = ids as [string, string];
+      first.child.kill('SIGTERM');
+      await first.exited;
+      expect(fs.existsSync(path.join(cleanDir, 'summaries.json'))).toBe(true);
+      const logFile = path.join(cleanDir, 'conversations', damagedId, 'events.jsonl');
+      const lines = fs.readFileSync(logFile, 'utf8').split('\n');
+      lines[1] = `ror":false${lines[1]!.slice(10)}`;
+      fs.writeFileSync(logFile, lines.join('\n'));
+      const damagedBytes = fs.readFileSync(logFile);
+
+      const second = await spawnServer({ dataDir: cleanDir, env });
+      servers.push(second);
+      // Nothing is known yet: the log was not read at start-up.
+      expect((await (await fetch(`${second.url}/health`)).json()).checks.quarantined.conversations).toEqual([]);
+      const firstRead = await api(second, 'GET', `/conversations/${damagedId}/events`);
+      expect(firstRead.status).toBe(409);
+      expect(firstRead.body).toMatchObject({ error: expect.stringMatching(/^(data_damaged|conversation_quarantined)$/), message: expect.any(String) });
+      const health = (await (await fetch(`${second.url}/health`)).json()) as { status: string; checks: { quarantined: { conversations: string[] } } };
+      expect(health.status).toBe('degraded');
+      expect(health.checks.quarantined.conversations).toEqual([damagedId]);
+      expect((await api(second, 'GET', `/conversations/${damagedId}`)).body).toMatchObject({ status: 'error', quarantine: { file: 'events.jsonl', line: 2 } });
+      const refused = await api(second, 'POST', `/conversations/${damagedId}/messages`, { content: 'more', run: false });
+      expect(refused.status).toBe(409);
+      expect(refused.body.error).toBe('conversation_quarantined');
+      expect(fs.readFileSync(logFile)).toEqual(damagedBytes);
+      expect(second.output()).toContain(`${path.join(damagedId, 'events.jsonl')}","line":2`);
+      // The other conversation is served and takes writes.
+      expect((await api(second, 'POST', `/conversations/${healthyId}/messages`, { content: 'after', run: false })).body.event.seq).toBe(5);
+    } finally {
+      fs.rmSync(cleanDir, { recursive: true, force: true });
+    }
+  });
 });

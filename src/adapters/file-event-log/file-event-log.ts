@@ -27,6 +27,11 @@ export interface FileEventLogOptions {
   clock?: Clock;
   /** What a failed write throws (default: StorageFullError when the disk is full, else the error). */
   storageError?: (error: unknown) => unknown;
+  /**
+   * A log found damaged when it is first opened (start-up no longer reads every log, so damage
+   * made while the server was stopped is found on first use): told once per conversation.
+   */
+  onDamaged?: (conversationId: string, error: DamagedDataError) => void;
 }
 
 const defaultStorageError = (error: unknown): unknown => (isOutOfSpace(error) ? new StorageFullError() : error);
@@ -315,7 +320,10 @@ export class FileEventLog implements EventLog {
     try {
       file = ConversationLogFile.open(this.dirOf(conversationId), { fsync: this.fsync, verify: !this.verified.has(conversationId) });
     } catch (error) {
-      if (error instanceof DamagedDataError) this.damaged.set(conversationId, error);
+      if (error instanceof DamagedDataError) {
+        this.damaged.set(conversationId, error);
+        this.options.onDamaged?.(conversationId, error);
+      }
       throw error;
     }
     this.verified.add(conversationId);

@@ -136,6 +136,20 @@ export class ConversationService {
     return out;
   }
 
+  /**
+   * A conversation whose log turned out damaged on first use: quarantined from now on, as if it
+   * had been found at start-up (status `error`, listed in /health, its files never written).
+   */
+  quarantineFound(id: string, error: DamagedDataError): boolean {
+    // At load the record is not indexed yet: load() quarantines it itself.
+    const record = this.records.get(id);
+    if (!record || record.quarantine) return false;
+    record.quarantine = error.damage;
+    record.status = 'error';
+    this.revision += 1;
+    return true;
+  }
+
   /** Conversations quarantined because their stored data is damaged. */
   quarantined(): { id: string; damage: Damage }[] {
     const out: { id: string; damage: Damage }[] = [];
