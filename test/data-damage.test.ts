@@ -173,7 +173,7 @@ describe('damaged records', () => {
       const second = await spawnServer({ dataDir: cleanDir, env });
       servers.push(second);
       // Nothing is known yet: the log was not read at start-up.
-      expect((await (await fetch(`${second.url}/health`)).json()).checks.quarantined.conversations).toEqual([]);
+      expect(((await (await fetch(`${second.url}/health`)).json()) as any).checks.quarantined.conversations).toEqual([]);
       const firstRead = await api(second, 'GET', `/conversations/${damagedId}/events`);
       expect(firstRead.status).toBe(409);
       expect(firstRead.body).toMatchObject({ error: expect.stringMatching(/^(data_damaged|conversation_quarantined)$/), message: expect.any(String) });

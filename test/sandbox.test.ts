@@ -174,6 +174,25 @@ describe.skipIf(fallbackReason !== null)('bwrap sandbox', () => {
   });
 });
 
+describe.skipIf(fallbackReason !== null)('a read-only path inside /tmp (AGENTD_SANDBOX_RO_PATHS)', () => {
+  it('is visible, and read-only, over the sandbox\'s private /tmp (a checkout under /tmp holding a tool or an MCP server)', async () => {
+    // os.tmpdir() is the directory the sandbox covers with its own tmpfs (where CI may clone the repository).
+    const tools = tempDir('agentd-ro-tools-');
+    fs.chmodSync(tools, 0o755); // like any installed tree: the agent's uid may read it
+    fs.writeFileSync(path.join(tools, 'tool.sh'), 'echo tool-ran\n', { mode: 0o755 });
+    const harness = await startAgentHarness([], { env: { ...SANDBOX_ENV, AGENTD_SANDBOX_RO_PATHS: tools } });
+    try {
+      const id = (await harness.post('/conversations', {})).body.id as string;
+      const { body } = await harness.post(`/conversations/${id}/commands`, { command: `bash ${tools}/tool.sh; touch ${tools}/written 2>/dev/null && echo writable || echo read-only` });
+      expect(body.stdout, body.stderr).toBe('tool-ran\nread-only\n');
+      expect(fs.existsSync(path.join(tools, 'written'))).toBe(false);
+    } finally {
+      await harness.close();
+      fs.rmSync(tools, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('sandbox modes', () => {
   it('config: AGENTD_SANDBOX, the limits and AGENTD_PASS_ENV are parsed once, with clear errors', () => {
     const config = loadConfig({ AGENTD_PASS_ENV: 'A_B, C', A_B: '1', PATH: '/x', OTHER: 'no', AGENTD_LIMIT_CPU_S: '0', AGENTD_SANDBOX_RO_PATHS: '/opt/tools' });

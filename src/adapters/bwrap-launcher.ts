@@ -65,7 +65,7 @@ const SECCOMP_FD = 10;
 export class BwrapProcessLauncher implements ProcessLauncher {
   readonly mode = 'bwrap';
   readonly limits: ResourceLimits;
-  private readonly systemArgs: string[];
+  private readonly systemArgs: { early: string[]; late: string[] };
   private readonly identities: SandboxIdentityFiles;
   readonly enforcement: LimitEnforcement;
   /** Why set-id bits are not filtered (no seccomp program for this host), else null. */
@@ -122,7 +122,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       ...(this.asRoot
         ? ['--cap-drop', 'ALL', ...['CAP_SETUID', 'CAP_SETGID', 'CAP_SETPCAP', 'CAP_KILL', 'CAP_DAC_READ_SEARCH'].flatMap((cap) => ['--cap-add', cap])]
         : ['--unshare-user', '--cap-drop', 'ALL']),
-      ...this.systemArgs,
+      ...this.systemArgs.early,
       '--ro-bind-try', files.passwd, '/etc/passwd',
       '--ro-bind-try', files.group, '/etc/group',
       '--ro-bind', files.gitconfig, '/etc/gitconfig',
@@ -131,6 +131,8 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       ...['/tmp', '/dev/shm'].flatMap((dir) => [...tmpSize, '--perms', '1777', '--tmpfs', dir]),
       '--perms', '0755', '--dir', '/var',
       '--symlink', '/tmp', '/var/tmp',
+      // Read-only paths inside /tmp or /dev/shm (a checkout under /tmp): bound over the private tmpfs.
+      ...this.systemArgs.late,
       // The workdir's parents are created searchable (bwrap's default for them is 0700).
       ...(path.dirname(workdir) === workdir ? [] : ['--perms', '0755', '--dir', path.dirname(workdir)]),
       '--bind', workdir, workdir,

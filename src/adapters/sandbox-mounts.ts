@@ -32,18 +32,35 @@ export interface SystemMountOptions {
   hidden: readonly string[];
 }
 
-/** bwrap arguments: ro-binds and symlinks of the system, then empty tmpfs over hidden paths inside them. */
-export function systemMountArgs(options: SystemMountOptions): string[] {
-  const args: string[] = [];
+/**
+ * Directories the sandbox covers with a private tmpfs after the system mounts: a path bound from
+ * inside one of them (a repository cloned under /tmp holding a tool or an MCP server) must be
+ * bound after that tmpfs, or the tmpfs hides it.
+ */
+export const PRIVATE_TMP_DIRS = ['/tmp', '/dev/shm'] as const;
+
+/**
+ * bwrap arguments: ro-binds and symlinks of the system, then empty tmpfs over hidden paths inside
+ * them. `late` holds the binds of paths inside PRIVATE_TMP_DIRS: they go after those tmpfs mounts.
+ */
+export function systemMountArgs(options: SystemMountOptions): { early: string[]; late: string[] } {
+  const early: string[] = [];
+  const late: string[] = [];
   const bound: string[] = [];
   const made = new Set<string>();
+  const privateDirOf = (source: string) => PRIVATE_TMP_DIRS.find((dir) => isInside(source, dir) && source !== dir);
   const bind = (source: string): void => {
     if (bound.some((dir) => isInside(source, dir))) return;
+    const privateDir = privateDirOf(source);
+    const args = privateDir ? late : early;
     // Parents bwrap would create on its own are root-only (0700): the agent's uid could not reach
-    // the path. They are created searchable first, shallowest first.
+    // the path. They are created searchable first, shallowest first (inside a private tmp dir,
+    // below that dir: the tmpfs itself is world-searchable).
     const parents: string[] = [];
     for (let dir = path.dirname(source); dir !== path.dirname(dir); dir = path.dirname(dir)) parents.unshift(dir);
     for (const dir of parents) {
+      if (privateDir && !isInside(dir, privateDir)) continue;
+      if (dir === privateDir) continue;
       if (made.has(dir) || bound.some((bind) => isInside(dir, bind))) continue;
       args.push('--perms', '0755', '--dir', dir);
       made.add(dir);
@@ -53,22 +70,22 @@ export function systemMountArgs(options: SystemMountOptions): string[] {
   };
   for (const dir of SYSTEM_DIRS) {
     const stat = lstatOrNull(dir);
-    if (stat?.isSymbolicLink()) args.push('--symlink', fs.readlinkSync(dir), dir);
+    if (stat?.isSymbolicLink()) early.push('--symlink', fs.readlinkSync(dir), dir);
     else if (stat?.isDirectory()) bind(dir);
   }
   const etc = etcEntries();
   // Directories bwrap creates on its own are root-only (0700): make /etc and its subdirectories searchable.
-  for (const dir of new Set(['/etc', ...etc.map((entry) => path.dirname(entry))])) args.push('--perms', '0755', '--dir', dir);
-  for (const entry of etc) args.push('--ro-bind', entry, entry);
+  for (const dir of new Set(['/etc', ...etc.map((entry) => path.dirname(entry))])) early.push('--perms', '0755', '--dir', dir);
+  for (const entry of etc) early.push('--ro-bind', entry, entry);
   for (const prefix of toolPrefixes(options)) bind(prefix);
   for (const extra of options.extraReadOnly) if (fs.existsSync(extra)) bind(path.resolve(extra));
   for (const hidden of options.hidden) {
     const real = realpathOrSelf(hidden);
     for (const candidate of new Set([hidden, real])) {
-      if (bound.some((dir) => isInside(candidate, dir)) && fs.existsSync(candidate)) args.push('--tmpfs', candidate);
+      if (bound.some((dir) => isInside(candidate, dir)) && fs.existsSync(candidate)) (privateDirOf(candidate) ? late : early).push('--tmpfs', candidate);
     }
   }
-  return args;
+  return { early, late };
 }
 
 function etcEntries(): string[] {
