@@ -3,7 +3,7 @@ import type { PendingAction } from '../schemas/conversation.js';
 import type { AgentEvent, NewEvent } from '../schemas/event.js';
 import type { ToolContext, ToolDefinition } from '../tools/tool.js';
 import type { ConversationHistory } from './conversation-history.js';
-import { LlmError, type LlmClient, type LlmRetry, type LlmSettings, type LlmToolCall, type LlmToolSchema, type LlmUsage } from './llm.js';
+import { LlmError, type LlmClient, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolCall, type LlmToolSchema, type LlmUsage } from './llm.js';
 import type { Run } from './run-record.js';
 import { iterationBudgetNote } from './iteration-budget.js';
 import { StuckDetector, type StuckStep } from './stuck-detector.js';
@@ -175,16 +175,7 @@ async function summaryTurn(context: RunContext, settings: ReturnType<RunContext[
   const limit: RunOutcome = { kind: 'max_iterations', limit: settings.maxIterations };
   context.history.hold();
   try {
-    const response = await context.llm.complete({
-      settings: settings.llm,
-      messages: context.history.snapshot(),
-      tools: context.toolSchemas,
-      ...(context.toolSchemas.length > 0 ? { toolChoice: 'none' as const } : {}),
-      signal: context.signal,
-      onTextDelta: (text) => context.delta(text),
-      ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
-    });
-    await context.onUsage(response.usage);
+    const response = await askLlm(context, settings, { noTools: context.toolSchemas.length > 0 });
     if (context.signal.aborted) return { kind: 'aborted' };
     const text = response.content?.trim() ? response.content : null;
     if (response.toolCalls.length === 0) {
@@ -243,19 +234,29 @@ type TurnResult =
   | { kind: 'note'; why: NoteReason }
   | { kind: 'calls'; calls: { call: LlmToolCall; args: ParsedArguments }[]; responseId: string; thought: string | null; cutOff: boolean };
 
+/**
+ * One request over the history as it stands, answer streamed as deltas, usage recorded. `noTools`:
+ * the tools stay in the request (the cached prompt prefix holds) but the model may not call them.
+ */
+async function askLlm(context: RunContext, settings: ReturnType<RunContext['settings']>, options: { noTools?: boolean } = {}): Promise<LlmResponse> {
+  const response = await context.llm.complete({
+    settings: settings.llm,
+    messages: context.history.snapshot(),
+    tools: context.toolSchemas,
+    ...(options.noTools ? { toolChoice: 'none' as const } : {}),
+    signal: context.signal,
+    onTextDelta: (text) => context.delta(text),
+    ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
+  });
+  await context.onUsage(response.usage);
+  return response;
+}
+
 /** Ask the LLM once and record its answer (text, or actions awaiting confirmation). */
 async function llmTurn(context: RunContext, settings: ReturnType<RunContext['settings']>): Promise<TurnResult> {
   context.history.hold();
   try {
-    const response = await context.llm.complete({
-      settings: settings.llm,
-      messages: context.history.snapshot(),
-      tools: context.toolSchemas,
-      signal: context.signal,
-      onTextDelta: (text) => context.delta(text),
-      ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
-    });
-    await context.onUsage(response.usage);
+    const response = await askLlm(context, settings);
     if (context.signal.aborted) return { kind: 'aborted' };
     const cutOff = response.finishReason === 'length';
     if (response.toolCalls.length === 0) {
