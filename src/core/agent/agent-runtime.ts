@@ -71,7 +71,7 @@ export class AgentRuntime implements ConversationRuntime {
     return this.startRun(conversationId);
   }
 
-  /** Start a run (POST /run, a message, approve, reject). 409 while one is running. */
+  /** Start a run (POST /run, a message, approve, reject). A conflict while one is running. */
   async startRun(conversationId: string, options: { approved?: boolean } = {}): Promise<string> {
     const record = this.deps.conversations.record(conversationId);
     const session = await this.session(conversationId);
@@ -86,7 +86,7 @@ export class AgentRuntime implements ConversationRuntime {
     this.deps.runs.save(run);
     const before = { status: record.status, pending_actions: record.pending_actions };
     const firstRun = !session.history.hasSystemPrompt;
-    // The lock is taken before anything is awaited: a second start now gets 409, and a pause waits for this run.
+    // The lock is taken before anything is awaited: a second start now gets a conflict, and a pause waits for this run.
     const controller = new AbortController();
     let settled!: () => void;
     const active: NonNullable<AgentSession['active']> = { run, controller, stopAs: null, done: new Promise<void>((resolve) => (settled = resolve)) };
