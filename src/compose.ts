@@ -43,6 +43,7 @@ import { composeWebhooks } from './compose-webhooks.js';
 import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
 import { DiskSpace } from './adapters/disk-space.js';
 import { describeDamage, type Damage } from './core/errors.js';
+import { ServerStatus } from './core/health/server-status.js';
 
 export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'finish'] as const;
 
@@ -76,6 +77,8 @@ export interface Services {
   disk: DiskSpace;
   /** Stored data found damaged at start-up and quarantined (kept as found, never written). */
   quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[] };
+  /** What /health and /info report. */
+  status: ServerStatus;
   close(): Promise<void>;
 }
 
@@ -184,12 +187,14 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const commands = new CommandService({ conversations, secrets, runner: commandRunner });
   secrets.setChangeListener((conversationId, change) => agent.updateShellEnv(conversationId, change));
   await agent.recoverAfterRestart();
+  const quarantined = () => ({ conversations: conversations.quarantined(), callbacks: webhooks.damaged() });
+  const startedAt = Date.now();
 
   return {
     config,
     logger,
     version: VERSION,
-    startedAt: Date.now(),
+    startedAt,
     masterKeys,
     toolNames: BUILTIN_TOOL_NAMES,
     masterKeyFile,
@@ -208,7 +213,39 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     callbacks: webhooks.callbacks,
     files: new WorkspaceFiles({ workdirOf: (id) => conversations.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) }),
     disk,
-    quarantined: () => ({ conversations: conversations.quarantined(), callbacks: webhooks.damaged() }),
+    quarantined,
+    status: new ServerStatus({
+      version: VERSION,
+      startedAt,
+      toolNames: BUILTIN_TOOL_NAMES,
+      conversations,
+      dataDirWritable: () => disk.check(),
+      quarantined,
+      sseSubscribers: () => streams.size,
+      firehoseHead: () => events.firehoseHead(),
+      limits: {
+        max_body_bytes: config.maxBodyBytes,
+        max_upload_bytes: config.maxUploadBytes,
+        max_page_limit: 1000,
+        default_max_iterations_per_run: 500,
+        sse_heartbeat_s: config.sseHeartbeatMs / 1000,
+        sse_max_buffered_events: config.sseMaxBuffered,
+        max_connections: config.connections.max || null,
+        max_connections_per_client: config.connections.perClient || null,
+      },
+      sandbox: {
+        mode: sandbox.mode,
+        network: sandbox.network,
+        limits: {
+          cpu_s: { value: sandbox.limits.cpuSeconds, enforced_by: sandbox.enforcement.cpuSeconds },
+          memory_mb: { value: sandbox.limits.memoryMb, enforced_by: sandbox.enforcement.memoryMb },
+          processes: { value: sandbox.limits.processes, enforced_by: sandbox.enforcement.processes },
+          file_mb: { value: sandbox.limits.fileMb, enforced_by: sandbox.enforcement.fileMb },
+          tmp_mb: { value: sandbox.limits.tmpMb, enforced_by: sandbox.enforcement.tmpMb },
+          workdir_mb: { value: sandbox.limits.workdirMb, enforced_by: sandbox.enforcement.workdirMb },
+        },
+      },
+    }),
     async close() {
       await agent.stopAll();
       await webhooks.close();

@@ -3,7 +3,7 @@ import type { Services } from '../../compose.js';
 import { McpStatusList } from '../../core/schemas/mcp-servers.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function mcpRoutes(services: Services): FastifyPluginAsyncZod {
+export function mcpRoutes(services: Pick<Services, 'mcp' | 'conversations'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/conversations/:id/mcp',
