@@ -7,9 +7,11 @@ import { FileEventLog } from './adapters/file-event-log/file-event-log.js';
 import { FileSummaryStore } from './adapters/file-summary-store.js';
 import { loadOrCreateKeyFile } from './adapters/key-file.js';
 import { ConversationService } from './core/conversations/conversation-service.js';
+import { ConversationStore } from './core/conversations/conversation-store.js';
+import { AgentSessions } from './core/agent/agent-sessions.js';
 import { DeltaChannel } from './core/events/delta-channel.js';
 import { EventQueries } from './core/events/event-queries.js';
-import { EventRecorder } from './core/events/event-recorder.js';
+import { EventRecorder, type EventReader } from './core/events/event-recorder.js';
 import { EventStreams } from './core/events/event-streams.js';
 import { SecretBox } from './core/secrets/secret-box.js';
 import { normalizeLlmConfig } from './core/schemas/llm-config.js';
@@ -61,6 +63,8 @@ export interface Services {
   /** How agent processes run (bwrap or none) and their limits. */
   sandbox: SandboxInfo;
   conversations: ConversationService;
+  /** The conversation records, their one owner (read by most services). */
+  store: ConversationStore;
   agent: AgentRuntime;
   mcp: McpRegistry;
   secrets: SecretService;
@@ -86,6 +90,8 @@ export interface Services {
 export interface ServiceOverrides {
   llm?: LlmClient;
   shells?: ShellFactory;
+  /** More in-process readers of every stored event, after the server's own (benchmarks time appends with one). */
+  readers?: readonly EventReader[];
 }
 
 export async function composeServices(config: Config, logger: Logger, overrides: ServiceOverrides = {}): Promise<Services> {
@@ -114,38 +120,37 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     fsync: config.fsync,
     storageError,
     onDamaged: (conversationId, error) => {
-      if (!conversations.quarantineFound(conversationId, error)) return;
+      if (!store.quarantineFound(conversationId, error)) return;
       logger.error({ conversation_id: conversationId, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
     },
   });
   const runs = new FileRunStore(conversationsDir, { storageError });
   const deltas = new DeltaChannel();
-  const recorder = new EventRecorder(log, deltas);
-  const conversations = new ConversationService({
+  const store = new ConversationStore({
     repository: new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError }),
     log,
-    recorder,
+    hostNetworkAllowed: config.sandbox.network.hostAllowed,
     integrityChecks: [(id) => void runs.list(id)],
-    defaults: {
-      llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
-      workdirBase: config.workdirBase,
-      dataDir: config.dataDir,
-      toolNames: BUILTIN_TOOL_NAMES,
-      network: config.sandbox.network,
-    },
   });
-  const secrets = new SecretService(conversations);
-  recorder.setMasker(secrets.maskEvent);
-  recorder.setDeltaMasker(secrets.deltaMasker);
-  const events = new EventQueries(log, (id) => void conversations.record(id));
+  const sessions = new AgentSessions(log);
+  const secrets = new SecretService({ conversations: store, onChange: (conversationId, change) => sessions.updateShellEnv(conversationId, change) });
   const streams = new EventStreams({ log, deltas, maxBuffered: config.sseMaxBuffered, maxBufferedBytes: config.sseMaxBufferedBytes });
-  const metrics = new Metrics({ conversationsByStatus: () => conversations.countsByStatus(), sseSubscribers: () => streams.size });
-  recorder.onAppend(({ event }) => metrics.observeEvent(event));
+  const metrics = new Metrics({ conversationsByStatus: () => store.countsByStatus(), sseSubscribers: () => streams.size });
+  // Every event is masked, stored, then read in this process by these readers, in this order;
+  // SSE streams and webhook deliveries subscribe to the log itself (each with its own cursor).
+  const recorder = new EventRecorder({
+    log,
+    deltas,
+    mask: secrets.maskEvent,
+    deltaMasker: secrets.deltaMasker,
+    readers: [store.summaryReader, sessions, { name: 'metrics', read: ({ event }) => metrics.observeEvent(event) }, ...(overrides.readers ?? [])],
+  });
+  const events = new EventQueries(log, (id) => void store.record(id));
   const summaries = new FileSummaryStore(path.join(config.dataDir, 'summaries.json'));
-  for (const { id, error } of await conversations.load(await summaries.take())) {
+  for (const { id, error } of await store.load(await summaries.take())) {
     logger.error({ conversation_id: id, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
   }
-  const webhooks = await composeWebhooks({ config, logger, log, conversations, box, version: VERSION, storageError });
+  const webhooks = await composeWebhooks({ config, logger, log, conversations: store, box, version: VERSION, storageError });
 
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
@@ -157,13 +162,13 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     connector: new SdkMcpConnector({ launcher, targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), version: VERSION, ...config.agentEnv }),
     serverDefaults: config.mcpServers,
     secretsOf: (record) => secrets.environment(record),
-    sandboxOf: (record) => conversations.sandboxOf(record),
+    sandboxOf: (record) => store.sandboxOf(record),
     mask: (conversationId, text) => secrets.maskText(conversationId, text),
   });
   const agent = new AgentRuntime({
     mcp,
-    conversations,
-    log,
+    conversations: store,
+    sessions,
     recorder,
     runs,
     llm: overrides.llm ?? new OpenAiLlmClient(config.llmClient),
@@ -172,7 +177,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     shellEnv: (record) => secrets.environment(record),
     hookTransport: (record) => ({
       command: async (hook) => {
-        const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: { ...secrets.environment(record), CLAUDE_PROJECT_DIR: record.workdir, AGENTD_CONVERSATION_ID: record.id }, timeoutMs: hook.timeoutMs, sandbox: conversations.sandboxOf(record), stdin: hook.stdin });
+        const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: { ...secrets.environment(record), CLAUDE_PROJECT_DIR: record.workdir, AGENTD_CONVERSATION_ID: record.id }, timeoutMs: hook.timeoutMs, sandbox: store.sandboxOf(record), stdin: hook.stdin });
         return { exitCode: result.exit_code, stdout: result.stdout, stderr: result.stderr, timedOut: result.timed_out };
       },
       http: (hook) => hookClient.post(hook),
@@ -182,12 +187,23 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       logger.warn({ ...context, attempt: retry.attempt, code: retry.code, status: retry.status, retry_in_ms: retry.delayMs }, `LLM attempt ${retry.attempt} failed, retrying: ${retry.message}`),
     onRunFailed: (failure, context) => logger.error({ ...context, code: failure.code }, `run ended in agent_error: ${failure.message}`),
   });
-  conversations.attachRuntime(agent);
-  conversations.onDeleted((conversationId) => secrets.forget(conversationId));
-  const commands = new CommandService({ conversations, secrets, runner: commandRunner });
-  secrets.setChangeListener((conversationId, change) => agent.updateShellEnv(conversationId, change));
+  const conversations = new ConversationService({
+    store,
+    log,
+    recorder,
+    runtime: agent,
+    onDeleted: [(conversationId) => secrets.forget(conversationId), (conversationId) => webhooks.callbacks.removeConversation(conversationId)],
+    defaults: {
+      llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
+      workdirBase: config.workdirBase,
+      dataDir: config.dataDir,
+      toolNames: BUILTIN_TOOL_NAMES,
+      network: config.sandbox.network,
+    },
+  });
+  const commands = new CommandService({ conversations: store, secrets, runner: commandRunner });
   await agent.recoverAfterRestart();
-  const quarantined = () => ({ conversations: conversations.quarantined(), callbacks: webhooks.damaged() });
+  const quarantined = () => ({ conversations: store.quarantined(), callbacks: webhooks.damaged() });
   const startedAt = Date.now();
 
   return {
@@ -201,6 +217,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     masterKeyCreated,
     sandbox,
     conversations,
+    store,
     agent,
     mcp,
     secrets,
@@ -211,14 +228,14 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     recorder,
     deltas,
     callbacks: webhooks.callbacks,
-    files: new WorkspaceFiles({ workdirOf: (id) => conversations.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) }),
+    files: new WorkspaceFiles({ workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) }),
     disk,
     quarantined,
     status: new ServerStatus({
       version: VERSION,
       startedAt,
       toolNames: BUILTIN_TOOL_NAMES,
-      conversations,
+      conversations: store,
       dataDirWritable: () => disk.check(),
       quarantined,
       sseSubscribers: () => streams.size,
@@ -253,7 +270,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       streams.closeAll('server_shutting_down');
       await log.close();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any more.
-      await summaries.save(conversations.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
+      await summaries.save(store.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
     },
   };
 }
