@@ -44,6 +44,7 @@ import type { CallbackService } from './core/webhooks/callback-service.js';
 import { composeWebhooks } from './compose-webhooks.js';
 import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
 import { DiskSpace } from './adapters/disk-space.js';
+import { HostWorkdirs } from './adapters/host-workdirs.js';
 import { describeDamage, type Damage } from './core/errors.js';
 import { ServerStatus } from './core/health/server-status.js';
 
@@ -189,6 +190,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   });
   const conversations = new ConversationService({
     store,
+    workdirs: new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase }),
     log,
     recorder,
     runtime: agent,
@@ -196,7 +198,6 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     defaults: {
       llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
       workdirBase: config.workdirBase,
-      dataDir: config.dataDir,
       toolNames: BUILTIN_TOOL_NAMES,
       network: config.sandbox.network,
     },
