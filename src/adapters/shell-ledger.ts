@@ -16,6 +16,7 @@ interface Entry {
  */
 export class ShellLedger {
   private readonly entries = new Map<string, Entry>();
+  private writeScheduled = false;
 
   constructor(private readonly file: string) {}
 
@@ -79,8 +80,12 @@ export class ShellLedger {
       interrupt: () => shell.interrupt(),
       async close() {
         await shell.close();
-        ledger.entries.delete(conversationId);
-        ledger.write();
+        ledger.forget(conversationId);
+      },
+      async suspend() {
+        const state = shell.suspend ? await shell.suspend() : (await shell.close(), null);
+        if (!shell.alive) ledger.forget(conversationId);
+        return state;
       },
       get pid() {
         return shell.pid;
@@ -96,6 +101,25 @@ export class ShellLedger {
     if (!process) return;
     this.entries.set(conversationId, { pid: process.pid, startTime: process.startTime });
     this.write();
+  }
+
+  /**
+   * A closed shell leaves the ledger at the end of the event-loop turn: closing a thousand shells
+   * (shutdown) writes the file once, not a thousand times. An entry left by a crash meanwhile is
+   * harmless: the next start finds its process gone or younger.
+   */
+  private forget(conversationId: string): void {
+    this.entries.delete(conversationId);
+    if (this.writeScheduled) return;
+    this.writeScheduled = true;
+    setImmediate(() => {
+      this.writeScheduled = false;
+      try {
+        this.write();
+      } catch {
+        // The disk is full: the stale entry stays until the next write.
+      }
+    });
   }
 
   private write(): void {

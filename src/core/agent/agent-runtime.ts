@@ -43,6 +43,8 @@ export interface AgentRuntimeDeps {
   onError?: (error: unknown, context: Record<string, unknown>) => void;
   /** A failed LLM attempt that will be retried (for the server log, at warn). */
   onLlmRetry?: (retry: LlmRetry, context: { conversation_id: string; run_id: string }) => void;
+  /** After this long without a run a conversation's shell, MCP servers and history are released (0 or absent: never). */
+  idleTimeoutMs?: number;
   /** A run that ended in agent_error (for the server log, at error). */
   onRunFailed?: (failure: { code: string; message: string }, context: { conversation_id: string; run_id: string }) => void;
 }
@@ -53,6 +55,12 @@ export class AgentRuntime implements ConversationRuntime {
   /** Sessions whose history is being folded in from the log. */
   private readonly loading = new Map<string, Promise<AgentSession>>();
   private readonly toolsByName: ReadonlyMap<string, ToolDefinition>;
+  /** Conversations whose session is released when their timer fires (see releaseIdle). */
+  private readonly idleTimers = new Map<string, NodeJS.Timeout>();
+  /** Sessions being released: a new one waits for the old shell's state. */
+  private readonly releasing = new Map<string, Promise<void>>();
+  /** What released sessions left for their successors: the shell's state. */
+  private readonly released = new Map<string, AgentSession['restore']>();
 
   constructor(private readonly deps: AgentRuntimeDeps) {
     this.toolsByName = new Map(deps.tools.map((tool) => [tool.name, tool]));
@@ -186,11 +194,18 @@ export class AgentRuntime implements ConversationRuntime {
   async beforeWorkdirChange(conversationId: string): Promise<void> {
     const session = this.sessions.get(conversationId);
     if (session?.active) throw new ConflictError('run_in_progress', 'The workdir cannot change while a run is in progress; pause it first.', { run_id: session.active.run.id });
+    await this.releasing.get(conversationId);
+    this.released.delete(conversationId);
+    if (session) session.restore = undefined;
     await session?.closeShell();
     await this.deps.mcp?.close(conversationId);
   }
 
   async dispose(conversationId: string): Promise<void> {
+    await this.releasing.get(conversationId);
+    clearTimeout(this.idleTimers.get(conversationId));
+    this.idleTimers.delete(conversationId);
+    this.released.delete(conversationId);
     await this.pause(conversationId, 'deleted');
     const session = this.sessions.get(conversationId);
     this.sessions.delete(conversationId);
@@ -201,6 +216,8 @@ export class AgentRuntime implements ConversationRuntime {
 
   /** Shutdown: pause every run (recorded as events), then close every shell. */
   async stopAll(): Promise<void> {
+    for (const timer of this.idleTimers.values()) clearTimeout(timer);
+    this.idleTimers.clear();
     await Promise.all([...this.sessions.values()].filter((s) => s.active).map((s) => this.pause(s.conversationId, 'shutdown')));
     await Promise.all([...this.sessions.values()].map((s) => s.closeShell()));
     await this.deps.mcp?.closeAll();
@@ -325,6 +342,44 @@ export class AgentRuntime implements ConversationRuntime {
       }
     } finally {
       session.active = null;
+      this.armIdleTimer(record.id);
+    }
+  }
+
+  /** (Re)starts the conversation's idle countdown. */
+  private armIdleTimer(conversationId: string): void {
+    const timeoutMs = this.deps.idleTimeoutMs ?? 0;
+    if (timeoutMs <= 0) return;
+    clearTimeout(this.idleTimers.get(conversationId));
+    const timer = setTimeout(() => {
+      this.idleTimers.delete(conversationId);
+      void this.releaseIdle(conversationId).catch((error: unknown) => this.deps.onError?.(error, { conversation_id: conversationId, stage: 'idle_release' }));
+    }, timeoutMs);
+    timer.unref();
+    this.idleTimers.set(conversationId, timer);
+  }
+
+  /**
+   * An idle conversation gives back what it holds: its shell (every sandbox process, its state
+   * kept for the next one), its MCP servers and its folded history (read again from the log on
+   * next use). Not while a run or a shell command is in progress: the countdown starts again.
+   */
+  private async releaseIdle(conversationId: string): Promise<void> {
+    const session = this.sessions.get(conversationId);
+    if (!session || session.active || this.loading.has(conversationId) || this.releasing.has(conversationId)) return;
+    const release = (async () => {
+      const { released, restore } = await session.suspendShell(Math.round((this.deps.idleTimeoutMs ?? 0) / 1000));
+      if (!released || session.active) return this.armIdleTimer(conversationId);
+      await this.deps.mcp?.close(conversationId);
+      if (this.sessions.get(conversationId) !== session) return;
+      this.sessions.delete(conversationId);
+      if (restore) this.released.set(conversationId, restore);
+    })();
+    this.releasing.set(conversationId, release);
+    try {
+      await release;
+    } finally {
+      this.releasing.delete(conversationId);
     }
   }
 
@@ -378,11 +433,16 @@ export class AgentRuntime implements ConversationRuntime {
 
   /** The conversation's session, its history folded in from the log on first use. */
   private async session(conversationId: string): Promise<AgentSession> {
+    const releasing = this.releasing.get(conversationId);
+    if (releasing) await releasing.catch(() => undefined);
     const loading = this.loading.get(conversationId);
     if (loading) return loading;
     const known = this.sessions.get(conversationId);
     if (known) return known;
     const session = new AgentSession(conversationId);
+    session.restore = this.released.get(conversationId);
+    this.released.delete(conversationId);
+    this.armIdleTimer(conversationId);
     // Known at once, so events appended during the fold reach it (held until the fold is done).
     this.sessions.set(conversationId, session);
     const loaded = session.load(this.deps.log).then(
