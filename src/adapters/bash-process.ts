@@ -114,13 +114,16 @@ export class BashProcess {
 
   /**
    * SIGKILL to bash, its process group and every process below it, even those in other groups.
-   * In a sandbox the spawned group holds bwrap and the pid namespace's init: the init's death
-   * ends every process of the namespace, so no process table is read.
+   * In a sandbox only the spawned process is killed: bwrap (--die-with-parent) then kills every
+   * process of the sandbox, and the network helper has a parent-death signal; no process table is
+   * read, and the dying helper's teardown is not paid for here (killing it directly costs the
+   * caller milliseconds). Once the spawned process has exited, killLeftovers signals its group.
    */
   killAll(): void {
     const spawnedPid = this.child.pid;
     if (spawnedPid === undefined || this.exited) return;
-    const tree = this.programDepth > 0 ? [] : descendantsByChildren(spawnedPid);
+    if (this.programDepth > 0) return signalQuietly(spawnedPid, 'SIGKILL');
+    const tree = descendantsByChildren(spawnedPid);
     signalQuietly(-spawnedPid, 'SIGKILL');
     for (const pid of tree) signalQuietly(pid, 'SIGKILL');
   }

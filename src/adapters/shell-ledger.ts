@@ -9,6 +9,9 @@ interface Entry {
   startTime: number;
 }
 
+/** How long a closed shell may stay in the ledger file (see forget). */
+const FORGET_DELAY_MS = 100;
+
 /**
  * A file of the shells this server started (pid and start time). A server killed with `kill -9`
  * cannot stop its shells; the next start reaps what the ledger names, with everything below
@@ -104,22 +107,22 @@ export class ShellLedger {
   }
 
   /**
-   * A closed shell leaves the ledger at the end of the event-loop turn: closing a thousand shells
-   * (shutdown) writes the file once, not a thousand times. An entry left by a crash meanwhile is
-   * harmless: the next start finds its process gone or younger.
+   * A closed shell leaves the ledger within FORGET_DELAY_MS: closing a thousand shells (shutdown,
+   * a burst of deletes) writes the file a few times, not a thousand. An entry left behind by a
+   * crash or an exit meanwhile is harmless: the next start finds its process gone or younger.
    */
   private forget(conversationId: string): void {
     this.entries.delete(conversationId);
     if (this.writeScheduled) return;
     this.writeScheduled = true;
-    setImmediate(() => {
+    setTimeout(() => {
       this.writeScheduled = false;
       try {
         this.write();
       } catch {
         // The disk is full: the stale entry stays until the next write.
       }
-    });
+    }, FORGET_DELAY_MS).unref();
   }
 
   private write(): void {

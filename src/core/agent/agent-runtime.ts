@@ -49,6 +49,9 @@ export interface AgentRuntimeDeps {
   onRunFailed?: (failure: { code: string; message: string }, context: { conversation_id: string; run_id: string }) => void;
 }
 
+/** Shutdown closes this many shells per event-loop turn. */
+const SHELLS_CLOSED_PER_TURN = 8;
+
 /** Runs the agent for every conversation: one run at a time each, owned by a lock with an AbortController. */
 export class AgentRuntime implements ConversationRuntime {
   private readonly sessions = new Map<string, AgentSession>();
@@ -219,7 +222,14 @@ export class AgentRuntime implements ConversationRuntime {
     for (const timer of this.idleTimers.values()) clearTimeout(timer);
     this.idleTimers.clear();
     await Promise.all([...this.sessions.values()].filter((s) => s.active).map((s) => this.pause(s.conversationId, 'shutdown')));
-    await Promise.all([...this.sessions.values()].map((s) => s.closeShell()));
+    // A few shells per event-loop turn: each kill may hand the CPU to the dying sandbox, and a
+    // thousand in one turn would stall the loop (and the force-exit timer) for seconds.
+    const closing: Promise<void>[] = [];
+    for (const session of this.sessions.values()) {
+      closing.push(session.closeShell());
+      if (closing.length % SHELLS_CLOSED_PER_TURN === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+    await Promise.all(closing);
     await this.deps.mcp?.closeAll();
   }
 
