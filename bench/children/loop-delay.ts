@@ -19,14 +19,17 @@ if (file) {
   process.on('exit', () => write('exit'));
 }
 
-// AGENTD_BENCH_SHUTDOWN_PROFILE=<file>: a CPU profile of the shutdown (SIGTERM to exit), for finding what stalls it.
+// AGENTD_BENCH_SHUTDOWN_PROFILE=<file>: a CPU profile from the first SIGUSR2 to exit (DELETEs and shutdown), for finding what stalls them.
 const profileFile = process.env.AGENTD_BENCH_SHUTDOWN_PROFILE;
 if (profileFile) {
   const inspector = await import('node:inspector');
   const session = new inspector.Session();
   session.connect();
-  process.prependListener('SIGTERM', () => {
-    session.post('Profiler.enable', () => session.post('Profiler.start'));
+  // Started at the first SIGUSR2 (before the measured phases), so starting it stalls nothing measured.
+  let started = false;
+  process.prependListener('SIGUSR2', () => {
+    if (!started) session.post('Profiler.enable', () => session.post('Profiler.start'));
+    started = true;
   });
   process.on('exit', () => {
     session.post('Profiler.stop', (error, result) => {

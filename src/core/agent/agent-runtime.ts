@@ -49,6 +49,9 @@ export interface AgentRuntimeDeps {
   onRunFailed?: (failure: { code: string; message: string }, context: { conversation_id: string; run_id: string }) => void;
 }
 
+/** The LLM's view of each tool definition (see schemasOf). */
+const toolSchemas = new WeakMap<ToolDefinition, LlmToolSchema>();
+
 /** Shutdown closes this many shells per event-loop turn. */
 const SHELLS_CLOSED_PER_TURN = 8;
 
@@ -105,7 +108,6 @@ export class AgentRuntime implements ConversationRuntime {
     try {
       record.pending_actions = [];
       await this.setStatus(record, 'running', { runId: run.id });
-      await this.recordSystemPrompt(record, session);
     } catch (error) {
       // The run could not start (e.g. the disk is full): the conversation stays as it was.
       session.active = null;
@@ -274,6 +276,8 @@ export class AgentRuntime implements ConversationRuntime {
     }
     let outcome: RunOutcome | { kind: 'error'; code: string; message: string };
     try {
+      // After the request that started the run was answered: the prompt reads AGENTS.md and git.
+      await this.recordSystemPrompt(record, session);
       if (mcp?.configured(record)) {
         await mcp.prepare(record);
         unsubscribe = mcp!.onToolsChanged(record.id, refreshTools);
@@ -474,10 +478,16 @@ export class AgentRuntime implements ConversationRuntime {
     return record.tools.map((name) => this.toolsByName.get(name)).filter((tool): tool is ToolDefinition => tool !== undefined);
   }
 
+  /** Each tool's schema is derived once: a tool definition never changes. */
   private schemasOf(tools: readonly ToolDefinition[]): LlmToolSchema[] {
     return tools.map((tool) => {
-      const { $schema: _ignored, ...parameters } = tool.jsonSchema ?? (z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<string, unknown>);
-      return { name: tool.name, description: tool.description, parameters };
+      let schema = toolSchemas.get(tool);
+      if (!schema) {
+        const { $schema: _ignored, ...parameters } = tool.jsonSchema ?? (z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<string, unknown>);
+        schema = { name: tool.name, description: tool.description, parameters };
+        toolSchemas.set(tool, schema);
+      }
+      return schema;
     });
   }
 

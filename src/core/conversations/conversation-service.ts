@@ -293,7 +293,8 @@ export class ConversationService {
     this.deps.repository.remove(id);
     await this.deps.log.drop(id);
     this.deps.recorder.closeConversation(id);
-    if (options.deleteWorkdir && record.workdir_created) fs.rmSync(record.workdir, { recursive: true, force: true });
+    // Asynchronously: a workdir of a hundred thousand files must not stall every other request.
+    if (options.deleteWorkdir && record.workdir_created) await fs.promises.rm(record.workdir, { recursive: true, force: true });
     for (const listener of this.deletedListeners) await listener(id);
   }
 
