@@ -1,5 +1,5 @@
-import type { ConversationStatus } from '../schemas/event.js';
-import type { PendingAction, SandboxSettings, Usage } from '../schemas/conversation.js';
+import type { ConversationStatus, MultitaskStrategy } from '../schemas/event.js';
+import type { CondenserInput, PendingAction, SandboxSettings, Usage } from '../schemas/conversation.js';
 import type { LlmConfig } from '../schemas/llm-config.js';
 import type { Hooks, Permissions, SettingSources } from '../schemas/tool-control.js';
 import type { McpServers } from '../schemas/mcp-servers.js';
@@ -33,6 +33,10 @@ export interface ConversationRecord {
   hooks?: Hooks;
   /** Where project settings are read from (absent: `["project"]`). */
   setting_sources?: SettingSources;
+  /** Condenser settings (absent: the defaults; null: automatic condensation off). */
+  condenser?: CondenserInput;
+  /** What a message sent during a run does (absent: `enqueue`). */
+  multitask_strategy?: MultitaskStrategy;
   /** Secret values by name, in plain text in memory only; the repository encrypts them at rest. */
   secrets: Record<string, string>;
   /**

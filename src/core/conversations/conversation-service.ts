@@ -4,8 +4,8 @@ import { randomUUID } from 'node:crypto';
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
 import { ConversationQuarantinedError, DamagedDataError, NotFoundError, UnprocessableError, type Damage } from '../errors.js';
 import { decodePageId, encodePageId, isKeyCursor, type Page } from '../pagination.js';
-import type { Conversation, CreateConversationBody, SandboxNetwork, UpdateConversationConfigBody } from '../schemas/conversation.js';
-import type { ConversationStatus, NewEvent } from '../schemas/event.js';
+import { CONDENSER_DEFAULTS, type Conversation, type CreateConversationBody, type SandboxNetwork, type UpdateConversationConfigBody } from '../schemas/conversation.js';
+import type { AgentEvent, ConversationStatus, MultitaskStrategy, NewEvent } from '../schemas/event.js';
 import { mergeLlmConfig, normalizeLlmConfig, redactLlmConfig, type LlmConfig } from '../schemas/llm-config.js';
 import type { AppendedEvent, EventLog } from '../events/event-log.js';
 import type { EventRecorder } from '../events/event-recorder.js';
@@ -31,6 +31,8 @@ export interface ConversationDefaults {
 export interface ConversationRuntime {
   /** A user message was appended; start a run or feed the running one. Returns the run id it went to. */
   onUserMessage(conversationId: string, options: { run: boolean }): Promise<string | null>;
+  /** A user message arrives: appended (with `append`) and routed by its multitask strategy; may refuse it (409). */
+  takeMessage(conversationId: string, options: { run: boolean; strategy: MultitaskStrategy; append(strategy: MultitaskStrategy | null): Promise<AgentEvent> }): Promise<{ event: AgentEvent; runId: string | null }>;
   /** The conversation is about to be deleted: stop its run and processes. */
   dispose(conversationId: string): Promise<void>;
   /** The workdir is about to change: refuse while a run is going, else let go of the old one (the shell). */
@@ -191,6 +193,8 @@ export class ConversationService {
       ...(body.permissions && { permissions: body.permissions }),
       ...(body.hooks && { hooks: body.hooks }),
       ...(body.setting_sources && { setting_sources: body.setting_sources }),
+      ...(body.condenser !== undefined && { condenser: body.condenser }),
+      ...(body.multitask_strategy && { multitask_strategy: body.multitask_strategy }),
       secrets: { ...body.secrets },
     };
     this.index(record);
@@ -279,6 +283,8 @@ export class ConversationService {
     if (body.permissions !== undefined) record.permissions = body.permissions;
     if (body.hooks !== undefined) record.hooks = body.hooks;
     if (body.setting_sources !== undefined) record.setting_sources = body.setting_sources;
+    if (body.condenser !== undefined) record.condenser = body.condenser;
+    if (body.multitask_strategy !== undefined) record.multitask_strategy = body.multitask_strategy;
     this.save(record);
     return this.toPublic(record);
   }
@@ -298,12 +304,14 @@ export class ConversationService {
   }
 
   /** Append a user message; start a run or feed the running one unless `run` is false. */
-  async postMessage(id: string, body: { content: string; run: boolean }) {
+  async postMessage(id: string, body: { content: string; run: boolean; multitask_strategy?: MultitaskStrategy | undefined }) {
     const record = this.record(id);
     if (body.run && this.runtime && !record.llm) throw llmNotConfigured();
-    const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content });
-    const runId = this.runtime ? await this.runtime.onUserMessage(id, { run: body.run }) : null;
-    return { event: appended.event, run_id: runId };
+    const append = async (strategy: MultitaskStrategy | null) =>
+      (await this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content, ...(strategy && { multitask_strategy: strategy }) })).event;
+    if (!this.runtime) return { event: await append(null), run_id: null };
+    const taken = await this.runtime.takeMessage(id, { run: body.run, strategy: body.multitask_strategy ?? record.multitask_strategy ?? 'enqueue', append });
+    return { event: taken.event, run_id: taken.runId };
   }
 
   async append(id: string, event: NewEvent): Promise<AppendedEvent> {
@@ -342,6 +350,8 @@ export class ConversationService {
       permissions: record.permissions ?? {},
       hooks: publicHooks(record.hooks),
       setting_sources: record.setting_sources ?? ['project'],
+      condenser: record.condenser === null ? null : { max_tokens: record.condenser?.max_tokens ?? null, keep_first: record.condenser?.keep_first ?? CONDENSER_DEFAULTS.keep_first, keep_last: record.condenser?.keep_last ?? CONDENSER_DEFAULTS.keep_last },
+      multitask_strategy: record.multitask_strategy ?? 'enqueue',
       quarantine: record.quarantine ?? null,
     };
   }
