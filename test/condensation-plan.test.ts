@@ -36,9 +36,12 @@ describe('planCondensation', () => {
     // One response with two calls (x, y) recorded call, result, call, result.
     const history = fold([system, user('task'), call('x', 'echo x', 'r1'), result('x', 'x'), call('y', 'echo y', 'r1'), result('y', 'y'), call('z', 'echo z'), result('z', 'z'), user('more')]);
     const entries = history.entries();
-    expect(entries.map((entry) => entry.message.role)).toEqual(['user', 'assistant', 'tool', 'tool', 'assistant', 'tool', 'user']);
-    const plan = planCondensation(entries, { keepFirst: 1, keepLast: 3 })!;
-    expect(plan).toEqual({ start: 1, end: 4, fromSeq: 3, toSeq: 6 });
+    expect(entries.map((entry) => entry.message.role)).toEqual(['user', 'assistant', 'tool', 'tool', 'assistant', 'tool']);
+    // The last message waits after the turn (its response might still add calls).
+    expect(history.waiting().map((entry) => entry.seq)).toEqual([9]);
+    expect(planCondensation(entries, { keepFirst: 1, keepLast: 2 })).toEqual({ start: 1, end: 4, fromSeq: 3, toSeq: 6 });
+    // Keeping 3 would start the kept part on y's result: no cut keeps 3.
+    expect(planCondensation(entries, { keepFirst: 1, keepLast: 3 })).toBeNull();
   });
 
   it('a user message that waited for a result is not cut away from the seqs around it', () => {

@@ -19,14 +19,15 @@ const MIN_FORGOTTEN = 2;
  * that waited for a call's result sits after it in the history but has an earlier seq). More is
  * kept rather than less when the cut must move. Null when there is nothing worth condensing.
  */
-export function planCondensation(entries: readonly HistoryEntry[], options: { keepFirst: number; keepLast: number }): CondensationPlan | null {
+export function planCondensation(entries: readonly HistoryEntry[], options: { keepFirst: number; keepLast: number; laterSeq?: number }): CondensationPlan | null {
   const n = entries.length;
   let start = Math.min(options.keepFirst, n);
   while (start < n && entries[start]!.message.role === 'tool') start += 1;
   // The highest seq of everything before an index, the lowest of everything from an index on.
   const maxBefore: number[] = new Array(n + 1).fill(0);
   for (let i = 0; i < n; i += 1) maxBefore[i + 1] = Math.max(maxBefore[i]!, entries[i]!.lastSeq);
-  const minFrom: number[] = new Array(n + 1).fill(Number.POSITIVE_INFINITY);
+  // `laterSeq`: the lowest seq of what follows the entries and is kept too (messages waiting for a turn to end).
+  const minFrom: number[] = new Array(n + 1).fill(options.laterSeq ?? Number.POSITIVE_INFINITY);
   for (let i = n - 1; i >= 0; i -= 1) minFrom[i] = Math.min(minFrom[i + 1]!, entries[i]!.seq);
   for (; start + MIN_FORGOTTEN <= n; start += 1) {
     if (entries[start]!.message.role === 'tool') continue;

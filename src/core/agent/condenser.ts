@@ -42,7 +42,8 @@ export type CondenseResult =
 export function planFor(history: ConversationHistory, keep: { keepFirst: number; keepLast: number }): CondensationPlan | null {
   const entries = history.entries();
   const settled = history.settledLength;
-  return planCondensation(entries.slice(0, settled), { keepFirst: keep.keepFirst, keepLast: Math.max(0, keep.keepLast - (entries.length - settled)) });
+  const later = [...entries.slice(settled), ...history.waiting()].map((entry) => entry.seq);
+  return planCondensation(entries.slice(0, settled), { keepFirst: keep.keepFirst, keepLast: Math.max(0, keep.keepLast - (entries.length - settled)), laterSeq: Math.min(Number.POSITIVE_INFINITY, ...later) });
 }
 
 /**

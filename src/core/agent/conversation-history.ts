@@ -26,8 +26,9 @@ export const INTERRUPTED_RESULT = 'The tool call did not complete: it was interr
 /**
  * The conversation as the LLM sees it, folded from events one at a time. It keeps the
  * provider's rules whatever order events arrive in: the calls of one LLM response share one
- * assistant message; each call's result follows that message; a user message that arrives while
- * calls are still open waits until they are answered; `snapshot()` closes calls left open.
+ * assistant message; each call's result follows that message; a user message that arrives during
+ * a turn waits until the turn's calls are all answered (it goes in before the next answer, or at
+ * the end of `snapshot()`); `snapshot()` closes calls left open.
  * Events that take a range out of the history (`condensation`, `rollback`) are folded like the
  * others, so a restart rebuilds the same view from the log.
  */
@@ -70,13 +71,17 @@ export class ConversationHistory {
             this.firstUnansweredUserSeq ??= event.seq;
             if (this.prompts.length < 100) this.prompts.push({ seq: event.seq, content: event.content });
           }
-          if (this.holding) this.deferred.push(this.entry({ role: 'user', content: event.content }));
-          else this.push({ role: 'user', content: event.content });
+          // Anything open (a turn's calls, a turn that may add calls, messages already waiting): it waits too.
+          const waits = this.holding || this.openCalls.size > 0 || this.current !== null || this.deferred.length > 0;
+          if (waits) this.deferred.push(this.entry({ role: 'user', content: event.content }));
+          else this.messages.push(this.entry({ role: 'user', content: event.content }));
         } else {
           this.agentSpoke(event.seq);
-          this.push({ role: 'assistant', content: event.content });
+          if (this.openCalls.size > 0) this.closeOpenCalls();
+          else if (!this.holding) this.flushDeferred();
+          this.messages.push(this.entry({ role: 'assistant', content: event.content }));
+          this.current = null;
         }
-        this.current = null;
         return;
       case 'action':
         this.agentSpoke(event.seq);
@@ -133,6 +138,11 @@ export class ConversationHistory {
     return this.messages;
   }
 
+  /** User messages waiting for the turn in progress to end (they follow the entries). */
+  waiting(): readonly HistoryEntry[] {
+    return this.deferred;
+  }
+
   /** How many entries come before the first one with a call still open (all of them when none is). */
   get settledLength(): number {
     if (this.openCalls.size === 0) return this.messages.length;
@@ -152,12 +162,16 @@ export class ConversationHistory {
     this.prompts = this.prompts.filter((prompt) => prompt.seq > this.lastAgentSeq);
   }
 
-  /** An LLM turn starts: user messages that arrive now follow its answer. */
+  /**
+   * A turn starts (its LLM request, then its calls): messages waiting so far are in the request,
+   * so they go in now; messages that arrive during the turn follow its answer and its results.
+   */
   hold(): void {
+    if (this.openCalls.size === 0) this.flushDeferred();
     this.holding = true;
   }
 
-  /** The turn's answer is recorded: held messages follow it (or the results of its calls). */
+  /** The turn's answer and the results of its calls are recorded: held messages follow them. */
   release(): void {
     this.holding = false;
     if (this.openCalls.size === 0) this.flushDeferred();
@@ -201,15 +215,11 @@ export class ConversationHistory {
     this.firstUnansweredUserSeq = null;
   }
 
-  private push(message: LlmMessage): void {
-    if (this.openCalls.size > 0) this.deferred.push(this.entry(message));
-    else this.messages.push(this.entry(message));
-  }
-
   private addCall(responseId: string | null, thought: string | null, call: LlmToolCall): void {
     const joinable = this.current && responseId !== null && this.current.responseId === responseId;
     if (!joinable) {
       if (this.openCalls.size > 0) this.closeOpenCalls();
+      else if (!this.holding) this.flushDeferred();
       const entry = { message: { role: 'assistant' as const, content: thought && thought.length > 0 ? thought : null, tool_calls: [] }, seq: this.folding, lastSeq: this.folding };
       this.messages.push(entry);
       this.current = { responseId, entry };
@@ -222,8 +232,8 @@ export class ConversationHistory {
   private answer(toolCallId: string, content: string): void {
     if (!this.openCalls.has(toolCallId)) return;
     this.openCalls.delete(toolCallId);
+    // Waiting messages stay after the turn: its response may record more calls (they join it).
     this.messages.push(this.entry({ role: 'tool', tool_call_id: toolCallId, content }));
-    if (this.openCalls.size === 0) this.flushDeferred();
   }
 
   /** Calls a newer response left unanswered: closed where they stand, with the seq of their call. */

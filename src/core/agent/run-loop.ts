@@ -80,80 +80,86 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     const userSeqBefore = context.history.lastUserSeq;
     // An interrupt that came between steps: the message is in the history this turn sends.
     await recordInterrupt(context, 'none', []);
-    const turn = await llmTurn(context, settings);
-    if (turn.kind === 'aborted') return turn;
-    if (turn.kind === 'interrupted') {
-      await recordInterrupt(context, 'llm', []);
-      continue;
-    }
-    if (turn.kind === 'note') {
-      // The answer was cut off or empty: tell the model and ask again, a bounded number of times.
-      notes.spend(turn.why);
-      await appendNote(context, NOTES[turn.why]);
-      continue;
-    }
-    if (turn.kind === 'answered') {
-      notes.reset();
-      // A message that arrived while the LLM was answering gets its turn.
-      if (context.history.lastUserSeq > userSeqBefore) continue;
-      if (await continuedByStopHook(context, turn.text)) continue;
-      return { kind: 'idle' };
-    }
-    if (turn.cutOff) notes.spend('cut_off');
-    else notes.reset();
-    // `finish` beside other calls runs after them and is refused: the model has not seen their results yet.
-    const others = turn.calls.filter(({ call }) => call.name !== FINISH_TOOL);
-    const ordered = finishLast(turn.calls, ({ call }) => call.name);
-    const steps: StuckStep[] = [];
-    const pending: PendingAction[] = [];
-    const interrupted = { stopped: null as string | null, skipped: [] as string[] };
-    for (const { call, args } of ordered) {
-      if (context.signal.aborted) return { kind: 'aborted' };
-      if (context.interrupts.pending !== null) {
-        // The user interrupted: the calls left are recorded (the history stays valid), never run.
-        await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
-        await recordNotRun(context, call, INTERRUPTED_NOT_RUN, 'interrupted');
-        interrupted.skipped.push(call.id);
+    // Messages that arrive during the turn (its LLM request, its calls) follow its results.
+    context.history.hold();
+    try {
+      const turn = await llmTurn(context, settings);
+      if (turn.kind === 'aborted') return turn;
+      if (turn.kind === 'interrupted') {
+        await recordInterrupt(context, 'llm', []);
         continue;
       }
-      let outcome: RunOutcome | null;
-      if (!args.ok || (call.name === FINISH_TOOL && others.length > 0)) {
-        await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
-        // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
-        if (turn.cutOff && !args.ok) outcome = await recordNotRun(context, call, CUT_CALL_RESULT, 'output_truncated');
-        else if (args.ok) outcome = await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone');
-        else outcome = await runCall(context, steps, { id: call.id, name: call.name, args });
-      } else {
-        const verdict = await context.gate.beforeTool({ id: call.id, name: call.name, args: args.value });
-        const event = await recordAction(context, { call, args: { ok: true, value: verdict.args }, original: verdict.original, responseId: turn.responseId, thought: turn.thought });
-        if (verdict.kind === 'deny') {
-          await context.append({ kind: 'rejection', source: 'system', tool_call_id: call.id, tool_name: call.name, reason: verdict.reason, run_id: context.run.id, ...(verdict.rule && { rule: verdict.rule }), ...(verdict.hookPoint && { hook_point: verdict.hookPoint }) });
-          continue;
-        }
-        if (verdict.kind === 'ask') {
-          // The arguments as recorded (secret values masked): what the user approves is what runs.
-          pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
-          continue;
-        }
-        outcome = await runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } });
-        if (context.interrupts.pending !== null && interrupted.stopped === null) interrupted.stopped = call.id;
+      if (turn.kind === 'note') {
+        // The answer was cut off or empty: tell the model and ask again, a bounded number of times.
+        notes.spend(turn.why);
+        await appendNote(context, NOTES[turn.why]);
+        continue;
       }
-      if (outcome) return outcome;
+      if (turn.kind === 'answered') {
+        notes.reset();
+        // A message that arrived while the LLM was answering gets its turn.
+        if (context.history.lastUserSeq > userSeqBefore) continue;
+        if (await continuedByStopHook(context, turn.text)) continue;
+        return { kind: 'idle' };
+      }
+      if (turn.cutOff) notes.spend('cut_off');
+      else notes.reset();
+      // `finish` beside other calls runs after them and is refused: the model has not seen their results yet.
+      const others = turn.calls.filter(({ call }) => call.name !== FINISH_TOOL);
+      const ordered = finishLast(turn.calls, ({ call }) => call.name);
+      const steps: StuckStep[] = [];
+      const pending: PendingAction[] = [];
+      const interrupted = { stopped: null as string | null, skipped: [] as string[] };
+      for (const { call, args } of ordered) {
+        if (context.signal.aborted) return { kind: 'aborted' };
+        if (context.interrupts.pending !== null) {
+          // The user interrupted: the calls left are recorded (the history stays valid), never run.
+          await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
+          await recordNotRun(context, call, INTERRUPTED_NOT_RUN, 'interrupted');
+          interrupted.skipped.push(call.id);
+          continue;
+        }
+        let outcome: RunOutcome | null;
+        if (!args.ok || (call.name === FINISH_TOOL && others.length > 0)) {
+          await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
+          // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
+          if (turn.cutOff && !args.ok) outcome = await recordNotRun(context, call, CUT_CALL_RESULT, 'output_truncated');
+          else if (args.ok) outcome = await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone');
+          else outcome = await runCall(context, steps, { id: call.id, name: call.name, args });
+        } else {
+          const verdict = await context.gate.beforeTool({ id: call.id, name: call.name, args: args.value });
+          const event = await recordAction(context, { call, args: { ok: true, value: verdict.args }, original: verdict.original, responseId: turn.responseId, thought: turn.thought });
+          if (verdict.kind === 'deny') {
+            await context.append({ kind: 'rejection', source: 'system', tool_call_id: call.id, tool_name: call.name, reason: verdict.reason, run_id: context.run.id, ...(verdict.rule && { rule: verdict.rule }), ...(verdict.hookPoint && { hook_point: verdict.hookPoint }) });
+            continue;
+          }
+          if (verdict.kind === 'ask') {
+            // The arguments as recorded (secret values masked): what the user approves is what runs.
+            pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
+            continue;
+          }
+          outcome = await runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } });
+          if (context.interrupts.pending !== null && interrupted.stopped === null) interrupted.stopped = call.id;
+        }
+        if (outcome) return outcome;
+      }
+      if (context.interrupts.pending !== null) {
+        for (const action of pending) await recordNotRun(context, { id: action.tool_call_id, name: action.tool_name, arguments: '' }, INTERRUPTED_NOT_RUN, 'interrupted');
+        const ids = [...(interrupted.stopped ? [interrupted.stopped] : []), ...interrupted.skipped, ...pending.map((action) => action.tool_call_id)];
+        await recordInterrupt(context, interrupted.stopped ? 'tool' : 'none', ids);
+        continue;
+      }
+      if (pending.length > 0) {
+        context.setPendingActions(pending);
+        return { kind: 'waiting_for_confirmation' };
+      }
+      // Loops are judged per reply: a batch of parallel calls failing alike is not a loop, the same reply again and again is.
+      const verdict = stuck.observeTurn(steps);
+      if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
+      if (verdict.kind === 'nudge') await appendNote(context, verdict.message);
+    } finally {
+      context.history.release();
     }
-    if (context.interrupts.pending !== null) {
-      for (const action of pending) await recordNotRun(context, { id: action.tool_call_id, name: action.tool_name, arguments: '' }, INTERRUPTED_NOT_RUN, 'interrupted');
-      const ids = [...(interrupted.stopped ? [interrupted.stopped] : []), ...interrupted.skipped, ...pending.map((action) => action.tool_call_id)];
-      await recordInterrupt(context, interrupted.stopped ? 'tool' : 'none', ids);
-      continue;
-    }
-    if (pending.length > 0) {
-      context.setPendingActions(pending);
-      return { kind: 'waiting_for_confirmation' };
-    }
-    // Loops are judged per reply: a batch of parallel calls failing alike is not a loop, the same reply again and again is.
-    const verdict = stuck.observeTurn(steps);
-    if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
-    if (verdict.kind === 'nudge') await appendNote(context, verdict.message);
   }
 }
 
@@ -265,31 +271,26 @@ type TurnResult =
 
 /** Ask the LLM once and record its answer (text, or actions awaiting confirmation). */
 async function llmTurn(context: RunContext, settings: ReturnType<RunContext['settings']>): Promise<TurnResult> {
-  context.history.hold();
+  let response;
   try {
-    let response;
-    try {
-      response = await askLlm(context, { settings: settings.llm, signal: context.interrupts.signal(context.signal) });
-    } catch (error) {
-      if (context.signal.aborted) return { kind: 'aborted' };
-      // The answer being streamed is dropped: the model answers again, the new message in view.
-      if (context.interrupts.pending !== null) return { kind: 'interrupted' };
-      throw error;
-    }
+    response = await askLlm(context, { settings: settings.llm, signal: context.interrupts.signal(context.signal) });
+  } catch (error) {
     if (context.signal.aborted) return { kind: 'aborted' };
-    const cutOff = response.finishReason === 'length';
-    if (response.toolCalls.length === 0) {
-      const text = response.content?.trim() ? response.content : response.refusal?.trim() ? response.refusal : null;
-      if (text === null) return { kind: 'note', why: cutOff ? 'cut_off_empty' : 'empty' };
-      await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
-      return cutOff ? { kind: 'note', why: 'cut_off' } : { kind: 'answered', text };
-    }
-    const responseId = randomUUID();
-    const calls = response.toolCalls.map((call) => ({ call, args: parseArguments(call.arguments) }));
-    return { kind: 'calls', calls, responseId, thought: response.content, cutOff };
-  } finally {
-    context.history.release();
+    // The answer being streamed is dropped: the model answers again, the new message in view.
+    if (context.interrupts.pending !== null) return { kind: 'interrupted' };
+    throw error;
   }
+  if (context.signal.aborted) return { kind: 'aborted' };
+  const cutOff = response.finishReason === 'length';
+  if (response.toolCalls.length === 0) {
+    const text = response.content?.trim() ? response.content : response.refusal?.trim() ? response.refusal : null;
+    if (text === null) return { kind: 'note', why: cutOff ? 'cut_off_empty' : 'empty' };
+    await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
+    return cutOff ? { kind: 'note', why: 'cut_off' } : { kind: 'answered', text };
+  }
+  const responseId = randomUUID();
+  const calls = response.toolCalls.map((call) => ({ call, args: parseArguments(call.arguments) }));
+  return { kind: 'calls', calls, responseId, thought: response.content, cutOff };
 }
 
 function recordAction(context: RunContext, options: { call: LlmToolCall; args: ParsedArguments; original?: Record<string, unknown> | null; responseId: string; thought: string | null }): Promise<AgentEvent> {
