@@ -6,12 +6,10 @@ import type { ConversationRecord } from '../conversations/conversation-record.js
 import type { ConversationRuntime, ConversationService } from '../conversations/conversation-service.js';
 import type { EventLog } from '../events/event-log.js';
 import type { EventRecorder } from '../events/event-recorder.js';
-import type { AgentEvent, ConversationStatus, MultitaskStrategy } from '../schemas/event.js';
-import { CONDENSER_DEFAULTS, type CondenseBody } from '../schemas/conversation.js';
-import type { Usage } from '../schemas/conversation.js';
-import { condense, planFor, type CondenseResult, type CondenseTrigger } from './condenser.js';
-import { condenseThreshold } from './context-window.js';
-import type { RunCondenser } from './llm-request.js';
+import type { AgentEvent, ConversationStatus } from '../schemas/event.js';
+import type { CondenseBody, Usage } from '../schemas/conversation.js';
+import { CondensationControl } from './condensation-control.js';
+import { MessageIntake, type TakeMessageOptions } from './message-intake.js';
 import { TurnInterrupts } from './turn-interrupts.js';
 import type { ShellFactory } from '../tools/shell-session.js';
 import type { ToolDefinition } from '../tools/tool.js';
@@ -55,7 +53,6 @@ export interface AgentRuntimeDeps {
   condenserMaxTokens?: number;
 }
 
-const DEFAULT_CONDENSER_MAX_TOKENS = 100_000;
 
 /** Runs the agent for every conversation: one run at a time each, owned by a lock with an AbortController. */
 export class AgentRuntime implements ConversationRuntime {
@@ -63,11 +60,26 @@ export class AgentRuntime implements ConversationRuntime {
   /** Sessions whose history is being folded in from the log. */
   private readonly loading = new Map<string, Promise<AgentSession>>();
   private readonly toolsByName: ReadonlyMap<string, ToolDefinition>;
-  /** Per conversation: the message being taken (messages are taken one at a time). */
-  private readonly messageQueues = new Map<string, Promise<unknown>>();
+  private readonly intake: MessageIntake;
+  private readonly condensation: CondensationControl;
 
   constructor(private readonly deps: AgentRuntimeDeps) {
     this.toolsByName = new Map(deps.tools.map((tool) => [tool.name, tool]));
+    this.intake = new MessageIntake({
+      session: (id) => this.session(id),
+      onUserMessage: (id, options) => this.onUserMessage(id, options),
+      cancel: (id) => this.pause(id, 'canceled'),
+      startRun: (id) => this.startRun(id),
+      append: (id, event) => this.deps.conversations.append(id, event),
+    });
+    this.condensation = new CondensationControl({
+      llm: deps.llm,
+      append: async (id, event) => (await deps.conversations.append(id, event)).event,
+      recordUsage: (record, run, usage) => this.recordUsage(record, run, usage),
+      gateFor: (record, runId, signal) => this.gateFor(record, runId, signal),
+      serverMaxTokens: deps.condenserMaxTokens,
+      ...(deps.onError && { onError: deps.onError }),
+    });
     deps.recorder.onAppend(({ event }) => this.sessions.get(event.conversation_id)?.receive(event));
   }
 
@@ -83,134 +95,15 @@ export class AgentRuntime implements ConversationRuntime {
     return this.startRun(conversationId);
   }
 
-  /**
-   * A user message arrives (POST /messages). No run in progress, or `run: false`: it is appended
-   * (and starts a run). During a run its multitask strategy decides: `enqueue` appends it for the
-   * run's next turn, `interrupt` also stops the run's current step, `reject` refuses it (409),
-   * `rollback` cancels the run, takes its events out of the LLM history with a `rollback` event,
-   * and starts a new run with the message. Messages are taken one at a time per conversation.
-   */
-  takeMessage(conversationId: string, options: { run: boolean; strategy: MultitaskStrategy; append(strategy: MultitaskStrategy | null): Promise<AgentEvent> }): Promise<{ event: AgentEvent; runId: string | null }> {
-    const previous = this.messageQueues.get(conversationId) ?? Promise.resolve();
-    const taken = previous.catch(() => {}).then(() => this.takeNow(conversationId, options));
-    const tail = taken.catch(() => {});
-    this.messageQueues.set(conversationId, tail);
-    void tail.then(() => {
-      if (this.messageQueues.get(conversationId) === tail) this.messageQueues.delete(conversationId);
-    });
-    return taken;
+  /** A user message arrives (POST /messages): see MessageIntake for what it does to a run in progress. */
+  takeMessage(conversationId: string, options: TakeMessageOptions): Promise<{ event: AgentEvent; runId: string | null }> {
+    return this.intake.take(conversationId, options);
   }
 
-  private async takeNow(conversationId: string, options: Parameters<AgentRuntime['takeMessage']>[1]): Promise<{ event: AgentEvent; runId: string | null }> {
-    const session = await this.session(conversationId);
-    const active = session.active;
-    if (!active || !options.run) {
-      const event = await options.append(null);
-      return { event, runId: await this.onUserMessage(conversationId, { run: options.run }) };
-    }
-    switch (options.strategy) {
-      case 'reject':
-        throw new ConflictError('run_in_progress', 'A run is in progress and this message\'s multitask_strategy is `reject`: send it again when the run has ended, or with another strategy.', { run_id: active.run.id });
-      case 'enqueue':
-        return { event: await options.append('enqueue'), runId: active.run.id };
-      case 'interrupt': {
-        const event = await options.append('interrupt');
-        if (session.active === active) active.interrupts.trigger(event.seq);
-        return { event, runId: active.run.id };
-      }
-      case 'rollback': {
-        await this.pause(conversationId, 'canceled');
-        await this.deps.conversations.append(conversationId, { kind: 'rollback', source: 'user', run_id: active.run.id, forgotten_from_seq: active.inputFromSeq, forgotten_to_seq: session.history.lastSeq });
-        const event = await options.append('rollback');
-        return { event, runId: await this.startRun(conversationId) };
-      }
-    }
-  }
-
-  /**
-   * POST /condense: while a run is in progress, it condenses before its next LLM request; else
-   * the condensation starts now. 409 when there is nothing to condense or one is under way.
-   */
+  /** POST /condense (see CondensationControl.request). */
   async condenseNow(conversationId: string, body: CondenseBody): Promise<{ run_id: string | null; forgotten_from_seq: number; forgotten_to_seq: number }> {
     const record = this.deps.conversations.record(conversationId);
-    if (!record.llm) throw new UnprocessableError('llm_not_configured', 'This conversation has no LLM to write the summary: set `llm` with PUT /config.');
-    const session = await this.session(conversationId);
-    if (session.condensing || session.condenseRequest) throw new ConflictError('condensation_in_progress', 'A condensation of this conversation is already under way.');
-    const keep = keepOf(record);
-    const plan = planFor(session.history, keep);
-    if (!plan) {
-      throw new ConflictError('nothing_to_condense', 'Nothing to condense: the LLM history holds no more than the messages condenser.keep_first and keep_last keep, or a tool call is waiting for its result.', {
-        messages: session.history.entries().length,
-        keep_first: keep.keepFirst,
-        keep_last: keep.keepLast,
-      });
-    }
-    const planned = { forgotten_from_seq: plan.fromSeq, forgotten_to_seq: plan.toSeq };
-    if (session.active) {
-      session.condenseRequest = { instructions: body.instructions };
-      return { run_id: session.active.run.id, ...planned };
-    }
-    this.condenseWhileIdle(session, record, body.instructions);
-    return { run_id: null, ...planned };
-  }
-
-  /** A condensation outside a run: a run that starts meanwhile waits for it; a failure is an agent_error event. */
-  private condenseWhileIdle(session: AgentSession, record: ConversationRecord, instructions: string | undefined): void {
-    const controller = new AbortController();
-    const done = (async () => {
-      try {
-        const gate = this.gateFor(record, null, controller.signal);
-        await this.condenseHistory({ session, record, run: null, gate, signal: controller.signal, trigger: 'manual', instructions });
-      } catch (error) {
-        if (controller.signal.aborted) return;
-        const known = error instanceof LlmError || error instanceof StorageFullError;
-        if (!known) this.deps.onError?.(error, { conversation_id: record.id, stage: 'condense' });
-        const message = known ? `The condensation failed: ${error.message}` : 'The condensation stopped on an internal error.';
-        await this.deps.conversations.append(record.id, { kind: 'agent_error', source: 'system', error: known ? error.code : 'internal_error', message, run_id: null }).catch(() => {});
-      } finally {
-        session.condensing = null;
-      }
-    })();
-    session.condensing = { done, controller };
-  }
-
-  private condenseHistory(options: { session: AgentSession; record: ConversationRecord; run: Run | null; gate: ToolGate; signal: AbortSignal; trigger: CondenseTrigger; instructions?: string | undefined }): Promise<CondenseResult> {
-    const { session, record, run } = options;
-    return condense({
-      history: session.history,
-      llm: this.deps.llm,
-      settings: record.llm!,
-      ...keepOf(record),
-      trigger: options.trigger,
-      instructions: options.instructions,
-      signal: options.signal,
-      runId: run?.id ?? null,
-      preCompact: (input) => options.gate.onPreCompact({ trigger: input.trigger === 'manual' ? 'manual' : 'auto', instructions: input.instructions }),
-      append: async (event) => (await this.deps.conversations.append(record.id, event)).event,
-      onUsage: (usage) => this.recordUsage(record, run, usage),
-    });
-  }
-
-  /** Condensation as one run sees it: due when asked for (POST /condense) or when the last prompt passed the threshold. */
-  private runCondenser(options: { session: AgentSession; record: ConversationRecord; run: Run; gate: ToolGate; signal: AbortSignal }): RunCondenser {
-    const { session, record } = options;
-    // A hook that blocked automatic condensation is not asked again in this run.
-    let autoBlocked = false;
-    return {
-      due: () => {
-        if (session.condenseRequest) return 'manual';
-        if (record.condenser === null || autoBlocked || !record.llm) return null;
-        const threshold = condenseThreshold({ maxTokens: record.condenser?.max_tokens, model: record.llm.model, serverDefault: this.deps.condenserMaxTokens ?? DEFAULT_CONDENSER_MAX_TOKENS });
-        return session.history.lastPromptTokens > threshold ? 'auto' : null;
-      },
-      run: async (trigger) => {
-        const request = trigger === 'manual' ? session.condenseRequest : null;
-        session.condenseRequest = null;
-        const result = await this.condenseHistory({ ...options, trigger, instructions: request?.instructions });
-        if (result.kind === 'blocked' && trigger === 'auto') autoBlocked = true;
-        return result;
-      },
-    };
+    return this.condensation.request(await this.session(conversationId), record, body);
   }
 
   private async recordUsage(record: ConversationRecord, run: Run | null, usage: LlmUsage): Promise<void> {
@@ -222,6 +115,7 @@ export class AgentRuntime implements ConversationRuntime {
       target.cached_tokens = (target.cached_tokens ?? 0) + usage.cached_tokens;
       target.reasoning_tokens = (target.reasoning_tokens ?? 0) + usage.reasoning_tokens;
     }
+    // Outside a run nothing else saves the record.
     if (!run) this.deps.conversations.save(record);
     await this.deps.conversations.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...record.usage }, run_id: run?.id ?? null });
   }
@@ -349,8 +243,7 @@ export class AgentRuntime implements ConversationRuntime {
   async dispose(conversationId: string): Promise<void> {
     await this.pause(conversationId, 'deleted');
     const session = this.sessions.get(conversationId);
-    session?.condensing?.controller.abort();
-    await session?.condensing?.done;
+    if (session) await this.condensation.stop(session);
     this.sessions.delete(conversationId);
     await session?.closeShell();
     await this.deps.mcp?.close(conversationId);
@@ -360,8 +253,7 @@ export class AgentRuntime implements ConversationRuntime {
   /** Shutdown: pause every run (recorded as events), then close every shell. */
   async stopAll(): Promise<void> {
     await Promise.all([...this.sessions.values()].filter((s) => s.active).map((s) => this.pause(s.conversationId, 'shutdown')));
-    for (const session of this.sessions.values()) session.condensing?.controller.abort();
-    await Promise.all([...this.sessions.values()].map((s) => s.condensing?.done));
+    await Promise.all([...this.sessions.values()].map((s) => this.condensation.stop(s)));
     await Promise.all([...this.sessions.values()].map((s) => s.closeShell()));
     await this.deps.mcp?.closeAll();
   }
@@ -416,7 +308,7 @@ export class AgentRuntime implements ConversationRuntime {
       // A condensation started before this run (POST /condense while idle) ends first.
       await session.condensing?.done;
       outcome = await executeRun({
-        condenser: this.runCondenser({ session, record, run, gate, signal: controller.signal }),
+        condenser: this.condensation.forRun({ session, record, run, gate, signal: controller.signal }),
         interrupts: active.interrupts,
         gate,
         sessionStart: firstRun,
@@ -482,11 +374,7 @@ export class AgentRuntime implements ConversationRuntime {
       session.active = null;
     }
     // A POST /condense the run did not get to (it ended first) is done now.
-    if (session.condenseRequest && !session.condensing && active.stopAs !== 'deleted' && active.stopAs !== 'shutdown' && record.llm) {
-      const request = session.condenseRequest;
-      session.condenseRequest = null;
-      this.condenseWhileIdle(session, record, request.instructions);
-    }
+    if (active.stopAs !== 'deleted' && active.stopAs !== 'shutdown') this.condensation.afterRun(session, record);
   }
 
   /** Permission rules (the client's, tightened by the project's) and hooks for one run. */
@@ -577,6 +465,3 @@ export class AgentRuntime implements ConversationRuntime {
   }
 }
 
-function keepOf(record: ConversationRecord): { keepFirst: number; keepLast: number } {
-  return { keepFirst: record.condenser?.keep_first ?? CONDENSER_DEFAULTS.keep_first, keepLast: record.condenser?.keep_last ?? CONDENSER_DEFAULTS.keep_last };
-}
