@@ -173,7 +173,7 @@ export const PostMessageBody = z
   .object({
     content: z.string().min(1).max(1_000_000),
     run: z.boolean().default(true).describe('Start (or feed) a run; false only records the message.'),
-    multitask_strategy: MultitaskStrategy.optional().describe("What this message does when a run is in progress (default: the conversation's `multitask_strategy`)."),
+    multitask_strategy: MultitaskStrategy.optional().describe("What this message does when a run is in progress (default: the conversation's `multitask_strategy`). With `run: false` the message is only recorded."),
   })
   .strict()
   .meta({ id: 'PostMessage' });
