@@ -2,6 +2,7 @@ import type { AgentEvent } from '../src/core/schemas/event.js';
 import { fakeSummary, startFakeLlm, type FakeLlm, type FakeTurn } from '../test/fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from '../test/support/agentd.js';
 import type { Benchmark } from './support/benchmark.js';
+import { EventTap } from './support/instrumented.js';
 import { fmt, ratio, summarize } from './support/stats.js';
 
 /** Events in the history condensed: each glob step records an action, an observation and a usage event. */
@@ -23,13 +24,14 @@ export const p14Condensation: Benchmark = {
     const conversations = quick ? 3 : 8;
     // A summary of about 300 tokens, streamed in pieces of 64 characters (as a real model's tokens come in groups).
     const fake = await startFakeLlm({ summarizer: (request) => ({ text: fakeSummary(request.body).slice(0, SUMMARY_CHARS) }), textChunkSize: 64, whenExhausted: { text: 'done' } });
-    const server = await startServer();
+    const tap = new EventTap();
+    const server = await startServer({ overrides: { readers: [tap] } });
     try {
       const plain: number[] = [];
       const condensing: number[] = [];
       const sizes: { events: number; before: number; after: number; summaryChars: number; requestChars: number }[] = [];
       for (let i = 0; i < conversations; i++) {
-        const conversation = await populated(server, fake);
+        const conversation = await populated(server, tap, fake);
         plain.push(await conversation.plainTurn());
         const condensed = await conversation.condense();
         condensing.push(condensed.ms);
@@ -69,7 +71,7 @@ export const p14Condensation: Benchmark = {
 };
 
 /** A conversation with a history of about TARGET_EVENTS events, and the two operations measured on it. */
-async function populated(server: TestServer, fake: FakeLlm) {
+async function populated(server: TestServer, tap: EventTap, fake: FakeLlm) {
   const headers = { ...server.auth, 'content-type': 'application/json' };
   const created = await fetch(`${server.url}/conversations`, { method: 'POST', headers, body: JSON.stringify({ llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-bench' }, tools: ['glob'], max_iterations_per_run: 100_000, condenser: null }) });
   if (created.status !== 201) throw new Error(`POST /conversations: ${created.status} ${await created.text()}`);
@@ -77,7 +79,7 @@ async function populated(server: TestServer, fake: FakeLlm) {
   const until = (predicate: (event: AgentEvent) => boolean) => {
     let resolve!: (event: AgentEvent) => void;
     const seen = new Promise<AgentEvent>((done) => (resolve = done));
-    const unsubscribe = server.services.recorder.onAppend(({ event }) => {
+    const unsubscribe = tap.on(({ event }) => {
       if (event.conversation_id === id && predicate(event)) resolve(event);
     });
     return seen.finally(unsubscribe);
