@@ -156,6 +156,10 @@ describe('condensation', () => {
 
   it('condenser settings are validated, shown, and changed with PUT /config', async () => {
     harness = await startAgentHarness([]);
+    // Without an LLM there is nobody to write the summary.
+    const bare = await harness.post('/conversations', {});
+    expect(bare.body.llm).toBeNull();
+    expectError(await harness.post(`/conversations/${bare.body.id}/condense`), { status: 422, error: 'llm_not_configured', message: /no LLM to write the summary/ });
     const id = await harness.createConversation();
     expect((await harness.get(`/conversations/${id}`)).body).toMatchObject({ condenser: { max_tokens: null, keep_first: 1, keep_last: 10 }, multitask_strategy: 'enqueue' });
     const bad = await harness.post('/conversations', { condenser: { max_tokens: 5, keep_everything: true } });

@@ -61,5 +61,6 @@ describe.skipIf(chromiumMissing)('dashboard: condensation, interrupt and rollbac
     expect(await card.locator('.markdown').innerText()).toContain('SUMMARY of events');
     const rolled = page.locator(`[data-testid=timeline] [data-seq="${rollback.seq}"]`);
     expect(await rolled.innerText()).toContain(`Run rolled back: events #${rollback.forgotten_from_seq}–#${rollback.forgotten_to_seq} no longer reach the model`);
+    expect(await page.locator(`[data-testid=timeline] [data-seq="${rollback.seq + 1}"] .who`).innerText()).toBe('You · sent during a run (rollback)');
   });
 });

@@ -88,7 +88,10 @@ export function EventCard({ event, nested }: { event: AgentEvent; nested?: Compo
     case 'message':
       return (
         <Card event={event} className={`message-${event.source}`}>
-          <div class="who">{event.source === 'user' ? 'You' : 'Agent'}</div>
+          <div class="who">
+            {event.source === 'user' ? 'You' : 'Agent'}
+            {event.multitask_strategy && event.multitask_strategy !== 'enqueue' ? <span class="subtle"> · sent during a run ({str(event.multitask_strategy)})</span> : null}
+          </div>
           {event.source === 'user' ? <div class="plain">{str(event.content)}</div> : <Markdown text={str(event.content)} />}
         </Card>
       );
