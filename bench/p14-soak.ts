@@ -10,7 +10,7 @@ import { fmt } from './support/stats.js';
 import { SteppingModel } from './support/stepping-llm.js';
 
 /**
- * P14: memory that stays flat. 200 conversations (--quick: 20) each do 10 runs (--quick: 3) of
+ * P14: memory that stays flat. 200 conversations (--quick: 10) each do 10 runs (--quick: 3) of
  * 10 steps (--quick: 5), 8 conversations at a time, with an SSE subscriber attached to the
  * conversation during each run and detached after it. The server's RSS, its open fds and its
  * child processes after the last round, versus after the first round (the baseline).
@@ -18,9 +18,9 @@ import { SteppingModel } from './support/stepping-llm.js';
 export const p14Soak: Benchmark = {
   id: 'P14',
   title: 'soak',
-  measures: 'server RSS, fds and child processes after 200 conversations × 10 runs × 10 steps with SSE subscribers attached and detached (--quick: 20 × 3 × 5), versus after the first round.',
+  measures: 'server RSS, fds and child processes after 200 conversations × 10 runs × 10 steps with SSE subscribers attached and detached (--quick: 10 × 3 × 5), versus after the first round.',
   async run({ quick, tmp }) {
-    const count = quick ? 20 : 200;
+    const count = quick ? 10 : 200;
     const rounds = quick ? 3 : 10;
     const steps = quick ? 5 : 10;
     const model = new SteppingModel(steps);

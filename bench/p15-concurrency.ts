@@ -8,7 +8,7 @@ import { fmt, ratio, summarize } from './support/stats.js';
 import { SteppingModel } from './support/stepping-llm.js';
 
 /**
- * P15: many conversations running at once. 100 conversations (--quick: 20) each start a run of
+ * P15: many conversations running at once. 100 conversations (--quick: 10) each start a run of
  * 20 steps (--quick: 10; a step is one LLM turn and one `bash true`) at the same moment: total
  * time and step latency (LLM request to the next request of the same conversation), versus one
  * conversation alone on the same server, measured in the same run.
@@ -16,9 +16,9 @@ import { SteppingModel } from './support/stepping-llm.js';
 export const p15Concurrency: Benchmark = {
   id: 'P15',
   title: 'concurrent conversations',
-  measures: 'total time and p50/p99 step latency of 100 conversations running 20 steps each at once (--quick: 20 × 10), versus one conversation alone.',
+  measures: 'total time and p50/p99 step latency of 100 conversations running 20 steps each at once (--quick: 10 × 10), versus one conversation alone.',
   async run({ quick, tmp }) {
-    const count = quick ? 20 : 100;
+    const count = quick ? 10 : 100;
     const steps = quick ? 10 : 20;
     const model = new SteppingModel(steps);
     const fake = await startFakeLlm({ whenExhausted: model.answer });
