@@ -34,6 +34,7 @@ import type { ShellFactory } from './core/tools/shell-session.js';
 import type { ToolDefinition } from './core/tools/tool.js';
 import { fileEditorTool } from './core/tools/file-editor.js';
 import { finishTool } from './core/tools/finish.js';
+import { askUserTool } from './core/tools/ask-user.js';
 import { globTool } from './core/tools/glob.js';
 import { createGrepTool } from './core/tools/grep.js';
 import { taskTrackerTool } from './core/tools/task-tracker.js';
@@ -44,7 +45,7 @@ import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
 import { DiskSpace } from './adapters/disk-space.js';
 import { describeDamage, type Damage } from './core/errors.js';
 
-export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'finish'] as const;
+export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'finish'] as const;
 
 /** Everything the HTTP layer calls: built once, in one place (the composition root). */
 export interface Services {
@@ -147,7 +148,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
-  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, finishTool] as ToolDefinition[];
+  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, askUserTool, finishTool] as ToolDefinition[];
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
   const mcp = new McpRegistry({

@@ -53,6 +53,8 @@ export function progressLine(event: StreamEvent): string | null {
       return pc.dim(`[${event.status}${event.reason ? `: ${clip(event.reason)}` : ''}]`);
     case 'condensation':
       return pc.dim('[earlier events condensed]');
+    case 'question':
+      return `${pc.yellow('?')} ${event.question}${event.options?.length ? pc.dim(` (${event.options.join(' / ')})`) : ''}`;
     default:
       return null;
   }

@@ -42,6 +42,7 @@ const KIND_SUMMARIES: Record<EventKind, string> = {
   usage: 'Tokens and cost of one LLM call, with the conversation\'s totals.',
   condensation: 'Older events were summarized and are no longer sent to the LLM.',
   hook: 'A lifecycle hook ran (its point, what it decided, how long it took).',
+  question: 'The agent asked the user a question (`ask_user`): the run waits until POST /answer or a message answers it.',
 };
 
 /** Schemas named only here (a global meta id would put them in the OpenAPI document too). */

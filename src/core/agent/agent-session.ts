@@ -1,9 +1,16 @@
 import type { EventLog } from '../events/event-log.js';
 import type { AgentEvent } from '../schemas/event.js';
 import type { ShellFactory, ShellSession } from '../tools/shell-session.js';
+import type { UserAnswer } from '../tools/tool.js';
 import { TASK_LIST_STATE_KEY, TASK_TRACKER_TOOL_NAME, restoreTaskList } from '../tools/task-tracker.js';
 import { ConversationHistory } from './conversation-history.js';
 import type { Run } from './run-record.js';
+
+export interface OpenQuestion {
+  toolCallId: string;
+  runId: string;
+  answer(answer: UserAnswer): void;
+}
 
 export interface ActiveRun {
   run: Run;
@@ -21,6 +28,8 @@ export class AgentSession {
   readonly history = new ConversationHistory();
   readonly toolState = new Map<string, unknown>();
   active: ActiveRun | null = null;
+  /** The `ask_user` question the active run waits on (at most one). */
+  question: OpenQuestion | null = null;
   private shellSession: ShellSession | null = null;
   private starting: Promise<ShellSession> | null = null;
   /** Events appended while the log is being folded in: applied after it (the fold skips what it saw). */

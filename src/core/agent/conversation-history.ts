@@ -37,6 +37,8 @@ export class ConversationHistory {
         this.systemTools = JSON.stringify(event.tools);
         return;
       case 'message':
+        // The answer to an `ask_user` question: the model reads it as that call's observation.
+        if (event.answers_tool_call_id !== undefined) return;
         if (event.source === 'user' || event.source === 'system') {
           if (event.source === 'user') {
             this.lastUserSeq = event.seq;

@@ -309,7 +309,7 @@ async function recordNotRun(context: RunContext, call: LlmToolCall, content: str
 
 /** Execute one recorded action and record its observation; an outcome when the run must end. */
 async function runCall(context: RunContext, steps: StuckStep[], call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
-  const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: context.toolContext });
+  const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: { ...context.toolContext, toolCallId: call.id } });
   const note = call.args.ok && !context.signal.aborted ? await context.gate.afterTool({ id: call.id, name: call.name, args: call.args.value }, result) : null;
   await context.append({
     kind: 'observation',

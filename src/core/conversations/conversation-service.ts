@@ -31,6 +31,8 @@ export interface ConversationDefaults {
 export interface ConversationRuntime {
   /** A user message was appended; start a run or feed the running one. Returns the run id it went to. */
   onUserMessage(conversationId: string, options: { run: boolean }): Promise<string | null>;
+  /** A message while an `ask_user` question is open answers it: the question's call and run, or null when none is open. */
+  answerWithMessage?(conversationId: string, content: string): { tool_call_id: string; run_id: string } | null;
   /** The conversation is about to be deleted: stop its run and processes. */
   dispose(conversationId: string): Promise<void>;
   /** The workdir is about to change: refuse while a run is going, else let go of the old one (the shell). */
@@ -250,7 +252,7 @@ export class ConversationService {
   }
 
   countsByStatus(): Record<ConversationStatus, number> {
-    const counts: Record<ConversationStatus, number> = { idle: 0, running: 0, paused: 0, waiting_for_confirmation: 0, finished: 0, error: 0, stuck: 0 };
+    const counts: Record<ConversationStatus, number> = { idle: 0, running: 0, paused: 0, waiting_for_confirmation: 0, waiting_for_input: 0, finished: 0, error: 0, stuck: 0 };
     for (const record of this.records.values()) counts[record.status] += 1;
     return counts;
   }
@@ -301,6 +303,12 @@ export class ConversationService {
   async postMessage(id: string, body: { content: string; run: boolean }) {
     const record = this.record(id);
     if (body.run && this.runtime && !record.llm) throw llmNotConfigured();
+    // A message while the agent waits on an `ask_user` question is the answer (the model reads it as the call's result).
+    const answered = this.runtime?.answerWithMessage?.(id, body.content) ?? null;
+    if (answered) {
+      const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content, answers_tool_call_id: answered.tool_call_id });
+      return { event: appended.event, run_id: answered.run_id };
+    }
     const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content });
     const runId = this.runtime ? await this.runtime.onUserMessage(id, { run: body.run }) : null;
     return { event: appended.event, run_id: runId };

@@ -5,7 +5,8 @@ export const EventSource = z.enum(['user', 'agent', 'environment', 'system']).me
 export type EventSource = z.infer<typeof EventSource>;
 
 export const ConversationStatus = z
-  .enum(['idle', 'running', 'paused', 'waiting_for_confirmation', 'finished', 'error', 'stuck'])
+  .enum(['idle', 'running', 'paused', 'waiting_for_confirmation', 'waiting_for_input', 'finished', 'error', 'stuck'])
+  .describe('`waiting_for_input`: the run is waiting for the answer to an `ask_user` question (POST /answer, or the next message).')
   .meta({ id: 'ConversationStatus' });
 export type ConversationStatus = z.infer<typeof ConversationStatus>;
 
@@ -20,6 +21,7 @@ export const EVENT_KINDS = [
   'usage',
   'condensation',
   'hook',
+  'question',
 ] as const;
 export const EventKind = z.enum(EVENT_KINDS).meta({ id: 'EventKind' });
 export type EventKind = z.infer<typeof EventKind>;
@@ -47,6 +49,10 @@ export const eventBodies = {
     role: z.enum(['user', 'assistant']),
     content: z.string(),
     run_id: z.uuid().nullable().optional(),
+    answers_tool_call_id: z
+      .string()
+      .optional()
+      .describe('Set on a user message that answered an open `ask_user` question: the model reads it as that call\'s result, not as a message.'),
   }),
   action: z.object({
     kind: z.literal('action'),
@@ -130,6 +136,14 @@ export const eventBodies = {
     tool_name: z.string().nullable().optional(),
     run_id: z.uuid().nullable().optional(),
   }),
+  question: z.object({
+    kind: z.literal('question'),
+    source: z.literal('agent'),
+    tool_call_id: z.string().describe('The `ask_user` call: answer it with POST /conversations/{id}/answer (or the next message).'),
+    question: z.string(),
+    options: z.array(z.string()).optional().describe('Suggested answers; any text is accepted.'),
+    run_id: z.uuid().nullable().optional(),
+  }),
 } as const;
 
 function withEnvelope<K extends EventKind>(kind: K, id: string) {
@@ -146,6 +160,7 @@ export const AgentErrorEvent = withEnvelope('agent_error', 'AgentErrorEvent');
 export const UsageEvent = withEnvelope('usage', 'UsageEvent');
 export const CondensationEvent = withEnvelope('condensation', 'CondensationEvent');
 export const HookEvent = withEnvelope('hook', 'HookEvent');
+export const QuestionEvent = withEnvelope('question', 'QuestionEvent');
 
 export const AgentEvent = z
   .discriminatedUnion('kind', [
@@ -159,6 +174,7 @@ export const AgentEvent = z
     UsageEvent,
     CondensationEvent,
     HookEvent,
+    QuestionEvent,
   ])
   .meta({ id: 'Event' });
 export type AgentEvent = z.infer<typeof AgentEvent>;
