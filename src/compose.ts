@@ -35,6 +35,8 @@ import type { ToolDefinition } from './core/tools/tool.js';
 import { fileEditorTool } from './core/tools/file-editor.js';
 import { finishTool } from './core/tools/finish.js';
 import { askUserTool } from './core/tools/ask-user.js';
+import { createWebFetchTool } from './core/tools/web-fetch.js';
+import { UndiciWebFetcher } from './adapters/undici-web-fetcher.js';
 import { globTool } from './core/tools/glob.js';
 import { createGrepTool } from './core/tools/grep.js';
 import { taskTrackerTool } from './core/tools/task-tracker.js';
@@ -45,7 +47,7 @@ import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
 import { DiskSpace } from './adapters/disk-space.js';
 import { describeDamage, type Damage } from './core/errors.js';
 
-export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'finish'] as const;
+export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'web_fetch', 'finish'] as const;
 
 /** Everything the HTTP layer calls: built once, in one place (the composition root). */
 export interface Services {
@@ -148,7 +150,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
-  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, askUserTool, finishTool] as ToolDefinition[];
+  const webFetcher = new UndiciWebFetcher({ ...config.web.fetch, userAgent: `agentd/${VERSION} (web_fetch)` });
+  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, askUserTool, createWebFetchTool(webFetcher), finishTool] as ToolDefinition[];
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
   const mcp = new McpRegistry({
@@ -214,6 +217,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await agent.stopAll();
       await webhooks.close();
       await hookClient.close();
+      await webFetcher.close();
       streams.closeAll('server_shutting_down');
       await log.close();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any more.

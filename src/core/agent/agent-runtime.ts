@@ -296,6 +296,7 @@ export class AgentRuntime implements ConversationRuntime {
           signal: controller.signal,
           state: session.toolState,
           shell,
+          network: this.deps.conversations.sandboxOf(record).network,
           askUser: (question) => this.askUser({ session, record, runId: run.id, signal: controller.signal, question }),
         },
         append: async (event) => (await this.deps.conversations.append(record.id, event)).event,

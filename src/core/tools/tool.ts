@@ -12,6 +12,8 @@ export interface ToolContext {
   shell: () => Promise<ShellSession>;
   /** Per-conversation scratch state a tool may keep between calls (e.g. file_editor's undo history). */
   state: Map<string, unknown>;
+  /** The conversation's `sandbox.network`: what the web tools may reach (false: nothing). */
+  network?: boolean | 'host';
   /** The id of the call being executed (set per call by the loop). */
   toolCallId?: string;
   /**
