@@ -37,6 +37,8 @@ import { finishTool } from './core/tools/finish.js';
 import { askUserTool } from './core/tools/ask-user.js';
 import { createWebFetchTool } from './core/tools/web-fetch.js';
 import { UndiciWebFetcher } from './adapters/undici-web-fetcher.js';
+import { ProviderWebSearcher } from './adapters/web-search-providers.js';
+import { createWebSearchTool } from './core/tools/web-search.js';
 import { globTool } from './core/tools/glob.js';
 import { createGrepTool } from './core/tools/grep.js';
 import { taskTrackerTool } from './core/tools/task-tracker.js';
@@ -92,6 +94,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   fs.mkdirSync(config.workdirBase, { recursive: true });
   const { launcher, info: sandbox } = await composeSandbox(config, logger);
+  // web_search exists only when the operator configured a provider.
+  const toolNames: readonly string[] = config.web.search ? [...BUILTIN_TOOL_NAMES.filter((name) => name !== 'finish'), 'web_search', 'finish'] : BUILTIN_TOOL_NAMES;
 
   let masterKeys = config.masterKeys;
   let masterKeyFile: string | null = null;
@@ -130,7 +134,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
       workdirBase: config.workdirBase,
       dataDir: config.dataDir,
-      toolNames: BUILTIN_TOOL_NAMES,
+      toolNames,
       network: config.sandbox.network,
     },
   });
@@ -151,7 +155,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
   const webFetcher = new UndiciWebFetcher({ ...config.web.fetch, userAgent: `agentd/${VERSION} (web_fetch)` });
-  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, askUserTool, createWebFetchTool(webFetcher), finishTool] as ToolDefinition[];
+  const webSearcher = config.web.search ? new ProviderWebSearcher({ ...config.web.search, timeoutMs: config.web.fetch.timeoutMs, userAgent: `agentd/${VERSION}` }) : null;
+  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, askUserTool, createWebFetchTool(webFetcher), ...(webSearcher ? [createWebSearchTool(webSearcher)] : []), finishTool] as ToolDefinition[];
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
   const mcp = new McpRegistry({
@@ -195,7 +200,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     version: VERSION,
     startedAt: Date.now(),
     masterKeys,
-    toolNames: BUILTIN_TOOL_NAMES,
+    toolNames,
     masterKeyFile,
     masterKeyCreated,
     sandbox,
@@ -218,6 +223,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await webhooks.close();
       await hookClient.close();
       await webFetcher.close();
+      await webSearcher?.close();
       streams.closeAll('server_shutting_down');
       await log.close();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any more.
