@@ -21,6 +21,8 @@ export class ConversationHistory {
   private current: { responseId: string | null; message: AssistantMessage } | null = null;
   /** While an LLM turn is in flight, user messages wait until its answer is recorded. */
   private holding = false;
+  /** The `output_schema` of the last user message (null when it had none): what the run's answer must match. */
+  outputSchema: Record<string, unknown> | null = null;
   /** The seq of the last user message folded in (the loop uses it to notice new ones). */
   lastUserSeq = 0;
   lastSeq = 0;
@@ -42,6 +44,7 @@ export class ConversationHistory {
         if (event.source === 'user' || event.source === 'system') {
           if (event.source === 'user') {
             this.lastUserSeq = event.seq;
+            this.outputSchema = event.output_schema ?? null;
             if (this.prompts.length < 100) this.prompts.push({ seq: event.seq, content: event.content });
           }
           if (this.holding) this.deferred.push({ role: 'user', content: event.content });

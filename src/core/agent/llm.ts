@@ -65,12 +65,15 @@ export interface LlmSettings {
   extra_body?: Record<string, unknown> | null | undefined;
   extra_headers?: Record<string, string> | null | undefined;
   prompt_cache?: boolean | null | undefined;
+  structured_output?: 'auto' | 'json_schema' | 'tool' | null | undefined;
 }
 
 export interface LlmRequest {
   settings: LlmSettings;
   messages: LlmMessage[];
   tools: LlmToolSchema[];
+  /** The answer must be JSON matching this schema (the provider's `response_format: json_schema`). */
+  responseFormat?: { name: string; schema: Record<string, unknown> };
   /** `none`: the tools stay in the request (the cached prefix is unchanged) but the model must answer in text. */
   toolChoice?: 'none';
   signal: AbortSignal;
@@ -93,6 +96,8 @@ export interface LlmRetry {
 
 export interface LlmClient {
   complete(request: LlmRequest): Promise<LlmResponse>;
+  /** Whether the endpoint takes `responseFormat` for these settings (else structured output goes through a tool). */
+  supportsJsonSchema?(settings: LlmSettings): boolean;
 }
 
 /** Thrown by an LlmClient after retries ran out; `code` is a stable machine code. */
@@ -110,6 +115,7 @@ export class LlmError extends Error {
       | 'llm_content_filtered'
       | 'llm_output_truncated'
       | 'llm_empty_response'
+      | 'llm_output_invalid'
       | 'llm_error',
     message: string,
     readonly status?: number,

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
-import { ConversationQuarantinedError, DamagedDataError, NotFoundError, UnprocessableError, type Damage } from '../errors.js';
+import { ConversationQuarantinedError, DamagedDataError, InvalidRequestError, NotFoundError, UnprocessableError, type Damage } from '../errors.js';
+import { outputSchemaProblem } from '../agent/output-schema.js';
 import { decodePageId, encodePageId, isKeyCursor, type Page } from '../pagination.js';
 import type { Conversation, CreateConversationBody, SandboxNetwork, UpdateConversationConfigBody } from '../schemas/conversation.js';
 import type { ConversationStatus, NewEvent } from '../schemas/event.js';
@@ -300,16 +301,18 @@ export class ConversationService {
   }
 
   /** Append a user message; start a run or feed the running one unless `run` is false. */
-  async postMessage(id: string, body: { content: string; run: boolean }) {
+  async postMessage(id: string, body: { content: string; run: boolean; output_schema?: Record<string, unknown> | undefined }) {
     const record = this.record(id);
     if (body.run && this.runtime && !record.llm) throw llmNotConfigured();
+    const schemaProblem = body.output_schema ? outputSchemaProblem(body.output_schema) : null;
+    if (schemaProblem) throw new InvalidRequestError('invalid_output_schema', `${schemaProblem}.`);
     // A message while the agent waits on an `ask_user` question is the answer (the model reads it as the call's result).
     const answered = this.runtime?.answerWithMessage?.(id, body.content) ?? null;
     if (answered) {
       const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content, answers_tool_call_id: answered.tool_call_id });
       return { event: appended.event, run_id: answered.run_id };
     }
-    const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content });
+    const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content, ...(body.output_schema && { output_schema: body.output_schema }) });
     const runId = this.runtime ? await this.runtime.onUserMessage(id, { run: body.run }) : null;
     return { event: appended.event, run_id: runId };
   }

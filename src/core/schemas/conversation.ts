@@ -141,6 +141,10 @@ export const PostMessageBody = z
   .object({
     content: z.string().min(1).max(1_000_000),
     run: z.boolean().default(true).describe('Start (or feed) a run; false only records the message.'),
+    output_schema: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe('A JSON Schema the run\'s final answer must match: the validated value is the run\'s `output` (GET /runs/{run_id}). Invalid answers are sent back to the model with the errors, a bounded number of times.'),
   })
   .strict()
   .meta({ id: 'PostMessage' });

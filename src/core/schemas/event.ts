@@ -49,6 +49,7 @@ export const eventBodies = {
     role: z.enum(['user', 'assistant']),
     content: z.string(),
     run_id: z.uuid().nullable().optional(),
+    output_schema: JsonObject.optional().describe('The JSON Schema the answer to this message must match (the run\'s `output`).'),
     answers_tool_call_id: z
       .string()
       .optional()
