@@ -45,6 +45,8 @@ import { globTool } from './core/tools/glob.js';
 import { createGrepTool } from './core/tools/grep.js';
 import { taskTrackerTool } from './core/tools/task-tracker.js';
 import { WorkspaceFiles } from './core/workspace/workspace-files.js';
+import { MAX_IMAGE_BYTES, sniffImageType } from './core/schemas/message-content.js';
+import { imageTooLarge } from './core/conversations/message-images.js';
 import type { CallbackService } from './core/webhooks/callback-service.js';
 import { composeWebhooks } from './compose-webhooks.js';
 import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
@@ -174,8 +176,14 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     sandboxOf: (record) => store.sandboxOf(record),
     mask: (conversationId, text) => secrets.maskText(conversationId, text),
   });
+  const files = new WorkspaceFiles({ workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) });
   const agent = new AgentRuntime({
     mcp,
+    readImage: async (conversationId, imagePath) => {
+      const read = await files.readSmallFile(conversationId, imagePath, { maxBytes: MAX_IMAGE_BYTES, tooLarge: (size) => imageTooLarge(size, imagePath) });
+      if (!sniffImageType(read.bytes)) throw new Error('not an image any more');
+      return read.bytes.toString('base64');
+    },
     conversations: store,
     sessions,
     recorder,
@@ -197,6 +205,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     onRunFailed: (failure, context) => logger.error({ ...context, code: failure.code }, `run ended in agent_error: ${failure.message}`),
   });
   const conversations = new ConversationService({
+    readImage: (conversationId, imagePath, options) => files.readSmallFile(conversationId, imagePath, options),
     store,
     log,
     recorder,
@@ -237,7 +246,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     recorder,
     deltas,
     callbacks: webhooks.callbacks,
-    files: new WorkspaceFiles({ workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) }),
+    files,
     disk,
     quarantined,
     status: new ServerStatus({

@@ -104,6 +104,15 @@ function maxTokensField(choice: NonNullable<LlmSettings['max_tokens_param']>, en
 
 /** An assistant message's tool calls carry back whatever the provider attached to them (`extra_content`). */
 function toWireMessage(message: LlmMessage): Record<string, unknown> {
+  if (message.role === 'user' && Array.isArray(message.content)) {
+    // Images go as OpenAI's image_url parts with a data URL (what every compatible server takes).
+    const content = message.content.map((part) => {
+      if (part.type === 'text') return { type: 'text', text: part.text };
+      if (part.data) return { type: 'image_url', image_url: { url: `data:${part.mediaType};base64,${part.data}` } };
+      return { type: 'text', text: `[image ${part.path ?? ''}: not available]` };
+    });
+    return { role: 'user', content };
+  }
   if (message.role !== 'assistant') return { ...message };
   const toolCalls = message.tool_calls ?? [];
   if (toolCalls.length === 0) return { role: 'assistant', content: message.content ?? '' };

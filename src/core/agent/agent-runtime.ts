@@ -41,6 +41,8 @@ export interface AgentRuntimeDeps {
   shellEnv: (record: ConversationRecord) => Record<string, string>;
   /** How the conversation's hooks run: commands in its sandbox, http hooks signed. */
   hookTransport: (record: ConversationRecord) => HookTransport;
+  /** Reads a message's workdir image when the LLM needs it (base64; throws when it is gone or no image). */
+  readImage?: (conversationId: string, path: string) => Promise<string>;
   /** MCP servers: their tools join the built-ins for each run. */
   mcp?: McpRegistry;
   clock?: Clock;
@@ -300,6 +302,7 @@ export class AgentRuntime implements ConversationRuntime {
           network: this.deps.conversations.sandboxOf(record).network,
           askUser: (question) => this.askUser({ session, record, runId: run.id, signal: controller.signal, question }),
         },
+        ...(this.deps.readImage && { readImage: (path: string) => this.deps.readImage!(record.id, path) }),
         append: async (event) => (await this.append(record.id, event)).event,
         delta: (text) => this.deps.recorder.delta({ kind: 'message_delta', conversation_id: record.id, run_id: run.id, content_delta: text }),
         onUsage: async (usage) => {

@@ -1,5 +1,6 @@
 import type { AgentEvent } from '../schemas/event.js';
-import type { LlmMessage, LlmToolCall } from './llm.js';
+import type { LlmMessage, LlmToolCall, LlmUserPart } from './llm.js';
+import type { StoredPart } from '../schemas/message-content.js';
 
 type AssistantMessage = Extract<LlmMessage, { role: 'assistant' }>;
 
@@ -47,8 +48,9 @@ export class ConversationHistory {
             this.outputSchema = event.output_schema ?? null;
             if (this.prompts.length < 100) this.prompts.push({ seq: event.seq, content: event.content });
           }
-          if (this.holding) this.deferred.push({ role: 'user', content: event.content });
-          else this.push({ role: 'user', content: event.content });
+          const message: LlmMessage = { role: 'user', content: event.parts ? event.parts.map(toLlmPart) : event.content };
+          if (this.holding) this.deferred.push(message);
+          else this.push(message);
         } else {
           this.lastAgentSeq = event.seq;
           this.push({ role: 'assistant', content: event.content });
@@ -171,4 +173,10 @@ export class ConversationHistory {
 function sentenceEnd(text: string): string {
   const trimmed = text.trim();
   return /[.!?]$/.test(trimmed) ? trimmed : `${trimmed}.`;
+}
+
+/** A stored message part as the LLM gets it: a workdir image by path (read when the request is sent). */
+function toLlmPart(part: StoredPart): LlmUserPart {
+  if (part.type === 'text') return { type: 'text', text: part.text };
+  return 'path' in part ? { type: 'image', mediaType: part.media_type, path: part.path } : { type: 'image', mediaType: part.media_type, data: part.data };
 }

@@ -4,9 +4,15 @@
  */
 export type LlmMessage =
   | { role: 'system'; content: string }
-  | { role: 'user'; content: string }
+  | { role: 'user'; content: string | LlmUserPart[] }
   | { role: 'assistant'; content: string | null; tool_calls?: LlmToolCall[] }
   | { role: 'tool'; tool_call_id: string; content: string };
+
+/**
+ * A part of a user message with images. A workdir image is `path` until the request is sent
+ * (the run reads it then); `data` is its base64 bytes.
+ */
+export type LlmUserPart = { type: 'text'; text: string } | { type: 'image'; mediaType: string; path?: string; data?: string };
 
 export interface LlmToolCall {
   id: string;

@@ -3,7 +3,7 @@ import type { PendingAction } from '../schemas/conversation.js';
 import type { AgentEvent, NewEvent } from '../schemas/event.js';
 import type { ToolContext, ToolDefinition } from '../tools/tool.js';
 import type { ConversationHistory } from './conversation-history.js';
-import { LlmError, type LlmClient, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolCall, type LlmToolSchema, type LlmUsage } from './llm.js';
+import { LlmError, type LlmMessage, type LlmUserPart, type LlmClient, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolCall, type LlmToolSchema, type LlmUsage } from './llm.js';
 import type { Run } from './run-record.js';
 import { iterationBudgetNote } from './iteration-budget.js';
 import { StuckDetector, type StuckStep } from './stuck-detector.js';
@@ -44,6 +44,8 @@ export interface RunContext {
   approved: PendingAction[];
   /** Permission rules and hooks: every tool call passes it before it runs. */
   gate: ToolGate;
+  /** Reads a workdir image of a user message (base64) when a request is sent; none: such images are described, not sent. */
+  readImage?: (path: string) => Promise<string>;
   /** The conversation's first run: SessionStart hooks run before it. */
   sessionStart: boolean;
 }
@@ -260,7 +262,7 @@ async function askLlm(context: RunContext, settings: ReturnType<RunContext['sett
   const output = options.output ?? null;
   const response = await context.llm.complete({
     settings: settings.llm,
-    messages: context.history.snapshot(),
+    messages: await withImages(context, context.history.snapshot()),
     tools: output?.toolSchema ? [...context.toolSchemas, output.toolSchema] : context.toolSchemas,
     ...(output?.responseFormat ? { responseFormat: output.responseFormat } : {}),
     ...(options.noTools ? { toolChoice: 'none' as const } : {}),
@@ -366,4 +368,37 @@ async function finalOutputOutcome(context: RunContext, output: OutputRequirement
   // The observation already told the model what was wrong; past the bound the run fails.
   output.fail(check.errors);
   return null;
+}
+
+/** Workdir images of user messages read for the request (once per run); one that cannot be read is described instead. */
+async function withImages(context: RunContext, messages: LlmMessage[]): Promise<LlmMessage[]> {
+  if (!messages.some((message) => message.role === 'user' && Array.isArray(message.content))) return messages;
+  const cache = imageCache(context);
+  return Promise.all(
+    messages.map(async (message): Promise<LlmMessage> => {
+      if (message.role !== 'user' || !Array.isArray(message.content)) return message;
+      const content = await Promise.all(
+        message.content.map(async (part): Promise<LlmUserPart> => {
+          if (part.type !== 'image' || part.data || !part.path) return part;
+          const path = part.path;
+          if (!context.readImage) return { type: 'text', text: `[image ${path}: not available here]` };
+          let read = cache.get(path);
+          if (!read) {
+            read = context.readImage(path).catch((error: unknown) => new Error((error as Error).message));
+            cache.set(path, read);
+          }
+          const data = await read;
+          return typeof data === 'string' ? { ...part, data } : { type: 'text', text: `[image ${path}: no longer readable (${data.message})]` };
+        }),
+      );
+      return { role: 'user', content };
+    }),
+  );
+}
+
+const imageCaches = new WeakMap<RunContext['run'], Map<string, Promise<string | Error>>>();
+function imageCache(context: RunContext): Map<string, Promise<string | Error>> {
+  let cache = imageCaches.get(context.run);
+  if (!cache) imageCaches.set(context.run, (cache = new Map()));
+  return cache;
 }

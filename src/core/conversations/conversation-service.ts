@@ -4,6 +4,8 @@ import { randomUUID } from 'node:crypto';
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
 import { ConversationQuarantinedError, InvalidRequestError, UnprocessableError } from '../errors.js';
 import { outputSchemaProblem } from '../agent/output-schema.js';
+import { prepareMessageParts, type ReadWorkdirImage } from './message-images.js';
+import type { ContentPart } from '../schemas/message-content.js';
 import type { Page } from '../pagination.js';
 import type { Conversation, CreateConversationBody, SandboxNetwork, UpdateConversationConfigBody } from '../schemas/conversation.js';
 import type { ConversationStatus, NewEvent } from '../schemas/event.js';
@@ -52,6 +54,8 @@ export class ConversationService {
       runtime?: ConversationRuntime;
       /** What else holds per-conversation state, told after a deletion (secret maskers, webhook subscriptions). */
       onDeleted?: readonly ((conversationId: string) => void | Promise<void>)[];
+      /** Reads a message's workdir image (the workspace's safe resolution); none: image paths are refused. */
+      readImage?: (conversationId: string, ...args: Parameters<ReadWorkdirImage>) => ReturnType<ReadWorkdirImage>;
       clock?: Clock;
     },
   ) {}
@@ -164,20 +168,26 @@ export class ConversationService {
   }
 
   /** Append a user message; start a run or feed the running one unless `run` is false. */
-  async postMessage(id: string, body: { content: string; run: boolean; output_schema?: Record<string, unknown> | undefined }) {
+  async postMessage(id: string, body: { content: string | ContentPart[]; run: boolean; output_schema?: Record<string, unknown> | undefined }) {
     const record = this.store.record(id);
     if (body.run && this.runtime && !record.llm) throw llmNotConfigured();
     const schemaProblem = body.output_schema ? outputSchemaProblem(body.output_schema) : null;
     if (schemaProblem) throw new InvalidRequestError('invalid_output_schema', `${schemaProblem}.`);
+    const prepared = typeof body.content === 'string' ? { content: body.content, parts: null } : await prepareMessageParts(body.content, (path, options) => this.readImage(id, path, options));
     // A message while the agent waits on an `ask_user` question is the answer (the model reads it as the call's result).
-    const answered = this.runtime?.answerWithMessage?.(id, body.content) ?? null;
+    const answered = this.runtime?.answerWithMessage?.(id, prepared.content) ?? null;
     if (answered) {
-      const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content, answers_tool_call_id: answered.tool_call_id });
+      const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: prepared.content, answers_tool_call_id: answered.tool_call_id });
       return { event: appended.event, run_id: answered.run_id };
     }
-    const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content, ...(body.output_schema && { output_schema: body.output_schema }) });
+    const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: prepared.content, ...(prepared.parts && { parts: prepared.parts }), ...(body.output_schema && { output_schema: body.output_schema }) });
     const runId = this.runtime ? await this.runtime.onUserMessage(id, { run: body.run }) : null;
     return { event: appended.event, run_id: runId };
+  }
+
+  private readImage(id: string, ...args: Parameters<ReadWorkdirImage>): ReturnType<ReadWorkdirImage> {
+    if (!this.deps.readImage) throw new InvalidRequestError('images_unavailable', 'This server does not read workdir images.');
+    return this.deps.readImage(id, ...args);
   }
 
   async append(id: string, event: NewEvent): Promise<AppendedEvent> {

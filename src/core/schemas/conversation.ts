@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { Usage } from './usage.js';
 import { Timestamp } from './common.js';
+import { MessageContent } from './message-content.js';
 import { ConversationStatus } from './event.js';
 import { LlmConfigInput, LlmConfigPublic } from './llm-config.js';
 import { Hooks, Permissions, SettingSources } from './tool-control.js';
@@ -131,7 +132,7 @@ export const SortOrder = z.enum(['asc', 'desc']);
 
 export const PostMessageBody = z
   .object({
-    content: z.string().min(1).max(1_000_000),
+    content: MessageContent,
     run: z.boolean().default(true).describe('Start (or feed) a run; false only records the message.'),
     output_schema: z
       .record(z.string(), z.unknown())

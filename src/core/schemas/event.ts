@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Timestamp } from './common.js';
+import { StoredPart } from './message-content.js';
 import { Usage } from './usage.js';
 
 export const EventSource = z.enum(['user', 'agent', 'environment', 'system']).meta({ id: 'EventSource' });
@@ -50,6 +51,7 @@ export const eventBodies = {
     role: z.enum(['user', 'assistant']),
     content: z.string(),
     run_id: z.uuid().nullable().optional(),
+    parts: z.array(StoredPart).optional().describe('Set when the message has images: its text and image parts in order (workdir images by path, never their bytes); `content` is its text.'),
     output_schema: JsonObject.optional().describe('The JSON Schema the answer to this message must match (the run\'s `output`).'),
     answers_tool_call_id: z
       .string()
