@@ -51,6 +51,7 @@ import type { CallbackService } from './core/webhooks/callback-service.js';
 import { composeWebhooks } from './compose-webhooks.js';
 import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
 import { DiskSpace } from './adapters/disk-space.js';
+import { HostWorkdirs } from './adapters/host-workdirs.js';
 import { describeDamage, type Damage } from './core/errors.js';
 import { ServerStatus } from './core/health/server-status.js';
 
@@ -192,6 +193,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     tools,
     shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv })),
     shellEnv: (record) => secrets.environment(record),
+    idleTimeoutMs: config.idleTimeoutMs,
     hookTransport: (record) => ({
       command: async (hook) => {
         const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: { ...secrets.environment(record), CLAUDE_PROJECT_DIR: record.workdir, AGENTD_CONVERSATION_ID: record.id }, timeoutMs: hook.timeoutMs, sandbox: store.sandboxOf(record), stdin: hook.stdin });
@@ -202,11 +204,13 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     onError: (error, context) => logger.error({ err: error, ...context }, 'agent run failed'),
     onLlmRetry: (retry, context) =>
       logger.warn({ ...context, attempt: retry.attempt, code: retry.code, status: retry.status, retry_in_ms: retry.delayMs }, `LLM attempt ${retry.attempt} failed, retrying: ${retry.message}`),
+    condenserMaxTokens: config.condenserMaxTokens,
     onRunFailed: (failure, context) => logger.error({ ...context, code: failure.code }, `run ended in agent_error: ${failure.message}`),
   });
   const conversations = new ConversationService({
     readImage: (conversationId, imagePath, options) => files.readSmallFile(conversationId, imagePath, options),
     store,
+    workdirs: new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase }),
     log,
     recorder,
     runtime: agent,
@@ -214,7 +218,6 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     defaults: {
       llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
       workdirBase: config.workdirBase,
-      dataDir: config.dataDir,
       toolNames,
       network: config.sandbox.network,
     },

@@ -6,7 +6,11 @@ import type { ConversationRecord } from '../conversations/conversation-record.js
 import type { ConversationRuntime } from '../conversations/conversation-service.js';
 import type { ConversationStore } from '../conversations/conversation-store.js';
 import type { EventRecorder } from '../events/event-recorder.js';
-import type { ConversationStatus, NewEvent } from '../schemas/event.js';
+import type { AgentEvent, ConversationStatus, NewEvent } from '../schemas/event.js';
+import type { CondenseBody } from '../schemas/conversation.js';
+import { CondensationControl } from './condensation-control.js';
+import { MessageIntake, type TakeMessageOptions } from './message-intake.js';
+import { TurnInterrupts } from './turn-interrupts.js';
 import type { ShellFactory } from '../tools/shell-session.js';
 import type { ToolDefinition, UserAnswer, UserQuestion } from '../tools/tool.js';
 import type { AgentSession } from './agent-session.js';
@@ -49,24 +53,67 @@ export interface AgentRuntimeDeps {
   onError?: (error: unknown, context: Record<string, unknown>) => void;
   /** A failed LLM attempt that will be retried (for the server log, at warn). */
   onLlmRetry?: (retry: LlmRetry, context: { conversation_id: string; run_id: string }) => void;
+  /** After this long without a run a conversation's shell, MCP servers and history are released (0 or absent: never). */
+  idleTimeoutMs?: number;
   /** A run that ended in agent_error (for the server log, at error). */
   onRunFailed?: (failure: { code: string; message: string }, context: { conversation_id: string; run_id: string }) => void;
+  /** The condensation threshold for models whose context window agentd does not know (AGENTD_CONDENSER_MAX_TOKENS). */
+  condenserMaxTokens?: number;
 }
+
+/** The LLM's view of each tool definition (see schemasOf). */
+const toolSchemas = new WeakMap<ToolDefinition, LlmToolSchema>();
+
+/** Shutdown closes this many shells per event-loop turn. */
+const SHELLS_CLOSED_PER_TURN = 8;
 
 /** Runs the agent for every conversation: one run at a time each, owned by a lock with an AbortController. */
 export class AgentRuntime implements ConversationRuntime {
   private readonly toolsByName: ReadonlyMap<string, ToolDefinition>;
+  /** Conversations whose session is released when their timer fires (see releaseIdle). */
+  private readonly idleTimers = new Map<string, NodeJS.Timeout>();
+  /** Sessions being released: a new one waits for the old shell's state. */
+  private readonly releasing = new Map<string, Promise<void>>();
+  /** What released sessions left for their successors: the shell's state. */
+  private readonly released = new Map<string, AgentSession['restore']>();
+  private readonly intake: MessageIntake;
+  private readonly condensation: CondensationControl;
 
   constructor(private readonly deps: AgentRuntimeDeps) {
     this.toolsByName = new Map(deps.tools.map((tool) => [tool.name, tool]));
+    this.intake = new MessageIntake({
+      session: (id) => this.session(id),
+      onUserMessage: (id, options) => this.onUserMessage(id, options),
+      cancel: (id) => this.pause(id, 'canceled'),
+      startRun: (id) => this.startRun(id),
+      append: (id, event) => this.append(id, event),
+    });
+    this.condensation = new CondensationControl({
+      llm: deps.llm,
+      append: async (id, event) => (await this.append(id, event)).event,
+      recordUsage: (record, run, usage) => this.recordUsage(record, run, usage),
+      gateFor: (record, runId, signal) => this.gateFor(record, runId, signal),
+      serverMaxTokens: deps.condenserMaxTokens,
+      ...(deps.onError && { onError: deps.onError }),
+    });
   }
 
   private get sessions(): AgentSessions {
     return this.deps.sessions;
   }
 
-  private session(conversationId: string): Promise<AgentSession> {
-    return this.deps.sessions.get(conversationId);
+  /** The conversation's session (after an idle release finished); its idle countdown runs from here. */
+  private async session(conversationId: string): Promise<AgentSession> {
+    const releasing = this.releasing.get(conversationId);
+    if (releasing) await releasing.catch(() => undefined);
+    const session = await this.deps.sessions.get(conversationId);
+    const restore = this.released.get(conversationId);
+    if (restore) {
+      session.restore ??= restore;
+      this.released.delete(conversationId);
+    }
+    if (!this.idleTimers.has(conversationId) && !session.active) this.armIdleTimer(conversationId);
+    return session;
   }
 
   private append(conversationId: string, event: NewEvent) {
@@ -83,6 +130,24 @@ export class AgentRuntime implements ConversationRuntime {
     const record = this.deps.conversations.record(conversationId);
     if (!options.run || record.status === 'waiting_for_confirmation') return null;
     return this.startRun(conversationId);
+  }
+
+  /** A user message arrives (POST /messages): see MessageIntake for what it does to a run in progress. */
+  takeMessage(conversationId: string, options: TakeMessageOptions): Promise<{ event: AgentEvent; runId: string | null }> {
+    return this.intake.take(conversationId, options);
+  }
+
+  /** POST /condense (see CondensationControl.request). */
+  async condenseNow(conversationId: string, body: CondenseBody): Promise<{ run_id: string | null; forgotten_from_seq: number; forgotten_to_seq: number }> {
+    const record = this.deps.conversations.record(conversationId);
+    return this.condensation.request(await this.session(conversationId), record, body);
+  }
+
+  /** An LLM call's usage: added to the run's (when in one) and the conversation's totals, recorded as a `usage` event. */
+  private async recordUsage(record: ConversationRecord, run: Run | null, usage: LlmUsage): Promise<void> {
+    if (run) addUsage(run.usage, usage);
+    const totals = this.deps.conversations.addUsage(record.id, usage);
+    await this.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...totals }, run_id: run?.id ?? null });
   }
 
   /** Start a run (POST /run, a message, approve, reject). A conflict while one is running. */
@@ -103,12 +168,12 @@ export class AgentRuntime implements ConversationRuntime {
     // The lock is taken before anything is awaited: a second start now gets a conflict, and a pause waits for this run.
     const controller = new AbortController();
     let settled!: () => void;
-    const active: NonNullable<AgentSession['active']> = { run, controller, stopAs: null, done: new Promise<void>((resolve) => (settled = resolve)) };
+    const inputFromSeq = session.history.firstUnansweredUserSeq ?? session.history.lastSeq + 1;
+    const active: NonNullable<AgentSession['active']> = { run, controller, interrupts: new TurnInterrupts(), inputFromSeq, stopAs: null, done: new Promise<void>((resolve) => (settled = resolve)) };
     session.active = active;
     try {
       this.deps.conversations.setPendingActions(conversationId, []);
       await this.setStatus(record, 'running', { runId: run.id });
-      await this.recordSystemPrompt(record, session);
     } catch (error) {
       // The run could not start (e.g. the disk is full): the conversation stays as it was.
       session.active = null;
@@ -216,21 +281,40 @@ export class AgentRuntime implements ConversationRuntime {
   async beforeWorkdirChange(conversationId: string): Promise<void> {
     const session = this.sessions.peek(conversationId);
     if (session?.active) throw new ConflictError('run_in_progress', 'The workdir cannot change while a run is in progress; pause it first.', { run_id: session.active.run.id });
+    await this.releasing.get(conversationId);
+    this.released.delete(conversationId);
+    if (session) session.restore = undefined;
     await session?.closeShell();
     await this.deps.mcp?.close(conversationId);
   }
 
   async dispose(conversationId: string): Promise<void> {
+    await this.releasing.get(conversationId);
+    clearTimeout(this.idleTimers.get(conversationId));
+    this.idleTimers.delete(conversationId);
+    this.released.delete(conversationId);
     await this.pause(conversationId, 'deleted');
-    await this.sessions.forget(conversationId)?.closeShell();
+    const session = this.sessions.forget(conversationId);
+    if (session) await this.condensation.stop(session);
+    await session?.closeShell();
     await this.deps.mcp?.close(conversationId);
     this.deps.runs.drop(conversationId);
   }
 
   /** Shutdown: pause every run (recorded as events), then close every shell. */
   async stopAll(): Promise<void> {
+    for (const timer of this.idleTimers.values()) clearTimeout(timer);
+    this.idleTimers.clear();
     await Promise.all(this.sessions.all().filter((s) => s.active).map((s) => this.pause(s.conversationId, 'shutdown')));
-    await Promise.all(this.sessions.all().map((s) => s.closeShell()));
+    await Promise.all(this.sessions.all().map((s) => this.condensation.stop(s)));
+    // A few shells per event-loop turn: each kill may hand the CPU to the dying sandbox, and a
+    // thousand in one turn would stall the loop (and the force-exit timer) for seconds.
+    const closing: Promise<void>[] = [];
+    for (const session of this.sessions.all()) {
+      closing.push(session.closeShell());
+      if (closing.length % SHELLS_CLOSED_PER_TURN === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+    await Promise.all(closing);
     await this.deps.mcp?.closeAll();
   }
 
@@ -276,13 +360,19 @@ export class AgentRuntime implements ConversationRuntime {
     }
     let outcome: RunOutcome | { kind: 'error'; code: string; message: string };
     try {
+      // After the request that started the run was answered: the prompt reads AGENTS.md and git.
+      await this.recordSystemPrompt(record, session);
       if (mcp?.configured(record)) {
         await mcp.prepare(record);
         unsubscribe = mcp!.onToolsChanged(record.id, refreshTools);
       }
       refreshTools();
       const gate = this.gateFor(record, run.id, controller.signal);
+      // A condensation started before this run (POST /condense while idle) ends first.
+      await session.condensing?.done;
       outcome = await executeRun({
+        condenser: this.condensation.forRun({ session, record, run, gate, signal: controller.signal }),
+        interrupts: active.interrupts,
         gate,
         sessionStart: firstRun,
         conversationId: record.id,
@@ -305,11 +395,7 @@ export class AgentRuntime implements ConversationRuntime {
         ...(this.deps.readImage && { readImage: (path: string) => this.deps.readImage!(record.id, path) }),
         append: async (event) => (await this.append(record.id, event)).event,
         delta: (text) => this.deps.recorder.delta({ kind: 'message_delta', conversation_id: record.id, run_id: run.id, content_delta: text }),
-        onUsage: async (usage) => {
-          addUsage(run.usage, usage);
-          const totals = this.deps.conversations.addUsage(record.id, usage);
-          await this.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...totals }, run_id: run.id });
-        },
+        onUsage: (usage) => this.recordUsage(record, run, usage),
         onLlmRetry: (retry) => this.deps.onLlmRetry?.(retry, { conversation_id: record.id, run_id: run.id }),
         onIteration: () => {
           run.iterations += 1;
@@ -342,6 +428,46 @@ export class AgentRuntime implements ConversationRuntime {
       this.deps.conversations.failRunning(record.id);
     } finally {
       session.active = null;
+      this.armIdleTimer(record.id);
+    }
+    // A POST /condense the run did not get to (it ended first) is done now.
+    if (active.stopAs !== 'deleted' && active.stopAs !== 'shutdown') this.condensation.afterRun(session, record);
+  }
+
+  /** (Re)starts the conversation's idle countdown. */
+  private armIdleTimer(conversationId: string): void {
+    const timeoutMs = this.deps.idleTimeoutMs ?? 0;
+    if (timeoutMs <= 0) return;
+    clearTimeout(this.idleTimers.get(conversationId));
+    const timer = setTimeout(() => {
+      this.idleTimers.delete(conversationId);
+      void this.releaseIdle(conversationId).catch((error: unknown) => this.deps.onError?.(error, { conversation_id: conversationId, stage: 'idle_release' }));
+    }, timeoutMs);
+    timer.unref();
+    this.idleTimers.set(conversationId, timer);
+  }
+
+  /**
+   * An idle conversation gives back what it holds: its shell (every sandbox process, its state
+   * kept for the next one), its MCP servers and its folded history (read again from the log on
+   * next use). Not while a run or a shell command is in progress: the countdown starts again.
+   */
+  private async releaseIdle(conversationId: string): Promise<void> {
+    const session = this.sessions.peek(conversationId);
+    if (!session || session.active || this.sessions.isLoading(conversationId) || this.releasing.has(conversationId)) return;
+    const release = (async () => {
+      const { released, restore } = await session.suspendShell(Math.round((this.deps.idleTimeoutMs ?? 0) / 1000));
+      if (!released || session.active) return this.armIdleTimer(conversationId);
+      await this.deps.mcp?.close(conversationId);
+      if (this.sessions.peek(conversationId) !== session || session.active) return;
+      this.sessions.forget(conversationId);
+      if (restore) this.released.set(conversationId, restore);
+    })();
+    this.releasing.set(conversationId, release);
+    try {
+      await release;
+    } finally {
+      this.releasing.delete(conversationId);
     }
   }
 
@@ -368,7 +494,7 @@ export class AgentRuntime implements ConversationRuntime {
   }
 
   /** Permission rules (the client's, tightened by the project's) and hooks for one run. */
-  private gateFor(record: ConversationRecord, runId: string, signal: AbortSignal): ToolGate {
+  private gateFor(record: ConversationRecord, runId: string | null, signal: AbortSignal): ToolGate {
     // The project's settings are read when the first tool call needs them, not before the first LLM turn.
     let project: Promise<Awaited<ReturnType<typeof readProjectPermissions>> | null> | null = null;
     let cached: { key: unknown[]; policy: PermissionPolicy } | null = null;
@@ -411,10 +537,16 @@ export class AgentRuntime implements ConversationRuntime {
     return record.tools.map((name) => this.toolsByName.get(name)).filter((tool): tool is ToolDefinition => tool !== undefined);
   }
 
+  /** Each tool's schema is derived once: a tool definition never changes. */
   private schemasOf(tools: readonly ToolDefinition[]): LlmToolSchema[] {
     return tools.map((tool) => {
-      const { $schema: _ignored, ...parameters } = tool.jsonSchema ?? (z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<string, unknown>);
-      return { name: tool.name, description: tool.description, parameters };
+      let schema = toolSchemas.get(tool);
+      if (!schema) {
+        const { $schema: _ignored, ...parameters } = tool.jsonSchema ?? (z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<string, unknown>);
+        schema = { name: tool.name, description: tool.description, parameters };
+        toolSchemas.set(tool, schema);
+      }
+      return schema;
     });
   }
 

@@ -1,10 +1,11 @@
 import type { EventLog } from '../events/event-log.js';
 import type { AgentEvent } from '../schemas/event.js';
-import type { ShellFactory, ShellSession } from '../tools/shell-session.js';
+import type { ShellCreateOptions, ShellFactory, ShellSession } from '../tools/shell-session.js';
 import type { UserAnswer } from '../tools/tool.js';
 import { TASK_LIST_STATE_KEY, TASK_TRACKER_TOOL_NAME, restoreTaskList } from '../tools/task-tracker.js';
 import { ConversationHistory } from './conversation-history.js';
 import type { Run } from './run-record.js';
+import type { TurnInterrupts } from './turn-interrupts.js';
 
 export interface OpenQuestion {
   toolCallId: string;
@@ -15,6 +16,10 @@ export interface OpenQuestion {
 export interface ActiveRun {
   run: Run;
   controller: AbortController;
+  /** Messages sent with multitask_strategy `interrupt` stop the step in progress. */
+  interrupts: TurnInterrupts;
+  /** Where the run's input starts in the log: what a rollback takes out of the LLM history. */
+  inputFromSeq: number;
   /** How an abort is recorded: pause, cancel of the run, or the conversation going away. */
   stopAs: 'paused' | 'canceled' | 'deleted' | 'shutdown' | null;
   done: Promise<void>;
@@ -30,8 +35,14 @@ export class AgentSession {
   active: ActiveRun | null = null;
   /** The `ask_user` question the active run waits on (at most one). */
   question: OpenQuestion | null = null;
+  /** A POST /condense waiting for the running run's next LLM request. */
+  condenseRequest: { instructions?: string | undefined } | null = null;
+  /** A condensation started while no run was going: a run that starts meanwhile waits for it. */
+  condensing: { done: Promise<void>; controller: AbortController } | null = null;
   private shellSession: ShellSession | null = null;
   private starting: Promise<ShellSession> | null = null;
+  /** The state of the shell an earlier session stopped while idle: the next shell restores it. */
+  restore: ShellCreateOptions['restore'];
   /** Events appended while the log is being folded in: applied after it (the fold skips what it saw). */
   private held: AgentEvent[] | null = [];
 
@@ -70,9 +81,10 @@ export class AgentSession {
     if (this.shellSession) return Promise.resolve(this.shellSession);
     if (!this.starting) {
       this.starting = factory
-        .create({ conversationId: this.conversationId, workdir: options.workdir, env: options.env(), ...(options.sandbox && { sandbox: options.sandbox }) })
+        .create({ conversationId: this.conversationId, workdir: options.workdir, env: options.env(), ...(options.sandbox && { sandbox: options.sandbox }), ...(this.restore && { restore: this.restore }) })
         .then((shell) => {
           this.shellSession = shell;
+          this.restore = undefined;
           return shell;
         })
         .finally(() => {
@@ -84,6 +96,22 @@ export class AgentSession {
 
   get liveShell(): ShellSession | null {
     return this.shellSession;
+  }
+
+  /**
+   * Idle: the shell records its state and stops (suspend). False, with the shell left running,
+   * while it runs a command. The state is returned for the next session's shell.
+   */
+  async suspendShell(idleSeconds: number): Promise<{ released: boolean; restore: ShellCreateOptions['restore'] }> {
+    const shell = this.shellSession;
+    if (shell?.suspend) {
+      const state = await shell.suspend();
+      if (state === null) return { released: false, restore: this.restore };
+      if (this.shellSession === shell) this.shellSession = null;
+      this.restore = { state, idleSeconds };
+    }
+    await this.closeShell();
+    return { released: true, restore: this.restore };
   }
 
   /** Closes the shell, one still starting included (it would otherwise outlive a workdir change). */

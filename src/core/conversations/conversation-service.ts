@@ -1,4 +1,3 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
@@ -8,18 +7,17 @@ import { prepareMessageParts, type ReadWorkdirImage } from './message-images.js'
 import type { ContentPart } from '../schemas/message-content.js';
 import type { Page } from '../pagination.js';
 import type { Conversation, CreateConversationBody, SandboxNetwork, UpdateConversationConfigBody } from '../schemas/conversation.js';
-import type { ConversationStatus, NewEvent } from '../schemas/event.js';
+import type { AgentEvent, ConversationStatus, MultitaskStrategy, NewEvent } from '../schemas/event.js';
 import { mergeLlmConfig, normalizeLlmConfig, type LlmConfig } from '../schemas/llm-config.js';
 import type { AppendedEvent, EventLog } from '../events/event-log.js';
 import type { EventRecorder } from '../events/event-recorder.js';
 import type { ConversationRecord } from './conversation-record.js';
 import type { ConfigChange, ConversationStore, ListConversationsQuery } from './conversation-store.js';
+import type { Workdirs } from './workdirs.js';
 
 export interface ConversationDefaults {
   llm: LlmConfig | null;
   workdirBase: string;
-  /** Workdirs may not lie inside this directory (the server's data: keys, other conversations). */
-  dataDir: string;
   /** Names of the built-in tools; a conversation's `tools` must be among them. */
   toolNames: readonly string[];
   /** `sandbox.network` of a conversation created without one, and whether `host` may be asked for. */
@@ -30,6 +28,8 @@ export interface ConversationDefaults {
 export interface ConversationRuntime {
   /** A user message was appended; start a run or feed the running one. Returns the run id it went to. */
   onUserMessage(conversationId: string, options: { run: boolean }): Promise<string | null>;
+  /** A user message arrives: appended (with `append`) and routed by its multitask strategy; may refuse it (409). */
+  takeMessage(conversationId: string, options: { run: boolean; strategy: MultitaskStrategy; append(strategy: MultitaskStrategy | null): Promise<AgentEvent> }): Promise<{ event: AgentEvent; runId: string | null }>;
   /** A message while an `ask_user` question is open answers it: the question's call and run, or null when none is open. */
   answerWithMessage?(conversationId: string, content: string): { tool_call_id: string; run_id: string } | null;
   /** The conversation is about to be deleted: stop its run and processes. */
@@ -47,6 +47,8 @@ export class ConversationService {
   constructor(
     private readonly deps: {
       store: ConversationStore;
+      /** Workdirs made ready and removed (the file system, through an adapter). */
+      workdirs: Workdirs;
       log: EventLog;
       recorder: EventRecorder;
       defaults: ConversationDefaults;
@@ -91,7 +93,7 @@ export class ConversationService {
     const startsRun = body.initial_message !== undefined && (body.run ?? true);
     if (startsRun && this.runtime && !llm) throw llmNotConfigured();
     const id = randomUUID();
-    const { workdir, created } = this.prepareWorkdir(body.workdir ?? path.join(this.deps.defaults.workdirBase, id), body.workdir === undefined);
+    const { workdir, created } = this.deps.workdirs.prepare(body.workdir ?? path.join(this.deps.defaults.workdirBase, id), { isDefault: body.workdir === undefined });
     const now = isoTimestamp(this.clock.now());
     const record: ConversationRecord = {
       id,
@@ -114,6 +116,8 @@ export class ConversationService {
       ...(body.permissions && { permissions: body.permissions }),
       ...(body.hooks && { hooks: body.hooks }),
       ...(body.setting_sources && { setting_sources: body.setting_sources }),
+      ...(body.condenser !== undefined && { condenser: body.condenser }),
+      ...(body.multitask_strategy && { multitask_strategy: body.multitask_strategy }),
       secrets: { ...body.secrets },
     };
     this.store.add(record);
@@ -139,7 +143,7 @@ export class ConversationService {
       throw new UnprocessableError('llm_model_required', 'This conversation has no LLM yet: the update must name a model.');
     }
     // What can be refused is settled before anything changes: a refused update changes nothing.
-    const moved = body.workdir !== undefined && body.workdir !== record.workdir ? this.prepareWorkdir(body.workdir, false) : null;
+    const moved = body.workdir !== undefined && body.workdir !== record.workdir ? this.deps.workdirs.prepare(body.workdir, { isDefault: false }) : null;
     const change: ConfigChange = {
       max_iterations_per_run: body.max_iterations_per_run,
       title: body.title,
@@ -147,6 +151,8 @@ export class ConversationService {
       permissions: body.permissions,
       hooks: body.hooks,
       setting_sources: body.setting_sources,
+      condenser: body.condenser,
+      multitask_strategy: body.multitask_strategy,
       ...(body.llm && { llm: mergeLlmConfig(record.llm, { model: record.llm?.model ?? body.llm.model!, ...body.llm }) }),
       ...(moved && { workdir: moved.workdir, workdir_created: moved.created }),
     };
@@ -163,12 +169,12 @@ export class ConversationService {
     this.store.remove(id, { persisted: true });
     await this.deps.log.drop(id);
     this.deps.recorder.closeConversation(id);
-    if (options.deleteWorkdir && record.workdir_created) fs.rmSync(record.workdir, { recursive: true, force: true });
+    if (options.deleteWorkdir && record.workdir_created) await this.deps.workdirs.remove(record.workdir);
     for (const listener of this.deps.onDeleted ?? []) await listener(id);
   }
 
   /** Append a user message; start a run or feed the running one unless `run` is false. */
-  async postMessage(id: string, body: { content: string | ContentPart[]; run: boolean; output_schema?: Record<string, unknown> | undefined }) {
+  async postMessage(id: string, body: { content: string | ContentPart[]; run: boolean; multitask_strategy?: MultitaskStrategy | undefined; output_schema?: Record<string, unknown> | undefined }) {
     const record = this.store.record(id);
     if (body.run && this.runtime && !record.llm) throw llmNotConfigured();
     const schemaProblem = body.output_schema ? outputSchemaProblem(body.output_schema) : null;
@@ -180,9 +186,11 @@ export class ConversationService {
       const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: prepared.content, answers_tool_call_id: answered.tool_call_id });
       return { event: appended.event, run_id: answered.run_id };
     }
-    const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: prepared.content, ...(prepared.parts && { parts: prepared.parts }), ...(body.output_schema && { output_schema: body.output_schema }) });
-    const runId = this.runtime ? await this.runtime.onUserMessage(id, { run: body.run }) : null;
-    return { event: appended.event, run_id: runId };
+    const append = async (strategy: MultitaskStrategy | null) =>
+      (await this.append(id, { kind: 'message', source: 'user', role: 'user', content: prepared.content, ...(prepared.parts && { parts: prepared.parts }), ...(body.output_schema && { output_schema: body.output_schema }), ...(strategy && { multitask_strategy: strategy }) })).event;
+    if (!this.runtime) return { event: await append(null), run_id: null };
+    const taken = await this.runtime.takeMessage(id, { run: body.run, strategy: body.multitask_strategy ?? record.multitask_strategy ?? 'enqueue', append });
+    return { event: taken.event, run_id: taken.runId };
   }
 
   private readImage(id: string, ...args: Parameters<ReadWorkdirImage>): ReturnType<ReadWorkdirImage> {
@@ -211,27 +219,6 @@ export class ConversationService {
     }
     return [...new Set(tools)];
   }
-
-  private prepareWorkdir(requested: string, isDefault: boolean): { workdir: string; created: boolean } {
-    if (!path.isAbsolute(requested) || requested.includes('\0')) {
-      throw new UnprocessableError('invalid_workdir', 'workdir must be an absolute path.', { workdir: requested });
-    }
-    const existed = fs.existsSync(requested);
-    if (existed && !fs.statSync(requested).isDirectory()) {
-      throw new UnprocessableError('invalid_workdir', 'workdir exists and is not a directory.', { workdir: requested });
-    }
-    const dataDir = fs.realpathSync(this.deps.defaults.dataDir);
-    if (!isDefault) {
-      const nearest = realpathOfNearest(requested);
-      const workdirBase = realpathOfNearest(this.deps.defaults.workdirBase);
-      const underBase = isInside(nearest, workdirBase) && nearest !== workdirBase;
-      if ((isInside(nearest, dataDir) && !underBase) || isInside(dataDir, nearest)) {
-        throw new UnprocessableError('invalid_workdir', 'workdir may not contain or lie inside the server\'s data directory.', { workdir: requested });
-      }
-    }
-    fs.mkdirSync(requested, { recursive: true });
-    return { workdir: fs.realpathSync(requested), created: !existed };
-  }
 }
 
 function hostNetworkRefused(): UnprocessableError {
@@ -244,22 +231,4 @@ function hostNetworkRefused(): UnprocessableError {
 
 function llmNotConfigured(): UnprocessableError {
   return new UnprocessableError('llm_not_configured', 'This conversation has no LLM: set `llm` (or PUT /config), or send the message with `run: false`.');
-}
-
-function isInside(child: string, parent: string): boolean {
-  const relative = path.relative(parent, child);
-  return relative === '' || (!relative.startsWith('..') && !path.isAbsolute(relative));
-}
-
-/** realpath of the path, or of its nearest existing ancestor joined with the rest. */
-function realpathOfNearest(target: string): string {
-  let current = target;
-  const rest: string[] = [];
-  while (!fs.existsSync(current)) {
-    rest.unshift(path.basename(current));
-    const parent = path.dirname(current);
-    if (parent === current) break;
-    current = parent;
-  }
-  return path.join(fs.realpathSync(current), ...rest);
 }
