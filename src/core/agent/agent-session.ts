@@ -1,10 +1,17 @@
 import type { EventLog } from '../events/event-log.js';
 import type { AgentEvent } from '../schemas/event.js';
 import type { ShellCreateOptions, ShellFactory, ShellSession } from '../tools/shell-session.js';
+import type { UserAnswer } from '../tools/tool.js';
 import { TASK_LIST_STATE_KEY, TASK_TRACKER_TOOL_NAME, restoreTaskList } from '../tools/task-tracker.js';
 import { ConversationHistory } from './conversation-history.js';
 import type { Run } from './run-record.js';
 import type { TurnInterrupts } from './turn-interrupts.js';
+
+export interface OpenQuestion {
+  toolCallId: string;
+  runId: string;
+  answer(answer: UserAnswer): void;
+}
 
 export interface ActiveRun {
   run: Run;
@@ -26,6 +33,8 @@ export class AgentSession {
   readonly history = new ConversationHistory();
   readonly toolState = new Map<string, unknown>();
   active: ActiveRun | null = null;
+  /** The `ask_user` question the active run waits on (at most one). */
+  question: OpenQuestion | null = null;
   /** A POST /condense waiting for the running run's next LLM request. */
   condenseRequest: { instructions?: string | undefined } | null = null;
   /** A condensation started while no run was going: a run that starts meanwhile waits for it. */

@@ -17,6 +17,7 @@ export const Run = z
     /** Why the run ended (e.g. `finished`, `max_iterations`, `stuck`, `paused`, `waiting_for_confirmation`). */
     outcome: z.string().nullable(),
     error: z.object({ code: z.string(), message: z.string() }).nullable().optional(),
+    output: z.unknown().optional().describe('The final answer validated against the message\'s `output_schema` (absent when none was asked for).'),
   })
   .meta({ id: 'Run' });
 export type Run = z.infer<typeof Run>;

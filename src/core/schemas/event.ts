@@ -1,12 +1,14 @@
 import { z } from 'zod';
 import { Timestamp } from './common.js';
+import { StoredPart } from './message-content.js';
 import { Usage } from './usage.js';
 
 export const EventSource = z.enum(['user', 'agent', 'environment', 'system']).meta({ id: 'EventSource' });
 export type EventSource = z.infer<typeof EventSource>;
 
 export const ConversationStatus = z
-  .enum(['idle', 'running', 'paused', 'waiting_for_confirmation', 'finished', 'error', 'stuck'])
+  .enum(['idle', 'running', 'paused', 'waiting_for_confirmation', 'waiting_for_input', 'finished', 'error', 'stuck'])
+  .describe('`waiting_for_input`: the run is waiting for the answer to an `ask_user` question (POST /answer, or the next message).')
   .meta({ id: 'ConversationStatus' });
 export type ConversationStatus = z.infer<typeof ConversationStatus>;
 
@@ -21,6 +23,7 @@ export const EVENT_KINDS = [
   'usage',
   'condensation',
   'hook',
+  'question',
   'interrupt',
   'rollback',
 ] as const;
@@ -59,6 +62,12 @@ export const eventBodies = {
     role: z.enum(['user', 'assistant']),
     content: z.string(),
     run_id: z.uuid().nullable().optional(),
+    parts: z.array(StoredPart).optional().describe('Set when the message has images: its text and image parts in order (workdir images by path, never their bytes); `content` is its text.'),
+    output_schema: JsonObject.optional().describe('The JSON Schema the answer to this message must match (the run\'s `output`).'),
+    answers_tool_call_id: z
+      .string()
+      .optional()
+      .describe('Set on a user message that answered an open `ask_user` question: the model reads it as that call\'s result, not as a message.'),
     multitask_strategy: MultitaskStrategy.optional().describe('Set on a user message that arrived while a run was in progress: what it did to that run.'),
   }),
   action: z.object({
@@ -139,6 +148,14 @@ export const eventBodies = {
     tool_name: z.string().nullable().optional(),
     run_id: z.uuid().nullable().optional(),
   }),
+  question: z.object({
+    kind: z.literal('question'),
+    source: z.literal('agent'),
+    tool_call_id: z.string().describe('The `ask_user` call: answer it with POST /conversations/{id}/answer (or the next message).'),
+    question: z.string(),
+    options: z.array(z.string()).optional().describe('Suggested answers; any text is accepted.'),
+    run_id: z.uuid().nullable().optional(),
+  }),
   interrupt: z.object({
     kind: z.literal('interrupt'),
     source: z.literal('user'),
@@ -170,6 +187,7 @@ export const AgentErrorEvent = withEnvelope('agent_error', 'AgentErrorEvent');
 export const UsageEvent = withEnvelope('usage', 'UsageEvent');
 export const CondensationEvent = withEnvelope('condensation', 'CondensationEvent');
 export const HookEvent = withEnvelope('hook', 'HookEvent');
+export const QuestionEvent = withEnvelope('question', 'QuestionEvent');
 export const InterruptEvent = withEnvelope('interrupt', 'InterruptEvent');
 export const RollbackEvent = withEnvelope('rollback', 'RollbackEvent');
 
@@ -185,6 +203,7 @@ export const AgentEvent = z
     UsageEvent,
     CondensationEvent,
     HookEvent,
+    QuestionEvent,
     InterruptEvent,
     RollbackEvent,
   ])
