@@ -46,7 +46,7 @@ export class ConversationHistory {
   lastPromptTokens = 0;
   /** The first user message no agent event followed yet (what a run started now takes as its input). */
   firstUnansweredUserSeq: number | null = null;
-  /** While an LLM turn is in flight, user messages wait until its answer is recorded. */
+  /** While a turn is in flight (its LLM request, then its calls), user messages wait until it is recorded. */
   private holding = false;
   /** The seq of the last user message folded in (the loop uses it to notice new ones). */
   lastUserSeq = 0;
