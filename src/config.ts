@@ -19,6 +19,10 @@ export interface Config {
   llmClient: { rateLimitWaitMs: number; idleTimeoutMs: number };
   /** AGENTD_CONDENSER_MAX_TOKENS: the condensation threshold for models of unknown context window. */
   condenserMaxTokens: number;
+  /** After this long without a run a conversation's shell and cached history are released; 0: never. */
+  idleTimeoutMs: number;
+  /** A shutdown taking longer than this exits anyway (code 1). */
+  shutdownTimeoutMs: number;
   host: string;
   port: number;
   dataDir: string;
@@ -209,6 +213,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       : null,
     condenserMaxTokens: e.AGENTD_CONDENSER_MAX_TOKENS,
     llmClient: Object.freeze({ rateLimitWaitMs: Math.round(e.AGENTD_LLM_RATE_LIMIT_WAIT_S * 1000), idleTimeoutMs: Math.round(e.AGENTD_LLM_IDLE_TIMEOUT_S * 1000) }),
+    idleTimeoutMs: Math.round(e.AGENTD_IDLE_TIMEOUT_S * 1000),
+    shutdownTimeoutMs: Math.round(e.AGENTD_SHUTDOWN_TIMEOUT_S * 1000),
     secretKey: e.AGENTD_SECRET_KEY ?? null,
     mcpServers: e.AGENTD_MCP_CONFIG ? readMcpConfig(e.AGENTD_MCP_CONFIG) : {},
     fsync: e.AGENTD_FSYNC,
