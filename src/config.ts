@@ -17,12 +17,12 @@ import type { LlmConfigInput } from './core/schemas/llm-config.js';
 export interface Config {
   /** How the LLM client waits: 429s retried for this long in total; a silent stream retried after this. */
   llmClient: { rateLimitWaitMs: number; idleTimeoutMs: number };
-  /** AGENTD_CONDENSER_MAX_TOKENS: the condensation threshold for models of unknown context window. */
-  condenserMaxTokens: number;
   /** After this long without a run a conversation's shell and cached history are released; 0: never. */
   idleTimeoutMs: number;
   /** A shutdown taking longer than this exits anyway (code 1). */
   shutdownTimeoutMs: number;
+  /** AGENTD_CONDENSER_MAX_TOKENS: the condensation threshold for models of unknown context window. */
+  condenserMaxTokens: number;
   host: string;
   port: number;
   dataDir: string;

@@ -67,14 +67,14 @@ const SHELLS_CLOSED_PER_TURN = 8;
 /** Runs the agent for every conversation: one run at a time each, owned by a lock with an AbortController. */
 export class AgentRuntime implements ConversationRuntime {
   private readonly toolsByName: ReadonlyMap<string, ToolDefinition>;
-  private readonly intake: MessageIntake;
-  private readonly condensation: CondensationControl;
   /** Conversations whose session is released when their timer fires (see releaseIdle). */
   private readonly idleTimers = new Map<string, NodeJS.Timeout>();
   /** Sessions being released: a new one waits for the old shell's state. */
   private readonly releasing = new Map<string, Promise<void>>();
   /** What released sessions left for their successors: the shell's state. */
   private readonly released = new Map<string, AgentSession['restore']>();
+  private readonly intake: MessageIntake;
+  private readonly condensation: CondensationControl;
 
   constructor(private readonly deps: AgentRuntimeDeps) {
     this.toolsByName = new Map(deps.tools.map((tool) => [tool.name, tool]));
