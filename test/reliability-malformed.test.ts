@@ -32,9 +32,11 @@ const BASE_BODIES: Record<string, Record<string, unknown>> = {
   'conversations.create': {
     title: 't', metadata: { a: 1 }, tools: ['bash'], max_iterations_per_run: 5, confirmation_mode: false, secrets: { NAME_A: 'value-a' },
     llm: { model: 'm', base_url: 'http://127.0.0.1:9/v1', api_key: 'k', temperature: 0.5, reasoning_effort: 'low' }, initial_message: 'hi', run: false,
+    condenser: { max_tokens: 5000, keep_first: 1, keep_last: 4 }, multitask_strategy: 'enqueue',
   },
-  'conversations.updateConfig': { title: 't', max_iterations_per_run: 3, llm: { model: 'm', temperature: 0.2 } },
-  'messages.send': { content: 'hello', run: false },
+  'conversations.updateConfig': { title: 't', max_iterations_per_run: 3, llm: { model: 'm', temperature: 0.2 }, condenser: { keep_last: 3 }, multitask_strategy: 'reject' },
+  'conversations.condense': { instructions: 'keep the plan' },
+  'messages.send': { content: 'hello', run: false, multitask_strategy: 'interrupt' },
   'runs.setConfirmation': { enabled: false },
   'runs.reject': { reason: 'no' },
   'runs.answer': { tool_call_id: 'call_1', content: 'yes' },

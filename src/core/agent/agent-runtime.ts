@@ -455,6 +455,8 @@ export class AgentRuntime implements ConversationRuntime {
   private async releaseIdle(conversationId: string): Promise<void> {
     const session = this.sessions.peek(conversationId);
     if (!session || session.active || this.sessions.isLoading(conversationId) || this.releasing.has(conversationId)) return;
+    // A condensation under way holds the session; the countdown starts again.
+    if (session.condensing || session.condenseRequest) return this.armIdleTimer(conversationId);
     const release = (async () => {
       const { released, restore } = await session.suspendShell(Math.round((this.deps.idleTimeoutMs ?? 0) / 1000));
       if (!released || session.active) return this.armIdleTimer(conversationId);

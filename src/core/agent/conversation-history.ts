@@ -47,7 +47,7 @@ export class ConversationHistory {
   lastPromptTokens = 0;
   /** The first user message no agent event followed yet (what a run started now takes as its input). */
   firstUnansweredUserSeq: number | null = null;
-  /** While an LLM turn is in flight, user messages wait until its answer is recorded. */
+  /** While a turn is in flight (its LLM request, then its calls), user messages wait until it is recorded. */
   private holding = false;
   /** The `output_schema` of the last user message (null when it had none): what the run's answer must match. */
   outputSchema: Record<string, unknown> | null = null;
