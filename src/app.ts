@@ -58,6 +58,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
 
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    // Nothing is acknowledged before it is durable: on PostgreSQL, the writes this request made are committed first.
+    await services.storage.durable();
   });
   app.addHook('preHandler', async (request, reply) => {
     // Every log line of a request about a conversation carries its id.

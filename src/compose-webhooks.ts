@@ -1,12 +1,10 @@
 import type { Damage } from './core/errors.js';
-import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import { FileWebhookStore } from './adapters/file-webhook-store.js';
 import { UndiciWebhookClient } from './adapters/undici-webhook-client.js';
 import type { ConversationService } from './core/conversations/conversation-service.js';
 import type { EventLog } from './core/events/event-log.js';
-import type { SecretBox } from './core/secrets/secret-box.js';
+import type { WebhookStore } from './core/webhooks/subscription-state.js';
 import { CallbackService } from './core/webhooks/callback-service.js';
 import { systemScheduler, type Scheduler } from './core/webhooks/scheduler.js';
 import { ServerCallbacks } from './core/webhooks/server-callbacks.js';
@@ -32,15 +30,15 @@ export async function composeWebhooks(options: {
   logger: Logger;
   log: EventLog;
   conversations: ConversationService;
-  box: SecretBox;
+  /** Where subscriptions and delivery logs persist (the data dir's files, or PostgreSQL). */
+  store: WebhookStore & { damaged(): { id: string; damage: Damage; path: string }[] };
   version: string;
   scheduler?: Scheduler;
-  storageError?: (error: unknown) => unknown;
 }): Promise<Webhooks> {
   const { config, logger, log, conversations } = options;
   const settings = config.webhooks;
   const scheduler = options.scheduler ?? systemScheduler;
-  const store = new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box: options.box, fsync: config.fsync, ...(options.storageError && { storageError: options.storageError }) });
+  const { store } = options;
   const targets = new WebhookTargets({ allowPrivate: settings.allowPrivate, allowCidrs: settings.allowCidrs });
   const client = new UndiciWebhookClient({ timeoutMs: settings.timeoutMs, targets });
   const bindings = (state: { id: string; conversation_id: string }) => ({ conversation_id: state.conversation_id, callback_id: state.id });

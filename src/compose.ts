@@ -2,9 +2,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import { FileConversationRepository } from './adapters/file-conversation-repository.js';
-import { FileEventLog } from './adapters/file-event-log/file-event-log.js';
-import { FileSummaryStore } from './adapters/file-summary-store.js';
 import { loadOrCreateKeyFile } from './adapters/key-file.js';
 import { ConversationService } from './core/conversations/conversation-service.js';
 import { DeltaChannel } from './core/events/delta-channel.js';
@@ -14,7 +11,7 @@ import { EventStreams } from './core/events/event-streams.js';
 import { SecretBox } from './core/secrets/secret-box.js';
 import { normalizeLlmConfig } from './core/schemas/llm-config.js';
 import { VERSION } from './version.js';
-import { FileRunStore } from './adapters/file-run-store.js';
+import { composeStorage, type Storage } from './compose-storage.js';
 import { OpenAiLlmClient } from './adapters/openai-llm.js';
 import { selectTextSearcher } from './adapters/ripgrep-searcher.js';
 import { BashShellFactory } from './adapters/bash-shell.js';
@@ -74,6 +71,8 @@ export interface Services {
   files: WorkspaceFiles;
   /** Whether the data dir takes writes (out of space, read-only). */
   disk: DiskSpace;
+  /** Files or PostgreSQL: `durable()` is the barrier every HTTP response waits for. */
+  storage: Storage;
   /** Stored data found damaged at start-up and quarantined (kept as found, never written). */
   quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[] };
   close(): Promise<void>;
@@ -102,24 +101,23 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const secretKeyText = config.secretKey ?? loadOrCreateKeyFile(path.join(config.dataDir, 'secret.key')).key;
   const box = new SecretBox(SecretBox.keyFromText(secretKeyText));
 
-  const conversationsDir = path.join(config.dataDir, 'conversations');
   const disk = new DiskSpace(config.dataDir);
   const storageError = (error: unknown) => disk.storageError(error);
-  const log = new FileEventLog({
-    conversationsDir,
-    firehoseFile: path.join(config.dataDir, 'firehose.idx'),
-    fsync: config.fsync,
+  const storage = await composeStorage({
+    config,
+    logger,
+    box,
     storageError,
     onDamaged: (conversationId, error) => {
       if (!conversations.quarantineFound(conversationId, error)) return;
       logger.error({ conversation_id: conversationId, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
     },
   });
-  const runs = new FileRunStore(conversationsDir, { storageError });
+  const { log, runs } = storage;
   const deltas = new DeltaChannel();
   const recorder = new EventRecorder(log, deltas);
   const conversations = new ConversationService({
-    repository: new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError }),
+    repository: storage.repository,
     log,
     recorder,
     integrityChecks: [(id) => void runs.list(id)],
@@ -138,11 +136,11 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const streams = new EventStreams({ log, deltas, maxBuffered: config.sseMaxBuffered, maxBufferedBytes: config.sseMaxBufferedBytes });
   const metrics = new Metrics({ conversationsByStatus: () => conversations.countsByStatus(), sseSubscribers: () => streams.size });
   recorder.onAppend(({ event }) => metrics.observeEvent(event));
-  const summaries = new FileSummaryStore(path.join(config.dataDir, 'summaries.json'));
+  const summaries = storage.summaries;
   for (const { id, error } of await conversations.load(await summaries.take())) {
     logger.error({ conversation_id: id, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
   }
-  const webhooks = await composeWebhooks({ config, logger, log, conversations, box, version: VERSION, storageError });
+  const webhooks = await composeWebhooks({ config, logger, log, conversations, store: storage.webhooks, version: VERSION });
 
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
@@ -208,13 +206,14 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     callbacks: webhooks.callbacks,
     files: new WorkspaceFiles({ workdirOf: (id) => conversations.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) }),
     disk,
+    storage,
     quarantined: () => ({ conversations: conversations.quarantined(), callbacks: webhooks.damaged() }),
     async close() {
       await agent.stopAll();
       await webhooks.close();
       await hookClient.close();
       streams.closeAll('server_shutting_down');
-      await log.close();
+      await storage.close();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any more.
       await summaries.save(conversations.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
     },
