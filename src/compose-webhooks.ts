@@ -2,7 +2,7 @@ import type { Damage } from './core/errors.js';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { UndiciWebhookClient } from './adapters/undici-webhook-client.js';
-import type { ConversationService } from './core/conversations/conversation-service.js';
+import type { ConversationStore } from './core/conversations/conversation-store.js';
 import type { EventLog } from './core/events/event-log.js';
 import type { WebhookStore } from './core/webhooks/subscription-state.js';
 import { CallbackService } from './core/webhooks/callback-service.js';
@@ -29,7 +29,7 @@ export async function composeWebhooks(options: {
   config: Config;
   logger: Logger;
   log: EventLog;
-  conversations: ConversationService;
+  conversations: ConversationStore;
   /** Where subscriptions and delivery logs persist (the data dir's files, or PostgreSQL). */
   store: WebhookStore & { damaged(): { id: string; damage: Damage; path: string }[] };
   version: string;
@@ -64,7 +64,6 @@ export async function composeWebhooks(options: {
   }
   callbacks.start(loaded, (state) => serverCallbacks.keeps(state));
   await serverCallbacks.reconcile(loaded);
-  conversations.onDeleted((conversationId) => callbacks.removeConversation(conversationId));
   // Every event from now on, of every conversation: the wake-up of its delivery workers.
   const wakeUps = log.subscribe({ conversationId: null, after: await log.globalHead() });
   const reading = (async () => {

@@ -70,6 +70,6 @@ export class WritePipeline {
 
 export class DatabaseUnavailableError extends AppError {
   constructor() {
-    super({ code: 'database_unavailable', status: 503, message: 'The database did not confirm the write in time; it keeps being retried. Retry the request later.' });
+    super({ code: 'database_unavailable', kind: 'unavailable', message: 'The database did not confirm the write in time; it keeps being retried. Retry the request later.' });
   }
 }
