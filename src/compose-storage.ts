@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import postgres, { type Sql } from 'postgres';
 import type { Logger } from 'pino';
@@ -13,7 +14,8 @@ import type { EventFeed } from './adapters/cluster/event-feed.js';
 import { migrate } from './adapters/postgres/migrations.js';
 import { PgConversationRepository } from './adapters/postgres/pg-conversation-repository.js';
 import { PgEventLog } from './adapters/postgres/pg-event-log.js';
-import type { Fence } from './adapters/postgres/pg-event-store.js';
+import { LeaseLostError, type Fence } from './adapters/postgres/pg-event-store.js';
+import { PgLeases } from './adapters/postgres/pg-leases.js';
 import { PgRunStore } from './adapters/postgres/pg-run-store.js';
 import { PgSummaryStore } from './adapters/postgres/pg-summary-store.js';
 import { PgWebhookStore } from './adapters/postgres/pg-webhook-store.js';
@@ -55,8 +57,14 @@ export interface PostgresStorage {
   repository: PgConversationRepository;
   writes: WritePipeline;
   feed: EventFeed | null;
+  webhooks: PgWebhookStore;
+  leases: PgLeases;
+  /** This process's id in the leases and the instance registry. */
+  instanceId: string;
   /** The fence of each conversation this instance holds (set by the ownership layer). */
   fences: Map<string, Fence>;
+  /** Told when an append claimed a new conversation's lease. */
+  onClaim(listener: (conversationId: string) => void): void;
 }
 
 export async function composeStorage(options: {
@@ -90,12 +98,26 @@ async function composePostgres(cluster: NonNullable<Config['cluster']>, logger: 
   if (applied.length > 0) logger.info({ versions: applied }, 'database migrations applied');
   const feed: EventFeed = cluster.natsUrl ? await JetStreamEventFeed.connect(cluster.natsUrl) : new PgNotifyEventFeed(sql);
   const fences = new Map<string, Fence>();
+  // Each process is a new instance: leases of a previous process expire and are taken over.
+  const instanceId = randomUUID();
   const onError = (error: unknown) => logger.warn({ err: error }, 'database or event feed error (retried)');
-  const log = await PgEventLog.open({ sql, feed, fenceOf: (id) => fences.get(id), onError });
+  const log = await PgEventLog.open({ sql, feed, fenceOf: (id) => fences.get(id) ?? claim(id), onError });
+  const leases = new PgLeases(sql);
+  // A conversation nobody ever held (a new one) is claimed by its first append; any other
+  // conversation is appended to only under the lease the ownership layer took.
+  const claim = async (id: string): Promise<Fence> => {
+    const lease = await leases.claimNew(id, instanceId, cluster.leaseTtlMs);
+    if (!lease) throw new LeaseLostError(id);
+    const fence = { owner: instanceId, token: lease.token };
+    fences.set(id, fence);
+    onClaim(id);
+    return fence;
+  };
+  let onClaim: (id: string) => void = () => {};
   const writes = new WritePipeline({ onError });
-  const runs = new PgRunStore(sql, writes);
+  const runs = new PgRunStore(sql, writes, instanceId);
   await runs.preload();
-  const repository = new PgConversationRepository(sql, box, writes);
+  const repository = new PgConversationRepository(sql, box, writes, instanceId);
   const webhooks = new PgWebhookStore(sql, box, writes);
   await webhooks.preload();
   return {
@@ -110,7 +132,7 @@ async function composePostgres(cluster: NonNullable<Config['cluster']>, logger: 
       database: await check(async () => void (await sql`SELECT 1`)),
       ...(cluster.natsUrl && { nats: await check(async () => feed.ping?.()) }),
     }),
-    postgres: { sql, log, runs, repository, writes, feed, fences },
+    postgres: { sql, log, runs, repository, webhooks, writes, feed, fences, leases, instanceId, onClaim: (listener) => (onClaim = listener) },
     async close() {
       await writes.close();
       await log.close();

@@ -14,6 +14,7 @@ import { SecretBox } from './core/secrets/secret-box.js';
 import { normalizeLlmConfig } from './core/schemas/llm-config.js';
 import { VERSION } from './version.js';
 import { composeStorage, type Storage } from './compose-storage.js';
+import { Ownership } from './cluster/ownership.js';
 import { OpenAiLlmClient } from './adapters/openai-llm.js';
 import { selectTextSearcher } from './adapters/ripgrep-searcher.js';
 import { BashShellFactory } from './adapters/bash-shell.js';
@@ -76,6 +77,8 @@ export interface Services {
   files: WorkspaceFiles;
   /** Whether the data dir takes writes (out of space, read-only). */
   disk: DiskSpace;
+  /** Several instances: who serves each conversation (null on files). */
+  ownership: Ownership | null;
   /** Files or PostgreSQL: `durable()` is the barrier every HTTP response waits for. */
   storage: Storage;
   /** Stored data found damaged at start-up and quarantined (kept as found, never written). */
@@ -148,7 +151,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   for (const { id, error } of await store.load(await summaries.take())) {
     logger.error({ conversation_id: id, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
   }
-  const webhooks = await composeWebhooks({ config, logger, log, conversations: store, store: storage.webhooks, version: VERSION });
+  let ownership: Ownership | null = null;
+  const webhooks = await composeWebhooks({ config, logger, log, conversations: store, store: storage.webhooks, version: VERSION, ...(storage.postgres && { owns: (id: string) => ownership?.holds(id) ?? false }) });
 
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
@@ -200,7 +204,13 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     },
   });
   const commands = new CommandService({ conversations: store, secrets, runner: commandRunner });
-  await agent.recoverAfterRestart();
+  if (storage.postgres && config.cluster) {
+    // Several instances: a run cut off by a dead instance (this one's previous process included) is recovered by whichever takes its lease.
+    ownership = new Ownership({ pg: storage.postgres, instanceUrl: config.cluster.instanceUrl, ttlMs: config.cluster.leaseTtlMs, resumeOnFailover: config.cluster.resumeOnFailover, store, agent, sessions, webhooks, logger });
+    await ownership.start();
+  } else {
+    await agent.recoverAfterRestart();
+  }
   const quarantined = () => ({ conversations: store.quarantined(), callbacks: webhooks.damaged() });
   const startedAt = Date.now();
 
@@ -262,8 +272,10 @@ export async function composeServices(config: Config, logger: Logger, overrides:
         },
       },
     }),
+    ownership,
     async close() {
       await agent.stopAll();
+      await ownership?.close();
       await webhooks.close();
       await hookClient.close();
       streams.closeAll('server_shutting_down');

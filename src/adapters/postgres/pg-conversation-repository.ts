@@ -12,12 +12,16 @@ import { sealConversationRecord, unsealConversationRecord, type SealedConversati
 import type { WritePipeline } from './write-pipeline.js';
 
 const TABLE = 'agentd_conversations';
+/** Told the id of each record written or removed, at commit. */
+const CHANNEL = 'agentd_records';
 
 export class PgConversationRepository implements ConversationRepository {
   constructor(
     private readonly sql: Sql,
     private readonly box: SecretBox,
     private readonly writes: WritePipeline,
+    /** This instance: a record whose lease another live instance holds is not written from here. */
+    private readonly instanceId: string,
   ) {}
 
   async loadAll(): Promise<LoadedConversations> {
@@ -44,13 +48,30 @@ export class PgConversationRepository implements ConversationRepository {
     // Sealed and serialized now: the record object changes again before the write runs.
     const body = JSON.stringify(sealConversationRecord(record, this.box));
     const { id } = record;
-    this.writes.run(`conversation:${id}`, () => this.sql`
-      INSERT INTO agentd_conversations (id, body) VALUES (${id}, ${body})
-      ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body, updated_at = now()`);
+    this.writes.run(`conversation:${id}`, () =>
+      this.sql.begin(async (tx) => {
+        await tx`
+          INSERT INTO agentd_conversations (id, body) VALUES (${id}, ${body})
+          ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body, updated_at = now()
+          WHERE NOT EXISTS (SELECT 1 FROM agentd_leases WHERE conversation_id = ${id} AND expires_at > now() AND owner <> ${this.instanceId})`;
+        await tx`SELECT pg_notify(${CHANNEL}, ${id})`;
+      }),
+    );
   }
 
   remove(id: string): void {
-    this.writes.run(`conversation:${id}`, () => this.sql`DELETE FROM agentd_conversations WHERE id = ${id}`);
+    this.writes.run(`conversation:${id}`, () =>
+      this.sql.begin(async (tx) => {
+        await tx`DELETE FROM agentd_conversations WHERE id = ${id}`;
+        await tx`DELETE FROM agentd_leases WHERE conversation_id = ${id}`;
+        await tx`SELECT pg_notify(${CHANNEL}, ${id})`;
+      }),
+    );
+  }
+
+  /** Calls `listener` with the id of every record another instance (or this one) wrote or removed. */
+  async onChange(listener: (id: string) => void): Promise<void> {
+    await this.sql.listen(CHANNEL, listener);
   }
 
   private parse(id: string, body: string): ConversationRecord {

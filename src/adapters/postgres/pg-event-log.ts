@@ -30,7 +30,7 @@ export interface PgEventLogOptions {
   feed: EventFeed | null;
   clock?: Clock;
   /** The lease a conversation's appends are made under (none: unfenced). */
-  fenceOf?: (conversationId: string) => Fence | undefined;
+  fenceOf?: (conversationId: string) => Fence | undefined | Promise<Fence>;
   /** How often the tail reads the database when no notice came (ms). */
   pollMs?: number;
   onError?: (error: unknown) => void;
@@ -66,7 +66,7 @@ export class PgEventLog implements EventLog {
   append(conversationId: string, input: NewEvent): Promise<AppendedEvent> {
     this.check(conversationId);
     return this.queue.run(conversationId, async () => {
-      const appended = await this.store.append(conversationId, input, this.options.fenceOf?.(conversationId));
+      const appended = await this.store.append(conversationId, input, await this.options.fenceOf?.(conversationId));
       this.stats.appended++;
       const notice = { globalCursor: appended.globalCursor, conversationId, seq: appended.event.seq, json: appended.json };
       // This instance's own subscribers need no round trip through the feed.

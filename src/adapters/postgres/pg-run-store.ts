@@ -14,6 +14,8 @@ export class PgRunStore implements RunStore {
   constructor(
     private readonly sql: Sql,
     private readonly writes: WritePipeline,
+    /** This instance: runs of a conversation another live instance holds are not written from here. */
+    private readonly instanceId: string,
   ) {}
 
   async preload(): Promise<void> {
@@ -34,7 +36,8 @@ export class PgRunStore implements RunStore {
     const body = JSON.stringify(run);
     this.writes.run(`runs:${run.conversation_id}`, () => this.sql`
       INSERT INTO agentd_runs (conversation_id, id, body) VALUES (${run.conversation_id}, ${run.id}, ${body})
-      ON CONFLICT (conversation_id, id) DO UPDATE SET body = EXCLUDED.body`);
+      ON CONFLICT (conversation_id, id) DO UPDATE SET body = EXCLUDED.body
+      WHERE NOT EXISTS (SELECT 1 FROM agentd_leases WHERE conversation_id = ${run.conversation_id} AND expires_at > now() AND owner <> ${this.instanceId})`);
   }
 
   list(conversationId: string): Run[] {

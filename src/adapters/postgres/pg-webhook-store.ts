@@ -56,6 +56,25 @@ export class PgWebhookStore implements WebhookStore {
     for (const row of records) this.logOf(row.subscription_id).push(JSON.parse(row.body) as DeliveryRecord);
   }
 
+  /** One conversation's subscriptions and delivery logs as stored now (this instance takes it over). */
+  async loadConversation(conversationId: string): Promise<SubscriptionState[]> {
+    const rows = await this.sql<{ id: string; body: string }[]>`SELECT id, body FROM agentd_webhooks WHERE conversation_id = ${conversationId} ORDER BY id`;
+    const states: SubscriptionState[] = [];
+    for (const row of rows) {
+      try {
+        states.push(this.parse(row.id, row.body));
+      } catch (error) {
+        if (!(error instanceof DamagedDataError)) throw error;
+        this.quarantined.set(row.id, error);
+        continue;
+      }
+      const records = await this.sql<{ body: string }[]>`
+        SELECT body FROM (SELECT seq, body FROM agentd_webhook_deliveries WHERE subscription_id = ${row.id} ORDER BY seq DESC LIMIT ${this.historyLimit}) newest ORDER BY seq`;
+      this.deliveries.set(row.id, records.map((record) => JSON.parse(record.body) as DeliveryRecord));
+    }
+    return states;
+  }
+
   loadAll(): SubscriptionState[] {
     return this.states.map((state) => ({ ...state }));
   }
