@@ -208,6 +208,23 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     // Several instances: a run cut off by a dead instance (this one's previous process included) is recovered by whichever takes its lease.
     ownership = new Ownership({ pg: storage.postgres, instanceUrl: config.cluster.instanceUrl, ttlMs: config.cluster.leaseTtlMs, resumeOnFailover: config.cluster.resumeOnFailover, store, agent, sessions, webhooks, logger });
     await ownership.start();
+    const { log: pgLog, writes } = storage.postgres;
+    const held = ownership;
+    const ttlMs = config.cluster.leaseTtlMs;
+    metrics.addCluster({
+      leasesHeld: () => held.heldCount,
+      instancesLive: () => held.instances.live(ttlMs),
+      takeovers: () => held.stats.takeovers,
+      failovers: () => held.stats.failovers,
+      leasesLost: () => held.stats.lost,
+      forwarded: () => held.stats.forwarded,
+      tailPosition: () => pgLog.tail.position,
+      tailLag: async () => Math.max(0, (await pgLog.globalHead()) - pgLog.tail.position),
+      deliveredInline: () => pgLog.tail.stats.inline,
+      deliveredRead: () => pgLog.tail.stats.read,
+      publishFailures: () => pgLog.stats.publishFailures,
+      pendingWrites: () => writes.pending,
+    });
   } else {
     await agent.recoverAfterRestart();
   }
@@ -249,6 +266,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       quarantined,
       sseSubscribers: () => streams.size,
       firehoseHead: () => events.firehoseHead(),
+      storageChecks: () => storage.checks(),
       limits: {
         max_body_bytes: config.maxBodyBytes,
         max_upload_bytes: config.maxUploadBytes,

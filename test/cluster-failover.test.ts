@@ -113,6 +113,19 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
     expect(tookMs).toBeLessThan(10_000);
     expect((await api(c!.url, `/conversations/${id}`)).body.status).toBe('paused');
 
+    // /health checks the database (and NATS); /metrics counts the failover on the instance that took it.
+    let failovers = 0;
+    for (const server of [b!, c!]) {
+      const health = await api(server.url, '/health');
+      expect(health.status).toBe(200);
+      expect(health.body.checks.database).toEqual({ ok: true, detail: null });
+      if (natsServer) expect(health.body.checks.nats).toEqual({ ok: true, detail: null });
+      const metrics = await (await fetch(`${server.url}/metrics`, { headers })).text();
+      failovers += Number(/^agentd_cluster_failovers_total (\d+)/m.exec(metrics)?.[1] ?? 'NaN');
+      expect(metrics).toMatch(/^agentd_replication_lag_events \d+/m);
+    }
+    expect(failovers).toBe(1);
+
     const events = (await api(c!.url, `/conversations/${id}/events?limit=1000`)).body.items as { seq: number; kind: string; is_error?: boolean; content?: string }[];
     expect(events.map((event) => event.seq)).toEqual(events.map((_, i) => i + 1));
     const closed = events.find((event) => event.kind === 'observation');
