@@ -5,7 +5,7 @@
  * response leaves (see WritePipeline.settled).
  */
 import type { Sql } from 'postgres';
-import type { ConversationRecord, ConversationRepository, LoadedConversations } from '../../core/conversations/conversation-record.js';
+import { ConversationRecord, type ConversationRepository, type LoadedConversations } from '../../core/conversations/conversation-record.js';
 import { DamagedDataError } from '../../core/errors.js';
 import type { SecretBox } from '../../core/secrets/secret-box.js';
 import { sealConversationRecord, unsealConversationRecord, type SealedConversationRecord } from '../sealed-conversation-record.js';
@@ -85,10 +85,17 @@ export class PgConversationRepository implements ConversationRepository {
     if (typeof stored !== 'object' || stored === null || stored.id !== id || typeof stored.status !== 'string' || typeof stored.workdir !== 'string') {
       throw damaged('not a conversation record of this row');
     }
+    let unsealed: ConversationRecord;
     try {
-      return unsealConversationRecord(stored, this.box);
+      unsealed = unsealConversationRecord(stored, this.box);
     } catch {
       throw damaged("its sealed secrets cannot be decrypted with this server's secret key");
     }
+    const parsed = ConversationRecord.safeParse(unsealed);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      throw damaged(`not a valid conversation record (${issue.path.join('.') || 'record'}: ${issue.message})`);
+    }
+    return parsed.data;
   }
 }

@@ -7,7 +7,7 @@
 import type { Sql } from 'postgres';
 import { DamagedDataError, type Damage } from '../../core/errors.js';
 import type { SecretBox } from '../../core/secrets/secret-box.js';
-import type { DeliveryRecord, SubscriptionState, WebhookStore } from '../../core/webhooks/subscription-state.js';
+import { SubscriptionState, type DeliveryRecord, type WebhookStore } from '../../core/webhooks/subscription-state.js';
 import type { WritePipeline } from './write-pipeline.js';
 
 interface PendingWrite {
@@ -175,9 +175,10 @@ export class PgWebhookStore implements WebhookStore {
     } catch (error) {
       throw damaged(`not valid JSON (${(error as Error).message})`);
     }
-    if (typeof stored !== 'object' || stored === null || stored.id !== id) throw damaged('not a subscription state of this row');
+    const parsed = SubscriptionState.safeParse(stored);
+    if (!parsed.success || parsed.data.id !== id) throw damaged(parsed.success ? 'not a subscription state of this row' : `not a valid subscription state (${parsed.error.issues[0]!.path.join('.')}: ${parsed.error.issues[0]!.message})`);
     try {
-      return { ...stored, secret: stored.secret === null ? null : this.box.decrypt(stored.secret) };
+      return { ...parsed.data, secret: parsed.data.secret === null ? null : this.box.decrypt(parsed.data.secret) };
     } catch {
       throw damaged("its sealed secret cannot be decrypted with this server's secret key");
     }

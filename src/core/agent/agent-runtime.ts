@@ -11,7 +11,7 @@ import type { ShellFactory } from '../tools/shell-session.js';
 import type { ToolDefinition } from '../tools/tool.js';
 import type { AgentSession } from './agent-session.js';
 import type { AgentSessions } from './agent-sessions.js';
-import { LlmError, type LlmClient, type LlmRetry, type LlmToolSchema } from './llm.js';
+import { LlmError, type LlmClient, type LlmRetry, type LlmToolSchema, type LlmUsage } from './llm.js';
 import type { Run, RunStore } from './run-record.js';
 import { executeRun, type RunOutcome } from './run-loop.js';
 import { buildSystemPrompt } from './system-prompt.js';
@@ -380,7 +380,7 @@ export class AgentRuntime implements ConversationRuntime {
   }
 }
 
-function addUsage(target: Run['usage'], usage: { prompt_tokens: number; completion_tokens: number; cost: number; cached_tokens: number; reasoning_tokens: number }): void {
+function addUsage(target: Run['usage'], usage: LlmUsage): void {
   target.prompt_tokens += usage.prompt_tokens;
   target.completion_tokens += usage.completion_tokens;
   target.cost += usage.cost;

@@ -1,7 +1,7 @@
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
 import { ConversationQuarantinedError, DamagedDataError, NotFoundError, type Damage } from '../errors.js';
 import { decodePageId, encodePageId, isKeyCursor, type Page } from '../pagination.js';
-import type { Conversation, PendingAction, SandboxNetwork } from '../schemas/conversation.js';
+import type { Conversation, LlmUsage, PendingAction, SandboxNetwork } from '../schemas/conversation.js';
 import type { ConversationStatus } from '../schemas/event.js';
 import { redactLlmConfig } from '../schemas/llm-config.js';
 import { publicHooks } from '../schemas/tool-control.js';
@@ -21,14 +21,6 @@ export interface ListConversationsQuery {
   limit: number;
 }
 
-/** The token counts and cost of one LLM call (or of a run so far), added to a conversation's totals. */
-export interface UsageIncrement {
-  prompt_tokens: number;
-  completion_tokens: number;
-  cost: number;
-  cached_tokens: number;
-  reasoning_tokens: number;
-}
 
 /** The config fields a client may change after creation (PUT /config), already checked. */
 export type ConfigChange = Partial<
@@ -301,7 +293,7 @@ export class ConversationStore {
   }
 
   /** Adds an LLM call's usage to the conversation's totals (in memory; saved with the next change). Returns the totals. */
-  addUsage(id: string, usage: UsageIncrement): Readonly<ConversationRecord['usage']> {
+  addUsage(id: string, usage: LlmUsage): Readonly<ConversationRecord['usage']> {
     const totals = this.mutable(id).usage;
     totals.prompt_tokens += usage.prompt_tokens;
     totals.completion_tokens += usage.completion_tokens;
