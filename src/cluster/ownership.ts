@@ -4,7 +4,7 @@
  * them while it lives, and requests reaching any other instance are forwarded to it
  * (forwarding.ts). A lease whose holder stopped renewing it (the process died) is taken over:
  * - at once by an instance that gets a request for that conversation, and
- * - within a sweep by any instance when the conversation was running (failover).
+ * - within a sweep by any instance (running conversations first: failover).
  * Taking over reads the conversation's record, runs and webhook subscriptions as stored now,
  * closes the tool calls left open and marks the run paused (or continues it, with
  * AGENTD_RESUME_ON_FAILOVER=true), then delivers its webhooks from here. Every append carries
@@ -156,9 +156,12 @@ export class Ownership {
     this.deps.sessions.forget(id);
   }
 
-  /** Running conversations whose holder died: taken over by whichever instance gets there first. */
+  /**
+   * Conversations whose holder died (running ones first): taken over by whichever instance gets
+   * there first, so their runs are recovered and their webhooks carry on.
+   */
   private async sweep(): Promise<void> {
-    for (const id of await this.deps.pg.leases.orphanedRuns(20)) {
+    for (const id of await this.deps.pg.leases.orphaned(20)) {
       if (this.closed) return;
       await this.route(id).catch((error: unknown) => this.deps.logger.warn({ err: error, conversation_id: id }, 'failover attempt failed (retried)'));
     }

@@ -85,12 +85,12 @@ export class PgLeases {
     return new Set(rows.map((row) => row.conversation_id));
   }
 
-  /** Expired leases of conversations stored as running: their holder died mid-run. */
-  async orphanedRuns(limit: number): Promise<string[]> {
+  /** Expired leases of stored conversations (their holder died), those stored as running first. */
+  async orphaned(limit: number): Promise<string[]> {
     const rows = await this.sql<{ conversation_id: string }[]>`
       SELECT l.conversation_id FROM agentd_leases l JOIN agentd_conversations c ON c.id = l.conversation_id
-      WHERE l.expires_at <= now() AND (c.body::jsonb ->> 'status') = 'running'
-      ORDER BY l.expires_at LIMIT ${limit}`;
+      WHERE l.expires_at <= now()
+      ORDER BY (c.body::jsonb ->> 'status') = 'running' DESC, l.expires_at LIMIT ${limit}`;
     return rows.map((row) => row.conversation_id);
   }
 
