@@ -66,6 +66,8 @@ describe.skipIf(skipReason !== null)('random kills across instances', () => {
           AGENTD_WORKDIR_BASE: workdirs,
           AGENTD_INSTANCE_URL: `http://127.0.0.1:${port}`,
           AGENTD_LEASE_TTL_S: '2',
+          // AGENTD_CHAOS_LOG_LEVEL=info: the servers' logs in a failure's message.
+          ...(process.env.AGENTD_CHAOS_LOG_LEVEL && { AGENTD_LOG_LEVEL: process.env.AGENTD_CHAOS_LOG_LEVEL }),
         },
       });
     const dataDirs = [tempDir(), tempDir(), tempDir()];

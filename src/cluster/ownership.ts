@@ -83,8 +83,8 @@ export class Ownership {
       this.timers.push(timer);
     };
     every(Math.max(250, Math.floor(ttlMs / 3)), () => this.renew());
+    // The first sweep runs at once, without holding up start-up (it may wait out a dead holder's lease).
     every(Math.max(250, Math.floor(ttlMs / 5)), () => this.sweep());
-    await this.sweep();
   }
 
   /** Where a request about this conversation is served: here (taking the lease if free or expired), or at its holder. */
