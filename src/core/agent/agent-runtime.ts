@@ -229,7 +229,7 @@ export class AgentRuntime implements ConversationRuntime {
     }
     const now = isoTimestamp(this.clock.now());
     for (const run of runs) this.deps.runs.save({ ...run, status: 'paused', ended_at: now, outcome });
-    await this.setStatus(record, 'paused', { runId: record.current_run_id, reason: `The run was in progress when ${what}.` });
+    await this.setStatus(record, 'paused', { runId: record.current_run_id, reason: outcome === 'failover' ? 'The instance running this conversation stopped while the run was in progress.' : 'The server restarted while the run was in progress.' });
     return true;
   }
 
