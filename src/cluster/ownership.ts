@@ -137,6 +137,8 @@ export class Ownership {
     const record = await this.deps.pg.repository.load(id);
     if (this.held.has(id)) return;
     this.deps.store.sync(id, record, record ? await this.deps.pg.log.lastSeq(id) : undefined);
+    // Deleted on its holder: the SSE streams of it served here end as they do there.
+    if (!record) this.deps.pg.log.closeConversation(id);
   }
 
   private async renew(): Promise<void> {
@@ -149,6 +151,8 @@ export class Ownership {
   private async lose(id: string): Promise<void> {
     if (!this.held.delete(id)) return;
     this.deps.pg.fences.delete(id);
+    // Deleted here: its lease row went with it.
+    if (!this.deps.store.has(id)) return;
     this.stats.lost++;
     this.deps.logger.warn({ conversation_id: id }, 'lost the lease of a conversation: another instance runs it now');
     await this.deps.webhooks.release(id);
