@@ -93,7 +93,14 @@ export async function composeStorage(options: {
 }
 
 async function composePostgres(cluster: NonNullable<Config['cluster']>, logger: Logger, box: SecretBox): Promise<Storage> {
-  const sql = postgres(cluster.databaseUrl, { max: 10, onnotice: () => {}, connect_timeout: 10 });
+  // A process stalled inside a transaction (stopped, swapped out) would hold the lease row it
+  // checked and keep a takeover waiting: the database ends such a transaction after a while.
+  const sql = postgres(cluster.databaseUrl, {
+    max: 10,
+    onnotice: () => {},
+    connect_timeout: 10,
+    connection: { application_name: 'agentd', idle_in_transaction_session_timeout: Math.max(10_000, cluster.leaseTtlMs * 2) },
+  });
   const applied = await migrate(sql);
   if (applied.length > 0) logger.info({ versions: applied }, 'database migrations applied');
   const feed: EventFeed = cluster.natsUrl ? await JetStreamEventFeed.connect(cluster.natsUrl) : new PgNotifyEventFeed(sql);

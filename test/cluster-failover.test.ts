@@ -154,4 +154,43 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
     await receiver.waitFor(() => receiver.seqs.at(-1) === final.at(-1)!.seq, 'the resumed run delivered', 30_000);
     expect(receiver.seqs).toEqual(final.map((event) => event.seq));
   });
+
+  it('an instance that stalls past its lease (SIGSTOP) can write nothing once it wakes: fenced out', { timeout: 120_000 }, async () => {
+    const databaseUrl = await cluster.createDatabase();
+    const stalled = `sleep 4.${Date.now() % 1000}`;
+    const llm2 = await startFakeLlm([{ text: 'working', toolCalls: [{ name: 'bash', arguments: { command: stalled } }] }, { text: 'the zombie would say this' }]);
+    try {
+      const start = async () => {
+        const port = await freePort();
+        return spawnServer({
+          dataDir: tempDir(),
+          port,
+          env: { AGENTD_DATABASE_URL: databaseUrl, AGENTD_SECRET_KEY: 'one-key-for-every-instance', AGENTD_WORKDIR_BASE: tempDir('agentd-cluster-workdirs-'), AGENTD_INSTANCE_URL: `http://127.0.0.1:${port}`, AGENTD_LEASE_TTL_S: '2' },
+        });
+      };
+      const [a, b] = await Promise.all([start(), start()]);
+      servers.push(a!, b!);
+      const created = await api(a!.url, '/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm2.url, api_key: 'k' }, initial_message: 'go' }) });
+      const id = created.body.id as string;
+      await until('the bash call started on A', 30_000, async () => ((await api(b!.url, `/conversations/${id}/events?limit=100`)).body.items as { kind: string }[]).some((event) => event.kind === 'action'));
+      a!.child.kill('SIGSTOP');
+      const paused = await until('B took the run over', 30_000, async () => {
+        const runs = (await api(b!.url, `/conversations/${id}/runs`)).body?.items as { status: string; outcome: string }[] | undefined;
+        return runs?.[0]?.status === 'paused' ? runs[0] : undefined;
+      });
+      expect(paused.outcome).toBe('failover');
+      const afterTakeover = (await api(b!.url, `/conversations/${id}/events?limit=100`)).body.items;
+      // A wakes up: its bash call has ended meanwhile and its run wants to carry on.
+      a!.child.kill('SIGCONT');
+      await until('A noticed it lost the lease', 30_000, async () => /^agentd_cluster_leases_lost_total 1$/m.test(await (await fetch(`${a!.url}/metrics`, { headers })).text()));
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect((await api(b!.url, `/conversations/${id}/events?limit=100`)).body.items).toEqual(afterTakeover);
+      expect((await api(b!.url, `/conversations/${id}`)).body.status).toBe('paused');
+      expect((await api(b!.url, `/conversations/${id}/runs`)).body.items[0]).toMatchObject({ status: 'paused', outcome: 'failover' });
+      // Asked through A, the conversation is served by B now.
+      expect((await api(a!.url, `/conversations/${id}`)).body.status).toBe('paused');
+    } finally {
+      await llm2.close();
+    }
+  });
 });
