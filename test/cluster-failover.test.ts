@@ -23,7 +23,8 @@ else if ('missing' in nats) console.warn(`test/cluster-failover.test.ts: runs on
 const headers = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
 
 async function api(base: string, path: string, init: RequestInit = {}): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${base}${path}`, { ...init, headers });
+  // Bounded: a request forwarded to a stopped (not dead) holder waits for it; the probes retry.
+  const response = await fetch(`${base}${path}`, { ...init, headers, signal: AbortSignal.timeout(5_000) });
   const text = await response.text();
   return { status: response.status, body: text ? JSON.parse(text) : null };
 }
