@@ -68,6 +68,8 @@ export class AgentdClient {
     get: (id: string, o?: Signal) => this.get<T.Conversation>(this.conversationPath(id), o),
     updateConfig: (id: string, body: T.UpdateConversationConfigInput, o?: Signal) => this.http.json<T.Conversation>(this.conversationPath(id, '/config'), { method: 'PUT', body, ...o }),
     delete: (id: string, query: T.DeleteConversationOptions = {}, o?: Signal) => this.http.json<null>(this.conversationPath(id), { method: 'DELETE', query, ...o }),
+    /** Summarize the middle of the LLM history now (during a run: before its next LLM request). */
+    condense: (id: string, body: T.CondenseInput = {}, o?: Signal) => this.post<T.CondenseAccepted>(this.conversationPath(id, '/condense'), body, o),
     /** Every conversation, page after page. */
     all: (query: Omit<T.ConversationListQuery, 'page_id'> = {}) => this.pages((page_id) => this.conversations.list({ ...query, page_id })),
   };

@@ -16,14 +16,14 @@ import { fmt, ratio, summarize } from './support/stats.js';
 const message = (i: number): NewEvent => ({ kind: 'message', source: 'user', role: 'user', content: `benchmark message ${i} ${'x'.repeat(200)}` });
 
 /**
- * P14: the event log shared by several instances. Append throughput (many conversations,
+ * P17: the event log shared by several instances. Append throughput (many conversations,
  * concurrent appends) and fan-out latency (append call → a live subscriber on an instance that
  * did not append) for the file log, PostgreSQL with one instance, and PostgreSQL with three
  * instances (each its own connection pool, feed and tail, in this one process) over
  * LISTEN/NOTIFY and over NATS JetStream.
  */
-export const p14ClusterLog: Benchmark = {
-  id: 'P14',
+export const p17ClusterLog: Benchmark = {
+  id: 'P17',
   title: 'event log across instances',
   measures: 'append throughput and fan-out latency of the file log versus PostgreSQL with 1 and 3 instances (LISTEN/NOTIFY, NATS JetStream).',
   async run({ quick, tmp }) {
