@@ -5,6 +5,7 @@ import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod
 import type { Services } from './compose.js';
 import { limitConnections } from './http/connection-limits.js';
 import { registerAuth } from './http/plugins/auth.js';
+import { registerForwarding } from './cluster/forwarding.js';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './http/plugins/errors.js';
 import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
@@ -53,11 +54,15 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   }
   registerJsonBodyParser(app);
   registerAuth(app, { keys: services.masterKeys, isPublicPath: (path) => path === '/docs' || path.startsWith('/docs/') });
+  // Several instances: a conversation's requests go to the instance that runs it (after authentication).
+  if (services.ownership) registerForwarding(app, services.ownership);
   await registerOpenApi(app, services);
   await app.register(fastifySSE, { heartbeatInterval: services.config.sseHeartbeatMs });
 
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    // Nothing is acknowledged before it is durable: on PostgreSQL, the writes this request made are committed first.
+    await services.storage.durable();
   });
   app.addHook('preHandler', async (request, reply) => {
     // Every log line of a request about a conversation carries its id.

@@ -1,12 +1,10 @@
 import type { Damage } from './core/errors.js';
-import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import { FileWebhookStore } from './adapters/file-webhook-store.js';
 import { UndiciWebhookClient } from './adapters/undici-webhook-client.js';
 import type { ConversationStore } from './core/conversations/conversation-store.js';
 import type { EventLog } from './core/events/event-log.js';
-import type { SecretBox } from './core/secrets/secret-box.js';
+import type { SubscriptionState, WebhookStore } from './core/webhooks/subscription-state.js';
 import { CallbackService } from './core/webhooks/callback-service.js';
 import { systemScheduler, type Scheduler } from './core/webhooks/scheduler.js';
 import { ServerCallbacks } from './core/webhooks/server-callbacks.js';
@@ -17,7 +15,10 @@ export interface Webhooks {
   callbacks: CallbackService;
   /** Callbacks whose stored state is damaged (left out at load). */
   damaged(): { id: string; damage: Damage }[];
-  /** Wraps the agent runtime so that deleting a conversation also removes its callbacks. */
+  /** This instance took a conversation over: deliver its subscriptions (as stored now) from here. */
+  adopt(states: readonly SubscriptionState[]): void;
+  /** This instance lost a conversation's lease: stop delivering its subscriptions (their state stays stored). */
+  release(conversationId: string): Promise<void>;
   /** Stops every delivery worker (attempts in flight are aborted, not counted) and saves the cursors. */
   close(): Promise<void>;
 }
@@ -32,15 +33,20 @@ export async function composeWebhooks(options: {
   logger: Logger;
   log: EventLog;
   conversations: ConversationStore;
-  box: SecretBox;
+  /** Where subscriptions and delivery logs persist (the data dir's files, or PostgreSQL). */
+  store: WebhookStore & { damaged(): { id: string; damage: Damage; path: string }[] };
   version: string;
   scheduler?: Scheduler;
-  storageError?: (error: unknown) => unknown;
+  /**
+   * Several instances: whether this one holds a conversation's lease. Only the holder delivers
+   * its subscriptions (none start at start-up; `adopt` starts them when a lease is taken).
+   */
+  owns?: (conversationId: string) => boolean;
 }): Promise<Webhooks> {
   const { config, logger, log, conversations } = options;
   const settings = config.webhooks;
   const scheduler = options.scheduler ?? systemScheduler;
-  const store = new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box: options.box, fsync: config.fsync, ...(options.storageError && { storageError: options.storageError }) });
+  const { store } = options;
   const targets = new WebhookTargets({ allowPrivate: settings.allowPrivate, allowCidrs: settings.allowCidrs });
   const client = new UndiciWebhookClient({ timeoutMs: settings.timeoutMs, targets });
   const bindings = (state: { id: string; conversation_id: string }) => ({ conversation_id: state.conversation_id, callback_id: state.id });
@@ -60,12 +66,13 @@ export async function composeWebhooks(options: {
   const callbacks = new CallbackService({ store, dispatcher, log, conversationExists: (id) => conversations.has(id), clock: scheduler, serverSecretSet: settings.secret !== null, targets });
   const serverCallbacks = new ServerCallbacks({ urls: settings.urls, store, dispatcher, log, clock: scheduler, conversationIds: () => [...conversations.all()].map((record) => record.id) });
 
-  const loaded = store.loadAll();
+  const owns = options.owns;
+  const loaded = owns ? [] : store.loadAll();
   for (const { id, damage, path: file } of store.damaged()) {
     logger.error({ callback_id: id, file, line: damage.line }, `callback quarantined: ${file}: ${damage.reason}; its files are kept as found`);
   }
   callbacks.start(loaded, (state) => serverCallbacks.keeps(state));
-  await serverCallbacks.reconcile(loaded);
+  if (!owns) await serverCallbacks.reconcile(loaded);
   // Every event from now on, of every conversation: the wake-up of its delivery workers.
   const wakeUps = log.subscribe({ conversationId: null, after: await log.globalHead() });
   const reading = (async () => {
@@ -73,6 +80,7 @@ export async function composeWebhooks(options: {
       for await (const item of wakeUps) {
         if (item.type !== 'event') continue;
         const { event } = item.stored;
+        if (owns && !owns(event.conversation_id)) continue;
         try {
           serverCallbacks.onAppend(event.conversation_id, event.seq);
           dispatcher.notify(event.conversation_id);
@@ -88,6 +96,12 @@ export async function composeWebhooks(options: {
   return {
     callbacks,
     damaged: () => store.damaged().map(({ id, damage }) => ({ id, damage })),
+    adopt(states) {
+      for (const state of states) if (!dispatcher.get(state.id) && serverCallbacks.keeps(state)) dispatcher.add(state);
+    },
+    async release(conversationId) {
+      await Promise.all(dispatcher.forConversation(conversationId).map((worker) => dispatcher.remove(worker.state.id)));
+    },
     async close() {
       wakeUps.close();
       await reading;

@@ -2,9 +2,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import { FileConversationRepository } from './adapters/file-conversation-repository.js';
-import { FileEventLog } from './adapters/file-event-log/file-event-log.js';
-import { FileSummaryStore } from './adapters/file-summary-store.js';
 import { loadOrCreateKeyFile } from './adapters/key-file.js';
 import { ConversationService } from './core/conversations/conversation-service.js';
 import { ConversationStore } from './core/conversations/conversation-store.js';
@@ -16,7 +13,8 @@ import { EventStreams } from './core/events/event-streams.js';
 import { SecretBox } from './core/secrets/secret-box.js';
 import { normalizeLlmConfig } from './core/schemas/llm-config.js';
 import { VERSION } from './version.js';
-import { FileRunStore } from './adapters/file-run-store.js';
+import { composeStorage, type Storage } from './compose-storage.js';
+import { Ownership } from './cluster/ownership.js';
 import { OpenAiLlmClient } from './adapters/openai-llm.js';
 import { selectTextSearcher } from './adapters/ripgrep-searcher.js';
 import { BashShellFactory } from './adapters/bash-shell.js';
@@ -87,6 +85,10 @@ export interface Services {
   files: WorkspaceFiles;
   /** Whether the data dir takes writes (out of space, read-only). */
   disk: DiskSpace;
+  /** Several instances: who serves each conversation (null on files). */
+  ownership: Ownership | null;
+  /** Files or PostgreSQL: `durable()` is the barrier every HTTP response waits for. */
+  storage: Storage;
   /** Stored data found damaged at start-up and quarantined (kept as found, never written). */
   quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[] };
   /** What /health and /info report. */
@@ -119,23 +121,22 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const secretKeyText = config.secretKey ?? loadOrCreateKeyFile(path.join(config.dataDir, 'secret.key')).key;
   const box = new SecretBox(SecretBox.keyFromText(secretKeyText));
 
-  const conversationsDir = path.join(config.dataDir, 'conversations');
   const disk = new DiskSpace(config.dataDir);
   const storageError = (error: unknown) => disk.storageError(error);
-  const log = new FileEventLog({
-    conversationsDir,
-    firehoseFile: path.join(config.dataDir, 'firehose.idx'),
-    fsync: config.fsync,
+  const storage = await composeStorage({
+    config,
+    logger,
+    box,
     storageError,
     onDamaged: (conversationId, error) => {
       if (!store.quarantineFound(conversationId, error)) return;
       logger.error({ conversation_id: conversationId, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
     },
   });
-  const runs = new FileRunStore(conversationsDir, { storageError });
+  const { log, runs } = storage;
   const deltas = new DeltaChannel();
   const store = new ConversationStore({
-    repository: new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError }),
+    repository: storage.repository,
     log,
     hostNetworkAllowed: config.sandbox.network.hostAllowed,
     integrityChecks: [(id) => void runs.list(id)],
@@ -154,11 +155,12 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     readers: [store.summaryReader, sessions, { name: 'metrics', read: ({ event }) => metrics.observeEvent(event) }, ...(overrides.readers ?? [])],
   });
   const events = new EventQueries(log, (id) => void store.record(id));
-  const summaries = new FileSummaryStore(path.join(config.dataDir, 'summaries.json'));
+  const summaries = storage.summaries;
   for (const { id, error } of await store.load(await summaries.take())) {
     logger.error({ conversation_id: id, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
   }
-  const webhooks = await composeWebhooks({ config, logger, log, conversations: store, box, version: VERSION, storageError });
+  let ownership: Ownership | null = null;
+  const webhooks = await composeWebhooks({ config, logger, log, conversations: store, store: storage.webhooks, version: VERSION, ...(storage.postgres && { owns: (id: string) => ownership?.holds(id) ?? false }) });
 
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
@@ -223,7 +225,30 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     },
   });
   const commands = new CommandService({ conversations: store, secrets, runner: commandRunner });
-  await agent.recoverAfterRestart();
+  if (storage.postgres && config.cluster) {
+    // Several instances: a run cut off by a dead instance (this one's previous process included) is recovered by whichever takes its lease.
+    ownership = new Ownership({ pg: storage.postgres, instanceUrl: config.cluster.instanceUrl, ttlMs: config.cluster.leaseTtlMs, resumeOnFailover: config.cluster.resumeOnFailover, store, agent, sessions, webhooks, logger });
+    await ownership.start();
+    const { log: pgLog, writes } = storage.postgres;
+    const held = ownership;
+    const ttlMs = config.cluster.leaseTtlMs;
+    metrics.addCluster({
+      leasesHeld: () => held.heldCount,
+      instancesLive: () => held.instances.live(ttlMs),
+      takeovers: () => held.stats.takeovers,
+      failovers: () => held.stats.failovers,
+      leasesLost: () => held.stats.lost,
+      forwarded: () => held.stats.forwarded,
+      tailPosition: () => pgLog.tail.position,
+      tailLag: async () => Math.max(0, (await pgLog.globalHead()) - pgLog.tail.position),
+      deliveredInline: () => pgLog.tail.stats.inline,
+      deliveredRead: () => pgLog.tail.stats.read,
+      publishFailures: () => pgLog.stats.publishFailures,
+      pendingWrites: () => writes.pending,
+    });
+  } else {
+    await agent.recoverAfterRestart();
+  }
   const quarantined = () => ({ conversations: store.quarantined(), callbacks: webhooks.damaged() });
   const startedAt = Date.now();
 
@@ -251,6 +276,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     callbacks: webhooks.callbacks,
     files,
     disk,
+    storage,
     quarantined,
     status: new ServerStatus({
       version: VERSION,
@@ -261,6 +287,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       quarantined,
       sseSubscribers: () => streams.size,
       firehoseHead: () => events.firehoseHead(),
+      storageChecks: () => storage.checks(),
       limits: {
         max_body_bytes: config.maxBodyBytes,
         max_upload_bytes: config.maxUploadBytes,
@@ -284,14 +311,16 @@ export async function composeServices(config: Config, logger: Logger, overrides:
         },
       },
     }),
+    ownership,
     async close() {
       await agent.stopAll();
+      await ownership?.close();
       await webhooks.close();
       await hookClient.close();
       await webFetcher.close();
       await webSearcher?.close();
       streams.closeAll('server_shutting_down');
-      await log.close();
+      await storage.close();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any more.
       await summaries.save(store.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
     },

@@ -131,6 +131,11 @@ export const VARIABLES = {
   AGENTD_LIMIT_FILE_MB: spec({ schema: limit(1, 4096), default: '4096', meaning: 'Largest file an agent process may write (RLIMIT_FSIZE; 0: no limit)' }),
   AGENTD_LIMIT_TMP_MB: spec({ schema: limit(1, 1024), default: '1024', meaning: "Size of the sandbox's /tmp and of its /dev/shm, each a tmpfs (0: no size)" }),
   AGENTD_LIMIT_WORKDIR_MB: spec({ schema: limit(1, 20_480), default: '20480', meaning: 'Disk usage of the workdir past which the running command is stopped (0: no limit)' }),
+  AGENTD_DATABASE_URL: spec({ schema: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(), default: 'none', meaning: 'PostgreSQL URL: every store (events, conversations, runs, webhooks, secrets) goes there, and several instances can share it' }),
+  AGENTD_NATS_URL: spec({ schema: z.string().regex(/^(nats|tls):\/\//, 'must be a nats:// URL').optional(), default: 'none', meaning: 'NATS JetStream URL for cross-instance event fan-out (needs AGENTD_DATABASE_URL; unset: LISTEN/NOTIFY)' }),
+  AGENTD_INSTANCE_URL: spec({ schema: z.url({ protocol: /^https?$/ }).optional(), default: 'http://<host>:<port>', meaning: 'URL other instances reach this one at (requests for a conversation it owns are forwarded there)' }),
+  AGENTD_LEASE_TTL_S: spec({ schema: z.coerce.number().min(1).max(300).default(5), default: '5', meaning: 'Seconds an instance holds a conversation without renewing; a dead owner is replaced after this' }),
+  AGENTD_RESUME_ON_FAILOVER: spec({ schema: boolText.default(false), default: 'false', meaning: "true: a run whose instance died is continued by the one taking over (else it is paused)" }),
   AGENTD_SANDBOX_CGROUPS: spec({ schema: boolText.default(true), default: 'true', meaning: 'false: never create cgroups (memory and processes limited per process only)' }),
 } satisfies Record<string, VariableSpec>;
 

@@ -34,6 +34,8 @@ export interface Config {
   defaultLlm: LlmConfigInput | null;
   secretKey: string | null;
   fsync: boolean;
+  /** Several instances over PostgreSQL (and NATS): null without AGENTD_DATABASE_URL (files in the data dir). */
+  cluster: { databaseUrl: string; natsUrl: string | null; instanceUrl: string; leaseTtlMs: number; resumeOnFailover: boolean } | null;
   maxBodyBytes: number;
   maxUploadBytes: number;
   sseHeartbeatMs: number;
@@ -223,6 +225,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     secretKey: e.AGENTD_SECRET_KEY ?? null,
     mcpServers: e.AGENTD_MCP_CONFIG ? readMcpConfig(e.AGENTD_MCP_CONFIG) : {},
     fsync: e.AGENTD_FSYNC,
+    cluster: clusterFrom(e),
     maxBodyBytes: e.AGENTD_MAX_BODY_BYTES,
     maxUploadBytes: e.AGENTD_MAX_UPLOAD_BYTES,
     sseHeartbeatMs: Math.round(e.AGENTD_SSE_HEARTBEAT_S * 1000),
@@ -281,6 +284,24 @@ function searchConfig(provider: 'tavily' | 'brave' | 'searxng' | undefined, apiK
   if (provider === 'searxng' && !url) throw new ConfigError('AGENTD_SEARCH_PROVIDER=searxng needs AGENTD_SEARCH_URL (the base URL of your SearXNG instance, with the JSON format enabled)');
   if (provider !== 'searxng' && !apiKey) throw new ConfigError(`AGENTD_SEARCH_PROVIDER=${provider} needs AGENTD_SEARCH_API_KEY`);
   return Object.freeze({ provider, apiKey: apiKey ?? null, url: url ?? null });
+}
+
+function clusterFrom(e: z.infer<typeof EnvSchema>): Config['cluster'] {
+  if (!e.AGENTD_DATABASE_URL) {
+    if (e.AGENTD_NATS_URL) throw new ConfigError('invalid AGENTD_NATS_URL: NATS fans events out between instances that share AGENTD_DATABASE_URL; set that too');
+    return null;
+  }
+  // Every instance must open what the others sealed and accept the keys clients were given.
+  if (!e.AGENTD_SECRET_KEY) throw new ConfigError('AGENTD_DATABASE_URL needs AGENTD_SECRET_KEY: every instance must seal secrets with the same key');
+  if (!e.AGENTD_MASTER_KEY) throw new ConfigError('AGENTD_DATABASE_URL needs AGENTD_MASTER_KEY: every instance must accept the same API keys');
+  const host = e.AGENTD_HOST === '0.0.0.0' || e.AGENTD_HOST === '::' ? '127.0.0.1' : e.AGENTD_HOST;
+  return Object.freeze({
+    databaseUrl: e.AGENTD_DATABASE_URL,
+    natsUrl: e.AGENTD_NATS_URL ?? null,
+    instanceUrl: (e.AGENTD_INSTANCE_URL ?? `http://${host.includes(':') ? `[${host}]` : host}:${e.AGENTD_PORT}`).replace(/\/$/, ''),
+    leaseTtlMs: Math.round(e.AGENTD_LEASE_TTL_S * 1000),
+    resumeOnFailover: e.AGENTD_RESUME_ON_FAILOVER,
+  });
 }
 
 /** LANG, LC_ALL and the AGENTD_PASS_ENV names from the server's environment; PATH is AGENTD_AGENT_PATH, never the server's. */

@@ -40,7 +40,6 @@ const BASE_BODIES: Record<string, Record<string, unknown>> = {
   'runs.setConfirmation': { enabled: false },
   'runs.reject': { reason: 'no' },
   'runs.answer': { tool_call_id: 'call_1', content: 'yes' },
-  'conversations.condense': { instructions: 'keep the file names' },
   'secrets.put': { secrets: { NAME_B: 'value-b' } },
   'commands.run': { command: 'true', timeout_s: 5, cwd: '.' },
   'callbacks.create': { url: 'http://127.0.0.1:9/hook', events: ['message'], secret: 'abc' },

@@ -2,21 +2,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { ConversationRecord, type ConversationRepository, type LoadedConversations } from '../core/conversations/conversation-record.js';
-import { SENSITIVE_HEADER } from '../core/schemas/llm-config.js';
 import type { SecretBox } from '../core/secrets/secret-box.js';
-import type { HookMatcher, HookPoint, Hooks } from '../core/schemas/tool-control.js';
-import type { McpServers } from '../core/schemas/mcp-servers.js';
+import { sealConversationRecord, unsealConversationRecord, type SealedConversationRecord } from './sealed-conversation-record.js';
 import { DamagedDataError, StorageFullError } from '../core/errors.js';
 import { isOutOfSpace } from './disk-space.js';
 
 const FILE = 'conversation.json';
 const LOAD_CONCURRENCY = 64;
 
-/** The record as written to disk: secret values and the LLM key sealed with the SecretBox. */
-type DiskRecord = Omit<ConversationRecord, 'secrets' | 'llm'> & {
-  llm: (Omit<NonNullable<ConversationRecord['llm']>, 'api_key'> & { api_key: string | null }) | null;
-  secrets: Record<string, string>;
-};
 
 /** `<dir>/<id>/conversation.json`, written with temp file + rename. */
 export class FileConversationRepository implements ConversationRepository {
@@ -97,9 +90,9 @@ export class FileConversationRepository implements ConversationRepository {
     }
     const file = path.join(dir, FILE);
     const damaged = (reason: string) => new DamagedDataError({ file: FILE, line: null, reason }, file);
-    let disk: DiskRecord;
+    let disk: SealedConversationRecord;
     try {
-      disk = JSON.parse(text) as DiskRecord;
+      disk = JSON.parse(text) as SealedConversationRecord;
     } catch (error) {
       throw damaged(`not valid JSON (${(error as Error).message})`);
     }
@@ -121,55 +114,11 @@ export class FileConversationRepository implements ConversationRepository {
     return parsed.data;
   }
 
-  private seal(record: ConversationRecord): DiskRecord {
-    const secrets: Record<string, string> = {};
-    for (const [name, value] of Object.entries(record.secrets)) secrets[name] = this.box.encrypt(value);
-    const llm = record.llm
-      ? { ...record.llm, api_key: record.llm.api_key ? this.box.encrypt(record.llm.api_key) : null, extra_headers: sealHeaders(record.llm.extra_headers, (value) => this.box.encrypt(value)) }
-      : null;
-    const retired = record.retired_secrets?.map(([name, value]): [string, string] => [name, this.box.encrypt(value)]);
-    const hooks = record.hooks && sealHookSecrets(record.hooks, (value) => this.box.encrypt(value));
-    const mcp = record.mcp_servers && sealMcpValues(record.mcp_servers, (value) => this.box.encrypt(value));
-    return { ...record, llm, secrets, ...(retired && { retired_secrets: retired }), ...(hooks && { hooks }), ...(mcp && { mcp_servers: mcp }) };
+  private seal(record: ConversationRecord): SealedConversationRecord {
+    return sealConversationRecord(record, this.box);
   }
 
-  private unseal(disk: DiskRecord): ConversationRecord {
-    const secrets: Record<string, string> = {};
-    for (const [name, value] of Object.entries(disk.secrets ?? {})) secrets[name] = this.box.decrypt(value);
-    const llm = disk.llm
-      ? { ...disk.llm, api_key: disk.llm.api_key ? this.box.decrypt(disk.llm.api_key) : null, extra_headers: sealHeaders(disk.llm.extra_headers, (value) => this.box.decrypt(value)) }
-      : null;
-    const retired = disk.retired_secrets?.map(([name, value]): [string, string] => [name, this.box.decrypt(value)]);
-    const hooks = disk.hooks && sealHookSecrets(disk.hooks, (value) => this.box.decrypt(value));
-    const mcp = disk.mcp_servers && sealMcpValues(disk.mcp_servers, (value) => this.box.decrypt(value));
-    return { ...disk, llm, secrets, ...(retired && { retired_secrets: retired }), ...(hooks && { hooks }), ...(mcp && { mcp_servers: mcp }) };
+  private unseal(disk: SealedConversationRecord): ConversationRecord {
+    return unsealConversationRecord(disk, this.box);
   }
-}
-
-/** Values of auth-like `extra_headers` are sealed at rest like `api_key`; a record from before they existed has none. */
-function sealHeaders(headers: Record<string, string> | null | undefined, transform: (value: string) => string): Record<string, string> | null {
-  if (!headers) return null;
-  return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, SENSITIVE_HEADER.test(name) ? transform(value) : value]));
-}
-
-/** An http hook's signing secret is sealed at rest like the conversation's secrets. */
-function sealHookSecrets(hooks: Hooks, transform: (value: string) => string): Hooks {
-  const out: Hooks = {};
-  for (const [point, matchers] of Object.entries(hooks) as [HookPoint, HookMatcher[]][]) {
-    out[point] = matchers.map((matcher) => ({
-      ...matcher,
-      hooks: matcher.hooks.map((hook) => (hook.type === 'http' && hook.secret !== undefined ? { ...hook, secret: transform(hook.secret) } : hook)),
-    }));
-  }
-  return out;
-}
-
-/** MCP env and header values are secrets: sealed at rest. */
-function sealMcpValues(servers: McpServers, transform: (value: string) => string): McpServers {
-  const seal = (values: Record<string, string> | undefined) => values && Object.fromEntries(Object.entries(values).map(([key, value]) => [key, transform(value)]));
-  const out: McpServers = {};
-  for (const [name, server] of Object.entries(servers)) {
-    out[name] = 'command' in server ? { ...server, ...(server.env && { env: seal(server.env)! }) } : { ...server, ...(server.headers && { headers: seal(server.headers)! }) };
-  }
-  return out;
 }

@@ -1,6 +1,21 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { AgentEvent } from '../core/schemas/event.js';
 
+export interface ClusterFigures {
+  leasesHeld(): number;
+  instancesLive(): Promise<number>;
+  takeovers(): number;
+  failovers(): number;
+  leasesLost(): number;
+  forwarded(): number;
+  tailPosition(): number;
+  tailLag(): Promise<number>;
+  deliveredInline(): number;
+  deliveredRead(): number;
+  publishFailures(): number;
+  pendingWrites(): number;
+}
+
 /**
  * The server's Prometheus metrics. Most are derived from the event stream (runs from
  * state_update, tokens from usage, tools from observation), so the agent loop needs no
@@ -55,6 +70,35 @@ export class Metrics {
         this.set(gauges.sseSubscribers());
       },
     });
+  }
+
+  /**
+   * Several instances: figures read when scraped. Gauges that count (takeovers, forwarded
+   * requests…) only grow while the process lives, like counters, but are kept by their owners.
+   */
+  addCluster(source: ClusterFigures): void {
+    const registers = [this.registry];
+    const gauge = (name: string, help: string, read: () => number | Promise<number>) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        async collect() {
+          this.set(await read());
+        },
+      });
+    gauge('agentd_cluster_leases_held', 'Conversations this instance holds the lease of (runs here)', source.leasesHeld);
+    gauge('agentd_cluster_instances_live', 'Instances whose heartbeat is fresh', source.instancesLive);
+    gauge('agentd_cluster_takeovers_total', 'Leases this instance took (new conversations excluded)', source.takeovers);
+    gauge('agentd_cluster_failovers_total', 'Runs this instance recovered after their instance died', source.failovers);
+    gauge('agentd_cluster_leases_lost_total', 'Leases this instance lost to another (it stalled past their expiry)', source.leasesLost);
+    gauge('agentd_cluster_forwarded_requests_total', 'Requests forwarded to the instance holding the conversation', source.forwarded);
+    gauge('agentd_replication_tail_position', 'Last firehose position this instance delivered to its subscribers', source.tailPosition);
+    gauge('agentd_replication_lag_events', 'Events committed to the database this instance has not delivered yet', source.tailLag);
+    gauge('agentd_replication_inline_total', 'Events delivered from the feed message itself (no database read)', source.deliveredInline);
+    gauge('agentd_replication_read_total', 'Events delivered by reading the database (gaps, bare notices, polls)', source.deliveredRead);
+    gauge('agentd_replication_publish_failures_total', 'Feed publications that failed (the poll catches up)', source.publishFailures);
+    gauge('agentd_storage_pending_writes', 'Record writes queued for the database', source.pendingWrites);
   }
 
   observeEvent(event: AgentEvent): void {

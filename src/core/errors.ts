@@ -13,7 +13,8 @@ export type ErrorKind =
   | 'conflict' // the state does not allow it now (a run in progress, damaged data)
   | 'unprocessable' // understood but cannot be acted on (a secret the conversation lacks)
   | 'too_large' // a part of the request is over its size limit (an image)
-  | 'storage_full'; // nothing was stored: the disk is full
+  | 'storage_full' // nothing was stored: the disk is full
+  | 'unavailable'; // a store or another instance did not answer in time: retry later
 
 export class AppError extends Error {
   readonly code: ErrorCode;

@@ -9,6 +9,7 @@ const STATUS_OF_KIND: Record<ErrorKind, number> = {
   unprocessable: 422,
   storage_full: 507,
   too_large: 413,
+  unavailable: 503,
 };
 
 /** An error only the HTTP layer can have (a body too large, a range outside the file): it names its status. */

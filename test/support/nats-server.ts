@@ -2,12 +2,14 @@
  * A throwaway `nats-server -js` for one test file, on a free loopback port, its JetStream store
  * in the test's own temp dir. Debian's `nats-server` package provides it (`.ci/run` installs
  * it); where it is missing, `findNatsServer()` says why and the tests skip with that one line.
+ * It dies with the test process, even a killed one (see watchdog.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from './free-port.js';
+import { quote, watchdog } from './watchdog.js';
 
 export interface NatsServer {
   url: string;
@@ -29,6 +31,7 @@ export async function startNatsServer(binary: string): Promise<NatsServer> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-nats-'));
   const port = await freePort();
   const child: ChildProcess = spawn(binary, ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', root], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const guard = watchdog(`kill -9 ${child.pid} 2>/dev/null; rm -rf ${quote(root)}`);
   let output = '';
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`nats-server did not start within 20 s:\n${output}`)), 20_000);
@@ -51,6 +54,7 @@ export async function startNatsServer(binary: string): Promise<NatsServer> {
     port,
     kill: () => child.kill('SIGKILL'),
     async stop() {
+      guard.cancel();
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       await exited;
       fs.rmSync(root, { recursive: true, force: true });

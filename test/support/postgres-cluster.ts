@@ -6,6 +6,9 @@
  *
  * PostgreSQL refuses to run as root: as root, the cluster runs as the `postgres` user (the
  * package creates it), and only the cluster's own directory is handed to that user.
+ *
+ * The cluster dies with the test process: a watchdog stops it and removes its dir if the test
+ * is killed before `stop()` (see watchdog.ts).
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
@@ -13,6 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from './free-port.js';
+import { quote, watchdog } from './watchdog.js';
 
 const run = promisify(execFile);
 
@@ -71,6 +75,9 @@ export async function startPostgres(binaries: PostgresBinaries): Promise<Postgre
   await tool('initdb', ['-D', dataDir, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C']);
   const port = await freePort();
   const options = [`-p ${port}`, `-k ${socketDir}`, '-c listen_addresses=127.0.0.1', '-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off', '-c max_connections=200'].join(' ');
+  const pgCtl = path.join(binaries.bin, 'pg_ctl');
+  const stopCommand = `${binaries.runAs ? `/usr/sbin/runuser -u ${binaries.runAs} -- ` : ''}${quote(pgCtl)} stop -D ${quote(dataDir)} -m immediate -w -t 30 >/dev/null 2>&1; rm -rf ${quote(root)}`;
+  const guard = watchdog(stopCommand);
   await tool('pg_ctl', ['start', '-D', dataDir, '-w', '-t', '60', '-l', path.join(root, 'postgres.log'), '-o', options]);
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
   let created = 0;
@@ -82,6 +89,7 @@ export async function startPostgres(binaries: PostgresBinaries): Promise<Postgre
       return `postgres://postgres@127.0.0.1:${port}/${name}`;
     },
     async stop() {
+      guard.cancel();
       try {
         await tool('pg_ctl', ['stop', '-D', dataDir, '-m', 'immediate', '-w', '-t', '30']);
       } finally {

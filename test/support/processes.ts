@@ -28,3 +28,19 @@ export async function waitForProcess(pattern: string, timeoutMs = 10_000): Promi
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
+
+/** SIGKILLs the processes whose command line contains `pattern` (a unique marker the test made); returns how many. */
+export function killMatching(pattern: string): number {
+  let killed = 0;
+  for (const pid of fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    if (Number(pid) === process.pid) continue;
+    try {
+      if (!fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').includes(pattern)) continue;
+      process.kill(Number(pid), 'SIGKILL');
+      killed++;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return killed;
+}

@@ -17,5 +17,7 @@ export interface EventFeed {
   publish(notice: FeedNotice): Promise<void>;
   /** Calls `listener` for every notice from any instance (this one included). */
   listen(listener: (notice: FeedNotice) => void): Promise<void>;
+  /** Checks the feed answers (for /health); absent when it rides on the database. */
+  ping?(): Promise<void>;
   close(): Promise<void>;
 }

@@ -49,6 +49,11 @@ export class GlobalTail {
     return () => this.listeners.delete(listener);
   }
 
+  /** A notice from this instance itself (its own append): delivered without waiting for the feed. */
+  notice(notice: FeedNotice): Promise<void> {
+    return this.enqueue(() => this.onNotice(notice));
+  }
+
   /** Catch up now (e.g. right after this instance appended). */
   poke(): Promise<void> {
     return this.enqueue(() => this.catchUp());

@@ -61,6 +61,10 @@ export class JetStreamEventFeed implements EventFeed {
     })();
   }
 
+  async ping(): Promise<void> {
+    await this.connection.flush();
+  }
+
   async close(): Promise<void> {
     await this.messages?.close();
     await this.connection.drain().catch(() => this.connection.close());

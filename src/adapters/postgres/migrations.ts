@@ -53,6 +53,47 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    name: 'conversations, runs, webhooks, instances',
+    sql: `
+      -- A conversation record as JSON, its secrets sealed with the server's secret key.
+      CREATE TABLE agentd_conversations (
+        id uuid PRIMARY KEY,
+        body text NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now()
+      );
+      -- The newest saved state of each run; ordinal keeps a conversation's runs oldest first.
+      CREATE TABLE agentd_runs (
+        conversation_id uuid NOT NULL,
+        id uuid NOT NULL,
+        ordinal bigserial NOT NULL,
+        body text NOT NULL,
+        PRIMARY KEY (conversation_id, id)
+      );
+      -- A webhook subscription with its cursor and attempt in progress (secret sealed).
+      CREATE TABLE agentd_webhooks (
+        id uuid PRIMARY KEY,
+        conversation_id uuid NOT NULL,
+        body text NOT NULL
+      );
+      CREATE INDEX agentd_webhooks_conversation ON agentd_webhooks (conversation_id);
+      -- The delivery log of a subscription: one row per delivered event, bounded by trimming.
+      CREATE TABLE agentd_webhook_deliveries (
+        subscription_id uuid NOT NULL,
+        seq bigint NOT NULL,
+        body text NOT NULL,
+        PRIMARY KEY (subscription_id, seq)
+      );
+      -- The running instances: where each can be reached and when it last said it was alive.
+      CREATE TABLE agentd_instances (
+        id text PRIMARY KEY,
+        url text NOT NULL,
+        started_at timestamptz NOT NULL DEFAULT now(),
+        heartbeat_at timestamptz NOT NULL DEFAULT now()
+      );
+    `,
+  },
 ];
 
 /** A fixed advisory lock key for the migration runner ('agentd' in ASCII). */

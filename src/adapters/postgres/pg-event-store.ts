@@ -14,6 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Sql, TransactionSql } from 'postgres';
 import { isoTimestamp, systemClock, type Clock } from '../../core/clock.js';
+import { AppError } from '../../core/errors.js';
 import type { AgentEvent, NewEvent } from '../../core/schemas/event.js';
 import type { AppendedEvent, EventFilter, EventPageQuery, FirehoseEntry, StoredEvent } from '../../core/events/event-log.js';
 
@@ -23,9 +24,9 @@ export interface Fence {
   token: number;
 }
 
-export class LeaseLostError extends Error {
+export class LeaseLostError extends AppError {
   constructor(readonly conversationId: string) {
-    super(`this instance no longer holds the lease of conversation ${conversationId}`);
+    super({ code: 'lease_lost', kind: 'unavailable', message: `This instance no longer holds the lease of conversation ${conversationId}: another instance runs it now. Retry the request.`, details: { id: conversationId } });
   }
 }
 

@@ -65,6 +65,35 @@ export class PgLeases {
     return row ? toLease(row) : null;
   }
 
+  /** A lease for a conversation nobody ever held (a new one); null when it has a lease row already. */
+  async claimNew(conversationId: string, owner: string, ttlMs: number): Promise<Lease | null> {
+    const [row] = await this.sql<LeaseRow[]>`
+      INSERT INTO agentd_leases (conversation_id, owner, token, expires_at)
+      VALUES (${conversationId}, ${owner}, 1, now() + ${ttlMs} * interval '1 millisecond')
+      ON CONFLICT (conversation_id) DO NOTHING
+      RETURNING conversation_id, owner, token, expires_at`;
+    return row ? toLease(row) : null;
+  }
+
+  /** Extends every lease `owner` still holds among `conversationIds`; returns those renewed. */
+  async renewAll(owner: string, conversationIds: readonly string[], ttlMs: number): Promise<Set<string>> {
+    if (conversationIds.length === 0) return new Set();
+    const rows = await this.sql<{ conversation_id: string }[]>`
+      UPDATE agentd_leases SET expires_at = now() + ${ttlMs} * interval '1 millisecond'
+      WHERE owner = ${owner} AND conversation_id IN ${this.sql(conversationIds as string[])}
+      RETURNING conversation_id`;
+    return new Set(rows.map((row) => row.conversation_id));
+  }
+
+  /** Expired leases of stored conversations (their holder died), those stored as running first. */
+  async orphaned(limit: number): Promise<string[]> {
+    const rows = await this.sql<{ conversation_id: string }[]>`
+      SELECT l.conversation_id FROM agentd_leases l JOIN agentd_conversations c ON c.id = l.conversation_id
+      WHERE l.expires_at <= now()
+      ORDER BY (c.body::jsonb ->> 'status') = 'running' DESC, l.expires_at LIMIT ${limit}`;
+    return rows.map((row) => row.conversation_id);
+  }
+
   /** Leases whose holder stopped renewing them: candidates for takeover. */
   async expired(limit: number): Promise<Lease[]> {
     const rows = await this.sql<LeaseRow[]>`

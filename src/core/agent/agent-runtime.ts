@@ -320,19 +320,30 @@ export class AgentRuntime implements ConversationRuntime {
 
   /** After a restart: a conversation that was running comes back paused, its open tool calls closed. */
   async recoverAfterRestart(): Promise<void> {
-    for (const record of [...this.deps.conversations.all()]) {
-      const live = record.status === 'running' || record.status === 'waiting_for_input';
-      const runs = live || record.current_run_id ? this.deps.runs.list(record.id).filter((run) => run.status === 'running') : [];
-      if (!live && runs.length === 0) continue;
-      const session = await this.session(record.id);
-      for (const callId of session.history.pendingCallIds) {
-        if (record.pending_actions.some((action) => action.tool_call_id === callId)) continue;
-        await this.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: this.toolNameOf(callId, session), content: 'Interrupted: the server restarted while this tool was running.', is_error: true, data: { interrupted: true }, run_id: record.current_run_id });
-      }
-      const now = isoTimestamp(this.clock.now());
-      for (const run of runs) this.deps.runs.save({ ...run, status: 'paused', ended_at: now, outcome: 'server_restart' });
-      await this.setStatus(record, 'paused', { runId: record.current_run_id, reason: 'The server restarted while the run was in progress.' });
+    for (const record of [...this.deps.conversations.all()]) await this.recover(record.id, 'server_restart');
+  }
+
+  /**
+   * A conversation whose run was cut off (this server restarted, or the instance running it
+   * died): its open tool calls are closed and the run is marked paused. Returns whether there
+   * was a run to recover.
+   */
+  async recover(conversationId: string, outcome: 'server_restart' | 'failover'): Promise<boolean> {
+    const record = this.deps.conversations.record(conversationId);
+    // A run waiting for an answer (ask_user) was cut off too.
+    const live = record.status === 'running' || record.status === 'waiting_for_input';
+    const runs = live || record.current_run_id ? this.deps.runs.list(record.id).filter((run) => run.status === 'running') : [];
+    if (!live && runs.length === 0) return false;
+    const session = await this.session(record.id);
+    const what = outcome === 'failover' ? 'the instance running it stopped' : 'the server restarted';
+    for (const callId of session.history.pendingCallIds) {
+      if (record.pending_actions.some((action) => action.tool_call_id === callId)) continue;
+      await this.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: this.toolNameOf(callId, session), content: `Interrupted: ${what} while this tool was running.`, is_error: true, data: { interrupted: true }, run_id: record.current_run_id });
     }
+    const now = isoTimestamp(this.clock.now());
+    for (const run of runs) this.deps.runs.save({ ...run, status: 'paused', ended_at: now, outcome });
+    await this.setStatus(record, 'paused', { runId: record.current_run_id, reason: outcome === 'failover' ? 'The instance running this conversation stopped while the run was in progress.' : 'The server restarted while the run was in progress.' });
+    return true;
   }
 
   private async drive(session: AgentSession, record: ConversationRecord, active: NonNullable<AgentSession['active']>, approved: ConversationRecord['pending_actions'], firstRun: boolean): Promise<void> {

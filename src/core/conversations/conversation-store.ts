@@ -233,6 +233,19 @@ export class ConversationStore {
     this.deps.repository.save(record);
   }
 
+  /**
+   * Another instance changed (or deleted) this conversation: the record as stored now replaces
+   * the one held here (undefined: it is gone). Never for a conversation that runs here.
+   */
+  sync(id: string, stored: ConversationRecord | undefined, eventCount?: number): void {
+    const current = this.records.get(id);
+    const count = eventCount ?? this.eventCounts.get(id);
+    if (current) this.unindex(current);
+    if (!stored) return;
+    this.index(stored);
+    if (count !== undefined) this.eventCounts.set(id, count);
+  }
+
   /** The conversation is gone (or never made it): out of the index and the repository. */
   remove(id: string, options: { persisted: boolean }): void {
     const record = this.records.get(id);

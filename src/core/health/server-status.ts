@@ -17,6 +17,8 @@ export interface ServerStatusDeps {
   quarantined(): Quarantined;
   sseSubscribers(): number;
   firehoseHead(): Promise<number>;
+  /** The shared stores, when there are (the database must answer; NATS only degrades). */
+  storageChecks?(): Promise<{ database?: Check; nats?: Check }>;
   /** Limits and the sandbox as configured and detected at start-up: reported as they are. */
   limits: Info['limits'];
   sandbox: Info['sandbox'];
@@ -30,10 +32,11 @@ export interface ServerStatusDeps {
 export class ServerStatus {
   constructor(private readonly deps: ServerStatusDeps) {}
 
-  readiness(): { ready: boolean; report: Health } {
+  async readiness(): Promise<{ ready: boolean; report: Health }> {
     const stateLoaded = this.deps.conversations.isLoaded;
     const writable = this.deps.dataDirWritable();
-    const ready = stateLoaded && writable.ok;
+    const shared = (await this.deps.storageChecks?.()) ?? {};
+    const ready = stateLoaded && writable.ok && (shared.database?.ok ?? true);
     const { conversations, callbacks } = this.deps.quarantined();
     const damaged = conversations.length + callbacks.length;
     const quarantined = {
@@ -45,8 +48,8 @@ export class ServerStatus {
     return {
       ready,
       report: {
-        status: !ready ? 'unavailable' : damaged > 0 ? 'degraded' : 'ok',
-        checks: { state_loaded: { ok: stateLoaded, detail: stateLoaded ? null : 'loading' }, data_dir_writable: writable, quarantined },
+        status: !ready ? 'unavailable' : damaged > 0 || shared.nats?.ok === false ? 'degraded' : 'ok',
+        checks: { state_loaded: { ok: stateLoaded, detail: stateLoaded ? null : 'loading' }, data_dir_writable: writable, quarantined, ...shared },
       },
     };
   }

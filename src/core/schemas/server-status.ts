@@ -13,7 +13,13 @@ export const Health = z
     status: z
       .enum(['ok', 'degraded', 'unavailable'])
       .describe('`degraded` (still 200): the server is ready, but some stored data is damaged and quarantined; the rest is served.'),
-    checks: z.object({ state_loaded: Check, data_dir_writable: Check, quarantined: QuarantineCheck }),
+    checks: z.object({
+      state_loaded: Check,
+      data_dir_writable: Check,
+      quarantined: QuarantineCheck,
+      database: Check.optional().describe('With AGENTD_DATABASE_URL: PostgreSQL answers.'),
+      nats: Check.optional().describe('With AGENTD_NATS_URL: the NATS server answers (events still flow through the database without it).'),
+    }),
   })
   .meta({ id: 'Health' });
 

@@ -130,9 +130,11 @@ export class DeliveryWorker {
       this.save();
     }
     this.current = null;
+    // The last seq is read before the next event: with a log across the network an append can
+    // commit between the two reads, and a last seq read after would skip that event.
+    const last = await log.lastSeq(state.conversation_id);
     const [next] = await log.read(state.conversation_id, { order: 'asc', cursorSeq: state.cursor, limit: 1, kinds: state.events ?? undefined });
     if (!next) {
-      const last = await log.lastSeq(state.conversation_id);
       // Past filtered-out events; or back, if the log lost its tail in a power cut (new events reuse those seqs).
       if (last !== state.cursor) this.moveCursor(last);
       return null;

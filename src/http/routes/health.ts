@@ -26,7 +26,7 @@ export function healthRoutes(services: { status: ServerStatus; version: string }
         },
       },
       async (_request, reply) => {
-        const { ready, report } = services.status.readiness();
+        const { ready, report } = await services.status.readiness();
         return reply.code(ready ? 200 : 503).send(report);
       },
     );

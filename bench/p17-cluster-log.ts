@@ -1,0 +1,119 @@
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import postgres, { type Sql } from 'postgres';
+import { FileEventLog } from '../src/adapters/file-event-log/file-event-log.js';
+import { JetStreamEventFeed } from '../src/adapters/cluster/jetstream-event-feed.js';
+import { PgNotifyEventFeed } from '../src/adapters/cluster/pg-notify-event-feed.js';
+import { migrate } from '../src/adapters/postgres/migrations.js';
+import { PgEventLog } from '../src/adapters/postgres/pg-event-log.js';
+import type { EventLog } from '../src/core/events/event-log.js';
+import type { NewEvent } from '../src/core/schemas/event.js';
+import { findNatsServer, startNatsServer, type NatsServer } from '../test/support/nats-server.js';
+import { findPostgres, startPostgres, type PostgresCluster } from '../test/support/postgres-cluster.js';
+import type { Benchmark } from './support/benchmark.js';
+import { fmt, ratio, summarize } from './support/stats.js';
+
+const message = (i: number): NewEvent => ({ kind: 'message', source: 'user', role: 'user', content: `benchmark message ${i} ${'x'.repeat(200)}` });
+
+/**
+ * P17: the event log shared by several instances. Append throughput (many conversations,
+ * concurrent appends) and fan-out latency (append call → a live subscriber on an instance that
+ * did not append) for the file log, PostgreSQL with one instance, and PostgreSQL with three
+ * instances (each its own connection pool, feed and tail, in this one process) over
+ * LISTEN/NOTIFY and over NATS JetStream.
+ */
+export const p17ClusterLog: Benchmark = {
+  id: 'P17',
+  title: 'event log across instances',
+  measures: 'append throughput and fan-out latency of the file log versus PostgreSQL with 1 and 3 instances (LISTEN/NOTIFY, NATS JetStream).',
+  async run({ quick, tmp }) {
+    const pg = findPostgres();
+    if ('missing' in pg) return { sizes: '', tables: [], notes: [], skipped: pg.missing };
+    const natsFound = findNatsServer();
+    const appends = quick ? 2_000 : 10_000;
+    const fanouts = quick ? 200 : 1_000;
+    const conversations = 20;
+    const concurrency = 16;
+    let cluster: PostgresCluster | null = null;
+    let nats: NatsServer | null = null;
+    const pools: Sql[] = [];
+    try {
+      cluster = await startPostgres(pg);
+      if (!('missing' in natsFound)) nats = await startNatsServer(natsFound.path);
+      const openPg = async (url: string, count: number, feed: 'notify' | 'nats'): Promise<EventLog[]> => {
+        const logs: EventLog[] = [];
+        for (let i = 0; i < count; i++) {
+          const sql = postgres(url, { max: 8, onnotice: () => {} });
+          pools.push(sql);
+          await migrate(sql);
+          logs.push(await PgEventLog.open({ sql, feed: feed === 'nats' ? await JetStreamEventFeed.connect(nats!.url) : new PgNotifyEventFeed(sql), pollMs: 1000 }));
+        }
+        return logs;
+      };
+      const setups: { label: string; open: () => Promise<EventLog[]> }[] = [
+        { label: 'file log (1 process)', open: async () => [new FileEventLog({ conversationsDir: path.join(tmp, 'conversations'), firehoseFile: path.join(tmp, 'firehose.idx') })] },
+        { label: 'PostgreSQL, 1 instance', open: async () => openPg(await cluster!.createDatabase(), 1, 'notify') },
+        { label: 'PostgreSQL, 3 instances, LISTEN/NOTIFY', open: async () => openPg(await cluster!.createDatabase(), 3, 'notify') },
+        ...(nats ? [{ label: 'PostgreSQL, 3 instances, NATS JetStream', open: async () => openPg(await cluster!.createDatabase(), 3, 'nats') }] : []),
+      ];
+      const rows: string[][] = [];
+      let fileRate = 0;
+      let fileP50 = 0;
+      for (const setup of setups) {
+        const logs = await setup.open();
+        const ids = Array.from({ length: conversations }, () => randomUUID());
+        // Throughput: `concurrency` clients, spread over the instances, each appending to its conversations.
+        let next = 0;
+        const started = performance.now();
+        await Promise.all(
+          Array.from({ length: concurrency }, async (_, client) => {
+            const log = logs[client % logs.length]!;
+            for (let i = next++; i < appends; i = next++) await log.append(ids[i % conversations]!, message(i));
+          }),
+        );
+        const rate = appends / ((performance.now() - started) / 1000);
+        // Fan-out: appended on the first instance, received live by a subscriber on the last one.
+        const id = randomUUID();
+        const subscription = logs.at(-1)!.subscribe({ conversationId: id, after: 0 });
+        const arrivals = new Map<number, number>();
+        const reading = (async () => {
+          for await (const item of subscription) {
+            if (item.type !== 'event') continue;
+            arrivals.set(item.cursor, performance.now());
+            if (item.cursor === fanouts) return;
+          }
+        })();
+        const sentAt: number[] = [];
+        for (let i = 1; i <= fanouts; i++) {
+          sentAt[i] = performance.now();
+          await logs[0]!.append(id, message(i));
+          // One at a time, as a run appends: the next waits until this one arrived.
+          while (!arrivals.has(i)) await new Promise((resolve) => setImmediate(resolve));
+        }
+        await reading;
+        subscription.close();
+        const latencies = Array.from({ length: fanouts }, (_, k) => arrivals.get(k + 1)! - sentAt[k + 1]!);
+        const latency = summarize(latencies);
+        if (rows.length === 0) {
+          fileRate = rate;
+          fileP50 = latency.p50;
+        }
+        rows.push([setup.label, fmt(rate), ratio(rate, fileRate), fmt(latency.p50), fmt(latency.p99), ratio(latency.p50, fileP50)]);
+        for (const log of logs) await log.close();
+      }
+      return {
+        sizes: `${appends.toLocaleString('en-US')} appends by ${concurrency} concurrent clients over ${conversations} conversations; ${fanouts} fan-out samples, one append at a time`,
+        tables: [{ columns: ['log', 'appends/s', 'vs file', 'fan-out p50 ms', 'fan-out p99 ms', 'p50 vs file'], rows }],
+        notes: [
+          'PostgreSQL runs locally with fsync off (a throwaway cluster): the figures show the protocol and the commit-order head row, not disk latency.',
+          'With 3 instances the subscriber is on another instance than the appender: its event comes through the feed (inline JSON with NATS, a read of the database after LISTEN/NOTIFY).',
+          'The 3 "instances" share this one process (separate pools, feeds and tails) and the 2 shared cores: a ceiling on throughput, not a measure of scaling out.',
+        ],
+      };
+    } finally {
+      await Promise.all(pools.map((sql) => sql.end({ timeout: 5 }).catch(() => {})));
+      await nats?.stop();
+      await cluster?.stop();
+    }
+  },
+};
