@@ -83,7 +83,12 @@ describe.skipIf(skipReason !== null)('agentd on PostgreSQL', () => {
     server.child.kill('SIGKILL');
     await server.exited;
     server = await spawnServer({ dataDir: tempDir(), env });
-    const after = await api(`/conversations/${id}`);
+    // The killed process's lease runs until it expires: until then the new one answers 503
+    // owner_unavailable ("retry in a few seconds"), as a client sees after any failover.
+    let after = await api(`/conversations/${id}`);
+    for (const deadline = Date.now() + 30_000; after.status === 503 && Date.now() < deadline; after = await api(`/conversations/${id}`)) {
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
     expect(after.body).toMatchObject({ id, title: 'on postgres', status: 'idle' });
     expect((await api(`/conversations/${id}/events?limit=100`)).body.items).toEqual(before);
     expect((await api(`/conversations/${id}/runs`)).body.items).toEqual(runsBefore);
