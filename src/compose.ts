@@ -37,6 +37,11 @@ import { finishTool } from './core/tools/finish.js';
 import { globTool } from './core/tools/glob.js';
 import { createGrepTool } from './core/tools/grep.js';
 import { taskTrackerTool } from './core/tools/task-tracker.js';
+import { taskTool } from './core/tools/task.js';
+import { skillTool } from './core/tools/skill.js';
+import { slashCommandTool } from './core/tools/slash-command.js';
+import { loadCatalog } from './core/catalog/project-catalog.js';
+import { workspaceCatalogFiles } from './core/catalog/workspace-catalog-files.js';
 import { WorkspaceFiles } from './core/workspace/workspace-files.js';
 import type { CallbackService } from './core/webhooks/callback-service.js';
 import { composeWebhooks } from './compose-webhooks.js';
@@ -44,7 +49,7 @@ import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
 import { DiskSpace } from './adapters/disk-space.js';
 import { describeDamage, type Damage } from './core/errors.js';
 
-export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'finish'] as const;
+export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'task', 'skill', 'slash_command', 'finish'] as const;
 
 /** Everything the HTTP layer calls: built once, in one place (the composition root). */
 export interface Services {
@@ -147,7 +152,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
-  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, finishTool] as ToolDefinition[];
+  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, taskTool, skillTool, slashCommandTool, finishTool] as ToolDefinition[];
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
   const mcp = new McpRegistry({
@@ -157,8 +162,18 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     sandboxOf: (record) => conversations.sandboxOf(record),
     mask: (conversationId, text) => secrets.maskText(conversationId, text),
   });
+  const files = new WorkspaceFiles({ workdirOf: (id) => conversations.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) });
+  const skillsDir = config.skillsDir;
+  const serverSkills = skillsDir ? workspaceCatalogFiles({ files: new WorkspaceFiles({ workdirOf: () => skillsDir }), key: 'server', root: skillsDir }) : null;
   const agent = new AgentRuntime({
     mcp,
+    catalog: (record) =>
+      loadCatalog({
+        project: (record.setting_sources ?? ['project']).includes('project') ? workspaceCatalogFiles({ files, key: record.id, root: record.workdir }) : null,
+        server: serverSkills,
+        agents: record.agents,
+      }),
+    maxSubagentDepth: config.subagentMaxDepth,
     conversations,
     log,
     recorder,
@@ -206,7 +221,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     recorder,
     deltas,
     callbacks: webhooks.callbacks,
-    files: new WorkspaceFiles({ workdirOf: (id) => conversations.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) }),
+    files,
     disk,
     quarantined: () => ({ conversations: conversations.quarantined(), callbacks: webhooks.damaged() }),
     async close() {

@@ -102,6 +102,8 @@ export const VARIABLES = {
     meaning: 'Private address ranges webhooks may go to anyway (comma-separated CIDRs)',
   }),
   AGENTD_MCP_CONFIG: spec({ schema: z.string().min(1).optional(), default: 'none', meaning: 'A JSON file in the .mcp.json shape ({"mcpServers": {...}}): MCP servers every conversation gets (a conversation\'s own servers of the same name win)' }),
+  AGENTD_SKILLS_DIR: spec({ schema: z.string().startsWith('/', 'must be an absolute path').optional(), default: 'none', meaning: 'A directory of skills (<name>/SKILL.md) every conversation gets, after the project\'s own' }),
+  AGENTD_SUBAGENT_MAX_DEPTH: spec({ schema: z.coerce.number().int().min(0).max(5).default(1), default: '1', meaning: 'Levels of subagents the task tool may start below the main agent (0: no task tool; 1: subagents start none)' }),
   AGENTD_SANDBOX: spec({ schema: z.enum(['auto', 'bwrap', 'none']).default('auto'), default: 'auto', meaning: 'auto (bubblewrap if it works here), bwrap (required) or none (unsandboxed)' }),
   AGENTD_SANDBOX_NETWORK: spec({ schema: z.enum(['isolated', 'none', 'host']).default('isolated'), default: 'isolated', meaning: 'Network of conversations created without sandbox.network: isolated (internet, no host loopback), none, host' }),
   AGENTD_SANDBOX_NETWORK_HOST: spec({ schema: boolText.default(false), default: 'false', meaning: 'true: conversations may ask for sandbox.network "host" (the host\'s network, loopback included)' }),

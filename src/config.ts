@@ -40,6 +40,10 @@ export interface Config {
   /** Webhook delivery: server-wide callback URLs and secret, attempt timeout, retry schedule. */
   /** MCP servers every conversation gets (AGENTD_MCP_CONFIG). */
   mcpServers: McpServers;
+  /** Skills every conversation gets (AGENTD_SKILLS_DIR), or null. */
+  skillsDir: string | null;
+  /** Levels of subagents below the main agent (AGENTD_SUBAGENT_MAX_DEPTH). */
+  subagentMaxDepth: number;
   webhooks: {
     urls: readonly string[];
     secret: string | null;
@@ -208,6 +212,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     llmClient: Object.freeze({ rateLimitWaitMs: Math.round(e.AGENTD_LLM_RATE_LIMIT_WAIT_S * 1000), idleTimeoutMs: Math.round(e.AGENTD_LLM_IDLE_TIMEOUT_S * 1000) }),
     secretKey: e.AGENTD_SECRET_KEY ?? null,
     mcpServers: e.AGENTD_MCP_CONFIG ? readMcpConfig(e.AGENTD_MCP_CONFIG) : {},
+    skillsDir: e.AGENTD_SKILLS_DIR ?? null,
+    subagentMaxDepth: e.AGENTD_SUBAGENT_MAX_DEPTH,
     fsync: e.AGENTD_FSYNC,
     maxBodyBytes: e.AGENTD_MAX_BODY_BYTES,
     maxUploadBytes: e.AGENTD_MAX_UPLOAD_BYTES,

@@ -57,13 +57,14 @@ export class ShellLedger {
         // must still find it at the next start.
         const onSpawn = (pid: number) => {
           options.onSpawn?.(pid);
-          this.record(options.conversationId, pid);
+          this.record(key, pid);
         };
+        const key = options.shellId ?? options.conversationId;
         try {
           const shell = await factory.create({ ...options, onSpawn });
-          return this.wrap(options.conversationId, shell);
+          return this.wrap(key, shell);
         } catch (error) {
-          this.entries.delete(options.conversationId);
+          this.entries.delete(key);
           this.write();
           throw error;
         }
@@ -71,7 +72,7 @@ export class ShellLedger {
     };
   }
 
-  private wrap(conversationId: string, shell: ShellSession): ShellSession {
+  private wrap(key: string, shell: ShellSession): ShellSession {
     const ledger = this;
     return {
       run: (command, options) => shell.run(command, options),
@@ -79,7 +80,7 @@ export class ShellLedger {
       interrupt: () => shell.interrupt(),
       async close() {
         await shell.close();
-        ledger.entries.delete(conversationId);
+        ledger.entries.delete(key);
         ledger.write();
       },
       get pid() {
@@ -91,10 +92,10 @@ export class ShellLedger {
     };
   }
 
-  private record(conversationId: string, pid: number | undefined): void {
+  private record(key: string, pid: number | undefined): void {
     const process = pid === undefined ? undefined : readProcess(pid);
     if (!process) return;
-    this.entries.set(conversationId, { pid: process.pid, startTime: process.startTime });
+    this.entries.set(key, { pid: process.pid, startTime: process.startTime });
     this.write();
   }
 

@@ -10,7 +10,7 @@ import type { ConversationStatus } from '../schemas/event.js';
 import type { ShellFactory } from '../tools/shell-session.js';
 import type { ToolDefinition } from '../tools/tool.js';
 import { AgentSession } from './agent-session.js';
-import { LlmError, type LlmClient, type LlmRetry, type LlmToolSchema } from './llm.js';
+import { LlmError, type LlmClient, type LlmRetry, type LlmToolSchema, type LlmUsage } from './llm.js';
 import type { Run, RunStore } from './run-record.js';
 import { executeRun, type RunOutcome } from './run-loop.js';
 import { buildSystemPrompt } from './system-prompt.js';
@@ -24,6 +24,13 @@ import type { HookTransport } from '../hooks/hook-transport.js';
 import { PermissionPolicy } from '../permissions/permission-policy.js';
 import { readProjectPermissions } from '../permissions/project-settings.js';
 import type { McpRegistry } from '../mcp/mcp-registry.js';
+import { EMPTY_CATALOG, type ProjectCatalog } from '../catalog/project-catalog.js';
+import type { SubagentTags } from '../schemas/event.js';
+import { SKILL_TOOL_NAME } from '../tools/skill.js';
+import { SLASH_COMMAND_TOOL_NAME } from '../tools/slash-command.js';
+import { TASK_TOOL_NAME } from '../tools/task.js';
+import { runSubagent, type SubagentHost } from './subagent-runner.js';
+import { subagentSystemPrompt } from './subagent-prompt.js';
 
 export interface AgentRuntimeDeps {
   conversations: ConversationService;
@@ -39,6 +46,10 @@ export interface AgentRuntimeDeps {
   hookTransport: (record: ConversationRecord) => HookTransport;
   /** MCP servers: their tools join the built-ins for each run. */
   mcp?: McpRegistry;
+  /** The project's skills, slash commands and subagent definitions (never throws: bad files are listed in `errors`). */
+  catalog?: (record: ConversationRecord) => Promise<ProjectCatalog>;
+  /** Levels of subagents below the main agent (default 1: a subagent has no `task` tool). */
+  maxSubagentDepth?: number;
   clock?: Clock;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
   /** A failed LLM attempt that will be retried (for the server log, at warn). */
@@ -89,12 +100,13 @@ export class AgentRuntime implements ConversationRuntime {
     // The lock is taken before anything is awaited: a second start now gets 409, and a pause waits for this run.
     const controller = new AbortController();
     let settled!: () => void;
-    const active: NonNullable<AgentSession['active']> = { run, controller, stopAs: null, done: new Promise<void>((resolve) => (settled = resolve)) };
+    const active: NonNullable<AgentSession['active']> = { run, controller, stopAs: null, done: new Promise<void>((resolve) => (settled = resolve)), catalog: EMPTY_CATALOG, subagents: new Set() };
     session.active = active;
     try {
       record.pending_actions = [];
       await this.setStatus(record, 'running', { runId: run.id });
-      await this.recordSystemPrompt(record, session);
+      active.catalog = await this.catalogOf(record);
+      await this.recordSystemPrompt(record, session, active.catalog);
     } catch (error) {
       // The run could not start (e.g. the disk is full): the conversation stays as it was.
       session.active = null;
@@ -212,6 +224,12 @@ export class AgentRuntime implements ConversationRuntime {
       const runs = record.status === 'running' || record.current_run_id ? this.deps.runs.list(record.id).filter((run) => run.status === 'running') : [];
       if (record.status !== 'running' && runs.length === 0) continue;
       const session = await this.session(record.id);
+      // Subagents first (the latest started first: a nested one before the one that started it), then the main agent's calls.
+      for (const [parentCallId, child] of [...session.children].reverse()) {
+        for (const callId of child.history.pendingCallIds) {
+          await this.deps.conversations.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: child.history.toolNameOf(callId) ?? 'unknown', content: 'Interrupted: the server restarted while this tool was running.', is_error: true, data: { interrupted: true }, run_id: record.current_run_id, parent_tool_call_id: parentCallId, agent: child.agent ?? 'unknown' });
+        }
+      }
       for (const callId of session.history.pendingCallIds) {
         if (record.pending_actions.some((action) => action.tool_call_id === callId)) continue;
         await this.deps.conversations.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: this.toolNameOf(callId, session), content: 'Interrupted: the server restarted while this tool was running.', is_error: true, data: { interrupted: true }, run_id: record.current_run_id });
@@ -224,7 +242,7 @@ export class AgentRuntime implements ConversationRuntime {
 
   private async drive(session: AgentSession, record: ConversationRecord, active: NonNullable<AgentSession['active']>, approved: ConversationRecord['pending_actions'], firstRun: boolean): Promise<void> {
     const { run, controller } = active;
-    const builtins = this.enabledTools(record);
+    const builtins = this.offeredTools(record, active.catalog);
     // One map and one schema list for the run, updated in place when an MCP server's tools change.
     const toolMap = new Map<string, ToolDefinition>();
     const toolSchemas: LlmToolSchema[] = [];
@@ -253,6 +271,7 @@ export class AgentRuntime implements ConversationRuntime {
       }
       refreshTools();
       const gate = this.gateFor(record, run.id, controller.signal);
+      const subagents = this.subagentHost(record, session, active);
       outcome = await executeRun({
         gate,
         sessionStart: firstRun,
@@ -270,19 +289,12 @@ export class AgentRuntime implements ConversationRuntime {
           signal: controller.signal,
           state: session.toolState,
           shell,
+          catalog: active.catalog,
+          ...(toolMap.has(TASK_TOOL_NAME) && { runSubagent: (request) => runSubagent(subagents, toolMap, 0, request) }),
         },
         append: async (event) => (await this.deps.conversations.append(record.id, event)).event,
         delta: (text) => this.deps.recorder.delta({ kind: 'message_delta', conversation_id: record.id, run_id: run.id, content_delta: text }),
-        onUsage: async (usage) => {
-          for (const target of [record.usage, run.usage]) {
-            target.prompt_tokens += usage.prompt_tokens;
-            target.completion_tokens += usage.completion_tokens;
-            target.cost += usage.cost;
-            target.cached_tokens = (target.cached_tokens ?? 0) + usage.cached_tokens;
-            target.reasoning_tokens = (target.reasoning_tokens ?? 0) + usage.reasoning_tokens;
-          }
-          await this.deps.conversations.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...record.usage }, run_id: run.id });
-        },
+        onUsage: (usage) => this.addUsage(record, run, usage, {}),
         onLlmRetry: (retry) => this.deps.onLlmRetry?.(retry, { conversation_id: record.id, run_id: run.id }),
         onIteration: () => {
           run.iterations += 1;
@@ -303,6 +315,7 @@ export class AgentRuntime implements ConversationRuntime {
     } finally {
       unsubscribe();
     }
+    await settleSubagents(active);
     // internal_error was logged with its stack by onError above.
     if (outcome.kind === 'error' && outcome.code !== 'internal_error') this.deps.onRunFailed?.({ code: outcome.code, message: outcome.message }, { conversation_id: record.id, run_id: run.id });
     try {
@@ -328,14 +341,73 @@ export class AgentRuntime implements ConversationRuntime {
     }
   }
 
-  /** Permission rules (the client's, tightened by the project's) and hooks for one run. */
-  private gateFor(record: ConversationRecord, runId: string, signal: AbortSignal): ToolGate {
+  /** Usage of one LLM answer: added to the conversation's and the run's (and the subagent's share), recorded as an event. */
+  private async addUsage(record: ConversationRecord, run: Run, usage: LlmUsage, tags: SubagentTags): Promise<void> {
+    const targets = [record.usage, run.usage];
+    if (tags.agent !== undefined) {
+      run.usage_by_agent ??= {};
+      targets.push((run.usage_by_agent[tags.agent] ??= { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 }));
+    }
+    for (const target of targets) {
+      target.prompt_tokens += usage.prompt_tokens;
+      target.completion_tokens += usage.completion_tokens;
+      target.cost += usage.cost;
+      target.cached_tokens = (target.cached_tokens ?? 0) + usage.cached_tokens;
+      target.reasoning_tokens = (target.reasoning_tokens ?? 0) + usage.reasoning_tokens;
+    }
+    await this.deps.conversations.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...record.usage }, run_id: run.id, ...tags });
+  }
+
+  /** What subagents started in this run share with it: the conversation, the run's signal, catalog, rules and hooks. */
+  private subagentHost(record: ConversationRecord, session: AgentSession, active: NonNullable<AgentSession['active']>): SubagentHost {
+    const { run, controller } = active;
+    return {
+      conversationId: record.id,
+      workdir: record.workdir,
+      session,
+      run,
+      signal: controller.signal,
+      catalog: active.catalog,
+      llm: this.deps.llm,
+      maxDepth: this.maxSubagentDepth,
+      settings: () => ({ llm: record.llm!, maxIterations: record.max_iterations_per_run, confirmationMode: record.confirmation_mode }),
+      startShell: (child) => child.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record), sandbox: this.deps.conversations.sandboxOf(record) }),
+      append: async (event) => (await this.deps.conversations.append(record.id, event)).event,
+      delta: (text, tags) => this.deps.recorder.delta({ kind: 'message_delta', conversation_id: record.id, run_id: run.id, content_delta: text, ...tags }),
+      onUsage: (usage, tags) => this.addUsage(record, run, usage, tags),
+      gate: (tags) => this.gateFor(record, run.id, controller.signal, tags),
+      schemasOf: (tools) => this.schemasOf(tools),
+      systemPrompt: (agent, tools) => subagentSystemPrompt({ agent, tools, workdir: record.workdir, secretNames: Object.keys(record.secrets), now: new Date(this.clock.now()), projectFiles: readsProject(record), catalog: active.catalog }),
+      track: (done) => {
+        const tracked = done.catch(() => undefined).finally(() => active.subagents.delete(tracked));
+        active.subagents.add(tracked);
+      },
+    };
+  }
+
+  /** The skills, slash commands and subagent definitions a run of this conversation can use (GET /skills shows them). */
+  async catalogOf(record: ConversationRecord): Promise<ProjectCatalog> {
+    if (!this.deps.catalog) return EMPTY_CATALOG;
+    try {
+      return await this.deps.catalog(record);
+    } catch (error) {
+      this.deps.onError?.(error, { conversation_id: record.id, stage: 'catalog' });
+      return EMPTY_CATALOG;
+    }
+  }
+
+  private get maxSubagentDepth(): number {
+    return this.deps.maxSubagentDepth ?? 1;
+  }
+
+  /** Permission rules (the client's, tightened by the project's) and hooks for one run (or one of its subagents). */
+  private gateFor(record: ConversationRecord, runId: string, signal: AbortSignal, subagent?: Required<SubagentTags>): ToolGate {
     // The project's settings are read when the first tool call needs them, not before the first LLM turn.
     let project: Promise<Awaited<ReturnType<typeof readProjectPermissions>> | null> | null = null;
     let cached: { key: unknown[]; policy: PermissionPolicy } | null = null;
     // The config may change mid-run (confirmation mode, PUT /config): the policy follows it.
     const policy = async () => {
-      project ??= (record.setting_sources ?? ['project']).includes('project') ? readProjectPermissions(record.workdir) : Promise.resolve(null);
+      project ??= readsProject(record) ? readProjectPermissions(record.workdir) : Promise.resolve(null);
       const projectRules = await project;
       const key = [record.permissions, record.confirmation_mode];
       if (!cached || cached.key.some((value, index) => value !== key[index])) {
@@ -349,15 +421,15 @@ export class AgentRuntime implements ConversationRuntime {
       base: { conversation_id: record.id, run_id: runId, cwd: record.workdir },
       signal,
       // Hook events are recorded in call order (the log stores them in the call); a failed write is logged, never left unhandled.
-      append: (event) => void this.deps.conversations.append(record.id, event).catch((error: unknown) => this.deps.onError?.(error, { conversation_id: record.id, run_id: runId, stage: 'hook_event' })),
+      append: (event) => void this.deps.conversations.append(record.id, { ...event, ...subagent }).catch((error: unknown) => this.deps.onError?.(error, { conversation_id: record.id, run_id: runId, stage: 'hook_event' })),
     });
-    return new ToolGate({ policy, hooks, workdir: record.workdir });
+    return new ToolGate({ policy, hooks, workdir: record.workdir, ...(subagent && { subagent: { agent_type: subagent.agent, agent_id: subagent.parent_tool_call_id } }) });
   }
 
   /** The prompt is rebuilt at every run start; its inputs (workdir, tools, secrets, AGENTS.md, date) may have changed. */
-  private async recordSystemPrompt(record: ConversationRecord, session: AgentSession): Promise<void> {
-    const tools = this.enabledTools(record);
-    const content = buildSystemPrompt({ workdir: record.workdir, tools: tools.map((tool) => tool.name), secretNames: Object.keys(record.secrets), now: new Date(this.clock.now()) });
+  private async recordSystemPrompt(record: ConversationRecord, session: AgentSession, catalog: ProjectCatalog): Promise<void> {
+    const tools = this.offeredTools(record, catalog);
+    const content = buildSystemPrompt({ workdir: record.workdir, tools: tools.map((tool) => tool.name), secretNames: Object.keys(record.secrets), now: new Date(this.clock.now()), projectFiles: readsProject(record), catalog });
     const schemas = this.schemasOf(tools) as unknown as Record<string, unknown>[];
     if (session.history.hasSystemPromptOf(content, schemas)) return;
     await this.deps.conversations.append(record.id, { kind: 'system_prompt', source: 'system', content, tools: schemas });
@@ -404,6 +476,16 @@ export class AgentRuntime implements ConversationRuntime {
     return record.tools.map((name) => this.toolsByName.get(name)).filter((tool): tool is ToolDefinition => tool !== undefined);
   }
 
+  /** The enabled tools worth offering: `skill` and `slash_command` only when the project has some, `task` while subagents are allowed. */
+  private offeredTools(record: ConversationRecord, catalog: ProjectCatalog): ToolDefinition[] {
+    return this.enabledTools(record).filter((tool) => {
+      if (tool.name === SKILL_TOOL_NAME) return catalog.skills.length > 0;
+      if (tool.name === SLASH_COMMAND_TOOL_NAME) return catalog.commands.length > 0;
+      if (tool.name === TASK_TOOL_NAME) return this.maxSubagentDepth > 0;
+      return true;
+    });
+  }
+
   private schemasOf(tools: readonly ToolDefinition[]): LlmToolSchema[] {
     return tools.map((tool) => {
       const { $schema: _ignored, ...parameters } = tool.jsonSchema ?? (z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<string, unknown>);
@@ -415,3 +497,17 @@ export class AgentRuntime implements ConversationRuntime {
     return session.history.toolNameOf(callId) ?? 'unknown';
   }
 }
+
+function readsProject(record: ConversationRecord): boolean {
+  return (record.setting_sources ?? ['project']).includes('project');
+}
+
+/** The run settles once its subagents have wound down (they stop with the run's signal), or after a bound. */
+async function settleSubagents(active: NonNullable<AgentSession['active']>): Promise<void> {
+  if (active.subagents.size === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.allSettled([...active.subagents]), new Promise((resolve) => (timer = setTimeout(resolve, SUBAGENT_SETTLE_MS)))]);
+  clearTimeout(timer);
+}
+
+const SUBAGENT_SETTLE_MS = 10_000;

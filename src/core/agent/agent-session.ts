@@ -1,3 +1,4 @@
+import type { ProjectCatalog } from '../catalog/project-catalog.js';
 import type { EventLog } from '../events/event-log.js';
 import type { AgentEvent } from '../schemas/event.js';
 import type { ShellFactory, ShellSession } from '../tools/shell-session.js';
@@ -11,6 +12,10 @@ export interface ActiveRun {
   /** How an abort is recorded: pause, cancel of the run, or the conversation going away. */
   stopAs: 'paused' | 'canceled' | 'deleted' | 'shutdown' | null;
   done: Promise<void>;
+  /** What the project offers this run (skills, commands, subagents), read at its start. */
+  catalog: ProjectCatalog;
+  /** Subagents still winding down: the run settles after them. */
+  subagents: Set<Promise<unknown>>;
 }
 
 /**
@@ -21,12 +26,32 @@ export class AgentSession {
   readonly history = new ConversationHistory();
   readonly toolState = new Map<string, unknown>();
   active: ActiveRun | null = null;
+  /**
+   * Subagents' sessions by the id of the `task` call that runs them (at any depth): their events
+   * fold there, never into `history`. One leaves when its task call is answered; those left after
+   * a fold are subagents a restart interrupted.
+   */
+  readonly children = new Map<string, AgentSession>();
+  /** A subagent's name (its sessions only). */
+  agent: string | null = null;
   private shellSession: ShellSession | null = null;
   private starting: Promise<ShellSession> | null = null;
   /** Events appended while the log is being folded in: applied after it (the fold skips what it saw). */
   private held: AgentEvent[] | null = [];
 
-  constructor(readonly conversationId: string) {}
+  constructor(
+    readonly conversationId: string,
+    options: { shellId?: string; agent?: string } = {},
+  ) {
+    this.shellId = options.shellId;
+    if (options.agent !== undefined) {
+      // A subagent's session starts empty: nothing to fold in.
+      this.agent = options.agent;
+      this.held = null;
+    }
+  }
+
+  private readonly shellId: string | undefined;
 
   /** Fold the whole log in once; later events arrive through `receive` (see AgentRuntime). */
   async load(log: EventLog): Promise<void> {
@@ -35,6 +60,7 @@ export class AgentSession {
       const page = await log.read(this.conversationId, { order: 'asc', cursorSeq: cursor, limit: 1000 });
       if (page.length === 0) break;
       for (const { event } of page) {
+        if (this.route(event)) continue;
         this.history.apply(event);
         // The task list lives in events: the last task_tracker observation carries all of it.
         if (event.kind === 'observation' && event.tool_name === TASK_TRACKER_TOOL_NAME && !event.is_error) {
@@ -46,14 +72,29 @@ export class AgentSession {
     }
     const held = this.held ?? [];
     this.held = null;
-    for (const event of held) this.history.apply(event);
+    for (const event of held) if (!this.route(event)) this.history.apply(event);
     this.history.settlePrompts();
   }
 
   /** An event was just appended to this conversation. */
   receive(event: AgentEvent): void {
     if (this.held) this.held.push(event);
-    else this.history.apply(event);
+    else if (!this.route(event)) this.history.apply(event);
+  }
+
+  /** A subagent's event goes to its session (true); a task call answered closes its subagent's. */
+  private route(event: AgentEvent): boolean {
+    if (event.kind === 'observation' || event.kind === 'rejection') this.children.delete(event.tool_call_id);
+    if (event.parent_tool_call_id !== undefined) {
+      let child = this.children.get(event.parent_tool_call_id);
+      if (!child) {
+        child = new AgentSession(this.conversationId, { agent: event.agent ?? 'unknown' });
+        this.children.set(event.parent_tool_call_id, child);
+      }
+      child.history.apply(event);
+      return true;
+    }
+    return false;
   }
 
   /** The conversation's shell, started on first use (and again if it was closed). */
@@ -61,7 +102,7 @@ export class AgentSession {
     if (this.shellSession) return Promise.resolve(this.shellSession);
     if (!this.starting) {
       this.starting = factory
-        .create({ conversationId: this.conversationId, workdir: options.workdir, env: options.env(), ...(options.sandbox && { sandbox: options.sandbox }) })
+        .create({ conversationId: this.conversationId, ...(this.shellId && { shellId: this.shellId }), workdir: options.workdir, env: options.env(), ...(options.sandbox && { sandbox: options.sandbox }) })
         .then((shell) => {
           this.shellSession = shell;
           return shell;

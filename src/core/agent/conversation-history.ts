@@ -37,7 +37,8 @@ export class ConversationHistory {
         this.systemTools = JSON.stringify(event.tools);
         return;
       case 'message':
-        if (event.source === 'user' || event.source === 'system') {
+        // A subagent's task arrives from the agent that started it, as a user message (source agent, role user).
+        if (event.source === 'user' || event.source === 'system' || event.role === 'user') {
           if (event.source === 'user') {
             this.lastUserSeq = event.seq;
             if (this.prompts.length < 100) this.prompts.push({ seq: event.seq, content: event.content });

@@ -102,8 +102,14 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     const ordered = finishLast(turn.calls, ({ call }) => call.name);
     const steps: StuckStep[] = [];
     const pending: PendingAction[] = [];
+    // Calls of a concurrent tool (`task`) start and run side by side; any other call waits for them first.
+    const running: Promise<RunOutcome | null>[] = [];
+    const joined = async (): Promise<RunOutcome | null> => {
+      const outcomes = await Promise.all(running.splice(0));
+      return outcomes.find((outcome) => outcome !== null) ?? null;
+    };
     for (const { call, args } of ordered) {
-      if (context.signal.aborted) return { kind: 'aborted' };
+      if (context.signal.aborted) return (await joined()) ?? { kind: 'aborted' };
       let outcome: RunOutcome | null;
       if (!args.ok || (call.name === FINISH_TOOL && others.length > 0)) {
         await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
@@ -123,10 +129,17 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
           pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
           continue;
         }
-        outcome = await runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } });
+        const run = () => runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } });
+        if (context.tools.get(call.name)?.concurrent) {
+          running.push(run());
+          continue;
+        }
+        outcome = (await joined()) ?? (await run());
       }
-      if (outcome) return outcome;
+      if (outcome) return (await joined()) ?? outcome;
     }
+    const joinedOutcome = await joined();
+    if (joinedOutcome) return joinedOutcome;
     if (pending.length > 0) {
       context.setPendingActions(pending);
       return { kind: 'waiting_for_confirmation' };
@@ -309,7 +322,7 @@ async function recordNotRun(context: RunContext, call: LlmToolCall, content: str
 
 /** Execute one recorded action and record its observation; an outcome when the run must end. */
 async function runCall(context: RunContext, steps: StuckStep[], call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
-  const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: context.toolContext });
+  const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: { ...context.toolContext, toolCallId: call.id } });
   const note = call.args.ok && !context.signal.aborted ? await context.gate.afterTool({ id: call.id, name: call.name, args: call.args.value }, result) : null;
   await context.append({
     kind: 'observation',

@@ -1,4 +1,5 @@
 import type { ConversationStatus } from '../schemas/event.js';
+import type { AgentDefinitions } from '../schemas/catalog.js';
 import type { PendingAction, SandboxSettings, Usage } from '../schemas/conversation.js';
 import type { LlmConfig } from '../schemas/llm-config.js';
 import type { Hooks, Permissions, SettingSources } from '../schemas/tool-control.js';
@@ -33,6 +34,8 @@ export interface ConversationRecord {
   hooks?: Hooks;
   /** Where project settings are read from (absent: `["project"]`). */
   setting_sources?: SettingSources;
+  /** Subagent definitions (absent: none beyond the project's and the built-in one). */
+  agents?: AgentDefinitions;
   /** Secret values by name, in plain text in memory only; the repository encrypts them at rest. */
   secrets: Record<string, string>;
   /**

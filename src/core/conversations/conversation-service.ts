@@ -190,6 +190,7 @@ export class ConversationService {
       ...(body.mcp_servers && { mcp_servers: body.mcp_servers }),
       ...(body.permissions && { permissions: body.permissions }),
       ...(body.hooks && { hooks: body.hooks }),
+      ...(body.agents && { agents: body.agents }),
       ...(body.setting_sources && { setting_sources: body.setting_sources }),
       secrets: { ...body.secrets },
     };
@@ -278,6 +279,7 @@ export class ConversationService {
     if (body.mcp_servers !== undefined) record.mcp_servers = body.mcp_servers;
     if (body.permissions !== undefined) record.permissions = body.permissions;
     if (body.hooks !== undefined) record.hooks = body.hooks;
+    if (body.agents !== undefined) record.agents = body.agents;
     if (body.setting_sources !== undefined) record.setting_sources = body.setting_sources;
     this.save(record);
     return this.toPublic(record);
@@ -341,6 +343,7 @@ export class ConversationService {
       mcp_servers: publicMcpServers(record.mcp_servers),
       permissions: record.permissions ?? {},
       hooks: publicHooks(record.hooks),
+      agents: record.agents ?? {},
       setting_sources: record.setting_sources ?? ['project'],
       quarantine: record.quarantine ?? null,
     };

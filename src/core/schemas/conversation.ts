@@ -4,6 +4,7 @@ import { ConversationStatus } from './event.js';
 import { LlmConfigInput, LlmConfigPublic } from './llm-config.js';
 import { Hooks, Permissions, SettingSources } from './tool-control.js';
 import { McpServers } from './mcp-servers.js';
+import { AgentDefinitions } from './catalog.js';
 
 export const Usage = z
   .object({
@@ -90,6 +91,7 @@ export const Conversation = z
     permissions: Permissions,
     hooks: Hooks.describe('Lifecycle hooks (an http hook\'s `secret` is shown as `********`).'),
     setting_sources: SettingSources,
+    agents: AgentDefinitions,
     quarantine: Quarantine.nullable().describe(
       'Set when stored data of this conversation is damaged (status `error`): its files are kept as found for inspection, and every request but reading this summary and DELETE answers 409 `conversation_quarantined`.',
     ),
@@ -114,6 +116,7 @@ export const CreateConversationBody = z
     permissions: Permissions.optional(),
     hooks: Hooks.optional(),
     setting_sources: SettingSources.optional(),
+    agents: AgentDefinitions.optional(),
   })
   .strict()
   .meta({ id: 'CreateConversation' });
@@ -129,6 +132,7 @@ export const UpdateConversationConfigBody = z
     permissions: Permissions.optional().describe('Replaces the permission rules.'),
     hooks: Hooks.optional().describe('Replaces the hooks.'),
     setting_sources: SettingSources.optional(),
+    agents: AgentDefinitions.optional().describe('Replaces the subagent definitions.'),
   })
   .strict()
   .meta({ id: 'UpdateConversationConfig' });

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { ProjectCatalog } from '../catalog/project-catalog.js';
 import type { ShellSession } from './shell-session.js';
 
 /** What a tool can reach while it runs: the conversation's workdir, its shell, an abort signal. */
@@ -12,6 +13,20 @@ export interface ToolContext {
   shell: () => Promise<ShellSession>;
   /** Per-conversation scratch state a tool may keep between calls (e.g. file_editor's undo history). */
   state: Map<string, unknown>;
+  /** The project's skills, slash commands and subagent definitions, read at the start of the run. */
+  catalog?: ProjectCatalog;
+  /** The id of the call being executed. */
+  toolCallId?: string;
+  /** Runs a subagent to completion (the `task` tool); absent past the depth limit. */
+  runSubagent?: (request: SubagentRequest) => Promise<ToolResult>;
+}
+
+/** What the `task` tool asks for. */
+export interface SubagentRequest {
+  toolCallId: string;
+  description: string;
+  prompt: string;
+  subagent_type?: string | undefined;
 }
 
 /** What the LLM sees (`content`), whether it is an error, and tool-specific data for the event. */
@@ -37,6 +52,8 @@ export interface ToolDefinition<Schema extends z.ZodType = z.ZodType> {
   argumentAliases?: Record<string, string>;
   /** Arguments that change nothing here (bash `description`): accepted and ignored. */
   ignoredArguments?: readonly string[];
+  /** Calls of this tool made in one reply run at the same time (the `task` tool's subagents). */
+  concurrent?: boolean;
   execute(input: z.infer<Schema>, context: ToolContext): Promise<ToolResult>;
 }
 
