@@ -245,7 +245,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
         // A server default of `host` is the operator's opt-in too.
         hostAllowed: e.AGENTD_SANDBOX_NETWORK_HOST || e.AGENTD_SANDBOX_NETWORK === 'host',
       }),
-      readOnlyPaths: Object.freeze(e.AGENTD_SANDBOX_RO_PATHS ?? []),
+      // The server's skills directory is readable in the sandbox: a skill's scripts and references sit beside its SKILL.md.
+      readOnlyPaths: Object.freeze([...(e.AGENTD_SANDBOX_RO_PATHS ?? []), ...(e.AGENTD_SKILLS_DIR ? [e.AGENTD_SKILLS_DIR] : [])]),
       cgroups: e.AGENTD_SANDBOX_CGROUPS,
       limits: Object.freeze({
         cpuSeconds: e.AGENTD_LIMIT_CPU_S || null,

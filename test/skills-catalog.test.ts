@@ -31,9 +31,18 @@ const messagesOf = (index: number) => (harness!.llm.requests[index]!.body as any
 describe('skills: listed by name and description, loaded on demand', () => {
   it('the system prompt lists the skills; `skill` returns the full text and names the directory of the files beside it', async () => {
     const serverSkills = tempDir('agentd-skills-');
-    write(serverSkills, { 'changelog/SKILL.md': '---\nname: changelog\ndescription: Write a changelog entry the house way.\n---\nSERVER-SKILL-BODY\n' });
-    harness = await startAgentHarness([{ toolCalls: [{ name: 'skill', arguments: { name: 'pdf-forms' } }] }, { text: 'filled' }], { env: { AGENTD_SKILLS_DIR: serverSkills } });
-    const { id, workdir } = await project({ '.claude/skills/pdf/SKILL.md': PDF_SKILL, '.claude/skills/pdf/fill.py': 'print(1)\n', '.agents/skills/lint/SKILL.md': '---\nname: lint\ndescription: How this repo lints.\n---\nLINT-BODY\n' });
+    fs.chmodSync(serverSkills, 0o755); // as an operator's skills directory is: the sandboxed agent runs as another user
+    write(serverSkills, { 'changelog/SKILL.md': '---\nname: changelog\ndescription: Write a changelog entry the house way.\n---\nSERVER-SKILL-BODY\n', 'changelog/template.txt': 'TEMPLATE-BESIDE-THE-SKILL\n' });
+    harness = await startAgentHarness(
+      [
+        { toolCalls: [{ name: 'skill', arguments: { name: 'pdf-forms' } }] },
+        { toolCalls: [{ name: 'skill', arguments: { name: 'changelog' } }] },
+        { toolCalls: [{ name: 'bash', arguments: { command: `cat ${serverSkills}/changelog/template.txt` } }] },
+        { text: 'filled' },
+      ],
+      { env: { AGENTD_SKILLS_DIR: serverSkills } },
+    );
+    const { id, workdir } = await project({ '.claude/skills/pdf/SKILL.md': PDF_SKILL, '.claude/skills/pdf/fill.py': 'print(1)\n', '.agents/skills/lint/SKILL.md': '---\nname: lint\ndescription: How this repo lints.\n---\nLINT-BODY\n', '.claude/CLAUDE.md': 'DOTCLAUDE-MEMORY\n' });
     expect((await harness.post(`/conversations/${id}/messages`, { content: 'fill the form' })).status).toBe(202);
     await harness.waitForStatus(id, ['idle']);
 
@@ -42,6 +51,7 @@ describe('skills: listed by name and description, loaded on demand', () => {
     expect(first[0].content).toContain('- pdf-forms: Fill in PDF forms with the bundled script.');
     expect(first[0].content).toContain('- lint: How this repo lints.');
     expect(first[0].content).toContain('- changelog: Write a changelog entry the house way.');
+    expect(first[0].content).toContain('DOTCLAUDE-MEMORY'); // memory files keep working, .claude/CLAUDE.md included
     // Progressive disclosure: no skill body is in the prompt until the agent asks for it.
     expect(JSON.stringify(first)).not.toContain('SKILL-BODY-MARKER');
     expect(JSON.stringify(first)).not.toContain('SERVER-SKILL-BODY');
@@ -49,12 +59,16 @@ describe('skills: listed by name and description, loaded on demand', () => {
     expect(toolNames).toContain('skill');
     expect(toolNames).not.toContain('slash_command'); // no commands in this project
 
-    const observation = (await harness.events(id)).find((event) => event.kind === 'observation');
+    const [observation, serverSkill, cat] = (await harness.events(id)).filter((event) => event.kind === 'observation');
     expect(observation).toMatchObject({ tool_name: 'skill', is_error: false, data: { skill: 'pdf-forms', source: 'path', path: '.claude/skills/pdf/SKILL.md' } });
     expect(observation.content).toContain('SKILL-BODY-MARKER');
     expect(observation.content).toContain(`${fs.realpathSync(workdir)}/.claude/skills/pdf`);
     const second = messagesOf(1);
     expect(second.find((message) => message.role === 'tool').content).toContain('SKILL-BODY-MARKER');
+    // A server skill: its directory is named, and the files beside it are readable from the agent's shell.
+    expect(serverSkill).toMatchObject({ is_error: false, data: { skill: 'changelog', source: 'server', path: 'changelog/SKILL.md' } });
+    expect(serverSkill.content).toContain(`${serverSkills}/changelog`);
+    expect(cat.content).toContain('TEMPLATE-BESIDE-THE-SKILL');
     expect(harness.llm.violations).toEqual([]);
   });
 

@@ -104,7 +104,7 @@ describe('subagents (task)', () => {
     harness.llm.route({ when: 'FINDER-JOB', script: [{ toolCalls: [{ name: 'bash', arguments: { command: 'echo should-not-run' } }] }, { text: 'found nothing' }] });
     const id = await harness.createConversation({
       tools: ['bash', 'glob', 'task', 'finish'],
-      agents: { finder: { description: 'Finds files', prompt: 'FINDER-PROMPT: you find files.', tools: ['Glob', 'Grep', 'bash'] } },
+      agents: { finder: { description: 'Finds files', prompt: 'FINDER-PROMPT: you find files.', tools: ['Glob', 'Grep', 'bash'], model: 'finder-model' } },
     });
     await harness.post(`/conversations/${id}/messages`, { content: 'go' });
     await harness.waitForStatus(id, ['idle']);
@@ -112,6 +112,8 @@ describe('subagents (task)', () => {
     expect(String(finder.body.messages![0]!.content)).toMatch(/^FINDER-PROMPT: you find files\./);
     // Glob → glob and bash: yes; Grep → grep: not the parent's, so not the child's.
     expect(toolNames(finder).sort()).toEqual(['bash', 'glob']);
+    expect(finder.body.model).toBe('finder-model');
+    expect(harness.llm.requests[0]!.body.model).toBe('fake-model');
     const observations = (await harness.events(id)).filter((event) => event.kind === 'observation' && !event.parent_tool_call_id);
     expect(observations[0]).toMatchObject({ tool_name: 'task', content: 'found nothing', data: { agent: 'finder' } });
     expect(observations[1]).toMatchObject({ tool_name: 'task', is_error: true, content: expect.stringContaining('There is no subagent type "nobody". Available: finder, general-purpose.') });
