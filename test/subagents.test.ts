@@ -158,3 +158,24 @@ describe('subagents (task)', () => {
     expect(last.body.messages!.find((message) => message.role === 'tool')).toMatchObject({ tool_call_id: 'task_slow' });
   });
 });
+
+describe('subagents below subagents (AGENTD_SUBAGENT_MAX_DEPTH=2)', () => {
+  it('a subagent may start one more level; the nested events name their own task call, and the deepest level has no task tool', async () => {
+    harness = await startAgentHarness([{ toolCalls: [{ id: 'task_outer', name: 'task', arguments: { description: 'outer', prompt: 'OUTER-JOB' } }] }, { text: 'all done' }], { env: { AGENTD_SUBAGENT_MAX_DEPTH: '2' } });
+    harness.llm.route({ when: 'OUTER-JOB', script: [{ toolCalls: [{ id: 'task_inner', name: 'task', arguments: { description: 'inner', prompt: 'INNER-JOB' } }] }, { text: 'outer heard: inner says hi' }] });
+    harness.llm.route({ when: 'INNER-JOB', script: [{ text: 'inner says hi' }] });
+    const id = await harness.createConversation();
+    await harness.post(`/conversations/${id}/messages`, { content: 'go deep' });
+    await harness.waitForStatus(id, ['idle']);
+    const outer = harness.llm.requests.find((request) => firstUser(request).includes('OUTER-JOB'))!;
+    const inner = harness.llm.requests.find((request) => firstUser(request).includes('INNER-JOB'))!;
+    expect(toolNames(outer)).toContain('task');
+    expect(toolNames(inner)).not.toContain('task');
+    const events = await harness.events(id);
+    expect(events.find((event) => event.kind === 'action' && event.tool_call_id === 'task_inner')).toMatchObject({ parent_tool_call_id: 'task_outer' });
+    expect(events.find((event) => event.kind === 'message' && event.content === 'inner says hi')).toMatchObject({ parent_tool_call_id: 'task_inner', agent: 'general-purpose' });
+    expect(events.find((event) => event.kind === 'observation' && event.tool_call_id === 'task_inner')).toMatchObject({ parent_tool_call_id: 'task_outer', content: 'inner says hi' });
+    expect(events.find((event) => event.kind === 'observation' && event.tool_call_id === 'task_outer')).toMatchObject({ content: 'outer heard: inner says hi' });
+    expect(harness.llm.violations).toEqual([]);
+  });
+});
