@@ -179,3 +179,19 @@ describe('subagents below subagents (AGENTD_SUBAGENT_MAX_DEPTH=2)', () => {
     expect(harness.llm.violations).toEqual([]);
   });
 });
+
+describe('the SDK with subagents', () => {
+  it("client.run's final_text is the main agent's, never a subagent's reply, and client.skills.list reads the catalog", async () => {
+    const { AgentdClient } = await import('../src/client/index.js');
+    // The main agent's next request fails: the run ends without an answer of its own.
+    harness = await startAgentHarness([{ toolCalls: [{ id: 'task_sdk', name: 'task', arguments: { description: 'sdk', prompt: 'SDK-JOB' } }] }, { status: 400 }]);
+    harness.llm.route({ when: 'SDK-JOB', script: [{ text: 'subagent answer' }] });
+    const client = new AgentdClient({ url: harness.server.url, apiKey: harness.server.auth.authorization!.replace('Bearer ', '') });
+    const result = await client.run({ prompt: 'go', llm: { model: 'fake-model', base_url: harness.llm.url, api_key: 'k' } });
+    expect(result.status).toBe('error');
+    expect(result.final_text).toBeNull();
+    expect(result.events.some((event) => event.kind === 'message' && event.parent_tool_call_id === 'task_sdk' && event.content === 'subagent answer')).toBe(true);
+    const catalog = await client.skills.list(result.conversation_id);
+    expect(catalog.agents.map((agent) => agent.name)).toEqual(['general-purpose']);
+  });
+});
