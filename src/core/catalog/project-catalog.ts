@@ -6,6 +6,8 @@ export const GENERAL_PURPOSE_AGENT = 'general-purpose';
 const MAX_FILE_BYTES = 256 * 1024;
 /** Entries of one directory looked at, at most: a huge directory costs no more than this. */
 const MAX_ENTRIES = 200;
+/** Catalog files read at the same time. */
+const READ_CONCURRENCY = 8;
 const SKILL_DIRS = ['.claude/skills', '.agents/skills'];
 const COMMAND_DIR = '.claude/commands';
 const AGENT_DIR = '.claude/agents';
@@ -54,56 +56,71 @@ export function publicCatalog(catalog: ProjectCatalog): SkillCatalog {
 }
 
 async function readSkills(catalog: ProjectCatalog, files: CatalogFiles, dir: string, source: 'path' | 'server'): Promise<void> {
-  for (const entry of await listed(catalog, files, dir, 'skill', source)) {
-    if (entry.type === 'file' || entry.name.startsWith('.')) continue;
-    const skillDir = dir === '.' ? entry.name : `${dir}/${entry.name}`;
-    const file = `${skillDir}/SKILL.md`;
-    const fail = (error: string) => void catalog.errors.push({ type: 'skill', source, path: file, error });
-    const parsed = await readParsed(files, file, fail);
-    if (!parsed) continue;
+  const entries = (await listed(catalog, files, dir, 'skill', source)).filter((entry) => entry.type !== 'file' && !entry.name.startsWith('.'));
+  const read = await readAll(files, entries.map((entry) => `${dir === '.' ? entry.name : `${dir}/${entry.name}`}/SKILL.md`));
+  entries.forEach((entry, index) => {
+    const { file, parsed, error } = read[index]!;
+    const fail = (message: string) => void catalog.errors.push({ type: 'skill', source, path: file, error: message });
+    if (!parsed) return fail(error);
+    const skillDir = file.slice(0, -'/SKILL.md'.length);
     const name = textField(parsed.data, 'name') || entry.name;
     const description = textField(parsed.data, 'description');
+    const known = catalog.skills.find((skill) => skill.name === name);
     if (!AGENT_NAME_PATTERN.test(name)) fail(`the skill name ${JSON.stringify(name)} is not 1-64 letters, digits, \`-\` or \`_\``);
     else if (!description) fail('the frontmatter has no `description` (the agent needs it to know when to use the skill)');
-    else if (catalog.skills.some((skill) => skill.name === name)) fail(`a skill named ${JSON.stringify(name)} is already defined in ${catalog.skills.find((skill) => skill.name === name)!.path}`);
+    else if (known) fail(`a skill named ${JSON.stringify(name)} is already defined in ${known.path}`);
     else catalog.skills.push({ name, description, source, path: file, directory: files.root === '/' ? `/${skillDir}` : `${files.root}/${skillDir}`, text: parsed.body.trim() });
-  }
+  });
 }
 
 async function readCommands(catalog: ProjectCatalog, files: CatalogFiles): Promise<void> {
-  for (const entry of await listed(catalog, files, COMMAND_DIR, 'command', 'path')) {
-    if (entry.type === 'directory' || !entry.name.endsWith('.md')) continue;
-    const file = `${COMMAND_DIR}/${entry.name}`;
-    const fail = (error: string) => void catalog.errors.push({ type: 'command', source: 'path', path: file, error });
+  const entries = (await listed(catalog, files, COMMAND_DIR, 'command', 'path')).filter((entry) => entry.type !== 'directory' && entry.name.endsWith('.md'));
+  const read = await readAll(files, entries.map((entry) => `${COMMAND_DIR}/${entry.name}`));
+  entries.forEach((entry, index) => {
+    const { file, parsed, error } = read[index]!;
+    const fail = (message: string) => void catalog.errors.push({ type: 'command', source: 'path', path: file, error: message });
     const name = entry.name.slice(0, -'.md'.length);
-    if (!AGENT_NAME_PATTERN.test(name)) {
-      fail(`the command name ${JSON.stringify(name)} (its file name) is not 1-64 letters, digits, \`-\` or \`_\``);
-      continue;
-    }
-    const parsed = await readParsed(files, file, fail);
-    if (!parsed) continue;
+    if (!AGENT_NAME_PATTERN.test(name)) return fail(`the command name ${JSON.stringify(name)} (its file name) is not 1-64 letters, digits, \`-\` or \`_\``);
+    if (!parsed) return fail(error);
     const description = textField(parsed.data, 'description') || firstLine(parsed.body);
     catalog.commands.push({ name, description: description ?? null, source: 'path', path: file, argument_hint: textField(parsed.data, 'argument-hint') ?? null, template: parsed.body.trim() });
-  }
+  });
 }
 
 async function readAgents(catalog: ProjectCatalog, files: CatalogFiles): Promise<void> {
-  for (const entry of await listed(catalog, files, AGENT_DIR, 'agent', 'path')) {
-    if (entry.type === 'directory' || !entry.name.endsWith('.md')) continue;
-    const file = `${AGENT_DIR}/${entry.name}`;
-    const fail = (error: string) => void catalog.errors.push({ type: 'agent', source: 'path', path: file, error });
-    const parsed = await readParsed(files, file, fail);
-    if (!parsed) continue;
+  const entries = (await listed(catalog, files, AGENT_DIR, 'agent', 'path')).filter((entry) => entry.type !== 'directory' && entry.name.endsWith('.md'));
+  const read = await readAll(files, entries.map((entry) => `${AGENT_DIR}/${entry.name}`));
+  entries.forEach((entry, index) => {
+    const { file, parsed, error } = read[index]!;
+    const fail = (message: string) => void catalog.errors.push({ type: 'agent', source: 'path', path: file, error: message });
+    if (!parsed) return fail(error);
     const name = textField(parsed.data, 'name') || entry.name.slice(0, -'.md'.length);
     const description = textField(parsed.data, 'description');
     const prompt = parsed.body.trim();
     const known = catalog.agents.find((agent) => agent.name === name);
     if (!AGENT_NAME_PATTERN.test(name)) fail(`the agent name ${JSON.stringify(name)} is not 1-64 letters, digits, \`-\` or \`_\``);
     else if (!description) fail('the frontmatter has no `description` (the main agent needs it to choose this agent)');
-    else if (prompt === '') fail('the file has no body: the body is the agent\'s system prompt');
+    else if (prompt === '') fail("the file has no body: the body is the agent's system prompt");
     else if (known) fail(`an agent named ${JSON.stringify(name)} is already defined ${known.source === 'config' ? "in the conversation's `agents`" : `in ${known.path}`}`);
     else catalog.agents.push({ name, description, source: 'path', path: file, tools: listField(parsed.data, 'tools') ?? null, model: textField(parsed.data, 'model') ?? null, prompt });
-  }
+  });
+}
+
+/** Files read and parsed a few at a time (each read walks a pinned path), results in the order given. */
+async function readAll(files: CatalogFiles, paths: string[]): Promise<{ file: string; parsed: Frontmatter | null; error: string }[]> {
+  const out: { file: string; parsed: Frontmatter | null; error: string }[] = new Array(paths.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < paths.length) {
+      const index = next++;
+      const file = paths[index]!;
+      let error = '';
+      const parsed = await readParsed(files, file, (message) => void (error = message));
+      out[index] = { file, parsed, error };
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY, paths.length) }, worker));
+  return out;
 }
 
 /** The entries of a catalog directory, sorted by name; a directory that cannot be listed (a symlink out of the workdir) is reported. */
