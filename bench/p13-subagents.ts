@@ -4,6 +4,7 @@ import type { AgentEvent } from '../src/core/schemas/event.js';
 import { startFakeLlm, type FakeLlm, type FakeTurn } from '../test/fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from '../test/support/agentd.js';
 import type { Benchmark } from './support/benchmark.js';
+import { EventTap } from './support/instrumented.js';
 import { fmt, ratio } from './support/stats.js';
 
 const ROUNDS = 4;
@@ -25,16 +26,17 @@ export const p13Subagents: Benchmark = {
   async run({ quick }) {
     const runs = quick ? 12 : 60;
     const fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
-    const server = await startServer();
+    const tap = new EventTap();
+    const server = await startServer({ overrides: { readers: [tap] } });
     try {
       const empty = await create(server, fake);
       const full = await create(server, fake);
       fillCatalog((await get(server, `/conversations/${full}`)).workdir);
-      for (const id of [empty, full]) await timed(server, fake, id, [{ text: 'warm' }]);
+      for (const id of [empty, full]) await timed(server, tap, fake, id, [{ text: 'warm' }]);
       const catalog = { empty: 0, full: 0 };
       for (let round = 0; round < ROUNDS; round++) {
-        for (let i = 0; i < runs / ROUNDS; i++) catalog.empty += await timed(server, fake, empty, [{ text: 'ok' }]);
-        for (let i = 0; i < runs / ROUNDS; i++) catalog.full += await timed(server, fake, full, [{ text: 'ok' }]);
+        for (let i = 0; i < runs / ROUNDS; i++) catalog.empty += await timed(server, tap, fake, empty, [{ text: 'ok' }]);
+        for (let i = 0; i < runs / ROUNDS; i++) catalog.full += await timed(server, tap, fake, full, [{ text: 'ok' }]);
       }
       const perRun = { empty: catalog.empty / runs, full: catalog.full / runs };
 
@@ -51,6 +53,7 @@ export const p13Subagents: Benchmark = {
           const call = (marker: string) => ({ name: 'task', arguments: { description: marker, prompt: marker } });
           wall[mode] += await timed(
             server,
+            tap,
             fake,
             conversation,
             mode === 'together' ? [{ toolCalls: [call(a), call(b)] }, { text: 'both done' }] : [{ toolCalls: [call(a)] }, { toolCalls: [call(b)] }, { text: 'both done' }],
@@ -112,11 +115,11 @@ async function create(server: TestServer, fake: FakeLlm): Promise<string> {
 }
 
 /** ms from POST /messages to the run's end, the main agent following `script`. */
-async function timed(server: TestServer, fake: FakeLlm, id: string, script: FakeTurn[]): Promise<number> {
+async function timed(server: TestServer, tap: EventTap, fake: FakeLlm, id: string, script: FakeTurn[]): Promise<number> {
   fake.setScript(script);
   let ended!: (status: string) => void;
   const runEnded = new Promise<string>((resolve) => (ended = resolve));
-  const unsubscribe = server.services.recorder.onAppend(({ event }: { event: AgentEvent }) => {
+  const unsubscribe = tap.on(({ event }: { event: AgentEvent }) => {
     if (event.conversation_id === id && event.kind === 'state_update' && event.status !== 'running') ended(event.status);
   });
   const started = performance.now();

@@ -7,9 +7,11 @@ import { FileEventLog } from './adapters/file-event-log/file-event-log.js';
 import { FileSummaryStore } from './adapters/file-summary-store.js';
 import { loadOrCreateKeyFile } from './adapters/key-file.js';
 import { ConversationService } from './core/conversations/conversation-service.js';
+import { ConversationStore } from './core/conversations/conversation-store.js';
+import { AgentSessions } from './core/agent/agent-sessions.js';
 import { DeltaChannel } from './core/events/delta-channel.js';
 import { EventQueries } from './core/events/event-queries.js';
-import { EventRecorder } from './core/events/event-recorder.js';
+import { EventRecorder, type EventReader } from './core/events/event-recorder.js';
 import { EventStreams } from './core/events/event-streams.js';
 import { SecretBox } from './core/secrets/secret-box.js';
 import { normalizeLlmConfig } from './core/schemas/llm-config.js';
@@ -48,6 +50,7 @@ import { composeWebhooks } from './compose-webhooks.js';
 import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
 import { DiskSpace } from './adapters/disk-space.js';
 import { describeDamage, type Damage } from './core/errors.js';
+import { ServerStatus } from './core/health/server-status.js';
 
 export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'task', 'skill', 'slash_command', 'finish'] as const;
 
@@ -65,6 +68,8 @@ export interface Services {
   /** How agent processes run (bwrap or none) and their limits. */
   sandbox: SandboxInfo;
   conversations: ConversationService;
+  /** The conversation records, their one owner (read by most services). */
+  store: ConversationStore;
   agent: AgentRuntime;
   mcp: McpRegistry;
   secrets: SecretService;
@@ -81,6 +86,8 @@ export interface Services {
   disk: DiskSpace;
   /** Stored data found damaged at start-up and quarantined (kept as found, never written). */
   quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[] };
+  /** What /health and /info report. */
+  status: ServerStatus;
   close(): Promise<void>;
 }
 
@@ -88,6 +95,8 @@ export interface Services {
 export interface ServiceOverrides {
   llm?: LlmClient;
   shells?: ShellFactory;
+  /** More in-process readers of every stored event, after the server's own (benchmarks time appends with one). */
+  readers?: readonly EventReader[];
 }
 
 export async function composeServices(config: Config, logger: Logger, overrides: ServiceOverrides = {}): Promise<Services> {
@@ -116,38 +125,37 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     fsync: config.fsync,
     storageError,
     onDamaged: (conversationId, error) => {
-      if (!conversations.quarantineFound(conversationId, error)) return;
+      if (!store.quarantineFound(conversationId, error)) return;
       logger.error({ conversation_id: conversationId, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
     },
   });
   const runs = new FileRunStore(conversationsDir, { storageError });
   const deltas = new DeltaChannel();
-  const recorder = new EventRecorder(log, deltas);
-  const conversations = new ConversationService({
+  const store = new ConversationStore({
     repository: new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError }),
     log,
-    recorder,
+    hostNetworkAllowed: config.sandbox.network.hostAllowed,
     integrityChecks: [(id) => void runs.list(id)],
-    defaults: {
-      llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
-      workdirBase: config.workdirBase,
-      dataDir: config.dataDir,
-      toolNames: BUILTIN_TOOL_NAMES,
-      network: config.sandbox.network,
-    },
   });
-  const secrets = new SecretService(conversations);
-  recorder.setMasker(secrets.maskEvent);
-  recorder.setDeltaMasker(secrets.deltaMasker);
-  const events = new EventQueries(log, (id) => void conversations.record(id));
+  const sessions = new AgentSessions(log);
+  const secrets = new SecretService({ conversations: store, onChange: (conversationId, change) => sessions.updateShellEnv(conversationId, change) });
   const streams = new EventStreams({ log, deltas, maxBuffered: config.sseMaxBuffered, maxBufferedBytes: config.sseMaxBufferedBytes });
-  const metrics = new Metrics({ conversationsByStatus: () => conversations.countsByStatus(), sseSubscribers: () => streams.size });
-  recorder.onAppend(({ event }) => metrics.observeEvent(event));
+  const metrics = new Metrics({ conversationsByStatus: () => store.countsByStatus(), sseSubscribers: () => streams.size });
+  // Every event is masked, stored, then read in this process by these readers, in this order;
+  // SSE streams and webhook deliveries subscribe to the log itself (each with its own cursor).
+  const recorder = new EventRecorder({
+    log,
+    deltas,
+    mask: secrets.maskEvent,
+    deltaMasker: secrets.deltaMasker,
+    readers: [store.summaryReader, sessions, { name: 'metrics', read: ({ event }) => metrics.observeEvent(event) }, ...(overrides.readers ?? [])],
+  });
+  const events = new EventQueries(log, (id) => void store.record(id));
   const summaries = new FileSummaryStore(path.join(config.dataDir, 'summaries.json'));
-  for (const { id, error } of await conversations.load(await summaries.take())) {
+  for (const { id, error } of await store.load(await summaries.take())) {
     logger.error({ conversation_id: id, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
   }
-  const webhooks = await composeWebhooks({ config, logger, log, conversations, box, version: VERSION, storageError });
+  const webhooks = await composeWebhooks({ config, logger, log, conversations: store, box, version: VERSION, storageError });
 
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
@@ -159,10 +167,10 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     connector: new SdkMcpConnector({ launcher, targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), version: VERSION, ...config.agentEnv }),
     serverDefaults: config.mcpServers,
     secretsOf: (record) => secrets.environment(record),
-    sandboxOf: (record) => conversations.sandboxOf(record),
+    sandboxOf: (record) => store.sandboxOf(record),
     mask: (conversationId, text) => secrets.maskText(conversationId, text),
   });
-  const files = new WorkspaceFiles({ workdirOf: (id) => conversations.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) });
+  const files = new WorkspaceFiles({ workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) });
   const skillsDir = config.skillsDir;
   const serverSkills = skillsDir ? workspaceCatalogFiles({ files: new WorkspaceFiles({ workdirOf: () => skillsDir }), key: 'server', root: skillsDir }) : null;
   const agent = new AgentRuntime({
@@ -174,8 +182,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
         agents: record.agents,
       }),
     maxSubagentDepth: config.subagentMaxDepth,
-    conversations,
-    log,
+    conversations: store,
+    sessions,
     recorder,
     runs,
     llm: overrides.llm ?? new OpenAiLlmClient(config.llmClient),
@@ -184,7 +192,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     shellEnv: (record) => secrets.environment(record),
     hookTransport: (record) => ({
       command: async (hook) => {
-        const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: { ...secrets.environment(record), CLAUDE_PROJECT_DIR: record.workdir, AGENTD_CONVERSATION_ID: record.id }, timeoutMs: hook.timeoutMs, sandbox: conversations.sandboxOf(record), stdin: hook.stdin });
+        const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: { ...secrets.environment(record), CLAUDE_PROJECT_DIR: record.workdir, AGENTD_CONVERSATION_ID: record.id }, timeoutMs: hook.timeoutMs, sandbox: store.sandboxOf(record), stdin: hook.stdin });
         return { exitCode: result.exit_code, stdout: result.stdout, stderr: result.stderr, timedOut: result.timed_out };
       },
       http: (hook) => hookClient.post(hook),
@@ -194,23 +202,37 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       logger.warn({ ...context, attempt: retry.attempt, code: retry.code, status: retry.status, retry_in_ms: retry.delayMs }, `LLM attempt ${retry.attempt} failed, retrying: ${retry.message}`),
     onRunFailed: (failure, context) => logger.error({ ...context, code: failure.code }, `run ended in agent_error: ${failure.message}`),
   });
-  conversations.attachRuntime(agent);
-  conversations.onDeleted((conversationId) => secrets.forget(conversationId));
-  const commands = new CommandService({ conversations, secrets, runner: commandRunner });
-  secrets.setChangeListener((conversationId, change) => agent.updateShellEnv(conversationId, change));
+  const conversations = new ConversationService({
+    store,
+    log,
+    recorder,
+    runtime: agent,
+    onDeleted: [(conversationId) => secrets.forget(conversationId), (conversationId) => webhooks.callbacks.removeConversation(conversationId)],
+    defaults: {
+      llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
+      workdirBase: config.workdirBase,
+      dataDir: config.dataDir,
+      toolNames: BUILTIN_TOOL_NAMES,
+      network: config.sandbox.network,
+    },
+  });
+  const commands = new CommandService({ conversations: store, secrets, runner: commandRunner });
   await agent.recoverAfterRestart();
+  const quarantined = () => ({ conversations: store.quarantined(), callbacks: webhooks.damaged() });
+  const startedAt = Date.now();
 
   return {
     config,
     logger,
     version: VERSION,
-    startedAt: Date.now(),
+    startedAt,
     masterKeys,
     toolNames: BUILTIN_TOOL_NAMES,
     masterKeyFile,
     masterKeyCreated,
     sandbox,
     conversations,
+    store,
     agent,
     mcp,
     secrets,
@@ -223,7 +245,39 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     callbacks: webhooks.callbacks,
     files,
     disk,
-    quarantined: () => ({ conversations: conversations.quarantined(), callbacks: webhooks.damaged() }),
+    quarantined,
+    status: new ServerStatus({
+      version: VERSION,
+      startedAt,
+      toolNames: BUILTIN_TOOL_NAMES,
+      conversations: store,
+      dataDirWritable: () => disk.check(),
+      quarantined,
+      sseSubscribers: () => streams.size,
+      firehoseHead: () => events.firehoseHead(),
+      limits: {
+        max_body_bytes: config.maxBodyBytes,
+        max_upload_bytes: config.maxUploadBytes,
+        max_page_limit: 1000,
+        default_max_iterations_per_run: 500,
+        sse_heartbeat_s: config.sseHeartbeatMs / 1000,
+        sse_max_buffered_events: config.sseMaxBuffered,
+        max_connections: config.connections.max || null,
+        max_connections_per_client: config.connections.perClient || null,
+      },
+      sandbox: {
+        mode: sandbox.mode,
+        network: sandbox.network,
+        limits: {
+          cpu_s: { value: sandbox.limits.cpuSeconds, enforced_by: sandbox.enforcement.cpuSeconds },
+          memory_mb: { value: sandbox.limits.memoryMb, enforced_by: sandbox.enforcement.memoryMb },
+          processes: { value: sandbox.limits.processes, enforced_by: sandbox.enforcement.processes },
+          file_mb: { value: sandbox.limits.fileMb, enforced_by: sandbox.enforcement.fileMb },
+          tmp_mb: { value: sandbox.limits.tmpMb, enforced_by: sandbox.enforcement.tmpMb },
+          workdir_mb: { value: sandbox.limits.workdirMb, enforced_by: sandbox.enforcement.workdirMb },
+        },
+      },
+    }),
     async close() {
       await agent.stopAll();
       await webhooks.close();
@@ -231,7 +285,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       streams.closeAll('server_shutting_down');
       await log.close();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any more.
-      await summaries.save(conversations.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
+      await summaries.save(store.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
     },
   };
 }

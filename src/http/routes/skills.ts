@@ -4,7 +4,7 @@ import { publicCatalog } from '../../core/catalog/project-catalog.js';
 import { SkillCatalog } from '../../core/schemas/catalog.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function skillsRoutes(services: Services): FastifyPluginAsyncZod {
+export function skillsRoutes(services: Pick<Services, 'agent' | 'store'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/conversations/:id/skills',
@@ -17,7 +17,7 @@ export function skillsRoutes(services: Services): FastifyPluginAsyncZod {
           response: { 200: SkillCatalog, ...errors(400, 404) },
         },
       },
-      async (request) => publicCatalog(await services.agent.catalogOf(services.conversations.record(request.params.id))),
+      async (request) => publicCatalog(await services.agent.catalogOf(services.store.record(request.params.id))),
     );
   };
 }
