@@ -185,3 +185,26 @@ describe('GET /conversations/{id}/skills', () => {
     expect(body.error).toBe('conversation_not_found');
   });
 });
+
+describe('the `agents` field', () => {
+  it('is validated on create (a clear 400), replaced by PUT /config and shown by GET /skills', async () => {
+    harness = await startAgentHarness([]);
+    const llm = { model: 'fake-model', base_url: harness.llm.url, api_key: 'k' };
+    const badName = await harness.post('/conversations', { llm, agents: { 'bad name!': { description: 'x', prompt: 'y' } } });
+    expect(badName.status).toBe(400);
+    expect(badName.body.error).toBe('validation_error');
+    expect(badName.body.message).toContain('agents.bad name!');
+    const noPrompt = await harness.post('/conversations', { llm, agents: { reviewer: { description: 'x' } } });
+    expect(noPrompt.status).toBe(400);
+    const tooBig = await harness.post('/conversations', { llm, agents: Object.fromEntries(Array.from({ length: 4 }, (_, i) => [`a${i}`, { description: 'x', prompt: 'p'.repeat(90_000) }])) });
+    expect(tooBig.status).toBe(400);
+    expect(JSON.stringify(tooBig.body)).toContain('at most 256 KiB');
+
+    const id = await harness.createConversation({ agents: { first: { description: 'First', prompt: 'One.' } } });
+    expect((await harness.get(`/conversations/${id}`)).body.agents).toEqual({ first: { description: 'First', prompt: 'One.' } });
+    const put = await (await fetch(`${harness.server.url}/conversations/${id}/config`, { method: 'PUT', headers: { ...harness.server.auth, 'content-type': 'application/json' }, body: JSON.stringify({ agents: { second: { description: 'Second', prompt: 'Two.', model: 'm2' } } }) })).json();
+    expect(put.agents).toEqual({ second: { description: 'Second', prompt: 'Two.', model: 'm2' } });
+    const { body } = await harness.get(`/conversations/${id}/skills`);
+    expect(body.agents.map((agent: any) => [agent.name, agent.source, agent.model])).toEqual([['second', 'config', 'm2'], ['general-purpose', 'builtin', null]]);
+  });
+});

@@ -51,6 +51,8 @@ const CLAUDE_TOOL_NAMES: Record<string, string> = {
 };
 
 const INTERRUPTED = 'Interrupted: the subagent stopped before this tool call completed.';
+/** Tools a subagent never gets: nobody answers a subagent's questions (as in Claude Code). */
+const NEVER_IN_SUBAGENTS: ReadonlySet<string> = new Set(['ask_user']);
 
 /**
  * Runs one subagent to completion for a `task` call: a child run of the same loop, with its own
@@ -131,7 +133,7 @@ function childTools(definition: AgentDefinition, parentTools: ReadonlyMap<string
   const wanted = definition.tools?.map((name) => CLAUDE_TOOL_NAMES[name] ?? name) ?? null;
   const out = new Map<string, ToolDefinition>();
   for (const [name, tool] of parentTools) {
-    if (name === TASK_TOOL_NAME && !mayDelegate) continue;
+    if ((name === TASK_TOOL_NAME && !mayDelegate) || NEVER_IN_SUBAGENTS.has(name)) continue;
     if (wanted && !wanted.some((pattern) => (pattern.endsWith('*') ? name.startsWith(pattern.slice(0, -1)) : pattern === name))) continue;
     out.set(name, tool);
   }

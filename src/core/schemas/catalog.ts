@@ -1,11 +1,14 @@
 import { z } from 'zod';
 
+/** The most JSON a conversation's `agents` may hold: it is saved with every change of the record. */
+const MAX_AGENTS_BYTES = 256 * 1024;
+
 export const AGENT_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
 export const AgentDefinitionInput = z
   .object({
     description: z.string().min(1).max(4096).describe('When to use this agent: the main agent reads it to choose one.'),
-    prompt: z.string().min(1).max(200_000).describe("The subagent's system prompt."),
+    prompt: z.string().min(1).max(100_000).describe("The subagent's system prompt."),
     tools: z.array(z.string().min(1).max(128)).max(100).optional().describe("Tool names it may use (never more than the main agent's); default: all of them but `task`."),
     model: z.string().min(1).max(200).optional().describe("The model it runs on (`inherit`, the default, is the conversation's)."),
   })
@@ -16,6 +19,7 @@ export type AgentDefinitionInput = z.infer<typeof AgentDefinitionInput>;
 export const AgentDefinitions = z
   .record(z.string().regex(AGENT_NAME_PATTERN, 'an agent name is 1-64 letters, digits, `-` or `_`'), AgentDefinitionInput)
   .refine((agents) => Object.keys(agents).length <= 50, 'at most 50 agents')
+  .refine((agents) => Buffer.byteLength(JSON.stringify(agents)) <= MAX_AGENTS_BYTES, `agents may hold at most ${MAX_AGENTS_BYTES / 1024} KiB of JSON`)
   .describe('Subagent definitions the `task` tool can run, by name (beside `.claude/agents/*.md` and the built-in `general-purpose`).')
   .meta({ id: 'AgentDefinitions' });
 export type AgentDefinitions = z.infer<typeof AgentDefinitions>;
