@@ -19,7 +19,7 @@ async function api(path: string, init: RequestInit = {}): Promise<any> {
 }
 
 describe('restart while a subagent runs (the built server, killed with SIGKILL)', () => {
-  it('comes back paused with the open calls of the subagent and of its task call closed; the next run sends a valid history', async () => {
+  it('comes back paused with the open calls of the subagent and of its task call closed; the next run sends a valid history', { timeout: 120_000 }, async () => {
     const marker = `sleep 6${Math.floor(Math.random() * 9)}.${Date.now() % 1000}`;
     llm = await startFakeLlm({
       script: [{ toolCalls: [{ id: 'task_r', name: 'task', arguments: { description: 'slow', prompt: 'RESTART-JOB' } }] }, { text: 'resumed fine' }],
@@ -28,7 +28,7 @@ describe('restart while a subagent runs (the built server, killed with SIGKILL)'
     const dataDir = tempDir();
     server = await spawnServer({ dataDir });
     const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'go' }) });
-    await waitForProcess(marker, 15_000);
+    await waitForProcess(marker, 45_000);
     const before = (await api(`/conversations/${created.id}/events?limit=1000`)).items;
     expect(before.at(-1)).toMatchObject({ kind: 'action', tool_call_id: 'child_bash', parent_tool_call_id: 'task_r' });
 
@@ -49,7 +49,7 @@ describe('restart while a subagent runs (the built server, killed with SIGKILL)'
     expect(processAlive(marker)).toBe(false);
 
     expect((await fetch(`${server.url}/conversations/${created.id}/run`, { method: 'POST', headers: auth, body: '{}' })).status).toBe(202);
-    const deadline = Date.now() + 15_000;
+    const deadline = Date.now() + 45_000;
     while ((await api(`/conversations/${created.id}`)).status !== 'idle' && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
     expect(llm.violations).toEqual([]);
     const last = llm.requests.at(-1)!.body as any;
