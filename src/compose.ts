@@ -49,6 +49,7 @@ import type { CallbackService } from './core/webhooks/callback-service.js';
 import { composeWebhooks } from './compose-webhooks.js';
 import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
 import { DiskSpace } from './adapters/disk-space.js';
+import { HostWorkdirs } from './adapters/host-workdirs.js';
 import { describeDamage, type Damage } from './core/errors.js';
 import { ServerStatus } from './core/health/server-status.js';
 
@@ -190,6 +191,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     tools,
     shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv })),
     shellEnv: (record) => secrets.environment(record),
+    idleTimeoutMs: config.idleTimeoutMs,
     hookTransport: (record) => ({
       command: async (hook) => {
         const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: { ...secrets.environment(record), CLAUDE_PROJECT_DIR: record.workdir, AGENTD_CONVERSATION_ID: record.id }, timeoutMs: hook.timeoutMs, sandbox: store.sandboxOf(record), stdin: hook.stdin });
@@ -204,6 +206,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   });
   const conversations = new ConversationService({
     store,
+    workdirs: new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase }),
     log,
     recorder,
     runtime: agent,
@@ -211,7 +214,6 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     defaults: {
       llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
       workdirBase: config.workdirBase,
-      dataDir: config.dataDir,
       toolNames: BUILTIN_TOOL_NAMES,
       network: config.sandbox.network,
     },

@@ -18,7 +18,6 @@ const offending = (files: [string, ImportEdge[]][], bad: (edge: ImportEdge) => b
  */
 const CORE_FILES_USING_FS = [
   'src/core/agent/system-prompt.ts',
-  'src/core/conversations/conversation-service.ts',
   // Merged from the MCP/permissions and agent branches (issues 14, 21):
   'src/core/mcp/mcp-registry.ts',
   'src/core/mcp/project-mcp-config.ts',

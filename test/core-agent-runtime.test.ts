@@ -11,6 +11,7 @@ import type { Run, RunStore } from '../src/core/agent/run-record.js';
 import type { ConversationRecord, ConversationRepository } from '../src/core/conversations/conversation-record.js';
 import { ConversationService } from '../src/core/conversations/conversation-service.js';
 import { ConversationStore } from '../src/core/conversations/conversation-store.js';
+import { HostWorkdirs } from '../src/adapters/host-workdirs.js';
 import { AgentSessions } from '../src/core/agent/agent-sessions.js';
 import { DeltaChannel } from '../src/core/events/delta-channel.js';
 import { EventRecorder } from '../src/core/events/event-recorder.js';
@@ -104,10 +105,11 @@ async function setUp(turns: Turn[], tools: ToolDefinition[] = [echoTool as ToolD
   const agent = new AgentRuntime({ conversations: store, sessions, recorder, runs, llm, tools, shells: noShells, shellEnv: () => ({}), hookTransport: () => ({ command: () => Promise.reject(new Error('no hooks in these tests')), http: () => Promise.reject(new Error('no hooks in these tests')) }) as never });
   const conversations = new ConversationService({
     store,
+    workdirs: new HostWorkdirs({ dataDir: path.join(dir, 'data'), workdirBase: path.join(dir, 'workdirs') }),
     log,
     recorder,
     runtime: agent,
-    defaults: { llm: null, workdirBase: path.join(dir, 'workdirs'), dataDir: path.join(dir, 'data'), toolNames: tools.map((tool) => tool.name) },
+    defaults: { llm: null, workdirBase: path.join(dir, 'workdirs'), toolNames: tools.map((tool) => tool.name) },
   });
   const create = async (body: Record<string, unknown> = {}) => (await conversations.create(CreateConversationBody.parse({ llm: { model: 'scripted' }, ...body }))).conversation.id;
   return { llm, conversations, agent, runs, create };

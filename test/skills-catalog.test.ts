@@ -202,7 +202,7 @@ describe('the `agents` field', () => {
 
     const id = await harness.createConversation({ agents: { first: { description: 'First', prompt: 'One.' } } });
     expect((await harness.get(`/conversations/${id}`)).body.agents).toEqual({ first: { description: 'First', prompt: 'One.' } });
-    const put = await (await fetch(`${harness.server.url}/conversations/${id}/config`, { method: 'PUT', headers: { ...harness.server.auth, 'content-type': 'application/json' }, body: JSON.stringify({ agents: { second: { description: 'Second', prompt: 'Two.', model: 'm2' } } }) })).json();
+    const put: any = await (await fetch(`${harness.server.url}/conversations/${id}/config`, { method: 'PUT', headers: { ...harness.server.auth, 'content-type': 'application/json' }, body: JSON.stringify({ agents: { second: { description: 'Second', prompt: 'Two.', model: 'm2' } } }) })).json();
     expect(put.agents).toEqual({ second: { description: 'Second', prompt: 'Two.', model: 'm2' } });
     const { body } = await harness.get(`/conversations/${id}/skills`);
     expect(body.agents.map((agent: any) => [agent.name, agent.source, agent.model])).toEqual([['second', 'config', 'm2'], ['general-purpose', 'builtin', null]]);

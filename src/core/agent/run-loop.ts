@@ -56,6 +56,11 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
   for (const action of finishLast(context.approved, (a) => a.tool_name)) {
     if (context.signal.aborted) return { kind: 'aborted' };
     const call = { id: action.tool_call_id, name: action.tool_name, arguments: '' };
+    const recheck = await context.gate.beforeApproved({ name: action.tool_name, args: action.arguments });
+    if (recheck.kind === 'deny') {
+      await context.append({ kind: 'rejection', source: 'system', tool_call_id: action.tool_call_id, tool_name: action.tool_name, reason: recheck.reason, run_id: context.run.id, ...(recheck.rule && { rule: recheck.rule }) });
+      continue;
+    }
     const outcome = action.tool_name === FINISH_TOOL && approvedOthers > 0
       ? await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone')
       : await runCall(context, approvedSteps, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });

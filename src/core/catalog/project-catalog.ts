@@ -33,14 +33,39 @@ export const EMPTY_CATALOG: ProjectCatalog = { skills: [], commands: [], agents:
  * name: `.claude/skills`, `.agents/skills`, then the server's; config agents over agent files.
  */
 export async function loadCatalog(options: { project: CatalogFiles | null; server: CatalogFiles | null; agents: AgentDefinitions | undefined }): Promise<ProjectCatalog> {
+  // Each directory is read into a part of its own, all at once (each read walks pinned paths); the parts are then joined in precedence order.
+  const part = async (read: (catalog: ProjectCatalog) => Promise<unknown>): Promise<ProjectCatalog> => {
+    const catalog: ProjectCatalog = { skills: [], commands: [], agents: [], errors: [] };
+    await read(catalog);
+    return catalog;
+  };
+  const { project, server } = options;
+  const parts = await Promise.all([
+    ...SKILL_DIRS.map((dir) => part(async (catalog) => project && (await readSkills(catalog, project, dir, 'path')))),
+    part(async (catalog) => server && (await readSkills(catalog, server, '.', 'server'))),
+    part(async (catalog) => project && (await readCommands(catalog, project))),
+    part(async (catalog) => {
+      for (const [name, definition] of Object.entries(options.agents ?? {})) {
+        catalog.agents.push({ name, description: definition.description, source: 'config', path: null, tools: definition.tools ?? null, model: definition.model ?? null, prompt: definition.prompt });
+      }
+    }),
+    part(async (catalog) => project && (await readAgents(catalog, project))),
+  ]);
   const catalog: ProjectCatalog = { skills: [], commands: [], agents: [], errors: [] };
-  if (options.project) for (const dir of SKILL_DIRS) await readSkills(catalog, options.project, dir, 'path');
-  if (options.server) await readSkills(catalog, options.server, '.', 'server');
-  if (options.project) await readCommands(catalog, options.project);
-  for (const [name, definition] of Object.entries(options.agents ?? {})) {
-    catalog.agents.push({ name, description: definition.description, source: 'config', path: null, tools: definition.tools ?? null, model: definition.model ?? null, prompt: definition.prompt });
+  for (const next of parts) {
+    catalog.errors.push(...next.errors);
+    catalog.commands.push(...next.commands);
+    for (const skill of next.skills) {
+      const known = catalog.skills.find((other) => other.name === skill.name);
+      if (known) catalog.errors.push({ type: 'skill', source: skill.source, path: skill.path, error: `a skill named ${JSON.stringify(skill.name)} is already defined in ${known.path}` });
+      else catalog.skills.push(skill);
+    }
+    for (const agent of next.agents) {
+      const known = catalog.agents.find((other) => other.name === agent.name);
+      if (known) catalog.errors.push({ type: 'agent', source: agent.source, path: agent.path, error: `an agent named ${JSON.stringify(agent.name)} is already defined ${known.source === 'config' ? "in the conversation's `agents`" : `in ${known.path}`}` });
+      else catalog.agents.push(agent);
+    }
   }
-  if (options.project) await readAgents(catalog, options.project);
   if (!catalog.agents.some((agent) => agent.name === GENERAL_PURPOSE_AGENT)) catalog.agents.push(generalPurpose());
   return catalog;
 }

@@ -1,4 +1,3 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
@@ -11,12 +10,11 @@ import type { AppendedEvent, EventLog } from '../events/event-log.js';
 import type { EventRecorder } from '../events/event-recorder.js';
 import type { ConversationRecord } from './conversation-record.js';
 import type { ConfigChange, ConversationStore, ListConversationsQuery } from './conversation-store.js';
+import type { Workdirs } from './workdirs.js';
 
 export interface ConversationDefaults {
   llm: LlmConfig | null;
   workdirBase: string;
-  /** Workdirs may not lie inside this directory (the server's data: keys, other conversations). */
-  dataDir: string;
   /** Names of the built-in tools; a conversation's `tools` must be among them. */
   toolNames: readonly string[];
   /** `sandbox.network` of a conversation created without one, and whether `host` may be asked for. */
@@ -42,6 +40,8 @@ export class ConversationService {
   constructor(
     private readonly deps: {
       store: ConversationStore;
+      /** Workdirs made ready and removed (the file system, through an adapter). */
+      workdirs: Workdirs;
       log: EventLog;
       recorder: EventRecorder;
       defaults: ConversationDefaults;
@@ -84,7 +84,7 @@ export class ConversationService {
     const startsRun = body.initial_message !== undefined && (body.run ?? true);
     if (startsRun && this.runtime && !llm) throw llmNotConfigured();
     const id = randomUUID();
-    const { workdir, created } = this.prepareWorkdir(body.workdir ?? path.join(this.deps.defaults.workdirBase, id), body.workdir === undefined);
+    const { workdir, created } = this.deps.workdirs.prepare(body.workdir ?? path.join(this.deps.defaults.workdirBase, id), { isDefault: body.workdir === undefined });
     const now = isoTimestamp(this.clock.now());
     const record: ConversationRecord = {
       id,
@@ -133,7 +133,7 @@ export class ConversationService {
       throw new UnprocessableError('llm_model_required', 'This conversation has no LLM yet: the update must name a model.');
     }
     // What can be refused is settled before anything changes: a refused update changes nothing.
-    const moved = body.workdir !== undefined && body.workdir !== record.workdir ? this.prepareWorkdir(body.workdir, false) : null;
+    const moved = body.workdir !== undefined && body.workdir !== record.workdir ? this.deps.workdirs.prepare(body.workdir, { isDefault: false }) : null;
     const change: ConfigChange = {
       max_iterations_per_run: body.max_iterations_per_run,
       title: body.title,
@@ -158,7 +158,7 @@ export class ConversationService {
     this.store.remove(id, { persisted: true });
     await this.deps.log.drop(id);
     this.deps.recorder.closeConversation(id);
-    if (options.deleteWorkdir && record.workdir_created) fs.rmSync(record.workdir, { recursive: true, force: true });
+    if (options.deleteWorkdir && record.workdir_created) await this.deps.workdirs.remove(record.workdir);
     for (const listener of this.deps.onDeleted ?? []) await listener(id);
   }
 
@@ -192,27 +192,6 @@ export class ConversationService {
     }
     return [...new Set(tools)];
   }
-
-  private prepareWorkdir(requested: string, isDefault: boolean): { workdir: string; created: boolean } {
-    if (!path.isAbsolute(requested) || requested.includes('\0')) {
-      throw new UnprocessableError('invalid_workdir', 'workdir must be an absolute path.', { workdir: requested });
-    }
-    const existed = fs.existsSync(requested);
-    if (existed && !fs.statSync(requested).isDirectory()) {
-      throw new UnprocessableError('invalid_workdir', 'workdir exists and is not a directory.', { workdir: requested });
-    }
-    const dataDir = fs.realpathSync(this.deps.defaults.dataDir);
-    if (!isDefault) {
-      const nearest = realpathOfNearest(requested);
-      const workdirBase = realpathOfNearest(this.deps.defaults.workdirBase);
-      const underBase = isInside(nearest, workdirBase) && nearest !== workdirBase;
-      if ((isInside(nearest, dataDir) && !underBase) || isInside(dataDir, nearest)) {
-        throw new UnprocessableError('invalid_workdir', 'workdir may not contain or lie inside the server\'s data directory.', { workdir: requested });
-      }
-    }
-    fs.mkdirSync(requested, { recursive: true });
-    return { workdir: fs.realpathSync(requested), created: !existed };
-  }
 }
 
 function hostNetworkRefused(): UnprocessableError {
@@ -225,22 +204,4 @@ function hostNetworkRefused(): UnprocessableError {
 
 function llmNotConfigured(): UnprocessableError {
   return new UnprocessableError('llm_not_configured', 'This conversation has no LLM: set `llm` (or PUT /config), or send the message with `run: false`.');
-}
-
-function isInside(child: string, parent: string): boolean {
-  const relative = path.relative(parent, child);
-  return relative === '' || (!relative.startsWith('..') && !path.isAbsolute(relative));
-}
-
-/** realpath of the path, or of its nearest existing ancestor joined with the rest. */
-function realpathOfNearest(target: string): string {
-  let current = target;
-  const rest: string[] = [];
-  while (!fs.existsSync(current)) {
-    rest.unshift(path.basename(current));
-    const parent = path.dirname(current);
-    if (parent === current) break;
-    current = parent;
-  }
-  return path.join(fs.realpathSync(current), ...rest);
 }

@@ -225,9 +225,11 @@ export class ConversationStore {
     this.index(record);
   }
 
-  /** Writes a record that was added (its first save) or changed. */
+  /** The first save of a record that was added (it keeps its created_at as updated_at). */
   persist(id: string): void {
-    this.save(this.mutable(id));
+    const record = this.mutable(id);
+    this.revision += 1;
+    this.deps.repository.save(record);
   }
 
   /** The conversation is gone (or never made it): out of the index and the repository. */

@@ -12,14 +12,14 @@ const ROUNDS = 4;
 const LLM_DELAY_MS = 300;
 
 /**
- * P13: what the project catalog costs a run, and what running subagents side by side saves.
+ * P14: what the project catalog costs a run, and what running subagents side by side saves.
  * (a) A one-answer run in an empty workdir against the same in a workdir with 60 skills, 20
  * slash commands and 10 agent files (read and parsed at every run start). (b) Two subagents
  * whose every LLM answer takes 300 ms, started by one reply with two `task` calls against two
  * replies of one `task` call each.
  */
-export const p13Subagents: Benchmark = {
-  id: 'P13',
+export const p14Subagents: Benchmark = {
+  id: 'P14',
   title: 'project catalog and concurrent subagents',
   measures:
     'ms per run start with a catalog of 60 skills, 20 commands and 10 agents versus an empty workdir; and the wall time of two subagents (300 ms per LLM answer) started in one reply versus one after the other.',
