@@ -13,6 +13,7 @@ import { callbackRoutes } from './http/routes/callbacks.js';
 import { commandRoutes } from './http/routes/commands.js';
 import { dashboardRoutes } from './http/routes/dashboard.js';
 import { mcpRoutes } from './http/routes/mcp.js';
+import { skillsRoutes } from './http/routes/skills.js';
 import { conversationRoutes } from './http/routes/conversations.js';
 import { eventRoutes } from './http/routes/events.js';
 import { fileRoutes } from './http/routes/files.js';
@@ -86,6 +87,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(messageRoutes({ conversations }));
   await app.register(runRoutes({ agent, conversations }));
   await app.register(mcpRoutes(services));
+  await app.register(skillsRoutes(services));
   await app.register(secretRoutes({ secrets }));
   await app.register(commandRoutes({ commands }));
   await app.register(eventRoutes({ events }));

@@ -42,6 +42,11 @@ import { createWebSearchTool } from './core/tools/web-search.js';
 import { globTool } from './core/tools/glob.js';
 import { createGrepTool } from './core/tools/grep.js';
 import { taskTrackerTool } from './core/tools/task-tracker.js';
+import { taskTool } from './core/tools/task.js';
+import { skillTool } from './core/tools/skill.js';
+import { slashCommandTool } from './core/tools/slash-command.js';
+import { loadCatalog } from './core/catalog/project-catalog.js';
+import { workspaceCatalogFiles } from './core/catalog/workspace-catalog-files.js';
 import { WorkspaceFiles } from './core/workspace/workspace-files.js';
 import { MAX_IMAGE_BYTES, sniffImageType } from './core/schemas/message-content.js';
 import { imageTooLarge } from './core/conversations/message-images.js';
@@ -53,7 +58,7 @@ import { HostWorkdirs } from './adapters/host-workdirs.js';
 import { describeDamage, type Damage } from './core/errors.js';
 import { ServerStatus } from './core/health/server-status.js';
 
-export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'web_fetch', 'finish'] as const;
+export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'web_fetch', 'task', 'skill', 'slash_command', 'finish'] as const;
 
 /** Everything the HTTP layer calls: built once, in one place (the composition root). */
 export interface Services {
@@ -167,7 +172,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
   const webFetcher = new UndiciWebFetcher({ ...config.web.fetch, userAgent: `agentd/${VERSION} (web_fetch)` });
   const webSearcher = config.web.search ? new ProviderWebSearcher({ ...config.web.search, timeoutMs: config.web.fetch.timeoutMs, userAgent: `agentd/${VERSION}` }) : null;
-  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, askUserTool, createWebFetchTool(webFetcher), ...(webSearcher ? [createWebSearchTool(webSearcher)] : []), finishTool] as ToolDefinition[];
+  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, askUserTool, taskTool, skillTool, slashCommandTool, createWebFetchTool(webFetcher), ...(webSearcher ? [createWebSearchTool(webSearcher)] : []), finishTool] as ToolDefinition[];
   // web_search exists only when the operator configured a provider.
   const toolNames: readonly string[] = tools.map((tool) => tool.name);
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
@@ -180,6 +185,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     mask: (conversationId, text) => secrets.maskText(conversationId, text),
   });
   const files = new WorkspaceFiles({ workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) });
+  const skillsDir = config.skillsDir;
+  const serverSkills = skillsDir ? workspaceCatalogFiles({ files: new WorkspaceFiles({ workdirOf: () => skillsDir }), key: 'server', root: skillsDir }) : null;
   const agent = new AgentRuntime({
     mcp,
     readImage: async (conversationId, imagePath) => {
@@ -187,6 +194,13 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       if (!sniffImageType(read.bytes)) throw new Error('not an image any more');
       return read.bytes.toString('base64');
     },
+    catalog: (record) =>
+      loadCatalog({
+        project: (record.setting_sources ?? ['project']).includes('project') ? workspaceCatalogFiles({ files, key: record.id, root: record.workdir }) : null,
+        server: serverSkills,
+        agents: record.agents,
+      }),
+    maxSubagentDepth: config.subagentMaxDepth,
     conversations: store,
     sessions,
     recorder,

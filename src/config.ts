@@ -48,6 +48,10 @@ export interface Config {
   /** Webhook delivery: server-wide callback URLs and secret, attempt timeout, retry schedule. */
   /** MCP servers every conversation gets (AGENTD_MCP_CONFIG). */
   mcpServers: McpServers;
+  /** Skills every conversation gets (AGENTD_SKILLS_DIR), or null. */
+  skillsDir: string | null;
+  /** Levels of subagents below the main agent (AGENTD_SUBAGENT_MAX_DEPTH). */
+  subagentMaxDepth: number;
   webhooks: {
     urls: readonly string[];
     secret: string | null;
@@ -224,6 +228,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     shutdownTimeoutMs: Math.round(e.AGENTD_SHUTDOWN_TIMEOUT_S * 1000),
     secretKey: e.AGENTD_SECRET_KEY ?? null,
     mcpServers: e.AGENTD_MCP_CONFIG ? readMcpConfig(e.AGENTD_MCP_CONFIG) : {},
+    skillsDir: e.AGENTD_SKILLS_DIR ?? null,
+    subagentMaxDepth: e.AGENTD_SUBAGENT_MAX_DEPTH,
     fsync: e.AGENTD_FSYNC,
     cluster: clusterFrom(e),
     maxBodyBytes: e.AGENTD_MAX_BODY_BYTES,
@@ -260,7 +266,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
         // A server default of `host` is the operator's opt-in too.
         hostAllowed: e.AGENTD_SANDBOX_NETWORK_HOST || e.AGENTD_SANDBOX_NETWORK === 'host',
       }),
-      readOnlyPaths: Object.freeze(e.AGENTD_SANDBOX_RO_PATHS ?? []),
+      // The server's skills directory is readable in the sandbox: a skill's scripts and references sit beside its SKILL.md.
+      readOnlyPaths: Object.freeze([...(e.AGENTD_SANDBOX_RO_PATHS ?? []), ...(e.AGENTD_SKILLS_DIR ? [e.AGENTD_SKILLS_DIR] : [])]),
       cgroups: e.AGENTD_SANDBOX_CGROUPS,
       limits: Object.freeze({
         cpuSeconds: e.AGENTD_LIMIT_CPU_S || null,

@@ -120,6 +120,8 @@ describe('run control', () => {
     harness = await startAgentHarness([{ text: 'first answer', delayMs: 400 }, { text: 'second answer' }]);
     const id = await harness.createConversation({ initial_message: 'first' });
     await harness.waitForStatus(id, ['running']);
+    // Sent while the LLM is answering the first turn (not before its request: then both messages are in it).
+    await expect.poll(() => harness!.llm.requests.length, { timeout: 15_000 }).toBe(1);
     const queued = await harness.post(`/conversations/${id}/messages`, { content: 'also this' });
     expect(queued.status).toBe(202);
     await harness.waitForStatus(id, ['idle']);

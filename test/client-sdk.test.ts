@@ -76,7 +76,10 @@ describe('client.run()', () => {
     const result = await client.run({ prompt: 'Sleep', llm, signal: pause.signal, onEvent: (event) => event.kind === 'action' && pause.abort() });
     expect(result.status).toBe('paused');
     expect(Date.now() - started).toBeLessThan(25_000);
-    expect(result.events.find((event) => event.kind === 'observation')).toMatchObject({ tool_name: 'bash', data: expect.objectContaining({ exit_code: null }) });
+    // Interrupted either before the command started (no exit code) or while it ran (SIGINT: 130): the pause races the shell.
+    const observation = result.events.find((event) => event.kind === 'observation');
+    expect(observation).toMatchObject({ tool_name: 'bash' });
+    expect([null, 130]).toContain(observation?.kind === 'observation' ? observation.data.exit_code : undefined);
     expect((await client.conversations.get(result.conversation_id)).status).toBe('paused');
   });
 

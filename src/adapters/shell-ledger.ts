@@ -61,13 +61,14 @@ export class ShellLedger {
         // must still find it at the next start.
         const onSpawn = (pid: number) => {
           options.onSpawn?.(pid);
-          this.record(options.conversationId, pid);
+          this.record(key, pid);
         };
+        const key = options.shellId ?? options.conversationId;
         try {
           const shell = await factory.create({ ...options, onSpawn });
-          return this.wrap(options.conversationId, shell);
+          return this.wrap(key, shell);
         } catch (error) {
-          this.entries.delete(options.conversationId);
+          this.entries.delete(key);
           this.write();
           throw error;
         }
@@ -75,7 +76,7 @@ export class ShellLedger {
     };
   }
 
-  private wrap(conversationId: string, shell: ShellSession): ShellSession {
+  private wrap(key: string, shell: ShellSession): ShellSession {
     const ledger = this;
     return {
       run: (command, options) => shell.run(command, options),
@@ -83,11 +84,11 @@ export class ShellLedger {
       interrupt: () => shell.interrupt(),
       async close() {
         await shell.close();
-        ledger.forget(conversationId);
+        ledger.forget(key);
       },
       async suspend() {
         const state = shell.suspend ? await shell.suspend() : (await shell.close(), null);
-        if (!shell.alive) ledger.forget(conversationId);
+        if (!shell.alive) ledger.forget(key);
         return state;
       },
       get pid() {
@@ -99,10 +100,10 @@ export class ShellLedger {
     };
   }
 
-  private record(conversationId: string, pid: number | undefined): void {
+  private record(key: string, pid: number | undefined): void {
     const process = pid === undefined ? undefined : readProcess(pid);
     if (!process) return;
-    this.entries.set(conversationId, { pid: process.pid, startTime: process.startTime });
+    this.entries.set(key, { pid: process.pid, startTime: process.startTime });
     this.write();
   }
 

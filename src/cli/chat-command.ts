@@ -104,6 +104,16 @@ async function converse(
     lineOpen = false;
   };
   const show = (event: StreamEvent) => {
+    // A subagent's steps are shown as indented progress lines under its task call, never as the agent's text.
+    if (event.parent_tool_call_id) {
+      if (event.kind === 'message_delta' || event.kind === 'message' || event.kind === 'system_prompt') return;
+      const line = progressLine(event);
+      if (line) {
+        endLine();
+        out.write(`  ${pc.dim(`[${event.agent ?? 'subagent'}]`)} ${line}\n`);
+      }
+      return;
+    }
     if (event.kind === 'message_delta') {
       lineOpen = streamed = true;
       out.write(event.content_delta);

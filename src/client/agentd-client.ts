@@ -144,6 +144,11 @@ export class AgentdClient {
     status: (id: string, o?: Signal) => this.get<T.McpStatusList>(this.conversationPath(id, '/mcp'), o),
   };
 
+  readonly skills = {
+    /** The skills, slash commands and subagent definitions the agent can use, where each comes from, and the files skipped as malformed. */
+    list: (id: string, o?: Signal) => this.get<T.SkillCatalog>(this.conversationPath(id, '/skills'), o),
+  };
+
   private async *pages<Item>(page: (pageId: string | undefined) => Promise<T.Page<Item>>): AsyncGenerator<Item> {
     let pageId: string | undefined;
     do {

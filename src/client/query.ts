@@ -145,8 +145,9 @@ export async function runToEnd(client: AgentdClient, options: QueryOptions): Pro
     options.onEvent?.(event);
     if (event.kind === 'message_delta') continue;
     if ('run_id' in event && event.run_id) runIds.add(event.run_id);
-    if (event.kind === 'message' && event.source === 'agent') finalText = event.content;
-    if (event.kind === 'action' && event.tool_name === 'finish' && typeof event.arguments.message === 'string') finalText = event.arguments.message;
+    // The final text is the main agent's: a subagent's replies are results for it, not for the user.
+    if (event.kind === 'message' && event.source === 'agent' && !event.parent_tool_call_id) finalText = event.content;
+    if (event.kind === 'action' && event.tool_name === 'finish' && !event.parent_tool_call_id && typeof event.arguments.message === 'string') finalText = event.arguments.message;
     if (event.kind === 'agent_error') error = { code: event.error, message: event.message };
     if (event.kind === 'state_update') status = event.status;
   }

@@ -21,6 +21,7 @@ import type {
 import type { AgentEvent as AgentEventSchema, ConversationStatus as StatusSchema, EventKind as EventKindSchema, MessageDelta as MessageDeltaSchema } from '../core/schemas/event.js';
 import type { FileEntry as FileEntrySchema } from '../core/schemas/file-entry.js';
 import type { McpStatusList as McpStatusListSchema } from '../core/schemas/mcp-servers.js';
+import type { SkillCatalog as SkillCatalogSchema } from '../core/schemas/catalog.js';
 import type { Callback as CallbackSchema, CallbackDelivery as CallbackDeliverySchema, CreateCallbackBody } from '../core/webhooks/callback-schemas.js';
 import type { CallbackDeliveryPage, CallbackPage } from '../http/contract/callbacks.js';
 import type { ConversationListQuery as ConversationListQuerySchema, ConversationPage as ConversationPageSchema, DeleteConversationQuery } from '../http/contract/conversations.js';
@@ -93,3 +94,4 @@ export type PutSecretsInput = z.input<typeof PutSecrets>;
 export type SecretNames = z.output<typeof SecretNamesSchema>;
 
 export type McpStatusList = z.output<typeof McpStatusListSchema>;
+export type SkillCatalog = z.output<typeof SkillCatalogSchema>;

@@ -85,7 +85,10 @@ export class TimelineStore {
 
   private receive(kind: string, data: unknown): void {
     if (kind === 'message_delta') {
-      this.streaming += (data as { content_delta?: string }).content_delta ?? '';
+      // A subagent's text is shown once recorded, nested under its task call, not as the main agent's.
+      const delta = data as { content_delta?: string; parent_tool_call_id?: string };
+      if (delta.parent_tool_call_id) return;
+      this.streaming += delta.content_delta ?? '';
     } else if (kind === 'stream_closed') {
       this.deleted = true;
       this.stream?.close();

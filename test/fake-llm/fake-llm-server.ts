@@ -18,8 +18,21 @@ import { validateChatRequest } from './validate-chat-request.js';
 export type * from './fake-llm-types.js';
 export type { ProviderName } from './provider-profiles.js';
 
+/**
+ * A script of its own for the requests that match: a subagent's, told apart by a marker in its
+ * system prompt or its first user message (a string: contained in either; a function: any test).
+ */
+export interface FakeRoute {
+  when: string | ((request: RecordedRequest) => boolean);
+  script: FakeTurn[];
+  /** Answer once this route's script is exhausted (default: the main script's `whenExhausted`). */
+  whenExhausted?: FakeTurn;
+}
+
 export interface FakeLlmOptions {
   script?: FakeTurn[];
+  /** Scripts for requests that match a marker (first matching route wins); the rest use `script`. */
+  routes?: FakeRoute[];
   /** Reject requests whose first message is not `system` (default true). */
   requireSystemFirst?: boolean;
   /** Answer once the script is exhausted (default `{ text: 'done' }`). */
@@ -69,6 +82,8 @@ export interface FakeLlm {
   summaryRequests: RecordedRequest[];
   push(...turns: FakeTurn[]): void;
   setScript(turns: FakeTurn[]): void;
+  /** Adds a route (see FakeRoute), tried after the ones given before. */
+  route(route: FakeRoute): void;
   /** Turns left in the script. */
   remaining(): number;
   close(): Promise<void>;
@@ -81,6 +96,7 @@ const AZURE_PATH = /^\/openai\/deployments\/([^/]+)\/chat\/completions$/;
 export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions = {}): Promise<FakeLlm> {
   const options: FakeLlmOptions = Array.isArray(scriptOrOptions) ? { script: scriptOrOptions } : scriptOrOptions;
   let queue: FakeTurn[] = [...(options.script ?? [])];
+  const routes: { route: FakeRoute; queue: FakeTurn[] }[] = (options.routes ?? []).map((route) => ({ route, queue: [...route.script] }));
   const requests: RecordedRequest[] = [];
   const summaryRequests: RecordedRequest[] = [];
   const violations: string[] = [];
@@ -144,7 +160,8 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
       await answer({ turn, recorded, res });
       return;
     }
-    const next = queue.shift() ?? options.whenExhausted ?? { text: 'done' };
+    const routed = routes.find(({ route }) => routeMatches(route, recorded));
+    const next = routed ? (routed.queue.shift() ?? routed.route.whenExhausted ?? options.whenExhausted ?? { text: 'done' }) : (queue.shift() ?? options.whenExhausted ?? { text: 'done' });
     const turn: FakeStaticTurn = typeof next === 'function' ? await next(recorded) : next;
     await answer({ turn, recorded, res });
   }
@@ -184,6 +201,7 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
     summaryRequests,
     push: (...turns) => void queue.push(...turns),
     setScript: (turns) => void (queue = [...turns]),
+    route: (route) => void routes.push({ route, queue: [...route.script] }),
     remaining: () => queue.length,
     close: () =>
       new Promise<void>((resolve, reject) => {
@@ -191,6 +209,15 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
         server.closeAllConnections();
       }),
   };
+}
+
+function routeMatches(route: FakeRoute, request: RecordedRequest): boolean {
+  if (typeof route.when === 'function') return route.when(request);
+  const messages = request.body.messages ?? [];
+  const text = (message: { content?: unknown } | undefined) => (typeof message?.content === 'string' ? message.content : JSON.stringify(message?.content ?? ''));
+  const system = messages.find((message) => message.role === 'system');
+  const firstUser = messages.find((message) => message.role === 'user');
+  return text(system).includes(route.when) || text(firstUser).includes(route.when);
 }
 
 async function sendStream(res: ServerResponse, turn: FakeResponseTurn, chunks: unknown[], comments: string[]): Promise<void> {

@@ -23,6 +23,7 @@ export const CONTRACT_ROUTES: readonly string[] = [
   'GET /conversations/{id}/files-search',
   'GET /conversations/{id}/files/{path}',
   'GET /conversations/{id}/mcp',
+  'GET /conversations/{id}/skills',
   'GET /conversations/{id}/runs',
   'GET /conversations/{id}/runs/{run_id}',
   'GET /conversations/{id}/secrets',

@@ -30,6 +30,13 @@ import type { HookTransport } from '../hooks/hook-transport.js';
 import { PermissionPolicy } from '../permissions/permission-policy.js';
 import { readProjectPermissions } from '../permissions/project-settings.js';
 import type { McpRegistry } from '../mcp/mcp-registry.js';
+import { EMPTY_CATALOG, type ProjectCatalog } from '../catalog/project-catalog.js';
+import type { SubagentTags } from '../schemas/event.js';
+import { SKILL_TOOL_NAME } from '../tools/skill.js';
+import { SLASH_COMMAND_TOOL_NAME } from '../tools/slash-command.js';
+import { TASK_TOOL_NAME } from '../tools/task.js';
+import { runSubagent, type SubagentHost } from './subagent-runner.js';
+import { subagentSystemPrompt } from './subagent-prompt.js';
 
 export interface AgentRuntimeDeps {
   /** The records: read, and changed through the store's transitions. */
@@ -49,6 +56,10 @@ export interface AgentRuntimeDeps {
   readImage?: (conversationId: string, path: string) => Promise<string>;
   /** MCP servers: their tools join the built-ins for each run. */
   mcp?: McpRegistry;
+  /** The project's skills, slash commands and subagent definitions (never throws: bad files are listed in `errors`). */
+  catalog?: (record: ConversationRecord) => Promise<ProjectCatalog>;
+  /** Levels of subagents below the main agent (default 1: a subagent has no `task` tool). */
+  maxSubagentDepth?: number;
   clock?: Clock;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
   /** A failed LLM attempt that will be retried (for the server log, at warn). */
@@ -144,10 +155,17 @@ export class AgentRuntime implements ConversationRuntime {
   }
 
   /** An LLM call's usage: added to the run's (when in one) and the conversation's totals, recorded as a `usage` event. */
-  private async recordUsage(record: ConversationRecord, run: Run | null, usage: LlmUsage): Promise<void> {
-    if (run) addUsage(run.usage, usage);
+  /** Usage of one LLM answer: added to the conversation's and the run's (and a subagent's share), recorded as an event. */
+  private async recordUsage(record: Readonly<ConversationRecord>, run: Run | null, usage: LlmUsage, tags: SubagentTags = {}): Promise<void> {
+    if (run) {
+      addUsage(run.usage, usage);
+      if (tags.agent !== undefined) {
+        run.usage_by_agent ??= {};
+        addUsage((run.usage_by_agent[tags.agent] ??= { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 }), usage);
+      }
+    }
     const totals = this.deps.conversations.addUsage(record.id, usage);
-    await this.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...totals }, run_id: run?.id ?? null });
+    await this.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...totals }, run_id: run?.id ?? null, ...tags });
   }
 
   /** Start a run (POST /run, a message, approve, reject). A conflict while one is running. */
@@ -169,7 +187,7 @@ export class AgentRuntime implements ConversationRuntime {
     const controller = new AbortController();
     let settled!: () => void;
     const inputFromSeq = session.history.firstUnansweredUserSeq ?? session.history.lastSeq + 1;
-    const active: NonNullable<AgentSession['active']> = { run, controller, interrupts: new TurnInterrupts(), inputFromSeq, stopAs: null, done: new Promise<void>((resolve) => (settled = resolve)) };
+    const active: NonNullable<AgentSession['active']> = { run, controller, interrupts: new TurnInterrupts(), inputFromSeq, stopAs: null, done: new Promise<void>((resolve) => (settled = resolve)), catalog: EMPTY_CATALOG, subagents: new Set() };
     session.active = active;
     try {
       this.deps.conversations.setPendingActions(conversationId, []);
@@ -186,7 +204,9 @@ export class AgentRuntime implements ConversationRuntime {
       }
       throw error;
     }
-    void this.drive(session, record, active, approved, firstRun).finally(settled);
+    // The project's catalog is read while the request that started the run is answered; the run waits for it before its prompt.
+    const catalog = this.catalogOf(record);
+    void this.drive(session, record, active, approved, firstRun, catalog).finally(settled);
     return run.id;
   }
 
@@ -336,6 +356,12 @@ export class AgentRuntime implements ConversationRuntime {
     if (!live && runs.length === 0) return false;
     const session = await this.session(record.id);
     const what = outcome === 'failover' ? 'the instance running it stopped' : 'the server restarted';
+    // Subagents first (the latest started first: a nested one before the one that started it), then the main agent's calls.
+    for (const [parentCallId, child] of [...session.children].reverse()) {
+      for (const callId of child.history.pendingCallIds) {
+        await this.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: child.history.toolNameOf(callId) ?? 'unknown', content: `Interrupted: ${what} while this tool was running.`, is_error: true, data: { interrupted: true }, run_id: record.current_run_id, parent_tool_call_id: parentCallId, agent: child.agent ?? 'unknown' });
+      }
+    }
     for (const callId of session.history.pendingCallIds) {
       if (record.pending_actions.some((action) => action.tool_call_id === callId)) continue;
       await this.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: this.toolNameOf(callId, session), content: `Interrupted: ${what} while this tool was running.`, is_error: true, data: { interrupted: true }, run_id: record.current_run_id });
@@ -346,9 +372,10 @@ export class AgentRuntime implements ConversationRuntime {
     return true;
   }
 
-  private async drive(session: AgentSession, record: ConversationRecord, active: NonNullable<AgentSession['active']>, approved: ConversationRecord['pending_actions'], firstRun: boolean): Promise<void> {
+  private async drive(session: AgentSession, record: ConversationRecord, active: NonNullable<AgentSession['active']>, approved: ConversationRecord['pending_actions'], firstRun: boolean, catalog: Promise<ProjectCatalog>): Promise<void> {
     const { run, controller } = active;
-    const builtins = this.enabledTools(record);
+    // Read at the start of the run, after the request that started it was answered: the catalog decides which of them are offered.
+    const builtins: ToolDefinition[] = [];
     // One map and one schema list for the run, updated in place when an MCP server's tools change.
     const toolMap = new Map<string, ToolDefinition>();
     const toolSchemas: LlmToolSchema[] = [];
@@ -364,7 +391,7 @@ export class AgentRuntime implements ConversationRuntime {
     // The shell starts while the LLM thinks, so the first bash call finds it ready; after this
     // turn of the event loop, so the request that started the run is answered first. A start
     // that fails here is not this run's error: the bash tool reports it when (and if) it is called.
-    if (builtins.some((tool) => tool.name === 'bash')) {
+    if (this.enabledTools(record).some((tool) => tool.name === 'bash')) {
       setImmediate(() => {
         if (!controller.signal.aborted) shell().catch(() => {});
       });
@@ -372,7 +399,9 @@ export class AgentRuntime implements ConversationRuntime {
     let outcome: RunOutcome | { kind: 'error'; code: string; message: string };
     try {
       // After the request that started the run was answered: the prompt reads AGENTS.md and git.
-      await this.recordSystemPrompt(record, session);
+      active.catalog = await catalog;
+      builtins.push(...this.offeredTools(record, active.catalog));
+      await this.recordSystemPrompt(record, session, active.catalog);
       if (mcp?.configured(record)) {
         await mcp.prepare(record);
         unsubscribe = mcp!.onToolsChanged(record.id, refreshTools);
@@ -381,6 +410,7 @@ export class AgentRuntime implements ConversationRuntime {
       const gate = this.gateFor(record, run.id, controller.signal);
       // A condensation started before this run (POST /condense while idle) ends first.
       await session.condensing?.done;
+      const subagents = this.subagentHost(record, session, active);
       outcome = await executeRun({
         condenser: this.condensation.forRun({ session, record, run, gate, signal: controller.signal }),
         interrupts: active.interrupts,
@@ -402,6 +432,8 @@ export class AgentRuntime implements ConversationRuntime {
           shell,
           network: this.deps.conversations.sandboxOf(record).network,
           askUser: (question) => this.askUser({ session, record, runId: run.id, signal: controller.signal, question }),
+          catalog: active.catalog,
+          ...(toolMap.has(TASK_TOOL_NAME) && { runSubagent: (request) => runSubagent(subagents, toolMap, 0, request) }),
         },
         ...(this.deps.readImage && { readImage: (path: string) => this.deps.readImage!(record.id, path) }),
         append: async (event) => (await this.append(record.id, event)).event,
@@ -425,6 +457,7 @@ export class AgentRuntime implements ConversationRuntime {
     } finally {
       unsubscribe();
     }
+    await settleSubagents(active);
     // internal_error was logged with its stack by onError above.
     if (outcome.kind === 'error' && outcome.code !== 'internal_error') this.deps.onRunFailed?.({ code: outcome.code, message: outcome.message }, { conversation_id: record.id, run_id: run.id });
     try {
@@ -506,14 +539,56 @@ export class AgentRuntime implements ConversationRuntime {
     }
   }
 
-  /** Permission rules (the client's, tightened by the project's) and hooks for one run. */
-  private gateFor(record: ConversationRecord, runId: string | null, signal: AbortSignal): ToolGate {
+  /** What subagents started in this run share with it: the conversation, the run's signal, catalog, rules and hooks. */
+  private subagentHost(record: ConversationRecord, session: AgentSession, active: NonNullable<AgentSession['active']>): SubagentHost {
+    const { run, controller } = active;
+    return {
+      conversationId: record.id,
+      workdir: record.workdir,
+      session,
+      run,
+      signal: controller.signal,
+      catalog: active.catalog,
+      llm: this.deps.llm,
+      maxDepth: this.maxSubagentDepth,
+      settings: () => ({ llm: record.llm!, maxIterations: record.max_iterations_per_run, confirmationMode: record.confirmation_mode }),
+      startShell: (child) => child.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record), sandbox: this.deps.conversations.sandboxOf(record) }),
+      append: async (event) => (await this.append(record.id, event)).event,
+      delta: (text, tags) => this.deps.recorder.delta({ kind: 'message_delta', conversation_id: record.id, run_id: run.id, content_delta: text, ...tags }),
+      onUsage: (usage, tags) => this.recordUsage(record, run, usage, tags),
+      gate: (tags) => this.gateFor(record, run.id, controller.signal, tags),
+      schemasOf: (tools) => this.schemasOf(tools),
+      systemPrompt: (agent, tools) => subagentSystemPrompt({ agent, tools, workdir: record.workdir, secretNames: Object.keys(record.secrets), now: new Date(this.clock.now()), projectFiles: readsProject(record), catalog: active.catalog }),
+      track: (done) => {
+        const tracked = done.catch(() => undefined).finally(() => active.subagents.delete(tracked));
+        active.subagents.add(tracked);
+      },
+    };
+  }
+
+  /** The skills, slash commands and subagent definitions a run of this conversation can use (GET /skills shows them). */
+  async catalogOf(record: ConversationRecord): Promise<ProjectCatalog> {
+    if (!this.deps.catalog) return EMPTY_CATALOG;
+    try {
+      return await this.deps.catalog(record);
+    } catch (error) {
+      this.deps.onError?.(error, { conversation_id: record.id, stage: 'catalog' });
+      return EMPTY_CATALOG;
+    }
+  }
+
+  private get maxSubagentDepth(): number {
+    return this.deps.maxSubagentDepth ?? 1;
+  }
+
+  /** Permission rules (the client's, tightened by the project's) and hooks for one run (or one of its subagents). */
+  private gateFor(record: ConversationRecord, runId: string | null, signal: AbortSignal, subagent?: Required<SubagentTags>): ToolGate {
     // The project's settings are read when the first tool call needs them, not before the first LLM turn.
     let project: Promise<Awaited<ReturnType<typeof readProjectPermissions>> | null> | null = null;
     let cached: { key: unknown[]; policy: PermissionPolicy } | null = null;
     // The config may change mid-run (confirmation mode, PUT /config): the policy follows it.
     const policy = async () => {
-      project ??= (record.setting_sources ?? ['project']).includes('project') ? readProjectPermissions(record.workdir) : Promise.resolve(null);
+      project ??= readsProject(record) ? readProjectPermissions(record.workdir) : Promise.resolve(null);
       const projectRules = await project;
       const key = [record.permissions, record.confirmation_mode];
       if (!cached || cached.key.some((value, index) => value !== key[index])) {
@@ -527,15 +602,15 @@ export class AgentRuntime implements ConversationRuntime {
       base: { conversation_id: record.id, run_id: runId, cwd: record.workdir },
       signal,
       // Hook events are recorded in call order (the log stores them in the call); a failed write is logged, never left unhandled.
-      append: (event) => void this.append(record.id, event).catch((error: unknown) => this.deps.onError?.(error, { conversation_id: record.id, run_id: runId, stage: 'hook_event' })),
+      append: (event) => void this.append(record.id, { ...event, ...subagent }).catch((error: unknown) => this.deps.onError?.(error, { conversation_id: record.id, run_id: runId, stage: 'hook_event' })),
     });
-    return new ToolGate({ policy, hooks, workdir: record.workdir });
+    return new ToolGate({ policy, hooks, workdir: record.workdir, ...(subagent && { subagent: { agent_type: subagent.agent, agent_id: subagent.parent_tool_call_id } }) });
   }
 
   /** The prompt is rebuilt at every run start; its inputs (workdir, tools, secrets, AGENTS.md, date) may have changed. */
-  private async recordSystemPrompt(record: ConversationRecord, session: AgentSession): Promise<void> {
-    const tools = this.enabledTools(record);
-    const content = buildSystemPrompt({ workdir: record.workdir, tools: tools.map((tool) => tool.name), secretNames: Object.keys(record.secrets), now: new Date(this.clock.now()) });
+  private async recordSystemPrompt(record: ConversationRecord, session: AgentSession, catalog: ProjectCatalog): Promise<void> {
+    const tools = this.offeredTools(record, catalog);
+    const content = buildSystemPrompt({ workdir: record.workdir, tools: tools.map((tool) => tool.name), secretNames: Object.keys(record.secrets), now: new Date(this.clock.now()), projectFiles: readsProject(record), catalog });
     const schemas = this.schemasOf(tools) as unknown as Record<string, unknown>[];
     if (session.history.hasSystemPromptOf(content, schemas)) return;
     await this.append(record.id, { kind: 'system_prompt', source: 'system', content, tools: schemas });
@@ -548,6 +623,16 @@ export class AgentRuntime implements ConversationRuntime {
 
   private enabledTools(record: ConversationRecord): ToolDefinition[] {
     return record.tools.map((name) => this.toolsByName.get(name)).filter((tool): tool is ToolDefinition => tool !== undefined);
+  }
+
+  /** The enabled tools worth offering: `skill` and `slash_command` only when the project has some, `task` while subagents are allowed. */
+  private offeredTools(record: ConversationRecord, catalog: ProjectCatalog): ToolDefinition[] {
+    return this.enabledTools(record).filter((tool) => {
+      if (tool.name === SKILL_TOOL_NAME) return catalog.skills.length > 0;
+      if (tool.name === SLASH_COMMAND_TOOL_NAME) return catalog.commands.length > 0;
+      if (tool.name === TASK_TOOL_NAME) return this.maxSubagentDepth > 0;
+      return true;
+    });
   }
 
   /** Each tool's schema is derived once: a tool definition never changes. */
@@ -567,6 +652,20 @@ export class AgentRuntime implements ConversationRuntime {
     return session.history.toolNameOf(callId) ?? 'unknown';
   }
 }
+
+function readsProject(record: ConversationRecord): boolean {
+  return (record.setting_sources ?? ['project']).includes('project');
+}
+
+/** The run settles once its subagents have wound down (they stop with the run's signal), or after a bound. */
+async function settleSubagents(active: NonNullable<AgentSession['active']>): Promise<void> {
+  if (active.subagents.size === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.allSettled([...active.subagents]), new Promise((resolve) => (timer = setTimeout(resolve, SUBAGENT_SETTLE_MS)))]);
+  clearTimeout(timer);
+}
+
+const SUBAGENT_SETTLE_MS = 10_000;
 
 function addUsage(target: Run['usage'], usage: LlmUsage): void {
   target.prompt_tokens += usage.prompt_tokens;

@@ -1,3 +1,4 @@
+import type { ProjectCatalog } from '../catalog/project-catalog.js';
 import type { EventLog } from '../events/event-log.js';
 import type { AgentEvent } from '../schemas/event.js';
 import type { ShellCreateOptions, ShellFactory, ShellSession } from '../tools/shell-session.js';
@@ -23,6 +24,10 @@ export interface ActiveRun {
   /** How an abort is recorded: pause, cancel of the run, or the conversation going away. */
   stopAs: 'paused' | 'canceled' | 'deleted' | 'shutdown' | null;
   done: Promise<void>;
+  /** What the project offers this run (skills, commands, subagents), read at its start. */
+  catalog: ProjectCatalog;
+  /** Subagents still winding down: the run settles after them. */
+  subagents: Set<Promise<unknown>>;
 }
 
 /**
@@ -39,6 +44,14 @@ export class AgentSession {
   condenseRequest: { instructions?: string | undefined } | null = null;
   /** A condensation started while no run was going: a run that starts meanwhile waits for it. */
   condensing: { done: Promise<void>; controller: AbortController } | null = null;
+  /**
+   * Subagents' sessions by the id of the `task` call that runs them (at any depth): their events
+   * fold there, never into `history`. One leaves when its task call is answered; those left after
+   * a fold are subagents a restart interrupted.
+   */
+  readonly children = new Map<string, AgentSession>();
+  /** A subagent's name (its sessions only). */
+  agent: string | null = null;
   private shellSession: ShellSession | null = null;
   private starting: Promise<ShellSession> | null = null;
   /** The state of the shell an earlier session stopped while idle: the next shell restores it. */
@@ -46,7 +59,19 @@ export class AgentSession {
   /** Events appended while the log is being folded in: applied after it (the fold skips what it saw). */
   private held: AgentEvent[] | null = [];
 
-  constructor(readonly conversationId: string) {}
+  constructor(
+    readonly conversationId: string,
+    options: { shellId?: string; agent?: string } = {},
+  ) {
+    this.shellId = options.shellId;
+    if (options.agent !== undefined) {
+      // A subagent's session starts empty: nothing to fold in.
+      this.agent = options.agent;
+      this.held = null;
+    }
+  }
+
+  private readonly shellId: string | undefined;
 
   /** Fold the whole log in once; later events arrive through `receive` (see AgentRuntime). */
   async load(log: EventLog): Promise<void> {
@@ -55,6 +80,7 @@ export class AgentSession {
       const page = await log.read(this.conversationId, { order: 'asc', cursorSeq: cursor, limit: 1000 });
       if (page.length === 0) break;
       for (const { event } of page) {
+        if (this.route(event)) continue;
         this.history.apply(event);
         // The task list lives in events: the last task_tracker observation carries all of it.
         if (event.kind === 'observation' && event.tool_name === TASK_TRACKER_TOOL_NAME && !event.is_error) {
@@ -66,14 +92,29 @@ export class AgentSession {
     }
     const held = this.held ?? [];
     this.held = null;
-    for (const event of held) this.history.apply(event);
+    for (const event of held) if (!this.route(event)) this.history.apply(event);
     this.history.settlePrompts();
   }
 
   /** An event was just appended to this conversation. */
   receive(event: AgentEvent): void {
     if (this.held) this.held.push(event);
-    else this.history.apply(event);
+    else if (!this.route(event)) this.history.apply(event);
+  }
+
+  /** A subagent's event goes to its session (true); a task call answered closes its subagent's. */
+  private route(event: AgentEvent): boolean {
+    if (event.kind === 'observation' || event.kind === 'rejection') this.children.delete(event.tool_call_id);
+    if (event.parent_tool_call_id !== undefined) {
+      let child = this.children.get(event.parent_tool_call_id);
+      if (!child) {
+        child = new AgentSession(this.conversationId, { agent: event.agent ?? 'unknown' });
+        this.children.set(event.parent_tool_call_id, child);
+      }
+      child.history.apply(event);
+      return true;
+    }
+    return false;
   }
 
   /** The conversation's shell, started on first use (and again if it was closed). */
@@ -81,7 +122,7 @@ export class AgentSession {
     if (this.shellSession) return Promise.resolve(this.shellSession);
     if (!this.starting) {
       this.starting = factory
-        .create({ conversationId: this.conversationId, workdir: options.workdir, env: options.env(), ...(options.sandbox && { sandbox: options.sandbox }), ...(this.restore && { restore: this.restore }) })
+        .create({ conversationId: this.conversationId, ...(this.shellId && { shellId: this.shellId }), workdir: options.workdir, env: options.env(), ...(options.sandbox && { sandbox: options.sandbox }), ...(this.restore && { restore: this.restore }) })
         .then((shell) => {
           this.shellSession = shell;
           this.restore = undefined;

@@ -70,7 +70,8 @@ export class ConversationHistory {
       case 'message':
         // The answer to an `ask_user` question: the model reads it as that call's observation.
         if (event.answers_tool_call_id !== undefined) return;
-        if (event.source === 'user' || event.source === 'system') {
+        // A subagent's task arrives from the agent that started it, as a user message (source agent, role user).
+        if (event.source === 'user' || event.source === 'system' || event.role === 'user') {
           if (event.source === 'user') {
             this.lastUserSeq = event.seq;
             this.firstUnansweredUserSeq ??= event.seq;

@@ -129,8 +129,14 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
       const steps: StuckStep[] = [];
       const pending: PendingAction[] = [];
       const interrupted = { stopped: null as string | null, skipped: [] as string[] };
+      // Calls of a concurrent tool (`task`) start and run side by side; any other call waits for them first.
+      const running: Promise<RunOutcome | null>[] = [];
+      const joined = async (): Promise<RunOutcome | null> => {
+        const outcomes = await Promise.all(running.splice(0));
+        return outcomes.find((outcome) => outcome !== null) ?? null;
+      };
       for (const { call, args } of ordered) {
-        if (context.signal.aborted) return { kind: 'aborted' };
+        if (context.signal.aborted) return (await joined()) ?? { kind: 'aborted' };
         if (context.interrupts.pending !== null) {
           // The user interrupted: the calls left are recorded (the history stays valid), never run.
           await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
@@ -160,12 +166,19 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
             pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
             continue;
           }
-          outcome = await runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } }, tools);
+          const run = () => runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } }, tools);
+          if (tools.get(call.name)?.concurrent) {
+            running.push(run());
+            continue;
+          }
+          outcome = (await joined()) ?? (await run());
           if (!outcome && call.name === FINAL_OUTPUT_TOOL && output) outcome = await finalOutputOutcome(context, output, verdict.args);
           if (context.interrupts.pending !== null && interrupted.stopped === null) interrupted.stopped = call.id;
         }
-        if (outcome) return outcome;
+        if (outcome) return (await joined()) ?? outcome;
       }
+      const joinedOutcome = await joined();
+      if (joinedOutcome) return joinedOutcome;
       if (context.interrupts.pending !== null) {
         for (const action of pending) await recordNotRun(context, { id: action.tool_call_id, name: action.tool_name, arguments: '' }, INTERRUPTED_NOT_RUN, 'interrupted');
         const ids = [...(interrupted.stopped ? [interrupted.stopped] : []), ...interrupted.skipped, ...pending.map((action) => action.tool_call_id)];

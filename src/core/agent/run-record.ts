@@ -14,6 +14,10 @@ export const Run = z
     ended_at: Timestamp.nullable(),
     iterations: z.int().min(0),
     usage: Usage,
+    usage_by_agent: z
+      .record(z.string(), Usage)
+      .optional()
+      .describe("The part of `usage` spent by subagents, by agent name (present once a subagent ran); the rest is the main agent's."),
     /** Why the run ended (e.g. `finished`, `max_iterations`, `stuck`, `paused`, `waiting_for_confirmation`). */
     outcome: z.string().nullable(),
     error: z.object({ code: z.string(), message: z.string() }).nullable().optional(),

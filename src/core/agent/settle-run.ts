@@ -34,6 +34,12 @@ export async function settleRun(options: {
   const stopReason = STOP_REASONS[active.stopAs ?? 'paused'];
 
   if (outcome.kind !== 'waiting_for_confirmation') {
+    // A subagent that did not wind down in time: its open calls are closed too, tagged as its own.
+    for (const [parentCallId, child] of [...session.children].reverse()) {
+      for (const callId of child.history.pendingCallIds) {
+        await options.append({ kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: child.history.toolNameOf(callId) ?? 'unknown', content: `Interrupted: ${stopReason} The tool call did not complete.`, is_error: true, data: { interrupted: true }, run_id: run.id, parent_tool_call_id: parentCallId, agent: child.agent ?? 'unknown' });
+      }
+    }
     for (const callId of session.history.pendingCallIds) {
       await options.append({
         kind: 'observation',

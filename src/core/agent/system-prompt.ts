@@ -2,9 +2,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { readAsset } from '../../assets.js';
+import type { ProjectCatalog } from '../catalog/project-catalog.js';
+import { catalogSection } from './catalog-prompt.js';
 
 const TEMPLATE = readAsset(import.meta.url, 'system-prompt.md');
-const PROJECT_FILES = ['AGENTS.md', 'CLAUDE.md'];
+const PROJECT_FILES = ['AGENTS.md', 'CLAUDE.md', '.claude/CLAUDE.md'];
 const MAX_PROJECT_INSTRUCTIONS = 64 * 1024;
 /** The rules part of the prompt by set of enabled tools (the template never changes while the server runs). */
 const renderedRules = new Map<string, string>();
@@ -16,6 +18,10 @@ export interface SystemPromptInputs {
   /** Names (never values) of the conversation's secrets. */
   secretNames: readonly string[];
   now: Date;
+  /** False when `setting_sources` excludes the project: no AGENTS.md/CLAUDE.md is read. Default true. */
+  projectFiles?: boolean;
+  /** Skills, slash commands and subagents: listed (names and descriptions) for the tools that use them. */
+  catalog?: ProjectCatalog;
 }
 
 /**
@@ -36,8 +42,10 @@ export function buildSystemPrompt(inputs: SystemPromptInputs): string {
   }
   const parts = [rules];
   const gitRoot = findGitRoot(inputs.workdir);
-  const instructions = projectInstructions(inputs.workdir, gitRoot);
+  const instructions = inputs.projectFiles === false ? null : projectInstructions(inputs.workdir, gitRoot);
   if (instructions) parts.push(instructions);
+  const catalog = inputs.catalog ? catalogSection(inputs.catalog, enabled) : null;
+  if (catalog) parts.push(catalog);
   parts.push(environment(inputs, gitRoot));
   return `${parts.join('\n\n')}\n`;
 }
@@ -50,6 +58,11 @@ export function renderTemplate(template: string, enabled: ReadonlySet<string>): 
     if (next === text) return text.replace(/\n{3,}/g, '\n\n');
     text = next;
   }
+}
+
+/** The environment section alone (a subagent's prompt ends with it). */
+export function environmentSection(inputs: SystemPromptInputs): string {
+  return environment(inputs, findGitRoot(inputs.workdir));
 }
 
 function environment(inputs: SystemPromptInputs, gitRoot: string | null): string {

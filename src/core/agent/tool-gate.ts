@@ -18,7 +18,13 @@ export class ToolGate {
   private stopContinuations = 0;
 
   constructor(
-    private readonly options: { policy: () => Promise<PermissionPolicy>; hooks: HookRunner; workdir: string },
+    private readonly options: {
+      policy: () => Promise<PermissionPolicy>;
+      hooks: HookRunner;
+      workdir: string;
+      /** A subagent's gate: its end runs SubagentStop hooks (with these fields) instead of Stop. */
+      subagent?: { agent_type: string; agent_id: string };
+    },
   ) {}
 
   async beforeTool(call: { id: string; name: string; args: Record<string, unknown> }): Promise<GateVerdict> {
@@ -70,11 +76,12 @@ export class ToolGate {
     return { blocked: outcome.blocked, context: outcome.additionalContext };
   }
 
-  /** Stop: a reason to keep going, or null to let the run end. Bounded per run. */
+  /** Stop (SubagentStop in a subagent): a reason to keep going, or null to let the run end. Bounded per run. */
   async onStop(lastMessage: string | null): Promise<string | null> {
-    if (!this.options.hooks.has('Stop')) return null;
+    const point = this.options.subagent ? 'SubagentStop' : 'Stop';
+    if (!this.options.hooks.has(point)) return null;
     const active = this.stopContinuations > 0;
-    const outcome = await this.options.hooks.run({ point: 'Stop', fields: { stop_hook_active: active, last_assistant_message: lastMessage } });
+    const outcome = await this.options.hooks.run({ point, fields: { stop_hook_active: active, last_assistant_message: lastMessage, ...this.options.subagent } });
     if (outcome.blocked === null || this.stopContinuations >= ToolGate.MAX_STOP_CONTINUATIONS) return null;
     this.stopContinuations += 1;
     return outcome.blocked;

@@ -4,6 +4,7 @@ import { MultitaskStrategy } from '../schemas/event.js';
 import { StoredLlmConfig } from '../schemas/llm-config.js';
 import { Hooks, Permissions, SettingSources } from '../schemas/tool-control.js';
 import { McpServers } from '../schemas/mcp-servers.js';
+import { AgentDefinitions } from '../schemas/catalog.js';
 import type { DamagedDataError } from '../errors.js';
 
 /**
@@ -12,7 +13,7 @@ import type { DamagedDataError } from '../errors.js';
  * the server. Stores parse what they read back with it; fields added after a record was
  * written are optional here (absent in older records).
  */
-export const ConversationRecord = Conversation.omit({ event_count: true, llm: true, sandbox: true, mcp_servers: true, permissions: true, hooks: true, setting_sources: true, quarantine: true, condenser: true, multitask_strategy: true }).extend({
+export const ConversationRecord = Conversation.omit({ event_count: true, llm: true, sandbox: true, mcp_servers: true, permissions: true, hooks: true, setting_sources: true, agents: true, quarantine: true, condenser: true, multitask_strategy: true }).extend({
   /** The server created the workdir, so `delete_workdir=true` may remove it. */
   workdir_created: z.boolean(),
   /** The key in plain text in memory only (sealed at rest). */
@@ -31,6 +32,8 @@ export const ConversationRecord = Conversation.omit({ event_count: true, llm: tr
   condenser: CondenserInput.optional(),
   /** What a message sent during a run does (absent: `enqueue`). */
   multitask_strategy: MultitaskStrategy.optional(),
+  /** Subagent definitions (absent: none beyond the project's and the built-in one). */
+  agents: AgentDefinitions.optional(),
   /** Secret values by name, in plain text in memory only; the repository encrypts them at rest. */
   secrets: z.record(z.string(), z.string()),
   /**

@@ -115,6 +115,7 @@ export class ConversationService {
       ...(body.mcp_servers && { mcp_servers: body.mcp_servers }),
       ...(body.permissions && { permissions: body.permissions }),
       ...(body.hooks && { hooks: body.hooks }),
+      ...(body.agents && { agents: body.agents }),
       ...(body.setting_sources && { setting_sources: body.setting_sources }),
       ...(body.condenser !== undefined && { condenser: body.condenser }),
       ...(body.multitask_strategy && { multitask_strategy: body.multitask_strategy }),
@@ -153,6 +154,7 @@ export class ConversationService {
       setting_sources: body.setting_sources,
       condenser: body.condenser,
       multitask_strategy: body.multitask_strategy,
+      agents: body.agents,
       ...(body.llm && { llm: mergeLlmConfig(record.llm, { model: record.llm?.model ?? body.llm.model!, ...body.llm }) }),
       ...(moved && { workdir: moved.workdir, workdir_created: moved.created }),
     };

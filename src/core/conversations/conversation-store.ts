@@ -24,7 +24,7 @@ export interface ListConversationsQuery {
 
 /** The config fields a client may change after creation (PUT /config), already checked. */
 export type ConfigChange = Partial<
-  Pick<ConversationRecord, 'llm' | 'workdir' | 'workdir_created' | 'max_iterations_per_run' | 'title' | 'mcp_servers' | 'permissions' | 'hooks' | 'setting_sources' | 'confirmation_mode' | 'condenser' | 'multitask_strategy'>
+  Pick<ConversationRecord, 'llm' | 'workdir' | 'workdir_created' | 'max_iterations_per_run' | 'title' | 'mcp_servers' | 'permissions' | 'hooks' | 'setting_sources' | 'confirmation_mode' | 'condenser' | 'multitask_strategy' | 'agents'>
 >;
 
 /**
@@ -215,6 +215,7 @@ export class ConversationStore {
       setting_sources: record.setting_sources ?? ['project'],
       condenser: record.condenser === null ? null : { max_tokens: record.condenser?.max_tokens ?? null, keep_first: record.condenser?.keep_first ?? CONDENSER_DEFAULTS.keep_first, keep_last: record.condenser?.keep_last ?? CONDENSER_DEFAULTS.keep_last },
       multitask_strategy: record.multitask_strategy ?? 'enqueue',
+      agents: record.agents ?? {},
       quarantine: record.quarantine ?? null,
     };
   }

@@ -6,6 +6,7 @@ import { ConversationStatus, MultitaskStrategy } from './event.js';
 import { LlmConfigInput, LlmConfigPublic } from './llm-config.js';
 import { Hooks, Permissions, SettingSources } from './tool-control.js';
 import { McpServers } from './mcp-servers.js';
+import { AgentDefinitions } from './catalog.js';
 
 export { LlmUsage, Usage } from './usage.js';
 
@@ -111,6 +112,7 @@ export const Conversation = z
     setting_sources: SettingSources,
     condenser: Condenser,
     multitask_strategy: MultitaskStrategy,
+    agents: AgentDefinitions,
     quarantine: Quarantine.nullable().describe(
       'Set when stored data of this conversation is damaged (status `error`): its files are kept as found for inspection, and every request but reading this summary and DELETE answers 409 `conversation_quarantined`.',
     ),
@@ -137,6 +139,7 @@ export const CreateConversationBody = z
     setting_sources: SettingSources.optional(),
     condenser: CondenserInput.optional(),
     multitask_strategy: MultitaskStrategy.optional(),
+    agents: AgentDefinitions.optional(),
   })
   .strict()
   .meta({ id: 'CreateConversation' });
@@ -154,6 +157,7 @@ export const UpdateConversationConfigBody = z
     setting_sources: SettingSources.optional(),
     condenser: CondenserInput.optional().describe('Replaces the condenser settings; null turns automatic condensation off.'),
     multitask_strategy: MultitaskStrategy.optional(),
+    agents: AgentDefinitions.optional().describe('Replaces the subagent definitions.'),
   })
   .strict()
   .meta({ id: 'UpdateConversationConfig' });

@@ -48,6 +48,13 @@ const base = {
   timestamp: Timestamp,
 };
 
+/** Set on every event emitted inside a subagent; top-level events carry neither. */
+const subagentFields = {
+  parent_tool_call_id: z.string().optional().describe('Inside a subagent: the id of the `task` call that runs it.'),
+  agent: z.string().optional().describe("Inside a subagent: the subagent's name (its `subagent_type`)."),
+};
+export type SubagentTags = { parent_tool_call_id?: string | undefined; agent?: string | undefined };
+
 /** Each kind's own fields, without the envelope. The union below adds the envelope. */
 export const eventBodies = {
   system_prompt: z.object({
@@ -174,7 +181,7 @@ export const eventBodies = {
 } as const;
 
 function withEnvelope<K extends EventKind>(kind: K, id: string) {
-  return eventBodies[kind].extend(base).meta({ id });
+  return eventBodies[kind].extend(subagentFields).extend(base).meta({ id });
 }
 
 export const SystemPromptEvent = withEnvelope('system_prompt', 'SystemPromptEvent');
@@ -212,7 +219,7 @@ export type AgentEvent = z.infer<typeof AgentEvent>;
 
 type Body<K extends EventKind> = z.infer<(typeof eventBodies)[K]>;
 /** An event as core produces it, before the log gives it an id, a seq and a timestamp. */
-export type NewEvent = { [K in EventKind]: Body<K> }[EventKind];
+export type NewEvent = { [K in EventKind]: Body<K> & SubagentTags }[EventKind];
 export type EventOf<K extends EventKind> = Extract<AgentEvent, { kind: K }>;
 
 /**
@@ -225,6 +232,7 @@ export const MessageDelta = z
     conversation_id: z.uuid(),
     run_id: z.uuid().nullable(),
     content_delta: z.string().describe('The next piece of the assistant text, as the LLM streams it (secret values masked).'),
+    ...subagentFields,
   });
 export type MessageDelta = z.infer<typeof MessageDelta>;
 

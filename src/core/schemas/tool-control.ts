@@ -75,7 +75,7 @@ export type Hooks = z.infer<typeof Hooks>;
 export const SettingSources = z
   .array(z.enum(['project']))
   .max(1)
-  .describe("`[\"project\"]` (default) also reads the workdir's `.claude/settings.json` (its ask/deny permission rules only tighten) and `.mcp.json`; `[]` reads none.")
+  .describe("`[\"project\"]` (default) reads the workdir's `CLAUDE.md`/`AGENTS.md`, `.claude/skills`, `.agents/skills`, `.claude/commands`, `.claude/agents`, `.mcp.json` and `.claude/settings.json` (its ask/deny permission rules only tighten); `[]` reads none.")
   .meta({ id: 'SettingSources' });
 export type SettingSources = z.infer<typeof SettingSources>;
 

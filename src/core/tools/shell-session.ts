@@ -67,6 +67,8 @@ export interface ShellSession {
 
 export interface ShellCreateOptions {
   conversationId: string;
+  /** Tells apart several shells of one conversation (a subagent's); default: the conversation id. */
+  shellId?: string;
   workdir: string;
   env: Record<string, string>;
   /** The conversation's sandbox settings; absent: network on. */

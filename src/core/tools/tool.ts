@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { ProjectCatalog } from '../catalog/project-catalog.js';
 import type { ShellSession } from './shell-session.js';
 
 /** What a tool can reach while it runs: the conversation's workdir, its shell, an abort signal. */
@@ -21,6 +22,10 @@ export interface ToolContext {
    * anything but a promise. Rejects with the abort reason when the run is paused or canceled.
    */
   askUser?: (question: UserQuestion) => Promise<UserAnswer>;
+  /** The project's skills, slash commands and subagent definitions, read at the start of the run. */
+  catalog?: ProjectCatalog;
+  /** Runs a subagent to completion (the `task` tool); absent past the depth limit. */
+  runSubagent?: (request: SubagentRequest) => Promise<ToolResult>;
 }
 
 export interface UserQuestion {
@@ -33,6 +38,14 @@ export interface UserAnswer {
   content: string;
   /** `answer`: POST /answer; `message`: the user's next message. */
   via: 'answer' | 'message';
+}
+
+/** What the `task` tool asks for. */
+export interface SubagentRequest {
+  toolCallId: string;
+  description: string;
+  prompt: string;
+  subagent_type?: string | undefined;
 }
 
 /** What the LLM sees (`content`), whether it is an error, and tool-specific data for the event. */
@@ -58,6 +71,8 @@ export interface ToolDefinition<Schema extends z.ZodType = z.ZodType> {
   argumentAliases?: Record<string, string>;
   /** Arguments that change nothing here (bash `description`): accepted and ignored. */
   ignoredArguments?: readonly string[];
+  /** Calls of this tool made in one reply run at the same time (the `task` tool's subagents). */
+  concurrent?: boolean;
   execute(input: z.infer<Schema>, context: ToolContext): Promise<ToolResult>;
 }
 
