@@ -43,6 +43,11 @@ import { composeWebhooks } from './compose-webhooks.js';
 import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
 import { DiskSpace } from './adapters/disk-space.js';
 import { describeDamage, type Damage } from './core/errors.js';
+import { CheckpointService } from './core/checkpoints/checkpoint-service.js';
+import { ConversationForks } from './core/conversations/conversation-fork.js';
+import { FileCheckpointStore } from './adapters/file-checkpoint-store.js';
+import { FileIntentStore } from './adapters/file-intent-store.js';
+import { GitShadowRepository } from './adapters/git-shadow-repository.js';
 
 export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'finish'] as const;
 
@@ -72,6 +77,9 @@ export interface Services {
   deltas: DeltaChannel;
   callbacks: CallbackService;
   files: WorkspaceFiles;
+  /** Workdir checkpoints, rewind and changes. */
+  checkpoints: CheckpointService;
+  forks: ConversationForks;
   /** Whether the data dir takes writes (out of space, read-only). */
   disk: DiskSpace;
   /** Stored data found damaged at start-up and quarantined (kept as found, never written). */
@@ -157,8 +165,27 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     sandboxOf: (record) => conversations.sandboxOf(record),
     mask: (conversationId, text) => secrets.maskText(conversationId, text),
   });
+  const intents = new FileIntentStore(path.join(config.dataDir, 'intents'));
+  const checkpointStore = new FileCheckpointStore(conversationsDir);
+  let agentRef: AgentRuntime | null = null;
+  const pausePoint = testPausePoint(config.testPauseAt, logger);
+  const checkpoints = new CheckpointService({
+    conversations,
+    log,
+    store: checkpointStore,
+    shadow: new GitShadowRepository({ maxFileBytes: config.checkpoints.maxFileBytes }),
+    intents,
+    enabled: config.checkpoints.enabled,
+    isRunning: (conversationId) => agentRef?.isRunning(conversationId) ?? false,
+    maskText: (conversationId, text) => secrets.maskText(conversationId, text),
+    onError: (error, context) => logger.warn({ err: error, ...context }, 'workdir checkpoint failed; the run goes on without it'),
+    ...(pausePoint && { pausePoint }),
+  });
+  conversations.onDeleted((conversationId) => checkpointStore.forget(conversationId));
+  const forks = new ConversationForks({ conversations, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
   const agent = new AgentRuntime({
     mcp,
+    checkpoints,
     conversations,
     log,
     recorder,
@@ -183,7 +210,11 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   conversations.onDeleted((conversationId) => secrets.forget(conversationId));
   const commands = new CommandService({ conversations, secrets, runner: commandRunner });
   secrets.setChangeListener((conversationId, change) => agent.updateShellEnv(conversationId, change));
+  agentRef = agent;
   await agent.recoverAfterRestart();
+  // Forks and rewinds a crash interrupted: undone (a fork without its record) or finished (a rewind).
+  await forks.recover();
+  await checkpoints.recover();
 
   return {
     config,
@@ -206,6 +237,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     recorder,
     deltas,
     callbacks: webhooks.callbacks,
+    checkpoints,
+    forks,
     files: new WorkspaceFiles({ workdirOf: (id) => conversations.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) }),
     disk,
     quarantined: () => ({ conversations: conversations.quarantined(), callbacks: webhooks.damaged() }),
@@ -218,5 +251,16 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       // The next start reads no logs: each conversation's summary is saved once nothing appends any more.
       await summaries.save(conversations.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
     },
+  };
+}
+
+/** Tests only (AGENTD_TEST_PAUSE_AT): at the named crash point the server says so and waits forever, to be killed. */
+function testPausePoint(name: string | null, logger: Logger): ((point: string) => Promise<void>) | undefined {
+  if (name === null) return undefined;
+  return async (point) => {
+    if (point !== name) return;
+    logger.warn({ pause_point: point }, `test pause point reached: ${point}`);
+    process.stdout.write(`AGENTD_TEST_PAUSED ${point}\n`);
+    await new Promise<never>(() => {});
   };
 }

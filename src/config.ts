@@ -28,6 +28,10 @@ export interface Config {
   defaultLlm: LlmConfigInput | null;
   secretKey: string | null;
   fsync: boolean;
+  /** Workdir checkpoints in a shadow git repository (rewind, changes, fork with copy_workdir). */
+  checkpoints: { enabled: boolean; maxFileBytes: number };
+  /** Tests only: the crash point where the server waits forever (AGENTD_TEST_PAUSE_AT). */
+  testPauseAt: string | null;
   maxBodyBytes: number;
   maxUploadBytes: number;
   sseHeartbeatMs: number;
@@ -209,6 +213,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     secretKey: e.AGENTD_SECRET_KEY ?? null,
     mcpServers: e.AGENTD_MCP_CONFIG ? readMcpConfig(e.AGENTD_MCP_CONFIG) : {},
     fsync: e.AGENTD_FSYNC,
+    checkpoints: Object.freeze({ enabled: e.AGENTD_CHECKPOINTS, maxFileBytes: Math.round(e.AGENTD_CHECKPOINT_MAX_FILE_MB * 1024 * 1024) }),
+    testPauseAt: e.AGENTD_TEST_PAUSE_AT ?? null,
     maxBodyBytes: e.AGENTD_MAX_BODY_BYTES,
     maxUploadBytes: e.AGENTD_MAX_UPLOAD_BYTES,
     sseHeartbeatMs: Math.round(e.AGENTD_SSE_HEARTBEAT_S * 1000),

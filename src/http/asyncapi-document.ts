@@ -42,6 +42,8 @@ const KIND_SUMMARIES: Record<EventKind, string> = {
   usage: 'Tokens and cost of one LLM call, with the conversation\'s totals.',
   condensation: 'Older events were summarized and are no longer sent to the LLM.',
   hook: 'A lifecycle hook ran (its point, what it decided, how long it took).',
+  rewind: 'The workdir and/or the LLM history went back to a checkpoint (POST /rewind); the log keeps every event.',
+  fork: 'First event a fork records itself: the parent conversation and the seq its copied events end at.',
 };
 
 /** Schemas named only here (a global meta id would put them in the OpenAPI document too). */

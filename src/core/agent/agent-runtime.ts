@@ -24,6 +24,7 @@ import type { HookTransport } from '../hooks/hook-transport.js';
 import { PermissionPolicy } from '../permissions/permission-policy.js';
 import { readProjectPermissions } from '../permissions/project-settings.js';
 import type { McpRegistry } from '../mcp/mcp-registry.js';
+import type { RunCheckpoints } from '../checkpoints/checkpoint-service.js';
 
 export interface AgentRuntimeDeps {
   conversations: ConversationService;
@@ -39,6 +40,8 @@ export interface AgentRuntimeDeps {
   hookTransport: (record: ConversationRecord) => HookTransport;
   /** MCP servers: their tools join the built-ins for each run. */
   mcp?: McpRegistry;
+  /** Workdir checkpoints before each run and each file-changing tool call. */
+  checkpoints?: RunCheckpoints;
   clock?: Clock;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
   /** A failed LLM attempt that will be retried (for the server log, at warn). */
@@ -110,6 +113,16 @@ export class AgentRuntime implements ConversationRuntime {
     }
     void this.drive(session, record, active, approved, firstRun).finally(settled);
     return run.id;
+  }
+
+  /** Whether a run of the conversation is in progress. */
+  isRunning(conversationId: string): boolean {
+    return Boolean(this.sessions.get(conversationId)?.active);
+  }
+
+  /** A rewind changed the conversation's history: fold it again now (so a failure shows at once). */
+  async refreshHistory(conversationId: string): Promise<void> {
+    await this.session(conversationId);
   }
 
   /** Stop the run at the next safe point (interrupting a running tool). No-op when nothing runs. */
@@ -252,6 +265,9 @@ export class AgentRuntime implements ConversationRuntime {
         unsubscribe = mcp!.onToolsChanged(record.id, refreshTools);
       }
       refreshTools();
+      // The first LLM turn does not wait for it; the first file-changing tool call does.
+      const checkpoints = this.deps.checkpoints;
+      void checkpoints?.atRunStart(record, run.id).catch(() => {});
       const gate = this.gateFor(record, run.id, controller.signal);
       outcome = await executeRun({
         gate,
@@ -292,6 +308,7 @@ export class AgentRuntime implements ConversationRuntime {
           record.pending_actions = actions;
         },
         approved,
+        ...(checkpoints && { beforeTool: (call: { name: string; args: Record<string, unknown>; seq?: number | undefined }) => checkpoints.beforeTool(record, run.id, call) }),
       });
     } catch (error) {
       if (controller.signal.aborted) outcome = { kind: 'aborted' };
@@ -307,6 +324,8 @@ export class AgentRuntime implements ConversationRuntime {
     if (outcome.kind === 'error' && outcome.code !== 'internal_error') this.deps.onRunFailed?.({ code: outcome.code, message: outcome.message }, { conversation_id: record.id, run_id: run.id });
     try {
       if (active.stopAs !== 'deleted') {
+        const filesChanged = await this.deps.checkpoints?.atRunEnd(record, run.id);
+        if (filesChanged) run.files_changed = filesChanged;
         await settleRun({ outcome, active, record, session, clock: this.clock, append: (event) => this.deps.conversations.append(record.id, event), saveRun: (r) => this.deps.runs.save(r), setStatus: (status, opts) => this.setStatus(record, status, opts) });
       }
     } catch (error) {
@@ -381,6 +400,16 @@ export class AgentRuntime implements ConversationRuntime {
     const loading = this.loading.get(conversationId);
     if (loading) return loading;
     const known = this.sessions.get(conversationId);
+    if (known?.stale && !known.active) {
+      // A rewind changed the history: folded again once, before anything reads it.
+      const reloaded = known.reload(this.deps.log).then(() => known);
+      this.loading.set(conversationId, reloaded);
+      try {
+        return await reloaded;
+      } finally {
+        this.loading.delete(conversationId);
+      }
+    }
     if (known) return known;
     const session = new AgentSession(conversationId);
     // Known at once, so events appended during the fold reach it (held until the fold is done).

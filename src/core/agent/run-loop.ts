@@ -45,6 +45,8 @@ export interface RunContext {
   gate: ToolGate;
   /** The conversation's first run: SessionStart hooks run before it. */
   sessionStart: boolean;
+  /** Before a tool call runs (a workdir checkpoint); `seq` is its action event's. */
+  beforeTool?: (call: { name: string; args: Record<string, unknown>; seq?: number | undefined }) => Promise<void>;
 }
 
 /** One run of the agent: LLM turn, tool calls in order, repeat, until an outcome. Throws LlmError / abort. */
@@ -123,7 +125,7 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
           pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
           continue;
         }
-        outcome = await runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } });
+        outcome = await runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args }, seq: event.seq });
       }
       if (outcome) return outcome;
     }
@@ -308,7 +310,8 @@ async function recordNotRun(context: RunContext, call: LlmToolCall, content: str
 }
 
 /** Execute one recorded action and record its observation; an outcome when the run must end. */
-async function runCall(context: RunContext, steps: StuckStep[], call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
+async function runCall(context: RunContext, steps: StuckStep[], call: { id: string; name: string; args: ParsedArguments; seq?: number }): Promise<RunOutcome | null> {
+  if (call.args.ok && context.beforeTool) await context.beforeTool({ name: call.name, args: call.args.value, seq: call.seq });
   const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: context.toolContext });
   const note = call.args.ok && !context.signal.aborted ? await context.gate.afterTool({ id: call.id, name: call.name, args: call.args.value }, result) : null;
   await context.append({

@@ -17,6 +17,7 @@ export const Run = z
     /** Why the run ended (e.g. `finished`, `max_iterations`, `stuck`, `paused`, `waiting_for_confirmation`). */
     outcome: z.string().nullable(),
     error: z.object({ code: z.string(), message: z.string() }).nullable().optional(),
+    files_changed: z.array(z.string()).optional().describe('Workdir paths the run changed (its start checkpoint against its end), once it has ended; absent without checkpoints.'),
   })
   .meta({ id: 'Run' });
 export type Run = z.infer<typeof Run>;

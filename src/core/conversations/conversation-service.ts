@@ -209,6 +209,23 @@ export class ConversationService {
     return { conversation: this.toPublic(record), record };
   }
 
+  /**
+   * A conversation made elsewhere (a fork) whose events are already in the log: its record is
+   * saved (the moment it exists: a crash before leaves a log without a record, removed at load)
+   * and indexed.
+   */
+  adopt(record: ConversationRecord, eventCount: number): Conversation {
+    this.deps.repository.save(record);
+    this.eventCounts.set(record.id, eventCount);
+    this.index(record);
+    return this.toPublic(record);
+  }
+
+  /** Where conversations without a workdir of their own get one. */
+  get workdirBase(): string {
+    return this.deps.defaults.workdirBase;
+  }
+
   get(id: string): Conversation {
     return this.toPublic(this.find(id));
   }

@@ -20,6 +20,8 @@ export const EVENT_KINDS = [
   'usage',
   'condensation',
   'hook',
+  'rewind',
+  'fork',
 ] as const;
 export const EventKind = z.enum(EVENT_KINDS).meta({ id: 'EventKind' });
 export type EventKind = z.infer<typeof EventKind>;
@@ -130,6 +132,23 @@ export const eventBodies = {
     tool_name: z.string().nullable().optional(),
     run_id: z.uuid().nullable().optional(),
   }),
+  rewind: z.object({
+    kind: z.literal('rewind'),
+    source: z.literal('user'),
+    checkpoint_id: z.uuid(),
+    files: z.boolean().describe('The workdir was restored to the checkpoint.'),
+    conversation: z.boolean().describe('The LLM history went back to the events before `to_seq` (the log keeps every event).'),
+    to_seq: z.int().min(1).describe("The checkpoint's seq: the history keeps the events before it."),
+    undo_checkpoint_id: z.uuid().describe('A checkpoint taken just before this rewind: rewind to it to undo this one.'),
+  }),
+  fork: z.object({
+    kind: z.literal('fork'),
+    source: z.literal('system'),
+    parent_conversation_id: z.uuid(),
+    at_seq: z.int().min(0).describe("The events up to this seq are the parent's, copied with new ids and the same seqs; this event follows them (seq at_seq + 1) and is the first the fork records itself."),
+    copy_workdir: z.boolean(),
+    checkpoint_id: z.uuid().nullable().describe("The parent's checkpoint the workdir was copied from (null when the fork shares the parent's workdir)."),
+  }),
 } as const;
 
 function withEnvelope<K extends EventKind>(kind: K, id: string) {
@@ -146,6 +165,8 @@ export const AgentErrorEvent = withEnvelope('agent_error', 'AgentErrorEvent');
 export const UsageEvent = withEnvelope('usage', 'UsageEvent');
 export const CondensationEvent = withEnvelope('condensation', 'CondensationEvent');
 export const HookEvent = withEnvelope('hook', 'HookEvent');
+export const RewindEvent = withEnvelope('rewind', 'RewindEvent');
+export const ForkEvent = withEnvelope('fork', 'ForkEvent');
 
 export const AgentEvent = z
   .discriminatedUnion('kind', [
@@ -159,6 +180,8 @@ export const AgentEvent = z
     UsageEvent,
     CondensationEvent,
     HookEvent,
+    RewindEvent,
+    ForkEvent,
   ])
   .meta({ id: 'Event' });
 export type AgentEvent = z.infer<typeof AgentEvent>;
