@@ -74,7 +74,7 @@ export async function runGit(options: { gitDir: string; workTree?: string; args:
     ...(options.input !== undefined ? { input: options.input } : { stdin: 'ignore' as const }),
   });
   // No exit code: git could not be started (not installed, a bad cwd), or was killed at the timeout.
-  const out = { stdout: String(result.stdout ?? ''), stderr: String(result.stderr ?? '') || (result.exitCode === undefined ? result.message : ''), exitCode: result.exitCode ?? -1 };
+  const out = { stdout: String(result.stdout ?? ''), stderr: String(result.stderr ?? '') || (result.exitCode === undefined ? (result.message ?? '') : ''), exitCode: result.exitCode ?? -1 };
   if (out.exitCode !== 0 && !(options.allowExit ?? []).includes(out.exitCode)) throw new GitError(options.args, out);
   return out;
 }
