@@ -122,3 +122,57 @@ describe('checkpoints, changes and rewind', () => {
     expect((await harness.post(`/conversations/${id}/rewind`, { checkpoint_id: checkpoints[0].id })).status).toBe(200);
   });
 });
+
+describe('fork', () => {
+  it('copies the events up to at_seq with new ids and the same seqs, then its own fork event; config, not secrets; a workdir copy as of that point', async () => {
+    harness = await startAgentHarness([
+      { toolCalls: [{ name: 'bash', arguments: { command: 'echo v1 > file.txt' } }] },
+      { text: 'wrote v1' },
+      { toolCalls: [{ name: 'bash', arguments: { command: 'echo v2 > file.txt' } }] },
+      { text: 'wrote v2' },
+    ]);
+    const id = await harness.createConversation({ initial_message: 'write v1', title: 'parent', secrets: { API_TOKEN: 'tok-0123456789-secret' }, max_iterations_per_run: 7, metadata: { team: 'a' } });
+    await harness.waitForStatus(id, ['idle']);
+    const firstRunEnd = (await harness.events(id)).length;
+    await harness.post(`/conversations/${id}/messages`, { content: 'write v2' });
+    await harness.waitForStatus(id, ['idle']);
+    const parentEvents = await harness.events(id);
+    const parent = (await harness.get(`/conversations/${id}`)).body;
+
+    const forked = await harness.post(`/conversations/${id}/fork`, { at_seq: firstRunEnd, title: 'fork', copy_workdir: true });
+    expect(forked.status).toBe(201);
+    const fork = forked.body;
+    expect(fork).toMatchObject({ title: 'fork', status: 'idle', max_iterations_per_run: 7, metadata: { team: 'a' }, event_count: firstRunEnd + 1, llm: parent.llm });
+    expect(fork.id).not.toBe(id);
+    expect(fork.workdir).not.toBe(parent.workdir);
+    expect(fs.readFileSync(path.join(fork.workdir, 'file.txt'), 'utf8')).toBe('v1\n');
+    expect(fs.readFileSync(path.join(parent.workdir, 'file.txt'), 'utf8')).toBe('v2\n');
+    expect((await harness.get(`/conversations/${fork.id}/secrets`)).body.names).toEqual([]);
+
+    const forkEvents = await harness.events(fork.id);
+    expect(forkEvents).toHaveLength(firstRunEnd + 1);
+    for (let i = 0; i < firstRunEnd; i++) {
+      const { id: parentEventId, conversation_id: _c, timestamp: _t, ...rest } = parentEvents[i];
+      expect(forkEvents[i]).toMatchObject({ ...rest, conversation_id: fork.id });
+      expect(forkEvents[i].id).not.toBe(parentEventId);
+    }
+    expect(forkEvents.at(-1)).toMatchObject({ kind: 'fork', source: 'system', seq: firstRunEnd + 1, parent_conversation_id: id, at_seq: firstRunEnd, copy_workdir: true });
+
+    // The fork goes on from its own history: the parent's second run is not in it.
+    harness.llm.push({ text: 'fork answered' });
+    await harness.post(`/conversations/${fork.id}/messages`, { content: 'in the fork' });
+    await harness.waitForStatus(fork.id, ['idle']);
+    const lines = transcript(harness, harness.llm.requests.length - 1);
+    expect(lines.some((line) => line.includes('wrote v1'))).toBe(true);
+    expect(lines.some((line) => line.includes('write v2'))).toBe(false);
+    expect(lines.at(-1)).toBe('user:in the fork');
+    expect(harness.llm.violations).toEqual([]);
+
+    // Secrets only when asked; the whole conversation by default; the same workdir without copy_workdir.
+    const withSecrets = (await harness.post(`/conversations/${id}/fork`, { copy_secrets: true })).body;
+    expect((await harness.get(`/conversations/${withSecrets.id}/secrets`)).body.names).toEqual(['API_TOKEN']);
+    expect(withSecrets.event_count).toBe(parentEvents.length + 1);
+    expect(withSecrets.workdir).toBe(parent.workdir);
+    expectError(await harness.post(`/conversations/${id}/fork`, { at_seq: 10_000 }), { status: 422, error: 'invalid_at_seq', message: /past the conversation's last event/ });
+  });
+});
