@@ -308,7 +308,7 @@ export class AgentRuntime implements ConversationRuntime {
           record.pending_actions = actions;
         },
         approved,
-        ...(checkpoints && { beforeTool: (call: { name: string; args: Record<string, unknown>; seq?: number | undefined }) => checkpoints.beforeTool(record, run.id, call) }),
+        ...(checkpoints && { beforeTool: (call: { name: string; args: Record<string, unknown> }) => checkpoints.beforeTool(record, run.id, call) }),
       });
     } catch (error) {
       if (controller.signal.aborted) outcome = { kind: 'aborted' };

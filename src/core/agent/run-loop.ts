@@ -45,8 +45,8 @@ export interface RunContext {
   gate: ToolGate;
   /** The conversation's first run: SessionStart hooks run before it. */
   sessionStart: boolean;
-  /** Before a tool call runs (a workdir checkpoint); `seq` is its action event's. */
-  beforeTool?: (call: { name: string; args: Record<string, unknown>; seq?: number | undefined }) => Promise<void>;
+  /** Before a tool call runs (a workdir checkpoint), just before its action is recorded. */
+  beforeTool?: (call: { name: string; args: Record<string, unknown> }) => Promise<void>;
 }
 
 /** One run of the agent: LLM turn, tool calls in order, repeat, until an outcome. Throws LlmError / abort. */
@@ -58,7 +58,9 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
   for (const action of finishLast(context.approved, (a) => a.tool_name)) {
     if (context.signal.aborted) return { kind: 'aborted' };
     const call = { id: action.tool_call_id, name: action.tool_name, arguments: '' };
-    const outcome = action.tool_name === FINISH_TOOL && approvedOthers > 0
+    const notAlone = action.tool_name === FINISH_TOOL && approvedOthers > 0;
+    if (!notAlone) await context.beforeTool?.({ name: action.tool_name, args: action.arguments });
+    const outcome = notAlone
       ? await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone')
       : await runCall(context, approvedSteps, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
     if (outcome) return outcome;
@@ -115,6 +117,8 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
         else outcome = await runCall(context, steps, { id: call.id, name: call.name, args });
       } else {
         const verdict = await context.gate.beforeTool({ id: call.id, name: call.name, args: args.value });
+        // The checkpoint before a call that runs is taken before its action is recorded: the tool starts right after it, as before.
+        if (verdict.kind !== 'deny' && verdict.kind !== 'ask') await context.beforeTool?.({ name: call.name, args: verdict.args });
         const event = await recordAction(context, { call, args: { ok: true, value: verdict.args }, original: verdict.original, responseId: turn.responseId, thought: turn.thought });
         if (verdict.kind === 'deny') {
           await context.append({ kind: 'rejection', source: 'system', tool_call_id: call.id, tool_name: call.name, reason: verdict.reason, run_id: context.run.id, ...(verdict.rule && { rule: verdict.rule }), ...(verdict.hookPoint && { hook_point: verdict.hookPoint }) });
@@ -125,7 +129,7 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
           pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
           continue;
         }
-        outcome = await runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args }, seq: event.seq });
+        outcome = await runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } });
       }
       if (outcome) return outcome;
     }
@@ -310,8 +314,7 @@ async function recordNotRun(context: RunContext, call: LlmToolCall, content: str
 }
 
 /** Execute one recorded action and record its observation; an outcome when the run must end. */
-async function runCall(context: RunContext, steps: StuckStep[], call: { id: string; name: string; args: ParsedArguments; seq?: number }): Promise<RunOutcome | null> {
-  if (call.args.ok && context.beforeTool) await context.beforeTool({ name: call.name, args: call.args.value, seq: call.seq });
+async function runCall(context: RunContext, steps: StuckStep[], call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
   const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: context.toolContext });
   const note = call.args.ok && !context.signal.aborted ? await context.gate.afterTool({ id: call.id, name: call.name, args: call.args.value }, result) : null;
   await context.append({
