@@ -6,7 +6,7 @@ import { startFakeLlm, type FakeLlm, type FakeTurn } from '../test/fake-llm/fake
 import { connectSse } from '../test/support/sse-client.js';
 import { startServer, type TestServer } from '../test/support/agentd.js';
 import type { Benchmark } from './support/benchmark.js';
-import { Meter, meterEvents, timedLlm, timedShells } from './support/instrumented.js';
+import { EventTap, Meter, meterEvents, timedLlm, timedShells } from './support/instrumented.js';
 import { fmt, ratio, summarize } from './support/stats.js';
 import { StepFloor } from './support/step-floor.js';
 
@@ -30,17 +30,18 @@ export const p1AgentStep: Benchmark = {
     const llm = new Meter();
     const tool = new Meter();
     const fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
-    const server = await startServer({ overrides: { llm: timedLlm(new OpenAiLlmClient(), llm), shells: timedShells(new BashShellFactory(), tool) } });
+    const tap = new EventTap();
+    const server = await startServer({ overrides: { llm: timedLlm(new OpenAiLlmClient(), llm), shells: timedShells(new BashShellFactory(), tool), readers: [tap] } });
     const events = meterEvents(server.services.recorder);
     let floor: StepFloor | undefined;
     try {
-      const warmup = await startConversation({ server, fake });
+      const warmup = await startConversation({ server, fake, tap });
       await warmup.run(20);
       warmup.close();
       floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir') });
       for (const meter of [llm, tool, events.append]) Object.assign(meter, { ms: 0, calls: 0 });
 
-      const conversation = await startConversation({ server, fake });
+      const conversation = await startConversation({ server, fake, tap });
       const stepMs: number[] = [];
       let totalMs = 0;
       for (let round = 0; round < ROUNDS; round++) {
@@ -118,8 +119,8 @@ interface AgentConversation {
 }
 
 /** A conversation with the fake LLM and one SSE subscriber, as a client would watch it. */
-async function startConversation(options: { server: TestServer; fake: FakeLlm }): Promise<AgentConversation> {
-  const { server, fake } = options;
+async function startConversation(options: { server: TestServer; fake: FakeLlm; tap: EventTap }): Promise<AgentConversation> {
+  const { server, fake, tap } = options;
   const headers = { ...server.auth, 'content-type': 'application/json' };
   const created = await fetch(`${server.url}/conversations`, { method: 'POST', headers, body: JSON.stringify({ llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-bench' } }) });
   if (created.status !== 201) throw new Error(`POST /conversations: ${created.status} ${await created.text()}`);
@@ -134,7 +135,7 @@ async function startConversation(options: { server: TestServer; fake: FakeLlm })
       let endedAt = 0;
       let ended!: () => void;
       const runEnded = new Promise<void>((resolve) => (ended = resolve));
-      const unsubscribe = server.services.recorder.onAppend((appended) => {
+      const unsubscribe = tap.on((appended) => {
         const event: AgentEvent = appended.event;
         if (event.conversation_id !== id) return;
         if (event.kind === 'action') actionTimes.push(performance.now());

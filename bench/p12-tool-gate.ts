@@ -4,6 +4,7 @@ import type { AgentEvent } from '../src/core/schemas/event.js';
 import { startFakeLlm, type FakeLlm, type FakeTurn } from '../test/fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from '../test/support/agentd.js';
 import type { Benchmark } from './support/benchmark.js';
+import { EventTap } from './support/instrumented.js';
 import { fmt, ratio, summarize } from './support/stats.js';
 
 const ROUNDS = 4;
@@ -34,11 +35,12 @@ export const p12ToolGate: Benchmark = {
     const steps = quick ? 40 : 200;
     const checks = quick ? 20_000 : 200_000;
     const fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
-    const server = await startServer({ env: { AGENTD_SANDBOX_RO_PATHS: NODE_MODULES } });
+    const tap = new EventTap();
+    const server = await startServer({ env: { AGENTD_SANDBOX_RO_PATHS: NODE_MODULES }, overrides: { readers: [tap] } });
     try {
-      const plain = await conversation(server, fake, {}, { name: 'glob', arguments: {} });
-      const ruled = await conversation(server, fake, { permissions: RULES }, { name: 'glob', arguments: {} });
-      const mcp = await conversation(server, fake, { mcp_servers: { everything: { command: 'node', args: [EVERYTHING] } } }, { name: 'mcp__everything__echo', arguments: { message: 'ping' } });
+      const plain = await conversation(server, tap, fake, {}, { name: 'glob', arguments: {} });
+      const ruled = await conversation(server, tap, fake, { permissions: RULES }, { name: 'glob', arguments: {} });
+      const mcp = await conversation(server, tap, fake, { mcp_servers: { everything: { command: 'node', args: [EVERYTHING] } } }, { name: 'mcp__everything__echo', arguments: { message: 'ping' } });
       for (const warm of [plain, ruled, mcp]) await warm.run(5);
       const ms = { plain: [] as number[], ruled: [] as number[], mcp: [] as number[] };
       for (let round = 0; round < ROUNDS; round++) {
@@ -98,7 +100,7 @@ export const p12ToolGate: Benchmark = {
 };
 
 /** A conversation whose every run is `steps` calls of one tool and an answer; run() gives its ms. */
-async function conversation(server: TestServer, fake: FakeLlm, body: Record<string, unknown>, call: { name: string; arguments: Record<string, unknown> }) {
+async function conversation(server: TestServer, tap: EventTap, fake: FakeLlm, body: Record<string, unknown>, call: { name: string; arguments: Record<string, unknown> }) {
   const headers = { ...server.auth, 'content-type': 'application/json' };
   const created = await fetch(`${server.url}/conversations`, { method: 'POST', headers, body: JSON.stringify({ llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-bench' }, max_iterations_per_run: 100_000, ...body }) });
   if (created.status !== 201) throw new Error(`POST /conversations: ${created.status} ${await created.text()}`);
@@ -112,7 +114,7 @@ async function conversation(server: TestServer, fake: FakeLlm, body: Record<stri
       fake.setScript([...script, { text: 'done' }]);
       let ended!: (status: string) => void;
       const runEnded = new Promise<string>((resolve) => (ended = resolve));
-      const unsubscribe = server.services.recorder.onAppend((appended) => {
+      const unsubscribe = tap.on((appended) => {
         const event: AgentEvent = appended.event;
         if (event.conversation_id !== id) return;
         if (event.kind === 'state_update' && event.status !== 'running') ended(event.status);

@@ -77,7 +77,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(metricsRoutes(services));
   await app.register(healthRoutes(services));
   // Each route file gets only the services it uses.
-  const { config, conversations, agent, secrets, commands, events, streams, callbacks, files } = services;
+  const { config, conversations, store, agent, secrets, commands, events, streams, callbacks, files } = services;
   await app.register(conversationRoutes({ conversations }));
   await app.register(messageRoutes({ conversations }));
   await app.register(runRoutes({ agent, conversations }));
@@ -85,7 +85,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(secretRoutes({ secrets }));
   await app.register(commandRoutes({ commands }));
   await app.register(eventRoutes({ events }));
-  await app.register(streamRoutes({ conversations, streams }));
+  await app.register(streamRoutes({ store, streams }));
   await app.register(callbackRoutes({ callbacks }));
   await app.register(fileRoutes({ config, files }));
   await app.register(checkpointRoutes(services));

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { FileWebhookStore } from './adapters/file-webhook-store.js';
 import { UndiciWebhookClient } from './adapters/undici-webhook-client.js';
-import type { ConversationService } from './core/conversations/conversation-service.js';
+import type { ConversationStore } from './core/conversations/conversation-store.js';
 import type { EventLog } from './core/events/event-log.js';
 import type { SecretBox } from './core/secrets/secret-box.js';
 import { CallbackService } from './core/webhooks/callback-service.js';
@@ -31,7 +31,7 @@ export async function composeWebhooks(options: {
   config: Config;
   logger: Logger;
   log: EventLog;
-  conversations: ConversationService;
+  conversations: ConversationStore;
   box: SecretBox;
   version: string;
   scheduler?: Scheduler;
@@ -66,7 +66,6 @@ export async function composeWebhooks(options: {
   }
   callbacks.start(loaded, (state) => serverCallbacks.keeps(state));
   await serverCallbacks.reconcile(loaded);
-  conversations.onDeleted((conversationId) => callbacks.removeConversation(conversationId));
   // Every event from now on, of every conversation: the wake-up of its delivery workers.
   const wakeUps = log.subscribe({ conversationId: null, after: await log.globalHead() });
   const reading = (async () => {

@@ -7,9 +7,11 @@ import { FileEventLog } from './adapters/file-event-log/file-event-log.js';
 import { FileSummaryStore } from './adapters/file-summary-store.js';
 import { loadOrCreateKeyFile } from './adapters/key-file.js';
 import { ConversationService } from './core/conversations/conversation-service.js';
+import { ConversationStore } from './core/conversations/conversation-store.js';
+import { AgentSessions } from './core/agent/agent-sessions.js';
 import { DeltaChannel } from './core/events/delta-channel.js';
 import { EventQueries } from './core/events/event-queries.js';
-import { EventRecorder } from './core/events/event-recorder.js';
+import { EventRecorder, type EventReader } from './core/events/event-recorder.js';
 import { EventStreams } from './core/events/event-streams.js';
 import { SecretBox } from './core/secrets/secret-box.js';
 import { normalizeLlmConfig } from './core/schemas/llm-config.js';
@@ -42,12 +44,14 @@ import type { CallbackService } from './core/webhooks/callback-service.js';
 import { composeWebhooks } from './compose-webhooks.js';
 import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
 import { DiskSpace } from './adapters/disk-space.js';
+import { HostWorkdirs } from './adapters/host-workdirs.js';
 import { describeDamage, type Damage } from './core/errors.js';
 import { CheckpointService } from './core/checkpoints/checkpoint-service.js';
 import { ConversationForks } from './core/conversations/conversation-fork.js';
 import { FileCheckpointStore } from './adapters/file-checkpoint-store.js';
 import { FileIntentStore } from './adapters/file-intent-store.js';
 import { GitShadowRepository } from './adapters/git-shadow-repository.js';
+import { ServerStatus } from './core/health/server-status.js';
 
 export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'finish'] as const;
 
@@ -65,6 +69,8 @@ export interface Services {
   /** How agent processes run (bwrap or none) and their limits. */
   sandbox: SandboxInfo;
   conversations: ConversationService;
+  /** The conversation records, their one owner (read by most services). */
+  store: ConversationStore;
   agent: AgentRuntime;
   mcp: McpRegistry;
   secrets: SecretService;
@@ -84,6 +90,8 @@ export interface Services {
   disk: DiskSpace;
   /** Stored data found damaged at start-up and quarantined (kept as found, never written). */
   quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[] };
+  /** What /health and /info report. */
+  status: ServerStatus;
   close(): Promise<void>;
 }
 
@@ -91,6 +99,8 @@ export interface Services {
 export interface ServiceOverrides {
   llm?: LlmClient;
   shells?: ShellFactory;
+  /** More in-process readers of every stored event, after the server's own (benchmarks time appends with one). */
+  readers?: readonly EventReader[];
 }
 
 export async function composeServices(config: Config, logger: Logger, overrides: ServiceOverrides = {}): Promise<Services> {
@@ -119,38 +129,37 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     fsync: config.fsync,
     storageError,
     onDamaged: (conversationId, error) => {
-      if (!conversations.quarantineFound(conversationId, error)) return;
+      if (!store.quarantineFound(conversationId, error)) return;
       logger.error({ conversation_id: conversationId, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
     },
   });
   const runs = new FileRunStore(conversationsDir, { storageError });
   const deltas = new DeltaChannel();
-  const recorder = new EventRecorder(log, deltas);
-  const conversations = new ConversationService({
+  const store = new ConversationStore({
     repository: new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError }),
     log,
-    recorder,
+    hostNetworkAllowed: config.sandbox.network.hostAllowed,
     integrityChecks: [(id) => void runs.list(id)],
-    defaults: {
-      llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
-      workdirBase: config.workdirBase,
-      dataDir: config.dataDir,
-      toolNames: BUILTIN_TOOL_NAMES,
-      network: config.sandbox.network,
-    },
   });
-  const secrets = new SecretService(conversations);
-  recorder.setMasker(secrets.maskEvent);
-  recorder.setDeltaMasker(secrets.deltaMasker);
-  const events = new EventQueries(log, (id) => void conversations.record(id));
+  const sessions = new AgentSessions(log);
+  const secrets = new SecretService({ conversations: store, onChange: (conversationId, change) => sessions.updateShellEnv(conversationId, change) });
   const streams = new EventStreams({ log, deltas, maxBuffered: config.sseMaxBuffered, maxBufferedBytes: config.sseMaxBufferedBytes });
-  const metrics = new Metrics({ conversationsByStatus: () => conversations.countsByStatus(), sseSubscribers: () => streams.size });
-  recorder.onAppend(({ event }) => metrics.observeEvent(event));
+  const metrics = new Metrics({ conversationsByStatus: () => store.countsByStatus(), sseSubscribers: () => streams.size });
+  // Every event is masked, stored, then read in this process by these readers, in this order;
+  // SSE streams and webhook deliveries subscribe to the log itself (each with its own cursor).
+  const recorder = new EventRecorder({
+    log,
+    deltas,
+    mask: secrets.maskEvent,
+    deltaMasker: secrets.deltaMasker,
+    readers: [store.summaryReader, sessions, { name: 'metrics', read: ({ event }) => metrics.observeEvent(event) }, ...(overrides.readers ?? [])],
+  });
+  const events = new EventQueries(log, (id) => void store.record(id));
   const summaries = new FileSummaryStore(path.join(config.dataDir, 'summaries.json'));
-  for (const { id, error } of await conversations.load(await summaries.take())) {
+  for (const { id, error } of await store.load(await summaries.take())) {
     logger.error({ conversation_id: id, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
   }
-  const webhooks = await composeWebhooks({ config, logger, log, conversations, box, version: VERSION, storageError });
+  const webhooks = await composeWebhooks({ config, logger, log, conversations: store, box, version: VERSION, storageError });
 
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
@@ -162,32 +171,30 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     connector: new SdkMcpConnector({ launcher, targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), version: VERSION, ...config.agentEnv }),
     serverDefaults: config.mcpServers,
     secretsOf: (record) => secrets.environment(record),
-    sandboxOf: (record) => conversations.sandboxOf(record),
+    sandboxOf: (record) => store.sandboxOf(record),
     mask: (conversationId, text) => secrets.maskText(conversationId, text),
   });
   const intents = new FileIntentStore(path.join(config.dataDir, 'intents'));
   const checkpointStore = new FileCheckpointStore(conversationsDir);
-  let agentRef: AgentRuntime | null = null;
   const pausePoint = testPausePoint(config.testPauseAt, logger);
   const checkpoints = new CheckpointService({
-    conversations,
+    conversations: store,
     log,
+    recorder,
     store: checkpointStore,
     shadow: new GitShadowRepository({ maxFileBytes: config.checkpoints.maxFileBytes }),
     intents,
     enabled: config.checkpoints.enabled,
-    isRunning: (conversationId) => agentRef?.isRunning(conversationId) ?? false,
+    isRunning: (conversationId) => Boolean(sessions.peek(conversationId)?.active),
     maskText: (conversationId, text) => secrets.maskText(conversationId, text),
     onError: (error, context) => logger.warn({ err: error, ...context }, 'workdir checkpoint failed; the run goes on without it'),
     ...(pausePoint && { pausePoint }),
   });
-  conversations.onDeleted((conversationId) => checkpointStore.forget(conversationId));
-  const forks = new ConversationForks({ conversations, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
   const agent = new AgentRuntime({
     mcp,
     checkpoints,
-    conversations,
-    log,
+    conversations: store,
+    sessions,
     recorder,
     runs,
     llm: overrides.llm ?? new OpenAiLlmClient(config.llmClient),
@@ -196,7 +203,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     shellEnv: (record) => secrets.environment(record),
     hookTransport: (record) => ({
       command: async (hook) => {
-        const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: { ...secrets.environment(record), CLAUDE_PROJECT_DIR: record.workdir, AGENTD_CONVERSATION_ID: record.id }, timeoutMs: hook.timeoutMs, sandbox: conversations.sandboxOf(record), stdin: hook.stdin });
+        const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: { ...secrets.environment(record), CLAUDE_PROJECT_DIR: record.workdir, AGENTD_CONVERSATION_ID: record.id }, timeoutMs: hook.timeoutMs, sandbox: store.sandboxOf(record), stdin: hook.stdin });
         return { exitCode: result.exit_code, stdout: result.stdout, stderr: result.stderr, timedOut: result.timed_out };
       },
       http: (hook) => hookClient.post(hook),
@@ -206,27 +213,41 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       logger.warn({ ...context, attempt: retry.attempt, code: retry.code, status: retry.status, retry_in_ms: retry.delayMs }, `LLM attempt ${retry.attempt} failed, retrying: ${retry.message}`),
     onRunFailed: (failure, context) => logger.error({ ...context, code: failure.code }, `run ended in agent_error: ${failure.message}`),
   });
-  conversations.attachRuntime(agent);
-  conversations.onDeleted((conversationId) => secrets.forget(conversationId));
-  const commands = new CommandService({ conversations, secrets, runner: commandRunner });
-  secrets.setChangeListener((conversationId, change) => agent.updateShellEnv(conversationId, change));
-  agentRef = agent;
+  const conversations = new ConversationService({
+    store,
+    workdirs: new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase }),
+    log,
+    recorder,
+    runtime: agent,
+    onDeleted: [(conversationId) => secrets.forget(conversationId), (conversationId) => webhooks.callbacks.removeConversation(conversationId), (conversationId) => checkpointStore.forget(conversationId)],
+    defaults: {
+      llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
+      workdirBase: config.workdirBase,
+      toolNames: BUILTIN_TOOL_NAMES,
+      network: config.sandbox.network,
+    },
+  });
+  const commands = new CommandService({ conversations: store, secrets, runner: commandRunner });
+  const forks = new ConversationForks({ conversations, store, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
   await agent.recoverAfterRestart();
   // Forks and rewinds a crash interrupted: undone (a fork without its record) or finished (a rewind).
   await forks.recover();
   await checkpoints.recover();
+  const quarantined = () => ({ conversations: store.quarantined(), callbacks: webhooks.damaged() });
+  const startedAt = Date.now();
 
   return {
     config,
     logger,
     version: VERSION,
-    startedAt: Date.now(),
+    startedAt,
     masterKeys,
     toolNames: BUILTIN_TOOL_NAMES,
     masterKeyFile,
     masterKeyCreated,
     sandbox,
     conversations,
+    store,
     agent,
     mcp,
     secrets,
@@ -239,9 +260,41 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     callbacks: webhooks.callbacks,
     checkpoints,
     forks,
-    files: new WorkspaceFiles({ workdirOf: (id) => conversations.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) }),
+    files: new WorkspaceFiles({ workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) }),
     disk,
-    quarantined: () => ({ conversations: conversations.quarantined(), callbacks: webhooks.damaged() }),
+    quarantined,
+    status: new ServerStatus({
+      version: VERSION,
+      startedAt,
+      toolNames: BUILTIN_TOOL_NAMES,
+      conversations: store,
+      dataDirWritable: () => disk.check(),
+      quarantined,
+      sseSubscribers: () => streams.size,
+      firehoseHead: () => events.firehoseHead(),
+      limits: {
+        max_body_bytes: config.maxBodyBytes,
+        max_upload_bytes: config.maxUploadBytes,
+        max_page_limit: 1000,
+        default_max_iterations_per_run: 500,
+        sse_heartbeat_s: config.sseHeartbeatMs / 1000,
+        sse_max_buffered_events: config.sseMaxBuffered,
+        max_connections: config.connections.max || null,
+        max_connections_per_client: config.connections.perClient || null,
+      },
+      sandbox: {
+        mode: sandbox.mode,
+        network: sandbox.network,
+        limits: {
+          cpu_s: { value: sandbox.limits.cpuSeconds, enforced_by: sandbox.enforcement.cpuSeconds },
+          memory_mb: { value: sandbox.limits.memoryMb, enforced_by: sandbox.enforcement.memoryMb },
+          processes: { value: sandbox.limits.processes, enforced_by: sandbox.enforcement.processes },
+          file_mb: { value: sandbox.limits.fileMb, enforced_by: sandbox.enforcement.fileMb },
+          tmp_mb: { value: sandbox.limits.tmpMb, enforced_by: sandbox.enforcement.tmpMb },
+          workdir_mb: { value: sandbox.limits.workdirMb, enforced_by: sandbox.enforcement.workdirMb },
+        },
+      },
+    }),
     async close() {
       await agent.stopAll();
       await webhooks.close();
@@ -249,7 +302,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       streams.closeAll('server_shutting_down');
       await log.close();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any more.
-      await summaries.save(conversations.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
+      await summaries.save(store.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
     },
   };
 }

@@ -1,6 +1,7 @@
 // The layering the style guide asks for, checked on every run from the code's own imports
 // (read with the TypeScript parser; dependency-cruiser needs Node 22, this machine runs 20):
 // no import cycles, core/ free of vendors, transports and the outside world.
+import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { findCycles, importGraph, type ImportEdge } from './support/import-graph.js';
@@ -17,7 +18,6 @@ const offending = (files: [string, ImportEdge[]][], bad: (edge: ImportEdge) => b
  */
 const CORE_FILES_USING_FS = [
   'src/core/agent/system-prompt.ts',
-  'src/core/conversations/conversation-service.ts',
   // Merged from the MCP/permissions and agent branches (issues 14, 21):
   'src/core/mcp/mcp-registry.ts',
   'src/core/mcp/project-mcp-config.ts',
@@ -68,5 +68,16 @@ describe('the import graph of src/', () => {
   it('lets only the listed core/ files touch the file system directly, and the list only shrinks', () => {
     const usingFs = core.filter(([, edges]) => edges.some((edge) => /^(node:)?fs(\/promises)?$/.test(edge.specifier))).map(([file]) => file.split(path.sep).join('/'));
     expect(usingFs.sort()).toEqual([...CORE_FILES_USING_FS].sort());
+  });
+
+  it('speaks domain errors in core/: no HTTP status codes (the http layer maps error kinds to statuses)', () => {
+    const statusLike = /\b(status|statusCode|httpStatus)\s*[:=]\s*[1-5]\d\d\b|\bHTTP:? [1-5]\d\d\b/;
+    const found = core.flatMap(([file]) =>
+      fs
+        .readFileSync(path.join(root, file), 'utf8')
+        .split('\n')
+        .flatMap((line, index) => (statusLike.test(line) ? [`${file.split(path.sep).join('/')}:${index + 1}: ${line.trim()}`] : [])),
+    );
+    expect(found).toEqual([]);
   });
 });

@@ -139,9 +139,7 @@ describe('GET /conversations/{id}, list and count', () => {
       for (let i = 0; i < 6; i++) ids.push((await call('POST', '/conversations', { title: `c${i}` }, own)).body.id);
       // Two of them finish; the first one is touched last.
       for (const id of [ids[1]!, ids[4]!]) {
-        const record = own.services.conversations.record(id);
-        record.status = 'finished';
-        own.services.conversations.save(record);
+        own.services.store.setStatus(id, 'finished');
       }
       await new Promise((resolve) => setTimeout(resolve, 5));
       await call('PUT', `/conversations/${ids[0]}/config`, { title: 'touched' }, own);
@@ -183,7 +181,7 @@ describe('PUT /conversations/{id}/config', () => {
     expect(merged.status).toBe(200);
     expect(merged.body).toMatchObject({ title: 'renamed', max_iterations_per_run: 12 });
     expect(merged.body.llm).toMatchObject({ model: 'gpt-x', api_key: '**********', temperature: 0.2, reasoning_effort: 'low', base_url: 'http://127.0.0.1:9/v1' });
-    expect(server.services.conversations.record(created.id).llm?.api_key).toBe(API_KEY);
+    expect(server.services.store.record(created.id).llm?.api_key).toBe(API_KEY);
 
     const renamedModel = await call('PUT', `/conversations/${created.id}/config`, { llm: { model: 'gpt-y' } });
     expect(renamedModel.body.llm).toMatchObject({ model: 'gpt-y', api_key: '**********', temperature: 0.2 });

@@ -10,6 +10,9 @@ import type { LlmClient, LlmRequest, LlmResponse } from '../src/core/agent/llm.j
 import type { Run, RunStore } from '../src/core/agent/run-record.js';
 import type { ConversationRecord, ConversationRepository } from '../src/core/conversations/conversation-record.js';
 import { ConversationService } from '../src/core/conversations/conversation-service.js';
+import { ConversationStore } from '../src/core/conversations/conversation-store.js';
+import { HostWorkdirs } from '../src/adapters/host-workdirs.js';
+import { AgentSessions } from '../src/core/agent/agent-sessions.js';
 import { DeltaChannel } from '../src/core/events/delta-channel.js';
 import { EventRecorder } from '../src/core/events/event-recorder.js';
 import { MemoryEventLog } from '../src/core/events/memory-event-log.js';
@@ -92,18 +95,22 @@ afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 async function setUp(turns: Turn[], tools: ToolDefinition[] = [echoTool as ToolDefinition, finishTool as ToolDefinition]) {
   const llm = new ScriptedLlm(turns);
-  const recorder = new EventRecorder(log, new DeltaChannel());
+  // Wired as in the composition root: the store and the sessions read every event the recorder stores.
+  const store = new ConversationStore({ repository: new MemoryRepository(), log });
+  const sessions = new AgentSessions(log);
+  const recorder = new EventRecorder({ log, deltas: new DeltaChannel(), readers: [store.summaryReader, sessions] });
+  fs.mkdirSync(path.join(dir, 'data'));
+  await store.load();
+  const runs = new MemoryRuns();
+  const agent = new AgentRuntime({ conversations: store, sessions, recorder, runs, llm, tools, shells: noShells, shellEnv: () => ({}), hookTransport: () => ({ command: () => Promise.reject(new Error('no hooks in these tests')), http: () => Promise.reject(new Error('no hooks in these tests')) }) as never });
   const conversations = new ConversationService({
-    repository: new MemoryRepository(),
+    store,
+    workdirs: new HostWorkdirs({ dataDir: path.join(dir, 'data'), workdirBase: path.join(dir, 'workdirs') }),
     log,
     recorder,
-    defaults: { llm: null, workdirBase: path.join(dir, 'workdirs'), dataDir: path.join(dir, 'data'), toolNames: tools.map((tool) => tool.name) },
+    runtime: agent,
+    defaults: { llm: null, workdirBase: path.join(dir, 'workdirs'), toolNames: tools.map((tool) => tool.name) },
   });
-  fs.mkdirSync(path.join(dir, 'data'));
-  await conversations.load();
-  const runs = new MemoryRuns();
-  const agent = new AgentRuntime({ conversations, log, recorder, runs, llm, tools, shells: noShells, shellEnv: () => ({}), hookTransport: () => ({ command: () => Promise.reject(new Error('no hooks in these tests')), http: () => Promise.reject(new Error('no hooks in these tests')) }) as never });
-  conversations.attachRuntime(agent);
   const create = async (body: Record<string, unknown> = {}) => (await conversations.create(CreateConversationBody.parse({ llm: { model: 'scripted' }, ...body }))).conversation.id;
   return { llm, conversations, agent, runs, create };
 }

@@ -67,10 +67,7 @@ beforeAll(async () => {
   const { conversations } = server.services;
   for (let i = 0; i < 253; i++) {
     const { conversation, record } = await conversations.create({ max_iterations_per_run: 500, confirmation_mode: false, title: `c${i}` });
-    if (i % 4 === 0) {
-      record.status = 'finished';
-      conversations.save(record);
-    }
+    if (i % 4 === 0) server.services.store.setStatus(record.id, 'finished');
     conversationIds.push(conversation.id);
     if (i % 50 === 0) await sleep(2);
   }

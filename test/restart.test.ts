@@ -142,10 +142,7 @@ describe('start-up with thousands of conversations', () => {
         withEvents = conversation.id;
         conversations.append(conversation.id, { kind: 'message', source: 'user', role: 'user', content: `hello ${i}` });
       }
-      if (i % 10 === 0) {
-        record.status = 'finished';
-        conversations.save(record);
-      }
+      if (i % 10 === 0) seed.services.store.setStatus(record.id, 'finished');
     }
     await seed.close();
     expect(fs.readdirSync(`${dir}/conversations`).length).toBe(3000);

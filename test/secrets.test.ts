@@ -90,7 +90,7 @@ describe('secrets', () => {
     const again = await startServer({ dataDir });
     try {
       expect(again.services.secrets.names(id)).toEqual(['KEEP_ME']);
-      expect(again.services.conversations.record(id).secrets.KEEP_ME).toBe('value-kept-1');
+      expect(again.services.store.record(id).secrets.KEEP_ME).toBe('value-kept-1');
     } finally {
       await again.close();
       harness.server.close = async () => {};

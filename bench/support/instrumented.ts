@@ -1,5 +1,6 @@
 import type { LlmClient, LlmRequest, LlmResponse } from '../../src/core/agent/llm.js';
-import type { EventRecorder } from '../../src/core/events/event-recorder.js';
+import type { AppendedEvent } from '../../src/core/events/event-log.js';
+import type { EventReader, EventRecorder } from '../../src/core/events/event-recorder.js';
 import type { ShellFactory, ShellRunOptions, ShellSession } from '../../src/core/tools/shell-session.js';
 
 /** Time spent in one part of the server, summed over calls. */
@@ -58,4 +59,19 @@ export function meterEvents(recorder: EventRecorder): { append: Meter } {
   const record = recorder.append.bind(recorder);
   recorder.append = (conversationId, event) => append.time(() => record(conversationId, event));
   return { append };
+}
+
+/** An in-process reader of every stored event (given to the server as `overrides.readers`) that benchmarks listen on. */
+export class EventTap implements EventReader {
+  readonly name = 'benchmark tap';
+  private readonly listeners = new Set<(appended: AppendedEvent) => void>();
+
+  read(appended: AppendedEvent): void {
+    for (const listener of this.listeners) listener(appended);
+  }
+
+  on(listener: (appended: AppendedEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
 }

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { ConversationRecord, ConversationRepository, LoadedConversations } from '../core/conversations/conversation-record.js';
+import { ConversationRecord, type ConversationRepository, type LoadedConversations } from '../core/conversations/conversation-record.js';
 import { SENSITIVE_HEADER } from '../core/schemas/llm-config.js';
 import type { SecretBox } from '../core/secrets/secret-box.js';
 import type { HookMatcher, HookPoint, Hooks } from '../core/schemas/tool-control.js';
@@ -106,11 +106,19 @@ export class FileConversationRepository implements ConversationRepository {
     if (typeof disk !== 'object' || disk === null || disk.id !== id || typeof disk.status !== 'string' || typeof disk.created_at !== 'string' || typeof disk.workdir !== 'string') {
       throw damaged('not a conversation record of this directory');
     }
+    let unsealed: ConversationRecord;
     try {
-      return this.unseal(disk);
+      unsealed = this.unseal(disk);
     } catch {
       throw damaged('its sealed secrets cannot be decrypted with this server\'s secret key');
     }
+    // Checked once in plain text, with the limits of the fields as a client sends them.
+    const parsed = ConversationRecord.safeParse(unsealed);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      throw damaged(`not a valid conversation record (${issue.path.join('.') || 'record'}: ${issue.message})`);
+    }
+    return parsed.data;
   }
 
   private seal(record: ConversationRecord): DiskRecord {

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Run, RunStore } from '../core/agent/run-record.js';
+import { Run, type RunStore } from '../core/agent/run-record.js';
 import { DamagedDataError, StorageFullError } from '../core/errors.js';
 import { appendLine } from './append-line.js';
 import { isOutOfSpace } from './disk-space.js';
@@ -58,16 +58,17 @@ export class FileRunStore implements RunStore {
     // After the last newline: empty, or a line torn by a crash (never acknowledged).
     const torn = lines.pop()!;
     lines.forEach((line, i) => {
-      let run: Run | undefined;
+      let value: unknown;
       try {
-        run = JSON.parse(line) as Run;
+        value = JSON.parse(line);
       } catch {
-        run = undefined;
+        throw new DamagedDataError({ file: FILE, line: i + 1, reason: 'not valid JSON' }, file);
       }
-      if (!run || typeof run !== 'object' || typeof run.id !== 'string' || run.conversation_id !== conversationId) {
-        throw new DamagedDataError({ file: FILE, line: i + 1, reason: run ? 'not a run of this conversation' : 'not valid JSON' }, file);
+      const run = Run.safeParse(value);
+      if (!run.success || run.data.conversation_id !== conversationId) {
+        throw new DamagedDataError({ file: FILE, line: i + 1, reason: 'not a run of this conversation' }, file);
       }
-      runs.set(run.id, run);
+      runs.set(run.data.id, run.data);
     });
     if (torn.length > 0) fs.truncateSync(file, Buffer.byteLength(text) - Buffer.byteLength(torn));
     this.cache.set(conversationId, runs);

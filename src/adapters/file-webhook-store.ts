@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { SecretBox } from '../core/secrets/secret-box.js';
-import type { DeliveryRecord, SubscriptionState, WebhookStore } from '../core/webhooks/subscription-state.js';
+import { z } from 'zod';
+import { DeliveryRecord, SubscriptionState, type WebhookStore } from '../core/webhooks/subscription-state.js';
 import { DamagedDataError, StorageFullError, type Damage } from '../core/errors.js';
 import { appendLine } from './append-line.js';
 import { isOutOfSpace } from './disk-space.js';
@@ -23,7 +24,8 @@ export interface FileWebhookStoreOptions {
 }
 
 /** The subscription as written: the secret sealed with the SecretBox. */
-type DiskState = SubscriptionState & { format: 1 };
+const DiskState = SubscriptionState.extend({ format: z.literal(1) });
+type DiskState = z.infer<typeof DiskState>;
 
 /**
  * `<dir>/<subscription id>.json` holds a subscription with its cursor and the attempt in
@@ -72,13 +74,19 @@ export class FileWebhookStore implements WebhookStore {
 
   private readState(name: string, file: string): SubscriptionState {
     const damaged = (reason: string) => new DamagedDataError({ file: name, line: null, reason }, file);
-    let disk: DiskState;
+    let value: unknown;
     try {
-      disk = JSON.parse(fs.readFileSync(file, 'utf8')) as DiskState;
+      value = JSON.parse(fs.readFileSync(file, 'utf8'));
     } catch (error) {
       throw damaged(`not valid JSON (${(error as Error).message})`);
     }
-    if (typeof disk !== 'object' || disk === null || `${disk.id}${STATE_SUFFIX}` !== name || disk.format !== 1) throw damaged('not a subscription state of this name');
+    const parsed = DiskState.safeParse(value);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      throw damaged(`not a valid subscription state (${issue.path.join('.') || 'state'}: ${issue.message})`);
+    }
+    const disk = parsed.data;
+    if (`${disk.id}${STATE_SUFFIX}` !== name) throw damaged('not a subscription state of this name');
     try {
       return this.unseal(disk);
     } catch {
@@ -149,7 +157,8 @@ export class FileWebhookStore implements WebhookStore {
     for (const line of text.split('\n')) {
       if (!line) continue;
       try {
-        records.push(JSON.parse(line) as DeliveryRecord);
+        const parsed = DeliveryRecord.safeParse(JSON.parse(line));
+        if (parsed.success) records.push(parsed.data);
       } catch {
         // a line torn by a crash: that record was never complete
       }

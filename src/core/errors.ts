@@ -1,44 +1,54 @@
 /**
- * Errors are typed values with stable machine codes. Core throws them; the HTTP layer maps them
- * to the contract's error shape in exactly one place (src/http/plugins/errors.ts).
+ * Errors are typed values with stable machine codes and a domain kind. Core throws them and
+ * knows nothing of HTTP; the HTTP layer maps each kind to a status and the contract's error
+ * shape in exactly one place (src/http/error-status.ts, src/http/plugins/errors.ts).
  */
 export type ErrorCode = string;
 
+/** What went wrong, in the domain's words: the HTTP layer picks the status from it. */
+export type ErrorKind =
+  | 'invalid' // the request or an argument is malformed
+  | 'forbidden' // well-formed but not allowed (a path outside the workdir, a permission)
+  | 'not_found'
+  | 'conflict' // the state does not allow it now (a run in progress, damaged data)
+  | 'unprocessable' // understood but cannot be acted on (a secret the conversation lacks)
+  | 'storage_full'; // nothing was stored: the disk is full
+
 export class AppError extends Error {
   readonly code: ErrorCode;
-  readonly status: number;
+  readonly kind: ErrorKind;
   readonly details: Record<string, unknown> | null;
 
-  constructor(options: { code: ErrorCode; status: number; message: string; details?: Record<string, unknown> | null }) {
+  constructor(options: { code: ErrorCode; kind: ErrorKind; message: string; details?: Record<string, unknown> | null }) {
     super(options.message);
     this.name = 'AppError';
     this.code = options.code;
-    this.status = options.status;
+    this.kind = options.kind;
     this.details = options.details ?? null;
   }
 }
 
 export class NotFoundError extends AppError {
   constructor(what: string, id: string) {
-    super({ code: `${what}_not_found`, status: 404, message: `No ${what.replace(/_/g, ' ')} with id ${id}.`, details: { id } });
+    super({ code: `${what}_not_found`, kind: 'not_found', message: `No ${what.replace(/_/g, ' ')} with id ${id}.`, details: { id } });
   }
 }
 
 export class ConflictError extends AppError {
   constructor(code: ErrorCode, message: string, details?: Record<string, unknown>) {
-    super({ code, status: 409, message, details: details ?? null });
+    super({ code, kind: 'conflict', message, details: details ?? null });
   }
 }
 
 export class InvalidRequestError extends AppError {
   constructor(code: ErrorCode, message: string, details?: Record<string, unknown>) {
-    super({ code, status: 400, message, details: details ?? null });
+    super({ code, kind: 'invalid', message, details: details ?? null });
   }
 }
 
 export class UnprocessableError extends AppError {
   constructor(code: ErrorCode, message: string, details?: Record<string, unknown>) {
-    super({ code, status: 422, message, details: details ?? null });
+    super({ code, kind: 'unprocessable', message, details: details ?? null });
   }
 }
 
@@ -61,7 +71,7 @@ export class DamagedDataError extends AppError {
     damage: Damage,
     readonly path: string,
   ) {
-    super({ code: 'data_damaged', status: 409, message: `Stored data is damaged: ${describeDamage(damage)}.`, details: { ...damage } });
+    super({ code: 'data_damaged', kind: 'conflict', message: `Stored data is damaged: ${describeDamage(damage)}.`, details: { ...damage } });
     this.damage = damage;
   }
 }
@@ -75,7 +85,7 @@ export class ConversationQuarantinedError extends AppError {
   constructor(id: string, damage: Damage) {
     super({
       code: 'conversation_quarantined',
-      status: 409,
+      kind: 'conflict',
       message: `Conversation ${id} is quarantined because its stored data is damaged (${describeDamage(damage)}); an operator must repair or delete it.`,
       details: { id, ...damage },
     });
@@ -85,6 +95,6 @@ export class ConversationQuarantinedError extends AppError {
 /** The data dir's filesystem is full (ENOSPC, EDQUOT): nothing was written; retry when space is freed. */
 export class StorageFullError extends AppError {
   constructor() {
-    super({ code: 'insufficient_storage', status: 507, message: 'The server is out of disk space: nothing was stored. Retry once space is freed.' });
+    super({ code: 'insufficient_storage', kind: 'storage_full', message: 'The server is out of disk space: nothing was stored. Retry once space is freed.' });
   }
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Usage } from '../core/schemas/usage.js';
 import { WebhookHeaders, WebhookPayload } from '../core/webhooks/callback-schemas.js';
 import { AgentEvent, ConversationStatus, EVENT_KINDS, EventKind, EventSource, MessageDelta, StreamClosedNotice, StreamOverflowNotice } from '../core/schemas/event.js';
 
@@ -64,7 +65,7 @@ function schemaId(schema: z.ZodType): string {
 /** JSON Schema (draft-07, the AsyncAPI schema format's base) for each named schema, with `$ref`s between them. */
 function componentSchemas(): Record<string, unknown> {
   const registry = z.registry<{ id: string }>();
-  const named = [...AgentEvent.options, AgentEvent, ConversationStatus, EventSource, EventKind, ...LOCAL_IDS.keys()];
+  const named = [...AgentEvent.options, AgentEvent, ConversationStatus, EventSource, EventKind, Usage, ...LOCAL_IDS.keys()];
   for (const schema of named) registry.add(schema, { id: schemaId(schema) });
   const { schemas } = z.toJSONSchema(registry, { target: 'draft-7', uri: (id) => `#/components/schemas/${id}` });
   if ('__shared' in schemas) throw new Error(`schemas without an id are shared: ${Object.keys((schemas.__shared as { definitions?: object }).definitions ?? {}).join(', ')}`);

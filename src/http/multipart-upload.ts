@@ -5,6 +5,7 @@
  */
 import type { FastifyRequest } from 'fastify';
 import { AppError, InvalidRequestError } from '../core/errors.js';
+import { HttpError } from './http-error.js';
 import type { FileEntry } from '../core/schemas/file-entry.js';
 import type { UploadBatch } from '../core/workspace/upload-batch.js';
 
@@ -16,7 +17,7 @@ export async function receiveUpload(options: { request: FastifyRequest; batch: U
       if (part.type !== 'file') continue;
       await batch.add({ name: part.filename, content: part.file });
       if (part.file.truncated) {
-        throw new AppError({
+        throw new HttpError({
           code: 'payload_too_large',
           status: 413,
           message: `${JSON.stringify(part.filename)} is larger than the upload limit of ${maxFileBytes} bytes; nothing was written.`,
@@ -34,7 +35,7 @@ export async function receiveUpload(options: { request: FastifyRequest; batch: U
 
 function startParts(request: FastifyRequest): AsyncIterableIterator<import('@fastify/multipart').Multipart> {
   if (!request.isMultipart()) {
-    throw new AppError({ code: 'unsupported_media_type', status: 415, message: 'Upload files as multipart/form-data.', details: null });
+    throw new HttpError({ code: 'unsupported_media_type', status: 415, message: 'Upload files as multipart/form-data.', details: null });
   }
   return request.parts({ preservePath: true }); // raw names: the resolver refuses '../x' instead of busboy silently reducing it to 'x'
 }

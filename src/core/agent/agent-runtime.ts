@@ -3,14 +3,15 @@ import { z } from 'zod';
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
 import { ConflictError, NotFoundError, StorageFullError, UnprocessableError } from '../errors.js';
 import type { ConversationRecord } from '../conversations/conversation-record.js';
-import type { ConversationRuntime, ConversationService } from '../conversations/conversation-service.js';
-import type { EventLog } from '../events/event-log.js';
+import type { ConversationRuntime } from '../conversations/conversation-service.js';
+import type { ConversationStore } from '../conversations/conversation-store.js';
 import type { EventRecorder } from '../events/event-recorder.js';
-import type { ConversationStatus } from '../schemas/event.js';
+import type { ConversationStatus, NewEvent } from '../schemas/event.js';
 import type { ShellFactory } from '../tools/shell-session.js';
 import type { ToolDefinition } from '../tools/tool.js';
-import { AgentSession } from './agent-session.js';
-import { LlmError, type LlmClient, type LlmRetry, type LlmToolSchema } from './llm.js';
+import type { AgentSession } from './agent-session.js';
+import type { AgentSessions } from './agent-sessions.js';
+import { LlmError, type LlmClient, type LlmRetry, type LlmToolSchema, type LlmUsage } from './llm.js';
 import type { Run, RunStore } from './run-record.js';
 import { executeRun, type RunOutcome } from './run-loop.js';
 import { buildSystemPrompt } from './system-prompt.js';
@@ -27,8 +28,10 @@ import type { McpRegistry } from '../mcp/mcp-registry.js';
 import type { RunCheckpoints } from '../checkpoints/checkpoint-service.js';
 
 export interface AgentRuntimeDeps {
-  conversations: ConversationService;
-  log: EventLog;
+  /** The records: read, and changed through the store's transitions. */
+  conversations: ConversationStore;
+  /** The sessions, whose history the recorder's history-fold reader keeps. */
+  sessions: AgentSessions;
   recorder: EventRecorder;
   runs: RunStore;
   llm: LlmClient;
@@ -52,14 +55,22 @@ export interface AgentRuntimeDeps {
 
 /** Runs the agent for every conversation: one run at a time each, owned by a lock with an AbortController. */
 export class AgentRuntime implements ConversationRuntime {
-  private readonly sessions = new Map<string, AgentSession>();
-  /** Sessions whose history is being folded in from the log. */
-  private readonly loading = new Map<string, Promise<AgentSession>>();
   private readonly toolsByName: ReadonlyMap<string, ToolDefinition>;
 
   constructor(private readonly deps: AgentRuntimeDeps) {
     this.toolsByName = new Map(deps.tools.map((tool) => [tool.name, tool]));
-    deps.recorder.onAppend(({ event }) => this.sessions.get(event.conversation_id)?.receive(event));
+  }
+
+  private get sessions(): AgentSessions {
+    return this.deps.sessions;
+  }
+
+  private session(conversationId: string): Promise<AgentSession> {
+    return this.deps.sessions.get(conversationId);
+  }
+
+  private append(conversationId: string, event: NewEvent) {
+    return this.deps.recorder.append(conversationId, event);
   }
 
   private get clock(): Clock {
@@ -74,7 +85,7 @@ export class AgentRuntime implements ConversationRuntime {
     return this.startRun(conversationId);
   }
 
-  /** Start a run (POST /run, a message, approve, reject). 409 while one is running. */
+  /** Start a run (POST /run, a message, approve, reject). A conflict while one is running. */
   async startRun(conversationId: string, options: { approved?: boolean } = {}): Promise<string> {
     const record = this.deps.conversations.record(conversationId);
     const session = await this.session(conversationId);
@@ -89,22 +100,21 @@ export class AgentRuntime implements ConversationRuntime {
     this.deps.runs.save(run);
     const before = { status: record.status, pending_actions: record.pending_actions };
     const firstRun = !session.history.hasSystemPrompt;
-    // The lock is taken before anything is awaited: a second start now gets 409, and a pause waits for this run.
+    // The lock is taken before anything is awaited: a second start now gets a conflict, and a pause waits for this run.
     const controller = new AbortController();
     let settled!: () => void;
     const active: NonNullable<AgentSession['active']> = { run, controller, stopAs: null, done: new Promise<void>((resolve) => (settled = resolve)) };
     session.active = active;
     try {
-      record.pending_actions = [];
+      this.deps.conversations.setPendingActions(conversationId, []);
       await this.setStatus(record, 'running', { runId: run.id });
       await this.recordSystemPrompt(record, session);
     } catch (error) {
       // The run could not start (e.g. the disk is full): the conversation stays as it was.
       session.active = null;
       settled();
-      Object.assign(record, before, { current_run_id: null });
       try {
-        this.deps.conversations.save(record);
+        this.deps.conversations.restore(conversationId, before);
         this.deps.runs.save({ ...run, status: 'failed', ended_at: isoTimestamp(this.clock.now()), outcome: 'error', error: { code: (error as { code?: string }).code ?? 'internal_error', message: 'The run could not start.' } });
       } catch {
         // still failing: a restart finds the run running and pauses it
@@ -117,7 +127,7 @@ export class AgentRuntime implements ConversationRuntime {
 
   /** Whether a run of the conversation is in progress. */
   isRunning(conversationId: string): boolean {
-    return Boolean(this.sessions.get(conversationId)?.active);
+    return Boolean(this.sessions.peek(conversationId)?.active);
   }
 
   /** A rewind changed the conversation's history: fold it again now (so a failure shows at once). */
@@ -128,7 +138,7 @@ export class AgentRuntime implements ConversationRuntime {
   /** Stop the run at the next safe point (interrupting a running tool). No-op when nothing runs. */
   async pause(conversationId: string, stopAs: 'paused' | 'canceled' | 'deleted' | 'shutdown' = 'paused'): Promise<void> {
     this.deps.conversations.record(conversationId);
-    const active = this.sessions.get(conversationId)?.active;
+    const active = this.sessions.peek(conversationId)?.active;
     if (!active) return;
     active.stopAs = stopAs;
     active.controller.abort(new Error(stopAs));
@@ -137,7 +147,7 @@ export class AgentRuntime implements ConversationRuntime {
 
   async cancelRun(conversationId: string, runId: string): Promise<Run> {
     const run = this.getRun(conversationId, runId);
-    const active = this.sessions.get(conversationId)?.active;
+    const active = this.sessions.peek(conversationId)?.active;
     if (!active || active.run.id !== runId) throw new ConflictError('run_not_active', `Run ${runId} is not in progress (it is ${run.status}).`, { status: run.status });
     await this.pause(conversationId, 'canceled');
     return this.getRun(conversationId, runId);
@@ -157,17 +167,16 @@ export class AgentRuntime implements ConversationRuntime {
       throw new ConflictError('no_pending_actions', 'No actions are waiting for confirmation.');
     }
     for (const action of record.pending_actions) {
-      await this.deps.conversations.append(conversationId, { kind: 'rejection', source: 'user', tool_call_id: action.tool_call_id, tool_name: action.tool_name, reason: reason ?? '' });
+      await this.append(conversationId, { kind: 'rejection', source: 'user', tool_call_id: action.tool_call_id, tool_name: action.tool_name, reason: reason ?? '' });
     }
-    record.pending_actions = [];
+    this.deps.conversations.setPendingActions(conversationId, []);
     await this.setStatus(record, 'idle', { reason: 'actions rejected' });
     return this.startRun(conversationId);
   }
 
   setConfirmationMode(conversationId: string, enabled: boolean): void {
-    const record = this.deps.conversations.record(conversationId);
-    record.confirmation_mode = enabled;
-    this.deps.conversations.save(record);
+    this.deps.conversations.record(conversationId);
+    this.deps.conversations.configure(conversationId, { confirmation_mode: enabled });
   }
 
   listRuns(conversationId: string): Run[] {
@@ -190,14 +199,8 @@ export class AgentRuntime implements ConversationRuntime {
     return run;
   }
 
-  /** Secrets changed: a live shell gets them before its next command. */
-  async updateShellEnv(conversationId: string, change: { set: Record<string, string>; unset: string[] }): Promise<void> {
-    const shell = this.sessions.get(conversationId)?.liveShell;
-    if (shell) await shell.setEnv(change.set, change.unset);
-  }
-
   async beforeWorkdirChange(conversationId: string): Promise<void> {
-    const session = this.sessions.get(conversationId);
+    const session = this.sessions.peek(conversationId);
     if (session?.active) throw new ConflictError('run_in_progress', 'The workdir cannot change while a run is in progress; pause it first.', { run_id: session.active.run.id });
     await session?.closeShell();
     await this.deps.mcp?.close(conversationId);
@@ -205,17 +208,15 @@ export class AgentRuntime implements ConversationRuntime {
 
   async dispose(conversationId: string): Promise<void> {
     await this.pause(conversationId, 'deleted');
-    const session = this.sessions.get(conversationId);
-    this.sessions.delete(conversationId);
-    await session?.closeShell();
+    await this.sessions.forget(conversationId)?.closeShell();
     await this.deps.mcp?.close(conversationId);
     this.deps.runs.drop(conversationId);
   }
 
   /** Shutdown: pause every run (recorded as events), then close every shell. */
   async stopAll(): Promise<void> {
-    await Promise.all([...this.sessions.values()].filter((s) => s.active).map((s) => this.pause(s.conversationId, 'shutdown')));
-    await Promise.all([...this.sessions.values()].map((s) => s.closeShell()));
+    await Promise.all(this.sessions.all().filter((s) => s.active).map((s) => this.pause(s.conversationId, 'shutdown')));
+    await Promise.all(this.sessions.all().map((s) => s.closeShell()));
     await this.deps.mcp?.closeAll();
   }
 
@@ -227,7 +228,7 @@ export class AgentRuntime implements ConversationRuntime {
       const session = await this.session(record.id);
       for (const callId of session.history.pendingCallIds) {
         if (record.pending_actions.some((action) => action.tool_call_id === callId)) continue;
-        await this.deps.conversations.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: this.toolNameOf(callId, session), content: 'Interrupted: the server restarted while this tool was running.', is_error: true, data: { interrupted: true }, run_id: record.current_run_id });
+        await this.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: this.toolNameOf(callId, session), content: 'Interrupted: the server restarted while this tool was running.', is_error: true, data: { interrupted: true }, run_id: record.current_run_id });
       }
       const now = isoTimestamp(this.clock.now());
       for (const run of runs) this.deps.runs.save({ ...run, status: 'paused', ended_at: now, outcome: 'server_restart' });
@@ -287,26 +288,19 @@ export class AgentRuntime implements ConversationRuntime {
           state: session.toolState,
           shell,
         },
-        append: async (event) => (await this.deps.conversations.append(record.id, event)).event,
+        append: async (event) => (await this.append(record.id, event)).event,
         delta: (text) => this.deps.recorder.delta({ kind: 'message_delta', conversation_id: record.id, run_id: run.id, content_delta: text }),
         onUsage: async (usage) => {
-          for (const target of [record.usage, run.usage]) {
-            target.prompt_tokens += usage.prompt_tokens;
-            target.completion_tokens += usage.completion_tokens;
-            target.cost += usage.cost;
-            target.cached_tokens = (target.cached_tokens ?? 0) + usage.cached_tokens;
-            target.reasoning_tokens = (target.reasoning_tokens ?? 0) + usage.reasoning_tokens;
-          }
-          await this.deps.conversations.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...record.usage }, run_id: run.id });
+          addUsage(run.usage, usage);
+          const totals = this.deps.conversations.addUsage(record.id, usage);
+          await this.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...totals }, run_id: run.id });
         },
         onLlmRetry: (retry) => this.deps.onLlmRetry?.(retry, { conversation_id: record.id, run_id: run.id }),
         onIteration: () => {
           run.iterations += 1;
           this.deps.runs.save(run);
         },
-        setPendingActions: (actions) => {
-          record.pending_actions = actions;
-        },
+        setPendingActions: (actions) => this.deps.conversations.setPendingActions(record.id, actions),
         approved,
         ...(checkpoints && { beforeTool: (call: { name: string; args: Record<string, unknown> }) => checkpoints.beforeTool(record, run.id, call) }),
       });
@@ -326,22 +320,14 @@ export class AgentRuntime implements ConversationRuntime {
       if (active.stopAs !== 'deleted') {
         const filesChanged = await this.deps.checkpoints?.atRunEnd(record, run.id);
         if (filesChanged) run.files_changed = filesChanged;
-        await settleRun({ outcome, active, record, session, clock: this.clock, append: (event) => this.deps.conversations.append(record.id, event), saveRun: (r) => this.deps.runs.save(r), setStatus: (status, opts) => this.setStatus(record, status, opts) });
+        await settleRun({ outcome, active, record, session, clock: this.clock, append: (event) => this.append(record.id, event), saveRun: (r) => this.deps.runs.save(r), setStatus: (status, opts) => this.setStatus(record, status, opts) });
       }
     } catch (error) {
       // Recording the end failed (e.g. the disk is full): the lock must still be released, and
       // the conversation must not look running. Its state on disk catches up with the next save
       // (a restart before that finds the run running and pauses it).
       this.deps.onError?.(error, { conversation_id: record.id, run_id: run.id, stage: 'settle' });
-      if (record.status === 'running') {
-        record.status = 'error';
-        record.current_run_id = null;
-        try {
-          this.deps.conversations.save(record);
-        } catch {
-          // still full
-        }
-      }
+      this.deps.conversations.failRunning(record.id);
     } finally {
       session.active = null;
     }
@@ -368,7 +354,7 @@ export class AgentRuntime implements ConversationRuntime {
       base: { conversation_id: record.id, run_id: runId, cwd: record.workdir },
       signal,
       // Hook events are recorded in call order (the log stores them in the call); a failed write is logged, never left unhandled.
-      append: (event) => void this.deps.conversations.append(record.id, event).catch((error: unknown) => this.deps.onError?.(error, { conversation_id: record.id, run_id: runId, stage: 'hook_event' })),
+      append: (event) => void this.append(record.id, event).catch((error: unknown) => this.deps.onError?.(error, { conversation_id: record.id, run_id: runId, stage: 'hook_event' })),
     });
     return new ToolGate({ policy, hooks, workdir: record.workdir });
   }
@@ -379,54 +365,12 @@ export class AgentRuntime implements ConversationRuntime {
     const content = buildSystemPrompt({ workdir: record.workdir, tools: tools.map((tool) => tool.name), secretNames: Object.keys(record.secrets), now: new Date(this.clock.now()) });
     const schemas = this.schemasOf(tools) as unknown as Record<string, unknown>[];
     if (session.history.hasSystemPromptOf(content, schemas)) return;
-    await this.deps.conversations.append(record.id, { kind: 'system_prompt', source: 'system', content, tools: schemas });
+    await this.append(record.id, { kind: 'system_prompt', source: 'system', content, tools: schemas });
   }
 
-  private async setStatus(record: ConversationRecord, status: ConversationStatus, options: { runId?: string | null; reason?: string } = {}): Promise<void> {
-    const before = { status: record.status, current_run_id: record.current_run_id };
-    record.status = status;
-    record.current_run_id = status === 'running' ? (options.runId ?? null) : null;
-    try {
-      this.deps.conversations.save(record);
-    } catch (error) {
-      Object.assign(record, before);
-      throw error;
-    }
-    await this.deps.conversations.append(record.id, { kind: 'state_update', source: 'system', status, run_id: options.runId ?? null, reason: options.reason ?? null });
-  }
-
-  /** The conversation's session, its history folded in from the log on first use. */
-  private async session(conversationId: string): Promise<AgentSession> {
-    const loading = this.loading.get(conversationId);
-    if (loading) return loading;
-    const known = this.sessions.get(conversationId);
-    if (known?.stale && !known.active) {
-      // A rewind changed the history: folded again once, before anything reads it.
-      const reloaded = known.reload(this.deps.log).then(() => known);
-      this.loading.set(conversationId, reloaded);
-      try {
-        return await reloaded;
-      } finally {
-        this.loading.delete(conversationId);
-      }
-    }
-    if (known) return known;
-    const session = new AgentSession(conversationId);
-    // Known at once, so events appended during the fold reach it (held until the fold is done).
-    this.sessions.set(conversationId, session);
-    const loaded = session.load(this.deps.log).then(
-      () => session,
-      (error: unknown) => {
-        if (this.sessions.get(conversationId) === session) this.sessions.delete(conversationId);
-        throw error;
-      },
-    );
-    this.loading.set(conversationId, loaded);
-    try {
-      return await loaded;
-    } finally {
-      this.loading.delete(conversationId);
-    }
+  private async setStatus(record: Readonly<ConversationRecord>, status: ConversationStatus, options: { runId?: string | null; reason?: string } = {}): Promise<void> {
+    this.deps.conversations.setStatus(record.id, status, options.runId ?? null);
+    await this.append(record.id, { kind: 'state_update', source: 'system', status, run_id: options.runId ?? null, reason: options.reason ?? null });
   }
 
   private enabledTools(record: ConversationRecord): ToolDefinition[] {
@@ -443,4 +387,12 @@ export class AgentRuntime implements ConversationRuntime {
   private toolNameOf(callId: string, session: AgentSession): string {
     return session.history.toolNameOf(callId) ?? 'unknown';
   }
+}
+
+function addUsage(target: Run['usage'], usage: LlmUsage): void {
+  target.prompt_tokens += usage.prompt_tokens;
+  target.completion_tokens += usage.completion_tokens;
+  target.cost += usage.cost;
+  target.cached_tokens = (target.cached_tokens ?? 0) + usage.cached_tokens;
+  target.reasoning_tokens = (target.reasoning_tokens ?? 0) + usage.reasoning_tokens;
 }

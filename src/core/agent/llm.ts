@@ -24,15 +24,9 @@ export interface LlmToolSchema {
   parameters: Record<string, unknown>;
 }
 
-export interface LlmUsage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  cost: number;
-  /** Prompt tokens served from the provider's cache (included in prompt_tokens). */
-  cached_tokens: number;
-  /** Completion tokens spent on reasoning (included in completion_tokens). */
-  reasoning_tokens: number;
-}
+/** Prompt tokens served from the provider's cache and completion tokens spent reasoning are parts of the first two counts. */
+import type { LlmUsage } from '../schemas/usage.js';
+export type { LlmUsage };
 
 export interface LlmResponse {
   content: string | null;

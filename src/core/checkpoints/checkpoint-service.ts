@@ -3,7 +3,8 @@ import { isoTimestamp, systemClock, type Clock } from '../clock.js';
 import { ConflictError, NotFoundError, UnprocessableError } from '../errors.js';
 import { decodePageId, encodePageId, type Page } from '../pagination.js';
 import type { ConversationRecord } from '../conversations/conversation-record.js';
-import type { ConversationService } from '../conversations/conversation-service.js';
+import type { ConversationStore } from '../conversations/conversation-store.js';
+import type { EventRecorder } from '../events/event-recorder.js';
 import type { EventLog } from '../events/event-log.js';
 import type { EventOf } from '../schemas/event.js';
 import type { Checkpoint, CheckpointRecord, CheckpointTrigger, FileChange, RewindBody } from './checkpoint-schemas.js';
@@ -17,8 +18,10 @@ const FILE_EDITOR_WRITES = new Set(['create', 'str_replace', 'insert', 'undo_edi
 const isIndexCursor = (value: unknown): value is { i: number } => typeof value === 'object' && value !== null && Number.isInteger((value as { i: number }).i);
 
 export interface CheckpointServiceDeps {
-  conversations: ConversationService;
+  conversations: ConversationStore;
   log: EventLog;
+  /** Appends (masked, read by the history fold) the `rewind` events. */
+  recorder: EventRecorder;
   store: CheckpointStore;
   shadow: ShadowRepository;
   intents: IntentStore;
@@ -35,10 +38,10 @@ export interface CheckpointServiceDeps {
 
 /** What the agent runtime asks of checkpoints: before a run, before a file-changing tool call, after a run. */
 export interface RunCheckpoints {
-  atRunStart(record: ConversationRecord, runId: string): Promise<void>;
-  beforeTool(record: ConversationRecord, runId: string, call: { name: string; args: Record<string, unknown>; seq?: number | undefined }): Promise<void>;
+  atRunStart(record: Readonly<ConversationRecord>, runId: string): Promise<void>;
+  beforeTool(record: Readonly<ConversationRecord>, runId: string, call: { name: string; args: Record<string, unknown>; seq?: number | undefined }): Promise<void>;
   /** The files the run changed (null when it has no start checkpoint). */
-  atRunEnd(record: ConversationRecord, runId: string): Promise<string[] | null>;
+  atRunEnd(record: Readonly<ConversationRecord>, runId: string): Promise<string[] | null>;
 }
 
 interface RewindIntent {
@@ -77,21 +80,21 @@ export class CheckpointService implements RunCheckpoints {
     return available.ok ? null : available.reason;
   }
 
-  async atRunStart(record: ConversationRecord, runId: string): Promise<void> {
+  async atRunStart(record: Readonly<ConversationRecord>, runId: string): Promise<void> {
     // Known at once: the run's first tool call waits for it.
     const taken = this.quietly(record, async () => this.take(record, { seq: (await this.deps.log.lastSeq(record.id)) + 1, runId, trigger: 'run_start' }));
     this.runStarts.set(runId, taken);
     await taken;
   }
 
-  async beforeTool(record: ConversationRecord, runId: string, call: { name: string; args: Record<string, unknown>; seq?: number | undefined }): Promise<void> {
+  async beforeTool(record: Readonly<ConversationRecord>, runId: string, call: { name: string; args: Record<string, unknown>; seq?: number | undefined }): Promise<void> {
     if (!changesFiles(call.name, call.args)) return;
     await this.runStarts.get(runId);
     const seq = call.seq ?? (await this.deps.log.lastSeq(record.id)) + 1;
     await this.quietly(record, () => this.take(record, { seq, runId, trigger: 'tool' }));
   }
 
-  async atRunEnd(record: ConversationRecord, runId: string): Promise<string[] | null> {
+  async atRunEnd(record: Readonly<ConversationRecord>, runId: string): Promise<string[] | null> {
     const start = await (this.runStarts.get(runId) ?? Promise.resolve(null));
     this.runStarts.delete(runId);
     if (!start) return null;
@@ -158,7 +161,7 @@ export class CheckpointService implements RunCheckpoints {
    * The tree of the workdir as of just after event `atSeq`: the first checkpoint taken after it
    * (every file-changing step takes one first), or the workdir now when none was.
    */
-  async treeAfter(record: ConversationRecord, atSeq: number): Promise<{ tree: string; checkpointId: string; gitDir: string }> {
+  async treeAfter(record: Readonly<ConversationRecord>, atSeq: number): Promise<{ tree: string; checkpointId: string; gitDir: string }> {
     await this.requireAvailable();
     let found = this.deps.store.list(record.id).find((checkpoint) => checkpoint.seq > atSeq);
     if (!found) found = await this.take(record, { seq: (await this.deps.log.lastSeq(record.id)) + 1, runId: null, trigger: 'fork' });
@@ -190,10 +193,10 @@ export class CheckpointService implements RunCheckpoints {
     }
   }
 
-  private async complete(record: ConversationRecord, intent: RewindIntent, fromTree: string): Promise<EventOf<'rewind'>> {
+  private async complete(record: Readonly<ConversationRecord>, intent: RewindIntent, fromTree: string): Promise<EventOf<'rewind'>> {
     if (intent.files) await this.queue.run(record.id, () => this.deps.shadow.restore(this.target(record), fromTree, intent.to_tree));
     await this.deps.pausePoint?.('rewind_before_event');
-    const { event } = await this.deps.conversations.append(record.id, {
+    const { event } = await this.deps.recorder.append(record.id, {
       kind: 'rewind',
       source: 'user',
       checkpoint_id: intent.checkpoint_id,
@@ -207,7 +210,7 @@ export class CheckpointService implements RunCheckpoints {
   }
 
   /** Take a checkpoint now: the workdir's tree, what changed since the previous one, a record. */
-  private take(record: ConversationRecord, options: { seq: number; runId: string | null; trigger: CheckpointTrigger }): Promise<CheckpointRecord> {
+  private take(record: Readonly<ConversationRecord>, options: { seq: number; runId: string | null; trigger: CheckpointTrigger }): Promise<CheckpointRecord> {
     const target = this.target(record);
     return this.queue.run(record.id, async () => {
       const previous = this.deps.store.list(record.id).at(-1);
@@ -231,7 +234,7 @@ export class CheckpointService implements RunCheckpoints {
   }
 
   /** A checkpoint of the agent's own steps never stops the run: a failure is logged and skipped. */
-  private async quietly<T>(record: ConversationRecord, work: () => Promise<T>): Promise<T | null> {
+  private async quietly<T>(record: Readonly<ConversationRecord>, work: () => Promise<T>): Promise<T | null> {
     if ((await this.unavailable()) !== null) return null;
     try {
       return await work();
@@ -246,7 +249,7 @@ export class CheckpointService implements RunCheckpoints {
     if (reason !== null) throw new UnprocessableError('checkpoints_unavailable', `Checkpoints are not available: ${reason}.`);
   }
 
-  private target(record: ConversationRecord): ShadowTarget {
+  private target(record: Readonly<ConversationRecord>): ShadowTarget {
     return { gitDir: this.deps.store.gitDirOf(record.id), workdir: record.workdir };
   }
 }

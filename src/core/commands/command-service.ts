@@ -1,4 +1,4 @@
-import type { ConversationService } from '../conversations/conversation-service.js';
+import type { ConversationStore } from '../conversations/conversation-store.js';
 import type { SecretService } from '../secrets/secret-service.js';
 import { resolveInWorkdir } from '../workspace/pin-path.js';
 import type { CommandResult, CommandRunner, RunCommandBody } from './command-runner.js';
@@ -9,7 +9,7 @@ import type { CommandResult, CommandRunner, RunCommandBody } from './command-run
  */
 export class CommandService {
   constructor(
-    private readonly deps: { conversations: ConversationService; secrets: SecretService; runner: CommandRunner },
+    private readonly deps: { conversations: ConversationStore; secrets: SecretService; runner: CommandRunner },
   ) {}
 
   async run(conversationId: string, body: RunCommandBody): Promise<CommandResult> {

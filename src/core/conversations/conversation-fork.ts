@@ -1,4 +1,3 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
@@ -11,6 +10,7 @@ import type { AgentEvent, NewEvent } from '../schemas/event.js';
 import type { Conversation } from '../schemas/conversation.js';
 import type { ConversationRecord } from './conversation-record.js';
 import type { ConversationService } from './conversation-service.js';
+import type { ConversationStore } from './conversation-store.js';
 
 interface ForkIntent {
   kind: 'fork';
@@ -33,6 +33,7 @@ export class ConversationForks {
   constructor(
     private readonly deps: {
       conversations: ConversationService;
+      store: ConversationStore;
       log: EventLog;
       checkpoints: CheckpointService;
       intents: IntentStore;
@@ -42,7 +43,7 @@ export class ConversationForks {
   ) {}
 
   async fork(parentId: string, body: ForkBody): Promise<Conversation> {
-    const parent = this.deps.conversations.record(parentId);
+    const parent = this.deps.store.record(parentId);
     const last = await this.deps.log.lastSeq(parentId);
     const atSeq = body.at_seq ?? last;
     if (atSeq > last) throw new UnprocessableError('invalid_at_seq', `at_seq ${atSeq} is past the conversation's last event (seq ${last}).`, { at_seq: atSeq, last_seq: last });
@@ -53,8 +54,8 @@ export class ConversationForks {
     this.deps.intents.write(`fork-${id}`, { ...intent });
     try {
       if (source && workdir) {
-        fs.mkdirSync(workdir, { recursive: true });
-        await this.deps.checkpoints.exportTree(source.gitDir, source.tree, workdir);
+        const prepared = this.deps.conversations.workdirs.prepare(workdir, { isDefault: true });
+        await this.deps.checkpoints.exportTree(source.gitDir, source.tree, prepared.workdir);
       }
       await this.copyEvents(parentId, id, atSeq);
       await this.deps.log.append(id, { kind: 'fork', source: 'system', parent_conversation_id: parentId, at_seq: atSeq, copy_workdir: Boolean(source), checkpoint_id: source?.checkpointId ?? null });
@@ -74,14 +75,14 @@ export class ConversationForks {
     // A conversation the fork wrote no record for was removed with its directory at load.
     for (const { id, intent } of this.deps.intents.list().filter(({ intent }) => intent.kind === "fork")) {
       const fork = intent as unknown as ForkIntent;
-      if (!this.deps.conversations.has(fork.conversation_id)) await this.undo(fork);
+      if (!this.deps.store.has(fork.conversation_id)) await this.undo(fork);
       this.deps.intents.remove(id);
     }
   }
 
   private async undo(intent: ForkIntent): Promise<void> {
     await this.deps.log.drop(intent.conversation_id);
-    if (intent.workdir) fs.rmSync(intent.workdir, { recursive: true, force: true });
+    if (intent.workdir) this.deps.conversations.workdirs.remove(intent.workdir);
   }
 
   private async copyEvents(fromId: string, toId: string, atSeq: number): Promise<void> {
@@ -98,7 +99,7 @@ export class ConversationForks {
     }
   }
 
-  private recordOf(parent: ConversationRecord, options: { id: string; workdir: string | null; title: string | null | undefined; copySecrets: boolean }): ConversationRecord {
+  private recordOf(parent: Readonly<ConversationRecord>, options: { id: string; workdir: string | null; title: string | null | undefined; copySecrets: boolean }): ConversationRecord {
     const now = isoTimestamp((this.deps.clock ?? systemClock).now());
     return {
       ...structuredClone({ ...parent, secrets: {}, retired_secrets: [] }),

@@ -1,49 +1,43 @@
-import type { ConversationStatus } from '../schemas/event.js';
-import type { PendingAction, SandboxSettings, Usage } from '../schemas/conversation.js';
-import type { LlmConfig } from '../schemas/llm-config.js';
-import type { Hooks, Permissions, SettingSources } from '../schemas/tool-control.js';
-import type { McpServers } from '../schemas/mcp-servers.js';
-import type { Damage, DamagedDataError } from '../errors.js';
+import { z } from 'zod';
+import { Conversation, Quarantine, SandboxSettings } from '../schemas/conversation.js';
+import { StoredLlmConfig } from '../schemas/llm-config.js';
+import { Hooks, Permissions, SettingSources } from '../schemas/tool-control.js';
+import { McpServers } from '../schemas/mcp-servers.js';
+import type { DamagedDataError } from '../errors.js';
 
-/** What the server keeps about a conversation (events live in the event log). */
-export interface ConversationRecord {
-  id: string;
-  title: string | null;
-  status: ConversationStatus;
-  workdir: string;
+/**
+ * What the server keeps about a conversation (events live in the event log): the public
+ * Conversation less what is computed (event_count) or shown redacted, plus what never leaves
+ * the server. Stores parse what they read back with it; fields added after a record was
+ * written are optional here (absent in older records).
+ */
+export const ConversationRecord = Conversation.omit({ event_count: true, llm: true, sandbox: true, mcp_servers: true, permissions: true, hooks: true, setting_sources: true, quarantine: true }).extend({
   /** The server created the workdir, so `delete_workdir=true` may remove it. */
-  workdir_created: boolean;
-  llm: LlmConfig | null;
-  tools: string[];
-  max_iterations_per_run: number;
-  confirmation_mode: boolean;
-  pending_actions: PendingAction[];
-  current_run_id: string | null;
-  usage: Usage;
-  created_at: string;
-  updated_at: string;
-  metadata: Record<string, unknown>;
+  workdir_created: z.boolean(),
+  /** The key in plain text in memory only (sealed at rest). */
+  llm: StoredLlmConfig.nullable(),
   /** How the agent's processes are sandboxed (absent in records written before it existed: network on). */
-  sandbox?: SandboxSettings;
+  sandbox: SandboxSettings.optional(),
   /** MCP servers; env and header values are sealed at rest like secrets. */
-  mcp_servers?: McpServers;
+  mcp_servers: McpServers.optional(),
   /** Permission rules (absent in records written before they existed: none). */
-  permissions?: Permissions;
+  permissions: Permissions.optional(),
   /** Lifecycle hooks; http hook secrets are sealed at rest like secrets. */
-  hooks?: Hooks;
+  hooks: Hooks.optional(),
   /** Where project settings are read from (absent: `["project"]`). */
-  setting_sources?: SettingSources;
+  setting_sources: SettingSources.optional(),
   /** Secret values by name, in plain text in memory only; the repository encrypts them at rest. */
-  secrets: Record<string, string>;
+  secrets: z.record(z.string(), z.string()),
   /**
    * Values the conversation's secrets had before a PUT replaced them or a DELETE removed them,
    * as (name, value) pairs: they stay masked (a file or a log may still hold them). Encrypted at
    * rest like `secrets`; absent in records written before it existed.
    */
-  retired_secrets?: [string, string][];
+  retired_secrets: z.array(z.tuple([z.string(), z.string()])).optional(),
   /** In memory only: set when the conversation's stored data is damaged (it is then never written). */
-  quarantine?: Damage;
-}
+  quarantine: Quarantine.optional(),
+});
+export type ConversationRecord = z.infer<typeof ConversationRecord>;
 
 /** What loading found: the records, and the conversations whose record could not be read. */
 export interface LoadedConversations {

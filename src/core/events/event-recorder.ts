@@ -12,36 +12,41 @@ export interface DeltaMasker {
 }
 
 /**
+ * A reader of the log kept in this process: it sees every stored event once, in each
+ * conversation's seq order, right after the append that stored it. The readers are named and
+ * listed in one place (the composition root): the conversation summary, the LLM history fold,
+ * metrics. Readers that need no answer in the same tick (webhooks, SSE) subscribe to the log.
+ */
+export interface EventReader {
+  readonly name: string;
+  read(appended: AppendedEvent): void;
+}
+
+export interface EventRecorderDeps {
+  log: EventLog;
+  deltas: DeltaChannel;
+  /** Rewrites each event before it is stored (masks secret values); none: stored as given. */
+  mask?: EventMasker;
+  /** The masker of a conversation's streamed text; null for a conversation with nothing to mask. */
+  deltaMasker?: (conversationId: string) => DeltaMasker | null;
+  readers?: readonly EventReader[];
+}
+
+/**
  * The one way events come into being: mask, append to the durable log (seq assigned there, and
  * live subscribers reached by the log itself), then the readers kept in this process.
  * Streaming-only deltas are masked too, across pieces: what a delta masker holds back goes out
  * before the conversation's next event (the message or action that the text belongs to).
  */
 export class EventRecorder {
-  private readonly listeners = new Set<(appended: AppendedEvent) => void>();
-  private deltaMaskerFor: (conversationId: string) => DeltaMasker | null = () => null;
   /** Per conversation: the masker of the text streaming now, and its last delta. */
   private readonly streaming = new Map<string, { masker: DeltaMasker; last: MessageDelta }>();
 
-  constructor(
-    private readonly log: EventLog,
-    private readonly deltas: DeltaChannel,
-    private masker: EventMasker = (_id, event) => event,
-  ) {}
+  constructor(private readonly deps: EventRecorderDeps) {}
 
-  setMasker(masker: EventMasker): void {
-    this.masker = masker;
-  }
-
-  /** `factory` returns null for a conversation with nothing to mask. */
-  setDeltaMasker(factory: (conversationId: string) => DeltaMasker | null): void {
-    this.deltaMaskerFor = factory;
-  }
-
-  /** Called after every append (bookkeeping such as updated_at, metrics). */
-  onAppend(listener: (appended: AppendedEvent) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+  /** The in-process readers, in the order they read. */
+  get readers(): readonly EventReader[] {
+    return this.deps.readers ?? [];
   }
 
   /**
@@ -50,8 +55,8 @@ export class EventRecorder {
    */
   async append(conversationId: string, event: NewEvent): Promise<AppendedEvent> {
     this.flushDeltas(conversationId);
-    const appended = await this.log.append(conversationId, this.masker(conversationId, event));
-    for (const listener of this.listeners) listener(appended);
+    const appended = await this.deps.log.append(conversationId, this.deps.mask ? this.deps.mask(conversationId, event) : event);
+    for (const reader of this.readers) reader.read(appended);
     return appended;
   }
 
@@ -64,7 +69,7 @@ export class EventRecorder {
   delta(delta: MessageDelta): void {
     let stream = this.streaming.get(delta.conversation_id);
     if (!stream) {
-      const masker = this.deltaMaskerFor(delta.conversation_id);
+      const masker = this.deps.deltaMasker?.(delta.conversation_id) ?? null;
       if (!masker) return this.publishDelta(delta);
       stream = { masker, last: delta };
       this.streaming.set(delta.conversation_id, stream);
@@ -81,6 +86,6 @@ export class EventRecorder {
   }
 
   private publishDelta(delta: MessageDelta): void {
-    if (delta.content_delta !== '') this.deltas.publish(delta);
+    if (delta.content_delta !== '') this.deps.deltas.publish(delta);
   }
 }

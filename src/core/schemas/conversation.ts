@@ -1,20 +1,12 @@
 import { z } from 'zod';
+import { Usage } from './usage.js';
 import { Timestamp } from './common.js';
 import { ConversationStatus } from './event.js';
 import { LlmConfigInput, LlmConfigPublic } from './llm-config.js';
 import { Hooks, Permissions, SettingSources } from './tool-control.js';
 import { McpServers } from './mcp-servers.js';
 
-export const Usage = z
-  .object({
-    prompt_tokens: z.int().min(0),
-    completion_tokens: z.int().min(0),
-    cost: z.number().min(0),
-    cached_tokens: z.int().min(0).optional().describe('Prompt tokens the provider read from its cache (part of prompt_tokens).'),
-    reasoning_tokens: z.int().min(0).optional().describe('Completion tokens spent reasoning (part of completion_tokens).'),
-  })
-  .meta({ id: 'Usage' });
-export type Usage = z.infer<typeof Usage>;
+export { LlmUsage, Usage } from './usage.js';
 
 export const PendingAction = z
   .object({

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Timestamp } from './common.js';
+import { Usage } from './usage.js';
 
 export const EventSource = z.enum(['user', 'agent', 'environment', 'system']).meta({ id: 'EventSource' });
 export type EventSource = z.infer<typeof EventSource>;
@@ -99,18 +100,9 @@ export const eventBodies = {
   usage: z.object({
     kind: z.literal('usage'),
     source: z.literal('system'),
-    prompt_tokens: z.int().min(0),
-    completion_tokens: z.int().min(0),
-    cost: z.number().min(0).describe("The provider's figure when it reports one (OpenRouter), else computed from the per-token prices."),
-    cached_tokens: z.int().min(0).optional().describe('Prompt tokens read from the provider\'s cache (part of prompt_tokens).'),
-    reasoning_tokens: z.int().min(0).optional().describe('Completion tokens spent reasoning (part of completion_tokens).'),
-    totals: z.object({
-      prompt_tokens: z.int().min(0),
-      completion_tokens: z.int().min(0),
-      cost: z.number().min(0),
-      cached_tokens: z.int().min(0).optional(),
-      reasoning_tokens: z.int().min(0).optional(),
-    }),
+    ...Usage.shape,
+    cost: Usage.shape.cost.describe("The provider's figure when it reports one (OpenRouter), else computed from the per-token prices."),
+    totals: Usage,
     run_id: z.uuid().nullable().optional(),
   }),
   condensation: z.object({

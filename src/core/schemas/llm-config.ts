@@ -81,7 +81,17 @@ export const LlmConfigPublic = z
 export type LlmConfigPublic = z.infer<typeof LlmConfigPublic>;
 
 /** What the server keeps: every field present (null when unset), the key in plain text in memory only. */
-export type LlmConfig = Omit<LlmConfigPublic, 'api_key'> & { api_key: string | null };
+export const LlmConfig = LlmConfigPublic.extend({ api_key: z.string().nullable() });
+export type LlmConfig = z.infer<typeof LlmConfig>;
+
+/**
+ * An LlmConfig as stored: fields added since it was written are missing there and read as null
+ * (unset); anything else must have its type.
+ */
+export const StoredLlmConfig = LlmConfig.partial()
+  .extend({ model: z.string() })
+  .transform((stored): LlmConfig => ({ ...UNSET_LLM_FIELDS, ...stored, api_key: stored.api_key ?? null }));
+const UNSET_LLM_FIELDS = Object.fromEntries(Object.keys(LlmConfigPublic.shape).map((key) => [key, null])) as Omit<LlmConfig, 'model'>;
 
 export function normalizeLlmConfig(input: LlmConfigInput): LlmConfig {
   return {

@@ -1,6 +1,6 @@
 import { NotFoundError } from '../errors.js';
 import type { ConversationRecord } from '../conversations/conversation-record.js';
-import type { ConversationService } from '../conversations/conversation-service.js';
+import type { ConversationStore } from '../conversations/conversation-store.js';
 import type { NewEvent } from '../schemas/event.js';
 import { gitCredentialEnv } from './git-credentials.js';
 import { SecretMasker } from './secret-masker.js';
@@ -15,12 +15,12 @@ export type SecretsChanged = (conversationId: string, change: { set: Record<stri
  */
 export class SecretService {
   private readonly maskers = new Map<string, SecretMasker>();
-  private onChange: SecretsChanged | null = null;
+  private readonly conversations: ConversationStore;
+  private readonly onChange: SecretsChanged | null;
 
-  constructor(private readonly conversations: ConversationService) {}
-
-  setChangeListener(listener: SecretsChanged): void {
-    this.onChange = listener;
+  constructor(deps: { conversations: ConversationStore; onChange?: SecretsChanged }) {
+    this.conversations = deps.conversations;
+    this.onChange = deps.onChange ?? null;
   }
 
   names(conversationId: string): string[] {
@@ -29,11 +29,11 @@ export class SecretService {
 
   async put(conversationId: string, secrets: Record<string, string>): Promise<string[]> {
     const record = this.conversations.record(conversationId);
+    let retired = record.retired_secrets;
     for (const [name, value] of Object.entries(secrets)) {
-      if (Object.hasOwn(record.secrets, name) && record.secrets[name] !== value) retire(record, name, record.secrets[name]!);
+      if (Object.hasOwn(record.secrets, name) && record.secrets[name] !== value) retired = retire(retired, name, record.secrets[name]!);
     }
-    record.secrets = { ...record.secrets, ...secrets };
-    this.conversations.save(record);
+    this.conversations.setSecrets(conversationId, { secrets: { ...record.secrets, ...secrets }, retired_secrets: retired });
     this.forget(conversationId);
     await this.onChange?.(conversationId, { set: this.environment(record), unset: [] });
     return this.names(conversationId);
@@ -44,16 +44,14 @@ export class SecretService {
     if (!Object.hasOwn(record.secrets, name)) throw new NotFoundError('secret', name);
     const before = Object.keys(this.environment(record));
     const { [name]: removed, ...rest } = record.secrets;
-    retire(record, name, removed!);
-    record.secrets = rest;
-    this.conversations.save(record);
+    this.conversations.setSecrets(conversationId, { secrets: rest, retired_secrets: retire(record.retired_secrets, name, removed!) });
     this.forget(conversationId);
     const after = this.environment(record);
     await this.onChange?.(conversationId, { set: after, unset: before.filter((key) => !(key in after)) });
   }
 
   /** What the conversation's shell and commands get: the secrets, plus git credential config. */
-  environment(record: ConversationRecord): Record<string, string> {
+  environment(record: Readonly<ConversationRecord>): Record<string, string> {
     return { ...record.secrets, ...gitCredentialEnv(Object.keys(record.secrets)) };
   }
 
@@ -107,13 +105,13 @@ export class SecretService {
 const MAX_RETIRED_SECRETS = 100;
 
 /** Keeps a value the conversation no longer holds masked: it may still be in files, logs or a shell's history. */
-function retire(record: ConversationRecord, name: string, value: string): void {
-  const retired = (record.retired_secrets ?? []).filter(([, kept]) => kept !== value);
+function retire(before: readonly [string, string][] | undefined, name: string, value: string): [string, string][] {
+  const retired = (before ?? []).filter(([, kept]) => kept !== value);
   retired.push([name, value]);
-  record.retired_secrets = retired.slice(-MAX_RETIRED_SECRETS);
+  return retired.slice(-MAX_RETIRED_SECRETS);
 }
 
 /** Every value masked for a conversation: its secrets, and the values they had before. */
-function maskedPairs(record: ConversationRecord): [string, string][] {
+function maskedPairs(record: Readonly<ConversationRecord>): [string, string][] {
   return [...Object.entries(record.secrets), ...(record.retired_secrets ?? [])];
 }

@@ -3,7 +3,7 @@ import { AppError } from '../errors.js';
 /**
  * A path that is malformed or uses a form the server never accepts (NUL bytes, percent-encoded
  * separators or dots, backslashes, absolute paths where only relative ones are allowed...).
- * HTTP: 400 `invalid_path`.
+ * Kind `invalid`, code `invalid_path`.
  */
 export class InvalidPathError extends AppError {
   declare readonly code: 'invalid_path';
@@ -13,7 +13,7 @@ export class InvalidPathError extends AppError {
   constructor(userPath: string, reason: string) {
     super({
       code: 'invalid_path',
-      status: 400,
+      kind: 'invalid',
       message: `Invalid path ${JSON.stringify(truncateForMessage(userPath))}: ${reason}`,
       details: { path: truncateForMessage(userPath) },
     });

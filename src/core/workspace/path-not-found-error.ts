@@ -1,7 +1,7 @@
 import { AppError } from '../errors.js';
 import { truncateForMessage } from './invalid-path-error.js';
 
-/** The path is allowed but nothing exists there (asked with `mustExist`). HTTP: 404 `path_not_found`. */
+/** The path is allowed but nothing exists there (asked with `mustExist`). Kind `not_found`, code `path_not_found`. */
 export class PathNotFoundError extends AppError {
   declare readonly code: 'path_not_found';
   readonly userPath: string;
@@ -9,7 +9,7 @@ export class PathNotFoundError extends AppError {
   constructor(userPath: string, message?: string) {
     super({
       code: 'path_not_found',
-      status: 404,
+      kind: 'not_found',
       message: message ?? `No such file or directory: ${JSON.stringify(truncateForMessage(userPath))}`,
       details: { path: truncateForMessage(userPath) },
     });

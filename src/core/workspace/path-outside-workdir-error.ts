@@ -4,7 +4,7 @@ import { truncateForMessage } from './invalid-path-error.js';
 /**
  * A well-formed path that would land outside the conversation's workdir: `..` climbing above
  * the root, an absolute path elsewhere, or a symlink whose target leaves the workdir.
- * HTTP: 403 `path_outside_workdir`.
+ * Kind `forbidden`, code `path_outside_workdir`.
  */
 export class PathOutsideWorkdirError extends AppError {
   declare readonly code: 'path_outside_workdir';
@@ -13,7 +13,7 @@ export class PathOutsideWorkdirError extends AppError {
   constructor(userPath: string, reason = 'it resolves outside the workdir') {
     super({
       code: 'path_outside_workdir',
-      status: 403,
+      kind: 'forbidden',
       message: `Path ${JSON.stringify(truncateForMessage(userPath))} is not allowed: ${reason}`,
       details: { path: truncateForMessage(userPath) },
     });

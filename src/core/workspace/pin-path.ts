@@ -205,7 +205,7 @@ async function walk(options: { root: string; segments: string[]; userPath: strin
         continue;
       }
       if (isLast) return done(top, step.name);
-      // A file on the way: nothing below it exists; creating there fails with ENOTDIR (409).
+      // A file on the way: nothing below it exists; creating there fails with ENOTDIR (a conflict).
       if (options.options.mustExist || queue.some((next) => next.fromLink)) throw new PathNotFoundError(userPath);
       const missing = [step.name, ...queue.map((next) => next.name)];
       return done(top, missing[missing.length - 1] as string, missing);

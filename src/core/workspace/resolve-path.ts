@@ -2,12 +2,12 @@
  * The syntax half of THE path resolver of the server: every user- or model-supplied path (HTTP
  * file routes, upload names, command `cwd`, the agent's file tools) goes through `pinInWorkdir`
  * (pin-path.ts) before any filesystem call, which starts here. Its typed errors:
- *  - InvalidPathError (`invalid_path`, 400): malformed or suspicious forms (NUL and control
+ *  - InvalidPathError (`invalid_path`): malformed or suspicious forms (NUL and control
  *    bytes, backslashes, percent-encoded dots/separators/percent signs/control bytes, Unicode
  *    look-alikes of `.` and `/`, `~`, drive letters, absolute paths unless allowed, symlink loops).
- *  - PathOutsideWorkdirError (`path_outside_workdir`, 403): `..` climbing above the root, an
+ *  - PathOutsideWorkdirError (`path_outside_workdir`): `..` climbing above the root, an
  *    absolute path elsewhere, a symlink (anywhere on the path, dangling or not) leaving the root.
- *  - PathNotFoundError (`path_not_found`, 404): only with `mustExist`.
+ *  - PathNotFoundError (`path_not_found`): only with `mustExist`.
  *
  * pin-path.ts walks the filesystem with every directory held open, so the check and the use
  * cannot be separated by a swapped symlink.
@@ -47,7 +47,7 @@ const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 /**
  * Syntax checks that need no filesystem: rejects hostile forms and drops `.` segments. A `..`
  * segment is never resolved textually (`sub/file/..` is not `sub`): climbing above the start is
- * path_outside_workdir (403), any other `..` is invalid_path (400).
+ * path_outside_workdir, any other `..` is invalid_path.
  */
 export function parseUserPath(userPath: string, options: { allowAbsolute?: boolean } = {}): ParsedUserPath {
   if (typeof userPath !== 'string') throw new InvalidPathError(String(userPath), 'a path must be a string');

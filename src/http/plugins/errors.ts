@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
 import { AppError, StorageFullError } from '../../core/errors.js';
+import { statusOf } from '../http-error.js';
 
 /** Fastify's own 4xx errors, as the contract's machine codes. */
 const FRAMEWORK_CODES: Record<string, string> = {
@@ -91,7 +92,7 @@ export function toErrorResponse(error: FastifyError | AppError, request: { conte
   // A write no store translated (e.g. into a workdir on the same full disk) is still a 507, not a 500.
   if (!(error instanceof AppError) && ['ENOSPC', 'EDQUOT'].includes((error as { code?: unknown }).code as string)) return toErrorResponse(new StorageFullError());
   if (error instanceof AppError) {
-    return { status: error.status, body: { error: error.code, message: error.message, details: error.details } };
+    return { status: statusOf(error), body: { error: error.code, message: error.message, details: error.details } };
   }
   if (hasZodFastifySchemaValidationErrors(error)) {
     const issues = error.validation.map((issue) => ({

@@ -36,7 +36,8 @@ export async function registerOpenApi(app: FastifyInstance, services: Services):
       security: [{ bearerAuth: [] }],
     },
     transform: jsonSchemaTransform,
-    transformObject: jsonSchemaTransformObject,
+    // Component schemas in name order: the document does not depend on the order modules were loaded in.
+    transformObject: (input) => sortComponentSchemas(jsonSchemaTransformObject(input)),
   });
   // The single executable carries Swagger UI's static files as assets: served from a private temp dir.
   const bundledUi = extractAssetGroup('swagger-ui');
@@ -45,4 +46,10 @@ export async function registerOpenApi(app: FastifyInstance, services: Services):
     uiConfig: { docExpansion: 'list', deepLinking: true },
     ...(bundledUi ? { baseDir: bundledUi, logo: { type: 'image/svg+xml', content: fs.readFileSync(path.join(bundledUi, 'logo.svg')) } } : {}),
   });
+}
+
+function sortComponentSchemas<T>(document: T): T {
+  const components = (document as { components?: { schemas?: Record<string, unknown> } }).components;
+  if (components?.schemas) components.schemas = Object.fromEntries(Object.entries(components.schemas).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  return document;
 }

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import fastifyMultipart from '@fastify/multipart';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
-import { AppError } from '../../core/errors.js';
+import { HttpError } from '../http-error.js';
 import { FileEntry } from '../../core/schemas/file-entry.js';
 import { parseRange } from '../byte-range.js';
 import { contentDisposition, contentTypeFor } from '../download-headers.js';
@@ -89,7 +89,7 @@ export function fileRoutes(services: Pick<Services, 'config' | 'files'>): Fastif
         if (range.kind === 'unsatisfiable') {
           await file.handle.close();
           reply.header('content-range', `bytes */${file.size}`);
-          throw new AppError({ code: 'range_not_satisfiable', status: 416, message: `The range is outside the file (${file.size} bytes).`, details: { size: file.size } });
+          throw new HttpError({ code: 'range_not_satisfiable', status: 416, message: `The range is outside the file (${file.size} bytes).`, details: { size: file.size } });
         }
         const { start, end } = range.kind === 'partial' ? range : { start: 0, end: file.size - 1 };
         reply

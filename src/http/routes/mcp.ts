@@ -3,7 +3,7 @@ import type { Services } from '../../compose.js';
 import { McpStatusList } from '../../core/schemas/mcp-servers.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function mcpRoutes(services: Services): FastifyPluginAsyncZod {
+export function mcpRoutes(services: Pick<Services, 'mcp' | 'store'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/conversations/:id/mcp',
@@ -16,7 +16,7 @@ export function mcpRoutes(services: Services): FastifyPluginAsyncZod {
           response: { 200: McpStatusList, ...errors(400, 404) },
         },
       },
-      async (request) => ({ servers: await services.mcp.status(services.conversations.record(request.params.id)) }),
+      async (request) => ({ servers: await services.mcp.status(services.store.record(request.params.id)) }),
     );
   };
 }

@@ -72,7 +72,7 @@ function drained(socket: FastifyReply['raw']): Promise<void> {
 
 const rawSerializer = (data: unknown) => (typeof data === 'string' ? data : JSON.stringify(data));
 
-export function streamRoutes(services: Pick<Services, 'conversations' | 'streams'>): FastifyPluginAsyncZod {
+export function streamRoutes(services: Pick<Services, 'store' | 'streams'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/conversations/:id/events/stream',
@@ -89,7 +89,7 @@ export function streamRoutes(services: Pick<Services, 'conversations' | 'streams
         },
       },
       async (request, reply) => {
-        services.conversations.record(request.params.id);
+        services.store.record(request.params.id);
         const afterCursor = startCursor(request.headers['last-event-id'] as string | undefined, request.query.after_seq);
         const stream = services.streams.openStream({ conversationId: request.params.id, afterCursor });
         await pipeStream(reply, stream, () => services.streams.release(stream));

@@ -1,0 +1,365 @@
+import { isoTimestamp, systemClock, type Clock } from '../clock.js';
+import { ConversationQuarantinedError, DamagedDataError, NotFoundError, type Damage } from '../errors.js';
+import { decodePageId, encodePageId, isKeyCursor, type Page } from '../pagination.js';
+import type { Conversation, LlmUsage, PendingAction, SandboxNetwork } from '../schemas/conversation.js';
+import type { ConversationStatus } from '../schemas/event.js';
+import { redactLlmConfig } from '../schemas/llm-config.js';
+import { publicHooks } from '../schemas/tool-control.js';
+import { publicMcpServers } from '../schemas/mcp-servers.js';
+import type { AppendedEvent, EventLog } from '../events/event-log.js';
+import type { EventReader } from '../events/event-recorder.js';
+import type { ConversationRecord, ConversationRepository } from './conversation-record.js';
+import { SortedIndex } from './sorted-index.js';
+import { placeholderRecord } from './placeholder-record.js';
+import type { ConversationSummary } from './summary-store.js';
+
+export interface ListConversationsQuery {
+  status?: ConversationStatus | undefined;
+  sort: 'created_at' | 'updated_at';
+  order: 'asc' | 'desc';
+  pageId?: string | undefined;
+  limit: number;
+}
+
+
+/** The config fields a client may change after creation (PUT /config), already checked. */
+export type ConfigChange = Partial<
+  Pick<ConversationRecord, 'llm' | 'workdir' | 'workdir_created' | 'max_iterations_per_run' | 'title' | 'mcp_servers' | 'permissions' | 'hooks' | 'setting_sources' | 'confirmation_mode'>
+>;
+
+/**
+ * The one owner of conversation records: they are held here, indexed for listing, persisted
+ * through the repository, and changed only through the named transitions below (`begin`,
+ * `setStatus`, `addUsage`, `configure`, ...). Others get records to read. The store is also the
+ * log reader that keeps each conversation's summary (`updated_at`, `event_count`).
+ */
+export class ConversationStore {
+  private readonly records = new Map<string, ConversationRecord>();
+  private readonly byCreated = new SortedIndex<ConversationRecord>((record) => record.created_at);
+  private readonly byUpdated = new SortedIndex<ConversationRecord>((record) => record.updated_at);
+  /** Per conversation: how many events its log holds (the seq of the last one). */
+  private readonly eventCounts = new Map<string, number>();
+  /** Bumped whenever a record is created, saved or deleted (caches derived from records check it). */
+  revision = 0;
+  private loaded = false;
+
+  constructor(
+    private readonly deps: {
+      repository: ConversationRepository;
+      log: EventLog;
+      clock?: Clock;
+      /** Whether conversations may use the host's network (`sandbox.network: "host"`). */
+      hostNetworkAllowed?: boolean;
+      /** Read a conversation's other stores at load (its runs): each throws DamagedDataError when damaged. */
+      integrityChecks?: readonly ((conversationId: string) => void)[];
+    },
+  ) {}
+
+  private get clock(): Clock {
+    return this.deps.clock ?? systemClock;
+  }
+
+  /** The summary reader: each stored event moves its conversation's `updated_at` and `event_count`. */
+  readonly summaryReader: EventReader = {
+    name: 'conversation summary',
+    read: ({ event }: AppendedEvent) => {
+      const record = this.records.get(event.conversation_id);
+      if (!record) return;
+      this.eventCounts.set(record.id, event.seq);
+      this.touch(record, event.timestamp);
+    },
+  };
+
+  /**
+   * Load every conversation. One whose stored data is damaged is quarantined, not fatal: it is
+   * listed with status `error` and the damage, refuses everything but reads of its summary and
+   * deletion, and its files are never written. Returns the quarantined ones.
+   *
+   * `summaries` (saved at the last clean shutdown) spare reading each conversation's log: only
+   * the conversations without one (after a crash: all of them) have their last event read.
+   */
+  async load(summaries: ReadonlyMap<string, ConversationSummary> | null = null): Promise<{ id: string; error: DamagedDataError }[]> {
+    const { records, damaged } = await this.deps.repository.loadAll();
+    const quarantined = [...damaged];
+    for (const record of records) {
+      try {
+        // Appends move updated_at in memory only (see touch): the summary, or else the last event in the log, says when the conversation last changed.
+        const summary = summaries?.get(record.id) ?? (await this.summaryFromLog(record.id));
+        if (summary.updated_at > record.updated_at) record.updated_at = summary.updated_at;
+        this.eventCounts.set(record.id, summary.event_count);
+        for (const check of this.deps.integrityChecks ?? []) check(record.id);
+      } catch (error) {
+        if (!(error instanceof DamagedDataError)) throw error;
+        quarantined.push({ id: record.id, error });
+        this.deps.log.quarantine(record.id, error);
+        record.quarantine = error.damage;
+        record.status = 'error';
+      }
+      this.index(record);
+    }
+    for (const { id, error } of damaged) {
+      this.deps.log.quarantine(id, error);
+      this.index(placeholderRecord({ id, damage: error.damage, now: isoTimestamp(this.clock.now()) }));
+    }
+    this.loaded = true;
+    return quarantined;
+  }
+
+  private async summaryFromLog(id: string): Promise<ConversationSummary> {
+    const [last] = await this.deps.log.read(id, { order: 'desc', limit: 1 });
+    return { updated_at: last?.event.timestamp ?? '', event_count: last?.event.seq ?? 0 };
+  }
+
+  /** What start-up needs of each conversation that is not quarantined, to be saved at shutdown. */
+  summaries(): Map<string, ConversationSummary> {
+    const out = new Map<string, ConversationSummary>();
+    for (const record of this.all()) out.set(record.id, { updated_at: record.updated_at, event_count: this.eventCounts.get(record.id) ?? 0 });
+    return out;
+  }
+
+  get isLoaded(): boolean {
+    return this.loaded;
+  }
+
+  // --- Reading --------------------------------------------------------------------------------
+
+  get(id: string): Conversation {
+    return this.toPublic(this.find(id));
+  }
+
+  /** The internal record, to read (for services of the same conversation: secrets, agent, files); refused while quarantined. */
+  record(id: string): Readonly<ConversationRecord> {
+    const record = this.find(id);
+    if (record.quarantine) throw new ConversationQuarantinedError(id, record.quarantine);
+    return record;
+  }
+
+  /** The record whatever its state, quarantined included (deletion). */
+  find(id: string): Readonly<ConversationRecord> {
+    const record = this.records.get(id);
+    if (!record) throw new NotFoundError('conversation', id);
+    return record;
+  }
+
+  has(id: string): boolean {
+    return this.records.has(id);
+  }
+
+  list(query: ListConversationsQuery): Page<Conversation> {
+    const index = query.sort === 'created_at' ? this.byCreated : this.byUpdated;
+    const cursor = query.pageId ? decodePageId(query.pageId, isKeyCursor) : undefined;
+    const filter = query.status ? (record: ConversationRecord) => record.status === query.status : undefined;
+    const { items, more } = index.page({ order: query.order, limit: query.limit, filter, ...(cursor ? { after: { key: cursor.k, id: cursor.i } } : {}) });
+    const last = items[items.length - 1];
+    return {
+      items: items.map((record) => this.toPublic(record)),
+      next_page_id: more && last ? encodePageId({ k: query.sort === 'created_at' ? last.created_at : last.updated_at, i: last.id }) : null,
+    };
+  }
+
+  count(status?: ConversationStatus): number {
+    if (!status) return this.records.size;
+    let n = 0;
+    for (const record of this.records.values()) if (record.status === status) n += 1;
+    return n;
+  }
+
+  countsByStatus(): Record<ConversationStatus, number> {
+    const counts: Record<ConversationStatus, number> = { idle: 0, running: 0, paused: 0, waiting_for_confirmation: 0, finished: 0, error: 0, stuck: 0 };
+    for (const record of this.records.values()) counts[record.status] += 1;
+    return counts;
+  }
+
+  /** Every conversation but the quarantined ones. */
+  *all(): IterableIterator<Readonly<ConversationRecord>> {
+    for (const record of this.records.values()) if (!record.quarantine) yield record;
+  }
+
+  /** Conversations quarantined because their stored data is damaged. */
+  quarantined(): { id: string; damage: Damage }[] {
+    const out: { id: string; damage: Damage }[] = [];
+    for (const record of this.records.values()) if (record.quarantine) out.push({ id: record.id, damage: record.quarantine });
+    return out;
+  }
+
+  /**
+   * The sandbox a conversation's processes get now: a conversation created with `host` while the
+   * operator allowed it falls back to `true` once the operator no longer does.
+   */
+  sandboxOf(record: Readonly<ConversationRecord>): { network: SandboxNetwork } {
+    const network = record.sandbox?.network ?? true;
+    return { network: network === 'host' && !(this.deps.hostNetworkAllowed ?? false) ? true : network };
+  }
+
+  toPublic(record: Readonly<ConversationRecord>): Conversation {
+    return {
+      id: record.id,
+      title: record.title,
+      status: record.status,
+      workdir: record.workdir,
+      llm: record.llm ? redactLlmConfig(record.llm) : null,
+      tools: record.tools,
+      max_iterations_per_run: record.max_iterations_per_run,
+      confirmation_mode: record.confirmation_mode,
+      pending_actions: record.pending_actions,
+      current_run_id: record.current_run_id,
+      event_count: record.quarantine ? 0 : (this.eventCounts.get(record.id) ?? 0),
+      usage: record.usage,
+      created_at: record.created_at,
+      updated_at: record.updated_at,
+      metadata: record.metadata,
+      sandbox: { network: record.sandbox?.network ?? true },
+      mcp_servers: publicMcpServers(record.mcp_servers),
+      permissions: record.permissions ?? {},
+      hooks: publicHooks(record.hooks),
+      setting_sources: record.setting_sources ?? ['project'],
+      quarantine: record.quarantine ?? null,
+    };
+  }
+
+  // --- Transitions: the only ways a record changes ------------------------------------------
+
+  /** A new conversation, indexed now and persisted by `persist` (after its first message is in the log). */
+  add(record: ConversationRecord): void {
+    this.index(record);
+  }
+
+  /** The first save of a record that was added (it keeps its created_at as updated_at). */
+  persist(id: string): void {
+    const record = this.mutable(id);
+    this.revision += 1;
+    this.deps.repository.save(record);
+  }
+
+  /** A conversation whose events were written before its record (a fork): saved (the moment it exists), indexed, with its event count. */
+  adopt(record: ConversationRecord, eventCount: number): void {
+    this.deps.repository.save(record);
+    this.index(record);
+    this.eventCounts.set(record.id, eventCount);
+  }
+
+  /** The conversation is gone (or never made it): out of the index and the repository. */
+  remove(id: string, options: { persisted: boolean }): void {
+    const record = this.records.get(id);
+    if (!record) return;
+    this.unindex(record);
+    if (options.persisted) this.deps.repository.remove(id);
+  }
+
+  /**
+   * The conversation's status and current run, saved; a save that fails (a full disk) leaves
+   * the record as it was. `running` needs the run's id; any other status clears it.
+   */
+  setStatus(id: string, status: ConversationStatus, runId: string | null = null): void {
+    const record = this.mutable(id);
+    const before = { status: record.status, current_run_id: record.current_run_id };
+    record.status = status;
+    record.current_run_id = status === 'running' ? runId : null;
+    try {
+      this.save(record);
+    } catch (error) {
+      Object.assign(record, before);
+      throw error;
+    }
+  }
+
+  /** Actions waiting for approval (saved with the status that follows them). */
+  setPendingActions(id: string, actions: PendingAction[]): void {
+    this.mutable(id).pending_actions = actions;
+  }
+
+  /** A run that could not start: status, pending actions and current run as they were, saved when the disk lets it. */
+  restore(id: string, before: Pick<ConversationRecord, 'status' | 'pending_actions'>): void {
+    const record = this.mutable(id);
+    Object.assign(record, before, { current_run_id: null });
+    this.save(record);
+  }
+
+  /** Recording a run's end failed: the conversation must not look running (saved when the disk lets it). */
+  failRunning(id: string): void {
+    const record = this.mutable(id);
+    if (record.status !== 'running') return;
+    record.status = 'error';
+    record.current_run_id = null;
+    try {
+      this.save(record);
+    } catch {
+      // still full: the state on disk catches up with the next save (a restart pauses the run)
+    }
+  }
+
+  /** Adds an LLM call's usage to the conversation's totals (in memory; saved with the next change). Returns the totals. */
+  addUsage(id: string, usage: LlmUsage): Readonly<ConversationRecord['usage']> {
+    const totals = this.mutable(id).usage;
+    totals.prompt_tokens += usage.prompt_tokens;
+    totals.completion_tokens += usage.completion_tokens;
+    totals.cost += usage.cost;
+    totals.cached_tokens = (totals.cached_tokens ?? 0) + usage.cached_tokens;
+    totals.reasoning_tokens = (totals.reasoning_tokens ?? 0) + usage.reasoning_tokens;
+    return totals;
+  }
+
+  /** Config changes already checked by the caller, saved at once. */
+  configure(id: string, change: ConfigChange): void {
+    const record = this.mutable(id);
+    for (const [key, value] of Object.entries(change)) if (value !== undefined) (record as unknown as Record<string, unknown>)[key] = value;
+    this.save(record);
+  }
+
+  /** The conversation's secrets and the former values that stay masked, saved. */
+  setSecrets(id: string, change: Pick<ConversationRecord, 'secrets' | 'retired_secrets'>): void {
+    const record = this.mutable(id);
+    record.secrets = change.secrets;
+    if (change.retired_secrets) record.retired_secrets = change.retired_secrets;
+    this.save(record);
+  }
+
+  /**
+   * A conversation whose log turned out damaged on first use: quarantined from now on, as if it
+   * had been found at start-up (status `error`, listed in /health, its files never written).
+   */
+  quarantineFound(id: string, error: DamagedDataError): boolean {
+    // At load the record is not indexed yet: load() quarantines it itself.
+    const record = this.records.get(id);
+    if (!record || record.quarantine) return false;
+    record.quarantine = error.damage;
+    record.status = 'error';
+    this.revision += 1;
+    return true;
+  }
+
+  private mutable(id: string): ConversationRecord {
+    const record = this.records.get(id);
+    if (!record) throw new NotFoundError('conversation', id);
+    return record;
+  }
+
+  private save(record: ConversationRecord): void {
+    if (record.quarantine) throw new ConversationQuarantinedError(record.id, record.quarantine);
+    this.touch(record, isoTimestamp(this.clock.now()));
+    this.revision += 1;
+    this.deps.repository.save(record);
+  }
+
+  private touch(record: ConversationRecord, timestamp: string): void {
+    if (timestamp <= record.updated_at) return;
+    const old = record.updated_at;
+    record.updated_at = timestamp;
+    this.byUpdated.update(record, old);
+  }
+
+  private index(record: ConversationRecord): void {
+    this.revision += 1;
+    this.records.set(record.id, record);
+    this.byCreated.insert(record);
+    this.byUpdated.insert(record);
+  }
+
+  private unindex(record: ConversationRecord): void {
+    this.revision += 1;
+    this.records.delete(record.id);
+    this.eventCounts.delete(record.id);
+    this.byCreated.remove(record);
+    this.byUpdated.remove(record);
+  }
+}

@@ -1,0 +1,68 @@
+import type { ConversationStatus } from '../schemas/event.js';
+import type { Check, Health, Info } from '../schemas/server-status.js';
+
+/** Stored data found damaged and quarantined (kept as found, never written). */
+export interface Quarantined {
+  conversations: readonly { id: string }[];
+  callbacks: readonly { id: string }[];
+}
+
+export interface ServerStatusDeps {
+  version: string;
+  startedAt: number;
+  toolNames: readonly string[];
+  conversations: { readonly isLoaded: boolean; count(): number; countsByStatus(): Record<ConversationStatus, number> };
+  /** Probes the data dir with a small write (an adapter: see disk-space.ts). */
+  dataDirWritable(): Check;
+  quarantined(): Quarantined;
+  sseSubscribers(): number;
+  firehoseHead(): Promise<number>;
+  /** Limits and the sandbox as configured and detected at start-up: reported as they are. */
+  limits: Info['limits'];
+  sandbox: Info['sandbox'];
+}
+
+/**
+ * What `/health` and `/info` report, computed here so that the routes only send it: readiness
+ * (state loaded, data dir writable; damaged data degrades but does not fail it) and the
+ * server's figures.
+ */
+export class ServerStatus {
+  constructor(private readonly deps: ServerStatusDeps) {}
+
+  readiness(): { ready: boolean; report: Health } {
+    const stateLoaded = this.deps.conversations.isLoaded;
+    const writable = this.deps.dataDirWritable();
+    const ready = stateLoaded && writable.ok;
+    const { conversations, callbacks } = this.deps.quarantined();
+    const damaged = conversations.length + callbacks.length;
+    const quarantined = {
+      ok: damaged === 0,
+      detail: damaged === 0 ? null : `stored data damaged: ${conversations.length} conversation(s) and ${callbacks.length} callback(s) quarantined, files kept as found`,
+      conversations: conversations.map((entry) => entry.id),
+      callbacks: callbacks.map((entry) => entry.id),
+    };
+    return {
+      ready,
+      report: {
+        status: !ready ? 'unavailable' : damaged > 0 ? 'degraded' : 'ok',
+        checks: { state_loaded: { ok: stateLoaded, detail: stateLoaded ? null : 'loading' }, data_dir_writable: writable, quarantined },
+      },
+    };
+  }
+
+  async info(): Promise<Info> {
+    return {
+      name: 'agentd',
+      version: this.deps.version,
+      runtime: { name: 'node', version: process.versions.node },
+      uptime_s: Math.round((Date.now() - this.deps.startedAt) / 100) / 10,
+      conversations: { total: this.deps.conversations.count(), by_status: this.deps.conversations.countsByStatus() },
+      tools: [...this.deps.toolNames],
+      sse_subscribers: this.deps.sseSubscribers(),
+      firehose_cursor: await this.deps.firehoseHead(),
+      limits: this.deps.limits,
+      sandbox: this.deps.sandbox,
+    };
+  }
+}
