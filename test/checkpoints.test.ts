@@ -139,6 +139,13 @@ describe('fork', () => {
     const parentEvents = await harness.events(id);
     const parent = (await harness.get(`/conversations/${id}`)).body;
 
+    // A secret the agent wrote to a file is masked in the diffs of /changes.
+    fs.writeFileSync(path.join(parent.workdir, 'leak.txt'), 'token=tok-0123456789-secret\n');
+    const leak = (await harness.get(`/conversations/${id}/changes`)).body.items.find((change: any) => change.path === 'leak.txt');
+    expect(leak.diff).toContain('+token=<secret:API_TOKEN>');
+    expect(JSON.stringify(leak)).not.toContain('tok-0123456789-secret');
+    fs.rmSync(path.join(parent.workdir, 'leak.txt'));
+
     const forked = await harness.post(`/conversations/${id}/fork`, { at_seq: firstRunEnd, title: 'fork', copy_workdir: true });
     expect(forked.status).toBe(201);
     const fork = forked.body;

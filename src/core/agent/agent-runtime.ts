@@ -81,7 +81,7 @@ export class AgentRuntime implements ConversationRuntime {
     const session = await this.session(conversationId);
     if (session.active) return session.active.run.id;
     const record = this.deps.conversations.record(conversationId);
-    if (!options.run || record.status === 'waiting_for_confirmation') return null;
+    if (!options.run || record.status === 'waiting_for_confirmation' || this.deps.checkpoints?.isRewinding(conversationId)) return null;
     return this.startRun(conversationId);
   }
 
@@ -90,6 +90,7 @@ export class AgentRuntime implements ConversationRuntime {
     const record = this.deps.conversations.record(conversationId);
     const session = await this.session(conversationId);
     if (session.active) throw new ConflictError('run_in_progress', 'A run is already in progress for this conversation.', { run_id: session.active.run.id });
+    if (this.deps.checkpoints?.isRewinding(conversationId)) throw new ConflictError('rewind_in_progress', 'A rewind of this conversation is under way: start the run once it is done.');
     if (!record.llm) throw new UnprocessableError('llm_not_configured', 'This conversation has no LLM: set `llm` on create or with PUT /config (or AGENTD_LLM_MODEL on the server).');
     if (record.status === 'waiting_for_confirmation' && !options.approved) {
       throw new ConflictError('confirmation_pending', 'Actions are waiting for confirmation: approve or reject them first.', { pending_actions: record.pending_actions.length });

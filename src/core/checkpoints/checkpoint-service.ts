@@ -42,6 +42,8 @@ export interface RunCheckpoints {
   beforeTool(record: Readonly<ConversationRecord>, runId: string, call: { name: string; args: Record<string, unknown>; seq?: number | undefined }): Promise<void>;
   /** The files the run changed (null when it has no start checkpoint). */
   atRunEnd(record: Readonly<ConversationRecord>, runId: string): Promise<string[] | null>;
+  /** A rewind of the conversation is under way (no run may start meanwhile). */
+  isRewinding(conversationId: string): boolean;
 }
 
 interface RewindIntent {
@@ -65,6 +67,8 @@ export class CheckpointService implements RunCheckpoints {
   private readonly queue = new KeyedQueue();
   /** Rewinds of one conversation, one at a time. */
   private readonly rewinds = new KeyedQueue();
+  /** Conversations with a rewind under way (from its checks to its event). */
+  private readonly rewinding = new Map<string, number>();
   private readonly runStarts = new Map<string, Promise<CheckpointRecord | null>>();
 
   constructor(private readonly deps: CheckpointServiceDeps) {}
@@ -144,17 +148,29 @@ export class CheckpointService implements RunCheckpoints {
     if (!body.files && !body.conversation) throw new UnprocessableError('nothing_to_rewind', 'Set `files`, `conversation` or both to true.');
     if (this.deps.isRunning(conversationId)) throw new ConflictError('run_in_progress', 'A run is in progress: pause it before rewinding.');
     if (record.status === 'waiting_for_confirmation') throw new ConflictError('confirmation_pending', 'Actions are waiting for confirmation: approve or reject them before rewinding.');
-    await this.requireAvailable();
-    const checkpoint = this.find(conversationId, body.checkpoint_id);
-    return this.rewinds.run(conversationId, async () => {
-      const seq = (await this.deps.log.lastSeq(conversationId)) + 1;
-      const undo = await this.take(record, { seq, runId: null, trigger: 'rewind' });
-      const intent: RewindIntent = { kind: 'rewind', conversation_id: conversationId, checkpoint_id: checkpoint.id, files: body.files, conversation: body.conversation, to_seq: checkpoint.seq, to_tree: checkpoint.tree, undo_checkpoint_id: undo.id };
-      this.deps.intents.write(`rewind-${undo.id}`, { ...intent });
-      await this.deps.pausePoint?.('rewind_before_restore');
-      const event = await this.complete(record, intent, undo.tree);
-      return { event, undo_checkpoint: toPublic(undo) };
-    });
+    // From here until the event is recorded no run may start (see isRewinding).
+    this.rewinding.set(conversationId, (this.rewinding.get(conversationId) ?? 0) + 1);
+    try {
+      await this.requireAvailable();
+      const checkpoint = this.find(conversationId, body.checkpoint_id);
+      return await this.rewinds.run(conversationId, async () => {
+        const seq = (await this.deps.log.lastSeq(conversationId)) + 1;
+        const undo = await this.take(record, { seq, runId: null, trigger: 'rewind' });
+        const intent: RewindIntent = { kind: 'rewind', conversation_id: conversationId, checkpoint_id: checkpoint.id, files: body.files, conversation: body.conversation, to_seq: checkpoint.seq, to_tree: checkpoint.tree, undo_checkpoint_id: undo.id };
+        this.deps.intents.write(`rewind-${undo.id}`, { ...intent });
+        await this.deps.pausePoint?.('rewind_before_restore');
+        const event = await this.complete(record, intent, undo.tree);
+        return { event, undo_checkpoint: toPublic(undo) };
+      });
+    } finally {
+      const left = (this.rewinding.get(conversationId) ?? 1) - 1;
+      if (left > 0) this.rewinding.set(conversationId, left);
+      else this.rewinding.delete(conversationId);
+    }
+  }
+
+  isRewinding(conversationId: string): boolean {
+    return this.rewinding.has(conversationId);
   }
 
   /**
