@@ -131,8 +131,12 @@ export class GitShadowRepository implements ShadowRepository {
   /** Created whole or not at all: a temp directory renamed into place once it is set up. */
   private async ensureRepository(gitDir: string): Promise<void> {
     if (fs.existsSync(path.join(gitDir, 'HEAD'))) return;
-    fs.mkdirSync(path.dirname(gitDir), { recursive: true });
-    const temp = `${gitDir}.${randomBytes(6).toString('hex')}.tmp`;
+    const parent = path.dirname(gitDir);
+    fs.mkdirSync(parent, { recursive: true });
+    // Not `*.tmp`: the conversation repository removes such files from the directory at load.
+    const prefix = `${path.basename(gitDir)}-init-`;
+    for (const name of fs.readdirSync(parent)) if (name.startsWith(prefix)) fs.rmSync(path.join(parent, name), { recursive: true, force: true });
+    const temp = path.join(parent, `${prefix}${randomBytes(6).toString('hex')}`);
     try {
       await runGit({ gitDir: temp, args: ['init', '-q', '--template=', '--initial-branch=checkpoints'] });
       fs.mkdirSync(path.join(temp, 'info'), { recursive: true });
