@@ -19,7 +19,7 @@ export const p16cCheckpoint: Benchmark = {
   title: 'checkpoint',
   measures: 'ms per workdir checkpoint (10,000 files, one changed) through the shadow git repository, versus a plain lstat walk of the tree and `git status` alone.',
   async run({ quick, tmp }) {
-    const rounds = quick ? 8 : 30;
+    const rounds = quick ? 5 : 30;
     const workdir = path.join(tmp, 'workdir');
     const gitDir = path.join(tmp, 'data', 'shadow.git');
     for (let dir = 0; dir < FILES / PER_DIR; dir++) {
