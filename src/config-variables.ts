@@ -112,6 +112,8 @@ export const VARIABLES = {
   AGENTD_MAX_CONNECTIONS_PER_CLIENT: spec({ schema: z.coerce.number().int().min(0).default(256), default: '256', meaning: 'Open HTTP connections per client address (0: no cap; raise it behind a reverse proxy)' }),
   AGENTD_HEADERS_TIMEOUT_S: spec({ schema: z.coerce.number().min(1).max(600).default(30), default: '30', meaning: 'Seconds a connection has to send its request headers' }),
   AGENTD_KEEP_ALIVE_TIMEOUT_S: spec({ schema: z.coerce.number().min(1).max(600).default(72), default: '72', meaning: 'Seconds an idle keep-alive connection stays open' }),
+  AGENTD_SHUTDOWN_TIMEOUT_S: spec({ schema: z.coerce.number().min(0.1).max(600).default(10), default: '10', meaning: 'Seconds a SIGTERM/SIGINT shutdown may take before the server exits anyway (exit code 1)' }),
+  AGENTD_IDLE_TIMEOUT_S: spec({ schema: z.coerce.number().min(0).default(900), default: '900', meaning: "Seconds after its last run before a conversation's shell (every sandbox process) and cached history are released; 0: never" }),
   AGENTD_SANDBOX_RO_PATHS: spec({ schema: commaList.pipe(z.array(z.string().startsWith('/', 'must be comma-separated absolute paths'))).optional(), default: 'none', meaning: 'Extra read-only paths inside the sandbox' }),
   AGENTD_PASS_ENV: spec({ schema: commaList.pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be comma-separated variable names'))).optional(), default: 'none', meaning: 'Server variables the agent may see, comma-separated' }),
   AGENTD_AGENT_PATH: spec({ schema: z.string().min(1).default(DEFAULT_AGENT_PATH), default: DEFAULT_AGENT_PATH, meaning: "PATH of the agent's shell and of commands (never the server's own PATH)" }),

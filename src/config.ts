@@ -17,6 +17,10 @@ import type { LlmConfigInput } from './core/schemas/llm-config.js';
 export interface Config {
   /** How the LLM client waits: 429s retried for this long in total; a silent stream retried after this. */
   llmClient: { rateLimitWaitMs: number; idleTimeoutMs: number };
+  /** After this long without a run a conversation's shell and cached history are released; 0: never. */
+  idleTimeoutMs: number;
+  /** A shutdown taking longer than this exits anyway (code 1). */
+  shutdownTimeoutMs: number;
   host: string;
   port: number;
   dataDir: string;
@@ -210,6 +214,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
         }
       : null,
     llmClient: Object.freeze({ rateLimitWaitMs: Math.round(e.AGENTD_LLM_RATE_LIMIT_WAIT_S * 1000), idleTimeoutMs: Math.round(e.AGENTD_LLM_IDLE_TIMEOUT_S * 1000) }),
+    idleTimeoutMs: Math.round(e.AGENTD_IDLE_TIMEOUT_S * 1000),
+    shutdownTimeoutMs: Math.round(e.AGENTD_SHUTDOWN_TIMEOUT_S * 1000),
     secretKey: e.AGENTD_SECRET_KEY ?? null,
     mcpServers: e.AGENTD_MCP_CONFIG ? readMcpConfig(e.AGENTD_MCP_CONFIG) : {},
     fsync: e.AGENTD_FSYNC,

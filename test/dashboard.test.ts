@@ -172,6 +172,21 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
     await page.locator('.event-observation summary', { hasText: 'exit 0' }).waitFor();
   });
 
+  it('shows a real PreToolUse hook blocking a command, with its reason, and the block the LLM saw', { timeout: 60_000 }, async () => {
+    const hooks = { PreToolUse: [{ matcher: 'bash', hooks: [{ type: 'command', command: 'echo "no listing today" >&2; exit 2' }] }] };
+    const { page, id } = await openConversation([{ toolCalls: [{ name: 'bash', arguments: { command: 'ls -la' } }] }, { text: 'blocked, stopping' }], { hooks, initial_message: 'list the files' });
+    await status(page).filter({ hasText: /^(idle|finished)$/ }).waitFor({ timeout: 30_000 });
+    const hook = page.locator('[data-testid=timeline] .event-hook');
+    await hook.first().waitFor();
+    expect(await hook.first().innerText()).toMatch(/hook PreToolUse \[bash\] echo "no listing today" >&2; exit 2 → block · \d+ ms · no listing today/);
+    expect(await hook.first().getAttribute('class')).toContain('is-error');
+    // What the page shows is what the server recorded.
+    const events = await api('GET', `/conversations/${id}/events?kind=hook`);
+    expect(events.items).toEqual([expect.objectContaining({ hook_point: 'PreToolUse', decision: 'block', reason: 'no listing today' })]);
+    const toolMessages = llm.requests.at(-1)!.body.messages?.filter((message) => message.role === 'tool');
+    expect(JSON.stringify(toolMessages)).toContain('no listing today');
+  });
+
   it('rejects a pending action with a reason: the rejection shows in the timeline', { timeout: 60_000 }, async () => {
     const { page } = await openConversation(
       [{ toolCalls: [{ name: 'bash', arguments: { command: 'echo never > never.txt' } }] }, { text: 'fine, I will not' }],

@@ -43,6 +43,24 @@ describe('permission rules', () => {
     expect(harness.llm.violations).toEqual([]);
   });
 
+  it('an approved action is checked again: a deny rule added while it waited still refuses it', async () => {
+    harness = await startAgentHarness([bash('echo approved > approved.txt'), { text: 'understood' }]);
+    const id = await harness.createConversation({ confirmation_mode: true, initial_message: 'write it' });
+    const waiting = await harness.waitForStatus(id, ['waiting_for_confirmation', 'idle']);
+    expect(waiting.pending_actions).toMatchObject([{ tool_name: 'bash', arguments: { command: 'echo approved > approved.txt' } }]);
+    expect((await harness.put(`/conversations/${id}/config`, { permissions: { deny: ['bash(echo*)'] } })).status).toBe(200);
+
+    expect((await harness.post(`/conversations/${id}/approve`, {})).status).toBe(202);
+    await harness.waitForStatus(id, ['idle']);
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    expect(fs.existsSync(path.join(workdir, 'approved.txt'))).toBe(false);
+    const events = await harness.events(id);
+    expect(events.filter((event) => event.kind === 'rejection')).toMatchObject([{ source: 'system', tool_name: 'bash', rule: 'deny: bash(echo*)' }]);
+    expect(events.some((event) => event.kind === 'observation' && event.tool_name === 'bash')).toBe(false);
+    expect(toolMessages(harness).at(-1).content).toBe('Denied by the permission rule `deny: bash(echo*)`. It was not executed.');
+    expect(harness.llm.violations).toEqual([]);
+  });
+
   it('file tools match the path relative to the workdir; default deny refuses the rest', async () => {
     harness = await startAgentHarness([edit('src/a.txt'), edit('./README.md'), edit('src/../b.txt'), { text: 'done' }]);
     const id = await harness.createConversation({ permissions: { default: 'deny', allow: ['file_editor(src/**)'] }, initial_message: 'edit' });

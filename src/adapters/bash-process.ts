@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import { Writable } from 'node:stream';
 import type { ProcessLauncher, SandboxRequest } from './process-launcher.js';
-import { descendantsOf, listProcesses, signalQuietly, type ProcessEntry } from './process-tree.js';
+import { descendantsByChildren, descendantsOf, listProcesses, signalQuietly, type ProcessEntry } from './process-tree.js';
 
 const BASH_ARGS = ['--norc', '--noprofile', '--noediting', '-i'];
 /** After bash exits, how long to wait for the rest of its output when something still holds stdout. */
@@ -34,12 +34,19 @@ export class BashProcess {
   private readonly child: ChildProcess;
   private readonly programDepth: number;
   private shell: { pid: number; pgid: number; chain: number[] } | undefined;
+  private readonly controlFd: number | undefined;
 
   constructor(options: BashProcessOptions) {
     const sandbox: SandboxRequest = { workdir: options.workdir, network: options.sandbox?.network ?? true };
-    const spec = options.launcher.prepare({ command: options.bashPath, args: BASH_ARGS, cwd: options.workdir, env: options.env, sandbox });
+    const spec = options.launcher.prepare({ command: options.bashPath, args: BASH_ARGS, cwd: options.workdir, env: options.env, sandbox, control: true });
     this.programDepth = spec.programDepth;
-    this.child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, detached: true, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
+    const stdio: Array<'pipe' | 'ignore'> = ['pipe', 'pipe', 'pipe', 'pipe'];
+    if (spec.controlFd !== undefined) {
+      while (stdio.length < spec.controlFd) stdio.push('ignore');
+      stdio[spec.controlFd] = 'pipe';
+      this.controlFd = spec.controlFd;
+    }
+    this.child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, detached: true, stdio });
     for (const stream of this.child.stdio) stream?.on('error', () => undefined);
     this.child.stderr?.setEncoding('utf8').on('data', (text: string) => (this.diagnostics = (this.diagnostics + text).slice(-1000)));
     this.child.stdout?.setEncoding('utf8').on('data', options.onOutput);
@@ -48,6 +55,8 @@ export class BashProcess {
     const onGone = (exitCode: number): void => {
       if (this.exited) return;
       this.exited = true;
+      // End of file on the control channel: the sandbox's watchdog stops whatever is left.
+      this.control()?.destroy();
       spec.release?.();
       let done = false;
       const finalize = (): void => {
@@ -71,6 +80,11 @@ export class BashProcess {
   /** A line (or lines) for bash itself to read and run. */
   writeControl(text: string): void {
     if (!this.exited) this.child.stdin?.write(text);
+  }
+
+  /** Tells the sandbox's watchdog whether a command runs (it watches the process limit only then). */
+  setBusy(busy: boolean): void {
+    if (!this.exited) this.control()?.write(busy ? 'r' : 'i');
   }
 
   /** Text for the running command's stdin. */
@@ -98,12 +112,19 @@ export class BashProcess {
     for (const { pid } of foreground) for (const target of [pid, ...descendantsOf(pid, processes)]) signalQuietly(target, 'SIGKILL');
   }
 
-  /** SIGKILL to bash, its process group and every process below it, even those in other groups. */
+  /**
+   * SIGKILL to bash, its process group and every process below it, even those in other groups.
+   * In a sandbox only the spawned process is killed: bwrap (--die-with-parent) then kills every
+   * process of the sandbox, and the network helper has a parent-death signal; no process table is
+   * read, and the dying helper's teardown is not paid for here (killing it directly costs the
+   * caller milliseconds). Once the spawned process has exited, killLeftovers signals its group.
+   */
   killAll(): void {
-    const bashPid = this.child.pid;
-    if (bashPid === undefined || this.exited) return;
-    const tree = descendantsOf(bashPid, listProcesses());
-    signalQuietly(-bashPid, 'SIGKILL');
+    const spawnedPid = this.child.pid;
+    if (spawnedPid === undefined || this.exited) return;
+    if (this.programDepth > 0) return signalQuietly(spawnedPid, 'SIGKILL');
+    const tree = descendantsByChildren(spawnedPid);
+    signalQuietly(-spawnedPid, 'SIGKILL');
     for (const pid of tree) signalQuietly(pid, 'SIGKILL');
   }
 
@@ -126,6 +147,11 @@ export class BashProcess {
     if (chain.length !== this.programDepth + 1) return undefined;
     const pid = chain[chain.length - 1] as number;
     return (this.shell = { pid, pgid: processes.find((entry) => entry.pid === pid)?.pgid ?? spawned, chain });
+  }
+
+  private control(): Writable | undefined {
+    const stream = this.controlFd === undefined ? undefined : this.child.stdio[this.controlFd];
+    return stream instanceof Writable ? stream : undefined;
   }
 
   private commandInput(): Writable | undefined {

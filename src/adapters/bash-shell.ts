@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { ShellCreateOptions, ShellFactory, ShellRunOptions, ShellRunResult, ShellSession } from '../core/tools/shell-session.js';
+import type { ShellCreateOptions, ShellFactory, ShellRunOptions, ShellRunResult, ShellSession, ShellState } from '../core/tools/shell-session.js';
+import { EXPORTS_COMMAND, shellStateFrom } from './shell-state.js';
 import { BashProcess } from './bash-process.js';
 import { buildCleanEnv, HostProcessLauncher, type ProcessLauncher } from './process-launcher.js';
 import { killRecordedGroup, readProcess } from './process-tree.js';
@@ -96,6 +97,7 @@ export class BashShellFactory implements ShellFactory {
       ...(options.onSpawn && { onSpawn: options.onSpawn }),
     });
     await session.start();
+    if (options.restore) session.restore(options.restore.state, options.restore.idleSeconds);
     return session;
   }
 }
@@ -113,6 +115,8 @@ export class BashShellSession implements ShellSession {
   private everStarted = false;
   private cwd: string;
   private queue: Promise<unknown> = Promise.resolve();
+  /** Set when this shell replaced one stopped while idle: told with the first result. */
+  private resumed: { cwd: string; idleSeconds: number } | undefined;
   private readonly env: Record<string, string>;
   private readonly idleOutput: OutputWindow;
   /** Process groups of `cmd &` jobs, by pgid, with the leader's start time (see killRecordedGroup). */
@@ -133,7 +137,12 @@ export class BashShellSession implements ShellSession {
   }
 
   run(command: string, options: ShellRunOptions & { isInput?: boolean }): Promise<ShellRunResult> {
-    const result = this.queue.then(() => this.runNow(command, options));
+    const result = this.queue.then(async () => {
+      const outcome = await this.runNow(command, options);
+      if (this.resumed) outcome.resumed = this.resumed;
+      this.resumed = undefined;
+      return outcome;
+    });
     this.queue = result.catch(() => undefined);
     return result;
   }
@@ -172,6 +181,29 @@ export class BashShellSession implements ShellSession {
     if (proc) await Promise.race([proc.finalized, new Promise((resolve) => setTimeout(resolve, 2000))]);
   }
 
+  /**
+   * Records the directory and the exported variables (one `export -p`, at most 5 s), then closes.
+   * Nothing happens while a command runs (null); a shell already gone just closes.
+   */
+  async suspend(): Promise<ShellState | null> {
+    if (this.running) return null;
+    let state: ShellState | null = null;
+    if (this.alive) {
+      const result = await this.run(EXPORTS_COMMAND, { timeoutMs: 5000, idleTimeoutMs: 5000 });
+      if (result.exitCode === 0) state = shellStateFrom({ cwd: result.cwd, exports: result.fullOutput?.text ?? result.output, serverEnv: this.env });
+    }
+    if (this.running) return null;
+    await this.close();
+    return state ?? { cwd: this.cwd, env: {}, unset: [] };
+  }
+
+  /** Applies a suspended shell's state before the next command (one line, no round trip). */
+  restore(state: ShellState, idleSeconds: number): void {
+    this.envQueue.push(`cd -- ${bashQuote(state.cwd)}`);
+    void this.setEnv(state.env, state.unset.filter((name) => VALID_NAME.test(name)));
+    this.resumed = { cwd: state.cwd, idleSeconds };
+  }
+
   /** Starts (or restarts) bash in the workdir and waits for its first sentinel. */
   async start(): Promise<void> {
     const proc: BashProcess = new BashProcess({
@@ -189,6 +221,7 @@ export class BashShellSession implements ShellSession {
     this.cwd = this.config.workdir;
     const nonce = randomBytes(8).toString('hex');
     this.running = { nonce, window: new OutputWindow(this.config.maxOutputChars), collecting: true, startedAt: Date.now(), interrupts: 0 };
+    proc.setBusy(true);
     this.writeControl(`${INIT_SCRIPT}\n__agentd_done ${nonce}\n`);
     const timeoutMs = this.config.startTimeoutMs;
     const ready = await this.collect({ timeoutMs, idleTimeoutMs: timeoutMs }, false);
@@ -275,6 +308,7 @@ export class BashShellSession implements ShellSession {
       void this.interrupt();
       setTimeout(() => this.running === running && this.proc?.killForeground(), INTERRUPT_GRACE_MS).unref();
     });
+    this.proc?.setBusy(true);
     const prefix = this.envQueue.splice(0).map((statement) => `${statement}; `).join('');
     this.writeControl(commandLines({ nonce, command, prefix }));
   }
@@ -373,6 +407,7 @@ export class BashShellSession implements ShellSession {
     running.completion = completion;
     running.endedAt = Date.now();
     this.running = undefined;
+    this.proc?.setBusy(false);
     this.cwd = completion.cwd;
     this.staleNonces = [running.nonce, ...this.staleNonces].slice(0, 8);
     this.recordBackgroundJob(completion.pid);

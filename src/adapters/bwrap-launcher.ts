@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { PreparedProcess, ProcessLauncher, ProcessSpec } from './process-launcher.js';
 import type { LimitEnforcement, ResourceLimits } from './resource-limits.js';
 import type { SandboxCgroups } from './sandbox-cgroups.js';
-import { sandboxEntryScript } from './sandbox-entry-script.js';
+import { CONTROL_FD, sandboxEntryScript } from './sandbox-entry-script.js';
 import { SANDBOX_USER, SandboxIdentityFiles, sandboxUid } from './sandbox-identity.js';
 import { systemMountArgs } from './sandbox-mounts.js';
 import { setIdSeccompFilter } from './seccomp-filter.js';
@@ -109,7 +109,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     const files = identity?.files ?? this.identities.forServerUser();
     const network = spec.sandbox?.network ?? true;
     const userMode = network === true && this.options.networkHelper ? this.options.networkHelper : null;
-    const entry = sandboxEntryScript({ limits: this.limits, addressSpace: !this.cgroups?.enforces.memory, runAs: identity && { uid: identity.uid, gid: identity.gid } });
+    const entry = sandboxEntryScript({ limits: this.limits, addressSpace: !this.cgroups?.enforces.memory, runAs: identity && { uid: identity.uid, gid: identity.gid }, control: spec.control ?? false });
     const tmpSize = this.limits.tmpMb === null ? [] : ['--size', String(this.limits.tmpMb * 1024 * 1024)];
     const args = [
       '--die-with-parent',
@@ -157,7 +157,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       `exec "$@"${this.seccompFile ? ` ${SECCOMP_FD}<${quote(this.seccompFile)}` : ''}`,
     ].join('\n');
     const release = this.cgroups ? () => this.cgroups?.release(key) : undefined;
-    return { command: 'bash', args: ['-c', launch, 'agentd-launch', ...sandbox], cwd: spec.cwd, env, programDepth: userMode ? 3 : 2, ...(release && { release }) };
+    return { command: 'bash', args: ['-c', launch, 'agentd-launch', ...sandbox], cwd: spec.cwd, env, programDepth: userMode ? 3 : 2, ...(release && { release }), ...(spec.control && { controlFd: CONTROL_FD }) };
   }
 }
 

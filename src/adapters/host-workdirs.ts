@@ -28,8 +28,8 @@ export class HostWorkdirs implements Workdirs {
     return { workdir: fs.realpathSync(requested), created: !existed };
   }
 
-  remove(workdir: string): void {
-    fs.rmSync(workdir, { recursive: true, force: true });
+  async remove(workdir: string): Promise<void> {
+    await fs.promises.rm(workdir, { recursive: true, force: true });
   }
 }
 

@@ -13,6 +13,12 @@ export interface ProcessSpec {
   env: Record<string, string>;
   /** The conversation's side of the sandbox; without it the workdir is `cwd`, with network. */
   sandbox?: SandboxRequest;
+  /**
+   * A long-lived program (the shell) whose sandbox takes orders from the server: when the
+   * prepared process has a `controlFd`, the spawner passes a pipe there and writes `r` when a
+   * command starts and `i` when it ends (sandbox-entry-script.ts). Default false.
+   */
+  control?: boolean;
 }
 
 export interface SandboxRequest {
@@ -39,6 +45,8 @@ export interface PreparedProcess {
   programDepth: number;
   /** Call once the spawned process has exited (frees what the launcher set up for it). */
   release?: () => void;
+  /** Where the spawned process expects the control pipe (only when the spec asked for `control`). */
+  controlFd?: number;
 }
 
 export type SandboxMode = 'bwrap' | 'none';

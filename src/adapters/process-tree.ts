@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 
 /** One row of the process table: enough to find a shell's children and process groups. */
 export interface ProcessEntry {
@@ -78,6 +78,52 @@ export function descendantsOf(rootPid: number, processes: ProcessEntry[]): numbe
     }
   }
   return found;
+}
+
+/**
+ * Every process below `rootPid` (root excluded), found through /proc/<pid>/task/<tid>/children:
+ * the cost grows with the tree, not with the machine's process table. Where the kernel lacks
+ * those files, a full snapshot (listProcesses) is walked instead.
+ */
+export function descendantsByChildren(rootPid: number): number[] {
+  if (!childrenFilesExist()) return descendantsOf(rootPid, listProcesses());
+  const found: number[] = [];
+  const seen = new Set<number>([rootPid]);
+  const pending = [rootPid];
+  while (pending.length > 0) {
+    const pid = pending.pop() as number;
+    for (const child of childrenOf(pid)) {
+      if (seen.has(child)) continue;
+      seen.add(child);
+      found.push(child);
+      pending.push(child);
+    }
+  }
+  return found;
+}
+
+function childrenOf(pid: number): number[] {
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return [];
+  }
+  const children: number[] = [];
+  for (const task of tasks) {
+    try {
+      for (const word of readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(' ')) if (word !== '') children.push(Number(word));
+    } catch {
+      // The task ended meanwhile.
+    }
+  }
+  return children;
+}
+
+let childrenFiles: boolean | undefined;
+function childrenFilesExist(): boolean {
+  childrenFiles ??= existsSync(`/proc/${process.pid}/task/${process.pid}/children`);
+  return childrenFiles;
 }
 
 /** process.kill that ignores "no such process" (a negative pid targets a process group). */

@@ -179,11 +179,13 @@ class CgroupSet implements SandboxCgroups {
     // The sandbox's last processes may still be exiting when bwrap is gone (EBUSY): try again a
     // few times, then leave it to the next start-up's sweep. Another sandbox of the conversation
     // keeps it busy for good, and it stays.
-    const attempt = (left: number): void => {
-      const busy = this.directories(key).filter((dir) => !removeQuietly(dir));
-      if (busy.length > 0 && left > 0) setTimeout(() => attempt(left - 1), RELEASE_RETRY_MS).unref();
+    // Asynchronously: removing a cgroup takes the kernel a millisecond or more, and a shutdown
+    // releases a thousand.
+    const attempt = async (left: number): Promise<void> => {
+      const removed = await Promise.all(this.directories(key).map(removeSoon));
+      if (removed.includes(false) && left > 0) setTimeout(() => void attempt(left - 1), RELEASE_RETRY_MS).unref();
     };
-    attempt(RELEASE_RETRIES);
+    void attempt(RELEASE_RETRIES);
   }
 
   directories(key: string): string[] {
@@ -265,6 +267,16 @@ function readWords(file: string): string[] {
 function removeQuietly(dir: string): boolean {
   try {
     fs.rmdirSync(dir);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT';
+  }
+}
+
+/** removeQuietly off the event loop. */
+async function removeSoon(dir: string): Promise<boolean> {
+  try {
+    await fs.promises.rmdir(dir);
     return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'ENOENT';

@@ -1,3 +1,4 @@
+import { CONTROL_FD } from './sandbox-entry-script.js';
 import { findInPath } from './sandbox-mounts.js';
 
 /**
@@ -83,7 +84,8 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     // the address already exists: the helper, which brings lo up too, starts once it is done.
     '  for ((i = 0; i < 500; i++)); do grep -qs "127\\.0\\.0\\.1" "/proc/$pid/net/fib_trie" && break; kill -0 "$bw" 2>/dev/null || break; sleep 0.01; done',
     '  exec {ns}<"/proc/$pid/ns/net"',
-    `  setpriv --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 &`,
+    // The helper holds none of the sandbox's descriptors (the watchdog's control channel included).
+    `  setpriv --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- &`,
     '  helper=$!',
     '  exec {ns}<&-',
     'fi',

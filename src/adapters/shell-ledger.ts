@@ -9,6 +9,9 @@ interface Entry {
   startTime: number;
 }
 
+/** How long a closed shell may stay in the ledger file (see forget). */
+const FORGET_DELAY_MS = 100;
+
 /**
  * A file of the shells this server started (pid and start time). A server killed with `kill -9`
  * cannot stop its shells; the next start reaps what the ledger names, with everything below
@@ -16,6 +19,7 @@ interface Entry {
  */
 export class ShellLedger {
   private readonly entries = new Map<string, Entry>();
+  private writeScheduled = false;
 
   constructor(private readonly file: string) {}
 
@@ -79,8 +83,12 @@ export class ShellLedger {
       interrupt: () => shell.interrupt(),
       async close() {
         await shell.close();
-        ledger.entries.delete(conversationId);
-        ledger.write();
+        ledger.forget(conversationId);
+      },
+      async suspend() {
+        const state = shell.suspend ? await shell.suspend() : (await shell.close(), null);
+        if (!shell.alive) ledger.forget(conversationId);
+        return state;
       },
       get pid() {
         return shell.pid;
@@ -96,6 +104,25 @@ export class ShellLedger {
     if (!process) return;
     this.entries.set(conversationId, { pid: process.pid, startTime: process.startTime });
     this.write();
+  }
+
+  /**
+   * A closed shell leaves the ledger within FORGET_DELAY_MS: closing a thousand shells (shutdown,
+   * a burst of deletes) writes the file a few times, not a thousand. An entry left behind by a
+   * crash or an exit meanwhile is harmless: the next start finds its process gone or younger.
+   */
+  private forget(conversationId: string): void {
+    this.entries.delete(conversationId);
+    if (this.writeScheduled) return;
+    this.writeScheduled = true;
+    setTimeout(() => {
+      this.writeScheduled = false;
+      try {
+        this.write();
+      } catch {
+        // The disk is full: the stale entry stays until the next write.
+      }
+    }, FORGET_DELAY_MS).unref();
   }
 
   private write(): void {

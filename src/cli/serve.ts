@@ -55,9 +55,9 @@ export async function serve(argv: readonly string[]): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'shutting down: pausing runs, closing streams');
     const force = setTimeout(() => {
-      logger.error('shutdown took longer than 10 s, exiting');
+      logger.error(`shutdown took longer than ${config.shutdownTimeoutMs / 1000} s (AGENTD_SHUTDOWN_TIMEOUT_S), exiting`);
       process.exit(1);
-    }, 10_000);
+    }, config.shutdownTimeoutMs);
     force.unref();
     let code = 0;
     try {

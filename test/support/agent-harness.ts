@@ -8,6 +8,7 @@ export interface AgentHarness {
   llm: FakeLlm;
   /** POST JSON with the test key; returns status and parsed body. */
   post(path: string, body?: unknown): Promise<{ status: number; body: any }>;
+  put(path: string, body: unknown): Promise<{ status: number; body: any }>;
   get(path: string): Promise<{ status: number; body: any }>;
   createConversation(body?: Record<string, unknown>): Promise<string>;
   /** Resolves when the conversation reaches one of the statuses (polling the API). */
@@ -36,6 +37,7 @@ export async function startAgentHarness(
     server,
     llm,
     post: (path, body) => request('POST', path, body ?? {}),
+    put: (path, body) => request('PUT', path, body),
     get: (path) => request('GET', path),
     async createConversation(body = {}) {
       const created = await request('POST', '/conversations', { llm: { model: 'fake-model', base_url: llm.url, api_key: 'sk-test-llm-key' }, ...body });

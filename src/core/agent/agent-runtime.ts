@@ -49,13 +49,27 @@ export interface AgentRuntimeDeps {
   onError?: (error: unknown, context: Record<string, unknown>) => void;
   /** A failed LLM attempt that will be retried (for the server log, at warn). */
   onLlmRetry?: (retry: LlmRetry, context: { conversation_id: string; run_id: string }) => void;
+  /** After this long without a run a conversation's shell, MCP servers and history are released (0 or absent: never). */
+  idleTimeoutMs?: number;
   /** A run that ended in agent_error (for the server log, at error). */
   onRunFailed?: (failure: { code: string; message: string }, context: { conversation_id: string; run_id: string }) => void;
 }
 
+/** The LLM's view of each tool definition (see schemasOf). */
+const toolSchemas = new WeakMap<ToolDefinition, LlmToolSchema>();
+
+/** Shutdown closes this many shells per event-loop turn. */
+const SHELLS_CLOSED_PER_TURN = 8;
+
 /** Runs the agent for every conversation: one run at a time each, owned by a lock with an AbortController. */
 export class AgentRuntime implements ConversationRuntime {
   private readonly toolsByName: ReadonlyMap<string, ToolDefinition>;
+  /** Conversations whose session is released when their timer fires (see releaseIdle). */
+  private readonly idleTimers = new Map<string, NodeJS.Timeout>();
+  /** Sessions being released: a new one waits for the old shell's state. */
+  private readonly releasing = new Map<string, Promise<void>>();
+  /** What released sessions left for their successors: the shell's state. */
+  private readonly released = new Map<string, AgentSession['restore']>();
 
   constructor(private readonly deps: AgentRuntimeDeps) {
     this.toolsByName = new Map(deps.tools.map((tool) => [tool.name, tool]));
@@ -65,8 +79,18 @@ export class AgentRuntime implements ConversationRuntime {
     return this.deps.sessions;
   }
 
-  private session(conversationId: string): Promise<AgentSession> {
-    return this.deps.sessions.get(conversationId);
+  /** The conversation's session (after an idle release finished); its idle countdown runs from here. */
+  private async session(conversationId: string): Promise<AgentSession> {
+    const releasing = this.releasing.get(conversationId);
+    if (releasing) await releasing.catch(() => undefined);
+    const session = await this.deps.sessions.get(conversationId);
+    const restore = this.released.get(conversationId);
+    if (restore) {
+      session.restore ??= restore;
+      this.released.delete(conversationId);
+    }
+    if (!this.idleTimers.has(conversationId) && !session.active) this.armIdleTimer(conversationId);
+    return session;
   }
 
   private append(conversationId: string, event: NewEvent) {
@@ -109,7 +133,6 @@ export class AgentRuntime implements ConversationRuntime {
     try {
       this.deps.conversations.setPendingActions(conversationId, []);
       await this.setStatus(record, 'running', { runId: run.id });
-      await this.recordSystemPrompt(record, session);
     } catch (error) {
       // The run could not start (e.g. the disk is full): the conversation stays as it was.
       session.active = null;
@@ -203,11 +226,18 @@ export class AgentRuntime implements ConversationRuntime {
   async beforeWorkdirChange(conversationId: string): Promise<void> {
     const session = this.sessions.peek(conversationId);
     if (session?.active) throw new ConflictError('run_in_progress', 'The workdir cannot change while a run is in progress; pause it first.', { run_id: session.active.run.id });
+    await this.releasing.get(conversationId);
+    this.released.delete(conversationId);
+    if (session) session.restore = undefined;
     await session?.closeShell();
     await this.deps.mcp?.close(conversationId);
   }
 
   async dispose(conversationId: string): Promise<void> {
+    await this.releasing.get(conversationId);
+    clearTimeout(this.idleTimers.get(conversationId));
+    this.idleTimers.delete(conversationId);
+    this.released.delete(conversationId);
     await this.pause(conversationId, 'deleted');
     await this.sessions.forget(conversationId)?.closeShell();
     await this.deps.mcp?.close(conversationId);
@@ -216,8 +246,17 @@ export class AgentRuntime implements ConversationRuntime {
 
   /** Shutdown: pause every run (recorded as events), then close every shell. */
   async stopAll(): Promise<void> {
+    for (const timer of this.idleTimers.values()) clearTimeout(timer);
+    this.idleTimers.clear();
     await Promise.all(this.sessions.all().filter((s) => s.active).map((s) => this.pause(s.conversationId, 'shutdown')));
-    await Promise.all(this.sessions.all().map((s) => s.closeShell()));
+    // A few shells per event-loop turn: each kill may hand the CPU to the dying sandbox, and a
+    // thousand in one turn would stall the loop (and the force-exit timer) for seconds.
+    const closing: Promise<void>[] = [];
+    for (const session of this.sessions.all()) {
+      closing.push(session.closeShell());
+      if (closing.length % SHELLS_CLOSED_PER_TURN === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+    await Promise.all(closing);
     await this.deps.mcp?.closeAll();
   }
 
@@ -262,6 +301,8 @@ export class AgentRuntime implements ConversationRuntime {
     }
     let outcome: RunOutcome | { kind: 'error'; code: string; message: string };
     try {
+      // After the request that started the run was answered: the prompt reads AGENTS.md and git.
+      await this.recordSystemPrompt(record, session);
       if (mcp?.configured(record)) {
         await mcp.prepare(record);
         unsubscribe = mcp!.onToolsChanged(record.id, refreshTools);
@@ -331,6 +372,44 @@ export class AgentRuntime implements ConversationRuntime {
       this.deps.conversations.failRunning(record.id);
     } finally {
       session.active = null;
+      this.armIdleTimer(record.id);
+    }
+  }
+
+  /** (Re)starts the conversation's idle countdown. */
+  private armIdleTimer(conversationId: string): void {
+    const timeoutMs = this.deps.idleTimeoutMs ?? 0;
+    if (timeoutMs <= 0) return;
+    clearTimeout(this.idleTimers.get(conversationId));
+    const timer = setTimeout(() => {
+      this.idleTimers.delete(conversationId);
+      void this.releaseIdle(conversationId).catch((error: unknown) => this.deps.onError?.(error, { conversation_id: conversationId, stage: 'idle_release' }));
+    }, timeoutMs);
+    timer.unref();
+    this.idleTimers.set(conversationId, timer);
+  }
+
+  /**
+   * An idle conversation gives back what it holds: its shell (every sandbox process, its state
+   * kept for the next one), its MCP servers and its folded history (read again from the log on
+   * next use). Not while a run or a shell command is in progress: the countdown starts again.
+   */
+  private async releaseIdle(conversationId: string): Promise<void> {
+    const session = this.sessions.peek(conversationId);
+    if (!session || session.active || this.sessions.isLoading(conversationId) || this.releasing.has(conversationId)) return;
+    const release = (async () => {
+      const { released, restore } = await session.suspendShell(Math.round((this.deps.idleTimeoutMs ?? 0) / 1000));
+      if (!released || session.active) return this.armIdleTimer(conversationId);
+      await this.deps.mcp?.close(conversationId);
+      if (this.sessions.peek(conversationId) !== session || session.active) return;
+      this.sessions.forget(conversationId);
+      if (restore) this.released.set(conversationId, restore);
+    })();
+    this.releasing.set(conversationId, release);
+    try {
+      await release;
+    } finally {
+      this.releasing.delete(conversationId);
     }
   }
 
@@ -378,10 +457,16 @@ export class AgentRuntime implements ConversationRuntime {
     return record.tools.map((name) => this.toolsByName.get(name)).filter((tool): tool is ToolDefinition => tool !== undefined);
   }
 
+  /** Each tool's schema is derived once: a tool definition never changes. */
   private schemasOf(tools: readonly ToolDefinition[]): LlmToolSchema[] {
     return tools.map((tool) => {
-      const { $schema: _ignored, ...parameters } = tool.jsonSchema ?? (z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<string, unknown>);
-      return { name: tool.name, description: tool.description, parameters };
+      let schema = toolSchemas.get(tool);
+      if (!schema) {
+        const { $schema: _ignored, ...parameters } = tool.jsonSchema ?? (z.toJSONSchema(tool.parameters, { io: 'input' }) as Record<string, unknown>);
+        schema = { name: tool.name, description: tool.description, parameters };
+        toolSchemas.set(tool, schema);
+      }
+      return schema;
     });
   }
 

@@ -1,6 +1,6 @@
 import type { EventLog } from '../events/event-log.js';
 import type { AgentEvent } from '../schemas/event.js';
-import type { ShellFactory, ShellSession } from '../tools/shell-session.js';
+import type { ShellCreateOptions, ShellFactory, ShellSession } from '../tools/shell-session.js';
 import { TASK_LIST_STATE_KEY, TASK_TRACKER_TOOL_NAME, restoreTaskList } from '../tools/task-tracker.js';
 import { ConversationHistory } from './conversation-history.js';
 import type { Run } from './run-record.js';
@@ -28,6 +28,8 @@ export class AgentSession {
   active: ActiveRun | null = null;
   private shellSession: ShellSession | null = null;
   private starting: Promise<ShellSession> | null = null;
+  /** The state of the shell an earlier session stopped while idle: the next shell restores it. */
+  restore: ShellCreateOptions['restore'];
   /** Events appended while the log is being folded in: applied after it (the fold skips what it saw). */
   private held: AgentEvent[] | null = [];
 
@@ -100,9 +102,10 @@ export class AgentSession {
     if (this.shellSession) return Promise.resolve(this.shellSession);
     if (!this.starting) {
       this.starting = factory
-        .create({ conversationId: this.conversationId, workdir: options.workdir, env: options.env(), ...(options.sandbox && { sandbox: options.sandbox }) })
+        .create({ conversationId: this.conversationId, workdir: options.workdir, env: options.env(), ...(options.sandbox && { sandbox: options.sandbox }), ...(this.restore && { restore: this.restore }) })
         .then((shell) => {
           this.shellSession = shell;
+          this.restore = undefined;
           return shell;
         })
         .finally(() => {
@@ -114,6 +117,22 @@ export class AgentSession {
 
   get liveShell(): ShellSession | null {
     return this.shellSession;
+  }
+
+  /**
+   * Idle: the shell records its state and stops (suspend). False, with the shell left running,
+   * while it runs a command. The state is returned for the next session's shell.
+   */
+  async suspendShell(idleSeconds: number): Promise<{ released: boolean; restore: ShellCreateOptions['restore'] }> {
+    const shell = this.shellSession;
+    if (shell?.suspend) {
+      const state = await shell.suspend();
+      if (state === null) return { released: false, restore: this.restore };
+      if (this.shellSession === shell) this.shellSession = null;
+      this.restore = { state, idleSeconds };
+    }
+    await this.closeShell();
+    return { released: true, restore: this.restore };
   }
 
   /** Closes the shell, one still starting included (it would otherwise outlive a workdir change). */

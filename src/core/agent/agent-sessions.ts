@@ -24,6 +24,11 @@ export class AgentSessions implements EventReader {
     return this.sessions.get(conversationId);
   }
 
+  /** Whether the session's history is being folded in now. */
+  isLoading(conversationId: string): boolean {
+    return this.loading.has(conversationId);
+  }
+
   all(): AgentSession[] {
     return [...this.sessions.values()];
   }

@@ -58,6 +58,11 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
   for (const action of finishLast(context.approved, (a) => a.tool_name)) {
     if (context.signal.aborted) return { kind: 'aborted' };
     const call = { id: action.tool_call_id, name: action.tool_name, arguments: '' };
+    const recheck = await context.gate.beforeApproved({ name: action.tool_name, args: action.arguments });
+    if (recheck.kind === 'deny') {
+      await context.append({ kind: 'rejection', source: 'system', tool_call_id: action.tool_call_id, tool_name: action.tool_name, reason: recheck.reason, run_id: context.run.id, ...(recheck.rule && { rule: recheck.rule }) });
+      continue;
+    }
     const notAlone = action.tool_name === FINISH_TOOL && approvedOthers > 0;
     if (!notAlone) await context.beforeTool?.({ name: action.tool_name, args: action.arguments });
     const outcome = notAlone

@@ -6,6 +6,8 @@ import { readAsset } from '../../assets.js';
 const TEMPLATE = readAsset(import.meta.url, 'system-prompt.md');
 const PROJECT_FILES = ['AGENTS.md', 'CLAUDE.md'];
 const MAX_PROJECT_INSTRUCTIONS = 64 * 1024;
+/** The rules part of the prompt by set of enabled tools (the template never changes while the server runs). */
+const renderedRules = new Map<string, string>();
 
 export interface SystemPromptInputs {
   workdir: string;
@@ -25,7 +27,13 @@ export interface SystemPromptInputs {
 export function buildSystemPrompt(inputs: SystemPromptInputs): string {
   const enabled = new Set(inputs.tools);
   if (enabled.has('glob') || enabled.has('grep')) enabled.add('search');
-  const parts = [renderTemplate(TEMPLATE, enabled).trim()];
+  const key = [...enabled].sort().join(',');
+  let rules = renderedRules.get(key);
+  if (rules === undefined) {
+    rules = renderTemplate(TEMPLATE, enabled).trim();
+    renderedRules.set(key, rules);
+  }
+  const parts = [rules];
   const gitRoot = findGitRoot(inputs.workdir);
   const instructions = projectInstructions(inputs.workdir, gitRoot);
   if (instructions) parts.push(instructions);

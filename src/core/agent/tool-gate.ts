@@ -35,13 +35,19 @@ export class ToolGate {
       hookAsked = outcome.ask;
     }
     const verdict = (await this.options.policy()).check(call.name, args, this.options.workdir);
-    if (verdict.decision === 'deny') {
-      const where = verdict.source === 'project' ? ' (from the project\'s .claude/settings.json)' : '';
-      const reason = verdict.rule ? `Denied by the permission rule \`${verdict.rule}\`${where}.` : 'Denied: the permission default for this conversation is deny.';
-      return { kind: 'deny', args, original, reason, ...(verdict.rule && { rule: verdict.rule }) };
-    }
+    if (verdict.decision === 'deny') return { kind: 'deny', args, original, ...denial(verdict) };
     if (verdict.decision === 'ask' || hookAsked) return { kind: 'ask', args, original };
     return { kind: 'run', args, original };
+  }
+
+  /**
+   * An action the user approved while it waited: its `ask` is answered, but the rules are read
+   * again, as they are now (a deny rule added since, by PUT /config or the project's settings,
+   * still refuses it). Its PreToolUse hooks ran when it was proposed.
+   */
+  async beforeApproved(call: { name: string; args: Record<string, unknown> }): Promise<{ kind: 'run' } | { kind: 'deny'; reason: string; rule?: string }> {
+    const verdict = (await this.options.policy()).check(call.name, call.args, this.options.workdir);
+    return verdict.decision === 'deny' ? { kind: 'deny', ...denial(verdict) } : { kind: 'run' };
   }
 
   /** PostToolUse: context or a block reason the model sees after the result, or null. */
@@ -79,4 +85,11 @@ export class ToolGate {
     if (!this.options.hooks.has('SessionStart')) return [];
     return (await this.options.hooks.run({ point: 'SessionStart', fields: { source: 'startup' } })).additionalContext;
   }
+}
+
+/** Why a rule (or the default) refused a call, as the model and the rejection event say it. */
+function denial(verdict: { rule?: string | null | undefined; source?: string | null | undefined }): { reason: string; rule?: string } {
+  const where = verdict.source === 'project' ? " (from the project's .claude/settings.json)" : '';
+  const reason = verdict.rule ? `Denied by the permission rule \`${verdict.rule}\`${where}.` : 'Denied: the permission default for this conversation is deny.';
+  return { reason, ...(verdict.rule && { rule: verdict.rule }) };
 }

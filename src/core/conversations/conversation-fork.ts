@@ -82,7 +82,7 @@ export class ConversationForks {
 
   private async undo(intent: ForkIntent): Promise<void> {
     await this.deps.log.drop(intent.conversation_id);
-    if (intent.workdir) this.deps.conversations.workdirs.remove(intent.workdir);
+    if (intent.workdir) await this.deps.conversations.workdirs.remove(intent.workdir);
   }
 
   private async copyEvents(fromId: string, toId: string, atSeq: number): Promise<void> {

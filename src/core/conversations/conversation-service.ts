@@ -175,7 +175,7 @@ export class ConversationService {
     this.store.remove(id, { persisted: true });
     await this.deps.log.drop(id);
     this.deps.recorder.closeConversation(id);
-    if (options.deleteWorkdir && record.workdir_created) this.deps.workdirs.remove(record.workdir);
+    if (options.deleteWorkdir && record.workdir_created) await this.deps.workdirs.remove(record.workdir);
     for (const listener of this.deps.onDeleted ?? []) await listener(id);
   }
 

@@ -7,5 +7,6 @@ export interface Workdirs {
    */
   prepare(requested: string, options: { isDefault: boolean }): { workdir: string; created: boolean };
   /** Removes a workdir the server created, with everything in it. */
-  remove(workdir: string): void;
+  /** Asynchronous: a workdir of a hundred thousand files must not stall every other request. */
+  remove(workdir: string): Promise<void>;
 }

@@ -134,6 +134,10 @@ function describeResult(result: ShellRunResult, context: DescribeContext): strin
   if (!context.shellAlive) notes.push('[The shell exited. A fresh one starts in the workdir with the next command; directory, variables and functions set before are lost.]');
   const parts: string[] = [];
   if (result.restarted) parts.push('[The shell had exited and was restarted in the workdir: directory, variables and functions set before are lost.]');
+  if (result.resumed) {
+    const idle = result.resumed.idleSeconds >= 120 ? `${Math.round(result.resumed.idleSeconds / 60)} min` : `${result.resumed.idleSeconds} s`;
+    parts.push(`[The shell was stopped after ${idle} idle and restarted: the directory (${result.resumed.cwd}) and exported variables were restored; background processes, shell functions, aliases and unexported variables are gone.]`);
+  }
   const output = result.output.replace(/^\n+|\n+$/g, '');
   if (output !== '') parts.push(output);
   else if (!result.stillRunning && result.pid === undefined && notes.length === 0) parts.push('(no output)');

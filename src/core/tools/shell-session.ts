@@ -34,6 +34,17 @@ export interface ShellRunResult {
   fullOutput?: { text: string; complete: boolean };
   /** What a `C-c` did: `interrupt` (SIGINT sent), `killed` (a second C-c: SIGKILL to the foreground processes). */
   interrupted?: 'interrupt' | 'killed';
+  /** The first result of a shell started in place of one stopped while idle (see ShellSession.suspend). */
+  resumed?: { cwd: string; idleSeconds: number };
+}
+
+/** What an idle shell leaves behind to be restored: its directory and the exported variables it changed. */
+export interface ShellState {
+  cwd: string;
+  /** Exported variables added or changed in the shell (server-set values that are unchanged are not kept). */
+  env: Record<string, string>;
+  /** Server-set variables the shell unset. */
+  unset: string[];
 }
 
 export interface ShellSession {
@@ -45,6 +56,11 @@ export interface ShellSession {
   interrupt(): Promise<void>;
   /** Kill the shell and its whole process tree. Idempotent. */
   close(): Promise<void>;
+  /**
+   * Record the shell's state and close it (an idle conversation frees its processes). null, with
+   * nothing closed, while a command runs.
+   */
+  suspend?(): Promise<ShellState | null>;
   readonly pid: number | undefined;
   readonly alive: boolean;
 }
@@ -61,6 +77,8 @@ export interface ShellCreateOptions {
    * knows what to reap.
    */
   onSpawn?: (pid: number) => void;
+  /** The state of the shell this one replaces (it was stopped while idle): restored before the first command, which is told. */
+  restore?: { state: ShellState; idleSeconds: number };
 }
 
 export interface ShellFactory {

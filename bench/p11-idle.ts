@@ -1,0 +1,156 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { startFakeLlm } from '../test/fake-llm/fake-llm-server.js';
+import { bashThenAnswer, createIdleConversations, sleep } from './support/idle-conversations.js';
+import type { Benchmark } from './support/benchmark.js';
+import { census, wakeupsBetween, wakeupsByName, type Census } from './support/process-census.js';
+import { CLI, startProcess, type StartedProcess } from './support/processes.js';
+import { fmt } from './support/stats.js';
+
+/**
+ * P11: what an idle conversation costs the machine after one run (one `bash true`, then an
+ * answer): the processes and file descriptors it keeps, the server's RSS, its processes' PSS,
+ * and the CPU time and wakeups (context switches) it causes while nothing happens, at growing
+ * numbers of conversations, against the same server empty (the baseline, measured in the same
+ * run). Then the same after AGENTD_IDLE_TIMEOUT_S: the conversations' shells released.
+ */
+export const p11Idle: Benchmark = {
+  id: 'P11',
+  title: 'idle cost',
+  measures:
+    'processes, fds, server RSS, children PSS, idle CPU and wakeups per idle conversation after one run each (50/200/500/1,000 conversations without network, 50 with; --quick 20/50 and 20), before and after AGENTD_IDLE_TIMEOUT_S, versus the empty server.',
+  async run({ quick, tmp }) {
+    const sizes = quick ? [20, 50] : [50, 200, 500, 1000];
+    const windowMs = quick ? 3000 : 10_000;
+    const fake = await startFakeLlm({ whenExhausted: bashThenAnswer });
+    const rows: string[][] = [];
+    const notes: string[] = [];
+    let largest: { size: number; figures: IdleFigures } | undefined;
+    let withNetwork: { size: number; figures: IdleFigures } | undefined;
+    const networkSize = quick ? 20 : 50;
+    try {
+      // Before the timeout: one server, conversations added up to each size. Their sandboxes have
+      // no network (at 1,000, the network helper alone would hold ~30 GB); the helper's own cost
+      // is measured on a second server with the default network.
+      const server = await spawnServer(tmp, 'before', '3600');
+      try {
+        const empty = await idleWindow(server, windowMs);
+        rows.push(row('empty server (baseline)', 0, empty, empty));
+        let created = 0;
+        for (const size of sizes) {
+          await createIdleConversations(server, fake, created, size, { network: false });
+          created = size;
+          const figures = await idleWindow(server, windowMs);
+          rows.push(row(`${size} idle conversations, no network`, size, figures, empty));
+          largest = { size, figures };
+        }
+      } finally {
+        await server.stop();
+      }
+      const networked = await spawnServer(tmp, 'network', '3600');
+      try {
+        const empty = await idleWindow(networked, windowMs);
+        await createIdleConversations(networked, fake, 0, networkSize);
+        const figures = await idleWindow(networked, windowMs);
+        rows.push(row(`${networkSize} idle conversations, default network (pasta)`, networkSize, figures, empty));
+        withNetwork = { size: networkSize, figures };
+      } finally {
+        await networked.stop();
+      }
+      // After the timeout: a server whose conversations are released 2 s after their run.
+      const after = await spawnServer(tmp, 'after', '2');
+      try {
+        const empty = await idleWindow(after, windowMs);
+        await createIdleConversations(after, fake, 0, networkSize);
+        const deadline = performance.now() + 120_000;
+        while (census(after.child.pid!).processes > 0 && performance.now() < deadline) await sleep(200);
+        rows.push(row(`${networkSize} conversations (default network) after AGENTD_IDLE_TIMEOUT_S (2 s)`, networkSize, await idleWindow(after, windowMs), empty));
+      } finally {
+        await after.stop();
+      }
+    } finally {
+      await fake.close();
+    }
+    notes.push(
+      'Per conversation: (figure with N conversations − figure of the empty server) / N. CPU and wakeups are over an idle window of ' +
+        `${windowMs / 1000} s with nothing running; wakeups are context switches of the server and of every process below it.`,
+      "Before the timeout each conversation keeps its sandboxed shell (bwrap, the pid namespace's init, the watchdog, bash; with the default network also a wrapper and pasta): the watchdog sleeps in a blocking read while no command runs, so agentd's own processes cause no wakeup; pasta wakes about once a second.",
+    );
+    return {
+      sizes: `${sizes.join(', ')} conversations after one run each (one \`bash true\`, then an answer); idle windows of ${windowMs / 1000} s`,
+      tables: [
+        ...(largest ? [byProcessTable(largest.size, largest.figures, 'no network')] : []),
+        ...(withNetwork ? [byProcessTable(withNetwork.size, withNetwork.figures, 'default network')] : []),
+        {
+          caption: 'Idle cost per conversation',
+          columns: ['', 'processes', 'fds (server + children)', 'server RSS MiB', 'children PSS KiB / conv', 'server RSS KiB / conv', 'idle CPU ms/s (all)', 'idle CPU µs/s / conv', 'wakeups/s (all)', 'wakeups/s / conv'],
+          rows,
+        },
+      ],
+      notes,
+    };
+  },
+};
+
+interface IdleFigures {
+  census: Census;
+  cpuMsPerS: number;
+  wakeupsPerS: number;
+  /** Wakeups per second by command name, of the processes below the server. */
+  wakeupsByName: Map<string, number>;
+}
+
+function row(label: string, size: number, figures: IdleFigures, empty: IdleFigures): string[] {
+  const per = (value: number, base: number) => (size === 0 ? '' : fmt((value - base) / size));
+  const { census: now } = figures;
+  return [
+    label,
+    String(now.processes),
+    String(now.rootFds + now.childFds),
+    fmt(now.rootRss / 2 ** 20),
+    size === 0 ? '' : fmt(now.childPss / 1024 / size),
+    per(now.rootRss / 1024, empty.census.rootRss / 1024),
+    fmt(figures.cpuMsPerS),
+    size === 0 ? '' : fmt(((figures.cpuMsPerS - empty.cpuMsPerS) * 1000) / size),
+    fmt(figures.wakeupsPerS),
+    per(figures.wakeupsPerS, empty.wakeupsPerS),
+  ];
+}
+
+/** Per conversation, by program: who holds the processes, fds and memory, and who wakes up. */
+function byProcessTable(size: number, figures: IdleFigures, label: string) {
+  const names = [...figures.census.byName.keys()].sort();
+  return {
+    caption: `By program, per idle conversation (${size} conversations, ${label})`,
+    columns: ['program', 'processes', 'fds', 'PSS KiB', 'wakeups/s'],
+    rows: names.map((name) => {
+      const held = figures.census.byName.get(name)!;
+      return [name, fmt(held.processes / size), fmt(held.fds / size), fmt(held.pss / 1024 / size), fmt((figures.wakeupsByName.get(name) ?? 0) / size)];
+    }),
+  };
+}
+
+async function spawnServer(tmp: string, name: string, idleTimeoutS: string): Promise<StartedProcess> {
+  const dataDir = path.join(tmp, name);
+  fs.mkdirSync(dataDir, { recursive: true });
+  return startProcess({
+    command: [process.execPath, CLI],
+    args: (port) => ['--port', String(port), '--data-dir', dataDir],
+    env: { AGENTD_IDLE_TIMEOUT_S: idleTimeoutS, AGENTD_LOG_LEVEL: 'warn' },
+    probe: '/health',
+  });
+}
+
+/** Settles, then samples the server and its processes over an idle window. */
+async function idleWindow(server: StartedProcess, windowMs: number): Promise<IdleFigures> {
+  await sleep(1000);
+  const before = census(server.child.pid!);
+  const started = performance.now();
+  await sleep(windowMs);
+  const after = census(server.child.pid!);
+  const seconds = (performance.now() - started) / 1000;
+  const cpu = after.rootCpuMs - before.rootCpuMs + (after.childCpuMs - before.childCpuMs);
+  const wakeups = after.rootSwitches - before.rootSwitches + wakeupsBetween(before, after);
+  const byName = new Map([...wakeupsByName(before, after)].map(([name, count]) => [name, count / seconds]));
+  return { census: after, cpuMsPerS: cpu / seconds, wakeupsPerS: wakeups / seconds, wakeupsByName: byName };
+}
