@@ -143,6 +143,8 @@ export class GitShadowRepository implements ShadowRepository {
       fs.writeFileSync(path.join(temp, 'info', 'attributes'), ATTRIBUTES);
       fs.writeFileSync(path.join(temp, 'info', 'exclude'), EXCLUDE);
       fs.renameSync(temp, gitDir);
+      // A new repository has no checkpoint commit yet: the first keep() need not ask git.
+      this.lastCommit.set(gitDir, '');
     } catch (error) {
       fs.rmSync(temp, { recursive: true, force: true });
       if (!fs.existsSync(path.join(gitDir, 'HEAD'))) throw error;
