@@ -10,7 +10,8 @@ import { p10RoundTrip } from './p10-round-trip.js';
 import { p11Idle } from './p11-idle.js';
 import { p12ToolGate } from './p12-tool-gate.js';
 import { p13Shutdown } from './p13-shutdown.js';
+import { p14Condensation } from './p14-condensation.js';
 import { p16cCheckpoint } from './p16c-checkpoint.js';
 
 /** Every benchmark, in the order `npm run bench` runs them. */
-export const BENCHMARKS: readonly Benchmark[] = [p1AgentStep, p2SseFanout, p3EventPages, p4Startup, p5Http, p6Shell, p7Binary, p10RoundTrip, p11Idle, p12ToolGate, p13Shutdown, p16cCheckpoint];
+export const BENCHMARKS: readonly Benchmark[] = [p1AgentStep, p2SseFanout, p3EventPages, p4Startup, p5Http, p6Shell, p7Binary, p10RoundTrip, p11Idle, p12ToolGate, p13Shutdown, p14Condensation, p16cCheckpoint];

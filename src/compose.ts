@@ -212,6 +212,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     onError: (error, context) => logger.error({ err: error, ...context }, 'agent run failed'),
     onLlmRetry: (retry, context) =>
       logger.warn({ ...context, attempt: retry.attempt, code: retry.code, status: retry.status, retry_in_ms: retry.delayMs }, `LLM attempt ${retry.attempt} failed, retrying: ${retry.message}`),
+    condenserMaxTokens: config.condenserMaxTokens,
     onRunFailed: (failure, context) => logger.error({ ...context, code: failure.code }, `run ended in agent_error: ${failure.message}`),
   });
   const conversations = new ConversationService({

@@ -65,6 +65,7 @@ export const VARIABLES = {
   AGENTD_LLM_PROMPT_CACHE: spec({ schema: boolText.optional(), default: 'auto', meaning: 'Default prompt_cache: true marks the prompt prefix with cache_control (auto: on for Claude behind OpenRouter or a LiteLLM host)' }),
   AGENTD_LLM_RATE_LIMIT_WAIT_S: spec({ schema: z.coerce.number().min(0).default(60), default: '60', meaning: 'How long an LLM request rate-limited (429) keeps being retried, in seconds in total' }),
   AGENTD_LLM_IDLE_TIMEOUT_S: spec({ schema: z.coerce.number().min(1).default(120), default: '120', meaning: 'Seconds a streaming LLM response may stay silent before the attempt is retried' }),
+  AGENTD_CONDENSER_MAX_TOKENS: spec({ schema: z.coerce.number().int().min(1000).default(100_000), default: '100000', meaning: "Prompt tokens past which a conversation's history is condensed, for models whose context window agentd does not know (known ones: 75% of the window)" }),
   AGENTD_SECRET_KEY: spec({ schema: z.string().min(16, 'must be at least 16 characters').optional(), default: 'generated', meaning: 'Key that encrypts secrets at rest (unset: <data dir>/secret.key, mode 0600)' }),
   AGENTD_FSYNC: spec({ schema: boolText.default(false), default: 'false', meaning: 'true: fsync every append (survives power loss, not only a crash)' }),
   AGENTD_CHECKPOINTS: spec({ schema: boolText.default(true), default: 'true', meaning: 'false: take no workdir checkpoints (rewind of files, /changes and fork with copy_workdir then answer 422)' }),

@@ -21,6 +21,8 @@ export interface Config {
   idleTimeoutMs: number;
   /** A shutdown taking longer than this exits anyway (code 1). */
   shutdownTimeoutMs: number;
+  /** AGENTD_CONDENSER_MAX_TOKENS: the condensation threshold for models of unknown context window. */
+  condenserMaxTokens: number;
   host: string;
   port: number;
   dataDir: string;
@@ -213,6 +215,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
           prompt_cache: e.AGENTD_LLM_PROMPT_CACHE ?? null,
         }
       : null,
+    condenserMaxTokens: e.AGENTD_CONDENSER_MAX_TOKENS,
     llmClient: Object.freeze({ rateLimitWaitMs: Math.round(e.AGENTD_LLM_RATE_LIMIT_WAIT_S * 1000), idleTimeoutMs: Math.round(e.AGENTD_LLM_IDLE_TIMEOUT_S * 1000) }),
     idleTimeoutMs: Math.round(e.AGENTD_IDLE_TIMEOUT_S * 1000),
     shutdownTimeoutMs: Math.round(e.AGENTD_SHUTDOWN_TIMEOUT_S * 1000),

@@ -23,7 +23,7 @@ async function api(path: string, init: RequestInit = {}): Promise<any> {
 }
 
 describe('restart during a run', () => {
-  it('comes back paused with the open tool call closed; the next run sends a valid history', async () => {
+  it('comes back paused with the open tool call closed; the next run sends a valid history', { timeout: 90_000 }, async () => {
     const marker = `sleep 5${Math.floor(Math.random() * 9)}.${Date.now() % 1000}`;
     llm = await startFakeLlm([{ text: 'running it', toolCalls: [{ name: 'bash', arguments: { command: marker } }] }, { text: 'resumed fine' }]);
     const dataDir = tempDir();

@@ -198,6 +198,9 @@ describe('every route', () => {
     const started = await client.runs.start(id);
     expect(started.run_id).toMatch(/-/);
     await harness.waitForStatus(id, ['idle']);
+    // Two exchanges are too short to condense with the default keep_last: a typed 409.
+    const condensed = await client.conversations.condense(id, { instructions: 'keep the routes' }).catch((error: unknown) => error);
+    expect(condensed).toMatchObject({ status: 409, code: 'nothing_to_condense' });
 
     const messages = (await client.events.list(id, { kind: ['message'] })).items;
     expect(messages.map((event) => event.kind)).toEqual(messages.map(() => 'message'));

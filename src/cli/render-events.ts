@@ -52,7 +52,11 @@ export function progressLine(event: StreamEvent): string | null {
       if (event.status === 'running' || event.status === 'idle' || event.status === 'finished') return null;
       return pc.dim(`[${event.status}${event.reason ? `: ${clip(event.reason)}` : ''}]`);
     case 'condensation':
-      return pc.dim('[earlier events condensed]');
+      return pc.dim(`[events #${event.forgotten_from_seq}–#${event.forgotten_to_seq} condensed into a summary: ~${event.tokens_before} → ~${event.tokens_after} tokens]`);
+    case 'interrupt':
+      return pc.dim(`[interrupted by message #${event.message_seq}${event.stopped === 'tool' ? ': the running tool call was stopped' : event.stopped === 'llm' ? ': the answer being written was dropped' : ''}]`);
+    case 'rollback':
+      return pc.dim(`[run rolled back: events #${event.forgotten_from_seq}–#${event.forgotten_to_seq} no longer reach the model]`);
     default:
       return null;
   }

@@ -70,6 +70,8 @@ export class AgentdClient {
     delete: (id: string, query: T.DeleteConversationOptions = {}, o?: Signal) => this.http.json<null>(this.conversationPath(id), { method: 'DELETE', query, ...o }),
     /** A new conversation with this one's events up to `at_seq`, its config, optionally its secrets and a copy of its workdir. */
     fork: (id: string, body: T.ForkInput = {}, o?: Signal) => this.post<T.Conversation>(this.conversationPath(id, '/fork'), body, o),
+    /** Summarize the middle of the LLM history now (during a run: before its next LLM request). */
+    condense: (id: string, body: T.CondenseInput = {}, o?: Signal) => this.post<T.CondenseAccepted>(this.conversationPath(id, '/condense'), body, o),
     /** Every conversation, page after page. */
     all: (query: Omit<T.ConversationListQuery, 'page_id'> = {}) => this.pages((page_id) => this.conversations.list({ ...query, page_id })),
   };

@@ -15,6 +15,8 @@ import type {
   PostMessageBody,
   UpdateConversationConfigBody,
   Usage as UsageSchema,
+  CondenseAccepted as CondenseAcceptedSchema,
+  CondenseBody,
 } from '../core/schemas/conversation.js';
 import type { AgentEvent as AgentEventSchema, ConversationStatus as StatusSchema, EventKind as EventKindSchema, MessageDelta as MessageDeltaSchema } from '../core/schemas/event.js';
 import type { FileEntry as FileEntrySchema } from '../core/schemas/file-entry.js';
@@ -64,6 +66,8 @@ export type DeleteConversationOptions = QueryOf<typeof DeleteConversationQuery>;
 export type SendMessageInput = z.input<typeof PostMessageBody>;
 export type MessageAccepted = z.output<typeof MessageAcceptedSchema>;
 export type RunStarted = z.output<typeof RunStartedSchema>;
+export type CondenseInput = z.input<typeof CondenseBody>;
+export type CondenseAccepted = z.output<typeof CondenseAcceptedSchema>;
 export type RejectInput = z.input<typeof RejectBody>;
 export type Run = z.output<typeof RunSchema>;
 export type RunListQuery = QueryOf<typeof RunListQuerySchema>;

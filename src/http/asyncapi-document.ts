@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Usage } from '../core/schemas/usage.js';
 import { WebhookHeaders, WebhookPayload } from '../core/webhooks/callback-schemas.js';
-import { AgentEvent, ConversationStatus, EVENT_KINDS, EventKind, EventSource, MessageDelta, StreamClosedNotice, StreamOverflowNotice } from '../core/schemas/event.js';
+import { AgentEvent, ConversationStatus, EVENT_KINDS, EventKind, EventSource, MessageDelta, MultitaskStrategy, StreamClosedNotice, StreamOverflowNotice } from '../core/schemas/event.js';
 
 /**
  * The AsyncAPI 3.0 document of what agentd pushes: the SSE streams and the webhook deliveries.
@@ -45,6 +45,8 @@ const KIND_SUMMARIES: Record<EventKind, string> = {
   hook: 'A lifecycle hook ran (its point, what it decided, how long it took).',
   rewind: 'The workdir and/or the LLM history went back to a checkpoint (POST /rewind); the log keeps every event.',
   fork: 'First event a fork records itself: the parent conversation and the seq its copied events end at.',
+  interrupt: 'A message sent with multitask_strategy `interrupt` stopped the current tool call or LLM turn of the run.',
+  rollback: 'A message sent with multitask_strategy `rollback` canceled the run: its events left the LLM history (they stay in the log).',
 };
 
 /** Schemas named only here (a global meta id would put them in the OpenAPI document too). */
@@ -65,7 +67,7 @@ function schemaId(schema: z.ZodType): string {
 /** JSON Schema (draft-07, the AsyncAPI schema format's base) for each named schema, with `$ref`s between them. */
 function componentSchemas(): Record<string, unknown> {
   const registry = z.registry<{ id: string }>();
-  const named = [...AgentEvent.options, AgentEvent, ConversationStatus, EventSource, EventKind, Usage, ...LOCAL_IDS.keys()];
+  const named = [...AgentEvent.options, AgentEvent, ConversationStatus, EventSource, EventKind, MultitaskStrategy, Usage, ...LOCAL_IDS.keys()];
   for (const schema of named) registry.add(schema, { id: schemaId(schema) });
   const { schemas } = z.toJSONSchema(registry, { target: 'draft-7', uri: (id) => `#/components/schemas/${id}` });
   if ('__shared' in schemas) throw new Error(`schemas without an id are shared: ${Object.keys((schemas.__shared as { definitions?: object }).definitions ?? {}).join(', ')}`);

@@ -88,7 +88,10 @@ export function EventCard({ event, nested }: { event: AgentEvent; nested?: Compo
     case 'message':
       return (
         <Card event={event} className={`message-${event.source}`}>
-          <div class="who">{event.source === 'user' ? 'You' : 'Agent'}</div>
+          <div class="who">
+            {event.source === 'user' ? 'You' : 'Agent'}
+            {event.multitask_strategy && event.multitask_strategy !== 'enqueue' ? <span class="subtle"> · sent during a run ({str(event.multitask_strategy)})</span> : null}
+          </div>
           {event.source === 'user' ? <div class="plain">{str(event.content)}</div> : <Markdown text={str(event.content)} />}
         </Card>
       );
@@ -136,9 +139,27 @@ export function EventCard({ event, nested }: { event: AgentEvent; nested?: Compo
       return (
         <Card event={event} className="quiet">
           <details>
-            <summary>Context condensed{event.forgotten_from_seq ? ` (#${str(event.forgotten_from_seq)}–#${str(event.forgotten_to_seq)})` : ''}</summary>
+            <summary>
+              Context condensed{event.forgotten_from_seq ? `: events #${str(event.forgotten_from_seq)}–#${str(event.forgotten_to_seq)} summarized` : ''}
+              {typeof event.tokens_before === 'number' ? ` · ~${str(event.tokens_before)} → ~${str(event.tokens_after)} tokens` : ''}
+              {event.trigger ? ` · ${event.trigger === 'manual' ? 'asked for' : event.trigger === 'context_exceeded' ? 'the prompt was too long' : 'automatic'}` : ''}
+            </summary>
             <Markdown text={str(event.summary ?? event.content)} />
           </details>
+        </Card>
+      );
+    case 'interrupt':
+      return (
+        <Card event={event} className="quiet">
+          Interrupted by message #{str(event.message_seq)}:{' '}
+          {event.stopped === 'tool' ? 'the running tool call was stopped' : event.stopped === 'llm' ? 'the answer being written was dropped' : 'the run takes the message next'}
+          {Array.isArray(event.tool_call_ids) && event.tool_call_ids.length > 1 ? ` (${event.tool_call_ids.length - (event.stopped === 'tool' ? 1 : 0)} call(s) not run)` : ''}
+        </Card>
+      );
+    case 'rollback':
+      return (
+        <Card event={event} className="quiet">
+          Run rolled back: events <a href={`#seq-${str(event.forgotten_from_seq)}`}>#{str(event.forgotten_from_seq)}</a>–#{str(event.forgotten_to_seq)} no longer reach the model (they stay in the log)
         </Card>
       );
     case 'hook':

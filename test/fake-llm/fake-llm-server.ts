@@ -11,7 +11,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { completionBody, streamChunks, type ResponseShape } from './chat-response-chunks.js';
-import type { ChatRequestBody, FakeFaultTurn, FakeResponseTurn, FakeStaticTurn, FakeTurn, RecordedRequest } from './fake-llm-types.js';
+import type { ChatRequestBody, FakeFaultTurn, FakeResponseTurn, FakeStaticTurn, FakeTurn, FakeTurnFn, RecordedRequest } from './fake-llm-types.js';
 import { PROVIDER_PROFILES, type ProviderName, type ProviderProfile } from './provider-profiles.js';
 import { validateChatRequest } from './validate-chat-request.js';
 
@@ -34,6 +34,26 @@ export interface FakeLlmOptions {
   provider?: ProviderName;
   /** The profile's context window in tokens, changed (Ollama: what OLLAMA_CONTEXT_LENGTH sets). */
   contextTokens?: number;
+  /**
+   * Answer agentd's condensation requests (isSummaryRequest) apart from the script: `true` with
+   * `SUMMARY of events #a–#b: <first words of each>`, or with the turn a function returns. They are
+   * recorded in `requests` and `summaryRequests` and take no turn from the queue.
+   */
+  summarizer?: true | FakeTurnFn;
+}
+
+/** agentd's condensation request: its system prompt (src/core/agent/condense-prompt.md) opens with these words. */
+export function isSummaryRequest(body: ChatRequestBody): boolean {
+  const first = body.messages?.[0];
+  return first?.role === 'system' && typeof first.content === 'string' && first.content.startsWith("You are condensing the history of a coding agent's conversation");
+}
+
+/** The summary the fake writes: the range of event numbers it was given, and the first words of each message. */
+export function fakeSummary(body: ChatRequestBody): string {
+  const text = String(body.messages?.[1]?.content ?? '');
+  const seqs = [...text.matchAll(/\(event #(\d+)\)/g)].map((match) => Number(match[1]));
+  const firstWords = [...text.matchAll(/^### [^\n]*\n([^\n]{0,40})/gm)].map((match) => match[1]!.trim());
+  return `SUMMARY of events #${Math.min(...seqs)}–#${Math.max(...seqs)}: ${firstWords.join(' | ')}`;
 }
 
 export interface FakeLlm {
@@ -45,6 +65,8 @@ export interface FakeLlm {
   requests: RecordedRequest[];
   /** Every violation of every request, as `request #<index>: <problem>`. Assert it is empty. */
   violations: string[];
+  /** The condensation requests answered by `summarizer`. */
+  summaryRequests: RecordedRequest[];
   push(...turns: FakeTurn[]): void;
   setScript(turns: FakeTurn[]): void;
   /** Turns left in the script. */
@@ -60,6 +82,7 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
   const options: FakeLlmOptions = Array.isArray(scriptOrOptions) ? { script: scriptOrOptions } : scriptOrOptions;
   let queue: FakeTurn[] = [...(options.script ?? [])];
   const requests: RecordedRequest[] = [];
+  const summaryRequests: RecordedRequest[] = [];
   const violations: string[] = [];
   let callCounter = 0;
   const profile: ProviderProfile = {
@@ -115,6 +138,12 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
       sendJson(res, 400, profile.errorBody?.(message) ?? { error: { message, type: 'invalid_request_error', param: null, code: null } });
       return;
     }
+    if (options.summarizer && isSummaryRequest(recorded.body)) {
+      summaryRequests.push(recorded);
+      const turn = options.summarizer === true ? { text: fakeSummary(recorded.body) } : await options.summarizer(recorded);
+      await answer({ turn, recorded, res });
+      return;
+    }
     const next = queue.shift() ?? options.whenExhausted ?? { text: 'done' };
     const turn: FakeStaticTurn = typeof next === 'function' ? await next(recorded) : next;
     await answer({ turn, recorded, res });
@@ -152,6 +181,7 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
     origin,
     requests,
     violations,
+    summaryRequests,
     push: (...turns) => void queue.push(...turns),
     setScript: (turns) => void (queue = [...turns]),
     remaining: () => queue.length,

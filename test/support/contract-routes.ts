@@ -38,6 +38,7 @@ export const CONTRACT_ROUTES: readonly string[] = [
   'POST /conversations/{id}/callbacks',
   'POST /conversations/{id}/callbacks/{callback_id}/enable',
   'POST /conversations/{id}/commands',
+  'POST /conversations/{id}/condense',
   'POST /conversations/{id}/confirmation',
   'POST /conversations/{id}/dirs/{path}',
   'POST /conversations/{id}/files/upload',

@@ -6,7 +6,11 @@ import type { ConversationRecord } from '../conversations/conversation-record.js
 import type { ConversationRuntime } from '../conversations/conversation-service.js';
 import type { ConversationStore } from '../conversations/conversation-store.js';
 import type { EventRecorder } from '../events/event-recorder.js';
-import type { ConversationStatus, NewEvent } from '../schemas/event.js';
+import type { AgentEvent, ConversationStatus, NewEvent } from '../schemas/event.js';
+import type { CondenseBody } from '../schemas/conversation.js';
+import { CondensationControl } from './condensation-control.js';
+import { MessageIntake, type TakeMessageOptions } from './message-intake.js';
+import { TurnInterrupts } from './turn-interrupts.js';
 import type { ShellFactory } from '../tools/shell-session.js';
 import type { ToolDefinition } from '../tools/tool.js';
 import type { AgentSession } from './agent-session.js';
@@ -53,6 +57,8 @@ export interface AgentRuntimeDeps {
   idleTimeoutMs?: number;
   /** A run that ended in agent_error (for the server log, at error). */
   onRunFailed?: (failure: { code: string; message: string }, context: { conversation_id: string; run_id: string }) => void;
+  /** The condensation threshold for models whose context window agentd does not know (AGENTD_CONDENSER_MAX_TOKENS). */
+  condenserMaxTokens?: number;
 }
 
 /** The LLM's view of each tool definition (see schemasOf). */
@@ -70,9 +76,26 @@ export class AgentRuntime implements ConversationRuntime {
   private readonly releasing = new Map<string, Promise<void>>();
   /** What released sessions left for their successors: the shell's state. */
   private readonly released = new Map<string, AgentSession['restore']>();
+  private readonly intake: MessageIntake;
+  private readonly condensation: CondensationControl;
 
   constructor(private readonly deps: AgentRuntimeDeps) {
     this.toolsByName = new Map(deps.tools.map((tool) => [tool.name, tool]));
+    this.intake = new MessageIntake({
+      session: (id) => this.session(id),
+      onUserMessage: (id, options) => this.onUserMessage(id, options),
+      cancel: (id) => this.pause(id, 'canceled'),
+      startRun: (id) => this.startRun(id),
+      append: (id, event) => this.append(id, event),
+    });
+    this.condensation = new CondensationControl({
+      llm: deps.llm,
+      append: async (id, event) => (await this.append(id, event)).event,
+      recordUsage: (record, run, usage) => this.recordUsage(record, run, usage),
+      gateFor: (record, runId, signal) => this.gateFor(record, runId, signal),
+      serverMaxTokens: deps.condenserMaxTokens,
+      ...(deps.onError && { onError: deps.onError }),
+    });
   }
 
   private get sessions(): AgentSessions {
@@ -109,6 +132,24 @@ export class AgentRuntime implements ConversationRuntime {
     return this.startRun(conversationId);
   }
 
+  /** A user message arrives (POST /messages): see MessageIntake for what it does to a run in progress. */
+  takeMessage(conversationId: string, options: TakeMessageOptions): Promise<{ event: AgentEvent; runId: string | null }> {
+    return this.intake.take(conversationId, options);
+  }
+
+  /** POST /condense (see CondensationControl.request). */
+  async condenseNow(conversationId: string, body: CondenseBody): Promise<{ run_id: string | null; forgotten_from_seq: number; forgotten_to_seq: number }> {
+    const record = this.deps.conversations.record(conversationId);
+    return this.condensation.request(await this.session(conversationId), record, body);
+  }
+
+  /** An LLM call's usage: added to the run's (when in one) and the conversation's totals, recorded as a `usage` event. */
+  private async recordUsage(record: ConversationRecord, run: Run | null, usage: LlmUsage): Promise<void> {
+    if (run) addUsage(run.usage, usage);
+    const totals = this.deps.conversations.addUsage(record.id, usage);
+    await this.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...totals }, run_id: run?.id ?? null });
+  }
+
   /** Start a run (POST /run, a message, approve, reject). A conflict while one is running. */
   async startRun(conversationId: string, options: { approved?: boolean } = {}): Promise<string> {
     const record = this.deps.conversations.record(conversationId);
@@ -128,7 +169,8 @@ export class AgentRuntime implements ConversationRuntime {
     // The lock is taken before anything is awaited: a second start now gets a conflict, and a pause waits for this run.
     const controller = new AbortController();
     let settled!: () => void;
-    const active: NonNullable<AgentSession['active']> = { run, controller, stopAs: null, done: new Promise<void>((resolve) => (settled = resolve)) };
+    const inputFromSeq = session.history.firstUnansweredUserSeq ?? session.history.lastSeq + 1;
+    const active: NonNullable<AgentSession['active']> = { run, controller, interrupts: new TurnInterrupts(), inputFromSeq, stopAs: null, done: new Promise<void>((resolve) => (settled = resolve)) };
     session.active = active;
     try {
       this.deps.conversations.setPendingActions(conversationId, []);
@@ -239,7 +281,9 @@ export class AgentRuntime implements ConversationRuntime {
     this.idleTimers.delete(conversationId);
     this.released.delete(conversationId);
     await this.pause(conversationId, 'deleted');
-    await this.sessions.forget(conversationId)?.closeShell();
+    const session = this.sessions.forget(conversationId);
+    if (session) await this.condensation.stop(session);
+    await session?.closeShell();
     await this.deps.mcp?.close(conversationId);
     this.deps.runs.drop(conversationId);
   }
@@ -249,6 +293,7 @@ export class AgentRuntime implements ConversationRuntime {
     for (const timer of this.idleTimers.values()) clearTimeout(timer);
     this.idleTimers.clear();
     await Promise.all(this.sessions.all().filter((s) => s.active).map((s) => this.pause(s.conversationId, 'shutdown')));
+    await Promise.all(this.sessions.all().map((s) => this.condensation.stop(s)));
     // A few shells per event-loop turn: each kill may hand the CPU to the dying sandbox, and a
     // thousand in one turn would stall the loop (and the force-exit timer) for seconds.
     const closing: Promise<void>[] = [];
@@ -312,7 +357,11 @@ export class AgentRuntime implements ConversationRuntime {
       const checkpoints = this.deps.checkpoints;
       void checkpoints?.atRunStart(record, run.id).catch(() => {});
       const gate = this.gateFor(record, run.id, controller.signal);
+      // A condensation started before this run (POST /condense while idle) ends first.
+      await session.condensing?.done;
       outcome = await executeRun({
+        condenser: this.condensation.forRun({ session, record, run, gate, signal: controller.signal }),
+        interrupts: active.interrupts,
         gate,
         sessionStart: firstRun,
         conversationId: record.id,
@@ -332,11 +381,7 @@ export class AgentRuntime implements ConversationRuntime {
         },
         append: async (event) => (await this.append(record.id, event)).event,
         delta: (text) => this.deps.recorder.delta({ kind: 'message_delta', conversation_id: record.id, run_id: run.id, content_delta: text }),
-        onUsage: async (usage) => {
-          addUsage(run.usage, usage);
-          const totals = this.deps.conversations.addUsage(record.id, usage);
-          await this.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...totals }, run_id: run.id });
-        },
+        onUsage: (usage) => this.recordUsage(record, run, usage),
         onLlmRetry: (retry) => this.deps.onLlmRetry?.(retry, { conversation_id: record.id, run_id: run.id }),
         onIteration: () => {
           run.iterations += 1;
@@ -374,6 +419,8 @@ export class AgentRuntime implements ConversationRuntime {
       session.active = null;
       this.armIdleTimer(record.id);
     }
+    // A POST /condense the run did not get to (it ended first) is done now.
+    if (active.stopAs !== 'deleted' && active.stopAs !== 'shutdown') this.condensation.afterRun(session, record);
   }
 
   /** (Re)starts the conversation's idle countdown. */
@@ -414,7 +461,7 @@ export class AgentRuntime implements ConversationRuntime {
   }
 
   /** Permission rules (the client's, tightened by the project's) and hooks for one run. */
-  private gateFor(record: ConversationRecord, runId: string, signal: AbortSignal): ToolGate {
+  private gateFor(record: ConversationRecord, runId: string | null, signal: AbortSignal): ToolGate {
     // The project's settings are read when the first tool call needs them, not before the first LLM turn.
     let project: Promise<Awaited<ReturnType<typeof readProjectPermissions>> | null> | null = null;
     let cached: { key: unknown[]; policy: PermissionPolicy } | null = null;

@@ -5,10 +5,15 @@ import { TASK_LIST_STATE_KEY, TASK_TRACKER_TOOL_NAME, restoreTaskList } from '..
 import { ConversationHistory } from './conversation-history.js';
 import type { Run } from './run-record.js';
 import { liveRanges, type HistoryRewind } from './rewound-view.js';
+import type { TurnInterrupts } from './turn-interrupts.js';
 
 export interface ActiveRun {
   run: Run;
   controller: AbortController;
+  /** Messages sent with multitask_strategy `interrupt` stop the step in progress. */
+  interrupts: TurnInterrupts;
+  /** Where the run's input starts in the log: what a rollback takes out of the LLM history. */
+  inputFromSeq: number;
   /** How an abort is recorded: pause, cancel of the run, or the conversation going away. */
   stopAs: 'paused' | 'canceled' | 'deleted' | 'shutdown' | null;
   done: Promise<void>;
@@ -26,6 +31,10 @@ export class AgentSession {
   /** A rewind was appended: the history is folded again before it is used (see AgentRuntime.session). */
   stale = false;
   active: ActiveRun | null = null;
+  /** A POST /condense waiting for the running run's next LLM request. */
+  condenseRequest: { instructions?: string | undefined } | null = null;
+  /** A condensation started while no run was going: a run that starts meanwhile waits for it. */
+  condensing: { done: Promise<void>; controller: AbortController } | null = null;
   private shellSession: ShellSession | null = null;
   private starting: Promise<ShellSession> | null = null;
   /** The state of the shell an earlier session stopped while idle: the next shell restores it. */

@@ -1,24 +1,51 @@
 import type { AgentEvent } from '../schemas/event.js';
+import { readAsset } from '../../assets.js';
 import type { LlmMessage, LlmToolCall } from './llm.js';
 
+const CONDENSED_HISTORY = readAsset(import.meta.url, 'condensed-history.md').trim();
+
 type AssistantMessage = Extract<LlmMessage, { role: 'assistant' }>;
+
+/** One message of the history with the seqs of the events it was folded from (first and last). */
+export interface HistoryEntry {
+  readonly message: LlmMessage;
+  readonly seq: number;
+  lastSeq: number;
+}
+
+/** A range of events taken out of the LLM history (they stay in the log), with what replaces them. */
+export interface ForgottenRange {
+  fromSeq: number;
+  toSeq: number;
+  /** Sent in their place (a condensation's summary), or nothing (a rollback). */
+  replacement: LlmMessage | null;
+}
 
 export const INTERRUPTED_RESULT = 'The tool call did not complete: it was interrupted before it returned a result.';
 
 /**
  * The conversation as the LLM sees it, folded from events one at a time. It keeps the
  * provider's rules whatever order events arrive in: the calls of one LLM response share one
- * assistant message; each call's result follows that message; a user message that arrives while
- * calls are still open waits until they are answered; `snapshot()` closes calls left open.
+ * assistant message; each call's result follows that message; a user message that arrives during
+ * a turn waits until the turn's calls are all answered (it goes in before the next answer, or at
+ * the end of `snapshot()`); `snapshot()` closes calls left open.
+ * Events that take a range out of the history (`condensation`, `rollback`) are folded like the
+ * others, so a restart rebuilds the same view from the log.
  */
 export class ConversationHistory {
   private system: string | null = null;
   /** The tool schemas recorded with the system prompt, as JSON (the runtime compares them). */
   private systemTools = '';
-  private readonly messages: LlmMessage[] = [];
-  private deferred: LlmMessage[] = [];
+  private messages: HistoryEntry[] = [];
+  private deferred: HistoryEntry[] = [];
   private readonly openCalls = new Map<string, string>();
-  private current: { responseId: string | null; message: AssistantMessage } | null = null;
+  private current: { responseId: string | null; entry: HistoryEntry & { message: AssistantMessage } } | null = null;
+  /** The seq of the event being folded (entries carry it). */
+  private folding = 0;
+  /** Prompt tokens of the last LLM request as reported (a condensation sets its estimate). */
+  lastPromptTokens = 0;
+  /** The first user message no agent event followed yet (what a run started now takes as its input). */
+  firstUnansweredUserSeq: number | null = null;
   /** While an LLM turn is in flight, user messages wait until its answer is recorded. */
   private holding = false;
   /** The seq of the last user message folded in (the loop uses it to notice new ones). */
@@ -31,6 +58,7 @@ export class ConversationHistory {
   apply(event: AgentEvent): void {
     if (event.seq <= this.lastSeq) return;
     this.lastSeq = event.seq;
+    this.folding = event.seq;
     switch (event.kind) {
       case 'system_prompt':
         this.system = event.content;
@@ -40,18 +68,23 @@ export class ConversationHistory {
         if (event.source === 'user' || event.source === 'system') {
           if (event.source === 'user') {
             this.lastUserSeq = event.seq;
+            this.firstUnansweredUserSeq ??= event.seq;
             if (this.prompts.length < 100) this.prompts.push({ seq: event.seq, content: event.content });
           }
-          if (this.holding) this.deferred.push({ role: 'user', content: event.content });
-          else this.push({ role: 'user', content: event.content });
+          // Anything open (a turn's calls, a turn that may add calls, messages already waiting): it waits too.
+          const waits = this.holding || this.openCalls.size > 0 || this.current !== null || this.deferred.length > 0;
+          if (waits) this.deferred.push(this.entry({ role: 'user', content: event.content }));
+          else this.messages.push(this.entry({ role: 'user', content: event.content }));
         } else {
-          this.lastAgentSeq = event.seq;
-          this.push({ role: 'assistant', content: event.content });
+          this.agentSpoke(event.seq);
+          if (this.openCalls.size > 0) this.closeOpenCalls();
+          else if (!this.holding) this.flushDeferred();
+          this.messages.push(this.entry({ role: 'assistant', content: event.content }));
+          this.current = null;
         }
-        this.current = null;
         return;
       case 'action':
-        this.lastAgentSeq = event.seq;
+        this.agentSpoke(event.seq);
         this.addCall(event.llm_response_id ?? null, event.thought, {
           id: event.tool_call_id,
           name: event.tool_name,
@@ -67,9 +100,54 @@ export class ConversationHistory {
         if (event.source === 'system') this.answer(event.tool_call_id, `${sentenceEnd(event.reason)} It was not executed.`);
         else this.answer(event.tool_call_id, `The user rejected this action${event.reason ? `: ${sentenceEnd(event.reason)}` : '.'} It was not executed.`);
         return;
+      case 'usage':
+        this.lastPromptTokens = event.prompt_tokens;
+        return;
+      case 'condensation':
+        this.forget({ fromSeq: event.forgotten_from_seq, toSeq: event.forgotten_to_seq, replacement: { role: 'user', content: condensedHistoryMessage(event) } });
+        this.lastPromptTokens = event.tokens_after;
+        return;
+      case 'rollback':
+        this.forget({ fromSeq: event.forgotten_from_seq, toSeq: event.forgotten_to_seq, replacement: null });
+        return;
       default:
         return;
     }
+  }
+
+  /**
+   * Takes the messages folded from events `fromSeq..toSeq` out of the history (and the user
+   * messages waiting in it); the replacement, if any, takes the place of the first one. Cut only
+   * where no call is open: an answered call and its results go together (see condensation-plan.ts).
+   */
+  forget(range: ForgottenRange): void {
+    const inRange = (entry: HistoryEntry) => entry.seq >= range.fromSeq && entry.seq <= range.toSeq;
+    const at = this.messages.findIndex(inRange);
+    const removed = this.messages.filter(inRange);
+    this.messages = this.messages.filter((entry) => !inRange(entry));
+    this.deferred = this.deferred.filter((entry) => !inRange(entry));
+    this.prompts = this.prompts.filter((prompt) => prompt.seq < range.fromSeq || prompt.seq > range.toSeq);
+    for (const { message } of removed) if (message.role === 'assistant') for (const call of message.tool_calls ?? []) this.openCalls.delete(call.id);
+    if (this.current && inRange(this.current.entry)) this.current = null;
+    if (this.firstUnansweredUserSeq !== null && this.firstUnansweredUserSeq >= range.fromSeq && this.firstUnansweredUserSeq <= range.toSeq) this.firstUnansweredUserSeq = null;
+    if (range.replacement && at >= 0) this.messages.splice(at, 0, { message: range.replacement, seq: range.fromSeq, lastSeq: range.toSeq });
+  }
+
+  /** The messages after the system prompt with the seqs they came from (what a condensation plans over). */
+  entries(): readonly HistoryEntry[] {
+    return this.messages;
+  }
+
+  /** User messages waiting for the turn in progress to end (they follow the entries). */
+  waiting(): readonly HistoryEntry[] {
+    return this.deferred;
+  }
+
+  /** How many entries come before the first one with a call still open (all of them when none is). */
+  get settledLength(): number {
+    if (this.openCalls.size === 0) return this.messages.length;
+    const index = this.messages.findIndex(({ message }) => message.role === 'assistant' && (message.tool_calls ?? []).some((call) => this.openCalls.has(call.id)));
+    return index < 0 ? this.messages.length : index;
   }
 
   /** The user messages not yet given to the UserPromptSubmit hooks, oldest first; they count as given. */
@@ -84,12 +162,16 @@ export class ConversationHistory {
     this.prompts = this.prompts.filter((prompt) => prompt.seq > this.lastAgentSeq);
   }
 
-  /** An LLM turn starts: user messages that arrive now follow its answer. */
+  /**
+   * A turn starts (its LLM request, then its calls): messages waiting so far are in the request,
+   * so they go in now; messages that arrive during the turn follow its answer and its results.
+   */
   hold(): void {
+    if (this.openCalls.size === 0) this.flushDeferred();
     this.holding = true;
   }
 
-  /** The turn's answer is recorded: held messages follow it (or the results of its calls). */
+  /** The turn's answer and the results of its calls are recorded: held messages follow them. */
   release(): void {
     this.holding = false;
     if (this.openCalls.size === 0) this.flushDeferred();
@@ -118,38 +200,46 @@ export class ConversationHistory {
   snapshot(): LlmMessage[] {
     const out: LlmMessage[] = [];
     if (this.system !== null) out.push({ role: 'system', content: this.system });
-    out.push(...this.messages);
+    for (const { message } of this.messages) out.push(message);
     for (const id of this.openCalls.keys()) out.push({ role: 'tool', tool_call_id: id, content: INTERRUPTED_RESULT });
-    out.push(...this.deferred);
+    for (const { message } of this.deferred) out.push(message);
     return out.map((message) => (message.role === 'assistant' && message.tool_calls ? { ...message, tool_calls: [...message.tool_calls] } : message));
   }
 
-  private push(message: LlmMessage): void {
-    if (this.openCalls.size > 0) this.deferred.push(message);
-    else this.messages.push(message);
+  private entry(message: LlmMessage): HistoryEntry {
+    return { message, seq: this.folding, lastSeq: this.folding };
+  }
+
+  private agentSpoke(seq: number): void {
+    this.lastAgentSeq = seq;
+    this.firstUnansweredUserSeq = null;
   }
 
   private addCall(responseId: string | null, thought: string | null, call: LlmToolCall): void {
     const joinable = this.current && responseId !== null && this.current.responseId === responseId;
     if (!joinable) {
       if (this.openCalls.size > 0) this.closeOpenCalls();
-      const message: AssistantMessage = { role: 'assistant', content: thought && thought.length > 0 ? thought : null, tool_calls: [] };
-      this.messages.push(message);
-      this.current = { responseId, message };
+      else if (!this.holding) this.flushDeferred();
+      const entry = { message: { role: 'assistant' as const, content: thought && thought.length > 0 ? thought : null, tool_calls: [] }, seq: this.folding, lastSeq: this.folding };
+      this.messages.push(entry);
+      this.current = { responseId, entry };
     }
-    this.current!.message.tool_calls!.push(call);
+    this.current!.entry.message.tool_calls!.push(call);
+    this.current!.entry.lastSeq = this.folding;
     this.openCalls.set(call.id, call.name);
   }
 
   private answer(toolCallId: string, content: string): void {
     if (!this.openCalls.has(toolCallId)) return;
     this.openCalls.delete(toolCallId);
-    this.messages.push({ role: 'tool', tool_call_id: toolCallId, content });
-    if (this.openCalls.size === 0) this.flushDeferred();
+    // Waiting messages stay after the turn: its response may record more calls (they join it).
+    this.messages.push(this.entry({ role: 'tool', tool_call_id: toolCallId, content }));
   }
 
+  /** Calls a newer response left unanswered: closed where they stand, with the seq of their call. */
   private closeOpenCalls(): void {
-    for (const id of this.openCalls.keys()) this.messages.push({ role: 'tool', tool_call_id: id, content: INTERRUPTED_RESULT });
+    const seq = this.current?.entry.lastSeq ?? this.folding;
+    for (const id of this.openCalls.keys()) this.messages.push({ message: { role: 'tool', tool_call_id: id, content: INTERRUPTED_RESULT }, seq, lastSeq: seq });
     this.openCalls.clear();
     this.flushDeferred();
   }
@@ -160,6 +250,11 @@ export class ConversationHistory {
     this.deferred = [];
     this.current = null;
   }
+}
+
+/** How a condensation's summary stands in the history: a user message framing it (condensed-history.md). */
+function condensedHistoryMessage(event: { summary: string; forgotten_from_seq: number; forgotten_to_seq: number }): string {
+  return CONDENSED_HISTORY.replace('{{from}}', String(event.forgotten_from_seq)).replace('{{to}}', String(event.forgotten_to_seq)).replace('{{summary}}', () => event.summary.trim());
 }
 
 /** A reason as a sentence: ends with a full stop unless it already ends with punctuation. */

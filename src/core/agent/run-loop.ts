@@ -3,7 +3,9 @@ import type { PendingAction } from '../schemas/conversation.js';
 import type { AgentEvent, NewEvent } from '../schemas/event.js';
 import type { ToolContext, ToolDefinition } from '../tools/tool.js';
 import type { ConversationHistory } from './conversation-history.js';
-import { LlmError, type LlmClient, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolCall, type LlmToolSchema, type LlmUsage } from './llm.js';
+import { LlmError, type LlmSettings, type LlmToolCall } from './llm.js';
+import { askLlm, type LlmRequestContext } from './llm-request.js';
+import { TurnInterrupts } from './turn-interrupts.js';
 import type { Run } from './run-record.js';
 import { iterationBudgetNote } from './iteration-budget.js';
 import { StuckDetector, type StuckStep } from './stuck-detector.js';
@@ -21,22 +23,18 @@ export type RunOutcome =
   | { kind: 'waiting_for_confirmation' }
   | { kind: 'aborted' };
 
-export interface RunContext {
+export interface RunContext extends LlmRequestContext {
   conversationId: string;
   run: Run;
   signal: AbortSignal;
   history: ConversationHistory;
-  llm: LlmClient;
   /** Read each turn: the config may change mid-conversation. */
   settings: () => { llm: LlmSettings; maxIterations: number; confirmationMode: boolean };
   tools: ReadonlyMap<string, ToolDefinition>;
-  toolSchemas: LlmToolSchema[];
   toolContext: ToolContext;
   append(event: NewEvent): Promise<AgentEvent>;
-  delta(text: string): void;
-  onUsage(usage: LlmUsage): Promise<void>;
-  /** A failed LLM attempt that will be retried. */
-  onLlmRetry?: (retry: LlmRetry) => void;
+  /** Messages sent with multitask_strategy `interrupt` stop the step in progress. */
+  interrupts: TurnInterrupts;
   onIteration(): void;
   setPendingActions(actions: PendingAction[]): void;
   /** Actions approved before this run started: executed first. */
@@ -89,63 +87,90 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     if (budgetNote) await appendNote(context, budgetNote.text);
 
     const userSeqBefore = context.history.lastUserSeq;
-    const turn = await llmTurn(context, settings);
-    if (turn.kind === 'aborted') return turn;
-    if (turn.kind === 'note') {
-      // The answer was cut off or empty: tell the model and ask again, a bounded number of times.
-      notes.spend(turn.why);
-      await appendNote(context, NOTES[turn.why]);
-      continue;
-    }
-    if (turn.kind === 'answered') {
-      notes.reset();
-      // A message that arrived while the LLM was answering gets its turn.
-      if (context.history.lastUserSeq > userSeqBefore) continue;
-      if (await continuedByStopHook(context, turn.text)) continue;
-      return { kind: 'idle' };
-    }
-    if (turn.cutOff) notes.spend('cut_off');
-    else notes.reset();
-    // `finish` beside other calls runs after them and is refused: the model has not seen their results yet.
-    const others = turn.calls.filter(({ call }) => call.name !== FINISH_TOOL);
-    const ordered = finishLast(turn.calls, ({ call }) => call.name);
-    const steps: StuckStep[] = [];
-    const pending: PendingAction[] = [];
-    for (const { call, args } of ordered) {
-      if (context.signal.aborted) return { kind: 'aborted' };
-      let outcome: RunOutcome | null;
-      if (!args.ok || (call.name === FINISH_TOOL && others.length > 0)) {
-        await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
-        // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
-        if (turn.cutOff && !args.ok) outcome = await recordNotRun(context, call, CUT_CALL_RESULT, 'output_truncated');
-        else if (args.ok) outcome = await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone');
-        else outcome = await runCall(context, steps, { id: call.id, name: call.name, args });
-      } else {
-        const verdict = await context.gate.beforeTool({ id: call.id, name: call.name, args: args.value });
-        // The checkpoint before a call that runs is taken before its action is recorded: the tool starts right after it, as before.
-        if (verdict.kind !== 'deny' && verdict.kind !== 'ask') await context.beforeTool?.({ name: call.name, args: verdict.args });
-        const event = await recordAction(context, { call, args: { ok: true, value: verdict.args }, original: verdict.original, responseId: turn.responseId, thought: turn.thought });
-        if (verdict.kind === 'deny') {
-          await context.append({ kind: 'rejection', source: 'system', tool_call_id: call.id, tool_name: call.name, reason: verdict.reason, run_id: context.run.id, ...(verdict.rule && { rule: verdict.rule }), ...(verdict.hookPoint && { hook_point: verdict.hookPoint }) });
-          continue;
-        }
-        if (verdict.kind === 'ask') {
-          // The arguments as recorded (secret values masked): what the user approves is what runs.
-          pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
-          continue;
-        }
-        outcome = await runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } });
+    // An interrupt that came between steps: the message is in the history this turn sends.
+    await recordInterrupt(context, 'none', []);
+    // Messages that arrive during the turn (its LLM request, its calls) follow its results.
+    context.history.hold();
+    try {
+      const turn = await llmTurn(context, settings);
+      if (turn.kind === 'aborted') return turn;
+      if (turn.kind === 'interrupted') {
+        await recordInterrupt(context, 'llm', []);
+        continue;
       }
-      if (outcome) return outcome;
+      if (turn.kind === 'note') {
+        // The answer was cut off or empty: tell the model and ask again, a bounded number of times.
+        notes.spend(turn.why);
+        await appendNote(context, NOTES[turn.why]);
+        continue;
+      }
+      if (turn.kind === 'answered') {
+        notes.reset();
+        // A message that arrived while the LLM was answering gets its turn.
+        if (context.history.lastUserSeq > userSeqBefore) continue;
+        if (await continuedByStopHook(context, turn.text)) continue;
+        return { kind: 'idle' };
+      }
+      if (turn.cutOff) notes.spend('cut_off');
+      else notes.reset();
+      // `finish` beside other calls runs after them and is refused: the model has not seen their results yet.
+      const others = turn.calls.filter(({ call }) => call.name !== FINISH_TOOL);
+      const ordered = finishLast(turn.calls, ({ call }) => call.name);
+      const steps: StuckStep[] = [];
+      const pending: PendingAction[] = [];
+      const interrupted = { stopped: null as string | null, skipped: [] as string[] };
+      for (const { call, args } of ordered) {
+        if (context.signal.aborted) return { kind: 'aborted' };
+        if (context.interrupts.pending !== null) {
+          // The user interrupted: the calls left are recorded (the history stays valid), never run.
+          await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
+          await recordNotRun(context, call, INTERRUPTED_NOT_RUN, 'interrupted');
+          interrupted.skipped.push(call.id);
+          continue;
+        }
+        let outcome: RunOutcome | null;
+        if (!args.ok || (call.name === FINISH_TOOL && others.length > 0)) {
+          await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
+          // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
+          if (turn.cutOff && !args.ok) outcome = await recordNotRun(context, call, CUT_CALL_RESULT, 'output_truncated');
+          else if (args.ok) outcome = await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone');
+          else outcome = await runCall(context, steps, { id: call.id, name: call.name, args });
+        } else {
+          const verdict = await context.gate.beforeTool({ id: call.id, name: call.name, args: args.value });
+          // The checkpoint before a call that runs is taken before its action is recorded: the tool starts right after it.
+          if (verdict.kind !== 'deny' && verdict.kind !== 'ask') await context.beforeTool?.({ name: call.name, args: verdict.args });
+          const event = await recordAction(context, { call, args: { ok: true, value: verdict.args }, original: verdict.original, responseId: turn.responseId, thought: turn.thought });
+          if (verdict.kind === 'deny') {
+            await context.append({ kind: 'rejection', source: 'system', tool_call_id: call.id, tool_name: call.name, reason: verdict.reason, run_id: context.run.id, ...(verdict.rule && { rule: verdict.rule }), ...(verdict.hookPoint && { hook_point: verdict.hookPoint }) });
+            continue;
+          }
+          if (verdict.kind === 'ask') {
+            // The arguments as recorded (secret values masked): what the user approves is what runs.
+            pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
+            continue;
+          }
+          outcome = await runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } });
+          if (context.interrupts.pending !== null && interrupted.stopped === null) interrupted.stopped = call.id;
+        }
+        if (outcome) return outcome;
+      }
+      if (context.interrupts.pending !== null) {
+        for (const action of pending) await recordNotRun(context, { id: action.tool_call_id, name: action.tool_name, arguments: '' }, INTERRUPTED_NOT_RUN, 'interrupted');
+        const ids = [...(interrupted.stopped ? [interrupted.stopped] : []), ...interrupted.skipped, ...pending.map((action) => action.tool_call_id)];
+        await recordInterrupt(context, interrupted.stopped ? 'tool' : 'none', ids);
+        continue;
+      }
+      if (pending.length > 0) {
+        context.setPendingActions(pending);
+        return { kind: 'waiting_for_confirmation' };
+      }
+      // Loops are judged per reply: a batch of parallel calls failing alike is not a loop, the same reply again and again is.
+      const verdict = stuck.observeTurn(steps);
+      if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
+      if (verdict.kind === 'nudge') await appendNote(context, verdict.message);
+    } finally {
+      context.history.release();
     }
-    if (pending.length > 0) {
-      context.setPendingActions(pending);
-      return { kind: 'waiting_for_confirmation' };
-    }
-    // Loops are judged per reply: a batch of parallel calls failing alike is not a loop, the same reply again and again is.
-    const verdict = stuck.observeTurn(steps);
-    if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
-    if (verdict.kind === 'nudge') await appendNote(context, verdict.message);
   }
 }
 
@@ -178,6 +203,15 @@ function finishLast<T>(calls: readonly T[], nameOf: (call: T) => string): T[] {
 const FINISH_NOT_ALONE =
   'Not run: `finish` was called in the same reply as other tool calls, so you had not seen their results. Their results are above: check them, and call `finish` alone in a reply of its own if the task is done.';
 
+const INTERRUPTED_NOT_RUN = 'Not run: the user interrupted this turn with a new message (below). Read it before doing anything else.';
+
+/** Takes a pending interrupt and records what it stopped; nothing when none is pending. */
+async function recordInterrupt(context: RunContext, stopped: 'tool' | 'llm' | 'none', toolCallIds: string[]): Promise<void> {
+  const messageSeq = context.interrupts.take();
+  if (messageSeq === null) return;
+  await context.append({ kind: 'interrupt', source: 'user', run_id: context.run.id, message_seq: messageSeq, stopped, tool_call_ids: toolCallIds });
+}
+
 const BUDGET_SPENT_RESULT = 'Not run: this run has used all its steps (max_iterations_per_run). Only a text summary was asked for.';
 
 /** The last step: the model is asked for a summary, with tools offered but not allowed; the run then pauses. */
@@ -186,7 +220,7 @@ async function summaryTurn(context: RunContext, settings: ReturnType<RunContext[
   const limit: RunOutcome = { kind: 'max_iterations', limit: settings.maxIterations };
   context.history.hold();
   try {
-    const response = await askLlm(context, settings, { noTools: context.toolSchemas.length > 0 });
+    const response = await askLlm(context, { settings: settings.llm, signal: context.signal, noTools: context.toolSchemas.length > 0 });
     if (context.signal.aborted) return { kind: 'aborted' };
     const text = response.content?.trim() ? response.content : null;
     if (response.toolCalls.length === 0) {
@@ -241,47 +275,33 @@ class NoteBudget {
 
 type TurnResult =
   | { kind: 'aborted' }
+  | { kind: 'interrupted' }
   | { kind: 'answered'; text: string }
   | { kind: 'note'; why: NoteReason }
   | { kind: 'calls'; calls: { call: LlmToolCall; args: ParsedArguments }[]; responseId: string; thought: string | null; cutOff: boolean };
 
-/**
- * One request over the history as it stands, answer streamed as deltas, usage recorded. `noTools`:
- * the tools stay in the request (the cached prompt prefix holds) but the model may not call them.
- */
-async function askLlm(context: RunContext, settings: ReturnType<RunContext['settings']>, options: { noTools?: boolean } = {}): Promise<LlmResponse> {
-  const response = await context.llm.complete({
-    settings: settings.llm,
-    messages: context.history.snapshot(),
-    tools: context.toolSchemas,
-    ...(options.noTools ? { toolChoice: 'none' as const } : {}),
-    signal: context.signal,
-    onTextDelta: (text) => context.delta(text),
-    ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
-  });
-  await context.onUsage(response.usage);
-  return response;
-}
-
 /** Ask the LLM once and record its answer (text, or actions awaiting confirmation). */
 async function llmTurn(context: RunContext, settings: ReturnType<RunContext['settings']>): Promise<TurnResult> {
-  context.history.hold();
+  let response;
   try {
-    const response = await askLlm(context, settings);
+    response = await askLlm(context, { settings: settings.llm, signal: context.interrupts.signal(context.signal) });
+  } catch (error) {
     if (context.signal.aborted) return { kind: 'aborted' };
-    const cutOff = response.finishReason === 'length';
-    if (response.toolCalls.length === 0) {
-      const text = response.content?.trim() ? response.content : response.refusal?.trim() ? response.refusal : null;
-      if (text === null) return { kind: 'note', why: cutOff ? 'cut_off_empty' : 'empty' };
-      await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
-      return cutOff ? { kind: 'note', why: 'cut_off' } : { kind: 'answered', text };
-    }
-    const responseId = randomUUID();
-    const calls = response.toolCalls.map((call) => ({ call, args: parseArguments(call.arguments) }));
-    return { kind: 'calls', calls, responseId, thought: response.content, cutOff };
-  } finally {
-    context.history.release();
+    // The answer being streamed is dropped: the model answers again, the new message in view.
+    if (context.interrupts.pending !== null) return { kind: 'interrupted' };
+    throw error;
   }
+  if (context.signal.aborted) return { kind: 'aborted' };
+  const cutOff = response.finishReason === 'length';
+  if (response.toolCalls.length === 0) {
+    const text = response.content?.trim() ? response.content : response.refusal?.trim() ? response.refusal : null;
+    if (text === null) return { kind: 'note', why: cutOff ? 'cut_off_empty' : 'empty' };
+    await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
+    return cutOff ? { kind: 'note', why: 'cut_off' } : { kind: 'answered', text };
+  }
+  const responseId = randomUUID();
+  const calls = response.toolCalls.map((call) => ({ call, args: parseArguments(call.arguments) }));
+  return { kind: 'calls', calls, responseId, thought: response.content, cutOff };
 }
 
 function recordAction(context: RunContext, options: { call: LlmToolCall; args: ParsedArguments; original?: Record<string, unknown> | null; responseId: string; thought: string | null }): Promise<AgentEvent> {
@@ -320,7 +340,8 @@ async function recordNotRun(context: RunContext, call: LlmToolCall, content: str
 
 /** Execute one recorded action and record its observation; an outcome when the run must end. */
 async function runCall(context: RunContext, steps: StuckStep[], call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
-  const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: context.toolContext });
+  const toolContext = { ...context.toolContext, signal: context.interrupts.signal(context.signal) };
+  const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: toolContext });
   const note = call.args.ok && !context.signal.aborted ? await context.gate.afterTool({ id: call.id, name: call.name, args: call.args.value }, result) : null;
   await context.append({
     kind: 'observation',

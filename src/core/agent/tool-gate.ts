@@ -80,6 +80,12 @@ export class ToolGate {
     return outcome.blocked;
   }
 
+  /** PreCompact: the reason when a hook blocks the condensation, else null. */
+  async onPreCompact(input: { trigger: 'manual' | 'auto'; instructions: string | null }): Promise<string | null> {
+    if (!this.options.hooks.has('PreCompact')) return null;
+    return (await this.options.hooks.run({ point: 'PreCompact', fields: { trigger: input.trigger, custom_instructions: input.instructions ?? '' } })).blocked;
+  }
+
   /** SessionStart: context for the model at the first run of a conversation. */
   async onSessionStart(): Promise<string[]> {
     if (!this.options.hooks.has('SessionStart')) return [];

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { Conversation, Quarantine, SandboxSettings } from '../schemas/conversation.js';
+import { CondenserInput, Conversation, Quarantine, SandboxSettings } from '../schemas/conversation.js';
+import { MultitaskStrategy } from '../schemas/event.js';
 import { StoredLlmConfig } from '../schemas/llm-config.js';
 import { Hooks, Permissions, SettingSources } from '../schemas/tool-control.js';
 import { McpServers } from '../schemas/mcp-servers.js';
@@ -11,7 +12,7 @@ import type { DamagedDataError } from '../errors.js';
  * the server. Stores parse what they read back with it; fields added after a record was
  * written are optional here (absent in older records).
  */
-export const ConversationRecord = Conversation.omit({ event_count: true, llm: true, sandbox: true, mcp_servers: true, permissions: true, hooks: true, setting_sources: true, quarantine: true }).extend({
+export const ConversationRecord = Conversation.omit({ event_count: true, llm: true, sandbox: true, mcp_servers: true, permissions: true, hooks: true, setting_sources: true, quarantine: true, condenser: true, multitask_strategy: true }).extend({
   /** The server created the workdir, so `delete_workdir=true` may remove it. */
   workdir_created: z.boolean(),
   /** The key in plain text in memory only (sealed at rest). */
@@ -26,6 +27,10 @@ export const ConversationRecord = Conversation.omit({ event_count: true, llm: tr
   hooks: Hooks.optional(),
   /** Where project settings are read from (absent: `["project"]`). */
   setting_sources: SettingSources.optional(),
+  /** Condenser settings (absent: the defaults; null: automatic condensation off). */
+  condenser: CondenserInput.optional(),
+  /** What a message sent during a run does (absent: `enqueue`). */
+  multitask_strategy: MultitaskStrategy.optional(),
   /** Secret values by name, in plain text in memory only; the repository encrypts them at rest. */
   secrets: z.record(z.string(), z.string()),
   /**

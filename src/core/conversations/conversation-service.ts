@@ -4,7 +4,7 @@ import { isoTimestamp, systemClock, type Clock } from '../clock.js';
 import { ConversationQuarantinedError, UnprocessableError } from '../errors.js';
 import type { Page } from '../pagination.js';
 import type { Conversation, CreateConversationBody, SandboxNetwork, UpdateConversationConfigBody } from '../schemas/conversation.js';
-import type { ConversationStatus, NewEvent } from '../schemas/event.js';
+import type { AgentEvent, ConversationStatus, MultitaskStrategy, NewEvent } from '../schemas/event.js';
 import { mergeLlmConfig, normalizeLlmConfig, type LlmConfig } from '../schemas/llm-config.js';
 import type { AppendedEvent, EventLog } from '../events/event-log.js';
 import type { EventRecorder } from '../events/event-recorder.js';
@@ -25,6 +25,8 @@ export interface ConversationDefaults {
 export interface ConversationRuntime {
   /** A user message was appended; start a run or feed the running one. Returns the run id it went to. */
   onUserMessage(conversationId: string, options: { run: boolean }): Promise<string | null>;
+  /** A user message arrives: appended (with `append`) and routed by its multitask strategy; may refuse it (409). */
+  takeMessage(conversationId: string, options: { run: boolean; strategy: MultitaskStrategy; append(strategy: MultitaskStrategy | null): Promise<AgentEvent> }): Promise<{ event: AgentEvent; runId: string | null }>;
   /** The conversation is about to be deleted: stop its run and processes. */
   dispose(conversationId: string): Promise<void>;
   /** The workdir is about to change: refuse while a run is going, else let go of the old one (the shell). */
@@ -107,6 +109,8 @@ export class ConversationService {
       ...(body.permissions && { permissions: body.permissions }),
       ...(body.hooks && { hooks: body.hooks }),
       ...(body.setting_sources && { setting_sources: body.setting_sources }),
+      ...(body.condenser !== undefined && { condenser: body.condenser }),
+      ...(body.multitask_strategy && { multitask_strategy: body.multitask_strategy }),
       secrets: { ...body.secrets },
     };
     this.store.add(record);
@@ -159,6 +163,8 @@ export class ConversationService {
       permissions: body.permissions,
       hooks: body.hooks,
       setting_sources: body.setting_sources,
+      condenser: body.condenser,
+      multitask_strategy: body.multitask_strategy,
       ...(body.llm && { llm: mergeLlmConfig(record.llm, { model: record.llm?.model ?? body.llm.model!, ...body.llm }) }),
       ...(moved && { workdir: moved.workdir, workdir_created: moved.created }),
     };
@@ -180,12 +186,14 @@ export class ConversationService {
   }
 
   /** Append a user message; start a run or feed the running one unless `run` is false. */
-  async postMessage(id: string, body: { content: string; run: boolean }) {
+  async postMessage(id: string, body: { content: string; run: boolean; multitask_strategy?: MultitaskStrategy | undefined }) {
     const record = this.store.record(id);
     if (body.run && this.runtime && !record.llm) throw llmNotConfigured();
-    const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content });
-    const runId = this.runtime ? await this.runtime.onUserMessage(id, { run: body.run }) : null;
-    return { event: appended.event, run_id: runId };
+    const append = async (strategy: MultitaskStrategy | null) =>
+      (await this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content, ...(strategy && { multitask_strategy: strategy }) })).event;
+    if (!this.runtime) return { event: await append(null), run_id: null };
+    const taken = await this.runtime.takeMessage(id, { run: body.run, strategy: body.multitask_strategy ?? record.multitask_strategy ?? 'enqueue', append });
+    return { event: taken.event, run_id: taken.runId };
   }
 
   async append(id: string, event: NewEvent): Promise<AppendedEvent> {

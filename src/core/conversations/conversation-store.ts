@@ -1,7 +1,7 @@
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
 import { ConversationQuarantinedError, DamagedDataError, NotFoundError, type Damage } from '../errors.js';
 import { decodePageId, encodePageId, isKeyCursor, type Page } from '../pagination.js';
-import type { Conversation, LlmUsage, PendingAction, SandboxNetwork } from '../schemas/conversation.js';
+import { CONDENSER_DEFAULTS, type Conversation, type LlmUsage, type PendingAction, type SandboxNetwork } from '../schemas/conversation.js';
 import type { ConversationStatus } from '../schemas/event.js';
 import { redactLlmConfig } from '../schemas/llm-config.js';
 import { publicHooks } from '../schemas/tool-control.js';
@@ -24,7 +24,7 @@ export interface ListConversationsQuery {
 
 /** The config fields a client may change after creation (PUT /config), already checked. */
 export type ConfigChange = Partial<
-  Pick<ConversationRecord, 'llm' | 'workdir' | 'workdir_created' | 'max_iterations_per_run' | 'title' | 'mcp_servers' | 'permissions' | 'hooks' | 'setting_sources' | 'confirmation_mode'>
+  Pick<ConversationRecord, 'llm' | 'workdir' | 'workdir_created' | 'max_iterations_per_run' | 'title' | 'mcp_servers' | 'permissions' | 'hooks' | 'setting_sources' | 'confirmation_mode' | 'condenser' | 'multitask_strategy'>
 >;
 
 /**
@@ -213,6 +213,8 @@ export class ConversationStore {
       permissions: record.permissions ?? {},
       hooks: publicHooks(record.hooks),
       setting_sources: record.setting_sources ?? ['project'],
+      condenser: record.condenser === null ? null : { max_tokens: record.condenser?.max_tokens ?? null, keep_first: record.condenser?.keep_first ?? CONDENSER_DEFAULTS.keep_first, keep_last: record.condenser?.keep_last ?? CONDENSER_DEFAULTS.keep_last },
+      multitask_strategy: record.multitask_strategy ?? 'enqueue',
       quarantine: record.quarantine ?? null,
     };
   }

@@ -40,7 +40,7 @@ export class HookRunner {
     private readonly options: {
       hooks: Hooks;
       transport: HookTransport;
-      base: { conversation_id: string; run_id: string; cwd: string };
+      base: { conversation_id: string; run_id: string | null; cwd: string };
       signal: AbortSignal;
       append: (event: NewEvent) => void;
     },

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Usage } from './usage.js';
 import { Timestamp } from './common.js';
-import { ConversationStatus } from './event.js';
+import { ConversationStatus, MultitaskStrategy } from './event.js';
 import { LlmConfigInput, LlmConfigPublic } from './llm-config.js';
 import { Hooks, Permissions, SettingSources } from './tool-control.js';
 import { McpServers } from './mcp-servers.js';
@@ -52,6 +52,32 @@ export const SecretsMap = z
   .record(SecretName, z.string().max(65_536))
   .refine((secrets) => Object.keys(secrets).length <= 200, 'at most 200 secrets');
 
+export const CONDENSER_DEFAULTS = { keep_first: 1, keep_last: 10 } as const;
+
+/** The condenser as a client sets it (create body, PUT /config); null turns it off. */
+export const CondenserInput = z
+  .object({
+    max_tokens: z.int().min(1000).max(100_000_000).optional().describe("Condense when the last request's prompt passed this many tokens. Default: 75% of the model's context window when agentd knows the model, else AGENTD_CONDENSER_MAX_TOKENS."),
+    keep_first: z.int().min(0).max(1000).optional().describe(`Messages at the start of the LLM history (after the system prompt) that are never condensed (default ${CONDENSER_DEFAULTS.keep_first}: the task as first given).`),
+    keep_last: z.int().min(0).max(10_000).optional().describe(`The most recent messages kept as they are (default ${CONDENSER_DEFAULTS.keep_last}; more when the cut would separate a tool call from its result).`),
+  })
+  .strict()
+  .nullable()
+  .describe('Summarizes the middle of a long LLM history (see POST /condense); null turns automatic condensation off. A message, an assistant reply and a tool result each count as one message.')
+  .meta({ id: 'CondenserRequest' });
+export type CondenserInput = z.infer<typeof CondenserInput>;
+
+export const Condenser = z
+  .object({
+    max_tokens: z.int().nullable().describe("The threshold set; null: the default (75% of the model's context window when known, else the server's)."),
+    keep_first: z.int(),
+    keep_last: z.int(),
+  })
+  .nullable()
+  .describe('null: automatic condensation is off (POST /condense still works).')
+  .meta({ id: 'Condenser' });
+export type Condenser = z.infer<typeof Condenser>;
+
 export const Quarantine = z
   .object({
     file: z.string().describe("The damaged file, relative to the conversation's directory in the data dir."),
@@ -82,6 +108,8 @@ export const Conversation = z
     permissions: Permissions,
     hooks: Hooks.describe('Lifecycle hooks (an http hook\'s `secret` is shown as `********`).'),
     setting_sources: SettingSources,
+    condenser: Condenser,
+    multitask_strategy: MultitaskStrategy,
     quarantine: Quarantine.nullable().describe(
       'Set when stored data of this conversation is damaged (status `error`): its files are kept as found for inspection, and every request but reading this summary and DELETE answers 409 `conversation_quarantined`.',
     ),
@@ -106,6 +134,8 @@ export const CreateConversationBody = z
     permissions: Permissions.optional(),
     hooks: Hooks.optional(),
     setting_sources: SettingSources.optional(),
+    condenser: CondenserInput.optional(),
+    multitask_strategy: MultitaskStrategy.optional(),
   })
   .strict()
   .meta({ id: 'CreateConversation' });
@@ -121,6 +151,8 @@ export const UpdateConversationConfigBody = z
     permissions: Permissions.optional().describe('Replaces the permission rules.'),
     hooks: Hooks.optional().describe('Replaces the hooks.'),
     setting_sources: SettingSources.optional(),
+    condenser: CondenserInput.optional().describe('Replaces the condenser settings; null turns automatic condensation off.'),
+    multitask_strategy: MultitaskStrategy.optional(),
   })
   .strict()
   .meta({ id: 'UpdateConversationConfig' });
@@ -133,7 +165,24 @@ export const PostMessageBody = z
   .object({
     content: z.string().min(1).max(1_000_000),
     run: z.boolean().default(true).describe('Start (or feed) a run; false only records the message.'),
+    multitask_strategy: MultitaskStrategy.optional().describe("What this message does when a run is in progress (default: the conversation's `multitask_strategy`). With `run: false` the message is only recorded."),
   })
   .strict()
   .meta({ id: 'PostMessage' });
 export type PostMessageBody = z.infer<typeof PostMessageBody>;
+
+export const CondenseBody = z
+  .object({
+    instructions: z.string().max(10_000).optional().describe('What the summary should keep in particular (like `/compact <instructions>`).'),
+  })
+  .strict()
+  .meta({ id: 'CondenseRequest' });
+export type CondenseBody = z.infer<typeof CondenseBody>;
+
+export const CondenseAccepted = z
+  .object({
+    run_id: z.uuid().nullable().describe('The run in progress that condenses before its next LLM request; null: the condensation started now.'),
+    forgotten_from_seq: z.int().describe('The first event to be summarized, as planned now (a run in progress may summarize more).'),
+    forgotten_to_seq: z.int(),
+  })
+  .meta({ id: 'CondenseAccepted' });

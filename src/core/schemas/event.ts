@@ -23,11 +23,22 @@ export const EVENT_KINDS = [
   'hook',
   'rewind',
   'fork',
+  'interrupt',
+  'rollback',
 ] as const;
 export const EventKind = z.enum(EVENT_KINDS).meta({ id: 'EventKind' });
 export type EventKind = z.infer<typeof EventKind>;
 
 const JsonObject = z.record(z.string(), z.unknown());
+
+/** What a message sent while a run is in progress does (the conversation's, or the message's own). */
+export const MultitaskStrategy = z
+  .enum(['enqueue', 'interrupt', 'reject', 'rollback'])
+  .describe(
+    'What a message sent while a run is in progress does. `enqueue` (default): the run takes it after its current turn. `interrupt`: the run stops its current tool call or LLM turn, then takes it. `reject`: refused with 409 `run_in_progress`. `rollback`: the run is canceled, its events leave the LLM history (they stay in the log) and a new run starts with the message.',
+  )
+  .meta({ id: 'MultitaskStrategy' });
+export type MultitaskStrategy = z.infer<typeof MultitaskStrategy>;
 
 const base = {
   id: z.uuid(),
@@ -50,6 +61,7 @@ export const eventBodies = {
     role: z.enum(['user', 'assistant']),
     content: z.string(),
     run_id: z.uuid().nullable().optional(),
+    multitask_strategy: MultitaskStrategy.optional().describe('Set on a user message that arrived while a run was in progress: what it did to that run.'),
   }),
   action: z.object({
     kind: z.literal('action'),
@@ -108,8 +120,13 @@ export const eventBodies = {
   condensation: z.object({
     kind: z.literal('condensation'),
     source: z.literal('system'),
-    summary: z.string(),
-    forgotten_until_seq: z.int().min(0).describe('Events up to this seq are summarized and no longer sent to the LLM.'),
+    summary: z.string().describe('What the LLM wrote about the forgotten events; the LLM history holds it in their place.'),
+    forgotten_from_seq: z.int().min(1).describe('The first event summarized (the log keeps it; the LLM no longer sees it).'),
+    forgotten_to_seq: z.int().min(1).describe('The last event summarized.'),
+    tokens_before: z.int().min(0).describe('Prompt tokens of the history before: as the provider reported them for the last request, else estimated (~4 characters a token).'),
+    tokens_after: z.int().min(0).describe('Prompt tokens of the condensed history, estimated (~4 characters a token) from tokens_before.'),
+    trigger: z.enum(['auto', 'manual', 'context_exceeded']).describe('`auto`: the last prompt passed `condenser.max_tokens`; `manual`: POST /condense; `context_exceeded`: the provider refused the prompt as too long.'),
+    run_id: z.uuid().nullable().optional(),
   }),
   hook: z.object({
     kind: z.literal('hook'),
@@ -141,6 +158,21 @@ export const eventBodies = {
     copy_workdir: z.boolean(),
     checkpoint_id: z.uuid().nullable().describe("The parent's checkpoint the workdir was copied from (null when the fork shares the parent's workdir)."),
   }),
+  interrupt: z.object({
+    kind: z.literal('interrupt'),
+    source: z.literal('user'),
+    run_id: z.uuid(),
+    message_seq: z.int().min(1).describe('The user message (multitask_strategy `interrupt`) that interrupted the run.'),
+    stopped: z.enum(['tool', 'llm', 'none']).describe('What was stopped: a running tool call, the LLM answer being streamed (discarded), or nothing (the run was between steps).'),
+    tool_call_ids: z.array(z.string()).describe('Tool calls of the interrupted turn that were stopped or not run.'),
+  }),
+  rollback: z.object({
+    kind: z.literal('rollback'),
+    source: z.literal('user'),
+    run_id: z.uuid().describe('The canceled run.'),
+    forgotten_from_seq: z.int().min(1).describe('The first event taken out of the LLM history (the messages the run started from, else its first event).'),
+    forgotten_to_seq: z.int().min(1).describe('The last event taken out of the LLM history (the end of the canceled run).'),
+  }),
 } as const;
 
 function withEnvelope<K extends EventKind>(kind: K, id: string) {
@@ -159,6 +191,8 @@ export const CondensationEvent = withEnvelope('condensation', 'CondensationEvent
 export const HookEvent = withEnvelope('hook', 'HookEvent');
 export const RewindEvent = withEnvelope('rewind', 'RewindEvent');
 export const ForkEvent = withEnvelope('fork', 'ForkEvent');
+export const InterruptEvent = withEnvelope('interrupt', 'InterruptEvent');
+export const RollbackEvent = withEnvelope('rollback', 'RollbackEvent');
 
 export const AgentEvent = z
   .discriminatedUnion('kind', [
@@ -174,6 +208,8 @@ export const AgentEvent = z
     HookEvent,
     RewindEvent,
     ForkEvent,
+    InterruptEvent,
+    RollbackEvent,
   ])
   .meta({ id: 'Event' });
 export type AgentEvent = z.infer<typeof AgentEvent>;

@@ -67,6 +67,7 @@ export function createBashTool(options: BashToolOptions = {}) {
           savedOutput: saved,
           elapsedMs: Date.now() - startedAt,
           aborted: context.signal.aborted,
+          abortReason: context.signal.aborted && context.signal.reason instanceof Error ? context.signal.reason.message : null,
           shellAlive: shell.alive,
           cwdChanged: typeof previousCwd === 'string' && previousCwd !== result.cwd,
         });
@@ -92,6 +93,8 @@ interface DescribeContext {
   idleTimeoutMs: number;
   elapsedMs: number;
   aborted: boolean;
+  /** The message of the abort reason: `interrupt` when a user message interrupted the call. */
+  abortReason: string | null;
   shellAlive: boolean;
   cwdChanged: boolean;
 }
@@ -113,7 +116,8 @@ function describeResult(result: ShellRunResult, context: DescribeContext): strin
     notes.push(`[Running in the background with pid ${result.pid}; its output goes to ${log}. Read it with \`tail ${log}\`, stop it with \`kill ${result.pid}\`.]`);
   }
   if (context.aborted) {
-    notes.push(result.stillRunning ? '[Stopped waiting: the run was paused or cancelled; the command may still be running.]' : '[Interrupted: the run was paused or cancelled.]');
+    const why = context.abortReason === 'interrupt' ? 'the user sent a new message' : 'the run was paused or cancelled';
+    notes.push(result.stillRunning ? `[Stopped waiting: ${why}; the command may still be running.]` : `[Interrupted: ${why}.]`);
   } else if (result.stillRunning && result.interrupted === 'killed') {
     notes.push('[Sent C-c again: the processes of the command were killed (SIGKILL). If it still runs (a loop of the shell itself), one more "C-c" ends the shell; call bash with is_input: true and command "" to see the end.]');
   } else if (result.stillRunning && result.interrupted === 'interrupt') {

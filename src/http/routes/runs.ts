@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
 import { Run } from '../../core/agent/run-record.js';
-import { Conversation } from '../../core/schemas/conversation.js';
+import { CondenseAccepted, CondenseBody, Conversation } from '../../core/schemas/conversation.js';
 import { ConfirmationBody, RejectBody, RunListQuery, RunPage, RunParams, RunStarted } from '../contract/runs.js';
 import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
 
@@ -62,6 +62,21 @@ export function runRoutes(services: Pick<Services, 'agent' | 'conversations'>): 
         },
       },
       async (request, reply) => reply.code(202).send({ run_id: await agent.reject(request.params.id, request.body?.reason) }),
+    );
+
+    app.post(
+      '/conversations/:id/condense',
+      {
+        schema: {
+          tags,
+          operationId: 'conversations.condense',
+          summary: 'Condense the LLM history now: the middle is summarized by the LLM (a `condensation` event); during a run, before its next LLM request. 409 when there is nothing to condense',
+          params: ConversationParams,
+          body: optionalBody(CondenseBody),
+          response: { 202: CondenseAccepted, ...errors(400, 404, 409, 413, 415, 422) },
+        },
+      },
+      async (request, reply) => reply.code(202).send(await agent.condenseNow(request.params.id, request.body ?? {})),
     );
 
     app.get(

@@ -1,0 +1,55 @@
+import type { CondenseResult, CondenseTrigger } from './condenser.js';
+import type { ConversationHistory } from './conversation-history.js';
+import { LlmError, type LlmClient, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolSchema, type LlmUsage } from './llm.js';
+
+/** What a run's LLM requests need: the history, the client, and the condenser that keeps the history in the window. */
+export interface LlmRequestContext {
+  history: ConversationHistory;
+  llm: LlmClient;
+  toolSchemas: LlmToolSchema[];
+  delta(text: string): void;
+  onUsage(usage: LlmUsage): Promise<void>;
+  onLlmRetry?: (retry: LlmRetry) => void;
+  condenser: RunCondenser;
+}
+
+/** Condensation as a run sees it (the runtime knows the settings, the hooks and a pending POST /condense). */
+export interface RunCondenser {
+  /** Why the history should be condensed before the next request, or null. */
+  due(): CondenseTrigger | null;
+  run(trigger: CondenseTrigger): Promise<CondenseResult>;
+}
+
+/**
+ * One request over the history as it stands, answer streamed as deltas, usage recorded. The
+ * history is condensed first when it is due; when the provider refuses the prompt as too long,
+ * it is condensed and the request is made once more. `noTools`: the tools stay in the request
+ * (the cached prompt prefix holds) but the model may not call them.
+ */
+export async function askLlm(context: LlmRequestContext, options: { settings: LlmSettings; signal: AbortSignal; noTools?: boolean }): Promise<LlmResponse> {
+  const due = context.condenser.due();
+  if (due) await context.condenser.run(due);
+  if (options.signal.aborted) throw options.signal.reason;
+  const request = async () => {
+    const response = await context.llm.complete({
+      settings: options.settings,
+      messages: context.history.snapshot(),
+      tools: context.toolSchemas,
+      ...(options.noTools ? { toolChoice: 'none' as const } : {}),
+      signal: options.signal,
+      onTextDelta: (text) => context.delta(text),
+      ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
+    });
+    await context.onUsage(response.usage);
+    return response;
+  };
+  try {
+    return await request();
+  } catch (error) {
+    if (!(error instanceof LlmError) || error.code !== 'llm_context_exceeded' || options.signal.aborted) throw error;
+    const condensed = await context.condenser.run('context_exceeded');
+    if (condensed.kind === 'blocked') throw new LlmError(error.code, `${error.message} Condensing the history was blocked by a PreCompact hook: ${condensed.reason}`, error.status);
+    if (condensed.kind === 'nothing') throw new LlmError(error.code, `${error.message} There was nothing left to condense (see condenser.keep_first and keep_last).`, error.status);
+    return request();
+  }
+}

@@ -1,0 +1,71 @@
+import { ConflictError } from '../errors.js';
+import type { AgentEvent, MultitaskStrategy, NewEvent } from '../schemas/event.js';
+import type { AgentSession } from './agent-session.js';
+
+export interface TakeMessageOptions {
+  run: boolean;
+  strategy: MultitaskStrategy;
+  /** Appends the message, marked with the strategy it was taken with during a run. */
+  append(strategy: MultitaskStrategy | null): Promise<AgentEvent>;
+}
+
+/** What taking a message needs of the runtime. */
+export interface MessageIntakeDeps {
+  session(conversationId: string): Promise<AgentSession>;
+  /** Start a run, or feed the running one (the plain path); the run id the message went to. */
+  onUserMessage(conversationId: string, options: { run: boolean }): Promise<string | null>;
+  cancel(conversationId: string): Promise<void>;
+  startRun(conversationId: string): Promise<string>;
+  append(conversationId: string, event: NewEvent): Promise<unknown>;
+}
+
+/**
+ * Double-texting: what a user message does to the run in progress. No run, or `run: false`: it
+ * is appended (and starts a run). During a run its multitask strategy decides: `enqueue` appends
+ * it for the run's next turn, `interrupt` also stops the run's current step, `reject` refuses it
+ * (409), `rollback` cancels the run, takes its events out of the LLM history with a `rollback`
+ * event, and starts a new run with the message. Messages are taken one at a time per conversation.
+ */
+export class MessageIntake {
+  private readonly queues = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly deps: MessageIntakeDeps) {}
+
+  take(conversationId: string, options: TakeMessageOptions): Promise<{ event: AgentEvent; runId: string | null }> {
+    const previous = this.queues.get(conversationId) ?? Promise.resolve();
+    const taken = previous.catch(() => {}).then(() => this.takeNow(conversationId, options));
+    const tail = taken.catch(() => {});
+    this.queues.set(conversationId, tail);
+    void tail.then(() => {
+      if (this.queues.get(conversationId) === tail) this.queues.delete(conversationId);
+    });
+    return taken;
+  }
+
+  private async takeNow(conversationId: string, options: TakeMessageOptions): Promise<{ event: AgentEvent; runId: string | null }> {
+    const session = await this.deps.session(conversationId);
+    const active = session.active;
+    if (!active || !options.run) {
+      const event = await options.append(null);
+      return { event, runId: await this.deps.onUserMessage(conversationId, { run: options.run }) };
+    }
+    switch (options.strategy) {
+      case 'reject':
+        throw new ConflictError('run_in_progress', "A run is in progress and this message's multitask_strategy is `reject`: send it again when the run has ended, or with another strategy.", { run_id: active.run.id });
+      case 'enqueue':
+        return { event: await options.append('enqueue'), runId: active.run.id };
+      case 'interrupt': {
+        const event = await options.append('interrupt');
+        if (session.active === active) active.interrupts.trigger(event.seq);
+        return { event, runId: active.run.id };
+      }
+      case 'rollback': {
+        await this.deps.cancel(conversationId);
+        // Everything from the run's input to its end (the observations that closed its calls included).
+        await this.deps.append(conversationId, { kind: 'rollback', source: 'user', run_id: active.run.id, forgotten_from_seq: active.inputFromSeq, forgotten_to_seq: session.history.lastSeq });
+        const event = await options.append('rollback');
+        return { event, runId: await this.deps.startRun(conversationId) };
+      }
+    }
+  }
+}
