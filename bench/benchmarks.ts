@@ -11,7 +11,9 @@ import { p11Idle } from './p11-idle.js';
 import { p12ToolGate } from './p12-tool-gate.js';
 import { p13Shutdown } from './p13-shutdown.js';
 import { p14Condensation } from './p14-condensation.js';
+import { p15Concurrency } from './p15-concurrency.js';
+import { p16Soak } from './p16-soak.js';
 import { p16cCheckpoint } from './p16c-checkpoint.js';
 
 /** Every benchmark, in the order `npm run bench` runs them. */
-export const BENCHMARKS: readonly Benchmark[] = [p1AgentStep, p2SseFanout, p3EventPages, p4Startup, p5Http, p6Shell, p7Binary, p10RoundTrip, p11Idle, p12ToolGate, p13Shutdown, p14Condensation, p16cCheckpoint];
+export const BENCHMARKS: readonly Benchmark[] = [p1AgentStep, p2SseFanout, p3EventPages, p4Startup, p5Http, p6Shell, p7Binary, p10RoundTrip, p11Idle, p12ToolGate, p13Shutdown, p14Condensation, p15Concurrency, p16Soak, p16cCheckpoint];

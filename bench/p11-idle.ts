@@ -18,16 +18,16 @@ export const p11Idle: Benchmark = {
   id: 'P11',
   title: 'idle cost',
   measures:
-    'processes, fds, server RSS, children PSS, idle CPU and wakeups per idle conversation after one run each (50/200/500/1,000 conversations without network, 50 with; --quick 20/50 and 20), before and after AGENTD_IDLE_TIMEOUT_S, versus the empty server.',
+    'processes, fds, server RSS, children PSS, idle CPU and wakeups per idle conversation after one run each (50/200/500/1,000 conversations without network, 50 with; --quick 20 and 10), before and after AGENTD_IDLE_TIMEOUT_S, versus the empty server.',
   async run({ quick, tmp }) {
-    const sizes = quick ? [20, 50] : [50, 200, 500, 1000];
-    const windowMs = quick ? 3000 : 10_000;
+    const sizes = quick ? [20] : [50, 200, 500, 1000];
+    const windowMs = quick ? 2000 : 10_000;
     const fake = await startFakeLlm({ whenExhausted: bashThenAnswer });
     const rows: string[][] = [];
     const notes: string[] = [];
     let largest: { size: number; figures: IdleFigures } | undefined;
     let withNetwork: { size: number; figures: IdleFigures } | undefined;
-    const networkSize = quick ? 20 : 50;
+    const networkSize = quick ? 10 : 50;
     try {
       // Before the timeout: one server, conversations added up to each size. Their sandboxes have
       // no network (at 1,000, the network helper alone would hold ~30 GB); the helper's own cost

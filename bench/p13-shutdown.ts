@@ -15,10 +15,10 @@ import { fmt, ratio, summarize } from './support/stats.js';
 export const p13Shutdown: Benchmark = {
   id: 'P13',
   title: 'shutdown and delete at scale',
-  measures: 'DELETE latency, SIGTERM to exit and the worst event-loop stall during each, with 1,000 idle conversations (--quick: 100) versus one.',
+  measures: 'DELETE latency, SIGTERM to exit and the worst event-loop stall during each, with 1,000 idle conversations (--quick: 60) versus a few.',
   async run({ quick, tmp }) {
-    const size = quick ? 100 : 1000;
-    const deletes = quick ? 15 : 30;
+    const size = quick ? 60 : 1000;
+    const deletes = quick ? 10 : 30;
     const fake = await startFakeLlm({ whenExhausted: bashThenAnswer });
     const rows: string[][] = [];
     let baseline: Figures | undefined;

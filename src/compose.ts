@@ -36,10 +36,17 @@ import type { ShellFactory } from './core/tools/shell-session.js';
 import type { ToolDefinition } from './core/tools/tool.js';
 import { fileEditorTool } from './core/tools/file-editor.js';
 import { finishTool } from './core/tools/finish.js';
+import { askUserTool } from './core/tools/ask-user.js';
+import { createWebFetchTool } from './core/tools/web-fetch.js';
+import { UndiciWebFetcher } from './adapters/undici-web-fetcher.js';
+import { ProviderWebSearcher } from './adapters/web-search-providers.js';
+import { createWebSearchTool } from './core/tools/web-search.js';
 import { globTool } from './core/tools/glob.js';
 import { createGrepTool } from './core/tools/grep.js';
 import { taskTrackerTool } from './core/tools/task-tracker.js';
 import { WorkspaceFiles } from './core/workspace/workspace-files.js';
+import { MAX_IMAGE_BYTES, sniffImageType } from './core/schemas/message-content.js';
+import { imageTooLarge } from './core/conversations/message-images.js';
 import type { CallbackService } from './core/webhooks/callback-service.js';
 import { composeWebhooks } from './compose-webhooks.js';
 import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
@@ -53,7 +60,7 @@ import { FileIntentStore } from './adapters/file-intent-store.js';
 import { GitShadowRepository } from './adapters/git-shadow-repository.js';
 import { ServerStatus } from './core/health/server-status.js';
 
-export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'finish'] as const;
+export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'web_fetch', 'finish'] as const;
 
 /** Everything the HTTP layer calls: built once, in one place (the composition root). */
 export interface Services {
@@ -164,7 +171,11 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
-  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, finishTool] as ToolDefinition[];
+  const webFetcher = new UndiciWebFetcher({ ...config.web.fetch, userAgent: `agentd/${VERSION} (web_fetch)` });
+  const webSearcher = config.web.search ? new ProviderWebSearcher({ ...config.web.search, timeoutMs: config.web.fetch.timeoutMs, userAgent: `agentd/${VERSION}` }) : null;
+  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, askUserTool, createWebFetchTool(webFetcher), ...(webSearcher ? [createWebSearchTool(webSearcher)] : []), finishTool] as ToolDefinition[];
+  // web_search exists only when the operator configured a provider.
+  const toolNames: readonly string[] = tools.map((tool) => tool.name);
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
   const mcp = new McpRegistry({
@@ -190,9 +201,15 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     onError: (error, context) => logger.warn({ err: error, ...context }, 'workdir checkpoint failed; the run goes on without it'),
     ...(pausePoint && { pausePoint }),
   });
+  const files = new WorkspaceFiles({ workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) });
   const agent = new AgentRuntime({
     mcp,
     checkpoints,
+    readImage: async (conversationId, imagePath) => {
+      const read = await files.readSmallFile(conversationId, imagePath, { maxBytes: MAX_IMAGE_BYTES, tooLarge: (size) => imageTooLarge(size, imagePath) });
+      if (!sniffImageType(read.bytes)) throw new Error('not an image any more');
+      return read.bytes.toString('base64');
+    },
     conversations: store,
     sessions,
     recorder,
@@ -216,6 +233,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     onRunFailed: (failure, context) => logger.error({ ...context, code: failure.code }, `run ended in agent_error: ${failure.message}`),
   });
   const conversations = new ConversationService({
+    readImage: (conversationId, imagePath, options) => files.readSmallFile(conversationId, imagePath, options),
     store,
     workdirs: new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase }),
     log,
@@ -225,7 +243,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     defaults: {
       llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
       workdirBase: config.workdirBase,
-      toolNames: BUILTIN_TOOL_NAMES,
+      toolNames,
       network: config.sandbox.network,
     },
   });
@@ -244,7 +262,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     version: VERSION,
     startedAt,
     masterKeys,
-    toolNames: BUILTIN_TOOL_NAMES,
+    toolNames,
     masterKeyFile,
     masterKeyCreated,
     sandbox,
@@ -262,13 +280,13 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     callbacks: webhooks.callbacks,
     checkpoints,
     forks,
-    files: new WorkspaceFiles({ workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) }),
+    files,
     disk,
     quarantined,
     status: new ServerStatus({
       version: VERSION,
       startedAt,
-      toolNames: BUILTIN_TOOL_NAMES,
+      toolNames,
       conversations: store,
       dataDirWritable: () => disk.check(),
       quarantined,
@@ -301,6 +319,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await agent.stopAll();
       await webhooks.close();
       await hookClient.close();
+      await webFetcher.close();
+      await webSearcher?.close();
       streams.closeAll('server_shutting_down');
       await log.close();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any more.

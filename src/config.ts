@@ -61,6 +61,11 @@ export interface Config {
     allowPrivate: boolean;
     allowCidrs: readonly string[];
   };
+  /** The web tools: where web_fetch may go (see web-fetch-policy.ts), and the web_search provider (null: no web_search). */
+  web: {
+    fetch: { allowPrivate: boolean; allowCidrs: readonly string[]; timeoutMs: number };
+    search: { provider: 'tavily' | 'brave' | 'searxng'; apiKey: string | null; url: string | null } | null;
+  };
   /** How agent processes run: the mode asked for, extra read-only paths, per-process limits (null: none). */
   /**
    * Open connections: at most `max` in all and `perClient` per remote address (0: no cap); a
@@ -241,6 +246,10 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       allowPrivate: e.AGENTD_WEBHOOK_ALLOW_PRIVATE,
       allowCidrs: Object.freeze(e.AGENTD_WEBHOOK_ALLOW_CIDRS ?? []),
     }),
+    web: Object.freeze({
+      fetch: Object.freeze({ allowPrivate: e.AGENTD_WEB_FETCH_ALLOW_PRIVATE, allowCidrs: Object.freeze(e.AGENTD_WEB_FETCH_ALLOW_CIDRS ?? []), timeoutMs: Math.round(e.AGENTD_WEB_FETCH_TIMEOUT_S * 1000) }),
+      search: searchConfig(e.AGENTD_SEARCH_PROVIDER, e.AGENTD_SEARCH_API_KEY, e.AGENTD_SEARCH_URL),
+    }),
     connections: Object.freeze({
       max: e.AGENTD_MAX_CONNECTIONS,
       perClient: e.AGENTD_MAX_CONNECTIONS_PER_CLIENT,
@@ -267,6 +276,17 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     }),
     agentEnv: agentEnvFrom({ env, passEnv: e.AGENTD_PASS_ENV ?? [], agentPath: e.AGENTD_AGENT_PATH }),
   });
+}
+
+/** The web_search provider, checked at boot: what each one needs must be set. */
+function searchConfig(provider: 'tavily' | 'brave' | 'searxng' | undefined, apiKey: string | undefined, url: string | undefined): Config['web']['search'] {
+  if (!provider) {
+    if (apiKey || url) throw new ConfigError('AGENTD_SEARCH_API_KEY / AGENTD_SEARCH_URL are set but AGENTD_SEARCH_PROVIDER is not (tavily, brave or searxng)');
+    return null;
+  }
+  if (provider === 'searxng' && !url) throw new ConfigError('AGENTD_SEARCH_PROVIDER=searxng needs AGENTD_SEARCH_URL (the base URL of your SearXNG instance, with the JSON format enabled)');
+  if (provider !== 'searxng' && !apiKey) throw new ConfigError(`AGENTD_SEARCH_PROVIDER=${provider} needs AGENTD_SEARCH_API_KEY`);
+  return Object.freeze({ provider, apiKey: apiKey ?? null, url: url ?? null });
 }
 
 /** LANG, LC_ALL and the AGENTD_PASS_ENV names from the server's environment; PATH is AGENTD_AGENT_PATH, never the server's. */

@@ -42,7 +42,7 @@ describe('what the model is told', () => {
     const only = await harness.createConversation({ workdir: makeWorkdir('tools'), tools: ['bash'], initial_message: 'hi' });
     await harness.waitForStatus(only, ['idle']);
     const [prompt] = await prompts(only);
-    for (const name of ['file_editor', 'glob', 'grep', 'task_tracker', 'finish']) expect(prompt.content).not.toContain(`\`${name}\``);
+    for (const name of ['file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'finish']) expect(prompt.content).not.toContain(`\`${name}\``);
     expect(prompt.content).toContain('`bash` is one persistent shell');
     // The background story is one: a plain `&`, the log under .agentd/.
     expect(prompt.content).not.toMatch(/> ?log 2>&1 &/);
@@ -51,7 +51,7 @@ describe('what the model is told', () => {
     const all = await harness.createConversation({ workdir: makeWorkdir('tools-all'), initial_message: 'hi' });
     await harness.waitForStatus(all, ['idle']);
     const [full] = await prompts(all);
-    for (const name of ['file_editor', 'glob', 'grep', 'task_tracker', 'finish']) expect(full.content).toContain(`\`${name}\``);
+    for (const name of ['file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'finish']) expect(full.content).toContain(`\`${name}\``);
   });
 
   it('reads a symlinked CLAUDE.md and AGENTS.md from the repository root down, but never a link leading out of its directory', async () => {

@@ -108,6 +108,20 @@ describe('client.run()', () => {
     expect(waiting.status).toBe('waiting_for_confirmation');
     expect((await client.conversations.get(waiting.conversation_id)).pending_actions).toHaveLength(1);
   });
+
+  it('answers ask_user questions with onQuestion (runs.answer); without it, ends waiting for input', async () => {
+    harness.llm.setScript([{ toolCalls: [{ id: 'call_q1', name: 'ask_user', arguments: { question: 'Tabs or spaces?', options: ['tabs', 'spaces'] } }] }, { text: 'Spaces then.' }]);
+    const asked: string[] = [];
+    const answered = await client.run({ prompt: 'Format it', llm, onQuestion: (question) => (asked.push(question.question), 'spaces') });
+    expect(asked).toEqual(['Tabs or spaces?']);
+    expect(answered).toMatchObject({ status: 'idle', final_text: 'Spaces then.' });
+    expect(answered.events.find((event) => event.kind === 'observation')).toMatchObject({ tool_name: 'ask_user', content: 'spaces' });
+
+    harness.llm.setScript([{ toolCalls: [{ id: 'call_q2', name: 'ask_user', arguments: { question: 'Which file?' } }] }, { text: 'README it is.' }]);
+    const waiting = await client.run({ prompt: 'Edit a file', llm });
+    expect(waiting.status).toBe('waiting_for_input');
+    expect(await client.runs.answer(waiting.conversation_id, { content: 'README' })).toEqual({ tool_call_id: 'call_q2', run_id: waiting.run_ids[0] });
+  });
 });
 
 describe('errors', () => {

@@ -8,7 +8,7 @@ import { expectError } from './support/expect-error.js';
 
 const API_KEY = 'sk-test-very-secret-llm-key-7f3a9c';
 const ENV_API_KEY = 'sk-env-default-secret-key-51d2e8';
-const ALL_TOOLS = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'finish'];
+const ALL_TOOLS = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'web_fetch', 'finish'];
 
 let server: TestServer;
 /** Every response body seen in this file: none may ever contain an API key. */

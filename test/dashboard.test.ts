@@ -172,6 +172,24 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
     await page.locator('.event-observation summary', { hasText: 'exit 0' }).waitFor();
   });
 
+  it('answers an ask_user question from the page (POST /answer); the run continues with the answer', { timeout: 60_000 }, async () => {
+    const { page, id } = await openConversation(
+      [{ toolCalls: [{ id: 'call_page_q', name: 'ask_user', arguments: { question: 'Which **colour**?', options: ['red', 'blue'] } }] }, { text: 'blue it is' }],
+      { initial_message: 'pick a colour' },
+    );
+    const question = page.locator('[data-testid=question]');
+    await question.waitFor({ timeout: 30_000 });
+    await status(page).filter({ hasText: 'waiting for input' }).waitFor();
+    expect(await question.innerText()).toContain('Which **colour**?');
+    await question.getByRole('button', { name: 'blue' }).click();
+    await status(page).filter({ hasText: /^idle$/ }).waitFor({ timeout: 30_000 });
+    expect(await question.count()).toBe(0);
+    const events = (await api('GET', `/conversations/${id}/events?limit=1000`)).items;
+    expect(events.find((event: any) => event.kind === 'observation')).toMatchObject({ tool_call_id: 'call_page_q', content: 'blue', data: { answered_via: 'answer' } });
+    expect(llm.requests.at(-1)!.body.messages!.find((message) => message.role === 'tool')).toMatchObject({ tool_call_id: 'call_page_q', content: 'blue' });
+    await page.locator('[data-testid=timeline]', { hasText: 'blue it is' }).waitFor();
+  });
+
   it('shows a real PreToolUse hook blocking a command, with its reason, and the block the LLM saw', { timeout: 60_000 }, async () => {
     const hooks = { PreToolUse: [{ matcher: 'bash', hooks: [{ type: 'command', command: 'echo "no listing today" >&2; exit 2' }] }] };
     const { page, id } = await openConversation([{ toolCalls: [{ name: 'bash', arguments: { command: 'ls -la' } }] }, { text: 'blocked, stopping' }], { hooks, initial_message: 'list the files' });

@@ -13,8 +13,8 @@ import { WebhookReceiver } from './support/webhook-receiver.js';
  */
 const ROOT = path.resolve(import.meta.dirname, '..');
 const tools = ['bash', 'curl', 'jq'].filter((tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0);
-/** Answers an example may get by design: nothing to approve, a run already over or still going, a history too short to condense. */
-const EXPECTED_CONFLICTS = new Set(['no_pending_actions', 'run_not_active', 'run_in_progress', 'nothing_to_condense']);
+/** Answers an example may get by design: nothing to approve or answer, a run already over or still going, a history too short to condense. */
+const EXPECTED_CONFLICTS = new Set(['no_pending_actions', 'run_not_active', 'run_in_progress', 'no_open_question', 'nothing_to_condense']);
 
 let llm: FakeLlm;
 let receiver: WebhookReceiver;

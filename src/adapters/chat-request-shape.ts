@@ -35,6 +35,11 @@ export function shapeChatRequest(request: LlmRequest, options: { stream: boolean
     }));
   }
   if (request.toolChoice && body.tools) body.tool_choice = request.toolChoice;
+  if (request.responseFormat) {
+    const schema = endpoint.gemini ? toGeminiSchema(request.responseFormat.schema) : request.responseFormat.schema;
+    // strict: false: any JSON Schema the client gave is accepted (strict mode needs every property required).
+    body.response_format = { type: 'json_schema', json_schema: { name: request.responseFormat.name, schema, strict: false } };
+  }
   if (!endpoint.reasoningModel) {
     if (settings.temperature != null) body.temperature = settings.temperature;
     if (settings.top_p != null) body.top_p = settings.top_p;
@@ -73,6 +78,18 @@ function describeEndpoint(settings: LlmSettings): Endpoint {
   };
 }
 
+/**
+ * Whether `response_format: json_schema` is taken: an explicit `structured_output` decides;
+ * `auto` trusts OpenAI's and Azure's endpoints with the models that have it (gpt-4o and later,
+ * the o-series, gpt-5), and nothing else (other servers vary: the `final_output` tool works everywhere).
+ */
+export function supportsJsonSchema(settings: LlmSettings): boolean {
+  if (settings.structured_output === 'json_schema') return true;
+  if (settings.structured_output === 'tool') return false;
+  const name = settings.model.split('/').pop() ?? settings.model;
+  return describeEndpoint(settings).openAiProper && (/^gpt-(4o|4\.1|5)/i.test(name) || isReasoningModel(name));
+}
+
 /** o1, o3-mini, o4-mini, gpt-5, gpt-5-mini, openai/gpt-5…: not gpt-5-chat, which is a chat model. */
 export function isReasoningModel(model: string): boolean {
   const name = model.split('/').pop() ?? model;
@@ -87,6 +104,15 @@ function maxTokensField(choice: NonNullable<LlmSettings['max_tokens_param']>, en
 
 /** An assistant message's tool calls carry back whatever the provider attached to them (`extra_content`). */
 function toWireMessage(message: LlmMessage): Record<string, unknown> {
+  if (message.role === 'user' && Array.isArray(message.content)) {
+    // Images go as OpenAI's image_url parts with a data URL (what every compatible server takes).
+    const content = message.content.map((part) => {
+      if (part.type === 'text') return { type: 'text', text: part.text };
+      if (part.data) return { type: 'image_url', image_url: { url: `data:${part.mediaType};base64,${part.data}` } };
+      return { type: 'text', text: `[image ${part.path ?? ''}: not available]` };
+    });
+    return { role: 'user', content };
+  }
   if (message.role !== 'assistant') return { ...message };
   const toolCalls = message.tool_calls ?? [];
   if (toolCalls.length === 0) return { role: 'assistant', content: message.content ?? '' };

@@ -10,7 +10,7 @@ import type {
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
 import { LlmError, type LlmClient, type LlmMessage, type LlmRequest, type LlmResponse, type LlmSettings } from '../core/agent/llm.js';
-import { DEFAULT_BASE_URL, shapeChatRequest, type ShapedRequest } from './chat-request-shape.js';
+import { DEFAULT_BASE_URL, shapeChatRequest, supportsJsonSchema, type ShapedRequest } from './chat-request-shape.js';
 import { ChatChunkAccumulator, extraFieldsOf, normalizeToolCall, usageOf } from './chat-chunk-accumulator.js';
 import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, sleep } from './llm-retry.js';
 
@@ -73,6 +73,10 @@ export class OpenAiLlmClient implements LlmClient {
    * stream that already forwarded text to `onTextDelta` is not retried. Abort rejects at once
    * with an `AbortError`; other failures end as `LlmError`.
    */
+  supportsJsonSchema(settings: LlmSettings): boolean {
+    return supportsJsonSchema(settings);
+  }
+
   async complete(request: LlmRequest): Promise<LlmResponse> {
     const { settings, signal } = request;
     const retries = Math.max(0, Math.floor(settings.num_retries ?? this.options.defaultNumRetries ?? 4));

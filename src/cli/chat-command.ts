@@ -133,6 +133,13 @@ async function converse(
     const answer = reply.trim().toLowerCase();
     return answer === 'y' || answer === 'yes' ? 'approve' : 'reject';
   };
+  const answerQuestion = async (): Promise<string> => {
+    endLine();
+    const reply = await rl.question(`${pc.yellow('Answer:')} `);
+    const history = historyOf(rl);
+    if (history[0] === reply) history.shift();
+    return reply.trim() || '(no answer)';
+  };
   for await (const event of client.query({
     prompt: options.prompt,
     ...(id ? { conversation_id: id } : {}),
@@ -141,6 +148,7 @@ async function converse(
     ...(flags.workdir ? { workdir: path.resolve(flags.workdir) } : options.embedded ? { workdir: process.cwd() } : {}),
     signal: options.signal,
     onApproval: approve,
+    onQuestion: answerQuestion,
     onConversation: (conversation) => {
       if (!id) out.write(pc.dim(`(conversation ${conversation.id})\n`));
       id = conversation.id;

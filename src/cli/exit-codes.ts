@@ -9,7 +9,7 @@ export const EXIT = {
   usage: 2,
   /** The run paused (max iterations) and could be continued. */
   paused: 3,
-  /** Actions await approval that nobody gave. */
+  /** Actions await approval that nobody gave, or a question awaits its answer. */
   needsApproval: 4,
   /** Ctrl-C. */
   interrupted: 130,
@@ -18,6 +18,6 @@ export const EXIT = {
 export function exitCodeOf(status: ConversationStatus, interrupted: boolean): number {
   if (status === 'idle' || status === 'finished') return EXIT.ok;
   if (status === 'paused') return interrupted ? EXIT.interrupted : EXIT.paused;
-  if (status === 'waiting_for_confirmation') return EXIT.needsApproval;
+  if (status === 'waiting_for_confirmation' || status === 'waiting_for_input') return EXIT.needsApproval;
   return EXIT.failed;
 }

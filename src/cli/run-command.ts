@@ -62,6 +62,8 @@ export async function runCommand(words: string[], flags: RunFlags): Promise<numb
         if (!flags.json) process.stderr.write(pc.dim(`conversation ${conversation.id}\n`));
       },
       onApproval: (pending) => decideApproval(pending, flags),
+      // A question needs a person: asked on a terminal; without one the run is left waiting for input.
+      ...(process.stdin.isTTY && process.stderr.isTTY ? { onQuestion: askOnTerminal } : {}),
       onEvent: (event) => {
         if (flags.json) return void process.stdout.write(`${JSON.stringify(event)}\n`);
         const line = progressLine(event);
@@ -83,6 +85,15 @@ async function mostRecentConversation(client: AgentdClient): Promise<string> {
   const latest = page.items[0];
   if (!latest) throw new UsageError('--continue: there is no conversation yet');
   return latest.id;
+}
+
+async function askOnTerminal(): Promise<string> {
+  const prompt = readline.createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return (await prompt.question('Answer: ')).trim() || '(no answer)';
+  } finally {
+    prompt.close();
+  }
 }
 
 /** --yes approves; otherwise a terminal asks; without one, nothing is decided and the run stays waiting. */
@@ -109,6 +120,8 @@ function outcomeLine(result: RunResult): string {
       return `the run is paused; continue with: agentd run --resume ${result.conversation_id}`;
     case 'waiting_for_confirmation':
       return `actions await approval and there is no terminal to ask: rerun with --yes (agentd run --resume ${result.conversation_id} --yes)`;
+    case 'waiting_for_input':
+      return `the agent asked a question and there is no terminal to ask: answer with POST /conversations/${result.conversation_id}/answer`;
     default:
       return `the run ended with status ${result.status}`;
   }

@@ -86,6 +86,8 @@ export class AgentdClient {
     setConfirmation: (id: string, enabled: boolean, o?: Signal) => this.post<T.Conversation>(this.conversationPath(id, '/confirmation'), { enabled }, o),
     approve: (id: string, o?: Signal) => this.post<T.RunStarted>(this.conversationPath(id, '/approve'), undefined, o),
     reject: (id: string, body: T.RejectInput = {}, o?: Signal) => this.post<T.RunStarted>(this.conversationPath(id, '/reject'), body, o),
+    /** Answer the open `ask_user` question (status `waiting_for_input`); the run goes on. */
+    answer: (id: string, body: T.AnswerInput, o?: Signal) => this.post<T.AnswerAccepted>(this.conversationPath(id, '/answer'), body, o),
     list: (id: string, query: T.RunListQuery = {}, o?: Signal) => this.get<T.RunPage>(this.conversationPath(id, '/runs'), { query, ...o }),
     get: (id: string, runId: string, o?: Signal) => this.get<T.Run>(this.conversationPath(id, `/runs/${pathParam(runId)}`), o),
     cancel: (id: string, runId: string, o?: Signal) => this.http.json<T.Run>(this.conversationPath(id, `/runs/${pathParam(runId)}`), { method: 'DELETE', ...o }),

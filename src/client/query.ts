@@ -1,6 +1,6 @@
 import type { AgentdClient } from './agentd-client.js';
 import type { StreamItem } from './event-stream.js';
-import type { AgentEvent, Conversation, ConversationStatus, CreateConversationInput, PendingAction, StreamEvent, Usage } from './types.js';
+import type { AgentEvent, Conversation, ConversationStatus, CreateConversationInput, EventOf, PendingAction, StreamEvent, Usage } from './types.js';
 
 /** What to do with actions awaiting approval: `leave` ends the query with them still pending. */
 export type ApprovalDecision = 'approve' | 'reject' | { reject: string } | 'leave';
@@ -17,6 +17,11 @@ export interface QueryOptions extends Omit<CreateConversationInput, 'initial_mes
    * status `waiting_for_confirmation`.
    */
   onApproval?: (pending: PendingAction[], conversation: Conversation) => ApprovalDecision | Promise<ApprovalDecision>;
+  /**
+   * Asked when the agent calls `ask_user`: the text returned is the answer (POST /answer). Without
+   * it, the query ends with status `waiting_for_input`.
+   */
+  onQuestion?: (question: EventOf<'question'>, conversation: Conversation) => string | Promise<string>;
   /** Called with the conversation id once it is known (before any event). */
   onConversation?: (conversation: Conversation) => void;
   /** `run()` only: called with each event as it arrives (progress while the run goes on). */
@@ -31,7 +36,7 @@ export interface RunResult {
   conversation_id: string;
   /** The run ids this query followed (one, or more when approvals continued it). */
   run_ids: string[];
-  /** The conversation's status when the run ended: `finished`, `idle` (answered), `paused`, `waiting_for_confirmation`, `error`, `stuck`. */
+  /** The conversation's status when the run ended: `finished`, `idle` (answered), `paused`, `waiting_for_confirmation`, `waiting_for_input`, `error`, `stuck`. */
   status: ConversationStatus;
   /** The agent's last answer: its last message, or what it passed to `finish`. */
   final_text: string | null;
@@ -45,7 +50,7 @@ export interface RunResult {
   events: StreamEvent[];
 }
 
-const TERMINAL: ReadonlySet<string> = new Set(['idle', 'finished', 'paused', 'waiting_for_confirmation', 'error', 'stuck']);
+const TERMINAL: ReadonlySet<string> = new Set(['idle', 'finished', 'paused', 'waiting_for_confirmation', 'waiting_for_input', 'error', 'stuck']);
 
 /**
  * The events of one run (deltas included), from the user message to the run's end: a stream
@@ -53,7 +58,7 @@ const TERMINAL: ReadonlySet<string> = new Set(['idle', 'finished', 'paused', 'wa
  * dropped connection.
  */
 export async function* query(client: AgentdClient, options: QueryOptions): AsyncGenerator<StreamEvent, void, undefined> {
-  const { prompt, conversation_id, signal, onApproval, onConversation, onEvent: _onEvent, reconnectBudgetMs, onReconnect, ...create } = options;
+  const { prompt, conversation_id, signal, onApproval, onQuestion, onConversation, onEvent: _onEvent, reconnectBudgetMs, onReconnect, ...create } = options;
   const conversation = conversation_id ? await client.conversations.get(conversation_id) : await client.conversations.create(create);
   onConversation?.(conversation);
   const id = conversation.id;
@@ -104,7 +109,15 @@ export async function* query(client: AgentdClient, options: QueryOptions): Async
     while (!next.done) {
       const event = next.value.event;
       yield event;
+      if (event.kind === 'question' && onQuestion && !signal?.aborted) {
+        const content = await onQuestion(event, await client.conversations.get(id));
+        await client.runs.answer(id, { tool_call_id: event.tool_call_id, content });
+      }
       if (event.kind === 'state_update' && event.run_id && event.run_id === runIds.at(-1) && TERMINAL.has(event.status)) {
+        if (event.status === 'waiting_for_input' && onQuestion) {
+          next = await items.next();
+          continue;
+        }
         if (event.status !== 'waiting_for_confirmation' || !(await decide())) return;
       }
       next = await items.next();

@@ -27,7 +27,7 @@ import type { ConversationListQuery as ConversationListQuerySchema, Conversation
 import type { EventFilters as EventFiltersSchema, EventListQuery as EventListQuerySchema, EventPage as EventPageSchema } from '../http/contract/events.js';
 import type { FileEntryPage, FileListQuery as FileListQuerySchema, FileSearchQuery as FileSearchQuerySchema, UploadedFiles as UploadedFilesSchema } from '../http/contract/files.js';
 import type { Alive as AliveSchema, Health as HealthSchema, Info as InfoSchema } from '../http/contract/health.js';
-import type { MessageAccepted as MessageAcceptedSchema, RejectBody, RunListQuery as RunListQuerySchema, RunPage as RunPageSchema, RunStarted as RunStartedSchema } from '../http/contract/runs.js';
+import type { AnswerAccepted as AnswerAcceptedSchema, AnswerBody, MessageAccepted as MessageAcceptedSchema, RejectBody, RunListQuery as RunListQuerySchema, RunPage as RunPageSchema, RunStarted as RunStartedSchema } from '../http/contract/runs.js';
 import type { PutSecrets, SecretNames as SecretNamesSchema } from '../http/contract/secrets.js';
 import type {
   ChangesPage as ChangesPageSchema,
@@ -69,6 +69,8 @@ export type RunStarted = z.output<typeof RunStartedSchema>;
 export type CondenseInput = z.input<typeof CondenseBody>;
 export type CondenseAccepted = z.output<typeof CondenseAcceptedSchema>;
 export type RejectInput = z.input<typeof RejectBody>;
+export type AnswerInput = z.input<typeof AnswerBody>;
+export type AnswerAccepted = z.output<typeof AnswerAcceptedSchema>;
 export type Run = z.output<typeof RunSchema>;
 export type RunListQuery = QueryOf<typeof RunListQuerySchema>;
 export type RunPage = z.output<typeof RunPageSchema>;

@@ -12,6 +12,7 @@ export type ErrorKind =
   | 'not_found'
   | 'conflict' // the state does not allow it now (a run in progress, damaged data)
   | 'unprocessable' // understood but cannot be acted on (a secret the conversation lacks)
+  | 'too_large' // a part of the request is over its size limit (an image)
   | 'storage_full'; // nothing was stored: the disk is full
 
 export class AppError extends Error {

@@ -8,6 +8,7 @@ const STATUS_OF_KIND: Record<ErrorKind, number> = {
   conflict: 409,
   unprocessable: 422,
   storage_full: 507,
+  too_large: 413,
 };
 
 /** An error only the HTTP layer can have (a body too large, a range outside the file): it names its status. */

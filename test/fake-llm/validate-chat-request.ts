@@ -59,6 +59,7 @@ function validateMessages(messages: FakeChatMessage[]): string[] {
     }
     if (message.role !== 'assistant') {
       if (!isContent(message.content)) problems.push(`messages[${i}] (${message.role}) content must be a string or content parts`);
+      else if (Array.isArray(message.content)) problems.push(...validateParts(message.content as Record<string, any>[], i, message.role));
       return;
     }
     const calls = message.tool_calls;
@@ -130,6 +131,19 @@ function validateParams(request: ChatRequestBody): string[] {
     const value = request[field];
     if (value !== undefined && (typeof value !== 'number' || value < min || value > max)) problems.push(`\`${field}\` must be a number in [${min}, ${max}]`);
   }
+  const format = request.response_format as { type?: unknown; json_schema?: { name?: unknown; schema?: unknown; strict?: unknown } } | undefined;
+  if (format !== undefined) {
+    if (!isObject(format) || !['text', 'json_object', 'json_schema'].includes(String(format.type))) problems.push('`response_format.type` must be text, json_object or json_schema');
+    else if (format.type === 'json_schema') {
+      const spec = format.json_schema;
+      if (!isObject(spec)) problems.push('`response_format.json_schema` is required for type json_schema');
+      else {
+        if (typeof spec.name !== 'string' || !TOOL_NAME.test(spec.name)) problems.push('`response_format.json_schema.name` must match ^[a-zA-Z0-9_-]{1,64}$');
+        if (spec.schema !== undefined && !isObject(spec.schema)) problems.push('`response_format.json_schema.schema` must be an object');
+        if (spec.strict !== undefined && typeof spec.strict !== 'boolean') problems.push('`response_format.json_schema.strict` must be a boolean');
+      }
+    }
+  }
   const effort = request.reasoning_effort;
   if (effort !== undefined && !['none', 'minimal', 'low', 'medium', 'high', 'xhigh'].includes(String(effort))) {
     problems.push(`\`reasoning_effort\` ${JSON.stringify(effort)} is not supported`);
@@ -143,4 +157,22 @@ function isContent(content: unknown): boolean {
 
 function isObject(value: unknown): value is Record<string, any> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Content parts as OpenAI takes them: text parts with text, images only in user messages, as image_url with an http(s) or base64 data URL. */
+function validateParts(parts: Record<string, any>[], index: number, role: string): string[] {
+  const problems: string[] = [];
+  parts.forEach((part, j) => {
+    const where = `messages[${index}].content[${j}]`;
+    if (part.type === 'text') {
+      if (typeof part.text !== 'string') problems.push(`${where} (text) has no text`);
+    } else if (part.type === 'image_url') {
+      if (role !== 'user') problems.push(`${where}: image parts are only allowed in user messages`);
+      const url = part.image_url?.url;
+      if (typeof url !== 'string' || !/^(https?:\/\/|data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+=*$)/.test(url)) problems.push(`${where} (image_url) needs an http(s) URL or a base64 data URL of a PNG, JPEG, GIF or WebP image`);
+    } else {
+      problems.push(`${where} has an unsupported type ${JSON.stringify(part.type)}`);
+    }
+  });
+  return problems;
 }

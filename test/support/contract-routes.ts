@@ -35,6 +35,7 @@ export const CONTRACT_ROUTES: readonly string[] = [
   'GET /openapi.json',
   'POST /conversations',
   'POST /conversations/{id}/approve',
+  'POST /conversations/{id}/answer',
   'POST /conversations/{id}/callbacks',
   'POST /conversations/{id}/callbacks/{callback_id}/enable',
   'POST /conversations/{id}/commands',

@@ -12,7 +12,7 @@ import { CondensationControl } from './condensation-control.js';
 import { MessageIntake, type TakeMessageOptions } from './message-intake.js';
 import { TurnInterrupts } from './turn-interrupts.js';
 import type { ShellFactory } from '../tools/shell-session.js';
-import type { ToolDefinition } from '../tools/tool.js';
+import type { ToolDefinition, UserAnswer, UserQuestion } from '../tools/tool.js';
 import type { AgentSession } from './agent-session.js';
 import type { AgentSessions } from './agent-sessions.js';
 import { LlmError, type LlmClient, type LlmRetry, type LlmToolSchema, type LlmUsage } from './llm.js';
@@ -20,6 +20,7 @@ import type { Run, RunStore } from './run-record.js';
 import { executeRun, type RunOutcome } from './run-loop.js';
 import { buildSystemPrompt } from './system-prompt.js';
 import { settleRun } from './settle-run.js';
+import { waitForAnswer } from './wait-for-answer.js';
 import { decodePageId, encodePageId, type Page } from '../pagination.js';
 
 const isIndexCursor = (value: unknown): value is { i: number } => typeof value === 'object' && value !== null && Number.isInteger((value as { i: number }).i);
@@ -45,6 +46,8 @@ export interface AgentRuntimeDeps {
   shellEnv: (record: ConversationRecord) => Record<string, string>;
   /** How the conversation's hooks run: commands in its sandbox, http hooks signed. */
   hookTransport: (record: ConversationRecord) => HookTransport;
+  /** Reads a message's workdir image when the LLM needs it (base64; throws when it is gone or no image). */
+  readImage?: (conversationId: string, path: string) => Promise<string>;
   /** MCP servers: their tools join the built-ins for each run. */
   mcp?: McpRegistry;
   /** Workdir checkpoints before each run and each file-changing tool call. */
@@ -219,6 +222,30 @@ export class AgentRuntime implements ConversationRuntime {
     return this.getRun(conversationId, runId);
   }
 
+  /**
+   * Answers the open `ask_user` question: the answer becomes the call's result and the run goes
+   * on. 409 when no question is open, or `tool_call_id` names another one.
+   */
+  answer(conversationId: string, body: { tool_call_id?: string | undefined; content: string }, via: UserAnswer['via'] = 'answer'): { tool_call_id: string; run_id: string } {
+    this.deps.conversations.record(conversationId);
+    const session = this.sessions.peek(conversationId);
+    const question = session?.question ?? null;
+    if (!session || !question) throw new ConflictError('no_open_question', 'No question is waiting for an answer in this conversation.');
+    if (body.tool_call_id !== undefined && body.tool_call_id !== question.toolCallId) {
+      throw new ConflictError('question_mismatch', `The open question is tool call ${question.toolCallId}, not ${body.tool_call_id}.`, { tool_call_id: question.toolCallId });
+    }
+    // Taken at once: a second answer finds no open question.
+    session.question = null;
+    question.answer({ content: body.content, via });
+    return { tool_call_id: question.toolCallId, run_id: question.runId };
+  }
+
+  /** A user message while a question is open answers it (the message is recorded as that answer). */
+  answerWithMessage(conversationId: string, content: string): { tool_call_id: string; run_id: string } | null {
+    if (!this.sessions.peek(conversationId)?.question) return null;
+    return this.answer(conversationId, { content }, 'message');
+  }
+
   async approve(conversationId: string): Promise<string> {
     const record = this.deps.conversations.record(conversationId);
     if (record.status !== 'waiting_for_confirmation' || record.pending_actions.length === 0) {
@@ -308,8 +335,9 @@ export class AgentRuntime implements ConversationRuntime {
   /** After a restart: a conversation that was running comes back paused, its open tool calls closed. */
   async recoverAfterRestart(): Promise<void> {
     for (const record of [...this.deps.conversations.all()]) {
-      const runs = record.status === 'running' || record.current_run_id ? this.deps.runs.list(record.id).filter((run) => run.status === 'running') : [];
-      if (record.status !== 'running' && runs.length === 0) continue;
+      const live = record.status === 'running' || record.status === 'waiting_for_input';
+      const runs = live || record.current_run_id ? this.deps.runs.list(record.id).filter((run) => run.status === 'running') : [];
+      if (!live && runs.length === 0) continue;
       const session = await this.session(record.id);
       for (const callId of session.history.pendingCallIds) {
         if (record.pending_actions.some((action) => action.tool_call_id === callId)) continue;
@@ -378,7 +406,10 @@ export class AgentRuntime implements ConversationRuntime {
           signal: controller.signal,
           state: session.toolState,
           shell,
+          network: this.deps.conversations.sandboxOf(record).network,
+          askUser: (question) => this.askUser({ session, record, runId: run.id, signal: controller.signal, question }),
         },
+        ...(this.deps.readImage && { readImage: (path: string) => this.deps.readImage!(record.id, path) }),
         append: async (event) => (await this.append(record.id, event)).event,
         delta: (text) => this.deps.recorder.delta({ kind: 'message_delta', conversation_id: record.id, run_id: run.id, content_delta: text }),
         onUsage: (usage) => this.recordUsage(record, run, usage),
@@ -444,6 +475,8 @@ export class AgentRuntime implements ConversationRuntime {
   private async releaseIdle(conversationId: string): Promise<void> {
     const session = this.sessions.peek(conversationId);
     if (!session || session.active || this.sessions.isLoading(conversationId) || this.releasing.has(conversationId)) return;
+    // A condensation under way holds the session; the countdown starts again.
+    if (session.condensing || session.condenseRequest) return this.armIdleTimer(conversationId);
     const release = (async () => {
       const { released, restore } = await session.suspendShell(Math.round((this.deps.idleTimeoutMs ?? 0) / 1000));
       if (!released || session.active) return this.armIdleTimer(conversationId);
@@ -457,6 +490,28 @@ export class AgentRuntime implements ConversationRuntime {
       await release;
     } finally {
       this.releasing.delete(conversationId);
+    }
+  }
+
+  /**
+   * `ask_user`: the question is recorded, the conversation waits for input (a promise, nothing
+   * polls) until POST /answer or a message answers it, or the run is paused or canceled.
+   */
+  private async askUser(options: { session: AgentSession; record: ConversationRecord; runId: string; signal: AbortSignal; question: UserQuestion }): Promise<UserAnswer> {
+    const { session, record, runId, signal, question } = options;
+    signal.throwIfAborted();
+    if (session.question) throw new Error('Another question is already waiting for its answer: ask one question at a time.');
+    const answered = waitForAnswer(signal);
+    // Open before the event is out: a webhook receiver may answer as soon as it sees it.
+    const open = { toolCallId: question.toolCallId, runId, answer: answered.answer };
+    session.question = open;
+    try {
+      await this.append(record.id, { kind: 'question', source: 'agent', tool_call_id: question.toolCallId, question: question.question, ...(question.options && { options: question.options }), run_id: runId });
+      await this.setStatus(record, 'waiting_for_input', { runId, reason: 'The agent asked a question: answer with POST /answer or a message.' });
+      return await answered.promise;
+    } finally {
+      if (session.question === open) session.question = null;
+      if (!signal.aborted && record.status === 'waiting_for_input') await this.setStatus(record, 'running', { runId, reason: 'The question was answered.' });
     }
   }
 

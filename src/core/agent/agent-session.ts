@@ -1,11 +1,18 @@
 import type { EventLog } from '../events/event-log.js';
 import type { AgentEvent } from '../schemas/event.js';
 import type { ShellCreateOptions, ShellFactory, ShellSession } from '../tools/shell-session.js';
+import type { UserAnswer } from '../tools/tool.js';
 import { TASK_LIST_STATE_KEY, TASK_TRACKER_TOOL_NAME, restoreTaskList } from '../tools/task-tracker.js';
 import { ConversationHistory } from './conversation-history.js';
 import type { Run } from './run-record.js';
 import { liveRanges, type HistoryRewind } from './rewound-view.js';
 import type { TurnInterrupts } from './turn-interrupts.js';
+
+export interface OpenQuestion {
+  toolCallId: string;
+  runId: string;
+  answer(answer: UserAnswer): void;
+}
 
 export interface ActiveRun {
   run: Run;
@@ -31,6 +38,8 @@ export class AgentSession {
   /** A rewind was appended: the history is folded again before it is used (see AgentRuntime.session). */
   stale = false;
   active: ActiveRun | null = null;
+  /** The `ask_user` question the active run waits on (at most one). */
+  question: OpenQuestion | null = null;
   /** A POST /condense waiting for the running run's next LLM request. */
   condenseRequest: { instructions?: string | undefined } | null = null;
   /** A condensation started while no run was going: a run that starts meanwhile waits for it. */

@@ -98,7 +98,8 @@ function tokensOfHistory(history: ConversationHistory, trigger: CondenseTrigger)
 
 /** About 4 characters a token, plus a few for the message's framing. */
 export function estimateTokens(message: LlmMessage): number {
-  let chars = typeof message.content === 'string' ? message.content.length : 0;
+  // An image counts as about 1,000 tokens (a typical tile budget), its text as ~4 characters a token.
+  let chars = typeof message.content === 'string' ? message.content.length : message.role === 'user' ? message.content.reduce((sum, part) => sum + (part.type === 'text' ? part.text.length : 4000), 0) : 0;
   if (message.role === 'assistant') for (const call of message.tool_calls ?? []) chars += call.name.length + call.arguments.length;
   return Math.ceil(chars / 4) + 4;
 }
@@ -110,7 +111,7 @@ function summaryRequest(forgotten: readonly HistoryEntry[], instructions: string
   for (const { message, seq } of forgotten) {
     switch (message.role) {
       case 'user':
-        parts.push(`### User (event #${seq})\n${cut(message.content, limit)}`);
+        parts.push(`### User (event #${seq})\n${cut(typeof message.content === 'string' ? message.content : message.content.map((part) => (part.type === 'text' ? part.text : `[image${part.path ? ` ${part.path}` : ''}]`)).join('\n\n'), limit)}`);
         break;
       case 'assistant': {
         const lines = message.content ? [cut(message.content, limit)] : [];

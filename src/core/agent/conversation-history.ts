@@ -1,6 +1,7 @@
 import type { AgentEvent } from '../schemas/event.js';
 import { readAsset } from '../../assets.js';
-import type { LlmMessage, LlmToolCall } from './llm.js';
+import type { LlmMessage, LlmToolCall, LlmUserPart } from './llm.js';
+import type { StoredPart } from '../schemas/message-content.js';
 
 const CONDENSED_HISTORY = readAsset(import.meta.url, 'condensed-history.md').trim();
 
@@ -46,8 +47,10 @@ export class ConversationHistory {
   lastPromptTokens = 0;
   /** The first user message no agent event followed yet (what a run started now takes as its input). */
   firstUnansweredUserSeq: number | null = null;
-  /** While an LLM turn is in flight, user messages wait until its answer is recorded. */
+  /** While a turn is in flight (its LLM request, then its calls), user messages wait until it is recorded. */
   private holding = false;
+  /** The `output_schema` of the last user message (null when it had none): what the run's answer must match. */
+  outputSchema: Record<string, unknown> | null = null;
   /** The seq of the last user message folded in (the loop uses it to notice new ones). */
   lastUserSeq = 0;
   lastSeq = 0;
@@ -65,16 +68,19 @@ export class ConversationHistory {
         this.systemTools = JSON.stringify(event.tools);
         return;
       case 'message':
+        // The answer to an `ask_user` question: the model reads it as that call's observation.
+        if (event.answers_tool_call_id !== undefined) return;
         if (event.source === 'user' || event.source === 'system') {
           if (event.source === 'user') {
             this.lastUserSeq = event.seq;
             this.firstUnansweredUserSeq ??= event.seq;
+            this.outputSchema = event.output_schema ?? null;
             if (this.prompts.length < 100) this.prompts.push({ seq: event.seq, content: event.content });
           }
           // Anything open (a turn's calls, a turn that may add calls, messages already waiting): it waits too.
           const waits = this.holding || this.openCalls.size > 0 || this.current !== null || this.deferred.length > 0;
-          if (waits) this.deferred.push(this.entry({ role: 'user', content: event.content }));
-          else this.messages.push(this.entry({ role: 'user', content: event.content }));
+          if (waits) this.deferred.push(this.entry({ role: 'user', content: event.parts ? event.parts.map(toLlmPart) : event.content }));
+          else this.messages.push(this.entry({ role: 'user', content: event.parts ? event.parts.map(toLlmPart) : event.content }));
         } else {
           this.agentSpoke(event.seq);
           if (this.openCalls.size > 0) this.closeOpenCalls();
@@ -261,4 +267,10 @@ function condensedHistoryMessage(event: { summary: string; forgotten_from_seq: n
 function sentenceEnd(text: string): string {
   const trimmed = text.trim();
   return /[.!?]$/.test(trimmed) ? trimmed : `${trimmed}.`;
+}
+
+/** A stored message part as the LLM gets it: a workdir image by path (read when the request is sent). */
+function toLlmPart(part: StoredPart): LlmUserPart {
+  if (part.type === 'text') return { type: 'text', text: part.text };
+  return 'path' in part ? { type: 'image', mediaType: part.media_type, path: part.path } : { type: 'image', mediaType: part.media_type, data: part.data };
 }

@@ -1,6 +1,7 @@
 import type { CondenseResult, CondenseTrigger } from './condenser.js';
 import type { ConversationHistory } from './conversation-history.js';
-import { LlmError, type LlmClient, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolSchema, type LlmUsage } from './llm.js';
+import type { OutputRequirement } from './structured-output.js';
+import { LlmError, type LlmMessage, type LlmUserPart, type LlmClient, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolSchema, type LlmUsage } from './llm.js';
 
 /** What a run's LLM requests need: the history, the client, and the condenser that keeps the history in the window. */
 export interface LlmRequestContext {
@@ -11,6 +12,8 @@ export interface LlmRequestContext {
   onUsage(usage: LlmUsage): Promise<void>;
   onLlmRetry?: (retry: LlmRetry) => void;
   condenser: RunCondenser;
+  /** Reads a workdir image of a user message (base64) when a request is sent; none: such images are described, not sent. */
+  readImage?: (path: string) => Promise<string>;
 }
 
 /** Condensation as a run sees it (the runtime knows the settings, the hooks and a pending POST /condense). */
@@ -26,15 +29,17 @@ export interface RunCondenser {
  * it is condensed and the request is made once more. `noTools`: the tools stay in the request
  * (the cached prompt prefix holds) but the model may not call them.
  */
-export async function askLlm(context: LlmRequestContext, options: { settings: LlmSettings; signal: AbortSignal; noTools?: boolean }): Promise<LlmResponse> {
+export async function askLlm(context: LlmRequestContext, options: { settings: LlmSettings; signal: AbortSignal; noTools?: boolean; output?: OutputRequirement | null }): Promise<LlmResponse> {
+  const output = options.output ?? null;
   const due = context.condenser.due();
   if (due) await context.condenser.run(due);
   if (options.signal.aborted) throw options.signal.reason;
   const request = async () => {
     const response = await context.llm.complete({
       settings: options.settings,
-      messages: context.history.snapshot(),
-      tools: context.toolSchemas,
+      messages: await withImages(context, context.history.snapshot()),
+      tools: output?.toolSchema ? [...context.toolSchemas, output.toolSchema] : context.toolSchemas,
+      ...(output?.responseFormat ? { responseFormat: output.responseFormat } : {}),
       ...(options.noTools ? { toolChoice: 'none' as const } : {}),
       signal: options.signal,
       onTextDelta: (text) => context.delta(text),
@@ -53,3 +58,34 @@ export async function askLlm(context: LlmRequestContext, options: { settings: Ll
     return request();
   }
 }
+
+/** Workdir images of user messages read for the request (once per run); one that cannot be read is described instead. */
+async function withImages(context: LlmRequestContext, messages: LlmMessage[]): Promise<LlmMessage[]> {
+  if (!messages.some((message) => message.role === 'user' && Array.isArray(message.content))) return messages;
+  let cache = imageCaches.get(context);
+  if (!cache) imageCaches.set(context, (cache = new Map()));
+  const images = cache;
+  return Promise.all(
+    messages.map(async (message): Promise<LlmMessage> => {
+      if (message.role !== 'user' || !Array.isArray(message.content)) return message;
+      const content = await Promise.all(
+        message.content.map(async (part): Promise<LlmUserPart> => {
+          if (part.type !== 'image' || part.data || !part.path) return part;
+          const path = part.path;
+          if (!context.readImage) return { type: 'text', text: `[image ${path}: not available here]` };
+          let read = images.get(path);
+          if (!read) {
+            read = context.readImage(path).catch((error: unknown) => new Error((error as Error).message));
+            images.set(path, read);
+          }
+          const data = await read;
+          return typeof data === 'string' ? { ...part, data } : { type: 'text', text: `[image ${path}: no longer readable (${data.message})]` };
+        }),
+      );
+      return { role: 'user', content };
+    }),
+  );
+}
+
+/** Per run (its request context): each workdir image is read once. */
+const imageCaches = new WeakMap<LlmRequestContext, Map<string, Promise<string | Error>>>();

@@ -4,9 +4,15 @@
  */
 export type LlmMessage =
   | { role: 'system'; content: string }
-  | { role: 'user'; content: string }
+  | { role: 'user'; content: string | LlmUserPart[] }
   | { role: 'assistant'; content: string | null; tool_calls?: LlmToolCall[] }
   | { role: 'tool'; tool_call_id: string; content: string };
+
+/**
+ * A part of a user message with images. A workdir image is `path` until the request is sent
+ * (the run reads it then); `data` is its base64 bytes.
+ */
+export type LlmUserPart = { type: 'text'; text: string } | { type: 'image'; mediaType: string; path?: string; data?: string };
 
 export interface LlmToolCall {
   id: string;
@@ -59,12 +65,15 @@ export interface LlmSettings {
   extra_body?: Record<string, unknown> | null | undefined;
   extra_headers?: Record<string, string> | null | undefined;
   prompt_cache?: boolean | null | undefined;
+  structured_output?: 'auto' | 'json_schema' | 'tool' | null | undefined;
 }
 
 export interface LlmRequest {
   settings: LlmSettings;
   messages: LlmMessage[];
   tools: LlmToolSchema[];
+  /** The answer must be JSON matching this schema (the provider's `response_format: json_schema`). */
+  responseFormat?: { name: string; schema: Record<string, unknown> };
   /** `none`: the tools stay in the request (the cached prefix is unchanged) but the model must answer in text. */
   toolChoice?: 'none';
   signal: AbortSignal;
@@ -87,6 +96,8 @@ export interface LlmRetry {
 
 export interface LlmClient {
   complete(request: LlmRequest): Promise<LlmResponse>;
+  /** Whether the endpoint takes `responseFormat` for these settings (else structured output goes through a tool). */
+  supportsJsonSchema?(settings: LlmSettings): boolean;
 }
 
 /** Thrown by an LlmClient after retries ran out; `code` is a stable machine code. */
@@ -104,6 +115,7 @@ export class LlmError extends Error {
       | 'llm_content_filtered'
       | 'llm_output_truncated'
       | 'llm_empty_response'
+      | 'llm_output_invalid'
       | 'llm_error',
     message: string,
     readonly status?: number,

@@ -10,6 +10,7 @@ import type { Run } from './run-record.js';
 import { iterationBudgetNote } from './iteration-budget.js';
 import { StuckDetector, type StuckStep } from './stuck-detector.js';
 import { executeTool, parseArguments, type ParsedArguments } from './tool-executor.js';
+import { FINAL_OUTPUT_TOOL, OutputRequirement } from './structured-output.js';
 import type { ToolGate } from './tool-gate.js';
 
 export const FINISH_TOOL = 'finish';
@@ -75,6 +76,7 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
   }
 
   const notes = new NoteBudget();
+  let output = null as OutputRequirement | null;
   for (;;) {
     if (context.signal.aborted) return { kind: 'aborted' };
     const prompts = await checkPrompts(context);
@@ -86,13 +88,17 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     if (budgetNote?.last) return summaryTurn(context, settings, budgetNote.text);
     if (budgetNote) await appendNote(context, budgetNote.text);
 
+    // The last user message's output_schema decides what the final answer owes (kept while it stays the same).
+    const schema = context.history.outputSchema;
+    if (output?.schema !== schema) output = schema ? new OutputRequirement(schema, { llm: context.llm, settings: settings.llm }) : null;
+    const tools = output?.tool ? new Map([...context.tools, [FINAL_OUTPUT_TOOL, output.tool]]) : context.tools;
     const userSeqBefore = context.history.lastUserSeq;
     // An interrupt that came between steps: the message is in the history this turn sends.
     await recordInterrupt(context, 'none', []);
     // Messages that arrive during the turn (its LLM request, its calls) follow its results.
     context.history.hold();
     try {
-      const turn = await llmTurn(context, settings);
+      const turn = await llmTurn(context, settings, output);
       if (turn.kind === 'aborted') return turn;
       if (turn.kind === 'interrupted') {
         await recordInterrupt(context, 'llm', []);
@@ -108,6 +114,14 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
         notes.reset();
         // A message that arrived while the LLM was answering gets its turn.
         if (context.history.lastUserSeq > userSeqBefore) continue;
+        if (output) {
+          const check = output.checkAnswer(turn.text);
+          if (!check.ok) {
+            await appendNote(context, output.fail(check.errors));
+            continue;
+          }
+          context.run.output = check.value;
+        }
         if (await continuedByStopHook(context, turn.text)) continue;
         return { kind: 'idle' };
       }
@@ -129,12 +143,15 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
           continue;
         }
         let outcome: RunOutcome | null;
-        if (!args.ok || (call.name === FINISH_TOOL && others.length > 0)) {
+        if (call.name === FINISH_TOOL && output) {
+          await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
+          outcome = await recordNotRun(context, call, output.finishRefusal, 'output_required');
+        } else if (!args.ok || (call.name === FINISH_TOOL && others.length > 0)) {
           await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
           // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
           if (turn.cutOff && !args.ok) outcome = await recordNotRun(context, call, CUT_CALL_RESULT, 'output_truncated');
           else if (args.ok) outcome = await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone');
-          else outcome = await runCall(context, steps, { id: call.id, name: call.name, args });
+          else outcome = await runCall(context, steps, { id: call.id, name: call.name, args }, tools);
         } else {
           const verdict = await context.gate.beforeTool({ id: call.id, name: call.name, args: args.value });
           // The checkpoint before a call that runs is taken before its action is recorded: the tool starts right after it.
@@ -149,7 +166,8 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
             pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
             continue;
           }
-          outcome = await runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } });
+          outcome = await runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } }, tools);
+          if (!outcome && call.name === FINAL_OUTPUT_TOOL && output) outcome = await finalOutputOutcome(context, output, verdict.args);
           if (context.interrupts.pending !== null && interrupted.stopped === null) interrupted.stopped = call.id;
         }
         if (outcome) return outcome;
@@ -281,10 +299,10 @@ type TurnResult =
   | { kind: 'calls'; calls: { call: LlmToolCall; args: ParsedArguments }[]; responseId: string; thought: string | null; cutOff: boolean };
 
 /** Ask the LLM once and record its answer (text, or actions awaiting confirmation). */
-async function llmTurn(context: RunContext, settings: ReturnType<RunContext['settings']>): Promise<TurnResult> {
+async function llmTurn(context: RunContext, settings: ReturnType<RunContext['settings']>, output: OutputRequirement | null): Promise<TurnResult> {
   let response;
   try {
-    response = await askLlm(context, { settings: settings.llm, signal: context.interrupts.signal(context.signal) });
+    response = await askLlm(context, { settings: settings.llm, signal: context.interrupts.signal(context.signal), output });
   } catch (error) {
     if (context.signal.aborted) return { kind: 'aborted' };
     // The answer being streamed is dropped: the model answers again, the new message in view.
@@ -339,9 +357,9 @@ async function recordNotRun(context: RunContext, call: LlmToolCall, content: str
 }
 
 /** Execute one recorded action and record its observation; an outcome when the run must end. */
-async function runCall(context: RunContext, steps: StuckStep[], call: { id: string; name: string; args: ParsedArguments }): Promise<RunOutcome | null> {
-  const toolContext = { ...context.toolContext, signal: context.interrupts.signal(context.signal) };
-  const result = await executeTool({ tools: context.tools, name: call.name, args: call.args, context: toolContext });
+async function runCall(context: RunContext, steps: StuckStep[], call: { id: string; name: string; args: ParsedArguments }, tools: ReadonlyMap<string, ToolDefinition> = context.tools): Promise<RunOutcome | null> {
+  const toolContext = { ...context.toolContext, signal: context.interrupts.signal(context.signal), toolCallId: call.id };
+  const result = await executeTool({ tools, name: call.name, args: call.args, context: toolContext });
   const note = call.args.ok && !context.signal.aborted ? await context.gate.afterTool({ id: call.id, name: call.name, args: call.args.value }, result) : null;
   await context.append({
     kind: 'observation',
@@ -365,5 +383,17 @@ async function runCall(context: RunContext, steps: StuckStep[], call: { id: stri
     isError: result.isError || (typeof result.data?.exit_code === 'number' && result.data.exit_code !== 0),
     livePoll: call.args.ok && call.args.value.is_input === true && result.data?.still_running === true,
   });
+  return null;
+}
+
+/** After a final_output call ran: accepted ends the run with its value; rejected counts against the bound. */
+async function finalOutputOutcome(context: RunContext, output: OutputRequirement, args: Record<string, unknown>): Promise<RunOutcome | null> {
+  const check = output.checkCall(args);
+  if (check.ok) {
+    context.run.output = check.value;
+    return { kind: 'idle' };
+  }
+  // The observation already told the model what was wrong; past the bound the run fails.
+  output.fail(check.errors);
   return null;
 }

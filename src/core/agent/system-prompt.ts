@@ -27,6 +27,7 @@ export interface SystemPromptInputs {
 export function buildSystemPrompt(inputs: SystemPromptInputs): string {
   const enabled = new Set(inputs.tools);
   if (enabled.has('glob') || enabled.has('grep')) enabled.add('search');
+  if (enabled.has('web_fetch') || enabled.has('web_search')) enabled.add('web');
   const key = [...enabled].sort().join(',');
   let rules = renderedRules.get(key);
   if (rules === undefined) {

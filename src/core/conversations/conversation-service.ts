@@ -1,7 +1,10 @@
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
-import { ConversationQuarantinedError, UnprocessableError } from '../errors.js';
+import { ConversationQuarantinedError, InvalidRequestError, UnprocessableError } from '../errors.js';
+import { outputSchemaProblem } from '../agent/output-schema.js';
+import { prepareMessageParts, type ReadWorkdirImage } from './message-images.js';
+import type { ContentPart } from '../schemas/message-content.js';
 import type { Page } from '../pagination.js';
 import type { Conversation, CreateConversationBody, SandboxNetwork, UpdateConversationConfigBody } from '../schemas/conversation.js';
 import type { AgentEvent, ConversationStatus, MultitaskStrategy, NewEvent } from '../schemas/event.js';
@@ -27,6 +30,8 @@ export interface ConversationRuntime {
   onUserMessage(conversationId: string, options: { run: boolean }): Promise<string | null>;
   /** A user message arrives: appended (with `append`) and routed by its multitask strategy; may refuse it (409). */
   takeMessage(conversationId: string, options: { run: boolean; strategy: MultitaskStrategy; append(strategy: MultitaskStrategy | null): Promise<AgentEvent> }): Promise<{ event: AgentEvent; runId: string | null }>;
+  /** A message while an `ask_user` question is open answers it: the question's call and run, or null when none is open. */
+  answerWithMessage?(conversationId: string, content: string): { tool_call_id: string; run_id: string } | null;
   /** The conversation is about to be deleted: stop its run and processes. */
   dispose(conversationId: string): Promise<void>;
   /** The workdir is about to change: refuse while a run is going, else let go of the old one (the shell). */
@@ -51,6 +56,8 @@ export class ConversationService {
       runtime?: ConversationRuntime;
       /** What else holds per-conversation state, told after a deletion (secret maskers, webhook subscriptions). */
       onDeleted?: readonly ((conversationId: string) => void | Promise<void>)[];
+      /** Reads a message's workdir image (the workspace's safe resolution); none: image paths are refused. */
+      readImage?: (conversationId: string, ...args: Parameters<ReadWorkdirImage>) => ReturnType<ReadWorkdirImage>;
       clock?: Clock;
     },
   ) {}
@@ -186,14 +193,28 @@ export class ConversationService {
   }
 
   /** Append a user message; start a run or feed the running one unless `run` is false. */
-  async postMessage(id: string, body: { content: string; run: boolean; multitask_strategy?: MultitaskStrategy | undefined }) {
+  async postMessage(id: string, body: { content: string | ContentPart[]; run: boolean; multitask_strategy?: MultitaskStrategy | undefined; output_schema?: Record<string, unknown> | undefined }) {
     const record = this.store.record(id);
     if (body.run && this.runtime && !record.llm) throw llmNotConfigured();
+    const schemaProblem = body.output_schema ? outputSchemaProblem(body.output_schema) : null;
+    if (schemaProblem) throw new InvalidRequestError('invalid_output_schema', `${schemaProblem}.`);
+    const prepared = typeof body.content === 'string' ? { content: body.content, parts: null } : await prepareMessageParts(body.content, (path, options) => this.readImage(id, path, options));
+    // A message while the agent waits on an `ask_user` question is the answer (the model reads it as the call's result).
+    const answered = this.runtime?.answerWithMessage?.(id, prepared.content) ?? null;
+    if (answered) {
+      const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: prepared.content, answers_tool_call_id: answered.tool_call_id });
+      return { event: appended.event, run_id: answered.run_id };
+    }
     const append = async (strategy: MultitaskStrategy | null) =>
-      (await this.append(id, { kind: 'message', source: 'user', role: 'user', content: body.content, ...(strategy && { multitask_strategy: strategy }) })).event;
+      (await this.append(id, { kind: 'message', source: 'user', role: 'user', content: prepared.content, ...(prepared.parts && { parts: prepared.parts }), ...(body.output_schema && { output_schema: body.output_schema }), ...(strategy && { multitask_strategy: strategy }) })).event;
     if (!this.runtime) return { event: await append(null), run_id: null };
     const taken = await this.runtime.takeMessage(id, { run: body.run, strategy: body.multitask_strategy ?? record.multitask_strategy ?? 'enqueue', append });
     return { event: taken.event, run_id: taken.runId };
+  }
+
+  private readImage(id: string, ...args: Parameters<ReadWorkdirImage>): ReturnType<ReadWorkdirImage> {
+    if (!this.deps.readImage) throw new InvalidRequestError('images_unavailable', 'This server does not read workdir images.');
+    return this.deps.readImage(id, ...args);
   }
 
   async append(id: string, event: NewEvent): Promise<AppendedEvent> {

@@ -165,7 +165,7 @@ export class ConversationStore {
   }
 
   countsByStatus(): Record<ConversationStatus, number> {
-    const counts: Record<ConversationStatus, number> = { idle: 0, running: 0, paused: 0, waiting_for_confirmation: 0, finished: 0, error: 0, stuck: 0 };
+    const counts: Record<ConversationStatus, number> = { idle: 0, running: 0, paused: 0, waiting_for_confirmation: 0, waiting_for_input: 0, finished: 0, error: 0, stuck: 0 };
     for (const record of this.records.values()) counts[record.status] += 1;
     return counts;
   }
@@ -256,7 +256,8 @@ export class ConversationStore {
     const record = this.mutable(id);
     const before = { status: record.status, current_run_id: record.current_run_id };
     record.status = status;
-    record.current_run_id = status === 'running' ? runId : null;
+    // A run waiting for an answer is still the current run.
+    record.current_run_id = status === 'running' || status === 'waiting_for_input' ? runId : null;
     try {
       this.save(record);
     } catch (error) {

@@ -48,6 +48,8 @@ export class PermissionPolicy {
     for (const { rule, source } of this.ask) if (ruleMatches(rule, toolName, subjects)) return { decision: 'ask', rule: `ask: ${rule.text}`, source };
     const allowed = allowedBy(this.allow, toolName, subjects);
     if (allowed) return { decision: 'allow', rule: `allow: ${allowed.text}`, source: 'conversation' };
+    // Approving a question before it is asked would be asking twice: only an explicit rule stops ask_user.
+    if (this.fallback === 'ask' && toolName === 'ask_user') return { decision: 'allow', rule: null, source: 'default' };
     return { decision: this.fallback, rule: null, source: 'default' };
   }
 }

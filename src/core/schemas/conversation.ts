@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { Usage } from './usage.js';
 import { Timestamp } from './common.js';
+import { MessageContent } from './message-content.js';
 import { ConversationStatus, MultitaskStrategy } from './event.js';
 import { LlmConfigInput, LlmConfigPublic } from './llm-config.js';
 import { Hooks, Permissions, SettingSources } from './tool-control.js';
@@ -163,8 +164,12 @@ export const SortOrder = z.enum(['asc', 'desc']);
 
 export const PostMessageBody = z
   .object({
-    content: z.string().min(1).max(1_000_000),
+    content: MessageContent,
     run: z.boolean().default(true).describe('Start (or feed) a run; false only records the message.'),
+    output_schema: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe('A JSON Schema the run\'s final answer must match: the validated value is the run\'s `output` (GET /runs/{run_id}). Invalid answers are sent back to the model with the errors, a bounded number of times.'),
     multitask_strategy: MultitaskStrategy.optional().describe("What this message does when a run is in progress (default: the conversation's `multitask_strategy`). With `run: false` the message is only recorded."),
   })
   .strict()

@@ -1,12 +1,14 @@
 import { z } from 'zod';
 import { Timestamp } from './common.js';
+import { StoredPart } from './message-content.js';
 import { Usage } from './usage.js';
 
 export const EventSource = z.enum(['user', 'agent', 'environment', 'system']).meta({ id: 'EventSource' });
 export type EventSource = z.infer<typeof EventSource>;
 
 export const ConversationStatus = z
-  .enum(['idle', 'running', 'paused', 'waiting_for_confirmation', 'finished', 'error', 'stuck'])
+  .enum(['idle', 'running', 'paused', 'waiting_for_confirmation', 'waiting_for_input', 'finished', 'error', 'stuck'])
+  .describe('`waiting_for_input`: the run is waiting for the answer to an `ask_user` question (POST /answer, or the next message).')
   .meta({ id: 'ConversationStatus' });
 export type ConversationStatus = z.infer<typeof ConversationStatus>;
 
@@ -23,6 +25,7 @@ export const EVENT_KINDS = [
   'hook',
   'rewind',
   'fork',
+  'question',
   'interrupt',
   'rollback',
 ] as const;
@@ -61,6 +64,12 @@ export const eventBodies = {
     role: z.enum(['user', 'assistant']),
     content: z.string(),
     run_id: z.uuid().nullable().optional(),
+    parts: z.array(StoredPart).optional().describe('Set when the message has images: its text and image parts in order (workdir images by path, never their bytes); `content` is its text.'),
+    output_schema: JsonObject.optional().describe('The JSON Schema the answer to this message must match (the run\'s `output`).'),
+    answers_tool_call_id: z
+      .string()
+      .optional()
+      .describe('Set on a user message that answered an open `ask_user` question: the model reads it as that call\'s result, not as a message.'),
     multitask_strategy: MultitaskStrategy.optional().describe('Set on a user message that arrived while a run was in progress: what it did to that run.'),
   }),
   action: z.object({
@@ -158,6 +167,14 @@ export const eventBodies = {
     copy_workdir: z.boolean(),
     checkpoint_id: z.uuid().nullable().describe("The parent's checkpoint the workdir was copied from (null when the fork shares the parent's workdir)."),
   }),
+  question: z.object({
+    kind: z.literal('question'),
+    source: z.literal('agent'),
+    tool_call_id: z.string().describe('The `ask_user` call: answer it with POST /conversations/{id}/answer (or the next message).'),
+    question: z.string(),
+    options: z.array(z.string()).optional().describe('Suggested answers; any text is accepted.'),
+    run_id: z.uuid().nullable().optional(),
+  }),
   interrupt: z.object({
     kind: z.literal('interrupt'),
     source: z.literal('user'),
@@ -191,6 +208,7 @@ export const CondensationEvent = withEnvelope('condensation', 'CondensationEvent
 export const HookEvent = withEnvelope('hook', 'HookEvent');
 export const RewindEvent = withEnvelope('rewind', 'RewindEvent');
 export const ForkEvent = withEnvelope('fork', 'ForkEvent');
+export const QuestionEvent = withEnvelope('question', 'QuestionEvent');
 export const InterruptEvent = withEnvelope('interrupt', 'InterruptEvent');
 export const RollbackEvent = withEnvelope('rollback', 'RollbackEvent');
 
@@ -208,6 +226,7 @@ export const AgentEvent = z
     HookEvent,
     RewindEvent,
     ForkEvent,
+    QuestionEvent,
     InterruptEvent,
     RollbackEvent,
   ])

@@ -2,6 +2,7 @@ import { z } from 'zod';
 
 export const ReasoningEffort = z.enum(['low', 'medium', 'high', 'none']);
 export const MaxTokensParam = z.enum(['auto', 'max_tokens', 'max_completion_tokens']);
+export const StructuredOutputMode = z.enum(['auto', 'json_schema', 'tool']);
 
 /** Fields the request body is built from: `extra_body` may add fields, never replace these. */
 const RESERVED_BODY_FIELDS = new Set(['model', 'messages', 'tools', 'stream', 'tool_choice']);
@@ -42,6 +43,7 @@ const llmFields = {
   extra_body: ExtraBody.nullable().optional(),
   extra_headers: ExtraHeaders.nullable().optional(),
   prompt_cache: z.boolean().nullable().optional(),
+  structured_output: StructuredOutputMode.nullable().optional(),
 };
 
 /** LLM settings as a client sends them (create body, PUT /config). */
@@ -76,6 +78,9 @@ export const LlmConfigPublic = z
     extra_body: z.record(z.string(), z.unknown()).nullable().describe('Fields added to every request body (e.g. OpenRouter `provider`, vLLM `chat_template_kwargs`).'),
     extra_headers: z.record(z.string(), z.string()).nullable().describe('Headers sent with every request; values of auth/key/token-like names are shown as `**********`.'),
     prompt_cache: z.boolean().nullable().describe('Mark the prompt prefix with `cache_control` (default: on for Claude models behind OpenRouter or LiteLLM).'),
+    structured_output: StructuredOutputMode.nullable().describe(
+      'How a message\'s `output_schema` is asked for: `json_schema` (the provider\'s `response_format`), `tool` (a `final_output` tool whose parameters are the schema), `auto` (default: json_schema for OpenAI\'s and Azure\'s models that take it, else tool).',
+    ),
   })
   .meta({ id: 'LlmConfig' });
 export type LlmConfigPublic = z.infer<typeof LlmConfigPublic>;
@@ -115,6 +120,7 @@ export function normalizeLlmConfig(input: LlmConfigInput): LlmConfig {
     extra_body: input.extra_body ?? null,
     extra_headers: input.extra_headers ?? null,
     prompt_cache: input.prompt_cache ?? null,
+    structured_output: input.structured_output ?? null,
   };
 }
 

@@ -12,6 +12,27 @@ export interface ToolContext {
   shell: () => Promise<ShellSession>;
   /** Per-conversation scratch state a tool may keep between calls (e.g. file_editor's undo history). */
   state: Map<string, unknown>;
+  /** The conversation's `sandbox.network`: what the web tools may reach (false: nothing). */
+  network?: boolean | 'host';
+  /** The id of the call being executed (set per call by the loop). */
+  toolCallId?: string;
+  /**
+   * Ask the user and wait for the answer (POST /answer or their next message) without holding
+   * anything but a promise. Rejects with the abort reason when the run is paused or canceled.
+   */
+  askUser?: (question: UserQuestion) => Promise<UserAnswer>;
+}
+
+export interface UserQuestion {
+  toolCallId: string;
+  question: string;
+  options?: string[] | undefined;
+}
+
+export interface UserAnswer {
+  content: string;
+  /** `answer`: POST /answer; `message`: the user's next message. */
+  via: 'answer' | 'message';
 }
 
 /** What the LLM sees (`content`), whether it is an error, and tool-specific data for the event. */

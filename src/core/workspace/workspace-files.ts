@@ -161,6 +161,32 @@ export class WorkspaceFiles {
     });
   }
 
+  /**
+   * Reads a whole regular file of at most `maxBytes` (a message's image): its bytes and its path
+   * relative to the workdir. `tooLarge` says what to throw when it is bigger.
+   */
+  async readSmallFile(conversationId: string, userPath: string, options: { maxBytes: number; tooLarge: (size: number) => Error }): Promise<{ bytes: Buffer; path: string; mtimeMs: number }> {
+    const opened = await this.open(conversationId, userPath);
+    try {
+      if (opened.size > options.maxBytes) throw options.tooLarge(opened.size);
+      const bytes = Buffer.alloc(opened.size);
+      let offset = 0;
+      while (offset < bytes.length) {
+        const { bytesRead } = await opened.handle.read(bytes, offset, bytes.length - offset, offset);
+        if (bytesRead === 0) break;
+        offset += bytesRead;
+      }
+      const workdir = this.options.workdirOf(conversationId);
+      const relative = await pinInWorkdir(workdir, userPath, { mustExist: true }).then(async (pinned) => {
+        await pinned.release();
+        return toWorkdirRelative(pinned.root, pinned.real);
+      });
+      return { bytes: bytes.subarray(0, offset), path: relative, mtimeMs: opened.mtimeMs };
+    } finally {
+      await opened.handle.close();
+    }
+  }
+
   /** Starts an upload into `directory` (created when missing). Commit or abort the batch. */
   async beginUpload(conversationId: string, directory: string): Promise<UploadBatch> {
     const workdir = this.options.workdirOf(conversationId);

@@ -16,7 +16,7 @@ export function messageRoutes(services: Pick<Services, 'conversations'>): Fastif
           summary: 'Append a user message; starts a run unless `run: false` (queued into a run in progress)',
           params: ConversationParams,
           body: PostMessageBody,
-          response: { 202: MessageAccepted, ...errors(400, 404, 409, 413, 415, 422) },
+          response: { 202: MessageAccepted, ...errors(400, 403, 404, 409, 413, 415, 422) },
         },
       },
       async (request, reply) => {

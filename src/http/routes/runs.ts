@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Services } from '../../compose.js';
 import { Run } from '../../core/agent/run-record.js';
 import { CondenseAccepted, CondenseBody, Conversation } from '../../core/schemas/conversation.js';
-import { ConfirmationBody, RejectBody, RunListQuery, RunPage, RunParams, RunStarted } from '../contract/runs.js';
+import { AnswerAccepted, AnswerBody, ConfirmationBody, RejectBody, RunListQuery, RunPage, RunParams, RunStarted } from '../contract/runs.js';
 import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
 
 /** A conversation's runs: start, pause, confirmation (approve, reject), and the run records. */
@@ -62,6 +62,21 @@ export function runRoutes(services: Pick<Services, 'agent' | 'conversations'>): 
         },
       },
       async (request, reply) => reply.code(202).send({ run_id: await agent.reject(request.params.id, request.body?.reason) }),
+    );
+
+    app.post(
+      '/conversations/:id/answer',
+      {
+        schema: {
+          tags,
+          operationId: 'runs.answer',
+          summary: 'Answer the open `ask_user` question: the answer becomes the call\'s result and the run goes on (a plain message also answers it)',
+          params: ConversationParams,
+          body: AnswerBody,
+          response: { 202: AnswerAccepted, ...errors(400, 404, 409, 413, 415) },
+        },
+      },
+      async (request, reply) => reply.code(202).send(agent.answer(request.params.id, request.body)),
     );
 
     app.post(
