@@ -15,6 +15,7 @@ import { p15Concurrency } from './p15-concurrency.js';
 import { p16Soak } from './p16-soak.js';
 import { p17ClusterLog } from './p17-cluster-log.js';
 import { p18Subagents } from './p18-subagents.js';
+import { p19Checkpoint } from './p19-checkpoint.js';
 
 /** Every benchmark, in the order `npm run bench` runs them. */
-export const BENCHMARKS: readonly Benchmark[] = [p1AgentStep, p2SseFanout, p3EventPages, p4Startup, p5Http, p6Shell, p7Binary, p10RoundTrip, p11Idle, p12ToolGate, p13Shutdown, p14Condensation, p15Concurrency, p16Soak, p17ClusterLog, p18Subagents];
+export const BENCHMARKS: readonly Benchmark[] = [p1AgentStep, p2SseFanout, p3EventPages, p4Startup, p5Http, p6Shell, p7Binary, p10RoundTrip, p11Idle, p12ToolGate, p13Shutdown, p14Condensation, p15Concurrency, p16Soak, p17ClusterLog, p18Subagents, p19Checkpoint];

@@ -17,6 +17,7 @@ import { skillsRoutes } from './http/routes/skills.js';
 import { conversationRoutes } from './http/routes/conversations.js';
 import { eventRoutes } from './http/routes/events.js';
 import { fileRoutes } from './http/routes/files.js';
+import { checkpointRoutes } from './http/routes/checkpoints.js';
 import { healthRoutes } from './http/routes/health.js';
 import { messageRoutes } from './http/routes/messages.js';
 import { metricsRoutes } from './http/routes/metrics.js';
@@ -94,6 +95,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(streamRoutes({ store, streams }));
   await app.register(callbackRoutes({ callbacks }));
   await app.register(fileRoutes({ config, files }));
+  await app.register(checkpointRoutes(services));
   await app.register(dashboardRoutes());
   return app;
 }

@@ -56,6 +56,11 @@ import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
 import { DiskSpace } from './adapters/disk-space.js';
 import { HostWorkdirs } from './adapters/host-workdirs.js';
 import { describeDamage, type Damage } from './core/errors.js';
+import { CheckpointService } from './core/checkpoints/checkpoint-service.js';
+import { ConversationForks } from './core/conversations/conversation-fork.js';
+import { FileCheckpointStore } from './adapters/file-checkpoint-store.js';
+import { FileIntentStore } from './adapters/file-intent-store.js';
+import { GitShadowRepository } from './adapters/git-shadow-repository.js';
 import { ServerStatus } from './core/health/server-status.js';
 
 export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'web_fetch', 'task', 'skill', 'slash_command', 'finish'] as const;
@@ -88,6 +93,9 @@ export interface Services {
   deltas: DeltaChannel;
   callbacks: CallbackService;
   files: WorkspaceFiles;
+  /** Workdir checkpoints, rewind and changes. */
+  checkpoints: CheckpointService;
+  forks: ConversationForks;
   /** Whether the data dir takes writes (out of space, read-only). */
   disk: DiskSpace;
   /** Several instances: who serves each conversation (null on files). */
@@ -184,11 +192,28 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     sandboxOf: (record) => store.sandboxOf(record),
     mask: (conversationId, text) => secrets.maskText(conversationId, text),
   });
+  const intents = new FileIntentStore(path.join(config.dataDir, 'intents'));
+  const checkpointStore = new FileCheckpointStore(path.join(config.dataDir, 'conversations'));
+  const pausePoint = testPausePoint(config.testPauseAt, logger);
+  const checkpoints = new CheckpointService({
+    conversations: store,
+    log,
+    recorder,
+    store: checkpointStore,
+    shadow: new GitShadowRepository({ maxFileBytes: config.checkpoints.maxFileBytes }),
+    intents,
+    enabled: config.checkpoints.enabled,
+    isRunning: (conversationId) => Boolean(sessions.peek(conversationId)?.active),
+    maskText: (conversationId, text) => secrets.maskText(conversationId, text),
+    onError: (error, context) => logger.warn({ err: error, ...context }, 'workdir checkpoint failed; the run goes on without it'),
+    ...(pausePoint && { pausePoint }),
+  });
   const files = new WorkspaceFiles({ workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) });
   const skillsDir = config.skillsDir;
   const serverSkills = skillsDir ? workspaceCatalogFiles({ files: new WorkspaceFiles({ workdirOf: () => skillsDir }), key: 'server', root: skillsDir }) : null;
   const agent = new AgentRuntime({
     mcp,
+    checkpoints,
     readImage: async (conversationId, imagePath) => {
       const read = await files.readSmallFile(conversationId, imagePath, { maxBytes: MAX_IMAGE_BYTES, tooLarge: (size) => imageTooLarge(size, imagePath) });
       if (!sniffImageType(read.bytes)) throw new Error('not an image any more');
@@ -230,7 +255,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     log,
     recorder,
     runtime: agent,
-    onDeleted: [(conversationId) => secrets.forget(conversationId), (conversationId) => webhooks.callbacks.removeConversation(conversationId)],
+    onDeleted: [(conversationId) => secrets.forget(conversationId), (conversationId) => webhooks.callbacks.removeConversation(conversationId), (conversationId) => checkpointStore.forget(conversationId)],
     defaults: {
       llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
       workdirBase: config.workdirBase,
@@ -239,6 +264,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     },
   });
   const commands = new CommandService({ conversations: store, secrets, runner: commandRunner });
+  const forks = new ConversationForks({ conversations, store, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
   if (storage.postgres && config.cluster) {
     // Several instances: a run cut off by a dead instance (this one's previous process included) is recovered by whichever takes its lease.
     ownership = new Ownership({ pg: storage.postgres, instanceUrl: config.cluster.instanceUrl, ttlMs: config.cluster.leaseTtlMs, resumeOnFailover: config.cluster.resumeOnFailover, store, agent, sessions, webhooks, logger });
@@ -263,6 +289,9 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   } else {
     await agent.recoverAfterRestart();
   }
+  // Forks and rewinds a crash interrupted: undone (a fork without its record) or finished (a rewind).
+  await forks.recover();
+  await checkpoints.recover();
   const quarantined = () => ({ conversations: store.quarantined(), callbacks: webhooks.damaged() });
   const startedAt = Date.now();
 
@@ -288,6 +317,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     recorder,
     deltas,
     callbacks: webhooks.callbacks,
+    checkpoints,
+    forks,
     files,
     disk,
     storage,
@@ -338,5 +369,16 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       // The next start reads no logs: each conversation's summary is saved once nothing appends any more.
       await summaries.save(store.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
     },
+  };
+}
+
+/** Tests only (AGENTD_TEST_PAUSE_AT): at the named crash point the server says so and waits forever, to be killed. */
+function testPausePoint(name: string | null, logger: Logger): ((point: string) => Promise<void>) | undefined {
+  if (name === null) return undefined;
+  return async (point) => {
+    if (point !== name) return;
+    logger.warn({ pause_point: point }, `test pause point reached: ${point}`);
+    process.stdout.write(`AGENTD_TEST_PAUSED ${point}\n`);
+    await new Promise<never>(() => {});
   };
 }

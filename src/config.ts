@@ -36,6 +36,10 @@ export interface Config {
   fsync: boolean;
   /** Several instances over PostgreSQL (and NATS): null without AGENTD_DATABASE_URL (files in the data dir). */
   cluster: { databaseUrl: string; natsUrl: string | null; instanceUrl: string; leaseTtlMs: number; resumeOnFailover: boolean } | null;
+  /** Workdir checkpoints in a shadow git repository (rewind, changes, fork with copy_workdir). */
+  checkpoints: { enabled: boolean; maxFileBytes: number };
+  /** Tests only: the crash point where the server waits forever (AGENTD_TEST_PAUSE_AT). */
+  testPauseAt: string | null;
   maxBodyBytes: number;
   maxUploadBytes: number;
   sseHeartbeatMs: number;
@@ -232,6 +236,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     subagentMaxDepth: e.AGENTD_SUBAGENT_MAX_DEPTH,
     fsync: e.AGENTD_FSYNC,
     cluster: clusterFrom(e),
+    checkpoints: Object.freeze({ enabled: e.AGENTD_CHECKPOINTS, maxFileBytes: Math.round(e.AGENTD_CHECKPOINT_MAX_FILE_MB * 1024 * 1024) }),
+    testPauseAt: e.AGENTD_TEST_PAUSE_AT ?? null,
     maxBodyBytes: e.AGENTD_MAX_BODY_BYTES,
     maxUploadBytes: e.AGENTD_MAX_UPLOAD_BYTES,
     sseHeartbeatMs: Math.round(e.AGENTD_SSE_HEARTBEAT_S * 1000),

@@ -76,10 +76,12 @@ describe('client.run()', () => {
     const result = await client.run({ prompt: 'Sleep', llm, signal: pause.signal, onEvent: (event) => event.kind === 'action' && pause.abort() });
     expect(result.status).toBe('paused');
     expect(Date.now() - started).toBeLessThan(25_000);
-    // Interrupted either before the command started (no exit code) or while it ran (SIGINT: 130): the pause races the shell.
-    const observation = result.events.find((event) => event.kind === 'observation');
+    // Still running when it was stopped (null), ended by the C-c the pause sent (130), or stopped
+    // just before it started (the pause can land between the action event and the command): never run to its end.
+    const observation = result.events.find((event) => event.kind === 'observation') as any;
     expect(observation).toMatchObject({ tool_name: 'bash' });
-    expect([null, 130]).toContain(observation?.kind === 'observation' ? observation.data.exit_code : undefined);
+    expect([null, 130, undefined]).toContain(observation.data.exit_code);
+    expect(observation.content).toMatch(/Interrupted|paused|Not run: the run was stopped/);
     expect((await client.conversations.get(result.conversation_id)).status).toBe('paused');
   });
 

@@ -321,3 +321,34 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
     expect(await callback.locator('[data-testid=deliveries]').innerText()).toMatch(/message/);
   });
 });
+
+describe.skipIf(chromiumMissing)('dashboard changes panel against the real /changes', () => {
+  it('lists the files the agent changed with their diffs, and shows the rewind that undid them', { timeout: 90_000 }, async () => {
+    const { page, id } = await openConversation(
+      [{ toolCalls: [{ name: 'bash', arguments: { command: 'printf "one\\ntwo\\n" > notes.md && rm old.txt' } }] }, { text: 'edited' }],
+      { title: 'changes', run: false, initial_message: 'edit files' },
+    );
+    const workdir = (await api('GET', `/conversations/${id}`)).workdir as string;
+    fs.writeFileSync(path.join(workdir, 'old.txt'), 'old\n');
+    await api('POST', `/conversations/${id}/run`);
+    await expect.poll(async () => (await api('GET', `/conversations/${id}`)).status, { timeout: 30_000 }).toBe('idle');
+
+    await page.goto(`${server.url}/ui#/c/${id}/files`);
+    const panel = page.locator('[data-testid=changes]');
+    await panel.locator('details').nth(1).waitFor();
+    expect(await panel.locator('summary').allInnerTexts()).toEqual(['added notes.md', 'deleted old.txt']);
+    await panel.locator('summary', { hasText: 'notes.md' }).click();
+    const added = panel.locator('details', { hasText: 'notes.md' }).locator('.diff-add');
+    expect(await added.allInnerTexts()).toEqual(expect.arrayContaining([expect.stringContaining('one'), expect.stringContaining('two')]));
+
+    // Rewind the files to before the run: the panel (refreshed) is empty, the timeline shows the rewind.
+    const first = (await api('GET', `/conversations/${id}/checkpoints?limit=1`)).items[0];
+    await api('POST', `/conversations/${id}/rewind`, { checkpoint_id: first.id, conversation: false });
+    await panel.getByRole('button', { name: 'refresh' }).click();
+    await panel.getByText('No changes since the conversation started.').waitFor();
+    await page.goto(`${server.url}/ui#/c/${id}/timeline`);
+    const rewind = page.locator('[data-testid=timeline] .event-rewind');
+    await rewind.waitFor();
+    expect(await rewind.innerText()).toMatch(/rewound files to before #\d+/);
+  });
+});

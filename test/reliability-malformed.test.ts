@@ -35,7 +35,6 @@ const BASE_BODIES: Record<string, Record<string, unknown>> = {
     condenser: { max_tokens: 5000, keep_first: 1, keep_last: 4 }, multitask_strategy: 'enqueue',
   },
   'conversations.updateConfig': { title: 't', max_iterations_per_run: 3, llm: { model: 'm', temperature: 0.2 }, condenser: { keep_last: 3 }, multitask_strategy: 'reject' },
-  'conversations.condense': { instructions: 'keep the plan' },
   'messages.send': { content: 'hello', run: false, multitask_strategy: 'interrupt' },
   'runs.setConfirmation': { enabled: false },
   'runs.reject': { reason: 'no' },
@@ -43,6 +42,8 @@ const BASE_BODIES: Record<string, Record<string, unknown>> = {
   'secrets.put': { secrets: { NAME_B: 'value-b' } },
   'commands.run': { command: 'true', timeout_s: 5, cwd: '.' },
   'callbacks.create': { url: 'http://127.0.0.1:9/hook', events: ['message'], secret: 'abc' },
+  'checkpoints.rewind': { checkpoint_id: '00000000-0000-4000-8000-000000000000', files: true, conversation: false },
+  'conversations.fork': { at_seq: 1, title: 't', copy_workdir: false, copy_secrets: false },
 };
 
 const WRONG_VALUES: unknown[] = [null, 0, -1, 1.5, 1e308, '', 'x', true, [], [1, 'a'], {}, { a: { b: [] } }];
@@ -113,7 +114,8 @@ async function probe(what: string, options: Parameters<typeof send>[0], expectSt
   if (stopped) throw new Error('the test ended: no more probes');
   const response = await send(options);
   sent += 1;
-  if (options.method === 'POST' && options.path === '/conversations' && response.status === 201) created += 1;
+  // A fork (POST .../fork) creates a conversation too.
+  if (options.method === 'POST' && (options.path === '/conversations' || /^\/conversations\/[^/]+\/fork(\?|$)/.test(options.path)) && response.status === 201) created += 1;
   const label = `${options.method} ${options.path.slice(0, 120)} ${what}`;
   if (response.status === 0 || response.status >= 500) failures.push(`${label} → ${response.status} ${response.text.slice(0, 200)}`);
   else if (expectStatus !== undefined && response.status !== expectStatus) failures.push(`${label} → ${response.status}, expected ${expectStatus}: ${response.text.slice(0, 200)}`);

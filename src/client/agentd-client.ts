@@ -68,6 +68,8 @@ export class AgentdClient {
     get: (id: string, o?: Signal) => this.get<T.Conversation>(this.conversationPath(id), o),
     updateConfig: (id: string, body: T.UpdateConversationConfigInput, o?: Signal) => this.http.json<T.Conversation>(this.conversationPath(id, '/config'), { method: 'PUT', body, ...o }),
     delete: (id: string, query: T.DeleteConversationOptions = {}, o?: Signal) => this.http.json<null>(this.conversationPath(id), { method: 'DELETE', query, ...o }),
+    /** A new conversation with this one's events up to `at_seq`, its config, optionally its secrets and a copy of its workdir. */
+    fork: (id: string, body: T.ForkInput = {}, o?: Signal) => this.post<T.Conversation>(this.conversationPath(id, '/fork'), body, o),
     /** Summarize the middle of the LLM history now (during a run: before its next LLM request). */
     condense: (id: string, body: T.CondenseInput = {}, o?: Signal) => this.post<T.CondenseAccepted>(this.conversationPath(id, '/condense'), body, o),
     /** Every conversation, page after page. */
@@ -137,6 +139,16 @@ export class AgentdClient {
     put: (id: string, secrets: T.PutSecretsInput['secrets'], o?: Signal) => this.http.json<T.SecretNames>(this.conversationPath(id, '/secrets'), { method: 'PUT', body: { secrets }, ...o }),
     list: (id: string, o?: Signal) => this.get<T.SecretNames>(this.conversationPath(id, '/secrets'), o),
     delete: (id: string, name: string, o?: Signal) => this.http.json<null>(this.conversationPath(id, `/secrets/${pathParam(name)}`), { method: 'DELETE', ...o }),
+  };
+
+  readonly checkpoints = {
+    list: (id: string, query: T.CheckpointListQuery = {}, o?: Signal) => this.get<T.CheckpointPage>(this.conversationPath(id, '/checkpoints'), { query, ...o }),
+    /** Restore the workdir and/or the LLM history to a checkpoint; `undo_checkpoint` undoes it. */
+    rewind: (id: string, body: T.RewindInput, o?: Signal) => this.post<T.RewindResult>(this.conversationPath(id, '/rewind'), body, o),
+    /** Files changed since the first checkpoint (or `since_checkpoint`), with unified diffs. */
+    changes: (id: string, query: T.ChangesQuery = {}, o?: Signal) => this.get<T.ChangesPage>(this.conversationPath(id, '/changes'), { query, ...o }),
+    /** Every checkpoint, page after page. */
+    all: (id: string, query: Omit<T.CheckpointListQuery, 'page_id'> = {}) => this.pages((page_id) => this.checkpoints.list(id, { ...query, page_id })),
   };
 
   readonly mcp = {

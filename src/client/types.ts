@@ -30,6 +30,17 @@ import type { FileEntryPage, FileListQuery as FileListQuerySchema, FileSearchQue
 import type { Alive as AliveSchema, Health as HealthSchema, Info as InfoSchema } from '../http/contract/health.js';
 import type { AnswerAccepted as AnswerAcceptedSchema, AnswerBody, MessageAccepted as MessageAcceptedSchema, RejectBody, RunListQuery as RunListQuerySchema, RunPage as RunPageSchema, RunStarted as RunStartedSchema } from '../http/contract/runs.js';
 import type { PutSecrets, SecretNames as SecretNamesSchema } from '../http/contract/secrets.js';
+import type {
+  ChangesPage as ChangesPageSchema,
+  ChangesQuery as ChangesQuerySchema,
+  Checkpoint as CheckpointSchema,
+  CheckpointListQuery as CheckpointListQuerySchema,
+  CheckpointPage as CheckpointPageSchema,
+  FileChange as FileChangeSchema,
+  ForkBody,
+  RewindBody,
+  RewindResult as RewindResultSchema,
+} from '../core/checkpoints/checkpoint-schemas.js';
 
 /** Every field optional: the server fills in its defaults. */
 type QueryOf<T extends z.ZodType> = Partial<z.output<T>>;
@@ -95,3 +106,13 @@ export type SecretNames = z.output<typeof SecretNamesSchema>;
 
 export type McpStatusList = z.output<typeof McpStatusListSchema>;
 export type SkillCatalog = z.output<typeof SkillCatalogSchema>;
+
+export type Checkpoint = z.output<typeof CheckpointSchema>;
+export type CheckpointListQuery = QueryOf<typeof CheckpointListQuerySchema>;
+export type CheckpointPage = z.output<typeof CheckpointPageSchema>;
+export type RewindInput = z.input<typeof RewindBody>;
+export type RewindResult = z.output<typeof RewindResultSchema>;
+export type FileChange = z.output<typeof FileChangeSchema>;
+export type ChangesQuery = QueryOf<typeof ChangesQuerySchema>;
+export type ChangesPage = z.output<typeof ChangesPageSchema>;
+export type ForkInput = z.input<typeof ForkBody>;

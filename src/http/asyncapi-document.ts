@@ -43,6 +43,8 @@ const KIND_SUMMARIES: Record<EventKind, string> = {
   usage: 'Tokens and cost of one LLM call, with the conversation\'s totals.',
   condensation: 'Older events were summarized and are no longer sent to the LLM.',
   hook: 'A lifecycle hook ran (its point, what it decided, how long it took).',
+  rewind: 'The workdir and/or the LLM history went back to a checkpoint (POST /rewind); the log keeps every event.',
+  fork: 'First event a fork records itself: the parent conversation and the seq its copied events end at.',
   question: 'The agent asked the user a question (`ask_user`): the run waits until POST /answer or a message answers it.',
   interrupt: 'A message sent with multitask_strategy `interrupt` stopped the current tool call or LLM turn of the run.',
   rollback: 'A message sent with multitask_strategy `rollback` canceled the run: its events left the LLM history (they stay in the log).',

@@ -171,6 +171,21 @@ export function EventCard({ event, nested }: { event: AgentEvent; nested?: Compo
           {event.reason ? ` · ${str(event.reason)}` : ''}
         </Card>
       );
+    case 'rewind':
+      return (
+        <Card event={event} className="quiet">
+          rewound {event.files ? 'files' : ''}
+          {event.files && event.conversation ? ' and ' : ''}
+          {event.conversation ? 'conversation' : ''} to before #{str(event.to_seq)} · undo: checkpoint <code>{str(event.undo_checkpoint_id).slice(0, 8)}</code>
+        </Card>
+      );
+    case 'fork':
+      return (
+        <Card event={event} className="quiet">
+          forked from <a href={`#/c/${str(event.parent_conversation_id)}/timeline`}>{str(event.parent_conversation_id).slice(0, 8)}</a> after #{str(event.at_seq)}
+          {event.copy_workdir ? ' · own copy of the workdir' : ' · same workdir'}
+        </Card>
+      );
     case 'question':
       return (
         <Card event={event} className="question">

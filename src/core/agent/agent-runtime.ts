@@ -37,6 +37,7 @@ import { SLASH_COMMAND_TOOL_NAME } from '../tools/slash-command.js';
 import { TASK_TOOL_NAME } from '../tools/task.js';
 import { runSubagent, type SubagentHost } from './subagent-runner.js';
 import { subagentSystemPrompt } from './subagent-prompt.js';
+import type { RunCheckpoints } from '../checkpoints/checkpoint-service.js';
 
 export interface AgentRuntimeDeps {
   /** The records: read, and changed through the store's transitions. */
@@ -60,6 +61,8 @@ export interface AgentRuntimeDeps {
   catalog?: (record: ConversationRecord) => Promise<ProjectCatalog>;
   /** Levels of subagents below the main agent (default 1: a subagent has no `task` tool). */
   maxSubagentDepth?: number;
+  /** Workdir checkpoints before each run and each file-changing tool call. */
+  checkpoints?: RunCheckpoints;
   clock?: Clock;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
   /** A failed LLM attempt that will be retried (for the server log, at warn). */
@@ -139,7 +142,7 @@ export class AgentRuntime implements ConversationRuntime {
     const session = await this.session(conversationId);
     if (session.active) return session.active.run.id;
     const record = this.deps.conversations.record(conversationId);
-    if (!options.run || record.status === 'waiting_for_confirmation') return null;
+    if (!options.run || record.status === 'waiting_for_confirmation' || this.deps.checkpoints?.isRewinding(conversationId)) return null;
     return this.startRun(conversationId);
   }
 
@@ -173,6 +176,7 @@ export class AgentRuntime implements ConversationRuntime {
     const record = this.deps.conversations.record(conversationId);
     const session = await this.session(conversationId);
     if (session.active) throw new ConflictError('run_in_progress', 'A run is already in progress for this conversation.', { run_id: session.active.run.id });
+    if (this.deps.checkpoints?.isRewinding(conversationId)) throw new ConflictError('rewind_in_progress', 'A rewind of this conversation is under way: start the run once it is done.');
     if (!record.llm) throw new UnprocessableError('llm_not_configured', 'This conversation has no LLM: set `llm` on create or with PUT /config (or AGENTD_LLM_MODEL on the server).');
     if (record.status === 'waiting_for_confirmation' && !options.approved) {
       throw new ConflictError('confirmation_pending', 'Actions are waiting for confirmation: approve or reject them first.', { pending_actions: record.pending_actions.length });
@@ -208,6 +212,16 @@ export class AgentRuntime implements ConversationRuntime {
     const catalog = this.catalogOf(record);
     void this.drive(session, record, active, approved, firstRun, catalog).finally(settled);
     return run.id;
+  }
+
+  /** Whether a run of the conversation is in progress. */
+  isRunning(conversationId: string): boolean {
+    return Boolean(this.sessions.peek(conversationId)?.active);
+  }
+
+  /** A rewind changed the conversation's history: fold it again now (so a failure shows at once). */
+  async refreshHistory(conversationId: string): Promise<void> {
+    await this.session(conversationId);
   }
 
   /** Stop the run at the next safe point (interrupting a running tool). No-op when nothing runs. */
@@ -407,6 +421,9 @@ export class AgentRuntime implements ConversationRuntime {
         unsubscribe = mcp!.onToolsChanged(record.id, refreshTools);
       }
       refreshTools();
+      // The first LLM turn does not wait for it; the first file-changing tool call does.
+      const checkpoints = this.deps.checkpoints;
+      void checkpoints?.atRunStart(record, run.id).catch(() => {});
       const gate = this.gateFor(record, run.id, controller.signal);
       // A condensation started before this run (POST /condense while idle) ends first.
       await session.condensing?.done;
@@ -446,6 +463,7 @@ export class AgentRuntime implements ConversationRuntime {
         },
         setPendingActions: (actions) => this.deps.conversations.setPendingActions(record.id, actions),
         approved,
+        ...(checkpoints && { beforeTool: (call: { name: string; args: Record<string, unknown> }) => checkpoints.beforeTool(record, run.id, call) }),
       });
     } catch (error) {
       if (controller.signal.aborted) outcome = { kind: 'aborted' };
@@ -462,6 +480,8 @@ export class AgentRuntime implements ConversationRuntime {
     if (outcome.kind === 'error' && outcome.code !== 'internal_error') this.deps.onRunFailed?.({ code: outcome.code, message: outcome.message }, { conversation_id: record.id, run_id: run.id });
     try {
       if (active.stopAs !== 'deleted') {
+        const filesChanged = await this.deps.checkpoints?.atRunEnd(record, run.id);
+        if (filesChanged) run.files_changed = filesChanged;
         await settleRun({ outcome, active, record, session, clock: this.clock, append: (event) => this.append(record.id, event), saveRun: (r) => this.deps.runs.save(r), setStatus: (status, opts) => this.setStatus(record, status, opts) });
       }
     } catch (error) {

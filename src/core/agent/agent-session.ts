@@ -6,6 +6,7 @@ import type { UserAnswer } from '../tools/tool.js';
 import { TASK_LIST_STATE_KEY, TASK_TRACKER_TOOL_NAME, restoreTaskList } from '../tools/task-tracker.js';
 import { ConversationHistory } from './conversation-history.js';
 import type { Run } from './run-record.js';
+import { liveRanges, type HistoryRewind } from './rewound-view.js';
 import type { TurnInterrupts } from './turn-interrupts.js';
 
 export interface OpenQuestion {
@@ -35,8 +36,12 @@ export interface ActiveRun {
  * persistent shell, tool state and the run in progress (at most one).
  */
 export class AgentSession {
-  readonly history = new ConversationHistory();
+  history = new ConversationHistory();
   readonly toolState = new Map<string, unknown>();
+  /** Conversation rewinds seen so far: the history is the view they leave (see rewound-view.ts). */
+  private rewinds: HistoryRewind[] = [];
+  /** A rewind was appended: the history is folded again before it is used (see AgentRuntime.session). */
+  stale = false;
   active: ActiveRun | null = null;
   /** The `ask_user` question the active run waits on (at most one). */
   question: OpenQuestion | null = null;
@@ -80,13 +85,8 @@ export class AgentSession {
       const page = await log.read(this.conversationId, { order: 'asc', cursorSeq: cursor, limit: 1000 });
       if (page.length === 0) break;
       for (const { event } of page) {
-        if (this.route(event)) continue;
-        this.history.apply(event);
-        // The task list lives in events: the last task_tracker observation carries all of it.
-        if (event.kind === 'observation' && event.tool_name === TASK_TRACKER_TOOL_NAME && !event.is_error) {
-          const tasks = restoreTaskList(event.data);
-          if (tasks) this.toolState.set(TASK_LIST_STATE_KEY, tasks);
-        }
+        if (event.kind === 'rewind' && event.conversation) await this.rewindTo(log, { at: event.seq, to: event.to_seq });
+        else this.fold(event);
       }
       cursor = page[page.length - 1]!.event.seq;
     }
@@ -96,8 +96,47 @@ export class AgentSession {
     this.history.settlePrompts();
   }
 
+  /** Fold the log again (after a rewind), keeping the shell and the run state. */
+  async reload(log: EventLog): Promise<void> {
+    this.history = new ConversationHistory();
+    this.toolState.delete(TASK_LIST_STATE_KEY);
+    this.rewinds = [];
+    this.held = [];
+    this.stale = false;
+    await this.load(log);
+  }
+
+  private fold(event: AgentEvent): void {
+    if (this.route(event)) return;
+    this.history.apply(event);
+    // The task list lives in events: the last task_tracker observation carries all of it.
+    if (event.kind === 'observation' && event.tool_name === TASK_TRACKER_TOOL_NAME && !event.is_error) {
+      const tasks = restoreTaskList(event.data);
+      if (tasks) this.toolState.set(TASK_LIST_STATE_KEY, tasks);
+    }
+  }
+
+  /** A conversation rewind: the history becomes the events of the view it goes back to. */
+  private async rewindTo(log: EventLog, rewind: HistoryRewind): Promise<void> {
+    this.rewinds.push(rewind);
+    this.history = new ConversationHistory();
+    this.toolState.delete(TASK_LIST_STATE_KEY);
+    for (const [from, to] of liveRanges(this.rewinds, rewind.at + 1)) {
+      let cursor = from - 1;
+      while (cursor < to) {
+        const page = await log.read(this.conversationId, { order: 'asc', cursorSeq: cursor, limit: Math.min(1000, to - cursor) });
+        if (page.length === 0) break;
+        for (const { event } of page) if (event.seq <= to && event.kind !== 'rewind') this.fold(event);
+        cursor = page[page.length - 1]!.event.seq;
+      }
+    }
+    // Later events are folded on top: the seq check of the history must not skip them.
+    this.history.lastSeq = rewind.at;
+  }
+
   /** An event was just appended to this conversation. */
   receive(event: AgentEvent): void {
+    if (event.kind === 'rewind' && event.conversation) this.stale = true;
     if (this.held) this.held.push(event);
     else if (!this.route(event)) this.history.apply(event);
   }

@@ -38,6 +38,16 @@ export class AgentSessions implements EventReader {
     const loading = this.loading.get(conversationId);
     if (loading) return loading;
     const known = this.sessions.get(conversationId);
+    if (known?.stale && !known.active) {
+      // A rewind changed the history: folded again once, before anything reads it.
+      const reloaded = known.reload(this.log).then(() => known);
+      this.loading.set(conversationId, reloaded);
+      try {
+        return await reloaded;
+      } finally {
+        this.loading.delete(conversationId);
+      }
+    }
     if (known) return known;
     const session = new AgentSession(conversationId);
     // Known at once, so events appended during the fold reach it (held until the fold is done).

@@ -44,6 +44,8 @@ export interface RunContext extends LlmRequestContext {
   gate: ToolGate;
   /** The conversation's first run: SessionStart hooks run before it. */
   sessionStart: boolean;
+  /** Before a tool call runs (a workdir checkpoint), just before its action is recorded. */
+  beforeTool?: (call: { name: string; args: Record<string, unknown> }) => Promise<void>;
 }
 
 /** One run of the agent: LLM turn, tool calls in order, repeat, until an outcome. Throws LlmError / abort. */
@@ -60,7 +62,9 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
       await context.append({ kind: 'rejection', source: 'system', tool_call_id: action.tool_call_id, tool_name: action.tool_name, reason: recheck.reason, run_id: context.run.id, ...(recheck.rule && { rule: recheck.rule }) });
       continue;
     }
-    const outcome = action.tool_name === FINISH_TOOL && approvedOthers > 0
+    const notAlone = action.tool_name === FINISH_TOOL && approvedOthers > 0;
+    if (!notAlone) await context.beforeTool?.({ name: action.tool_name, args: action.arguments });
+    const outcome = notAlone
       ? await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone')
       : await runCall(context, approvedSteps, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
     if (outcome) return outcome;
@@ -156,6 +160,8 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
           else outcome = await runCall(context, steps, { id: call.id, name: call.name, args }, tools);
         } else {
           const verdict = await context.gate.beforeTool({ id: call.id, name: call.name, args: args.value });
+          // The checkpoint before a call that runs is taken before its action is recorded: the tool starts right after it.
+          if (verdict.kind !== 'deny' && verdict.kind !== 'ask') await context.beforeTool?.({ name: call.name, args: verdict.args });
           const event = await recordAction(context, { call, args: { ok: true, value: verdict.args }, original: verdict.original, responseId: turn.responseId, thought: turn.thought });
           if (verdict.kind === 'deny') {
             await context.append({ kind: 'rejection', source: 'system', tool_call_id: call.id, tool_name: call.name, reason: verdict.reason, run_id: context.run.id, ...(verdict.rule && { rule: verdict.rule }), ...(verdict.hookPoint && { hook_point: verdict.hookPoint }) });

@@ -21,6 +21,7 @@ export const Run = z
     /** Why the run ended (e.g. `finished`, `max_iterations`, `stuck`, `paused`, `waiting_for_confirmation`). */
     outcome: z.string().nullable(),
     error: z.object({ code: z.string(), message: z.string() }).nullable().optional(),
+    files_changed: z.array(z.string()).optional().describe('Workdir paths the run changed (its start checkpoint against its end), once it has ended; absent without checkpoints.'),
     output: z.unknown().optional().describe('The final answer validated against the message\'s `output_schema` (absent when none was asked for).'),
   })
   .meta({ id: 'Run' });

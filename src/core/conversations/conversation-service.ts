@@ -137,6 +137,25 @@ export class ConversationService {
     return { conversation: this.store.toPublic(record), record };
   }
 
+  /**
+   * A conversation made elsewhere (a fork) whose events are already in the log: its record is
+   * saved (the moment it exists: a crash before leaves a log without a record, removed at load)
+   * and indexed.
+   */
+  adopt(record: ConversationRecord, eventCount: number): Conversation {
+    this.store.adopt(record, eventCount);
+    return this.store.toPublic(record);
+  }
+
+  /** Where conversations without a workdir of their own get one, and how workdirs are made and removed. */
+  get workdirBase(): string {
+    return this.deps.defaults.workdirBase;
+  }
+
+  get workdirs(): Workdirs {
+    return this.deps.workdirs;
+  }
+
   async updateConfig(id: string, body: UpdateConversationConfigBody): Promise<Conversation> {
     const record = this.store.record(id);
     if (body.workdir !== undefined && body.workdir !== record.workdir) await this.runtime?.beforeWorkdirChange(id);

@@ -247,6 +247,13 @@ export class ConversationStore {
     if (count !== undefined) this.eventCounts.set(id, count);
   }
 
+  /** A conversation whose events were written before its record (a fork): saved (the moment it exists), indexed, with its event count. */
+  adopt(record: ConversationRecord, eventCount: number): void {
+    this.deps.repository.save(record);
+    this.index(record);
+    this.eventCounts.set(record.id, eventCount);
+  }
+
   /** The conversation is gone (or never made it): out of the index and the repository. */
   remove(id: string, options: { persisted: boolean }): void {
     const record = this.records.get(id);

@@ -23,6 +23,8 @@ export const EVENT_KINDS = [
   'usage',
   'condensation',
   'hook',
+  'rewind',
+  'fork',
   'question',
   'interrupt',
   'rollback',
@@ -155,6 +157,23 @@ export const eventBodies = {
     tool_name: z.string().nullable().optional(),
     run_id: z.uuid().nullable().optional(),
   }),
+  rewind: z.object({
+    kind: z.literal('rewind'),
+    source: z.literal('user'),
+    checkpoint_id: z.uuid(),
+    files: z.boolean().describe('The workdir was restored to the checkpoint.'),
+    conversation: z.boolean().describe('The LLM history went back to the events before `to_seq` (the log keeps every event).'),
+    to_seq: z.int().min(1).describe("The checkpoint's seq: the history keeps the events before it."),
+    undo_checkpoint_id: z.uuid().describe('A checkpoint taken just before this rewind: rewind to it to undo this one.'),
+  }),
+  fork: z.object({
+    kind: z.literal('fork'),
+    source: z.literal('system'),
+    parent_conversation_id: z.uuid(),
+    at_seq: z.int().min(0).describe("The events up to this seq are the parent's, copied with new ids and the same seqs; this event follows them (seq at_seq + 1) and is the first the fork records itself."),
+    copy_workdir: z.boolean(),
+    checkpoint_id: z.uuid().nullable().describe("The parent's checkpoint the workdir was copied from (null when the fork shares the parent's workdir)."),
+  }),
   question: z.object({
     kind: z.literal('question'),
     source: z.literal('agent'),
@@ -194,6 +213,8 @@ export const AgentErrorEvent = withEnvelope('agent_error', 'AgentErrorEvent');
 export const UsageEvent = withEnvelope('usage', 'UsageEvent');
 export const CondensationEvent = withEnvelope('condensation', 'CondensationEvent');
 export const HookEvent = withEnvelope('hook', 'HookEvent');
+export const RewindEvent = withEnvelope('rewind', 'RewindEvent');
+export const ForkEvent = withEnvelope('fork', 'ForkEvent');
 export const QuestionEvent = withEnvelope('question', 'QuestionEvent');
 export const InterruptEvent = withEnvelope('interrupt', 'InterruptEvent');
 export const RollbackEvent = withEnvelope('rollback', 'RollbackEvent');
@@ -210,6 +231,8 @@ export const AgentEvent = z
     UsageEvent,
     CondensationEvent,
     HookEvent,
+    RewindEvent,
+    ForkEvent,
     QuestionEvent,
     InterruptEvent,
     RollbackEvent,

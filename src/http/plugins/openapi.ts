@@ -16,6 +16,7 @@ export const API_TAGS = [
   { name: 'files', description: 'Files in and out of the workdir' },
   { name: 'commands', description: 'Run commands in the workdir' },
   { name: 'secrets', description: 'Secrets the agent can use but nobody can read' },
+  { name: 'checkpoints', description: 'Workdir checkpoints, rewind to one, changes since one' },
   { name: 'callbacks', description: 'Webhooks: signed, ordered, retried' },
 ];
 

@@ -1,0 +1,183 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import type { ChangedPath, ShadowRepository, ShadowTarget } from '../core/checkpoints/shadow-repository.js';
+import { GitError, runGit } from './git-program.js';
+
+/**
+ * Attributes that win over any `.gitattributes` the agent writes in its workdir: no filter or
+ * diff driver, no end-of-line or encoding conversion. (Drivers are only defined in config, which
+ * git-program.ts shuts out; this is the second wall.)
+ */
+const ATTRIBUTES = '* -filter !diff -merge -text -eol -ident -crlf -working-tree-encoding -export-subst -export-ignore\n';
+/** The agent's own corner (.agentd) is never recorded; `.git` never is, whatever git version. */
+const EXCLUDE = '/.agentd/\n.git\n';
+
+/**
+ * A conversation's checkpoints as trees in a git directory of the server's own, with the
+ * workdir as its work tree. A snapshot asks `git status` what changed (stat data in the index
+ * makes that cheap when little did), stages exactly those paths, and writes a tree: files past
+ * the size cap and nested repositories are not recorded; ignored files (.gitignore) neither.
+ * Symlinks are stored as symlinks, never followed.
+ */
+export class GitShadowRepository implements ShadowRepository {
+  private readonly lastTree = new Map<string, string>();
+  private readonly lastCommit = new Map<string, string>();
+  private checked: Promise<{ ok: true } | { ok: false; reason: string }> | null = null;
+
+  constructor(private readonly options: { maxFileBytes: number }) {}
+
+  available(): Promise<{ ok: true } | { ok: false; reason: string }> {
+    this.checked ??= runGit({ gitDir: os.tmpdir(), args: ['--version'] }).then(
+      () => ({ ok: true as const }),
+      (error: unknown) => ({ ok: false as const, reason: error instanceof GitError ? error.message : 'git is not installed (apt-get install git)' }),
+    );
+    return this.checked;
+  }
+
+  async snapshot(target: ShadowTarget): Promise<string> {
+    await this.ensureRepository(target.gitDir);
+    const status = await this.git(target, ['status', '--porcelain=v1', '-z', '--no-renames', '--untracked-files=all', '--ignore-submodules=all']);
+    // Only the work tree against the index counts (`?X`, `??`): the index against HEAD is the shadow's own business.
+    const entries = status.stdout.split('\0').filter((entry) => entry.length > 3 && (entry[1] !== ' ' || entry.startsWith('??')));
+    const known = this.lastTree.get(target.gitDir);
+    if (entries.length === 0 && known) return known;
+    const stage: string[] = [];
+    const drop: string[] = [];
+    for (const entry of entries) {
+      const relative = entry.slice(3);
+      // A nested repository (`sub/`): its files are its own repository's business.
+      if (relative.endsWith('/')) continue;
+      const stat = fs.lstatSync(path.join(target.workdir, relative), { throwIfNoEntry: false });
+      if (stat?.isFile() && stat.size > this.options.maxFileBytes) drop.push(relative);
+      else stage.push(relative);
+    }
+    if (stage.length > 0) {
+      try {
+        await this.git(target, ['update-index', '--add', '--remove', '-z', '--stdin'], { input: joinZ(stage) });
+      } catch (error) {
+        if (!(error instanceof GitError)) throw error;
+        // A path changed kind under us (a file became a directory): stage everything instead, past errors.
+        await this.git(target, ['add', '-A', '--ignore-errors', '--', '.'], { allowExit: [1] });
+      }
+    }
+    if (drop.length > 0) await this.git(target, ['update-index', '--force-remove', '-z', '--stdin'], { input: joinZ(drop) });
+    const tree = (await this.git(target, ['write-tree'])).stdout.trim();
+    this.lastTree.set(target.gitDir, tree);
+    return tree;
+  }
+
+  async keep(target: ShadowTarget, tree: string, message: string): Promise<string> {
+    let parent: string | undefined = this.lastCommit.get(target.gitDir);
+    if (parent === undefined) {
+      const head = await this.git(target, ['rev-parse', '--verify', '-q', 'refs/heads/checkpoints'], { allowExit: [1] });
+      parent = head.stdout.trim();
+    }
+    const commit = (await this.git(target, ['commit-tree', tree, ...(parent ? ['-p', parent] : []), '-m', message])).stdout.trim();
+    await this.git(target, ['update-ref', 'refs/heads/checkpoints', commit]);
+    this.lastCommit.set(target.gitDir, commit);
+    return commit;
+  }
+
+  async changes(target: ShadowTarget, from: string, to: string): Promise<ChangedPath[]> {
+    if (from === to) return [];
+    const out = (await this.git(target, ['diff-tree', '-r', '-z', '--no-renames', '--name-status', from, to])).stdout.split('\0');
+    const changes: ChangedPath[] = [];
+    for (let i = 0; i + 1 < out.length; i += 2) {
+      const letter = out[i]!;
+      const file = out[i + 1]!;
+      changes.push({ path: file, status: letter === 'A' ? 'added' : letter === 'D' ? 'deleted' : 'modified' });
+    }
+    return changes;
+  }
+
+  async diffs(target: ShadowTarget, from: string, to: string, paths: readonly string[]): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    for (let i = 0; i < paths.length; i += 100) {
+      const batch = [...paths.slice(i, i + 100)].sort(byGitOrder);
+      const text = (await this.git(target, ['diff-tree', '-r', '-p', '--no-renames', '--no-ext-diff', '--no-textconv', '--no-color', from, to, '--', ...batch])).stdout;
+      const chunks = text.split(/^(?=diff --git )/m).filter((chunk) => chunk.startsWith('diff --git '));
+      if (chunks.length === batch.length) batch.forEach((file, index) => out.set(file, chunks[index]!));
+      else {
+        for (const file of batch) out.set(file, (await this.git(target, ['diff-tree', '-r', '-p', '--no-renames', '--no-ext-diff', '--no-textconv', '--no-color', from, to, '--', file])).stdout);
+      }
+    }
+    return out;
+  }
+
+  async restore(target: ShadowTarget, from: string, to: string): Promise<void> {
+    const changed = await this.changes(target, from, to);
+    if (changed.length === 0) return;
+    // `-m -u from to`: git's own checkout: it never writes through a symlink it finds on the way.
+    await this.git(target, ['read-tree', '--reset', '-u', to]);
+    this.lastTree.set(target.gitDir, to);
+    reown(target.workdir, changed.filter((change) => change.status !== 'deleted').map((change) => change.path));
+  }
+
+  async exportTree(gitDir: string, tree: string, intoDir: string): Promise<void> {
+    const indexFile = path.join(gitDir, `export-${randomBytes(6).toString('hex')}.index`);
+    try {
+      await runGit({ gitDir, workTree: intoDir, indexFile, args: ['read-tree', '--reset', '-u', tree] });
+    } finally {
+      fs.rmSync(indexFile, { force: true });
+    }
+  }
+
+  private git(target: ShadowTarget, args: string[], options: { input?: string; allowExit?: number[] } = {}) {
+    return runGit({ gitDir: target.gitDir, workTree: target.workdir, args, ...options });
+  }
+
+  /** Created whole or not at all: a temp directory renamed into place once it is set up. */
+  private async ensureRepository(gitDir: string): Promise<void> {
+    if (fs.existsSync(path.join(gitDir, 'HEAD'))) return;
+    const parent = path.dirname(gitDir);
+    fs.mkdirSync(parent, { recursive: true });
+    // Not `*.tmp`: the conversation repository removes such files from the directory at load.
+    const prefix = `${path.basename(gitDir)}-init-`;
+    for (const name of fs.readdirSync(parent)) if (name.startsWith(prefix)) fs.rmSync(path.join(parent, name), { recursive: true, force: true });
+    const temp = path.join(parent, `${prefix}${randomBytes(6).toString('hex')}`);
+    try {
+      await runGit({ gitDir: temp, args: ['init', '-q', '--template=', '--initial-branch=checkpoints'] });
+      fs.mkdirSync(path.join(temp, 'info'), { recursive: true });
+      fs.writeFileSync(path.join(temp, 'info', 'attributes'), ATTRIBUTES);
+      fs.writeFileSync(path.join(temp, 'info', 'exclude'), EXCLUDE);
+      fs.renameSync(temp, gitDir);
+      // A new repository has no checkpoint commit yet: the first keep() need not ask git.
+      this.lastCommit.set(gitDir, '');
+    } catch (error) {
+      fs.rmSync(temp, { recursive: true, force: true });
+      if (!fs.existsSync(path.join(gitDir, 'HEAD'))) throw error;
+    }
+  }
+}
+
+function joinZ(paths: readonly string[]): string {
+  return paths.map((entry) => `${entry}\0`).join('');
+}
+
+/** git's path order (byte order of the UTF-8 path). */
+function byGitOrder(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
+/**
+ * A server running as root wrote the restored files: they go back to the workdir's owner (the
+ * agent's uid in the sandbox), with their new parent directories; symlinks are never followed.
+ */
+function reown(workdir: string, paths: readonly string[]): void {
+  if (process.getuid?.() !== 0) return;
+  const owner = fs.statSync(workdir);
+  if (owner.uid === 0) return;
+  const done = new Set<string>();
+  for (const relative of paths) {
+    let current = relative;
+    while (current !== '.' && current !== '' && !done.has(current)) {
+      done.add(current);
+      const absolute = path.join(workdir, current);
+      const stat = fs.lstatSync(absolute, { throwIfNoEntry: false });
+      if (stat && stat.uid !== owner.uid) fs.lchownSync(absolute, owner.uid, owner.gid);
+      current = path.dirname(current);
+    }
+  }
+}

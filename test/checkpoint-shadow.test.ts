@@ -1,0 +1,209 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { createHash } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { GitShadowRepository } from '../src/adapters/git-shadow-repository.js';
+import { runGit } from '../src/adapters/git-program.js';
+import { tempDir } from './support/agentd.js';
+
+const gitMissing = (() => {
+  try {
+    execFileSync('git', ['--version'], { stdio: 'ignore' });
+    return null;
+  } catch {
+    return 'skipped: git is not installed (apt-get install git)';
+  }
+})();
+
+let base: string;
+let workdir: string;
+let gitDir: string;
+const savedEnv: Record<string, string | undefined> = {};
+
+beforeEach(() => {
+  base = tempDir('agentd-shadow-');
+  workdir = path.join(base, 'workdir');
+  gitDir = path.join(base, 'data', 'shadow.git');
+  fs.mkdirSync(workdir);
+});
+
+afterEach(() => {
+  for (const [key, value] of Object.entries(savedEnv)) {
+    if (value === undefined) delete process.env[key];
+    else process.env[key] = value;
+  }
+  fs.rmSync(base, { recursive: true, force: true });
+});
+
+function setEnv(values: Record<string, string>): void {
+  for (const [key, value] of Object.entries(values)) {
+    if (!(key in savedEnv)) savedEnv[key] = process.env[key];
+    process.env[key] = value;
+  }
+}
+
+/** Every entry under `dir` (not following symlinks) with its type and content hash. */
+function fingerprint(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (current: string) => {
+    for (const entry of fs.readdirSync(current, { withFileTypes: true })) {
+      const full = path.join(current, entry.name);
+      const relative = path.relative(dir, full);
+      if (entry.isSymbolicLink()) out[relative] = `link:${fs.readlinkSync(full)}`;
+      else if (entry.isDirectory()) {
+        out[relative] = 'dir';
+        walk(full);
+      } else out[relative] = `file:${createHash('sha256').update(fs.readFileSync(full)).digest('hex')}:${fs.statSync(full).mode.toString(8)}`;
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+function write(relative: string, text: string): void {
+  fs.mkdirSync(path.dirname(path.join(workdir, relative)), { recursive: true });
+  fs.writeFileSync(path.join(workdir, relative), text);
+}
+
+/** The entries of a tree: path → mode. */
+async function treeEntries(tree: string): Promise<Record<string, string>> {
+  const listed = (await runGit({ gitDir, args: ['ls-tree', '-r', '-z', tree] })).stdout.split('\0').filter(Boolean);
+  return Object.fromEntries(listed.map((line) => [line.split('\t')[1]!, line.split(' ')[0]!]));
+}
+
+describe.skipIf(gitMissing)('shadow repository', () => {
+  it('a hostile workdir cannot make the server\'s git run anything (filters, diff drivers, fsmonitor, hooks, env config)', async () => {
+    const decoy = (name: string) => path.join(base, `PWNED-${name}`);
+    const home = path.join(base, 'home');
+    fs.mkdirSync(home);
+    const evilConfig = [
+      '[filter "pwn"]',
+      `\tclean = touch ${decoy('clean')}; cat`,
+      `\tsmudge = touch ${decoy('smudge')}; cat`,
+      '[diff "pwn"]',
+      `\ttextconv = touch ${decoy('textconv')}; cat`,
+      `\tcommand = touch ${decoy('diffcmd')}; true`,
+      '[core]',
+      `\tfsmonitor = touch ${decoy('fsmonitor')}; true`,
+      `\thooksPath = ${path.join(base, 'hooks')}`,
+      '',
+    ].join('\n');
+    fs.writeFileSync(path.join(home, '.gitconfig'), evilConfig);
+    fs.mkdirSync(path.join(base, 'hooks'));
+    for (const hook of ['post-index-change', 'post-checkout', 'pre-commit', 'reference-transaction']) {
+      fs.writeFileSync(path.join(base, 'hooks', hook), `#!/bin/sh\ntouch ${decoy(`hook-${hook}`)}\n`, { mode: 0o755 });
+    }
+    // What the agent can write: attributes naming the drivers, its own .git with config and hooks, a nested repository.
+    write('.gitattributes', '* filter=pwn diff=pwn merge=pwn\n');
+    write('code.txt', 'one\n');
+    execFileSync('git', ['init', '-q', workdir], { env: { PATH: process.env.PATH!, HOME: path.join(base, 'nohome') } });
+    fs.appendFileSync(path.join(workdir, '.git', 'config'), evilConfig);
+    write('sub/.git/config', evilConfig);
+    write('sub/.git/HEAD', 'ref: refs/heads/main\n');
+
+    // The attack is real: a plain git with this environment runs the driver.
+    const control = path.join(base, 'control');
+    fs.cpSync(workdir, control, { recursive: true });
+    execFileSync('git', ['-C', control, 'add', '-A'], { env: { PATH: process.env.PATH!, HOME: home }, stdio: 'ignore' });
+    expect(fs.existsSync(decoy('clean'))).toBe(true);
+    fs.rmSync(control, { recursive: true, force: true });
+    for (const name of fs.readdirSync(base)) if (name.startsWith('PWNED-')) fs.rmSync(path.join(base, name));
+
+    // The server's environment carries the hostile config every way git reads it.
+    setEnv({ HOME: home, GIT_CONFIG_GLOBAL: path.join(home, '.gitconfig'), GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'filter.pwn.clean', GIT_CONFIG_VALUE_0: `touch ${decoy('envconfig')}; cat`, GIT_DIR: path.join(workdir, '.git') });
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024 });
+    const target = { gitDir, workdir };
+    const first = await shadow.snapshot(target);
+    await shadow.keep(target, first, 'first');
+    write('code.txt', 'two\n');
+    write('new.txt', 'new\n');
+    const second = await shadow.snapshot(target);
+    const changes = await shadow.changes(target, first, second);
+    expect(changes).toEqual([
+      { path: 'code.txt', status: 'modified' },
+      { path: 'new.txt', status: 'added' },
+    ]);
+    const diffs = await shadow.diffs(target, first, second, ['code.txt', 'new.txt']);
+    expect(diffs.get('code.txt')).toContain('-one\n+two');
+    await shadow.restore(target, second, first);
+    expect(fs.readFileSync(path.join(workdir, 'code.txt'), 'utf8')).toBe('one\n');
+    const exported = path.join(base, 'exported');
+    fs.mkdirSync(exported);
+    await shadow.exportTree(gitDir, second, exported);
+    expect(fs.readFileSync(path.join(exported, 'code.txt'), 'utf8')).toBe('two\n');
+
+    expect(fs.readdirSync(base).filter((name) => name.startsWith('PWNED-'))).toEqual([]);
+    // Content went in and out unfiltered; the user's .git and the nested repository were not recorded.
+    const entries = await treeEntries(second);
+    expect(Object.keys(entries).sort()).toEqual(['.gitattributes', 'code.txt', 'new.txt']);
+  });
+
+  it('stores symlinks as symlinks and never writes through one on restore', async () => {
+    const outside = path.join(base, 'outside');
+    fs.mkdirSync(outside);
+    fs.writeFileSync(path.join(outside, 'canary.txt'), 'canary\n');
+    const outsideBefore = fingerprint(outside);
+    write('dir/file.txt', 'inside\n');
+    fs.symlinkSync('../outside/canary.txt', path.join(workdir, 'file-link'));
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024 });
+    const target = { gitDir, workdir };
+    const withDir = await shadow.snapshot(target);
+    expect((await treeEntries(withDir))['file-link']).toBe('120000');
+
+    // The agent swaps the directory for a symlink out of the workdir, and the file link for a file.
+    fs.rmSync(path.join(workdir, 'dir'), { recursive: true });
+    fs.symlinkSync('../outside', path.join(workdir, 'dir'));
+    fs.rmSync(path.join(workdir, 'file-link'));
+    write('file-link', 'now a file\n');
+    const withLink = await shadow.snapshot(target);
+    const entries = await treeEntries(withLink);
+    expect(entries.dir).toBe('120000');
+    expect(entries['file-link']).toBe('100644');
+
+    await shadow.restore(target, withLink, withDir);
+    expect(fs.lstatSync(path.join(workdir, 'dir')).isDirectory()).toBe(true);
+    expect(fs.readFileSync(path.join(workdir, 'dir', 'file.txt'), 'utf8')).toBe('inside\n');
+    expect(fs.readlinkSync(path.join(workdir, 'file-link'))).toBe('../outside/canary.txt');
+    expect(fingerprint(outside)).toEqual(outsideBefore);
+
+    await shadow.restore(target, withDir, withLink);
+    expect(fs.readlinkSync(path.join(workdir, 'dir'))).toBe('../outside');
+    expect(fingerprint(outside)).toEqual(outsideBefore);
+  });
+
+  it('leaves out ignored files, files past the size cap, the agent area and the user\'s .git, and restore leaves them alone', async () => {
+    write('.gitignore', 'build/\n*.log\n');
+    write('src/main.ts', 'main\n');
+    write('build/out.js', 'built\n');
+    write('debug.log', 'log\n');
+    write('.agentd/jobs/1.log', 'job\n');
+    write('huge.bin', 'x'.repeat(4096));
+    execFileSync('git', ['init', '-q', workdir], { env: { PATH: process.env.PATH!, HOME: path.join(base, 'nohome') } });
+    const userGit = fingerprint(path.join(workdir, '.git'));
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024 });
+    const target = { gitDir, workdir };
+    const first = await shadow.snapshot(target);
+    expect(Object.keys(await treeEntries(first)).sort()).toEqual(['.gitignore', 'src/main.ts']);
+    write('src/main.ts', 'changed\n');
+    write('build/out.js', 'rebuilt\n');
+    write('huge.bin', 'y'.repeat(8192));
+    fs.rmSync(path.join(workdir, 'debug.log'));
+    write('src/extra.ts', 'extra\n');
+    const second = await shadow.snapshot(target);
+    expect(await shadow.changes(target, first, second)).toEqual([
+      { path: 'src/extra.ts', status: 'added' },
+      { path: 'src/main.ts', status: 'modified' },
+    ]);
+    await shadow.restore(target, second, first);
+    expect(fs.readFileSync(path.join(workdir, 'src/main.ts'), 'utf8')).toBe('main\n');
+    expect(fs.existsSync(path.join(workdir, 'src/extra.ts'))).toBe(false);
+    expect(fs.readFileSync(path.join(workdir, 'build/out.js'), 'utf8')).toBe('rebuilt\n');
+    expect(fs.readFileSync(path.join(workdir, 'huge.bin'), 'utf8')).toBe('y'.repeat(8192));
+    expect(fingerprint(path.join(workdir, '.git'))).toEqual(userGit);
+    // A small file that grows past the cap leaves the next checkpoint (and is kept on restore).
+    write('src/main.ts', 'z'.repeat(2048));
+    const third = await shadow.snapshot(target);
+    expect(await shadow.changes(target, first, third)).toEqual([{ path: 'src/main.ts', status: 'deleted' }]);
+  });
+});
