@@ -60,7 +60,11 @@ describe('image inputs', () => {
     // Stored: the workdir image by path only.
     const stored = (await harness.events(id)).find((event) => event.kind === 'message' && event.parts);
     expect(JSON.stringify(stored)).not.toContain(PNG.toString('base64'));
-    const log = fs.readdirSync(path.join(harness.server.dataDir, 'conversations', id)).map((name) => fs.readFileSync(path.join(harness.server.dataDir, 'conversations', id, name)).toString('latin1')).join('');
+    // The conversation's files (its events, record, runs); the workdir checkpoints' shadow repository is a directory beside them.
+    const dir = path.join(harness.server.dataDir, 'conversations', id);
+    const files = fs.readdirSync(dir, { withFileTypes: true }).filter((entry) => entry.isFile());
+    expect(files.map((entry) => entry.name)).toContain('events.jsonl');
+    const log = files.map((entry) => fs.readFileSync(path.join(dir, entry.name)).toString('latin1')).join('');
     expect(log).not.toContain(PNG.toString('base64'));
   });
 
