@@ -35,6 +35,7 @@ const BASE_BODIES: Record<string, Record<string, unknown>> = {
     condenser: { max_tokens: 5000, keep_first: 1, keep_last: 4 }, multitask_strategy: 'enqueue',
   },
   'conversations.updateConfig': { title: 't', max_iterations_per_run: 3, llm: { model: 'm', temperature: 0.2 }, condenser: { keep_last: 3 }, multitask_strategy: 'reject' },
+  'conversations.condense': { instructions: 'keep the plan' },
   'messages.send': { content: 'hello', run: false, multitask_strategy: 'interrupt' },
   'runs.setConfirmation': { enabled: false },
   'runs.reject': { reason: 'no' },
