@@ -141,6 +141,12 @@ describe('the conversation shell', () => {
       if (pids.length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
     }
     expect(fs.existsSync(`/proc/${pids[0]}`)).toBe(true);
+    // The first request may leave after the shell started (the run's checkpoint comes first); it hangs.
+    while (harness.llm.requests.length === 0) {
+      if (Date.now() > deadline) throw new Error('the LLM was never asked');
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    expect(fs.existsSync(`/proc/${pids[0]}`)).toBe(true);
     expect((await harness.events(id)).filter((event) => event.kind === 'action')).toEqual([]);
     expect(harness.llm.requests).toHaveLength(1);
   });

@@ -40,8 +40,11 @@ describe.skipIf(chromiumMissing)('dashboard: condensation, interrupt and rollbac
     await harness.waitForStatus(id, ['idle']);
     expect((await harness.post(`/conversations/${id}/condense`)).status).toBe(202);
     await until(async () => (await harness.events(id)).some((event) => event.kind === 'condensation'));
+    const asked = harness.llm.requests.length;
     await harness.post(`/conversations/${id}/messages`, { content: 'wait for me' });
     await harness.waitForStatus(id, ['running']);
+    // The rollback comes once the LLM is answering (hanging): the run's checkpoint may delay its request.
+    await until(async () => harness.llm.requests.length > asked);
     expect((await harness.post(`/conversations/${id}/messages`, { content: 'start over', multitask_strategy: 'rollback' })).status).toBe(202);
     await harness.waitForStatus(id, ['idle']);
     const events = await harness.events(id);
