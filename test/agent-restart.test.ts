@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { listProcesses } from '../src/adapters/process-tree.js';
 import { findInPath } from '../src/adapters/sandbox-mounts.js';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { spawnedApi, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
 import { processAlive, waitForProcess } from './support/processes.js';
 
 const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
@@ -16,11 +16,7 @@ afterEach(async () => {
   await llm?.close();
 });
 
-async function api(path: string, init: RequestInit = {}): Promise<any> {
-  const response = await fetch(`${server!.url}${path}`, { ...init, headers: auth });
-  const text = await response.text();
-  return text ? JSON.parse(text) : null;
-}
+const api = spawnedApi(() => server!);
 
 describe('restart during a run', () => {
   it('comes back paused with the open tool call closed; the next run sends a valid history', { timeout: 90_000 }, async () => {

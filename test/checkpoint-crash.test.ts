@@ -2,14 +2,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { spawnedApi, spawnServer, tempDir, type SpawnedServer } from './support/agentd.js';
 
 /**
  * kill -9 in the middle of a rewind or a fork (the built server, paused at a named crash point
  * by AGENTD_TEST_PAUSE_AT, then killed): after a restart the rewind is complete (rolled forward
  * from its intent) and the fork is absent (no conversation, no events, no workdir).
  */
-const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
 let llm: FakeLlm | undefined;
 let server: SpawnedServer | undefined;
 
@@ -18,11 +17,7 @@ afterEach(async () => {
   await llm?.close();
 });
 
-async function api(pathname: string, init: RequestInit = {}): Promise<any> {
-  const response = await fetch(`${server!.url}${pathname}`, { ...init, headers: auth });
-  const text = await response.text();
-  return text ? JSON.parse(text) : null;
-}
+const api = spawnedApi(() => server!);
 
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;

@@ -1,9 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { isSummaryRequest, startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { spawnedApi, spawnServer, tempDir, type SpawnedServer } from './support/agentd.js';
 import { waitForProcess } from './support/processes.js';
 
-const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
 let llm: FakeLlm | undefined;
 let server: SpawnedServer | undefined;
 
@@ -12,11 +11,7 @@ afterEach(async () => {
   await llm?.close();
 });
 
-async function api(path: string, init: RequestInit = {}): Promise<any> {
-  const response = await fetch(`${server!.url}${path}`, { ...init, headers: auth });
-  const text = await response.text();
-  return text ? JSON.parse(text) : null;
-}
+const api = spawnedApi(() => server!);
 
 const post = (path: string, body: unknown) => api(path, { method: 'POST', body: JSON.stringify(body) });
 

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { spawnedApi, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
 import { processAlive, waitForProcess } from './support/processes.js';
 
 const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
@@ -12,11 +12,7 @@ afterEach(async () => {
   await llm?.close();
 });
 
-async function api(path: string, init: RequestInit = {}): Promise<any> {
-  const response = await fetch(`${server!.url}${path}`, { ...init, headers: auth });
-  const text = await response.text();
-  return text ? JSON.parse(text) : null;
-}
+const api = spawnedApi(() => server!);
 
 describe('restart while a subagent runs (the built server, killed with SIGKILL)', () => {
   it('comes back paused with the open calls of the subagent and of its task call closed; the next run sends a valid history', { timeout: 120_000 }, async () => {

@@ -111,6 +111,18 @@ export async function spawnServer(options: { dataDir: string; env?: Record<strin
   return { child, url, port, output: () => output, exited };
 }
 
+/**
+ * JSON requests with the test key to the spawned server `current()` returns now (tests that kill
+ * and restart it keep one helper): the parsed body, or null when there is none.
+ */
+export function spawnedApi(current: () => SpawnedServer): (path: string, init?: RequestInit) => Promise<any> {
+  return async (path, init = {}) => {
+    const response = await fetch(`${current().url}${path}`, { ...init, headers: { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' } });
+    const text = await response.text();
+    return text ? JSON.parse(text) : null;
+  };
+}
+
 export async function freePort(): Promise<number> {
   const net = await import('node:net');
   return new Promise((resolve, reject) => {
