@@ -16,13 +16,13 @@ import type { Clock } from '../../core/clock.js';
 import type { DamagedDataError } from '../../core/errors.js';
 import { AppendQueue } from '../../core/events/append-queue.js';
 import type { AppendedEvent, EventFilter, EventLog, EventPageQuery, FirehoseEntry, StoredEvent, SubscribeFrom } from '../../core/events/event-log.js';
-import { QueuedSubscription, UNLIMITED, type EventSubscription, type LogEntry, type SubscriptionItem, type SubscriptionLimits } from '../../core/events/event-subscription.js';
+import { QueuedSubscription, UNLIMITED, type EventSubscription, type LogEntry, type SubscriptionLimits } from '../../core/events/event-subscription.js';
 import type { NewEvent } from '../../core/schemas/event.js';
 import type { EventFeed } from '../cluster/event-feed.js';
 import { GlobalTail } from '../cluster/global-tail.js';
+import { Subscribers } from '../../core/events/subscribers.js';
 import { PgEventStore, type Fence } from './pg-event-store.js';
 
-type Push = (item: SubscriptionItem) => void;
 
 export interface PgEventLogOptions {
   sql: Sql;
@@ -40,8 +40,7 @@ export class PgEventLog implements EventLog {
   readonly store: PgEventStore;
   readonly tail: GlobalTail;
   private readonly queue = new AppendQueue();
-  private readonly byConversation = new Map<string, Set<Push>>();
-  private readonly everyConversation = new Set<Push>();
+  private readonly subscribers = new Subscribers();
   private readonly damaged = new Map<string, DamagedDataError>();
   /** Appends made by this instance, and feed publications that failed (for /metrics). */
   readonly stats = { appended: 0, publishFailures: 0 };
@@ -49,7 +48,7 @@ export class PgEventLog implements EventLog {
   private constructor(private readonly options: PgEventLogOptions) {
     this.store = new PgEventStore(options.sql, options.clock ? { clock: options.clock } : {});
     this.tail = new GlobalTail(this.store, options.feed, { pollMs: options.pollMs ?? 1000, onError: options.onError });
-    this.tail.onEntry((entry) => this.publish(entry));
+    this.tail.onEntry((entry) => this.subscribers.publish(entry.stored, entry.globalCursor));
   }
 
   /** Opens the log: its tail starts at the current firehose head and listens to the feed. */
@@ -131,7 +130,7 @@ export class PgEventLog implements EventLog {
       from.after,
       limits,
     );
-    release = this.listen(conversationId, (item) => subscription.receive(item));
+    release = this.subscribers.listen(conversationId, (item) => subscription.receive(item));
     return subscription;
   }
 
@@ -143,9 +142,7 @@ export class PgEventLog implements EventLog {
 
   /** A conversation was dropped by another instance: its subscriptions here end too. */
   closeConversation(conversationId: string): void {
-    const listeners = this.byConversation.get(conversationId);
-    this.byConversation.delete(conversationId);
-    for (const push of [...(listeners ?? [])]) push({ type: 'closed', conversationId });
+    this.subscribers.closeConversation(conversationId);
   }
 
   quarantine(conversationId: string, error: DamagedDataError): void {
@@ -154,9 +151,7 @@ export class PgEventLog implements EventLog {
 
   /** Subscribers on this instance (for /metrics). */
   get size(): number {
-    let n = this.everyConversation.size;
-    for (const listeners of this.byConversation.values()) n += listeners.size;
-    return n;
+    return this.subscribers.size;
   }
 
   async close(): Promise<void> {
@@ -167,34 +162,5 @@ export class PgEventLog implements EventLog {
   private check(conversationId: string): void {
     const damage = this.damaged.get(conversationId);
     if (damage) throw damage;
-  }
-
-  private publish(entry: FirehoseEntry): void {
-    const listeners = this.byConversation.get(entry.stored.event.conversation_id);
-    if (listeners) {
-      const item: SubscriptionItem = { type: 'event', cursor: entry.stored.event.seq, stored: entry.stored };
-      for (const push of [...listeners]) push(item);
-    }
-    if (this.everyConversation.size > 0) {
-      const item: SubscriptionItem = { type: 'event', cursor: entry.globalCursor, stored: entry.stored };
-      for (const push of [...this.everyConversation]) push(item);
-    }
-  }
-
-  private listen(conversationId: string | null, push: Push): () => void {
-    if (conversationId === null) {
-      this.everyConversation.add(push);
-      return () => this.everyConversation.delete(push);
-    }
-    let listeners = this.byConversation.get(conversationId);
-    if (!listeners) {
-      listeners = new Set();
-      this.byConversation.set(conversationId, listeners);
-    }
-    listeners.add(push);
-    return () => {
-      listeners.delete(push);
-      if (listeners.size === 0 && this.byConversation.get(conversationId) === listeners) this.byConversation.delete(conversationId);
-    };
   }
 }

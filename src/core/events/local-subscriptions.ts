@@ -1,7 +1,6 @@
 import type { AppendedEvent, StoredEvent, SubscribeFrom } from './event-log.js';
-import { QueuedSubscription, type EventSubscription, type LogEntry, type SubscriptionItem, type SubscriptionLimits } from './event-subscription.js';
-
-type Push = (item: SubscriptionItem) => void;
+import { QueuedSubscription, type EventSubscription, type LogEntry, type SubscriptionLimits } from './event-subscription.js';
+import { Subscribers } from './subscribers.js';
 
 /** What an in-process log can read at once (synchronously), for the switch from history to live. */
 export interface LocalReader {
@@ -17,8 +16,7 @@ export interface LocalReader {
  * from the moment it exists, so the tail read at the switch and the live items meet with no gap. A log across the network (PostgreSQL) owns a different switch.
  */
 export class LocalSubscriptions {
-  private readonly byConversation = new Map<string, Set<Push>>();
-  private readonly everyConversation = new Set<Push>();
+  private readonly subscribers = new Subscribers();
 
   constructor(private readonly reader: LocalReader) {}
 
@@ -46,51 +44,21 @@ export class LocalSubscriptions {
       from.after,
       limits,
     );
-    release = this.listen(conversationId, (item) => subscription.receive(item));
+    release = this.subscribers.listen(conversationId, (item) => subscription.receive(item));
     return subscription;
   }
 
   /** Called right after an event is stored, before anything else can append. */
   publish(appended: AppendedEvent): void {
-    const listeners = this.byConversation.get(appended.event.conversation_id);
-    if (listeners) {
-      const item: SubscriptionItem = { type: 'event', cursor: appended.event.seq, stored: appended };
-      for (const push of [...listeners]) push(item);
-    }
-    if (this.everyConversation.size > 0) {
-      const item: SubscriptionItem = { type: 'event', cursor: appended.globalCursor, stored: appended };
-      for (const push of [...this.everyConversation]) push(item);
-    }
+    this.subscribers.publish(appended, appended.globalCursor);
   }
 
   /** The conversation is gone: its subscriptions end. */
   closeConversation(conversationId: string): void {
-    const listeners = this.byConversation.get(conversationId);
-    if (!listeners) return;
-    this.byConversation.delete(conversationId);
-    for (const push of [...listeners]) push({ type: 'closed', conversationId });
+    this.subscribers.closeConversation(conversationId);
   }
 
   get size(): number {
-    let n = this.everyConversation.size;
-    for (const listeners of this.byConversation.values()) n += listeners.size;
-    return n;
-  }
-
-  private listen(conversationId: string | null, push: Push): () => void {
-    if (conversationId === null) {
-      this.everyConversation.add(push);
-      return () => this.everyConversation.delete(push);
-    }
-    let listeners = this.byConversation.get(conversationId);
-    if (!listeners) {
-      listeners = new Set();
-      this.byConversation.set(conversationId, listeners);
-    }
-    listeners.add(push);
-    return () => {
-      listeners.delete(push);
-      if (listeners.size === 0 && this.byConversation.get(conversationId) === listeners) this.byConversation.delete(conversationId);
-    };
+    return this.subscribers.size;
   }
 }
