@@ -7,6 +7,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { startServer, TEST_KEY, type TestServer } from './support/agentd.js';
+import { okJson } from './support/json-api.js';
 import { chromiumMissing, launchBrowser, type TestBrowser } from './support/browser.js';
 
 if (chromiumMissing) process.stderr.write(`dashboard-subagents.test.ts ${chromiumMissing}\n`);
@@ -31,16 +32,7 @@ afterEach(async (context) => {
   await browser?.closePages();
 });
 
-async function api(method: string, route: string, body?: unknown): Promise<any> {
-  const response = await fetch(`${server.url}${route}`, {
-    method,
-    headers: { ...server.auth, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${method} ${route}: ${response.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
+const api = (method: string, route: string, body?: unknown): Promise<any> => okJson(server.url, method, route, body);
 
 describe.skipIf(chromiumMissing)('dashboard with a real subagent run', () => {
   it('streams the subagent in nested under its task call, tagged with its name', { timeout: 90_000 }, async () => {

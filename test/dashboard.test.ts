@@ -9,6 +9,7 @@ import type { Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm, type FakeTurn } from './fake-llm/fake-llm-server.js';
 import { startServer, tempDir, TEST_KEY, type TestServer } from './support/agentd.js';
+import { okJson } from './support/json-api.js';
 import { chromiumMissing, launchBrowser, type TestBrowser } from './support/browser.js';
 
 if (chromiumMissing) process.stderr.write(`dashboard.test.ts ${chromiumMissing}\n`);
@@ -44,16 +45,7 @@ async function signedIn(hash = ''): Promise<Page> {
   return page;
 }
 
-async function api(method: string, route: string, body?: unknown): Promise<any> {
-  const response = await fetch(`${server.url}${route}`, {
-    method,
-    headers: { ...server.auth, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${method} ${route}: ${response.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
+const api = (method: string, route: string, body?: unknown): Promise<any> => okJson(server.url, method, route, body);
 
 async function openConversation(script: FakeTurn[], body: Record<string, unknown>): Promise<{ page: Page; id: string }> {
   llm.setScript(script);
