@@ -3,6 +3,7 @@ import { FINISH_TOOL, finishLast, type RunContext, type RunOutcome } from './run
 import { iterationBudgetNote } from './iteration-budget.js';
 import { llmTurn, NOTES, NoteBudget, summaryTurn } from './llm-turn.js';
 import { checkPrompts, continuedByStopHook, finalOutputOutcome, runCall } from './run-call.js';
+import { runApproved } from './approved-actions.js';
 import { appendNote, CUT_CALL_RESULT, FINISH_NOT_ALONE, INTERRUPTED_NOT_RUN, recordAction, recordInterrupt, recordNotRun } from './run-records.js';
 import { StuckDetector, type StuckStep } from './stuck-detector.js';
 import { FINAL_OUTPUT_TOOL, OutputRequirement } from './structured-output.js';
@@ -11,28 +12,8 @@ import { FINAL_OUTPUT_TOOL, OutputRequirement } from './structured-output.js';
 export async function executeRun(context: RunContext): Promise<RunOutcome> {
   const stuck = new StuckDetector(4);
   if (context.sessionStart) for (const note of await context.gate.onSessionStart()) await appendNote(context, note);
-  const approvedSteps: StuckStep[] = [];
-  const approvedOthers = context.approved.filter((action) => action.tool_name !== FINISH_TOOL).length;
-  for (const action of finishLast(context.approved, (a) => a.tool_name)) {
-    if (context.signal.aborted) return { kind: 'aborted' };
-    const call = { id: action.tool_call_id, name: action.tool_name, arguments: '' };
-    const recheck = await context.gate.beforeApproved({ name: action.tool_name, args: action.arguments });
-    if (recheck.kind === 'deny') {
-      await context.append({ kind: 'rejection', source: 'system', tool_call_id: action.tool_call_id, tool_name: action.tool_name, reason: recheck.reason, run_id: context.run.id, ...(recheck.rule && { rule: recheck.rule }) });
-      continue;
-    }
-    const notAlone = action.tool_name === FINISH_TOOL && approvedOthers > 0;
-    if (!notAlone) await context.beforeTool?.({ name: action.tool_name, args: action.arguments });
-    const outcome = notAlone
-      ? await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone')
-      : await runCall(context, approvedSteps, { id: action.tool_call_id, name: action.tool_name, args: { ok: true, value: action.arguments } });
-    if (outcome) return outcome;
-  }
-  if (approvedSteps.length > 0) {
-    const verdict = stuck.observeTurn(approvedSteps);
-    if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
-    if (verdict.kind === 'nudge') await appendNote(context, verdict.message);
-  }
+  const approvedOutcome = await runApproved(context, stuck);
+  if (approvedOutcome) return approvedOutcome;
 
   const notes = new NoteBudget();
   let output = null as OutputRequirement | null;
