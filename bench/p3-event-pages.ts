@@ -120,8 +120,8 @@ export const p3EventPages: Benchmark = {
       ],
       notes: [
         'Pages cost O(limit): the fixed-width index finds seq N at byte 32·(N−1), so the head, the tail and the middle of a long log are as fast as those of a short one.',
-        '`kind=` pages read the per-kind seq files (events.kinds/<kind>.seq, 4 bytes an event): a binary search for the cursor, then `limit` seqs, whatever the kind\'s share of the log.',
-        `Writing the ${long} events through FileEventLog took ${fmt(generateMs / 1000)} s (${fmt(longCount / (generateMs / 1000))} events/s, four write(2) calls each: the log line, its index entry, its kind's seq and the firehose record).`,
+        '`kind=` pages read the per-kind seq files (events.kinds/<kind>.seq, 4 bytes an event, the latest still in memory): a binary search for the cursor, then `limit` seqs, whatever the kind\'s share of the log.',
+        `Writing the ${long} events through FileEventLog took ${fmt(generateMs / 1000)} s (${fmt(longCount / (generateMs / 1000))} events/s, three write(2) calls each: the log line, its index entry and the firehose record; the kinds' seqs are written 4,096 at a time).`,
       ],
     };
   },

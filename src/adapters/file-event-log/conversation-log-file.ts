@@ -45,7 +45,7 @@ export class ConversationLogFile {
     private readonly logFd: number,
     private readonly indexFd: number,
     private readonly fsync: boolean,
-    /** The per-kind seq files (kind-index.ts), written after the index, never fsync'd: repaired from the index on open. */
+    /** The per-kind seq files (kind-index.ts), written in batches, never fsync'd: repaired from the index on open. */
     readonly kinds: KindIndex,
     state: { count: number; logSize: number; lastTimestampMs: number },
   ) {
@@ -212,10 +212,12 @@ export class ConversationLogFile {
     return lines;
   }
 
-  close(): void {
-    this.kinds.close();
+  /** Close the files; false when the kind index could not be written (the next open must check it whole). */
+  close(): boolean {
+    const kindsWritten = this.kinds.close();
     fs.closeSync(this.logFd);
     fs.closeSync(this.indexFd);
+    return kindsWritten;
   }
 }
 

@@ -119,7 +119,7 @@ export class FileEventLog implements EventLog {
   release(conversationId: string): void {
     const file = this.open.get(conversationId);
     if (!file) return;
-    file.close();
+    if (!file.close()) this.verified.delete(conversationId); // its kind index is behind: checked whole on reopen
     this.open.delete(conversationId);
     this.lastUsed.delete(conversationId);
   }

@@ -5,7 +5,8 @@ import { ENTRY_SIZE } from './index-entry.js';
 
 /**
  * The per-kind indexes of one conversation: `events.kinds/<kind>.seq` holds the seqs of that
- * kind's events, ascending, 4 bytes each (uint32 LE), appended with the event. A `kind=` page
+ * kind's events, ascending, 4 bytes each (uint32 LE); the latest seqs wait in memory and are
+ * written in batches and when the files are closed (no fd is kept open). A `kind=` page
  * finds its cursor with a binary search and then reads `limit` seqs, whatever the kind's share of
  * the log; a kind without a file has no event.
  *
@@ -22,11 +23,15 @@ const SEARCH_BLOCK = 1024;
 const FIRST_CHUNK = 128;
 const MAX_CHUNK = 4096;
 const REBUILD_CHUNK_ENTRIES = 8192;
+/** Appended seqs are written this many at a time (and on close). */
+const FLUSH_AT = 4096;
 
+/** What a kind's file holds (read when the kind is first used). */
 interface KindFile {
-  fd: number;
   /** Seqs in the file. */
   length: number;
+  /** The last of them (0 when none). */
+  last: number;
 }
 
 function readAt(fd: number, length: number, position: number): Buffer {
@@ -52,11 +57,14 @@ function fileName(kind: number): string {
 }
 
 export class KindIndex {
-  /** Open files by kind code; null: the kind has no file (no event of it). */
+  /** What each kind's file holds; null: the kind has no file (no event of it). */
   private readonly files = new Map<number, KindFile | null>();
+  /** Seqs appended but not yet written, by kind: all past their file's last. */
+  private readonly pending = new Map<number, number[]>();
+  private pendingCount = 0;
   private readonly dir: string;
 
-  /** `count`: the events in the index, which the files must not go past (seqs past it are dropped as each file is opened). */
+  /** `count`: the events in the index, which the files must not go past (seqs past it are dropped as each file is first used). */
   constructor(
     conversationDir: string,
     private count: number,
@@ -70,55 +78,106 @@ export class KindIndex {
    * not this index's (lost, or behind it) and are rebuilt from it (`repairAll`).
    */
   checkTail(lastKind: number, indexFd: number): void {
-    if (lastKind !== 0 && this.last(lastKind) !== this.count) this.repairAll(indexFd);
+    if (lastKind !== 0 && (this.file(lastKind)?.last ?? 0) !== this.count) this.repairAll(indexFd);
   }
 
+  /**
+   * Seqs are kept in memory and written FLUSH_AT at a time and on close (no fd is held between
+   * writes): what a crash loses is rebuilt by the next process's first open. A failed write is
+   * retried with the next one.
+   */
   append(kind: number, seq: number): void {
-    const file = this.file(kind, true)!;
-    const buffer = Buffer.allocUnsafe(SEQ_SIZE);
-    buffer.writeUInt32LE(seq, 0);
-    writeAt(file.fd, buffer, file.length * SEQ_SIZE);
-    file.length += 1;
+    let list = this.pending.get(kind);
+    if (!list) this.pending.set(kind, (list = []));
+    list.push(seq);
+    this.pendingCount += 1;
     this.count = seq;
+    if (this.pendingCount >= FLUSH_AT) {
+      try {
+        this.flush();
+      } catch {
+        // Kept pending; the close reports a write that still fails.
+      }
+    }
+  }
+
+  /** Write the pending seqs to their files (throws when a write fails; what was not written stays pending). */
+  flush(): void {
+    for (const [kind, seqs] of this.pending) {
+      const file = this.file(kind) ?? { length: 0, last: 0 };
+      fs.mkdirSync(this.dir, { recursive: true });
+      const buffer = Buffer.allocUnsafe(seqs.length * SEQ_SIZE);
+      for (let i = 0; i < seqs.length; i++) buffer.writeUInt32LE(seqs[i]!, i * SEQ_SIZE);
+      const fd = fs.openSync(path.join(this.dir, fileName(kind)), fs.constants.O_RDWR | fs.constants.O_CREAT, 0o600);
+      try {
+        writeAt(fd, buffer, file.length * SEQ_SIZE);
+      } finally {
+        fs.closeSync(fd);
+      }
+      this.files.set(kind, { length: file.length + seqs.length, last: seqs.at(-1)! });
+      this.pending.delete(kind);
+      this.pendingCount -= seqs.length;
+    }
   }
 
   /** Drop seqs past `count` (appends undone). */
   truncate(count: number): void {
     this.count = count;
-    for (const file of this.files.values()) if (file) this.trim(file);
+    for (const [kind, seqs] of this.pending) {
+      const kept = seqs.filter((seq) => seq <= count);
+      this.pendingCount -= seqs.length - kept.length;
+      if (kept.length > 0) this.pending.set(kind, kept);
+      else this.pending.delete(kind);
+    }
+    for (const [kind, file] of this.files) {
+      if (!file || file.last <= count) continue;
+      this.withFd(kind, (fd) => {
+        const length = this.lowerBound(fd, file.length, count + 1);
+        fs.ftruncateSync(fd, length * SEQ_SIZE);
+        this.files.set(kind, { length, last: length > 0 ? readAt(fd, SEQ_SIZE, (length - 1) * SEQ_SIZE).readUInt32LE(0) : 0 });
+      });
+    }
   }
 
   /** How many events of `kind` have a seq in [low, high]. */
   countIn(kind: number, low: number, high: number): number {
-    const file = this.file(kind, false);
-    if (!file) return 0;
-    return this.lowerBound(file, high + 1) - this.lowerBound(file, low);
+    const pending = this.pending.get(kind) ?? [];
+    let n = lowerBound(pending, high + 1) - lowerBound(pending, low);
+    const file = this.file(kind);
+    if (file && file.length > 0 && low <= file.last) n += this.withFd(kind, (fd) => this.lowerBound(fd, file.length, high + 1) - this.lowerBound(fd, file.length, low));
+    return n;
   }
 
-  /** The seqs of `kind` in [low, high], ascending or descending, read in growing chunks. */
+  /** The seqs of `kind` in [low, high], ascending or descending: the file's in growing chunks, then those pending. */
   *seqs(kind: number, low: number, high: number, order: 'asc' | 'desc'): Generator<number> {
-    const file = this.file(kind, false);
-    if (!file || low > high) return;
-    const start = this.lowerBound(file, low);
-    const end = this.lowerBound(file, high + 1); // exclusive
-    let chunk = FIRST_CHUNK;
-    if (order === 'asc') {
-      for (let at = start; at < end; ) {
-        const n = Math.min(chunk, end - at);
-        const buffer = readAt(file.fd, n * SEQ_SIZE, at * SEQ_SIZE);
-        for (let i = 0; i + SEQ_SIZE <= buffer.length; i += SEQ_SIZE) yield buffer.readUInt32LE(i);
-        at += n;
-        chunk = Math.min(chunk * 2, MAX_CHUNK);
-      }
-    } else {
-      for (let at = end; at > start; ) {
-        const n = Math.min(chunk, at - start);
-        const buffer = readAt(file.fd, n * SEQ_SIZE, (at - n) * SEQ_SIZE);
-        for (let i = buffer.length - SEQ_SIZE; i >= 0; i -= SEQ_SIZE) yield buffer.readUInt32LE(i);
-        at -= n;
-        chunk = Math.min(chunk * 2, MAX_CHUNK);
+    if (low > high) return;
+    const pending = this.pending.get(kind) ?? [];
+    const pendingStart = lowerBound(pending, low);
+    const pendingEnd = lowerBound(pending, high + 1);
+    if (order === 'desc') for (let i = pendingEnd - 1; i >= pendingStart; i--) yield pending[i]!;
+    const file = this.file(kind);
+    if (file && file.length > 0 && low <= file.last) {
+      const [start, end] = this.withFd(kind, (fd) => [this.lowerBound(fd, file.length, low), this.lowerBound(fd, file.length, high + 1)] as const);
+      let chunk = FIRST_CHUNK;
+      if (order === 'asc') {
+        for (let at = start; at < end; ) {
+          const n = Math.min(chunk, end - at);
+          const buffer = this.withFd(kind, (fd) => readAt(fd, n * SEQ_SIZE, at * SEQ_SIZE));
+          for (let i = 0; i + SEQ_SIZE <= buffer.length; i += SEQ_SIZE) yield buffer.readUInt32LE(i);
+          at += n;
+          chunk = Math.min(chunk * 2, MAX_CHUNK);
+        }
+      } else {
+        for (let at = end; at > start; ) {
+          const n = Math.min(chunk, at - start);
+          const buffer = this.withFd(kind, (fd) => readAt(fd, n * SEQ_SIZE, (at - n) * SEQ_SIZE));
+          for (let i = buffer.length - SEQ_SIZE; i >= 0; i -= SEQ_SIZE) yield buffer.readUInt32LE(i);
+          at -= n;
+          chunk = Math.min(chunk * 2, MAX_CHUNK);
+        }
       }
     }
+    if (order === 'asc') for (let i = pendingStart; i < pendingEnd; i++) yield pending[i]!;
   }
 
   /**
@@ -127,7 +186,9 @@ export class KindIndex {
    * process (after the log itself was read whole) and when a reopen finds the files are not the index's.
    */
   repairAll(indexFd: number): void {
-    this.closeFiles();
+    this.files.clear();
+    this.pending.clear();
+    this.pendingCount = 0;
     const expected = new Map<number, number[]>();
     for (let first = 1; first <= this.count; first += REBUILD_CHUNK_ENTRIES) {
       const n = Math.min(REBUILD_CHUNK_ENTRIES, this.count - first + 1);
@@ -163,67 +224,80 @@ export class KindIndex {
     }
   }
 
-  close(): void {
-    this.closeFiles();
+  /** Write what is pending; false when that failed (the files are then behind the index). */
+  close(): boolean {
+    try {
+      this.flush();
+      return true;
+    } catch {
+      return false;
+    }
   }
 
-  private closeFiles(): void {
-    for (const file of this.files.values()) if (file) fs.closeSync(file.fd);
-    this.files.clear();
+  private withFd<T>(kind: number, use: (fd: number) => T): T {
+    const fd = fs.openSync(path.join(this.dir, fileName(kind)), fs.constants.O_RDWR);
+    try {
+      return use(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
   }
 
-  /** The last seq of `kind` (0 when none). */
-  private last(kind: number): number {
-    const file = this.file(kind, false);
-    if (!file || file.length === 0) return 0;
-    return readAt(file.fd, SEQ_SIZE, (file.length - 1) * SEQ_SIZE).readUInt32LE(0);
-  }
-
-  /** Open a kind's file (created when `create`), cutting a torn last seq and seqs past `count`. */
-  private file(kind: number, create: boolean): KindFile | null {
+  /** What a kind's file holds, read on first use: a torn last seq and seqs past `count` are cut off. */
+  private file(kind: number): KindFile | null {
     const known = this.files.get(kind);
-    if (known || (known === null && !create)) return known;
-    const target = path.join(this.dir, fileName(kind));
+    if (known !== undefined) return known;
     let fd: number;
     try {
-      fd = fs.openSync(target, fs.constants.O_RDWR);
+      fd = fs.openSync(path.join(this.dir, fileName(kind)), fs.constants.O_RDWR);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-      if (!create) {
-        this.files.set(kind, null);
-        return null;
-      }
-      fs.mkdirSync(this.dir, { recursive: true });
-      fd = fs.openSync(target, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o600);
+      this.files.set(kind, null);
+      return null;
     }
-    const size = fs.fstatSync(fd).size;
-    const file: KindFile = { fd, length: Math.floor(size / SEQ_SIZE) };
-    if (size !== file.length * SEQ_SIZE) fs.ftruncateSync(fd, file.length * SEQ_SIZE);
-    this.trim(file);
-    this.files.set(kind, file);
-    return file;
+    try {
+      const size = fs.fstatSync(fd).size;
+      let length = Math.floor(size / SEQ_SIZE);
+      if (size !== length * SEQ_SIZE) fs.ftruncateSync(fd, length * SEQ_SIZE);
+      let last = length > 0 ? readAt(fd, SEQ_SIZE, (length - 1) * SEQ_SIZE).readUInt32LE(0) : 0;
+      if (last > this.count) {
+        length = this.lowerBound(fd, length, this.count + 1);
+        fs.ftruncateSync(fd, length * SEQ_SIZE);
+        last = length > 0 ? readAt(fd, SEQ_SIZE, (length - 1) * SEQ_SIZE).readUInt32LE(0) : 0;
+      }
+      const file = { length, last };
+      this.files.set(kind, file);
+      return file;
+    } finally {
+      fs.closeSync(fd);
+    }
   }
 
-  private trim(file: KindFile): void {
-    if (file.length === 0) return;
-    if (readAt(file.fd, SEQ_SIZE, (file.length - 1) * SEQ_SIZE).readUInt32LE(0) <= this.count) return;
-    file.length = this.lowerBound(file, this.count + 1);
-    fs.ftruncateSync(file.fd, file.length * SEQ_SIZE);
-  }
-
-  /** Position of the first seq >= value in a file: halves with single reads, then one block. */
-  private lowerBound(file: KindFile, value: number): number {
+  /** Position of the first seq >= value in a file of `length` seqs: halves with single reads, then one block. */
+  private lowerBound(fd: number, length: number, value: number): number {
     let low = 0;
-    let high = file.length;
+    let high = length;
     while (high - low > SEARCH_BLOCK) {
       const middle = (low + high) >>> 1;
-      if (readAt(file.fd, SEQ_SIZE, middle * SEQ_SIZE).readUInt32LE(0) < value) low = middle + 1;
+      if (readAt(fd, SEQ_SIZE, middle * SEQ_SIZE).readUInt32LE(0) < value) low = middle + 1;
       else high = middle;
     }
     if (low === high) return low;
-    const block = readAt(file.fd, (high - low) * SEQ_SIZE, low * SEQ_SIZE);
+    const block = readAt(fd, (high - low) * SEQ_SIZE, low * SEQ_SIZE);
     let at = 0;
     while (at + SEQ_SIZE <= block.length && block.readUInt32LE(at) < value) at += SEQ_SIZE;
     return low + at / SEQ_SIZE;
   }
+}
+
+/** Index of the first element >= value in an ascending list. */
+function lowerBound(list: readonly number[], value: number): number {
+  let low = 0;
+  let high = list.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if ((list[middle] as number) < value) low = middle + 1;
+    else high = middle;
+  }
+  return low;
 }
