@@ -259,6 +259,7 @@ export class FileEventLog implements EventLog {
   private dropNow(conversationId: string): void {
     this.verified.delete(conversationId);
     this.damaged.delete(conversationId);
+    this.open.get(conversationId)?.kinds.discard();
     this.release(conversationId);
     const dir = this.dirOf(conversationId);
     fs.rmSync(path.join(dir, 'events.jsonl'), { force: true });

@@ -105,7 +105,7 @@ export class KindIndex {
   flush(): void {
     for (const [kind, seqs] of this.pending) {
       const file = this.file(kind) ?? { length: 0, last: 0 };
-      fs.mkdirSync(this.dir, { recursive: true });
+      makeDir(this.dir);
       const buffer = Buffer.allocUnsafe(seqs.length * SEQ_SIZE);
       for (let i = 0; i < seqs.length; i++) buffer.writeUInt32LE(seqs[i]!, i * SEQ_SIZE);
       const fd = fs.openSync(path.join(this.dir, fileName(kind)), fs.constants.O_RDWR | fs.constants.O_CREAT, 0o600);
@@ -200,7 +200,7 @@ export class KindIndex {
         list.push(seq);
       }
     }
-    if (expected.size > 0) fs.mkdirSync(this.dir, { recursive: true });
+    if (expected.size > 0) makeDir(this.dir);
     for (let kind = 1; kind <= EVENT_KINDS.length; kind++) {
       const target = path.join(this.dir, fileName(kind));
       const seqs = expected.get(kind);
@@ -222,6 +222,12 @@ export class KindIndex {
       fs.writeFileSync(temporary, want);
       fs.renameSync(temporary, target);
     }
+  }
+
+  /** Forget what is pending (the conversation is being dropped). */
+  discard(): void {
+    this.pending.clear();
+    this.pendingCount = 0;
   }
 
   /** Write what is pending; false when that failed (the files are then behind the index). */
@@ -287,6 +293,15 @@ export class KindIndex {
     let at = 0;
     while (at + SEQ_SIZE <= block.length && block.readUInt32LE(at) < value) at += SEQ_SIZE;
     return low + at / SEQ_SIZE;
+  }
+}
+
+/** The kinds directory, inside the conversation's (never recreated here: a conversation removed stays removed). */
+function makeDir(dir: string): void {
+  try {
+    fs.mkdirSync(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
   }
 }
 
