@@ -22,19 +22,6 @@ const CORE_FILES_USING_FS = [
   'src/core/mcp/mcp-registry.ts',
   'src/core/mcp/project-mcp-config.ts',
   'src/core/permissions/project-settings.ts',
-  'src/core/tools/agent-area.ts',
-  'src/core/tools/file-editor-viewed.ts',
-  'src/core/tools/file-editor-io.ts',
-  'src/core/tools/file-editor.ts',
-  'src/core/tools/glob.ts',
-  'src/core/workspace/file-entry-stats.ts',
-  'src/core/workspace/js-searcher.ts',
-  'src/core/workspace/pin-path.ts',
-  'src/core/workspace/pinned-directory.ts',
-  'src/core/workspace/resumable-walk.ts',
-  'src/core/workspace/upload-batch.ts',
-  'src/core/workspace/walk.ts',
-  'src/core/workspace/workspace-files.ts',
 ];
 
 /** The SDK's query helpers take the client's type while the client calls them (issue 17's code). */

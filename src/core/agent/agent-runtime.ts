@@ -38,6 +38,7 @@ import { TASK_TOOL_NAME } from '../tools/task.js';
 import { runSubagent, type SubagentHost } from './subagent-runner.js';
 import { subagentSystemPrompt } from './subagent-prompt.js';
 import type { RunCheckpoints } from '../checkpoints/checkpoint-service.js';
+import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
 
 export interface AgentRuntimeDeps {
   /** The records: read, and changed through the store's transitions. */
@@ -48,6 +49,8 @@ export interface AgentRuntimeDeps {
   runs: RunStore;
   llm: LlmClient;
   tools: readonly ToolDefinition[];
+  /** The workdirs' files for the tools (every path pinned inside the workdir). */
+  workdirFs: WorkdirFileSystem;
   shells: ShellFactory;
   /** Environment for the conversation's shell (its secrets). */
   shellEnv: (record: ConversationRecord) => Record<string, string>;
@@ -444,6 +447,7 @@ export class AgentRuntime implements ConversationRuntime {
         toolContext: {
           conversationId: record.id,
           workdir: record.workdir,
+          workdirFs: this.deps.workdirFs,
           signal: controller.signal,
           state: session.toolState,
           shell,
@@ -565,6 +569,7 @@ export class AgentRuntime implements ConversationRuntime {
     return {
       conversationId: record.id,
       workdir: record.workdir,
+      workdirFs: this.deps.workdirFs,
       session,
       run,
       signal: controller.signal,

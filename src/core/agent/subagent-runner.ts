@@ -10,11 +10,13 @@ import { TurnInterrupts } from './turn-interrupts.js';
 import type { RunCondenser } from './llm-request.js';
 import { executeRun, type RunOutcome } from './run-loop.js';
 import type { ToolGate } from './tool-gate.js';
+import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
 
 /** What a subagent gets from the run that starts it (the runtime builds it once per run). */
 export interface SubagentHost {
   conversationId: string;
   workdir: string;
+  workdirFs: WorkdirFileSystem;
   /** The conversation's session: every subagent's session is registered in its `children`. */
   session: AgentSession;
   run: Run;
@@ -104,6 +106,7 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
         toolContext: {
           conversationId: host.conversationId,
           workdir: host.workdir,
+          workdirFs: host.workdirFs,
           signal: host.signal,
           state: child.toolState,
           shell: () => host.startShell(child),

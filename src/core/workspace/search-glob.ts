@@ -7,7 +7,7 @@
 import { compileGlob, hasGlobMagic, splitGlobBase } from './glob-match.js';
 import { GlobPatternError } from './glob-pattern-error.js';
 import { parseUserPath } from './resolve-path.js';
-import { DEFAULT_SKIPPED_DIRECTORIES } from './walk.js';
+import { DEFAULT_SKIPPED_DIRECTORIES } from './walk-entry.js';
 
 export interface SearchGlob {
   /** Literal leading directories ('' for the workdir root). */
