@@ -2,7 +2,7 @@
  * A files-search pattern: a glob over paths relative to the workdir. It must pass the resolver's
  * syntax checks like any path (no absolute paths, encoded forms, NUL, backslashes — so no `\`
  * escapes — and no `..` segments at all); its literal leading directories become the walk's
- * start, resolved by the caller through `resolveInWorkdir`.
+ * start, resolved by the caller through the WorkdirFileSystem port.
  */
 import { compileGlob, hasGlobMagic, splitGlobBase } from './glob-match.js';
 import { GlobPatternError } from './glob-pattern-error.js';
