@@ -49,6 +49,7 @@ import { loadCatalog } from './core/catalog/project-catalog.js';
 import { workspaceCatalogFiles } from './core/catalog/workspace-catalog-files.js';
 import { WorkspaceFiles } from './core/workspace/workspace-files.js';
 import { NodeWorkdirFileSystem } from './adapters/workspace/node-workdir-file-system.js';
+import { HostProjectFiles } from './adapters/workspace/host-project-files.js';
 import { MAX_IMAGE_BYTES, sniffImageType } from './core/schemas/message-content.js';
 import { imageTooLarge } from './core/conversations/message-images.js';
 import type { CallbackService } from './core/webhooks/callback-service.js';
@@ -186,7 +187,9 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const toolNames: readonly string[] = tools.map((tool) => tool.name);
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
+  const projectFiles = new HostProjectFiles();
   const mcp = new McpRegistry({
+    projectFiles,
     connector: new SdkMcpConnector({ launcher, targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), version: VERSION, ...config.agentEnv }),
     serverDefaults: config.mcpServers,
     secretsOf: (record) => secrets.environment(record),
@@ -235,6 +238,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     llm: overrides.llm ?? new OpenAiLlmClient(config.llmClient),
     tools,
     workdirFs,
+    projectFiles,
     shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv })),
     shellEnv: (record) => secrets.environment(record),
     idleTimeoutMs: config.idleTimeoutMs,

@@ -39,6 +39,8 @@ import { runSubagent, type SubagentHost } from './subagent-runner.js';
 import { subagentSystemPrompt } from './subagent-prompt.js';
 import type { RunCheckpoints } from '../checkpoints/checkpoint-service.js';
 import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
+import type { ProjectFiles } from '../workspace/project-files.js';
+import { readProjectContext, type ProjectContext } from './project-instructions.js';
 
 export interface AgentRuntimeDeps {
   /** The records: read, and changed through the store's transitions. */
@@ -51,6 +53,8 @@ export interface AgentRuntimeDeps {
   tools: readonly ToolDefinition[];
   /** The workdirs' files for the tools (every path pinned inside the workdir). */
   workdirFs: WorkdirFileSystem;
+  /** The project's AGENTS.md/CLAUDE.md and `.claude/settings.json` around a workdir. */
+  projectFiles: ProjectFiles;
   shells: ShellFactory;
   /** Environment for the conversation's shell (its secrets). */
   shellEnv: (record: ConversationRecord) => Record<string, string>;
@@ -583,7 +587,7 @@ export class AgentRuntime implements ConversationRuntime {
       onUsage: (usage, tags) => this.recordUsage(record, run, usage, tags),
       gate: (tags) => this.gateFor(record, run.id, controller.signal, tags),
       schemasOf: (tools) => this.schemasOf(tools),
-      systemPrompt: (agent, tools) => subagentSystemPrompt({ agent, tools, workdir: record.workdir, secretNames: Object.keys(record.secrets), now: new Date(this.clock.now()), projectFiles: readsProject(record), catalog: active.catalog }),
+      systemPrompt: async (agent, tools) => subagentSystemPrompt({ agent, tools, workdir: record.workdir, secretNames: Object.keys(record.secrets), now: new Date(this.clock.now()), project: await this.projectContext(record), catalog: active.catalog }),
       track: (done) => {
         const tracked = done.catch(() => undefined).finally(() => active.subagents.delete(tracked));
         active.subagents.add(tracked);
@@ -613,7 +617,7 @@ export class AgentRuntime implements ConversationRuntime {
     let cached: { key: unknown[]; policy: PermissionPolicy } | null = null;
     // The config may change mid-run (confirmation mode, PUT /config): the policy follows it.
     const policy = async () => {
-      project ??= readsProject(record) ? readProjectPermissions(record.workdir) : Promise.resolve(null);
+      project ??= readsProject(record) ? readProjectPermissions(this.deps.projectFiles, record.workdir) : Promise.resolve(null);
       const projectRules = await project;
       const key = [record.permissions, record.confirmation_mode];
       if (!cached || cached.key.some((value, index) => value !== key[index])) {
@@ -635,10 +639,16 @@ export class AgentRuntime implements ConversationRuntime {
   /** The prompt is rebuilt at every run start; its inputs (workdir, tools, secrets, AGENTS.md, date) may have changed. */
   private async recordSystemPrompt(record: ConversationRecord, session: AgentSession, catalog: ProjectCatalog): Promise<void> {
     const tools = this.offeredTools(record, catalog);
-    const content = buildSystemPrompt({ workdir: record.workdir, tools: tools.map((tool) => tool.name), secretNames: Object.keys(record.secrets), now: new Date(this.clock.now()), projectFiles: readsProject(record), catalog });
+    const project = await this.projectContext(record);
+    const content = buildSystemPrompt({ workdir: record.workdir, tools: tools.map((tool) => tool.name), secretNames: Object.keys(record.secrets), now: new Date(this.clock.now()), project, catalog });
     const schemas = this.schemasOf(tools) as unknown as Record<string, unknown>[];
     if (session.history.hasSystemPromptOf(content, schemas)) return;
     await this.append(record.id, { kind: 'system_prompt', source: 'system', content, tools: schemas });
+  }
+
+  /** The repository around the workdir and its AGENTS.md/CLAUDE.md (unless `setting_sources` excludes the project). */
+  private projectContext(record: ConversationRecord): Promise<ProjectContext> {
+    return readProjectContext({ projectFiles: this.deps.projectFiles, workdir: record.workdir, instructions: readsProject(record) });
   }
 
   private async setStatus(record: Readonly<ConversationRecord>, status: ConversationStatus, options: { runId?: string | null; reason?: string } = {}): Promise<void> {
