@@ -4,9 +4,9 @@
  * resumable-walk.ts), uploads staged beside their destination (staged-upload-batch.ts).
  */
 import type { ResolveOptions } from '../../core/workspace/resolve-path.js';
-import type { UploadBatch } from '../../core/workspace/upload-batch.js';
+import type { UploadBatch, UploadBatchOptions } from '../../core/workspace/upload-batch.js';
 import type { WalkEntry, WalkOptions } from '../../core/workspace/walk-entry.js';
-import type { PinnedEntry, UploadBatchOptions, WorkdirFileSystem } from '../../core/workspace/workdir-file-system.js';
+import type { PinnedEntry, WorkdirFileSystem } from '../../core/workspace/workdir-file-system.js';
 import { NodePinnedEntry } from './node-pinned-entry.js';
 import { pinInWorkdir, resolveInWorkdir } from './pin-path.js';
 import { StagedUploadBatch } from './staged-upload-batch.js';

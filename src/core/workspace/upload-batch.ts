@@ -18,3 +18,14 @@ export interface UploadBatch {
   /** Leaves the workdir as it was. */
   abort(): Promise<void>;
 }
+
+export interface UploadBatchOptions {
+  /** The conversation's workdir. */
+  workdir: string;
+  /** The workdir's real path. */
+  root: string;
+  /** Real path of the directory the files go into (inside root). */
+  directory: string;
+  /** How a written file is described to the client (secret values in names masked). */
+  describe?: (entry: FileEntry) => FileEntry;
+}

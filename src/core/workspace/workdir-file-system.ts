@@ -8,10 +8,9 @@
  * Path syntax and its typed errors are core's (resolve-path.ts).
  */
 import type { Readable } from 'node:stream';
-import type { FileEntry } from '../schemas/file-entry.js';
 import type { EntryStats } from './file-entry-stats.js';
 import type { ResolveOptions } from './resolve-path.js';
-import type { UploadBatch } from './upload-batch.js';
+import type { UploadBatch, UploadBatchOptions } from './upload-batch.js';
 import type { ResumableWalkItem, ResumableWalkOptions, WalkEntry, WalkOptions } from './walk-entry.js';
 
 export interface WorkdirFileSystem {
@@ -27,17 +26,6 @@ export interface WorkdirFileSystem {
   walk(options: WalkOptions): AsyncGenerator<WalkEntry>;
   /** An upload into `directory` (a real path inside `root`, created as files need it). */
   beginUpload(options: UploadBatchOptions): UploadBatch;
-}
-
-export interface UploadBatchOptions {
-  /** The conversation's workdir. */
-  workdir: string;
-  /** The workdir's real path. */
-  root: string;
-  /** Real path of the directory the files go into (inside root). */
-  directory: string;
-  /** How a written file is described to the client (secret values in names masked). */
-  describe?: (entry: FileEntry) => FileEntry;
 }
 
 /** A resolved path, its parent directory held open: every call below goes through it. */
