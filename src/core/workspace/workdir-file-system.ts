@@ -22,7 +22,7 @@ export interface WorkdirFileSystem {
   pin(workdir: string, userPath: string, options?: ResolveOptions): Promise<PinnedEntry>;
   /** The real path `userPath` resolves to (nothing held). For checks whose use cannot be pinned, like a command's cwd. */
   resolve(workdir: string, userPath: string, options?: ResolveOptions): Promise<string>;
-  /** The bounded walk of the glob/grep tools and file_editor's directory view. */
+  /** The bounded walk of the glob tool and file_editor's directory view. */
   walk(options: WalkOptions): AsyncGenerator<WalkEntry>;
   /** An upload into `directory` (a real path inside `root`, created as files need it). */
   beginUpload(options: UploadBatchOptions): UploadBatch;
