@@ -1,7 +1,7 @@
 /**
- * The two walks of a workdir, as core asks for them (adapters/workspace walks the disk):
- * the bounded walk of the glob tool, the JS grep and file_editor's directory view, and the resumable
- * walk behind the paged HTTP listing and search.
+ * The two walks of a workdir, as core asks for them (adapters/workspace walks the disk): the
+ * bounded walk of the glob tool, the JS grep and file_editor's directory view, and the
+ * resumable walk behind the paged HTTP listing and search.
  */
 import type { EntryStats } from './file-entry-stats.js';
 
