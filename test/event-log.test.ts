@@ -308,7 +308,7 @@ describe('FileEventLog open files', () => {
     const id = randomUUID();
     expect(openFiles(id)).toBe(0);
     await log.append(id, message('one'));
-    expect(openFiles(id)).toBe(2);
+    expect(openFiles(id), 'the log and its index (the kind index keeps no fd open)').toBe(2);
     const deadline = Date.now() + 5_000;
     while (openFiles(id) > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(openFiles(id), 'closed when idle').toBe(0);

@@ -2,28 +2,22 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ENTRY_SIZE, decodeEntry, encodeEntry, idPrefixOf, kindCode, sourceCode, type IndexEntry } from './index-entry.js';
 import type { AgentEvent } from '../../core/schemas/event.js';
+import { KindIndex } from './kind-index.js';
 import { verifyLog, type LogState } from './log-verifier.js';
 
 /** A scan reads the index in chunks: small first (a page needs about `limit` entries), doubling up to the largest. */
 const FIRST_SCAN_CHUNK_ENTRIES = 128;
 const SCAN_CHUNK_ENTRIES = 2048;
+/** Index entries of seqs this close are read with one read (ENTRY_SPAN entries, 8 KiB). */
+const ENTRY_SPAN = 256;
+/** Lines this close (bytes between them) are read with one read, up to LINE_SPAN bytes. */
+const LINE_GAP = 4096;
+const LINE_SPAN = 1 << 20;
 
 /** Write all of a buffer at the end of a file opened for appending. */
 function writeAll(fd: number, buffer: Buffer): void {
   let written = 0;
   while (written < buffer.length) written += fs.writeSync(fd, buffer, written, buffer.length - written);
-}
-
-/** Where an index entry keeps its kind code (see index-entry.ts). */
-const KIND_BYTE = 10;
-
-function seqListOf(lists: Map<number, number[]>, kind: number): number[] {
-  let list = lists.get(kind);
-  if (!list) {
-    list = [];
-    lists.set(kind, list);
-  }
-  return list;
 }
 
 function readAt(fd: number, length: number, position: number): Buffer {
@@ -38,25 +32,21 @@ function readAt(fd: number, length: number, position: number): Buffer {
 }
 
 /**
- * One conversation's `events.jsonl` (the log: one JSON event a line, append-only) and
- * `events.idx` (fixed-width entries, see index-entry.ts). The log is the truth; the index is
- * derived and repaired from it on open, as is a torn last line left by a crash.
+ * One conversation's `events.jsonl` (the log: one JSON event a line, append-only),
+ * `events.idx` (fixed-width entries, see index-entry.ts) and `events.kinds/` (the seqs of each
+ * kind, see kind-index.ts). The log is the truth; the indexes are derived and repaired from it
+ * on open, as is a torn last line left by a crash.
  */
 export class ConversationLogFile {
   private logSize: number;
   private lastTimestampMs: number;
   count: number;
-  /**
-   * The seqs of each kind code, ascending: built by one pass over the index on the first read
-   * filtered by kind, then kept current by append. A `kind=` page then costs its own size, not
-   * a scan of the log (a kind that occurs once in a million events included).
-   */
-  private kindSeqs: Map<number, number[]> | null = null;
-
   private constructor(
     private readonly logFd: number,
     private readonly indexFd: number,
     private readonly fsync: boolean,
+    /** The per-kind seq files (kind-index.ts), written in batches, never fsync'd: repaired from the index on open. */
+    readonly kinds: KindIndex,
     state: { count: number; logSize: number; lastTimestampMs: number },
   ) {
     this.count = state.count;
@@ -75,7 +65,16 @@ export class ConversationLogFile {
     const indexFd = fs.openSync(path.join(dir, 'events.idx'), 'a+');
     try {
       const state = options.verify ? verifyLog({ logFd, indexFd, dir }) : recover(logFd, indexFd);
-      return new ConversationLogFile(logFd, indexFd, options.fsync, state);
+      const kinds = new KindIndex(dir, state.count);
+      try {
+        // The first open in a process follows whatever the last one left (a crash too): every kind file is checked.
+        if (options.verify) kinds.repairAll(indexFd);
+        else kinds.checkTail(state.count > 0 ? decodeEntry(readAt(indexFd, ENTRY_SIZE, (state.count - 1) * ENTRY_SIZE), 0).kind : 0, indexFd);
+      } catch (error) {
+        kinds.close();
+        throw error;
+      }
+      return new ConversationLogFile(logFd, indexFd, options.fsync, kinds, state);
     } catch (error) {
       fs.closeSync(logFd);
       fs.closeSync(indexFd);
@@ -101,6 +100,7 @@ export class ConversationLogFile {
     try {
       writeAll(this.logFd, line);
       writeAll(this.indexFd, entry);
+      this.kinds.append(kindCode(event.kind), this.count + 1);
       if (this.fsync) {
         fs.fsyncSync(this.logFd);
         fs.fsyncSync(this.indexFd);
@@ -113,7 +113,6 @@ export class ConversationLogFile {
     this.logSize += line.length;
     this.lastTimestampMs = Date.parse(event.timestamp);
     this.count += 1;
-    if (this.kindSeqs) seqListOf(this.kindSeqs, kindCode(event.kind)).push(this.count);
   }
 
   /** Where the files end now: give it to `rollback` to undo appends made after. */
@@ -127,21 +126,7 @@ export class ConversationLogFile {
     this.count = state.count;
     this.logSize = state.logSize;
     this.lastTimestampMs = state.lastTimestampMs;
-    this.kindSeqs = null; // rebuilt on the next filtered read
-  }
-
-  /** The seqs of events of kind code `kind`, ascending (see kindSeqs). Do not modify. */
-  seqsOfKind(kind: number): readonly number[] {
-    if (!this.kindSeqs) {
-      const bySeq = new Map<number, number[]>();
-      for (let first = 1; first <= this.count; first += SCAN_CHUNK_ENTRIES * 8) {
-        const n = Math.min(SCAN_CHUNK_ENTRIES * 8, this.count - first + 1);
-        const buffer = readAt(this.indexFd, n * ENTRY_SIZE, (first - 1) * ENTRY_SIZE);
-        for (let at = 0, seq = first; at + ENTRY_SIZE <= buffer.length; at += ENTRY_SIZE, seq += 1) seqListOf(bySeq, buffer[at + KIND_BYTE] as number).push(seq);
-      }
-      this.kindSeqs = bySeq;
-    }
-    return this.kindSeqs.get(kind) ?? [];
+    this.kinds.truncate(state.count);
   }
 
   /** Index entries for seqs [fromSeq, fromSeq + n). */
@@ -152,6 +137,24 @@ export class ConversationLogFile {
     const buffer = readAt(this.indexFd, (last - first + 1) * ENTRY_SIZE, (first - 1) * ENTRY_SIZE);
     const out: IndexEntry[] = [];
     for (let at = 0; at + ENTRY_SIZE <= buffer.length; at += ENTRY_SIZE) out.push(decodeEntry(buffer, at));
+    return out;
+  }
+
+  /** Index entries of ascending seqs: seqs close together come in one read. */
+  entriesOf(seqs: readonly number[]): IndexEntry[] {
+    const out: IndexEntry[] = [];
+    let i = 0;
+    while (i < seqs.length) {
+      let j = i;
+      while (j + 1 < seqs.length && seqs[j + 1]! - seqs[i]! < ENTRY_SPAN) j++;
+      const first = seqs[i]!;
+      const buffer = readAt(this.indexFd, (seqs[j]! - first + 1) * ENTRY_SIZE, (first - 1) * ENTRY_SIZE);
+      for (let k = i; k <= j; k++) {
+        const at = (seqs[k]! - first) * ENTRY_SIZE;
+        if (at + ENTRY_SIZE <= buffer.length) out.push(decodeEntry(buffer, at));
+      }
+      i = j + 1;
+    }
     return out;
   }
 
@@ -189,26 +192,32 @@ export class ConversationLogFile {
     return low;
   }
 
-  /** The JSON lines of the given entries; adjacent lines are read with one read. */
+  /** The JSON lines of entries in log order; lines with little between them are read with one read. */
   readLines(entries: readonly IndexEntry[]): string[] {
     const lines: string[] = [];
     let i = 0;
     while (i < entries.length) {
       let j = i;
-      while (j + 1 < entries.length && entries[j + 1]!.offset === entries[j]!.offset + entries[j]!.length + 1) j++;
       const start = entries[i]!.offset;
-      const end = entries[j]!.offset + entries[j]!.length;
-      const text = readAt(this.logFd, end - start, start).toString('utf8');
-      if (i === j) lines.push(text);
-      else lines.push(...text.split('\n'));
+      while (j + 1 < entries.length) {
+        const next = entries[j + 1]!;
+        const gap = next.offset - (entries[j]!.offset + entries[j]!.length);
+        if (gap < 0 || gap > LINE_GAP || next.offset + next.length - start > LINE_SPAN) break;
+        j++;
+      }
+      const buffer = readAt(this.logFd, entries[j]!.offset + entries[j]!.length - start, start);
+      for (let k = i; k <= j; k++) lines.push(buffer.toString('utf8', entries[k]!.offset - start, entries[k]!.offset - start + entries[k]!.length));
       i = j + 1;
     }
     return lines;
   }
 
-  close(): void {
+  /** Close the files; false when the kind index could not be written (the next open must check it whole). */
+  close(): boolean {
+    const kindsWritten = this.kinds.close();
     fs.closeSync(this.logFd);
     fs.closeSync(this.indexFd);
+    return kindsWritten;
   }
 }
 

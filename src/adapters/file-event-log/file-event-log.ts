@@ -7,11 +7,12 @@ import type { AppendedEvent, EventFilter, EventLog, EventPageQuery, FirehoseEntr
 import { UNLIMITED, type EventSubscription, type SubscriptionLimits } from '../../core/events/event-subscription.js';
 import { LocalSubscriptions } from '../../core/events/local-subscriptions.js';
 import { ConversationLogFile } from './conversation-log-file.js';
+import { KINDS_DIR } from './kind-index.js';
 import { FirehoseIndex } from './firehose-index.js';
 import { idPrefixOf, kindCode, sourceCode, type IndexEntry } from './index-entry.js';
 import { DamagedDataError, StorageFullError } from '../../core/errors.js';
 import { isOutOfSpace } from '../disk-space.js';
-import { lowerBound, seqsInWindow } from './seq-lists.js';
+import { mergeSeqs, take } from './seq-lists.js';
 
 export interface FileEventLogOptions {
   /** Directory holding one sub-directory per conversation. */
@@ -118,7 +119,7 @@ export class FileEventLog implements EventLog {
   release(conversationId: string): void {
     const file = this.open.get(conversationId);
     if (!file) return;
-    file.close();
+    if (!file.close()) this.verified.delete(conversationId); // its kind index is behind: checked whole on reopen
     this.open.delete(conversationId);
     this.lastUsed.delete(conversationId);
   }
@@ -177,10 +178,13 @@ export class FileEventLog implements EventLog {
     const matches = this.matcher(query);
     const picked: IndexEntry[] = [];
     if (query.kinds?.length) {
-      // Only the events of those kinds are looked at (the per-kind seq lists), in order.
-      for (const seq of seqsInWindow({ lists: this.kindLists(file, query.kinds), low, high, order: query.order })) {
-        const entry = file.entry(seq);
-        if (entry && matches(entry)) picked.push(entry);
+      // Only the events of those kinds are looked at (the per-kind seq files), in order, a page's worth at a time.
+      const seqs = this.kindSeqs(file, query.kinds, low, high, query.order);
+      for (;;) {
+        const batch = take(seqs, query.limit - picked.length);
+        if (batch.length === 0) break;
+        const entries = file.entriesOf(query.order === 'asc' ? batch : batch.reverse());
+        for (const entry of query.order === 'asc' ? entries : entries.reverse()) if (matches(entry)) picked.push(entry);
         if (picked.length >= query.limit) break;
       }
     } else {
@@ -205,11 +209,16 @@ export class FileEventLog implements EventLog {
     if (!filter.kinds?.length && !filter.sources?.length) return high - low + 1;
     if (filter.kinds?.length && !filter.sources?.length) {
       let n = 0;
-      for (const list of this.kindLists(file, filter.kinds)) n += lowerBound(list, high + 1) - lowerBound(list, low);
+      for (const kind of new Set(filter.kinds.map(kindCode))) n += file.kinds.countIn(kind, low, high);
       return n;
     }
     const matches = this.matcher(filter);
     let n = 0;
+    if (filter.kinds?.length) {
+      const seqs = this.kindSeqs(file, filter.kinds, low, high, 'asc');
+      for (let batch = take(seqs, 1024); batch.length > 0; batch = take(seqs, 1024)) for (const entry of file.entriesOf(batch)) if (matches(entry)) n += 1;
+      return n;
+    }
     file.scan(low, 1, (seq, entry) => {
       if (seq > high) return false;
       if (matches(entry)) n += 1;
@@ -250,10 +259,12 @@ export class FileEventLog implements EventLog {
   private dropNow(conversationId: string): void {
     this.verified.delete(conversationId);
     this.damaged.delete(conversationId);
+    this.open.get(conversationId)?.kinds.discard();
     this.release(conversationId);
     const dir = this.dirOf(conversationId);
     fs.rmSync(path.join(dir, 'events.jsonl'), { force: true });
     fs.rmSync(path.join(dir, 'events.idx'), { force: true });
+    fs.rmSync(path.join(dir, KINDS_DIR), { recursive: true, force: true });
   }
 
   quarantine(conversationId: string, error: DamagedDataError): void {
@@ -292,8 +303,11 @@ export class FileEventLog implements EventLog {
     return { low, high };
   }
 
-  private kindLists(file: ConversationLogFile, kinds: readonly EventKind[]): (readonly number[])[] {
-    return [...new Set(kinds.map(kindCode))].map((kind) => file.seqsOfKind(kind));
+  private kindSeqs(file: ConversationLogFile, kinds: readonly EventKind[], low: number, high: number, order: 'asc' | 'desc'): Iterator<number> {
+    return mergeSeqs(
+      [...new Set(kinds.map(kindCode))].map((kind) => file.kinds.seqs(kind, low, high, order)),
+      order,
+    );
   }
 
   private matcher(filter: EventFilter): (entry: IndexEntry) => boolean {

@@ -1,31 +1,32 @@
-/** Ascending lists of seqs (one per event kind): binary search and an ordered merge within a window. */
+/** Ordered merges of seq streams (one per event kind, each ascending or each descending). */
 
-/** Index of the first element >= value in an ascending list. */
-export function lowerBound(list: readonly number[], value: number): number {
-  let low = 0;
-  let high = list.length;
-  while (low < high) {
-    const middle = (low + high) >>> 1;
-    if ((list[middle] as number) < value) low = middle + 1;
-    else high = middle;
+/** The seqs of several streams in one order (`asc`: each stream ascending; `desc`: each descending). */
+export function* mergeSeqs(streams: Iterator<number>[], order: 'asc' | 'desc'): Generator<number> {
+  if (streams.length === 1) {
+    for (let next = streams[0]!.next(); !next.done; next = streams[0]!.next()) yield next.value;
+    return;
   }
-  return low;
-}
-
-/** The seqs of several ascending lists within [low, high], merged, ascending or descending. */
-export function* seqsInWindow(options: { lists: (readonly number[])[]; low: number; high: number; order: 'asc' | 'desc' }): Generator<number> {
-  const { lists, low, high, order } = options;
-  const positions = lists.map((list) => (order === 'asc' ? lowerBound(list, low) : lowerBound(list, high + 1) - 1));
+  const heads = streams.map((stream) => stream.next());
   for (;;) {
     let best = -1;
-    for (let index = 0; index < lists.length; index++) {
-      const seq = (lists[index] as readonly number[])[positions[index] as number];
-      if (seq === undefined || seq < low || seq > high) continue;
-      const current = best === -1 ? undefined : (lists[best] as readonly number[])[positions[best] as number];
-      if (current === undefined || (order === 'asc' ? seq < current : seq > current)) best = index;
+    for (let index = 0; index < heads.length; index++) {
+      const head = heads[index]!;
+      if (head.done) continue;
+      if (best === -1 || (order === 'asc' ? head.value < (heads[best]!.value as number) : head.value > (heads[best]!.value as number))) best = index;
     }
     if (best === -1) return;
-    yield (lists[best] as readonly number[])[positions[best] as number] as number;
-    positions[best] = (positions[best] as number) + (order === 'asc' ? 1 : -1);
+    yield heads[best]!.value as number;
+    heads[best] = streams[best]!.next();
   }
+}
+
+/** Take up to `n` values from an iterator. */
+export function take(iterator: Iterator<number>, n: number): number[] {
+  const out: number[] = [];
+  while (out.length < n) {
+    const next = iterator.next();
+    if (next.done) break;
+    out.push(next.value);
+  }
+  return out;
 }
