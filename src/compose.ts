@@ -153,6 +153,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     log,
     hostNetworkAllowed: config.sandbox.network.hostAllowed,
     integrityChecks: [(id) => void runs.list(id)],
+    // Several instances list each other's conversations from the database: usage is saved as it grows.
+    persistUsage: storage.kind === 'postgres',
   });
   const sessions = new AgentSessions(log);
   const secrets = new SecretService({ conversations: store, onChange: (conversationId, change) => sessions.updateShellEnv(conversationId, change) });
@@ -279,6 +281,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       failovers: () => held.stats.failovers,
       leasesLost: () => held.stats.lost,
       forwarded: () => held.stats.forwarded,
+      deadInstances: () => held.stats.deadInstances,
+      barrierTimeouts: () => held.replica.stats.barrierTimeouts,
       tailPosition: () => pgLog.tail.position,
       tailLag: async () => Math.max(0, (await pgLog.globalHead()) - pgLog.tail.position),
       deliveredInline: () => pgLog.tail.stats.inline,
