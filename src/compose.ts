@@ -195,7 +195,10 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     mask: (conversationId, text) => secrets.maskText(conversationId, text),
   });
   const intents = new FileIntentStore(path.join(config.dataDir, 'intents'));
-  const checkpointStore = new FileCheckpointStore(path.join(config.dataDir, 'conversations'));
+  // Several instances: checkpoints and the rewinds under way live beside the workdirs, on the storage they share.
+  const { shared } = config.checkpoints;
+  const checkpointStore = new FileCheckpointStore(config.checkpoints.dir, { ownDirectory: shared });
+  const rewindIntents = shared ? new FileIntentStore(path.join(config.checkpoints.dir, '.intents'), { shared }) : intents;
   const pausePoint = testPausePoint(config.testPauseAt, logger);
   const checkpoints = new CheckpointService({
     conversations: store,
@@ -203,7 +206,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     recorder,
     store: checkpointStore,
     shadow: new GitShadowRepository({ maxFileBytes: config.checkpoints.maxFileBytes }),
-    intents,
+    intents: rewindIntents,
     enabled: config.checkpoints.enabled,
     isRunning: (conversationId) => Boolean(sessions.peek(conversationId)?.active),
     maskText: (conversationId, text) => secrets.maskText(conversationId, text),
@@ -253,7 +256,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const conversations = new ConversationService({
     readImage: (conversationId, imagePath, options) => files.readSmallFile(conversationId, imagePath, options),
     store,
-    workdirs: new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase }),
+    workdirs: new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase, ...(shared && { checkpointsDir: config.checkpoints.dir }) }),
     log,
     recorder,
     runtime: agent,
@@ -269,7 +272,23 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const forks = new ConversationForks({ conversations, store, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
   if (storage.postgres && config.cluster) {
     // Several instances: a run cut off by a dead instance (this one's previous process included) is recovered by whichever takes its lease.
-    ownership = new Ownership({ pg: storage.postgres, instanceUrl: config.cluster.instanceUrl, ttlMs: config.cluster.leaseTtlMs, resumeOnFailover: config.cluster.resumeOnFailover, store, agent, sessions, webhooks, logger });
+    ownership = new Ownership({
+      pg: storage.postgres,
+      instanceUrl: config.cluster.instanceUrl,
+      ttlMs: config.cluster.leaseTtlMs,
+      resumeOnFailover: config.cluster.resumeOnFailover,
+      store,
+      agent,
+      sessions,
+      webhooks,
+      logger,
+      checkpoints: {
+        adopt: async (conversationId) => {
+          checkpointStore.evict(conversationId);
+          await checkpoints.recover(conversationId);
+        },
+      },
+    });
     await ownership.start();
     const { log: pgLog, writes } = storage.postgres;
     const held = ownership;
@@ -295,7 +314,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   }
   // Forks and rewinds a crash interrupted: undone (a fork without its record) or finished (a rewind).
   await forks.recover();
-  await checkpoints.recover();
+  // Several instances: a rewind is finished by whichever instance takes its conversation over.
+  if (!shared) await checkpoints.recover();
   const quarantined = () => ({ conversations: store.quarantined(), callbacks: webhooks.damaged() });
   const startedAt = Date.now();
 

@@ -36,6 +36,8 @@ export interface OwnershipDeps {
   sessions: AgentSessions;
   webhooks: Webhooks;
   logger: Logger;
+  /** Workdir checkpoints (on the storage instances share): read again, and a rewind under way finished, when a conversation is taken over. */
+  checkpoints: { adopt(conversationId: string): Promise<void> };
 }
 
 export class OwnerUnavailableError extends AppError {
@@ -195,6 +197,7 @@ export class Ownership {
     if ('damaged' in stored || !stored.record) return;
     await pg.runs.reload(id);
     sessions.forget(id);
+    await this.deps.checkpoints.adopt(id).catch((error: unknown) => logger.error({ err: error, conversation_id: id }, 'could not finish the rewind under way after taking the conversation over'));
     webhooks.adopt(await pg.webhooks.loadConversation(id));
     if (!(await agent.recover(id, 'failover'))) return;
     this.stats.failovers++;
