@@ -127,7 +127,7 @@ export class Ownership {
 
   /**
    * Whether an instance is dead: silent for `silenceMs` (it missed three heartbeats) and nothing
-   * listens at its address, or its address is this instance's own (a process started on the
+   * listens at its address, or a newer instance listens there now (a process restarted on the
    * dead one's port). Then its leases expire now, for whoever gets there first to take them
    * over; a silent instance whose address still accepts connections (stopped, overloaded) keeps
    * its leases until they run out.
@@ -135,7 +135,7 @@ export class Ownership {
   async confirmDead(owner: string): Promise<boolean> {
     const row = await this.instances.lookup(owner);
     if (row && row.silentMs < this.silenceMs) return false;
-    if (row && row.url !== this.deps.instanceUrl && !(await addressRefuses(row.url))) return false;
+    if (row && !(await this.instances.superseded(owner, this.silenceMs)) && !(await addressRefuses(row.url))) return false;
     const expired = await this.instances.declareDead(owner);
     if (row) {
       this.stats.deadInstances++;

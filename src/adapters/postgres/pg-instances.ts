@@ -41,6 +41,17 @@ export class PgInstances {
     return row ? { id: row.id, url: row.url, silentMs: row.silent_ms } : null;
   }
 
+  /**
+   * Whether a newer instance with a fresh heartbeat registered the same address: the old one's
+   * process is gone (its port is taken by the new one, started in its place).
+   */
+  async superseded(id: string, freshMs: number): Promise<boolean> {
+    const rows = await this.sql`
+      SELECT 1 FROM agentd_instances old JOIN agentd_instances newer ON newer.url = old.url AND newer.id <> old.id
+      WHERE old.id = ${id} AND newer.started_at > old.started_at AND newer.heartbeat_at > now() - ${freshMs} * interval '1 millisecond'`;
+    return rows.length > 0;
+  }
+
   /** Other instances silent for longer than `silentMs` that still hold a lease: maybe dead. */
   async silentHolders(silentMs: number): Promise<InstanceRow[]> {
     const rows = await this.sql<{ id: string; url: string; silent_ms: number }[]>`
