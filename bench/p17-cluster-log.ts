@@ -4,7 +4,7 @@ import postgres, { type Sql } from 'postgres';
 import { FileEventLog } from '../src/adapters/file-event-log/file-event-log.js';
 import { JetStreamEventFeed } from '../src/adapters/cluster/jetstream-event-feed.js';
 import { PgNotifyEventFeed } from '../src/adapters/cluster/pg-notify-event-feed.js';
-import { migrate } from '../src/adapters/postgres/migrations.js';
+import { clusterId, migrate } from '../src/adapters/postgres/migrations.js';
 import { PgEventLog } from '../src/adapters/postgres/pg-event-log.js';
 import type { EventLog } from '../src/core/events/event-log.js';
 import type { NewEvent } from '../src/core/schemas/event.js';
@@ -48,7 +48,7 @@ export const p17ClusterLog: Benchmark = {
           const sql = postgres(url, { max: 8, onnotice: () => {} });
           pools.push(sql);
           await migrate(sql);
-          logs.push(await PgEventLog.open({ sql, feed: feed === 'nats' ? await JetStreamEventFeed.connect(nats!.url) : new PgNotifyEventFeed(sql), pollMs: 1000 }));
+          logs.push(await PgEventLog.open({ sql, feed: feed === 'nats' ? await JetStreamEventFeed.connect(nats!.url, { cluster: await clusterId(sql) }) : new PgNotifyEventFeed(sql), pollMs: 1000 }));
         }
         return logs;
       };
