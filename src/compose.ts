@@ -302,6 +302,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       forwarded: () => held.stats.forwarded,
       deadInstances: () => held.stats.deadInstances,
       barrierTimeouts: () => held.replica.stats.barrierTimeouts,
+      resyncs: () => held.replica.stats.resyncs,
       tailPosition: () => pgLog.tail.position,
       tailLag: async () => Math.max(0, (await pgLog.globalHead()) - pgLog.tail.position),
       deliveredInline: () => pgLog.tail.stats.inline,

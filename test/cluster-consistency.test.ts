@@ -155,6 +155,21 @@ describe.skipIf(skipReason !== null)('three instances answer alike', () => {
     }
   });
 
+  it('an instance whose connection listening for record changes was cut reads every record again: nothing changed meanwhile is missed', { timeout: 120_000 }, async () => {
+    const id = await create(a, { initial_message: 'hello', run: false, title: 'before the cut' });
+    await expectAlike(id);
+    const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+    try {
+      const cut = await sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ILIKE 'listen%'`;
+      expect(cut.length).toBeGreaterThanOrEqual(3);
+    } finally {
+      await sql.end();
+    }
+    expect((await api(a.url, `/conversations/${id}/config`, { method: 'PUT', body: JSON.stringify({ title: 'changed during the cut' }) })).status).toBe(200);
+    for (const server of [b, c]) await until('the instance listened again and read every record', 30_000, async () => /^agentd_replication_resyncs_total [1-9]/m.test(await (await fetch(`${server.url}/metrics`, { headers })).text()));
+    expect((await expectAlike(id)).title).toBe('changed during the cut');
+  });
+
   it('a request forwarded to a stopped owner ends: 503 with Retry-After for a body, a GET served once the lease lapsed; the owner, woken, writes nothing', { timeout: 120_000 }, async () => {
     const id = await create(a, { initial_message: 'hello', run: false });
     await expectAlike(id);

@@ -26,8 +26,8 @@ export class Replica {
   /** Record reads, one after another in notification order. */
   private chain: Promise<void> = Promise.resolve();
   private readonly marks = new Map<string, () => void>();
-  /** Barriers that gave up waiting (for /metrics and the logs). */
-  readonly stats = { barrierTimeouts: 0 };
+  /** Barriers that gave up waiting, and full reads after the listening connection was lost (for /metrics). */
+  readonly stats = { barrierTimeouts: 0, resyncs: 0 };
 
   constructor(
     private readonly deps: {
@@ -41,7 +41,10 @@ export class Replica {
 
   async start(): Promise<void> {
     const { pg, store, holds } = this.deps;
-    await pg.repository.onChange((payload) => this.onNotice(payload));
+    await pg.repository.onChange(
+      (payload) => this.onNotice(payload),
+      () => this.enqueue(() => this.resync()),
+    );
     pg.log.tail.onEntry(({ stored }) => {
       if (!holds(stored.event.conversation_id)) store.follow(stored.event);
     });
@@ -98,7 +101,30 @@ export class Replica {
       if (mark) void this.chain.then(mark);
       return;
     }
-    this.chain = this.chain.then(() => this.refresh(payload)).catch(this.deps.onError);
+    this.enqueue(() => this.refresh(payload));
+  }
+
+  private enqueue(work: () => Promise<void>): void {
+    this.chain = this.chain.then(work).catch(this.deps.onError);
+  }
+
+  /** The listening connection was lost and made again: changes sent meanwhile were missed, so every record is read again. */
+  private async resync(): Promise<void> {
+    const { pg, store, holds } = this.deps;
+    this.stats.resyncs++;
+    const { records, damaged } = await pg.repository.loadAll();
+    const stored = new Set<string>();
+    for (const record of records) {
+      stored.add(record.id);
+      if (holds(record.id)) continue;
+      const [last] = await pg.log.store.read(record.id, { order: 'desc', limit: 1 });
+      if (!holds(record.id)) this.apply(record.id, { record, summary: { event_count: last?.event.seq ?? 0, updated_at: last?.event.timestamp ?? '' } });
+    }
+    for (const { id, error } of damaged) {
+      stored.add(id);
+      if (!holds(id)) this.apply(id, { damaged: error });
+    }
+    for (const { id } of [...store.all(), ...store.quarantined()]) if (!stored.has(id) && !holds(id)) this.apply(id, { record: undefined, summary: { event_count: 0, updated_at: '' } });
   }
 
   /** Another instance wrote (or removed) this record: follow it, unless it runs here. */

@@ -74,8 +74,13 @@ export class PgConversationRepository implements ConversationRepository {
    * removed, and with each mark sent by `mark`: PostgreSQL delivers notifications in commit
    * order, so every change committed before a mark was sent reaches the listener before it.
    */
-  async onChange(listener: (payload: string) => void): Promise<void> {
-    await this.sql.listen(CHANNEL, listener);
+  async onChange(listener: (payload: string) => void, onRelisten?: () => void): Promise<void> {
+    let listening = false;
+    // Called again each time the listening connection is made anew: what was sent meanwhile was missed.
+    await this.sql.listen(CHANNEL, listener, () => {
+      if (listening) onRelisten?.();
+      listening = true;
+    });
   }
 
   /** Sends `payload` (not a record id) down the channel `onChange` listens to. */
