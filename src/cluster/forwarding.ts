@@ -10,8 +10,9 @@
  * - nothing listens at its address (it died): once it is declared dead, its lease is taken and
  *   the request served here (the request never left, whatever its body);
  * - it accepts connections but its heartbeat stops for a lease's time (stopped, hung): the relay
- *   is abandoned; a request without a body is served here once its lease runs out, one with a
- *   body (which the holder may have read) is answered 503 owner_unavailable with Retry-After.
+ *   is abandoned and its lease taken here once it runs out (the holder, should it wake, is fenced
+ *   out); then a request without a body is served here, and one with a body (which the holder
+ *   may have read) is answered 503 owner_unavailable with Retry-After, to be sent again.
  */
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -51,8 +52,16 @@ export function registerForwarding(app: FastifyInstance, ownership: Ownership): 
         ownership.stats.forwarded++;
         const outcome = await relay(request, reply, where, ownership, id);
         if (outcome === 'relayed') return;
-        const again = attempt === 0 && (outcome === 'refused' ? await ownership.awaitDeath(where.owner) : !hasBody(request));
-        if (!again) throw new OwnerUnavailableError(id, await ownership.retryAfterS(id));
+        if (attempt === 0 && outcome === 'refused' && (await ownership.awaitDeath(where.owner))) continue;
+        if (attempt === 0 && outcome === 'silent' && !hasBody(request)) continue;
+        if (outcome === 'silent') {
+          // The stopped holder may have read this request and carry it out when it wakes: its
+          // lease is taken first (once it runs out), so that it is fenced out by then, and the
+          // client's retry is served at once.
+          const taken = await ownership.route(id).catch(() => null);
+          if (taken) throw new OwnerUnavailableError(id, 1);
+        }
+        throw new OwnerUnavailableError(id, await ownership.retryAfterS(id, where.owner));
       }
     } catch (error) {
       if (error instanceof OwnerUnavailableError && !reply.sent) void reply.header('retry-after', String(error.retryAfterS));
@@ -100,7 +109,7 @@ async function relay(request: FastifyRequest, reply: FastifyReply, where: { url:
     }
     if (isRefused(error)) return bodyRead ? 'silent' : 'refused';
     request.log.warn({ err: error, owner: where.url }, "forwarding to the conversation's instance failed");
-    throw new OwnerUnavailableError(id, await ownership.retryAfterS(id));
+    throw new OwnerUnavailableError(id, await ownership.retryAfterS(id, where.owner));
   } finally {
     clearInterval(watch);
     reply.raw.off('close', gone);

@@ -160,10 +160,14 @@ export class Ownership {
     return row !== null && row.silentMs < this.deps.ttlMs;
   }
 
-  /** Seconds until this conversation's lease runs out (at least 1): a client's Retry-After. */
-  async retryAfterS(conversationId: string): Promise<number> {
+  /**
+   * A client's Retry-After (at least 1 s): until the lease of the holder that did not answer runs
+   * out; 1 when another instance holds it already.
+   */
+  async retryAfterS(conversationId: string, silentOwner?: string): Promise<number> {
     const lease = await this.deps.pg.leases.current(conversationId).catch(() => null);
-    return Math.max(1, Math.ceil(((lease?.expiresAt.getTime() ?? Date.now()) - Date.now()) / 1000));
+    if (!lease || (silentOwner !== undefined && lease.owner !== silentOwner)) return 1;
+    return Math.max(1, Math.ceil((lease.expiresAt.getTime() - Date.now()) / 1000));
   }
 
   private async takeOrFind(conversationId: string, waited = false): Promise<Route> {
