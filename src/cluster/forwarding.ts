@@ -58,8 +58,8 @@ export function registerForwarding(app: FastifyInstance, ownership: Ownership): 
           // The stopped holder may have read this request and carry it out when it wakes: its
           // lease is taken first (once it runs out), so that it is fenced out by then, and the
           // client's retry is served at once.
-          const taken = await ownership.route(id).catch(() => null);
-          if (taken) throw new OwnerUnavailableError(id, 1);
+          const now = await ownership.route(id).catch(() => null);
+          if (now && (now.local || now.owner !== where.owner)) throw new OwnerUnavailableError(id, 1);
         }
         throw new OwnerUnavailableError(id, await ownership.retryAfterS(id, where.owner));
       }
