@@ -4,13 +4,14 @@ import postgres, { type Sql } from 'postgres';
 import { FileEventLog } from '../src/adapters/file-event-log/file-event-log.js';
 import { JetStreamEventFeed } from '../src/adapters/cluster/jetstream-event-feed.js';
 import { PgNotifyEventFeed } from '../src/adapters/cluster/pg-notify-event-feed.js';
-import { migrate } from '../src/adapters/postgres/migrations.js';
+import { clusterId, migrate } from '../src/adapters/postgres/migrations.js';
 import { PgEventLog } from '../src/adapters/postgres/pg-event-log.js';
 import type { EventLog } from '../src/core/events/event-log.js';
 import type { NewEvent } from '../src/core/schemas/event.js';
 import { findNatsServer, startNatsServer, type NatsServer } from '../test/support/nats-server.js';
 import { findPostgres, startPostgres, type PostgresCluster } from '../test/support/postgres-cluster.js';
 import type { Benchmark } from './support/benchmark.js';
+import { measureServers } from './p17-cluster-servers.js';
 import { fmt, ratio, summarize } from './support/stats.js';
 
 const message = (i: number): NewEvent => ({ kind: 'message', source: 'user', role: 'user', content: `benchmark message ${i} ${'x'.repeat(200)}` });
@@ -20,12 +21,13 @@ const message = (i: number): NewEvent => ({ kind: 'message', source: 'user', rol
  * concurrent appends) and fan-out latency (append call → a live subscriber on an instance that
  * did not append) for the file log, PostgreSQL with one instance, and PostgreSQL with three
  * instances (each its own connection pool, feed and tail, in this one process) over
- * LISTEN/NOTIFY and over NATS JetStream.
+ * LISTEN/NOTIFY and over NATS JetStream; then the same through real agentd processes over HTTP
+ * (p17-cluster-servers.ts): one on files, one on PostgreSQL, three on one database.
  */
 export const p17ClusterLog: Benchmark = {
   id: 'P17',
   title: 'event log across instances',
-  measures: 'append throughput and fan-out latency of the file log versus PostgreSQL with 1 and 3 instances (LISTEN/NOTIFY, NATS JetStream).',
+  measures: 'append throughput and fan-out latency of the file log versus PostgreSQL with 1 and 3 instances (LISTEN/NOTIFY, NATS JetStream), in one process and as real agentd processes over HTTP.',
   async run({ quick, tmp }) {
     const pg = findPostgres();
     if ('missing' in pg) return { sizes: '', tables: [], notes: [], skipped: pg.missing };
@@ -46,7 +48,7 @@ export const p17ClusterLog: Benchmark = {
           const sql = postgres(url, { max: 8, onnotice: () => {} });
           pools.push(sql);
           await migrate(sql);
-          logs.push(await PgEventLog.open({ sql, feed: feed === 'nats' ? await JetStreamEventFeed.connect(nats!.url) : new PgNotifyEventFeed(sql), pollMs: 1000 }));
+          logs.push(await PgEventLog.open({ sql, feed: feed === 'nats' ? await JetStreamEventFeed.connect(nats!.url, { cluster: await clusterId(sql) }) : new PgNotifyEventFeed(sql), pollMs: 1000 }));
         }
         return logs;
       };
@@ -101,13 +103,18 @@ export const p17ClusterLog: Benchmark = {
         rows.push([setup.label, fmt(rate), ratio(rate, fileRate), fmt(latency.p50), fmt(latency.p99), ratio(latency.p50, fileP50)]);
         for (const log of logs) await log.close();
       }
+      const servers = await measureServers({ quick, tmp, databaseUrl: () => cluster!.createDatabase(), natsUrl: nats?.url ?? null });
       return {
         sizes: `${appends.toLocaleString('en-US')} appends by ${concurrency} concurrent clients over ${conversations} conversations; ${fanouts} fan-out samples, one append at a time`,
-        tables: [{ columns: ['log', 'appends/s', 'vs file', 'fan-out p50 ms', 'fan-out p99 ms', 'p50 vs file'], rows }],
+        tables: [
+          { caption: 'the event log, in this process', columns: ['log', 'appends/s', 'vs file', 'fan-out p50 ms', 'fan-out p99 ms', 'p50 vs file'], rows },
+          { caption: servers.caption, columns: servers.columns, rows: servers.rows },
+        ],
         notes: [
           'PostgreSQL runs locally with fsync off (a throwaway cluster): the figures show the protocol and the commit-order head row, not disk latency.',
           'With 3 instances the subscriber is on another instance than the appender: its event comes through the feed (inline JSON with NATS, a read of the database after LISTEN/NOTIFY).',
           'The 3 "instances" share this one process (separate pools, feeds and tails) and the 2 shared cores: a ceiling on throughput, not a measure of scaling out.',
+          ...servers.notes,
         ],
       };
     } finally {

@@ -11,7 +11,7 @@ import { FileWebhookStore } from './adapters/file-webhook-store.js';
 import { JetStreamEventFeed } from './adapters/cluster/jetstream-event-feed.js';
 import { PgNotifyEventFeed } from './adapters/cluster/pg-notify-event-feed.js';
 import type { EventFeed } from './adapters/cluster/event-feed.js';
-import { migrate } from './adapters/postgres/migrations.js';
+import { clusterId, migrate } from './adapters/postgres/migrations.js';
 import { PgConversationRepository } from './adapters/postgres/pg-conversation-repository.js';
 import { PgEventLog } from './adapters/postgres/pg-event-log.js';
 import { LeaseLostError, type Fence } from './adapters/postgres/pg-event-store.js';
@@ -103,7 +103,7 @@ async function composePostgres(cluster: NonNullable<Config['cluster']>, logger: 
   });
   const applied = await migrate(sql);
   if (applied.length > 0) logger.info({ versions: applied }, 'database migrations applied');
-  const feed: EventFeed = cluster.natsUrl ? await JetStreamEventFeed.connect(cluster.natsUrl) : new PgNotifyEventFeed(sql);
+  const feed: EventFeed = cluster.natsUrl ? await JetStreamEventFeed.connect(cluster.natsUrl, { cluster: await clusterId(sql) }) : new PgNotifyEventFeed(sql);
   const fences = new Map<string, Fence>();
   // Each process is a new instance: leases of a previous process expire and are taken over.
   const instanceId = randomUUID();

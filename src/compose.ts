@@ -155,6 +155,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     log,
     hostNetworkAllowed: config.sandbox.network.hostAllowed,
     integrityChecks: [(id) => void runs.list(id)],
+    // Several instances list each other's conversations from the database: usage is saved as it grows.
+    persistUsage: storage.kind === 'postgres',
   });
   const sessions = new AgentSessions(log);
   const secrets = new SecretService({ conversations: store, onChange: (conversationId, change) => sessions.updateShellEnv(conversationId, change) });
@@ -197,7 +199,10 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     mask: (conversationId, text) => secrets.maskText(conversationId, text),
   });
   const intents = new FileIntentStore(path.join(config.dataDir, 'intents'));
-  const checkpointStore = new FileCheckpointStore(path.join(config.dataDir, 'conversations'));
+  // Several instances: checkpoints and the rewinds under way live beside the workdirs, on the storage they share.
+  const { shared } = config.checkpoints;
+  const checkpointStore = new FileCheckpointStore(config.checkpoints.dir, { ownDirectory: shared });
+  const rewindIntents = shared ? new FileIntentStore(path.join(config.checkpoints.dir, '.intents'), { shared }) : intents;
   const pausePoint = testPausePoint(config.testPauseAt, logger);
   const checkpoints = new CheckpointService({
     conversations: store,
@@ -205,7 +210,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     recorder,
     store: checkpointStore,
     shadow: new GitShadowRepository({ maxFileBytes: config.checkpoints.maxFileBytes }),
-    intents,
+    intents: rewindIntents,
     enabled: config.checkpoints.enabled,
     isRunning: (conversationId) => Boolean(sessions.peek(conversationId)?.active),
     maskText: (conversationId, text) => secrets.maskText(conversationId, text),
@@ -258,7 +263,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const conversations = new ConversationService({
     readImage: (conversationId, imagePath, options) => files.readSmallFile(conversationId, imagePath, options),
     store,
-    workdirs: new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase }),
+    workdirs: new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase, ...(shared && { checkpointsDir: config.checkpoints.dir }) }),
     log,
     recorder,
     runtime: agent,
@@ -274,7 +279,23 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const forks = new ConversationForks({ conversations, store, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
   if (storage.postgres && config.cluster) {
     // Several instances: a run cut off by a dead instance (this one's previous process included) is recovered by whichever takes its lease.
-    ownership = new Ownership({ pg: storage.postgres, instanceUrl: config.cluster.instanceUrl, ttlMs: config.cluster.leaseTtlMs, resumeOnFailover: config.cluster.resumeOnFailover, store, agent, sessions, webhooks, logger });
+    ownership = new Ownership({
+      pg: storage.postgres,
+      instanceUrl: config.cluster.instanceUrl,
+      ttlMs: config.cluster.leaseTtlMs,
+      resumeOnFailover: config.cluster.resumeOnFailover,
+      store,
+      agent,
+      sessions,
+      webhooks,
+      logger,
+      checkpoints: {
+        adopt: async (conversationId) => {
+          checkpointStore.evict(conversationId);
+          await checkpoints.recover(conversationId);
+        },
+      },
+    });
     await ownership.start();
     const { log: pgLog, writes } = storage.postgres;
     const held = ownership;
@@ -286,6 +307,9 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       failovers: () => held.stats.failovers,
       leasesLost: () => held.stats.lost,
       forwarded: () => held.stats.forwarded,
+      deadInstances: () => held.stats.deadInstances,
+      barrierTimeouts: () => held.replica.stats.barrierTimeouts,
+      resyncs: () => held.replica.stats.resyncs,
       tailPosition: () => pgLog.tail.position,
       tailLag: async () => Math.max(0, (await pgLog.globalHead()) - pgLog.tail.position),
       deliveredInline: () => pgLog.tail.stats.inline,
@@ -298,7 +322,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   }
   // Forks and rewinds a crash interrupted: undone (a fork without its record) or finished (a rewind).
   await forks.recover();
-  await checkpoints.recover();
+  // Several instances: a rewind is finished by whichever instance takes its conversation over.
+  if (!shared) await checkpoints.recover();
   const quarantined = () => ({ conversations: store.quarantined(), callbacks: webhooks.damaged() });
   const startedAt = Date.now();
 

@@ -36,8 +36,13 @@ export interface Config {
   fsync: boolean;
   /** Several instances over PostgreSQL (and NATS): null without AGENTD_DATABASE_URL (files in the data dir). */
   cluster: { databaseUrl: string; natsUrl: string | null; instanceUrl: string; leaseTtlMs: number; resumeOnFailover: boolean } | null;
-  /** Workdir checkpoints in a shadow git repository (rewind, changes, fork with copy_workdir). */
-  checkpoints: { enabled: boolean; maxFileBytes: number };
+  /**
+   * Workdir checkpoints in a shadow git repository (rewind, changes, fork with copy_workdir),
+   * under `dir`: the data dir's conversations on one instance; with a database, beside the
+   * workdirs (`<workdir base>/.agentd-checkpoints`), on the storage every instance shares, so the
+   * instance taking a conversation over can rewind it.
+   */
+  checkpoints: { enabled: boolean; maxFileBytes: number; dir: string; shared: boolean };
   /** Tests only: the crash point where the server waits forever (AGENTD_TEST_PAUSE_AT). */
   testPauseAt: string | null;
   maxBodyBytes: number;
@@ -205,11 +210,12 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const e = parsed.data;
   const dataDir = path.resolve(e.AGENTD_DATA_DIR ?? path.join(os.homedir(), '.agentd'));
   const model = e.AGENTD_LLM_MODEL;
+  const workdirBase = path.resolve(e.AGENTD_WORKDIR_BASE ?? path.join(dataDir, 'workspaces'));
   return Object.freeze({
     host: e.AGENTD_HOST,
     port: e.AGENTD_PORT,
     dataDir,
-    workdirBase: path.resolve(e.AGENTD_WORKDIR_BASE ?? path.join(dataDir, 'workspaces')),
+    workdirBase,
     logLevel: e.AGENTD_LOG_LEVEL,
     masterKeys: Object.freeze((e.AGENTD_MASTER_KEY ?? '').split(',').map((key) => key.trim()).filter(Boolean)),
     defaultLlm: model
@@ -236,7 +242,13 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     subagentMaxDepth: e.AGENTD_SUBAGENT_MAX_DEPTH,
     fsync: e.AGENTD_FSYNC,
     cluster: clusterFrom(e),
-    checkpoints: Object.freeze({ enabled: e.AGENTD_CHECKPOINTS, maxFileBytes: Math.round(e.AGENTD_CHECKPOINT_MAX_FILE_MB * 1024 * 1024) }),
+    checkpoints: Object.freeze({
+      enabled: e.AGENTD_CHECKPOINTS,
+      maxFileBytes: Math.round(e.AGENTD_CHECKPOINT_MAX_FILE_MB * 1024 * 1024),
+      ...(e.AGENTD_DATABASE_URL
+        ? { dir: path.join(workdirBase, '.agentd-checkpoints'), shared: true }
+        : { dir: path.join(dataDir, 'conversations'), shared: false }),
+    }),
     testPauseAt: e.AGENTD_TEST_PAUSE_AT ?? null,
     maxBodyBytes: e.AGENTD_MAX_BODY_BYTES,
     maxUploadBytes: e.AGENTD_MAX_UPLOAD_BYTES,

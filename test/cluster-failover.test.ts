@@ -110,6 +110,7 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
       return runs?.[0]?.status === 'paused' ? runs[0] : undefined;
     });
     const tookMs = Date.now() - killedAt;
+    console.info(`kill -9 of the owner mid-run: the run paused by another instance ${tookMs} ms after (lease 3 s)`);
     expect(paused.outcome).toBe('failover');
     expect(tookMs).toBeLessThan(10_000);
     expect((await api(c!.url, `/conversations/${id}`)).body.status).toBe('paused');

@@ -11,7 +11,7 @@ import type { EventFeed } from '../src/adapters/cluster/event-feed.js';
 import { GlobalTail } from '../src/adapters/cluster/global-tail.js';
 import { JetStreamEventFeed } from '../src/adapters/cluster/jetstream-event-feed.js';
 import { PgNotifyEventFeed } from '../src/adapters/cluster/pg-notify-event-feed.js';
-import { migrate } from '../src/adapters/postgres/migrations.js';
+import { clusterId, migrate } from '../src/adapters/postgres/migrations.js';
 import { PgEventStore } from '../src/adapters/postgres/pg-event-store.js';
 import type { FirehoseEntry } from '../src/core/events/event-log.js';
 import type { NewEvent } from '../src/core/schemas/event.js';
@@ -63,7 +63,7 @@ describe.skipIf(pgMissing !== null)('cross-instance event feed', () => {
     for (let i = 0; i < 2; i++) {
       const sql: Sql = postgres(url, { max: 6, onnotice: () => {} });
       cleanups.push(() => sql.end({ timeout: 5 }));
-      const feed: EventFeed = kind === 'nats' ? await JetStreamEventFeed.connect(natsServer!.url) : new PgNotifyEventFeed(sql);
+      const feed: EventFeed = kind === 'nats' ? await JetStreamEventFeed.connect(natsServer!.url, { cluster: await clusterId(sql) }) : new PgNotifyEventFeed(sql);
       cleanups.push(() => feed.close());
       const store = new PgEventStore(sql);
       const tail = new GlobalTail(store, feed, { pollMs: 100 });
@@ -88,6 +88,21 @@ describe.skipIf(pgMissing !== null)('cross-instance event feed', () => {
     );
   }
 
+  /**
+   * One append at a time, each seen by every tail before the next: its notice comes in order,
+   * so a tail delivers it from the notice itself unless a poll read it first. Returns how many
+   * events the tails delivered from notices meanwhile.
+   */
+  async function appendOneByOne(pair: Instance[], count: number, conversation: string): Promise<number> {
+    const before = pair.reduce((n, instance) => n + instance.tail.stats.inline, 0);
+    for (let i = 0; i < count; i++) {
+      const appended = await pair[0]!.store.append(conversation, message(`one by one ${i}`));
+      await pair[0]!.feed.publish({ globalCursor: appended.globalCursor, conversationId: conversation, seq: appended.event.seq, json: appended.json });
+      await waitFor(() => pair.every((instance) => instance.seen.at(-1)?.globalCursor === appended.globalCursor), `event ${appended.globalCursor} on every tail`);
+    }
+    return pair.reduce((n, instance) => n + instance.tail.stats.inline, 0) - before;
+  }
+
   function expectExactlyOnceInOrder(instance: Instance, from: number, count: number): void {
     expect(instance.seen.map((entry) => entry.globalCursor)).toEqual(Array.from({ length: count }, (_, i) => from + i + 1));
     const perConversation = new Map<string, number[]>();
@@ -108,9 +123,34 @@ describe.skipIf(pgMissing !== null)('cross-instance event feed', () => {
       await appendFromBoth(pair, 300, conversations);
       await waitFor(() => pair.every((instance) => instance.seen.length >= 300), 'both tails to see 300 events');
       for (const instance of pair) expectExactlyOnceInOrder(instance, 0, 300);
-      if (kind === 'nats') expect(pair.some((instance) => instance.tail.stats.inline > 0)).toBe(true);
+      // The notices carry the events: appended one at a time, they are delivered without reading the database.
+      if (kind === 'nats') expect(await appendOneByOne(pair, 20, conversations[0]!)).toBeGreaterThan(0);
     }, 60_000);
   }
+
+  it.skipIf(natsMissing !== null)('two databases sharing one NATS server: neither sees the other\'s events, neither loses its notices as duplicates', async () => {
+    const [first, second] = await Promise.all(
+      [0, 1].map(async () => {
+        const url = await cluster.createDatabase();
+        await migrate(postgres(url, { max: 1, onnotice: () => {} }));
+        return instances('nats', url);
+      }),
+    );
+    const ours = [randomUUID(), randomUUID()];
+    const theirs = [randomUUID(), randomUUID()];
+    await appendFromBoth(first!, 100, theirs);
+    await waitFor(() => first!.every((instance) => instance.seen.length >= 100), 'the first database\'s 100 events');
+    // Both number their events from the same positions at once: 101.. there, 1.. here.
+    await Promise.all([appendFromBoth(first!, 100, theirs), appendFromBoth(second!, 100, ours)]);
+    await waitFor(() => first!.every((instance) => instance.seen.length >= 200) && second!.every((instance) => instance.seen.length >= 100), 'every event of both');
+    for (const instance of first!) expectExactlyOnceInOrder(instance, 0, 200);
+    for (const instance of second!) {
+      expectExactlyOnceInOrder(instance, 0, 100);
+      expect(new Set(instance.seen.map((entry) => entry.stored.event.conversation_id))).toEqual(new Set(ours));
+    }
+    // The second database's notices are not dropped as duplicates of the first's (same positions, same NATS).
+    expect(await appendOneByOne(second!, 20, ours[0]!)).toBeGreaterThan(0);
+  }, 60_000);
 
   it.skipIf(natsMissing !== null)('nats killed mid-stream: the tails still see everything, by reading the database', async () => {
     const url = await cluster.createDatabase();

@@ -7,7 +7,7 @@ import postgres, { type Sql } from 'postgres';
 import { afterAll, beforeAll, describe } from 'vitest';
 import { JetStreamEventFeed } from '../src/adapters/cluster/jetstream-event-feed.js';
 import { PgNotifyEventFeed } from '../src/adapters/cluster/pg-notify-event-feed.js';
-import { migrate } from '../src/adapters/postgres/migrations.js';
+import { clusterId, migrate } from '../src/adapters/postgres/migrations.js';
 import { PgEventLog } from '../src/adapters/postgres/pg-event-log.js';
 import type { EventLog } from '../src/core/events/event-log.js';
 import { eventLogContract } from './contract/event-log-contract.js';
@@ -43,7 +43,7 @@ function subject(withNats: boolean) {
     const sql = postgres(url, { max: 8, onnotice: () => {} });
     pools.add(sql);
     await migrate(sql);
-    const feed = withNats ? await JetStreamEventFeed.connect(natsServer!.url) : new PgNotifyEventFeed(sql);
+    const feed = withNats ? await JetStreamEventFeed.connect(natsServer!.url, { cluster: await clusterId(sql) }) : new PgNotifyEventFeed(sql);
     return PgEventLog.open({ sql, feed });
   };
   return {

@@ -7,14 +7,22 @@ import { appendLine } from './append-line.js';
 const FILE = 'checkpoints.jsonl';
 
 /**
- * `<conversationsDir>/<id>/checkpoints.jsonl` (one line per checkpoint) beside the shadow
- * repository `<id>/shadow.git`: both go when the conversation is deleted. A torn last line (a
- * crash mid-append) is dropped; a checkpoint is only listed once its line is whole.
+ * `<dir>/<id>/checkpoints.jsonl` (one line per checkpoint) beside the shadow repository
+ * `<id>/shadow.git`: both go when the conversation is deleted. A torn last line (a crash
+ * mid-append) is dropped; a checkpoint is only listed once its line is whole.
+ *
+ * `dir` is the data dir's conversations (their directories go with them), or with several
+ * instances a directory of its own on the storage they share (`ownDirectory`: this store removes
+ * a deleted conversation's checkpoints itself). Only the instance running a conversation writes
+ * its checkpoints; one that takes it over reads them again (`evict`).
  */
 export class FileCheckpointStore implements CheckpointStore {
   private readonly cache = new Map<string, CheckpointRecord[]>();
 
-  constructor(private readonly conversationsDir: string) {}
+  constructor(
+    private readonly conversationsDir: string,
+    private readonly options: { ownDirectory?: boolean } = {},
+  ) {}
 
   append(record: CheckpointRecord): void {
     const records = this.load(record.conversation_id);
@@ -53,8 +61,14 @@ export class FileCheckpointStore implements CheckpointStore {
     return records;
   }
 
-  /** The conversation was deleted (its directory went with it). */
+  /** The conversation was deleted: its checkpoints go (with its directory, or here when they have one of their own). */
   forget(conversationId: string): void {
+    this.cache.delete(conversationId);
+    if (this.options.ownDirectory) fs.rmSync(path.join(this.conversationsDir, conversationId), { recursive: true, force: true });
+  }
+
+  /** Another instance may have taken checkpoints of this conversation: read them again when next asked. */
+  evict(conversationId: string): void {
     this.cache.delete(conversationId);
   }
 

@@ -3,11 +3,18 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { IntentStore } from '../core/checkpoints/checkpoint-store.js';
 
-/** `<dataDir>/intents/<id>.json`, each written to a temp file, fsynced and renamed into place. */
+/**
+ * `<dir>/<id>.json`, each written to a temp file, fsynced and renamed into place. `dir` is the
+ * data dir's `intents`, or a directory several instances share (`shared`: a temp file may be
+ * another instance's write in progress, so none is removed at start).
+ */
 export class FileIntentStore implements IntentStore {
-  constructor(private readonly dir: string) {
+  constructor(
+    private readonly dir: string,
+    options: { shared?: boolean } = {},
+  ) {
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    for (const name of fs.readdirSync(dir)) if (name.endsWith('.tmp')) fs.rmSync(path.join(dir, name), { force: true });
+    if (!options.shared) for (const name of fs.readdirSync(dir)) if (name.endsWith('.tmp')) fs.rmSync(path.join(dir, name), { force: true });
   }
 
   write(id: string, intent: Record<string, unknown>): void {

@@ -3,9 +3,9 @@ import path from 'node:path';
 import { UnprocessableError } from '../core/errors.js';
 import type { Workdirs } from '../core/conversations/workdirs.js';
 
-/** Workdirs on the host's file system, kept out of the server's data dir. */
+/** Workdirs on the host's file system, kept out of the server's data dir (and out of a checkpoints dir beside them). */
 export class HostWorkdirs implements Workdirs {
-  constructor(private readonly options: { dataDir: string; workdirBase: string }) {}
+  constructor(private readonly options: { dataDir: string; workdirBase: string; checkpointsDir?: string }) {}
 
   prepare(requested: string, options: { isDefault: boolean }): { workdir: string; created: boolean } {
     if (!path.isAbsolute(requested) || requested.includes('\0')) {
@@ -22,6 +22,10 @@ export class HostWorkdirs implements Workdirs {
       const underBase = isInside(nearest, workdirBase) && nearest !== workdirBase;
       if ((isInside(nearest, dataDir) && !underBase) || isInside(dataDir, nearest)) {
         throw new UnprocessableError('invalid_workdir', "workdir may not contain or lie inside the server's data directory.", { workdir: requested });
+      }
+      const checkpoints = this.options.checkpointsDir === undefined ? null : realpathOfNearest(this.options.checkpointsDir);
+      if (checkpoints !== null && (isInside(nearest, checkpoints) || isInside(checkpoints, nearest))) {
+        throw new UnprocessableError('invalid_workdir', "workdir may not contain or lie inside the server's checkpoints directory.", { workdir: requested });
       }
     }
     fs.mkdirSync(requested, { recursive: true });

@@ -8,6 +8,9 @@ export interface ClusterFigures {
   failovers(): number;
   leasesLost(): number;
   forwarded(): number;
+  deadInstances(): number;
+  barrierTimeouts(): number;
+  resyncs(): number;
   tailPosition(): number;
   tailLag(): Promise<number>;
   deliveredInline(): number;
@@ -93,6 +96,9 @@ export class Metrics {
     gauge('agentd_cluster_failovers_total', 'Runs this instance recovered after their instance died', source.failovers);
     gauge('agentd_cluster_leases_lost_total', 'Leases this instance lost to another (it stalled past their expiry)', source.leasesLost);
     gauge('agentd_cluster_forwarded_requests_total', 'Requests forwarded to the instance holding the conversation', source.forwarded);
+    gauge('agentd_cluster_dead_instances_total', 'Instances this instance found dead (silent, nothing listening at their address) and took leases from at once', source.deadInstances);
+    gauge('agentd_replication_barrier_timeouts_total', 'List requests served before this instance caught up with the database (barrier gave up after 2 s)', source.barrierTimeouts);
+    gauge('agentd_replication_resyncs_total', 'Full reads of the conversation records after the connection listening for their changes was lost', source.resyncs);
     gauge('agentd_replication_tail_position', 'Last firehose position this instance delivered to its subscribers', source.tailPosition);
     gauge('agentd_replication_lag_events', 'Events committed to the database this instance has not delivered yet', source.tailLag);
     gauge('agentd_replication_inline_total', 'Events delivered from the feed message itself (no database read)', source.deliveredInline);

@@ -1,15 +1,16 @@
 /**
- * The event feed over NATS JetStream: each append is published to `agentd.events.<conversation>`
- * in one stream (`AGENTD_EVENTS`, deduplicated by event position, kept for a bounded time), and
- * every instance reads it with an ordered consumer from "new". JetStream rather than core NATS
- * so that an instance reconnecting after a network blip is handed what it missed.
+ * The event feed over NATS JetStream: each append is published to
+ * `agentd.<cluster>.events.<conversation>` in one stream per cluster (`AGENTD_EVENTS_<cluster>`,
+ * deduplicated by event position, kept for a bounded time), and every instance reads it with an
+ * ordered consumer from "new". JetStream rather than core NATS so that an instance reconnecting
+ * after a network blip is handed what it missed. `<cluster>` is the database's id
+ * (migrations.ts): positions are numbered per database, so two clusters sharing a NATS server
+ * must neither read each other's notices nor have theirs dropped as duplicates of the other's.
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
 import type { EventFeed, FeedNotice } from './event-feed.js';
 
-const STREAM = 'AGENTD_EVENTS';
-const SUBJECT_PREFIX = 'agentd.events.';
 /** JetStream's default max message size is 1 MiB; larger events travel as a bare notice. */
 const MAX_INLINE_BYTES = 512 * 1024;
 
@@ -17,35 +18,42 @@ export class JetStreamEventFeed implements EventFeed {
   readonly name = 'nats' as const;
   private messages: ConsumerMessages | null = null;
 
-  private constructor(private readonly connection: NatsConnection) {}
+  private constructor(
+    private readonly connection: NatsConnection,
+    private readonly stream: string,
+    private readonly prefix: string,
+  ) {}
 
-  static async connect(url: string, options: { maxAgeS?: number } = {}): Promise<JetStreamEventFeed> {
+  static async connect(url: string, options: { cluster: string; maxAgeS?: number }): Promise<JetStreamEventFeed> {
+    const name = options.cluster.replace(/[^A-Za-z0-9]/g, '');
+    const stream = `AGENTD_EVENTS_${name}`;
+    const prefix = `agentd.${name}.events.`;
     const connection = await connect({ servers: url, name: 'agentd', maxReconnectAttempts: -1, reconnectTimeWait: 500 });
     const manager = await jetstreamManager(connection);
-    const config = { subjects: [`${SUBJECT_PREFIX}>`], max_age: (options.maxAgeS ?? 3600) * 1_000_000_000, duplicate_window: 120 * 1_000_000_000 };
+    const config = { subjects: [`${prefix}>`], max_age: (options.maxAgeS ?? 3600) * 1_000_000_000, duplicate_window: 120 * 1_000_000_000 };
     try {
-      await manager.streams.info(STREAM);
+      await manager.streams.info(stream);
     } catch {
       try {
-        await manager.streams.add({ name: STREAM, ...config });
+        await manager.streams.add({ name: stream, ...config });
       } catch (error) {
         // Another instance created it meanwhile.
-        await manager.streams.info(STREAM).catch(() => {
+        await manager.streams.info(stream).catch(() => {
           throw error;
         });
       }
     }
-    return new JetStreamEventFeed(connection);
+    return new JetStreamEventFeed(connection, stream, prefix);
   }
 
   async publish(notice: FeedNotice): Promise<void> {
     const inline = notice.json !== undefined && Buffer.byteLength(notice.json) <= MAX_INLINE_BYTES;
     const payload = JSON.stringify(inline ? notice : { ...notice, json: undefined });
-    await jetstream(this.connection).publish(`${SUBJECT_PREFIX}${notice.conversationId}`, payload, { msgID: String(notice.globalCursor) });
+    await jetstream(this.connection).publish(`${this.prefix}${notice.conversationId}`, payload, { msgID: String(notice.globalCursor) });
   }
 
   async listen(listener: (notice: FeedNotice) => void): Promise<void> {
-    const consumer = await jetstream(this.connection).consumers.get(STREAM, { deliver_policy: DeliverPolicy.New });
+    const consumer = await jetstream(this.connection).consumers.get(this.stream, { deliver_policy: DeliverPolicy.New });
     this.messages = await consumer.consume();
     const messages = this.messages;
     void (async () => {

@@ -94,7 +94,26 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 3,
+    name: 'cluster id',
+    sql: `
+      -- This database's identity: the NATS subjects and stream of its event feed are named after
+      -- it, so clusters (or a database created again) sharing one NATS server never mix notices.
+      CREATE TABLE agentd_cluster (
+        singleton smallint PRIMARY KEY CHECK (singleton = 1),
+        id uuid NOT NULL
+      );
+      INSERT INTO agentd_cluster (singleton, id) VALUES (1, gen_random_uuid());
+    `,
+  },
 ];
+
+/** The id migration 3 gave this database (see agentd_cluster). */
+export async function clusterId(sql: Sql): Promise<string> {
+  const [row] = await sql<{ id: string }[]>`SELECT id FROM agentd_cluster`;
+  return row!.id;
+}
 
 /** A fixed advisory lock key for the migration runner ('agentd' in ASCII). */
 const MIGRATION_LOCK_KEY = 0x6167656e7464;

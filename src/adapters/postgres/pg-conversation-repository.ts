@@ -69,9 +69,23 @@ export class PgConversationRepository implements ConversationRepository {
     );
   }
 
-  /** Calls `listener` with the id of every record another instance (or this one) wrote or removed. */
-  async onChange(listener: (id: string) => void): Promise<void> {
-    await this.sql.listen(CHANNEL, listener);
+  /**
+   * Calls `listener` with the id of every record another instance (or this one) wrote or
+   * removed, and with each mark sent by `mark`: PostgreSQL delivers notifications in commit
+   * order, so every change committed before a mark was sent reaches the listener before it.
+   */
+  async onChange(listener: (payload: string) => void, onRelisten?: () => void): Promise<void> {
+    let listening = false;
+    // Called again each time the listening connection is made anew: what was sent meanwhile was missed.
+    await this.sql.listen(CHANNEL, listener, () => {
+      if (listening) onRelisten?.();
+      listening = true;
+    });
+  }
+
+  /** Sends `payload` (not a record id) down the channel `onChange` listens to. */
+  async mark(payload: string): Promise<void> {
+    await this.sql`SELECT pg_notify(${CHANNEL}, ${payload})`;
   }
 
   private parse(id: string, body: string): ConversationRecord {

@@ -149,6 +149,11 @@ export class PgEventLog implements EventLog {
     this.damaged.set(conversationId, error);
   }
 
+  /** The conversation's record was repaired in the database (another instance reads it again): served again. */
+  lift(conversationId: string): void {
+    this.damaged.delete(conversationId);
+  }
+
   /** Subscribers on this instance (for /metrics). */
   get size(): number {
     return this.subscribers.size;

@@ -85,12 +85,15 @@ export class PgLeases {
     return new Set(rows.map((row) => row.conversation_id));
   }
 
-  /** Expired leases of stored conversations (their holder died), those stored as running first. */
+  /**
+   * Expired leases of stored conversations (their holder died), those stored as running first.
+   * The body is matched as text, not cast to jsonb: one damaged row must not stop every failover.
+   */
   async orphaned(limit: number): Promise<string[]> {
     const rows = await this.sql<{ conversation_id: string }[]>`
       SELECT l.conversation_id FROM agentd_leases l JOIN agentd_conversations c ON c.id = l.conversation_id
       WHERE l.expires_at <= now()
-      ORDER BY (c.body::jsonb ->> 'status') = 'running' DESC, l.expires_at LIMIT ${limit}`;
+      ORDER BY c.body LIKE '%"status":"running"%' DESC, l.expires_at LIMIT ${limit}`;
     return rows.map((row) => row.conversation_id);
   }
 

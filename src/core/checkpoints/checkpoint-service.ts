@@ -189,11 +189,15 @@ export class CheckpointService implements RunCheckpoints {
     await this.deps.shadow.exportTree(gitDir, tree, intoDir);
   }
 
-  /** Start-up: rewinds a crash interrupted are finished (their intent says what to do). */
-  async recover(): Promise<void> {
+  /**
+   * Start-up (or, with several instances, taking `conversationId` over from one that died):
+   * rewinds a crash interrupted are finished (their intent says what to do).
+   */
+  async recover(conversationId?: string): Promise<void> {
     for (const { id, intent } of this.deps.intents.list()) {
       if (intent.kind !== 'rewind') continue;
       const rewind = intent as unknown as RewindIntent;
+      if (conversationId !== undefined && rewind.conversation_id !== conversationId) continue;
       if (!this.deps.conversations.has(rewind.conversation_id)) {
         this.deps.intents.remove(id);
         continue;

@@ -52,6 +52,8 @@ export class ConversationStore {
       hostNetworkAllowed?: boolean;
       /** Read a conversation's other stores at load (its runs): each throws DamagedDataError when damaged. */
       integrityChecks?: readonly ((conversationId: string) => void)[];
+      /** Save the record with each usage added (instances sharing a database list each other's conversations from it). */
+      persistUsage?: boolean;
     },
   ) {}
 
@@ -236,15 +238,34 @@ export class ConversationStore {
 
   /**
    * Another instance changed (or deleted) this conversation: the record as stored now replaces
-   * the one held here (undefined: it is gone). Never for a conversation that runs here.
+   * the one held here (undefined: it is gone). Never for a conversation that runs here. What only
+   * grows (event count, updated_at, usage) keeps the newest of what is stored, what the log says
+   * (`summary`) and what this instance already followed (see `follow`): the three may arrive in
+   * any order.
    */
-  sync(id: string, stored: ConversationRecord | undefined, eventCount?: number): void {
+  sync(id: string, stored: ConversationRecord | undefined, summary?: ConversationSummary): void {
     const current = this.records.get(id);
-    const count = eventCount ?? this.eventCounts.get(id);
+    const count = Math.max(summary?.event_count ?? 0, this.eventCounts.get(id) ?? 0);
     if (current) this.unindex(current);
     if (!stored) return;
+    if (current && !current.quarantine && !stored.quarantine) {
+      if (current.updated_at > stored.updated_at) stored.updated_at = current.updated_at;
+      if (usageSum(current.usage) > usageSum(stored.usage)) stored.usage = current.usage;
+    }
+    if (!stored.quarantine && summary && summary.updated_at > stored.updated_at) stored.updated_at = summary.updated_at;
     this.index(stored);
-    if (count !== undefined) this.eventCounts.set(id, count);
+    this.eventCounts.set(id, count);
+  }
+
+  /**
+   * An event of a conversation another instance runs, as this instance's tail of the shared log
+   * saw it: its event count and updated_at follow, as the summary reader's do for local appends.
+   */
+  follow(event: { conversation_id: string; seq: number; timestamp: string }): void {
+    const record = this.records.get(event.conversation_id);
+    if (!record || record.quarantine) return;
+    if (event.seq > (this.eventCounts.get(record.id) ?? 0)) this.eventCounts.set(record.id, event.seq);
+    this.touch(record, event.timestamp);
   }
 
   /** A conversation whose events were written before its record (a fork): saved (the moment it exists), indexed, with its event count. */
@@ -305,14 +326,20 @@ export class ConversationStore {
     }
   }
 
-  /** Adds an LLM call's usage to the conversation's totals (in memory; saved with the next change). Returns the totals. */
+  /**
+   * Adds an LLM call's usage to the conversation's totals: in memory, saved with the next change,
+   * or at once with `persistUsage` (several instances: the others list it from the database).
+   * Returns the totals.
+   */
   addUsage(id: string, usage: LlmUsage): Readonly<ConversationRecord['usage']> {
-    const totals = this.mutable(id).usage;
+    const record = this.mutable(id);
+    const totals = record.usage;
     totals.prompt_tokens += usage.prompt_tokens;
     totals.completion_tokens += usage.completion_tokens;
     totals.cost += usage.cost;
     totals.cached_tokens = (totals.cached_tokens ?? 0) + usage.cached_tokens;
     totals.reasoning_tokens = (totals.reasoning_tokens ?? 0) + usage.reasoning_tokens;
+    if (this.deps.persistUsage && !record.quarantine) this.save(record);
     return totals;
   }
 
@@ -379,4 +406,9 @@ export class ConversationStore {
     this.byCreated.remove(record);
     this.byUpdated.remove(record);
   }
+}
+
+/** How far a usage total has grown (totals only grow: the larger one is the newer). */
+function usageSum(usage: ConversationRecord['usage']): number {
+  return usage.prompt_tokens + usage.completion_tokens + usage.cost;
 }
