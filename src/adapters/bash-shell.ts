@@ -206,6 +206,8 @@ export class BashShellSession implements ShellSession {
 
   /** Starts (or restarts) bash in the workdir and waits for its first sentinel. */
   async start(): Promise<void> {
+    // The sandbox's slow set-up (the workdir given to the agent's uid) without blocking the event loop.
+    await this.config.launcher.ready?.({ workdir: this.config.workdir, network: this.config.sandbox?.network ?? true });
     const proc: BashProcess = new BashProcess({
       ...this.config,
       env: { ...this.env },
