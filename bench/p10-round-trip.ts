@@ -48,6 +48,7 @@ export const p10RoundTrip: Benchmark = {
           timeline.reset();
           const { totalMs, httpMs } = await conversation.turn();
           turns[kind].push({ totalMs, httpMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
+          if (process.env.P10_DEBUG && round === rounds - 1) console.log(kind, timeline.dump());
         }
         conversation.close();
       }

@@ -18,6 +18,11 @@ export class TurnTimeline {
     this.marks.push([name, at]);
   }
 
+  dump(): string {
+    const t0 = this.first('post')!;
+    return this.marks.map(([name, at]) => `${(at - t0).toFixed(2)} ${name}`).join('\n');
+  }
+
   reset(): void {
     this.marks = [];
     this.spent.clear();
