@@ -71,7 +71,18 @@ export class FileConversationRepository implements ConversationRepository {
     const dir = path.join(this.dir, id);
     // The record goes first: a crash midway leaves a directory without a record, cleaned at load.
     fs.rmSync(path.join(dir, FILE), { force: true });
-    fs.rmSync(dir, { recursive: true, force: true });
+    // Then the directory is moved aside (one rename) and its files (the log, checkpoints, a
+    // shadow repository) are removed off the event loop; whatever a crash leaves of it is a
+    // directory without a record, removed at the next load.
+    const trash = path.join(this.dir, `.deleted-${id}-${randomBytes(4).toString('hex')}`);
+    try {
+      fs.renameSync(dir, trash);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      fs.rmSync(dir, { recursive: true, force: true });
+      return;
+    }
+    void fs.promises.rm(trash, { recursive: true, force: true }).catch(() => undefined);
   }
 
   private async load(id: string): Promise<ConversationRecord | undefined> {
