@@ -13,6 +13,8 @@ const LOAD_CONCURRENCY = 64;
 
 /** `<dir>/<id>/conversation.json`, written with temp file + rename. */
 export class FileConversationRepository implements ConversationRepository {
+  private readonly removals = new Set<Promise<void>>();
+
   constructor(
     private readonly dir: string,
     private readonly box: SecretBox,
@@ -67,22 +69,36 @@ export class FileConversationRepository implements ConversationRepository {
     }
   }
 
-  remove(id: string): void {
+  /**
+   * Off the event loop (a DELETE's files may take the disk a while), and durable before the
+   * DELETE is answered (see `settled`, which the HTTP layer awaits). The record goes first: a
+   * crash midway leaves a directory without a record, removed at the next load. The directory is
+   * then moved aside in one rename and its files (the log, checkpoints, a shadow repository)
+   * removed in the background; what a crash leaves of them is removed at the next load too.
+   */
+  remove(id: string): Promise<void> {
     const dir = path.join(this.dir, id);
-    // The record goes first: a crash midway leaves a directory without a record, cleaned at load.
-    fs.rmSync(path.join(dir, FILE), { force: true });
-    // Then the directory is moved aside (one rename) and its files (the log, checkpoints, a
-    // shadow repository) are removed off the event loop; whatever a crash leaves of it is a
-    // directory without a record, removed at the next load.
-    const trash = path.join(this.dir, `.deleted-${id}-${randomBytes(4).toString('hex')}`);
-    try {
-      fs.renameSync(dir, trash);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
-      fs.rmSync(dir, { recursive: true, force: true });
-      return;
-    }
-    void fs.promises.rm(trash, { recursive: true, force: true }).catch(() => undefined);
+    const removal = (async () => {
+      // A failure here fails the DELETE (before the log goes), as when this was synchronous.
+      await fs.promises.rm(path.join(dir, FILE), { force: true });
+      const trash = path.join(this.dir, `.deleted-${id}-${randomBytes(4).toString('hex')}`);
+      try {
+        await fs.promises.rename(dir, trash);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') await fs.promises.rm(dir, { recursive: true, force: true }).catch(() => undefined);
+        return;
+      }
+      void fs.promises.rm(trash, { recursive: true, force: true }).catch(() => undefined);
+    })();
+    const tracked = removal.catch(() => undefined);
+    this.removals.add(tracked);
+    void tracked.then(() => this.removals.delete(tracked));
+    return removal;
+  }
+
+  /** Resolves once every removal started so far has taken the record off the disk. */
+  async settled(): Promise<void> {
+    if (this.removals.size > 0) await Promise.all([...this.removals]);
   }
 
   private async load(id: string): Promise<ConversationRecord | undefined> {
