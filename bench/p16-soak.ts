@@ -21,9 +21,13 @@ export const p16Soak: Benchmark = {
   title: 'soak',
   measures: 'server RSS, fds and child processes after 200 conversations × 10 runs × 10 steps with SSE subscribers attached and detached (--quick: 10 × 3 × 5), versus after the first round.',
   async run({ quick, tmp }) {
-    const count = quick ? 10 : 200;
-    const rounds = quick ? 3 : 10;
-    const steps = quick ? 5 : 10;
+    // AGENTD_BENCH_P16=<conversations>,<rounds>,<steps>: other sizes (for finding what grows without the full hour).
+    const sized = process.env.AGENTD_BENCH_P16?.split(',').map(Number);
+    const count = sized?.[0] ?? (quick ? 10 : 200);
+    const rounds = sized?.[1] ?? (quick ? 3 : 10);
+    const steps = sized?.[2] ?? (quick ? 5 : 10);
+    const v8Flags = process.env.AGENTD_BENCH_P16_V8?.split(' ').filter(Boolean) ?? [];
+    const restMs = Number(process.env.AGENTD_BENCH_P16_REST_MS ?? 500);
     const model = new SteppingModel(steps);
     const fake = await startFakeLlm({ whenExhausted: model.answer });
     const dataDir = path.join(tmp, 'data');
@@ -43,7 +47,7 @@ export const p16Soak: Benchmark = {
       return null;
     };
     const server = await startProcess({
-      command: [process.execPath, ...(heapDir ? ['--heapsnapshot-signal=SIGUSR2'] : ['--import', childScript('memory-report')]), CLI],
+      command: [process.execPath, ...v8Flags, ...(heapDir ? ['--heapsnapshot-signal=SIGUSR2'] : ['--import', childScript('memory-report')]), CLI],
       args: (port) => ['--port', String(port), '--data-dir', dataDir],
       env: { AGENTD_LOG_LEVEL: 'warn', AGENTD_IDLE_TIMEOUT_S: '0', AGENTD_BENCH_MEMORY_FILE: memoryFile },
       probe: '/health',
@@ -76,7 +80,7 @@ export const p16Soak: Benchmark = {
       const started = performance.now();
       for (let round = 1; round <= rounds; round++) {
         await runRound(server, ids, round);
-        await sleep(500);
+        await sleep(restMs);
         const now = census(server.child.pid!);
         const report = await memory();
         if (process.env.AGENTD_BENCH_FDS) console.log(`round ${round} fds:`, fdKinds(server.child.pid!));
@@ -95,7 +99,7 @@ export const p16Soak: Benchmark = {
             String(now.rootFds - clients - (first.rootFds - firstClients!)),
             String(now.processes),
             String(now.processes - first.processes),
-            ...(report ? [mib(report.heapUsed), mib(report.heapTotal), mib(report.spaces.new_space?.size ?? 0), mib(report.external)] : ['–', '–', '–', '–']),
+            ...(report ? [mib(report.heapUsed), mib(report.heapTotal), mib(report.spaces.new_space?.size ?? 0), mib(report.spaces.old_space?.size ?? 0), mib(report.spaces.old_space?.used ?? 0), mib(report.spaces.large_object_space?.size ?? 0), mib(report.spaces.large_object_space?.used ?? 0), mib(report.external)] : ['–', '–', '–', '–', '–', '–', '–', '–']),
           ]);
         }
       }
@@ -105,7 +109,7 @@ export const p16Soak: Benchmark = {
         tables: [
           {
             caption: 'Server resources over the soak',
-            columns: ['', 'RSS MiB', 'RSS vs round 1', 'fds', 'fds vs round 1', 'of them, the bench\'s idle HTTP connections', 'fds vs round 1 without those', 'child processes', 'vs round 1', 'JS heap used MiB', 'JS heap total MiB', 'of it new space MiB', 'external MiB'],
+            columns: ['', 'RSS MiB', 'RSS vs round 1', 'fds', 'fds vs round 1', 'of them, the bench\'s idle HTTP connections', 'fds vs round 1 without those', 'child processes', 'vs round 1', 'JS heap used MiB', 'JS heap total MiB', 'new space MiB', 'old space MiB', 'of it used', 'large objects MiB', 'of it used', 'external MiB'],
             rows,
           },
         ],
