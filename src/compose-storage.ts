@@ -86,8 +86,8 @@ export async function composeStorage(options: {
     repository,
     summaries: new FileSummaryStore(path.join(config.dataDir, 'summaries.json')),
     webhooks: new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box, fsync: config.fsync, storageError }),
-    // Appends and saves are synchronous; a conversation's removal is the one write that runs in the background.
-    durable: () => repository.settled(),
+    // Appends and saves are synchronous; a DELETE awaits its conversation's removal itself.
+    durable: async () => {},
     checks: async () => ({}),
     postgres: null,
     close: () => log.close(),

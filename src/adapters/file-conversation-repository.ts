@@ -13,8 +13,6 @@ const LOAD_CONCURRENCY = 64;
 
 /** `<dir>/<id>/conversation.json`, written with temp file + rename. */
 export class FileConversationRepository implements ConversationRepository {
-  private readonly removals = new Set<Promise<void>>();
-
   constructor(
     private readonly dir: string,
     private readonly box: SecretBox,
@@ -70,8 +68,8 @@ export class FileConversationRepository implements ConversationRepository {
   }
 
   /**
-   * Off the event loop (a DELETE's files may take the disk a while), and durable before the
-   * DELETE is answered (see `settled`, which the HTTP layer awaits). The record goes first: a
+   * Off the event loop (a DELETE's files may take the disk a while); the DELETE awaits the
+   * returned promise before it drops the log and answers. The record goes first: a
    * crash midway leaves a directory without a record, removed at the next load. The directory is
    * then moved aside in one rename and its files (the log, checkpoints, a shadow repository)
    * removed in the background; what a crash leaves of them is removed at the next load too.
@@ -90,15 +88,7 @@ export class FileConversationRepository implements ConversationRepository {
       }
       void fs.promises.rm(trash, { recursive: true, force: true }).catch(() => undefined);
     })();
-    const tracked = removal.catch(() => undefined);
-    this.removals.add(tracked);
-    void tracked.then(() => this.removals.delete(tracked));
     return removal;
-  }
-
-  /** Resolves once every removal started so far has taken the record off the disk. */
-  async settled(): Promise<void> {
-    if (this.removals.size > 0) await Promise.all([...this.removals]);
   }
 
   private async load(id: string): Promise<ConversationRecord | undefined> {
