@@ -1,12 +1,12 @@
 import path from 'node:path';
 import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
-import type { ShellFactory } from '../src/core/tools/shell-session.js';
 import { startFakeLlm, type FakeLlm } from '../test/fake-llm/fake-llm-server.js';
 import { connectSse, type SseConnection } from '../test/support/sse-client.js';
 import { startServer, type TestServer } from '../test/support/agentd.js';
 import type { Benchmark } from './support/benchmark.js';
-import { Meter, timedLlm, timedShells } from './support/instrumented.js';
+import { EventTap } from './support/instrumented.js';
+import { SEGMENTS, TurnTimeline, type SegmentName } from './support/turn-timeline.js';
 import { fmt, ratio, summarize } from './support/stats.js';
 import { StepFloor } from './support/step-floor.js';
 
@@ -24,50 +24,41 @@ export const p10RoundTrip: Benchmark = {
     'ms from `POST .../messages` to the run\'s end seen on SSE, for a run of one `bash true` call then an answer, on a new conversation and on a later turn, with a breakdown (HTTP, LLM, shell start, tool, the rest), versus the floor: two fake-LLM round trips plus one command in a running shell.',
   async run({ quick, tmp }) {
     const rounds = quick ? 12 : 40;
-    const llm = new Meter();
-    const tool = new Meter();
-    const shellStart = new Meter();
+    const timeline = new TurnTimeline();
+    const tap = new EventTap();
+    timeline.tap(tap);
     const fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
-    const server = await startServer({ overrides: { llm: timedLlm(new OpenAiLlmClient(), llm), shells: timedShellStarts(timedShells(new BashShellFactory(), tool), shellStart) } });
+    const server = await startServer({ overrides: { llm: timeline.llm(new OpenAiLlmClient()), shells: timeline.shells(new BashShellFactory()), readers: [tap] } });
+    timeline.checkpoints(server.services.checkpoints);
+    const record = server.services.recorder.append.bind(server.services.recorder);
+    server.services.recorder.append = (conversationId, event) => timeline.time('append', () => record(conversationId, event));
     let floor: StepFloor | undefined;
     try {
       // Warm-up: the first conversation pays for JIT and first-use costs nobody sees twice.
-      const warm = await Conversation.create(server, fake);
+      const warm = await Conversation.create(server, fake, timeline);
       for (let i = 0; i < 3; i++) await warm.turn();
       warm.close();
       floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir') });
 
-      const fresh: number[] = [];
-      const later: number[] = [];
-      const postMs: number[] = [];
-      const parts = { fresh: zeroParts(), later: zeroParts() };
+      const turns = { fresh: [] as TurnFigures[], later: [] as TurnFigures[] };
       for (let round = 0; round < rounds; round++) {
         await floor.sample(2);
-        const conversation = await Conversation.create(server, fake);
-        for (const [kind, list] of [['fresh', fresh], ['later', later]] as const) {
-          const before = { llm: llm.ms, tool: tool.ms, shellStart: shellStart.ms };
+        const conversation = await Conversation.create(server, fake, timeline);
+        for (const kind of ['fresh', 'later'] as const) {
+          timeline.reset();
           const { totalMs, httpMs } = await conversation.turn();
-          list.push(totalMs);
-          postMs.push(httpMs);
-          const part = parts[kind];
-          part.llm += llm.ms - before.llm;
-          part.tool += tool.ms - before.tool;
-          part.shellStart += shellStart.ms - before.shellStart;
-          part.http += httpMs;
+          turns[kind].push({ totalMs, httpMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
+          if (process.env.P10_DEBUG && round === rounds - 1) console.log(kind, timeline.dump());
         }
         conversation.close();
       }
       const floorMs = 2 * summarize(floor.llmMs).p50 + summarize(floor.shellMs).p50;
-      const freshSummary = summarize(fresh);
-      const laterSummary = summarize(later);
+      const total = (kind: 'fresh' | 'later') => summarize(turns[kind].map((turn) => turn.totalMs));
+      const freshSummary = total('fresh');
+      const laterSummary = total('later');
       const row = (label: string, summary: ReturnType<typeof summarize>) => [label, fmt(summary.p50), fmt(summary.mean), fmt(summary.p99), ratio(summary.p50, floorMs)];
-      const breakdown = (kind: 'fresh' | 'later', total: number[]) => {
-        const part = parts[kind];
-        const mean = (ms: number) => ms / total.length;
-        const sum = total.reduce((a, b) => a + b, 0) / total.length;
-        const rest = sum - mean(part.llm) - mean(part.tool) - mean(part.shellStart) - mean(part.http);
-        return [fmt(mean(part.http)), fmt(mean(part.llm)), fmt(mean(part.shellStart)), fmt(mean(part.tool)), fmt(rest), fmt(sum)];
-      };
+      const p50 = (kind: 'fresh' | 'later', value: (turn: TurnFigures) => number) => fmt(summarize(turns[kind].map(value)).p50);
+      const SPENT = ['append', 'checkpoint atRunStart', 'checkpoint beforeTool', 'checkpoint atRunEnd', 'shell start'];
       return {
         sizes: `${rounds} new conversations, each with a first and a second turn, alternating with floor samples (after a 3-turn warm-up)`,
         tables: [
@@ -81,17 +72,19 @@ export const p10RoundTrip: Benchmark = {
             ],
           },
           {
-            caption: 'Where a round trip goes (means, ms)',
-            columns: ['', 'HTTP POST → 202', 'LLM (2 calls)', 'shell start', 'tool', 'the rest (run start/end, appends, SSE delivery)', 'total'],
-            rows: [
-              ['new conversation', ...breakdown('fresh', fresh)],
-              ['later turn', ...breakdown('later', later)],
-            ],
+            caption: 'The critical path, consecutive segments (p50 ms each; they add up to about the total)',
+            columns: ['', ...SEGMENTS],
+            rows: (['fresh', 'later'] as const).map((kind) => [kind === 'fresh' ? 'new conversation' : 'later turn', ...SEGMENTS.map((name) => p50(kind, (turn) => turn.segments[name]))]),
+          },
+          {
+            caption: 'Parts that overlap the path (p50 ms per turn): HTTP answer, event appends (sum), workdir checkpoints, shell start',
+            columns: ['', 'POST → 202', ...SPENT],
+            rows: (['fresh', 'later'] as const).map((kind) => [kind === 'fresh' ? 'new conversation' : 'later turn', p50(kind, (turn) => turn.httpMs), ...SPENT.map((name) => p50(kind, (turn) => turn.spent.get(name) ?? 0))]),
           },
         ],
         notes: [
           `A new conversation's round trip is ${ratio(freshSummary.p50, floorMs)} its floor at the median (${fmt(freshSummary.p50)} ms vs ${fmt(floorMs)} ms); a later turn ${ratio(laterSummary.p50, floorMs)} (${fmt(laterSummary.p50)} ms).`,
-          'The server runs in this process (as in the tests), so "the rest" includes the client\'s own SSE parsing; parts overlap when the shell starts while the LLM answers.',
+          'The server runs in this process (as in the tests), so the last segment includes the client\'s own SSE parsing.',
         ],
       };
     } finally {
@@ -102,13 +95,11 @@ export const p10RoundTrip: Benchmark = {
   },
 };
 
-function zeroParts() {
-  return { llm: 0, tool: 0, shellStart: 0, http: 0 };
-}
-
-/** Times each shell's start (`create`). */
-function timedShellStarts(inner: ShellFactory, meter: Meter): ShellFactory {
-  return { create: (options) => meter.time(() => inner.create(options)) };
+interface TurnFigures {
+  totalMs: number;
+  httpMs: number;
+  segments: Record<SegmentName, number>;
+  spent: Map<string, number>;
 }
 
 /** A conversation watched over SSE as a client would. */
@@ -120,9 +111,10 @@ class Conversation {
     private readonly fake: FakeLlm,
     private readonly id: string,
     private readonly stream: SseConnection,
+    private readonly timeline: TurnTimeline,
   ) {}
 
-  static async create(server: TestServer, fake: FakeLlm): Promise<Conversation> {
+  static async create(server: TestServer, fake: FakeLlm, timeline: TurnTimeline): Promise<Conversation> {
     const response = await fetch(`${server.url}/conversations`, {
       method: 'POST',
       headers: { ...server.auth, 'content-type': 'application/json' },
@@ -131,7 +123,7 @@ class Conversation {
     if (response.status !== 201) throw new Error(`POST /conversations: ${response.status} ${await response.text()}`);
     const { id } = (await response.json()) as { id: string };
     const stream = await connectSse(`${server.url}/conversations/${id}/events/stream`, server.auth);
-    return new Conversation(server, fake, id, stream);
+    return new Conversation(server, fake, id, stream, timeline);
   }
 
   /** One message, one `bash true`, one answer; resolves when the run's end arrives on SSE. */
@@ -140,14 +132,17 @@ class Conversation {
     this.fake.setScript([{ toolCalls: [{ name: 'bash', arguments: { command: `true # turn ${turn}` } }] }, { text: `done ${turn}` }]);
     const endsBefore = this.runEnds();
     const started = performance.now();
+    this.timeline.mark('post', started);
     const posted = await fetch(`${this.server.url}/conversations/${this.id}/messages`, {
       method: 'POST',
       headers: { ...this.server.auth, 'content-type': 'application/json' },
       body: JSON.stringify({ content: `Turn ${turn}: run true.`, run: true }),
     });
     const httpMs = performance.now() - started;
+    this.timeline.mark('202');
     if (posted.status !== 202) throw new Error(`POST /messages: ${posted.status} ${await posted.text()}`);
     await this.stream.waitFor(() => this.runEnds() > endsBefore, 30_000);
+    this.timeline.mark('sse end');
     return { totalMs: performance.now() - started, httpMs };
   }
 

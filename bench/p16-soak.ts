@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { startFakeLlm } from '../test/fake-llm/fake-llm-server.js';
@@ -5,7 +6,7 @@ import { connectSse } from '../test/support/sse-client.js';
 import type { Benchmark } from './support/benchmark.js';
 import { call, sleep } from './support/idle-conversations.js';
 import { census, type Census } from './support/process-census.js';
-import { BENCH_KEY, CLI, startProcess, type StartedProcess } from './support/processes.js';
+import { BENCH_KEY, CLI, childScript, startProcess, type StartedProcess } from './support/processes.js';
 import { fmt } from './support/stats.js';
 import { SteppingModel } from './support/stepping-llm.js';
 
@@ -20,14 +21,52 @@ export const p16Soak: Benchmark = {
   title: 'soak',
   measures: 'server RSS, fds and child processes after 200 conversations × 10 runs × 10 steps with SSE subscribers attached and detached (--quick: 10 × 3 × 5), versus after the first round.',
   async run({ quick, tmp }) {
-    const count = quick ? 10 : 200;
-    const rounds = quick ? 3 : 10;
-    const steps = quick ? 5 : 10;
+    // AGENTD_BENCH_P16=<conversations>,<rounds>,<steps>: other sizes (for finding what grows without the full hour).
+    const sized = process.env.AGENTD_BENCH_P16?.split(',').map(Number);
+    const count = sized?.[0] ?? (quick ? 10 : 200);
+    const rounds = sized?.[1] ?? (quick ? 3 : 10);
+    const steps = sized?.[2] ?? (quick ? 5 : 10);
+    const v8Flags = process.env.AGENTD_BENCH_P16_V8?.split(' ').filter(Boolean) ?? [];
+    const restMs = Number(process.env.AGENTD_BENCH_P16_REST_MS ?? 500);
     const model = new SteppingModel(steps);
     const fake = await startFakeLlm({ whenExhausted: model.answer });
     const dataDir = path.join(tmp, 'data');
     fs.mkdirSync(dataDir, { recursive: true });
-    const server = await startProcess({ command: [process.execPath, CLI], args: (port) => ['--port', String(port), '--data-dir', dataDir], env: { AGENTD_LOG_LEVEL: 'warn', AGENTD_IDLE_TIMEOUT_S: '0' }, probe: '/health' });
+    // AGENTD_BENCH_HEAP_DIR=<dir>: heap snapshots of the server after round 1 and after the last, written there (for finding what grows).
+    const heapDir = process.env.AGENTD_BENCH_HEAP_DIR;
+    const memoryFile = path.join(tmp, 'memory.jsonl');
+    const memory = async (): Promise<MemoryReport | null> => {
+      if (heapDir) return null;
+      const before = fs.existsSync(memoryFile) ? fs.readFileSync(memoryFile, 'utf8').split('\n').filter(Boolean).length : 0;
+      process.kill(server.child.pid!, 'SIGUSR2');
+      for (let waited = 0; waited < 5000; waited += 20) {
+        const lines = fs.existsSync(memoryFile) ? fs.readFileSync(memoryFile, 'utf8').split('\n').filter(Boolean) : [];
+        if (lines.length > before) return JSON.parse(lines.at(-1)!) as MemoryReport;
+        await sleep(20);
+      }
+      return null;
+    };
+    const server = await startProcess({
+      command: [process.execPath, ...v8Flags, ...(heapDir ? ['--heapsnapshot-signal=SIGUSR2'] : ['--import', childScript('memory-report')]), CLI],
+      args: (port) => ['--port', String(port), '--data-dir', dataDir],
+      env: { AGENTD_LOG_LEVEL: 'warn', AGENTD_IDLE_TIMEOUT_S: '0', AGENTD_BENCH_MEMORY_FILE: memoryFile },
+      probe: '/health',
+      ...(heapDir && { cwd: heapDir }),
+    });
+    const snapshot = async () => {
+      if (!heapDir) return;
+      const before = fs.readdirSync(heapDir).length;
+      process.kill(server.child.pid!, 'SIGUSR2');
+      const deadline = performance.now() + 120_000;
+      while (fs.readdirSync(heapDir).length === before && performance.now() < deadline) await sleep(100);
+      // Done when its size holds still for a second (RSS figures after round 1 include the snapshot's own cost).
+      const file = path.join(heapDir, fs.readdirSync(heapDir).sort().at(-1)!);
+      let size = -1;
+      while (fs.statSync(file).size !== size && performance.now() < deadline) {
+        size = fs.statSync(file).size;
+        await sleep(1000);
+      }
+    };
     try {
       const ids: string[] = [];
       for (let index = 0; index < count; index++) {
@@ -37,12 +76,18 @@ export const p16Soak: Benchmark = {
       }
       const rows: string[][] = [];
       let first: Census | undefined;
+      let firstClients: number | undefined;
       const started = performance.now();
       for (let round = 1; round <= rounds; round++) {
         await runRound(server, ids, round);
-        await sleep(500);
+        await sleep(restMs);
         const now = census(server.child.pid!);
+        const report = await memory();
+        if (process.env.AGENTD_BENCH_FDS) console.log(`round ${round} fds:`, fdKinds(server.child.pid!));
+        const clients = clientConnections(server);
         first ??= now;
+        firstClients ??= clients;
+        if (round === 1 || round === rounds) await snapshot();
         if (round === 1 || round === rounds || round === Math.ceil(rounds / 2)) {
           rows.push([
             `after round ${round}${round === 1 ? ' (baseline)' : ''}`,
@@ -50,8 +95,11 @@ export const p16Soak: Benchmark = {
             `${fmt(((now.rootRss - first.rootRss) / first.rootRss) * 100)} %`,
             String(now.rootFds),
             String(now.rootFds - first.rootFds),
+            String(clients),
+            String(now.rootFds - clients - (first.rootFds - firstClients!)),
             String(now.processes),
             String(now.processes - first.processes),
+            ...(report ? [mib(report.heapUsed), mib(report.heapTotal), mib(report.spaces.new_space?.size ?? 0), mib(report.spaces.old_space?.size ?? 0), mib(report.spaces.old_space?.used ?? 0), mib(report.spaces.large_object_space?.size ?? 0), mib(report.spaces.large_object_space?.used ?? 0), mib(report.external)] : ['–', '–', '–', '–', '–', '–', '–', '–']),
           ]);
         }
       }
@@ -61,11 +109,14 @@ export const p16Soak: Benchmark = {
         tables: [
           {
             caption: 'Server resources over the soak',
-            columns: ['', 'RSS MiB', 'RSS vs round 1', 'fds', 'fds vs round 1', 'child processes', 'vs round 1'],
+            columns: ['', 'RSS MiB', 'RSS vs round 1', 'fds', 'fds vs round 1', 'of them, the bench\'s idle HTTP connections', 'fds vs round 1 without those', 'child processes', 'vs round 1', 'JS heap used MiB', 'JS heap total MiB', 'new space MiB', 'old space MiB', 'of it used', 'large objects MiB', 'of it used', 'external MiB'],
             rows,
           },
         ],
-        notes: ['Target: RSS within +15 % of round 1, no growth in fds or child processes (every conversation keeps its one shell throughout).'],
+        notes: [
+          'Target: RSS within +15 % of round 1, no growth in fds or child processes (every conversation keeps its one shell throughout).',
+          'The server\'s fds include the connections the bench\'s HTTP client keeps alive to it (counted with `ss`), which vary with the client\'s pool; the last column leaves them out.',
+        ],
       };
     } finally {
       await server.stop();
@@ -73,6 +124,43 @@ export const p16Soak: Benchmark = {
     }
   },
 };
+
+interface MemoryReport {
+  heapUsed: number;
+  heapTotal: number;
+  external: number;
+  spaces: Record<string, { size: number; used: number }>;
+}
+
+/** Connections the bench's own HTTP client keeps open to the server (its keep-alive pool): fds the server holds at the client's choice. */
+function clientConnections(server: StartedProcess): number {
+  const port = new URL(server.url).port;
+  try {
+    return execFileSync('ss', ['-tnH', 'state', 'established', `( sport = :${port} )`], { encoding: 'utf8' }).split('\n').filter(Boolean).length;
+  } catch {
+    return 0;
+  }
+}
+
+/** The server's open fds by what they point at (sockets, pipes, files by directory), for finding a leak. */
+function fdKinds(pid: number): Record<string, number> {
+  const kinds: Record<string, number> = {};
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+    let target = '?';
+    try {
+      target = fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
+    } catch {
+      continue;
+    }
+    const kind = target.startsWith('/') ? target.replace(/[0-9a-f-]{36}/g, '<id>') : target.replace(/\[\d+\]/, '');
+    kinds[kind] = (kinds[kind] ?? 0) + 1;
+  }
+  return kinds;
+}
+
+function mib(bytes: number): string {
+  return fmt(bytes / 2 ** 20);
+}
 
 /** Every conversation runs once (8 at a time), watched by an SSE subscriber that leaves when the run has ended. */
 async function runRound(server: StartedProcess, ids: string[], round: number): Promise<void> {

@@ -78,13 +78,15 @@ export async function composeStorage(options: {
   if (config.cluster) return composePostgres(config.cluster, logger, box);
   const conversationsDir = path.join(config.dataDir, 'conversations');
   const log = new FileEventLog({ conversationsDir, firehoseFile: path.join(config.dataDir, 'firehose.idx'), fsync: config.fsync, storageError, onDamaged: options.onDamaged });
+  const repository = new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError });
   return {
     kind: 'files',
     log,
     runs: new FileRunStore(conversationsDir, { storageError }),
-    repository: new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError }),
+    repository,
     summaries: new FileSummaryStore(path.join(config.dataDir, 'summaries.json')),
     webhooks: new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box, fsync: config.fsync, storageError }),
+    // Appends and saves are synchronous; a DELETE awaits its conversation's removal itself.
     durable: async () => {},
     checks: async () => ({}),
     postgres: null,

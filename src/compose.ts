@@ -179,7 +179,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   let ownership: Ownership | null = null;
   const webhooks = await composeWebhooks({ config, logger, log, conversations: store, store: storage.webhooks, version: VERSION, ...(storage.postgres && { owns: (id: string) => ownership?.holds(id) ?? false }) });
 
-  const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.json'));
+  const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.jsonl'), path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
   const webFetcher = new UndiciWebFetcher({ ...config.web.fetch, userAgent: `agentd/${VERSION} (web_fetch)` });
@@ -391,6 +391,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     ownership,
     async close() {
       await agent.stopAll();
+      shellLedger.close();
       await ownership?.close();
       await webhooks.close();
       await hookClient.close();

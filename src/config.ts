@@ -21,6 +21,8 @@ export interface Config {
   idleTimeoutMs: number;
   /** A shutdown taking longer than this exits anyway (code 1). */
   shutdownTimeoutMs: number;
+  /** V8's heap growing factor in percent (AGENTD_HEAP_GROWTH_PERCENT); 0: V8's own. */
+  heapGrowthPercent: number;
   /** AGENTD_CONDENSER_MAX_TOKENS: the condensation threshold for models of unknown context window. */
   condenserMaxTokens: number;
   host: string;
@@ -236,6 +238,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     llmClient: Object.freeze({ rateLimitWaitMs: Math.round(e.AGENTD_LLM_RATE_LIMIT_WAIT_S * 1000), idleTimeoutMs: Math.round(e.AGENTD_LLM_IDLE_TIMEOUT_S * 1000) }),
     idleTimeoutMs: Math.round(e.AGENTD_IDLE_TIMEOUT_S * 1000),
     shutdownTimeoutMs: Math.round(e.AGENTD_SHUTDOWN_TIMEOUT_S * 1000),
+    heapGrowthPercent: e.AGENTD_HEAP_GROWTH_PERCENT,
     secretKey: e.AGENTD_SECRET_KEY ?? null,
     mcpServers: e.AGENTD_MCP_CONFIG ? readMcpConfig(e.AGENTD_MCP_CONFIG) : {},
     skillsDir: e.AGENTD_SKILLS_DIR ?? null,

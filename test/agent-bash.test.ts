@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { processAlive } from './support/processes.js';
+import { ShellLedger } from '../src/adapters/shell-ledger.js';
 
 let harness: AgentHarness;
 afterEach(async () => harness?.close());
@@ -129,13 +130,13 @@ describe('the conversation shell', () => {
     const id = await harness.createConversation({ initial_message: 'go' });
     await harness.waitForStatus(id, ['running']);
     // The LLM hangs on its first answer: no tool was called, yet the shell is up (in the ledger, alive).
-    const ledger = path.join(harness.server.dataDir, 'shells.json');
+    const ledger = path.join(harness.server.dataDir, 'shells.jsonl');
     const deadline = Date.now() + 15_000;
     let pids: number[] = [];
     while (pids.length === 0) {
       if (Date.now() > deadline) throw new Error('no shell was started while the LLM answered');
       try {
-        pids = Object.values(JSON.parse(fs.readFileSync(ledger, 'utf8')) as Record<string, { pid: number }>).map((entry) => entry.pid);
+        pids = ShellLedger.read(ledger).map((entry) => entry.pid);
       } catch {
         // not written yet
       }

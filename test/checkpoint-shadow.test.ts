@@ -5,6 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { GitShadowRepository } from '../src/adapters/git-shadow-repository.js';
 import { runGit } from '../src/adapters/git-program.js';
+import { EMPTY_TREE } from '../src/core/checkpoints/shadow-repository.js';
 import { tempDir } from './support/agentd.js';
 
 const gitMissing = (() => {
@@ -205,5 +206,49 @@ describe.skipIf(gitMissing)('shadow repository', () => {
     write('src/main.ts', 'z'.repeat(2048));
     const third = await shadow.snapshot(target);
     expect(await shadow.changes(target, first, third)).toEqual([{ path: 'src/main.ts', status: 'deleted' }]);
+  });
+
+  it('answers from the workdir\'s stat fingerprint when nothing changed (no git runs), and still sees every change', async () => {
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024 });
+    const target = { gitDir, workdir };
+    const noGit = path.join(base, 'no-git-here');
+    fs.mkdirSync(noGit);
+    // An empty workdir is the empty tree, without git (or a repository).
+    setEnv({ PATH: noGit });
+    expect(await shadow.snapshot(target)).toBe(EMPTY_TREE);
+    expect(await shadow.keep(target, EMPTY_TREE, 'empty')).toBe('');
+    setEnv({ PATH: savedEnv.PATH! });
+    write('a.txt', 'aaaa\n');
+    write('sub/b.txt', 'bbbb\n');
+    const first = await shadow.snapshot(target);
+    expect(Object.keys(await treeEntries(first)).sort()).toEqual(['a.txt', 'sub/b.txt']);
+    // Unchanged: the same tree, git not asked.
+    setEnv({ PATH: noGit });
+    expect(await shadow.snapshot(target)).toBe(first);
+    // Same size, written in the same instant, its old mtime put back: still a change.
+    const stat = fs.statSync(path.join(workdir, 'a.txt'));
+    write('a.txt', 'AAAA\n');
+    fs.utimesSync(path.join(workdir, 'a.txt'), stat.atimeMs / 1000, (Math.trunc(stat.mtimeMs) + 0.5) / 1000);
+    expect(Math.trunc(fs.statSync(path.join(workdir, 'a.txt')).mtimeMs)).toBe(Math.trunc(stat.mtimeMs));
+    await expect(shadow.snapshot(target)).rejects.toThrow();
+    setEnv({ PATH: savedEnv.PATH! });
+    const second = await shadow.snapshot(target);
+    expect(await shadow.changes(target, first, second)).toEqual([{ path: 'a.txt', status: 'modified' }]);
+    // Emptied (the index still lists the files), then the same files again: their tree, not the empty one.
+    fs.rmSync(path.join(workdir, 'a.txt'));
+    fs.rmSync(path.join(workdir, 'sub'), { recursive: true });
+    expect(await shadow.snapshot(target)).toBe(EMPTY_TREE);
+    write('a.txt', 'AAAA\n');
+    write('sub/b.txt', 'bbbb\n');
+    expect(await shadow.snapshot(target)).toBe(second);
+    // A restore from a tree taken by fingerprint starts from the workdir as it is.
+    fs.rmSync(path.join(workdir, 'a.txt'));
+    fs.rmSync(path.join(workdir, 'sub'), { recursive: true });
+    expect(await shadow.snapshot(target)).toBe(EMPTY_TREE);
+    await shadow.restore(target, EMPTY_TREE, first);
+    expect(fs.readFileSync(path.join(workdir, 'a.txt'), 'utf8')).toBe('aaaa\n');
+    expect(await shadow.snapshot(target)).toBe(first);
+    write('sub/new.txt', 'new\n');
+    expect(await shadow.changes(target, first, await shadow.snapshot(target))).toEqual([{ path: 'sub/new.txt', status: 'added' }]);
   });
 });

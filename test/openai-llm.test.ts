@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isAbortError, OpenAiLlmClient, type OpenAiLlmClientOptions } from '../src/adapters/openai-llm.js';
 import { LlmError, type LlmMessage, type LlmRequest, type LlmSettings } from '../src/core/agent/llm.js';
@@ -252,6 +253,30 @@ describe('OpenAiLlmClient', () => {
     expect(sent?.headers.authorization).toBeUndefined();
     expect(sent?.body).toMatchObject({ max_completion_tokens: 100 });
     expect(server.violations).toEqual([]);
+  });
+});
+
+describe('OpenAiLlmClient behind a redirect', () => {
+  it('follows a 307 from the base URL to the real endpoint with the same request (the body is not copied for endpoints that answer directly)', async () => {
+    const server = await start([{ text: 'redirected fine' }]);
+    const target = new URL(server.url);
+    const redirects: string[] = [];
+    const front = http.createServer((req, res) => {
+      redirects.push(`${req.method} ${req.url}`);
+      res.writeHead(307, { location: `${target.origin}${target.pathname.replace(/\/$/, '')}${req.url!.replace(/^\/v1/, '')}` });
+      res.end();
+    });
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const { port } = front.address() as { port: number };
+      const response = await fastClient().complete(makeRequest(server, { settings: { base_url: `http://127.0.0.1:${port}/v1` } }));
+      expect(response.content).toBe('redirected fine');
+      expect(redirects).toEqual(['POST /v1/chat/completions', 'POST /v1/chat/completions']);
+      expect(server.requests).toHaveLength(1);
+      expect(server.requests[0]?.body.messages).toEqual(BASE_MESSAGES);
+    } finally {
+      await new Promise((resolve) => front.close(resolve));
+    }
   });
 });
 

@@ -41,7 +41,7 @@ const processesMatching = (pattern: string): string => {
 
 /** A script that reports what of the server it can see: nothing must come out as VISIBLE. */
 function snoopScript(options: { dataDir: string; otherWorkdir: string }): string {
-  const targets = ['master.key', 'secret.key', 'conversations', 'shells.json'].map((name) => path.join(options.dataDir, name));
+  const targets = ['master.key', 'secret.key', 'conversations', 'shells.jsonl'].map((name) => path.join(options.dataDir, name));
   targets.push(path.join(options.otherWorkdir, 'other-secret.txt'), `/proc/${process.pid}/environ`, `/proc/${process.pid}/cmdline`);
   return [
     `for f in ${targets.map((target) => `'${target}'`).join(' ')}; do if [ -e "$f" ] || cat "$f" >/dev/null 2>&1; then echo "VISIBLE $f"; else echo "hidden $f"; fi; done`,

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
 import { Writable } from 'node:stream';
 import type { ProcessLauncher, SandboxRequest } from './process-launcher.js';
+import { sandboxCleanup } from './spread-work.js';
 import { descendantsByChildren, descendantsOf, listProcesses, signalQuietly, type ProcessEntry } from './process-tree.js';
 
 const BASH_ARGS = ['--norc', '--noprofile', '--noediting', '-i'];
@@ -55,9 +56,12 @@ export class BashProcess {
     const onGone = (exitCode: number): void => {
       if (this.exited) return;
       this.exited = true;
-      // End of file on the control channel: the sandbox's watchdog stops whatever is left.
-      this.control()?.destroy();
-      spec.release?.();
+      // End of file on the control channel (the sandbox's watchdog stops whatever is left) and the
+      // cgroups released, a few exits per event-loop turn: a shutdown's thousand exits arrive at once.
+      sandboxCleanup.add(() => {
+        this.control()?.destroy();
+        spec.release?.();
+      });
       let done = false;
       const finalize = (): void => {
         if (done) return;

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { PreparedProcess, ProcessLauncher, ProcessSpec } from './process-launcher.js';
+import type { PreparedProcess, ProcessLauncher, ProcessSpec, SandboxRequest } from './process-launcher.js';
 import type { LimitEnforcement, ResourceLimits } from './resource-limits.js';
 import type { SandboxCgroups } from './sandbox-cgroups.js';
 import { CONTROL_FD, sandboxEntryScript } from './sandbox-entry-script.js';
@@ -100,6 +100,12 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       extraReadOnly: options.extraReadOnlyPaths ?? [],
       hidden: options.hiddenPaths,
     });
+  }
+
+  async ready(sandbox: SandboxRequest): Promise<void> {
+    if (!this.asRoot) return;
+    const identity = this.identities.forWorkdir(sandbox.workdir);
+    await this.owner.ensureAsync({ workdir: sandbox.workdir, uid: identity.uid, gid: identity.gid });
   }
 
   prepare(spec: ProcessSpec): PreparedProcess {

@@ -67,11 +67,28 @@ export class FileConversationRepository implements ConversationRepository {
     }
   }
 
-  remove(id: string): void {
+  /**
+   * Off the event loop (a DELETE's files may take the disk a while); the DELETE awaits the
+   * returned promise before it drops the log and answers. The record goes first: a
+   * crash midway leaves a directory without a record, removed at the next load. The directory is
+   * then moved aside in one rename and its files (the log, checkpoints, a shadow repository)
+   * removed in the background; what a crash leaves of them is removed at the next load too.
+   */
+  remove(id: string): Promise<void> {
     const dir = path.join(this.dir, id);
-    // The record goes first: a crash midway leaves a directory without a record, cleaned at load.
-    fs.rmSync(path.join(dir, FILE), { force: true });
-    fs.rmSync(dir, { recursive: true, force: true });
+    const removal = (async () => {
+      // A failure here fails the DELETE (before the log goes), as when this was synchronous.
+      await fs.promises.rm(path.join(dir, FILE), { force: true });
+      const trash = path.join(this.dir, `.deleted-${id}-${randomBytes(4).toString('hex')}`);
+      try {
+        await fs.promises.rename(dir, trash);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') await fs.promises.rm(dir, { recursive: true, force: true }).catch(() => undefined);
+        return;
+      }
+      void fs.promises.rm(trash, { recursive: true, force: true }).catch(() => undefined);
+    })();
+    return removal;
   }
 
   private async load(id: string): Promise<ConversationRecord | undefined> {

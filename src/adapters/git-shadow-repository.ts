@@ -4,6 +4,8 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { ChangedPath, ShadowRepository, ShadowTarget } from '../core/checkpoints/shadow-repository.js';
 import { GitError, runGit } from './git-program.js';
+import { workdirFingerprint } from './workdir-fingerprint.js';
+import { EMPTY_TREE } from '../core/checkpoints/shadow-repository.js';
 
 /**
  * Attributes that win over any `.gitattributes` the agent writes in its workdir: no filter or
@@ -19,11 +21,20 @@ const EXCLUDE = '/.agentd/\n.git\n';
  * workdir as its work tree. A snapshot asks `git status` what changed (stat data in the index
  * makes that cheap when little did), stages exactly those paths, and writes a tree: files past
  * the size cap and nested repositories are not recorded; ignored files (.gitignore) neither.
- * Symlinks are stored as symlinks, never followed.
+ * Symlinks are stored as symlinks, never followed. Before asking git, a snapshot compares the
+ * workdir's stat fingerprint with the one taken at the previous snapshot: when nothing changed
+ * (most steps of most runs) the previous tree is the answer and no git runs.
  */
 export class GitShadowRepository implements ShadowRepository {
+  /** The tree of the last snapshot (by git or by fingerprint). */
   private readonly lastTree = new Map<string, string>();
+  /** The tree the index was last written as: what `git status` compares the workdir with. */
+  private readonly indexTree = new Map<string, string>();
   private readonly lastCommit = new Map<string, string>();
+  /** The workdir's fingerprint taken just before the snapshot that produced lastTree. */
+  private readonly lastPrint = new Map<string, string>();
+  /** Workdirs too large for a fingerprint: git alone decides. */
+  private readonly large = new Set<string>();
   private checked: Promise<{ ok: true } | { ok: false; reason: string }> | null = null;
 
   constructor(private readonly options: { maxFileBytes: number }) {}
@@ -37,11 +48,32 @@ export class GitShadowRepository implements ShadowRepository {
   }
 
   async snapshot(target: ShadowTarget): Promise<string> {
+    // Taken before git looks: a change after it is either in git's answer or in the next print.
+    const print = this.large.has(target.gitDir) ? { kind: 'large' as const } : workdirFingerprint(target.workdir);
+    if (print.kind === 'large') this.large.add(target.gitDir);
+    if (print.kind === 'print') {
+      const known = this.lastTree.get(target.gitDir);
+      if (known !== undefined && this.lastPrint.get(target.gitDir) === print.digest) return this.remember(target, known, print.digest);
+      // An empty workdir needs no git at all (the empty tree is every repository's).
+      if (print.empty) return this.remember(target, EMPTY_TREE, print.digest);
+    }
+    const tree = await this.snapshotWithGit(target);
+    return this.remember(target, tree, print.kind === 'print' ? print.digest : undefined);
+  }
+
+  private remember(target: ShadowTarget, tree: string, print: string | undefined): string {
+    this.lastTree.set(target.gitDir, tree);
+    if (print === undefined) this.lastPrint.delete(target.gitDir);
+    else this.lastPrint.set(target.gitDir, print);
+    return tree;
+  }
+
+  private async snapshotWithGit(target: ShadowTarget): Promise<string> {
     await this.ensureRepository(target.gitDir);
     const status = await this.git(target, ['status', '--porcelain=v1', '-z', '--no-renames', '--untracked-files=all', '--ignore-submodules=all']);
     // Only the work tree against the index counts (`?X`, `??`): the index against HEAD is the shadow's own business.
     const entries = status.stdout.split('\0').filter((entry) => entry.length > 3 && (entry[1] !== ' ' || entry.startsWith('??')));
-    const known = this.lastTree.get(target.gitDir);
+    const known = this.indexTree.get(target.gitDir);
     if (entries.length === 0 && known) return known;
     const stage: string[] = [];
     const drop: string[] = [];
@@ -64,11 +96,14 @@ export class GitShadowRepository implements ShadowRepository {
     }
     if (drop.length > 0) await this.git(target, ['update-index', '--force-remove', '-z', '--stdin'], { input: joinZ(drop) });
     const tree = (await this.git(target, ['write-tree'])).stdout.trim();
-    this.lastTree.set(target.gitDir, tree);
+    this.indexTree.set(target.gitDir, tree);
     return tree;
   }
 
   async keep(target: ShadowTarget, tree: string, message: string): Promise<string> {
+    // The empty tree is known to every repository: there is nothing to keep (and no repository yet, maybe).
+    if (tree === EMPTY_TREE) return '';
+    await this.ensureRepository(target.gitDir);
     let parent: string | undefined = this.lastCommit.get(target.gitDir);
     if (parent === undefined) {
       const head = await this.git(target, ['rev-parse', '--verify', '-q', 'refs/heads/checkpoints'], { allowExit: [1] });
@@ -109,13 +144,17 @@ export class GitShadowRepository implements ShadowRepository {
   async restore(target: ShadowTarget, from: string, to: string): Promise<void> {
     const changed = await this.changes(target, from, to);
     if (changed.length === 0) return;
+    // read-tree moves the workdir from what the index holds: a snapshot by fingerprint left it as it was.
+    if (this.indexTree.get(target.gitDir) !== from) await this.snapshotWithGit(target);
     // `-m -u from to`: git's own checkout: it never writes through a symlink it finds on the way.
     await this.git(target, ['read-tree', '--reset', '-u', to]);
-    this.lastTree.set(target.gitDir, to);
+    this.indexTree.set(target.gitDir, to);
+    this.remember(target, to, undefined);
     reown(target.workdir, changed.filter((change) => change.status !== 'deleted').map((change) => change.path));
   }
 
   async exportTree(gitDir: string, tree: string, intoDir: string): Promise<void> {
+    if (tree === EMPTY_TREE) return;
     const indexFile = path.join(gitDir, `export-${randomBytes(6).toString('hex')}.index`);
     try {
       await runGit({ gitDir, workTree: intoDir, indexFile, args: ['read-tree', '--reset', '-u', tree] });

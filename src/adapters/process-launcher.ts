@@ -57,6 +57,11 @@ export interface ProcessLauncher {
   /** What enforces each limit here (reported by /info). */
   readonly enforcement: LimitEnforcement;
   prepare(spec: ProcessSpec): PreparedProcess;
+  /**
+   * The slow part of preparing a sandbox for a workdir (e.g. giving it to the agent's uid), done
+   * without blocking the event loop: a `prepare` after it finds it done. Optional to call.
+   */
+  ready?(sandbox: SandboxRequest): Promise<void>;
 }
 
 /**

@@ -11,29 +11,60 @@ interface Entry {
 
 /** How long a closed shell may stay in the ledger file (see forget). */
 const FORGET_DELAY_MS = 100;
+/** The journal is rewritten with only the live shells once it has this many lines more than them. */
+const COMPACT_SLACK = 256;
 
 /**
- * A file of the shells this server started (pid and start time). A server killed with `kill -9`
- * cannot stop its shells; the next start reaps what the ledger names, with everything below
- * them, unless a pid now belongs to a younger process.
+ * A journal of the shells this server started (pid and start time), one line per start or
+ * close, appended (a start costs one small write: no file replaced while the shell starts).
+ * A server killed with `kill -9` cannot stop its shells; the next start reaps what the ledger
+ * names, with everything below them, unless a pid now belongs to a younger process.
  */
 export class ShellLedger {
   private readonly entries = new Map<string, Entry>();
   private writeScheduled = false;
+  private fd: number | null = null;
+  private size = 0;
+  private lines = 0;
 
-  constructor(private readonly file: string) {}
+  /** `file`: the journal (JSON lines); `legacyFile`: the whole-object ledger of earlier versions, reaped and removed. */
+  constructor(
+    private readonly file: string,
+    private readonly legacyFile?: string,
+  ) {}
+
+  /** The shells a ledger file names (the journal, or an earlier version's single JSON object). */
+  static read(file: string): Entry[] {
+    let text = '';
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch {
+      return [];
+    }
+    const live = new Map<string, Entry>();
+    for (const line of text.split('\n')) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(line);
+      } catch {
+        continue; // empty, or torn by a crash mid-append
+      }
+      if (typeof parsed !== 'object' || parsed === null) continue;
+      const record = parsed as { k?: unknown; pid?: unknown; t?: unknown };
+      if (typeof record.k !== 'string') {
+        for (const [key, entry] of Object.entries(parsed as Record<string, Entry>)) if (isEntry(entry)) live.set(key, entry);
+      } else if (typeof record.pid === 'number' && typeof record.t === 'number') live.set(record.k, { pid: record.pid, startTime: record.t });
+      else live.delete(record.k);
+    }
+    return [...live.values()];
+  }
 
   /** Kill the shells a previous run of the server left behind. Returns how many were found. */
   reapOrphans(): number {
-    let previous: Record<string, Entry> = {};
-    try {
-      previous = JSON.parse(fs.readFileSync(this.file, 'utf8')) as Record<string, Entry>;
-    } catch {
-      // no ledger, or a torn one: nothing to reap
-    }
+    const previous = [...ShellLedger.read(this.file), ...(this.legacyFile ? ShellLedger.read(this.legacyFile) : [])];
     let reaped = 0;
     const processes = listProcesses();
-    for (const entry of Object.values(previous)) {
+    for (const entry of previous) {
       const current = readProcess(entry.pid);
       if (!current) {
         // The leader is gone; what is left of its group (a sandbox's init that outlived bwrap) is ours.
@@ -49,7 +80,8 @@ export class ShellLedger {
       signalQuietly(entry.pid, 'SIGKILL');
       reaped += 1;
     }
-    this.write();
+    this.compact();
+    if (this.legacyFile) fs.rmSync(this.legacyFile, { force: true });
     return reaped;
   }
 
@@ -68,8 +100,7 @@ export class ShellLedger {
           const shell = await factory.create({ ...options, onSpawn });
           return this.wrap(key, shell);
         } catch (error) {
-          this.entries.delete(key);
-          this.write();
+          if (this.entries.delete(key)) this.append({ k: key });
           throw error;
         }
       },
@@ -104,7 +135,7 @@ export class ShellLedger {
     const process = pid === undefined ? undefined : readProcess(pid);
     if (!process) return;
     this.entries.set(key, { pid: process.pid, startTime: process.startTime });
-    this.write();
+    this.append({ k: key, pid: process.pid, t: process.startTime });
   }
 
   /**
@@ -112,28 +143,75 @@ export class ShellLedger {
    * a burst of deletes) writes the file a few times, not a thousand. An entry left behind by a
    * crash or an exit meanwhile is harmless: the next start finds its process gone or younger.
    */
-  private forget(conversationId: string): void {
-    this.entries.delete(conversationId);
+  private forget(key: string): void {
+    if (!this.entries.delete(key)) return;
+    this.closed.push(key);
     if (this.writeScheduled) return;
     this.writeScheduled = true;
     setTimeout(() => {
       this.writeScheduled = false;
+      const closed = this.closed.splice(0);
+      if (closed.length === 0) return;
       try {
-        this.write();
+        if (this.lines + closed.length > this.entries.size + COMPACT_SLACK) this.compact();
+        else this.append(...closed.filter((gone) => !this.entries.has(gone)).map((gone) => ({ k: gone })));
       } catch {
-        // The disk is full: the stale entry stays until the next write.
+        // The disk is full: the stale entries stay until the next write.
       }
     }, FORGET_DELAY_MS).unref();
   }
 
-  private write(): void {
+  private readonly closed: string[] = [];
+
+  /** The server stops (its shells were closed): the journal keeps what still lives, and is closed. */
+  close(): void {
+    try {
+      this.compact();
+    } catch {
+      // The disk is full: the next start reaps what the journal names (closed shells are found gone).
+    }
+    this.closed.length = 0;
+  }
+
+  /** Lines at the end of the journal, all or nothing (a write cut short by a full disk is truncated away). */
+  private append(...records: object[]): void {
+    if (records.length === 0) return;
+    const bytes = Buffer.from(records.map((record) => `${JSON.stringify(record)}\n`).join(''));
+    try {
+      if (this.fd === null) {
+        this.fd = fs.openSync(this.file, 'a', 0o600);
+        this.size = fs.fstatSync(this.fd).size;
+      }
+      let written = 0;
+      try {
+        while (written < bytes.length) written += fs.writeSync(this.fd, bytes, written);
+      } catch (error) {
+        fs.ftruncateSync(this.fd, this.size);
+        throw error;
+      }
+      this.size += bytes.length;
+      this.lines += records.length;
+    } catch (error) {
+      throw isOutOfSpace(error) ? new StorageFullError() : error;
+    }
+  }
+
+  /** The journal rewritten with the live shells only (a new file renamed into place). */
+  private compact(): void {
     const temp = `${this.file}.tmp`;
     try {
-      fs.writeFileSync(temp, JSON.stringify(Object.fromEntries(this.entries)), { mode: 0o600 });
+      fs.writeFileSync(temp, [...this.entries].map(([k, entry]) => `${JSON.stringify({ k, pid: entry.pid, t: entry.startTime })}\n`).join(''), { mode: 0o600 });
       fs.renameSync(temp, this.file);
     } catch (error) {
       fs.rmSync(temp, { force: true });
       throw isOutOfSpace(error) ? new StorageFullError() : error;
     }
+    if (this.fd !== null) fs.closeSync(this.fd);
+    this.fd = null;
+    this.lines = this.entries.size;
   }
+}
+
+function isEntry(value: unknown): value is Entry {
+  return typeof value === 'object' && value !== null && typeof (value as Entry).pid === 'number' && typeof (value as Entry).startTime === 'number';
 }

@@ -1,5 +1,9 @@
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
+import { promisify } from 'node:util';
+
+const execFileAsync = promisify(execFile);
 
 /**
  * Gives a workdir to the agent's uid (server running as root), once per workdir and server
@@ -13,6 +17,9 @@ const SYSTEM_TREES = ['/bin', '/boot', '/dev', '/etc', '/lib', '/lib32', '/lib64
 /** Shared directories whose contents may be workdirs, but which are never given away themselves. */
 const SHARED_DIRS = ['/home', '/media', '/mnt', '/opt', '/root', '/srv', '/tmp', '/var/tmp'];
 
+const CHOWN_TIMEOUT_MS = 120_000;
+const ARGS = (workdir: string, uid: number, gid: number) => ['-R', '-P', '-h', '--', `${uid}:${gid}`, workdir];
+
 export class WorkdirOwner {
   private readonly owned = new Map<string, number>();
 
@@ -20,7 +27,16 @@ export class WorkdirOwner {
   ensure(options: { workdir: string; uid: number; gid: number }): void {
     const { workdir, uid, gid } = options;
     if (this.owned.get(workdir) === uid || isSystemPath(workdir)) return;
-    execFileSync('chown', ['-R', '-P', '-h', '--', `${uid}:${gid}`, workdir], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 120_000 });
+    execFileSync('chown', ARGS(workdir, uid, gid), { stdio: ['ignore', 'ignore', 'pipe'], timeout: CHOWN_TIMEOUT_MS });
+    this.owned.set(workdir, uid);
+  }
+
+  /** As ensure, without blocking the event loop (an empty workdir, the usual new one, needs no chown process). */
+  async ensureAsync(options: { workdir: string; uid: number; gid: number }): Promise<void> {
+    const { workdir, uid, gid } = options;
+    if (this.owned.get(workdir) === uid || isSystemPath(workdir)) return;
+    if ((await fs.promises.readdir(workdir)).length === 0) await fs.promises.lchown(workdir, uid, gid);
+    else await execFileAsync('chown', ARGS(workdir, uid, gid), { timeout: CHOWN_TIMEOUT_MS });
     this.owned.set(workdir, uid);
   }
 }

@@ -1,3 +1,4 @@
+import v8 from 'node:v8';
 import { ConfigError, helpText, parseCli } from '../config.js';
 import { buildApp } from '../app.js';
 import { composeServices } from '../compose.js';
@@ -21,6 +22,9 @@ export async function serve(argv: readonly string[]): Promise<void> {
   if (parsed.action === 'version') return void process.stdout.write(`${VERSION}\n`);
 
   const { config } = parsed;
+  // A busy server's heap otherwise grows to 3-4× its live data before V8 collects (P16: +94 % RSS
+  // over 6 rounds by default, +12 % at 50); read by V8 at each collection.
+  if (config.heapGrowthPercent > 0) v8.setFlagsFromString(`--heap-growing-percent=${config.heapGrowthPercent}`);
   // Before anything reads, repairs or writes the data dir: a second server must not touch a live one's files.
   let lock: DataDirLock;
   try {

@@ -57,5 +57,6 @@ export interface LoadedConversations {
 export interface ConversationRepository {
   loadAll(): Promise<LoadedConversations>;
   save(record: ConversationRecord): void;
-  remove(id: string): void;
+  /** A promise when the removal finishes later (files: off the event loop); the record is gone once it settles. */
+  remove(id: string): void | Promise<void>;
 }

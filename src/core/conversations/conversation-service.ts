@@ -187,7 +187,7 @@ export class ConversationService {
     if (!record.quarantine) await this.runtime?.dispose(id);
     // The record first: a crash midway leaves files without a record (removed at load), never a
     // conversation that lost its events.
-    this.store.remove(id, { persisted: true });
+    await this.store.remove(id, { persisted: true });
     await this.deps.log.drop(id);
     this.deps.recorder.closeConversation(id);
     if (options.deleteWorkdir && record.workdir_created) await this.deps.workdirs.remove(record.workdir);

@@ -275,12 +275,12 @@ export class ConversationStore {
     this.eventCounts.set(record.id, eventCount);
   }
 
-  /** The conversation is gone (or never made it): out of the index and the repository. */
-  remove(id: string, options: { persisted: boolean }): void {
+  /** The conversation is gone (or never made it): out of the index and the repository (a promise when the repository removes it later). */
+  remove(id: string, options: { persisted: boolean }): void | Promise<void> {
     const record = this.records.get(id);
     if (!record) return;
     this.unindex(record);
-    if (options.persisted) this.deps.repository.remove(id);
+    if (options.persisted) return this.deps.repository.remove(id);
   }
 
   /**

@@ -1,0 +1,74 @@
+import { createHash, type Hash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+
+/** A workdir with more entries than this is left to git (the walk would cost more than it saves). */
+const MAX_ENTRIES = 2000;
+/**
+ * A file changed this recently may change again within the same timestamp tick without its
+ * stat data changing (git's "racily clean" case): its content goes into the fingerprint.
+ * Linux stamps files from a coarse clock (a jiffy, 1-10 ms); 2 s covers coarser filesystems.
+ */
+const RACY_MS = 2000;
+/** Racy files are read whole: past this many bytes of them, no fingerprint. */
+const MAX_RACY_BYTES = 1024 * 1024;
+
+export type Fingerprint =
+  | { kind: 'print'; digest: string; empty: boolean }
+  /** Too many entries: not worth walking again. */
+  | { kind: 'large' }
+  /** Could not be taken this time (unreadable, a racy file too big, a race with the agent). */
+  | { kind: 'none' };
+
+/**
+ * A digest of everything a snapshot of `workdir` depends on, from stat data alone (plus the
+ * content of files changed in the last moments): if two fingerprints are equal, nothing in the
+ * workdir changed in between, so its tree is the one recorded last time and git need not look.
+ * Walked synchronously and bounded (MAX_ENTRIES lstat calls, a few ms); `.git` entries are
+ * skipped as the shadow repository skips them. Symlinks are never followed.
+ */
+export function workdirFingerprint(workdir: string): Fingerprint {
+  const hash = createHash('sha1');
+  const now = Date.now();
+  let entries = 0;
+  let racyBytes = 0;
+  const pending = [''];
+  try {
+    while (pending.length > 0) {
+      const relative = pending.pop()!;
+      const names = fs.readdirSync(path.join(workdir, relative)).sort();
+      hash.update(`D${relative}\0${names.length}\n`);
+      for (const name of names) {
+        if (name === '.git') continue;
+        if (++entries > MAX_ENTRIES) return { kind: 'large' };
+        const child = relative === '' ? name : `${relative}/${name}`;
+        const absolute = path.join(workdir, child);
+        const stat = fs.lstatSync(absolute);
+        hash.update(`${name}\0${stat.mode}\0${stat.size}\0${Math.trunc(stat.mtimeMs)}\0${Math.trunc(stat.ctimeMs)}\0${stat.ino}\0${stat.dev}\n`);
+        if (stat.isDirectory()) pending.push(child);
+        else if (stat.isFile() && (stat.mtimeMs >= now - RACY_MS || stat.ctimeMs >= now - RACY_MS)) {
+          racyBytes += stat.size;
+          if (racyBytes > MAX_RACY_BYTES || !hashContent(hash, absolute, stat)) return { kind: 'none' };
+        }
+      }
+    }
+  } catch {
+    return { kind: 'none' };
+  }
+  return { kind: 'print', digest: hash.digest('hex'), empty: entries === 0 };
+}
+
+/** Adds a regular file's content; false when it is no longer the file that was stat'ed (never blocks, never follows a link). */
+function hashContent(hash: Hash, file: string, stat: fs.Stats): boolean {
+  const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+  try {
+    const opened = fs.fstatSync(fd);
+    if (!opened.isFile() || opened.ino !== stat.ino || opened.dev !== stat.dev) return false;
+    const buffer = Buffer.allocUnsafe(64 * 1024);
+    let read: number;
+    while ((read = fs.readSync(fd, buffer, 0, buffer.length, null)) > 0) hash.update(buffer.subarray(0, read));
+    return true;
+  } finally {
+    fs.closeSync(fd);
+  }
+}

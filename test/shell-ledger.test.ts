@@ -1,0 +1,54 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ShellLedger } from '../src/adapters/shell-ledger.js';
+import { tempDir } from './support/agentd.js';
+
+let dir: string | undefined;
+afterEach(() => {
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  dir = undefined;
+});
+
+describe('shell ledger', () => {
+  it('reads the journal (starts, closes, a torn last line) and the whole-object ledger of earlier versions', () => {
+    dir = tempDir('agentd-ledger-');
+    const journal = path.join(dir, 'shells.jsonl');
+    fs.writeFileSync(journal, ['{"k":"a","pid":11,"t":1}', '{"k":"b","pid":12,"t":2}', '{"k":"a"}', '{"k":"a","pid":13,"t":3}', '{"k":"c","pid":1'].join('\n'));
+    expect(ShellLedger.read(journal)).toEqual([
+      { pid: 12, startTime: 2 },
+      { pid: 13, startTime: 3 },
+    ]);
+    const legacy = path.join(dir, 'shells.json');
+    fs.writeFileSync(legacy, JSON.stringify({ x: { pid: 21, startTime: 5 } }));
+    expect(ShellLedger.read(legacy)).toEqual([{ pid: 21, startTime: 5 }]);
+    expect(ShellLedger.read(path.join(dir, 'missing.jsonl'))).toEqual([]);
+  });
+
+  it('appends a line per shell start and compacts to the live shells (the legacy file is removed at start-up)', async () => {
+    dir = tempDir('agentd-ledger-');
+    const journal = path.join(dir, 'shells.jsonl');
+    const legacy = path.join(dir, 'shells.json');
+    // A legacy entry whose process does not exist: nothing is killed.
+    fs.writeFileSync(legacy, JSON.stringify({ x: { pid: 999_999_999, startTime: 0 } }));
+    const ledger = new ShellLedger(journal, legacy);
+    expect(ledger.reapOrphans()).toBe(0);
+    expect(fs.existsSync(legacy)).toBe(false);
+    const closed: string[] = [];
+    const factory = ledger.track({
+      create: async (options) => {
+        options.onSpawn?.(process.pid);
+        return { run: async () => ({}) as never, setEnv: async () => {}, interrupt: async () => {}, close: async () => void closed.push(options.conversationId), pid: process.pid, alive: true };
+      },
+    });
+    const one = await factory.create({ conversationId: 'one', workdir: dir, env: {} });
+    await factory.create({ conversationId: 'two', workdir: dir, env: {} });
+    expect(ShellLedger.read(journal).map((entry) => entry.pid)).toEqual([process.pid, process.pid]);
+    expect(fs.readFileSync(journal, 'utf8').trim().split('\n')).toHaveLength(2);
+    await one.close();
+    ledger.close();
+    expect(closed).toEqual(['one']);
+    expect(fs.readFileSync(journal, 'utf8').trim().split('\n')).toHaveLength(1);
+    expect(ShellLedger.read(journal)).toHaveLength(1);
+  });
+});
