@@ -1,29 +1,22 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { listProcesses } from '../src/adapters/process-tree.js';
 import { findInPath } from '../src/adapters/sandbox-mounts.js';
-import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { spawnedApi, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { tempDir, TEST_KEY } from './support/agentd.js';
+import { RESTART_TEST_TIMEOUT, restartableServer } from './support/restartable-server.js';
 import { processAlive, waitForProcess } from './support/processes.js';
 
 const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
-let llm: FakeLlm | undefined;
-let server: SpawnedServer | undefined;
-
-afterEach(async () => {
-  server?.child.kill('SIGKILL');
-  await llm?.close();
-});
-
-const api = spawnedApi(() => server!);
+const agentd = restartableServer();
+const { api } = agentd;
 
 describe('restart during a run', () => {
   it('comes back paused with the open tool call closed; the next run sends a valid history', { timeout: 90_000 }, async () => {
     const marker = `sleep 5${Math.floor(Math.random() * 9)}.${Date.now() % 1000}`;
-    llm = await startFakeLlm([{ text: 'running it', toolCalls: [{ name: 'bash', arguments: { command: marker } }] }, { text: 'resumed fine' }]);
+    const llm = await agentd.fakeLlm([{ text: 'running it', toolCalls: [{ name: 'bash', arguments: { command: marker } }] }, { text: 'resumed fine' }]);
     const dataDir = tempDir();
-    server = await spawnServer({ dataDir });
+    let server = await agentd.start({ dataDir });
     const created = await api('/conversations', {
       method: 'POST',
       body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'run the sleep' }),
@@ -34,9 +27,7 @@ describe('restart during a run', () => {
     const before = await api(`/conversations/${created.id}/events?limit=1000`);
     expect(before.items.at(-1).kind).toBe('action');
 
-    server.child.kill('SIGKILL');
-    await server.exited;
-    server = await spawnServer({ dataDir });
+    server = await agentd.restart();
 
     const conversation = await api(`/conversations/${created.id}`);
     expect(conversation.status).toBe('paused');
@@ -63,15 +54,15 @@ describe('restart during a run', () => {
 });
 
 describe('tool state across a restart', () => {
-  it('the task list is restored from events', async () => {
-    llm = await startFakeLlm([
+  it('the task list is restored from events', { timeout: RESTART_TEST_TIMEOUT }, async () => {
+    const llm = await agentd.fakeLlm([
       { toolCalls: [{ name: 'task_tracker', arguments: { command: 'plan', tasks: [{ title: 'write code', status: 'in_progress' }, { title: 'test it', status: 'todo' }] } }] },
       { text: 'planned' },
       { toolCalls: [{ name: 'task_tracker', arguments: { command: 'view' } }] },
       { text: 'viewed' },
     ]);
     const dataDir = tempDir();
-    server = await spawnServer({ dataDir });
+    let server = await agentd.start({ dataDir });
     const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'plan' }) });
     const observations = async () => (await api(`/conversations/${created.id}/events?kind=observation`)).items;
     /** Until the conversation is idle with `count` observations: the run that makes them has ended. */
@@ -84,9 +75,7 @@ describe('tool state across a restart', () => {
       throw new Error(`no idle conversation with ${count} observations within 15 s`);
     };
     await waitFor(1);
-    server.child.kill('SIGKILL');
-    await server.exited;
-    server = await spawnServer({ dataDir });
+    server = await agentd.restart();
     const sent = await fetch(`${server.url}/conversations/${created.id}/messages`, { method: 'POST', headers: auth, body: JSON.stringify({ content: 'show the plan' }) });
     expect(sent.status).toBe(202);
     await waitFor(2);
@@ -100,16 +89,14 @@ describe('tool state across a restart', () => {
 });
 
 describe('confirmation across a restart', () => {
-  it('pending actions survive a kill -9 and can be approved afterwards', async () => {
-    llm = await startFakeLlm([{ toolCalls: [{ name: 'file_editor', arguments: { command: 'create', path: 'approved.txt', file_text: 'yes' } }] }, { text: 'created it' }]);
+  it('pending actions survive a kill -9 and can be approved afterwards', { timeout: RESTART_TEST_TIMEOUT }, async () => {
+    const llm = await agentd.fakeLlm([{ toolCalls: [{ name: 'file_editor', arguments: { command: 'create', path: 'approved.txt', file_text: 'yes' } }] }, { text: 'created it' }]);
     const dataDir = tempDir();
-    server = await spawnServer({ dataDir });
+    let server = await agentd.start({ dataDir });
     const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, confirmation_mode: true, initial_message: 'make the file' }) });
     const until = Date.now() + 15_000;
     while ((await api(`/conversations/${created.id}`)).status !== 'waiting_for_confirmation' && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
-    server.child.kill('SIGKILL');
-    await server.exited;
-    server = await spawnServer({ dataDir });
+    server = await agentd.restart();
     const after = await api(`/conversations/${created.id}`);
     expect(after.status).toBe('waiting_for_confirmation');
     expect(after.pending_actions).toHaveLength(1);
@@ -142,20 +129,19 @@ describe.skipIf(!realBwrap)('a sandbox still starting when the server is killed'
     const searchPath = `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`;
     const env = { PATH: searchPath, AGENTD_AGENT_PATH: searchPath, AGENTD_SANDBOX: 'bwrap' };
     const marker = `${bin}/bwrap`;
-    llm = await startFakeLlm([{ toolCalls: [{ name: 'bash', arguments: { command: 'echo started' } }] }, { text: 'done' }]);
+    const llm = await agentd.fakeLlm([{ toolCalls: [{ name: 'bash', arguments: { command: 'echo started' } }] }, { text: 'done' }]);
     const dataDir = tempDir();
-    server = await spawnServer({ dataDir, env });
+    await agentd.start({ dataDir, env });
     fs.writeFileSync(hold, '');
     await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'run it' }) });
     await waitForProcess(marker, 15_000);
     const held = Date.now() + 5_000;
     while (fs.existsSync(hold) && Date.now() < held) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(fs.existsSync(hold)).toBe(false);
-    server.child.kill('SIGKILL');
-    await server.exited;
+    await agentd.kill();
     try {
       expect(processAlive(marker)).toBe(true); // the killed server did not take it along
-      server = await spawnServer({ dataDir, env });
+      await agentd.start({ dataDir, env });
       const until = Date.now() + 5_000;
       while (processAlive(marker) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
       expect(processAlive(marker)).toBe(false);

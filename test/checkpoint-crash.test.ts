@@ -1,23 +1,16 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { spawnedApi, spawnServer, tempDir, type SpawnedServer } from './support/agentd.js';
+import { describe, expect, it } from 'vitest';
+import { tempDir } from './support/agentd.js';
+import { restartableServer } from './support/restartable-server.js';
 
 /**
  * kill -9 in the middle of a rewind or a fork (the built server, paused at a named crash point
  * by AGENTD_TEST_PAUSE_AT, then killed): after a restart the rewind is complete (rolled forward
  * from its intent) and the fork is absent (no conversation, no events, no workdir).
  */
-let llm: FakeLlm | undefined;
-let server: SpawnedServer | undefined;
-
-afterEach(async () => {
-  server?.child.kill('SIGKILL');
-  await llm?.close();
-});
-
-const api = spawnedApi(() => server!);
+const agentd = restartableServer();
+const { api } = agentd;
 
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -33,12 +26,12 @@ const idle = (id: string) => waitFor(`conversation ${id} idle`, async () => (awa
 
 /** A conversation whose first run wrote a.txt, then changed it with bash; returns it with its checkpoints. */
 async function conversationWithHistory(dataDir: string, pauseAt: string) {
-  llm = await startFakeLlm([
+  const llm = await agentd.fakeLlm([
     { toolCalls: [{ name: 'file_editor', arguments: { command: 'create', path: 'a.txt', file_text: 'first\n' } }] },
     { toolCalls: [{ name: 'bash', arguments: { command: 'echo second > a.txt && echo extra > b.txt' } }] },
     { text: 'done writing' },
   ]);
-  server = await spawnServer({ dataDir, env: { AGENTD_TEST_PAUSE_AT: pauseAt } });
+  await agentd.start({ dataDir, env: { AGENTD_TEST_PAUSE_AT: pauseAt } });
   const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'write files' }) });
   await idle(created.id);
   const checkpoints = (await api(`/conversations/${created.id}/checkpoints`)).items;
@@ -47,9 +40,8 @@ async function conversationWithHistory(dataDir: string, pauseAt: string) {
 
 async function killAt(point: string, request: () => Promise<unknown>): Promise<void> {
   const pending = request().catch(() => null);
-  await waitFor(`pause point ${point}`, async () => server!.output().includes(`AGENTD_TEST_PAUSED ${point}`));
-  server!.child.kill('SIGKILL');
-  await server!.exited;
+  await waitFor(`pause point ${point}`, async () => agentd.server.output().includes(`AGENTD_TEST_PAUSED ${point}`));
+  await agentd.kill();
   await pending;
 }
 
@@ -63,7 +55,7 @@ describe('kill -9 during a rewind', () => {
       expect(fs.readFileSync(path.join(conversation.workdir, 'a.txt'), 'utf8')).toBe('second\n');
 
       await killAt(point, () => api(`/conversations/${conversation.id}/rewind`, { method: 'POST', body: JSON.stringify({ checkpoint_id: beforeBash.id }) }));
-      server = await spawnServer({ dataDir });
+      await agentd.start({ dataDir });
 
       expect(fs.readFileSync(path.join(conversation.workdir, 'a.txt'), 'utf8')).toBe('first\n');
       expect(fs.existsSync(path.join(conversation.workdir, 'b.txt'))).toBe(false);
@@ -75,14 +67,14 @@ describe('kill -9 during a rewind', () => {
       expect(fs.readdirSync(path.join(dataDir, 'intents'))).toEqual([]);
 
       // The restarted server's history fold rebuilds the rewound view.
-      llm!.push({ text: 'after the crash' });
+      agentd.llm.push({ text: 'after the crash' });
       await api(`/conversations/${conversation.id}/messages`, { method: 'POST', body: JSON.stringify({ content: 'go on' }) });
       await idle(conversation.id);
-      const messages = (llm!.requests.at(-1)!.body as any).messages;
+      const messages = (agentd.llm.requests.at(-1)!.body as any).messages;
       expect(messages.some((message: any) => message.tool_calls?.some((call: any) => call.function.name === 'bash'))).toBe(false);
       expect(messages.some((message: any) => message.content === 'done writing')).toBe(false);
       expect(messages.at(-1)).toMatchObject({ role: 'user', content: 'go on' });
-      expect(llm!.violations).toEqual([]);
+      expect(agentd.llm.violations).toEqual([]);
     });
   }
 });
@@ -100,7 +92,7 @@ describe('kill -9 during a fork', () => {
     expect(fs.readdirSync(workspaces).length).toBe(before.workspaces.length + 1);
     expect(fs.readdirSync(conversationsDir).length).toBe(before.conversations.length + 1);
 
-    server = await spawnServer({ dataDir });
+    await agentd.start({ dataDir });
     expect((await api('/conversations')).items.map((item: any) => item.id)).toEqual([conversation.id]);
     expect(fs.readdirSync(workspaces)).toEqual(before.workspaces);
     expect(fs.readdirSync(conversationsDir)).toEqual(before.conversations);

@@ -1,17 +1,11 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { isSummaryRequest, startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { spawnedApi, spawnServer, tempDir, type SpawnedServer } from './support/agentd.js';
+import { describe, expect, it } from 'vitest';
+import { isSummaryRequest } from './fake-llm/fake-llm-server.js';
+import { tempDir } from './support/agentd.js';
+import { restartableServer } from './support/restartable-server.js';
 import { waitForProcess } from './support/processes.js';
 
-let llm: FakeLlm | undefined;
-let server: SpawnedServer | undefined;
-
-afterEach(async () => {
-  server?.child.kill('SIGKILL');
-  await llm?.close();
-});
-
-const api = spawnedApi(() => server!);
+const agentd = restartableServer();
+const { api } = agentd;
 
 const post = (path: string, body: unknown) => api(path, { method: 'POST', body: JSON.stringify(body) });
 
@@ -25,7 +19,7 @@ async function waitIdle(id: string): Promise<void> {
 
 /** The messages of the agent's last request (condensation requests left out), without the system prompt. */
 function lastMessages(): unknown[] {
-  const agent = llm!.requests.filter((request) => !isSummaryRequest(request.body));
+  const agent = agentd.llm.requests.filter((request) => !isSummaryRequest(request.body));
   return agent.at(-1)!.body.messages!.slice(1);
 }
 
@@ -33,7 +27,7 @@ describe('condensation and rollback across a kill -9 (built server)', () => {
   it('the history fold rebuilds the condensed and the rolled-back view from the log', async () => {
     const slow = `sleep 4${Math.floor(Math.random() * 9)}.${Date.now() % 1000}`;
     const bash = (command: string, prompt = 200) => ({ toolCalls: [{ name: 'bash', arguments: { command } }], usage: { prompt_tokens: prompt, completion_tokens: 5 } });
-    llm = await startFakeLlm({
+    const llm = await agentd.fakeLlm({
       summarizer: true,
       script: [
         bash('seq 1 500; echo one'), bash('seq 1 500; echo two'), bash('echo three', 5000), { text: 'all done', usage: { prompt_tokens: 300, completion_tokens: 5 } },
@@ -42,7 +36,7 @@ describe('condensation and rollback across a kill -9 (built server)', () => {
       ],
     });
     const dataDir = tempDir();
-    server = await spawnServer({ dataDir });
+    await agentd.start({ dataDir });
     const llmConfig = { model: 'fake', base_url: llm.url, api_key: 'k' };
 
     const condensed = await post('/conversations', { llm: llmConfig, condenser: { max_tokens: 1000, keep_last: 2 }, initial_message: 'three steps' });
@@ -66,9 +60,7 @@ describe('condensation and rollback across a kill -9 (built server)', () => {
       { role: 'user', content: 'task B instead' },
     ]);
 
-    server.child.kill('SIGKILL');
-    await server.exited;
-    server = await spawnServer({ dataDir });
+    await agentd.restart();
 
     await post(`/conversations/${condensed.id}/messages`, { content: 'still there?' });
     await waitIdle(condensed.id);

@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { okJson } from './support/json-api.js';
 import { chromiumMissing, launchBrowser, type TestBrowser } from './support/browser.js';
 
 if (chromiumMissing) process.stderr.write(`dashboard-restart.test.ts ${chromiumMissing}\n`);
@@ -32,16 +33,7 @@ afterAll(async () => {
   await llm?.close();
 });
 
-async function api(method: string, route: string, body?: unknown): Promise<any> {
-  const response = await fetch(`${server!.url}${route}`, {
-    method,
-    headers: { authorization: `Bearer ${TEST_KEY}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${method} ${route}: ${response.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
+const api = (method: string, route: string, body?: unknown): Promise<any> => okJson(server!.url, method, route, body);
 
 /** The seqs of the events shown, in page order (subagent events included). */
 const shownSeqs = (page: Page): Promise<number[]> => page.locator('[data-testid=timeline] [data-seq]').evaluateAll((cards) => cards.map((card) => Number(card.getAttribute('data-seq'))));

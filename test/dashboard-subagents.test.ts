@@ -4,54 +4,26 @@
  * real bash in the subagent. Its events arrive over SSE while the page is open and must sit under
  * their task call, tagged with the agent's name, and not twice at top level.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { startServer, TEST_KEY, type TestServer } from './support/agentd.js';
-import { chromiumMissing, launchBrowser, type TestBrowser } from './support/browser.js';
+import { describe, expect, it } from 'vitest';
+import { TEST_KEY } from './support/agentd.js';
+import { okJson } from './support/json-api.js';
+import { chromiumMissing } from './support/browser.js';
+import { useDashboardSession } from './support/dashboard-session.js';
 
-if (chromiumMissing) process.stderr.write(`dashboard-subagents.test.ts ${chromiumMissing}\n`);
+const ui = useDashboardSession('dashboard-subagents.test.ts');
 
-let browser: TestBrowser;
-let llm: FakeLlm;
-let server: TestServer;
-
-beforeAll(async () => {
-  if (chromiumMissing) return;
-  browser = await launchBrowser();
-  llm = await startFakeLlm({ script: [], textChunkSize: 6 });
-  server = await startServer({ env: { AGENTD_LLM_MODEL: 'fake-model', AGENTD_LLM_BASE_URL: llm.url, AGENTD_LLM_API_KEY: 'fake-key' } });
-}, 60_000);
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-  await llm?.close();
-});
-afterEach(async (context) => {
-  if (context.task.result?.state === 'fail') await browser?.screenshots(context.task.name);
-  await browser?.closePages();
-});
-
-async function api(method: string, route: string, body?: unknown): Promise<any> {
-  const response = await fetch(`${server.url}${route}`, {
-    method,
-    headers: { ...server.auth, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${method} ${route}: ${response.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
+const api = (method: string, route: string, body?: unknown): Promise<any> => okJson(ui.server.url, method, route, body);
 
 describe.skipIf(chromiumMissing)('dashboard with a real subagent run', () => {
   it('streams the subagent in nested under its task call, tagged with its name', { timeout: 90_000 }, async () => {
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
-    llm.setScript([{ text: 'Delegating.', toolCalls: [{ id: 'call_explore', name: 'task', arguments: { description: 'Explore files', prompt: 'UI-SUBAGENT-JOB: list the files' } }] }, { text: 'The explorer is done.' }]);
+    ui.llm.setScript([{ text: 'Delegating.', toolCalls: [{ id: 'call_explore', name: 'task', arguments: { description: 'Explore files', prompt: 'UI-SUBAGENT-JOB: list the files' } }] }, { text: 'The explorer is done.' }]);
     // The subagent waits for the page to be open, so everything it does arrives live over SSE.
-    llm.route({ when: 'UI-SUBAGENT-JOB', script: [async () => (await released, { toolCalls: [{ name: 'bash', arguments: { command: 'echo sub-$((40+2))' } }] }), { text: 'Subagent found 42.', chunkDelayMs: 30 }] });
+    ui.llm.route({ when: 'UI-SUBAGENT-JOB', script: [async () => (await released, { toolCalls: [{ name: 'bash', arguments: { command: 'echo sub-$((40+2))' } }] }), { text: 'Subagent found 42.', chunkDelayMs: 30 }] });
     const created = await api('POST', '/conversations', { title: 'subagent run', initial_message: 'explore please' });
-    const page = await browser.newPage();
-    await page.goto(`${server.url}/ui#/c/${created.id}/timeline`);
+    const page = await ui.browser.newPage();
+    await page.goto(`${ui.server.url}/ui#/c/${created.id}/timeline`);
     await page.fill('input[name=key]', TEST_KEY);
     await page.click('button[type=submit]');
     const timeline = page.locator('[data-testid=timeline]');

@@ -6,57 +6,29 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeLlm, type FakeLlm, type FakeTurn } from './fake-llm/fake-llm-server.js';
-import { startServer, tempDir, TEST_KEY, type TestServer } from './support/agentd.js';
-import { chromiumMissing, launchBrowser, type TestBrowser } from './support/browser.js';
+import { describe, expect, it } from 'vitest';
+import type { FakeTurn } from './fake-llm/fake-llm-server.js';
+import { tempDir, TEST_KEY } from './support/agentd.js';
+import { okJson } from './support/json-api.js';
+import { chromiumMissing } from './support/browser.js';
+import { useDashboardSession } from './support/dashboard-session.js';
 
-if (chromiumMissing) process.stderr.write(`dashboard.test.ts ${chromiumMissing}\n`);
-
-let browser: TestBrowser;
-let llm: FakeLlm;
-let server: TestServer;
-
-beforeAll(async () => {
-  if (chromiumMissing) return;
-  browser = await launchBrowser();
-  llm = await startFakeLlm({ script: [], textChunkSize: 6 });
-  server = await startServer({ env: { AGENTD_LLM_MODEL: 'fake-model', AGENTD_LLM_BASE_URL: llm.url, AGENTD_LLM_API_KEY: 'fake-key' } });
-}, 60_000);
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-  await llm?.close();
-});
-afterEach(async (context) => {
-  llm?.setScript([]);
-  if (context.task.result?.state === 'fail') await browser?.screenshots(context.task.name);
-  await browser?.closePages();
-});
+const ui = useDashboardSession('dashboard.test.ts');
 
 /** A tab signed in to the dashboard (a failing test saves screenshots of its tabs: afterEach). */
 async function signedIn(hash = ''): Promise<Page> {
-  const page = await browser.newPage();
-  await page.goto(`${server.url}/ui${hash}`);
+  const page = await ui.browser.newPage();
+  await page.goto(`${ui.server.url}/ui${hash}`);
   await page.fill('input[name=key]', TEST_KEY);
   await page.click('button[type=submit]');
   await page.waitForSelector('[data-testid=conversation-list]');
   return page;
 }
 
-async function api(method: string, route: string, body?: unknown): Promise<any> {
-  const response = await fetch(`${server.url}${route}`, {
-    method,
-    headers: { ...server.auth, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${method} ${route}: ${response.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
+const api = (method: string, route: string, body?: unknown): Promise<any> => okJson(ui.server.url, method, route, body);
 
 async function openConversation(script: FakeTurn[], body: Record<string, unknown>): Promise<{ page: Page; id: string }> {
-  llm.setScript(script);
+  ui.llm.setScript(script);
   const created = await api('POST', '/conversations', body);
   const page = await signedIn(`#/c/${created.id}/timeline`);
   await page.waitForSelector(`[data-testid=conversation][data-id="${created.id}"]`);
@@ -68,15 +40,15 @@ const status = (page: Page) => page.locator('.conversation-head [data-testid=sta
 describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
   it('asks for the key first, then creates a conversation and streams its run in, markdown rendered safely', { timeout: 90_000 }, async () => {
     const title = `demo ${Date.now()}`;
-    llm.setScript([
+    ui.llm.setScript([
       { text: 'Let me look.', toolCalls: [{ name: 'bash', arguments: { command: 'echo hello-from-bash' } }] },
       {
         text: 'All **done**: the shell said `hello-from-bash`.\n\n<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> [x](javascript:window.__pwned=3)',
         chunkDelayMs: 60,
       },
     ]);
-    const page = await browser.newPage();
-    await page.goto(`${server.url}/ui`);
+    const page = await ui.browser.newPage();
+    await page.goto(`${ui.server.url}/ui`);
     // Nothing but the sign-in form before a key: the page holds no data.
     await page.waitForSelector('[data-testid=sign-in]');
     expect(await page.locator('[data-testid=conversation-list]').count()).toBe(0);
@@ -93,14 +65,14 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
     const workdir = tempDir('agentd-ui-workdir-');
     await page.fill('[data-testid=create-form] input[name=workdir]', workdir);
     await page.fill('[data-testid=create-form] input[name=model]', 'picked-model');
-    await page.fill('[data-testid=create-form] input[name=base_url]', llm.url);
+    await page.fill('[data-testid=create-form] input[name=base_url]', ui.llm.url);
     await page.fill('[data-testid=create-form] input[name=api_key]', 'picked-key');
     await page.fill('[data-testid=create-form] textarea[name=message]', 'say hello from bash');
     await page.click('[data-testid=create-form] button[type=submit]');
     await page.waitForSelector('[data-testid=conversation]');
     const id = await page.locator('[data-testid=conversation]').getAttribute('data-id');
     const created = await api('GET', `/conversations/${id}`);
-    expect(created).toMatchObject({ title, workdir: fs.realpathSync(workdir), llm: { model: 'picked-model', base_url: llm.url, api_key: '**********' } });
+    expect(created).toMatchObject({ title, workdir: fs.realpathSync(workdir), llm: { model: 'picked-model', base_url: ui.llm.url, api_key: '**********' } });
 
     // The agent's answer streams in as message_delta before its message event lands.
     const streaming = page.locator('[data-testid=streaming]');
@@ -139,14 +111,14 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
     await expect.poll(() => entry.count()).toBe(0);
     await page.selectOption('[data-testid=status-filter]', settled);
     await expect.poll(() => entry.count()).toBe(1);
-    expect(llm.violations).toEqual([]);
-    expect(llm.requests.at(-1)!.body.model).toBe('picked-model');
+    expect(ui.llm.violations).toEqual([]);
+    expect(ui.llm.requests.at(-1)!.body.model).toBe('picked-model');
   });
 
   it('a conversation made elsewhere appears in the open list and follows its status live', { timeout: 60_000 }, async () => {
     const page = await signedIn();
     await page.waitForSelector('[data-testid=firehose-connection][data-state=live]');
-    llm.setScript([{ hang: true }]);
+    ui.llm.setScript([{ hang: true }]);
     const title = `from curl ${Date.now()}`;
     const created = await api('POST', '/conversations', { title, initial_message: 'hang on' });
     const entry = page.locator(`[data-testid=conversation-list] li[data-id="${created.id}"]`);
@@ -186,7 +158,7 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
     expect(await question.count()).toBe(0);
     const events = (await api('GET', `/conversations/${id}/events?limit=1000`)).items;
     expect(events.find((event: any) => event.kind === 'observation')).toMatchObject({ tool_call_id: 'call_page_q', content: 'blue', data: { answered_via: 'answer' } });
-    expect(llm.requests.at(-1)!.body.messages!.find((message) => message.role === 'tool')).toMatchObject({ tool_call_id: 'call_page_q', content: 'blue' });
+    expect(ui.llm.requests.at(-1)!.body.messages!.find((message) => message.role === 'tool')).toMatchObject({ tool_call_id: 'call_page_q', content: 'blue' });
     await page.locator('[data-testid=timeline]', { hasText: 'blue it is' }).waitFor();
   });
 
@@ -201,7 +173,7 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
     // What the page shows is what the server recorded.
     const events = await api('GET', `/conversations/${id}/events?kind=hook`);
     expect(events.items).toEqual([expect.objectContaining({ hook_point: 'PreToolUse', decision: 'block', reason: 'no listing today' })]);
-    const toolMessages = llm.requests.at(-1)!.body.messages?.filter((message) => message.role === 'tool');
+    const toolMessages = ui.llm.requests.at(-1)!.body.messages?.filter((message) => message.role === 'tool');
     expect(JSON.stringify(toolMessages)).toContain('no listing today');
   });
 
@@ -231,7 +203,7 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
 
     // Run again from the page, then cancel that run.
     const second = `sleep 5${Math.floor(Math.random() * 9)}.${Date.now() % 1000}`;
-    llm.setScript([{ toolCalls: [{ name: 'bash', arguments: { command: second } }] }]);
+    ui.llm.setScript([{ toolCalls: [{ name: 'bash', arguments: { command: second } }] }]);
     await page.getByRole('button', { name: 'Run' }).click();
     await page.locator('.event-action pre.command', { hasText: second }).waitFor({ timeout: 30_000 });
     await page.getByRole('button', { name: 'Cancel' }).click();
@@ -243,7 +215,7 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
   it('opens a conversation of 10,000 events on its tail and pages older ones in on scroll', { timeout: 90_000 }, async () => {
     const created = await api('POST', '/conversations', { title: 'ten thousand' });
     for (let index = 1; index <= 10_000; index += 1) {
-      server.services.recorder.append(created.id, { kind: 'message', source: index % 2 ? 'user' : 'agent', role: index % 2 ? 'user' : 'assistant', content: `line ${index}` });
+      ui.server.services.recorder.append(created.id, { kind: 'message', source: index % 2 ? 'user' : 'agent', role: index % 2 ? 'user' : 'assistant', content: `line ${index}` });
     }
     const started = Date.now();
     const page = await signedIn(`#/c/${created.id}/timeline`);
@@ -333,7 +305,7 @@ describe.skipIf(chromiumMissing)('dashboard changes panel against the real /chan
     await api('POST', `/conversations/${id}/run`);
     await expect.poll(async () => (await api('GET', `/conversations/${id}`)).status, { timeout: 30_000 }).toBe('idle');
 
-    await page.goto(`${server.url}/ui#/c/${id}/files`);
+    await page.goto(`${ui.server.url}/ui#/c/${id}/files`);
     const panel = page.locator('[data-testid=changes]');
     await panel.locator('details').nth(1).waitFor();
     expect(await panel.locator('summary').allInnerTexts()).toEqual(['added notes.md', 'deleted old.txt']);
@@ -346,7 +318,7 @@ describe.skipIf(chromiumMissing)('dashboard changes panel against the real /chan
     await api('POST', `/conversations/${id}/rewind`, { checkpoint_id: first.id, conversation: false });
     await panel.getByRole('button', { name: 'refresh' }).click();
     await panel.getByText('No changes since the conversation started.').waitFor();
-    await page.goto(`${server.url}/ui#/c/${id}/timeline`);
+    await page.goto(`${ui.server.url}/ui#/c/${id}/timeline`);
     const rewind = page.locator('[data-testid=timeline] .event-rewind');
     await rewind.waitFor();
     expect(await rewind.innerText()).toMatch(/rewound files to before #\d+/);

@@ -10,31 +10,17 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { freePort, spawnServer, tempDir, type SpawnedServer } from './support/agentd.js';
+import { requestJson } from './support/json-api.js';
+import { until } from './support/reliability.js';
 
-const auth = { authorization: `Bearer ${TEST_KEY}` };
 const env = { AGENTD_WEBHOOK_ALLOW_PRIVATE: 'true' };
 let llm: FakeLlm;
 let dataDir: string;
 const servers: SpawnedServer[] = [];
 
-async function api(server: SpawnedServer, method: string, url: string, body?: unknown) {
-  const response = await fetch(`${server.url}${url}`, {
-    method,
-    headers: { ...auth, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  return { status: response.status, body: (text ? JSON.parse(text) : null) as Record<string, any> };
-}
+const api = (server: SpawnedServer, method: string, url: string, body?: unknown) => requestJson(server.url, method, url, body);
 
-async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 beforeAll(async () => {
   llm = await startFakeLlm({ script: [] });
@@ -63,7 +49,7 @@ describe('damaged records', () => {
     }
     llm.push({ text: 'Done.' });
     expect((await api(first, 'POST', `/conversations/${ids.runs}/messages`, { content: 'go', run: true })).status).toBe(202);
-    await until(async () => (await api(first, 'GET', `/conversations/${ids.runs}`)).body.status !== 'running', 'the run to end');
+    await until(async () => (await api(first, 'GET', `/conversations/${ids.runs}`)).body.status !== 'running', 'the run to end', 20_000);
     const callback = await api(first, 'POST', `/conversations/${ids.healthy}/callbacks`, { url: `http://127.0.0.1:${await freePort()}/hook` });
     expect(callback.status).toBe(201);
     const indexEventsBefore = (await api(first, 'GET', `/conversations/${ids.index}/events?limit=100`)).body.items;

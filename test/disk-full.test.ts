@@ -11,6 +11,8 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { requestJson } from './support/json-api.js';
+import { until } from './support/reliability.js';
 
 const auth = { authorization: `Bearer ${TEST_KEY}` };
 let root: string;
@@ -20,23 +22,8 @@ let mountError = '';
 let llm: FakeLlm;
 const servers: SpawnedServer[] = [];
 
-async function api(server: SpawnedServer, method: string, url: string, body?: unknown) {
-  const response = await fetch(`${server.url}${url}`, {
-    method,
-    headers: { ...auth, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  return { status: response.status, text, body: (text ? JSON.parse(text) : null) as Record<string, any> };
-}
+const api = (server: SpawnedServer, method: string, url: string, body?: unknown) => requestJson(server.url, method, url, body);
 
-async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 /** Write a file until the filesystem refuses: 64 KiB at a time, then single bytes. */
 function fill(file: string): void {
@@ -109,7 +96,7 @@ describe('disk full', () => {
     // The agent's tool waits for the disk to be full, then prints more than fits.
     llm.push({ toolCalls: [{ name: 'bash', arguments: { command: 'while [ ! -e filled ]; do sleep 0.05; done; seq 1 30000' } }] });
     expect((await api(server, 'POST', `/conversations/${agent.id}/messages`, { content: 'work', run: true })).status).toBe(202);
-    await until(async () => (await allEvents(server, agent.id)).some((text) => JSON.parse(text).kind === 'action'), 'the bash call');
+    await until(async () => (await allEvents(server, agent.id)).some((text) => JSON.parse(text).kind === 'action'), 'the bash call', 30_000);
 
     const chatBefore = await allEvents(server, chat);
     const agentBefore = await allEvents(server, agent.id);
@@ -119,7 +106,7 @@ describe('disk full', () => {
     fs.writeFileSync(path.join(agent.workdir, 'filled'), '');
 
     // The run ends (its observation does not fit); the server keeps serving.
-    await until(async () => (await api(server, 'GET', `/conversations/${agent.id}`)).body.status !== 'running', 'the run to end');
+    await until(async () => (await api(server, 'GET', `/conversations/${agent.id}`)).body.status !== 'running', 'the run to end', 30_000);
     expect((await api(server, 'GET', `/conversations/${agent.id}`)).body.status).toBe('error');
     expect((await fetch(`${server.url}/alive`)).status).toBe(200);
 
@@ -148,13 +135,13 @@ describe('disk full', () => {
 
     // Space freed: the server takes writes again by itself.
     fs.rmSync(path.join(dataDir, 'filler'));
-    await until(async () => (await fetch(`${server.url}/health`)).status === 200, '/health to recover');
+    await until(async () => (await fetch(`${server.url}/health`)).status === 200, '/health to recover', 30_000);
     const appended = await api(server, 'POST', `/conversations/${chat}/messages`, { content: 'x'.repeat(20_000), run: false });
     expect(appended.status).toBe(202);
     expect(appended.body.event.seq).toBe(chatBefore.length + 1);
     llm.push({ text: 'Recovered.' });
     expect((await api(server, 'POST', `/conversations/${agent.id}/messages`, { content: 'again', run: true })).status).toBe(202);
-    await until(async () => (await api(server, 'GET', `/conversations/${agent.id}`)).body.status === 'idle', 'the new run to complete');
+    await until(async () => (await api(server, 'GET', `/conversations/${agent.id}`)).body.status === 'idle', 'the new run to complete', 30_000);
 
     // A restart finds every event, gapless, and nothing damaged.
     const chatAfter = await allEvents(server, chat);

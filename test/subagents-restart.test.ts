@@ -1,36 +1,27 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { spawnedApi, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { describe, expect, it } from 'vitest';
+import { tempDir, TEST_KEY } from './support/agentd.js';
+import { restartableServer } from './support/restartable-server.js';
 import { processAlive, waitForProcess } from './support/processes.js';
 
 const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
-let llm: FakeLlm | undefined;
-let server: SpawnedServer | undefined;
-
-afterEach(async () => {
-  server?.child.kill('SIGKILL');
-  await llm?.close();
-});
-
-const api = spawnedApi(() => server!);
+const agentd = restartableServer();
+const { api } = agentd;
 
 describe('restart while a subagent runs (the built server, killed with SIGKILL)', () => {
   it('comes back paused with the open calls of the subagent and of its task call closed; the next run sends a valid history', { timeout: 120_000 }, async () => {
     const marker = `sleep 6${Math.floor(Math.random() * 9)}.${Date.now() % 1000}`;
-    llm = await startFakeLlm({
+    const llm = await agentd.fakeLlm({
       script: [{ toolCalls: [{ id: 'task_r', name: 'task', arguments: { description: 'slow', prompt: 'RESTART-JOB' } }] }, { text: 'resumed fine' }],
       routes: [{ when: 'RESTART-JOB', script: [{ toolCalls: [{ id: 'child_bash', name: 'bash', arguments: { command: marker } }] }] }],
     });
     const dataDir = tempDir();
-    server = await spawnServer({ dataDir });
+    let server = await agentd.start({ dataDir });
     const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'go' }) });
     await waitForProcess(marker, 45_000);
     const before = (await api(`/conversations/${created.id}/events?limit=1000`)).items;
     expect(before.at(-1)).toMatchObject({ kind: 'action', tool_call_id: 'child_bash', parent_tool_call_id: 'task_r' });
 
-    server.child.kill('SIGKILL');
-    await server.exited;
-    server = await spawnServer({ dataDir });
+    server = await agentd.restart();
 
     const conversation = await api(`/conversations/${created.id}`);
     expect(conversation.status).toBe('paused');

@@ -1,24 +1,14 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
-
-/** A small web site on 127.0.0.1: pages, JSON, redirects, a cookie, and a log of what each request carried. */
-interface Site {
-  url: string;
-  requests: { path: string; headers: http.IncomingHttpHeaders }[];
-  close(): Promise<void>;
-}
+import { startLocalSite, type LocalSite } from './support/local-site.js';
 
 const PAGE = `<!doctype html><html><head><title>Release notes &amp; more</title><style>body{color:red}</style><script>window.secret = "not for the model"</script></head>
 <body><nav><a href="/">Home</a></nav><h1>Version 2.0</h1><p>The <strong>fast</strong> release, see <a href="https://example.com/docs">the docs</a>.</p>
 <ul><li>first change</li><li>second change</li></ul><pre><code>npm install thing</code></pre><img src="data:image/png;base64,AAAA" alt="a chart"></body></html>`;
 
-async function startSite(): Promise<Site> {
-  const requests: Site['requests'] = [];
-  const server = http.createServer((req, res) => {
-    requests.push({ path: req.url ?? '', headers: req.headers });
-    const path = req.url ?? '/';
+/** A small web site on 127.0.0.1: pages, JSON, redirects, a cookie, and a log of what each request carried. */
+function startSite(): Promise<LocalSite> {
+  return startLocalSite(({ path }, res) => {
     if (path === '/page') return void res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(PAGE);
     if (path === '/data.json') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"version":"2.0","ok":true}');
     if (path === '/notes.txt') return void res.writeHead(200, { 'content-type': 'text/plain' }).end('plain *text* stays as it is\n');
@@ -30,19 +20,9 @@ async function startSite(): Promise<Site> {
     if (path.startsWith('/loop')) return void res.writeHead(302, { location: `/loop${Number(path.slice(5) || 0) + 1}` }).end();
     res.writeHead(404).end();
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    close: () => new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    }),
-  };
 }
 
-let site: Site;
+let site: LocalSite;
 let harness: AgentHarness | undefined;
 beforeAll(async () => {
   site = await startSite();

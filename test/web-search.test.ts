@@ -1,9 +1,8 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
+import { startLocalSite, type LocalSite } from './support/local-site.js';
 
 /**
  * Local fakes of the three providers' HTTP APIs on 127.0.0.1, answering in each one's documented
@@ -12,24 +11,13 @@ import { startAgentHarness, type AgentHarness } from './support/agent-harness.js
  */
 const KEY = 'search-key-never-shown-7f3a';
 
-interface Fake {
-  url: string;
-  requests: { method: string; path: string; headers: http.IncomingHttpHeaders; body: string }[];
-  close(): Promise<void>;
-}
-
-async function startProviders(): Promise<Fake> {
-  const requests: Fake['requests'] = [];
-  const server = http.createServer(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const body = Buffer.concat(chunks).toString('utf8');
-    const url = new URL(req.url ?? '/', 'http://127.0.0.1');
-    requests.push({ method: req.method ?? '', path: url.pathname + url.search, headers: req.headers, body });
+function startProviders(): Promise<LocalSite> {
+  return startLocalSite((req, res) => {
+    const url = new URL(req.path, 'http://127.0.0.1');
     const json = (status: number, value: unknown) => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value));
     if (req.method === 'POST' && url.pathname === '/tavily/search') {
       if (req.headers.authorization !== `Bearer ${KEY}`) return json(401, { detail: { error: `Unauthorized: invalid API key ${req.headers.authorization ?? ''}` } });
-      const { query, max_results } = JSON.parse(body) as { query: string; max_results: number };
+      const { query, max_results } = JSON.parse(req.body) as { query: string; max_results: number };
       return json(200, {
         query,
         answer: null,
@@ -54,19 +42,9 @@ async function startProviders(): Promise<Fake> {
     }
     res.writeHead(404).end();
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    close: () => new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    }),
-  };
 }
 
-let providers: Fake;
+let providers: LocalSite;
 let harness: AgentHarness | undefined;
 beforeAll(async () => {
   providers = await startProviders();

@@ -7,8 +7,11 @@ import { buildApp } from '../../src/app.js';
 import { composeServices, type ServiceOverrides, type Services } from '../../src/compose.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
+import { freePort } from './free-port.js';
 
 export const TEST_KEY = 'test-master-key';
+
+export { freePort };
 
 export function tempDir(prefix = 'agentd-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
@@ -123,13 +126,3 @@ export function spawnedApi(current: () => SpawnedServer): (path: string, init?: 
   };
 }
 
-export async function freePort(): Promise<number> {
-  const net = await import('node:net');
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}

@@ -40,7 +40,7 @@ export class AgentSession {
   readonly toolState = new Map<string, unknown>();
   /** Conversation rewinds seen so far: the history is the view they leave (see rewound-view.ts). */
   private rewinds: HistoryRewind[] = [];
-  /** A rewind was appended: the history is folded again before it is used (see AgentRuntime.session). */
+  /** A rewind was appended: the history is folded again before it is used (see AgentSessions.get). */
   stale = false;
   active: ActiveRun | null = null;
   /** The `ask_user` question the active run waits on (at most one). */
@@ -78,7 +78,7 @@ export class AgentSession {
 
   private readonly shellId: string | undefined;
 
-  /** Fold the whole log in once; later events arrive through `receive` (see AgentRuntime). */
+  /** Fold the whole log in once; later events arrive through `receive` (see AgentSessions.read). */
   async load(log: EventLog): Promise<void> {
     let cursor = 0;
     for (;;) {

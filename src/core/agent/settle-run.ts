@@ -3,7 +3,7 @@ import type { ConversationRecord } from '../conversations/conversation-record.js
 import type { AgentEvent, ConversationStatus, NewEvent } from '../schemas/event.js';
 import type { ActiveRun, AgentSession } from './agent-session.js';
 import type { Run, RunStatus } from './run-record.js';
-import type { RunOutcome } from './run-loop.js';
+import type { RunOutcome } from './run-context.js';
 
 type Outcome = RunOutcome | { kind: 'error'; code: string; message: string };
 

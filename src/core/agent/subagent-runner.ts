@@ -8,7 +8,8 @@ import { LlmError, type LlmClient, type LlmSettings, type LlmToolSchema, type Ll
 import type { Run } from './run-record.js';
 import { TurnInterrupts } from './turn-interrupts.js';
 import type { RunCondenser } from './llm-request.js';
-import { executeRun, type RunOutcome } from './run-loop.js';
+import type { RunOutcome } from './run-context.js';
+import { executeRun } from './run-loop.js';
 import type { ToolGate } from './tool-gate.js';
 
 /** What a subagent gets from the run that starts it (the runtime builds it once per run). */

@@ -1,0 +1,45 @@
+import type { ConversationRecord } from '../conversations/conversation-record.js';
+import { HookRunner } from '../hooks/hook-runner.js';
+import type { HookTransport } from '../hooks/hook-transport.js';
+import { PermissionPolicy } from '../permissions/permission-policy.js';
+import { readProjectPermissions } from '../permissions/project-settings.js';
+import type { NewEvent, SubagentTags } from '../schemas/event.js';
+import { readsProject } from './tool-offer.js';
+import { ToolGate } from './tool-gate.js';
+
+export interface ConversationGatesDeps {
+  /** How the conversation's hooks run: commands in its sandbox, http hooks signed. */
+  hookTransport: (record: ConversationRecord) => HookTransport;
+  append: (conversationId: string, event: NewEvent) => Promise<unknown>;
+  onError?: ((error: unknown, context: Record<string, unknown>) => void) | undefined;
+}
+
+/** The tool gate of one run (or one of its subagents): permission rules (the client's, tightened by the project's) and hooks. */
+export class ConversationGates {
+  constructor(private readonly deps: ConversationGatesDeps) {}
+
+  gateFor(record: ConversationRecord, runId: string | null, signal: AbortSignal, subagent?: Required<SubagentTags>): ToolGate {
+    // The project's settings are read when the first tool call needs them, not before the first LLM turn.
+    let project: Promise<Awaited<ReturnType<typeof readProjectPermissions>> | null> | null = null;
+    let cached: { key: unknown[]; policy: PermissionPolicy } | null = null;
+    // The config may change mid-run (confirmation mode, PUT /config): the policy follows it.
+    const policy = async () => {
+      project ??= readsProject(record) ? readProjectPermissions(record.workdir) : Promise.resolve(null);
+      const projectRules = await project;
+      const key = [record.permissions, record.confirmation_mode];
+      if (!cached || cached.key.some((value, index) => value !== key[index])) {
+        cached = { key, policy: new PermissionPolicy({ conversation: record.permissions, project: projectRules, confirmationMode: record.confirmation_mode }) };
+      }
+      return cached.policy;
+    };
+    const hooks = new HookRunner({
+      hooks: record.hooks ?? {},
+      transport: this.deps.hookTransport(record),
+      base: { conversation_id: record.id, run_id: runId, cwd: record.workdir },
+      signal,
+      // Hook events are recorded in call order (the log stores them in the call); a failed write is logged, never left unhandled.
+      append: (event) => void this.deps.append(record.id, { ...event, ...subagent }).catch((error: unknown) => this.deps.onError?.(error, { conversation_id: record.id, run_id: runId, stage: 'hook_event' })),
+    });
+    return new ToolGate({ policy, hooks, workdir: record.workdir, ...(subagent && { subagent: { agent_type: subagent.agent, agent_id: subagent.parent_tool_call_id } }) });
+  }
+}

@@ -1,0 +1,98 @@
+import { randomUUID } from 'node:crypto';
+import { LlmError, type LlmToolCall } from './llm.js';
+import { askLlm } from './llm-request.js';
+import type { RunContext, RunOutcome } from './run-context.js';
+import { appendNote, recordAction, recordNotRun } from './run-records.js';
+import type { OutputRequirement } from './structured-output.js';
+import { parseArguments, type ParsedArguments } from './tool-executor.js';
+
+// One request to the LLM inside a run, and what its answer becomes: text, calls to run, or a note asking again.
+
+const BUDGET_SPENT_RESULT = 'Not run: this run has used all its steps (max_iterations_per_run). Only a text summary was asked for.';
+
+/** The last step: the model is asked for a summary, with tools offered but not allowed; the run then pauses. */
+export async function summaryTurn(context: RunContext, settings: ReturnType<RunContext['settings']>, note: string): Promise<RunOutcome> {
+  await appendNote(context, note);
+  const limit: RunOutcome = { kind: 'max_iterations', limit: settings.maxIterations };
+  context.history.hold();
+  try {
+    const response = await askLlm(context, { settings: settings.llm, signal: context.signal, noTools: context.toolSchemas.length > 0 });
+    if (context.signal.aborted) return { kind: 'aborted' };
+    const text = response.content?.trim() ? response.content : null;
+    if (response.toolCalls.length === 0) {
+      if (text) await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
+      return limit;
+    }
+    // Calls made anyway are recorded and answered (the history stays valid), never run.
+    const responseId = randomUUID();
+    for (const call of response.toolCalls) {
+      await recordAction(context, { call, args: parseArguments(call.arguments), responseId, thought: text });
+      await recordNotRun(context, call, BUDGET_SPENT_RESULT, 'budget_spent');
+    }
+    return limit;
+  } finally {
+    context.history.release();
+  }
+}
+
+export type NoteReason = 'cut_off' | 'cut_off_empty' | 'empty';
+
+/** What the model is told, as a `message` from `system`, when its answer could not be used. */
+export const NOTES: Record<NoteReason, string> = {
+  cut_off: 'Your last response was cut off at the output token limit. Continue from where it stopped; keep each response and tool call shorter (write a large file in several parts).',
+  cut_off_empty: 'Your last response reached the output token limit before it contained any text or tool call (the reasoning may have used the whole budget). Continue the task with a shorter response.',
+  empty: 'Your last response was empty. Continue the task: call a tool, or answer the user.',
+};
+
+/** How many unusable answers in a row a run tolerates before it ends in an agent error. */
+export class NoteBudget {
+  static readonly LIMIT = { cut_off: 3, empty: 2 } as const;
+  private cutOffs = 0;
+  private empties = 0;
+
+  spend(why: NoteReason): void {
+    if (why === 'empty') {
+      if (++this.empties > NoteBudget.LIMIT.empty) {
+        throw new LlmError('llm_empty_response', `The model answered with nothing ${this.empties} times in a row.`);
+      }
+    } else if (++this.cutOffs > NoteBudget.LIMIT.cut_off) {
+      throw new LlmError('llm_output_truncated', `The model's answer was cut off at the output token limit ${this.cutOffs} times in a row: raise max_output_tokens.`);
+    }
+  }
+
+  reset(): void {
+    this.cutOffs = 0;
+    this.empties = 0;
+  }
+}
+
+export type TurnResult =
+  | { kind: 'aborted' }
+  | { kind: 'interrupted' }
+  | { kind: 'answered'; text: string }
+  | { kind: 'note'; why: NoteReason }
+  | { kind: 'calls'; calls: { call: LlmToolCall; args: ParsedArguments }[]; responseId: string; thought: string | null; cutOff: boolean };
+
+/** Ask the LLM once and record its answer (text, or actions awaiting confirmation). */
+export async function llmTurn(context: RunContext, settings: ReturnType<RunContext['settings']>, output: OutputRequirement | null): Promise<TurnResult> {
+  let response;
+  try {
+    response = await askLlm(context, { settings: settings.llm, signal: context.interrupts.signal(context.signal), output });
+  } catch (error) {
+    if (context.signal.aborted) return { kind: 'aborted' };
+    // The answer being streamed is dropped: the model answers again, the new message in view.
+    if (context.interrupts.pending !== null) return { kind: 'interrupted' };
+    throw error;
+  }
+  if (context.signal.aborted) return { kind: 'aborted' };
+  const cutOff = response.finishReason === 'length';
+  if (response.toolCalls.length === 0) {
+    const text = response.content?.trim() ? response.content : response.refusal?.trim() ? response.refusal : null;
+    if (text === null) return { kind: 'note', why: cutOff ? 'cut_off_empty' : 'empty' };
+    await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
+    return cutOff ? { kind: 'note', why: 'cut_off' } : { kind: 'answered', text };
+  }
+  const responseId = randomUUID();
+  const calls = response.toolCalls.map((call) => ({ call, args: parseArguments(call.arguments) }));
+  return { kind: 'calls', calls, responseId, thought: response.content, cutOff };
+}

@@ -1,0 +1,49 @@
+import type { PendingAction } from '../schemas/conversation.js';
+import type { AgentEvent, NewEvent } from '../schemas/event.js';
+import type { ToolContext, ToolDefinition } from '../tools/tool.js';
+import type { ConversationHistory } from './conversation-history.js';
+import type { LlmSettings } from './llm.js';
+import type { LlmRequestContext } from './llm-request.js';
+import type { Run } from './run-record.js';
+import type { ToolGate } from './tool-gate.js';
+import type { TurnInterrupts } from './turn-interrupts.js';
+
+export const FINISH_TOOL = 'finish';
+
+/** How a run ends: each turn of the loop ends in exactly one of these, or goes round again. */
+export type RunOutcome =
+  | { kind: 'idle' }
+  | { kind: 'finished'; message: string }
+  | { kind: 'max_iterations'; limit: number }
+  | { kind: 'stuck'; reason: string }
+  | { kind: 'waiting_for_confirmation' }
+  | { kind: 'aborted' };
+
+export interface RunContext extends LlmRequestContext {
+  conversationId: string;
+  run: Run;
+  signal: AbortSignal;
+  history: ConversationHistory;
+  /** Read each turn: the config may change mid-conversation. */
+  settings: () => { llm: LlmSettings; maxIterations: number; confirmationMode: boolean };
+  tools: ReadonlyMap<string, ToolDefinition>;
+  toolContext: ToolContext;
+  append(event: NewEvent): Promise<AgentEvent>;
+  /** Messages sent with multitask_strategy `interrupt` stop the step in progress. */
+  interrupts: TurnInterrupts;
+  onIteration(): void;
+  setPendingActions(actions: PendingAction[]): void;
+  /** Actions approved before this run started: executed first. */
+  approved: PendingAction[];
+  /** Permission rules and hooks: every tool call passes it before it runs. */
+  gate: ToolGate;
+  /** The conversation's first run: SessionStart hooks run before it. */
+  sessionStart: boolean;
+  /** Before a tool call runs (a workdir checkpoint), just before its action is recorded. */
+  beforeTool?: (call: { name: string; args: Record<string, unknown> }) => Promise<void>;
+}
+
+/** The calls in order, with `finish` moved after the others. */
+export function finishLast<T>(calls: readonly T[], nameOf: (call: T) => string): T[] {
+  return [...calls.filter((call) => nameOf(call) !== FINISH_TOOL), ...calls.filter((call) => nameOf(call) === FINISH_TOOL)];
+}

@@ -1,0 +1,54 @@
+import type { ConversationRecord } from '../conversations/conversation-record.js';
+import type { ConversationStore } from '../conversations/conversation-store.js';
+import type { EventRecorder } from '../events/event-recorder.js';
+import type { ConversationStatus, NewEvent, SubagentTags } from '../schemas/event.js';
+import type { LlmUsage } from './llm.js';
+import type { Run } from './run-record.js';
+
+export interface RunJournalDeps {
+  conversations: ConversationStore;
+  recorder: EventRecorder;
+}
+
+/**
+ * What the runtime writes about a conversation: its events, its status transitions (each with the
+ * `state_update` that says why) and the usage of its LLM calls.
+ */
+export class RunJournal {
+  constructor(private readonly deps: RunJournalDeps) {}
+
+  append(conversationId: string, event: NewEvent) {
+    return this.deps.recorder.append(conversationId, event);
+  }
+
+  /** Streaming-only text of the answer being written (never stored). */
+  delta(conversationId: string, runId: string, text: string, tags: SubagentTags = {}): void {
+    this.deps.recorder.delta({ kind: 'message_delta', conversation_id: conversationId, run_id: runId, content_delta: text, ...tags });
+  }
+
+  async setStatus(record: Readonly<ConversationRecord>, status: ConversationStatus, options: { runId?: string | null; reason?: string } = {}): Promise<void> {
+    this.deps.conversations.setStatus(record.id, status, options.runId ?? null);
+    await this.append(record.id, { kind: 'state_update', source: 'system', status, run_id: options.runId ?? null, reason: options.reason ?? null });
+  }
+
+  /** Usage of one LLM answer: added to the conversation's and the run's (and a subagent's share), recorded as a `usage` event. */
+  async recordUsage(record: Readonly<ConversationRecord>, run: Run | null, usage: LlmUsage, tags: SubagentTags = {}): Promise<void> {
+    if (run) {
+      addUsage(run.usage, usage);
+      if (tags.agent !== undefined) {
+        run.usage_by_agent ??= {};
+        addUsage((run.usage_by_agent[tags.agent] ??= { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 }), usage);
+      }
+    }
+    const totals = this.deps.conversations.addUsage(record.id, usage);
+    await this.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...totals }, run_id: run?.id ?? null, ...tags });
+  }
+}
+
+function addUsage(target: Run['usage'], usage: LlmUsage): void {
+  target.prompt_tokens += usage.prompt_tokens;
+  target.completion_tokens += usage.completion_tokens;
+  target.cost += usage.cost;
+  target.cached_tokens = (target.cached_tokens ?? 0) + usage.cached_tokens;
+  target.reasoning_tokens = (target.reasoning_tokens ?? 0) + usage.reasoning_tokens;
+}

@@ -1,0 +1,53 @@
+import { isoTimestamp, type Clock } from '../clock.js';
+import type { ConversationStore } from '../conversations/conversation-store.js';
+import type { AgentSession } from './agent-session.js';
+import type { RunJournal } from './run-journal.js';
+import type { RunStore } from './run-record.js';
+
+export interface RunRecoveryDeps {
+  conversations: ConversationStore;
+  runs: RunStore;
+  journal: RunJournal;
+  /** The conversation's session, its history folded from the log. */
+  session: (conversationId: string) => Promise<AgentSession>;
+  clock: Clock;
+}
+
+/**
+ * Runs cut off without settling (this server restarted, or the instance running them died): their
+ * open tool calls get an observation and they end paused, so the history stays valid.
+ */
+export class RunRecovery {
+  constructor(private readonly deps: RunRecoveryDeps) {}
+
+  /** After a restart: a conversation that was running comes back paused, its open tool calls closed. */
+  async recoverAfterRestart(): Promise<void> {
+    for (const record of [...this.deps.conversations.all()]) await this.recover(record.id, 'server_restart');
+  }
+
+  /** Recovers the conversation's cut-off run; whether there was one. */
+  async recover(conversationId: string, outcome: 'server_restart' | 'failover'): Promise<boolean> {
+    const { conversations, runs, journal } = this.deps;
+    const record = conversations.record(conversationId);
+    // A run waiting for an answer (ask_user) was cut off too.
+    const live = record.status === 'running' || record.status === 'waiting_for_input';
+    const cutOff = live || record.current_run_id ? runs.list(record.id).filter((run) => run.status === 'running') : [];
+    if (!live && cutOff.length === 0) return false;
+    const session = await this.deps.session(record.id);
+    const what = outcome === 'failover' ? 'the instance running it stopped' : 'the server restarted';
+    // Subagents first (the latest started first: a nested one before the one that started it), then the main agent's calls.
+    for (const [parentCallId, child] of [...session.children].reverse()) {
+      for (const callId of child.history.pendingCallIds) {
+        await journal.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: child.history.toolNameOf(callId) ?? 'unknown', content: `Interrupted: ${what} while this tool was running.`, is_error: true, data: { interrupted: true }, run_id: record.current_run_id, parent_tool_call_id: parentCallId, agent: child.agent ?? 'unknown' });
+      }
+    }
+    for (const callId of session.history.pendingCallIds) {
+      if (record.pending_actions.some((action) => action.tool_call_id === callId)) continue;
+      await journal.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: session.history.toolNameOf(callId) ?? 'unknown', content: `Interrupted: ${what} while this tool was running.`, is_error: true, data: { interrupted: true }, run_id: record.current_run_id });
+    }
+    const now = isoTimestamp(this.deps.clock.now());
+    for (const run of cutOff) runs.save({ ...run, status: 'paused', ended_at: now, outcome });
+    await journal.setStatus(record, 'paused', { runId: record.current_run_id, reason: outcome === 'failover' ? 'The instance running this conversation stopped while the run was in progress.' : 'The server restarted while the run was in progress.' });
+    return true;
+  }
+}

@@ -1,0 +1,65 @@
+import type { Clock } from '../clock.js';
+import type { ConversationRecord } from '../conversations/conversation-record.js';
+import type { ConversationStore } from '../conversations/conversation-store.js';
+import type { ShellFactory } from '../tools/shell-session.js';
+import type { ActiveRun, AgentSession } from './agent-session.js';
+import type { ConversationGates } from './conversation-gates.js';
+import type { LlmClient } from './llm.js';
+import type { RunJournal } from './run-journal.js';
+import type { SubagentHost } from './subagent-runner.js';
+import { subagentSystemPrompt } from './subagent-prompt.js';
+import { readsProject, type ToolOffer } from './tool-offer.js';
+
+export interface SubagentHostsDeps {
+  conversations: ConversationStore;
+  llm: LlmClient;
+  shells: ShellFactory;
+  shellEnv: (record: ConversationRecord) => Record<string, string>;
+  journal: RunJournal;
+  gates: ConversationGates;
+  offer: ToolOffer;
+  clock: Clock;
+}
+
+/** How long a stopped run waits for its subagents to wind down before it settles. */
+const SUBAGENT_SETTLE_MS = 10_000;
+
+/** What the subagents started in a run share with it: the conversation, the run's signal, catalog, rules and hooks. */
+export class SubagentHosts {
+  constructor(private readonly deps: SubagentHostsDeps) {}
+
+  hostFor(record: ConversationRecord, session: AgentSession, active: ActiveRun): SubagentHost {
+    const { conversations, journal, gates, offer, clock } = this.deps;
+    const { run, controller } = active;
+    return {
+      conversationId: record.id,
+      workdir: record.workdir,
+      session,
+      run,
+      signal: controller.signal,
+      catalog: active.catalog,
+      llm: this.deps.llm,
+      maxDepth: offer.maxSubagentDepth,
+      settings: () => ({ llm: record.llm!, maxIterations: record.max_iterations_per_run, confirmationMode: record.confirmation_mode }),
+      startShell: (child) => child.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record), sandbox: conversations.sandboxOf(record) }),
+      append: async (event) => (await journal.append(record.id, event)).event,
+      delta: (text, tags) => journal.delta(record.id, run.id, text, tags),
+      onUsage: (usage, tags) => journal.recordUsage(record, run, usage, tags),
+      gate: (tags) => gates.gateFor(record, run.id, controller.signal, tags),
+      schemasOf: (tools) => offer.schemasOf(tools),
+      systemPrompt: (agent, tools) => subagentSystemPrompt({ agent, tools, workdir: record.workdir, secretNames: Object.keys(record.secrets), now: new Date(clock.now()), projectFiles: readsProject(record), catalog: active.catalog }),
+      track: (done) => {
+        const tracked = done.catch(() => undefined).finally(() => active.subagents.delete(tracked));
+        active.subagents.add(tracked);
+      },
+    };
+  }
+}
+
+/** The run settles once its subagents have wound down (they stop with the run's signal), or after a bound. */
+export async function settleSubagents(active: ActiveRun): Promise<void> {
+  if (active.subagents.size === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.allSettled([...active.subagents]), new Promise((resolve) => (timer = setTimeout(resolve, SUBAGENT_SETTLE_MS)))]);
+  clearTimeout(timer);
+}
