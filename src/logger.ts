@@ -43,7 +43,7 @@ export interface LoggerOptions {
  * line costs the same with ten thousand conversations holding secrets as with one.
  */
 export function createLogger(options: LoggerOptions): Logger {
-  const target = options.destination ?? (process.stdout.isTTY ? pretty({ sync: true, colorize: true, translateTime: 'SYS:HH:MM:ss.l' }) : new TurnBatchedOutput(1));
+  const target = options.destination ?? (process.stdout.isTTY ? pretty({ sync: true, colorize: true, translateTime: 'SYS:HH:MM:ss.l' }) : standardOutput());
   const masker = options.masker ?? { mask: (text: string) => text };
   const mask = (text: string) => masker.mask(text);
   return pino(
@@ -67,6 +67,12 @@ export function createLogger(options: LoggerOptions): Logger {
 }
 
 const passThrough = (value: unknown) => value;
+
+/** One for the process, whatever the number of loggers (tests make many). */
+let stdoutOutput: TurnBatchedOutput | null = null;
+function standardOutput(): TurnBatchedOutput {
+  return (stdoutOutput ??= new TurnBatchedOutput(1));
+}
 const CHINDINGS = pino.symbols.chindingsSym;
 
 /**
