@@ -8,6 +8,7 @@ import type { ShellSession } from '../src/core/tools/shell-session.js';
 import type { ToolDefinition } from '../src/core/tools/tool.js';
 import type { Benchmark } from './support/benchmark.js';
 import { fmt, ratio, summarize } from './support/stats.js';
+import { NodeWorkdirFileSystem } from '../src/adapters/workspace/node-workdir-file-system.js';
 
 /**
  * P6: trivial commands through the bash tool (the conversation's long-lived shell) versus
@@ -22,7 +23,7 @@ export const p6Shell: Benchmark = {
     const workdir = fs.mkdtempSync(path.join(tmp, 'workdir-'));
     const shell = await new BashShellFactory().create({ conversationId: 'bench', workdir, env: {} });
     const tools = new Map<string, ToolDefinition>([['bash', bashTool as ToolDefinition]]);
-    const context = { conversationId: 'bench', workdir, signal: new AbortController().signal, shell: async () => shell, state: new Map<string, unknown>() };
+    const context = { conversationId: 'bench', workdir, workdirFs: new NodeWorkdirFileSystem(), signal: new AbortController().signal, shell: async () => shell, state: new Map<string, unknown>() };
     const limits = { timeoutMs: 30_000, idleTimeoutMs: 30_000 };
 
     const viaTool = async () => {

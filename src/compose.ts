@@ -48,6 +48,8 @@ import { slashCommandTool } from './core/tools/slash-command.js';
 import { loadCatalog } from './core/catalog/project-catalog.js';
 import { workspaceCatalogFiles } from './core/catalog/workspace-catalog-files.js';
 import { WorkspaceFiles } from './core/workspace/workspace-files.js';
+import { NodeWorkdirFileSystem } from './adapters/workspace/node-workdir-file-system.js';
+import { HostProjectFiles } from './adapters/workspace/host-project-files.js';
 import { MAX_IMAGE_BYTES, sniffImageType } from './core/schemas/message-content.js';
 import { imageTooLarge } from './core/conversations/message-images.js';
 import type { CallbackService } from './core/webhooks/callback-service.js';
@@ -185,7 +187,9 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const toolNames: readonly string[] = tools.map((tool) => tool.name);
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
+  const projectFiles = new HostProjectFiles();
   const mcp = new McpRegistry({
+    projectFiles,
     connector: new SdkMcpConnector({ launcher, targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), version: VERSION, ...config.agentEnv }),
     serverDefaults: config.mcpServers,
     secretsOf: (record) => secrets.environment(record),
@@ -208,9 +212,10 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     onError: (error, context) => logger.warn({ err: error, ...context }, 'workdir checkpoint failed; the run goes on without it'),
     ...(pausePoint && { pausePoint }),
   });
-  const files = new WorkspaceFiles({ workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) });
+  const workdirFs = new NodeWorkdirFileSystem();
+  const files = new WorkspaceFiles({ workdirFs, workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) });
   const skillsDir = config.skillsDir;
-  const serverSkills = skillsDir ? workspaceCatalogFiles({ files: new WorkspaceFiles({ workdirOf: () => skillsDir }), key: 'server', root: skillsDir }) : null;
+  const serverSkills = skillsDir ? workspaceCatalogFiles({ files: new WorkspaceFiles({ workdirFs, workdirOf: () => skillsDir }), key: 'server', root: skillsDir }) : null;
   const agent = new AgentRuntime({
     mcp,
     checkpoints,
@@ -232,6 +237,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     runs,
     llm: overrides.llm ?? new OpenAiLlmClient(config.llmClient),
     tools,
+    workdirFs,
+    projectFiles,
     shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv })),
     shellEnv: (record) => secrets.environment(record),
     idleTimeoutMs: config.idleTimeoutMs,
@@ -263,7 +270,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       network: config.sandbox.network,
     },
   });
-  const commands = new CommandService({ conversations: store, secrets, runner: commandRunner });
+  const commands = new CommandService({ conversations: store, secrets, runner: commandRunner, workdirFs });
   const forks = new ConversationForks({ conversations, store, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
   if (storage.postgres && config.cluster) {
     // Several instances: a run cut off by a dead instance (this one's previous process included) is recovered by whichever takes its lease.

@@ -108,7 +108,8 @@ describe('changing the workdir', () => {
   it('is refused during a run, and afterwards the shell starts in the new workdir', async () => {
     harness = await startAgentHarness([{ hang: true }, bash('pwd'), { text: 'ok' }]);
     const id = await harness.createConversation({ initial_message: 'go' });
-    await harness.waitForStatus(id, ['running']);
+    // Paused while the LLM hangs on the first request (a pause before it leaves would leave the hang to the next run).
+    await expect.poll(() => harness.llm.requests.length, { timeout: 15_000 }).toBe(1);
     const elsewhere = fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-new-workdir-'));
     const put = (body: unknown) => fetch(`${harness.server.url}/conversations/${id}/config`, { method: 'PUT', headers: { ...harness.server.auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
     expect((await put({ workdir: elsewhere })).status).toBe(409);

@@ -41,7 +41,8 @@ describe('run control', () => {
     harness = await startAgentHarness([{ hang: true }, { text: 'resumed' }]);
     const id = await harness.createConversation({ initial_message: 'go' });
     await harness.waitForStatus(id, ['running']);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Paused while the LLM hangs on the first request (a pause before it leaves would leave the hang to the next run).
+    await expect.poll(() => harness.llm.requests.length, { timeout: 15_000 }).toBe(1);
     const started = Date.now();
     const paused = await harness.post(`/conversations/${id}/pause`);
     expect(paused.status).toBe(200);

@@ -12,31 +12,6 @@ const core = [...graph].filter(([file]) => file.startsWith(`src${path.sep}core${
 const offending = (files: [string, ImportEdge[]][], bad: (edge: ImportEdge) => boolean) =>
   files.flatMap(([file, edges]) => edges.filter(bad).map((edge) => `${file} imports ${edge.specifier}`));
 
-/**
- * core/ files that still reach the file system directly (issue 13, item 4: they move behind
- * ports). The list may only shrink: a new one fails, and so does one that no longer needs it.
- */
-const CORE_FILES_USING_FS = [
-  'src/core/agent/system-prompt.ts',
-  // Merged from the MCP/permissions and agent branches (issues 14, 21):
-  'src/core/mcp/mcp-registry.ts',
-  'src/core/mcp/project-mcp-config.ts',
-  'src/core/permissions/project-settings.ts',
-  'src/core/tools/agent-area.ts',
-  'src/core/tools/file-editor-viewed.ts',
-  'src/core/tools/file-editor-io.ts',
-  'src/core/tools/file-editor.ts',
-  'src/core/tools/glob.ts',
-  'src/core/workspace/file-entry-stats.ts',
-  'src/core/workspace/js-searcher.ts',
-  'src/core/workspace/pin-path.ts',
-  'src/core/workspace/pinned-directory.ts',
-  'src/core/workspace/resumable-walk.ts',
-  'src/core/workspace/upload-batch.ts',
-  'src/core/workspace/walk.ts',
-  'src/core/workspace/workspace-files.ts',
-];
-
 /** The SDK's query helpers take the client's type while the client calls them (issue 17's code). */
 const KNOWN_TYPE_CYCLES = ['src/client/agentd-client.ts -> src/client/query.ts -> src/client/agentd-client.ts'];
 
@@ -65,9 +40,8 @@ describe('the import graph of src/', () => {
     expect(offending(core, (edge) => edge.target !== null && outer.test(edge.target.split(path.sep).join('/')))).toEqual([]);
   });
 
-  it('lets only the listed core/ files touch the file system directly, and the list only shrinks', () => {
-    const usingFs = core.filter(([, edges]) => edges.some((edge) => /^(node:)?fs(\/promises)?$/.test(edge.specifier))).map(([file]) => file.split(path.sep).join('/'));
-    expect(usingFs.sort()).toEqual([...CORE_FILES_USING_FS].sort());
+  it('keeps the file system out of core/: it reaches files only through ports (adapters/ implement them)', () => {
+    expect(offending(core, (edge) => /^(node:)?fs(\/promises)?$/.test(edge.specifier))).toEqual([]);
   });
 
   it('speaks domain errors in core/: no HTTP status codes (the http layer maps error kinds to statuses)', () => {

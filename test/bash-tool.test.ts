@@ -8,6 +8,7 @@ import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { bashTool, createBashTool } from '../src/core/tools/bash.js';
 import type { ShellSession } from '../src/core/tools/shell-session.js';
 import type { ToolContext } from '../src/core/tools/tool.js';
+import { NodeWorkdirFileSystem } from '../src/adapters/workspace/node-workdir-file-system.js';
 
 let workdir: string;
 let session: ShellSession | undefined;
@@ -22,6 +23,7 @@ beforeEach(() => {
   context = {
     conversationId: 'c1',
     workdir,
+    workdirFs: new NodeWorkdirFileSystem(),
     signal: controller.signal,
     state: new Map(),
     shell: async () => {

@@ -22,6 +22,8 @@ import { finishTool } from '../src/core/tools/finish.js';
 import { defineTool, type ToolDefinition } from '../src/core/tools/tool.js';
 import type { ShellFactory } from '../src/core/tools/shell-session.js';
 import { tempDir } from './support/agentd.js';
+import { NodeWorkdirFileSystem } from '../src/adapters/workspace/node-workdir-file-system.js';
+import { HostProjectFiles } from '../src/adapters/workspace/host-project-files.js';
 
 type Turn = (request: LlmRequest) => LlmResponse | Promise<LlmResponse>;
 
@@ -102,7 +104,7 @@ async function setUp(turns: Turn[], tools: ToolDefinition[] = [echoTool as ToolD
   fs.mkdirSync(path.join(dir, 'data'));
   await store.load();
   const runs = new MemoryRuns();
-  const agent = new AgentRuntime({ conversations: store, sessions, recorder, runs, llm, tools, shells: noShells, shellEnv: () => ({}), hookTransport: () => ({ command: () => Promise.reject(new Error('no hooks in these tests')), http: () => Promise.reject(new Error('no hooks in these tests')) }) as never });
+  const agent = new AgentRuntime({ conversations: store, sessions, recorder, runs, llm, tools, workdirFs: new NodeWorkdirFileSystem(), projectFiles: new HostProjectFiles(), shells: noShells, shellEnv: () => ({}), hookTransport: () => ({ command: () => Promise.reject(new Error('no hooks in these tests')), http: () => Promise.reject(new Error('no hooks in these tests')) }) as never });
   const conversations = new ConversationService({
     store,
     workdirs: new HostWorkdirs({ dataDir: path.join(dir, 'data'), workdirBase: path.join(dir, 'workdirs') }),

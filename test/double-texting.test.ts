@@ -107,6 +107,8 @@ describe('double-texting: multitask_strategy', () => {
     const id = await harness.createConversation({ multitask_strategy: 'reject' });
     expect((await harness.post(`/conversations/${id}/messages`, { content: 'start' })).status).toBe(202);
     const running = await harness.waitForStatus(id, ['running']);
+    // The run's LLM request hangs (paused below; a pause before it leaves would leave the hang to the next run).
+    await expect.poll(() => harness.llm.requests.length, { timeout: 15_000 }).toBe(1);
     expectError(await harness.post(`/conversations/${id}/messages`, { content: 'too soon' }), { status: 409, error: 'run_in_progress', message: /multitask_strategy is `reject`/ });
     const refused = await harness.post(`/conversations/${id}/messages`, { content: 'too soon' });
     expect(refused.body.details).toEqual({ run_id: running.current_run_id });

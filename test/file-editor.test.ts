@@ -5,11 +5,13 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { fileEditorParameters, fileEditorTool } from '../src/core/tools/file-editor.js';
 import type { ToolContext, ToolResult } from '../src/core/tools/tool.js';
 import { CANARY_CONTENT, createTraversalFixture, type TraversalFixture } from './support/traversal-fixture.js';
+import { NodeWorkdirFileSystem } from '../src/adapters/workspace/node-workdir-file-system.js';
 
 function makeContext(workdir: string): ToolContext {
   return {
     conversationId: 'c-test',
     workdir,
+    workdirFs: new NodeWorkdirFileSystem(),
     signal: new AbortController().signal,
     shell: () => Promise.reject(new Error('no shell in these tests')),
     state: new Map(),

@@ -30,6 +30,7 @@ a, b, end = sys.argv[1].encode(), sys.argv[2].encode(), time.time() + float(sys.
 while time.time() < end:
     libc.renameat2(-100, a, -100, b, 2)
 `;
+import { NodeWorkdirFileSystem } from '../src/adapters/workspace/node-workdir-file-system.js';
 
 let server: TestServer;
 let base: string;
@@ -129,7 +130,7 @@ describe.skipIf(!python)('a directory swapped with a symlink to the data dir in 
 
   it("the agent's file_editor never shows or writes a file outside the workdir", { timeout: 120_000 }, async () => {
     startRacer(60);
-    const context = { workdir, signal: new AbortController().signal, state: new Map() } as unknown as Parameters<typeof fileEditorTool.execute>[1];
+    const context = { workdir, workdirFs: new NodeWorkdirFileSystem(), signal: new AbortController().signal, state: new Map() } as unknown as Parameters<typeof fileEditorTool.execute>[1];
     const leaks: string[] = [];
     for (let index = 0; index < ROUNDS; index++) {
       const viewed = await fileEditorTool.execute({ command: 'view', path: 'sub/secret.key' } as never, context);

@@ -7,10 +7,12 @@ import { globTool } from '../src/core/tools/glob.js';
 import { createGrepTool } from '../src/core/tools/grep.js';
 import type { ToolContext } from '../src/core/tools/tool.js';
 import { compileGlob, expandBraces, splitGlobBase } from '../src/core/workspace/glob-match.js';
-import { jsTextSearcher } from '../src/core/workspace/js-searcher.js';
+import { jsTextSearcher } from '../src/adapters/workspace/js-searcher.js';
 import type { TextSearcher } from '../src/core/workspace/text-searcher.js';
-import { walkDirectory, type WalkLimit } from '../src/core/workspace/walk.js';
+import { walkDirectory } from '../src/adapters/workspace/walk.js';
+import type { WalkLimit } from '../src/core/workspace/walk-entry.js';
 import { CANARY_CONTENT, createTraversalFixture, type TraversalFixture } from './support/traversal-fixture.js';
+import { NodeWorkdirFileSystem } from '../src/adapters/workspace/node-workdir-file-system.js';
 
 const ripgrepVersion = await detectRipgrep();
 if (!ripgrepVersion) console.warn('ripgrep (rg) is not on PATH: the ripgrep searcher tests are skipped; the JS fallback is tested.');
@@ -19,6 +21,7 @@ function makeContext(workdir: string): ToolContext {
   return {
     conversationId: 'c-test',
     workdir,
+    workdirFs: new NodeWorkdirFileSystem(),
     signal: new AbortController().signal,
     shell: () => Promise.reject(new Error('no shell in these tests')),
     state: new Map(),

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidPathError } from '../src/core/workspace/invalid-path-error.js';
 import { PathNotFoundError } from '../src/core/workspace/path-not-found-error.js';
 import { PathOutsideWorkdirError } from '../src/core/workspace/path-outside-workdir-error.js';
-import { resolveInWorkdir } from '../src/core/workspace/pin-path.js';
+import { resolveInWorkdir } from '../src/adapters/workspace/pin-path.js';
 import { isInsideRoot, parseUserPath, toWorkdirRelative } from '../src/core/workspace/resolve-path.js';
 import { CANARY_CONTENT, createTraversalFixture, type TraversalFixture } from './support/traversal-fixture.js';
 

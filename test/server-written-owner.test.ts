@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fileEditorTool } from '../src/core/tools/file-editor.js';
 import { startServer, tempDir, type TestServer } from './support/agentd.js';
+import { NodeWorkdirFileSystem } from '../src/adapters/workspace/node-workdir-file-system.js';
 
 const asRoot = process.geteuid?.() === 0;
 if (!asRoot) console.warn('test/server-written-owner.test.ts: skipped (only a server running as root creates files for another uid)');
@@ -39,7 +40,7 @@ describe.skipIf(!asRoot)('what the server writes into a workdir', () => {
     expect(upload.status).toBe(201);
     const made = await fetch(`${server.url}/conversations/${conversationId}/dirs/m1/m2`, { method: 'POST', headers: server.auth });
     expect(made.status).toBe(201);
-    const context = { workdir, signal: new AbortController().signal, state: new Map() } as unknown as Parameters<typeof fileEditorTool.execute>[1];
+    const context = { workdir, workdirFs: new NodeWorkdirFileSystem(), signal: new AbortController().signal, state: new Map() } as unknown as Parameters<typeof fileEditorTool.execute>[1];
     const created = await fileEditorTool.execute({ command: 'create', path: 'e1/e2/edited.txt', file_text: 'hello\n' } as never, context);
     expect(created.isError).toBe(false);
     const owners = ['in', 'in/deep', 'in/deep/er', 'in/deep/er/up.txt', 'm1', 'm1/m2', 'e1', 'e1/e2', 'e1/e2/edited.txt'].map((entry) => {
@@ -54,7 +55,7 @@ describe.skipIf(!asRoot)('what the server writes into a workdir', () => {
     fs.writeFileSync(file, 'echo one\n');
     fs.chownSync(file, AGENT_UID, AGENT_GID);
     fs.chmodSync(file, 0o4755);
-    const context = { workdir, signal: new AbortController().signal, state: new Map() } as unknown as Parameters<typeof fileEditorTool.execute>[1];
+    const context = { workdir, workdirFs: new NodeWorkdirFileSystem(), signal: new AbortController().signal, state: new Map() } as unknown as Parameters<typeof fileEditorTool.execute>[1];
     const edited = await fileEditorTool.execute({ command: 'str_replace', path: 'setuid-tool', old_str: 'one', new_str: 'two' } as never, context);
     expect(edited.isError).toBe(false);
     const stats = fs.statSync(file);

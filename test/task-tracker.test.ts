@@ -8,11 +8,13 @@ import {
   taskTrackerTool,
 } from '../src/core/tools/task-tracker.js';
 import type { ToolContext } from '../src/core/tools/tool.js';
+import { NodeWorkdirFileSystem } from '../src/adapters/workspace/node-workdir-file-system.js';
 
 function makeContext(): ToolContext {
   return {
     conversationId: 'c-test',
     workdir: '/nonexistent',
+    workdirFs: new NodeWorkdirFileSystem(),
     signal: new AbortController().signal,
     shell: () => Promise.reject(new Error('no shell')),
     state: new Map(),

@@ -5,12 +5,13 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { executeTool, MAX_OBSERVATION_CHARS } from '../src/core/agent/tool-executor.js';
 import { defineTool, type ToolContext } from '../src/core/tools/tool.js';
+import { NodeWorkdirFileSystem } from '../src/adapters/workspace/node-workdir-file-system.js';
 
 let workdir: string;
 let context: ToolContext;
 beforeEach(() => {
   workdir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-executor-')));
-  context = { conversationId: 'c1', workdir, signal: new AbortController().signal, state: new Map(), shell: () => Promise.reject(new Error('no shell')) };
+  context = { conversationId: 'c1', workdir, workdirFs: new NodeWorkdirFileSystem(), signal: new AbortController().signal, state: new Map(), shell: () => Promise.reject(new Error('no shell')) };
 });
 afterEach(() => fs.rmSync(workdir, { recursive: true, force: true }));
 

@@ -10,7 +10,7 @@
 import { spawn } from 'node:child_process';
 import type { ProcessLauncher } from './process-launcher.js';
 import { stat } from 'node:fs/promises';
-import { jsTextSearcher } from '../core/workspace/js-searcher.js';
+import { jsTextSearcher } from './workspace/js-searcher.js';
 import { SearchPatternError } from '../core/workspace/search-pattern-error.js';
 import {
   truncateLine,

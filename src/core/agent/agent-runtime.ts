@@ -13,6 +13,8 @@ import type { CondenseBody } from '../schemas/conversation.js';
 import type { AgentEvent } from '../schemas/event.js';
 import type { ShellFactory } from '../tools/shell-session.js';
 import type { ToolDefinition, UserAnswer } from '../tools/tool.js';
+import type { ProjectFiles } from '../workspace/project-files.js';
+import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
 import type { AgentSessions } from './agent-sessions.js';
 import { CondensationControl } from './condensation-control.js';
 import { ConversationGates } from './conversation-gates.js';
@@ -37,6 +39,10 @@ export interface AgentRuntimeDeps {
   runs: RunStore;
   llm: LlmClient;
   tools: readonly ToolDefinition[];
+  /** The workdirs' files for the tools (every path pinned inside the workdir). */
+  workdirFs: WorkdirFileSystem;
+  /** The project's AGENTS.md/CLAUDE.md and `.claude/settings.json` around a workdir. */
+  projectFiles: ProjectFiles;
   shells: ShellFactory;
   /** Environment for the conversation's shell (its secrets). */
   shellEnv: (record: ConversationRecord) => Record<string, string>;
@@ -85,7 +91,7 @@ export class AgentRuntime implements ConversationRuntime {
     const clock = deps.clock ?? systemClock;
     const journal = (this.journal = new RunJournal({ conversations, recorder: deps.recorder }));
     const offer = (this.offer = new ToolOffer({ tools: deps.tools, catalog: deps.catalog, maxSubagentDepth: deps.maxSubagentDepth, onError }));
-    const gates = new ConversationGates({ hookTransport: deps.hookTransport, append: (id, event) => journal.append(id, event), onError });
+    const gates = new ConversationGates({ hookTransport: deps.hookTransport, projectFiles: deps.projectFiles, append: (id, event) => journal.append(id, event), onError });
     const lifecycle = (this.lifecycle = new SessionLifecycle({ sessions, mcp: deps.mcp, idleTimeoutMs: deps.idleTimeoutMs, onError }));
     const condensation = (this.condensation = new CondensationControl({
       llm: deps.llm,
@@ -96,12 +102,14 @@ export class AgentRuntime implements ConversationRuntime {
       ...(onError && { onError }),
     }));
     const questions = (this.questions = new UserQuestions({ conversations, sessions, journal }));
-    const subagents = new SubagentHosts({ conversations, llm: deps.llm, shells: deps.shells, shellEnv: deps.shellEnv, journal, gates, offer, clock });
+    const subagents = new SubagentHosts({ conversations, llm: deps.llm, workdirFs: deps.workdirFs, projectFiles: deps.projectFiles, shells: deps.shells, shellEnv: deps.shellEnv, journal, gates, offer, clock });
     const driver = (this.driver = new RunDriver({
       conversations,
       runs,
       sessions,
       llm: deps.llm,
+      workdirFs: deps.workdirFs,
+      projectFiles: deps.projectFiles,
       shells: deps.shells,
       shellEnv: deps.shellEnv,
       readImage: deps.readImage,

@@ -4,12 +4,15 @@ import type { HookTransport } from '../hooks/hook-transport.js';
 import { PermissionPolicy } from '../permissions/permission-policy.js';
 import { readProjectPermissions } from '../permissions/project-settings.js';
 import type { NewEvent, SubagentTags } from '../schemas/event.js';
+import type { ProjectFiles } from '../workspace/project-files.js';
 import { readsProject } from './tool-offer.js';
 import { ToolGate } from './tool-gate.js';
 
 export interface ConversationGatesDeps {
   /** How the conversation's hooks run: commands in its sandbox, http hooks signed. */
   hookTransport: (record: ConversationRecord) => HookTransport;
+  /** Reads the project's `.claude/settings.json`. */
+  projectFiles: ProjectFiles;
   append: (conversationId: string, event: NewEvent) => Promise<unknown>;
   onError?: ((error: unknown, context: Record<string, unknown>) => void) | undefined;
 }
@@ -24,7 +27,7 @@ export class ConversationGates {
     let cached: { key: unknown[]; policy: PermissionPolicy } | null = null;
     // The config may change mid-run (confirmation mode, PUT /config): the policy follows it.
     const policy = async () => {
-      project ??= readsProject(record) ? readProjectPermissions(record.workdir) : Promise.resolve(null);
+      project ??= readsProject(record) ? readProjectPermissions(this.deps.projectFiles, record.workdir) : Promise.resolve(null);
       const projectRules = await project;
       const key = [record.permissions, record.confirmation_mode];
       if (!cached || cached.key.some((value, index) => value !== key[index])) {

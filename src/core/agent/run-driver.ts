@@ -9,6 +9,8 @@ import type { McpRegistry } from '../mcp/mcp-registry.js';
 import type { ShellFactory } from '../tools/shell-session.js';
 import { TASK_TOOL_NAME } from '../tools/task.js';
 import type { ToolDefinition } from '../tools/tool.js';
+import type { ProjectFiles } from '../workspace/project-files.js';
+import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
 import type { ActiveRun, AgentSession } from './agent-session.js';
 import type { AgentSessions } from './agent-sessions.js';
 import type { CondensationControl } from './condensation-control.js';
@@ -22,6 +24,7 @@ import type { SessionLifecycle } from './session-lifecycle.js';
 import { settleRun } from './settle-run.js';
 import { settleSubagents, type SubagentHosts } from './subagent-host.js';
 import { runSubagent } from './subagent-runner.js';
+import { readProjectContext } from './project-instructions.js';
 import { buildSystemPrompt } from './system-prompt.js';
 import { readsProject, type ToolOffer } from './tool-offer.js';
 import { TurnInterrupts } from './turn-interrupts.js';
@@ -32,6 +35,10 @@ export interface RunDriverDeps {
   runs: RunStore;
   sessions: AgentSessions;
   llm: LlmClient;
+  /** The workdirs' files for the tools (every path pinned inside the workdir). */
+  workdirFs: WorkdirFileSystem;
+  /** The project's AGENTS.md/CLAUDE.md for the system prompt. */
+  projectFiles: ProjectFiles;
   shells: ShellFactory;
   shellEnv: (record: ConversationRecord) => Record<string, string>;
   readImage?: ((conversationId: string, path: string) => Promise<string>) | undefined;
@@ -180,6 +187,7 @@ export class RunDriver {
         toolContext: {
           conversationId: record.id,
           workdir: record.workdir,
+          workdirFs: this.deps.workdirFs,
           signal: controller.signal,
           state: session.toolState,
           shell,
@@ -237,7 +245,8 @@ export class RunDriver {
   /** The prompt is rebuilt at every run start; its inputs (workdir, tools, secrets, AGENTS.md, date) may have changed. */
   private async recordSystemPrompt(record: ConversationRecord, session: AgentSession, catalog: ProjectCatalog): Promise<void> {
     const tools = this.deps.offer.offered(record, catalog);
-    const content = buildSystemPrompt({ workdir: record.workdir, tools: tools.map((tool) => tool.name), secretNames: Object.keys(record.secrets), now: new Date(this.deps.clock.now()), projectFiles: readsProject(record), catalog });
+    const project = await readProjectContext({ projectFiles: this.deps.projectFiles, workdir: record.workdir, instructions: readsProject(record) });
+    const content = buildSystemPrompt({ workdir: record.workdir, tools: tools.map((tool) => tool.name), secretNames: Object.keys(record.secrets), now: new Date(this.deps.clock.now()), project, catalog });
     const schemas = this.deps.offer.schemasOf(tools) as unknown as Record<string, unknown>[];
     if (session.history.hasSystemPromptOf(content, schemas)) return;
     await this.deps.journal.append(record.id, { kind: 'system_prompt', source: 'system', content, tools: schemas });

@@ -2,17 +2,22 @@ import type { Clock } from '../clock.js';
 import type { ConversationRecord } from '../conversations/conversation-record.js';
 import type { ConversationStore } from '../conversations/conversation-store.js';
 import type { ShellFactory } from '../tools/shell-session.js';
+import type { ProjectFiles } from '../workspace/project-files.js';
+import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
 import type { ActiveRun, AgentSession } from './agent-session.js';
 import type { ConversationGates } from './conversation-gates.js';
 import type { LlmClient } from './llm.js';
 import type { RunJournal } from './run-journal.js';
 import type { SubagentHost } from './subagent-runner.js';
+import { readProjectContext } from './project-instructions.js';
 import { subagentSystemPrompt } from './subagent-prompt.js';
 import { readsProject, type ToolOffer } from './tool-offer.js';
 
 export interface SubagentHostsDeps {
   conversations: ConversationStore;
   llm: LlmClient;
+  workdirFs: WorkdirFileSystem;
+  projectFiles: ProjectFiles;
   shells: ShellFactory;
   shellEnv: (record: ConversationRecord) => Record<string, string>;
   journal: RunJournal;
@@ -34,6 +39,7 @@ export class SubagentHosts {
     return {
       conversationId: record.id,
       workdir: record.workdir,
+      workdirFs: this.deps.workdirFs,
       session,
       run,
       signal: controller.signal,
@@ -47,7 +53,10 @@ export class SubagentHosts {
       onUsage: (usage, tags) => journal.recordUsage(record, run, usage, tags),
       gate: (tags) => gates.gateFor(record, run.id, controller.signal, tags),
       schemasOf: (tools) => offer.schemasOf(tools),
-      systemPrompt: (agent, tools) => subagentSystemPrompt({ agent, tools, workdir: record.workdir, secretNames: Object.keys(record.secrets), now: new Date(clock.now()), projectFiles: readsProject(record), catalog: active.catalog }),
+      systemPrompt: async (agent, tools) => {
+        const project = await readProjectContext({ projectFiles: this.deps.projectFiles, workdir: record.workdir, instructions: readsProject(record) });
+        return subagentSystemPrompt({ agent, tools, workdir: record.workdir, secretNames: Object.keys(record.secrets), now: new Date(clock.now()), project, catalog: active.catalog });
+      },
       track: (done) => {
         const tracked = done.catch(() => undefined).finally(() => active.subagents.delete(tracked));
         active.subagents.add(tracked);

@@ -11,11 +11,13 @@ import type { RunCondenser } from './llm-request.js';
 import type { RunOutcome } from './run-context.js';
 import { executeRun } from './run-loop.js';
 import type { ToolGate } from './tool-gate.js';
+import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
 
 /** What a subagent gets from the run that starts it (the runtime builds it once per run). */
 export interface SubagentHost {
   conversationId: string;
   workdir: string;
+  workdirFs: WorkdirFileSystem;
   /** The conversation's session: every subagent's session is registered in its `children`. */
   session: AgentSession;
   run: Run;
@@ -32,7 +34,7 @@ export interface SubagentHost {
   /** The permission rules and hooks of the conversation, for a subagent (SubagentStop at its end, hook events tagged). */
   gate: (tags: Required<SubagentTags>) => ToolGate;
   schemasOf: (tools: readonly ToolDefinition[]) => LlmToolSchema[];
-  systemPrompt: (agent: AgentDefinition, tools: readonly string[]) => string;
+  systemPrompt: (agent: AgentDefinition, tools: readonly string[]) => Promise<string>;
   /** A subagent that outlives its task call (the run was stopped while it wound down): the run waits for it. */
   track: (done: Promise<unknown>) => void;
 }
@@ -85,7 +87,7 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
   const childRun: Run = { ...host.run, iterations: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0 } };
   let pending: { tool_call_id: string; tool_name: string }[] = [];
   const work = (async (): Promise<{ outcome: RunOutcome | { kind: 'error'; code: string; message: string } }> => {
-    await append({ kind: 'system_prompt', source: 'system', content: host.systemPrompt(definition, toolList.map((tool) => tool.name)), tools: host.schemasOf(toolList) as unknown as Record<string, unknown>[] });
+    await append({ kind: 'system_prompt', source: 'system', content: await host.systemPrompt(definition, toolList.map((tool) => tool.name)), tools: host.schemasOf(toolList) as unknown as Record<string, unknown>[] });
     await append({ kind: 'message', source: 'agent', role: 'user', content: request.prompt, run_id: host.run.id });
     try {
       const outcome = await executeRun({
@@ -105,6 +107,7 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
         toolContext: {
           conversationId: host.conversationId,
           workdir: host.workdir,
+          workdirFs: host.workdirFs,
           signal: host.signal,
           state: child.toolState,
           shell: () => host.startShell(child),

@@ -1,13 +1,10 @@
-import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { readAsset } from '../../assets.js';
 import type { ProjectCatalog } from '../catalog/project-catalog.js';
 import { catalogSection } from './catalog-prompt.js';
+import type { ProjectContext } from './project-instructions.js';
 
 const TEMPLATE = readAsset(import.meta.url, 'system-prompt.md');
-const PROJECT_FILES = ['AGENTS.md', 'CLAUDE.md', '.claude/CLAUDE.md'];
-const MAX_PROJECT_INSTRUCTIONS = 64 * 1024;
 /** The rules part of the prompt by set of enabled tools (the template never changes while the server runs). */
 const renderedRules = new Map<string, string>();
 
@@ -18,8 +15,8 @@ export interface SystemPromptInputs {
   /** Names (never values) of the conversation's secrets. */
   secretNames: readonly string[];
   now: Date;
-  /** False when `setting_sources` excludes the project: no AGENTS.md/CLAUDE.md is read. Default true. */
-  projectFiles?: boolean;
+  /** The repository and its AGENTS.md/CLAUDE.md (readProjectContext; none when `setting_sources` excludes the project). */
+  project: ProjectContext;
   /** Skills, slash commands and subagents: listed (names and descriptions) for the tools that use them. */
   catalog?: ProjectCatalog;
 }
@@ -41,12 +38,10 @@ export function buildSystemPrompt(inputs: SystemPromptInputs): string {
     renderedRules.set(key, rules);
   }
   const parts = [rules];
-  const gitRoot = findGitRoot(inputs.workdir);
-  const instructions = inputs.projectFiles === false ? null : projectInstructions(inputs.workdir, gitRoot);
-  if (instructions) parts.push(instructions);
+  if (inputs.project.instructions) parts.push(inputs.project.instructions);
   const catalog = inputs.catalog ? catalogSection(inputs.catalog, enabled) : null;
   if (catalog) parts.push(catalog);
-  parts.push(environment(inputs, gitRoot));
+  parts.push(environmentSection(inputs));
   return `${parts.join('\n\n')}\n`;
 }
 
@@ -62,10 +57,7 @@ export function renderTemplate(template: string, enabled: ReadonlySet<string>): 
 
 /** The environment section alone (a subagent's prompt ends with it). */
 export function environmentSection(inputs: SystemPromptInputs): string {
-  return environment(inputs, findGitRoot(inputs.workdir));
-}
-
-function environment(inputs: SystemPromptInputs, gitRoot: string | null): string {
+  const { gitRoot } = inputs.project;
   const lines = ['# Environment', `- Workdir: ${inputs.workdir} (also $HOME; the shell starts here).`];
   if (gitRoot === null) lines.push('- The workdir is not inside a git repository.');
   else if (gitRoot === inputs.workdir) lines.push('- The workdir is a git repository.');
@@ -80,67 +72,4 @@ function environment(inputs: SystemPromptInputs, gitRoot: string | null): string
   }
   lines.push(`- Today's date: ${inputs.now.toISOString().slice(0, 10)}.`);
   return lines.join('\n');
-}
-
-/** The repository root above (or at) the workdir: the nearest directory holding `.git`. */
-function findGitRoot(workdir: string): string | null {
-  for (let dir = workdir; ; dir = path.dirname(dir)) {
-    if (fs.existsSync(path.join(dir, '.git'))) return dir;
-    if (path.dirname(dir) === dir) return null;
-  }
-}
-
-/**
- * AGENTS.md (or CLAUDE.md) of every directory from the repository root down to the workdir,
- * outermost first; outside a repository, the workdir's own. A symlink is followed when its
- * target stays inside the directory it was found in (`CLAUDE.md -> AGENTS.md`), so no link can
- * pull a file from elsewhere on the host into the prompt.
- */
-function projectInstructions(workdir: string, gitRoot: string | null): string | null {
-  const dirs: string[] = [];
-  for (let dir = workdir; ; dir = path.dirname(dir)) {
-    dirs.unshift(dir);
-    if (gitRoot === null || dir === gitRoot || path.dirname(dir) === dir) break;
-  }
-  const sections: string[] = [];
-  let budget = MAX_PROJECT_INSTRUCTIONS;
-  for (const dir of dirs) {
-    for (const name of PROJECT_FILES) {
-      let text = readContained(dir, name);
-      if (text === null || text.trim() === '') continue;
-      if (text.length > budget) text = `${text.slice(0, budget)}\n[... truncated ...]`;
-      budget = Math.max(0, budget - text.length);
-      const where = dir === workdir ? name : path.join(dir, name);
-      sections.push(`## From ${where}\n\n${text.trim()}`);
-      break;
-    }
-  }
-  if (sections.length === 0) return null;
-  return [
-    '# Repository conventions',
-    "The repository's own instructions follow. Apply them to your work; the user's messages and the rules above take precedence where they conflict.",
-    ...sections,
-  ].join('\n\n');
-}
-
-function readContained(dir: string, name: string): string | null {
-  try {
-    const file = path.join(dir, name);
-    const real = fs.realpathSync(file);
-    const realDir = fs.realpathSync(dir);
-    if (real !== path.join(realDir, name) && !real.startsWith(`${realDir}${path.sep}`)) return null;
-    // Non-blocking open, then a check of what was opened: a FIFO swapped in cannot hang the server.
-    // Only the part that can fit is read: a huge file costs no more than the budget.
-    const fd = fs.openSync(real, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
-    try {
-      if (!fs.fstatSync(fd).isFile()) return null;
-      const buffer = Buffer.alloc(MAX_PROJECT_INSTRUCTIONS + 1);
-      const length = fs.readSync(fd, buffer, 0, buffer.length, 0);
-      return buffer.subarray(0, length).toString('utf8');
-    } finally {
-      fs.closeSync(fd);
-    }
-  } catch {
-    return null;
-  }
 }

@@ -25,7 +25,7 @@ export function workspaceCatalogFiles(options: { files: WorkspaceFiles; key: str
       try {
         if (opened.size > maxBytes) throw new Error(`larger than ${Math.round(maxBytes / 1024)} KiB`);
         const buffer = Buffer.alloc(maxBytes + 1);
-        const { bytesRead } = await opened.handle.read(buffer, 0, buffer.length, 0);
+        const bytesRead = await opened.handle.read(buffer, 0);
         if (bytesRead > maxBytes) throw new Error(`larger than ${Math.round(maxBytes / 1024)} KiB`);
         return buffer.subarray(0, bytesRead).toString('utf8');
       } finally {

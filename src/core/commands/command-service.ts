@@ -1,6 +1,6 @@
 import type { ConversationStore } from '../conversations/conversation-store.js';
 import type { SecretService } from '../secrets/secret-service.js';
-import { resolveInWorkdir } from '../workspace/pin-path.js';
+import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
 import type { CommandResult, CommandRunner, RunCommandBody } from './command-runner.js';
 
 /**
@@ -9,12 +9,12 @@ import type { CommandResult, CommandRunner, RunCommandBody } from './command-run
  */
 export class CommandService {
   constructor(
-    private readonly deps: { conversations: ConversationStore; secrets: SecretService; runner: CommandRunner },
+    private readonly deps: { conversations: ConversationStore; secrets: SecretService; runner: CommandRunner; workdirFs: Pick<WorkdirFileSystem, 'resolve'> },
   ) {}
 
   async run(conversationId: string, body: RunCommandBody): Promise<CommandResult> {
     const record = this.deps.conversations.record(conversationId);
-    const cwd = body.cwd === undefined ? record.workdir : await resolveInWorkdir(record.workdir, body.cwd, { mustExist: true });
+    const cwd = body.cwd === undefined ? record.workdir : await this.deps.workdirFs.resolve(record.workdir, body.cwd, { mustExist: true });
     const result = await this.deps.runner.run({
       command: body.command,
       cwd,

@@ -1,11 +1,10 @@
-import fs from 'node:fs';
-import path from 'node:path';
 import type { ConversationRecord } from '../conversations/conversation-record.js';
 import { expandSecrets, type McpServerConfig, type McpServers, type McpServerStatus } from '../schemas/mcp-servers.js';
 import type { ToolDefinition } from '../tools/tool.js';
 import type { McpConnector, McpLaunch } from './mcp-client.js';
 import { McpSession, type McpServerEntry, type MCP_LIMITS } from './mcp-session.js';
 import { readProjectMcpServers } from './project-mcp-config.js';
+import type { ProjectFiles } from '../workspace/project-files.js';
 
 /**
  * Every conversation's MCP servers. Configuration is merged by name: the server's defaults
@@ -18,6 +17,8 @@ export class McpRegistry {
   constructor(
     private readonly deps: {
       connector: McpConnector;
+      /** Reads the workdir's `.mcp.json`. */
+      projectFiles: ProjectFiles;
       serverDefaults: McpServers;
       secretsOf: (record: ConversationRecord) => Record<string, string>;
       sandboxOf: (record: ConversationRecord) => { network: boolean | 'host' };
@@ -29,7 +30,7 @@ export class McpRegistry {
   /** Whether the conversation may have servers at all (checked without waiting, before a run's first turn). */
   configured(record: ConversationRecord): boolean {
     if (this.sessions.has(record.id) || Object.keys(this.deps.serverDefaults).length > 0 || Object.keys(record.mcp_servers ?? {}).length > 0) return true;
-    return (record.setting_sources ?? ['project']).includes('project') && fs.existsSync(path.join(record.workdir, '.mcp.json'));
+    return (record.setting_sources ?? ['project']).includes('project') && this.deps.projectFiles.exists(record.workdir, '.mcp.json');
   }
 
   /** Brings the conversation's servers up (bounded) and returns their tools; `onChange` hears list changes. */
@@ -83,7 +84,7 @@ export class McpRegistry {
       holder = { session, listeners, invalid: [] };
       this.sessions.set(record.id, holder);
     }
-    const project = (record.setting_sources ?? ['project']).includes('project') ? await readProjectMcpServers(record.workdir) : { servers: {}, invalid: [] };
+    const project = (record.setting_sources ?? ['project']).includes('project') ? await readProjectMcpServers(this.deps.projectFiles, record.workdir) : { servers: {}, invalid: [] };
     const merged = new Map<string, { config: McpServerConfig; source: McpServerStatus['source'] }>();
     for (const [name, config] of Object.entries(this.deps.serverDefaults)) merged.set(name, { config, source: 'server' });
     for (const [name, config] of Object.entries(project.servers)) merged.set(name, { config, source: 'project' });

@@ -1,25 +1,20 @@
-import fs from 'node:fs/promises';
-import path from 'node:path';
 import { McpServerConfig, type McpServers } from '../schemas/mcp-servers.js';
+import type { ProjectFiles } from '../workspace/project-files.js';
 
 const MAX_BYTES = 256 * 1024;
 
 /** The workdir's `.mcp.json` `mcpServers`: entries that do not validate are reported, not started. */
-export async function readProjectMcpServers(workdir: string): Promise<{ servers: McpServers; invalid: { name: string; error: string }[] }> {
+export async function readProjectMcpServers(projectFiles: ProjectFiles, workdir: string): Promise<{ servers: McpServers; invalid: { name: string; error: string }[] }> {
   const servers: McpServers = {};
   const invalid: { name: string; error: string }[] = [];
+  const read = await projectFiles.read({ dir: workdir, name: '.mcp.json', maxBytes: MAX_BYTES, oversize: 'refuse', symlinks: 'never' });
+  if (read.kind === 'missing') return { servers, invalid };
+  if (read.kind === 'refused') return { servers, invalid: [{ name: '.mcp.json', error: 'not a regular file of at most 256 KiB' }] };
+  if (read.kind === 'unreadable') return { servers, invalid: [{ name: '.mcp.json', error: `unreadable: ${read.message}` }] };
   let parsed: unknown;
   try {
-    const handle = await fs.open(path.join(workdir, '.mcp.json'), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-    try {
-      const stat = await handle.stat();
-      if (!stat.isFile() || stat.size > MAX_BYTES) return { servers, invalid: [{ name: '.mcp.json', error: 'not a regular file of at most 256 KiB' }] };
-      parsed = JSON.parse(await handle.readFile('utf8'));
-    } finally {
-      await handle.close();
-    }
+    parsed = JSON.parse(read.text);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { servers, invalid };
     return { servers, invalid: [{ name: '.mcp.json', error: `unreadable: ${(error as Error).message}` }] };
   }
   const block = (parsed as { mcpServers?: unknown } | null)?.mcpServers;

@@ -1,5 +1,4 @@
-import fs from 'node:fs/promises';
-import path from 'node:path';
+import type { ProjectFiles } from '../workspace/project-files.js';
 import type { PermissionsConfig } from './permission-policy.js';
 
 const SETTINGS_FILES = ['.claude/settings.json', '.claude/settings.local.json'];
@@ -10,10 +9,10 @@ const MAX_SETTINGS_BYTES = 256 * 1024;
  * (and `settings.local.json`). A missing, unreadable or malformed file adds nothing: project
  * settings can only tighten, so ignoring them never loosens anything the client set.
  */
-export async function readProjectPermissions(workdir: string): Promise<PermissionsConfig> {
+export async function readProjectPermissions(projectFiles: ProjectFiles, workdir: string): Promise<PermissionsConfig> {
   const out: { ask: string[]; deny: string[] } = { ask: [], deny: [] };
-  for (const file of SETTINGS_FILES) {
-    const parsed = await readJson(path.join(workdir, file));
+  for (const name of SETTINGS_FILES) {
+    const parsed = await readJson(projectFiles, workdir, name);
     const permissions = parsed && typeof parsed === 'object' ? (parsed as { permissions?: unknown }).permissions : undefined;
     if (!permissions || typeof permissions !== 'object') continue;
     for (const key of ['ask', 'deny'] as const) {
@@ -24,16 +23,11 @@ export async function readProjectPermissions(workdir: string): Promise<Permissio
   return out;
 }
 
-async function readJson(file: string): Promise<unknown> {
+async function readJson(projectFiles: ProjectFiles, dir: string, name: string): Promise<unknown> {
+  const read = await projectFiles.read({ dir, name, maxBytes: MAX_SETTINGS_BYTES, oversize: 'refuse', symlinks: 'never' });
+  if (read.kind !== 'text') return null;
   try {
-    const handle = await fs.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-    try {
-      const stat = await handle.stat();
-      if (!stat.isFile() || stat.size > MAX_SETTINGS_BYTES) return null;
-      return JSON.parse(await handle.readFile('utf8'));
-    } finally {
-      await handle.close();
-    }
+    return JSON.parse(read.text);
   } catch {
     return null;
   }

@@ -1,5 +1,3 @@
-import { unlink } from 'node:fs/promises';
-import { writeBytesNoFollow } from './file-editor-io.js';
 import type { ToolContext } from './tool.js';
 import { PinScope, pinnedOf, resolveToolPath } from './tool-paths.js';
 
@@ -10,14 +8,14 @@ import { PinScope, pinnedOf, resolveToolPath } from './tool-paths.js';
 export const AGENT_AREA = '.agentd';
 
 /** Writes a file under the workdir through the pinning resolver; returns its absolute path. */
-export async function writeInWorkdir(context: Pick<ToolContext, 'workdir'>, relative: string, text: string, options: { keepExisting?: boolean }): Promise<string> {
+export async function writeInWorkdir(context: Pick<ToolContext, 'workdir' | 'workdirFs'>, relative: string, text: string, options: { keepExisting?: boolean }): Promise<string> {
   const scope = new PinScope();
   try {
     const target = await resolveToolPath(context, relative, { scope });
     const pinned = pinnedOf(target);
     if (!(options.keepExisting && pinned.exists)) {
       await pinned.ensureParent();
-      await writeBytesNoFollow(pinned.at(), text, await pinned.owner());
+      await pinned.writeFile(text);
     }
     return target.absolute;
   } finally {
@@ -25,11 +23,11 @@ export async function writeInWorkdir(context: Pick<ToolContext, 'workdir'>, rela
   }
 }
 
-export async function removeInWorkdir(context: Pick<ToolContext, 'workdir'>, relative: string): Promise<void> {
+export async function removeInWorkdir(context: Pick<ToolContext, 'workdir' | 'workdirFs'>, relative: string): Promise<void> {
   const scope = new PinScope();
   try {
     const target = await resolveToolPath(context, relative, { scope });
-    if (pinnedOf(target).exists) await unlink(pinnedOf(target).at());
+    if (pinnedOf(target).exists) await pinnedOf(target).unlink();
   } catch {
     // already gone
   } finally {
@@ -51,7 +49,7 @@ export function readingHint(file: string, complete: boolean): string {
  * git ignores through .agentd/.gitignore); only the newest few are kept. Writes go through the
  * workdir resolver, so a planted symlink cannot redirect them.
  */
-export async function saveFullOutput(text: string, context: Pick<ToolContext, 'workdir' | 'state'>): Promise<string> {
+export async function saveFullOutput(text: string, context: Pick<ToolContext, 'workdir' | 'workdirFs' | 'state'>): Promise<string> {
   const saved = (context.state.get(OUTPUTS_STATE_KEY) as string[] | undefined) ?? [];
   context.state.set(OUTPUTS_STATE_KEY, saved);
   const name = `${AGENT_AREA}/output-${Date.now().toString(36)}-${saved.length}.txt`;

@@ -1,5 +1,5 @@
 /** file_editor's `view`: numbered file content (with view_range) and two-level directory listings. */
-import { walkDirectory } from '../workspace/walk.js';
+import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
 import { formatNumberedLine, splitLines } from './text-edits.js';
 import type { ToolResult } from './tool.js';
 
@@ -50,11 +50,11 @@ export function viewText(text: string, options: { displayPath: string; viewRange
   };
 }
 
-export async function viewDirectory(options: { root: string; absolutePath: string; displayPath: string; signal?: AbortSignal }): Promise<ToolResult> {
+export async function viewDirectory(options: { workdirFs: WorkdirFileSystem; root: string; absolutePath: string; displayPath: string; signal?: AbortSignal }): Promise<ToolResult> {
   const prefix = options.displayPath === '.' ? '' : `${options.displayPath}/`;
   const listed: string[] = [];
   let more = false;
-  const walk = walkDirectory({
+  const walk = options.workdirFs.walk({
     root: options.root,
     start: options.absolutePath,
     maxDepth: 2,

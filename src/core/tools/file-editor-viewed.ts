@@ -1,9 +1,9 @@
-import type { Stats } from 'node:fs';
+import type { EntryStats } from '../workspace/file-entry-stats.js';
 
 const STATE_KEY = 'file_editor.viewed';
 
 /** A file's identity on disk at one moment: when it changes, someone wrote the file. */
-export function fileVersion(stats: Pick<Stats, 'mtimeMs' | 'size' | 'ino'>): string {
+export function fileVersion(stats: Pick<EntryStats, 'mtimeMs' | 'size' | 'ino'>): string {
   return `${stats.ino}:${stats.size}:${stats.mtimeMs}`;
 }
 

@@ -3,11 +3,10 @@
  * the workdir. Every path goes through the workspace resolver; failures come back as results.
  * `create` overwrites an existing file and records it in the undo history like every edit.
  */
-import { lstat, readdir, unlink } from 'node:fs/promises';
-import path from 'node:path';
 import { z } from 'zod';
 import { EditHistory } from './file-editor-history.js';
-import { formatBytes, MAX_EDITABLE_BYTES, readBytesNoFollow, readTextFile, writeBytesNoFollow } from './file-editor-io.js';
+import { formatBytes, MAX_EDITABLE_BYTES, readTextFile } from './file-editor-io.js';
+import { similarNames } from './file-editor-similar-names.js';
 import { viewDirectory, viewText } from './file-editor-view.js';
 import { loadDescription } from './load-description.js';
 import {
@@ -78,7 +77,7 @@ export const fileEditorTool = defineTool({
       }
     } catch (error) {
       const failure = toolFailure(error, input.path);
-      if (error instanceof PathNotFoundError) failure.content += await similarNames(context.workdir, input.path);
+      if (error instanceof PathNotFoundError) failure.content += await similarNames(context, input.path);
       return failure;
     } finally {
       await scope.release();
@@ -88,12 +87,12 @@ export const fileEditorTool = defineTool({
 
 async function view(input: FileEditorInput, context: ToolContext, scope: PinScope): Promise<ToolResult> {
   const target = await resolveToolPath(context, input.path, { mustExist: true, scope });
-  const stats = await lstat(pinnedOf(target).at());
-  if (stats.isDirectory()) {
+  const stats = await pinnedOf(target).stat();
+  if (stats.type === 'directory') {
     if (input.view_range) return fail(`${target.relative} is a directory; view_range only applies to files.`);
-    return viewDirectory({ root: target.root, absolutePath: target.absolute, displayPath: target.relative, signal: context.signal });
+    return viewDirectory({ workdirFs: context.workdirFs, root: target.root, absolutePath: target.absolute, displayPath: target.relative, signal: context.signal });
   }
-  const read = await readTextFile(pinnedOf(target).at(), target.relative);
+  const read = await readTextFile(pinnedOf(target), target.relative);
   if (!read.ok) return read.result;
   ViewedFiles.from(context.state).remember(target.absolute, fileVersion(stats));
   return viewText(read.text, { displayPath: target.relative, viewRange: input.view_range });
@@ -106,8 +105,8 @@ async function create(input: FileEditorInput, context: ToolContext, scope: PinSc
   }
   const checked = await resolveToolPath(context, input.path, { scope });
   const pinned = pinnedOf(checked);
-  const existing = pinned.exists ? await lstat(pinned.at()).catch(() => undefined) : undefined;
-  if (existing?.isDirectory()) return fail(`${checked.relative} is a directory; give a file path.`);
+  const existing = pinned.exists ? await pinned.stat().catch(() => undefined) : undefined;
+  if (existing?.type === 'directory') return fail(`${checked.relative} is a directory; give a file path.`);
   let previous: Buffer | null = null;
   const viewed = ViewedFiles.from(context.state);
   if (existing && !viewed.has(checked.absolute)) {
@@ -118,15 +117,15 @@ async function create(input: FileEditorInput, context: ToolContext, scope: PinSc
   }
   const staleNote = existing && viewed.changedSince(checked.absolute, fileVersion(existing)) ? ` ${CHANGED_ON_DISK}` : '';
   if (existing) {
-    const read = await readBytesNoFollow(pinned.at(), MAX_EDITABLE_BYTES);
+    const read = await pinned.readFile(MAX_EDITABLE_BYTES);
     if (!read.bytes) return fail(`${checked.relative} exists and is ${formatBytes(read.size)}; file_editor will not overwrite a file over ${formatBytes(MAX_EDITABLE_BYTES)}.`);
     previous = read.bytes;
   }
   // Missing parents are made one at a time, each held open: a symlink planted meanwhile is not followed.
   await pinned.ensureParent();
-  await writeBytesNoFollow(pinned.at(), input.file_text, await pinned.owner());
+  await pinned.writeFile(input.file_text);
   EditHistory.from(context.state).record(checked.absolute, previous);
-  viewed.remember(checked.absolute, fileVersion(await lstat(pinned.at())));
+  viewed.remember(checked.absolute, fileVersion(await pinned.stat()));
   const lineCount = splitLines(input.file_text).length;
   const verb = previous ? `overwritten, replacing ${splitLines(previous.toString('utf8')).length} lines (the previous version can be restored with undo_edit)` : 'created';
   return ok(`File ${checked.relative} ${verb}: ${lineCount} line${lineCount === 1 ? '' : 's'}.${staleNote}`, checked, { created: !previous, lines: lineCount });
@@ -201,12 +200,12 @@ async function undo(input: FileEditorInput, context: ToolContext, scope: PinScop
   const left = history.depth(file.absolute);
   const remaining = left > 0 ? `${left} earlier edit${left === 1 ? '' : 's'} of this file can still be undone.` : '';
   if (entry.previous === null) {
-    if (pinned.exists) await unlink(pinned.at()).catch(() => undefined);
+    if (pinned.exists) await pinned.unlink().catch(() => undefined);
     return ok(`Undid the creation of ${file.relative}: the file was removed. ${remaining}`.trim(), file, { removed: true });
   }
   await pinned.ensureParent();
-  await writeBytesNoFollow(pinned.at(), entry.previous, await pinned.owner());
-  ViewedFiles.from(context.state).remember(file.absolute, fileVersion(await lstat(pinned.at())));
+  await pinned.writeFile(entry.previous);
+  ViewedFiles.from(context.state).remember(file.absolute, fileVersion(await pinned.stat()));
   const lines = splitLines(entry.previous.toString('utf8')).length;
   return ok(`Last edit to ${file.relative} undone: restored the previous version (${lines} lines). ${remaining}`.trim(), file, { lines });
 }
@@ -217,9 +216,9 @@ async function resolveEditable(
   scope: PinScope,
 ): Promise<{ file: ToolPath; text: string; bytes: Buffer; stale: boolean } | { result: ToolResult }> {
   const file = await resolveToolPath(context, userPath, { mustExist: true, scope });
-  const stats = await lstat(pinnedOf(file).at());
-  if (stats.isDirectory()) return { result: fail(`${file.relative} is a directory, not a file.`) };
-  const read = await readTextFile(pinnedOf(file).at(), file.relative);
+  const stats = await pinnedOf(file).stat();
+  if (stats.type === 'directory') return { result: fail(`${file.relative} is a directory, not a file.`) };
+  const read = await readTextFile(pinnedOf(file), file.relative);
   if (!read.ok) return { result: read.result };
   const stale = ViewedFiles.from(context.state).changedSince(file.absolute, fileVersion(stats));
   return { file, text: read.text, bytes: read.bytes, stale };
@@ -229,9 +228,9 @@ async function commitEdit(edit: { context: ToolContext; file: ToolPath; previous
   if (Buffer.byteLength(edit.updated) > MAX_EDITABLE_BYTES) {
     throw Object.assign(new Error('File too large'), { code: 'EFBIG' });
   }
-  await writeBytesNoFollow(pinnedOf(edit.file).at(), edit.updated, await pinnedOf(edit.file).owner());
+  await pinnedOf(edit.file).writeFile(edit.updated);
   EditHistory.from(edit.context.state).record(edit.file.absolute, edit.previous);
-  ViewedFiles.from(edit.context.state).remember(edit.file.absolute, fileVersion(await lstat(pinnedOf(edit.file).at())));
+  ViewedFiles.from(edit.context.state).remember(edit.file.absolute, fileVersion(await pinnedOf(edit.file).stat()));
 }
 
 function noMatchMessage(text: string, oldStr: string, displayPath: string): string {
@@ -241,32 +240,6 @@ function noMatchMessage(text: string, oldStr: string, displayPath: string): stri
     return `${base} A match exists if whitespace is ignored, near line ${near.slice(0, 5).join(', ')}: check indentation (tabs vs spaces) and trailing spaces, and copy the exact text from a fresh \`view\`.`;
   }
   return `${base} View the file again and copy the exact text (without the line-number prefix), including indentation.`;
-}
-
-/** For a path that does not exist: names in the nearest existing directory that look like it. */
-async function similarNames(workdir: string, userPath: string): Promise<string> {
-  const wanted = path.basename(userPath).toLowerCase();
-  let dir = path.resolve(workdir, path.dirname(userPath));
-  if (!dir.startsWith(workdir)) return '';
-  let entries: string[] = [];
-  for (;;) {
-    try {
-      entries = await readdir(dir);
-      break;
-    } catch {
-      if (dir === workdir || !dir.startsWith(workdir)) return '';
-      dir = path.dirname(dir);
-    }
-  }
-  const stem = wanted.replace(/\.[^.]*$/, '');
-  const close = entries
-    .filter((name) => {
-      const lower = name.toLowerCase();
-      return lower !== wanted && (lower.includes(stem) || stem.includes(lower.replace(/\.[^.]*$/, '')) || lower.replace(/\.[^.]*$/, '') === stem);
-    })
-    .slice(0, 5)
-    .map((name) => path.relative(workdir, path.join(dir, name)) || name);
-  return close.length > 0 ? ` Similar names: ${close.join(', ')}.` : '';
 }
 
 function ok(content: string, file: ToolPath, extra: Record<string, unknown> = {}): ToolResult {

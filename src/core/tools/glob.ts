@@ -3,15 +3,14 @@
  * Walks from the pattern's literal prefix (`src/core/**` starts in src/core) with the bounded
  * workspace walker, so symlinks leaving the workdir are never followed.
  */
-import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { compileGlob, splitGlobBase } from '../workspace/glob-match.js';
 import { isInsideRoot, toWorkdirRelative } from '../workspace/resolve-path.js';
-import { walkDirectory } from '../workspace/walk.js';
+import type { PinnedEntry } from '../workspace/workdir-file-system.js';
 import { loadDescription } from './load-description.js';
 import { defineTool, type ToolResult } from './tool.js';
-import { resolveToolPath, toolFailure } from './tool-paths.js';
+import { PinScope, pinnedOf, resolveToolPath, toolFailure } from './tool-paths.js';
 
 export const GLOB_TOOL_NAME = 'glob';
 export const MAX_GLOB_RESULTS = 100;
@@ -26,9 +25,10 @@ export const globTool = defineTool({
   description: loadDescription(import.meta.url, 'glob.md'),
   parameters: globParameters,
   async execute(input, context): Promise<ToolResult> {
+    const scope = new PinScope();
     try {
-      const searchDir = await resolveToolPath(context, input.path ?? '.', { mustExist: true });
-      if (!(await stat(searchDir.absolute)).isDirectory()) {
+      const searchDir = await resolveToolPath(context, input.path ?? '.', { mustExist: true, scope });
+      if ((await pinnedOf(searchDir).stat()).type !== 'directory') {
         return { isError: true, content: `${searchDir.relative} is not a directory; give a directory as path.` };
       }
       const pattern = relativePattern(input.pattern, searchDir.absolute, context.workdir);
@@ -37,11 +37,11 @@ export const globTool = defineTool({
       }
       const { base, rest } = splitGlobBase(pattern);
       const matches = compileGlob(rest);
-      const start = base ? await resolveToolPath(context, path.join(searchDir.absolute, base)).catch(() => undefined) : searchDir;
+      const start = base ? await resolveToolPath(context, path.join(searchDir.absolute, base), { scope }).catch(() => undefined) : searchDir;
       const found: Array<{ relative: string; mtimeMs: number }> = [];
       let incomplete = false;
-      if (start && (await stat(start.absolute).catch(() => undefined))?.isDirectory()) {
-        const walk = walkDirectory({ root: searchDir.root, start: start.absolute, signal: context.signal, onLimit: () => (incomplete = true) });
+      if (start && (await isDirectory(pinnedOf(start)))) {
+        const walk = context.workdirFs.walk({ root: searchDir.root, start: start.absolute, signal: context.signal, onLimit: () => (incomplete = true) });
         for await (const entry of walk) {
           if (entry.type !== 'file' || !matches(entry.relativePath)) continue;
           found.push({ relative: toWorkdirRelative(searchDir.root, entry.absolutePath), mtimeMs: entry.mtimeMs });
@@ -50,9 +50,16 @@ export const globTool = defineTool({
       return formatResult({ found, pattern: input.pattern, where: searchDir.relative, incomplete });
     } catch (error) {
       return toolFailure(error, input.path);
+    } finally {
+      await scope.release();
     }
   },
 });
+
+async function isDirectory(pinned: PinnedEntry): Promise<boolean> {
+  if (!pinned.exists) return false;
+  return (await pinned.stat().catch(() => undefined))?.type === 'directory';
+}
 
 /** The pattern relative to the search dir, or undefined when it would leave it. */
 function relativePattern(pattern: string, searchDir: string, workdir: string): string | undefined {

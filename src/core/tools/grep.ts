@@ -1,10 +1,9 @@
 /**
  * The `grep` tool: lines matching a regex, `path:line: text`, files newest first, capped.
  * The search engine is injected: `createGrepTool(searcher)` with ripgrep from adapters/ when it
- * is on PATH; `grepTool` is the same tool over the pure-JS searcher.
+ * is on PATH, else the pure-JS searcher (adapters/workspace/js-searcher.ts).
  */
 import { z } from 'zod';
-import { jsTextSearcher } from '../workspace/js-searcher.js';
 import { toWorkdirRelative } from '../workspace/resolve-path.js';
 import type { TextSearcher, TextSearchResult } from '../workspace/text-searcher.js';
 import { loadDescription } from './load-description.js';
@@ -48,9 +47,6 @@ export function createGrepTool(searcher: TextSearcher): ToolDefinition<typeof gr
     },
   });
 }
-
-/** The grep tool over the pure-JS searcher (no ripgrep needed). */
-export const grepTool = createGrepTool(jsTextSearcher);
 
 function formatResult(options: {
   result: TextSearchResult;

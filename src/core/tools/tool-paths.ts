@@ -2,15 +2,15 @@
  * Path handling shared by the file tools: every path goes through the pinning workspace resolver
  * (relative to the workdir, or absolute inside it), and known failures become results the
  * model can act on instead of exceptions. A tool call that reads or writes keeps its paths
- * pinned in a PinScope until it returns, and uses `at()` for every filesystem call.
+ * pinned in a PinScope until it returns, and makes every filesystem call through them.
  */
 import { GlobPatternError } from '../workspace/glob-pattern-error.js';
 import { InvalidPathError } from '../workspace/invalid-path-error.js';
 import { PathNotFoundError } from '../workspace/path-not-found-error.js';
 import { PathOutsideWorkdirError } from '../workspace/path-outside-workdir-error.js';
-import { pinInWorkdir, type PinnedPath } from '../workspace/pin-path.js';
 import { toWorkdirRelative } from '../workspace/resolve-path.js';
 import { SearchPatternError } from '../workspace/search-pattern-error.js';
+import type { PinnedEntry } from '../workspace/workdir-file-system.js';
 import type { ToolContext, ToolResult } from './tool.js';
 
 export interface ToolPath {
@@ -21,14 +21,14 @@ export interface ToolPath {
   /** The workdir's real path. */
   root: string;
   /** The resolution, its directories held open while the scope lives (absent without a scope). */
-  pinned?: PinnedPath;
+  pinned?: PinnedEntry;
 }
 
 /** The paths a tool call holds pinned; released when the call ends. */
 export class PinScope {
-  private readonly pins: PinnedPath[] = [];
+  private readonly pins: PinnedEntry[] = [];
 
-  hold(pinned: PinnedPath): PinnedPath {
+  hold(pinned: PinnedEntry): PinnedEntry {
     this.pins.push(pinned);
     return pinned;
   }
@@ -38,19 +38,19 @@ export class PinScope {
   }
 }
 
-/** A path's pinned form for filesystem calls (see pin-path.ts); only for a ToolPath resolved with a scope. */
-export function pinnedOf(file: ToolPath): PinnedPath {
+/** A path's pinned form for filesystem calls; only for a ToolPath resolved with a scope. */
+export function pinnedOf(file: ToolPath): PinnedEntry {
   if (!file.pinned) throw new Error(`${file.relative} was resolved without a scope`);
   return file.pinned;
 }
 
 /** Resolves a tool's path; with a scope it stays pinned until the scope is released, else it is only checked. */
 export async function resolveToolPath(
-  context: Pick<ToolContext, 'workdir'>,
+  context: Pick<ToolContext, 'workdir' | 'workdirFs'>,
   userPath: string,
   options: { mustExist?: boolean; scope?: PinScope } = {},
 ): Promise<ToolPath> {
-  const pinned = await pinInWorkdir(context.workdir, userPath, { allowAbsolute: true, mustExist: options.mustExist ?? false });
+  const pinned = await context.workdirFs.pin(context.workdir, userPath, { allowAbsolute: true, mustExist: options.mustExist ?? false });
   const file = { absolute: pinned.real, root: pinned.root, relative: toWorkdirRelative(pinned.root, pinned.real) };
   if (options.scope) return { ...file, pinned: options.scope.hold(pinned) };
   await pinned.release();

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { ProjectCatalog } from '../catalog/project-catalog.js';
+import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
 import type { ShellSession } from './shell-session.js';
 
 /** What a tool can reach while it runs: the conversation's workdir, its shell, an abort signal. */
@@ -7,6 +8,8 @@ export interface ToolContext {
   conversationId: string;
   /** Absolute, real path of the conversation's workdir. Tools never touch anything outside it. */
   workdir: string;
+  /** The workdir's files, every path confined to it (pinned): tools never call node:fs themselves. */
+  workdirFs: WorkdirFileSystem;
   /** Aborted on pause, cancel or delete: a tool must stop promptly and return what it has. */
   signal: AbortSignal;
   /** The conversation's persistent shell (started lazily by the runtime). */

@@ -1,19 +1,24 @@
-/** Turns what lstat says about an entry inside the workdir into the contract's FileEntry. */
-import type { Stats } from 'node:fs';
-import { lstat } from 'node:fs/promises';
+/** What the workdir's file system says about one entry (lstat), and the contract's FileEntry made from it. */
 import path from 'node:path';
 import { isoTimestamp } from '../clock.js';
 import type { FileEntry, FileType } from '../schemas/file-entry.js';
 
-/** file, directory or symlink; undefined for sockets, fifos and devices (never listed). */
-export function fileTypeOf(stats: Stats): FileType | undefined {
-  if (stats.isSymbolicLink()) return 'symlink';
-  if (stats.isDirectory()) return 'directory';
-  if (stats.isFile()) return 'file';
-  return undefined;
+/** An entry's lstat, in core's terms (adapters/workspace makes it from node's Stats). */
+export interface EntryStats {
+  /** `other` for sockets, fifos and devices (never listed). */
+  type: FileType | 'other';
+  size: number;
+  mtimeMs: number;
+  /** The inode number: with size and mtime, a file's version (file_editor notices writes by others). */
+  ino: number;
 }
 
-export function toFileEntry(options: { relativePath: string; stats: Stats }): FileEntry | undefined {
+/** file, directory or symlink; undefined for sockets, fifos and devices (never listed). */
+export function fileTypeOf(stats: EntryStats): FileType | undefined {
+  return stats.type === 'other' ? undefined : stats.type;
+}
+
+export function toFileEntry(options: { relativePath: string; stats: EntryStats }): FileEntry | undefined {
   const type = fileTypeOf(options.stats);
   if (!type) return undefined;
   const relativePath = options.relativePath === '' ? '.' : options.relativePath;
@@ -24,15 +29,4 @@ export function toFileEntry(options: { relativePath: string; stats: Stats }): Fi
     size: options.stats.size,
     modified_at: isoTimestamp(options.stats.mtimeMs),
   };
-}
-
-/** lstat, or undefined when the entry vanished meanwhile. */
-export async function lstatIfExists(absolutePath: string): Promise<Stats | undefined> {
-  try {
-    return await lstat(absolutePath);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
-    throw error;
-  }
 }

@@ -1,7 +1,8 @@
 /**
  * The syntax half of THE path resolver of the server: every user- or model-supplied path (HTTP
- * file routes, upload names, command `cwd`, the agent's file tools) goes through `pinInWorkdir`
- * (pin-path.ts) before any filesystem call, which starts here. Its typed errors:
+ * file routes, upload names, command `cwd`, the agent's file tools) goes through
+ * WorkdirFileSystem.pin (adapters/workspace/pin-path.ts) before any filesystem call, which
+ * starts here. Its typed errors:
  *  - InvalidPathError (`invalid_path`): malformed or suspicious forms (NUL and control
  *    bytes, backslashes, percent-encoded dots/separators/percent signs/control bytes, Unicode
  *    look-alikes of `.` and `/`, `~`, drive letters, absolute paths unless allowed, symlink loops).
@@ -9,8 +10,8 @@
  *    absolute path elsewhere, a symlink (anywhere on the path, dangling or not) leaving the root.
  *  - PathNotFoundError (`path_not_found`): only with `mustExist`.
  *
- * pin-path.ts walks the filesystem with every directory held open, so the check and the use
- * cannot be separated by a swapped symlink.
+ * adapters/workspace/pin-path.ts walks the filesystem with every directory held open, so the
+ * check and the use cannot be separated by a swapped symlink.
  */
 import path from 'node:path';
 import { InvalidPathError } from './invalid-path-error.js';

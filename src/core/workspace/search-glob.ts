@@ -2,12 +2,12 @@
  * A files-search pattern: a glob over paths relative to the workdir. It must pass the resolver's
  * syntax checks like any path (no absolute paths, encoded forms, NUL, backslashes — so no `\`
  * escapes — and no `..` segments at all); its literal leading directories become the walk's
- * start, resolved by the caller through `resolveInWorkdir`.
+ * start, resolved by the caller through the WorkdirFileSystem port.
  */
 import { compileGlob, hasGlobMagic, splitGlobBase } from './glob-match.js';
 import { GlobPatternError } from './glob-pattern-error.js';
 import { parseUserPath } from './resolve-path.js';
-import { DEFAULT_SKIPPED_DIRECTORIES } from './walk.js';
+import { DEFAULT_SKIPPED_DIRECTORIES } from './walk-entry.js';
 
 export interface SearchGlob {
   /** Literal leading directories ('' for the workdir root). */

@@ -1,6 +1,7 @@
 /**
- * Content search as core sees it. core/ ships a JS implementation (js-searcher.ts); adapters/
- * provides a ripgrep one. Both follow the same contract so the grep tool can use either.
+ * Content search as core sees it. adapters/ provides a pure-JS implementation
+ * (workspace/js-searcher.ts) and a ripgrep one. Both follow the same contract so the grep tool
+ * can use either.
  */
 export interface TextSearchOptions {
   /** The real workdir: nothing outside it is read. */

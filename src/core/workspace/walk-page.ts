@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { InvalidRequestError } from '../errors.js';
 import { decodePageId, encodePageId } from '../pagination.js';
-import type { ResumableWalkItem } from './resumable-walk.js';
+import type { ResumableWalkItem } from './walk-entry.js';
 
 export interface WalkPageOptions<T> {
   walk: AsyncGenerator<ResumableWalkItem>;

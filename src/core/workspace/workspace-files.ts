@@ -1,27 +1,25 @@
 /**
  * Files in a conversation's workdir, as the HTTP Files routes see them: list, search, mkdir -p,
  * delete, open for download, and upload batches. Every client path is pinned first
- * (`pinInWorkdir`): each call then goes through the directories held open by the resolution, so
- * nothing outside the workdir is read, written or listed, even while the agent swaps a directory
- * for a symlink in a loop.
+ * (WorkdirFileSystem.pin): each call then goes through the directories held open by the
+ * resolution, so nothing outside the workdir is read, written or listed, even while the agent
+ * swaps a directory for a symlink in a loop.
  */
-import { constants, type Stats } from 'node:fs';
-import { lstat, mkdir, open, type FileHandle } from 'node:fs/promises';
 import { ConflictError, InvalidRequestError } from '../errors.js';
 import type { Page } from '../pagination.js';
 import type { FileEntry } from '../schemas/file-entry.js';
 import { toFileEntry } from './file-entry-stats.js';
 import { InvalidPathError } from './invalid-path-error.js';
-import { pinInWorkdir, type PinnedPath } from './pin-path.js';
-import { removeEntry } from './pinned-directory.js';
 import { asWorkspaceError } from './workspace-fs-error.js';
 import { compileSearchGlob } from './search-glob.js';
 import { toWorkdirRelative, type ResolveOptions } from './resolve-path.js';
-import { resumableWalk } from './resumable-walk.js';
-import { UploadBatch } from './upload-batch.js';
+import type { UploadBatch } from './upload-batch.js';
 import { collectWalkPage, decodeWalkCursor, encodeWalkCursor, queryFingerprint } from './walk-page.js';
+import type { PinnedEntry, ReadableFile, WorkdirFileSystem } from './workdir-file-system.js';
 
 export interface WorkspaceFilesOptions {
+  /** The workdirs on disk, every path confined to its workdir. */
+  workdirFs: WorkdirFileSystem;
   /** The workdir of a conversation; throws NotFoundError for an unknown one. */
   workdirOf: (conversationId: string) => string;
   /** Entries a listing or search page examines at most before it stops short. Default 50,000. */
@@ -44,36 +42,31 @@ export interface SearchFilesQuery {
 }
 
 export interface OpenedFile {
-  handle: FileHandle;
+  handle: ReadableFile;
   name: string;
   size: number;
   mtimeMs: number;
 }
 
 const DEFAULT_PAGE_BUDGET = 50_000;
-const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
 export class WorkspaceFiles {
   constructor(private readonly options: WorkspaceFilesOptions) {}
 
   async list(conversationId: string, query: ListFilesQuery): Promise<Page<FileEntry>> {
     return this.withPinned(conversationId, query.path, { mustExist: true }, async (pinned) => {
-      const stats = await lstat(pinned.at());
-      if (!stats.isDirectory()) throw new InvalidRequestError('not_a_directory', `${JSON.stringify(query.path)} is not a directory.`, { path: query.path });
+      const stats = await pinned.stat();
+      if (stats.type !== 'directory') throw new InvalidRequestError('not_a_directory', `${JSON.stringify(query.path)} is not a directory.`, { path: query.path });
       const prefix = relativePrefix(pinned.root, pinned.real);
       const fingerprint = queryFingerprint({ op: 'list', dir: prefix, recursive: query.recursive });
-      const start = await pinned.openDirectory();
-      try {
-        const page = await collectWalkPage({
-          walk: resumableWalk({ start, recursive: query.recursive, after: decodeWalkCursor({ fingerprint, pageId: query.pageId }) }),
-          limit: query.limit,
-          budget: this.pageBudget,
-          toItem: (item) => this.masked(conversationId, toFileEntry({ relativePath: prefix + item.relativePath, stats: item.stats })),
-        });
-        return { items: page.items, next_page_id: encodeWalkCursor({ fingerprint, resumeAfter: page.resumeAfter }) };
-      } finally {
-        await start.close();
-      }
+      const after = decodeWalkCursor({ fingerprint, pageId: query.pageId });
+      const page = await collectWalkPage({
+        walk: pinned.walk({ recursive: query.recursive, after }),
+        limit: query.limit,
+        budget: this.pageBudget,
+        toItem: (item) => this.masked(conversationId, toFileEntry({ relativePath: prefix + item.relativePath, stats: item.stats })),
+      });
+      return { items: page.items, next_page_id: encodeWalkCursor({ fingerprint, resumeAfter: page.resumeAfter }) };
     });
   }
 
@@ -84,23 +77,16 @@ export class WorkspaceFiles {
     return this.withPinned(conversationId, glob.base, {}, async (pinned) => {
       const fingerprint = queryFingerprint({ op: 'search', pattern: query.pattern });
       const after = decodeWalkCursor({ fingerprint, pageId: query.pageId });
-      const baseStats = pinned.exists ? await lstat(pinned.at()).catch(() => undefined) : undefined;
-      if (!baseStats?.isDirectory()) return { items: [], next_page_id: null };
+      const baseStats = pinned.exists ? await pinned.stat().catch(() => undefined) : undefined;
+      if (baseStats?.type !== 'directory') return { items: [], next_page_id: null };
       const prefix = relativePrefix(pinned.root, pinned.real);
-      const start = await pinned.openDirectory().catch((error: unknown) => {
-        throw asWorkspaceError(error, glob.base);
+      const page = await collectWalkPage({
+        walk: pinned.walk({ recursive: true, maxDepth: glob.maxDepth, skipDirectory: glob.skipDirectory, after }),
+        limit: query.limit,
+        budget: this.pageBudget,
+        toItem: (item) => (glob.matches(item.relativePath) ? this.masked(conversationId, toFileEntry({ relativePath: prefix + item.relativePath, stats: item.stats })) : undefined),
       });
-      try {
-        const page = await collectWalkPage({
-          walk: resumableWalk({ start, recursive: true, maxDepth: glob.maxDepth, skipDirectory: glob.skipDirectory, after }),
-          limit: query.limit,
-          budget: this.pageBudget,
-          toItem: (item) => (glob.matches(item.relativePath) ? this.masked(conversationId, toFileEntry({ relativePath: prefix + item.relativePath, stats: item.stats })) : undefined),
-        });
-        return { items: page.items, next_page_id: encodeWalkCursor({ fingerprint, resumeAfter: page.resumeAfter }) };
-      } finally {
-        await start.close();
-      }
+      return { items: page.items, next_page_id: encodeWalkCursor({ fingerprint, resumeAfter: page.resumeAfter }) };
     });
   }
 
@@ -108,19 +94,11 @@ export class WorkspaceFiles {
   async mkdir(conversationId: string, userPath: string): Promise<{ entry: FileEntry; created: boolean }> {
     if (userPath.trim() === '') throw new InvalidPathError(userPath, 'give the directory to create');
     return this.withPinned(conversationId, userPath, {}, async (pinned) => {
-      let created = false;
-      if (pinned.exists) {
-        if (!(await lstat(pinned.at())).isDirectory()) {
-          throw new ConflictError('not_a_directory', `${JSON.stringify(userPath)} exists and is not a directory.`, { path: userPath });
-        }
-      } else {
-        await pinned.ensureParent();
-        created = await makeDirectory(pinned.at());
-        if (created) await pinned.adopt();
+      if (pinned.exists && (await pinned.stat()).type !== 'directory') {
+        throw new ConflictError('not_a_directory', `${JSON.stringify(userPath)} exists and is not a directory.`, { path: userPath });
       }
-      const directory = await pinned.openDirectory(); // never a symlink planted in its place meanwhile
-      await directory.close();
-      const entry = toFileEntry({ relativePath: toWorkdirRelative(pinned.root, pinned.real), stats: await lstat(pinned.at()) }) as FileEntry;
+      const created = await pinned.makeDirectory();
+      const entry = toFileEntry({ relativePath: toWorkdirRelative(pinned.root, pinned.real), stats: await pinned.stat() }) as FileEntry;
       return { entry: this.masked(conversationId, entry), created };
     });
   }
@@ -133,26 +111,24 @@ export class WorkspaceFiles {
    */
   async delete(conversationId: string, userPath: string): Promise<void> {
     await this.withPinned(conversationId, userPath, { mustExist: true, keepFinalSymlink: true }, async (pinned) => {
-      const parent = pinned.parentDirectory;
-      if (parent === null || pinned.name === null) {
+      if (pinned.name === null) {
         throw new InvalidRequestError('workdir_root_not_deletable', 'The workdir itself cannot be deleted (delete the conversation with ?delete_workdir=true for that).', { path: userPath });
       }
       await this.withPinned(conversationId, userPath, { mustExist: true }, async () => undefined); // a symlink leading out of the workdir is refused, not unlinked
-      await removeEntry(parent, pinned.name);
+      await pinned.remove();
     });
   }
 
   /** Opens a regular file for reading (O_NOFOLLOW, through its pinned directory). The caller owns the handle. */
   async open(conversationId: string, userPath: string): Promise<OpenedFile> {
     return this.withPinned(conversationId, userPath, { mustExist: true }, async (pinned) => {
-      // O_NONBLOCK: opening a FIFO cannot block; it is then refused as not a regular file.
-      const handle = await open(pinned.at(), READ_FLAGS).catch((error: unknown) => {
+      const handle = await pinned.openForRead().catch((error: unknown) => {
         throw asWorkspaceError(error, userPath);
       });
       try {
-        const stats = await handle.stat();
-        if (stats.isDirectory()) throw new InvalidRequestError('is_a_directory', `${JSON.stringify(userPath)} is a directory; list it instead.`, { path: userPath });
-        if (!stats.isFile()) throw new InvalidRequestError('not_a_regular_file', `${JSON.stringify(userPath)} is not a regular file.`, { path: userPath });
+        const { stats } = handle;
+        if (stats.type === 'directory') throw new InvalidRequestError('is_a_directory', `${JSON.stringify(userPath)} is a directory; list it instead.`, { path: userPath });
+        if (stats.type !== 'file') throw new InvalidRequestError('not_a_regular_file', `${JSON.stringify(userPath)} is not a regular file.`, { path: userPath });
         return { handle, name: pinned.name ?? '.', size: stats.size, mtimeMs: stats.mtimeMs };
       } catch (error) {
         await handle.close();
@@ -172,12 +148,12 @@ export class WorkspaceFiles {
       const bytes = Buffer.alloc(opened.size);
       let offset = 0;
       while (offset < bytes.length) {
-        const { bytesRead } = await opened.handle.read(bytes, offset, bytes.length - offset, offset);
+        const bytesRead = await opened.handle.read(bytes.subarray(offset), offset);
         if (bytesRead === 0) break;
         offset += bytesRead;
       }
       const workdir = this.options.workdirOf(conversationId);
-      const relative = await pinInWorkdir(workdir, userPath, { mustExist: true }).then(async (pinned) => {
+      const relative = await this.options.workdirFs.pin(workdir, userPath, { mustExist: true }).then(async (pinned) => {
         await pinned.release();
         return toWorkdirRelative(pinned.root, pinned.real);
       });
@@ -191,10 +167,10 @@ export class WorkspaceFiles {
   async beginUpload(conversationId: string, directory: string): Promise<UploadBatch> {
     const workdir = this.options.workdirOf(conversationId);
     return this.withPinned(conversationId, directory, {}, async (pinned) => {
-      if (pinned.exists && !(await lstat(pinned.at())).isDirectory()) {
+      if (pinned.exists && (await pinned.stat()).type !== 'directory') {
         throw new ConflictError('not_a_directory', `Upload target ${JSON.stringify(directory)} exists and is not a directory.`, { path: directory });
       }
-      return new UploadBatch({ workdir, root: pinned.root, directory: pinned.real, describe: (entry) => this.masked(conversationId, entry) });
+      return this.options.workdirFs.beginUpload({ workdir, root: pinned.root, directory: pinned.real, describe: (entry) => this.masked(conversationId, entry) });
     });
   }
 
@@ -210,9 +186,9 @@ export class WorkspaceFiles {
   }
 
   /** Runs `use` on the pinned path, releasing it after; filesystem failures become typed errors. */
-  private async withPinned<T>(conversationId: string, userPath: string, options: ResolveOptions, use: (pinned: PinnedPath) => Promise<T>): Promise<T> {
+  private async withPinned<T>(conversationId: string, userPath: string, options: ResolveOptions, use: (pinned: PinnedEntry) => Promise<T>): Promise<T> {
     const workdir = this.options.workdirOf(conversationId);
-    const pinned = await pinInWorkdir(workdir, userPath, options).catch((error: unknown) => {
+    const pinned = await this.options.workdirFs.pin(workdir, userPath, options).catch((error: unknown) => {
       throw asWorkspaceError(error, userPath);
     });
     try {
@@ -223,16 +199,6 @@ export class WorkspaceFiles {
       await pinned.release();
     }
   }
-}
-
-async function makeDirectory(at: string): Promise<boolean> {
-  return mkdir(at).then(
-    () => true,
-    (error: NodeJS.ErrnoException) => {
-      if (error.code === 'EEXIST') return false;
-      throw error;
-    },
-  );
 }
 
 function relativePrefix(root: string, absolute: string): string {

@@ -104,7 +104,7 @@ export function fileRoutes(services: Pick<Services, 'config' | 'files'>): Fastif
           await file.handle.close();
           return reply.send(Readable.from([]) as never); // a stream: Fastify keeps our Content-Length
         }
-        return reply.send(file.handle.createReadStream({ start, end }) as never);
+        return reply.send(file.handle.stream({ start, end }) as never);
       },
     );
 

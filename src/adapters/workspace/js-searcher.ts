@@ -8,12 +8,12 @@
 import { constants } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { pinInWorkdir } from './pin-path.js';
-import { toWorkdirRelative } from './resolve-path.js';
+import { toWorkdirRelative } from '../../core/workspace/resolve-path.js';
 import path from 'node:path';
-import { compileGlob, type GlobMatcher } from './glob-match.js';
-import { looksBinary } from './looks-binary.js';
-import { SearchPatternError } from './search-pattern-error.js';
-import { truncateLine, type TextMatch, type TextSearcher, type TextSearchOptions, type TextSearchResult } from './text-searcher.js';
+import { compileGlob, type GlobMatcher } from '../../core/workspace/glob-match.js';
+import { looksBinary } from '../../core/workspace/looks-binary.js';
+import { SearchPatternError } from '../../core/workspace/search-pattern-error.js';
+import { truncateLine, type TextMatch, type TextSearcher, type TextSearchOptions, type TextSearchResult } from '../../core/workspace/text-searcher.js';
 import { walkDirectory } from './walk.js';
 
 const MAX_FILE_BYTES = 10 * 1024 * 1024;

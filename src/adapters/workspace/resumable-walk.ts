@@ -9,39 +9,27 @@
  */
 import type { Stats } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import { fileTypeOf, lstatIfExists } from './file-entry-stats.js';
+import { fileTypeOf } from '../../core/workspace/file-entry-stats.js';
+import type { ResumableWalkItem, ResumableWalkOptions } from '../../core/workspace/walk-entry.js';
+import { lstatIfExists, toEntryStats } from './entry-stats.js';
 import type { PinnedDirectory } from './pinned-directory.js';
 
-export interface ResumableWalkItem {
-  /** Relative to `start`, '/'-separated. */
-  relativePath: string;
-  stats: Stats;
-}
-
-export interface ResumableWalkOptions {
+export interface ResumableWalkFrom extends ResumableWalkOptions {
   /** The directory to walk, held open (the caller closes it after the walk). */
   start: PinnedDirectory;
-  /** Segments of the last path yielded by a previous walk (relative to `start`): resume after it. */
-  after?: readonly string[];
-  /** Descend into directories. Default false (direct children only). */
-  recursive?: boolean;
-  /** Deepest level yielded (1 = direct children). Default 64. */
-  maxDepth?: number;
-  /** Directories yielded but not entered. */
-  skipDirectory?: (name: string) => boolean;
 }
 
 const DEFAULT_MAX_DEPTH = 64;
 
 interface Level {
-  options: ResumableWalkOptions;
+  options: ResumableWalkFrom;
   directory: PinnedDirectory;
   prefix: string;
   depth: number;
   after: readonly string[];
 }
 
-export async function* resumableWalk(options: ResumableWalkOptions): AsyncGenerator<ResumableWalkItem> {
+export async function* resumableWalk(options: ResumableWalkFrom): AsyncGenerator<ResumableWalkItem> {
   yield* walkLevel({ options, directory: options.start, prefix: '', depth: 1, after: options.after ?? [] });
 }
 
@@ -64,8 +52,9 @@ async function* walkLevel(level: Level): AsyncGenerator<ResumableWalkItem> {
   for (let index = startIndex; index < names.length; index++) {
     const name = names[index] as string;
     const stats = await lstatIfExists(directory.at(name));
-    if (!stats || !fileTypeOf(stats)) continue;
-    yield { relativePath: prefix + name, stats };
+    const described = stats && toEntryStats(stats);
+    if (!stats || !described || !fileTypeOf(described)) continue;
+    yield { relativePath: prefix + name, stats: described };
     if (canDescend({ options, name, stats, depth })) {
       yield* descend({ options, parent: directory, name, prefix: `${prefix}${name}/`, depth: depth + 1, after: [] });
     }
@@ -84,7 +73,7 @@ async function* descend(level: Omit<Level, 'directory'> & { parent: PinnedDirect
   }
 }
 
-function canDescend(entry: { options: ResumableWalkOptions; name: string; stats: Stats; depth: number }): boolean {
+function canDescend(entry: { options: ResumableWalkFrom; name: string; stats: Stats; depth: number }): boolean {
   const { options, name, stats, depth } = entry;
   if (!options.recursive || !stats.isDirectory()) return false;
   if (depth >= (options.maxDepth ?? DEFAULT_MAX_DEPTH)) return false;

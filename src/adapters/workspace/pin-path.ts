@@ -11,11 +11,11 @@
  */
 import { lchown, lstat, mkdir, readlink, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { InvalidPathError } from './invalid-path-error.js';
-import { PathNotFoundError } from './path-not-found-error.js';
-import { PathOutsideWorkdirError } from './path-outside-workdir-error.js';
+import { InvalidPathError } from '../../core/workspace/invalid-path-error.js';
+import { PathNotFoundError } from '../../core/workspace/path-not-found-error.js';
+import { PathOutsideWorkdirError } from '../../core/workspace/path-outside-workdir-error.js';
 import { PinnedDirectory } from './pinned-directory.js';
-import { isInsideRoot, parseUserPath, type ParsedUserPath, type ResolveOptions } from './resolve-path.js';
+import { isInsideRoot, parseUserPath, type ParsedUserPath, type ResolveOptions } from '../../core/workspace/resolve-path.js';
 
 const MAX_SYMLINK_HOPS = 40;
 /** A walk that lost a race (a directory became something else between lstat and open) starts over this often. */

@@ -1,6 +1,6 @@
 /**
- * A bounded, depth-first walk of a directory inside the workdir, used by the glob/grep tools,
- * file_editor's directory view and the HTTP listing/search routes. Entries come in sorted
+ * The bounded, depth-first walk of a directory inside the workdir (core/workspace/walk-entry.ts),
+ * used by the glob/grep tools and file_editor's directory view. Entries come in sorted
  * pre-order (a directory, then its contents). Symlinks are yielded only when their target is
  * inside the root, and symlinked directories are never descended (no loops, no escapes). Each
  * directory is held open while it is read and entered without following a symlink
@@ -12,45 +12,8 @@ import { lstat, opendir } from 'node:fs/promises';
 import path from 'node:path';
 import { pinInWorkdir } from './pin-path.js';
 import type { PinnedDirectory } from './pinned-directory.js';
-import { isInsideRoot, toWorkdirRelative } from './resolve-path.js';
-
-export interface WalkEntry {
-  /** Path inside the tree (for a symlink: the link's own path, not its target). */
-  absolutePath: string;
-  /** Relative to `start`, '/'-separated. */
-  relativePath: string;
-  name: string;
-  type: 'file' | 'directory';
-  size: number;
-  mtimeMs: number;
-  /** 1 for a direct child of `start`. */
-  depth: number;
-  symlink: boolean;
-}
-
-export type WalkLimit = 'max_entries' | 'max_depth';
-
-export interface WalkOptions {
-  /** The real workdir: nothing outside it is yielded or entered. */
-  root: string;
-  /** Real directory to walk (default: root). Must be inside root. */
-  start?: string;
-  /** Deepest level yielded (1 = direct children). Default 64. */
-  maxDepth?: number;
-  /** Directory entries examined before the walk stops. Default 200,000. */
-  maxEntries?: number;
-  /** Directories not entered nor yielded. Default: DEFAULT_SKIPPED_DIRECTORIES by name. */
-  skipDirectory?: (name: string, relativePath: string) => boolean;
-  /** Whether to enter a directory that was yielded. Default: always. */
-  shouldDescend?: (entry: WalkEntry) => boolean;
-  /** Yield and enter names starting with '.'. Default true. */
-  includeHidden?: boolean;
-  signal?: AbortSignal;
-  /** Called once if the walk stops early because of a limit. */
-  onLimit?: (limit: WalkLimit) => void;
-}
-
-export const DEFAULT_SKIPPED_DIRECTORIES: ReadonlySet<string> = new Set(['.git', 'node_modules']);
+import { isInsideRoot, toWorkdirRelative } from '../../core/workspace/resolve-path.js';
+import { DEFAULT_SKIPPED_DIRECTORIES, type WalkEntry, type WalkOptions } from '../../core/workspace/walk-entry.js';
 
 const DEFAULT_MAX_DEPTH = 64;
 const DEFAULT_MAX_ENTRIES = 200_000;
