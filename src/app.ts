@@ -1,7 +1,7 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import fastifyCors from '@fastify/cors';
 import { fastifySSE } from '@fastify/sse';
-import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Services } from './compose.js';
 import { limitConnections } from './http/connection-limits.js';
 import { registerAuth } from './http/plugins/auth.js';
@@ -9,6 +9,8 @@ import { registerForwarding } from './cluster/forwarding.js';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './http/plugins/errors.js';
 import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
+import { RequestLogger } from './http/request-logger.js';
+import { responseSerializerCompiler } from './http/response-serializer.js';
 import { callbackRoutes } from './http/routes/callbacks.js';
 import { commandRoutes } from './http/routes/commands.js';
 import { dashboardRoutes } from './http/routes/dashboard.js';
@@ -25,6 +27,11 @@ import { runRoutes } from './http/routes/runs.js';
 import { secretRoutes } from './http/routes/secrets.js';
 import { streamRoutes } from './http/routes/streams.js';
 
+function conversationOf(request: FastifyRequest): string | undefined {
+  const id = (request.params as { id?: unknown } | undefined)?.id;
+  return typeof id === 'string' ? id : undefined;
+}
+
 /** Builds the Fastify instance around the services. Never listens (cli.ts does). */
 export async function buildApp(services: Services): Promise<FastifyInstance> {
   const app = Fastify({
@@ -35,13 +42,15 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     genReqId: () => crypto.randomUUID(),
     // One line per request, written when it ends (below), instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
+    // A request's own logger is made only if it logs something besides that line (with the conversation's id, see RequestLogger).
+    childLoggerFactory: RequestLogger.factory,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 4096 },
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler,
   });
   limitConnections(app.server, services.config.connections);
   app.setValidatorCompiler(validatorCompiler);
-  app.setSerializerCompiler(serializerCompiler);
+  app.setSerializerCompiler(responseSerializerCompiler);
   registerErrorHandling(app);
   if (services.config.corsOrigins.length > 0) {
     // Browser dashboards on other origins: bearer keys, no cookies, so credentials stay off.
@@ -61,20 +70,29 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await registerOpenApi(app, services);
   await app.register(fastifySSE, { heartbeatInterval: services.config.sseHeartbeatMs });
 
-  app.addHook('onSend', async (request, reply) => {
-    reply.header('x-request-id', request.id);
-    // Nothing is acknowledged before it is durable: on PostgreSQL, the writes this request made are committed first.
-    await services.storage.durable();
-  });
-  app.addHook('preHandler', async (request, reply) => {
-    // Every log line of a request about a conversation carries its id.
-    const conversationId = (request.params as { id?: unknown } | undefined)?.id;
-    if (typeof conversationId === 'string') request.log = reply.log = request.log.child({ conversation_id: conversationId });
-  });
-  app.addHook('onResponse', async (request, reply) => {
+  if (services.storage.postgres) {
+    app.addHook('onSend', async (request, reply) => {
+      reply.header('x-request-id', request.id);
+      // Nothing is acknowledged before it is durable: on PostgreSQL, the writes this request made are committed first.
+      await services.storage.durable();
+    });
+  } else {
+    // Files are written synchronously: whatever this request wrote is already durable.
+    app.addHook('onSend', (request, reply, _payload, done) => {
+      reply.header('x-request-id', request.id);
+      done();
+    });
+  }
+  const logger = services.logger;
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
-    services.metrics.observeRequest({ method: request.method, route, status: reply.statusCode, seconds: reply.elapsedTime / 1000 });
-    request.log.info({ req: request, res: reply, route, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request completed');
+    const ms = reply.elapsedTime;
+    services.metrics.observeRequest({ method: request.method, route, status: reply.statusCode, seconds: ms / 1000 });
+    // The fields operators need, flat, in one line written through the root logger (no child per request).
+    if (logger.isLevelEnabled('info')) {
+      logger.info({ reqId: request.id, conversation_id: conversationOf(request), method: request.method, url: request.url, route, status: reply.statusCode, ms: Math.round(ms * 100) / 100, ip: request.ip }, 'request completed');
+    }
+    done();
   });
   app.addHook('preClose', async () => {
     services.streams.closeAll('server_shutting_down');

@@ -1,52 +1,156 @@
-import { Writable } from 'node:stream';
+import fs from 'node:fs';
 import pino, { type Logger } from 'pino';
 import pretty from 'pino-pretty';
 
-/** Paths pino redacts wherever they appear in a log record. */
-const REDACT = [
-  'req.headers.authorization',
-  'headers.authorization',
-  '*.api_key',
-  '*.apiKey',
-  '*.secret',
-  '*.secrets',
-  'llm.api_key',
-  'config.masterKeys',
-];
+/** Fields censored wherever they appear in a log record, whatever their value. */
+const REDACTED_KEYS = new Set(['authorization', 'api_key', 'apiKey', 'secret', 'secrets', 'masterKeys']);
+
+/**
+ * Fields the server fills itself (ids, numbers, route patterns, the client's address): they
+ * cannot carry text derived from a secret, so they are not scanned for secret values.
+ */
+const SERVER_KEYS = new Set(['reqId', 'conversation_id', 'method', 'route', 'status', 'ms', 'ip', 'level', 'time', 'service']);
+
+/** How deep and how wide a logged value is walked (as pino's own limits); the rest is left out. */
+const MAX_DEPTH = 5;
+const MAX_KEYS = 100;
+
+const ACCESS_TOKEN = /access_token=/i;
 
 /** A URL as logged: `access_token` (SSE's query-string key) never reaches a log line. */
 export function loggableUrl(url: string): string {
-  return url.replace(/([?&]access_token=)[^&]*/gi, '$1[redacted]');
+  return ACCESS_TOKEN.test(url) ? url.replace(/([?&]access_token=)[^&]*/gi, '$1[redacted]') : url;
 }
 
-const serializers = {
-  req: (req: { method?: string; url?: string; id?: string; ip?: string }) => ({ id: req.id, method: req.method, url: loggableUrl(req.url ?? ''), ip: req.ip }),
-  res: (res: { statusCode?: number }) => ({ status: res.statusCode }),
-  err: pino.stdSerializers.err,
-};
-
-/** The last line of defence: rewrites every log line before it is written (masks secret values). */
-export interface LogScrubber {
-  scrub(line: string): string;
+/** Replaces every secret value held by any conversation in a piece of text. */
+export interface LogMasker {
+  mask(text: string): string;
 }
 
 export interface LoggerOptions {
   level: string;
   /** Where lines go (default: stdout, pretty-printed when it is a terminal). */
   destination?: NodeJS.WritableStream;
-  scrubber?: LogScrubber;
+  /** Bound once secrets are loaded (before that, nothing is masked: no secret is known yet). */
+  masker?: LogMasker;
 }
 
+/**
+ * The server's logger (pino, one JSON line per record). Secret values are masked at the source:
+ * each string a record carries (its message, error messages and stacks, the URL of a request,
+ * any other field) is scanned for them as the record is formatted, except fields the server
+ * fills itself (ids, numbers, route patterns). No whole line is scanned afterwards, so a request
+ * line costs the same with ten thousand conversations holding secrets as with one.
+ */
 export function createLogger(options: LoggerOptions): Logger {
-  const target = options.destination ?? (process.stdout.isTTY ? pretty({ sync: true, colorize: true, translateTime: 'SYS:HH:MM:ss.l' }) : pino.destination({ dest: 1, sync: true }));
-  const scrubber = options.scrubber;
-  const stream = scrubber
-    ? new Writable({
-        write(chunk: Buffer | string, _encoding, callback) {
-          target.write(scrubber.scrub(chunk.toString()));
-          callback();
-        },
-      })
-    : target;
-  return pino({ level: options.level, redact: { paths: REDACT, censor: '[redacted]' }, serializers, base: { service: 'agentd' } }, stream);
+  const target = options.destination ?? (process.stdout.isTTY ? pretty({ sync: true, colorize: true, translateTime: 'SYS:HH:MM:ss.l' }) : standardOutput());
+  const masker = options.masker ?? { mask: (text: string) => text };
+  const mask = (text: string) => masker.mask(text);
+  return pino(
+    {
+      level: options.level,
+      base: { service: 'agentd' },
+      // Serializers run after the formatter below, which has already put every field in its final form.
+      serializers: { err: passThrough, msg: (message: unknown) => (typeof message === 'string' ? mask(message) : message) },
+      formatters: {
+        bindings: (bindings) => maskFields(bindings, mask, 0),
+        log: (record) => maskFields(record, mask, 0),
+      },
+      // pino formats a child's bindings without the formatter above: their text is masked once, when the child is made.
+      onChild: (child) => {
+        const bindings = child as unknown as Record<symbol, string>;
+        bindings[CHINDINGS] = mask(bindings[CHINDINGS] ?? '');
+      },
+    },
+    target,
+  );
+}
+
+const passThrough = (value: unknown) => value;
+
+/** One for the process, whatever the number of loggers (tests make many). */
+let stdoutOutput: TurnBatchedOutput | null = null;
+function standardOutput(): TurnBatchedOutput {
+  return (stdoutOutput ??= new TurnBatchedOutput(1));
+}
+const CHINDINGS = pino.symbols.chindingsSym;
+
+/**
+ * Standard output, written once per event-loop turn: the lines a turn logs (under load, those of
+ * many requests) go out in one write(2) when it ends, instead of one system call each. A line
+ * waits at most until the end of its turn; what is pending when the process exits (an uncaught
+ * error included) is written then. Writes are synchronous, as before: a reader that stops
+ * reading holds the server back rather than letting lines pile up in memory.
+ */
+export class TurnBatchedOutput {
+  private pending: string[] = [];
+  private scheduled = false;
+
+  constructor(private readonly fd: number) {
+    process.on('exit', () => this.flushSync());
+  }
+
+  write(line: string): boolean {
+    this.pending.push(line);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => this.flushSync());
+    }
+    return true;
+  }
+
+  flushSync(): void {
+    this.scheduled = false;
+    if (this.pending.length === 0) return;
+    const text = this.pending.length === 1 ? this.pending[0]! : this.pending.join('');
+    this.pending = [];
+    const buffer = Buffer.from(text, 'utf8');
+    for (let written = 0; written < buffer.length; ) {
+      try {
+        written += fs.writeSync(this.fd, buffer, written);
+      } catch (error) {
+        // A full pipe (non-blocking stdout): wait for the reader, as a synchronous write would.
+        if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') return;
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
+      }
+    }
+  }
+}
+
+/** A request as logged: what it asked for, never its headers or body. */
+function loggedRequest(request: { method?: string; url?: string; id?: string; ip?: string }, mask: (text: string) => string) {
+  return { id: request.id, method: request.method, url: mask(loggableUrl(request.url ?? '')), ip: request.ip };
+}
+
+function maskFields(record: Record<string, unknown>, mask: (text: string) => string, depth: number): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  let keys = 0;
+  for (const key in record) {
+    const value = record[key];
+    if (value === undefined || typeof value === 'function') continue;
+    if (++keys > MAX_KEYS) {
+      out['…'] = '[more fields left out]';
+      break;
+    }
+    if (REDACTED_KEYS.has(key)) out[key] = '[redacted]';
+    else if (SERVER_KEYS.has(key)) out[key] = value;
+    else if (key === 'url' && typeof value === 'string') out[key] = mask(loggableUrl(value));
+    else if (key === 'req' && value !== null && typeof value === 'object') out[key] = loggedRequest(value as Record<string, string>, mask);
+    else if (key === 'res' && value !== null && typeof value === 'object' && 'statusCode' in value) out[key] = { status: (value as { statusCode: number }).statusCode };
+    else out[key] = maskValue(value, mask, depth + 1);
+  }
+  return out;
+}
+
+function maskValue(value: unknown, mask: (text: string) => string, depth: number): unknown {
+  if (typeof value === 'string') return mask(value);
+  if (value === null || typeof value !== 'object') return value;
+  if (depth > MAX_DEPTH) return '[too deep]';
+  if (value instanceof Error) return maskValue(pino.stdSerializers.err(value), mask, depth);
+  if (Array.isArray(value)) return value.slice(0, MAX_KEYS).map((item) => maskValue(item, mask, depth + 1));
+  if (value instanceof Map) return maskValue(Object.fromEntries(value), mask, depth);
+  if (value instanceof Set) return maskValue([...value], mask, depth);
+  if (Buffer.isBuffer(value)) return `[${value.length} bytes]`;
+  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return maskValue((value as { toJSON: () => unknown }).toJSON(), mask, depth);
+  return maskFields(value as Record<string, unknown>, mask, depth);
 }

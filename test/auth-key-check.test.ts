@@ -42,6 +42,19 @@ describe('createKeyChecker', () => {
     }
   });
 
+  it('remembers a key it accepted; every other candidate is still compared against every key', () => {
+    const check = createKeyChecker(KEYS);
+    expect(check(KEYS[0]!)).toBe(true);
+    let before = compare.mock.calls.length;
+    expect(check(KEYS[0]!)).toBe(true);
+    expect(compare.mock.calls.length - before).toBe(0);
+    for (const candidate of [`${KEYS[0]!.slice(0, -1)}1`, KEYS[0]!.slice(0, -1), '']) {
+      before = compare.mock.calls.length;
+      expect(check(candidate)).toBe(false);
+      expect(compare.mock.calls.length - before).toBe(KEYS.length);
+    }
+  });
+
   it('accepts nothing when no key is configured, and nothing of one key for another list', () => {
     expect(createKeyChecker([])('anything')).toBe(false);
     expect(createKeyChecker(['only-this'])(KEYS[0]!)).toBe(false);

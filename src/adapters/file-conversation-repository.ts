@@ -24,24 +24,43 @@ export class FileConversationRepository implements ConversationRepository {
   async loadAll(): Promise<LoadedConversations> {
     const ids = (await fs.promises.readdir(this.dir, { withFileTypes: true })).filter((entry) => entry.isDirectory()).map((entry) => entry.name);
     const loaded: LoadedConversations = { records: [], damaged: [] };
+    // Reads overlap (the disk may be slow to answer one at a time); parsing each is synchronous.
     for (let i = 0; i < ids.length; i += LOAD_CONCURRENCY) {
-      const batch = await Promise.all(
-        ids.slice(i, i + LOAD_CONCURRENCY).map(async (id) => {
-          try {
-            return await this.load(id);
-          } catch (error) {
-            if (error instanceof DamagedDataError) return { id, error };
-            throw error;
-          }
-        }),
-      );
-      for (const result of batch) {
-        if (!result) continue;
-        if ('error' in result) loaded.damaged.push(result);
-        else loaded.records.push(result);
+      const batch = await Promise.all(ids.slice(i, i + LOAD_CONCURRENCY).map((id) => this.read(id)));
+      for (const { id, text } of batch) {
+        if (text === undefined) continue;
+        try {
+          loaded.records.push(this.parse(id, text));
+        } catch (error) {
+          if (!(error instanceof DamagedDataError)) throw error;
+          loaded.damaged.push({ id, error });
+        }
       }
     }
+    void this.sweepTemporaryFiles(ids);
     return loaded;
+  }
+
+  /**
+   * A save cut short by a crash leaves its temp file beside the record: harmless (never read),
+   * removed after start-up in the background rather than by a directory listing per conversation
+   * while the server is not yet serving. Only files older than this process are removed, never
+   * the temp file of a save under way.
+   */
+  private async sweepTemporaryFiles(ids: readonly string[]): Promise<void> {
+    const startedMs = Date.now() - process.uptime() * 1000;
+    for (const id of ids) {
+      const dir = path.join(this.dir, id);
+      try {
+        for (const name of await fs.promises.readdir(dir)) {
+          if (!name.endsWith('.tmp')) continue;
+          const file = path.join(dir, name);
+          if ((await fs.promises.stat(file)).mtimeMs < startedMs) await fs.promises.rm(file, { force: true });
+        }
+      } catch {
+        // Gone meanwhile (deleted): nothing to sweep.
+      }
+    }
   }
 
   save(record: ConversationRecord): void {
@@ -91,20 +110,23 @@ export class FileConversationRepository implements ConversationRepository {
     return removal;
   }
 
-  private async load(id: string): Promise<ConversationRecord | undefined> {
+  /** A record's text; undefined (and the directory removed) when it has none. */
+  private async read(id: string): Promise<{ id: string; text?: string }> {
     const dir = path.join(this.dir, id);
-    let text: string;
     try {
-      text = await fs.promises.readFile(path.join(dir, FILE), 'utf8');
+      // fs.readFile, not fs.promises.readFile: the same reads without a FileHandle object per file.
+      const text = await new Promise<string>((resolve, reject) => fs.readFile(path.join(dir, FILE), 'utf8', (error, data) => (error ? reject(error) : resolve(data))));
+      return { id, text };
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
       // Half-deleted or never completed: nothing was acknowledged for it.
       await fs.promises.rm(dir, { recursive: true, force: true });
-      return undefined;
+      return { id };
     }
-    for (const leftover of await fs.promises.readdir(dir)) {
-      if (leftover.endsWith('.tmp')) await fs.promises.rm(path.join(dir, leftover), { force: true });
-    }
+  }
+
+  private parse(id: string, text: string): ConversationRecord {
+    const dir = path.join(this.dir, id);
     const file = path.join(dir, FILE);
     const damaged = (reason: string) => new DamagedDataError({ file: FILE, line: null, reason }, file);
     let disk: SealedConversationRecord;

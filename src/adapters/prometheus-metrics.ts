@@ -130,8 +130,21 @@ export class Metrics {
     }
   }
 
+  /** Per method, route and status: the labelled series, looked up once (prom-client hashes the labels on every call). */
+  private readonly requestSeries = new Map<string, { count: { inc(): void }; duration: { observe(value: number): void } }>();
+
   observeRequest(options: { method: string; route: string; status: number; seconds: number }): void {
-    this.httpRequests.inc({ method: options.method, route: options.route, status: String(options.status) });
-    this.httpDuration.observe({ method: options.method, route: options.route }, options.seconds);
+    const key = `${options.method} ${options.status} ${options.route}`;
+    let series = this.requestSeries.get(key);
+    if (!series) {
+      series = {
+        count: this.httpRequests.labels({ method: options.method, route: options.route, status: String(options.status) }),
+        duration: this.httpDuration.labels({ method: options.method, route: options.route }),
+      };
+      // Routes are patterns, statuses few: the map stays small (capped all the same).
+      if (this.requestSeries.size < 10_000) this.requestSeries.set(key, series);
+    }
+    series.count.inc();
+    series.duration.observe(options.seconds);
   }
 }

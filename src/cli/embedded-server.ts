@@ -31,11 +31,11 @@ export async function startEmbeddedServer(options: { dataDir?: string } = {}): P
     }
     throw error;
   }
-  const scrubber = { scrub: (line: string) => line };
-  const logger = createLogger({ level: config.logLevel, scrubber, destination: process.stderr });
+  const masker = { mask: (text: string) => text };
+  const logger = createLogger({ level: config.logLevel, masker, destination: process.stderr });
   try {
     const services = await composeServices(config, logger);
-    scrubber.scrub = (line) => services.secrets.maskAny(line);
+    masker.mask = (text) => services.secrets.maskAny(text);
     const app = await buildApp(services);
     const url = await app.listen({ host: '127.0.0.1', port: 0 });
     let closing: Promise<void> | null = null;

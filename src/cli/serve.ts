@@ -37,10 +37,10 @@ export async function serve(argv: readonly string[]): Promise<void> {
     throw error;
   }
   // Bound to the secrets once they are loaded: no log line carries a secret value.
-  const scrubber = { scrub: (line: string) => line };
-  const logger = createLogger({ level: config.logLevel, scrubber });
+  const masker = { mask: (text: string) => text };
+  const logger = createLogger({ level: config.logLevel, masker });
   const services = await composeServices(config, logger);
-  scrubber.scrub = (line) => services.secrets.maskAny(line);
+  masker.mask = (text) => services.secrets.maskAny(text);
   const app = await buildApp(services);
 
   if (services.sandbox.warning) process.stderr.write(`agentd: WARNING: ${services.sandbox.warning}\n`);

@@ -39,10 +39,10 @@ export async function startServer(options: { env?: Record<string, string>; dataD
     ...sandboxFromTestEnv(),
     ...options.env,
   });
-  const scrubber = { scrub: (line: string) => line };
-  const logger = createLogger({ level: config.logLevel, scrubber, ...(options.logStream ? { destination: options.logStream } : {}) });
+  const masker = { mask: (text: string) => text };
+  const logger = createLogger({ level: config.logLevel, masker, ...(options.logStream ? { destination: options.logStream } : {}) });
   const services = await composeServices(config, logger, options.overrides);
-  scrubber.scrub = (line) => services.secrets.maskAny(line);
+  masker.mask = (text) => services.secrets.maskAny(text);
   const app = await buildApp(services);
   let url = '';
   if (options.listen !== false) url = await app.listen({ host: '127.0.0.1', port: 0 });

@@ -41,6 +41,8 @@ export class ConversationStore {
   private readonly eventCounts = new Map<string, number>();
   /** Bumped whenever a record is created, saved or deleted (caches derived from records check it). */
   revision = 0;
+  /** Bumped only when the set of secret values held changes (a record added or removed, its secrets set). */
+  secretsRevision = 0;
   private loaded = false;
 
   constructor(
@@ -355,6 +357,7 @@ export class ConversationStore {
     const record = this.mutable(id);
     record.secrets = change.secrets;
     if (change.retired_secrets) record.retired_secrets = change.retired_secrets;
+    this.secretsRevision += 1;
     this.save(record);
   }
 
@@ -394,6 +397,7 @@ export class ConversationStore {
 
   private index(record: ConversationRecord): void {
     this.revision += 1;
+    this.secretsRevision += 1;
     this.records.set(record.id, record);
     this.byCreated.insert(record);
     this.byUpdated.insert(record);
@@ -401,6 +405,7 @@ export class ConversationStore {
 
   private unindex(record: ConversationRecord): void {
     this.revision += 1;
+    this.secretsRevision += 1;
     this.records.delete(record.id);
     this.eventCounts.delete(record.id);
     this.byCreated.remove(record);

@@ -198,8 +198,33 @@ export class QueuedSubscription<Side = never> implements EventSubscription<Side>
   private enqueue(item: SubscriptionItem<Side>, bytes: number): void {
     this.queue.push(item);
     this.queuedBytes += bytes;
+    if (this.wake) wakeAtEndOfTurn(this);
+  }
+
+  /** Called at the end of the turn in which items were queued (see wakeAtEndOfTurn). */
+  wakeNow(): void {
     this.wake?.();
   }
+}
+
+/**
+ * Consumers waiting for items are woken once per event-loop turn, after everything the turn
+ * stores: a turn that appends ten events hands each subscriber one batch of ten (one socket
+ * write per SSE subscriber) rather than ten batches of one.
+ */
+const waking = new Set<{ wakeNow(): void }>();
+let wakeScheduled = false;
+
+function wakeAtEndOfTurn(subscription: { wakeNow(): void }): void {
+  waking.add(subscription);
+  if (wakeScheduled) return;
+  wakeScheduled = true;
+  setImmediate(() => {
+    wakeScheduled = false;
+    const due = [...waking];
+    waking.clear();
+    for (const each of due) each.wakeNow();
+  });
 }
 
 function sizeOf(item: SubscriptionItem<unknown>): number {

@@ -17,6 +17,12 @@ function prefixKey(text: string, at: number): number {
   return (hash ^ (hash >>> 15)) & 0x3fffffff;
 }
 
+function nextPowerOfTwo(n: number): number {
+  let power = 1;
+  while (power < n) power *= 2;
+  return power;
+}
+
 /**
  * Replaces secret values with `<secret:NAME>` in text and in every string of a JSON-like value.
  * At each position the longest value wins, so a secret that contains another is masked whole.
@@ -27,6 +33,14 @@ function prefixKey(text: string, at: number): number {
 export class SecretMasker {
   private readonly namesByValue: Map<string, string>;
   private readonly byPrefix = new Map<number, string[]>();
+  /**
+   * One bit per prefix key (modulo its size), set for the keys of the values held: a position
+   * whose bit is clear holds no value, without a map lookup. Sized at about 64 bits per value, so
+   * that it stays sparse (few false hits) and small enough to stay in the CPU's cache: scanning
+   * text costs about the same with one value as with ten thousand.
+   */
+  private readonly prefixBits: Uint32Array;
+  private readonly prefixMask: number;
 
   /** Secrets as a name → value map, or as (name, value) pairs (several values may share a name). */
   constructor(secrets: Record<string, string> | Iterable<readonly [string, string]>) {
@@ -34,8 +48,13 @@ export class SecretMasker {
     const entries = pairs.filter(([, value]) => value.length >= MIN_MASKED_LENGTH);
     entries.sort((a, b) => b[1].length - a[1].length);
     this.namesByValue = new Map(entries.map(([name, value]) => [value, name]));
+    const bits = Math.min(1 << 20, Math.max(1 << 10, nextPowerOfTwo(this.namesByValue.size * 64)));
+    this.prefixBits = new Uint32Array(bits >>> 5);
+    this.prefixMask = bits - 1;
     for (const value of this.namesByValue.keys()) {
       const key = prefixKey(value, 0);
+      const bit = key & this.prefixMask;
+      this.prefixBits[bit >>> 5]! |= 1 << (bit & 31);
       const values = this.byPrefix.get(key);
       if (values) values.push(value);
       else this.byPrefix.set(key, [value]);
@@ -118,8 +137,16 @@ export class SecretMasker {
     let out = '';
     let copied = 0;
     let at = 0;
+    const bits = this.prefixBits;
+    const mask = this.prefixMask;
     while (at <= text.length - MIN_MASKED_LENGTH) {
-      const candidates = this.byPrefix.get(prefixKey(text, at));
+      const key = prefixKey(text, at);
+      const bit = key & mask;
+      if ((bits[bit >>> 5]! & (1 << (bit & 31))) === 0) {
+        at += 1;
+        continue;
+      }
+      const candidates = this.byPrefix.get(key);
       const value = candidates?.find((candidate) => text.startsWith(candidate, at));
       if (value === undefined) {
         at += 1;

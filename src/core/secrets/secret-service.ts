@@ -88,10 +88,14 @@ export class SecretService {
   private everyMasker: SecretMasker | null = null;
   private everyRevision = -1;
 
-  /** Masks the secret values of every conversation (for log lines, which belong to none in particular). */
+  /**
+   * Masks the secret values of every conversation in a piece of text that may hold any of them
+   * (the strings of a log record: the logger calls it field by field, see logger.ts). Rebuilt
+   * only when the set of values changes, not when a record is saved for another reason.
+   */
   maskAny(text: string): string {
-    if (!this.everyMasker || this.everyRevision !== this.conversations.revision) {
-      this.everyRevision = this.conversations.revision;
+    if (!this.everyMasker || this.everyRevision !== this.conversations.secretsRevision) {
+      this.everyRevision = this.conversations.secretsRevision;
       // Pairs, not a map: two conversations may hold different values under the same name.
       const all: [string, string][] = [];
       for (const record of this.conversations.all()) all.push(...maskedPairs(record));

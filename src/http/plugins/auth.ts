@@ -18,10 +18,15 @@ function digest(value: string): Buffer {
 /** Constant-time check against every configured key (rotation: several may be valid at once). */
 export function createKeyChecker(keys: readonly string[]): (candidate: string) => boolean {
   const digests = keys.map(digest);
+  // Keys that passed the constant-time check, so that a client's every request does not hash its
+  // key again. A set lookup compares strings only on a hash collision: it tells a guesser nothing.
+  const accepted = new Set<string>();
   return (candidate) => {
+    if (accepted.has(candidate)) return true;
     const probe = digest(candidate);
     let ok = false;
     for (const key of digests) ok = timingSafeEqual(probe, key) || ok;
+    if (ok && accepted.size < 16) accepted.add(candidate);
     return ok;
   };
 }
@@ -41,18 +46,21 @@ function presentedKey(request: FastifyRequest, allowQuery: boolean): string | un
 
 export function registerAuth(app: FastifyInstance, options: { keys: readonly string[]; isPublicPath?: (path: string) => boolean }): void {
   const check = createKeyChecker(options.keys);
-  app.addHook('onRequest', async (request, reply) => {
+  // A callback hook, not an async one: every request passes here, and a promise per request is not free.
+  app.addHook('onRequest', (request, reply, done) => {
     const config = request.routeOptions.config;
-    if (config?.public) return;
-    const path = request.url.split('?')[0]!;
-    if (options.isPublicPath?.(path)) return;
+    if (config?.public) return done();
+    const query = request.url.indexOf('?');
+    const path = query === -1 ? request.url : request.url.slice(0, query);
+    if (options.isPublicPath?.(path)) return done();
     const key = presentedKey(request, config?.queryToken === true);
-    if (key !== undefined && check(key)) return;
+    if (key !== undefined && check(key)) return done();
     const body: ErrorBody = {
       error: 'unauthorized',
       message: key === undefined ? 'Send the API key as "Authorization: Bearer <key>".' : 'The API key is not valid.',
       details: null,
     };
-    return reply.code(401).header('www-authenticate', 'Bearer').send(body);
+    // Answered here: the request goes no further (done is not called).
+    reply.code(401).header('www-authenticate', 'Bearer').send(body);
   });
 }

@@ -81,7 +81,10 @@ export function clientErrorHandler(error: ConnectionError, socket: Socket): void
     error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, { error: 'request_timeout', message: 'The request took too long to arrive.', details: null }]
     : error.code === 'HPE_HEADER_OVERFLOW' ? [431, { error: 'headers_too_large', message: 'The request line and headers are larger than the server accepts.', details: null }]
     : [400, { error: 'bad_request', message: 'The request is not valid HTTP.', details: null }];
-  if (socket.writable) {
+  // As Node's own handler: when a response to this connection's request has begun (an early 401
+  // before a body that then turned out malformed), that response stands; a second one would follow it.
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && inFlight?.headersSent !== true) {
     const text = JSON.stringify(body);
     socket.write(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`);
   }

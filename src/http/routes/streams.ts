@@ -43,8 +43,7 @@ async function pipeStream(reply: FastifyReply, stream: EventStream, release: () 
     // Each batch in one write of frames encoded once for all subscribers (event-stream.ts).
     for await (const batch of stream.batches()) {
       if (socket.destroyed) break;
-      const text = batch.length === 1 ? (batch[0] as StreamItem).frame : batch.map((item) => item.frame).join('');
-      if (!socket.write(text)) await drained(socket);
+      if (!socket.write(encoded(batch))) await drained(socket);
     }
   } catch {
     // The client went away mid-write: nothing to answer.
@@ -52,6 +51,22 @@ async function pipeStream(reply: FastifyReply, stream: EventStream, release: () 
     release();
     if (!socket.destroyed && !socket.writableEnded) socket.end();
   }
+}
+
+/**
+ * A batch as bytes, encoded once for every subscriber that gets the same batch (those caught up
+ * with the log get the same items, in the same order, in the same turn): the same Buffer is then
+ * written to each socket, without a copy or an encoding per subscriber.
+ */
+const encodedBatches = new WeakMap<StreamItem, { items: StreamItem[]; bytes: Buffer }>();
+
+function encoded(batch: StreamItem[]): Buffer {
+  const first = batch[0]!;
+  const known = encodedBatches.get(first);
+  if (known && known.items.length === batch.length && known.items.every((item, index) => item === batch[index])) return known.bytes;
+  const bytes = Buffer.from(batch.length === 1 ? first.frame : batch.map((item) => item.frame).join(''), 'utf8');
+  encodedBatches.set(first, { items: batch, bytes });
+  return bytes;
 }
 
 /** Resolves once the socket takes more, or rejects when it closes first. */

@@ -1,0 +1,81 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Bindings, ChildLoggerOptions, Logger } from 'pino';
+
+type LogFn = FastifyBaseLogger['info'];
+
+/**
+ * A request's logger, made only when the request logs something of its own (an error, a debug
+ * line): Fastify gives every request a child logger, and building a pino child for each of
+ * thousands of requests a second that never log costs more than the request line itself (which
+ * app.ts writes through the root logger with the same fields).
+ */
+export class RequestLogger implements FastifyBaseLogger {
+  private made: Logger | null = null;
+
+  constructor(
+    private readonly root: Logger,
+    private readonly bindings: Bindings,
+    private readonly url?: string,
+  ) {}
+
+  /**
+   * Fastify's childLoggerFactory: lazy unless the route asks for its own level or serializers.
+   * Every line of a request about a conversation carries its id (`/conversations/{id}/...`: the
+   * only routes with an `id`), read from the URL when the logger is made.
+   */
+  static factory(this: unknown, logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions, raw?: { url?: string }): FastifyBaseLogger {
+    const root = logger as Logger;
+    const url = raw?.url;
+    if (options.level !== undefined || options.serializers !== undefined) return root.child(withConversation(bindings, url), options);
+    return new RequestLogger(root, bindings, url);
+  }
+
+  get level(): string {
+    return this.root.level;
+  }
+
+  set level(level: string) {
+    this.logger().level = level;
+  }
+
+  private logger(): Logger {
+    return (this.made ??= this.root.child(withConversation(this.bindings, this.url)));
+  }
+
+  private enabled(level: string): boolean {
+    return this.made ? this.made.isLevelEnabled(level) : this.root.isLevelEnabled(level);
+  }
+
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    if (this.made || (options && Object.keys(options).length > 0)) return this.logger().child(bindings, options);
+    return new RequestLogger(this.root, { ...this.bindings, ...bindings }, this.url);
+  }
+
+  readonly fatal = ((...args: unknown[]) => this.write('fatal', args)) as LogFn;
+  readonly error = ((...args: unknown[]) => this.write('error', args)) as LogFn;
+  readonly warn = ((...args: unknown[]) => this.write('warn', args)) as LogFn;
+  readonly info = ((...args: unknown[]) => this.write('info', args)) as LogFn;
+  readonly debug = ((...args: unknown[]) => this.write('debug', args)) as LogFn;
+  readonly trace = ((...args: unknown[]) => this.write('trace', args)) as LogFn;
+  readonly silent = (() => undefined) as LogFn;
+
+  private write(level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace', args: unknown[]): void {
+    if (!this.enabled(level)) return;
+    const logger = this.logger();
+    (logger[level] as (...values: unknown[]) => void).apply(logger, args);
+  }
+}
+
+const CONVERSATION_PATH = /^\/conversations\/([^/?#]+)/;
+
+function withConversation(bindings: Bindings, url: string | undefined): Bindings {
+  const match = url === undefined ? null : CONVERSATION_PATH.exec(url);
+  if (!match || match[1] === 'count' || 'conversation_id' in bindings) return bindings;
+  let id = match[1]!;
+  try {
+    id = decodeURIComponent(id);
+  } catch {
+    // Not valid percent-encoding: logged as sent.
+  }
+  return { ...bindings, conversation_id: id };
+}

@@ -1,0 +1,85 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { createLogger, TurnBatchedOutput } from '../src/logger.js';
+import { SecretMasker } from '../src/core/secrets/secret-masker.js';
+import { tempDir } from './support/agentd.js';
+
+const SECRET = 'sk-live-0123456789abcdef';
+
+function capture(masked: string[] = []) {
+  const lines: string[] = [];
+  const stream = new PassThrough();
+  stream.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n').filter(Boolean)));
+  const masker = new SecretMasker({ TOKEN: SECRET });
+  const logger = createLogger({
+    level: 'debug',
+    destination: stream,
+    masker: {
+      mask: (text) => {
+        masked.push(text);
+        return masker.maskText(text);
+      },
+    },
+  });
+  return { logger, lines, text: () => lines.join('\n') };
+}
+
+describe('the logger masks secret values at the source', () => {
+  it('in messages, errors (message, stack, cause), nested fields, arrays and child bindings', () => {
+    const { logger, lines, text } = capture();
+    const error = new Error(`git clone https://x:${SECRET}@example.com failed`, { cause: new Error(`token ${SECRET} refused`) });
+    logger.error({ err: error, attempt: { url: `https://example.com/?k=${SECRET}`, args: ['--token', SECRET] } }, 'delivery failed');
+    logger.warn(`retrying with ${SECRET}`);
+    logger.child({ hook: `Bearer ${SECRET}` }).info('child line');
+    logger.error(new Error(`plain ${SECRET}`));
+    expect(lines).toHaveLength(4);
+    for (const line of lines) expect(() => JSON.parse(line)).not.toThrow();
+    expect(text()).not.toContain(SECRET);
+    expect(text()).toContain('<secret:TOKEN>');
+    const first = JSON.parse(lines[0]!);
+    expect(first.err.message).toContain('<secret:TOKEN>@example.com');
+    expect(first.err.stack).toContain('<secret:TOKEN>');
+    expect(first.err.type).toBe('Error');
+    expect(first.attempt.args).toEqual(['--token', '<secret:TOKEN>']);
+    expect(JSON.parse(lines[3]!).msg).toBe('plain <secret:TOKEN>');
+  });
+
+  it('censors key fields whatever their value, and access tokens in URLs', () => {
+    const { logger, text } = capture();
+    logger.info({ llm: { model: 'm', api_key: 'sk-other' }, headers: { authorization: 'Bearer other' }, url: '/x/stream?after_seq=1&access_token=tok-123' }, 'configured');
+    expect(text()).not.toContain('sk-other');
+    expect(text()).not.toContain('Bearer other');
+    expect(text()).not.toContain('tok-123');
+    expect(text()).toContain('access_token=[redacted]');
+  });
+
+  it("scans only the strings that can carry a secret: a request line's URL and message, not its ids, method, route or numbers", () => {
+    const masked: string[] = [];
+    const { logger, lines } = capture(masked);
+    logger.info({ reqId: 'a6a336ea-c5d4-4480-938c-7dcdc238cbff', conversation_id: 'c2', method: 'GET', url: `/conversations?page_id=${SECRET}`, route: '/conversations', status: 200, ms: 1.5, ip: '127.0.0.1' }, 'request completed');
+    expect(masked.sort()).toEqual([`/conversations?page_id=${SECRET}`, 'request completed']);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ reqId: 'a6a336ea-c5d4-4480-938c-7dcdc238cbff', method: 'GET', url: '/conversations?page_id=<secret:TOKEN>', status: 200, ms: 1.5 });
+  });
+});
+
+describe('TurnBatchedOutput', () => {
+  it('writes the lines of one event-loop turn together when the turn ends, in order', async () => {
+    const file = path.join(tempDir(), 'log.jsonl');
+    const fd = fs.openSync(file, 'w');
+    try {
+      const output = new TurnBatchedOutput(fd);
+      output.write('one\n');
+      output.write('two\n');
+      expect(fs.readFileSync(file, 'utf8')).toBe('');
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(fs.readFileSync(file, 'utf8')).toBe('one\ntwo\n');
+      output.write('three\n');
+      output.flushSync();
+      expect(fs.readFileSync(file, 'utf8')).toBe('one\ntwo\nthree\n');
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+});
