@@ -9,10 +9,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { freePort, tempDir, type SpawnedServer } from './support/agentd.js';
 import { findNatsServer, startNatsServer, type NatsServer } from './support/nats-server.js';
 import { findPostgres, startPostgres, type PostgresCluster } from './support/postgres-cluster.js';
 import { WebhookReceiver } from './support/webhook-receiver.js';
+import { clusterRequest, startInstance } from './support/cluster-instances.js';
 
 const pg = findPostgres();
 const nats = findNatsServer();
@@ -20,15 +21,10 @@ const skipReason = 'missing' in pg ? pg.missing : null;
 if (skipReason) console.warn(`test/cluster-chaos.test.ts: skipped (${skipReason})`);
 const KILLS = Number(process.env.AGENTD_CHAOS_KILLS ?? 2);
 
-const headers = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)]!;
 
-async function call(base: string, path: string, init: RequestInit = {}): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${base}${path}`, { ...init, headers, signal: AbortSignal.timeout(20_000) });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : null };
-}
+const call = (base: string, path: string, init: RequestInit = {}) => clusterRequest(base, path, init, 20_000);
 
 describe.skipIf(skipReason !== null)('random kills across instances', () => {
   let cluster: PostgresCluster;
@@ -58,21 +54,11 @@ describe.skipIf(skipReason !== null)('random kills across instances', () => {
     // A restart on a loaded machine (2 shared cores, three servers, the database) can take far
     // longer than the usual start: its budget is generous, and the kills wait for it.
     const start = (port: number, dataDir: string) =>
-      spawnServer({
-        dataDir,
-        port,
-        healthyWithinMs: 120_000,
-        env: {
-          AGENTD_DATABASE_URL: databaseUrl,
-          ...(natsServer && { AGENTD_NATS_URL: natsServer.url }),
-          AGENTD_SECRET_KEY: 'one-key-for-every-instance',
-          AGENTD_WORKDIR_BASE: workdirs,
-          AGENTD_INSTANCE_URL: `http://127.0.0.1:${port}`,
-          AGENTD_LEASE_TTL_S: '2',
-          // AGENTD_CHAOS_LOG_LEVEL=info: the servers' logs in a failure's message.
-          ...(process.env.AGENTD_CHAOS_LOG_LEVEL && { AGENTD_LOG_LEVEL: process.env.AGENTD_CHAOS_LOG_LEVEL }),
-        },
-      });
+      startInstance(
+        { databaseUrl, natsUrl: natsServer?.url, workdirs, leaseTtlS: 2 },
+        // AGENTD_CHAOS_LOG_LEVEL=info: the servers' logs in a failure's message.
+        { dataDir, port, healthyWithinMs: 120_000, env: { ...(process.env.AGENTD_CHAOS_LOG_LEVEL && { AGENTD_LOG_LEVEL: process.env.AGENTD_CHAOS_LOG_LEVEL }) } },
+      );
     const dataDirs = [tempDir(), tempDir(), tempDir()];
     for (const dataDir of dataDirs) {
       const port = await freePort();

@@ -10,36 +10,15 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { tempDir, type SpawnedServer } from './support/agentd.js';
 import { findPostgres, startPostgres, type PostgresCluster } from './support/postgres-cluster.js';
+import { clusterRequest as api, eventually as until, startInstance } from './support/cluster-instances.js';
 
 const pg = findPostgres();
 const skipReason = 'missing' in pg ? pg.missing : null;
 if (skipReason) console.warn(`test/cluster-checkpoints.test.ts: skipped (${skipReason})`);
 
-const headers = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
 
-async function api(base: string, path: string, init: RequestInit = {}): Promise<{ status: number; body: any; text: string }> {
-  const response = await fetch(`${base}${path}`, { ...init, headers, signal: AbortSignal.timeout(30_000) });
-  const text = await response.text();
-  let body: unknown = null;
-  try {
-    body = text ? JSON.parse(text) : null;
-  } catch {
-    // a file's bytes
-  }
-  return { status: response.status, body, text };
-}
-
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe.skipIf(skipReason !== null)('checkpoints on the shared storage', () => {
   let cluster: PostgresCluster;
@@ -65,12 +44,7 @@ describe.skipIf(skipReason !== null)('checkpoints on the shared storage', () => 
       { text: 'done' },
     ]);
     const start = async (env: Record<string, string> = {}) => {
-      const port = await freePort();
-      const server = await spawnServer({
-        dataDir: tempDir(),
-        port,
-        env: { AGENTD_DATABASE_URL: databaseUrl, AGENTD_SECRET_KEY: 'one-key-for-every-instance', AGENTD_WORKDIR_BASE: workdirs, AGENTD_INSTANCE_URL: `http://127.0.0.1:${port}`, AGENTD_LEASE_TTL_S: '3', ...env },
-      });
+      const server = await startInstance({ databaseUrl, workdirs, leaseTtlS: 3 }, { dataDir: tempDir(), env });
       servers.push(server);
       return server;
     };

@@ -14,41 +14,20 @@ import { isDeepStrictEqual } from 'node:util';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { tempDir, type SpawnedServer } from './support/agentd.js';
 import { findNatsServer, startNatsServer, type NatsServer } from './support/nats-server.js';
 import { findPostgres, startPostgres, type PostgresCluster } from './support/postgres-cluster.js';
+import { clusterHeaders as headers, clusterRequest as api, eventually as until, startInstance, type ClusterAnswer as Answer } from './support/cluster-instances.js';
 
 const pg = findPostgres();
 const nats = findNatsServer();
 const skipReason = 'missing' in pg ? pg.missing : null;
 if (skipReason) console.warn(`test/cluster-consistency.test.ts: skipped (${skipReason})`);
 
-const headers = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
 const TTL_S = 4;
 
-interface Answer {
-  status: number;
-  body: any;
-  headers: Headers;
-  ms: number;
-}
 
-async function api(base: string, path: string, init: RequestInit = {}): Promise<Answer> {
-  const started = Date.now();
-  const response = await fetch(`${base}${path}`, { ...init, headers, signal: AbortSignal.timeout(30_000) });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : null, headers: response.headers, ms: Date.now() - started };
-}
 
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe.skipIf(skipReason !== null)('three instances answer alike', () => {
   let cluster: PostgresCluster;
@@ -67,19 +46,7 @@ describe.skipIf(skipReason !== null)('three instances answer alike', () => {
     databaseUrl = await cluster.createDatabase();
     const workdirs = tempDir('agentd-consistency-workdirs-');
     const start = async () => {
-      const port = await freePort();
-      const server = await spawnServer({
-        dataDir: tempDir(),
-        port,
-        env: {
-          AGENTD_DATABASE_URL: databaseUrl,
-          ...(natsServer && { AGENTD_NATS_URL: natsServer.url }),
-          AGENTD_SECRET_KEY: 'one-key-for-every-instance',
-          AGENTD_WORKDIR_BASE: workdirs,
-          AGENTD_INSTANCE_URL: `http://127.0.0.1:${port}`,
-          AGENTD_LEASE_TTL_S: String(TTL_S),
-        },
-      });
+      const server = await startInstance({ databaseUrl, natsUrl: natsServer?.url, workdirs, leaseTtlS: TTL_S }, { dataDir: tempDir() });
       servers.push(server);
       return server;
     };

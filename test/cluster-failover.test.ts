@@ -7,12 +7,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { freePort, spawnServer, tempDir, type SpawnedServer } from './support/agentd.js';
 import { findNatsServer, startNatsServer, type NatsServer } from './support/nats-server.js';
 import { findPostgres, startPostgres, type PostgresCluster } from './support/postgres-cluster.js';
 import { connectSse, type SseConnection } from './support/sse-client.js';
 import { killMatching } from './support/processes.js';
 import { WebhookReceiver } from './support/webhook-receiver.js';
+import { clusterHeaders as headers, clusterRequest, eventually as until, startInstance } from './support/cluster-instances.js';
 
 const pg = findPostgres();
 const nats = findNatsServer();
@@ -20,24 +21,9 @@ const skipReason = 'missing' in pg ? pg.missing : null;
 if (skipReason) console.warn(`test/cluster-failover.test.ts: skipped (${skipReason})`);
 else if ('missing' in nats) console.warn(`test/cluster-failover.test.ts: runs on LISTEN/NOTIFY (${nats.missing})`);
 
-const headers = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
+// Bounded: a request forwarded to a stopped (not dead) holder waits for it; the probes retry.
+const api = (base: string, path: string, init: RequestInit = {}) => clusterRequest(base, path, init, 5_000);
 
-async function api(base: string, path: string, init: RequestInit = {}): Promise<{ status: number; body: any }> {
-  // Bounded: a request forwarded to a stopped (not dead) holder waits for it; the probes retry.
-  const response = await fetch(`${base}${path}`, { ...init, headers, signal: AbortSignal.timeout(5_000) });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : null };
-}
-
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 /** The stored events an SSE connection received (deltas and comments left out), by seq. */
 const seqsOf = (connection: SseConnection) => connection.messages.filter((message) => message.id !== undefined).map((message) => (JSON.parse(message.data) as { seq: number }).seq);
@@ -72,21 +58,7 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
     const databaseUrl = await cluster.createDatabase();
     const workdirs = tempDir('agentd-cluster-workdirs-');
     llm = await startFakeLlm([{ text: 'starting', toolCalls: [{ name: 'bash', arguments: { command: marker } }] }, { text: 'after failover' }]);
-    const start = async () => {
-      const port = await freePort();
-      return spawnServer({
-        dataDir: tempDir(),
-        port,
-        env: {
-          AGENTD_DATABASE_URL: databaseUrl,
-          ...(natsServer && { AGENTD_NATS_URL: natsServer.url }),
-          AGENTD_SECRET_KEY: 'one-key-for-every-instance',
-          AGENTD_WORKDIR_BASE: workdirs,
-          AGENTD_INSTANCE_URL: `http://127.0.0.1:${port}`,
-          AGENTD_LEASE_TTL_S: '3',
-        },
-      });
-    };
+    const start = () => startInstance({ databaseUrl, natsUrl: natsServer?.url, workdirs, leaseTtlS: 3 }, { dataDir: tempDir() });
     const [a, b, c] = await Promise.all([start(), start(), start()]);
     servers.push(a!, b!, c!);
 
