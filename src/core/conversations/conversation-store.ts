@@ -1,16 +1,14 @@
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
 import { ConversationQuarantinedError, DamagedDataError, NotFoundError, type Damage } from '../errors.js';
 import { decodePageId, encodePageId, isKeyCursor, type Page } from '../pagination.js';
-import { CONDENSER_DEFAULTS, type Conversation, type LlmUsage, type PendingAction, type SandboxNetwork } from '../schemas/conversation.js';
+import type { Conversation, LlmUsage, PendingAction, SandboxNetwork } from '../schemas/conversation.js';
 import type { ConversationStatus } from '../schemas/event.js';
-import { redactLlmConfig } from '../schemas/llm-config.js';
-import { publicHooks } from '../schemas/tool-control.js';
-import { publicMcpServers } from '../schemas/mcp-servers.js';
 import type { AppendedEvent, EventLog } from '../events/event-log.js';
 import type { EventReader } from '../events/event-recorder.js';
 import type { ConversationRecord, ConversationRepository } from './conversation-record.js';
 import { SortedIndex } from './sorted-index.js';
 import { placeholderRecord } from './placeholder-record.js';
+import { publicConversation } from './public-conversation.js';
 import type { ConversationSummary } from './summary-store.js';
 
 export interface ListConversationsQuery {
@@ -20,7 +18,6 @@ export interface ListConversationsQuery {
   pageId?: string | undefined;
   limit: number;
 }
-
 
 /** The config fields a client may change after creation (PUT /config), already checked. */
 export type ConfigChange = Partial<
@@ -196,33 +193,9 @@ export class ConversationStore {
   }
 
   toPublic(record: Readonly<ConversationRecord>): Conversation {
-    return {
-      id: record.id,
-      title: record.title,
-      status: record.status,
-      workdir: record.workdir,
-      llm: record.llm ? redactLlmConfig(record.llm) : null,
-      tools: record.tools,
-      max_iterations_per_run: record.max_iterations_per_run,
-      confirmation_mode: record.confirmation_mode,
-      pending_actions: record.pending_actions,
-      current_run_id: record.current_run_id,
-      event_count: record.quarantine ? 0 : (this.eventCounts.get(record.id) ?? 0),
-      usage: record.usage,
-      created_at: record.created_at,
-      updated_at: record.updated_at,
-      metadata: record.metadata,
-      sandbox: { network: record.sandbox?.network ?? true },
-      mcp_servers: publicMcpServers(record.mcp_servers),
-      permissions: record.permissions ?? {},
-      hooks: publicHooks(record.hooks),
-      setting_sources: record.setting_sources ?? ['project'],
-      condenser: record.condenser === null ? null : { max_tokens: record.condenser?.max_tokens ?? null, keep_first: record.condenser?.keep_first ?? CONDENSER_DEFAULTS.keep_first, keep_last: record.condenser?.keep_last ?? CONDENSER_DEFAULTS.keep_last },
-      multitask_strategy: record.multitask_strategy ?? 'enqueue',
-      agents: record.agents ?? {},
-      quarantine: record.quarantine ?? null,
-    };
+    return publicConversation(record, this.eventCounts.get(record.id) ?? 0);
   }
+
 
   // --- Transitions: the only ways a record changes ------------------------------------------
 
