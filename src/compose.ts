@@ -16,7 +16,6 @@ import { VERSION } from './version.js';
 import { composeStorage, type Storage } from './compose-storage.js';
 import { Ownership } from './cluster/ownership.js';
 import { OpenAiLlmClient } from './adapters/openai-llm.js';
-import { selectTextSearcher } from './adapters/ripgrep-searcher.js';
 import { BashShellFactory } from './adapters/bash-shell.js';
 import { ShellLedger } from './adapters/shell-ledger.js';
 import { Metrics } from './adapters/prometheus-metrics.js';
@@ -26,25 +25,10 @@ import { SdkMcpConnector } from './adapters/mcp-sdk-connector.js';
 import { McpRegistry } from './core/mcp/mcp-registry.js';
 import { WebhookTargets } from './core/webhooks/webhook-targets.js';
 import { CommandService } from './core/commands/command-service.js';
-import { bashTool } from './core/tools/bash.js';
 import { AgentRuntime } from './core/agent/agent-runtime.js';
 import { SecretService } from './core/secrets/secret-service.js';
 import type { LlmClient } from './core/agent/llm.js';
 import type { ShellFactory } from './core/tools/shell-session.js';
-import type { ToolDefinition } from './core/tools/tool.js';
-import { fileEditorTool } from './core/tools/file-editor.js';
-import { finishTool } from './core/tools/finish.js';
-import { askUserTool } from './core/tools/ask-user.js';
-import { createWebFetchTool } from './core/tools/web-fetch.js';
-import { UndiciWebFetcher } from './adapters/undici-web-fetcher.js';
-import { ProviderWebSearcher } from './adapters/web-search-providers.js';
-import { createWebSearchTool } from './core/tools/web-search.js';
-import { globTool } from './core/tools/glob.js';
-import { createGrepTool } from './core/tools/grep.js';
-import { taskTrackerTool } from './core/tools/task-tracker.js';
-import { taskTool } from './core/tools/task.js';
-import { skillTool } from './core/tools/skill.js';
-import { slashCommandTool } from './core/tools/slash-command.js';
 import { loadCatalog } from './core/catalog/project-catalog.js';
 import { workspaceCatalogFiles } from './core/catalog/workspace-catalog-files.js';
 import { WorkspaceFiles } from './core/workspace/workspace-files.js';
@@ -54,6 +38,7 @@ import { MAX_IMAGE_BYTES, sniffImageType } from './core/schemas/message-content.
 import { imageTooLarge } from './core/conversations/message-images.js';
 import type { CallbackService } from './core/webhooks/callback-service.js';
 import { composeWebhooks } from './compose-webhooks.js';
+import { composeTools } from './compose-tools.js';
 import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
 import { DiskSpace } from './adapters/disk-space.js';
 import { HostWorkdirs } from './adapters/host-workdirs.js';
@@ -64,8 +49,6 @@ import { FileCheckpointStore } from './adapters/file-checkpoint-store.js';
 import { FileIntentStore } from './adapters/file-intent-store.js';
 import { GitShadowRepository } from './adapters/git-shadow-repository.js';
 import { ServerStatus } from './core/health/server-status.js';
-
-export const BUILTIN_TOOL_NAMES = ['bash', 'file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'web_fetch', 'task', 'skill', 'slash_command', 'finish'] as const;
 
 /** Everything the HTTP layer calls: built once, in one place (the composition root). */
 export interface Services {
@@ -182,10 +165,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.jsonl'), path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
-  const webFetcher = new UndiciWebFetcher({ ...config.web.fetch, userAgent: `agentd/${VERSION} (web_fetch)` });
-  const webSearcher = config.web.search ? new ProviderWebSearcher({ ...config.web.search, timeoutMs: config.web.fetch.timeoutMs, userAgent: `agentd/${VERSION}` }) : null;
-  const tools: ToolDefinition[] = [bashTool, fileEditorTool, globTool, createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } })), taskTrackerTool, askUserTool, createWebFetchTool(webFetcher), ...(webSearcher ? [createWebSearchTool(webSearcher)] : []), taskTool, skillTool, slashCommandTool, finishTool] as ToolDefinition[];
-  // web_search exists only when the operator configured a provider.
+  const { tools, close: closeTools } = await composeTools(config, launcher);
   const toolNames: readonly string[] = tools.map((tool) => tool.name);
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
@@ -395,8 +375,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await ownership?.close();
       await webhooks.close();
       await hookClient.close();
-      await webFetcher.close();
-      await webSearcher?.close();
+      await closeTools();
       streams.closeAll('server_shutting_down');
       await storage.close();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any more.
