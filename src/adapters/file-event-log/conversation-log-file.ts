@@ -4,6 +4,7 @@ import { ENTRY_SIZE, decodeEntry, encodeEntry, idPrefixOf, kindCode, sourceCode,
 import type { AgentEvent } from '../../core/schemas/event.js';
 import { KindIndex } from './kind-index.js';
 import { verifyLog, type LogState } from './log-verifier.js';
+import { readAt, writeAll } from './whole-io.js';
 
 /** A scan reads the index in chunks: small first (a page needs about `limit` entries), doubling up to the largest. */
 const FIRST_SCAN_CHUNK_ENTRIES = 128;
@@ -15,22 +16,6 @@ const LINE_GAP = 4096;
 const LINE_SPAN = 1 << 20;
 
 /** Write all of a buffer at the end of a file opened for appending. */
-function writeAll(fd: number, buffer: Buffer): void {
-  let written = 0;
-  while (written < buffer.length) written += fs.writeSync(fd, buffer, written, buffer.length - written);
-}
-
-function readAt(fd: number, length: number, position: number): Buffer {
-  const buffer = Buffer.allocUnsafe(length);
-  let read = 0;
-  while (read < length) {
-    const n = fs.readSync(fd, buffer, read, length - read, position + read);
-    if (n === 0) break;
-    read += n;
-  }
-  return read === length ? buffer : buffer.subarray(0, read);
-}
-
 /**
  * One conversation's `events.jsonl` (the log: one JSON event a line, append-only),
  * `events.idx` (fixed-width entries, see index-entry.ts) and `events.kinds/` (the seqs of each

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { EVENT_KINDS } from '../../core/schemas/event.js';
 import { ENTRY_SIZE } from './index-entry.js';
+import { readAt, writeAt } from './whole-io.js';
 
 /**
  * The per-kind indexes of one conversation: `events.kinds/<kind>.seq` holds the seqs of that
@@ -32,22 +33,6 @@ interface KindFile {
   length: number;
   /** The last of them (0 when none). */
   last: number;
-}
-
-function readAt(fd: number, length: number, position: number): Buffer {
-  const buffer = Buffer.allocUnsafe(length);
-  let read = 0;
-  while (read < length) {
-    const n = fs.readSync(fd, buffer, read, length - read, position + read);
-    if (n === 0) break;
-    read += n;
-  }
-  return read === length ? buffer : buffer.subarray(0, read);
-}
-
-function writeAt(fd: number, buffer: Buffer, position: number): void {
-  let written = 0;
-  while (written < buffer.length) written += fs.writeSync(fd, buffer, written, buffer.length - written, position + written);
 }
 
 function fileName(kind: number): string {

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { DamagedDataError } from '../../core/errors.js';
 import type { AgentEvent } from '../../core/schemas/event.js';
 import { ENTRY_SIZE, decodeEntry, encodeEntry, idPrefixOf, kindCode, sourceCode } from './index-entry.js';
+import { readAt } from './whole-io.js';
 
 const CHUNK = 1 << 20;
 const OPEN_BRACE = 0x7b;
@@ -51,17 +52,6 @@ function scanLines(logFd: number, logSize: number): LineSpans {
   }
   spans.end = lineStart;
   return spans;
-}
-
-function readAt(fd: number, length: number, position: number): Buffer {
-  const buffer = Buffer.allocUnsafe(length);
-  let read = 0;
-  while (read < length) {
-    const n = fs.readSync(fd, buffer, read, length - read, position + read);
-    if (n === 0) break;
-    read += n;
-  }
-  return buffer.subarray(0, read);
 }
 
 /**
