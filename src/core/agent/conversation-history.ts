@@ -7,7 +7,11 @@ const CONDENSED_HISTORY = readAsset(import.meta.url, 'condensed-history.md').tri
 
 type AssistantMessage = Extract<LlmMessage, { role: 'assistant' }>;
 
-/** One message of the history with the seqs of the events it was folded from (first and last). */
+/**
+ * One message of the history with the seqs of the events it was folded from (first and last).
+ * A message object never changes once made (a call joining a turn replaces its assistant
+ * message): an LLM client may keep its encoding by the object's identity.
+ */
 export interface HistoryEntry {
   readonly message: LlmMessage;
   readonly seq: number;
@@ -35,12 +39,13 @@ export const INTERRUPTED_RESULT = 'The tool call did not complete: it was interr
  */
 export class ConversationHistory {
   private system: string | null = null;
+  private systemMessage: LlmMessage | null = null;
   /** The tool schemas recorded with the system prompt, as JSON (the runtime compares them). */
   private systemTools = '';
   private messages: HistoryEntry[] = [];
   private deferred: HistoryEntry[] = [];
   private readonly openCalls = new Map<string, string>();
-  private current: { responseId: string | null; entry: HistoryEntry & { message: AssistantMessage } } | null = null;
+  private current: { responseId: string | null; entry: { message: AssistantMessage; seq: number; lastSeq: number } } | null = null;
   /** The seq of the event being folded (entries carry it). */
   private folding = 0;
   /** Prompt tokens of the last LLM request as reported (a condensation sets its estimate). */
@@ -65,6 +70,7 @@ export class ConversationHistory {
     switch (event.kind) {
       case 'system_prompt':
         this.system = event.content;
+        this.systemMessage = null;
         this.systemTools = JSON.stringify(event.tools);
         return;
       case 'message':
@@ -203,14 +209,17 @@ export class ConversationHistory {
     return [...this.openCalls.keys()];
   }
 
-  /** The messages to send: system first, every call answered, deferred user messages after. */
+  /**
+   * The messages to send: system first, every call answered, deferred user messages after. The
+   * same objects from one snapshot to the next while they stay in the history (never changed).
+   */
   snapshot(): LlmMessage[] {
     const out: LlmMessage[] = [];
-    if (this.system !== null) out.push({ role: 'system', content: this.system });
+    if (this.system !== null) out.push((this.systemMessage ??= { role: 'system', content: this.system }));
     for (const { message } of this.messages) out.push(message);
     for (const id of this.openCalls.keys()) out.push({ role: 'tool', tool_call_id: id, content: INTERRUPTED_RESULT });
     for (const { message } of this.deferred) out.push(message);
-    return out.map((message) => (message.role === 'assistant' && message.tool_calls ? { ...message, tool_calls: [...message.tool_calls] } : message));
+    return out;
   }
 
   private entry(message: LlmMessage): HistoryEntry {
@@ -231,8 +240,10 @@ export class ConversationHistory {
       this.messages.push(entry);
       this.current = { responseId, entry };
     }
-    this.current!.entry.message.tool_calls!.push(call);
-    this.current!.entry.lastSeq = this.folding;
+    // A new message with the call added: snapshots already taken keep the one they have.
+    const entry = this.current!.entry;
+    entry.message = { ...entry.message, tool_calls: [...(entry.message.tool_calls ?? []), call] };
+    entry.lastSeq = this.folding;
     this.openCalls.set(call.id, call.name);
   }
 
