@@ -1,6 +1,7 @@
 // The body encoded from kept pieces is the body shaped and stringified whole, byte for byte,
 // whatever the provider's quirks, and stays so while the history grows, is condensed or rolled back.
 import { describe, expect, it } from 'vitest';
+import { WIRE_MESSAGE_CODEC } from '../src/adapters/chat-message-codec.js';
 import { encodeChatRequest } from '../src/adapters/chat-request-body.js';
 import { shapeChatRequest } from '../src/adapters/chat-request-shape.js';
 import { ConversationHistory } from '../src/core/agent/conversation-history.js';
@@ -77,15 +78,20 @@ describe('request body encoded from kept pieces', () => {
       events.push(full);
       live.apply(full);
     };
-    const live = new ConversationHistory();
+    // The live history keeps wire texts (what the server does); the fresh fold is decoded objects, shaped and stringified whole.
+    const live = new ConversationHistory(WIRE_MESSAGE_CODEC);
     const fresh = () => {
       const history = new ConversationHistory();
       for (const event of events) history.apply(event);
       return history;
     };
     const check = () => {
-      const liveRequest = request({}, live.snapshot());
-      expect(encodeChatRequest(liveRequest, { stream: true }).text).toBe(JSON.stringify(shapeChatRequest(request({}, fresh().snapshot()), { stream: true }).body));
+      for (const settings of [{}, { model: 'anthropic/claude-sonnet-4.5', base_url: 'https://openrouter.ai/api/v1' }]) {
+        const liveRequest = { ...request(settings, live.snapshot()), encoded: live.encoded() };
+        const expected = JSON.stringify(shapeChatRequest(request(settings, fresh().snapshot()), { stream: true }).body);
+        expect(encodeChatRequest(liveRequest, { stream: true }).text).toBe(expected);
+        expect(live.snapshot()).toEqual(fresh().snapshot());
+      }
     };
     add({ kind: 'system_prompt', source: 'system', content: 'sys', tools: [] });
     add({ kind: 'message', source: 'user', role: 'user', content: 'hi' });
@@ -110,20 +116,39 @@ describe('request body encoded from kept pieces', () => {
     check();
   });
 
-  it("the history's messages are never changed: a snapshot keeps what it held when a call joins the turn", () => {
-    const history = new ConversationHistory();
+  it('the wire codec gives back every message the history makes, or keeps it as an object', () => {
+    const messages: LlmMessage[] = [
+      ...MESSAGES,
+      { role: 'assistant', content: 'thinking', tool_calls: [{ id: 'a', name: 'bash', arguments: '{}' }, { id: 'b', name: 'x', arguments: 'not json', extra: { extra_content: { google: { thought_signature: 's' } }, index_hint: 2 } }] },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c', name: 'bash', arguments: '{}', extra: { type: 'custom' } }] },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'd', name: 'bash', arguments: '{}', extra: {} }] },
+      { role: 'assistant', content: null, tool_calls: [] },
+      { role: 'user', content: 'café 漢字 🚀 "q" \\ \n' },
+    ];
+    for (const message of messages) {
+      const text = WIRE_MESSAGE_CODEC.encode(message);
+      if (text === null) continue;
+      expect(WIRE_MESSAGE_CODEC.decode(text)).toEqual(message);
+      expect(JSON.stringify(WIRE_MESSAGE_CODEC.decode(text))).toBe(JSON.stringify(message));
+    }
+    // Kept as objects: images (by path, too), an assistant message with neither text nor calls, provider fields named like the call's own or empty.
+    expect(messages.filter((message) => WIRE_MESSAGE_CODEC.encode(message) === null)).toHaveLength(5);
+  });
+
+  it('a request made before a call joined the turn keeps the text it had', () => {
+    const history = new ConversationHistory(WIRE_MESSAGE_CODEC);
     let seq = 0;
     const apply = (event: Record<string, unknown>) => history.apply({ id: 'x', conversation_id: 'c', timestamp: 't', seq: ++seq, ...event } as unknown as AgentEvent);
     apply({ kind: 'system_prompt', source: 'system', content: 'sys', tools: [] });
     apply({ kind: 'message', source: 'user', role: 'user', content: 'hi' });
     apply({ kind: 'action', source: 'agent', tool_call_id: 'a', tool_name: 'bash', arguments: {}, llm_response_id: 'r' });
-    const before = history.snapshot();
+    const before = history.encoded().items;
     const frozen = JSON.stringify(before);
     apply({ kind: 'action', source: 'agent', tool_call_id: 'b', tool_name: 'bash', arguments: {}, llm_response_id: 'r' });
     expect(JSON.stringify(before)).toBe(frozen);
-    const after = history.snapshot();
+    const after = history.encoded().items;
     expect(after[0]).toBe(before[0]);
-    expect(after[1]).toBe(before[1]);
     expect(after[2]).not.toBe(before[2]);
+    expect(JSON.parse(after[2] as string).tool_calls).toHaveLength(2);
   });
 });

@@ -8,7 +8,8 @@
  * `JSON.stringify(shapeChatRequest(request, options).body)` (test/chat-request-body.test.ts).
  */
 import { randomUUID } from 'node:crypto';
-import type { LlmMessage, LlmRequest, LlmToolSchema } from '../core/agent/llm.js';
+import type { EncodedMessages, LlmMessage, LlmRequest, LlmToolSchema } from '../core/agent/llm.js';
+import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
 import { cacheMarkIndexes, shapeWith, toWireMessage, toWireTool, withCacheMark, type ShapeOptions } from './chat-request-shape.js';
 
 export interface EncodedRequest {
@@ -39,7 +40,9 @@ export function encodeChatRequest(request: LlmRequest, options: ShapeOptions): E
   let toolsText = '[]';
   const shaped = shapeWith(request, options, {
     messages: (endpoint) => {
-      messagesText = encodeMessages(request.messages, endpoint.promptCache);
+      // The history's own texts when it keeps them in the wire form; else the messages, encoded here.
+      const encoded = request.encoded?.codec === WIRE_MESSAGE_CODEC ? request.encoded : null;
+      messagesText = encoded ? encodeItems(encoded, endpoint.promptCache) : encodeMessages(request.messages, endpoint.promptCache);
       return MESSAGES_SLOT;
     },
     tools: (endpoint) => {
@@ -56,6 +59,25 @@ export function encodeChatRequest(request: LlmRequest, options: ShapeOptions): E
 function encodeMessages(messages: readonly LlmMessage[], promptCache: boolean): string {
   const marks = promptCache ? cacheMarkIndexes(messages) : [];
   const pieces = messages.map((message, index) => (marks.includes(index) ? JSON.stringify(withCacheMark(toWireMessage(message))) : messageText(message)));
+  return `[${pieces.join(',')}]`;
+}
+
+/** Texts of the wire codec go as they are; the (at most two) messages marked for the prompt cache are decoded and marked. */
+function encodeItems(encoded: EncodedMessages, promptCache: boolean): string {
+  const { items, codec } = encoded;
+  const message = (item: string | LlmMessage) => (typeof item === 'string' ? codec.decode(item) : item);
+  let marks: number[] = [];
+  if (promptCache && items.length > 0) {
+    // The system prompt comes first; the last message is the other candidate.
+    const system = items.findIndex((item) => message(item).role === 'system');
+    const candidates = [...(system >= 0 ? [system] : []), items.length - 1];
+    const view = items.map((_, index) => (candidates.includes(index) ? message(items[index]!) : { role: 'other' }));
+    marks = cacheMarkIndexes(view);
+  }
+  const pieces = items.map((item, index) => {
+    if (marks.includes(index)) return JSON.stringify(withCacheMark(toWireMessage(message(item))));
+    return typeof item === 'string' ? item : messageText(item);
+  });
   return `[${pieces.join(',')}]`;
 }
 

@@ -9,6 +9,7 @@ import type { Stream } from 'openai/streaming';
 import { LlmError, type LlmClient, type LlmMessage, type LlmRequest, type LlmResponse, type LlmSettings } from '../core/agent/llm.js';
 import { DEFAULT_BASE_URL, supportsJsonSchema } from './chat-request-shape.js';
 import { encodeChatRequest, type EncodedRequest } from './chat-request-body.js';
+import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
 import { ChatChunkAccumulator, extraFieldsOf, normalizeToolCall, usageOf } from './chat-chunk-accumulator.js';
 import { llmFetch } from './undici-llm-fetch.js';
 import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, sleep } from './llm-retry.js';
@@ -59,6 +60,8 @@ class AttemptFailure extends Error {
 }
 
 export class OpenAiLlmClient implements LlmClient {
+  /** Histories keep their messages as the wire text a request carries (chat-message-codec.ts). */
+  readonly codec = WIRE_MESSAGE_CODEC;
   private readonly clients = new Map<string, OpenAI>();
   private readonly stream: boolean;
 
