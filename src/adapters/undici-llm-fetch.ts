@@ -7,18 +7,11 @@
  * What it cannot send this way (a body that is not text, a `Request` object) and a redirect go
  * through Node's fetch, as before.
  */
-import { Agent, request } from 'undici';
+import { getGlobalDispatcher, request } from 'undici';
 
 /** Statuses whose Response must have no body. */
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
 const REDIRECT = new Set([301, 302, 303, 307, 308]);
-
-let dispatcher: Agent | undefined;
-
-/** One connection pool per origin for every LLM client of the process (keep-alive, as fetch's global one). */
-function pool(): Agent {
-  return (dispatcher ??= new Agent({ keepAliveTimeout: 4_000 }));
-}
 
 export async function llmFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
   const body = init?.body;
@@ -32,7 +25,8 @@ export async function llmFetch(input: string | URL | Request, init?: RequestInit
     headers,
     body: body ?? null,
     signal: init?.signal ?? null,
-    dispatcher: pool(),
+    // undici's global dispatcher: one keep-alive pool per origin, as fetch's (a test may route it, like a hosts file).
+    dispatcher: getGlobalDispatcher(),
   });
   if (REDIRECT.has(answer.statusCode) && answer.headers.location !== undefined) {
     // LLM endpoints do not redirect; one that does gets the request again through fetch, which follows it.
