@@ -138,8 +138,9 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     log,
     hostNetworkAllowed: config.sandbox.network.hostAllowed,
     integrityChecks: [(id) => void runs.list(id)],
-    // Several instances list each other's conversations from the database: usage is saved as it grows.
+    // Several instances list each other's conversations from the database: usage and run starts are saved as they happen.
     persistUsage: storage.kind === 'postgres',
+    persistRunStart: storage.kind === 'postgres',
   });
   const sessions = new AgentSessions(log);
   const secrets = new SecretService({ conversations: store, onChange: (conversationId, change) => sessions.updateShellEnv(conversationId, change) });
