@@ -1,6 +1,4 @@
-import fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { findInPath } from '../src/adapters/sandbox-mounts.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { processAlive, waitForProcess } from './support/processes.js';
 
@@ -51,49 +49,5 @@ describe('AGENTD_IDLE_TIMEOUT_S', () => {
     const last = harness.llm.requests.at(-1)!;
     const toolMessages = (last.body.messages ?? []).filter((message) => message.role === 'tool');
     expect(JSON.stringify(toolMessages.at(-1)?.content)).toContain('The shell was stopped after 1 s idle');
-  });
-});
-
-/** The server's (this process's) children whose command line contains `pattern`: the outermost process of each shell. */
-function childrenMatching(pattern: string): number[] {
-  const out: number[] = [];
-  for (const pid of fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
-    try {
-      const parent = Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
-      if (parent === process.pid && fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').includes(pattern)) out.push(Number(pid));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
-
-// The sandbox's bwrap names the workdir on its command line: that is how this test sees the shell.
-const bwrapSandbox = Boolean(findInPath('bwrap', process.env.PATH ?? '/usr/bin:/bin')) && (process.env.AGENTD_SANDBOX ?? 'auto') !== 'none';
-if (!bwrapSandbox) console.warn('test/idle-release.test.ts: the shell-at-creation test skipped (no bwrap sandbox here)');
-
-describe.runIf(bwrapSandbox)('a shell started at creation', () => {
-  it('is the one the first run uses, and goes after the idle timeout when no run comes', async () => {
-    harness = await startAgentHarness([bash('echo from the warm shell'), { text: 'done' }], { env: { AGENTD_IDLE_TIMEOUT_S: '2' } });
-    const id = await harness.createConversation();
-    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
-    // No message yet: the shell (its sandbox) starts anyway.
-    await waitForProcess(workdir, 15_000);
-    const before = childrenMatching(workdir);
-    expect(before).toHaveLength(1);
-    expect((await harness.post(`/conversations/${id}/messages`, { content: 'go' })).status).toBe(202);
-    await harness.waitForStatus(id, ['idle', 'error']);
-    const [observation] = (await harness.events(id)).filter((event) => event.kind === 'observation');
-    expect(observation).toMatchObject({ is_error: false, data: { exit_code: 0 } });
-    expect(observation.content).toContain('from the warm shell');
-    expect(observation.content).not.toMatch(/restarted/);
-    // The same sandbox ran the command: no second shell was started for the run.
-    expect(childrenMatching(workdir)).toEqual(before);
-
-    // Another conversation that never runs: its shell goes after the idle timeout.
-    const unused = await harness.createConversation();
-    const unusedWorkdir = (await harness.get(`/conversations/${unused}`)).body.workdir as string;
-    await waitForProcess(unusedWorkdir, 15_000);
-    await waitForNoProcess(unusedWorkdir, 15_000);
   });
 });
