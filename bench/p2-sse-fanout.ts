@@ -39,11 +39,12 @@ export const p2SseFanout: Benchmark = {
         batchedAlone = Math.max(batchedAlone, await appendBatched({ server, conversationId: await createConversation(server.services), events }));
         appendCpuUs = Math.min(appendCpuUs, cpuUs(cpuFrom) / events);
       }
-      const flatOut = await fanOut({ server, subscribers, events, profile: process.env.AGENTD_BENCH_P2_PROFILE });
+      const profile = process.env.AGENTD_BENCH_P2_PROFILE;
+      const flatOut = await fanOut({ server, subscribers, events, profile: profile && path.join(profile, 'flat-out') });
       const deliveredPerS = events / (flatOut.elapsedMs / 1000);
       // Paced at the 200 events/s, and at half the rate the subscribers take flat out: latency without a backlog.
       const pacedEvents = Math.min(events / 5, PACED_PER_S * 10);
-      const paced = await fanOut({ server, subscribers, events: pacedEvents, ratePerS: PACED_PER_S });
+      const paced = await fanOut({ server, subscribers, events: pacedEvents, ratePerS: PACED_PER_S, profile: profile && path.join(profile, 'paced') });
       const halfEvents = Math.max(200, Math.min(events / 5, Math.round(deliveredPerS * 10)));
       const half = await fanOut({ server, subscribers, events: halfEvents, ratePerS: deliveredPerS / 2 });
       const perS = (run: FanOutResult) => run.events / (run.elapsedMs / 1000);
@@ -142,8 +143,9 @@ function cpuUs(from: NodeJS.CpuUsage): number {
 }
 
 /**
- * AGENTD_BENCH_P2_PROFILE=<dir>: CPU profiles of the flat-out run, the server's (this process,
- * from the first append to the last arrival) and the subscriber process's, written to <dir>.
+ * AGENTD_BENCH_P2_PROFILE=<dir>: CPU profiles of the flat-out run and of the run paced at 200/s,
+ * the server's (this process, from the first append to the last arrival) and the subscriber
+ * process's, written to <dir>/flat-out and <dir>/paced.
  */
 async function profiled<T>(dir: string | undefined, work: () => Promise<T>): Promise<T> {
   if (!dir) return work();

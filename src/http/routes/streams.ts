@@ -3,9 +3,10 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyReply } from 'fastify';
 import type { Services } from '../../compose.js';
 import { InvalidRequestError } from '../../core/errors.js';
-import type { EventStream, StreamItem } from '../../core/events/event-stream.js';
+import type { EventStream } from '../../core/events/event-stream.js';
 import { StreamQuery } from '../contract/events.js';
 import { ConversationParams, errors } from '../route-schemas.js';
+import { SseWriter } from '../sse-writer.js';
 
 const SSE_DESCRIPTION =
   'Server-Sent Events: `id: <cursor>`, `event: <kind>`, `data: <event JSON>`. History after the cursor first, then live events. ' +
@@ -37,52 +38,21 @@ async function pipeStream(reply: FastifyReply, stream: EventStream, release: () 
     }, FLUSH_GRACE_MS).unref();
   });
   reply.sse.sendHeaders();
-  const socket = reply.raw;
-  socket.write('retry: 2000\n\n');
+  const response = reply.raw;
+  response.write('retry: 2000\n\n');
+  const writer = new SseWriter(response);
   try {
-    // Each batch in one write of frames encoded once for all subscribers (event-stream.ts).
+    // Each batch in one write of frames encoded once for all subscribers (sse-writer.ts).
     for await (const batch of stream.batches()) {
-      if (socket.destroyed) break;
-      if (!socket.write(encoded(batch))) await drained(socket);
+      if (writer.closed) break;
+      if (!writer.write(batch)) await writer.drained();
     }
   } catch {
     // The client went away mid-write: nothing to answer.
   } finally {
     release();
-    if (!socket.destroyed && !socket.writableEnded) socket.end();
+    if (!response.destroyed && !response.writableEnded) response.end();
   }
-}
-
-/**
- * A batch as bytes, encoded once for every subscriber that gets the same batch (those caught up
- * with the log get the same items, in the same order, in the same turn): the same Buffer is then
- * written to each socket, without a copy or an encoding per subscriber.
- */
-const encodedBatches = new WeakMap<StreamItem, { items: StreamItem[]; bytes: Buffer }>();
-
-function encoded(batch: StreamItem[]): Buffer {
-  const first = batch[0]!;
-  const known = encodedBatches.get(first);
-  if (known && known.items.length === batch.length && known.items.every((item, index) => item === batch[index])) return known.bytes;
-  const bytes = Buffer.from(batch.length === 1 ? first.frame : batch.map((item) => item.frame).join(''), 'utf8');
-  encodedBatches.set(first, { items: batch, bytes });
-  return bytes;
-}
-
-/** Resolves once the socket takes more, or rejects when it closes first. */
-function drained(socket: FastifyReply['raw']): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const done = (error?: Error) => {
-      socket.off('drain', onDrain);
-      socket.off('close', onClose);
-      if (error) reject(error);
-      else resolve();
-    };
-    const onDrain = () => done();
-    const onClose = () => done(new Error('closed'));
-    socket.on('drain', onDrain);
-    socket.on('close', onClose);
-  });
 }
 
 const rawSerializer = (data: unknown) => (typeof data === 'string' ? data : JSON.stringify(data));
