@@ -78,6 +78,27 @@ describe('an HTTP/1.1 stream', () => {
   });
 });
 
+describe('heartbeats', () => {
+  it('come to an idle stream, and not to one busy with events', { timeout: 30_000 }, async () => {
+    const idle = await connect(request(`/conversations/${await createConversation()}/events/stream`));
+    const busyId = await createConversation();
+    const busy = await connect(request(`/conversations/${busyId}/events/stream`));
+    await Promise.all([idle, busy].map((connection) => connection.waitFor((responses) => responses[0]?.body.startsWith('retry:') === true)));
+    const before = [idle, busy].map((connection) => heartbeats(connection.responses()[0]));
+    // An event every 10 ms (a fifth of the 50 ms interval) until the idle stream has had 20 more heartbeats.
+    let sent = 0;
+    while (heartbeats(idle.responses()[0]) < before[0]! + 20) {
+      await append(busyId, `busy ${++sent}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await busy.waitFor((responses) => ids(responses[0]).length === sent);
+    const busyBeats = heartbeats(busy.responses()[0]) - before[1]!;
+    expect(busyBeats, `${busyBeats} heartbeats while ${sent} events came`).toBeLessThan(10);
+    idle.destroy();
+    busy.destroy();
+  });
+});
+
 describe('an HTTP/1.0 stream', () => {
   it('gets the same frames without chunked framing, and the connection closes when the stream ends', async () => {
     const id = await createConversation();
@@ -130,12 +151,13 @@ describe('many subscribers', () => {
   it('each gets every event exactly once, in order, through bursts, single events and others leaving', { timeout: 60_000 }, async () => {
     const id = await createConversation();
     const count = 150; // more than are woken in one event-loop turn
+    const others = server.services.streams.size;
     const subscribers = await Promise.all(Array.from({ length: count }, () => connect(request(`/conversations/${id}/events/stream`))));
     const globalBefore = await server.services.events.firehoseHead();
     const firehose = await connect(request(`/events/stream?after_seq=${globalBefore}`));
     const deadline = Date.now() + 20_000;
-    while (server.services.streams.liveCount < count + 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-    expect(server.services.streams.liveCount).toBe(count + 1);
+    while (server.services.streams.liveCount < others + count + 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(server.services.streams.liveCount).toBe(others + count + 1);
 
     let total = 0;
     const allHave = (connections: RawConnection[], n: number) => Promise.all(connections.map((connection) => connection.waitFor((responses) => ids(responses[0]).length >= n, 20_000)));
@@ -151,8 +173,8 @@ describe('many subscribers', () => {
         const leaving = subscribers.splice(0, count / 3);
         for (const connection of leaving) connection.destroy();
         const released = Date.now() + 10_000;
-        while (server.services.streams.size > subscribers.length + 1 && Date.now() < released) await new Promise((resolve) => setTimeout(resolve, 10));
-        expect(server.services.streams.size).toBe(subscribers.length + 1);
+        while (server.services.streams.size > others + subscribers.length + 1 && Date.now() < released) await new Promise((resolve) => setTimeout(resolve, 10));
+        expect(server.services.streams.size).toBe(others + subscribers.length + 1);
       }
       if (round % 4 === 0) await allHave(subscribers, total);
     }

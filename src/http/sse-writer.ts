@@ -12,15 +12,32 @@ import type { StreamItem } from '../core/events/event-stream.js';
  * current one, goes through `response.write` as before.
  */
 export class SseWriter {
-  constructor(private readonly response: ServerResponse) {}
+  /** The heartbeat tick (sse-heartbeats.ts) of the last write. */
+  lastTick = 0;
+  /** Waiting for the connection to take more: nothing else is written meanwhile. */
+  blocked = false;
+
+  constructor(
+    private readonly response: ServerResponse,
+    private readonly clock: { tick: number },
+  ) {}
 
   /** Like `write()`: false when the caller should wait for `drained()` before the next batch. */
   write(batch: StreamItem[]): boolean {
     if (batch.length === 0) return true;
+    this.lastTick = this.clock.tick;
     const socket = this.direct();
     if (!socket) return this.response.write(encoded(batch).plain);
     const bytes = encoded(batch);
     return socket.write(this.response.chunkedEncoding ? framed(bytes) : bytes.plain);
+  }
+
+  /** A heartbeat comment (ignored by clients; keeps proxies and the client's idle timers from closing the connection). */
+  heartbeat(): void {
+    this.lastTick = this.clock.tick;
+    const socket = this.direct();
+    if (!socket) this.response.write(HEARTBEAT_TEXT);
+    else socket.write(this.response.chunkedEncoding ? HEARTBEAT_CHUNK : HEARTBEAT);
   }
 
   get closed(): boolean {
@@ -30,8 +47,10 @@ export class SseWriter {
   /** Resolves once the connection takes more, or rejects when it closes first. */
   drained(): Promise<void> {
     const emitter = this.direct() ?? this.response;
+    this.blocked = true;
     return new Promise((resolve, reject) => {
       const done = (error?: Error) => {
+        this.blocked = false;
         emitter.off('drain', onDrain);
         this.response.off('close', onClose);
         if (error) reject(error);
@@ -86,6 +105,9 @@ function sameItems(known: StreamItem[], batch: StreamItem[]): boolean {
 }
 
 const CRLF = Buffer.from('\r\n');
+const HEARTBEAT_TEXT = ': heartbeat\n\n';
+const HEARTBEAT = Buffer.from(HEARTBEAT_TEXT);
+const HEARTBEAT_CHUNK = Buffer.from(`${HEARTBEAT.length.toString(16)}\r\n${HEARTBEAT_TEXT}\r\n`);
 
 /** A non-empty batch as one chunk of a chunked body (an empty chunk would end the body). */
 function framed(bytes: EncodedBatch): Buffer {

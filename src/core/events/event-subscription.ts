@@ -70,6 +70,8 @@ export class QueuedSubscription<Side = never> implements EventSubscription<Side>
   private queuedBytes = 0;
   private takenBytes = 0;
   private wake: (() => void) | null = null;
+  /** Already among those to wake (the first item queued since the consumer waited scheduled it). */
+  private wakeDue = false;
   private ended = false;
   private isLive = false;
   /** Live items pushed while the switch is under way. */
@@ -198,11 +200,15 @@ export class QueuedSubscription<Side = never> implements EventSubscription<Side>
   private enqueue(item: SubscriptionItem<Side>, bytes: number): void {
     this.queue.push(item);
     this.queuedBytes += bytes;
-    if (this.wake) wakeAtEndOfTurn(this);
+    if (this.wake && !this.wakeDue) {
+      this.wakeDue = true;
+      wakeAtEndOfTurn(this);
+    }
   }
 
   /** Called at the end of the turn in which items were queued (see wakeAtEndOfTurn). */
   wakeNow(): void {
+    this.wakeDue = false;
     this.wake?.();
   }
 }

@@ -6,6 +6,7 @@ import { InvalidRequestError } from '../../core/errors.js';
 import type { EventStream } from '../../core/events/event-stream.js';
 import { StreamQuery } from '../contract/events.js';
 import { ConversationParams, errors } from '../route-schemas.js';
+import { SseHeartbeats } from '../sse-heartbeats.js';
 import { SseWriter } from '../sse-writer.js';
 
 const SSE_DESCRIPTION =
@@ -28,7 +29,8 @@ function startCursor(lastEventId: string | null | undefined, afterSeq: number | 
 /** How long an ended stream's last bytes (e.g. the overflow notice) may wait on a client that stopped reading. */
 const FLUSH_GRACE_MS = 2000;
 
-async function pipeStream(reply: FastifyReply, stream: EventStream, release: () => void): Promise<void> {
+async function pipeStream(options: { reply: FastifyReply; stream: EventStream; heartbeats: SseHeartbeats; release: () => void }): Promise<void> {
+  const { reply, stream, heartbeats, release } = options;
   reply.sse.onClose(release);
   // A subscriber that overflowed because it stopped reading would otherwise hold the connection forever.
   // Destroying with an error also settles @fastify/sse's pending write, which waits only for 'drain' or 'error'.
@@ -40,7 +42,8 @@ async function pipeStream(reply: FastifyReply, stream: EventStream, release: () 
   reply.sse.sendHeaders();
   const response = reply.raw;
   response.write('retry: 2000\n\n');
-  const writer = new SseWriter(response);
+  const writer = new SseWriter(response, heartbeats);
+  heartbeats.add(writer);
   try {
     // Each batch in one write of frames encoded once for all subscribers (sse-writer.ts).
     for await (const batch of stream.batches()) {
@@ -50,6 +53,7 @@ async function pipeStream(reply: FastifyReply, stream: EventStream, release: () 
   } catch {
     // The client went away mid-write: nothing to answer.
   } finally {
+    heartbeats.delete(writer);
     release();
     if (!response.destroyed && !response.writableEnded) response.end();
   }
@@ -57,12 +61,14 @@ async function pipeStream(reply: FastifyReply, stream: EventStream, release: () 
 
 const rawSerializer = (data: unknown) => (typeof data === 'string' ? data : JSON.stringify(data));
 
-export function streamRoutes(services: Pick<Services, 'store' | 'streams'>): FastifyPluginAsyncZod {
+export function streamRoutes(services: Pick<Services, 'store' | 'streams'> & { heartbeatMs: number }): FastifyPluginAsyncZod {
   return async (app) => {
+    // One timer for the heartbeats of every stream of this server.
+    const heartbeats = new SseHeartbeats(services.heartbeatMs);
     app.get(
       '/conversations/:id/events/stream',
       {
-        sse: { kind: 'manual', serializer: rawSerializer },
+        sse: { kind: 'manual', heartbeat: false, serializer: rawSerializer },
         config: { queryToken: true },
         schema: {
           tags: ['events'],
@@ -77,14 +83,14 @@ export function streamRoutes(services: Pick<Services, 'store' | 'streams'>): Fas
         services.store.record(request.params.id);
         const afterCursor = startCursor(request.headers['last-event-id'] as string | undefined, request.query.after_seq);
         const stream = services.streams.openStream({ conversationId: request.params.id, afterCursor });
-        await pipeStream(reply, stream, () => services.streams.release(stream));
+        await pipeStream({ reply, stream, heartbeats, release: () => services.streams.release(stream) });
       },
     );
 
     app.get(
       '/events/stream',
       {
-        sse: { kind: 'manual', serializer: rawSerializer },
+        sse: { kind: 'manual', heartbeat: false, serializer: rawSerializer },
         config: { queryToken: true },
         schema: {
           tags: ['events'],
@@ -97,7 +103,7 @@ export function streamRoutes(services: Pick<Services, 'store' | 'streams'>): Fas
       async (request, reply) => {
         const afterCursor = startCursor(request.headers['last-event-id'] as string | undefined, request.query.after_seq);
         const stream = services.streams.openStream({ conversationId: null, afterCursor });
-        await pipeStream(reply, stream, () => services.streams.release(stream));
+        await pipeStream({ reply, stream, heartbeats, release: () => services.streams.release(stream) });
       },
     );
   };
