@@ -22,7 +22,7 @@ export const p2SseFanout: Benchmark = {
   id: 'P2',
   title: 'SSE fan-out',
   measures:
-    'p50/p99 delivery latency and events/s for many SSE subscribers on one conversation while events are appended, versus the append throughput with no subscriber.',
+    'events/s, p50/p99 delivery latency and CPU per delivery (server and subscriber process) for many SSE subscribers on one conversation, flat out and paced at 200 events/s, versus the append throughput with no subscriber.',
   async run({ quick }) {
     const subscribers = quick ? 200 : 1000;
     const events = quick ? 2_000 : 10_000;
