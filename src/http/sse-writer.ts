@@ -71,7 +71,8 @@ export class SseWriter {
   private direct(): ServerResponse['socket'] {
     const { response } = this;
     const socket = response.socket;
-    if (!socket || !response.headersSent || response.writableEnded || !socket.writable) return null;
+    // HTTP/1.x only: an HTTP/2 response's socket carries the session's frames.
+    if (!socket || response.req.httpVersionMajor !== 1 || !response.headersSent || response.writableEnded || !socket.writable) return null;
     return response.writableLength === socket.writableLength ? socket : null;
   }
 }
