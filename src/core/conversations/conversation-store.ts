@@ -10,6 +10,7 @@ import { SortedIndex } from './sorted-index.js';
 import { placeholderRecord } from './placeholder-record.js';
 import { publicConversation } from './public-conversation.js';
 import type { ConversationSummary } from './summary-store.js';
+import { holdUserKeyed, userKeyed } from './user-keyed.js';
 
 export interface ListConversationsQuery {
   status?: ConversationStatus | undefined;
@@ -53,6 +54,8 @@ export class ConversationStore {
       integrityChecks?: readonly ((conversationId: string) => void)[];
       /** Save the record with each usage added (instances sharing a database list each other's conversations from it). */
       persistUsage?: boolean;
+      /** Save the record when a run starts, whatever it held before (instances sharing a database list each other's statuses from it). */
+      persistRunStart?: boolean;
     },
   ) {}
 
@@ -276,6 +279,36 @@ export class ConversationStore {
     }
   }
 
+  /**
+   * A run starts: status `running` with the run's id, no actions waiting any more. The record is
+   * saved only when the one on disk would be wrong without it (it holds actions waiting for
+   * confirmation, or a question being waited on) or when other instances read it
+   * (`persistRunStart`); otherwise the run's end saves it, and until then the disk keeps the
+   * status from before the run. A run in progress is on disk anyway: its run record says
+   * `running` and its `state_update` event is in the log, which is what recovery after a crash
+   * reads (RunRecovery). This spares each run one record replacement (a rename, which the file
+   * system may make wait for a write-out) before the request that started it is answered.
+   */
+  startRunning(id: string, runId: string): void {
+    const record = this.mutable(id);
+    const before = { status: record.status, current_run_id: record.current_run_id, pending_actions: record.pending_actions };
+    const save = this.deps.persistRunStart || record.pending_actions.length > 0 || !SETTLED.has(record.status) || record.current_run_id !== null;
+    record.status = 'running';
+    record.current_run_id = runId;
+    record.pending_actions = [];
+    if (!save) {
+      this.touch(record, isoTimestamp(this.clock.now()));
+      this.revision += 1;
+      return;
+    }
+    try {
+      this.save(record);
+    } catch (error) {
+      Object.assign(record, before);
+      throw error;
+    }
+  }
+
   /** Actions waiting for approval (saved with the status that follows them). */
   setPendingActions(id: string, actions: PendingAction[]): void {
     this.mutable(id).pending_actions = actions;
@@ -322,13 +355,14 @@ export class ConversationStore {
   configure(id: string, change: ConfigChange): void {
     const record = this.mutable(id);
     for (const [key, value] of Object.entries(change)) if (value !== undefined) (record as unknown as Record<string, unknown>)[key] = value;
+    holdUserKeyed(record);
     this.save(record);
   }
 
   /** The conversation's secrets and the former values that stay masked, saved. */
   setSecrets(id: string, change: Pick<ConversationRecord, 'secrets' | 'retired_secrets'>): void {
     const record = this.mutable(id);
-    record.secrets = change.secrets;
+    record.secrets = userKeyed(change.secrets);
     if (change.retired_secrets) record.retired_secrets = change.retired_secrets;
     this.secretsRevision += 1;
     this.save(record);
@@ -371,7 +405,7 @@ export class ConversationStore {
   private index(record: ConversationRecord): void {
     this.revision += 1;
     this.secretsRevision += 1;
-    this.records.set(record.id, record);
+    this.records.set(record.id, holdUserKeyed(record));
     this.byCreated.insert(record);
     this.byUpdated.insert(record);
   }
@@ -385,6 +419,9 @@ export class ConversationStore {
     this.byUpdated.remove(record);
   }
 }
+
+/** Statuses of a conversation with no run in progress and nothing it waits on: a run may start over them without a save. */
+const SETTLED: ReadonlySet<ConversationStatus> = new Set(['idle', 'paused', 'finished', 'error', 'stuck']);
 
 /** How far a usage total has grown (totals only grow: the larger one is the newer). */
 function usageSum(usage: ConversationRecord['usage']): number {
