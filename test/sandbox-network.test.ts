@@ -114,6 +114,16 @@ describe.skipIf(Boolean(skipReason))('sandbox network', () => {
     expect(Number(during.body.stdout.trim())).toBeGreaterThan(1);
     expect(ours().filter(alive)).toEqual(before);
   });
+
+  it("a command's stderr is only its own: the network helper's end is not reported on it", async () => {
+    // The wrapper kills the helper when the sandbox exits; bash used to report that job ("Killed")
+    // on the stderr it shares with the command, now and then (seen as a hook's block reason).
+    const id = (await harness.post('/conversations', {})).body.id as string;
+    for (let i = 0; i < 25; i++) {
+      const { body } = await harness.post(`/conversations/${id}/commands`, { command: `echo out ${i}; echo err ${i} >&2` });
+      expect({ i, stdout: body.stdout, stderr: body.stderr }).toEqual({ i, stdout: `out ${i}\n`, stderr: `err ${i}\n` });
+    }
+  });
 });
 
 /** Processes started as `name` (pasta re-executes itself as passt.avx2) whose parent's parent is `ancestor`. */

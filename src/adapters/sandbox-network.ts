@@ -87,6 +87,9 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     // The helper holds none of the sandbox's descriptors (the watchdog's control channel included).
     `  setpriv --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- &`,
     '  helper=$!',
+    // Not a job of this shell: bash would report its end by signal ("Killed") on the stderr it
+    // shares with the sandboxed program.
+    '  disown "$helper"',
     '  exec {ns}<&-',
     'fi',
     'wait "$bw"; code=$?',
