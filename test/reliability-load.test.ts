@@ -104,7 +104,7 @@ describe(`${CONVERSATIONS} concurrent conversations × ${STEPS} steps`, () => {
     const started = Date.now();
     const finishedAt: number[] = [];
     const finished = (messages: SseMessage[]) => messages.some((message) => message.event === 'state_update' && JSON.parse(message.data).status === 'finished');
-    const done = subscribers.map((subscriber) => subscriber.waitFor(finished, 120_000).then(() => void finishedAt.push(Date.now() - started)));
+    const done = subscribers.map((subscriber) => subscriber.waitFor(finished, 200_000).then(() => void finishedAt.push(Date.now() - started)));
     const sends = [
       ...conversationIds.map((id) => api.post(`/conversations/${id}/messages`, { content: `Take ${STEPS} steps.` })),
       ...Array.from({ length: NOISE_MESSAGES }, (_, i) => api.post(`/conversations/${noise}/messages`, { content: `${i} ${'n'.repeat(NOISE_BYTES)}`, run: false })),
@@ -157,5 +157,5 @@ describe(`${CONVERSATIONS} concurrent conversations × ${STEPS} steps`, () => {
       `load: ${CONVERSATIONS}×${STEPS} in ${elapsed} ms (${Math.round((total / elapsed) * 1000)} events/s); runs finished p50 ${at(0.5)} ms, p99 ${at(0.99)} ms; ` +
         `stalled subscriber: ${stalledIds.length}/${head} events, ${overflowed ? 'cut off with stream_overflow' : stalledRead.closed ? 'disconnected' : 'left behind'}`,
     );
-  }, scaled(240_000, 480_000));
+  }, scaled(300_000, 540_000));
 });
