@@ -14,7 +14,7 @@ import { SecretBox } from './core/secrets/secret-box.js';
 import { normalizeLlmConfig } from './core/schemas/llm-config.js';
 import { VERSION } from './version.js';
 import { composeStorage, type Storage } from './compose-storage.js';
-import { Ownership } from './cluster/ownership.js';
+import type { Ownership } from './cluster/ownership.js';
 import { OpenAiLlmClient } from './adapters/openai-llm.js';
 import { BashShellFactory } from './adapters/bash-shell.js';
 import { ShellLedger } from './adapters/shell-ledger.js';
@@ -259,6 +259,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const forks = new ConversationForks({ conversations, store, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
   if (storage.postgres && config.cluster) {
     // Several instances: a run cut off by a dead instance (this one's previous process included) is recovered by whichever takes its lease.
+    // The cluster layer (and its HTTP client) loads only for several instances.
+    const { Ownership } = await import('./cluster/ownership.js');
     ownership = new Ownership({
       pg: storage.postgres,
       instanceUrl: config.cluster.instanceUrl,

@@ -3,7 +3,7 @@
  * server (vLLM, Ollama, LiteLLM, OpenRouter) and Azure OpenAI. The only module that imports
  * `openai`. Retries are ours (the SDK's are off), see `complete`.
  */
-import { APIConnectionError, APIConnectionTimeoutError, APIError, AzureOpenAI, OpenAI } from 'openai';
+import type { APIError, OpenAI } from 'openai';
 import type {
   ChatCompletion,
   ChatCompletionCreateParamsBase,
@@ -14,7 +14,13 @@ import { DEFAULT_BASE_URL, shapeChatRequest, supportsJsonSchema, type ShapedRequ
 import { ChatChunkAccumulator, extraFieldsOf, normalizeToolCall, usageOf } from './chat-chunk-accumulator.js';
 import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, sleep } from './llm-retry.js';
 
+import { lazyModule } from './lazy-module.js';
+
 export { isAbortError, LlmAbortError } from './llm-retry.js';
+
+/** The SDK loads at the first LLM request, not at start-up (a server that only serves pays nothing for it). */
+let sdk: typeof import('openai') | undefined;
+const loadSdk = lazyModule(async () => (sdk = await import('openai')));
 
 /** Which field carries `max_output_tokens`. `auto`: `max_completion_tokens` for OpenAI and Azure, `max_tokens` elsewhere. */
 export type MaxTokensParam = 'auto' | 'max_tokens' | 'max_completion_tokens';
@@ -80,7 +86,7 @@ export class OpenAiLlmClient implements LlmClient {
   async complete(request: LlmRequest): Promise<LlmResponse> {
     const { settings, signal } = request;
     const retries = Math.max(0, Math.floor(settings.num_retries ?? this.options.defaultNumRetries ?? 4));
-    const client = this.clientFor(settings);
+    const client = this.clientFor(settings, await loadSdk());
     const shaped = shapeChatRequest(request, { stream: this.stream, ...(this.options.maxTokensParam ? { maxTokensParam: this.options.maxTokensParam } : {}) });
     const rateLimitWaitMs = this.options.rateLimitWaitMs ?? 60_000;
     let waitedMs = 0;
@@ -172,7 +178,7 @@ export class OpenAiLlmClient implements LlmClient {
   }
 
   /** One SDK client per (base_url, api_key, api_version); env vars are never read by the SDK. */
-  private clientFor(settings: LlmSettings): OpenAI {
+  private clientFor(settings: LlmSettings, { AzureOpenAI, OpenAI }: typeof import('openai')): OpenAI {
     const baseUrl = (settings.base_url || DEFAULT_BASE_URL).replace(/\/+$/, '');
     const apiKey = settings.api_key || NO_API_KEY;
     const apiVersion = settings.api_version || undefined;
@@ -251,6 +257,8 @@ function checkTruncation(response: LlmResponse, args: { fingerprint: string | nu
 }
 
 function classify(err: unknown): Failure {
+  // Attempts run only once the SDK is loaded (complete() awaits it): its error classes are known here.
+  const { APIConnectionError, APIConnectionTimeoutError, APIError } = sdk!;
   if (err instanceof APIConnectionTimeoutError) return { code: 'llm_timeout', retryable: true, detail: 'the request timed out' };
   if (err instanceof APIConnectionError) return { code: 'llm_connection_error', retryable: true, detail: err.message };
   if (err instanceof APIError) {
