@@ -380,8 +380,12 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await closeTools();
       streams.closeAll('server_shutting_down');
       await storage.close();
-      // The next start reads no logs: each conversation's summary is saved once nothing appends any more.
-      await summaries.save(store.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
+      // The next start reads no logs: each conversation's summary is saved once nothing appends any
+      // more; and (files) no record file but to check it is unchanged: the records in one snapshot.
+      await Promise.all([
+        summaries.save(store.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log')),
+        storage.repository.saveSnapshot?.(store.all()).catch((error: unknown) => logger.warn({ err: error }, 'conversation records snapshot not saved: the next start reads each record')),
+      ]);
     },
   };
 }
