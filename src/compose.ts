@@ -105,7 +105,10 @@ export interface ServiceOverrides {
 export async function composeServices(config: Config, logger: Logger, overrides: ServiceOverrides = {}): Promise<Services> {
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   fs.mkdirSync(config.workdirBase, { recursive: true });
-  const { launcher, info: sandbox } = await composeSandbox(config, logger);
+  // The sandbox probe (a bwrap process or two, mostly waiting) runs while the records load: start-up
+  // takes the longer of the two, not their sum. Awaited below, where a failure is thrown.
+  const sandboxReady = composeSandbox(config, logger);
+  sandboxReady.catch(() => {});
 
   let masterKeys = config.masterKeys;
   let masterKeyFile: string | null = null;
@@ -159,6 +162,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   for (const { id, error } of await store.load(await summaries.take())) {
     logger.error({ conversation_id: id, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
   }
+  const { launcher, info: sandbox } = await sandboxReady;
   let ownership: Ownership | null = null;
   const webhooks = await composeWebhooks({ config, logger, log, conversations: store, store: storage.webhooks, version: VERSION, ...(storage.postgres && { owns: (id: string) => ownership?.holds(id) ?? false }) });
 

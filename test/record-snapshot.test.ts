@@ -115,3 +115,19 @@ describe('the records snapshot of a clean shutdown', () => {
     expect(damaged).toHaveLength(3);
   });
 });
+
+describe('the summaries of a clean shutdown', () => {
+  it('come back as saved and are taken; any entry of the wrong shape makes them untrusted (each log is read)', async () => {
+    const { FileSummaryStore } = await import('../src/adapters/file-summary-store.js');
+    const file = path.join(dataDir, 'summaries.json');
+    const store = new FileSummaryStore(file);
+    const saved = new Map([['a', { updated_at: now, event_count: 3 }], ['b', { updated_at: now, event_count: 0 }]]);
+    await store.save(saved);
+    expect(await store.take()).toEqual(saved);
+    expect(fs.existsSync(file)).toBe(false);
+    for (const bad of [{ version: 2, summaries: {} }, { version: 1, summaries: { a: { updated_at: now, event_count: -1 } } }, { version: 1, summaries: { a: { updated_at: 5, event_count: 1 } } }, { version: 1, summaries: { a: null } }, 'not json']) {
+      fs.writeFileSync(file, typeof bad === 'string' ? bad : JSON.stringify(bad));
+      expect(await store.take(), JSON.stringify(bad)).toBeNull();
+    }
+  });
+});
