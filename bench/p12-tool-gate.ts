@@ -5,10 +5,12 @@ import { startFakeLlm, type FakeLlm, type FakeTurn } from '../test/fake-llm/fake
 import { startServer, type TestServer } from '../test/support/agentd.js';
 import type { Benchmark } from './support/benchmark.js';
 import { EventTap } from './support/instrumented.js';
+import { ROOT } from './support/processes.js';
 import { fmt, ratio, summarize } from './support/stats.js';
 
 const ROUNDS = 4;
-const NODE_MODULES = path.resolve(import.meta.dirname, '..', 'node_modules');
+// The benchmarks run from dist/bench/: node_modules is the project root's.
+const NODE_MODULES = path.join(ROOT, 'node_modules');
 const EVERYTHING = path.join(NODE_MODULES, '@modelcontextprotocol/server-everything/dist/index.js');
 
 /** 30 rules of the kinds users write: what a busy rule set costs each call. */
@@ -114,9 +116,11 @@ async function conversation(server: TestServer, tap: EventTap, fake: FakeLlm, bo
       fake.setScript([...script, { text: 'done' }]);
       let ended!: (status: string) => void;
       const runEnded = new Promise<string>((resolve) => (ended = resolve));
+      let lastResult = '';
       const unsubscribe = tap.on((appended) => {
         const event: AgentEvent = appended.event;
         if (event.conversation_id !== id) return;
+        if (event.kind === 'observation' || event.kind === 'agent_error') lastResult = JSON.stringify(event).slice(0, 600);
         if (event.kind === 'state_update' && event.status !== 'running') ended(event.status);
       });
       const started = performance.now();
@@ -125,7 +129,10 @@ async function conversation(server: TestServer, tap: EventTap, fake: FakeLlm, bo
       const status = await runEnded;
       const elapsed = performance.now() - started;
       unsubscribe();
-      if (status !== 'idle') throw new Error(`the run ended ${status}`);
+      if (status !== 'idle') {
+        const mcp = await fetch(`${server.url}/conversations/${id}/mcp`, { headers }).then((response) => response.text());
+        throw new Error(`the run of ${call.name} ended ${status}; the last tool result: ${lastResult}; MCP: ${mcp}`);
+      }
       return elapsed;
     },
   };

@@ -63,8 +63,8 @@ async function subscribe(url: string): Promise<{ arrivals: Map<number, number>; 
 
 export async function measureServers(options: { quick: boolean; tmp: string; databaseUrl: () => Promise<string>; natsUrl: string | null }): Promise<BenchTable & { notes: string[] }> {
   const { quick, tmp } = options;
-  const appends = quick ? 400 : 2_000;
-  const fanouts = quick ? 50 : 200;
+  const appends = quick ? 120 : 2_000;
+  const fanouts = quick ? 30 : 200;
   const conversations = 12;
   const clients = 8;
   const setups: Setup[] = [
