@@ -46,8 +46,10 @@ export const p10RoundTrip: Benchmark = {
         const conversation = await Conversation.create(server, fake, timeline);
         for (const kind of ['fresh', 'later'] as const) {
           timeline.reset();
+          const cpuBefore = process.cpuUsage();
           const { totalMs, httpMs } = await conversation.turn();
-          turns[kind].push({ totalMs, httpMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
+          const cpu = process.cpuUsage(cpuBefore);
+          turns[kind].push({ totalMs, httpMs, cpuMs: (cpu.user + cpu.system) / 1000, segments: timeline.segments(), spent: new Map(timeline.spent) });
           if (process.env.P10_DEBUG && round === rounds - 1) console.log(kind, timeline.dump());
         }
         conversation.close();
@@ -77,9 +79,9 @@ export const p10RoundTrip: Benchmark = {
             rows: (['fresh', 'later'] as const).map((kind) => [kind === 'fresh' ? 'new conversation' : 'later turn', ...SEGMENTS.map((name) => p50(kind, (turn) => turn.segments[name]))]),
           },
           {
-            caption: 'Parts that overlap the path (p50 ms per turn): HTTP answer, event appends (sum), workdir checkpoints, shell start',
-            columns: ['', 'POST → 202', ...SPENT],
-            rows: (['fresh', 'later'] as const).map((kind) => [kind === 'fresh' ? 'new conversation' : 'later turn', p50(kind, (turn) => turn.httpMs), ...SPENT.map((name) => p50(kind, (turn) => turn.spent.get(name) ?? 0))]),
+            caption: 'Parts that overlap the path (p50 ms per turn): HTTP answer, event appends (sum), workdir checkpoints, shell start; and the CPU time of the whole process (server, client, fake LLM) per round trip',
+            columns: ['', 'POST → 202', ...SPENT, 'process CPU'],
+            rows: (['fresh', 'later'] as const).map((kind) => [kind === 'fresh' ? 'new conversation' : 'later turn', p50(kind, (turn) => turn.httpMs), ...SPENT.map((name) => p50(kind, (turn) => turn.spent.get(name) ?? 0)), p50(kind, (turn) => turn.cpuMs)]),
           },
         ],
         notes: [
@@ -98,6 +100,8 @@ export const p10RoundTrip: Benchmark = {
 interface TurnFigures {
   totalMs: number;
   httpMs: number;
+  /** CPU time of this process (server, client and fake LLM, all threads) from the POST to the run end seen: less moved by other load than wall time. */
+  cpuMs: number;
   segments: Record<SegmentName, number>;
   spent: Map<string, number>;
 }

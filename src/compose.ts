@@ -29,7 +29,7 @@ import { AgentRuntime } from './core/agent/agent-runtime.js';
 import { SecretService } from './core/secrets/secret-service.js';
 import type { LlmClient } from './core/agent/llm.js';
 import type { ShellFactory } from './core/tools/shell-session.js';
-import { loadCatalog } from './core/catalog/project-catalog.js';
+import { loadCatalog, mayHoldProjectCatalog } from './core/catalog/project-catalog.js';
 import { workspaceCatalogFiles } from './core/catalog/workspace-catalog-files.js';
 import { WorkspaceFiles } from './core/workspace/workspace-files.js';
 import { NodeWorkdirFileSystem } from './adapters/workspace/node-workdir-file-system.js';
@@ -141,8 +141,9 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     log,
     hostNetworkAllowed: config.sandbox.network.hostAllowed,
     integrityChecks: [(id) => void runs.list(id)],
-    // Several instances list each other's conversations from the database: usage is saved as it grows.
+    // Several instances list each other's conversations from the database: usage and run starts are saved as they happen.
     persistUsage: storage.kind === 'postgres',
+    persistRunStart: storage.kind === 'postgres',
   });
   const sessions = new AgentSessions(log);
   const secrets = new SecretService({ conversations: store, onChange: (conversationId, change) => sessions.updateShellEnv(conversationId, change) });
@@ -215,7 +216,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     },
     catalog: (record) =>
       loadCatalog({
-        project: (record.setting_sources ?? ['project']).includes('project') ? workspaceCatalogFiles({ files, key: record.id, root: record.workdir }) : null,
+        project: (record.setting_sources ?? ['project']).includes('project') && mayHoldProjectCatalog(projectFiles, record.workdir) ? workspaceCatalogFiles({ files, key: record.id, root: record.workdir }) : null,
         server: serverSkills,
         agents: record.agents,
       }),

@@ -106,6 +106,29 @@ describe('what the model is told', () => {
     expect(harness.llm.violations).toEqual([]);
   });
 
+  it('takes an AGENTS.md written between two runs into the next prompt, an edit into the one after, and drops it when it goes', async () => {
+    harness = await startAgentHarness([{ text: 'one' }, { text: 'two' }, { text: 'three' }, { text: 'four' }]);
+    const workdir = makeWorkdir('later-agents');
+    const id = await harness.createConversation({ workdir, initial_message: 'one' });
+    await harness.waitForStatus(id, ['idle']);
+    const turn = async (content: string) => {
+      expect((await harness.post(`/conversations/${id}/messages`, { content })).status).toBe(202);
+      await harness.waitForStatus(id, ['idle']);
+      return (harness.llm.requests.at(-1)!.body as any).messages[0].content as string;
+    };
+    expect((await prompts(id))[0].content).not.toContain('Repository conventions');
+    fs.writeFileSync(path.join(workdir, 'AGENTS.md'), 'Rules written later.\n');
+    expect(await turn('two')).toContain('Rules written later.');
+    fs.writeFileSync(path.join(workdir, 'AGENTS.md'), 'Rules edited.\n');
+    const edited = await turn('three');
+    expect(edited).toContain('Rules edited.');
+    expect(edited).not.toContain('Rules written later.');
+    fs.rmSync(path.join(workdir, 'AGENTS.md'));
+    expect(await turn('four')).not.toContain('Repository conventions');
+    expect(await prompts(id)).toHaveLength(4);
+    expect(harness.llm.violations).toEqual([]);
+  });
+
   it('records a new prompt when a secret is added (its name, never its value)', async () => {
     harness = await startAgentHarness([{ text: 'one' }, { text: 'two' }]);
     const id = await harness.createConversation({ workdir: makeWorkdir('secret-added'), initial_message: 'one' });

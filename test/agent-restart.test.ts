@@ -53,6 +53,53 @@ describe('restart during a run', () => {
   });
 });
 
+describe('a later turn cut off by kill -9', () => {
+  it('loses nothing acknowledged although the record on disk kept the status from before the run', { timeout: RESTART_TEST_TIMEOUT }, async () => {
+    const marker = `sleep 6${Math.floor(Math.random() * 9)}.${Date.now() % 1000}`;
+    const llm = await agentd.fakeLlm([{ text: 'first turn done' }, { toolCalls: [{ name: 'bash', arguments: { command: marker } }] }, { text: 'resumed fine' }]);
+    const dataDir = tempDir();
+    let server = await agentd.start({ dataDir });
+    const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'first' }) });
+    const waitForStatus = async (status: string) => {
+      const until = Date.now() + 15_000;
+      while ((await api(`/conversations/${created.id}`)).status !== status && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect((await api(`/conversations/${created.id}`)).status).toBe(status);
+    };
+    await waitForStatus('idle');
+    const sent = await fetch(`${server.url}/conversations/${created.id}/messages`, { method: 'POST', headers: auth, body: JSON.stringify({ content: 'second: run the sleep' }) });
+    expect(sent.status).toBe(202);
+    const { event: message, run_id: runId } = (await sent.json()) as { event: { seq: number }; run_id: string };
+    const deadline = Date.now() + 15_000;
+    while (!processAlive(marker) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(processAlive(marker)).toBe(true);
+    // The case under test: the run's start did not rewrite the record (its run record and events say it runs).
+    const onDisk = JSON.parse(fs.readFileSync(path.join(dataDir, 'conversations', created.id, 'conversation.json'), 'utf8'));
+    expect(onDisk).toMatchObject({ status: 'idle', current_run_id: null });
+    const before = (await api(`/conversations/${created.id}/events?limit=1000`)).items;
+    expect(before.at(-1).kind).toBe('action');
+
+    server = await agentd.restart();
+
+    const conversation = await api(`/conversations/${created.id}`);
+    expect(conversation).toMatchObject({ status: 'paused', current_run_id: null });
+    const after = (await api(`/conversations/${created.id}/events?limit=1000`)).items;
+    for (const [index, event] of before.entries()) expect(after[index]).toEqual(event);
+    expect(after.find((event: any) => event.seq === message.seq)).toMatchObject({ kind: 'message', content: 'second: run the sleep' });
+    const tail = after.slice(before.length);
+    expect(tail[0]).toMatchObject({ kind: 'observation', is_error: true, tool_call_id: before.at(-1).tool_call_id, run_id: runId });
+    expect(tail.find((event: any) => event.kind === 'state_update')).toMatchObject({ status: 'paused', run_id: runId });
+    const runs = (await api(`/conversations/${created.id}/runs`)).items;
+    expect(runs.map((run: any) => [run.status, run.outcome])).toEqual([['completed', 'idle'], ['paused', 'server_restart']]);
+    expect(runs[1].id).toBe(runId);
+    expect(processAlive(marker)).toBe(false);
+
+    const resumed = await fetch(`${server.url}/conversations/${created.id}/run`, { method: 'POST', headers: auth, body: '{}' });
+    expect(resumed.status).toBe(202);
+    await waitForStatus('idle');
+    expect(llm.violations).toEqual([]);
+  });
+});
+
 describe('tool state across a restart', () => {
   it('the task list is restored from events', { timeout: RESTART_TEST_TIMEOUT }, async () => {
     const llm = await agentd.fakeLlm([

@@ -98,7 +98,8 @@ afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 async function setUp(turns: Turn[], tools: ToolDefinition[] = [echoTool as ToolDefinition, finishTool as ToolDefinition]) {
   const llm = new ScriptedLlm(turns);
   // Wired as in the composition root: the store and the sessions read every event the recorder stores.
-  const store = new ConversationStore({ repository: new MemoryRepository(), log });
+  const repository = new MemoryRepository();
+  const store = new ConversationStore({ repository, log });
   const sessions = new AgentSessions(log);
   const recorder = new EventRecorder({ log, deltas: new DeltaChannel(), readers: [store.summaryReader, sessions] });
   fs.mkdirSync(path.join(dir, 'data'));
@@ -114,7 +115,7 @@ async function setUp(turns: Turn[], tools: ToolDefinition[] = [echoTool as ToolD
     defaults: { llm: null, workdirBase: path.join(dir, 'workdirs'), toolNames: tools.map((tool) => tool.name) },
   });
   const create = async (body: Record<string, unknown> = {}) => (await conversations.create(CreateConversationBody.parse({ llm: { model: 'scripted' }, ...body }))).conversation.id;
-  return { llm, conversations, agent, runs, create };
+  return { llm, conversations, agent, runs, create, repository };
 }
 
 /** Every event of the conversation from the start until `done` says so: the log's subscription, history then live. */
@@ -177,6 +178,31 @@ describe('the agent runtime over the in-memory log', () => {
     expect(observation).toMatchObject({ content: 'echo: careful', is_error: false });
     expect(llm.requests).toHaveLength(2);
     expect(conversations.get(id)).toMatchObject({ status: 'idle', pending_actions: [] });
+  });
+
+  it('starts a run without saving the record unless the saved one would be wrong: actions waiting are cleared on disk', async () => {
+    const { agent, conversations, create, repository, llm } = await setUp([says('Hi.'), hangs, calls('echo', { text: 'careful' }), hangs]);
+    const id = await create({ confirmation_mode: true });
+    await conversations.postMessage(id, { content: 'Hello', run: true });
+    await eventsUntil(id, runEnded);
+    expect(repository.saved.get(id)).toMatchObject({ status: 'idle', current_run_id: null });
+
+    // Over a settled status: running in memory, the record on disk as it was (the run record and the event say it runs).
+    const { run_id: second } = await conversations.postMessage(id, { content: 'Think long', run: true });
+    expect(conversations.get(id)).toMatchObject({ status: 'running', current_run_id: second });
+    expect(repository.saved.get(id)).toMatchObject({ status: 'idle', current_run_id: null });
+    expect(agent.getRun(id, second!)).toMatchObject({ status: 'running' });
+    while (llm.requests.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+    await agent.pause(id);
+    expect(repository.saved.get(id)).toMatchObject({ status: 'paused', current_run_id: null });
+
+    // Over actions waiting for confirmation: saved at once, so a crash cannot leave them approvable.
+    await agent.startRun(id);
+    await eventsUntil(id, (event) => event.kind === 'state_update' && event.status === 'waiting_for_confirmation');
+    expect(repository.saved.get(id)).toMatchObject({ status: 'waiting_for_confirmation', pending_actions: [{ tool_name: 'echo' }] });
+    const approved = await agent.approve(id);
+    expect(repository.saved.get(id)).toMatchObject({ status: 'running', current_run_id: approved, pending_actions: [] });
+    await agent.pause(id);
   });
 
   it('pauses a run waiting on the LLM: the run is paused, the lock released, a new run can start', async () => {

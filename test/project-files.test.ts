@@ -50,6 +50,20 @@ describe('HostProjectFiles', () => {
     expect(await read('NONE.md', { symlinks: 'inside' })).toEqual({ kind: 'missing' });
   });
 
+  it('answers a missing file from one lstat, and reads whatever is there as before (a dangling symlink, a file in the path)', async () => {
+    fs.symlinkSync(path.join(base, 'gone.md'), path.join(project, 'DANGLING.md'));
+    fs.writeFileSync(path.join(project, 'plain'), 'x');
+    expect(files.present(project, 'NONE.md')).toBe(false);
+    expect(files.present(project, 'DANGLING.md')).toBe(true);
+    expect(files.present(project, 'AGENTS.md')).toBe(true);
+    expect(files.present(project, 'plain/AGENTS.md')).toBe(true); // not "no such entry": the read says what it is
+    expect(await read('NONE.md', { symlinks: 'never' })).toEqual({ kind: 'missing' });
+    expect(await read('nodir/NONE.md', { symlinks: 'inside' })).toEqual({ kind: 'missing' });
+    expect(await read('DANGLING.md', { symlinks: 'inside' })).toEqual({ kind: 'missing' });
+    expect(await read('DANGLING.md', { symlinks: 'never' })).toMatchObject({ kind: 'unreadable' });
+    expect(await read('plain/AGENTS.md', { symlinks: 'never' })).toMatchObject({ kind: 'unreadable' });
+  });
+
   it('cuts a large file at the limit or refuses it, as asked', async () => {
     expect(await read('AGENTS.md', { symlinks: 'never', oversize: 'cut', maxBytes: 3 })).toEqual({ kind: 'text', text: 'Use' });
     expect(await read('AGENTS.md', { symlinks: 'never', oversize: 'refuse', maxBytes: 3 })).toEqual({ kind: 'refused' });

@@ -72,6 +72,28 @@ describe('skills: listed by name and description, loaded on demand', () => {
     expect(harness.llm.violations).toEqual([]);
   });
 
+  it('a workdir that had no .claude at the first run offers the skill written into it before the next run, and stops when it goes', async () => {
+    harness = await startAgentHarness([{ text: 'one' }, { text: 'two' }, { text: 'three' }]);
+    const { id, workdir } = await project({});
+    expect((await harness.post(`/conversations/${id}/messages`, { content: 'one' })).status).toBe(202);
+    await harness.waitForStatus(id, ['idle']);
+    const toolsOf = (index: number) => ((harness!.llm.requests[index]!.body as any).tools as any[]).map((tool) => tool.function.name);
+    expect(toolsOf(0)).not.toContain('skill');
+
+    write(workdir, { '.claude/skills/pdf/SKILL.md': PDF_SKILL });
+    expect((await harness.post(`/conversations/${id}/messages`, { content: 'two' })).status).toBe(202);
+    await harness.waitForStatus(id, ['idle']);
+    expect(toolsOf(1)).toContain('skill');
+    expect(messagesOf(1)[0].content).toContain('- pdf-forms: Fill in PDF forms with the bundled script.');
+    expect((await harness.get(`/conversations/${id}/skills`)).body.skills.map((skill: any) => skill.name)).toEqual(['pdf-forms']);
+
+    fs.rmSync(path.join(workdir, '.claude'), { recursive: true });
+    expect((await harness.post(`/conversations/${id}/messages`, { content: 'three' })).status).toBe(202);
+    await harness.waitForStatus(id, ['idle']);
+    expect(toolsOf(2)).not.toContain('skill');
+    expect(messagesOf(2)[0].content).not.toContain('pdf-forms');
+  });
+
   it('an unknown skill is an error the model can act on, naming the skills there are', async () => {
     harness = await startAgentHarness([{ toolCalls: [{ name: 'skill', arguments: { name: 'nope' } }] }, { text: 'ok' }]);
     const { id } = await project({ '.claude/skills/pdf/SKILL.md': PDF_SKILL });

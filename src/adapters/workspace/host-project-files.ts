@@ -23,7 +23,21 @@ export class HostProjectFiles implements ProjectFiles {
     return fs.existsSync(path.join(dir, name));
   }
 
+  present(dir: string, name: string): boolean {
+    try {
+      return fs.lstatSync(path.join(dir, name), { throwIfNoEntry: false }) !== undefined;
+    } catch {
+      // Not a plain "no such entry" (a component is a file, no permission): let the full read say what it is.
+      return true;
+    }
+  }
+
   async read(request: ProjectFileRequest): Promise<ProjectFileRead> {
+    // Most projects have none of the files asked for (CLAUDE.md, .claude/settings.local.json, ...):
+    // a missing one is answered by one lstat, a few microseconds, instead of an open or a realpath
+    // queued to the thread pool. Nothing at the path means the open (or realpath) below could
+    // only fail with ENOENT too; anything there, a dangling symlink included, takes the full read.
+    if (!this.present(request.dir, request.name)) return { kind: 'missing' };
     try {
       const file = await this.target(request);
       if (file === null) return { kind: 'refused' };

@@ -98,8 +98,7 @@ export class RunDriver {
     const active: ActiveRun = { run, controller, interrupts: new TurnInterrupts(), inputFromSeq, stopAs: null, done: new Promise<void>((resolve) => (settled = resolve)), catalog: EMPTY_CATALOG, subagents: new Set() };
     session.active = active;
     try {
-      conversations.setPendingActions(conversationId, []);
-      await journal.setStatus(record, 'running', { runId: run.id });
+      await journal.startRunning(record, run.id);
     } catch (error) {
       // The run could not start (e.g. the disk is full): the conversation stays as it was.
       session.active = null;

@@ -31,6 +31,12 @@ export class RunJournal {
     await this.append(record.id, { kind: 'state_update', source: 'system', status, run_id: options.runId ?? null, reason: options.reason ?? null });
   }
 
+  /** A run starts: the conversation is running it (see ConversationStore.startRunning), with the `state_update` that says so. */
+  async startRunning(record: Readonly<ConversationRecord>, runId: string): Promise<void> {
+    this.deps.conversations.startRunning(record.id, runId);
+    await this.append(record.id, { kind: 'state_update', source: 'system', status: 'running', run_id: runId, reason: null });
+  }
+
   /** Usage of one LLM answer: added to the conversation's and the run's (and a subagent's share), recorded as a `usage` event. */
   async recordUsage(record: Readonly<ConversationRecord>, run: Run | null, usage: LlmUsage, tags: SubagentTags = {}): Promise<void> {
     if (run) {

@@ -31,23 +31,25 @@ export class RunRecovery {
     const record = conversations.record(conversationId);
     // A run waiting for an answer (ask_user) was cut off too.
     const live = record.status === 'running' || record.status === 'waiting_for_input';
-    const cutOff = live || record.current_run_id ? runs.list(record.id).filter((run) => run.status === 'running') : [];
+    // The run records say which runs never ended, also when the record on disk kept the status from before the run (ConversationStore.startRunning).
+    const cutOff = runs.list(record.id).filter((run) => run.status === 'running');
     if (!live && cutOff.length === 0) return false;
+    const runId = record.current_run_id ?? cutOff.at(-1)?.id ?? null;
     const session = await this.deps.session(record.id);
     const what = outcome === 'failover' ? 'the instance running it stopped' : 'the server restarted';
     // Subagents first (the latest started first: a nested one before the one that started it), then the main agent's calls.
     for (const [parentCallId, child] of [...session.children].reverse()) {
       for (const callId of child.history.pendingCallIds) {
-        await journal.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: child.history.toolNameOf(callId) ?? 'unknown', content: `Interrupted: ${what} while this tool was running.`, is_error: true, data: { interrupted: true }, run_id: record.current_run_id, parent_tool_call_id: parentCallId, agent: child.agent ?? 'unknown' });
+        await journal.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: child.history.toolNameOf(callId) ?? 'unknown', content: `Interrupted: ${what} while this tool was running.`, is_error: true, data: { interrupted: true }, run_id: runId, parent_tool_call_id: parentCallId, agent: child.agent ?? 'unknown' });
       }
     }
     for (const callId of session.history.pendingCallIds) {
       if (record.pending_actions.some((action) => action.tool_call_id === callId)) continue;
-      await journal.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: session.history.toolNameOf(callId) ?? 'unknown', content: `Interrupted: ${what} while this tool was running.`, is_error: true, data: { interrupted: true }, run_id: record.current_run_id });
+      await journal.append(record.id, { kind: 'observation', source: 'environment', tool_call_id: callId, tool_name: session.history.toolNameOf(callId) ?? 'unknown', content: `Interrupted: ${what} while this tool was running.`, is_error: true, data: { interrupted: true }, run_id: runId });
     }
     const now = isoTimestamp(this.deps.clock.now());
     for (const run of cutOff) runs.save({ ...run, status: 'paused', ended_at: now, outcome });
-    await journal.setStatus(record, 'paused', { runId: record.current_run_id, reason: outcome === 'failover' ? 'The instance running this conversation stopped while the run was in progress.' : 'The server restarted while the run was in progress.' });
+    await journal.setStatus(record, 'paused', { runId, reason: outcome === 'failover' ? 'The instance running this conversation stopped while the run was in progress.' : 'The server restarted while the run was in progress.' });
     return true;
   }
 }

@@ -12,6 +12,18 @@ const SKILL_DIRS = ['.claude/skills', '.agents/skills'];
 const COMMAND_DIR = '.claude/commands';
 const AGENT_DIR = '.claude/agents';
 
+/** The workdir entries under which every project catalog file lies: a workdir with neither holds none. */
+export const PROJECT_CATALOG_ROOTS = ['.claude', '.agents'] as const;
+
+/**
+ * Whether the workdir may hold project catalog files: false only for a workdir that exists
+ * without a `.claude` or `.agents` entry, whose catalog is then not walked for them (directory by
+ * directory, each pinned) at every run start. Asked anew each time: nothing is cached.
+ */
+export function mayHoldProjectCatalog(files: { present(dir: string, name: string): boolean }, workdir: string): boolean {
+  return !files.present(workdir, '') || PROJECT_CATALOG_ROOTS.some((name) => files.present(workdir, name));
+}
+
 export type Skill = CatalogSkill & { text: string };
 export type SlashCommand = CatalogCommand & { template: string };
 export type AgentDefinition = CatalogAgent & { prompt: string };

@@ -53,6 +53,8 @@ export class ConversationStore {
       integrityChecks?: readonly ((conversationId: string) => void)[];
       /** Save the record with each usage added (instances sharing a database list each other's conversations from it). */
       persistUsage?: boolean;
+      /** Save the record when a run starts, whatever it held before (instances sharing a database list each other's statuses from it). */
+      persistRunStart?: boolean;
     },
   ) {}
 
@@ -273,6 +275,36 @@ export class ConversationStore {
     }
   }
 
+  /**
+   * A run starts: status `running` with the run's id, no actions waiting any more. The record is
+   * saved only when the one on disk would be wrong without it (it holds actions waiting for
+   * confirmation, or a question being waited on) or when other instances read it
+   * (`persistRunStart`); otherwise the run's end saves it, and until then the disk keeps the
+   * status from before the run. A run in progress is on disk anyway: its run record says
+   * `running` and its `state_update` event is in the log, which is what recovery after a crash
+   * reads (RunRecovery). This spares each run one record replacement (a rename, which the file
+   * system may make wait for a write-out) before the request that started it is answered.
+   */
+  startRunning(id: string, runId: string): void {
+    const record = this.mutable(id);
+    const before = { status: record.status, current_run_id: record.current_run_id, pending_actions: record.pending_actions };
+    const save = this.deps.persistRunStart || record.pending_actions.length > 0 || !SETTLED.has(record.status) || record.current_run_id !== null;
+    record.status = 'running';
+    record.current_run_id = runId;
+    record.pending_actions = [];
+    if (!save) {
+      this.touch(record, isoTimestamp(this.clock.now()));
+      this.revision += 1;
+      return;
+    }
+    try {
+      this.save(record);
+    } catch (error) {
+      Object.assign(record, before);
+      throw error;
+    }
+  }
+
   /** Actions waiting for approval (saved with the status that follows them). */
   setPendingActions(id: string, actions: PendingAction[]): void {
     this.mutable(id).pending_actions = actions;
@@ -402,6 +434,9 @@ export class ConversationStore {
     this.byUpdated.remove(record);
   }
 }
+
+/** Statuses of a conversation with no run in progress and nothing it waits on: a run may start over them without a save. */
+const SETTLED: ReadonlySet<ConversationStatus> = new Set(['idle', 'paused', 'finished', 'error', 'stuck']);
 
 /** How far a usage total has grown (totals only grow: the larger one is the newer). */
 function usageSum(usage: ConversationRecord['usage']): number {

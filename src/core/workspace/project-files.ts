@@ -11,6 +11,8 @@ export interface ProjectFiles {
   gitRoot(dir: string): Promise<string | null>;
   /** Whether `name` exists in `dir` (a symlink counts when its target exists); for checks that must not wait. */
   exists(dir: string, name: string): boolean;
+  /** Whether anything at all is at `name` in `dir`: a file, a directory, a symlink (dangling or not), something unreadable. */
+  present(dir: string, name: string): boolean;
   /** The text of the file `name` (a relative path) in `dir`, or why there is none. */
   read(request: ProjectFileRequest): Promise<ProjectFileRead>;
 }
