@@ -8,7 +8,7 @@ import { startServer, type TestServer } from '../test/support/agentd.js';
 import type { Benchmark } from './support/benchmark.js';
 import { EventTap, Meter, meterEvents, timedLlm, timedShells } from './support/instrumented.js';
 import { fmt, ratio, summarize } from './support/stats.js';
-import { StepFloor } from './support/step-floor.js';
+import { cpuMs, StepFloor } from './support/step-floor.js';
 
 const ROUNDS = 4;
 
@@ -44,9 +44,12 @@ export const p1AgentStep: Benchmark = {
       const conversation = await startConversation({ server, fake, tap });
       const stepMs: number[] = [];
       let totalMs = 0;
+      let runCpuMs = 0;
       for (let round = 0; round < ROUNDS; round++) {
         await floor.sample(floorSamples / ROUNDS);
+        const cpu = process.cpuUsage();
         const run = await conversation.run(steps / ROUNDS);
+        runCpuMs += cpuMs(cpu);
         stepMs.push(...run.stepMs);
         totalMs += run.totalMs;
       }
@@ -86,6 +89,16 @@ export const p1AgentStep: Benchmark = {
               ['floor: fake-LLM round trip alone', fmt(floorLlm.p50), fmt(floorLlm.mean), '', ''],
               ['floor: `true` in a running shell alone', fmt(floorShell.p50), fmt(floorShell.mean), '', ''],
               ['floor (sum)', fmt(floorP50), fmt(floorMean), '×1', '×1'],
+            ],
+          },
+          {
+            // Under load the wall times above move with the machine; CPU time moves much less.
+            caption: 'CPU of the bench process (agent, LLM client and the in-process fake LLM; the shell\'s own CPU is not in it)',
+            columns: ['', 'CPU ms', 'vs floor'],
+            rows: [
+              ['agent step (the runs\' CPU / steps)', fmt(runCpuMs / steps), ratio(runCpuMs / steps, (floor.cpu.llmMs + floor.cpu.shellMs) / floorSamples)],
+              ['floor: fake-LLM round trip alone', fmt(floor.cpu.llmMs / floorSamples), ''],
+              ['floor: `true` in a running shell alone', fmt(floor.cpu.shellMs / floorSamples), ''],
             ],
           },
           {

@@ -109,7 +109,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(secretRoutes({ secrets }));
   await app.register(commandRoutes({ commands }));
   await app.register(eventRoutes({ events }));
-  await app.register(streamRoutes({ store, streams }));
+  await app.register(streamRoutes({ store, streams, heartbeatMs: config.sseHeartbeatMs }));
   await app.register(callbackRoutes({ callbacks }));
   await app.register(fileRoutes({ config, files }));
   await app.register(checkpointRoutes(services));

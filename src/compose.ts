@@ -145,7 +145,9 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     persistUsage: storage.kind === 'postgres',
     persistRunStart: storage.kind === 'postgres',
   });
-  const sessions = new AgentSessions(log);
+  const llm = overrides.llm ?? new OpenAiLlmClient(config.llmClient);
+  // Histories keep their messages in the LLM client's own encoding (sent as they are at each request).
+  const sessions = new AgentSessions(log, llm.codec);
   const secrets = new SecretService({ conversations: store, onChange: (conversationId, change) => sessions.updateShellEnv(conversationId, change) });
   const streams = new EventStreams({ log, deltas, maxBuffered: config.sseMaxBuffered, maxBufferedBytes: config.sseMaxBufferedBytes });
   const metrics = new Metrics({ conversationsByStatus: () => store.countsByStatus(), sseSubscribers: () => streams.size });
@@ -225,7 +227,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     sessions,
     recorder,
     runs,
-    llm: overrides.llm ?? new OpenAiLlmClient(config.llmClient),
+    llm,
     tools,
     workdirFs,
     projectFiles,

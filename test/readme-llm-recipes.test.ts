@@ -7,6 +7,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { getGlobalDispatcher, setGlobalDispatcher, type Dispatcher } from 'undici';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PROVIDER_NAMES, type ProviderName } from './fake-llm/provider-profiles.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
@@ -49,8 +50,11 @@ function recipes(): Recipe[] {
 }
 
 let harness: AgentHarness | undefined;
+let dispatcher: Dispatcher | null = null;
 afterEach(async () => {
   vi.unstubAllGlobals();
+  if (dispatcher) setGlobalDispatcher(dispatcher);
+  dispatcher = null;
   await harness?.close();
   harness = undefined;
 });
@@ -63,6 +67,9 @@ function redirect(origin: string, to: string): void {
     if (url && url.origin === origin) return realFetch(`${to}${url.pathname}${url.search}`, init);
     return realFetch(input, init);
   });
+  // LLM requests go through undici's request() (src/adapters/undici-llm-fetch.ts): its global dispatcher is routed the same way.
+  const previous = (dispatcher ??= getGlobalDispatcher());
+  setGlobalDispatcher(previous.compose((dispatch) => (options, handler) => dispatch(new URL(String(options.origin)).origin === origin ? { ...options, origin: to } : options, handler)));
 }
 
 const TWO_STEPS = [

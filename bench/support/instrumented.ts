@@ -25,7 +25,7 @@ export class Meter {
 
 /** The LlmClient the runtime is given, timed (client side: request, fake server, streamed answer). */
 export function timedLlm(inner: LlmClient, meter: Meter): LlmClient {
-  return { complete: (request: LlmRequest): Promise<LlmResponse> => meter.time(() => inner.complete(request)) };
+  return { ...(inner.codec && { codec: inner.codec }), complete: (request: LlmRequest): Promise<LlmResponse> => meter.time(() => inner.complete(request)) };
 }
 
 /** The ShellFactory the runtime is given, with every `run` timed. */

@@ -13,6 +13,8 @@ import type { FakeLlm, RecordedRequest } from '../../test/fake-llm/fake-llm-serv
 export class StepFloor {
   readonly llmMs: number[] = [];
   readonly shellMs: number[] = [];
+  /** CPU of this process (user + system, ms) over the recorded samples: the client and the in-process fake LLM; the shell's share. */
+  cpu = { llmMs: 0, shellMs: 0 };
   private readonly llm = new OpenAiLlmClient();
 
   private constructor(
@@ -44,15 +46,29 @@ export class StepFloor {
     for (let i = 0; i < count; i++) {
       this.fake.setScript([{ toolCalls: [{ name: 'bash', arguments: { command: `true # floor ${i}` } }] }]);
       let started = performance.now();
+      let cpu = process.cpuUsage();
       await this.llm.complete(this.request);
-      if (options.record) this.llmMs.push(performance.now() - started);
+      if (options.record) {
+        this.llmMs.push(performance.now() - started);
+        this.cpu.llmMs += cpuMs(cpu);
+      }
       started = performance.now();
+      cpu = process.cpuUsage();
       await this.shell.run('true', { timeoutMs: 30_000, idleTimeoutMs: 30_000 });
-      if (options.record) this.shellMs.push(performance.now() - started);
+      if (options.record) {
+        this.shellMs.push(performance.now() - started);
+        this.cpu.shellMs += cpuMs(cpu);
+      }
     }
   }
 
   close(): Promise<void> {
     return this.shell.close();
   }
+}
+
+/** Milliseconds of this process's CPU (user + system) since `since`. */
+export function cpuMs(since: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(since);
+  return (used.user + used.system) / 1000;
 }

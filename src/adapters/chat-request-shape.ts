@@ -9,7 +9,7 @@
  * Per-conversation settings (`max_tokens_param`, `stream_usage`, `drop_params`, `extra_body`,
  * `extra_headers`, `prompt_cache`) override what is detected.
  */
-import type { LlmMessage, LlmRequest, LlmSettings } from '../core/agent/llm.js';
+import type { LlmMessage, LlmRequest, LlmSettings, LlmToolSchema } from '../core/agent/llm.js';
 
 export interface ShapedRequest {
   body: Record<string, unknown>;
@@ -22,18 +22,32 @@ export const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 /** Azure api-versions from this date on take `stream_options` and `max_completion_tokens`. */
 const AZURE_MODERN_API_VERSION = '2024-10-21';
 
-export function shapeChatRequest(request: LlmRequest, options: { stream: boolean; maxTokensParam?: LlmSettings['max_tokens_param'] }): ShapedRequest {
+export interface ShapeOptions {
+  stream: boolean;
+  maxTokensParam?: LlmSettings['max_tokens_param'];
+}
+
+export function shapeChatRequest(request: LlmRequest, options: ShapeOptions): ShapedRequest {
+  return shapeWith(request, options, {
+    messages: (endpoint) => withCacheMarks(request.messages.map(toWireMessage), endpoint.promptCache),
+    tools: (endpoint) => request.tools.map((tool) => toWireTool(tool, endpoint.gemini)),
+  });
+}
+
+/** What goes in the body's `messages` and `tools` (see chat-request-body.ts, which fills them with encoded text). */
+export interface BodySlots {
+  messages(endpoint: Endpoint): unknown;
+  tools(endpoint: Endpoint): unknown;
+}
+
+/** The body with its `messages` and `tools` from `slots`, every other field as the endpoint wants it. */
+export function shapeWith(request: LlmRequest, options: ShapeOptions, slots: BodySlots): ShapedRequest & { endpoint: Endpoint } {
   const { settings } = request;
   const endpoint = describeEndpoint(settings);
   const body: Record<string, unknown> = { ...(settings.extra_body ?? {}) };
   body.model = settings.model;
-  body.messages = withCacheMarks(request.messages.map(toWireMessage), endpoint.promptCache);
-  if (request.tools.length > 0) {
-    body.tools = request.tools.map((tool) => ({
-      type: 'function',
-      function: { name: tool.name, description: tool.description, parameters: endpoint.gemini ? toGeminiSchema(tool.parameters) : tool.parameters },
-    }));
-  }
+  body.messages = slots.messages(endpoint);
+  if (request.tools.length > 0) body.tools = slots.tools(endpoint);
   if (request.toolChoice && body.tools) body.tool_choice = request.toolChoice;
   if (request.responseFormat) {
     const schema = endpoint.gemini ? toGeminiSchema(request.responseFormat.schema) : request.responseFormat.schema;
@@ -51,10 +65,10 @@ export function shapeChatRequest(request: LlmRequest, options: { stream: boolean
   body.stream = stream;
   if (stream && (settings.stream_usage ?? !endpoint.azureLegacy)) body.stream_options = { include_usage: true };
   for (const name of settings.drop_params ?? []) delete body[name];
-  return { body, headers: { ...(settings.extra_headers ?? {}) }, stream };
+  return { body, headers: { ...(settings.extra_headers ?? {}) }, stream, endpoint };
 }
 
-interface Endpoint {
+export interface Endpoint {
   reasoningModel: boolean;
   azureLegacy: boolean;
   gemini: boolean;
@@ -102,8 +116,13 @@ function maxTokensField(choice: NonNullable<LlmSettings['max_tokens_param']>, en
   return endpoint.reasoningModel || endpoint.openAiProper ? 'max_completion_tokens' : 'max_tokens';
 }
 
+/** A tool as the body's `tools` lists it (Gemini: its schema in Gemini's dialect). */
+export function toWireTool(tool: LlmToolSchema, gemini: boolean): Record<string, unknown> {
+  return { type: 'function', function: { name: tool.name, description: tool.description, parameters: gemini ? toGeminiSchema(tool.parameters) : tool.parameters } };
+}
+
 /** An assistant message's tool calls carry back whatever the provider attached to them (`extra_content`). */
-function toWireMessage(message: LlmMessage): Record<string, unknown> {
+export function toWireMessage(message: LlmMessage): Record<string, unknown> {
   if (message.role === 'user' && Array.isArray(message.content)) {
     // Images go as OpenAI's image_url parts with a data URL (what every compatible server takes).
     const content = message.content.map((part) => {
@@ -130,14 +149,25 @@ function toWireMessage(message: LlmMessage): Record<string, unknown> {
  */
 function withCacheMarks(messages: Record<string, unknown>[], on: boolean): Record<string, unknown>[] {
   if (!on || messages.length === 0) return messages;
-  const mark = (message: Record<string, unknown> | undefined): void => {
-    if (!message || typeof message.content !== 'string' || message.content === '') return;
-    message.content = [{ type: 'text', text: message.content, cache_control: { type: 'ephemeral' } }];
-  };
-  mark(messages.find((message) => message.role === 'system'));
-  const last = messages[messages.length - 1];
-  if (last && (last.role === 'user' || last.role === 'tool')) mark(last);
-  return messages;
+  const marks = cacheMarkIndexes(messages);
+  return marks.length === 0 ? messages : messages.map((message, index) => (marks.includes(index) ? withCacheMark(message) : message));
+}
+
+/** Which messages carry a cache breakpoint: the system prompt, and the newest message when it is the user's or a tool result. */
+export function cacheMarkIndexes(messages: readonly { role?: unknown; content?: unknown }[]): number[] {
+  const marks: number[] = [];
+  const markable = (index: number) => typeof messages[index]?.content === 'string' && messages[index]?.content !== '';
+  const system = messages.findIndex((message) => message.role === 'system');
+  if (system >= 0 && markable(system)) marks.push(system);
+  const last = messages.length - 1;
+  const role = messages[last]?.role;
+  if (last !== system && (role === 'user' || role === 'tool') && markable(last)) marks.push(last);
+  return marks;
+}
+
+/** A wire message whose text content becomes one part with an `ephemeral` cache breakpoint. */
+export function withCacheMark(message: Record<string, unknown>): Record<string, unknown> {
+  return { ...message, content: [{ type: 'text', text: message.content, cache_control: { type: 'ephemeral' } }] };
 }
 
 /** JSON Schema keywords Gemini's function declarations accept (its OpenAPI 3.0 subset). */

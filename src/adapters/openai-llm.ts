@@ -4,13 +4,12 @@
  * `openai`. Retries are ours (the SDK's are off), see `complete`.
  */
 import type { APIError, OpenAI } from 'openai';
-import type {
-  ChatCompletion,
-  ChatCompletionCreateParamsBase,
-  ChatCompletionMessageParam,
-} from 'openai/resources/chat/completions';
+import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions';
+import type { Stream } from 'openai/streaming';
 import { LlmError, type LlmClient, type LlmMessage, type LlmRequest, type LlmResponse, type LlmSettings } from '../core/agent/llm.js';
-import { DEFAULT_BASE_URL, shapeChatRequest, supportsJsonSchema, type ShapedRequest } from './chat-request-shape.js';
+import { DEFAULT_BASE_URL, supportsJsonSchema } from './chat-request-shape.js';
+import { encodeChatRequest, type EncodedRequest } from './chat-request-body.js';
+import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
 import { ChatChunkAccumulator, extraFieldsOf, normalizeToolCall, usageOf } from './chat-chunk-accumulator.js';
 import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, sleep } from './llm-retry.js';
 
@@ -18,9 +17,14 @@ import { lazyModule } from './lazy-module.js';
 
 export { isAbortError, LlmAbortError } from './llm-retry.js';
 
-/** The SDK loads at the first LLM request, not at start-up (a server that only serves pays nothing for it). */
+/** The SDK and its fetch over undici load at the first LLM request, not at start-up (a server that only serves pays nothing for them). */
 let sdk: typeof import('openai') | undefined;
-const loadSdk = lazyModule(async () => (sdk = await import('openai')));
+let llmFetch: typeof import('./undici-llm-fetch.js')['llmFetch'] | undefined;
+const loadSdk = lazyModule(async () => {
+  const [openai, fetching] = await Promise.all([import('openai'), import('./undici-llm-fetch.js')]);
+  llmFetch = fetching.llmFetch;
+  return (sdk = openai);
+});
 
 /** Which field carries `max_output_tokens`. `auto`: `max_completion_tokens` for OpenAI and Azure, `max_tokens` elsewhere. */
 export type MaxTokensParam = 'auto' | 'max_tokens' | 'max_completion_tokens';
@@ -66,6 +70,8 @@ class AttemptFailure extends Error {
 }
 
 export class OpenAiLlmClient implements LlmClient {
+  /** Histories keep their messages as the wire text a request carries (chat-message-codec.ts). */
+  readonly codec = WIRE_MESSAGE_CODEC;
   private readonly clients = new Map<string, OpenAI>();
   private readonly stream: boolean;
 
@@ -87,7 +93,7 @@ export class OpenAiLlmClient implements LlmClient {
     const { settings, signal } = request;
     const retries = Math.max(0, Math.floor(settings.num_retries ?? this.options.defaultNumRetries ?? 4));
     const client = this.clientFor(settings, await loadSdk());
-    const shaped = shapeChatRequest(request, { stream: this.stream, ...(this.options.maxTokensParam ? { maxTokensParam: this.options.maxTokensParam } : {}) });
+    const shaped = encodeChatRequest(request, { stream: this.stream, ...(this.options.maxTokensParam ? { maxTokensParam: this.options.maxTokensParam } : {}) });
     const rateLimitWaitMs = this.options.rateLimitWaitMs ?? 60_000;
     let waitedMs = 0;
     for (let attempt = 0; ; attempt++) {
@@ -127,7 +133,7 @@ export class OpenAiLlmClient implements LlmClient {
 
   private async attempt(args: {
     client: OpenAI;
-    shaped: ShapedRequest;
+    shaped: EncodedRequest;
     request: LlmRequest;
     progress: { textEmitted: boolean };
   }): Promise<LlmResponse> {
@@ -136,18 +142,23 @@ export class OpenAiLlmClient implements LlmClient {
     // A non-streaming answer has no chunks to wait between: only the attempt's timeout applies.
     const idleMs = shaped.stream ? Math.min(timeoutMs, this.options.idleTimeoutMs ?? 120_000) : timeoutMs;
     const control = new AttemptController(request.signal, { idleMs, totalMs: timeoutMs });
-    const requestOptions = { signal: control.signal, timeout: timeoutMs, maxRetries: 0, headers: shaped.headers };
-    // The body is ours, shaped per provider (chat-request-shape.ts): it may carry fields the SDK's types do not know.
-    const body = shaped.body as unknown as ChatCompletionCreateParamsBase;
+    // The body goes as the text encoded from the history's kept pieces (chat-request-body.ts): a
+    // string body with a content-type is sent as it is, the SDK does not encode it again.
+    const hasContentType = Object.keys(shaped.headers).some((name) => name.toLowerCase() === 'content-type');
+    const requestOptions = {
+      path: chatPath(client, shaped),
+      body: shaped.text,
+      signal: control.signal,
+      timeout: timeoutMs,
+      maxRetries: 0,
+      headers: hasContentType ? shaped.headers : { 'content-type': 'application/json', ...shaped.headers },
+    };
     try {
       if (!shaped.stream) {
-        const completion = await client.chat.completions.create({ ...body, stream: false }, requestOptions);
+        const completion = (await client.post(requestOptions.path, { ...requestOptions, stream: false })) as ChatCompletion;
         return checkTruncation(checkFinish(fromCompletion(completion, request.settings)), { fingerprint: completion.system_fingerprint ?? null, shaped, settings: request.settings });
       }
-      const stream = await client.chat.completions.create(
-        { ...body, stream: true },
-        requestOptions,
-      );
+      const stream = (await client.post(requestOptions.path, { ...requestOptions, stream: true })) as Stream<ChatCompletionChunk>;
       const accumulator = new ChatChunkAccumulator();
       for await (const chunk of stream) {
         control.touch();
@@ -243,11 +254,11 @@ function checkFinish(response: LlmResponse): LlmResponse {
  * fewer than two thirds of the prompt tokens the request holds (estimated at 4 characters a token), the
  * answer came from a cut prompt: it is a context overflow, with the cure in the message.
  */
-function checkTruncation(response: LlmResponse, args: { fingerprint: string | null; shaped: ShapedRequest; settings: LlmSettings }): LlmResponse {
+function checkTruncation(response: LlmResponse, args: { fingerprint: string | null; shaped: EncodedRequest; settings: LlmSettings }): LlmResponse {
   const ollama = args.fingerprint === 'fp_ollama' || safeUrl(args.settings.base_url ?? '')?.port === '11434';
   const reported = response.usage.prompt_tokens;
   if (!ollama || reported < 1024) return response;
-  const estimated = Math.ceil(JSON.stringify([args.shaped.body.messages, args.shaped.body.tools ?? []]).length / 4);
+  const estimated = Math.ceil(args.shaped.promptChars / 4);
   if (estimated * 2 < reported * 3) return response; // kept at least two thirds: the estimate errs low on code and JSON
   throw new AttemptFailure({
     code: 'llm_context_exceeded',
@@ -285,8 +296,8 @@ function classify(err: unknown): Failure {
   }
   if (err instanceof SyntaxError) return { code: 'llm_server_error', retryable: true, detail: `malformed response: ${truncate(err.message)}` };
   const message = err instanceof Error ? err.message : String(err);
-  // undici: "terminated" (socket closed mid-body), "fetch failed", or a socket error code.
-  const code = (err as { cause?: { code?: unknown } } | null)?.cause?.code;
+  // fetch: "terminated" (socket closed mid-body), "fetch failed"; undici: a socket error code (UND_ERR_SOCKET, ECONNRESET).
+  const code = (err as { cause?: { code?: unknown } } | null)?.cause?.code ?? (err as { code?: unknown } | null)?.code;
   if (err instanceof TypeError || typeof code === 'string') {
     return { code: 'llm_connection_error', retryable: true, detail: `connection failed: ${truncate(message)}` };
   }
@@ -300,29 +311,14 @@ function classify(err: unknown): Failure {
  * `{"error": {...}}` before the SDK sees them; every other response passes untouched.
  */
 async function fetchWithReadableErrors(input: string | URL | Request, init?: RequestInit): Promise<Response> {
-  const response = await fetchOnce(input, init);
+  // Only the SDK calls this, and only clients made after loadSdk() exist.
+  const response = await llmFetch!(input, init);
   if (response.ok || !/json/i.test(response.headers.get('content-type') ?? '')) return response;
   const text = await response.text();
   const headers = new Headers(response.headers);
   headers.delete('content-length'); // the body was decoded and may have been rewritten
   headers.delete('content-encoding');
   return new Response(normalizeErrorBody(text) ?? text, { status: response.status, statusText: response.statusText, headers });
-}
-
-/**
- * fetch without a copy of the request body: with the default redirect mode fetch clones every
- * request (a tee of its body) in case a redirect needs it again, which cost a 40 KB request body
- * 5 ms. LLM endpoints answer without redirecting; one that does redirect gets the request again,
- * followed as before (the SDK's body is a string, sent twice).
- */
-async function fetchOnce(input: string | URL | Request, init?: RequestInit): Promise<Response> {
-  try {
-    return await fetch(input, { ...init, redirect: 'error', window: null });
-  } catch (error) {
-    const redirected = error instanceof TypeError && (error.cause as Error | undefined)?.message === 'unexpected redirect';
-    if (!redirected || (init?.body !== undefined && init.body !== null && typeof init.body !== 'string')) throw error;
-    return fetch(input, init);
-  }
 }
 
 /** `{"error": {...}}` for an error body in another shape; undefined when it already is one or is not JSON. */
@@ -377,6 +373,15 @@ function toLlmError(args: { failure: Failure; attempts: number; settings: LlmSet
   const midStream = textEmitted && failure.retryable ? ' (not retried: the response had started streaming)' : '';
   const message = `LLM request to ${origin} for model "${settings.model}" failed${tries}: ${failure.detail}${midStream}`;
   return new LlmError(failure.code, redact(message, [settings.api_key]), failure.status);
+}
+
+/**
+ * Where the request goes: `/chat/completions`, or for Azure's classic API the deployment named
+ * by the model, as the SDK's AzureOpenAI routes an object body (it cannot read a text one).
+ */
+function chatPath(client: OpenAI, shaped: EncodedRequest): string {
+  if (client instanceof sdk!.AzureOpenAI && shaped.model !== undefined && !client.baseURL.includes('/deployments')) return `/deployments/${String(shaped.model)}/chat/completions`;
+  return '/chat/completions';
 }
 
 function azureBaseUrl(baseUrl: string): string {

@@ -74,7 +74,7 @@ export interface SpawnedServer {
   exited: Promise<number | null>;
 }
 
-const CLI = path.resolve(import.meta.dirname, '../../dist/cli.js');
+export const CLI = path.resolve(import.meta.dirname, '../../dist/cli.js');
 
 /**
  * `node dist/cli.js` as a child process (run `npm run build` first; `npm test` does), or another

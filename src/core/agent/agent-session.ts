@@ -5,6 +5,7 @@ import type { ShellCreateOptions, ShellFactory, ShellSession } from '../tools/sh
 import type { UserAnswer } from '../tools/tool.js';
 import { TASK_LIST_STATE_KEY, TASK_TRACKER_TOOL_NAME, restoreTaskList } from '../tools/task-tracker.js';
 import { ConversationHistory } from './conversation-history.js';
+import type { LlmMessageCodec } from './llm.js';
 import type { Run } from './run-record.js';
 import { liveRanges, type HistoryRewind } from './rewound-view.js';
 import type { TurnInterrupts } from './turn-interrupts.js';
@@ -36,7 +37,7 @@ export interface ActiveRun {
  * persistent shell, tool state and the run in progress (at most one).
  */
 export class AgentSession {
-  history = new ConversationHistory();
+  history: ConversationHistory;
   readonly toolState = new Map<string, unknown>();
   /** Conversation rewinds seen so far: the history is the view they leave (see rewound-view.ts). */
   private rewinds: HistoryRewind[] = [];
@@ -64,10 +65,15 @@ export class AgentSession {
   /** Events appended while the log is being folded in: applied after it (the fold skips what it saw). */
   private held: AgentEvent[] | null = [];
 
+  /** How the history keeps its messages: the LLM client's codec. */
+  private readonly codec: LlmMessageCodec | undefined;
+
   constructor(
     readonly conversationId: string,
-    options: { shellId?: string; agent?: string } = {},
+    options: { shellId?: string; agent?: string; codec?: LlmMessageCodec | undefined } = {},
   ) {
+    this.codec = options.codec;
+    this.history = new ConversationHistory(this.codec);
     this.shellId = options.shellId;
     if (options.agent !== undefined) {
       // A subagent's session starts empty: nothing to fold in.
@@ -98,7 +104,7 @@ export class AgentSession {
 
   /** Fold the log again (after a rewind), keeping the shell and the run state. */
   async reload(log: EventLog): Promise<void> {
-    this.history = new ConversationHistory();
+    this.history = new ConversationHistory(this.codec);
     this.toolState.delete(TASK_LIST_STATE_KEY);
     this.rewinds = [];
     this.held = [];
@@ -119,7 +125,7 @@ export class AgentSession {
   /** A conversation rewind: the history becomes the events of the view it goes back to. */
   private async rewindTo(log: EventLog, rewind: HistoryRewind): Promise<void> {
     this.rewinds.push(rewind);
-    this.history = new ConversationHistory();
+    this.history = new ConversationHistory(this.codec);
     this.toolState.delete(TASK_LIST_STATE_KEY);
     for (const [from, to] of liveRanges(this.rewinds, rewind.at + 1)) {
       let cursor = from - 1;
@@ -147,7 +153,7 @@ export class AgentSession {
     if (event.parent_tool_call_id !== undefined) {
       let child = this.children.get(event.parent_tool_call_id);
       if (!child) {
-        child = new AgentSession(this.conversationId, { agent: event.agent ?? 'unknown' });
+        child = new AgentSession(this.conversationId, { agent: event.agent ?? 'unknown', codec: this.codec });
         this.children.set(event.parent_tool_call_id, child);
       }
       child.history.apply(event);

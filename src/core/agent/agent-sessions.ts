@@ -1,6 +1,7 @@
 import type { AppendedEvent, EventLog } from '../events/event-log.js';
 import type { EventReader } from '../events/event-recorder.js';
 import { AgentSession } from './agent-session.js';
+import type { LlmMessageCodec } from './llm.js';
 
 /**
  * The agent's sessions, one per conversation that ran since the server started, and the reader
@@ -13,7 +14,11 @@ export class AgentSessions implements EventReader {
   /** Sessions whose history is being folded in from the log. */
   private readonly loading = new Map<string, Promise<AgentSession>>();
 
-  constructor(private readonly log: EventLog) {}
+  constructor(
+    private readonly log: EventLog,
+    /** How histories keep their messages: the LLM client's codec (see LlmMessageCodec). */
+    private readonly codec?: LlmMessageCodec,
+  ) {}
 
   read({ event }: AppendedEvent): void {
     this.sessions.get(event.conversation_id)?.receive(event);
@@ -49,7 +54,7 @@ export class AgentSessions implements EventReader {
       }
     }
     if (known) return known;
-    const session = new AgentSession(conversationId);
+    const session = new AgentSession(conversationId, { codec: this.codec });
     // Known at once, so events appended during the fold reach it (held until the fold is done).
     this.sessions.set(conversationId, session);
     const loaded = session.load(this.log).then(

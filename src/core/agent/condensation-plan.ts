@@ -22,7 +22,7 @@ const MIN_FORGOTTEN = 2;
 export function planCondensation(entries: readonly HistoryEntry[], options: { keepFirst: number; keepLast: number; laterSeq?: number }): CondensationPlan | null {
   const n = entries.length;
   let start = Math.min(options.keepFirst, n);
-  while (start < n && entries[start]!.message.role === 'tool') start += 1;
+  while (start < n && entries[start]!.role === 'tool') start += 1;
   // The highest seq of everything before an index, the lowest of everything from an index on.
   const maxBefore: number[] = new Array(n + 1).fill(0);
   for (let i = 0; i < n; i += 1) maxBefore[i + 1] = Math.max(maxBefore[i]!, entries[i]!.lastSeq);
@@ -30,9 +30,9 @@ export function planCondensation(entries: readonly HistoryEntry[], options: { ke
   const minFrom: number[] = new Array(n + 1).fill(options.laterSeq ?? Number.POSITIVE_INFINITY);
   for (let i = n - 1; i >= 0; i -= 1) minFrom[i] = Math.min(minFrom[i + 1]!, entries[i]!.seq);
   for (; start + MIN_FORGOTTEN <= n; start += 1) {
-    if (entries[start]!.message.role === 'tool') continue;
+    if (entries[start]!.role === 'tool') continue;
     for (let end = Math.max(n - options.keepLast, 0); end >= start + MIN_FORGOTTEN; end -= 1) {
-      if (end < n && entries[end]!.message.role === 'tool') continue;
+      if (end < n && entries[end]!.role === 'tool') continue;
       let fromSeq = Number.POSITIVE_INFINITY;
       let toSeq = 0;
       for (let i = start; i < end; i += 1) {

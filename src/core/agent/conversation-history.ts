@@ -1,18 +1,14 @@
 import type { AgentEvent } from '../schemas/event.js';
 import { readAsset } from '../../assets.js';
-import type { LlmMessage, LlmToolCall, LlmUserPart } from './llm.js';
+import { HistoryEntry } from './history-entry.js';
+import { JSON_MESSAGE_CODEC, type EncodedMessages, type LlmMessage, type LlmMessageCodec, type LlmToolCall, type LlmUserPart } from './llm.js';
 import type { StoredPart } from '../schemas/message-content.js';
 
 const CONDENSED_HISTORY = readAsset(import.meta.url, 'condensed-history.md').trim();
 
 type AssistantMessage = Extract<LlmMessage, { role: 'assistant' }>;
 
-/** One message of the history with the seqs of the events it was folded from (first and last). */
-export interface HistoryEntry {
-  readonly message: LlmMessage;
-  readonly seq: number;
-  lastSeq: number;
-}
+export { HistoryEntry };
 
 /** A range of events taken out of the LLM history (they stay in the log), with what replaces them. */
 export interface ForgottenRange {
@@ -31,16 +27,22 @@ export const INTERRUPTED_RESULT = 'The tool call did not complete: it was interr
  * a turn waits until the turn's calls are all answered (it goes in before the next answer, or at
  * the end of `snapshot()`); `snapshot()` closes calls left open.
  * Events that take a range out of the history (`condensation`, `rollback`) are folded like the
- * others, so a restart rebuilds the same view from the log.
+ * others, so a restart rebuilds the same view from the log. Messages are kept as the texts of
+ * `codec` (the LLM client's, see HistoryEntry); `encoded()` hands them to a request as they are.
  */
 export class ConversationHistory {
+  constructor(readonly codec: LlmMessageCodec = JSON_MESSAGE_CODEC) {}
+
   private system: string | null = null;
+  /** The system prompt as a request carries it (encoded once per prompt). */
+  private systemItem: string | LlmMessage | null = null;
   /** The tool schemas recorded with the system prompt, as JSON (the runtime compares them). */
   private systemTools = '';
   private messages: HistoryEntry[] = [];
   private deferred: HistoryEntry[] = [];
   private readonly openCalls = new Map<string, string>();
-  private current: { responseId: string | null; entry: HistoryEntry & { message: AssistantMessage } } | null = null;
+  /** The assistant message of the turn being recorded: calls of the same response join it. */
+  private current: { responseId: string | null; entry: HistoryEntry; message: AssistantMessage } | null = null;
   /** The seq of the event being folded (entries carry it). */
   private folding = 0;
   /** Prompt tokens of the last LLM request as reported (a condensation sets its estimate). */
@@ -65,6 +67,7 @@ export class ConversationHistory {
     switch (event.kind) {
       case 'system_prompt':
         this.system = event.content;
+        this.systemItem = null;
         this.systemTools = JSON.stringify(event.tools);
         return;
       case 'message':
@@ -134,10 +137,10 @@ export class ConversationHistory {
     this.messages = this.messages.filter((entry) => !inRange(entry));
     this.deferred = this.deferred.filter((entry) => !inRange(entry));
     this.prompts = this.prompts.filter((prompt) => prompt.seq < range.fromSeq || prompt.seq > range.toSeq);
-    for (const { message } of removed) if (message.role === 'assistant') for (const call of message.tool_calls ?? []) this.openCalls.delete(call.id);
+    for (const entry of removed) if (entry.role === 'assistant') for (const call of callsOf(entry)) this.openCalls.delete(call.id);
     if (this.current && inRange(this.current.entry)) this.current = null;
     if (this.firstUnansweredUserSeq !== null && this.firstUnansweredUserSeq >= range.fromSeq && this.firstUnansweredUserSeq <= range.toSeq) this.firstUnansweredUserSeq = null;
-    if (range.replacement && at >= 0) this.messages.splice(at, 0, { message: range.replacement, seq: range.fromSeq, lastSeq: range.toSeq });
+    if (range.replacement && at >= 0) this.messages.splice(at, 0, new HistoryEntry(this.codec, range.replacement, range.fromSeq, range.toSeq));
   }
 
   /** The messages after the system prompt with the seqs they came from (what a condensation plans over). */
@@ -153,7 +156,7 @@ export class ConversationHistory {
   /** How many entries come before the first one with a call still open (all of them when none is). */
   get settledLength(): number {
     if (this.openCalls.size === 0) return this.messages.length;
-    const index = this.messages.findIndex(({ message }) => message.role === 'assistant' && (message.tool_calls ?? []).some((call) => this.openCalls.has(call.id)));
+    const index = this.messages.findIndex((entry) => entry.role === 'assistant' && callsOf(entry).some((call) => this.openCalls.has(call.id)));
     return index < 0 ? this.messages.length : index;
   }
 
@@ -203,18 +206,37 @@ export class ConversationHistory {
     return [...this.openCalls.keys()];
   }
 
-  /** The messages to send: system first, every call answered, deferred user messages after. */
+  /** The messages to send: system first, every call answered, deferred user messages after (decoded: see `encoded`). */
   snapshot(): LlmMessage[] {
     const out: LlmMessage[] = [];
     if (this.system !== null) out.push({ role: 'system', content: this.system });
-    for (const { message } of this.messages) out.push(message);
-    for (const id of this.openCalls.keys()) out.push({ role: 'tool', tool_call_id: id, content: INTERRUPTED_RESULT });
-    for (const { message } of this.deferred) out.push(message);
-    return out.map((message) => (message.role === 'assistant' && message.tool_calls ? { ...message, tool_calls: [...message.tool_calls] } : message));
+    for (const entry of this.messages) out.push(entry.message);
+    for (const id of this.openCalls.keys()) out.push(interrupted(id));
+    for (const entry of this.deferred) out.push(entry.message);
+    return out;
+  }
+
+  /** The messages of `snapshot()` as the history keeps them: texts of its codec (or messages kept as objects), nothing decoded. */
+  encoded(): EncodedMessages {
+    const items: (string | LlmMessage)[] = [];
+    if (this.system !== null) {
+      if (this.systemItem === null) {
+        const message: LlmMessage = { role: 'system', content: this.system };
+        this.systemItem = this.codec.encode(message) ?? message;
+      }
+      items.push(this.systemItem);
+    }
+    for (const entry of this.messages) items.push(entry.item);
+    for (const id of this.openCalls.keys()) {
+      const message = interrupted(id);
+      items.push(this.codec.encode(message) ?? message);
+    }
+    for (const entry of this.deferred) items.push(entry.item);
+    return { codec: this.codec, items };
   }
 
   private entry(message: LlmMessage): HistoryEntry {
-    return { message, seq: this.folding, lastSeq: this.folding };
+    return new HistoryEntry(this.codec, message, this.folding, this.folding);
   }
 
   private agentSpoke(seq: number): void {
@@ -223,16 +245,20 @@ export class ConversationHistory {
   }
 
   private addCall(responseId: string | null, thought: string | null, call: LlmToolCall): void {
-    const joinable = this.current && responseId !== null && this.current.responseId === responseId;
-    if (!joinable) {
+    const current = this.current;
+    if (current && responseId !== null && current.responseId === responseId) {
+      // A new message with the call added (a request already made keeps the text it sent).
+      current.message = { ...current.message, tool_calls: [...(current.message.tool_calls ?? []), call] };
+      current.entry.replace(current.message);
+      current.entry.lastSeq = this.folding;
+    } else {
       if (this.openCalls.size > 0) this.closeOpenCalls();
       else if (!this.holding) this.flushDeferred();
-      const entry = { message: { role: 'assistant' as const, content: thought && thought.length > 0 ? thought : null, tool_calls: [] }, seq: this.folding, lastSeq: this.folding };
+      const message: AssistantMessage = { role: 'assistant', content: thought && thought.length > 0 ? thought : null, tool_calls: [call] };
+      const entry = this.entry(message);
       this.messages.push(entry);
-      this.current = { responseId, entry };
+      this.current = { responseId, entry, message };
     }
-    this.current!.entry.message.tool_calls!.push(call);
-    this.current!.entry.lastSeq = this.folding;
     this.openCalls.set(call.id, call.name);
   }
 
@@ -246,7 +272,7 @@ export class ConversationHistory {
   /** Calls a newer response left unanswered: closed where they stand, with the seq of their call. */
   private closeOpenCalls(): void {
     const seq = this.current?.entry.lastSeq ?? this.folding;
-    for (const id of this.openCalls.keys()) this.messages.push({ message: { role: 'tool', tool_call_id: id, content: INTERRUPTED_RESULT }, seq, lastSeq: seq });
+    for (const id of this.openCalls.keys()) this.messages.push(new HistoryEntry(this.codec, interrupted(id), seq, seq));
     this.openCalls.clear();
     this.flushDeferred();
   }
@@ -257,6 +283,17 @@ export class ConversationHistory {
     this.deferred = [];
     this.current = null;
   }
+}
+
+/** The result an open call is given when the history is sent. */
+function interrupted(toolCallId: string): LlmMessage {
+  return { role: 'tool', tool_call_id: toolCallId, content: INTERRUPTED_RESULT };
+}
+
+/** The calls of an assistant entry (decoded: only where the history changes shape, never per request). */
+function callsOf(entry: HistoryEntry): readonly LlmToolCall[] {
+  const message = entry.message;
+  return message.role === 'assistant' ? (message.tool_calls ?? []) : [];
 }
 
 /** How a condensation's summary stands in the history: a user message framing it (condensed-history.md). */

@@ -1,7 +1,7 @@
 import type { CondenseResult, CondenseTrigger } from './condenser.js';
 import type { ConversationHistory } from './conversation-history.js';
 import type { OutputRequirement } from './structured-output.js';
-import { LlmError, type LlmMessage, type LlmUserPart, type LlmClient, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolSchema, type LlmUsage } from './llm.js';
+import { LlmError, type EncodedMessages, type LlmMessage, type LlmUserPart, type LlmClient, type LlmRequest, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolSchema, type LlmUsage } from './llm.js';
 
 /** What a run's LLM requests need: the history, the client, and the condenser that keeps the history in the window. */
 export interface LlmRequestContext {
@@ -35,16 +35,15 @@ export async function askLlm(context: LlmRequestContext, options: { settings: Ll
   if (due) await context.condenser.run(due);
   if (options.signal.aborted) throw options.signal.reason;
   const request = async () => {
-    const response = await context.llm.complete({
+    const response = await context.llm.complete(await withHistory(context, {
       settings: options.settings,
-      messages: await withImages(context, context.history.snapshot()),
       tools: output?.toolSchema ? [...context.toolSchemas, output.toolSchema] : context.toolSchemas,
       ...(output?.responseFormat ? { responseFormat: output.responseFormat } : {}),
       ...(options.noTools ? { toolChoice: 'none' as const } : {}),
       signal: options.signal,
       onTextDelta: (text) => context.delta(text),
       ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
-    });
+    }));
     await context.onUsage(response.usage);
     return response;
   };
@@ -59,15 +58,30 @@ export async function askLlm(context: LlmRequestContext, options: { settings: Ll
   }
 }
 
-/** Workdir images of user messages read for the request (once per run); one that cannot be read is described instead. */
-async function withImages(context: LlmRequestContext, messages: LlmMessage[]): Promise<LlmMessage[]> {
-  if (!messages.some((message) => message.role === 'user' && Array.isArray(message.content))) return messages;
+/**
+ * The history for a request. A client whose codec the history keeps its messages in gets them
+ * as they are kept (`encoded`: nothing encoded again, `messages` decoded only if read); any other
+ * client gets the messages. Workdir images of user messages are read either way.
+ */
+async function withHistory(context: LlmRequestContext, rest: Omit<LlmRequest, 'messages' | 'encoded'>): Promise<LlmRequest> {
+  const history = context.history;
+  if (context.llm.codec === undefined || context.llm.codec !== history.codec) return { ...rest, messages: await withImages(context, history.snapshot()) };
+  const kept = history.encoded();
+  const encoded: EncodedMessages = { codec: kept.codec, items: await withImages(context, kept.items) };
+  let decoded: LlmMessage[] | undefined;
+  const messages = () => (decoded ??= encoded.items.map((item) => (typeof item === 'string' ? encoded.codec.decode(item) : item)));
+  return Object.defineProperty({ ...rest, encoded }, 'messages', { get: messages, enumerable: true }) as LlmRequest;
+}
+
+/** Workdir images of user messages read for the request (once per run); one that cannot be read is described instead. Texts pass as they are. */
+async function withImages<T extends string | LlmMessage>(context: LlmRequestContext, messages: readonly T[]): Promise<T[]> {
+  if (!messages.some((message) => typeof message !== 'string' && message.role === 'user' && Array.isArray(message.content))) return messages as T[];
   let cache = imageCaches.get(context);
   if (!cache) imageCaches.set(context, (cache = new Map()));
   const images = cache;
   return Promise.all(
-    messages.map(async (message): Promise<LlmMessage> => {
-      if (message.role !== 'user' || !Array.isArray(message.content)) return message;
+    messages.map(async (message): Promise<T> => {
+      if (typeof message === 'string' || message.role !== 'user' || !Array.isArray(message.content)) return message;
       const content = await Promise.all(
         message.content.map(async (part): Promise<LlmUserPart> => {
           if (part.type !== 'image' || part.data || !part.path) return part;
@@ -82,7 +96,7 @@ async function withImages(context: LlmRequestContext, messages: LlmMessage[]): P
           return typeof data === 'string' ? { ...part, data } : { type: 'text', text: `[image ${path}: no longer readable (${data.message})]` };
         }),
       );
-      return { role: 'user', content };
+      return { role: 'user', content } as T;
     }),
   );
 }

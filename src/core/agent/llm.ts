@@ -68,9 +68,30 @@ export interface LlmSettings {
   structured_output?: 'auto' | 'json_schema' | 'tool' | null | undefined;
 }
 
+/**
+ * How a client writes one message as text (its own wire form) and reads it back. The history
+ * keeps each message in this form only, and a request hands the texts to the client as they are:
+ * a message is encoded once, when it enters the history, not at every request that carries it.
+ */
+export interface LlmMessageCodec {
+  /** The message as text; null for one kept as an object (one the text could not give back exactly, e.g. images by path). */
+  encode(message: LlmMessage): string | null;
+  /** The message a text of `encode` came from (equal to it). */
+  decode(text: string): LlmMessage;
+}
+
+/** The history's messages as kept: each one a text of `codec`, or the message itself. */
+export interface EncodedMessages {
+  codec: LlmMessageCodec;
+  items: readonly (string | LlmMessage)[];
+}
+
 export interface LlmRequest {
   settings: LlmSettings;
+  /** The messages (for a request built from `encoded`, decoded when read). */
   messages: LlmMessage[];
+  /** The same messages as the history keeps them: a client whose codec made them sends the texts as they are. */
+  encoded?: EncodedMessages;
   tools: LlmToolSchema[];
   /** The answer must be JSON matching this schema (the provider's `response_format: json_schema`). */
   responseFormat?: { name: string; schema: Record<string, unknown> };
@@ -96,6 +117,8 @@ export interface LlmRetry {
 
 export interface LlmClient {
   complete(request: LlmRequest): Promise<LlmResponse>;
+  /** How this client writes messages: histories keep their messages in this form (see LlmMessageCodec). */
+  readonly codec?: LlmMessageCodec;
   /** Whether the endpoint takes `responseFormat` for these settings (else structured output goes through a tool). */
   supportsJsonSchema?(settings: LlmSettings): boolean;
 }
@@ -124,3 +147,9 @@ export class LlmError extends Error {
     this.name = 'LlmError';
   }
 }
+
+/** The codec of a client without its own: a message as its JSON. */
+export const JSON_MESSAGE_CODEC: LlmMessageCodec = {
+  encode: (message) => JSON.stringify(message),
+  decode: (text) => JSON.parse(text) as LlmMessage,
+};

@@ -76,7 +76,7 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
   const tags = { parent_tool_call_id: request.toolCallId, agent: definition.name };
   const tools = childTools(definition, parentTools, depth + 1 < host.maxDepth);
   const toolList = [...tools.values()];
-  const child = new AgentSession(host.conversationId, { agent: definition.name, shellId: `${host.conversationId}/${request.toolCallId}` });
+  const child = new AgentSession(host.conversationId, { agent: definition.name, shellId: `${host.conversationId}/${request.toolCallId}`, codec: host.llm.codec });
   host.session.children.set(request.toolCallId, child);
   let lastText: string | null = null;
   const append = async (event: NewEvent) => {

@@ -10,6 +10,7 @@ import { SortedIndex } from './sorted-index.js';
 import { placeholderRecord } from './placeholder-record.js';
 import { publicConversation } from './public-conversation.js';
 import type { ConversationSummary } from './summary-store.js';
+import { holdUserKeyed, userKeyed } from './user-keyed.js';
 
 export interface ListConversationsQuery {
   status?: ConversationStatus | undefined;
@@ -351,13 +352,14 @@ export class ConversationStore {
   configure(id: string, change: ConfigChange): void {
     const record = this.mutable(id);
     for (const [key, value] of Object.entries(change)) if (value !== undefined) (record as unknown as Record<string, unknown>)[key] = value;
+    holdUserKeyed(record);
     this.save(record);
   }
 
   /** The conversation's secrets and the former values that stay masked, saved. */
   setSecrets(id: string, change: Pick<ConversationRecord, 'secrets' | 'retired_secrets'>): void {
     const record = this.mutable(id);
-    record.secrets = change.secrets;
+    record.secrets = userKeyed(change.secrets);
     if (change.retired_secrets) record.retired_secrets = change.retired_secrets;
     this.secretsRevision += 1;
     this.save(record);
@@ -400,7 +402,7 @@ export class ConversationStore {
   private index(record: ConversationRecord): void {
     this.revision += 1;
     this.secretsRevision += 1;
-    this.records.set(record.id, record);
+    this.records.set(record.id, holdUserKeyed(record));
     this.byCreated.insert(record);
     this.byUpdated.insert(record);
   }

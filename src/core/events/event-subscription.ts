@@ -70,6 +70,8 @@ export class QueuedSubscription<Side = never> implements EventSubscription<Side>
   private queuedBytes = 0;
   private takenBytes = 0;
   private wake: (() => void) | null = null;
+  /** Already among those to wake (the first item queued since the consumer waited scheduled it). */
+  private wakeDue = false;
   private ended = false;
   private isLive = false;
   /** Live items pushed while the switch is under way. */
@@ -198,20 +200,32 @@ export class QueuedSubscription<Side = never> implements EventSubscription<Side>
   private enqueue(item: SubscriptionItem<Side>, bytes: number): void {
     this.queue.push(item);
     this.queuedBytes += bytes;
-    if (this.wake) wakeAtEndOfTurn(this);
+    if (this.wake && !this.wakeDue) {
+      this.wakeDue = true;
+      wakeAtEndOfTurn(this);
+    }
   }
 
   /** Called at the end of the turn in which items were queued (see wakeAtEndOfTurn). */
   wakeNow(): void {
+    this.wakeDue = false;
     this.wake?.();
   }
 }
 
 /**
- * Consumers waiting for items are woken once per event-loop turn, after everything the turn
- * stores: a turn that appends ten events hands each subscriber one batch of ten (one socket
- * write per SSE subscriber) rather than ten batches of one.
+ * Consumers waiting for items are woken at the end of the turn that queued them, after
+ * everything the turn stores: a turn that appends ten events hands each subscriber one batch of
+ * ten (one socket write per SSE subscriber) rather than ten batches of one.
+ *
+ * At most WAKE_PER_TURN of them per turn, the longest waiting first; the others in the next
+ * turns. A thousand subscribers' writes would otherwise hold the event loop for one long stretch
+ * per batch of events (appends, requests and the agent wait behind them), and every batch would
+ * pay a thousand writes however few events it has. Spread over turns, the work that stores
+ * events runs between slices, and each subscriber's next write carries all that was stored
+ * since its last one: fewer, larger writes the more subscribers and events there are.
  */
+const WAKE_PER_TURN = 64;
 const waking = new Set<{ wakeNow(): void }>();
 let wakeScheduled = false;
 
@@ -219,12 +233,22 @@ function wakeAtEndOfTurn(subscription: { wakeNow(): void }): void {
   waking.add(subscription);
   if (wakeScheduled) return;
   wakeScheduled = true;
-  setImmediate(() => {
-    wakeScheduled = false;
-    const due = [...waking];
-    waking.clear();
-    for (const each of due) each.wakeNow();
-  });
+  setImmediate(wakeSome);
+}
+
+function wakeSome(): void {
+  wakeScheduled = false;
+  let woken = 0;
+  // A Set iterates in insertion order, and deleting the entry being visited is safe.
+  for (const each of waking) {
+    waking.delete(each);
+    each.wakeNow();
+    if (++woken === WAKE_PER_TURN) break;
+  }
+  if (waking.size > 0) {
+    wakeScheduled = true;
+    setImmediate(wakeSome);
+  }
 }
 
 function sizeOf(item: SubscriptionItem<unknown>): number {

@@ -32,13 +32,15 @@ export class Subscribers {
   /** A stored event: its conversation's subscribers get it at its seq, the firehose's at `globalCursor`. */
   publish(stored: StoredEvent, globalCursor: number): void {
     const listeners = this.byConversation.get(stored.event.conversation_id);
+    // No copy of the sets per event: a push only ever removes listeners (a subscription that
+    // overflows ends), which a Set's iteration allows; one added meanwhile would get the event too.
     if (listeners) {
       const item: SubscriptionItem = { type: 'event', cursor: stored.event.seq, stored };
-      for (const push of [...listeners]) push(item);
+      for (const push of listeners) push(item);
     }
     if (this.everyConversation.size > 0) {
       const item: SubscriptionItem = { type: 'event', cursor: globalCursor, stored };
-      for (const push of [...this.everyConversation]) push(item);
+      for (const push of this.everyConversation) push(item);
     }
   }
 

@@ -3,9 +3,11 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyReply } from 'fastify';
 import type { Services } from '../../compose.js';
 import { InvalidRequestError } from '../../core/errors.js';
-import type { EventStream, StreamItem } from '../../core/events/event-stream.js';
+import type { EventStream } from '../../core/events/event-stream.js';
 import { StreamQuery } from '../contract/events.js';
 import { ConversationParams, errors } from '../route-schemas.js';
+import { SseHeartbeats } from '../sse-heartbeats.js';
+import { SseWriter } from '../sse-writer.js';
 
 const SSE_DESCRIPTION =
   'Server-Sent Events: `id: <cursor>`, `event: <kind>`, `data: <event JSON>`. History after the cursor first, then live events. ' +
@@ -27,7 +29,8 @@ function startCursor(lastEventId: string | null | undefined, afterSeq: number | 
 /** How long an ended stream's last bytes (e.g. the overflow notice) may wait on a client that stopped reading. */
 const FLUSH_GRACE_MS = 2000;
 
-async function pipeStream(reply: FastifyReply, stream: EventStream, release: () => void): Promise<void> {
+async function pipeStream(options: { reply: FastifyReply; stream: EventStream; heartbeats: SseHeartbeats; release: () => void }): Promise<void> {
+  const { reply, stream, heartbeats, release } = options;
   reply.sse.onClose(release);
   // A subscriber that overflowed because it stopped reading would otherwise hold the connection forever.
   // Destroying with an error also settles @fastify/sse's pending write, which waits only for 'drain' or 'error'.
@@ -37,62 +40,35 @@ async function pipeStream(reply: FastifyReply, stream: EventStream, release: () 
     }, FLUSH_GRACE_MS).unref();
   });
   reply.sse.sendHeaders();
-  const socket = reply.raw;
-  socket.write('retry: 2000\n\n');
+  const response = reply.raw;
+  response.write('retry: 2000\n\n');
+  const writer = new SseWriter(response, heartbeats);
+  heartbeats.add(writer);
   try {
-    // Each batch in one write of frames encoded once for all subscribers (event-stream.ts).
+    // Each batch in one write of frames encoded once for all subscribers (sse-writer.ts).
     for await (const batch of stream.batches()) {
-      if (socket.destroyed) break;
-      if (!socket.write(encoded(batch))) await drained(socket);
+      if (writer.closed) break;
+      if (!writer.write(batch)) await writer.drained();
     }
   } catch {
     // The client went away mid-write: nothing to answer.
   } finally {
+    heartbeats.delete(writer);
     release();
-    if (!socket.destroyed && !socket.writableEnded) socket.end();
+    if (!response.destroyed && !response.writableEnded) response.end();
   }
-}
-
-/**
- * A batch as bytes, encoded once for every subscriber that gets the same batch (those caught up
- * with the log get the same items, in the same order, in the same turn): the same Buffer is then
- * written to each socket, without a copy or an encoding per subscriber.
- */
-const encodedBatches = new WeakMap<StreamItem, { items: StreamItem[]; bytes: Buffer }>();
-
-function encoded(batch: StreamItem[]): Buffer {
-  const first = batch[0]!;
-  const known = encodedBatches.get(first);
-  if (known && known.items.length === batch.length && known.items.every((item, index) => item === batch[index])) return known.bytes;
-  const bytes = Buffer.from(batch.length === 1 ? first.frame : batch.map((item) => item.frame).join(''), 'utf8');
-  encodedBatches.set(first, { items: batch, bytes });
-  return bytes;
-}
-
-/** Resolves once the socket takes more, or rejects when it closes first. */
-function drained(socket: FastifyReply['raw']): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const done = (error?: Error) => {
-      socket.off('drain', onDrain);
-      socket.off('close', onClose);
-      if (error) reject(error);
-      else resolve();
-    };
-    const onDrain = () => done();
-    const onClose = () => done(new Error('closed'));
-    socket.on('drain', onDrain);
-    socket.on('close', onClose);
-  });
 }
 
 const rawSerializer = (data: unknown) => (typeof data === 'string' ? data : JSON.stringify(data));
 
-export function streamRoutes(services: Pick<Services, 'store' | 'streams'>): FastifyPluginAsyncZod {
+export function streamRoutes(services: Pick<Services, 'store' | 'streams'> & { heartbeatMs: number }): FastifyPluginAsyncZod {
   return async (app) => {
+    // One timer for the heartbeats of every stream of this server.
+    const heartbeats = new SseHeartbeats(services.heartbeatMs);
     app.get(
       '/conversations/:id/events/stream',
       {
-        sse: { kind: 'manual', serializer: rawSerializer },
+        sse: { kind: 'manual', heartbeat: false, serializer: rawSerializer },
         config: { queryToken: true },
         schema: {
           tags: ['events'],
@@ -107,14 +83,14 @@ export function streamRoutes(services: Pick<Services, 'store' | 'streams'>): Fas
         services.store.record(request.params.id);
         const afterCursor = startCursor(request.headers['last-event-id'] as string | undefined, request.query.after_seq);
         const stream = services.streams.openStream({ conversationId: request.params.id, afterCursor });
-        await pipeStream(reply, stream, () => services.streams.release(stream));
+        await pipeStream({ reply, stream, heartbeats, release: () => services.streams.release(stream) });
       },
     );
 
     app.get(
       '/events/stream',
       {
-        sse: { kind: 'manual', serializer: rawSerializer },
+        sse: { kind: 'manual', heartbeat: false, serializer: rawSerializer },
         config: { queryToken: true },
         schema: {
           tags: ['events'],
@@ -127,7 +103,7 @@ export function streamRoutes(services: Pick<Services, 'store' | 'streams'>): Fas
       async (request, reply) => {
         const afterCursor = startCursor(request.headers['last-event-id'] as string | undefined, request.query.after_seq);
         const stream = services.streams.openStream({ conversationId: null, afterCursor });
-        await pipeStream(reply, stream, () => services.streams.release(stream));
+        await pipeStream({ reply, stream, heartbeats, release: () => services.streams.release(stream) });
       },
     );
   };

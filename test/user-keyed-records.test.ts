@@ -1,0 +1,71 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
+import v8 from 'node:v8';
+import { afterEach, describe, expect, it } from 'vitest';
+import { CreateConversationBody } from '../src/core/schemas/conversation.js';
+import { CLI, startServer, tempDir, type TestServer } from './support/agentd.js';
+
+// V8's own view of an object: whether it is in dictionary mode (no hidden class of its own).
+v8.setFlagsFromString('--allow-natives-syntax');
+const fastProperties = new Function('o', 'return %HasFastProperties(o)') as (o: object) => boolean;
+
+/** More conversations, each with a secret of its own name, than V8 keeps transitions for from `{}`'s hidden class (about 1,500). */
+const CONVERSATIONS = 1_700;
+const PROBE = path.join(import.meta.dirname, 'support', 'v8-map-probe.mjs');
+const valueOf = (i: number) => `value-${i}-${'x'.repeat(12)}`;
+
+function probe(dataDir: string, mode: 'held' | 'raw'): { records: number; shared: boolean } {
+  const args = ['--allow-natives-syntax', '--expose-gc', PROBE, path.join(dataDir, 'conversations'), path.join(dataDir, 'secret.key'), mode];
+  return JSON.parse(execFileSync(process.execPath, args, { encoding: 'utf8', timeout: 60_000 })) as { records: number; shared: boolean };
+}
+
+let server: TestServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+describe('conversations holding secrets under names of their own', () => {
+  it("are held without a hidden class each, so V8's hidden classes of plain objects stay shared (P5: /alive cost ×3-4 with 10,000 of them); their secrets stay masked in request log lines", { timeout: 180_000 }, async () => {
+    if (!fs.existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build`');
+    const dataDir = tempDir();
+    const lines: string[] = [];
+    const logStream = new PassThrough();
+    logStream.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n').filter(Boolean)));
+    server = await startServer({ dataDir, listen: false, logStream });
+    const ids: string[] = [];
+    for (let i = 0; i < CONVERSATIONS; i++) {
+      const body = CreateConversationBody.parse({ title: `c${i}`, secrets: { [`TOKEN_${i}`]: valueOf(i) } });
+      ids.push((await server.services.conversations.create(body)).record.id);
+    }
+    // Held in dictionary mode, and otherwise as before for whoever reads them: the same keys and values, an ordinary object.
+    const record = server.services.store.record(ids[7]!);
+    expect(record.secrets).toEqual({ TOKEN_7: valueOf(7) });
+    expect(Object.getPrototypeOf(record.secrets)).toBe(Object.prototype);
+    expect(fastProperties(record.secrets)).toBe(false);
+    expect(fastProperties(record.metadata)).toBe(false);
+    const put = await server.app.inject({ method: 'PUT', url: `/conversations/${ids[7]}/secrets`, headers: server.auth, payload: { secrets: { RENAMED_7: 'renamed-value-7' } } });
+    expect(put.statusCode).toBe(200);
+    expect(server.services.secrets.names(ids[7]!)).toEqual(expect.arrayContaining(['RENAMED_7']));
+    expect(fastProperties(server.services.store.record(ids[7]!).secrets)).toBe(false);
+
+    // Masking did not change: a secret value in a request's URL is masked in its log line, old and new values alike.
+    lines.length = 0;
+    for (const value of [valueOf(1_234), 'renamed-value-7', valueOf(7)]) {
+      const answer = await server.app.inject({ method: 'GET', url: `/alive?probe=${value}` });
+      expect(answer.statusCode).toBe(200);
+    }
+    const logged = lines.filter((line) => line.includes('request completed')).map((line) => JSON.parse(line) as { url: string });
+    expect(logged.map((line) => line.url)).toEqual(['/alive?probe=<secret:TOKEN_1234>', '/alive?probe=<secret:RENAMED_7>', '/alive?probe=<secret:TOKEN_7>']);
+    expect(lines.join('\n')).not.toMatch(/value-/);
+    await server.close();
+    server = undefined;
+
+    // What it is for, in a plain node process over the built code: the records as loaded at a start
+    // leave `{}` + a property on its shared hidden class; held as parsed, they do not.
+    expect(probe(dataDir, 'held')).toEqual({ records: CONVERSATIONS, shared: true });
+    expect(probe(dataDir, 'raw')).toEqual({ records: CONVERSATIONS, shared: false });
+  });
+});
