@@ -5,7 +5,6 @@ import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Services } from './compose.js';
 import { limitConnections } from './http/connection-limits.js';
 import { registerAuth } from './http/plugins/auth.js';
-import { registerForwarding } from './cluster/forwarding.js';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './http/plugins/errors.js';
 import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
@@ -66,7 +65,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   registerJsonBodyParser(app);
   registerAuth(app, { keys: services.masterKeys, isPublicPath: (path) => path === '/docs' || path.startsWith('/docs/') });
   // Several instances: a conversation's requests go to the instance that runs it (after authentication).
-  if (services.ownership) registerForwarding(app, services.ownership);
+  if (services.ownership) (await import('./cluster/forwarding.js')).registerForwarding(app, services.ownership);
   await registerOpenApi(app, services);
   await app.register(fastifySSE, { heartbeatInterval: services.config.sseHeartbeatMs });
 

@@ -1,50 +1,35 @@
 #!/usr/bin/env node
-import { CommanderError } from 'commander';
-import { AgentdConnectionError, AgentdError } from './client/index.js';
-import { UsageError } from './cli/connection.js';
-import { EXIT } from './cli/exit-codes.js';
-import { CLIENT_COMMANDS, runClientCommand } from './cli/program.js';
+import v8 from 'node:v8';
+import { CLIENT_COMMANDS } from './cli/client-commands.js';
 
 // The one binary: `agentd [serve] [options]` serves (the default); `agentd run|chat|conversations|events`
 // are clients of a server (src/cli/program.ts). The built entry is dist/cli.js.
 
 /** The server's modules load only when serving: the client commands start faster without them. */
 async function serve(argv: readonly string[]): Promise<void> {
+  // Start-up (compiling modules, loading records) allocates a lot that is garbage at once or kept
+  // for good: V8 would grow the young generation to its 32 MiB maximum on the way and keep it
+  // resident while the server idles. It stays at its minimum until the server listens; from then
+  // on V8 grows it as the load asks (serve.ts).
+  v8.setFlagsFromString('--semi-space-growth-factor=1');
   const { serve: start } = await import('./cli/serve.js');
   return start(argv);
+}
+
+/** And the client's (commander, the client SDK, the terminal renderer) only for a client command: the server starts without them. */
+async function client(argv: readonly string[]): Promise<void> {
+  const { runClient } = await import('./cli/client-main.js');
+  const code = await runClient(argv);
+  // Streams, timers and an embedded server are closed by now: exit with the command's code.
+  process.exitCode = code;
+  setTimeout(() => process.exit(code), 200).unref();
 }
 
 async function main(argv: readonly string[]): Promise<void> {
   const [first] = argv;
   if (first === 'serve') return serve(argv.slice(1));
   if (!(CLIENT_COMMANDS as readonly string[]).includes(first ?? '')) return serve(argv);
-  let code: number;
-  try {
-    code = await runClientCommand(argv);
-  } catch (error) {
-    code = reportFailure(error);
-  }
-  // Streams, timers and an embedded server are closed by now: exit with the command's code.
-  process.exitCode = code;
-  setTimeout(() => process.exit(code), 200).unref();
-}
-
-function reportFailure(error: unknown): number {
-  if (error instanceof CommanderError) return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
-  if (error instanceof UsageError) {
-    process.stderr.write(`agentd: ${error.message}\n`);
-    return EXIT.usage;
-  }
-  if (error instanceof AgentdError) {
-    process.stderr.write(`agentd: ${error.code}: ${error.message}\n`);
-    return EXIT.failed;
-  }
-  if (error instanceof AgentdConnectionError) {
-    process.stderr.write(`agentd: ${error.message}\n`);
-    return EXIT.failed;
-  }
-  process.stderr.write(`agentd: ${error instanceof Error ? error.message : String(error)}\n`);
-  return EXIT.failed;
+  return client(argv);
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {

@@ -14,7 +14,7 @@ import { SecretBox } from './core/secrets/secret-box.js';
 import { normalizeLlmConfig } from './core/schemas/llm-config.js';
 import { VERSION } from './version.js';
 import { composeStorage, type Storage } from './compose-storage.js';
-import { Ownership } from './cluster/ownership.js';
+import type { Ownership } from './cluster/ownership.js';
 import { OpenAiLlmClient } from './adapters/openai-llm.js';
 import { BashShellFactory } from './adapters/bash-shell.js';
 import { ShellLedger } from './adapters/shell-ledger.js';
@@ -105,7 +105,10 @@ export interface ServiceOverrides {
 export async function composeServices(config: Config, logger: Logger, overrides: ServiceOverrides = {}): Promise<Services> {
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   fs.mkdirSync(config.workdirBase, { recursive: true });
-  const { launcher, info: sandbox } = await composeSandbox(config, logger);
+  // The sandbox probe (a bwrap process or two, mostly waiting) runs while the records load: start-up
+  // takes the longer of the two, not their sum. Awaited below, where a failure is thrown.
+  const sandboxReady = composeSandbox(config, logger);
+  sandboxReady.catch(() => {});
 
   let masterKeys = config.masterKeys;
   let masterKeyFile: string | null = null;
@@ -162,6 +165,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   for (const { id, error } of await store.load(await summaries.take())) {
     logger.error({ conversation_id: id, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
   }
+  const { launcher, info: sandbox } = await sandboxReady;
   let ownership: Ownership | null = null;
   const webhooks = await composeWebhooks({ config, logger, log, conversations: store, store: storage.webhooks, version: VERSION, ...(storage.postgres && { owns: (id: string) => ownership?.holds(id) ?? false }) });
 
@@ -262,6 +266,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const forks = new ConversationForks({ conversations, store, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
   if (storage.postgres && config.cluster) {
     // Several instances: a run cut off by a dead instance (this one's previous process included) is recovered by whichever takes its lease.
+    // The cluster layer (and its HTTP client) loads only for several instances.
+    const { Ownership } = await import('./cluster/ownership.js');
     ownership = new Ownership({
       pg: storage.postgres,
       instanceUrl: config.cluster.instanceUrl,
@@ -381,8 +387,12 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await closeTools();
       streams.closeAll('server_shutting_down');
       await storage.close();
-      // The next start reads no logs: each conversation's summary is saved once nothing appends any more.
-      await summaries.save(store.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
+      // The next start reads no logs: each conversation's summary is saved once nothing appends any
+      // more; and (files) no record file but to check it is unchanged: the records in one snapshot.
+      await Promise.all([
+        summaries.save(store.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log')),
+        storage.repository.saveSnapshot?.(store.all()).catch((error: unknown) => logger.warn({ err: error }, 'conversation records snapshot not saved: the next start reads each record')),
+      ]);
     },
   };
 }

@@ -1,6 +1,5 @@
 import fs from 'node:fs';
 import pino, { type Logger } from 'pino';
-import pretty from 'pino-pretty';
 
 /** Fields censored wherever they appear in a log record, whatever their value. */
 const REDACTED_KEYS = new Set(['authorization', 'api_key', 'apiKey', 'secret', 'secrets', 'masterKeys']);
@@ -29,7 +28,7 @@ export interface LogMasker {
 
 export interface LoggerOptions {
   level: string;
-  /** Where lines go (default: stdout, pretty-printed when it is a terminal). */
+  /** Where lines go (default: stdout as JSON lines; `terminalDestination()` pretty-prints for a terminal). */
   destination?: NodeJS.WritableStream;
   /** Bound once secrets are loaded (before that, nothing is masked: no secret is known yet). */
   masker?: LogMasker;
@@ -43,7 +42,7 @@ export interface LoggerOptions {
  * line costs the same with ten thousand conversations holding secrets as with one.
  */
 export function createLogger(options: LoggerOptions): Logger {
-  const target = options.destination ?? (process.stdout.isTTY ? pretty({ sync: true, colorize: true, translateTime: 'SYS:HH:MM:ss.l' }) : standardOutput());
+  const target = options.destination ?? standardOutput();
   const masker = options.masker ?? { mask: (text: string) => text };
   const mask = (text: string) => masker.mask(text);
   return pino(
@@ -67,6 +66,13 @@ export function createLogger(options: LoggerOptions): Logger {
 }
 
 const passThrough = (value: unknown) => value;
+
+/** Pretty, coloured lines when stdout is a terminal (pino-pretty, loaded only then); undefined otherwise (JSON lines). */
+export async function terminalDestination(): Promise<NodeJS.WritableStream | undefined> {
+  if (!process.stdout.isTTY) return undefined;
+  const { default: pretty } = await import('pino-pretty');
+  return pretty({ sync: true, colorize: true, translateTime: 'SYS:HH:MM:ss.l' });
+}
 
 /** One for the process, whatever the number of loggers (tests make many). */
 let stdoutOutput: TurnBatchedOutput | null = null;

@@ -202,4 +202,40 @@ describe('start-up after a clean shutdown', () => {
     const counts = await Promise.all(ids.map(async (id) => ((await api(third, 'GET', `/conversations/${id}`)).json() as { event_count: number }).event_count));
     expect(counts).toEqual([3, 3, 4]);
   });
+
+  it('brings every record back from the snapshot of a clean shutdown; after a kill -9 the files again, nothing stale', { timeout: 60_000 }, async () => {
+    const dir = dataDir('agentd-snapshot-');
+    const first = await spawn(dir);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const created = await api(first, 'POST', '/conversations', { title: `r${i}`, llm: { model: 'm', api_key: `sk-snapshot-${i}` }, secrets: { TOKEN: `snapshot-secret-${i}` }, metadata: { n: String(i) }, initial_message: 'hi', run: false });
+      expect(created.status).toBe(201);
+      ids.push(created.json().id);
+    }
+    expect((await api(first, 'PUT', `/conversations/${ids[1]}/config`, { title: 'renamed' })).status).toBe(200);
+    const shown = async (server: SpawnedServer) => Promise.all(ids.map(async (id) => (await api(server, 'GET', `/conversations/${id}`)).json()));
+    const secretNames = async (server: SpawnedServer) => Promise.all(ids.map(async (id) => (await api(server, 'GET', `/conversations/${id}/secrets`)).json()));
+    const before = await shown(first);
+    const namesBefore = await secretNames(first);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    running.splice(running.indexOf(first), 1);
+    const snapshot = fs.readFileSync(`${dir}/conversations.snapshot`);
+    for (let i = 0; i < 3; i++) for (const secret of [`sk-snapshot-${i}`, `snapshot-secret-${i}`]) expect(snapshot.includes(secret), 'no secret in clear').toBe(false);
+
+    const second = await spawn(dir);
+    expect(fs.existsSync(`${dir}/conversations.snapshot`), 'taken at start-up').toBe(false);
+    expect(await shown(second)).toEqual(before);
+    expect(await secretNames(second)).toEqual(namesBefore);
+    // The secrets came back in plain text in memory: a command sees the value, its output masks it.
+    const command = await api(second, 'POST', `/conversations/${ids[2]}/commands`, { command: 'test "$TOKEN" = snapshot-secret-2 && echo same' });
+    expect(command.status).toBe(200);
+    expect(command.json()).toMatchObject({ exit_code: 0, stdout: 'same\n' });
+    expect((await api(second, 'PUT', `/conversations/${ids[0]}/config`, { title: 'after the snapshot' })).status).toBe(200);
+    await kill9(second);
+
+    const third = await spawn(dir);
+    const after = await shown(third);
+    expect(after.map((c: { title: string }) => c.title)).toEqual(['after the snapshot', 'renamed', 'r2']);
+  });
 });

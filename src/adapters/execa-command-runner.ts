@@ -1,9 +1,12 @@
-import { execa } from 'execa';
 import type { CommandResult, CommandRunner } from '../core/commands/command-runner.js';
 import { OutputWindow } from './output-window.js';
 import { buildCleanEnv, type ProcessLauncher } from './process-launcher.js';
 import { descendantsOf, listProcesses, signalQuietly } from './process-tree.js';
 import { WorkdirGuard } from './workdir-guard.js';
+import { lazyModule } from './lazy-module.js';
+
+/** execa (~100 modules) loads at the first command, not at start-up. */
+const loadExeca = lazyModule(() => import('execa'));
 
 const KILL_GRACE_MS = 1_000;
 
@@ -16,6 +19,7 @@ export class ExecaCommandRunner implements CommandRunner {
   constructor(private readonly options: { launcher: ProcessLauncher; maxOutputChars?: number; passEnv?: readonly string[]; hostEnv?: Readonly<Record<string, string | undefined>> }) {}
 
   async run(options: { command: string; cwd: string; workdir: string; env: Record<string, string>; timeoutMs: number; sandbox?: { network: boolean | 'host' }; stdin?: string }): Promise<CommandResult> {
+    const { execa } = await loadExeca();
     const limit = this.options.maxOutputChars ?? 100_000;
     const env = buildCleanEnv({ workdir: options.workdir, passEnv: this.options.passEnv ?? [], extra: options.env, ...(this.options.hostEnv ? { hostEnv: this.options.hostEnv } : {}) });
     const sandbox = { workdir: options.workdir, network: options.sandbox?.network ?? true };

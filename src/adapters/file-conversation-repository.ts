@@ -6,27 +6,38 @@ import type { SecretBox } from '../core/secrets/secret-box.js';
 import { sealConversationRecord, unsealConversationRecord, type SealedConversationRecord } from './sealed-conversation-record.js';
 import { DamagedDataError, StorageFullError } from '../core/errors.js';
 import { isOutOfSpace } from './disk-space.js';
+import { RecordSnapshot, stampOf, type SnapshotEntry } from './record-snapshot.js';
 
 const FILE = 'conversation.json';
 const LOAD_CONCURRENCY = 64;
 
 
-/** `<dir>/<id>/conversation.json`, written with temp file + rename. */
+/**
+ * `<dir>/<id>/conversation.json`, written with temp file + rename. With `snapshotFile`, all
+ * records are also kept in one sealed snapshot at a clean shutdown (record-snapshot.ts): the next
+ * start takes each record whose file is unchanged from it and reads only the others.
+ */
 export class FileConversationRepository implements ConversationRepository {
+  private readonly snapshot: RecordSnapshot | null;
+
   constructor(
     private readonly dir: string,
     private readonly box: SecretBox,
-    private readonly options: { fsync?: boolean; storageError?: (error: unknown) => unknown } = {},
+    private readonly options: { fsync?: boolean; storageError?: (error: unknown) => unknown; snapshotFile?: string } = {},
   ) {
     fs.mkdirSync(dir, { recursive: true });
+    this.snapshot = options.snapshotFile ? new RecordSnapshot(options.snapshotFile, box) : null;
   }
 
   async loadAll(): Promise<LoadedConversations> {
-    const ids = (await fs.promises.readdir(this.dir, { withFileTypes: true })).filter((entry) => entry.isDirectory()).map((entry) => entry.name);
+    const [entries, snapshot] = await Promise.all([fs.promises.readdir(this.dir, { withFileTypes: true }), this.snapshot?.take() ?? null]);
+    const ids = entries.filter((entry) => entry.isDirectory()).map((entry) => entry.name);
     const loaded: LoadedConversations = { records: [], damaged: [] };
+    // From the snapshot: a record whose file is as the snapshot saw it (one stat, no read, decrypt or validation).
+    const unread = snapshot ? ids.filter((id) => !this.fromSnapshot(id, snapshot.get(id), loaded)) : ids;
     // Reads overlap (the disk may be slow to answer one at a time); parsing each is synchronous.
-    for (let i = 0; i < ids.length; i += LOAD_CONCURRENCY) {
-      const batch = await Promise.all(ids.slice(i, i + LOAD_CONCURRENCY).map((id) => this.read(id)));
+    for (let i = 0; i < unread.length; i += LOAD_CONCURRENCY) {
+      const batch = await Promise.all(unread.slice(i, i + LOAD_CONCURRENCY).map((id) => this.read(id)));
       for (const { id, text } of batch) {
         if (text === undefined) continue;
         try {
@@ -37,8 +48,36 @@ export class FileConversationRepository implements ConversationRepository {
         }
       }
     }
-    void this.sweepTemporaryFiles(ids);
+    // After a clean shutdown (a snapshot was taken) no save was cut short: nothing to sweep.
+    if (!snapshot) void this.sweepTemporaryFiles(ids);
     return loaded;
+  }
+
+  private fromSnapshot(id: string, entry: SnapshotEntry | undefined, loaded: LoadedConversations): boolean {
+    if (!entry) return false;
+    const stat = fs.statSync(path.join(this.dir, id, FILE), { throwIfNoEntry: false });
+    if (!stat || stampOf(stat) !== entry.stamp || entry.record.id !== id) return false;
+    loaded.records.push(entry.record);
+    return true;
+  }
+
+  /**
+   * At a clean shutdown, once nothing saves records any more: the records as held in memory, each
+   * with the stamp of its file (one without a file, never saved, is left out).
+   */
+  async saveSnapshot(records: Iterable<Readonly<ConversationRecord>>): Promise<void> {
+    if (!this.snapshot) return;
+    const all = [...records];
+    const entries: [string, SnapshotEntry][] = [];
+    for (let i = 0; i < all.length; i += LOAD_CONCURRENCY) {
+      const batch = all.slice(i, i + LOAD_CONCURRENCY);
+      const stats = await Promise.all(batch.map((record) => fs.promises.stat(path.join(this.dir, record.id, FILE)).catch(() => null)));
+      batch.forEach((record, j) => {
+        const stat = stats[j];
+        if (stat) entries.push([record.id, { record: record as ConversationRecord, stamp: stampOf(stat) }]);
+      });
+    }
+    await this.snapshot.save(entries);
   }
 
   /**

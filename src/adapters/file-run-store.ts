@@ -31,6 +31,7 @@ export class FileRunStore implements RunStore {
       throw this.options.storageError ? this.options.storageError(error) : isOutOfSpace(error) ? new StorageFullError() : error;
     }
     runs.set(run.id, { ...run });
+    this.cache.set(run.conversation_id, runs);
   }
 
   list(conversationId: string): Run[] {
@@ -71,7 +72,8 @@ export class FileRunStore implements RunStore {
       runs.set(run.data.id, run.data);
     });
     if (torn.length > 0) fs.truncateSync(file, Buffer.byteLength(text) - Buffer.byteLength(torn));
-    this.cache.set(conversationId, runs);
+    // A conversation without runs (most of them) costs no Map while it has none: the next read stats the file again.
+    if (runs.size > 0) this.cache.set(conversationId, runs);
     return runs;
   }
 

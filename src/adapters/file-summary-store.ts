@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { ConversationSummary, SummaryFile, type SummaryStore } from '../core/conversations/summary-store.js';
+import type { ConversationSummary, SummaryStore } from '../core/conversations/summary-store.js';
 
 /** `<dataDir>/summaries.json`: written at a clean shutdown, removed when start-up reads it. */
 export class FileSummaryStore implements SummaryStore {
@@ -15,13 +15,11 @@ export class FileSummaryStore implements SummaryStore {
     }
     // Gone before anything can be appended: a crash from now on leaves no stale summaries behind.
     await fs.promises.rm(this.file, { force: true });
-    let parsed: ReturnType<typeof SummaryFile.safeParse>;
     try {
-      parsed = SummaryFile.safeParse(JSON.parse(text));
+      return summariesOf(JSON.parse(text));
     } catch {
       return null;
     }
-    return parsed.success ? new Map(Object.entries(parsed.data.summaries)) : null;
   }
 
   async save(summaries: ReadonlyMap<string, ConversationSummary>): Promise<void> {
@@ -34,4 +32,22 @@ export class FileSummaryStore implements SummaryStore {
       throw error;
     }
   }
+}
+
+/**
+ * `{version: 1, summaries: {<id>: {updated_at, event_count}}}` checked by hand: one summary per
+ * conversation, at start-up, when a schema library's first (cold) pass over 10,000 entries costs
+ * more than the file's JSON.parse. Anything else: null (each log is read instead).
+ */
+function summariesOf(value: unknown): Map<string, ConversationSummary> | null {
+  const file = value as { version?: unknown; summaries?: unknown } | null;
+  if (typeof file !== 'object' || file === null || file.version !== 1 || typeof file.summaries !== 'object' || file.summaries === null) return null;
+  const out = new Map<string, ConversationSummary>();
+  for (const [id, summary] of Object.entries(file.summaries as Record<string, { updated_at?: unknown; event_count?: unknown } | null>)) {
+    if (typeof summary !== 'object' || summary === null) return null;
+    const { updated_at, event_count } = summary;
+    if (typeof updated_at !== 'string' || typeof event_count !== 'number' || !Number.isInteger(event_count) || event_count < 0) return null;
+    out.set(id, { updated_at, event_count });
+  }
+  return out;
 }

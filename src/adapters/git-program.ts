@@ -1,7 +1,9 @@
 import path from 'node:path';
-import { execa } from 'execa';
+import { lazyModule } from './lazy-module.js';
 
 const TIMEOUT_MS = 300_000;
+/** execa loads at the first git run (a checkpoint), not at start-up. */
+const loadExeca = lazyModule(() => import('execa'));
 
 /**
  * Runs the server's own git (never the agent's: not in the sandbox, on the data dir) with
@@ -62,6 +64,7 @@ export async function runGit(options: { gitDir: string; workTree?: string; args:
     ...SAFE_CONFIG.flatMap((entry) => ['-c', entry]),
     ...options.args,
   ];
+  const { execa } = await loadExeca();
   const result = await execa('git', args, {
     env: gitEnv(options.gitDir, options.indexFile),
     extendEnv: false,

@@ -1,14 +1,22 @@
 import dns from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { McpCallResult, McpConnection, McpConnector, McpContent, McpLaunch, McpToolInfo } from '../core/mcp/mcp-client.js';
 import type { WebhookTargets } from '../core/webhooks/webhook-targets.js';
 import { buildCleanEnv, type ProcessLauncher } from './process-launcher.js';
+import { lazyModule } from './lazy-module.js';
+
+/** The SDK (~7 MB of heap with its schemas) loads at the first connection, not at start-up. */
+const loadSdk = lazyModule(async () => {
+  const [{ Client }, { SSEClientTransport }, { StdioClientTransport }, { StreamableHTTPClientTransport }, { ToolListChangedNotificationSchema }] = await Promise.all([
+    import('@modelcontextprotocol/sdk/client/index.js'),
+    import('@modelcontextprotocol/sdk/client/sse.js'),
+    import('@modelcontextprotocol/sdk/client/stdio.js'),
+    import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+    import('@modelcontextprotocol/sdk/types.js'),
+  ]);
+  return { Client, SSEClientTransport, StdioClientTransport, StreamableHTTPClientTransport, ToolListChangedNotificationSchema };
+});
 
 const STDERR_TAIL_CHARS = 2_000;
 
@@ -22,6 +30,7 @@ export class SdkMcpConnector implements McpConnector {
   constructor(private readonly options: { launcher: ProcessLauncher; targets: WebhookTargets; version: string; passEnv?: readonly string[]; hostEnv?: Readonly<Record<string, string | undefined>> }) {}
 
   async connect(launch: McpLaunch, events: { onToolsChanged: () => void; onClosed: (why: string) => void; timeoutMs: number }): Promise<McpConnection> {
+    const { SSEClientTransport, StreamableHTTPClientTransport } = await loadSdk();
     if (launch.kind === 'stdio') return this.connectStdio(launch, events);
     await this.checkAddress(launch.url);
     const headers = launch.headers;
@@ -38,6 +47,7 @@ export class SdkMcpConnector implements McpConnector {
   }
 
   private async connectStdio(launch: Extract<McpLaunch, { kind: 'stdio' }>, events: { onToolsChanged: () => void; onClosed: (why: string) => void; timeoutMs: number }): Promise<McpConnection> {
+    const { StdioClientTransport } = await loadSdk();
     const env = buildCleanEnv({ workdir: launch.workdir, passEnv: this.options.passEnv ?? [], extra: launch.env, ...(this.options.hostEnv ? { hostEnv: this.options.hostEnv } : {}) });
     const spec = this.options.launcher.prepare({ command: launch.command, args: launch.args, cwd: launch.workdir, env, sandbox: { workdir: launch.workdir, network: launch.sandbox.network } });
     const transport = new StdioClientTransport({ command: spec.command, args: spec.args, env: spec.env, cwd: spec.cwd, stderr: 'pipe' });
@@ -56,6 +66,7 @@ export class SdkMcpConnector implements McpConnector {
   }
 
   private async open(transport: Transport, kind: McpConnection['transport'], events: { onToolsChanged: () => void; onClosed: (why: string) => void; timeoutMs: number }, stderr: () => string): Promise<McpConnection> {
+    const { Client, ToolListChangedNotificationSchema } = await loadSdk();
     const client = new Client({ name: 'agentd', version: this.options.version }, { capabilities: {} });
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => events.onToolsChanged());
     let connected = false;

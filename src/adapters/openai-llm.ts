@@ -3,7 +3,7 @@
  * server (vLLM, Ollama, LiteLLM, OpenRouter) and Azure OpenAI. The only module that imports
  * `openai`. Retries are ours (the SDK's are off), see `complete`.
  */
-import { APIConnectionError, APIConnectionTimeoutError, APIError, AzureOpenAI, OpenAI } from 'openai';
+import type { APIError, OpenAI } from 'openai';
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions';
 import type { Stream } from 'openai/streaming';
 import { LlmError, type LlmClient, type LlmMessage, type LlmRequest, type LlmResponse, type LlmSettings } from '../core/agent/llm.js';
@@ -11,10 +11,20 @@ import { DEFAULT_BASE_URL, supportsJsonSchema } from './chat-request-shape.js';
 import { encodeChatRequest, type EncodedRequest } from './chat-request-body.js';
 import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
 import { ChatChunkAccumulator, extraFieldsOf, normalizeToolCall, usageOf } from './chat-chunk-accumulator.js';
-import { llmFetch } from './undici-llm-fetch.js';
 import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, sleep } from './llm-retry.js';
 
+import { lazyModule } from './lazy-module.js';
+
 export { isAbortError, LlmAbortError } from './llm-retry.js';
+
+/** The SDK and its fetch over undici load at the first LLM request, not at start-up (a server that only serves pays nothing for them). */
+let sdk: typeof import('openai') | undefined;
+let llmFetch: typeof import('./undici-llm-fetch.js')['llmFetch'] | undefined;
+const loadSdk = lazyModule(async () => {
+  const [openai, fetching] = await Promise.all([import('openai'), import('./undici-llm-fetch.js')]);
+  llmFetch = fetching.llmFetch;
+  return (sdk = openai);
+});
 
 /** Which field carries `max_output_tokens`. `auto`: `max_completion_tokens` for OpenAI and Azure, `max_tokens` elsewhere. */
 export type MaxTokensParam = 'auto' | 'max_tokens' | 'max_completion_tokens';
@@ -82,7 +92,7 @@ export class OpenAiLlmClient implements LlmClient {
   async complete(request: LlmRequest): Promise<LlmResponse> {
     const { settings, signal } = request;
     const retries = Math.max(0, Math.floor(settings.num_retries ?? this.options.defaultNumRetries ?? 4));
-    const client = this.clientFor(settings);
+    const client = this.clientFor(settings, await loadSdk());
     const shaped = encodeChatRequest(request, { stream: this.stream, ...(this.options.maxTokensParam ? { maxTokensParam: this.options.maxTokensParam } : {}) });
     const rateLimitWaitMs = this.options.rateLimitWaitMs ?? 60_000;
     let waitedMs = 0;
@@ -179,7 +189,7 @@ export class OpenAiLlmClient implements LlmClient {
   }
 
   /** One SDK client per (base_url, api_key, api_version); env vars are never read by the SDK. */
-  private clientFor(settings: LlmSettings): OpenAI {
+  private clientFor(settings: LlmSettings, { AzureOpenAI, OpenAI }: typeof import('openai')): OpenAI {
     const baseUrl = (settings.base_url || DEFAULT_BASE_URL).replace(/\/+$/, '');
     const apiKey = settings.api_key || NO_API_KEY;
     const apiVersion = settings.api_version || undefined;
@@ -258,6 +268,8 @@ function checkTruncation(response: LlmResponse, args: { fingerprint: string | nu
 }
 
 function classify(err: unknown): Failure {
+  // Attempts run only once the SDK is loaded (complete() awaits it): its error classes are known here.
+  const { APIConnectionError, APIConnectionTimeoutError, APIError } = sdk!;
   if (err instanceof APIConnectionTimeoutError) return { code: 'llm_timeout', retryable: true, detail: 'the request timed out' };
   if (err instanceof APIConnectionError) return { code: 'llm_connection_error', retryable: true, detail: err.message };
   if (err instanceof APIError) {
@@ -299,7 +311,8 @@ function classify(err: unknown): Failure {
  * `{"error": {...}}` before the SDK sees them; every other response passes untouched.
  */
 async function fetchWithReadableErrors(input: string | URL | Request, init?: RequestInit): Promise<Response> {
-  const response = await llmFetch(input, init);
+  // Only the SDK calls this, and only clients made after loadSdk() exist.
+  const response = await llmFetch!(input, init);
   if (response.ok || !/json/i.test(response.headers.get('content-type') ?? '')) return response;
   const text = await response.text();
   const headers = new Headers(response.headers);
@@ -367,7 +380,7 @@ function toLlmError(args: { failure: Failure; attempts: number; settings: LlmSet
  * by the model, as the SDK's AzureOpenAI routes an object body (it cannot read a text one).
  */
 function chatPath(client: OpenAI, shaped: EncodedRequest): string {
-  if (client instanceof AzureOpenAI && shaped.model !== undefined && !client.baseURL.includes('/deployments')) return `/deployments/${String(shaped.model)}/chat/completions`;
+  if (client instanceof sdk!.AzureOpenAI && shaped.model !== undefined && !client.baseURL.includes('/deployments')) return `/deployments/${String(shaped.model)}/chat/completions`;
   return '/chat/completions';
 }
 

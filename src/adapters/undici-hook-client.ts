@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import dns from 'node:dns';
 import { isIP } from 'node:net';
-import { Agent, request } from 'undici';
 import { webhookHeaders } from '../core/webhooks/webhook-signature.js';
 import type { WebhookTargets } from '../core/webhooks/webhook-targets.js';
 import { checkedLookup } from './undici-webhook-client.js';
+import { LazyAgent } from './lazy-undici.js';
 
 /** The most of a hook receiver's answer that is read (decision JSON is small). */
 const MAX_RESPONSE_BYTES = 256 * 1024;
@@ -15,10 +15,10 @@ const MAX_RESPONSE_BYTES = 256 * 1024;
  * private networks only when AGENTD_WEBHOOK_ALLOW_PRIVATE / _ALLOW_CIDRS allow them).
  */
 export class UndiciHookClient {
-  private readonly agent: Agent;
+  private readonly agent: LazyAgent;
 
   constructor(private readonly options: { targets: WebhookTargets; userAgent: string; resolve?: typeof dns.lookup }) {
-    this.agent = new Agent({ connect: { lookup: checkedLookup(options.targets, options.resolve ?? dns.lookup) }, keepAliveTimeout: 4_000 });
+    this.agent = new LazyAgent({ connect: { lookup: checkedLookup(options.targets, options.resolve ?? dns.lookup) }, keepAliveTimeout: 4_000 });
   }
 
   async post(hook: { url: string; body: string; secret: string | null; timeoutMs: number; signal: AbortSignal }): Promise<{ status: number | null; body: string; error: string | null }> {
@@ -28,7 +28,8 @@ export class UndiciHookClient {
     const timeout = AbortSignal.timeout(hook.timeoutMs);
     const headers = webhookHeaders({ id: `hook_${randomUUID()}`, timestamp: Math.floor(Date.now() / 1000), body: hook.body, secret: hook.secret, userAgent: this.options.userAgent });
     try {
-      const response = await request(hook.url, { dispatcher: this.agent, method: 'POST', headers, body: hook.body, signal: AbortSignal.any([timeout, hook.signal]), headersTimeout: hook.timeoutMs, bodyTimeout: hook.timeoutMs });
+      const { agent, request } = await this.agent.use();
+      const response = await request(hook.url, { dispatcher: agent, method: 'POST', headers, body: hook.body, signal: AbortSignal.any([timeout, hook.signal]), headersTimeout: hook.timeoutMs, bodyTimeout: hook.timeoutMs });
       let size = 0;
       const chunks: Buffer[] = [];
       for await (const chunk of response.body) {

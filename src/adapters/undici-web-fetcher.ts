@@ -1,9 +1,12 @@
 import dns from 'node:dns';
-import { Agent, request, type Dispatcher } from 'undici';
 import { WebFetchError, type FetchedPage, type WebFetcher } from '../core/tools/web-fetch.js';
 import { WebhookTargets } from '../core/webhooks/webhook-targets.js';
-import { htmlToMarkdown } from './html-to-markdown.js';
 import { checkedLookup } from './undici-webhook-client.js';
+import { LazyAgent } from './lazy-undici.js';
+import { lazyModule } from './lazy-module.js';
+
+/** turndown and its DOM (domino, ~0.5 MB of source) load at the first fetch, not at start-up. */
+const loadHtmlToMarkdown = lazyModule(() => import('./html-to-markdown.js'));
 
 const MAX_REDIRECTS = 5;
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -19,22 +22,22 @@ const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
  */
 export class UndiciWebFetcher implements WebFetcher {
   private readonly targets: WebhookTargets;
-  private readonly publicAgent: Agent;
-  private readonly hostAgent: Agent;
+  private readonly publicAgent: LazyAgent;
+  private readonly hostAgent: LazyAgent;
 
   constructor(private readonly options: { allowPrivate: boolean; allowCidrs: readonly string[]; timeoutMs: number; userAgent: string; resolve?: typeof dns.lookup }) {
     this.targets = new WebhookTargets({ allowPrivate: options.allowPrivate, allowCidrs: options.allowCidrs });
     const common = { headersTimeout: options.timeoutMs, bodyTimeout: options.timeoutMs, keepAliveTimeout: 4_000 };
-    this.publicAgent = new Agent({ ...common, connect: { timeout: options.timeoutMs, lookup: checkedLookup(this.targets, options.resolve ?? dns.lookup) } });
-    this.hostAgent = new Agent({ ...common, connect: { timeout: options.timeoutMs } });
+    this.publicAgent = new LazyAgent({ ...common, connect: { timeout: options.timeoutMs, lookup: checkedLookup(this.targets, options.resolve ?? dns.lookup) } });
+    this.hostAgent = new LazyAgent({ ...common, connect: { timeout: options.timeoutMs } });
   }
 
   async fetch(fetchRequest: { url: string; maxBytes: number; network: true | 'host'; signal: AbortSignal }): Promise<FetchedPage> {
     const timeout = AbortSignal.timeout(this.options.timeoutMs);
     const signal = AbortSignal.any([timeout, fetchRequest.signal]);
-    const dispatcher: Dispatcher = fetchRequest.network === 'host' ? this.hostAgent : this.publicAgent;
     let url = parseUrl(fetchRequest.url);
     try {
+      const [{ agent: dispatcher, request }, { htmlToMarkdown }] = await Promise.all([(fetchRequest.network === 'host' ? this.hostAgent : this.publicAgent).use(), loadHtmlToMarkdown()]);
       for (let redirects = 0; ; redirects++) {
         if (fetchRequest.network !== 'host') {
           const refusal = this.targets.urlRefusal(url);
@@ -55,7 +58,7 @@ export class UndiciWebFetcher implements WebFetcher {
         }
         const { bytes, truncated } = await readCapped(response.body, fetchRequest.maxBytes);
         const contentType = headerText(response.headers['content-type']);
-        return { url: url.href, status: response.statusCode, contentType, bytes: bytes.length, truncated, redirects, ...render(bytes, contentType) };
+        return { url: url.href, status: response.statusCode, contentType, bytes: bytes.length, truncated, redirects, ...render(bytes, contentType, htmlToMarkdown) };
       }
     } catch (error) {
       if (error instanceof WebFetchError) throw error;
@@ -111,7 +114,7 @@ async function readCapped(body: AsyncIterable<Buffer> & { destroy(): void }, max
 
 const TEXT_TYPES = /^(text\/|application\/(json|[\w.+-]+\+json|xml|[\w.+-]+\+xml|javascript|ecmascript|x-yaml|yaml|toml|x-sh|sql|graphql|x-ndjson))/i;
 
-function render(bytes: Buffer, contentType: string | null): Pick<FetchedPage, 'format' | 'title' | 'text'> {
+function render(bytes: Buffer, contentType: string | null, htmlToMarkdown: (html: string) => { markdown: string; title: string | null }): Pick<FetchedPage, 'format' | 'title' | 'text'> {
   const mime = contentType?.split(';')[0]?.trim().toLowerCase() ?? '';
   const text = decode(bytes, contentType);
   const looksHtml = mime === '' && /^\s*(<!doctype html|<html)/i.test(text.slice(0, 1024));

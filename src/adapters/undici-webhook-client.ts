@@ -1,6 +1,6 @@
 import dns, { type LookupAddress } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
-import { Agent, request } from 'undici';
+import { LazyAgent } from './lazy-undici.js';
 import type { WebhookTargets } from '../core/webhooks/webhook-targets.js';
 import type { WebhookClient, WebhookRequest, WebhookResponse } from '../core/webhooks/webhook-client.js';
 
@@ -14,7 +14,7 @@ const MAX_DRAINED_BYTES = 64 * 1024;
  * undici's `request` does not, so a 3xx comes back as a status like any other.
  */
 export class UndiciWebhookClient implements WebhookClient {
-  private readonly agent: Agent;
+  private readonly agent: LazyAgent;
   private readonly timeoutMs: number;
 
   private readonly targets: WebhookTargets;
@@ -23,7 +23,7 @@ export class UndiciWebhookClient implements WebhookClient {
   constructor(options: { timeoutMs: number; targets: WebhookTargets; resolve?: typeof dns.lookup }) {
     this.timeoutMs = options.timeoutMs;
     this.targets = options.targets;
-    this.agent = new Agent({
+    this.agent = new LazyAgent({
       // Every address a name resolves to is checked when the connection is made, so a name that
       // was public at creation cannot be pointed at this machine or its network later.
       connect: { timeout: options.timeoutMs, lookup: checkedLookup(options.targets, options.resolve ?? dns.lookup) },
@@ -41,7 +41,8 @@ export class UndiciWebhookClient implements WebhookClient {
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const signal = AbortSignal.any([timeout, webhook.signal]);
     try {
-      const response = await request(webhook.url, { dispatcher: this.agent, method: 'POST', headers: webhook.headers, body: webhook.body, signal });
+      const { agent, request } = await this.agent.use();
+      const response = await request(webhook.url, { dispatcher: agent, method: 'POST', headers: webhook.headers, body: webhook.body, signal });
       // The status decides; the body is drained (bounded) so the connection can be reused.
       await response.body.dump({ limit: MAX_DRAINED_BYTES }).catch(() => undefined);
       return { status: response.statusCode, error: null };

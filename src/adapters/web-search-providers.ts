@@ -1,4 +1,4 @@
-import { Agent, request } from 'undici';
+import { LazyAgent } from './lazy-undici.js';
 import { WebSearchError, type SearchResult, type WebSearcher } from '../core/tools/web-search.js';
 
 export interface SearchProviderConfig {
@@ -19,13 +19,13 @@ const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
  */
 export class ProviderWebSearcher implements WebSearcher {
   readonly provider: string;
-  private readonly agent: Agent;
+  private readonly agent: LazyAgent;
   private readonly base: string;
 
   constructor(private readonly config: SearchProviderConfig & { timeoutMs: number; userAgent: string }) {
     this.provider = config.provider;
     this.base = (config.url ?? (config.provider === 'searxng' ? '' : DEFAULT_URLS[config.provider])).replace(/\/+$/, '');
-    this.agent = new Agent({ headersTimeout: config.timeoutMs, bodyTimeout: config.timeoutMs, connect: { timeout: config.timeoutMs }, keepAliveTimeout: 10_000 });
+    this.agent = new LazyAgent({ headersTimeout: config.timeoutMs, bodyTimeout: config.timeoutMs, connect: { timeout: config.timeoutMs }, keepAliveTimeout: 10_000 });
   }
 
   async search(search: { query: string; maxResults: number; signal: AbortSignal }): Promise<SearchResult[]> {
@@ -63,7 +63,8 @@ export class ProviderWebSearcher implements WebSearcher {
   }
 
   private async call(url: string, options: { method: 'GET' | 'POST'; headers: Record<string, string>; body?: string; signal: AbortSignal }): Promise<unknown> {
-    const response = await request(url, { dispatcher: this.agent, ...options });
+    const { agent, request } = await this.agent.use();
+    const response = await request(url, { dispatcher: agent, ...options });
     const text = await readText(response.body);
     if (response.statusCode < 200 || response.statusCode >= 300) {
       throw new WebSearchError(`the ${this.provider} search answered ${response.statusCode}${text ? `: ${text.slice(0, 300)}` : ''}`);

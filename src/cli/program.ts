@@ -4,8 +4,7 @@ import { chatCommand } from './chat-command.js';
 import { conversationsCommand, eventsCommand } from './list-commands.js';
 import { runCommand } from './run-command.js';
 
-/** The client commands (the server is `agentd [serve]`, parsed by config.ts). */
-export const CLIENT_COMMANDS = ['run', 'chat', 'conversations', 'events'] as const;
+export { CLIENT_COMMANDS } from './client-commands.js';
 
 const CONNECTION_HELP = `
 Where it connects: --url/--key, else AGENTD_URL/AGENTD_KEY; with neither, a server embedded in

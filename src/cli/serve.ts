@@ -3,7 +3,7 @@ import { ConfigError, helpText, parseCli } from '../config.js';
 import { buildApp } from '../app.js';
 import { composeServices } from '../compose.js';
 import { DataDirInUseError, DataDirLock } from '../adapters/data-dir-lock.js';
-import { createLogger } from '../logger.js';
+import { createLogger, terminalDestination } from '../logger.js';
 import { VERSION } from '../version.js';
 
 /** `agentd [serve] [--host H] [--port P] ...`: argv + env → config → services → HTTP, until SIGTERM/SIGINT. */
@@ -38,7 +38,8 @@ export async function serve(argv: readonly string[]): Promise<void> {
   }
   // Bound to the secrets once they are loaded: no log line carries a secret value.
   const masker = { mask: (text: string) => text };
-  const logger = createLogger({ level: config.logLevel, masker });
+  const destination = await terminalDestination();
+  const logger = createLogger({ level: config.logLevel, masker, ...(destination && { destination }) });
   const services = await composeServices(config, logger);
   masker.mask = (text) => services.secrets.maskAny(text);
   const app = await buildApp(services);
@@ -81,5 +82,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
 
   const address = await app.listen({ host: config.host, port: config.port });
+  // The young generation was kept small while starting (cli.ts): V8's own growth from here on.
+  v8.setFlagsFromString('--semi-space-growth-factor=2');
   logger.info({ address, data_dir: config.dataDir, version: VERSION }, 'agentd listening');
 }

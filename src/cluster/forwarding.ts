@@ -17,7 +17,8 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { request as undiciRequest } from 'undici';
+import type { request as undiciRequest } from 'undici';
+import { loadUndici } from '../adapters/lazy-undici.js';
 import { isRefused } from './address-probe.js';
 import type { Ownership } from './ownership.js';
 import { OwnerUnavailableError } from './ownership.js';
@@ -101,7 +102,7 @@ async function relay(request: FastifyRequest, reply: FastifyReply, where: { url:
     : null;
   let answer: Awaited<ReturnType<typeof undiciRequest>>;
   try {
-    answer = await undiciRequest(`${where.url}${request.url}`, { method: request.method as 'GET', headers, body, headersTimeout: 0, bodyTimeout: 0, signal: controller.signal });
+    answer = await (await loadUndici()).request(`${where.url}${request.url}`, { method: request.method as 'GET', headers, body, headersTimeout: 0, bodyTimeout: 0, signal: controller.signal });
   } catch (error) {
     if (controller.signal.reason === 'silent') {
       request.log.warn({ owner: where.url }, "the conversation's instance stopped answering: request abandoned");

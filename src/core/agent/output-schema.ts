@@ -8,14 +8,18 @@ import addFormats from 'ajv-formats';
  * (draft 2020-12, 2019-09, else draft-07), with formats: the run's final answer must validate.
  */
 const options = { strict: false, allErrors: true, validateSchema: true } as const;
-const dialects = { draft7: new Ajv(options), draft2019: new Ajv2019(options), draft2020: new Ajv2020(options) };
-for (const instance of Object.values(dialects)) addFormats.default(instance as unknown as Ajv);
+/** Each dialect's instance is made (its meta-schemas compiled) at its first schema, not at start-up. */
+const dialects: { draft7?: Ajv; draft2019?: Ajv; draft2020?: Ajv } = {};
+const withFormats = (instance: Ajv): Ajv => {
+  addFormats.default(instance);
+  return instance;
+};
 
 function ajvFor(schema: Record<string, unknown>): Ajv {
   const dialect = typeof schema.$schema === 'string' ? schema.$schema : '';
-  if (dialect.includes('2020-12')) return dialects.draft2020 as unknown as Ajv;
-  if (dialect.includes('2019-09')) return dialects.draft2019 as unknown as Ajv;
-  return dialects.draft7;
+  if (dialect.includes('2020-12')) return (dialects.draft2020 ??= withFormats(new Ajv2020(options) as unknown as Ajv));
+  if (dialect.includes('2019-09')) return (dialects.draft2019 ??= withFormats(new Ajv2019(options) as unknown as Ajv));
+  return (dialects.draft7 ??= withFormats(new Ajv(options)));
 }
 const compiled = new WeakMap<object, ValidateFunction>();
 

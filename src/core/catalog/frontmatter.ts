@@ -1,4 +1,5 @@
-import { parseDocument } from 'yaml';
+/** The YAML parser loads at the first file with a frontmatter, not at start-up. */
+let yaml: Promise<typeof import('yaml')> | undefined;
 
 /** A Markdown file split into its YAML frontmatter (`---` … `---` at the top) and its body. */
 export interface Frontmatter {
@@ -11,13 +12,14 @@ export interface Frontmatter {
  * gives `{}` and the whole text as body; YAML that does not parse, or is not a mapping, throws
  * an Error whose message says where (it is shown in GET /skills, never fails a run).
  */
-export function parseFrontmatter(text: string): Frontmatter {
+export async function parseFrontmatter(text: string): Promise<Frontmatter> {
   const source = text.startsWith('\uFEFF') ? text.slice(1) : text;
   const open = /^---[ \t]*\r?\n/.exec(source);
   if (!open) return { data: {}, body: source };
   const rest = source.slice(open[0].length);
   const close = /^---[ \t]*(?:\r?\n|$)/m.exec(rest);
   if (!close) throw new Error('the frontmatter opened with `---` is never closed by a `---` line');
+  const { parseDocument } = await (yaml ??= import('yaml'));
   const document = parseDocument(rest.slice(0, close.index), { uniqueKeys: true, prettyErrors: true });
   if (document.errors.length > 0) throw new Error(`invalid YAML frontmatter: ${document.errors[0]!.message.split('\n')[0]}`);
   const data: unknown = document.toJS({ maxAliasCount: 50 });

@@ -181,7 +181,7 @@ async function readParsed(files: CatalogFiles, file: string, fail: (error: strin
     return null;
   }
   try {
-    return parseFrontmatter(text);
+    return await parseFrontmatter(text);
   } catch (error) {
     fail((error as Error).message);
     return null;

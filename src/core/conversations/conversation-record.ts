@@ -59,4 +59,6 @@ export interface ConversationRepository {
   save(record: ConversationRecord): void;
   /** A promise when the removal finishes later (files: off the event loop); the record is gone once it settles. */
   remove(id: string): void | Promise<void>;
+  /** At a clean shutdown (files): all records kept together, so that the next start need not read each one. */
+  saveSnapshot?(records: Iterable<Readonly<ConversationRecord>>): Promise<void>;
 }

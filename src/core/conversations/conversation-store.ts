@@ -99,12 +99,9 @@ export class ConversationStore {
         record.quarantine = error.damage;
         record.status = 'error';
       }
-      this.index(record);
     }
-    for (const { id, error } of damaged) {
-      this.deps.log.quarantine(id, error);
-      this.index(placeholderRecord({ id, damage: error.damage, now: isoTimestamp(this.clock.now()) }));
-    }
+    for (const { id, error } of damaged) this.deps.log.quarantine(id, error);
+    this.indexAll([...records, ...damaged.map(({ id, error }) => placeholderRecord({ id, damage: error.damage, now: isoTimestamp(this.clock.now()) }))]);
     this.loaded = true;
     return quarantined;
   }
@@ -408,6 +405,26 @@ export class ConversationStore {
     this.records.set(record.id, holdUserKeyed(record));
     this.byCreated.insert(record);
     this.byUpdated.insert(record);
+  }
+
+  private indexAll(records: readonly ConversationRecord[]): void {
+    this.revision += 1;
+    this.secretsRevision += 1;
+    for (const record of records) {
+      record.tools = this.sharedTools(record.tools);
+      this.records.set(record.id, record);
+    }
+    this.byCreated.insertAll(records);
+    this.byUpdated.insertAll(records);
+  }
+
+  /** Conversations mostly have the same tool list: loaded records share one frozen array per list (~140 bytes each less). */
+  private readonly toolLists = new Map<string, string[]>();
+  private sharedTools(tools: string[]): string[] {
+    const key = tools.join('\u0000');
+    let shared = this.toolLists.get(key);
+    if (!shared) this.toolLists.set(key, (shared = Object.freeze([...tools]) as string[]));
+    return shared;
   }
 
   private unindex(record: ConversationRecord): void {

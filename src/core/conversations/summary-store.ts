@@ -9,10 +9,6 @@ export const ConversationSummary = z.object({
 });
 export type ConversationSummary = z.infer<typeof ConversationSummary>;
 
-export const SummaryFile = z.object({
-  version: z.literal(1),
-  summaries: z.record(z.string(), ConversationSummary),
-});
 
 /**
  * The conversation summaries saved at a clean shutdown. They are only true until the next

@@ -23,6 +23,23 @@ export class SecretBox {
     return `v1:${Buffer.concat([iv, cipher.getAuthTag(), body]).toString('base64')}`;
   }
 
+  /**
+   * Large data sealed piece by piece (AES-256-GCM as above): `update` each piece, then `final`
+   * gives the tag. Store `iv`, the pieces and the tag; `opening` takes them back.
+   */
+  sealing(): { iv: Buffer; update(piece: Buffer): Buffer; final(): { rest: Buffer; tag: Buffer } } {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.key, iv);
+    return { iv, update: (piece) => cipher.update(piece), final: () => ({ rest: cipher.final(), tag: cipher.getAuthTag() }) };
+  }
+
+  /** The reverse of `sealing`: `final` throws when the pieces were sealed with another key or changed since. */
+  opening(iv: Buffer, tag: Buffer): { update(piece: Buffer): Buffer; final(): Buffer } {
+    const decipher = createDecipheriv('aes-256-gcm', this.key, iv);
+    decipher.setAuthTag(tag);
+    return { update: (piece) => decipher.update(piece), final: () => decipher.final() };
+  }
+
   decrypt(sealed: string): string {
     if (!sealed.startsWith('v1:')) throw new Error('unknown secret format');
     const raw = Buffer.from(sealed.slice(3), 'base64');

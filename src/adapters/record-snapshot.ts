@@ -1,0 +1,181 @@
+import fs from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { StringDecoder } from 'node:string_decoder';
+import { ConversationRecord } from '../core/conversations/conversation-record.js';
+import type { SecretBox } from '../core/secrets/secret-box.js';
+import { VERSION } from '../version.js';
+
+/** What a record file was when the snapshot was written: a save replaces the file (a new inode), a hand edit changes its size or mtime. */
+export type FileStamp = string;
+
+export function stampOf(stat: fs.Stats): FileStamp {
+  return `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
+}
+
+export interface SnapshotEntry {
+  record: ConversationRecord;
+  /** The stamp of the record's file as the snapshot saw it. */
+  stamp: FileStamp;
+}
+
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+/** Read and sealed a piece at a time: the snapshot (~1.2 KB per conversation) is never whole in memory. */
+const PIECE_BYTES = 1 << 20;
+
+/**
+ * `<dataDir>/conversations.snapshot`: every conversation record, written at a clean shutdown so
+ * that the next start reads one file instead of one per conversation (and skips decrypting and
+ * validating each). Like the saved summaries it is taken (removed) at start-up before anything
+ * is written, so a crash never leaves a stale one behind; each entry is used only while its
+ * record file still has the stamp it had (another program, a restored backup, a hand edit: that
+ * record is read from its file). The whole snapshot is sealed with the server's secret key
+ * (AES-256-GCM): the secrets it holds are never on disk in clear, and a snapshot that is torn,
+ * damaged or from another key fails authentication and is ignored (the files are read, as after
+ * a crash).
+ *
+ * Layout: iv | sealed lines | tag. The first line is the tag of the server that wrote it (see
+ * `snapshotTag`), then one JSON line per conversation: `[id, stamp, record]`.
+ */
+export class RecordSnapshot {
+  constructor(
+    private readonly file: string,
+    private readonly box: SecretBox,
+  ) {}
+
+  /** The entries of the last clean shutdown, by conversation id, the file removed; null when there is none to trust. */
+  async take(): Promise<Map<string, SnapshotEntry> | null> {
+    let fd: number;
+    try {
+      fd = fs.openSync(this.file, 'r');
+    } catch {
+      return null;
+    }
+    try {
+      // Gone before any record can be saved: from now on the record files are the truth.
+      await fs.promises.rm(this.file, { force: true });
+      return this.read(fd);
+    } catch {
+      return null;
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  /** Parsed line by line as it is opened; nothing is used unless the tag at the end authenticates all of it. */
+  private read(fd: number): Map<string, SnapshotEntry> | null {
+    const size = fs.fstatSync(fd).size;
+    if (size < IV_BYTES + TAG_BYTES) return null;
+    const iv = Buffer.alloc(IV_BYTES);
+    const tag = Buffer.alloc(TAG_BYTES);
+    fs.readSync(fd, iv, 0, IV_BYTES, 0);
+    fs.readSync(fd, tag, 0, TAG_BYTES, size - TAG_BYTES);
+    const opening = this.box.opening(iv, tag);
+    const decoder = new StringDecoder('utf8');
+    const entries = new Map<string, SnapshotEntry>();
+    let header: string | null = null;
+    let partial = '';
+    const consume = (text: string) => {
+      const lines = (partial + text).split('\n');
+      partial = lines.pop()!;
+      for (const line of lines) {
+        if (header === null) {
+          header = line;
+          if (header !== JSON.stringify(snapshotTag())) throw new Error('written by another server version or record schema');
+          continue;
+        }
+        const [id, stamp, record] = JSON.parse(line) as [string, FileStamp, ConversationRecord];
+        entries.set(id, { stamp, record });
+      }
+    };
+    const piece = Buffer.alloc(PIECE_BYTES);
+    for (let at = IV_BYTES; at < size - TAG_BYTES; ) {
+      const read = fs.readSync(fd, piece, 0, Math.min(PIECE_BYTES, size - TAG_BYTES - at), at);
+      if (read === 0) return null;
+      at += read;
+      consume(decoder.write(opening.update(piece.subarray(0, read))));
+    }
+    consume(decoder.write(opening.final()) + decoder.end());
+    return header !== null && partial === '' ? entries : null;
+  }
+
+  /** Written once nothing saves records any more (a clean shutdown): a temp file, then renamed. */
+  async save(entries: Iterable<[id: string, SnapshotEntry]>): Promise<void> {
+    const temp = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
+    const sealing = this.box.sealing();
+    const handle = await fs.promises.open(temp, 'w', 0o600);
+    try {
+      await handle.write(sealing.iv);
+      let lines = `${JSON.stringify(snapshotTag())}\n`;
+      for (const [id, { stamp, record }] of entries) {
+        lines += `${JSON.stringify([id, stamp, record])}\n`;
+        if (lines.length < PIECE_BYTES) continue;
+        await handle.write(sealing.update(Buffer.from(lines)));
+        lines = '';
+      }
+      const last = sealing.update(Buffer.from(lines));
+      const { rest, tag } = sealing.final();
+      await handle.write(Buffer.concat([last, rest, tag]));
+      await handle.close();
+      await fs.promises.rename(temp, this.file);
+    } catch (error) {
+      await handle.close().catch(() => undefined);
+      await fs.promises.rm(temp, { force: true });
+      throw error;
+    }
+  }
+}
+
+let tag: string | undefined;
+
+/**
+ * The version and the shape of the record schema (field names, types, defaults): a snapshot
+ * holds records as this server parsed them, so a server whose schema differs reads the files.
+ */
+function snapshotTag(): string {
+  return (tag ??= `${VERSION} ${schemaShape(ConversationRecord)}`);
+}
+
+interface ZodDef {
+  type: string;
+  shape?: Record<string, unknown>;
+  options?: unknown[];
+  items?: unknown[];
+  values?: Set<unknown>;
+  entries?: unknown;
+  defaultValue?: unknown;
+  [key: string]: unknown;
+}
+
+function schemaShape(schema: unknown): string {
+  const seen = new Map<unknown, number>();
+  const out: string[] = [];
+  const walk = (node: unknown): void => {
+    const def = (node as { _zod?: { def?: ZodDef } } | null)?._zod?.def;
+    if (!def) return void out.push('?');
+    const known = seen.get(node);
+    if (known !== undefined) return void out.push(`#${known}`);
+    seen.set(node, seen.size);
+    out.push(def.type);
+    if (def.type === 'object' && def.shape) {
+      out.push('{');
+      for (const [key, value] of Object.entries(def.shape)) {
+        out.push(key);
+        walk(value);
+      }
+      out.push('}');
+    }
+    for (const key of ['innerType', 'element', 'valueType', 'keyType', 'in', 'out', 'left', 'right', 'rest']) if (def[key]) walk(def[key]);
+    for (const list of [def.options, def.items]) {
+      if (!Array.isArray(list)) continue;
+      out.push('[');
+      list.forEach(walk);
+      out.push(']');
+    }
+    if ('defaultValue' in def) out.push(JSON.stringify(typeof def.defaultValue === 'function' ? null : def.defaultValue) ?? '');
+    if (def.values) out.push(JSON.stringify([...def.values]));
+    if (def.entries) out.push(JSON.stringify(def.entries));
+  };
+  walk(schema);
+  return out.join(' ');
+}
