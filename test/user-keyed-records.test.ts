@@ -63,6 +63,16 @@ describe('conversations holding secrets under names of their own', () => {
     await server.close();
     server = undefined;
 
+    // Loaded at a start (from the snapshot a clean stop leaves, and from the record files after a crash): held the same way.
+    for (const start of ['after a clean stop', 'without a snapshot'] as const) {
+      if (start === 'without a snapshot') fs.rmSync(path.join(dataDir, 'conversations.snapshot'), { force: true });
+      server = await startServer({ dataDir, listen: false });
+      const loaded = server.services.store.record(ids[7]!);
+      expect({ start, secrets: loaded.secrets, fast: fastProperties(loaded.secrets), fastMetadata: fastProperties(loaded.metadata) }).toEqual({ start, secrets: { TOKEN_7: valueOf(7), RENAMED_7: 'renamed-value-7' }, fast: false, fastMetadata: false });
+      await server.close();
+      server = undefined;
+    }
+
     // What it is for, in a plain node process over the built code: the records as loaded at a start
     // leave `{}` + a property on its shared hidden class; held as parsed, they do not.
     expect(probe(dataDir, 'held')).toEqual({ records: CONVERSATIONS, shared: true });

@@ -412,7 +412,7 @@ export class ConversationStore {
     this.secretsRevision += 1;
     for (const record of records) {
       record.tools = this.sharedTools(record.tools);
-      this.records.set(record.id, record);
+      this.records.set(record.id, holdUserKeyed(record));
     }
     this.byCreated.insertAll(records);
     this.byUpdated.insertAll(records);
