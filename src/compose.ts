@@ -14,6 +14,7 @@ import { SecretBox } from './core/secrets/secret-box.js';
 import { normalizeLlmConfig } from './core/schemas/llm-config.js';
 import { VERSION } from './version.js';
 import { composeStorage, type Storage } from './compose-storage.js';
+import { testPausePoint } from './test-pause-point.js';
 import type { Ownership } from './cluster/ownership.js';
 import { OpenAiLlmClient } from './adapters/openai-llm.js';
 import { BashShellFactory } from './adapters/bash-shell.js';
@@ -394,16 +395,5 @@ export async function composeServices(config: Config, logger: Logger, overrides:
         storage.repository.saveSnapshot?.(store.all()).catch((error: unknown) => logger.warn({ err: error }, 'conversation records snapshot not saved: the next start reads each record')),
       ]);
     },
-  };
-}
-
-/** Tests only (AGENTD_TEST_PAUSE_AT): at the named crash point the server says so and waits forever, to be killed. */
-function testPausePoint(name: string | null, logger: Logger): ((point: string) => Promise<void>) | undefined {
-  if (name === null) return undefined;
-  return async (point) => {
-    if (point !== name) return;
-    logger.warn({ pause_point: point }, `test pause point reached: ${point}`);
-    process.stdout.write(`AGENTD_TEST_PAUSED ${point}\n`);
-    await new Promise<never>(() => {});
   };
 }

@@ -7,7 +7,6 @@ let harness: AgentHarness;
 afterEach(async () => harness?.close());
 
 const bash = (command: string, promptTokens = 200): FakeTurn => ({ toolCalls: [{ name: 'bash', arguments: { command } }], usage: { prompt_tokens: promptTokens, completion_tokens: 10 } });
-const requestText = (index: number) => JSON.stringify(harness.llm.requests[index]!.body.messages);
 /** The commands of the bash calls in a request's messages (a summary may quote them; these are the calls themselves). */
 const commandsIn = (messages: any[] | undefined) => (messages ?? []).flatMap((message) => (message.tool_calls ?? []).map((call: any) => JSON.parse(call.function.arguments).command));
 /** The requests of the agent itself (not the condensation requests), in order. */

@@ -47,6 +47,11 @@ export const ConversationRecord = Conversation.omit({ event_count: true, llm: tr
 });
 export type ConversationRecord = z.infer<typeof ConversationRecord>;
 
+/** The config fields a client may change after creation (PUT /config), already checked. */
+export type ConfigChange = Partial<
+  Pick<ConversationRecord, 'llm' | 'workdir' | 'workdir_created' | 'max_iterations_per_run' | 'title' | 'mcp_servers' | 'permissions' | 'hooks' | 'setting_sources' | 'confirmation_mode' | 'condenser' | 'multitask_strategy' | 'agents'>
+>;
+
 /** What loading found: the records, and the conversations whose record could not be read. */
 export interface LoadedConversations {
   records: ConversationRecord[];

@@ -1,29 +1,19 @@
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
 import { ConversationQuarantinedError, DamagedDataError, NotFoundError, type Damage } from '../errors.js';
-import { decodePageId, encodePageId, isKeyCursor, type Page } from '../pagination.js';
+import type { Page } from '../pagination.js';
 import type { Conversation, LlmUsage, PendingAction, SandboxNetwork } from '../schemas/conversation.js';
 import type { ConversationStatus } from '../schemas/event.js';
 import type { AppendedEvent, EventLog } from '../events/event-log.js';
 import type { EventReader } from '../events/event-recorder.js';
-import type { ConversationRecord, ConversationRepository } from './conversation-record.js';
-import { SortedIndex } from './sorted-index.js';
+import type { ConfigChange, ConversationRecord, ConversationRepository } from './conversation-record.js';
+import { ConversationIndex, type ListConversationsQuery } from './conversation-index.js';
 import { placeholderRecord } from './placeholder-record.js';
 import { publicConversation } from './public-conversation.js';
 import type { ConversationSummary } from './summary-store.js';
 import { holdUserKeyed, userKeyed } from './user-keyed.js';
 
-export interface ListConversationsQuery {
-  status?: ConversationStatus | undefined;
-  sort: 'created_at' | 'updated_at';
-  order: 'asc' | 'desc';
-  pageId?: string | undefined;
-  limit: number;
-}
-
-/** The config fields a client may change after creation (PUT /config), already checked. */
-export type ConfigChange = Partial<
-  Pick<ConversationRecord, 'llm' | 'workdir' | 'workdir_created' | 'max_iterations_per_run' | 'title' | 'mcp_servers' | 'permissions' | 'hooks' | 'setting_sources' | 'confirmation_mode' | 'condenser' | 'multitask_strategy' | 'agents'>
->;
+export type { ListConversationsQuery } from './conversation-index.js';
+export type { ConfigChange } from './conversation-record.js';
 
 /**
  * The one owner of conversation records: they are held here, indexed for listing, persisted
@@ -32,9 +22,7 @@ export type ConfigChange = Partial<
  * log reader that keeps each conversation's summary (`updated_at`, `event_count`).
  */
 export class ConversationStore {
-  private readonly records = new Map<string, ConversationRecord>();
-  private readonly byCreated = new SortedIndex<ConversationRecord>((record) => record.created_at);
-  private readonly byUpdated = new SortedIndex<ConversationRecord>((record) => record.updated_at);
+  private readonly records = new ConversationIndex();
   /** Per conversation: how many events its log holds (the seq of the last one). */
   private readonly eventCounts = new Map<string, number>();
   /** Bumped whenever a record is created, saved or deleted (caches derived from records check it). */
@@ -147,28 +135,16 @@ export class ConversationStore {
   }
 
   list(query: ListConversationsQuery): Page<Conversation> {
-    const index = query.sort === 'created_at' ? this.byCreated : this.byUpdated;
-    const cursor = query.pageId ? decodePageId(query.pageId, isKeyCursor) : undefined;
-    const filter = query.status ? (record: ConversationRecord) => record.status === query.status : undefined;
-    const { items, more } = index.page({ order: query.order, limit: query.limit, filter, ...(cursor ? { after: { key: cursor.k, id: cursor.i } } : {}) });
-    const last = items[items.length - 1];
-    return {
-      items: items.map((record) => this.toPublic(record)),
-      next_page_id: more && last ? encodePageId({ k: query.sort === 'created_at' ? last.created_at : last.updated_at, i: last.id }) : null,
-    };
+    const page = this.records.page(query);
+    return { items: page.items.map((record) => this.toPublic(record)), next_page_id: page.next_page_id };
   }
 
   count(status?: ConversationStatus): number {
-    if (!status) return this.records.size;
-    let n = 0;
-    for (const record of this.records.values()) if (record.status === status) n += 1;
-    return n;
+    return this.records.count(status);
   }
 
   countsByStatus(): Record<ConversationStatus, number> {
-    const counts: Record<ConversationStatus, number> = { idle: 0, running: 0, paused: 0, waiting_for_confirmation: 0, waiting_for_input: 0, finished: 0, error: 0, stuck: 0 };
-    for (const record of this.records.values()) counts[record.status] += 1;
-    return counts;
+    return this.records.countsByStatus();
   }
 
   /** Every conversation but the quarantined ones. */
@@ -268,23 +244,14 @@ export class ConversationStore {
     record.status = status;
     // A run waiting for an answer is still the current run.
     record.current_run_id = status === 'running' || status === 'waiting_for_input' ? runId : null;
-    try {
-      this.save(record);
-    } catch (error) {
-      Object.assign(record, before);
-      throw error;
-    }
+    this.saveOrUndo(record, before);
   }
 
   /**
-   * A run starts: status `running` with the run's id, no actions waiting any more. The record is
-   * saved only when the one on disk would be wrong without it (it holds actions waiting for
-   * confirmation, or a question being waited on) or when other instances read it
-   * (`persistRunStart`); otherwise the run's end saves it, and until then the disk keeps the
-   * status from before the run. A run in progress is on disk anyway: its run record says
-   * `running` and its `state_update` event is in the log, which is what recovery after a crash
-   * reads (RunRecovery). This spares each run one record replacement (a rename, which the file
-   * system may make wait for a write-out) before the request that started it is answered.
+   * A run starts: status `running` with the run's id, no actions waiting. Saved only when the
+   * record on disk would be wrong without it (actions waiting, a question) or other instances read
+   * it (`persistRunStart`): a run in progress is on disk anyway, in its run record and its
+   * `state_update` event, which recovery reads. This spares a rename before the run's 202.
    */
   startRunning(id: string, runId: string): void {
     const record = this.mutable(id);
@@ -298,12 +265,7 @@ export class ConversationStore {
       this.revision += 1;
       return;
     }
-    try {
-      this.save(record);
-    } catch (error) {
-      Object.assign(record, before);
-      throw error;
-    }
+    this.saveOrUndo(record, before);
   }
 
   /** Actions waiting for approval (saved with the status that follows them). */
@@ -392,48 +354,40 @@ export class ConversationStore {
     this.deps.repository.save(record);
   }
 
+  /** Saves the record; a save that fails (a full disk) puts back what `before` holds. */
+  private saveOrUndo(record: ConversationRecord, before: Partial<ConversationRecord>): void {
+    try {
+      this.save(record);
+    } catch (error) {
+      Object.assign(record, before);
+      throw error;
+    }
+  }
+
   private touch(record: ConversationRecord, timestamp: string): void {
     if (timestamp <= record.updated_at) return;
     const old = record.updated_at;
     record.updated_at = timestamp;
-    this.byUpdated.update(record, old);
+    this.records.updated(record, old);
   }
 
   private index(record: ConversationRecord): void {
     this.revision += 1;
     this.secretsRevision += 1;
-    this.records.set(record.id, holdUserKeyed(record));
-    this.byCreated.insert(record);
-    this.byUpdated.insert(record);
+    this.records.add(record);
   }
 
   private indexAll(records: readonly ConversationRecord[]): void {
     this.revision += 1;
     this.secretsRevision += 1;
-    for (const record of records) {
-      record.tools = this.sharedTools(record.tools);
-      this.records.set(record.id, holdUserKeyed(record));
-    }
-    this.byCreated.insertAll(records);
-    this.byUpdated.insertAll(records);
-  }
-
-  /** Conversations mostly have the same tool list: loaded records share one frozen array per list (~140 bytes each less). */
-  private readonly toolLists = new Map<string, string[]>();
-  private sharedTools(tools: string[]): string[] {
-    const key = tools.join('\u0000');
-    let shared = this.toolLists.get(key);
-    if (!shared) this.toolLists.set(key, (shared = Object.freeze([...tools]) as string[]));
-    return shared;
+    this.records.addAll(records);
   }
 
   private unindex(record: ConversationRecord): void {
     this.revision += 1;
     this.secretsRevision += 1;
-    this.records.delete(record.id);
+    this.records.remove(record);
     this.eventCounts.delete(record.id);
-    this.byCreated.remove(record);
-    this.byUpdated.remove(record);
   }
 }
 

@@ -15,7 +15,6 @@
  */
 import path from 'node:path';
 import { InvalidPathError } from './invalid-path-error.js';
-import { PathNotFoundError } from './path-not-found-error.js';
 import { PathOutsideWorkdirError } from './path-outside-workdir-error.js';
 
 export interface ResolveOptions {

@@ -1,0 +1,99 @@
+import { decodePageId, encodePageId, isKeyCursor, type Page } from '../pagination.js';
+import type { ConversationStatus } from '../schemas/event.js';
+import type { ConversationRecord } from './conversation-record.js';
+import { SortedIndex } from './sorted-index.js';
+import { holdUserKeyed } from './user-keyed.js';
+
+export interface ListConversationsQuery {
+  status?: ConversationStatus | undefined;
+  sort: 'created_at' | 'updated_at';
+  order: 'asc' | 'desc';
+  pageId?: string | undefined;
+  limit: number;
+}
+
+/**
+ * The conversation records held in memory, by id and sorted by created_at and by updated_at
+ * for listing. The store (conversation-store.ts) owns the records and decides what goes in; this
+ * only keeps them findable and counts them.
+ */
+export class ConversationIndex {
+  private readonly byId = new Map<string, ConversationRecord>();
+  private readonly byCreated = new SortedIndex<ConversationRecord>((record) => record.created_at);
+  private readonly byUpdated = new SortedIndex<ConversationRecord>((record) => record.updated_at);
+  /** Conversations mostly have the same tool list: loaded records share one frozen array per list (~140 bytes each less). */
+  private readonly toolLists = new Map<string, string[]>();
+
+  get(id: string): ConversationRecord | undefined {
+    return this.byId.get(id);
+  }
+
+  has(id: string): boolean {
+    return this.byId.has(id);
+  }
+
+  get size(): number {
+    return this.byId.size;
+  }
+
+  values(): IterableIterator<ConversationRecord> {
+    return this.byId.values();
+  }
+
+  /** Held with its user-keyed maps in dictionary mode (see user-keyed.ts). */
+  add(record: ConversationRecord): void {
+    this.byId.set(record.id, holdUserKeyed(record));
+    this.byCreated.insert(record);
+    this.byUpdated.insert(record);
+  }
+
+  /** Many records at once (start-up): one sort per order instead of an insertion each. */
+  addAll(records: readonly ConversationRecord[]): void {
+    for (const record of records) {
+      record.tools = this.sharedTools(record.tools);
+      this.byId.set(record.id, holdUserKeyed(record));
+    }
+    this.byCreated.insertAll(records);
+    this.byUpdated.insertAll(records);
+  }
+
+  remove(record: ConversationRecord): void {
+    this.byId.delete(record.id);
+    this.byCreated.remove(record);
+    this.byUpdated.remove(record);
+  }
+
+  /** The record's updated_at was just changed from `old`. */
+  updated(record: ConversationRecord, old: string): void {
+    this.byUpdated.update(record, old);
+  }
+
+  page(query: ListConversationsQuery): Page<ConversationRecord> {
+    const index = query.sort === 'created_at' ? this.byCreated : this.byUpdated;
+    const cursor = query.pageId ? decodePageId(query.pageId, isKeyCursor) : undefined;
+    const filter = query.status ? (record: ConversationRecord) => record.status === query.status : undefined;
+    const { items, more } = index.page({ order: query.order, limit: query.limit, filter, ...(cursor ? { after: { key: cursor.k, id: cursor.i } } : {}) });
+    const last = items[items.length - 1];
+    return { items, next_page_id: more && last ? encodePageId({ k: query.sort === 'created_at' ? last.created_at : last.updated_at, i: last.id }) : null };
+  }
+
+  count(status?: ConversationStatus): number {
+    if (!status) return this.byId.size;
+    let n = 0;
+    for (const record of this.byId.values()) if (record.status === status) n += 1;
+    return n;
+  }
+
+  countsByStatus(): Record<ConversationStatus, number> {
+    const counts: Record<ConversationStatus, number> = { idle: 0, running: 0, paused: 0, waiting_for_confirmation: 0, waiting_for_input: 0, finished: 0, error: 0, stuck: 0 };
+    for (const record of this.byId.values()) counts[record.status] += 1;
+    return counts;
+  }
+
+  private sharedTools(tools: string[]): string[] {
+    const key = tools.join('\u0000');
+    let shared = this.toolLists.get(key);
+    if (!shared) this.toolLists.set(key, (shared = Object.freeze([...tools]) as string[]));
+    return shared;
+  }
+}
