@@ -11,6 +11,7 @@ import { FileConversationRepository } from '../src/adapters/file-conversation-re
 import type { ConversationRecord } from '../src/core/conversations/conversation-record.js';
 import { SecretBox } from '../src/core/secrets/secret-box.js';
 import { tempDir } from './support/agentd.js';
+import { storedRecord } from './support/stored-record.js';
 
 let dataDir: string;
 let conversationsDir: string;
@@ -19,24 +20,7 @@ const box = new SecretBox(SecretBox.keyFromText('k'.repeat(64)));
 const now = '2026-11-23T01:00:00.000Z';
 
 function record(title: string, secret: string): ConversationRecord {
-  return {
-    id: randomUUID(),
-    title,
-    status: 'idle',
-    workdir: '/tmp/none',
-    workdir_created: false,
-    llm: null,
-    tools: ['bash', 'glob'],
-    max_iterations_per_run: 500,
-    confirmation_mode: false,
-    pending_actions: [],
-    current_run_id: null,
-    usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0 },
-    created_at: now,
-    updated_at: now,
-    metadata: {},
-    secrets: { TOKEN: secret },
-  } as unknown as ConversationRecord;
+  return storedRecord(randomUUID(), { title, tools: ['bash', 'glob'], secrets: { TOKEN: secret } });
 }
 
 const repository = (key = box) => new FileConversationRepository(conversationsDir, key, { snapshotFile });

@@ -10,32 +10,15 @@ import { FileRunStore } from '../src/adapters/file-run-store.js';
 import { FileWebhookStore } from '../src/adapters/file-webhook-store.js';
 import { SecretBox } from '../src/core/secrets/secret-box.js';
 import { tempDir } from './support/agentd.js';
+import { storedRecord } from './support/stored-record.js';
 
 let dir: string;
 const box = new SecretBox(SecretBox.keyFromText('k'.repeat(64)));
 const now = '2026-11-23T01:00:00.000Z';
 
 function record(id: string, overrides: Record<string, unknown> = {}) {
-  return {
-    id,
-    title: null,
-    status: 'idle',
-    workdir: '/tmp/none',
-    workdir_created: false,
-    // An LLM config written before most of today's fields existed.
-    llm: { model: 'old-model', api_key: null, base_url: null },
-    tools: ['bash'],
-    max_iterations_per_run: 500,
-    confirmation_mode: false,
-    pending_actions: [],
-    current_run_id: null,
-    usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0 },
-    created_at: now,
-    updated_at: now,
-    metadata: {},
-    secrets: {},
-    ...overrides,
-  };
+  // An LLM config written before most of today's fields existed.
+  return storedRecord(id, { llm: { model: 'old-model', api_key: null, base_url: null }, ...overrides });
 }
 
 function write(file: string, value: unknown) {
