@@ -21,7 +21,7 @@ export const p11Idle: Benchmark = {
     'processes, fds, server RSS, children PSS, idle CPU and wakeups per idle conversation after one run each (50/200/500/1,000 conversations without network, 50 with; --quick 20 and 10), before and after AGENTD_IDLE_TIMEOUT_S, versus the empty server.',
   async run({ quick, tmp }) {
     const sizes = quick ? [20] : [50, 200, 500, 1000];
-    const windowMs = quick ? 2000 : 10_000;
+    const windowMs = quick ? 1_000 : 10_000;
     const fake = await startFakeLlm({ whenExhausted: bashThenAnswer });
     const rows: string[][] = [];
     const notes: string[] = [];

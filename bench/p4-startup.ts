@@ -16,7 +16,7 @@ export const p4Startup: Benchmark = {
   title: 'start-up',
   measures: 'time from spawning `node dist/cli.js` to the first `/health` 200, and its RSS, with 10,000 conversations on disk (after a clean stop, and after a crash) versus an empty data dir.',
   async run({ quick, tmp }) {
-    const conversations = quick ? 2_000 : 10_000;
+    const conversations = quick ? 1_000 : 10_000;
     const rounds = 3;
     const dataDir = path.join(tmp, 'full');
     const started = performance.now();

@@ -31,10 +31,10 @@ export const p5Http: Benchmark = {
   title: 'HTTP overhead',
   measures: 'requests/s of `GET /alive` and `GET /conversations/{id}` (as deployed: auth, hooks, metrics, request logging at `info`) versus a bare Fastify route, in the same run.',
   async run({ quick, tmp }) {
-    const durationMs = quick ? 500 : 2_000;
-    const warmupMs = quick ? 150 : 500;
+    const durationMs = quick ? 300 : 2_000;
+    const warmupMs = quick ? 100 : 500;
     // Even --quick measures several rounds: the spread of the ratios shows how far one run can be trusted.
-    const rounds = quick ? 3 : 4;
+    const rounds = quick ? 2 : 4;
     const secretConversations = quick ? 2_000 : 10_000;
     const manySecrets = path.join(tmp, 'data-secrets');
     // Every log line is scrubbed of every conversation's secret values (the last line of defence): does that scale?
