@@ -67,7 +67,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   // Several instances: a conversation's requests go to the instance that runs it (after authentication).
   if (services.ownership) (await import('./cluster/forwarding.js')).registerForwarding(app, services.ownership);
   await registerOpenApi(app, services);
-  await app.register(fastifySSE, { heartbeatInterval: services.config.sseHeartbeatMs });
+  // Heartbeats are the stream routes' own (one timer for all streams, sse-heartbeats.ts), not the plugin's.
+  await app.register(fastifySSE);
 
   if (services.storage.postgres) {
     app.addHook('onSend', async (request, reply) => {
