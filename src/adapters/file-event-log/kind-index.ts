@@ -186,13 +186,13 @@ export class KindIndex {
       }
     }
     if (expected.size > 0) makeDir(this.dir);
-    for (let kind = 1; kind <= EVENT_KINDS.length; kind++) {
+    // Files of kinds the index lacks go: found with one listing (an rm per kind, most of them absent, cost a failed lstat and an exception each).
+    for (const name of listDir(this.dir)) {
+      const kind = name.endsWith('.seq') ? EVENT_KINDS.indexOf(name.slice(0, -'.seq'.length) as (typeof EVENT_KINDS)[number]) + 1 : 0;
+      if (kind > 0 && !expected.has(kind)) fs.rmSync(path.join(this.dir, name), { force: true });
+    }
+    for (const [kind, seqs] of expected) {
       const target = path.join(this.dir, fileName(kind));
-      const seqs = expected.get(kind);
-      if (!seqs) {
-        fs.rmSync(target, { force: true });
-        continue;
-      }
       const want = Buffer.allocUnsafe(seqs.length * SEQ_SIZE);
       for (let i = 0; i < seqs.length; i++) want.writeUInt32LE(seqs[i]!, i * SEQ_SIZE);
       let have: Buffer | null = null;
@@ -287,6 +287,16 @@ function makeDir(dir: string): void {
     fs.mkdirSync(dir);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+}
+
+/** The names in a directory; none when it does not exist. */
+function listDir(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw error;
   }
 }
 
