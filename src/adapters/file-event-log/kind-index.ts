@@ -192,6 +192,8 @@ export class KindIndex {
       if (kind > 0 && !expected.has(kind)) fs.rmSync(path.join(this.dir, name), { force: true });
     }
     for (const [kind, seqs] of expected) {
+      // Entries of no known kind (code 0) have no file, as before.
+      if (kind < 1 || kind > EVENT_KINDS.length) continue;
       const target = path.join(this.dir, fileName(kind));
       const want = Buffer.allocUnsafe(seqs.length * SEQ_SIZE);
       for (let i = 0; i < seqs.length; i++) want.writeUInt32LE(seqs[i]!, i * SEQ_SIZE);
