@@ -10,7 +10,7 @@ const FILE = 'runs.jsonl';
 /**
  * `<conversationsDir>/<id>/runs.jsonl`: one line per saved state of a run, appended; loading
  * keeps the newest state of each run. Loaded lazily (or by `list` at start-up) and cached per
- * conversation. A torn last line (a crash mid-append) is cut off; any other line that is not a
+ * conversation until the conversation is released after its idle timeout. A torn last line (a crash mid-append) is cut off; any other line that is not a
  * run is damage (DamagedDataError, nothing written).
  */
 /** The runs of every conversation known to have none (never changed: a save replaces it with a Map of the conversation's own). */
@@ -40,6 +40,11 @@ export class FileRunStore implements RunStore {
 
   list(conversationId: string): Run[] {
     return [...this.load(conversationId).values()];
+  }
+
+  /** An idle conversation's runs leave memory (read from the file again on next use): the cache holds only conversations in use. */
+  release(conversationId: string): void {
+    this.cache.delete(conversationId);
   }
 
   drop(conversationId: string): void {
