@@ -2,7 +2,8 @@
 // from it while the record's file is as the snapshot saw it (its stamp: inode, size, mtime, ctime),
 // and read the file otherwise; and each log's summary while the log file is unchanged. What
 // changed, went or was damaged since is read from its file (changed, gone, quarantined as today);
-// a damaged snapshot, or one sealed with another key, is ignored and removed; the snapshot is kept
+// a damaged snapshot, or one sealed with another key, is ignored and removed, and so is the snapshot at
+// the first DELETE (the deleted record must not stay on disk); otherwise the snapshot is kept
 // at start-up (a cache checked entry by entry, so a crash later still uses what it holds of
 // unchanged files); no secret is in it in clear.
 import fs from 'node:fs';
@@ -101,6 +102,22 @@ describe('the records snapshot of a clean shutdown', () => {
     expect(summaryOf!(two!.id)).toBeUndefined();
     // No log when the snapshot was written.
     expect(summaryOf!(three!.id)).toBeUndefined();
+  });
+
+  it('goes with the first DELETE (it holds the deleted record and its secrets, sealed); the next clean shutdown writes a new one', async () => {
+    const held = await shutDownCleanly();
+    const repo = repository();
+    await repo.loadAll({ afterCleanStop: true });
+    expect(fs.existsSync(snapshotFile)).toBe(true);
+    await repo.remove(held[0]!.id);
+    expect(fs.existsSync(snapshotFile)).toBe(false);
+    // A start after a crash now reads the files: the deleted record is gone, the others as saved.
+    const afterCrash = await repository().loadAll();
+    expect(afterCrash.records.map((r) => r.title).sort()).toEqual(['three', 'two']);
+    await repo.saveSnapshot(held.slice(1), new Map());
+    expect(fs.existsSync(snapshotFile)).toBe(true);
+    await repo.remove(held[1]!.id);
+    expect(fs.existsSync(snapshotFile)).toBe(false);
   });
 
   it('holds no secret in clear', async () => {

@@ -149,13 +149,15 @@ export class FileConversationRepository implements ConversationRepository {
    * returned promise before it drops the log and answers. The record goes first: a
    * crash midway leaves a directory without a record, removed at the next load. The directory is
    * then moved aside in one rename and its files (the log, checkpoints, a shadow repository)
-   * removed in the background; what a crash leaves of them is removed at the next load too.
+   * removed in the background; what a crash leaves of them is removed at the next load too. The
+   * records snapshot goes with the first DELETE (it holds the record, secrets included).
    */
   remove(id: string): Promise<void> {
     const dir = path.join(this.dir, id);
     const removal = (async () => {
       // A failure here fails the DELETE (before the log goes), as when this was synchronous.
       await fs.promises.rm(path.join(dir, FILE), { force: true });
+      await this.snapshot?.discard();
       const trash = path.join(this.dir, `.deleted-${id}-${randomBytes(4).toString('hex')}`);
       try {
         await fs.promises.rename(dir, trash);

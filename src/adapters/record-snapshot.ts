@@ -44,6 +44,9 @@ const PIECE_BYTES = 1 << 20;
  * `snapshotTag`), then one JSON line per conversation: `[id, stamp, record, logStamp, eventCount]`.
  */
 export class RecordSnapshot {
+  /** The removal of the snapshot after a DELETE, until a new one is saved. */
+  private discarding: Promise<void> | undefined;
+
   constructor(
     private readonly file: string,
     private readonly box: SecretBox,
@@ -107,6 +110,15 @@ export class RecordSnapshot {
     return header !== null && partial === '' ? entries : null;
   }
 
+  /**
+   * Removed, once per process, when a conversation is deleted: its record (its LLM key, its
+   * secrets) must not outlive the DELETE on disk, even sealed. The next clean shutdown writes a
+   * new one; a crash before it reads the files, as without a snapshot.
+   */
+  discard(): Promise<void> {
+    return (this.discarding ??= fs.promises.rm(this.file, { force: true }));
+  }
+
   /** Written once nothing saves records any more (a clean shutdown): a temp file, then renamed. */
   async save(entries: Iterable<[id: string, SnapshotEntry]>): Promise<void> {
     const temp = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
@@ -126,6 +138,7 @@ export class RecordSnapshot {
       await handle.write(Buffer.concat([last, rest, tag]));
       await handle.close();
       await fs.promises.rename(temp, this.file);
+      this.discarding = undefined;
     } catch (error) {
       await handle.close().catch(() => undefined);
       await fs.promises.rm(temp, { force: true });
