@@ -48,7 +48,7 @@ export const p1AgentStep: Benchmark = {
       const stepMs: number[] = [];
       let totalMs = 0;
       let runCpuMs = 0;
-      const profile = process.env.AGENTD_BENCH_P1_PROFILE;
+      const profile = process.env.AGENTD_BENCH_P1_PROFILE ?? (process.env.AGENTD_BENCH_P1_PERF && 'perf');
       for (let round = 0; round < ROUNDS; round++) {
         await profiled(profile && path.join(profile, `floor-first-${round}.cpuprofile`), () => floor!.sample(floorSamples / ROUNDS));
         const cpu = process.cpuUsage();
@@ -146,9 +146,32 @@ export const p1AgentStep: Benchmark = {
   },
 };
 
-/** AGENTD_BENCH_P1_PROFILE=<dir>: a CPU profile of each round's run and of its floor samples, apart (<dir>/run-N, floor-N). */
+/**
+ * AGENTD_BENCH_P1_PROFILE=<dir>: a CPU profile of each round's run and of its floor samples, apart
+ * (<dir>/run-N, floor-N, floor-first-N). V8's profiler samples wall time, so on a loaded machine
+ * it also counts the time the process waits for a core; AGENTD_BENCH_P1_PERF=<ctl-fifo>,<ack-fifo>
+ * instead turns `perf record --control fifo:<ctl-fifo>,<ack-fifo> -D -1` (CPU time only; run node with
+ * --perf-basic-prof) on during the runs, or during the replayed floor with AGENTD_BENCH_P1_PERF_PART=floor.
+ */
+let perfFds: { ctl: number; ack: number } | undefined;
+
 async function profiled<T>(file: string | undefined, work: () => Promise<T>): Promise<T> {
-  if (!file) return work();
+  const perf = process.env.AGENTD_BENCH_P1_PERF;
+  if (perf && file && path.basename(file).startsWith(`${process.env.AGENTD_BENCH_P1_PERF_PART ?? 'run'}-`)) {
+    const [ctl, ack] = perf.split(',') as [string, string];
+    perfFds ??= { ctl: fs.openSync(ctl, 'w'), ack: fs.openSync(ack, 'r') };
+    const command = (word: string) => {
+      fs.writeSync(perfFds!.ctl, `${word}\n`);
+      fs.readSync(perfFds!.ack, Buffer.alloc(16));
+    };
+    command('enable');
+    try {
+      return await work();
+    } finally {
+      command('disable');
+    }
+  }
+  if (!file || perf) return work();
   const inspector = await import('node:inspector/promises');
   const session = new inspector.Session();
   session.connect();

@@ -25,7 +25,6 @@ export class FileRunStore implements RunStore {
     const runs = this.load(run.conversation_id);
     const file = this.fileOf(run.conversation_id);
     try {
-      fs.mkdirSync(path.dirname(file), { recursive: true });
       appendLine(file, JSON.stringify(run));
     } catch (error) {
       throw this.options.storageError ? this.options.storageError(error) : isOutOfSpace(error) ? new StorageFullError() : error;
