@@ -78,6 +78,10 @@ export class StepFloor {
     for (const [i, request] of requests.entries()) {
       this.fake.setScript([floorTurn(i)]);
       await this.timed(options.record ? { ms: this.llmMs, cpu: this.cpu.llm } : null, () => this.llm.complete(request));
+      // The same request, or this is not the step's floor: checked off the clock.
+      const sent = this.fake.requests.at(-1)!.body;
+      const original = recorded[i]!.body;
+      if (JSON.stringify([sent.messages, sent.tools]) !== JSON.stringify([original.messages, original.tools])) throw new Error(`the floor's replay of request ${recorded[i]!.index} differs from the run's`);
     }
   }
 
