@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { startFakeLlm } from '../test/fake-llm/fake-llm-server.js';
@@ -33,9 +34,13 @@ export const p13Shutdown: Benchmark = {
           fmt(figures.deleteMs.p99),
           ratio(figures.deleteMs.p50, baseline.deleteMs.p50),
           fmt(figures.deleteStallMs),
+          fmt(figures.deleteStallNetMs),
+          fmt(figures.witnessed.deleteMs),
           fmt(figures.exitMs),
           ratio(figures.exitMs, baseline.exitMs),
           fmt(figures.shutdownStallMs),
+          fmt(figures.shutdownStallNetMs),
+          `${fmt(figures.witnessed.shutdownMs)} / ${fmt(figures.witnessed.shutdownNetMs)}`,
           String(figures.processesBefore),
           String(figures.leftAfterExit),
         ]);
@@ -48,13 +53,14 @@ export const p13Shutdown: Benchmark = {
       tables: [
         {
           caption: 'DELETE and SIGTERM',
-          columns: ['', 'DELETE p50 ms', 'DELETE p99 ms', 'DELETE p50 vs baseline', 'worst stall during DELETEs ms', 'SIGTERM → exit ms', 'vs baseline', 'worst stall during shutdown ms', 'processes before', 'sandbox processes left after exit'],
+          columns: ['', 'DELETE p50 ms', 'DELETE p99 ms', 'DELETE p50 vs baseline', 'worst stall during DELETEs ms', 'less run-queue wait', 'an idle process beside it', 'SIGTERM → exit ms', 'vs baseline', 'worst stall during shutdown ms', 'less run-queue wait', 'an idle process beside it (wall / less wait)', 'processes before', 'sandbox processes left after exit'],
           rows,
         },
       ],
       notes: [
         'Targets at 1,000 conversations: SIGTERM to exit < 5 s, DELETE < 20 ms p50, no event-loop stall over 50 ms during either.',
         'A stall is the worst delay of the server\'s event loop (monitorEventLoopDelay, 5 ms resolution) between the first DELETE and the last answer, and between SIGTERM and exit.',
+        '"Less run-queue wait": the worst delay of a 5 ms timer in the server less the time its main thread waited for a CPU meanwhile (/proc/thread-self/schedstat): what the server itself held its loop for, the figure a quiet machine shows; on a loaded machine the wall-time stall is mostly other processes\' turn. "An idle process beside it": the same measures of an idle Node process through the same phases, the machine\'s share (other work, the kernel tearing the sandboxes down).',
       ],
     };
   },
@@ -63,15 +69,40 @@ export const p13Shutdown: Benchmark = {
 interface Figures {
   deleteMs: ReturnType<typeof summarize>;
   deleteStallMs: number;
+  deleteStallNetMs: number;
   exitMs: number;
   shutdownStallMs: number;
+  shutdownStallNetMs: number;
+  /** The witness's worst stalls in the same phases (an idle process beside the server). */
+  witnessed: { deleteMs: number; shutdownMs: number; shutdownNetMs: number };
   processesBefore: number;
   leftAfterExit: number;
+}
+
+interface LoopMark {
+  phase: string;
+  maxMs: number;
+  maxNetMs: number;
+  worstTick: unknown;
+}
+
+/** A process's loop-delay marks (children/loop-delay.ts) and a way to ask for the next one. */
+function loopWatch(file: string, pid: () => number) {
+  const marks = (): LoopMark[] => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((line) => JSON.parse(line) as LoopMark) : []);
+  return {
+    marks,
+    async mark(expected: number): Promise<void> {
+      process.kill(pid(), 'SIGUSR2');
+      const deadline = performance.now() + 10_000;
+      while (marks().length < expected && performance.now() < deadline) await sleep(5);
+    },
+  };
 }
 
 async function measure(tmp: string, name: string, fake: Awaited<ReturnType<typeof startFakeLlm>>, count: number, deletes: number): Promise<Figures> {
   const dataDir = path.join(tmp, name);
   const loopFile = path.join(tmp, `${name}-loop.jsonl`);
+  const witnessFile = path.join(tmp, `${name}-witness.jsonl`);
   fs.mkdirSync(dataDir, { recursive: true });
   const server: StartedProcess = await startProcess({
     command: [process.execPath, '--import', childScript('loop-delay'), CLI],
@@ -79,18 +110,17 @@ async function measure(tmp: string, name: string, fake: Awaited<ReturnType<typeo
     env: { AGENTD_IDLE_TIMEOUT_S: '0', AGENTD_LOG_LEVEL: 'warn', AGENTD_BENCH_LOOP_FILE: loopFile, ...(process.env.AGENTD_BENCH_SHUTDOWN_PROFILE && { AGENTD_BENCH_SHUTDOWN_PROFILE: `${process.env.AGENTD_BENCH_SHUTDOWN_PROFILE}-${name}.cpuprofile` }) },
     probe: '/health',
   });
+  // The witness: an idle Node process watched the same way through the same phases. Its worst
+  // stall is the machine's (other processes, the kernel tearing down the sandboxes), not the server's.
+  const witness = spawn(process.execPath, ['--import', childScript('loop-delay'), '-e', 'setInterval(() => {}, 1 << 30); process.on("SIGTERM", () => process.exit(0));'], { env: { ...process.env, AGENTD_BENCH_LOOP_FILE: witnessFile }, stdio: 'ignore' });
   const pid = server.child.pid!;
   try {
     const ids = await createIdleConversations(server, fake, 0, count, { network: false });
     await sleep(500);
     const processesBefore = descendants(pid).length;
-    const marks = () => (fs.existsSync(loopFile) ? fs.readFileSync(loopFile, 'utf8').trim().split('\n').filter(Boolean).map((line) => JSON.parse(line) as { phase: string; maxMs: number }) : []);
-    const marked = async (expected: number) => {
-      process.kill(pid, 'SIGUSR2');
-      const deadline = performance.now() + 10_000;
-      while (marks().length < expected && performance.now() < deadline) await sleep(5);
-    };
-    await marked(1);
+    const loop = loopWatch(loopFile, () => pid);
+    const beside = loopWatch(witnessFile, () => witness.pid!);
+    await Promise.all([loop.mark(1), beside.mark(1)]);
     const deleteMs: number[] = [];
     for (const id of ids.slice(0, deletes)) {
       const started = performance.now();
@@ -98,18 +128,22 @@ async function measure(tmp: string, name: string, fake: Awaited<ReturnType<typeo
       deleteMs.push(performance.now() - started);
       if (answer.status !== 204) throw new Error(`DELETE: ${answer.status}`);
     }
-    await marked(2);
-    const deleteStallMs = marks()[1]!.maxMs;
+    await Promise.all([loop.mark(2), beside.mark(2)]);
+    const { maxMs: deleteStallMs, maxNetMs: deleteStallNetMs } = loop.marks()[1]!;
     const exited = new Promise<void>((resolve) => server.child.once('exit', () => resolve()));
     const started = performance.now();
     process.kill(pid, 'SIGTERM');
     await exited;
     const exitMs = performance.now() - started;
-    const shutdownStallMs = marks().at(-1)!.maxMs;
+    await beside.mark(3);
+    const { maxMs: shutdownStallMs, maxNetMs: shutdownStallNetMs, worstTick } = loop.marks().at(-1)!;
+    const witnessed = { deleteMs: beside.marks()[1]?.maxMs ?? NaN, shutdownMs: beside.marks()[2]?.maxMs ?? NaN, shutdownNetMs: beside.marks()[2]?.maxNetMs ?? NaN };
+    if (process.env.AGENTD_BENCH_SHUTDOWN_PROFILE) process.stderr.write(`P13 ${name}: worst shutdown tick ${JSON.stringify(worstTick)}, witness ${JSON.stringify(beside.marks()[2])}\n`);
     await sleep(300);
     const leftAfterExit = sandboxProcessesOf(dataDir);
-    return { deleteMs: summarize(deleteMs), deleteStallMs, exitMs, shutdownStallMs, processesBefore, leftAfterExit };
+    return { deleteMs: summarize(deleteMs), deleteStallMs, deleteStallNetMs, exitMs, shutdownStallMs, shutdownStallNetMs, witnessed, processesBefore, leftAfterExit };
   } finally {
+    witness.kill('SIGKILL');
     await server.stop();
   }
 }

@@ -14,7 +14,7 @@ const EVENTS_PER_CONVERSATION = 10;
 export const p4Startup: Benchmark = {
   id: 'P4',
   title: 'start-up',
-  measures: 'time from spawning `node dist/cli.js` to the first `/health` 200, and its RSS, with 10,000 conversations on disk (after a clean stop, and after a crash) versus an empty data dir.',
+  measures: 'time from spawning `node dist/cli.js` to the first `/health` 200, and its RSS, with 10,000 conversations on disk (after a clean stop, after a crash, and cold with no snapshot) versus an empty data dir.',
   async run({ quick, tmp }) {
     const conversations = quick ? 1_000 : 10_000;
     const rounds = 3;
@@ -26,12 +26,16 @@ export const p4Startup: Benchmark = {
     const empty: Start[] = [];
     const full: Start[] = [];
     const crashed: Start[] = [];
+    const cold: Start[] = [];
     for (let round = 0; round < rounds; round++) {
       empty.push(await startOnce(fs.mkdtempSync(path.join(tmp, 'empty-'))));
       full.push(await startOnce(dataDir));
-      // As after a kill -9: no snapshot of the records, no summaries (each start takes them; a clean stop writes them again).
-      for (const file of ['conversations.snapshot', 'summaries.json']) fs.rmSync(path.join(dataDir, file), { force: true });
+      // A real kill -9 of a server started after a clean stop (with nothing changed since: see the note).
+      await startOnce(dataDir, 'SIGKILL');
       crashed.push(await startOnce(dataDir));
+      // Cold: no snapshot, no summaries (the first start of a data dir written by an older server, or a lost snapshot).
+      for (const file of ['conversations.snapshot', 'summaries.json']) fs.rmSync(path.join(dataDir, file), { force: true });
+      cold.push(await startOnce(dataDir));
     }
     const row = (label: string, starts: Start[], base: Start[]) => {
       const ready = median(starts.map((start) => start.readyMs));
@@ -45,13 +49,13 @@ export const p4Startup: Benchmark = {
       tables: [
         {
           columns: ['data dir', 'ready ms: median (min–max)', 'ready ms (best)', 'CPU ms to ready', 'RSS MiB', 'peak RSS MiB', 'time vs empty', 'CPU vs empty', 'RSS vs empty'],
-          rows: [row('baseline: empty', empty, empty), row(`${n} conversations`, full, empty), row(`${n} conversations after a crash`, crashed, empty)],
+          rows: [row('baseline: empty', empty, empty), row(`${n} conversations`, full, empty), row(`${n} conversations after a crash`, crashed, empty), row(`${n} conversations, cold (no snapshot)`, cold, empty)],
         },
       ],
       notes: [
         `Loading costs ${fmt((median(full.map((s) => s.readyMs)) - median(empty.map((s) => s.readyMs))) / conversations * 1000)} µs and ${fmt((median(full.map((s) => s.rss)) - median(empty.map((s) => s.rss))) / conversations / 1024)} KiB per conversation.`,
-        `After a crash (kill -9): ${fmt((median(crashed.map((s) => s.readyMs)) - median(empty.map((s) => s.readyMs))) / conversations * 1000)} µs per conversation.`,
-        `Ready means \`/health\` answers 200: the records are loaded and the port is listening. After a clean stop the records come from the sealed snapshot it wrote (each checked against its file's stamp) and \`updated_at\` from the saved summaries; after a crash each record file is read, decrypted and validated, and each log's last event read. Polled every 2 ms; RSS read at that moment. (Writing the data dir took ${fmt(populateMs / 1000)} s.)`,
+        `After a crash (kill -9): ${fmt((median(crashed.map((s) => s.readyMs)) - median(empty.map((s) => s.readyMs))) / conversations * 1000)} µs per conversation; cold (no snapshot): ${fmt((median(cold.map((s) => s.readyMs)) - median(empty.map((s) => s.readyMs))) / conversations * 1000)} µs.`,
+        `Ready means \`/health\` answers 200: the records are loaded and the port is listening. After a clean stop the records come from the sealed snapshot it wrote (each checked against its file's stamp) and \`updated_at\` from the saved summaries. The snapshot is kept across starts: after a kill -9 each record whose file is unchanged since it was written comes from it, and each log unchanged since gives its summary from it (one stat of each); only what changed since is read (here nothing: the killed server changed no conversation). Cold, each record file is read, decrypted and validated, and each log's last event read. Polled every 2 ms; RSS read at that moment. (Writing the data dir took ${fmt(populateMs / 1000)} s.)`,
       ],
     };
   },
@@ -65,11 +69,13 @@ interface Start {
   peak: number;
 }
 
-async function startOnce(dataDir: string): Promise<Start> {
+/** Started, measured when ready, then stopped (SIGTERM: a clean stop) or killed (SIGKILL: as a crash). */
+async function startOnce(dataDir: string, stopWith: 'SIGTERM' | 'SIGKILL' = 'SIGTERM'): Promise<Start> {
   const server = await startProcess({ command: [process.execPath, CLI], args: (port) => ['--port', String(port), '--data-dir', dataDir], probe: '/health' });
   try {
     return { readyMs: server.readyMs, cpuMs: cpuTimeOf(server.child.pid!), ...memoryOf(server.child.pid!) };
   } finally {
+    if (stopWith === 'SIGKILL') server.child.kill('SIGKILL');
     await server.stop();
   }
 }

@@ -390,9 +390,10 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await storage.close();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any
       // more; and (files) no record file but to check it is unchanged: the records in one snapshot.
+      const held = store.summaries();
       await Promise.all([
-        summaries.save(store.summaries()).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log')),
-        storage.repository.saveSnapshot?.(store.all()).catch((error: unknown) => logger.warn({ err: error }, 'conversation records snapshot not saved: the next start reads each record')),
+        summaries.save(held).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log')),
+        storage.repository.saveSnapshot?.(store.all(), held).catch((error: unknown) => logger.warn({ err: error }, 'conversation records snapshot not saved: the next start reads each record')),
       ]);
     },
   };

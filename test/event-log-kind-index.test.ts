@@ -146,6 +146,25 @@ describe('kind= pages over the per-kind indexes', () => {
     expect(fs.existsSync(kindFile(id, 'condensation')), 'no file for a kind the log lacks').toBe(false);
   });
 
+  it('are written in full by the shutdown close, for every open conversation, and the closed log refuses further use', async () => {
+    const next = random(5);
+    const log = openLog();
+    const ids = Array.from({ length: 40 }, () => randomUUID()); // more than the close's concurrency
+    for (const id of ids) await fillRandom(log, id, 20 + Math.floor(next() * 60), next); // all pending: under a batch
+    const wanted = new Map<string, AgentEvent[]>();
+    for (const id of ids) wanted.set(id, (await log.read(id, { order: 'asc', limit: 1_000_000 })).map((stored) => stored.event));
+    expect(fs.existsSync(path.dirname(kindFile(ids[0]!, 'action'))), 'nothing written before the close').toBe(false);
+    await log.close();
+    logs.splice(logs.indexOf(log), 1);
+    // Read from disk before any reopen (which would repair them): the close itself wrote them.
+    for (const id of ids) {
+      for (const kind of KINDS) expect(seqsIn(kindFile(id, kind)), `${id} ${kind}`).toEqual(wanted.get(id)!.filter((event) => event.kind === kind).map((event) => event.seq));
+    }
+    await expect(log.append(ids[0]!, eventOf('message', 'agent', 0))).rejects.toThrow(/closed/);
+    const reopened = openLog();
+    await expectAgreement(reopened, ids[0]!, next, 30);
+  });
+
   it('agree on a log long enough to write seqs in batches while appending', async () => {
     const next = random(4);
     const id = randomUUID();

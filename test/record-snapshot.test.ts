@@ -1,8 +1,11 @@
-// The records snapshot of a clean shutdown (issue 19, P4): the next start takes each record from
-// it while the record's file is as the snapshot saw it, and reads the file otherwise. What
-// changed, went or was damaged since is read from its file (changed, gone, quarantined as
-// today); a damaged snapshot, or one sealed with another key, is ignored; the snapshot is taken
-// (removed) at start-up so that a crash never leaves a stale one; no secret is in it in clear.
+// The records snapshot of a clean shutdown (issue 19, P4): the starts after it take each record
+// from it while the record's file is as the snapshot saw it (its stamp: inode, size, mtime, ctime),
+// and read the file otherwise; and each log's summary while the log file is unchanged. What
+// changed, went or was damaged since is read from its file (changed, gone, quarantined as today);
+// a damaged snapshot, or one sealed with another key, is ignored and removed, and so is the snapshot at
+// the first DELETE (the deleted record must not stay on disk); otherwise the snapshot is kept
+// at start-up (a cache checked entry by entry, so a crash later still uses what it holds of
+// unchanged files); no secret is in it in clear.
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -39,23 +42,82 @@ async function shutDownCleanly(): Promise<ConversationRecord[]> {
   const repo = repository();
   for (const r of records) repo.save(r);
   const held = records.map((r) => ({ ...r, title: `${r.title} (held)` }));
-  await repo.saveSnapshot(held);
+  await repo.saveSnapshot(held, new Map());
   return held;
 }
 
 describe('the records snapshot of a clean shutdown', () => {
-  it('gives each record whose file is unchanged, as it was held, and is taken at start-up', async () => {
+  it('gives each record whose file is unchanged, as it was held, and is kept: a start after a crash takes them again', async () => {
     const held = await shutDownCleanly();
     expect(fs.existsSync(snapshotFile)).toBe(true);
-    const { records, damaged } = await repository().loadAll();
+    const { records, damaged } = await repository().loadAll({ afterCleanStop: true });
     expect(damaged).toEqual([]);
     // The titles held in memory, not the files': these came from the snapshot.
     expect(titles(records)).toEqual(titles(held));
     expect(records.find((r) => r.title === 'one (held)')!.secrets).toEqual({ TOKEN: 'secret-value-one-4f2a' });
-    // Taken: a crash from here on reads the files.
-    expect(fs.existsSync(snapshotFile)).toBe(false);
+    // Kept: a start after a crash (no clean shutdown since) takes the unchanged records from it too.
+    expect(fs.existsSync(snapshotFile)).toBe(true);
     const again = await repository().loadAll();
-    expect(Object.values(titles(again.records)).sort()).toEqual(['one', 'three', 'two']);
+    expect(titles(again.records)).toEqual(titles(held));
+  });
+
+  it('reads the file of a record rewritten in place with its size and mtime kept (a restored copy): its ctime says so', async () => {
+    const one = record('one', 'secret-value-one-4f2a');
+    const repo = repository();
+    repo.save(one);
+    const file = path.join(conversationsDir, one.id, 'conversation.json');
+    // A whole-second mtime, which a copy can put back exactly.
+    const mtime = new Date('2026-01-02T03:04:05.000Z');
+    fs.utimesSync(file, mtime, mtime);
+    await repo.saveSnapshot([one], new Map());
+    const before = fs.statSync(file);
+    const text = fs.readFileSync(file, 'utf8');
+    const edited = text.replace('"title":"one"', '"title":"eno"');
+    expect(edited).not.toBe(text);
+    // The same inode and size, the old mtime put back; only the kernel's ctime moves (once its clock has ticked).
+    do {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      fs.writeFileSync(file, edited);
+      fs.utimesSync(file, mtime, mtime);
+    } while (fs.statSync(file).ctimeMs === before.ctimeMs);
+    const after = fs.statSync(file);
+    expect([after.ino, after.size, after.mtimeMs]).toEqual([before.ino, before.size, before.mtimeMs]);
+    const { records } = await repository().loadAll();
+    expect(titles(records)[one.id]).toBe('eno');
+  });
+
+  it('keeps each log\'s event count, usable while the log file is unchanged (after a crash too)', async () => {
+    const [one, two, three] = [record('one', 's-1'), record('two', 's-2'), record('three', 's-3')];
+    const repo = repository();
+    for (const r of [one, two, three]) repo.save(r!);
+    const log = (id: string) => path.join(conversationsDir, id, 'events.jsonl');
+    fs.writeFileSync(log(one!.id), '{"seq":1}\n{"seq":2}\n');
+    fs.writeFileSync(log(two!.id), '{"seq":1}\n');
+    await repo.saveSnapshot([one!, two!, three!], new Map([[one!.id, { updated_at: now, event_count: 2 }], [two!.id, { updated_at: now, event_count: 1 }]]));
+    // Appended to since (a server that crashed later): its summary is no longer the snapshot's.
+    fs.appendFileSync(log(two!.id), '{"seq":2}\n');
+    const { records, summaryOf } = await repository().loadAll();
+    expect(records).toHaveLength(3);
+    expect(summaryOf!(one!.id)).toEqual({ updated_at: one!.updated_at, event_count: 2 });
+    expect(summaryOf!(two!.id)).toBeUndefined();
+    // No log when the snapshot was written.
+    expect(summaryOf!(three!.id)).toBeUndefined();
+  });
+
+  it('goes with the first DELETE (it holds the deleted record and its secrets, sealed); the next clean shutdown writes a new one', async () => {
+    const held = await shutDownCleanly();
+    const repo = repository();
+    await repo.loadAll({ afterCleanStop: true });
+    expect(fs.existsSync(snapshotFile)).toBe(true);
+    await repo.remove(held[0]!.id);
+    expect(fs.existsSync(snapshotFile)).toBe(false);
+    // A start after a crash now reads the files: the deleted record is gone, the others as saved.
+    const afterCrash = await repository().loadAll();
+    expect(afterCrash.records.map((r) => r.title).sort()).toEqual(['three', 'two']);
+    await repo.saveSnapshot(held.slice(1), new Map());
+    expect(fs.existsSync(snapshotFile)).toBe(true);
+    await repo.remove(held[1]!.id);
+    expect(fs.existsSync(snapshotFile)).toBe(false);
   });
 
   it('holds no secret in clear', async () => {
@@ -77,7 +139,7 @@ describe('the records snapshot of a clean shutdown', () => {
     expect(damaged[0]!.error.damage.reason).toMatch(/not valid JSON/);
   });
 
-  it('is ignored when damaged, torn or sealed with another key: the files are read', async () => {
+  it('is ignored when damaged, torn or sealed with another key: the files are read, the snapshot removed', async () => {
     for (const spoil of [
       (bytes: Buffer) => bytes.fill(0x41, bytes.length >> 1, (bytes.length >> 1) + 8),
       (bytes: Buffer) => bytes.subarray(0, bytes.length - 20),

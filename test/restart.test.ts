@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { spawnServer, startServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
 
@@ -172,7 +173,7 @@ describe('start-up after a clean shutdown', () => {
     });
   }
 
-  it('opens no event log: each conversation comes back from its saved summary; after a crash the logs are read again', { timeout: 60_000 }, async () => {
+  it('opens no event log: each conversation comes back from its saved summary; after a crash only the logs changed since are read', { timeout: 60_000 }, async () => {
     const dir = dataDir('agentd-summaries-');
     const first = await spawn(dir);
     const ids: string[] = [];
@@ -199,11 +200,13 @@ describe('start-up after a clean shutdown', () => {
     await kill9(second);
 
     const third = await spawn(dir);
+    // After the crash: only the log appended to since the clean shutdown was read; the others' summaries came from the snapshot (their logs unchanged).
+    expect(new Set(openLogs(third).map((file) => path.basename(path.dirname(file)))), 'start-up after a crash opened only the changed log').toEqual(new Set([ids[0]]));
     const counts = await Promise.all(ids.map(async (id) => ((await api(third, 'GET', `/conversations/${id}`)).json() as { event_count: number }).event_count));
     expect(counts).toEqual([3, 3, 4]);
   });
 
-  it('brings every record back from the snapshot of a clean shutdown; after a kill -9 the files again, nothing stale', { timeout: 60_000 }, async () => {
+  it('brings every record back from the snapshot of a clean shutdown; after a kill -9 the changed ones from their files, nothing stale', { timeout: 60_000 }, async () => {
     const dir = dataDir('agentd-snapshot-');
     const first = await spawn(dir);
     const ids: string[] = [];
@@ -224,7 +227,7 @@ describe('start-up after a clean shutdown', () => {
     for (let i = 0; i < 3; i++) for (const secret of [`sk-snapshot-${i}`, `snapshot-secret-${i}`]) expect(snapshot.includes(secret), 'no secret in clear').toBe(false);
 
     const second = await spawn(dir);
-    expect(fs.existsSync(`${dir}/conversations.snapshot`), 'taken at start-up').toBe(false);
+    expect(fs.existsSync(`${dir}/conversations.snapshot`), 'kept at start-up (a cache, checked entry by entry)').toBe(true);
     expect(await shown(second)).toEqual(before);
     expect(await secretNames(second)).toEqual(namesBefore);
     // The secrets came back in plain text in memory: a command sees the value, its output masks it.

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ShellLedger } from '../src/adapters/shell-ledger.js';
 import { tempDir } from './support/agentd.js';
 
@@ -50,5 +50,15 @@ describe('shell ledger', () => {
     expect(closed).toEqual(['one']);
     expect(fs.readFileSync(journal, 'utf8').trim().split('\n')).toHaveLength(1);
     expect(ShellLedger.read(journal)).toHaveLength(1);
+    // A start after the compaction lands in the new journal, not in the replaced file (closed in the background).
+    await factory.create({ conversationId: 'three', workdir: dir, env: {} });
+    expect(fs.readFileSync(journal, 'utf8').trim().split('\n')).toHaveLength(2);
+    // Many closes: compacted by the forget timer, then a start appends to the compacted journal.
+    const many = await Promise.all(Array.from({ length: 300 }, (_, i) => factory.create({ conversationId: `c${i}`, workdir: dir!, env: {} })));
+    for (const shell of many) await shell.close();
+    await vi.waitFor(() => expect(fs.readFileSync(journal, 'utf8').trim().split('\n')).toHaveLength(2), { timeout: 5000 });
+    await factory.create({ conversationId: 'four', workdir: dir, env: {} });
+    expect(fs.readFileSync(journal, 'utf8').trim().split('\n')).toHaveLength(3);
+    expect(ShellLedger.read(journal)).toHaveLength(3);
   });
 });

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { ConversationRecord, type ConversationRepository, type LoadedConversations } from '../core/conversations/conversation-record.js';
+import type { ConversationSummary } from '../core/conversations/summary-store.js';
 import type { SecretBox } from '../core/secrets/secret-box.js';
 import { sealConversationRecord, unsealConversationRecord, type SealedConversationRecord } from './sealed-conversation-record.js';
 import { DamagedDataError, StorageFullError } from '../core/errors.js';
@@ -9,13 +10,16 @@ import { isOutOfSpace } from './disk-space.js';
 import { RecordSnapshot, stampOf, type SnapshotEntry } from './record-snapshot.js';
 
 const FILE = 'conversation.json';
+/** The conversation's event log (file-event-log), beside its record: its stamp says whether a snapshot's summary of it still holds. */
+const LOG_FILE = 'events.jsonl';
 const LOAD_CONCURRENCY = 64;
 
 
 /**
  * `<dir>/<id>/conversation.json`, written with temp file + rename. With `snapshotFile`, all
- * records are also kept in one sealed snapshot at a clean shutdown (record-snapshot.ts): the next
- * start takes each record whose file is unchanged from it and reads only the others.
+ * records are also kept in one sealed snapshot at a clean shutdown (record-snapshot.ts): the
+ * starts after it (after a crash too) take each record whose file is unchanged from it, and the
+ * summary of each log that is unchanged, and read only the others.
  */
 export class FileConversationRepository implements ConversationRepository {
   private readonly snapshot: RecordSnapshot | null;
@@ -29,9 +33,11 @@ export class FileConversationRepository implements ConversationRepository {
     this.snapshot = options.snapshotFile ? new RecordSnapshot(options.snapshotFile, box) : null;
   }
 
-  async loadAll(): Promise<LoadedConversations> {
-    const [entries, snapshot] = await Promise.all([fs.promises.readdir(this.dir, { withFileTypes: true }), this.snapshot?.take() ?? null]);
-    const ids = entries.filter((entry) => entry.isDirectory()).map((entry) => entry.name);
+  async loadAll(options: { afterCleanStop?: boolean } = {}): Promise<LoadedConversations> {
+    const snapshot = this.snapshot?.load() ?? null;
+    const entries = await fs.promises.readdir(this.dir, { withFileTypes: true });
+    const ids: string[] = [];
+    for (const entry of entries) if (entry.isDirectory()) ids.push(entry.name);
     const loaded: LoadedConversations = { records: [], damaged: [] };
     // From the snapshot: a record whose file is as the snapshot saw it (one stat, no read, decrypt or validation).
     const unread = snapshot ? ids.filter((id) => !this.fromSnapshot(id, snapshot.get(id), loaded)) : ids;
@@ -48,33 +54,46 @@ export class FileConversationRepository implements ConversationRepository {
         }
       }
     }
-    // After a clean shutdown (a snapshot was taken) no save was cut short: nothing to sweep.
-    if (!snapshot) void this.sweepTemporaryFiles(ids);
+    if (snapshot) loaded.summaryOf = (id) => this.summaryFromSnapshot(id, snapshot.get(id));
+    // After a clean shutdown no save was cut short: nothing to sweep.
+    if (!options.afterCleanStop) void this.sweepTemporaryFiles(ids);
     return loaded;
   }
 
   private fromSnapshot(id: string, entry: SnapshotEntry | undefined, loaded: LoadedConversations): boolean {
     if (!entry) return false;
-    const stat = fs.statSync(path.join(this.dir, id, FILE), { throwIfNoEntry: false });
+    const stat = fs.statSync(`${this.dir}/${id}/${FILE}`, { throwIfNoEntry: false });
     if (!stat || stampOf(stat) !== entry.stamp || entry.record.id !== id) return false;
     loaded.records.push(entry.record);
     return true;
   }
 
+  /** The summary of the conversation's log as the snapshot saw it, while the log file is unchanged (its stamp). */
+  private summaryFromSnapshot(id: string, entry: SnapshotEntry | undefined): ConversationSummary | undefined {
+    if (!entry?.log) return undefined;
+    const stat = fs.statSync(`${this.dir}/${id}/${LOG_FILE}`, { throwIfNoEntry: false });
+    if (!stat || stampOf(stat) !== entry.log.stamp) return undefined;
+    return { updated_at: entry.record.updated_at, event_count: entry.log.eventCount };
+  }
+
   /**
-   * At a clean shutdown, once nothing saves records any more: the records as held in memory, each
-   * with the stamp of its file (one without a file, never saved, is left out).
+   * At a clean shutdown, once nothing saves records or appends events any more: the records as
+   * held in memory, each with the stamp of its file (one without a file, never saved, is left
+   * out), and its log's stamp and event count.
    */
-  async saveSnapshot(records: Iterable<Readonly<ConversationRecord>>): Promise<void> {
+  async saveSnapshot(records: Iterable<Readonly<ConversationRecord>>, summaries: ReadonlyMap<string, ConversationSummary>): Promise<void> {
     if (!this.snapshot) return;
     const all = [...records];
     const entries: [string, SnapshotEntry][] = [];
+    const statOf = (file: string) => fs.promises.stat(file).catch(() => null);
     for (let i = 0; i < all.length; i += LOAD_CONCURRENCY) {
       const batch = all.slice(i, i + LOAD_CONCURRENCY);
-      const stats = await Promise.all(batch.map((record) => fs.promises.stat(path.join(this.dir, record.id, FILE)).catch(() => null)));
+      const stats = await Promise.all(batch.map((record) => Promise.all([statOf(`${this.dir}/${record.id}/${FILE}`), statOf(`${this.dir}/${record.id}/${LOG_FILE}`)])));
       batch.forEach((record, j) => {
-        const stat = stats[j];
-        if (stat) entries.push([record.id, { record: record as ConversationRecord, stamp: stampOf(stat) }]);
+        const [stat, logStat] = stats[j]!;
+        if (!stat) return;
+        const log = logStat && { stamp: stampOf(logStat), eventCount: summaries.get(record.id)?.event_count ?? 0 };
+        entries.push([record.id, { record: record as ConversationRecord, stamp: stampOf(stat), log }]);
       });
     }
     await this.snapshot.save(entries);
@@ -130,13 +149,15 @@ export class FileConversationRepository implements ConversationRepository {
    * returned promise before it drops the log and answers. The record goes first: a
    * crash midway leaves a directory without a record, removed at the next load. The directory is
    * then moved aside in one rename and its files (the log, checkpoints, a shadow repository)
-   * removed in the background; what a crash leaves of them is removed at the next load too.
+   * removed in the background; what a crash leaves of them is removed at the next load too. The
+   * records snapshot goes with the first DELETE (it holds the record, secrets included).
    */
   remove(id: string): Promise<void> {
     const dir = path.join(this.dir, id);
     const removal = (async () => {
       // A failure here fails the DELETE (before the log goes), as when this was synchronous.
       await fs.promises.rm(path.join(dir, FILE), { force: true });
+      await this.snapshot?.discard();
       const trash = path.join(this.dir, `.deleted-${id}-${randomBytes(4).toString('hex')}`);
       try {
         await fs.promises.rename(dir, trash);

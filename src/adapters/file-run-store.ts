@@ -10,11 +10,14 @@ const FILE = 'runs.jsonl';
 /**
  * `<conversationsDir>/<id>/runs.jsonl`: one line per saved state of a run, appended; loading
  * keeps the newest state of each run. Loaded lazily (or by `list` at start-up) and cached per
- * conversation. A torn last line (a crash mid-append) is cut off; any other line that is not a
+ * conversation until the conversation is released after its idle timeout. A torn last line (a crash mid-append) is cut off; any other line that is not a
  * run is damage (DamagedDataError, nothing written).
  */
+/** The runs of every conversation known to have none (never changed: a save replaces it with a Map of the conversation's own). */
+const NO_RUNS: ReadonlyMap<string, Run> = new Map();
+
 export class FileRunStore implements RunStore {
-  private readonly cache = new Map<string, Map<string, Run>>();
+  private readonly cache = new Map<string, ReadonlyMap<string, Run>>();
 
   constructor(
     private readonly conversationsDir: string,
@@ -22,7 +25,8 @@ export class FileRunStore implements RunStore {
   ) {}
 
   save(run: Run): void {
-    const runs = this.load(run.conversation_id);
+    const loaded = this.load(run.conversation_id);
+    const runs = loaded === NO_RUNS ? new Map<string, Run>() : (loaded as Map<string, Run>);
     const file = this.fileOf(run.conversation_id);
     try {
       appendLine(file, JSON.stringify(run));
@@ -37,15 +41,20 @@ export class FileRunStore implements RunStore {
     return [...this.load(conversationId).values()];
   }
 
+  /** An idle conversation's runs leave memory (read from the file again on next use): the cache holds only conversations in use. */
+  release(conversationId: string): void {
+    this.cache.delete(conversationId);
+  }
+
   drop(conversationId: string): void {
     this.cache.delete(conversationId);
     fs.rmSync(this.fileOf(conversationId), { force: true });
   }
 
-  private load(conversationId: string): Map<string, Run> {
-    let runs = this.cache.get(conversationId);
-    if (runs) return runs;
-    runs = new Map();
+  private load(conversationId: string): ReadonlyMap<string, Run> {
+    const cached = this.cache.get(conversationId);
+    if (cached) return cached;
+    const runs = new Map<string, Run>();
     const file = this.fileOf(conversationId);
     // Most conversations have no runs: checked without the cost of an ENOENT exception (all are read at start-up).
     let text = '';
@@ -71,8 +80,9 @@ export class FileRunStore implements RunStore {
       runs.set(run.data.id, run.data);
     });
     if (torn.length > 0) fs.truncateSync(file, Buffer.byteLength(text) - Buffer.byteLength(torn));
-    // A conversation without runs (most of them) costs no Map while it has none: the next read stats the file again.
-    if (runs.size > 0) this.cache.set(conversationId, runs);
+    // A conversation without runs (most of them) costs no Map of its own: all share NO_RUNS (replaced by the first save),
+    // so that start-up's integrity check and the recovery after it stat each conversation's file once, not twice.
+    this.cache.set(conversationId, runs.size > 0 ? runs : NO_RUNS);
     return runs;
   }
 

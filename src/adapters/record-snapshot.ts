@@ -5,17 +5,23 @@ import { ConversationRecord } from '../core/conversations/conversation-record.js
 import type { SecretBox } from '../core/secrets/secret-box.js';
 import { VERSION } from '../version.js';
 
-/** What a record file was when the snapshot was written: a save replaces the file (a new inode), a hand edit changes its size or mtime. */
+/**
+ * What a file was when the snapshot was written: a save replaces the file (a new inode, a new
+ * ctime), an edit in place changes its size, mtime and ctime, and nothing but the kernel sets a
+ * ctime (a restored backup or a copy with its old mtime still gets a new one).
+ */
 export type FileStamp = string;
 
 export function stampOf(stat: fs.Stats): FileStamp {
-  return `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
+  return `${stat.ino}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}`;
 }
 
 export interface SnapshotEntry {
   record: ConversationRecord;
   /** The stamp of the record's file as the snapshot saw it. */
   stamp: FileStamp;
+  /** The stamp of the conversation's event log and the events it held then (null: no log file): the log's summary while the log is unchanged. */
+  log: { stamp: FileStamp; eventCount: number } | null;
 }
 
 const IV_BYTES = 12;
@@ -26,40 +32,45 @@ const PIECE_BYTES = 1 << 20;
 /**
  * `<dataDir>/conversations.snapshot`: every conversation record, written at a clean shutdown so
  * that the next start reads one file instead of one per conversation (and skips decrypting and
- * validating each). Like the saved summaries it is taken (removed) at start-up before anything
- * is written, so a crash never leaves a stale one behind; each entry is used only while its
- * record file still has the stamp it had (another program, a restored backup, a hand edit: that
- * record is read from its file). The whole snapshot is sealed with the server's secret key
+ * validating each), with its event log's summary. It is kept across starts, a cache rather than
+ * the truth: each entry is used only while its record file still has the stamp it had (a save
+ * since, another program, a restored backup, a hand edit: that record is read from its file), and
+ * its summary only while its log does (after a crash, an unchanged log need not be read either).
+ * A clean shutdown writes it anew. The whole snapshot is sealed with the server's secret key
  * (AES-256-GCM): the secrets it holds are never on disk in clear, and a snapshot that is torn,
- * damaged or from another key fails authentication and is ignored (the files are read, as after
- * a crash).
+ * damaged or from another key fails authentication and is ignored (the files are read).
  *
  * Layout: iv | sealed lines | tag. The first line is the tag of the server that wrote it (see
- * `snapshotTag`), then one JSON line per conversation: `[id, stamp, record]`.
+ * `snapshotTag`), then one JSON line per conversation: `[id, stamp, record, logStamp, eventCount]`.
  */
 export class RecordSnapshot {
+  /** The removal of the snapshot after a DELETE, until a new one is saved. */
+  private discarding: Promise<void> | undefined;
+
   constructor(
     private readonly file: string,
     private readonly box: SecretBox,
   ) {}
 
-  /** The entries of the last clean shutdown, by conversation id, the file removed; null when there is none to trust. */
-  async take(): Promise<Map<string, SnapshotEntry> | null> {
+  /** The entries of the last clean shutdown, by conversation id; null when there is none to trust. The file stays. */
+  load(): Map<string, SnapshotEntry> | null {
     let fd: number;
     try {
       fd = fs.openSync(this.file, 'r');
     } catch {
       return null;
     }
+    let entries: Map<string, SnapshotEntry> | null = null;
     try {
-      // Gone before any record can be saved: from now on the record files are the truth.
-      await fs.promises.rm(this.file, { force: true });
-      return this.read(fd);
+      entries = this.read(fd);
     } catch {
-      return null;
+      entries = null;
     } finally {
       fs.closeSync(fd);
     }
+    // Torn, damaged, from another key or another server: never of use, not read again at the next start.
+    if (!entries) fs.rmSync(this.file, { force: true });
+    return entries;
   }
 
   /** Parsed line by line as it is opened; nothing is used unless the tag at the end authenticates all of it. */
@@ -84,8 +95,8 @@ export class RecordSnapshot {
           if (header !== JSON.stringify(snapshotTag())) throw new Error('written by another server version or record schema');
           continue;
         }
-        const [id, stamp, record] = JSON.parse(line) as [string, FileStamp, ConversationRecord];
-        entries.set(id, { stamp, record });
+        const [id, stamp, record, logStamp, eventCount] = JSON.parse(line) as [string, FileStamp, ConversationRecord, FileStamp | null, number];
+        entries.set(id, { stamp, record, log: logStamp === null ? null : { stamp: logStamp, eventCount } });
       }
     };
     const piece = Buffer.alloc(PIECE_BYTES);
@@ -99,6 +110,15 @@ export class RecordSnapshot {
     return header !== null && partial === '' ? entries : null;
   }
 
+  /**
+   * Removed, once per process, when a conversation is deleted: its record (its LLM key, its
+   * secrets) must not outlive the DELETE on disk, even sealed. The next clean shutdown writes a
+   * new one; a crash before it reads the files, as without a snapshot.
+   */
+  discard(): Promise<void> {
+    return (this.discarding ??= fs.promises.rm(this.file, { force: true }));
+  }
+
   /** Written once nothing saves records any more (a clean shutdown): a temp file, then renamed. */
   async save(entries: Iterable<[id: string, SnapshotEntry]>): Promise<void> {
     const temp = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
@@ -107,8 +127,8 @@ export class RecordSnapshot {
     try {
       await handle.write(sealing.iv);
       let lines = `${JSON.stringify(snapshotTag())}\n`;
-      for (const [id, { stamp, record }] of entries) {
-        lines += `${JSON.stringify([id, stamp, record])}\n`;
+      for (const [id, { stamp, record, log }] of entries) {
+        lines += `${JSON.stringify([id, stamp, record, log?.stamp ?? null, log?.eventCount ?? 0])}\n`;
         if (lines.length < PIECE_BYTES) continue;
         await handle.write(sealing.update(Buffer.from(lines)));
         lines = '';
@@ -118,6 +138,7 @@ export class RecordSnapshot {
       await handle.write(Buffer.concat([last, rest, tag]));
       await handle.close();
       await fs.promises.rename(temp, this.file);
+      this.discarding = undefined;
     } catch (error) {
       await handle.close().catch(() => undefined);
       await fs.promises.rm(temp, { force: true });
@@ -127,13 +148,15 @@ export class RecordSnapshot {
 }
 
 let tag: string | undefined;
+/** The layout of the lines (2: with the log's stamp and event count, stamps with the ctime). */
+const FORMAT = 2;
 
 /**
  * The version and the shape of the record schema (field names, types, defaults): a snapshot
  * holds records as this server parsed them, so a server whose schema differs reads the files.
  */
 function snapshotTag(): string {
-  return (tag ??= `${VERSION} ${schemaShape(ConversationRecord)}`);
+  return (tag ??= `${VERSION} ${FORMAT} ${schemaShape(ConversationRecord)}`);
 }
 
 interface ZodDef {

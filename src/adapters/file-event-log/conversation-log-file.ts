@@ -204,6 +204,17 @@ export class ConversationLogFile {
     fs.closeSync(this.indexFd);
     return kindsWritten;
   }
+
+  /** close() with every system call made by the thread pool (closing all at shutdown); nothing may use the file meanwhile. */
+  async closeAsync(): Promise<boolean> {
+    const kindsWritten = await this.kinds.closeAsync();
+    await Promise.all([closeFd(this.logFd), closeFd(this.indexFd)]);
+    return kindsWritten;
+  }
+}
+
+function closeFd(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fs.close(fd, (error) => (error ? reject(error) : resolve())));
 }
 
 /**

@@ -92,7 +92,7 @@ export class AgentRuntime implements ConversationRuntime {
     const journal = (this.journal = new RunJournal({ conversations, recorder: deps.recorder }));
     const offer = (this.offer = new ToolOffer({ tools: deps.tools, catalog: deps.catalog, maxSubagentDepth: deps.maxSubagentDepth, onError }));
     const gates = new ConversationGates({ hookTransport: deps.hookTransport, projectFiles: deps.projectFiles, append: (id, event) => journal.append(id, event), onError });
-    const lifecycle = (this.lifecycle = new SessionLifecycle({ sessions, mcp: deps.mcp, idleTimeoutMs: deps.idleTimeoutMs, onError }));
+    const lifecycle = (this.lifecycle = new SessionLifecycle({ sessions, mcp: deps.mcp, idleTimeoutMs: deps.idleTimeoutMs, onReleased: (id) => deps.runs.release?.(id), onError }));
     const condensation = (this.condensation = new CondensationControl({
       llm: deps.llm,
       append: async (id, event) => (await journal.append(id, event)).event,

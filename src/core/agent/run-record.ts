@@ -33,4 +33,6 @@ export interface RunStore {
   /** All runs of a conversation, oldest first. */
   list(conversationId: string): Run[];
   drop(conversationId: string): void;
+  /** Forget what is cached of the conversation's runs (an idle release); they are read again on next use. */
+  release?(conversationId: string): void;
 }

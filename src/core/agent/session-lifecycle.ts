@@ -8,6 +8,8 @@ export interface SessionLifecycleDeps {
   mcp?: McpRegistry | undefined;
   /** After this long without a run a conversation's shell, MCP servers and history are released (0 or absent: never). */
   idleTimeoutMs?: number | undefined;
+  /** Told when a conversation was released after its idle timeout: caches of it may go too (its run records). */
+  onReleased?: ((conversationId: string) => void) | undefined;
   onError?: ((error: unknown, context: Record<string, unknown>) => void) | undefined;
 }
 
@@ -120,6 +122,7 @@ export class SessionLifecycle {
       if (sessions.peek(conversationId) !== session || session.active) return;
       sessions.forget(conversationId);
       if (restore) this.released.set(conversationId, restore);
+      this.deps.onReleased?.(conversationId);
     })();
     this.releasing.set(conversationId, release);
     try {

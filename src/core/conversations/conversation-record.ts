@@ -6,6 +6,7 @@ import { Hooks, Permissions, SettingSources } from '../schemas/tool-control.js';
 import { McpServers } from '../schemas/mcp-servers.js';
 import { AgentDefinitions } from '../schemas/catalog.js';
 import type { DamagedDataError } from '../errors.js';
+import type { ConversationSummary } from './summary-store.js';
 
 /**
  * What the server keeps about a conversation (events live in the event log): the public
@@ -56,14 +57,17 @@ export type ConfigChange = Partial<
 export interface LoadedConversations {
   records: ConversationRecord[];
   damaged: { id: string; error: DamagedDataError }[];
+  /** A loaded conversation's summary as a snapshot kept it, when its log is provably as it was then (files); else undefined. */
+  summaryOf?: (id: string) => ConversationSummary | undefined;
 }
 
 /** Where conversation records persist. Writes are atomic: a crash leaves the old or the new record. */
 export interface ConversationRepository {
-  loadAll(): Promise<LoadedConversations>;
+  /** `afterCleanStop`: the last server stopped cleanly (nothing was cut short by a crash). */
+  loadAll(options?: { afterCleanStop?: boolean }): Promise<LoadedConversations>;
   save(record: ConversationRecord): void;
   /** A promise when the removal finishes later (files: off the event loop); the record is gone once it settles. */
   remove(id: string): void | Promise<void>;
-  /** At a clean shutdown (files): all records kept together, so that the next start need not read each one. */
-  saveSnapshot?(records: Iterable<Readonly<ConversationRecord>>): Promise<void>;
+  /** At a clean shutdown (files): all records kept together, with their logs' summaries, so that the next start need not read each one. */
+  saveSnapshot?(records: Iterable<Readonly<ConversationRecord>>, summaries: ReadonlyMap<string, ConversationSummary>): Promise<void>;
 }

@@ -68,15 +68,16 @@ export class ConversationStore {
    * deletion, and its files are never written. Returns the quarantined ones.
    *
    * `summaries` (saved at the last clean shutdown) spare reading each conversation's log: only
-   * the conversations without one (after a crash: all of them) have their last event read.
+   * the conversations without one (after a crash: all of them) have their last event read,
+   * unless the repository vouches for a summary (a log unchanged since a snapshot of it).
    */
   async load(summaries: ReadonlyMap<string, ConversationSummary> | null = null): Promise<{ id: string; error: DamagedDataError }[]> {
-    const { records, damaged } = await this.deps.repository.loadAll();
+    const { records, damaged, summaryOf } = await this.deps.repository.loadAll({ afterCleanStop: summaries !== null });
     const quarantined = [...damaged];
     for (const record of records) {
       try {
         // Appends move updated_at in memory only (see touch): the summary, or else the last event in the log, says when the conversation last changed.
-        const summary = summaries?.get(record.id) ?? (await this.summaryFromLog(record.id));
+        const summary = summaries?.get(record.id) ?? summaryOf?.(record.id) ?? (await this.summaryFromLog(record.id));
         if (summary.updated_at > record.updated_at) record.updated_at = summary.updated_at;
         this.eventCounts.set(record.id, summary.event_count);
         for (const check of this.deps.integrityChecks ?? []) check(record.id);

@@ -1,0 +1,61 @@
+/**
+ * The file run store's cache holds a conversation's runs only until it is released (an idle
+ * conversation): released runs are read from runs.jsonl again, complete, and a save after the
+ * release appends to the same file (the newest state of each run wins), a torn last line included.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FileRunStore } from '../src/adapters/file-run-store.js';
+import type { Run } from '../src/core/agent/run-record.js';
+import { tempDir } from './support/agentd.js';
+
+let dir: string | undefined;
+afterEach(() => {
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  dir = undefined;
+});
+
+const usage = { prompt_tokens: 0, completion_tokens: 0, cost: 0 };
+const runOf = (conversationId: string, status: Run['status'], id = randomUUID()): Run => ({
+  id,
+  conversation_id: conversationId,
+  status,
+  started_at: '2026-01-01T00:00:00.000Z',
+  ended_at: status === 'running' ? null : '2026-01-01T00:00:01.000Z',
+  iterations: 1,
+  usage,
+  outcome: status === 'running' ? null : 'finished',
+});
+
+describe('FileRunStore', () => {
+  it('reads a released conversation\'s runs from its file again, and a save after the release keeps every run', () => {
+    dir = tempDir('agentd-runs-');
+    const store = new FileRunStore(dir);
+    const conversation = randomUUID();
+    const first = runOf(conversation, 'running');
+    store.save(first);
+    store.save({ ...first, status: 'completed', outcome: 'finished', ended_at: '2026-01-01T00:00:02.000Z' });
+    const second = runOf(conversation, 'completed');
+    store.save(second);
+    const before = store.list(conversation);
+    expect(before.map((run) => [run.id, run.status])).toEqual([[first.id, 'completed'], [second.id, 'completed']]);
+
+    store.release(conversation);
+    const file = path.join(dir, conversation, 'runs.jsonl');
+    // What the file holds is what a released conversation lists (the cache is gone: a line added meanwhile shows).
+    const third = runOf(conversation, 'failed');
+    fs.appendFileSync(file, `${JSON.stringify(third)}\n`);
+    expect(store.list(conversation)).toEqual([...before, third]);
+
+    store.release(conversation);
+    fs.appendFileSync(file, '{"torn'); // a crash mid-append
+    const fourth = runOf(conversation, 'running');
+    store.save(fourth); // first use after the release: the torn line is cut off before the append
+    store.save({ ...fourth, status: 'paused', outcome: 'paused', ended_at: '2026-01-01T00:00:03.000Z' });
+    store.release(conversation);
+    expect(store.list(conversation).map((run) => [run.id, run.status])).toEqual([[first.id, 'completed'], [second.id, 'completed'], [third.id, 'failed'], [fourth.id, 'paused']]);
+    expect(new FileRunStore(dir).list(conversation)).toEqual(store.list(conversation));
+  });
+});
