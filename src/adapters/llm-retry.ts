@@ -126,9 +126,8 @@ export class AttemptController {
 
   /** Restart the idle timer (a chunk arrived). */
   touch(): void {
-    // Once per streamed chunk: the same timer restarted (refresh), not a new one made and the old cleared.
-    if (this.timer) this.timer.refresh();
-    else this.timer = setTimeout(() => this.expire('idle'), this.idleMs);
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.expire('idle'), this.idleMs);
   }
 
   private expire(which: 'idle' | 'total'): void {
