@@ -114,6 +114,13 @@ function pollEvents(): { stop(): Promise<void> } {
   };
 }
 
+/** How many action events the API has returned so far, in all conversations. */
+function actionsAcknowledged(): number {
+  let count = 0;
+  for (const known of acknowledged.values()) for (const text of known.values()) if (text.includes('"kind":"action"')) count++;
+  return count;
+}
+
 /** Conversations created and deleted around the kills: confirmed creations, deletions asked for and confirmed. */
 const churned = { created: new Set<string>(), deleting: new Set<string>(), deleted: new Set<string>() };
 
@@ -250,7 +257,10 @@ describe(`${KILLS} kill -9 during agent runs and webhook deliveries`, () => {
         receiver = null;
       }
       // The kill lands while the runs work and the API is being read.
+      const actionsBefore = actionsAcknowledged();
       const [polling, churning] = [pollEvents(), churn()];
+      // On a loaded machine the runs may not have acted yet: the kill waits for some work to interrupt (else the delay alone).
+      if (cycle % 4 !== 0) await until(() => actionsAcknowledged() >= actionsBefore + 3, 'the runs to act before the kill', 60_000);
       await sleep(delay);
       await kill();
       await Promise.all([polling.stop(), churning.stop()]);

@@ -1,5 +1,6 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { AgentEvent } from '../core/schemas/event.js';
+import { HttpRequestMetrics } from './http-request-metrics.js';
 
 export interface ClusterFigures {
   leasesHeld(): number;
@@ -19,6 +20,9 @@ export interface ClusterFigures {
   pendingWrites(): number;
 }
 
+/** Upper bounds of `agentd_http_request_duration_seconds`, in seconds. */
+export const HTTP_DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5] as const;
+
 /**
  * The server's Prometheus metrics. Most are derived from the event stream (runs from
  * state_update, tokens from usage, tools from observation), so the agent loop needs no
@@ -26,8 +30,7 @@ export interface ClusterFigures {
  */
 export class Metrics {
   readonly registry = new Registry();
-  private readonly httpRequests: Counter<'method' | 'route' | 'status'>;
-  private readonly httpDuration: Histogram<'method' | 'route'>;
+  private readonly http: HttpRequestMetrics;
   private readonly eventsAppended: Counter<'kind'>;
   private readonly runsStarted: Counter;
   private readonly runsEnded: Counter<'outcome'>;
@@ -40,14 +43,8 @@ export class Metrics {
   constructor(gauges: { conversationsByStatus: () => Record<string, number>; sseSubscribers: () => number }) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'agentd_process_' });
-    this.httpRequests = new Counter({ name: 'agentd_http_requests_total', help: 'HTTP requests by route and status', labelNames: ['method', 'route', 'status'], registers });
-    this.httpDuration = new Histogram({
-      name: 'agentd_http_request_duration_seconds',
-      help: 'HTTP request durations by route',
-      labelNames: ['method', 'route'],
-      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
-      registers,
-    });
+    // Written as prom-client's Counter and Histogram write them, counted more cheaply (once per request).
+    this.http = new HttpRequestMetrics(this.registry, { requests: 'agentd_http_requests_total', duration: 'agentd_http_request_duration_seconds' }, HTTP_DURATION_BUCKETS);
     this.eventsAppended = new Counter({ name: 'agentd_events_appended_total', help: 'Events appended to the durable log, by kind', labelNames: ['kind'], registers });
     this.runsStarted = new Counter({ name: 'agentd_runs_started_total', help: 'Agent runs started', registers });
     this.runsEnded = new Counter({ name: 'agentd_runs_ended_total', help: 'Agent runs ended, by the status they left the conversation in', labelNames: ['outcome'], registers });
@@ -130,21 +127,8 @@ export class Metrics {
     }
   }
 
-  /** Per method, route and status: the labelled series, looked up once (prom-client hashes the labels on every call). */
-  private readonly requestSeries = new Map<string, { count: { inc(): void }; duration: { observe(value: number): void } }>();
-
-  observeRequest(options: { method: string; route: string; status: number; seconds: number }): void {
-    const key = `${options.method} ${options.status} ${options.route}`;
-    let series = this.requestSeries.get(key);
-    if (!series) {
-      series = {
-        count: this.httpRequests.labels({ method: options.method, route: options.route, status: String(options.status) }),
-        duration: this.httpDuration.labels({ method: options.method, route: options.route }),
-      };
-      // Routes are patterns, statuses few: the map stays small (capped all the same).
-      if (this.requestSeries.size < 10_000) this.requestSeries.set(key, series);
-    }
-    series.count.inc();
-    series.duration.observe(options.seconds);
+  /** One HTTP request answered: `route` is its pattern (`/conversations/:id`), `unmatched` when none. */
+  observeRequest(method: string, route: string, status: number, seconds: number): void {
+    this.http.observe(method, route, status, seconds);
   }
 }
