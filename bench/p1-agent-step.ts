@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
@@ -8,22 +9,24 @@ import { startServer, type TestServer } from '../test/support/agentd.js';
 import type { Benchmark } from './support/benchmark.js';
 import { EventTap, Meter, meterEvents, timedLlm, timedShells } from './support/instrumented.js';
 import { fmt, ratio, summarize } from './support/stats.js';
-import { cpuMs, StepFloor } from './support/step-floor.js';
+import { cpuMs, StepFloor, type FloorCpu } from './support/step-floor.js';
 
 const ROUNDS = 4;
 
 /**
  * P1: the agent loop's own cost per step. A scripted fake LLM answers at once with one
  * `bash true` call per turn; ms per step is compared with the floor: one fake-LLM round trip
+ * with the step's own request (the run's recorded requests sent again through the same client)
  * plus one command in an already-running shell, each measured alone in the same process. The
  * run goes in rounds (one message each, same conversation) alternating with floor samples, so
- * that load elsewhere on the machine hits both alike.
+ * that load elsewhere on the machine hits both alike. The earlier floor (a request like the
+ * run's first at every step) is kept as a row.
  */
 export const p1AgentStep: Benchmark = {
   id: 'P1',
   title: 'agent step overhead',
   measures:
-    'ms per agent step (fake LLM answering at once with one `bash true` call) with a breakdown (LLM call, tool, event append, fan-out), versus the floor: one fake-LLM round trip plus one command in an already-running shell, measured alone.',
+    'ms per agent step (fake LLM answering at once with one `bash true` call) with a breakdown (LLM call, tool, event append, fan-out), versus the floor: one fake-LLM round trip with the step\'s own request (replayed) plus one command in an already-running shell, measured alone.',
   async run({ quick, tmp }) {
     const steps = quick ? 60 : 200;
     const floorSamples = quick ? 60 : 200;
@@ -45,13 +48,18 @@ export const p1AgentStep: Benchmark = {
       const stepMs: number[] = [];
       let totalMs = 0;
       let runCpuMs = 0;
+      const profile = process.env.AGENTD_BENCH_P1_PROFILE ?? (process.env.AGENTD_BENCH_P1_PERF && 'perf');
       for (let round = 0; round < ROUNDS; round++) {
-        await floor.sample(floorSamples / ROUNDS);
+        await profiled(profile && path.join(profile, `floor-first-${round}.cpuprofile`), () => floor!.sample(floorSamples / ROUNDS));
         const cpu = process.cpuUsage();
-        const run = await conversation.run(steps / ROUNDS);
+        const sent = fake.requests.length;
+        const run = await profiled(profile && path.join(profile, `run-${round}.cpuprofile`), () => conversation.run(steps / ROUNDS));
         runCpuMs += cpuMs(cpu);
         stepMs.push(...run.stepMs);
         totalMs += run.totalMs;
+        // The same requests again, alone: each step's (the last one, answered with text, ends the run).
+        const stepRequests = fake.requests.slice(sent, sent + steps / ROUNDS);
+        await profiled(profile && path.join(profile, `floor-${round}.cpuprofile`), () => floor!.replay(stepRequests));
       }
       conversation.close();
 
@@ -60,9 +68,16 @@ export const p1AgentStep: Benchmark = {
       const other = perStep - part(llm) - part(tool) - part(events.append);
       const share = (ms: number) => `${((ms / perStep) * 100).toFixed(1)}%`;
       const floorLlm = summarize(floor.llmMs);
+      const firstLlm = summarize(floor.firstLlmMs);
       const floorShell = summarize(floor.shellMs);
       const floorP50 = floorLlm.p50 + floorShell.p50;
       const floorMean = floorLlm.mean + floorShell.mean;
+      const firstP50 = firstLlm.p50 + floorShell.p50;
+      const firstMean = firstLlm.mean + floorShell.mean;
+      const cpuOf = (part: FloorCpu) => part.ms / part.samples;
+      const stepCpu = runCpuMs / steps;
+      const floorCpu = cpuOf(floor.cpu.llm) + cpuOf(floor.cpu.shell);
+      const firstCpu = cpuOf(floor.cpu.firstLlm) + cpuOf(floor.cpu.shell);
       const stepSummary = summarize(stepMs);
       const tenth = Math.max(1, Math.floor(steps / 10));
       const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
@@ -86,9 +101,11 @@ export const p1AgentStep: Benchmark = {
             columns: ['', 'p50 ms', 'mean ms', 'p50 vs floor', 'mean vs floor'],
             rows: [
               ['agent step', fmt(stepSummary.p50), fmt(perStep), ratio(stepSummary.p50, floorP50), ratio(perStep, floorMean)],
-              ['floor: fake-LLM round trip alone', fmt(floorLlm.p50), fmt(floorLlm.mean), '', ''],
+              ['floor: fake-LLM round trip alone, the step\'s own request (replayed)', fmt(floorLlm.p50), fmt(floorLlm.mean), '', ''],
               ['floor: `true` in a running shell alone', fmt(floorShell.p50), fmt(floorShell.mean), '', ''],
               ['floor (sum)', fmt(floorP50), fmt(floorMean), '×1', '×1'],
+              ['earlier floor: round trip with a request like the run\'s first (system + one user message)', fmt(firstLlm.p50), fmt(firstLlm.mean), '', ''],
+              ['agent step vs the earlier floor (its round trip + the shell\'s)', fmt(stepSummary.p50), fmt(perStep), ratio(stepSummary.p50, firstP50), ratio(perStep, firstMean)],
             ],
           },
           {
@@ -96,9 +113,12 @@ export const p1AgentStep: Benchmark = {
             caption: 'CPU of the bench process (agent, LLM client and the in-process fake LLM; the shell\'s own CPU is not in it)',
             columns: ['', 'CPU ms', 'vs floor'],
             rows: [
-              ['agent step (the runs\' CPU / steps)', fmt(runCpuMs / steps), ratio(runCpuMs / steps, (floor.cpu.llmMs + floor.cpu.shellMs) / floorSamples)],
-              ['floor: fake-LLM round trip alone', fmt(floor.cpu.llmMs / floorSamples), ''],
-              ['floor: `true` in a running shell alone', fmt(floor.cpu.shellMs / floorSamples), ''],
+              ['agent step (the runs\' CPU / steps)', fmt(stepCpu), ratio(stepCpu, floorCpu)],
+              ['floor: fake-LLM round trip alone, the step\'s own request (replayed)', fmt(cpuOf(floor.cpu.llm)), ''],
+              ['floor: `true` in a running shell alone', fmt(cpuOf(floor.cpu.shell)), ''],
+              ['agent\'s own CPU per step (step − floor)', fmt(stepCpu - floorCpu), ''],
+              ['earlier floor: round trip with a request like the run\'s first', fmt(cpuOf(floor.cpu.firstLlm)), ''],
+              ['agent step vs the earlier floor', fmt(stepCpu), ratio(stepCpu, firstCpu)],
             ],
           },
           {
@@ -114,7 +134,8 @@ export const p1AgentStep: Benchmark = {
         ],
         notes: [
           `An agent step costs ${ratio(stepSummary.p50, floorP50)} its floor at the median (${fmt(stepSummary.p50)} ms vs ${fmt(floorP50)} ms; means ${ratio(perStep, floorMean)}); the agent's own work (append + fan-out + other) is ${fmt(perStep - part(llm) - part(tool))} ms a step.`,
-          `One LLM call inside the run takes ${fmt(llm.ms / llm.calls)} ms against the floor's ${fmt(floorLlm.mean)} ms: its request carries the whole history (the fake server, in this process as in the tests, parses and checks all of it). Each run also ends with one answer turn (${ROUNDS} over the ${steps} steps), counted in the totals.`,
+          `One LLM call inside the run takes ${fmt(llm.ms / llm.calls)} ms against ${fmt(floorLlm.mean)} ms for the same requests replayed alone through the same client (${fmt(firstLlm.mean)} ms for a request like the run's first: the run's carry the whole history, which the fake server, in this process as in the tests, parses and checks). Each run also ends with one answer turn (${ROUNDS} over the ${steps} steps), counted in the totals.`,
+          `The floor's LLM round trip is the step's own request sent again alone (since round 2's fourth session); the earlier floor sent a request like the run's first whatever the step, so the history's share of the round trip (the fake's parse, the body's transfer) counted as the agent's overhead. Both are shown.`,
         ],
       };
     } finally {
@@ -124,6 +145,48 @@ export const p1AgentStep: Benchmark = {
     }
   },
 };
+
+/**
+ * AGENTD_BENCH_P1_PROFILE=<dir>: a CPU profile of each round's run and of its floor samples, apart
+ * (<dir>/run-N, floor-N, floor-first-N). V8's profiler samples wall time, so on a loaded machine
+ * it also counts the time the process waits for a core; AGENTD_BENCH_P1_PERF=<ctl-fifo>,<ack-fifo>
+ * instead turns `perf record --control fifo:<ctl-fifo>,<ack-fifo> -D -1` (CPU time only; run node with
+ * --perf-basic-prof) on during the runs, or during the replayed floor with AGENTD_BENCH_P1_PERF_PART=floor.
+ */
+let perfFds: { ctl: number; ack: number } | undefined;
+
+async function profiled<T>(file: string | undefined, work: () => Promise<T>): Promise<T> {
+  const perf = process.env.AGENTD_BENCH_P1_PERF;
+  if (perf && file && path.basename(file).startsWith(`${process.env.AGENTD_BENCH_P1_PERF_PART ?? 'run'}-`)) {
+    const [ctl, ack] = perf.split(',') as [string, string];
+    perfFds ??= { ctl: fs.openSync(ctl, 'w'), ack: fs.openSync(ack, 'r') };
+    const command = (word: string) => {
+      fs.writeSync(perfFds!.ctl, `${word}\n`);
+      fs.readSync(perfFds!.ack, Buffer.alloc(16));
+    };
+    command('enable');
+    try {
+      return await work();
+    } finally {
+      command('disable');
+    }
+  }
+  if (!file || perf) return work();
+  const inspector = await import('node:inspector/promises');
+  const session = new inspector.Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 100 });
+  await session.post('Profiler.start');
+  try {
+    return await work();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+  }
+}
 
 interface AgentConversation {
   /** Sends one message; resolves when its run of `steps` bash calls (and a final answer) ends. */

@@ -27,7 +27,6 @@ export class FileCheckpointStore implements CheckpointStore {
   append(record: CheckpointRecord): void {
     const records = this.load(record.conversation_id);
     const file = this.fileOf(record.conversation_id);
-    fs.mkdirSync(path.dirname(file), { recursive: true });
     appendLine(file, JSON.stringify(record));
     records.push(record);
   }

@@ -29,7 +29,6 @@ export class FileRunStore implements RunStore {
     const runs = loaded === NO_RUNS ? new Map<string, Run>() : (loaded as Map<string, Run>);
     const file = this.fileOf(run.conversation_id);
     try {
-      fs.mkdirSync(path.dirname(file), { recursive: true });
       appendLine(file, JSON.stringify(run));
     } catch (error) {
       throw this.options.storageError ? this.options.storageError(error) : isOutOfSpace(error) ? new StorageFullError() : error;
