@@ -67,9 +67,8 @@ export class ConversationStore {
    * listed with status `error` and the damage, refuses everything but reads of its summary and
    * deletion, and its files are never written. Returns the quarantined ones.
    *
-   * `summaries` (saved at the last clean shutdown) spare reading each conversation's log: only
-   * the conversations without one (after a crash: all of them) have their last event read,
-   * unless the repository vouches for a summary (a log unchanged since a snapshot of it).
+   * `summaries` (saved at the last clean shutdown), or else the repository's (a log unchanged
+   * since a snapshot of it), spare reading each conversation's log: the others' last event is read.
    */
   async load(summaries: ReadonlyMap<string, ConversationSummary> | null = null): Promise<{ id: string; error: DamagedDataError }[]> {
     const { records, damaged, summaryOf } = await this.deps.repository.loadAll({ afterCleanStop: summaries !== null });
