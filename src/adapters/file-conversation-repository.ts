@@ -13,9 +13,6 @@ const FILE = 'conversation.json';
 /** The conversation's event log (file-event-log), beside its record: its stamp says whether a snapshot's summary of it still holds. */
 const LOG_FILE = 'events.jsonl';
 const LOAD_CONCURRENCY = 64;
-/** Beside the record: the file the next save writes (the record before the last save), and the name it has during a save. */
-const SPARE = '.spare.tmp';
-const PREVIOUS = '.previous.tmp';
 
 
 /**
@@ -26,8 +23,6 @@ const PREVIOUS = '.previous.tmp';
  */
 export class FileConversationRepository implements ConversationRepository {
   private readonly snapshot: RecordSnapshot | null;
-  /** Saves write over the previous record's file (see saveThroughSpare) until hard links turn out impossible. */
-  private spareFiles = true;
 
   constructor(
     private readonly dir: string,
@@ -130,88 +125,23 @@ export class FileConversationRepository implements ConversationRepository {
     const dir = path.join(this.dir, record.id);
     fs.mkdirSync(dir, { recursive: true });
     const target = path.join(dir, FILE);
-    const text = Buffer.from(JSON.stringify(this.seal(record)));
-    const spares = !this.options.fsync && this.spareFiles;
-    if (spares && this.saveOverSpare(target, text)) return;
     const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
     try {
       const fd = fs.openSync(temp, 'w', 0o600);
       try {
-        writeAll(fd, text);
+        const text = Buffer.from(JSON.stringify(this.seal(record)));
+        let written = 0;
+        while (written < text.length) written += fs.writeSync(fd, text, written);
         if (this.options.fsync) fs.fsyncSync(fd);
       } finally {
         fs.closeSync(fd);
       }
-      const kept = spares && this.keepAsSpare(target);
       fs.renameSync(temp, target);
-      if (kept) blankQuietly(`${target}${SPARE}`);
     } catch (error) {
       // The old record stays as it was; the partial temp file goes.
       fs.rmSync(temp, { force: true });
-      throw this.storageError(error);
+      throw this.options.storageError ? this.options.storageError(error) : isOutOfSpace(error) ? new StorageFullError() : error;
     }
-  }
-
-  /**
-   * A save without fsync, as cheap as a write in place and as safe as temp file + rename: the new
-   * record is written over the file that the previous save replaced (kept by a hard link), which
-   * is then renamed over the record. A new file renamed over an existing one makes ext4 write its
-   * data out within the rename (auto_da_alloc: 0.25-0.35 ms at the median on this disk, 2-2.7 ms
-   * at the 90th percentile); a file whose blocks are allocated has nothing to write out (0.06-0.08
-   * ms for the whole save). At every step the record is the old one or the new one, whole; a crash
-   * leaves the spare files (`*.tmp`), swept at the next start. False when there is no spare yet.
-   */
-  private saveOverSpare(target: string, text: Buffer): boolean {
-    const spare = `${target}${SPARE}`;
-    const previous = `${target}${PREVIOUS}`;
-    let fd: number;
-    try {
-      fd = fs.openSync(spare, fs.constants.O_WRONLY | fs.constants.O_NOFOLLOW);
-    } catch {
-      return false;
-    }
-    try {
-      try {
-        writeAll(fd, text, 0);
-        fs.ftruncateSync(fd, text.length);
-      } finally {
-        fs.closeSync(fd);
-      }
-      // The record being replaced stays, as the next save's spare.
-      linkReplacing(target, previous);
-      fs.renameSync(spare, target);
-    } catch (error) {
-      // The record is as it was; the spare goes, and a later save makes another.
-      fs.rmSync(spare, { force: true });
-      fs.rmSync(previous, { force: true });
-      if (!LINKS_UNSUPPORTED.has((error as NodeJS.ErrnoException).code ?? '')) throw this.storageError(error);
-      this.spareFiles = false;
-      return false;
-    }
-    // Saved. What the old record held (a secret since deleted, sealed) is not kept: zeros over it, its blocks stay allocated.
-    try {
-      blank(previous);
-      fs.renameSync(previous, spare);
-    } catch {
-      removeQuietly(previous);
-    }
-    return true;
-  }
-
-  /** Before a usual save replaces the record: its file is kept as the spare of the next save (see saveOverSpare). */
-  private keepAsSpare(target: string): boolean {
-    try {
-      fs.linkSync(target, `${target}${SPARE}`);
-      return true;
-    } catch (error) {
-      // ENOENT: the record's first save.
-      if (LINKS_UNSUPPORTED.has((error as NodeJS.ErrnoException).code ?? '')) this.spareFiles = false;
-      return false;
-    }
-  }
-
-  private storageError(error: unknown): unknown {
-    return this.options.storageError ? this.options.storageError(error) : isOutOfSpace(error) ? new StorageFullError() : error;
   }
 
   /**
@@ -290,51 +220,4 @@ export class FileConversationRepository implements ConversationRepository {
   private unseal(disk: SealedConversationRecord): ConversationRecord {
     return unsealConversationRecord(disk, this.box);
   }
-}
-
-/** What link(2) answers where the file system has no hard links. */
-const LINKS_UNSUPPORTED = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'EMLINK', 'EXDEV', 'ENOSYS']);
-
-/** A hard link `to` → `from`'s file, in place of whatever `to` was (a save cut short left it). */
-function linkReplacing(from: string, to: string): void {
-  try {
-    fs.linkSync(from, to);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    fs.unlinkSync(to);
-    fs.linkSync(from, to);
-  }
-}
-
-/** Zeros over the file's content, its size kept (no block is freed). */
-function blank(file: string): void {
-  const fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_NOFOLLOW);
-  try {
-    writeAll(fd, Buffer.alloc(fs.fstatSync(fd).size), 0);
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
-/** blank, or the file goes (a later save makes another spare). */
-function blankQuietly(file: string): void {
-  try {
-    blank(file);
-  } catch {
-    removeQuietly(file);
-  }
-}
-
-/** After the record was saved: a spare that cannot be blanked or renamed goes, and nothing fails. */
-function removeQuietly(file: string): void {
-  try {
-    fs.rmSync(file, { force: true });
-  } catch {
-    // left for the sweep at the next start
-  }
-}
-
-function writeAll(fd: number, text: Buffer, position?: number): void {
-  let written = 0;
-  while (written < text.length) written += fs.writeSync(fd, text, written, text.length - written, position === undefined ? null : position + written);
 }
