@@ -10,6 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendLine } from '../src/adapters/append-line.js';
 import { tempDir } from './support/agentd.js';
+import { fillFilesystem } from './support/fill-filesystem.js';
 
 let root: string;
 let small: string;
@@ -54,22 +55,7 @@ describe('appendLine', () => {
     const file = path.join(small, 'checkpoints.jsonl');
     appendLine(file, 'first');
     // Most of the room taken by another file: the next line fits only in part (a page or so is free).
-    const filler = fs.openSync(path.join(small, 'filler'), 'w');
-    try {
-      for (const size of [4096, 1]) {
-        const chunk = Buffer.alloc(size, 0x78);
-        for (;;) {
-          try {
-            fs.writeSync(filler, chunk);
-          } catch (error) {
-            if ((error as NodeJS.ErrnoException).code === 'ENOSPC') break;
-            throw error;
-          }
-        }
-      }
-    } finally {
-      fs.closeSync(filler);
-    }
+    fillFilesystem(path.join(small, 'filler'));
     fs.truncateSync(path.join(small, 'filler'), fs.statSync(path.join(small, 'filler')).size - 6000);
     const long = 'y'.repeat(64 * 1024);
     expect(() => appendLine(file, long)).toThrow(expect.objectContaining({ code: 'ENOSPC' }));

@@ -13,6 +13,7 @@ import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
 import { requestJson } from './support/json-api.js';
 import { until } from './support/reliability.js';
+import { fillFilesystem } from './support/fill-filesystem.js';
 
 const auth = { authorization: `Bearer ${TEST_KEY}` };
 let root: string;
@@ -24,26 +25,6 @@ const servers: SpawnedServer[] = [];
 
 const api = (server: SpawnedServer, method: string, url: string, body?: unknown) => requestJson(server.url, method, url, body);
 
-
-/** Write a file until the filesystem refuses: 64 KiB at a time, then single bytes. */
-function fill(file: string): void {
-  const fd = fs.openSync(file, 'w');
-  try {
-    for (const size of [65_536, 4096, 1]) {
-      const chunk = Buffer.alloc(size, 0x78);
-      for (;;) {
-        try {
-          fs.writeSync(fd, chunk);
-        } catch (error) {
-          if ((error as NodeJS.ErrnoException).code === 'ENOSPC') break;
-          throw error;
-        }
-      }
-    }
-  } finally {
-    fs.closeSync(fd);
-  }
-}
 
 async function allEvents(server: SpawnedServer, id: string): Promise<string[]> {
   const page = await api(server, 'GET', `/conversations/${id}/events?limit=1000`);
@@ -102,7 +83,7 @@ describe('disk full', () => {
     const agentBefore = await allEvents(server, agent.id);
     const chatLog = path.join(dataDir, 'conversations', chat, 'events.jsonl');
     const chatLogBefore = fs.readFileSync(chatLog);
-    fill(path.join(dataDir, 'filler'));
+    fillFilesystem(path.join(dataDir, 'filler'));
     fs.writeFileSync(path.join(agent.workdir, 'filled'), '');
 
     // The run ends (its observation does not fit); the server keeps serving.
