@@ -54,7 +54,10 @@ export const p10RoundTrip: Benchmark = {
         }
         conversation.close();
       }
-      const floorMs = 2 * summarize(floor.llmMs).p50 + summarize(floor.shellMs).p50;
+      // sample() times a request like the run's first (system prompt and one user message): a P10
+      // turn's two requests are that small. (llmMs holds P1's replayed requests; empty here.)
+      const floorMs = 2 * summarize(floor.firstLlmMs).p50 + summarize(floor.shellMs).p50;
+      if (!Number.isFinite(floorMs)) throw new Error('P10: no floor samples');
       const total = (kind: 'fresh' | 'later') => summarize(turns[kind].map((turn) => turn.totalMs));
       const freshSummary = total('fresh');
       const laterSummary = total('later');
