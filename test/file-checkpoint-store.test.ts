@@ -2,7 +2,8 @@
  * The file checkpoint store keeps each conversation's newest checkpoint in memory, not the list:
  * `list` reads checkpoints.jsonl (so it shows what is on disk, lines it did not write included),
  * `last` is the newest whether this store wrote it or read it, a torn last line is cut off before
- * the next append, and a released conversation's newest checkpoint is read again when next asked.
+ * the next append (never by a list), and an evicted or released conversation's newest checkpoint
+ * is read again when next asked.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -48,6 +49,9 @@ describe('FileCheckpointStore', () => {
     const written = checkpointOf(conversation, 9);
     fs.appendFileSync(path.join(dir, conversation, 'checkpoints.jsonl'), `${JSON.stringify(written)}\n`);
     expect(store.list(conversation).map((checkpoint) => checkpoint.seq)).toEqual([1, 5, 9]);
+    // The newest at hand is this store's own until it is told to read again (evict: another instance took the conversation over).
+    expect(store.last(conversation)).toEqual(second);
+    store.evict(conversation);
     expect(store.last(conversation)).toEqual(written);
 
     // Released, then read again by a new store: the same newest checkpoint.
@@ -56,7 +60,7 @@ describe('FileCheckpointStore', () => {
     expect(new FileCheckpointStore(dir).last(conversation)).toEqual(written);
   });
 
-  it('cuts a torn last line off before the first append after a start', () => {
+  it('cuts a torn last line off before the first append after a start, and a list leaves it alone', () => {
     dir = tempDir('agentd-checkpoints-');
     const conversation = randomUUID();
     fs.mkdirSync(path.join(dir, conversation));
@@ -64,6 +68,9 @@ describe('FileCheckpointStore', () => {
     const kept = checkpointOf(conversation, 1);
     fs.writeFileSync(file, `${JSON.stringify(kept)}\n{"id":"torn`);
     const store = new FileCheckpointStore(dir);
+    // A reader (an API list) skips the torn line without cutting it: only the writer repairs the file.
+    expect(store.list(conversation)).toEqual([kept]);
+    expect(fs.readFileSync(file, 'utf8')).toBe(`${JSON.stringify(kept)}\n{"id":"torn`);
     const next = checkpointOf(conversation, 2);
     store.append(next);
     expect(fs.readFileSync(file, 'utf8')).toBe(`${JSON.stringify(kept)}\n${JSON.stringify(next)}\n`);

@@ -31,17 +31,23 @@ export class FileCheckpointStore implements CheckpointStore {
 
   append(record: CheckpointRecord): void {
     // Read once first: a torn line left by a crash is cut off before a whole one follows it.
-    if (!this.newest.has(record.conversation_id)) this.list(record.conversation_id);
+    if (!this.newest.has(record.conversation_id)) this.last(record.conversation_id);
     appendLine(this.fileOf(record.conversation_id), JSON.stringify(record));
     this.newest.set(record.conversation_id, record);
   }
 
+  /** Read from the file once (a torn last line cut off: only this instance, the conversation's, appends to it), then kept. */
   last(conversationId: string): CheckpointRecord | undefined {
-    if (!this.newest.has(conversationId)) this.list(conversationId);
+    if (!this.newest.has(conversationId)) this.newest.set(conversationId, this.read(conversationId, { repair: true }).at(-1) ?? null);
     return this.newest.get(conversationId) ?? undefined;
   }
 
+  /** From the file; a torn last line is not a checkpoint (left for the writer to cut off). */
   list(conversationId: string): readonly CheckpointRecord[] {
+    return this.read(conversationId, { repair: false });
+  }
+
+  private read(conversationId: string, options: { repair: boolean }): CheckpointRecord[] {
     const records: CheckpointRecord[] = [];
     const file = this.fileOf(conversationId);
     const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
@@ -55,8 +61,7 @@ export class FileCheckpointStore implements CheckpointStore {
         // a line that is not a checkpoint is skipped: checkpoints are an aid, never a reason to refuse the conversation
       }
     }
-    if (torn.length > 0) fs.truncateSync(file, Buffer.byteLength(text) - Buffer.byteLength(torn));
-    this.newest.set(conversationId, records.at(-1) ?? null);
+    if (options.repair && torn.length > 0) fs.truncateSync(file, Buffer.byteLength(text) - Buffer.byteLength(torn));
     return records;
   }
 
