@@ -234,7 +234,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     projectFiles,
     shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv })),
     shellEnv: (record) => secrets.environment(record),
-    idleTimeoutMs: config.idleTimeoutMs,
+    idleTimeoutMs: config.idleTimeoutMs, onReleased: (conversationId) => checkpointStore.release(conversationId),
     hookTransport: (record) => ({
       command: async (hook) => {
         const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: { ...secrets.environment(record), CLAUDE_PROJECT_DIR: record.workdir, AGENTD_CONVERSATION_ID: record.id }, timeoutMs: hook.timeoutMs, sandbox: store.sandboxOf(record), stdin: hook.stdin });

@@ -11,13 +11,18 @@ const FILE = 'checkpoints.jsonl';
  * `<id>/shadow.git`: both go when the conversation is deleted. A torn last line (a crash
  * mid-append) is dropped; a checkpoint is only listed once its line is whole.
  *
+ * Memory holds each conversation's newest checkpoint only (what the next one is compared with):
+ * a run takes one per step, and keeping them all held every conversation's whole list for the
+ * process's life. `list` (an API read, a rewind, a fork) reads the file.
+ *
  * `dir` is the data dir's conversations (their directories go with them), or with several
  * instances a directory of its own on the storage they share (`ownDirectory`: this store removes
  * a deleted conversation's checkpoints itself). Only the instance running a conversation writes
  * its checkpoints; one that takes it over reads them again (`evict`).
  */
 export class FileCheckpointStore implements CheckpointStore {
-  private readonly cache = new Map<string, CheckpointRecord[]>();
+  /** The newest checkpoint of each conversation whose file was read (and a torn line cut off), null when it has none. */
+  private readonly newest = new Map<string, CheckpointRecord | null>();
 
   constructor(
     private readonly conversationsDir: string,
@@ -25,24 +30,25 @@ export class FileCheckpointStore implements CheckpointStore {
   ) {}
 
   append(record: CheckpointRecord): void {
-    const records = this.load(record.conversation_id);
-    const file = this.fileOf(record.conversation_id);
-    appendLine(file, JSON.stringify(record));
-    records.push(record);
+    // Read once first: a torn line left by a crash is cut off before a whole one follows it.
+    if (!this.newest.has(record.conversation_id)) this.last(record.conversation_id);
+    appendLine(this.fileOf(record.conversation_id), JSON.stringify(record));
+    this.newest.set(record.conversation_id, record);
   }
 
+  /** Read from the file once (a torn last line cut off: only this instance, the conversation's, appends to it), then kept. */
+  last(conversationId: string): CheckpointRecord | undefined {
+    if (!this.newest.has(conversationId)) this.newest.set(conversationId, this.read(conversationId, { repair: true }).at(-1) ?? null);
+    return this.newest.get(conversationId) ?? undefined;
+  }
+
+  /** From the file; a torn last line is not a checkpoint (left for the writer to cut off). */
   list(conversationId: string): readonly CheckpointRecord[] {
-    return this.load(conversationId);
+    return this.read(conversationId, { repair: false });
   }
 
-  gitDirOf(conversationId: string): string {
-    return path.join(this.conversationsDir, conversationId, 'shadow.git');
-  }
-
-  private load(conversationId: string): CheckpointRecord[] {
-    let records = this.cache.get(conversationId);
-    if (records) return records;
-    records = [];
+  private read(conversationId: string, options: { repair: boolean }): CheckpointRecord[] {
+    const records: CheckpointRecord[] = [];
     const file = this.fileOf(conversationId);
     const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
     const lines = text.split('\n');
@@ -55,20 +61,28 @@ export class FileCheckpointStore implements CheckpointStore {
         // a line that is not a checkpoint is skipped: checkpoints are an aid, never a reason to refuse the conversation
       }
     }
-    if (torn.length > 0) fs.truncateSync(file, Buffer.byteLength(text) - Buffer.byteLength(torn));
-    this.cache.set(conversationId, records);
+    if (options.repair && torn.length > 0) fs.truncateSync(file, Buffer.byteLength(text) - Buffer.byteLength(torn));
     return records;
+  }
+
+  gitDirOf(conversationId: string): string {
+    return path.join(this.conversationsDir, conversationId, 'shadow.git');
   }
 
   /** The conversation was deleted: its checkpoints go (with its directory, or here when they have one of their own). */
   forget(conversationId: string): void {
-    this.cache.delete(conversationId);
+    this.newest.delete(conversationId);
     if (this.options.ownDirectory) fs.rmSync(path.join(this.conversationsDir, conversationId), { recursive: true, force: true });
   }
 
   /** Another instance may have taken checkpoints of this conversation: read them again when next asked. */
   evict(conversationId: string): void {
-    this.cache.delete(conversationId);
+    this.newest.delete(conversationId);
+  }
+
+  /** The conversation went idle: its newest checkpoint is read from the file again when next needed. */
+  release(conversationId: string): void {
+    this.newest.delete(conversationId);
   }
 
   private fileOf(conversationId: string): string {

@@ -64,6 +64,8 @@ export interface AgentRuntimeDeps {
   onLlmRetry?: (retry: LlmRetry, context: { conversation_id: string; run_id: string }) => void;
   /** After this long without a run a conversation's shell, MCP servers and history are released (0 or absent: never). */
   idleTimeoutMs?: number;
+  /** A conversation was released after its idle timeout: what else holds it in memory lets go (its newest checkpoint). */
+  onReleased?: (conversationId: string) => void;
   /** A run that ended in agent_error (for the server log, at error). */
   onRunFailed?: (failure: { code: string; message: string }, context: { conversation_id: string; run_id: string }) => void;
   /** The condensation threshold for models whose context window agentd does not know (AGENTD_CONDENSER_MAX_TOKENS). */
@@ -92,7 +94,7 @@ export class AgentRuntime implements ConversationRuntime {
     const journal = (this.journal = new RunJournal({ conversations, recorder: deps.recorder }));
     const offer = (this.offer = new ToolOffer({ tools: deps.tools, catalog: deps.catalog, maxSubagentDepth: deps.maxSubagentDepth, onError }));
     const gates = new ConversationGates({ hookTransport: deps.hookTransport, projectFiles: deps.projectFiles, append: (id, event) => journal.append(id, event), onError });
-    const lifecycle = (this.lifecycle = new SessionLifecycle({ sessions, mcp: deps.mcp, idleTimeoutMs: deps.idleTimeoutMs, onReleased: (id) => deps.runs.release?.(id), onError }));
+    const lifecycle = (this.lifecycle = new SessionLifecycle({ sessions, mcp: deps.mcp, idleTimeoutMs: deps.idleTimeoutMs, onReleased: (id) => { deps.runs.release?.(id); deps.onReleased?.(id); }, onError }));
     const condensation = (this.condensation = new CondensationControl({
       llm: deps.llm,
       append: async (id, event) => (await journal.append(id, event)).event,

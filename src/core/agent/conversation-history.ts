@@ -10,6 +10,13 @@ type AssistantMessage = Extract<LlmMessage, { role: 'assistant' }>;
 
 export { HistoryEntry };
 
+/** The tools' JSON (~13 KB) the last folded system prompt recorded: conversations with the same tools hold one copy of it. */
+let lastToolsJson = '';
+function sharedToolsJson(json: string): string {
+  if (json !== lastToolsJson) lastToolsJson = json;
+  return lastToolsJson;
+}
+
 /** A range of events taken out of the LLM history (they stay in the log), with what replaces them. */
 export interface ForgottenRange {
   fromSeq: number;
@@ -68,7 +75,7 @@ export class ConversationHistory {
       case 'system_prompt':
         this.system = event.content;
         this.systemItem = null;
-        this.systemTools = JSON.stringify(event.tools);
+        this.systemTools = sharedToolsJson(JSON.stringify(event.tools));
         return;
       case 'message':
         // The answer to an `ask_user` question: the model reads it as that call's observation.

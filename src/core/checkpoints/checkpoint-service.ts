@@ -233,7 +233,7 @@ export class CheckpointService implements RunCheckpoints {
   private take(record: Readonly<ConversationRecord>, options: { seq: number; runId: string | null; trigger: CheckpointTrigger }): Promise<CheckpointRecord> {
     const target = this.target(record);
     return this.queue.run(record.id, async () => {
-      const previous = this.deps.store.list(record.id).at(-1);
+      const previous = this.deps.store.last(record.id);
       const tree = await this.deps.shadow.snapshot(target);
       const changed = previous ? await this.deps.shadow.changes(target, previous.tree, tree) : [];
       const commit = previous && previous.tree === tree ? previous.commit : await this.deps.shadow.keep(target, tree, `${options.trigger} before seq ${options.seq}`);
