@@ -5,11 +5,11 @@
  */
 import type { APIError, OpenAI } from 'openai';
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions';
-import type { Stream } from 'openai/streaming';
 import { LlmError, type LlmClient, type LlmRequest, type LlmResponse, type LlmSettings } from '../core/agent/llm.js';
 import { DEFAULT_BASE_URL, supportsJsonSchema } from './chat-request-shape.js';
 import { encodeChatRequest, type EncodedRequest } from './chat-request-body.js';
 import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
+import { readChatChunks } from './chat-stream-reader.js';
 import { ChatChunkAccumulator, extraFieldsOf, normalizeToolCall, usageOf } from './chat-chunk-accumulator.js';
 import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, sleep } from './llm-retry.js';
 import { lazyModule } from './lazy-module.js';
@@ -18,10 +18,10 @@ export { isAbortError, LlmAbortError } from './llm-retry.js';
 
 /** The SDK and its fetch over undici load at the first LLM request, not at start-up (a server that only serves pays nothing for them). */
 let sdk: typeof import('openai') | undefined;
-let llmFetch: typeof import('./undici-llm-fetch.js')['llmFetch'] | undefined;
+let undiciFetch: typeof import('./undici-llm-fetch.js') | undefined;
 const loadSdk = lazyModule(async () => {
   const [openai, fetching] = await Promise.all([import('openai'), import('./undici-llm-fetch.js')]);
-  llmFetch = fetching.llmFetch;
+  undiciFetch = fetching;
   return (sdk = openai);
 });
 
@@ -157,9 +157,13 @@ export class OpenAiLlmClient implements LlmClient {
         const completion = (await client.post(requestOptions.path, { ...requestOptions, stream: false })) as ChatCompletion;
         return checkTruncation(checkFinish(fromCompletion(completion, request.settings)), { fingerprint: completion.system_fingerprint ?? null, shaped, settings: request.settings });
       }
-      const stream = (await client.post(requestOptions.path, { ...requestOptions, stream: true })) as Stream<ChatCompletionChunk>;
+      // The answer as it came (the SDK checked its status), its events read by readChatChunks.
+      const response = await client.post(requestOptions.path, { ...requestOptions, stream: true }).asResponse();
+      // No body (a 2xx cannot have none, but): no chunk, a broken stream.
+      const body = undiciFetch!.answerBodyOf(response) ?? response.body ?? [];
+      const chunks = readChatChunks({ body, signal: control.signal, apiError: (error) => new sdk!.APIError(undefined, error as object, undefined, response.headers) }) as AsyncIterable<ChatCompletionChunk>;
       const accumulator = new ChatChunkAccumulator();
-      for await (const chunk of stream) {
+      for await (const chunk of chunks) {
         control.touch();
         const text = accumulator.add(chunk);
         if (text && request.onTextDelta) {
@@ -196,7 +200,7 @@ export class OpenAiLlmClient implements LlmClient {
     const cached = this.clients.get(key);
     if (cached) return cached;
     if (!safeUrl(baseUrl)) throw new LlmError('llm_bad_request', `base_url is not a valid URL: ${redact(baseUrl, [apiKey])}`);
-    const common = { apiKey, maxRetries: 0, organization: null, project: null, webhookSecret: null, adminAPIKey: null, fetch: fetchWithReadableErrors };
+    const common = { apiKey, maxRetries: 0, organization: null, project: null, webhookSecret: null, adminAPIKey: null, fetch: undiciFetch!.fetchWithReadableErrors };
     // Azure's classic API (deployments + api-version) needs AzureOpenAI, which routes
     // /openai/deployments/{model}/chat/completions?api-version=… and sends `api-key`. Azure's
     // v1 API (base_url ending in /openai/v1) is plain OpenAI-compatible.
@@ -301,42 +305,6 @@ function classify(err: unknown): Failure {
     return { code: 'llm_connection_error', retryable: true, detail: `connection failed: ${truncate(message)}` };
   }
   return { code: 'llm_error', retryable: false, detail: truncate(message) };
-}
-
-/**
- * The SDK reads an error body's `error` member only, so two common shapes came out as
- * "400 status code (no body)": Gemini's array (`[{"error": {...}}]`) and vLLM's and TGI's
- * top-level `{"object": "error", "message": ...}`. This fetch rewrites both into
- * `{"error": {...}}` before the SDK sees them; every other response passes untouched.
- */
-async function fetchWithReadableErrors(input: string | URL | Request, init?: RequestInit): Promise<Response> {
-  // Only the SDK calls this, and only clients made after loadSdk() exist.
-  const response = await llmFetch!(input, init);
-  if (response.ok || !/json/i.test(response.headers.get('content-type') ?? '')) return response;
-  const text = await response.text();
-  const headers = new Headers(response.headers);
-  headers.delete('content-length'); // the body was decoded and may have been rewritten
-  headers.delete('content-encoding');
-  return new Response(normalizeErrorBody(text) ?? text, { status: response.status, statusText: response.statusText, headers });
-}
-
-/** `{"error": {...}}` for an error body in another shape; undefined when it already is one or is not JSON. */
-export function normalizeErrorBody(text: string): string | undefined {
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  const first: unknown = Array.isArray(body) ? body[0] : body;
-  if (!first || typeof first !== 'object') return undefined;
-  const record = first as { error?: unknown; message?: unknown; status?: unknown };
-  if (!Array.isArray(body) && record.error && typeof record.error === 'object') return undefined;
-  const inner = (record.error && typeof record.error === 'object' ? record.error : record) as { message?: unknown; status?: unknown; code?: unknown; type?: unknown };
-  if (typeof inner.message !== 'string') return undefined;
-  // Gemini's status ("INVALID_ARGUMENT") says more than its numeric code.
-  const message = typeof inner.status === 'string' ? `${inner.status}: ${inner.message}` : inner.message;
-  return JSON.stringify({ error: { ...inner, message } });
 }
 
 /** The provider's own words, as the SDK put them: "400 <message>". */

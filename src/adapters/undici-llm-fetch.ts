@@ -3,10 +3,13 @@
  * WHATWG fetch. Node's fetch costs ~1 ms of CPU per request before any byte of the answer is
  * read (its Request and body streams, header validation, a copy of the body); a run pays that at
  * every step. This sends the SDK's text body as it is and hands the SDK a standard Response over
- * the answer's stream, so the SDK reads, parses and reports errors exactly as it does with fetch.
- * What it cannot send this way (a body that is not text, a `Request` object) and a redirect go
- * through Node's fetch, as before.
+ * the answer's stream, so the SDK reads, parses and reports errors exactly as it does with fetch
+ * (a streamed answer's events are read from undici's stream itself: answerBodyOf). What it
+ * cannot send this way (a body that is not text, a `Request` object) and a redirect go through
+ * Node's fetch, as before. Error bodies in other shapes are rewritten as the SDK reads them
+ * (fetchWithReadableErrors).
  */
+import type { Readable } from 'node:stream';
 import { getGlobalDispatcher, request } from 'undici';
 
 /** Statuses whose Response must have no body. */
@@ -42,8 +45,22 @@ export async function llmFetch(input: string | URL | Request, init?: RequestInit
     await answer.body.dump().catch(() => undefined);
     return new Response(null, { status: answer.statusCode, headers: responseHeaders });
   }
-  // The body stream is async-iterable: the Response reads it as its ReadableStream.
-  return new Response(answer.body as unknown as ReadableStream<Uint8Array>, { status: answer.statusCode, headers: responseHeaders });
+  // The body stream is async-iterable: the Response reads it as its ReadableStream (only once read).
+  const response = new Response(answer.body as unknown as ReadableStream<Uint8Array>, { status: answer.statusCode, headers: responseHeaders });
+  answerBodies.set(response, answer.body);
+  return response;
+}
+
+/** undici's body stream behind each Response made here (see answerBodyOf). */
+const answerBodies = new WeakMap<Response, Readable>();
+
+/**
+ * The body of an answer as undici's stream, for a reader that goes without the Response's
+ * WHATWG stream (chat-stream-reader.ts); undefined for a Response not made here. Read one or
+ * the other, never both.
+ */
+export function answerBodyOf(response: Response): Readable | undefined {
+  return answerBodies.get(response);
 }
 
 /**
@@ -59,4 +76,39 @@ async function fetchOnce(input: string | URL | Request, init?: RequestInit): Pro
     if (!redirected || (init?.body !== undefined && init.body !== null && typeof init.body !== 'string')) throw error;
     return fetch(input, init);
   }
+}
+
+/**
+ * The SDK reads an error body's `error` member only, so two common shapes came out as
+ * "400 status code (no body)": Gemini's array (`[{"error": {...}}]`) and vLLM's and TGI's
+ * top-level `{"object": "error", "message": ...}`. This fetch rewrites both into
+ * `{"error": {...}}` before the SDK sees them; every other response passes untouched.
+ */
+export async function fetchWithReadableErrors(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  const response = await llmFetch(input, init);
+  if (response.ok || !/json/i.test(response.headers.get('content-type') ?? '')) return response;
+  const text = await response.text();
+  const headers = new Headers(response.headers);
+  headers.delete('content-length'); // the body was decoded and may have been rewritten
+  headers.delete('content-encoding');
+  return new Response(normalizeErrorBody(text) ?? text, { status: response.status, statusText: response.statusText, headers });
+}
+
+/** `{"error": {...}}` for an error body in another shape; undefined when it already is one or is not JSON. */
+export function normalizeErrorBody(text: string): string | undefined {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const first: unknown = Array.isArray(body) ? body[0] : body;
+  if (!first || typeof first !== 'object') return undefined;
+  const record = first as { error?: unknown; message?: unknown; status?: unknown };
+  if (!Array.isArray(body) && record.error && typeof record.error === 'object') return undefined;
+  const inner = (record.error && typeof record.error === 'object' ? record.error : record) as { message?: unknown; status?: unknown; code?: unknown; type?: unknown };
+  if (typeof inner.message !== 'string') return undefined;
+  // Gemini's status ("INVALID_ARGUMENT") says more than its numeric code.
+  const message = typeof inner.status === 'string' ? `${inner.status}: ${inner.message}` : inner.message;
+  return JSON.stringify({ error: { ...inner, message } });
 }
