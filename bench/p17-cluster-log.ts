@@ -40,8 +40,12 @@ export const p17ClusterLog: Benchmark = {
     let nats: NatsServer | null = null;
     const pools: Sql[] = [];
     try {
-      cluster = await startPostgres(pg);
-      if (!('missing' in natsFound)) nats = await startNatsServer(natsFound.path);
+      // Started together (nothing is measured yet); whichever started is stopped below if the other failed.
+      const [pgStarted, natsStarted] = await Promise.allSettled([startPostgres(pg), 'missing' in natsFound ? Promise.resolve(null) : startNatsServer(natsFound.path)]);
+      if (pgStarted.status === 'fulfilled') cluster = pgStarted.value;
+      if (natsStarted.status === 'fulfilled') nats = natsStarted.value;
+      if (pgStarted.status === 'rejected') throw pgStarted.reason;
+      if (natsStarted.status === 'rejected') throw natsStarted.reason;
       const openPg = async (url: string, count: number, feed: 'notify' | 'nats'): Promise<EventLog[]> => {
         const logs: EventLog[] = [];
         for (let i = 0; i < count; i++) {

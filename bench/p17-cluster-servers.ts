@@ -82,11 +82,16 @@ export async function measureServers(options: { quick: boolean; tmp: string; dat
     if (env.AGENTD_DATABASE_URL === '') env.AGENTD_DATABASE_URL = await options.databaseUrl();
     const servers: StartedProcess[] = [];
     try {
-      for (let i = 0; i < setup.instances; i++) {
+      // The instances start together (nothing is measured while they start; migrations take a lock).
+      const starting = Array.from({ length: setup.instances }, (_, i) => {
         const dataDir = path.join(root, `data-${i}`);
         fs.mkdirSync(dataDir, { recursive: true });
-        servers.push(await startProcess({ command: [process.execPath, CLI], args: (port) => ['--port', String(port), '--data-dir', dataDir], env, probe: '/health' }));
-      }
+        return startProcess({ command: [process.execPath, CLI], args: (port) => ['--port', String(port), '--data-dir', dataDir], env, probe: '/health' });
+      });
+      const results = await Promise.allSettled(starting);
+      for (const result of results) if (result.status === 'fulfilled') servers.push(result.value);
+      const failed = results.find((result) => result.status === 'rejected');
+      if (failed) throw failed.reason;
       // Each conversation is owned by the instance that created it (round robin).
       const ids: string[] = [];
       for (let i = 0; i < conversations; i++) ids.push((await post(`${servers[i % servers.length]!.url}/conversations`, { title: `bench ${i}` })).id as string);

@@ -17,7 +17,7 @@ export const p3EventPages: Benchmark = {
   title: 'event pages',
   measures: 'latency of `GET /conversations/{id}/events` pages (head, tail, after a seq) on a very long conversation versus a 1,000-event one.',
   async run({ quick, tmp }) {
-    const longCount = quick ? 100_000 : 1_000_000;
+    const longCount = quick ? 50_000 : 1_000_000;
     const shortCount = 1_000;
     const samples = quick ? 100 : 300;
     const dataDir = path.join(tmp, 'data');

@@ -17,7 +17,8 @@ export const p4Startup: Benchmark = {
   measures: 'time from spawning `node dist/cli.js` to the first `/health` 200, and its RSS, with 10,000 conversations on disk (after a clean stop, after a crash, and cold with no snapshot) versus an empty data dir.',
   async run({ quick, tmp }) {
     const conversations = quick ? 1_000 : 10_000;
-    const rounds = 3;
+    // --quick: two rounds (their min–max shown), for a run under two minutes.
+    const rounds = quick ? 2 : 3;
     const dataDir = path.join(tmp, 'full');
     const started = performance.now();
     await populate({ dataDir, conversations, eventsPerConversation: EVENTS_PER_CONVERSATION, secretNames: 'shared' });

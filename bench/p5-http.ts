@@ -35,7 +35,7 @@ export const p5Http: Benchmark = {
     const warmupMs = quick ? 100 : 500;
     // Even --quick measures several rounds: the spread of the ratios shows how far one run can be trusted.
     const rounds = quick ? 2 : 4;
-    const secretConversations = quick ? 2_000 : 10_000;
+    const secretConversations = quick ? 1_000 : 10_000;
     const manySecrets = path.join(tmp, 'data-secrets');
     // Every log line is scrubbed of every conversation's secret values (the last line of defence): does that scale?
     await populate({ dataDir: manySecrets, conversations: secretConversations, eventsPerConversation: 1, secretNames: 'distinct' });

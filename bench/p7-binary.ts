@@ -19,7 +19,7 @@ export const p7Binary: Benchmark = {
   title: 'binary start-up',
   measures: 'time from spawning the single executable `dist/agentd` to the first `/alive` 200 (and its RSS), versus `node dist/cli.js`.',
   async run({ quick, tmp }) {
-    const rounds = quick ? 3 : 7;
+    const rounds = quick ? 2 : 7;
     const sizes = `median of ${rounds} starts each, alternating, empty data dir, run from an empty directory`;
     const binary = findOrBuild(tmp);
     if ('skipped' in binary) return { sizes, tables: [], notes: [], skipped: binary.skipped };

@@ -7,8 +7,9 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { FileEventLog } from '../src/adapters/file-event-log/file-event-log.js';
+import { KINDS_DIR } from '../src/adapters/file-event-log/kind-index.js';
 import type { EventFilter, EventPageQuery } from '../src/core/events/event-log.js';
 import type { AgentEvent, EventKind, EventSource, NewEvent } from '../src/core/schemas/event.js';
 import { tempDir } from './support/agentd.js';
@@ -163,6 +164,23 @@ describe('kind= pages over the per-kind indexes', () => {
     await expect(log.append(ids[0]!, eventOf('message', 'agent', 0))).rejects.toThrow(/closed/);
     const reopened = openLog();
     await expectAgreement(reopened, ids[0]!, next, 30);
+  });
+
+  it('are written by the shutdown close without a synchronous open on the main thread, what each file holds being known since the open', async () => {
+    const log = openLog();
+    const ids = Array.from({ length: 20 }, () => randomUUID());
+    const next = random(7);
+    for (const id of ids) await fillRandom(log, id, 30, next);
+    const opened = vi.spyOn(fs, 'openSync');
+    try {
+      await log.close();
+      logs.splice(logs.indexOf(log), 1);
+      expect(opened.mock.calls.map(([file]) => String(file)).filter((file) => file.includes(KINDS_DIR))).toEqual([]);
+    } finally {
+      opened.mockRestore();
+    }
+    const reopened = openLog();
+    for (const id of ids.slice(0, 3)) await expectAgreement(reopened, id, next, 10);
   });
 
   it('agree on a log long enough to write seqs in batches while appending', async () => {

@@ -201,12 +201,17 @@ export class KindIndex {
       } catch {
         have = null;
       }
-      if (have && have.equals(want)) continue;
-      // Rewritten beside and renamed over: a crash here leaves the old file or the new, never half of one.
-      const temporary = `${target}.tmp`;
-      fs.writeFileSync(temporary, want);
-      fs.renameSync(temporary, target);
+      if (!have || !have.equals(want)) {
+        // Rewritten beside and renamed over: a crash here leaves the old file or the new, never half of one.
+        const temporary = `${target}.tmp`;
+        fs.writeFileSync(temporary, want);
+        fs.renameSync(temporary, target);
+      }
+      this.files.set(kind, { length: seqs.length, last: seqs.at(-1)! });
     }
+    // Every file now is what the index says, so the first append of a kind opens nothing to learn it
+    // (at shutdown, a thousand conversations' new kinds cost a failed open each on the main thread).
+    for (let kind = 1; kind <= EVENT_KINDS.length; kind++) if (!this.files.has(kind)) this.files.set(kind, null);
   }
 
   /** Forget what is pending (the conversation is being dropped). */
