@@ -21,10 +21,23 @@ function newest(dir) {
   return latest;
 }
 
+function isLink(file) {
+  try {
+    return fs.lstatSync(file).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
 export function prepare({ forceBuild = false } = {}) {
   const lock = path.join(root, 'package-lock.json');
   const installed = path.join(root, 'node_modules', '.package-lock.json');
-  if (!fs.existsSync(installed) || fs.statSync(installed).mtimeMs < fs.statSync(lock).mtimeMs) {
+  const stale = !fs.existsSync(installed) || fs.statSync(installed).mtimeMs < fs.statSync(lock).mtimeMs;
+  // A node_modules that is a link to another checkout's (a git worktree sharing one install) is
+  // that checkout's to install: `npm ci` here would empty it for every checkout that shares it.
+  if (stale && isLink(path.join(root, 'node_modules'))) {
+    console.error('prepare: node_modules is a link to another checkout\'s install; not running npm ci here');
+  } else if (stale) {
     run('npm', ['ci', '--no-audit', '--no-fund']);
   }
   const entry = path.join(root, 'dist', 'cli.js');
