@@ -185,6 +185,13 @@ describe.skipIf(!realBwrap)('a sandbox still starting when the server is killed'
     const held = Date.now() + 5_000;
     while (fs.existsSync(hold) && Date.now() < held) await new Promise((resolve) => setTimeout(resolve, 20));
     expect(fs.existsSync(hold)).toBe(false);
+    // The server records the shell right after its spawn returns; on a loaded machine the wrapper
+    // can already have run (and removed `hold`) while the server's thread waits for a CPU. The kill
+    // is meant to land after that record, in the wrapper's 30 s: wait for the ledger to name a pid.
+    const ledger = path.join(dataDir, 'shells.jsonl');
+    const recorded = Date.now() + 15_000;
+    while (!(fs.existsSync(ledger) && fs.readFileSync(ledger, 'utf8').includes('"pid":')) && Date.now() < recorded) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(fs.readFileSync(ledger, 'utf8')).toContain('"pid":');
     await agentd.kill();
     try {
       expect(processAlive(marker)).toBe(true); // the killed server did not take it along
