@@ -9,6 +9,7 @@ import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from
 import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
 import { RequestLogger } from './http/request-logger.js';
+import { requestLineWriter } from './http/request-log-line.js';
 import { responseSerializerCompiler } from './http/response-serializer.js';
 import { callbackRoutes } from './http/routes/callbacks.js';
 import { commandRoutes } from './http/routes/commands.js';
@@ -83,15 +84,14 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       done();
     });
   }
+  // The fields operators need, flat, in one line written through the root logger (no child per request).
   const logger = services.logger;
+  const writeRequestLine = requestLineWriter(logger);
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
     const ms = reply.elapsedTime;
     services.metrics.observeRequest(request.method, route, reply.statusCode, ms / 1000);
-    // The fields operators need, flat, in one line written through the root logger (no child per request).
-    if (logger.isLevelEnabled('info')) {
-      logger.info({ reqId: request.id, conversation_id: conversationOf(request), method: request.method, url: request.url, route, status: reply.statusCode, ms: Math.round(ms * 100) / 100, ip: request.ip }, 'request completed');
-    }
+    if (logger.isLevelEnabled('info')) writeRequestLine({ reqId: request.id, conversationId: conversationOf(request), method: request.method, url: request.url, route, status: reply.statusCode, ms: Math.round(ms * 100) / 100, ip: request.ip });
     done();
   });
   app.addHook('preClose', async () => {
