@@ -98,7 +98,8 @@ describe('the request line', () => {
     const errors = destination();
     const all = destination();
     const masker = new SecretMasker({ TOKEN: SECRET });
-    const multi = createLogger({ level: 'info', destination: pino.multistream([{ level: 'error', stream: errors.stream }, { level: 'info', stream: all.stream }]), masker: { mask: (text) => masker.maskText(text) } });
+    const streams = pino.multistream([{ level: 'error', stream: errors.stream }, { level: 'info', stream: all.stream }]) as unknown as NodeJS.WritableStream;
+    const multi = createLogger({ level: 'info', destination: streams, masker: { mask: (text) => masker.maskText(text) } });
     requestLineWriter(multi)(requests[2]!);
     expect(errors.writes).toEqual([]);
     expect(all.writes).toHaveLength(1);
