@@ -76,6 +76,18 @@ describe('the request line', () => {
     expect(JSON.parse(masked.writes[0]!)).toMatchObject({ level: 30, service: 'agentd', url: '/conversations?page_id=<secret:TOKEN>&limit=2', status: 400, ms: 1.5, msg: REQUEST_COMPLETED });
   });
 
+  it('masks a secret whose value is in the message itself, as pino does', () => {
+    const out = destination();
+    const masker = new SecretMasker({ WORD: 'completed' });
+    const direct = createLogger({ level: 'info', destination: out.stream, masker: { mask: (text) => masker.maskText(text) } });
+    requestLineWriter(direct)(base);
+    const reference = destination();
+    throughPino(createLogger({ level: 'info', destination: reference.stream, masker: { mask: (text) => masker.maskText(text) } }), base);
+    expect(out.writes).toEqual(reference.writes);
+    expect(out.writes[0]).not.toContain('completed');
+    expect(JSON.parse(out.writes[0]!)).toMatchObject({ msg: 'request <secret:WORD>' });
+  });
+
   it('writes nothing when info is not enabled', () => {
     const quiet = logger('warn');
     requestLineWriter(quiet.logger)(base);
