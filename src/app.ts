@@ -9,6 +9,8 @@ import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from
 import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
 import { RequestLogger } from './http/request-logger.js';
+import { requestLineWriter } from './http/request-log-line.js';
+import { requestIdGenerator } from './http/request-ids.js';
 import { responseSerializerCompiler } from './http/response-serializer.js';
 import { callbackRoutes } from './http/routes/callbacks.js';
 import { commandRoutes } from './http/routes/commands.js';
@@ -38,7 +40,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     bodyLimit: services.config.maxBodyBytes,
     forceCloseConnections: true,
     requestIdHeader: 'x-request-id',
-    genReqId: () => crypto.randomUUID(),
+    genReqId: requestIdGenerator(),
     // One line per request, written when it ends (below), instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     // A request's own logger is made only if it logs something besides that line (with the conversation's id, see RequestLogger).
@@ -48,6 +50,12 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     clientErrorHandler,
   });
   limitConnections(app.server, services.config.connections);
+  // Every answer carries its request id, also those answered in an onRequest hook (401, CORS
+  // preflights): set first thing, rather than in an onSend hook, a second pass per response.
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id);
+    done();
+  });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(responseSerializerCompiler);
   registerErrorHandling(app);
@@ -70,28 +78,21 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   // Heartbeats are the stream routes' own (one timer for all streams, sse-heartbeats.ts), not the plugin's.
   await app.register(fastifySSE);
 
+  // Nothing is acknowledged before it is durable: on PostgreSQL, the writes this request made are
+  // committed first. Files are written synchronously: whatever a request wrote is already durable.
   if (services.storage.postgres) {
-    app.addHook('onSend', async (request, reply) => {
-      reply.header('x-request-id', request.id);
-      // Nothing is acknowledged before it is durable: on PostgreSQL, the writes this request made are committed first.
+    app.addHook('onSend', async () => {
       await services.storage.durable();
     });
-  } else {
-    // Files are written synchronously: whatever this request wrote is already durable.
-    app.addHook('onSend', (request, reply, _payload, done) => {
-      reply.header('x-request-id', request.id);
-      done();
-    });
   }
+  // The fields operators need, flat, in one line written through the root logger (no child per request).
   const logger = services.logger;
+  const writeRequestLine = requestLineWriter(logger);
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
     const ms = reply.elapsedTime;
     services.metrics.observeRequest(request.method, route, reply.statusCode, ms / 1000);
-    // The fields operators need, flat, in one line written through the root logger (no child per request).
-    if (logger.isLevelEnabled('info')) {
-      logger.info({ reqId: request.id, conversation_id: conversationOf(request), method: request.method, url: request.url, route, status: reply.statusCode, ms: Math.round(ms * 100) / 100, ip: request.ip }, 'request completed');
-    }
+    if (logger.isLevelEnabled('info')) writeRequestLine({ reqId: request.id, conversationId: conversationOf(request), method: request.method, url: request.url, route, status: reply.statusCode, ms: Math.round(ms * 100) / 100, ip: request.ip });
     done();
   });
   app.addHook('preClose', async () => {

@@ -45,7 +45,7 @@ export function createLogger(options: LoggerOptions): Logger {
   const target = options.destination ?? standardOutput();
   const masker = options.masker ?? { mask: (text: string) => text };
   const mask = (text: string) => masker.mask(text);
-  return pino(
+  const logger = pino(
     {
       level: options.level,
       base: { service: 'agentd' },
@@ -63,6 +63,18 @@ export function createLogger(options: LoggerOptions): Logger {
     },
     target,
   );
+  textMasks.set(logger, mask);
+  return logger;
+}
+
+const textMasks = new WeakMap<Logger, (text: string) => string>();
+
+/**
+ * How a logger made by createLogger masks a string field (undefined for any other logger): for
+ * code that formats a line itself in the same form (http/request-log-line.ts).
+ */
+export function textMaskOf(logger: Logger): ((text: string) => string) | undefined {
+  return textMasks.get(logger);
 }
 
 const passThrough = (value: unknown) => value;

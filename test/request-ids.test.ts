@@ -1,0 +1,54 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { requestIdGenerator } from '../src/http/request-ids.js';
+import { startServer, type TestServer } from './support/agentd.js';
+
+const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+describe('request ids', () => {
+  it('are UUIDs in the version 4 layout, all different, with a random part of their own per process', () => {
+    const next = requestIdGenerator();
+    const ids = Array.from({ length: 20_000 }, next);
+    for (const id of ids.slice(0, 100)) expect(id).toMatch(UUID_V4);
+    expect(ids.at(-1)).toMatch(UUID_V4);
+    expect(new Set(ids).size).toBe(ids.length);
+    // Another process (another generator) draws another random part.
+    const other = requestIdGenerator();
+    expect(other().slice(0, 24)).not.toBe(ids[0]!.slice(0, 24));
+  });
+
+  describe('on every answer', () => {
+    let server: TestServer | undefined;
+    afterEach(async () => {
+      await server?.close();
+      server = undefined;
+    });
+
+    it('x-request-id: generated, or the one the client sent; also on 401s, 404s, 400s and SSE streams', async () => {
+      server = await startServer();
+      const { url, auth } = server;
+      const created = await fetch(`${url}/conversations`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{}' });
+      const { id } = (await created.json()) as { id: string };
+      const answers = [
+        created,
+        await fetch(`${url}/alive`),
+        await fetch(`${url}/conversations/${id}`, { headers: auth }),
+        await fetch(`${url}/conversations`),
+        await fetch(`${url}/no-such-route`, { headers: auth }),
+        await fetch(`${url}/conversations/not-a-uuid`, { headers: auth }),
+      ];
+      expect(answers.map((answer) => answer.status)).toEqual([201, 200, 200, 401, 404, 400]);
+      const ids = answers.map((answer) => answer.headers.get('x-request-id'));
+      for (const requestId of ids) expect(requestId).toMatch(UUID_V4);
+      expect(new Set(ids).size).toBe(ids.length);
+
+      const own = await fetch(`${url}/alive`, { headers: { 'x-request-id': 'client-chosen-id' } });
+      expect(own.headers.get('x-request-id')).toBe('client-chosen-id');
+
+      const aborted = new AbortController();
+      const stream = await fetch(`${url}/conversations/${id}/events/stream`, { headers: auth, signal: aborted.signal });
+      expect(stream.headers.get('content-type')).toContain('text/event-stream');
+      expect(stream.headers.get('x-request-id')).toMatch(UUID_V4);
+      aborted.abort();
+    });
+  });
+});

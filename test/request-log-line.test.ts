@@ -1,0 +1,120 @@
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createLogger } from '../src/logger.js';
+import { SecretMasker } from '../src/core/secrets/secret-masker.js';
+import { REQUEST_COMPLETED, requestLineWriter, type CompletedRequest } from '../src/http/request-log-line.js';
+
+const SECRET = 'sk-live-0123456789abcdef';
+
+/** A destination that keeps what each write() was given (one log line each). */
+function destination() {
+  const writes: string[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      writes.push(chunk.toString());
+      callback();
+    },
+  });
+  return { stream, writes };
+}
+
+function logger(level = 'info') {
+  const out = destination();
+  const masker = new SecretMasker({ TOKEN: SECRET });
+  return { logger: createLogger({ level, destination: out.stream, masker: { mask: (text) => masker.maskText(text) } }), writes: out.writes };
+}
+
+/** The line as pino writes it for the same fields (what app.ts logged before request-log-line.ts). */
+function throughPino(target: pino.Logger, request: CompletedRequest): void {
+  const { reqId, conversationId, method, url, route, status, ms, ip } = request;
+  target.info({ reqId, conversation_id: conversationId, method, url, route, status, ms, ip }, REQUEST_COMPLETED);
+}
+
+const base: CompletedRequest = { reqId: 'a6a336ea-c5d4-4480-938c-7dcdc238cbff', conversationId: undefined, method: 'GET', url: '/alive', route: '/alive', status: 200, ms: 0.12, ip: '127.0.0.1' };
+
+const requests: CompletedRequest[] = [
+  base,
+  { ...base, conversationId: 'c2b1e6a0-93c1-4e39-9d7e-0f7f1c7a1b11', url: '/conversations/c2b1e6a0-93c1-4e39-9d7e-0f7f1c7a1b11', route: '/conversations/:id' },
+  { ...base, url: `/conversations?page_id=${SECRET}&limit=2`, route: '/conversations', status: 400, ms: 1.5 },
+  { ...base, url: '/conversations/x/stream?after_seq=1&access_token=tok-123', route: '/conversations/:id/stream', conversationId: 'x' },
+  { ...base, url: '/files/a%22b?path="quoted"\\back', route: 'unmatched', status: 404, ms: 0 },
+  { ...base, url: '/files/\u0001\u001f\ttab', route: 'unmatched', status: 404 },
+  { ...base, url: '/files/café/😀', route: 'unmatched' },
+  { ...base, url: `/x/${'long-segment-'.repeat(20)}` },
+  { ...base, reqId: 'client "id" \\ with quotes', conversationId: 'sp"ace', method: 'DELETE', status: 500, ms: 12345.67 },
+  { ...base, ip: undefined, ms: Number.NaN },
+  { ...base, ms: Number.POSITIVE_INFINITY, status: 204 },
+];
+
+describe('the request line', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(new Date('2026-11-23T12:00:00.000Z'));
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("is, byte for byte, the line logger.info writes for the same fields, secrets and access tokens masked", () => {
+    for (const request of requests) {
+      const direct = logger();
+      // Formatted by the writer itself, not handed to pino.
+      const info = vi.spyOn(direct.logger, 'info');
+      requestLineWriter(direct.logger)(request);
+      expect(info).not.toHaveBeenCalled();
+      const reference = logger();
+      throughPino(reference.logger, request);
+      expect(direct.writes).toHaveLength(1);
+      expect(direct.writes[0]).toBe(reference.writes[0]);
+      expect(direct.writes[0]).not.toContain(SECRET);
+      expect(direct.writes[0]).not.toContain('tok-123');
+      expect(() => JSON.parse(direct.writes[0]!)).not.toThrow();
+    }
+    const masked = logger();
+    requestLineWriter(masked.logger)(requests[2]!);
+    expect(JSON.parse(masked.writes[0]!)).toMatchObject({ level: 30, service: 'agentd', url: '/conversations?page_id=<secret:TOKEN>&limit=2', status: 400, ms: 1.5, msg: REQUEST_COMPLETED });
+  });
+
+  it('masks a secret whose value is in the message itself, as pino does', () => {
+    const out = destination();
+    const masker = new SecretMasker({ WORD: 'completed' });
+    const direct = createLogger({ level: 'info', destination: out.stream, masker: { mask: (text) => masker.maskText(text) } });
+    requestLineWriter(direct)(base);
+    const reference = destination();
+    throughPino(createLogger({ level: 'info', destination: reference.stream, masker: { mask: (text) => masker.maskText(text) } }), base);
+    expect(out.writes).toEqual(reference.writes);
+    expect(out.writes[0]).not.toContain('completed');
+    expect(JSON.parse(out.writes[0]!)).toMatchObject({ msg: 'request <secret:WORD>' });
+  });
+
+  it('writes nothing when info is not enabled', () => {
+    const quiet = logger('warn');
+    requestLineWriter(quiet.logger)(base);
+    expect(quiet.writes).toEqual([]);
+  });
+
+  it('goes through logger.info for a logger not made by createLogger', () => {
+    const out = destination();
+    const plain = pino({ base: { service: 'other' } }, out.stream);
+    const info = vi.spyOn(plain, 'info');
+    requestLineWriter(plain)(requests[1]!);
+    expect(info).toHaveBeenCalledOnce();
+    const reference = destination();
+    throughPino(pino({ base: { service: 'other' } }, reference.stream), requests[1]!);
+    expect(out.writes).toEqual(reference.writes);
+    expect(JSON.parse(out.writes[0]!)).toMatchObject({ service: 'other', conversation_id: requests[1]!.conversationId, msg: REQUEST_COMPLETED });
+  });
+
+  it('goes through logger.info for a destination that wants each line\'s level (pino.multistream)', () => {
+    const errors = destination();
+    const all = destination();
+    const masker = new SecretMasker({ TOKEN: SECRET });
+    const streams = pino.multistream([{ level: 'error', stream: errors.stream }, { level: 'info', stream: all.stream }]) as unknown as NodeJS.WritableStream;
+    const multi = createLogger({ level: 'info', destination: streams, masker: { mask: (text) => masker.maskText(text) } });
+    requestLineWriter(multi)(requests[2]!);
+    expect(errors.writes).toEqual([]);
+    expect(all.writes).toHaveLength(1);
+    expect(all.writes[0]).not.toContain(SECRET);
+  });
+});
