@@ -23,6 +23,8 @@ export class ConversationIndex {
   private readonly byUpdated = new SortedIndex<ConversationRecord>((record) => record.updated_at);
   /** Conversations mostly have the same tool list: loaded records share one frozen array per list (~140 bytes each less). */
   private readonly toolLists = new Map<string, string[]>();
+  /** The list sharedTools gave last. */
+  private lastToolList: string[] | undefined;
 
   get(id: string): ConversationRecord | undefined {
     return this.byId.get(id);
@@ -61,7 +63,9 @@ export class ConversationIndex {
       this.byId.set(record.id, holdUserKeyed(record));
     }
     this.byCreated.insertAll(records);
-    this.byUpdated.insertAll(records);
+    // Conversations are mostly updated in the order they were created: given in created_at order (when
+    // nothing was indexed before, all of byCreated), the sort by updated_at finds them in order or in long runs.
+    this.byUpdated.insertAll(this.byUpdated.size === 0 ? this.byCreated.ordered() : records);
   }
 
   remove(record: ConversationRecord): void {
@@ -97,10 +101,20 @@ export class ConversationIndex {
     return counts;
   }
 
+  /** The shared copy of this list: most records have the one the previous record had (compared element by element, no key built). */
   private sharedTools(tools: string[]): string[] {
+    const last = this.lastToolList;
+    if (last && sameList(last, tools)) return last;
     const key = tools.join('\u0000');
     let shared = this.toolLists.get(key);
     if (!shared) this.toolLists.set(key, (shared = Object.freeze([...tools]) as string[]));
-    return shared;
+    return (this.lastToolList = shared);
   }
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

@@ -11,11 +11,25 @@ export class SortedIndex<T extends { id: string }> {
     this.items.splice(this.position(this.keyOf(item), item.id), 0, item);
   }
 
-  /** Many items at once (start-up): one sort instead of an insertion each. */
+  /**
+   * Many items at once (start-up): one sort instead of an insertion each, and none when they
+   * are already in order (as a snapshot of this order, or ids that sort like their times, give them).
+   */
   insertAll(items: readonly T[]): void {
-    const keyed = [...this.items, ...items].map((item) => ({ key: this.keyOf(item), item }));
-    keyed.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.item.id < b.item.id ? -1 : a.item.id > b.item.id ? 1 : 0));
-    this.items = keyed.map(({ item }) => item);
+    const all = [...this.items, ...items];
+    if (!this.inOrder(all)) all.sort((a, b) => this.compare(a, b));
+    this.items = all;
+  }
+
+  private compare(a: T, b: T): number {
+    const keyA = this.keyOf(a);
+    const keyB = this.keyOf(b);
+    return keyA < keyB ? -1 : keyA > keyB ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+  }
+
+  private inOrder(items: readonly T[]): boolean {
+    for (let i = 1; i < items.length; i++) if (this.compare(items[i - 1]!, items[i]!) > 0) return false;
+    return true;
   }
 
   remove(item: T, key = this.keyOf(item)): void {
@@ -63,6 +77,11 @@ export class SortedIndex<T extends { id: string }> {
 
   get size(): number {
     return this.items.length;
+  }
+
+  /** All items, in order. */
+  ordered(): readonly T[] {
+    return this.items;
   }
 
   /** First position whose (key, id) is >= (key, id). */

@@ -1,0 +1,100 @@
+// The conversations held in memory (conversation-index.ts, sorted-index.ts) as start-up fills them
+// at once (addAll): listed in the same order, whatever order they were loaded in, as when added
+// one by one; by updated_at too when it is not the order of created_at; onto records already
+// held; and records share one tool list per distinct list, never another record's different one.
+import { describe, expect, it } from 'vitest';
+import { ConversationIndex } from '../src/core/conversations/conversation-index.js';
+import type { ConversationRecord } from '../src/core/conversations/conversation-record.js';
+import { SortedIndex } from '../src/core/conversations/sorted-index.js';
+import { storedRecord } from './support/stored-record.js';
+
+const at = (second: number) => new Date(Date.UTC(2026, 10, 23, 1, 0, second)).toISOString();
+
+/** A deterministic shuffle (no Math.random: a failure can be replayed). */
+function shuffled<T>(items: readonly T[], seed = 7): T[] {
+  const out = [...items];
+  let state = seed;
+  for (let i = out.length - 1; i > 0; i--) {
+    state = (state * 1_103_515_245 + 12_345) % 2_147_483_648;
+    const j = state % (i + 1);
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+/** 40 records created a second apart (some in the same second, told apart by id), updated in another order. */
+function records(): ConversationRecord[] {
+  return Array.from({ length: 40 }, (_, i) =>
+    storedRecord(`c-${String(i).padStart(2, '0')}`, { created_at: at(Math.floor(i / 3)), updated_at: at(100 + ((i * 17) % 40)), tools: i % 5 === 0 ? ['bash', 'glob'] : ['bash', 'grep'] }),
+  );
+}
+
+const ids = (page: { items: readonly ConversationRecord[] }) => page.items.map((record) => record.id);
+
+function listAll(index: ConversationIndex, sort: 'created_at' | 'updated_at', order: 'asc' | 'desc'): string[] {
+  const out: string[] = [];
+  let pageId: string | undefined;
+  for (;;) {
+    const page = index.page({ sort, order, limit: 7, ...(pageId ? { pageId } : {}) });
+    out.push(...ids(page));
+    if (!page.next_page_id) return out;
+    pageId = page.next_page_id;
+  }
+}
+
+describe('the conversations index filled at start-up', () => {
+  it('lists loaded records by created_at and by updated_at, both orders, as records added one by one', () => {
+    const one = new ConversationIndex();
+    for (const record of records()) one.add(record);
+    for (const loadOrder of [records(), shuffled(records()), records().reverse()]) {
+      const all = new ConversationIndex();
+      all.addAll(loadOrder);
+      for (const sort of ['created_at', 'updated_at'] as const) {
+        for (const order of ['asc', 'desc'] as const) expect(listAll(all, sort, order)).toEqual(listAll(one, sort, order));
+      }
+      // updated_at is not the order of created_at here: the listing by it must not follow created_at.
+      expect(listAll(all, 'updated_at', 'asc')).not.toEqual(listAll(all, 'created_at', 'asc'));
+    }
+  });
+
+  it('adds loaded records to those already held, in order', () => {
+    const [first, ...rest] = shuffled(records(), 11);
+    const index = new ConversationIndex();
+    index.add(first!);
+    index.addAll(rest.slice(0, 20));
+    index.addAll(rest.slice(20));
+    const one = new ConversationIndex();
+    for (const record of records()) one.add(record);
+    for (const sort of ['created_at', 'updated_at'] as const) expect(listAll(index, sort, 'asc')).toEqual(listAll(one, sort, 'asc'));
+    expect(index.size).toBe(40);
+  });
+
+  it('gives records with the same tool list one shared list, and each different list its own', () => {
+    const index = new ConversationIndex();
+    const loaded = shuffled(records(), 3);
+    index.addAll(loaded);
+    const glob = loaded.filter((record) => record.tools.includes('glob'));
+    const grep = loaded.filter((record) => record.tools.includes('grep'));
+    expect(glob.length).toBe(8);
+    expect(grep.length).toBe(32);
+    for (const record of glob) expect(record.tools).toBe(glob[0]!.tools);
+    for (const record of grep) expect(record.tools).toBe(grep[0]!.tools);
+    expect(glob[0]!.tools).toEqual(['bash', 'glob']);
+    expect(grep[0]!.tools).toEqual(['bash', 'grep']);
+  });
+});
+
+describe('SortedIndex.insertAll', () => {
+  const keyed = (pairs: [string, string][]) => pairs.map(([key, id]) => ({ key, id }));
+  const order = (index: SortedIndex<{ key: string; id: string }>) => index.page({ order: 'asc', limit: 100 }).items.map((item) => `${item.key}/${item.id}`);
+
+  it('sorts items given out of order, by key then id, and keeps items given in order as they are', () => {
+    const index = new SortedIndex<{ key: string; id: string }>((item) => item.key);
+    index.insertAll(keyed([['b', '2'], ['a', '9'], ['b', '1'], ['a', '1']]));
+    expect(order(index)).toEqual(['a/1', 'a/9', 'b/1', 'b/2']);
+    const inOrder = new SortedIndex<{ key: string; id: string }>((item) => item.key);
+    inOrder.insertAll(keyed([['a', '1'], ['a', '9'], ['b', '1']]));
+    inOrder.insertAll(keyed([['a', '5'], ['c', '0']]));
+    expect(order(inOrder)).toEqual(['a/1', 'a/5', 'a/9', 'b/1', 'c/0']);
+  });
+});
