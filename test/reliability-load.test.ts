@@ -71,9 +71,13 @@ const gapless = (values: number[], from = 1) => values.every((value, index) => v
 
 beforeAll(async () => {
   llm = await startFakeLlm({ whenExhausted: nextTurn });
-  // A small buffer per subscriber, so that the stalled one overflows within the test.
+  // A small buffer per subscriber (in events), so that the stalled one overflows within the test.
+  // The byte cap is above all the noise together (24 × 400 KiB, 9.6 MB, posted at once): with the
+  // default 8 MiB, the noise appended faster than a reading subscriber can take 9.6 MB in cut that
+  // one off too, as it is meant to (seen at about the 320th event, once the server's ingest got
+  // faster); the reader's test is that it keeps up with the events, not with a burst over the cap.
   dataDir = tempDir('agentd-load-');
-  server = await spawnServer({ dataDir, env: { AGENTD_SSE_MAX_BUFFERED: '500' } });
+  server = await spawnServer({ dataDir, env: { AGENTD_SSE_MAX_BUFFERED: '500', AGENTD_SSE_MAX_BUFFERED_BYTES: String(64 * 1024 * 1024) } });
   api = apiClient(server.url);
 });
 afterAll(async () => {
