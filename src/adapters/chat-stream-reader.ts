@@ -35,22 +35,18 @@ export async function* readChatChunks(source: ChatStreamSource): AsyncGenerator<
   const events = new EventDecoder();
   let done = false;
   let consumed = false;
-  try {
-    for await (const chunk of body) {
-      const text = typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
-      for (const event of events.push(text)) {
-        if (done) continue;
-        const data = dataOf(event, source);
-        if (data === DONE) done = true;
-        else yield data;
-      }
-    }
-    for (const event of events.end(decoder.decode())) {
-      if (done) continue;
+  /** The chunks of these events, none after `[DONE]`. */
+  function* chunksOf(decoded: ServerSentEvent[]): Generator<unknown> {
+    for (const event of decoded) {
+      if (done) return;
       const data = dataOf(event, source);
       if (data === DONE) done = true;
       else yield data;
     }
+  }
+  try {
+    for await (const chunk of body) yield* chunksOf(events.push(typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true })));
+    yield* chunksOf(events.end(decoder.decode()));
     consumed = true;
   } catch (error) {
     // As the SDK: a stream stopped by the caller's abort ends without an error.
