@@ -5,7 +5,7 @@
  * A full run of every benchmark writes bench/RESULTS.md.
  *
  *   npm run bench                      all, full sizes, writes bench/RESULTS.md
- *   npm run bench -- --quick           all, reduced sizes (under two minutes)
+ *   npm run bench -- --quick           all, reduced sizes (~2.5 min quiet; the aim is under two)
  *   npm run bench -- --only P3,P5      some
  */
 import { fork } from 'node:child_process';
