@@ -30,7 +30,8 @@ import { AgentRuntime } from './core/agent/agent-runtime.js';
 import { SecretService } from './core/secrets/secret-service.js';
 import type { LlmClient } from './core/agent/llm.js';
 import type { ShellFactory } from './core/tools/shell-session.js';
-import { loadCatalog, mayHoldProjectCatalog } from './core/catalog/project-catalog.js';
+import { CatalogCache } from './core/catalog/catalog-cache.js';
+import { mayHoldProjectCatalog } from './core/catalog/project-catalog.js';
 import { workspaceCatalogFiles } from './core/catalog/workspace-catalog-files.js';
 import { WorkspaceFiles } from './core/workspace/workspace-files.js';
 import { NodeWorkdirFileSystem } from './adapters/workspace/node-workdir-file-system.js';
@@ -208,7 +209,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const workdirFs = new NodeWorkdirFileSystem();
   const files = new WorkspaceFiles({ workdirFs, workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) });
   const skillsDir = config.skillsDir;
-  const serverSkills = skillsDir ? workspaceCatalogFiles({ files: new WorkspaceFiles({ workdirFs, workdirOf: () => skillsDir }), key: 'server', root: skillsDir }) : null;
+  const catalogs = new CatalogCache({ stamp: (file) => projectFiles.stamp(file), now: () => Date.now(), server: skillsDir ? workspaceCatalogFiles({ files: new WorkspaceFiles({ workdirFs, workdirOf: () => skillsDir }), key: 'server', root: skillsDir }) : null });
   const agent = new AgentRuntime({
     mcp,
     checkpoints,
@@ -218,9 +219,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       return read.bytes.toString('base64');
     },
     catalog: (record) =>
-      loadCatalog({
+      catalogs.load(record.id, {
         project: (record.setting_sources ?? ['project']).includes('project') && mayHoldProjectCatalog(projectFiles, record.workdir) ? workspaceCatalogFiles({ files, key: record.id, root: record.workdir }) : null,
-        server: serverSkills,
         agents: record.agents,
       }),
     maxSubagentDepth: config.subagentMaxDepth,
@@ -234,7 +234,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     projectFiles,
     shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv })),
     shellEnv: (record) => secrets.environment(record),
-    idleTimeoutMs: config.idleTimeoutMs, onReleased: (conversationId) => checkpointStore.release(conversationId),
+    idleTimeoutMs: config.idleTimeoutMs, onReleased: (conversationId) => { checkpointStore.release(conversationId); catalogs.forget(conversationId); },
     hookTransport: (record) => ({
       command: async (hook) => {
         const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: { ...secrets.environment(record), CLAUDE_PROJECT_DIR: record.workdir, AGENTD_CONVERSATION_ID: record.id }, timeoutMs: hook.timeoutMs, sandbox: store.sandboxOf(record), stdin: hook.stdin });

@@ -95,7 +95,7 @@ beforeEach(() => {
 });
 afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-async function setUp(turns: Turn[], tools: ToolDefinition[] = [echoTool as ToolDefinition, finishTool as ToolDefinition]) {
+async function setUp(turns: Turn[], tools: ToolDefinition[] = [echoTool as ToolDefinition, finishTool as ToolDefinition], options: { shells?: ShellFactory; idleTimeoutMs?: number } = {}) {
   const llm = new ScriptedLlm(turns);
   // Wired as in the composition root: the store and the sessions read every event the recorder stores.
   const repository = new MemoryRepository();
@@ -105,7 +105,7 @@ async function setUp(turns: Turn[], tools: ToolDefinition[] = [echoTool as ToolD
   fs.mkdirSync(path.join(dir, 'data'));
   await store.load();
   const runs = new MemoryRuns();
-  const agent = new AgentRuntime({ conversations: store, sessions, recorder, runs, llm, tools, workdirFs: new NodeWorkdirFileSystem(), projectFiles: new HostProjectFiles(), shells: noShells, shellEnv: () => ({}), hookTransport: () => ({ command: () => Promise.reject(new Error('no hooks in these tests')), http: () => Promise.reject(new Error('no hooks in these tests')) }) as never });
+  const agent = new AgentRuntime({ conversations: store, sessions, recorder, runs, llm, tools, workdirFs: new NodeWorkdirFileSystem(), projectFiles: new HostProjectFiles(), shells: options.shells ?? noShells, ...(options.idleTimeoutMs && { idleTimeoutMs: options.idleTimeoutMs }), shellEnv: () => ({}), hookTransport: () => ({ command: () => Promise.reject(new Error('no hooks in these tests')), http: () => Promise.reject(new Error('no hooks in these tests')) }) as never });
   const conversations = new ConversationService({
     store,
     workdirs: new HostWorkdirs({ dataDir: path.join(dir, 'data'), workdirBase: path.join(dir, 'workdirs') }),
@@ -257,5 +257,53 @@ describe('the agent runtime over the in-memory log', () => {
     })();
     const total = conversations.get(id).event_count;
     expect(joined).toEqual(Array.from({ length: total - 2 }, (_, i) => i + 3));
+  });
+});
+
+describe('shells started ahead of a first run', () => {
+  /** A shell factory that counts starts and hands out shells that only close. */
+  const countingShells = () => {
+    const started: string[] = [];
+    const closed: string[] = [];
+    const factory: ShellFactory = {
+      create: async (options) => {
+        started.push(options.conversationId);
+        return { close: async () => void closed.push(options.conversationId) } as never;
+      },
+    };
+    return { factory, started, closed };
+  };
+  const bashTool = defineTool({ name: 'bash', description: 'A stand-in named bash.', parameters: z.object({ command: z.string() }), execute: async () => ({ content: '', isError: false }) }) as ToolDefinition;
+  const settle = async () => {
+    for (let i = 0; i < 50; i++) await new Promise((resolve) => setImmediate(resolve));
+  };
+
+  it('start for a conversation created with an LLM and bash, at most 8 waiting unused, closed with the conversation', async () => {
+    const shells = countingShells();
+    const { conversations, create } = await setUp([], [bashTool, finishTool as ToolDefinition], { shells: shells.factory, idleTimeoutMs: 60_000 });
+    const ids: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      ids.push(await create());
+      await settle();
+    }
+    expect(shells.started).toEqual(ids.slice(0, 8));
+    await create({ llm: undefined, tools: ['finish'] }); // no bash: no shell
+    await settle();
+    expect(shells.started).toHaveLength(8);
+
+    // One of them is deleted: its shell closes, and the next conversation created gets one.
+    await conversations.delete(ids[0]!, { deleteWorkdir: true });
+    expect(shells.closed).toEqual([ids[0]]);
+    const next = await create();
+    await settle();
+    expect(shells.started.at(-1)).toBe(next);
+  });
+
+  it('never start on a server that keeps idle shells forever (no idle timeout to release them)', async () => {
+    const off = countingShells();
+    const without = await setUp([], [bashTool, finishTool as ToolDefinition], { shells: off.factory });
+    await without.create();
+    await settle();
+    expect(off.started).toEqual([]);
   });
 });

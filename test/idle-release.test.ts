@@ -1,4 +1,6 @@
+import fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { findInPath } from '../src/adapters/sandbox-mounts.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { processAlive, waitForProcess } from './support/processes.js';
 
@@ -49,5 +51,109 @@ describe('AGENTD_IDLE_TIMEOUT_S', () => {
     const last = harness.llm.requests.at(-1)!;
     const toolMessages = (last.body.messages ?? []).filter((message) => message.role === 'tool');
     expect(JSON.stringify(toolMessages.at(-1)?.content)).toContain('The shell was stopped after 1 s idle');
+  });
+});
+
+/** The server's (this process's) children whose command line contains `pattern`: the outermost process of each shell. */
+function childrenMatching(pattern: string): number[] {
+  const out: number[] = [];
+  for (const pid of fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      const parent = Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+      if (parent === process.pid && fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').includes(pattern)) out.push(Number(pid));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+// The sandbox's bwrap names the workdir on its command line: that is how this test sees the shell.
+const bwrapSandbox = Boolean(findInPath('bwrap', process.env.PATH ?? '/usr/bin:/bin')) && (process.env.AGENTD_SANDBOX ?? 'auto') !== 'none';
+if (!bwrapSandbox) console.warn('test/idle-release.test.ts: the shell-at-creation test skipped (no bwrap sandbox here)');
+
+describe.runIf(bwrapSandbox)('a shell started at creation', () => {
+  it('is the one the first run uses, and goes after the idle timeout when no run comes', async () => {
+    harness = await startAgentHarness([bash('echo from the warm shell'), { text: 'done' }], { env: { AGENTD_IDLE_TIMEOUT_S: '2' } });
+    const id = await harness.createConversation();
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    // No message yet: the shell (its sandbox) starts anyway.
+    await waitForProcess(workdir, 15_000);
+    const before = childrenMatching(workdir);
+    expect(before).toHaveLength(1);
+    expect((await harness.post(`/conversations/${id}/messages`, { content: 'go' })).status).toBe(202);
+    await harness.waitForStatus(id, ['idle', 'error']);
+    const [observation] = (await harness.events(id)).filter((event) => event.kind === 'observation');
+    expect(observation).toMatchObject({ is_error: false, data: { exit_code: 0 } });
+    expect(observation.content).toContain('from the warm shell');
+    expect(observation.content).not.toMatch(/restarted/);
+    // The same sandbox ran the command: no second shell was started for the run.
+    expect(childrenMatching(workdir)).toEqual(before);
+
+    // Another conversation that never runs: its shell goes after the idle timeout.
+    const unused = await harness.createConversation();
+    const unusedWorkdir = (await harness.get(`/conversations/${unused}`)).body.workdir as string;
+    await waitForProcess(unusedWorkdir, 15_000);
+    await waitForNoProcess(unusedWorkdir, 15_000);
+  });
+
+  it('gives the agent the files put into the workdir on the host before the first run; a released one is not reported restarted', async () => {
+    const asRoot = process.geteuid?.() === 0;
+    harness = await startAgentHarness([bash('echo more >> host.txt && mkdir -p dir/new && echo ok > dir/new/f && cat host.txt && id -u && stat -c %u host.txt dir'), { text: 'done' }], {
+      env: { AGENTD_IDLE_TIMEOUT_S: '2' },
+    });
+    const id = await harness.createConversation();
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    await waitForProcess(workdir, 15_000);
+    // Written by the server's user (root) after the shell started, before any run.
+    fs.writeFileSync(`${workdir}/host.txt`, 'from the host\n', { mode: 0o644 });
+    fs.mkdirSync(`${workdir}/dir`, { mode: 0o755 });
+    // The shell goes after the idle timeout without a run; the first run starts another, and is not told of a restart.
+    await waitForNoProcess(workdir, 15_000);
+    expect((await harness.post(`/conversations/${id}/messages`, { content: 'go' })).status).toBe(202);
+    await harness.waitForStatus(id, ['idle', 'error']);
+    const [observation] = (await harness.events(id)).filter((event) => event.kind === 'observation');
+    expect(observation).toMatchObject({ is_error: false, data: { exit_code: 0 } });
+    expect(observation.content).toContain('from the host\nmore\n');
+    expect(observation.content).not.toMatch(/restarted|stopped after/);
+    if (asRoot) {
+      // The agent runs as its own uid, and owns what was put there.
+      const [uid, fileOwner, dirOwner] = observation.content.trim().split('\n').slice(-3);
+      expect(uid).not.toBe('0');
+      expect([fileOwner, dirOwner]).toEqual([uid, uid]);
+    }
+  });
+
+  it('started ahead, the first command still finds the files put there after the shell started owned by the agent', async () => {
+    harness = await startAgentHarness([bash('echo more >> late.txt && cat late.txt && stat -c %u late.txt && id -u'), { text: 'done' }], { env: { AGENTD_IDLE_TIMEOUT_S: '60' } });
+    const id = await harness.createConversation();
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    await waitForProcess(workdir, 15_000);
+    const before = childrenMatching(workdir);
+    fs.writeFileSync(`${workdir}/late.txt`, 'late\n', { mode: 0o644 });
+    expect((await harness.post(`/conversations/${id}/messages`, { content: 'go' })).status).toBe(202);
+    await harness.waitForStatus(id, ['idle', 'error']);
+    const [observation] = (await harness.events(id)).filter((event) => event.kind === 'observation');
+    expect(observation).toMatchObject({ is_error: false, data: { exit_code: 0 } });
+    expect(observation.content).toContain('late\nmore\n');
+    const [owner, uid] = observation.content.trim().split('\n').slice(-2);
+    expect(owner).toBe(uid);
+    // The shell started at creation ran it.
+    expect(childrenMatching(workdir)).toEqual(before);
+  });
+});
+
+describe('secrets put right after creation', () => {
+  it("reach the shell started at creation even while it is still starting", async () => {
+    harness = await startAgentHarness([bash('echo "late=${#LATE_TOKEN} removed=${#EARLY_TOKEN}"'), { text: 'done' }], { env: { AGENTD_IDLE_TIMEOUT_S: '60' } });
+    const id = await harness.createConversation({ secrets: { EARLY_TOKEN: 'early-token-value-1' } });
+    // At once, while the shell started for the new conversation is (most likely) still starting.
+    expect((await harness.put(`/conversations/${id}/secrets`, { secrets: { LATE_TOKEN: 'late-token-value-22' } })).status).toBe(200);
+    const removed = await fetch(`${harness.server.url}/conversations/${id}/secrets/EARLY_TOKEN`, { method: 'DELETE', headers: harness.server.auth });
+    expect(removed.status).toBe(204);
+    expect((await harness.post(`/conversations/${id}/messages`, { content: 'go' })).status).toBe(202);
+    await harness.waitForStatus(id, ['idle', 'error']);
+    const [observation] = (await harness.events(id)).filter((event) => event.kind === 'observation');
+    expect(observation.content).toContain('late=19 removed=0');
   });
 });

@@ -16,6 +16,8 @@ export interface BashProcessOptions {
   env: Record<string, string>;
   /** The conversation's sandbox options (network). */
   sandbox?: { network: boolean | 'host' };
+  /** The sandbox's workdir set-up is left for a later `launcher.ready` (a shell started ahead of its first command). */
+  setupLater?: boolean;
   onOutput: (text: string) => void;
   /** Called once, after the last output, with the exit code (128 + signal number when killed). */
   onExit: (exitCode: number) => void;
@@ -39,7 +41,7 @@ export class BashProcess {
 
   constructor(options: BashProcessOptions) {
     const sandbox: SandboxRequest = { workdir: options.workdir, network: options.sandbox?.network ?? true };
-    const spec = options.launcher.prepare({ command: options.bashPath, args: BASH_ARGS, cwd: options.workdir, env: options.env, sandbox, control: true });
+    const spec = options.launcher.prepare({ command: options.bashPath, args: BASH_ARGS, cwd: options.workdir, env: options.env, sandbox, control: true, ...(options.setupLater && { setupLater: true }) });
     this.programDepth = spec.programDepth;
     const stdio: Array<'pipe' | 'ignore'> = ['pipe', 'pipe', 'pipe', 'pipe'];
     if (spec.controlFd !== undefined) {

@@ -24,6 +24,8 @@ export interface SessionConfig {
   /** The workdir's disk limit, watched while a command runs. */
   guard?: WorkdirGuard;
   onSpawn?: (pid: number) => void;
+  /** Started ahead of its first command: the sandbox's workdir set-up waits for that command (see ShellCreateOptions.ahead). */
+  ahead?: boolean;
 }
 
 /**
@@ -51,8 +53,11 @@ export class BashShellSession implements ShellSession {
   private readonly idleOutput: OutputWindow;
   /** Process groups of `cmd &` jobs, by pgid, with the leader's start time (see killRecordedGroup). */
   private readonly backgroundGroups = new Map<number, number>();
+  /** Started ahead: the sandbox's workdir set-up is done before the first command (see SessionConfig.ahead). */
+  private setupPending: boolean;
 
   constructor(private readonly config: SessionConfig) {
+    this.setupPending = config.ahead ?? false;
     this.cwd = config.workdir;
     this.env = { ...config.env };
     this.idleOutput = new OutputWindow(config.maxOutputChars);
@@ -118,7 +123,8 @@ export class BashShellSession implements ShellSession {
   async suspend(): Promise<ShellState | null> {
     if (this.running) return null;
     let state: ShellState | null = null;
-    if (this.alive) {
+    // A shell started ahead that never ran a command has nothing to record (and its workdir stays as it is).
+    if (this.alive && !this.setupPending) {
       const result = await this.run(EXPORTS_COMMAND, { timeoutMs: 5000, idleTimeoutMs: 5000 });
       if (result.exitCode === 0) state = shellStateFrom({ cwd: result.cwd, exports: result.fullOutput?.text ?? result.output, serverEnv: this.env });
     }
@@ -136,10 +142,12 @@ export class BashShellSession implements ShellSession {
 
   /** Starts (or restarts) bash in the workdir and waits for its first sentinel. */
   async start(): Promise<void> {
-    // The sandbox's slow set-up (the workdir given to the agent's uid) without blocking the event loop.
-    await this.config.launcher.ready?.({ workdir: this.config.workdir, network: this.config.sandbox?.network ?? true });
+    // The sandbox's slow set-up (the workdir given to the agent's uid) without blocking the event
+    // loop; for a shell started ahead, before its first command instead (see runNow).
+    if (!this.setupPending) await this.sandboxSetUp();
     const proc: BashProcess = new BashProcess({
       ...this.config,
+      setupLater: this.setupPending,
       env: { ...this.env },
       onOutput: (text) => this.proc === proc && this.onOutput(text),
       onExit: (exitCode) => this.proc === proc && this.onExit(proc, exitCode),
@@ -163,8 +171,17 @@ export class BashShellSession implements ShellSession {
     }
   }
 
+  private sandboxSetUp(): Promise<void> {
+    return this.config.launcher.ready?.({ workdir: this.config.workdir, network: this.config.sandbox?.network ?? true }) ?? Promise.resolve();
+  }
+
   private async runNow(command: string, options: ShellRunOptions & { isInput?: boolean }): Promise<ShellRunResult> {
     const isInput = options.isInput ?? false;
+    if (this.setupPending) {
+      // Files put into the workdir since the shell started ahead are the agent's before its first command.
+      await this.sandboxSetUp();
+      this.setupPending = false;
+    }
     if (this.proc?.exited) await this.proc.finalized;
     if (options.signal?.aborted) return this.idleResult({ note: '[Aborted: nothing was run.]', restarted: false });
     const restarted = !this.alive && this.everStarted;

@@ -47,6 +47,7 @@ export class BashShellFactory implements ShellFactory {
       startTimeoutMs: this.options.startTimeoutMs ?? 10_000,
       ...(options.sandbox !== undefined && { sandbox: options.sandbox }),
       ...(options.onSpawn && { onSpawn: options.onSpawn }),
+      ...(options.ahead && { ahead: true }),
     });
     await session.start();
     if (options.restore) session.restore(options.restore.state, options.restore.idleSeconds);

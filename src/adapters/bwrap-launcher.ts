@@ -111,7 +111,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
   prepare(spec: ProcessSpec): PreparedProcess {
     const workdir = spec.sandbox?.workdir ?? spec.cwd;
     const identity = this.asRoot ? this.identities.forWorkdir(workdir) : null;
-    if (identity) this.owner.ensure({ workdir, uid: identity.uid, gid: identity.gid });
+    if (identity && !spec.setupLater) this.owner.ensure({ workdir, uid: identity.uid, gid: identity.gid });
     const files = identity?.files ?? this.identities.forServerUser();
     const network = spec.sandbox?.network ?? true;
     const userMode = network === true && this.options.networkHelper ? this.options.networkHelper : null;

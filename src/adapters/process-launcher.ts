@@ -19,6 +19,11 @@ export interface ProcessSpec {
    * command starts and `i` when it ends (sandbox-entry-script.ts). Default false.
    */
   control?: boolean;
+  /**
+   * The sandbox's workdir set-up (see ProcessLauncher.ready) is left for a later `ready` call:
+   * a shell started ahead of its first command. Default false: done here when not done yet.
+   */
+  setupLater?: boolean;
 }
 
 export interface SandboxRequest {

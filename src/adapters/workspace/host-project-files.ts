@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import { open, realpath } from 'node:fs/promises';
 import path from 'node:path';
-import type { ProjectFileRead, ProjectFileRequest, ProjectFiles } from '../../core/workspace/project-files.js';
+import type { FileStamp, ProjectFileRead, ProjectFileRequest, ProjectFiles } from '../../core/workspace/project-files.js';
 
 export class HostProjectFiles implements ProjectFiles {
   async gitRoot(dir: string): Promise<string | null> {
@@ -63,6 +63,22 @@ export class HostProjectFiles implements ProjectFiles {
     }
   }
 
+  stamp(file: string): FileStamp | null {
+    try {
+      const entry = fs.lstatSync(file, { throwIfNoEntry: false });
+      if (!entry) return null;
+      const own = stampOf(entry);
+      if (!entry.isSymbolicLink()) return own;
+      // A link's own stamp does not change when its target does: the target's is part of it.
+      const target = fs.statSync(file, { throwIfNoEntry: false });
+      const through = target ? stampOf(target) : { key: 'dangling', changedMs: 0 };
+      return { key: `${own.key}>${through.key}`, changedMs: Math.max(own.changedMs, through.changedMs) };
+    } catch (error) {
+      // Not plainly absent (no permission, a loop): changed at no known time, so never trusted.
+      return { key: `error:${(error as NodeJS.ErrnoException).code ?? 'unknown'}`, changedMs: Number.POSITIVE_INFINITY };
+    }
+  }
+
   /** The path to open: as given, or (`inside`) the symlink's real target when it stays inside `dir`; null when it leaves it. */
   private async target(request: ProjectFileRequest): Promise<string | null> {
     const file = path.join(request.dir, request.name);
@@ -72,4 +88,8 @@ export class HostProjectFiles implements ProjectFiles {
     if (real !== path.join(realDir, request.name) && !real.startsWith(`${realDir}${path.sep}`)) return null;
     return real;
   }
+}
+
+function stampOf(stats: fs.Stats): FileStamp {
+  return { key: `${stats.dev}:${stats.ino}:${stats.mode}:${stats.size}:${stats.mtimeMs}:${stats.ctimeMs}`, changedMs: Math.max(stats.mtimeMs, stats.ctimeMs) };
 }

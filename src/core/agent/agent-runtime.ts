@@ -30,6 +30,9 @@ import { SubagentHosts } from './subagent-host.js';
 import { ToolOffer } from './tool-offer.js';
 import { UserQuestions } from './user-questions.js';
 
+/** Shells started ahead of a first run that may wait unused at the same time (see AgentRuntime.prepare). */
+const WARM_SHELLS_MAX = 8;
+
 export interface AgentRuntimeDeps {
   /** The records: read, and changed through the store's transitions. */
   conversations: ConversationStore;
@@ -87,6 +90,8 @@ export class AgentRuntime implements ConversationRuntime {
   private readonly runBook: RunBook;
   private readonly recovery: RunRecovery;
   private readonly intake: MessageIntake;
+  /** Conversations whose shell was started ahead of their first run (see prepare). */
+  private readonly warmed = new Set<string>();
 
   constructor(private readonly deps: AgentRuntimeDeps) {
     const { conversations, sessions, runs, onError } = deps;
@@ -142,6 +147,41 @@ export class AgentRuntime implements ConversationRuntime {
 
   onUserMessage(conversationId: string, options: { run: boolean }): Promise<string | null> {
     return this.driver.onUserMessage(conversationId, options);
+  }
+
+  /**
+   * A conversation created without a run starts its shell now, in the background, after the
+   * request that created it is answered (the spawn holds the event loop for a moment): its first
+   * bash call then finds the shell ready instead of waiting for its start (~7 ms on a quiet
+   * machine, several times that under load). Only for a conversation that can run (an LLM, the
+   * bash tool) on a server that releases idle shells (AGENTD_IDLE_TIMEOUT_S): the shell goes
+   * like any idle one if no run comes. At most WARM_SHELLS_MAX such shells wait unused at a time,
+   * so creating many conversations at once does not start as many sandboxes. The sandbox gives the
+   * workdir to the agent's uid before the shell's first command, not at its start: files put into
+   * the workdir on the host before the first run are the agent's, as without the early start.
+   */
+  prepare(conversationId: string): void {
+    if (!this.deps.idleTimeoutMs || this.deps.idleTimeoutMs <= 0) return;
+    setImmediate(() => void this.warmShell(conversationId).catch(() => undefined));
+  }
+
+  private async warmShell(conversationId: string): Promise<void> {
+    const { conversations, sessions } = this.deps;
+    if (!conversations.has(conversationId)) return;
+    const record = conversations.record(conversationId);
+    if (!record.llm || !this.driver.usesShell(record)) return;
+    // Shells warmed earlier that still wait for their conversation's first run.
+    for (const id of this.warmed) {
+      const session = sessions.peek(id);
+      if (!session || session.active || session.history.hasSystemPrompt || !conversations.has(id)) this.warmed.delete(id);
+    }
+    if (this.warmed.size >= WARM_SHELLS_MAX) return;
+    const session = await this.lifecycle.session(conversationId);
+    // Deleted (or its workdir moved, its session released) meanwhile: no shell for a session nobody holds.
+    if (!conversations.has(conversationId) || sessions.peek(conversationId) !== session || session.active || session.liveShell) return;
+    this.warmed.add(conversationId);
+    // A start that fails is not reported here: the bash tool reports it when (and if) it is called.
+    await this.driver.shellOf(session, record, { ahead: true });
   }
 
   /** A user message arrives (POST /messages): see MessageIntake for what it does to a run in progress. */

@@ -60,6 +60,8 @@ export class AgentSession {
   agent: string | null = null;
   private shellSession: ShellSession | null = null;
   private starting: Promise<ShellSession> | null = null;
+  /** The shell was started ahead of the first run, and no run has asked for it yet. */
+  private startedAheadOnly = false;
   /** The state of the shell an earlier session stopped while idle: the next shell restores it. */
   restore: ShellCreateOptions['restore'];
   /** Events appended while the log is being folded in: applied after it (the fold skips what it saw). */
@@ -162,12 +164,17 @@ export class AgentSession {
     return false;
   }
 
-  /** The conversation's shell, started on first use (and again if it was closed). */
-  shell(factory: ShellFactory, options: { workdir: string; env: () => Record<string, string>; sandbox?: { network: boolean | 'host' } }): Promise<ShellSession> {
+  /**
+   * The conversation's shell, started on first use (and again if it was closed). `ahead`: started
+   * before the conversation's first run (see ShellCreateOptions.ahead); until a run asks for it,
+   * an idle release closes it without keeping a state to restore (the next run is not told).
+   */
+  shell(factory: ShellFactory, options: { workdir: string; env: () => Record<string, string>; sandbox?: { network: boolean | 'host' }; ahead?: boolean }): Promise<ShellSession> {
+    this.startedAheadOnly = options.ahead === true && (this.startedAheadOnly || (!this.shellSession && !this.starting));
     if (this.shellSession) return Promise.resolve(this.shellSession);
     if (!this.starting) {
       this.starting = factory
-        .create({ conversationId: this.conversationId, ...(this.shellId && { shellId: this.shellId }), workdir: options.workdir, env: options.env(), ...(options.sandbox && { sandbox: options.sandbox }), ...(this.restore && { restore: this.restore }) })
+        .create({ conversationId: this.conversationId, ...(this.shellId && { shellId: this.shellId }), workdir: options.workdir, env: options.env(), ...(options.sandbox && { sandbox: options.sandbox }), ...(this.restore && { restore: this.restore }), ...(options.ahead && { ahead: true }) })
         .then((shell) => {
           this.shellSession = shell;
           this.restore = undefined;
@@ -184,13 +191,19 @@ export class AgentSession {
     return this.shellSession;
   }
 
+  /** The shell once a start under way has finished (null when there is none, or its start failed). */
+  async shellStarted(): Promise<ShellSession | null> {
+    if (this.shellSession || !this.starting) return this.shellSession;
+    return this.starting.catch(() => null);
+  }
+
   /**
    * Idle: the shell records its state and stops (suspend). False, with the shell left running,
    * while it runs a command. The state is returned for the next session's shell.
    */
   async suspendShell(idleSeconds: number): Promise<{ released: boolean; restore: ShellCreateOptions['restore'] }> {
     const shell = this.shellSession;
-    if (shell?.suspend) {
+    if (shell?.suspend && !this.startedAheadOnly) {
       const state = await shell.suspend();
       if (state === null) return { released: false, restore: this.restore };
       if (this.shellSession === shell) this.shellSession = null;

@@ -79,9 +79,12 @@ export class AgentSessions implements EventReader {
     return session;
   }
 
-  /** Secrets changed: a live shell gets them before its next command. */
+  /**
+   * Secrets changed: a live shell gets them before its next command; so does one still starting
+   * (say, started at the conversation's creation), whose environment may predate the change.
+   */
   async updateShellEnv(conversationId: string, change: { set: Record<string, string>; unset: string[] }): Promise<void> {
-    const shell = this.sessions.get(conversationId)?.liveShell;
+    const shell = await this.sessions.get(conversationId)?.shellStarted();
     if (shell) await shell.setEnv(change.set, change.unset);
   }
 }

@@ -117,6 +117,16 @@ export class RunDriver {
     return run.id;
   }
 
+  /** The conversation's shell: the running one, the one starting, or one started now (`ahead`: before the conversation's first run). */
+  shellOf(session: AgentSession, record: ConversationRecord, options: { ahead?: boolean } = {}): ReturnType<AgentSession['shell']> {
+    return session.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record), sandbox: this.deps.conversations.sandboxOf(record), ...(options.ahead && { ahead: true }) });
+  }
+
+  /** Whether the conversation's runs are offered the bash tool (and so need its shell). */
+  usesShell(record: ConversationRecord): boolean {
+    return this.deps.offer.enabled(record).some((tool) => tool.name === 'bash');
+  }
+
   /** Stop the run at the next safe point (interrupting a running tool). No-op when nothing runs. */
   async pause(conversationId: string, stopAs: NonNullable<ActiveRun['stopAs']> = 'paused'): Promise<void> {
     this.deps.conversations.record(conversationId);
@@ -143,11 +153,11 @@ export class RunDriver {
       toolSchemas.splice(0, toolSchemas.length, ...offer.schemasOf(tools));
     };
     let unsubscribe = () => {};
-    const shell = () => session.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record), sandbox: conversations.sandboxOf(record) });
+    const shell = () => this.shellOf(session, record);
     // The shell starts while the LLM thinks, so the first bash call finds it ready; after this
     // turn of the event loop, so the request that started the run is answered first. A start
     // that fails here is not this run's error: the bash tool reports it when (and if) it is called.
-    if (offer.enabled(record).some((tool) => tool.name === 'bash')) {
+    if (this.usesShell(record)) {
       setImmediate(() => {
         if (!controller.signal.aborted) shell().catch(() => {});
       });

@@ -32,6 +32,8 @@ export interface ConversationRuntime {
   takeMessage(conversationId: string, options: { run: boolean; strategy: MultitaskStrategy; append(strategy: MultitaskStrategy | null): Promise<AgentEvent> }): Promise<{ event: AgentEvent; runId: string | null }>;
   /** A message while an `ask_user` question is open answers it: the question's call and run, or null when none is open. */
   answerWithMessage?(conversationId: string, content: string): { tool_call_id: string; run_id: string } | null;
+  /** A conversation was created without a run: what its first run will need may start now, in the background (its shell). */
+  prepare?(conversationId: string): void;
   /** The conversation is about to be deleted: stop its run and processes. */
   dispose(conversationId: string): Promise<void>;
   /** The workdir is about to change: refuse while a run is going, else let go of the old one (the shell). */
@@ -134,6 +136,7 @@ export class ConversationService {
       throw error;
     }
     if (startsRun) await this.runtime?.onUserMessage(id, { run: true });
+    else this.runtime?.prepare?.(id);
     return { conversation: this.store.toPublic(record), record };
   }
 

@@ -81,6 +81,12 @@ export interface ShellCreateOptions {
   onSpawn?: (pid: number) => void;
   /** The state of the shell this one replaces (it was stopped while idle): restored before the first command, which is told. */
   restore?: { state: ShellState; idleSeconds: number };
+  /**
+   * Started ahead of the conversation's first run (at its creation): the sandbox's set-up that
+   * must see the workdir as the first command finds it (its files given to the agent's uid, when
+   * the server is root) waits for the first command. Default false: done before the shell starts.
+   */
+  ahead?: boolean;
 }
 
 export interface ShellFactory {

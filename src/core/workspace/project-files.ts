@@ -15,6 +15,19 @@ export interface ProjectFiles {
   present(dir: string, name: string): boolean;
   /** The text of the file `name` (a relative path) in `dir`, or why there is none. */
   read(request: ProjectFileRequest): Promise<ProjectFileRead>;
+  /** What is at an absolute path now, told apart without reading it (see FileStamp); null when nothing is. */
+  stamp(file: string): FileStamp | null;
+}
+
+/**
+ * An entry's identity and change times: `key` differs whenever its content, its entries (a
+ * directory), its mode or what it is changed, and for a symlink whenever its target's does.
+ * `changedMs` is the latest of its (and its target's) mtime and ctime: a change within the same
+ * timestamp tick can leave `key` as it was, so a reader trusts only stamps older than a moment.
+ */
+export interface FileStamp {
+  key: string;
+  changedMs: number;
 }
 
 export interface ProjectFileRequest {
