@@ -40,7 +40,7 @@ import { imageTooLarge } from './core/conversations/message-images.js';
 import type { CallbackService } from './core/webhooks/callback-service.js';
 import { composeWebhooks } from './compose-webhooks.js';
 import { composeTools } from './compose-tools.js';
-import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
+import { composeSandbox, sandboxReport, type SandboxInfo } from './compose-sandbox.js';
 import { DiskSpace } from './adapters/disk-space.js';
 import { HostWorkdirs } from './adapters/host-workdirs.js';
 import { describeDamage, type Damage } from './core/errors.js';
@@ -365,18 +365,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
         max_connections: config.connections.max || null,
         max_connections_per_client: config.connections.perClient || null,
       },
-      sandbox: {
-        mode: sandbox.mode,
-        network: sandbox.network,
-        limits: {
-          cpu_s: { value: sandbox.limits.cpuSeconds, enforced_by: sandbox.enforcement.cpuSeconds },
-          memory_mb: { value: sandbox.limits.memoryMb, enforced_by: sandbox.enforcement.memoryMb },
-          processes: { value: sandbox.limits.processes, enforced_by: sandbox.enforcement.processes },
-          file_mb: { value: sandbox.limits.fileMb, enforced_by: sandbox.enforcement.fileMb },
-          tmp_mb: { value: sandbox.limits.tmpMb, enforced_by: sandbox.enforcement.tmpMb },
-          workdir_mb: { value: sandbox.limits.workdirMb, enforced_by: sandbox.enforcement.workdirMb },
-        },
-      },
+      sandbox: sandboxReport(sandbox),
     }),
     ownership,
     async close() {
