@@ -92,7 +92,10 @@ export interface Services {
   quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[] };
   /** What /health and /info report. */
   status: ServerStatus;
-  close(): Promise<void>;
+  /** `exiting`: the process exits next; the shells are left to killShellsForExit (see AgentRuntime.stopAll). */
+  close(options?: { exiting?: boolean }): Promise<void>;
+  /** SIGKILL to every shell's processes, nothing waited for: the last step before the process exits. */
+  killShellsForExit(): void;
 }
 
 /** Replacements for the outside world, for tests and benchmarks. */
@@ -174,6 +177,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
   const { tools, close: closeTools } = await composeTools(config, launcher);
+  const shells = shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv }));
   const toolNames: readonly string[] = tools.map((tool) => tool.name);
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
@@ -232,7 +236,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     tools,
     workdirFs,
     projectFiles,
-    shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv })),
+    shells,
     shellEnv: (record) => secrets.environment(record),
     idleTimeoutMs: config.idleTimeoutMs, onReleased: (conversationId) => checkpointStore.release(conversationId),
     hookTransport: (record) => ({
@@ -368,8 +372,9 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       sandbox: sandboxReport(sandbox),
     }),
     ownership,
-    async close() {
-      await agent.stopAll();
+    killShellsForExit: () => shells.killAllForExit?.(),
+    async close(options = {}) {
+      await agent.stopAll(options);
       shellLedger.close();
       await ownership?.close();
       await webhooks.close();

@@ -24,6 +24,8 @@ export interface SessionConfig {
   /** The workdir's disk limit, watched while a command runs. */
   guard?: WorkdirGuard;
   onSpawn?: (pid: number) => void;
+  /** The factory's open shells: this one is in it from its start until it is closed (see killForExit). */
+  openShells?: Set<BashShellSession>;
 }
 
 /**
@@ -108,7 +110,18 @@ export class BashShellSession implements ShellSession {
     proc?.killAll();
     for (const [pgid, startTime] of this.backgroundGroups) killRecordedGroup({ pgid, startTime });
     this.backgroundGroups.clear();
+    this.config.openShells?.delete(this);
     if (proc) await Promise.race([proc.finalized, new Promise((resolve) => setTimeout(resolve, 2000))]);
+  }
+
+  /**
+   * The server exits next: SIGKILL to bash's processes (the sandbox) and to its background jobs'
+   * groups, as close() sends, but nothing is waited for: the exits are left to the kernel.
+   */
+  killForExit(): void {
+    this.proc?.killAll();
+    for (const [pgid, startTime] of this.backgroundGroups) killRecordedGroup({ pgid, startTime });
+    this.backgroundGroups.clear();
   }
 
   /**
@@ -145,6 +158,7 @@ export class BashShellSession implements ShellSession {
       onExit: (exitCode) => this.proc === proc && this.onExit(proc, exitCode),
     });
     this.proc = proc;
+    this.config.openShells?.add(this);
     if (proc.pid !== undefined) this.config.onSpawn?.(proc.pid);
     this.everStarted = true;
     this.inputClosed = false;

@@ -85,9 +85,26 @@ export class ShellLedger {
     return reaped;
   }
 
-  /** A factory whose shells are recorded while they live. */
+  /**
+   * A factory whose shells are recorded while they live. Its killAllForExit (when the factory has
+   * one) kills them through the factory, then empties the journal: a SIGKILL cannot be refused,
+   * and the next start has nothing to reap.
+   */
   track(factory: ShellFactory): ShellFactory {
+    const killAllForExit = factory.killAllForExit?.bind(factory);
     return {
+      ...(killAllForExit && {
+        killAllForExit: () => {
+          killAllForExit();
+          this.entries.clear();
+          this.closed.length = 0;
+          try {
+            this.compact();
+          } catch {
+            // The disk is full: the next start finds the journal's shells gone.
+          }
+        },
+      }),
       create: async (options) => {
         // Recorded at spawn: a sandbox can take seconds to answer, and a server killed meanwhile
         // must still find it at the next start.
