@@ -62,7 +62,7 @@ describe('shell ledger', () => {
     expect(ShellLedger.read(journal)).toHaveLength(3);
   });
 
-  it("killAllForExit goes to the factory's own, then empties the journal; a factory without one gets none", async () => {
+  it("killAllForExit is the factory's own, the journal unchanged; a factory without one gets none", async () => {
     dir = tempDir('agentd-ledger-');
     const journal = path.join(dir, 'shells.jsonl');
     const ledger = new ShellLedger(journal);
@@ -80,11 +80,10 @@ describe('shell ledger', () => {
     await factory.create({ conversationId: 'one', workdir: dir, env: {} });
     await factory.create({ conversationId: 'two', workdir: dir, env: {} });
     ledger.close();
-    expect(ShellLedger.read(journal)).toHaveLength(2);
     factory.killAllForExit?.();
     expect(killed).toEqual(['one', 'two']);
-    expect(ShellLedger.read(journal)).toEqual([]);
-    expect(fs.readFileSync(journal, 'utf8')).toBe('');
+    // Still named: the next start stops any that outlived the server.
+    expect(ShellLedger.read(journal)).toHaveLength(2);
     expect(ledger.track({ create: async () => shellOf() }).killAllForExit).toBeUndefined();
   });
 });

@@ -87,24 +87,12 @@ export class ShellLedger {
 
   /**
    * A factory whose shells are recorded while they live. Its killAllForExit (when the factory has
-   * one) kills them through the factory, then empties the journal: a SIGKILL cannot be refused,
-   * and the next start has nothing to reap.
+   * one) is the factory's: the journal keeps naming the shells, as close() left it, so that the
+   * next start stops any that outlived this process (it finds the others gone).
    */
   track(factory: ShellFactory): ShellFactory {
-    const killAllForExit = factory.killAllForExit?.bind(factory);
     return {
-      ...(killAllForExit && {
-        killAllForExit: () => {
-          killAllForExit();
-          this.entries.clear();
-          this.closed.length = 0;
-          try {
-            this.compact();
-          } catch {
-            // The disk is full: the next start finds the journal's shells gone.
-          }
-        },
-      }),
+      ...(factory.killAllForExit && { killAllForExit: factory.killAllForExit.bind(factory) }),
       create: async (options) => {
         // Recorded at spawn: a sandbox can take seconds to answer, and a server killed meanwhile
         // must still find it at the next start.
