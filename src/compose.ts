@@ -94,7 +94,7 @@ export interface Services {
   status: ServerStatus;
   /** `exiting`: the process exits next; the shells are left to killShellsForExit (see AgentRuntime.stopAll). */
   close(options?: { exiting?: boolean }): Promise<void>;
-  /** SIGKILL to every shell's processes, nothing waited for: the last step before the process exits. */
+  /** Every shell made to end with the process, nothing waited for: the last step before it exits (ShellFactory.killAllForExit). */
   killShellsForExit(): void;
 }
 

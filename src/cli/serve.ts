@@ -51,9 +51,10 @@ export async function serve(argv: readonly string[]): Promise<void> {
     process.stderr.write(`agentd: AGENTD_MASTER_KEY is not set; ${how} stored in ${services.masterKeyFile}\n`);
   }
 
-  // The shells go last, each sent SIGKILL with nothing waited for, right before the process exits:
-  // waiting would have the server reap every sandbox on its event loop (a thousand exits stall it
-  // for hundreds of milliseconds, P13); the kernel hands the dying processes to init instead.
+  // The shells go last, right before the process exits, with nothing waited for (host shells sent
+  // SIGKILL, sandboxes dying with the process: see BashShellSession.killForExit): waiting would
+  // have the server reap every sandbox on its event loop (a thousand exits stall it for hundreds
+  // of milliseconds, P13); the kernel hands the dying processes to init instead.
   let shellsKilled = false;
   const killShells = (): void => {
     if (shellsKilled) return;
@@ -87,7 +88,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
       await services.agent.stopAll({ exiting: true });
       await app.close();
       await services.close({ exiting: true });
-      // Before the data dir is let go: a server started next finds no shell of this one running.
+      // Before the data dir is let go (a server started next stops whatever the shell journal names).
       killShells();
       lock.release();
       logger.info('stopped');

@@ -86,10 +86,11 @@ export interface ShellCreateOptions {
 export interface ShellFactory {
   create(options: ShellCreateOptions): Promise<ShellSession>;
   /**
-   * The server process exits next: SIGKILL to every process of every shell this factory started
-   * that is still open (those still starting included), synchronously, with nothing waited for.
-   * The exits are left to the kernel (the dying processes go to init once the server is gone):
-   * a server that waited for a thousand sandboxes to exit would reap them all on its event loop.
+   * The server process exits next: every shell this factory started that is still open (those
+   * still starting included) is made to end with it, synchronously, with nothing waited for (a
+   * SIGKILL, or for a sandbox that dies with its parent, nothing at all). The exits are left to
+   * the kernel (the dying processes go to init once the server is gone): a server that waited for
+   * a thousand sandboxes to exit would reap them all on its event loop.
    */
   killAllForExit?(): void;
 }
