@@ -4,6 +4,7 @@ import type { Config } from './config.js';
 import { BwrapProcessLauncher } from './adapters/bwrap-launcher.js';
 import type { ProcessLauncher, SandboxMode } from './adapters/process-launcher.js';
 import type { SandboxNetwork } from './core/schemas/conversation.js';
+import type { Info } from './core/schemas/server-status.js';
 import type { LimitEnforcement, ResourceLimits } from './adapters/resource-limits.js';
 import { selectProcessLauncher } from './adapters/select-process-launcher.js';
 
@@ -56,4 +57,21 @@ export async function composeSandbox(config: Config, logger: Logger): Promise<{ 
   }
   const network = { default: config.sandbox.network.default, user_mode: networkHelper?.kind ?? null, host_allowed: config.sandbox.network.hostAllowed, note };
   return { launcher, info: { mode: launcher.mode, network, limits: launcher.limits, enforcement: launcher.enforcement, warning } };
+}
+
+/** The sandbox as /info reports it: its mode, network policy, and each limit with what enforces it. */
+export function sandboxReport(sandbox: SandboxInfo): Info['sandbox'] {
+  const { limits, enforcement } = sandbox;
+  return {
+    mode: sandbox.mode,
+    network: sandbox.network,
+    limits: {
+      cpu_s: { value: limits.cpuSeconds, enforced_by: enforcement.cpuSeconds },
+      memory_mb: { value: limits.memoryMb, enforced_by: enforcement.memoryMb },
+      processes: { value: limits.processes, enforced_by: enforcement.processes },
+      file_mb: { value: limits.fileMb, enforced_by: enforcement.fileMb },
+      tmp_mb: { value: limits.tmpMb, enforced_by: enforcement.tmpMb },
+      workdir_mb: { value: limits.workdirMb, enforced_by: enforcement.workdirMb },
+    },
+  };
 }

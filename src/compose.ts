@@ -41,7 +41,7 @@ import { imageTooLarge } from './core/conversations/message-images.js';
 import type { CallbackService } from './core/webhooks/callback-service.js';
 import { composeWebhooks } from './compose-webhooks.js';
 import { composeTools } from './compose-tools.js';
-import { composeSandbox, type SandboxInfo } from './compose-sandbox.js';
+import { composeSandbox, sandboxReport, type SandboxInfo } from './compose-sandbox.js';
 import { DiskSpace } from './adapters/disk-space.js';
 import { HostWorkdirs } from './adapters/host-workdirs.js';
 import { describeDamage, type Damage } from './core/errors.js';
@@ -93,7 +93,10 @@ export interface Services {
   quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[] };
   /** What /health and /info report. */
   status: ServerStatus;
-  close(): Promise<void>;
+  /** `exiting`: the process exits next; the shells are left to killShellsForExit (see AgentRuntime.stopAll). */
+  close(options?: { exiting?: boolean }): Promise<void>;
+  /** Every shell made to end with the process, nothing waited for: the last step before it exits (ShellFactory.killAllForExit). */
+  killShellsForExit(): void;
 }
 
 /** Replacements for the outside world, for tests and benchmarks. */
@@ -175,6 +178,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
   const { tools, close: closeTools } = await composeTools(config, launcher);
+  const shells = shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv }));
   const toolNames: readonly string[] = tools.map((tool) => tool.name);
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
@@ -232,7 +236,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     tools,
     workdirFs,
     projectFiles,
-    shells: shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv })),
+    shells,
     shellEnv: (record) => secrets.environment(record),
     idleTimeoutMs: config.idleTimeoutMs, onReleased: (conversationId) => { checkpointStore.release(conversationId); catalogs.forget(conversationId); },
     hookTransport: (record) => ({
@@ -365,22 +369,12 @@ export async function composeServices(config: Config, logger: Logger, overrides:
         max_connections: config.connections.max || null,
         max_connections_per_client: config.connections.perClient || null,
       },
-      sandbox: {
-        mode: sandbox.mode,
-        network: sandbox.network,
-        limits: {
-          cpu_s: { value: sandbox.limits.cpuSeconds, enforced_by: sandbox.enforcement.cpuSeconds },
-          memory_mb: { value: sandbox.limits.memoryMb, enforced_by: sandbox.enforcement.memoryMb },
-          processes: { value: sandbox.limits.processes, enforced_by: sandbox.enforcement.processes },
-          file_mb: { value: sandbox.limits.fileMb, enforced_by: sandbox.enforcement.fileMb },
-          tmp_mb: { value: sandbox.limits.tmpMb, enforced_by: sandbox.enforcement.tmpMb },
-          workdir_mb: { value: sandbox.limits.workdirMb, enforced_by: sandbox.enforcement.workdirMb },
-        },
-      },
+      sandbox: sandboxReport(sandbox),
     }),
     ownership,
-    async close() {
-      await agent.stopAll();
+    killShellsForExit: () => shells.killAllForExit?.(),
+    async close(options = {}) {
+      await agent.stopAll(options);
       shellLedger.close();
       await ownership?.close();
       await webhooks.close();

@@ -250,4 +250,33 @@ describe('BashShellSession', () => {
     await shell.close();
     expect(await waitUntil(() => !isRunning(pid))).toBe(true);
   });
+
+  it('killAllForExit() kills every open host shell of the factory (one restarted after a close too), running commands and background jobs included; answered sandboxes are left to die with the server', async () => {
+    const launcher = testLauncher();
+    const factory = new BashShellFactory(launcher ? { launcher } : {});
+    const open = (id: string) => factory.create({ conversationId: id, workdir, env: { TMPDIR: join(workdir, '.tmp') } });
+    const [idle, busy, closed] = await Promise.all([open('idle'), open('busy'), open('closed')]);
+    const job = await idle.run('sleep 30 &', quick);
+    const jobPid = hostPidOf(idle.pid as number, job.pid as number);
+    expect((await busy.run('sleep 30', { timeoutMs: 5000, idleTimeoutMs: 200 })).stillRunning).toBe(true);
+    const processes = [idle.pid as number, busy.pid as number, jobPid, ...descendantsOf(busy.pid as number, listProcesses())];
+    await closed.close();
+    // The same shell objects run again after a close (a shell restarts on its next command): the factory counts it open again.
+    const reopened = await factory.create({ conversationId: 'reopened', workdir, env: {} });
+    await reopened.close();
+    await reopened.run('true', quick);
+    processes.push(reopened.pid as number);
+    expect(processes.every(isRunning)).toBe(true);
+    factory.killAllForExit();
+    if (sandboxed()) {
+      // Sandboxes whose shell answered are left to die with the server's process (bwrap's
+      // --die-with-parent; test/shutdown-shells checks that nothing is left): not signalled here.
+      expect(processes.every(isRunning)).toBe(true);
+      for (const session of [idle, busy, reopened]) await session.close();
+      return;
+    }
+    expect(await waitUntil(() => processes.every((pid) => !isRunning(pid)))).toBe(true);
+    await waitUntil(() => !idle.alive && !busy.alive && !reopened.alive);
+    expect([idle.alive, busy.alive, reopened.alive]).toEqual([false, false, false]);
+  });
 });

@@ -61,4 +61,29 @@ describe('shell ledger', () => {
     expect(fs.readFileSync(journal, 'utf8').trim().split('\n')).toHaveLength(3);
     expect(ShellLedger.read(journal)).toHaveLength(3);
   });
+
+  it("killAllForExit is the factory's own, the journal unchanged; a factory without one gets none", async () => {
+    dir = tempDir('agentd-ledger-');
+    const journal = path.join(dir, 'shells.jsonl');
+    const ledger = new ShellLedger(journal);
+    const killed: string[] = [];
+    const started: string[] = [];
+    const shellOf = () => ({ run: async () => ({}) as never, setEnv: async () => {}, interrupt: async () => {}, close: async () => {}, pid: process.pid, alive: true });
+    const factory = ledger.track({
+      create: async (options) => {
+        options.onSpawn?.(process.pid);
+        started.push(options.conversationId);
+        return shellOf();
+      },
+      killAllForExit: () => void killed.push(...started),
+    });
+    await factory.create({ conversationId: 'one', workdir: dir, env: {} });
+    await factory.create({ conversationId: 'two', workdir: dir, env: {} });
+    ledger.close();
+    factory.killAllForExit?.();
+    expect(killed).toEqual(['one', 'two']);
+    // Still named: the next start stops any that outlived the server.
+    expect(ShellLedger.read(journal)).toHaveLength(2);
+    expect(ledger.track({ create: async () => shellOf() }).killAllForExit).toBeUndefined();
+  });
 });

@@ -79,6 +79,11 @@ export class BashProcess {
     this.child.once('error', (error) => ((this.diagnostics += error.message), onGone(127)));
   }
 
+  /** Spawned through a sandbox (bash sits below bwrap): see BashShellSession.killForExit. */
+  get sandboxed(): boolean {
+    return this.programDepth > 0;
+  }
+
   get pid(): number | undefined {
     return this.child.pid;
   }

@@ -24,7 +24,15 @@ export interface BashShellFactoryOptions {
 }
 
 export class BashShellFactory implements ShellFactory {
+  /** Every shell started and not yet closed (see killAllForExit). */
+  private readonly openShells = new Set<BashShellSession>();
+
   constructor(private readonly options: BashShellFactoryOptions = {}) {}
+
+  killAllForExit(): void {
+    for (const session of this.openShells) session.killForExit();
+    this.openShells.clear();
+  }
 
   async create(options: ShellCreateOptions): Promise<ShellSession> {
     const homeDir = this.options.homeDir?.(options);
@@ -48,6 +56,7 @@ export class BashShellFactory implements ShellFactory {
       ...(options.sandbox !== undefined && { sandbox: options.sandbox }),
       ...(options.onSpawn && { onSpawn: options.onSpawn }),
       ...(options.ahead && { ahead: true }),
+      openShells: this.openShells,
     });
     await session.start();
     if (options.restore) session.restore(options.restore.state, options.restore.idleSeconds);

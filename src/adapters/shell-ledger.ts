@@ -85,9 +85,14 @@ export class ShellLedger {
     return reaped;
   }
 
-  /** A factory whose shells are recorded while they live. */
+  /**
+   * A factory whose shells are recorded while they live. Its killAllForExit (when the factory has
+   * one) is the factory's: the journal keeps naming the shells, as close() left it, so that the
+   * next start stops any that outlived this process (it finds the others gone).
+   */
   track(factory: ShellFactory): ShellFactory {
     return {
+      ...(factory.killAllForExit && { killAllForExit: factory.killAllForExit.bind(factory) }),
       create: async (options) => {
         // Recorded at spawn: a sandbox can take seconds to answer, and a server killed meanwhile
         // must still find it at the next start.

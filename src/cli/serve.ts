@@ -51,32 +51,52 @@ export async function serve(argv: readonly string[]): Promise<void> {
     process.stderr.write(`agentd: AGENTD_MASTER_KEY is not set; ${how} stored in ${services.masterKeyFile}\n`);
   }
 
+  // The shells go last, right before the process exits, with nothing waited for (host shells sent
+  // SIGKILL, sandboxes dying with the process: see BashShellSession.killForExit): waiting would
+  // have the server reap every sandbox on its event loop (a thousand exits stall it for hundreds
+  // of milliseconds, P13); the kernel hands the dying processes to init instead.
+  let shellsKilled = false;
+  const killShells = (): void => {
+    if (shellsKilled) return;
+    shellsKilled = true;
+    try {
+      services.killShellsForExit();
+    } catch (error) {
+      logger.error({ err: error }, 'stopping the shells failed: the next start stops what is left of them');
+    }
+  };
+  const exit = (code: number): never => {
+    killShells();
+    return process.exit(code);
+  };
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) {
       process.stderr.write(`agentd: ${signal} again, exiting now\n`);
-      process.exit(1);
+      exit(1);
     }
     stopping = true;
     logger.info({ signal }, 'shutting down: pausing runs, closing streams');
     const force = setTimeout(() => {
       logger.error(`shutdown took longer than ${config.shutdownTimeoutMs / 1000} s (AGENTD_SHUTDOWN_TIMEOUT_S), exiting`);
-      process.exit(1);
+      exit(1);
     }, config.shutdownTimeoutMs);
     force.unref();
     let code = 0;
     try {
       // Runs first, so that subscribers still receive the events saying they were paused.
-      await services.agent.stopAll();
+      await services.agent.stopAll({ exiting: true });
       await app.close();
-      await services.close();
+      await services.close({ exiting: true });
+      // Before the data dir is let go (a server started next stops whatever the shell journal names).
+      killShells();
       lock.release();
       logger.info('stopped');
     } catch (error) {
       logger.error({ err: error }, 'shutdown failed');
       code = 1;
     }
-    process.exit(code);
+    exit(code);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));

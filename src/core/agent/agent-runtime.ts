@@ -274,13 +274,18 @@ export class AgentRuntime implements ConversationRuntime {
     this.deps.runs.drop(conversationId);
   }
 
-  /** Shutdown: pause every run (recorded as events), then close every shell. */
-  async stopAll(): Promise<void> {
+  /**
+   * Shutdown: pause every run (recorded as events), then close every shell. `exiting`: the
+   * process exits right after, and the shells are killed then by the shell factory
+   * (killAllForExit), with nothing waiting for their exits; they are left open here. Without
+   * that method in the factory, they are closed here all the same.
+   */
+  async stopAll(options: { exiting?: boolean } = {}): Promise<void> {
     this.lifecycle.stopTimers();
     const sessions = this.deps.sessions;
     await Promise.all(sessions.all().filter((s) => s.active).map((s) => this.driver.pause(s.conversationId, 'shutdown')));
     await Promise.all(sessions.all().map((s) => this.condensation.stop(s)));
-    await this.lifecycle.closeAll();
+    await this.lifecycle.closeAll({ shells: !(options.exiting && this.deps.shells.killAllForExit) });
   }
 
   /** After a restart: a conversation that was running comes back paused, its open tool calls closed. */

@@ -91,12 +91,15 @@ export class SessionLifecycle {
     this.idleTimers.clear();
   }
 
-  /** Shutdown, last step: every shell and MCP server closes. */
-  async closeAll(): Promise<void> {
+  /**
+   * Shutdown, last step: every MCP server closes, and every shell unless `shells` is false (the
+   * process exits next and the shell factory kills them all then, see ShellFactory.killAllForExit).
+   */
+  async closeAll(options: { shells: boolean }): Promise<void> {
     // A few shells per event-loop turn: each kill may hand the CPU to the dying sandbox, and a
     // thousand in one turn would stall the loop (and the force-exit timer) for seconds.
     const closing: Promise<void>[] = [];
-    for (const session of this.deps.sessions.all()) {
+    for (const session of options.shells ? this.deps.sessions.all() : []) {
       closing.push(session.closeShell());
       if (closing.length % SHELLS_CLOSED_PER_TURN === 0) await new Promise((resolve) => setImmediate(resolve));
     }

@@ -91,4 +91,12 @@ export interface ShellCreateOptions {
 
 export interface ShellFactory {
   create(options: ShellCreateOptions): Promise<ShellSession>;
+  /**
+   * The server process exits next: every shell this factory started that is still open (those
+   * still starting included) is made to end with it, synchronously, with nothing waited for (a
+   * SIGKILL, or for a sandbox that dies with its parent, nothing at all). The exits are left to
+   * the kernel (the dying processes go to init once the server is gone): a server that waited for
+   * a thousand sandboxes to exit would reap them all on its event loop.
+   */
+  killAllForExit?(): void;
 }
