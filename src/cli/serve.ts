@@ -5,6 +5,7 @@ import { composeServices } from '../compose.js';
 import { DataDirInUseError, DataDirLock } from '../adapters/data-dir-lock.js';
 import { createLogger, terminalDestination } from '../logger.js';
 import { VERSION } from '../version.js';
+import { compactHeap } from './compact-heap.js';
 
 /** `agentd [serve] [--host H] [--port P] ...`: argv + env → config → services → HTTP, until SIGTERM/SIGINT. */
 export async function serve(argv: readonly string[]): Promise<void> {
@@ -81,6 +82,8 @@ export async function serve(argv: readonly string[]): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
 
+  // What start-up only used goes, and the pages it was spread over with what stays.
+  compactHeap();
   const address = await app.listen({ host: config.host, port: config.port });
   // The young generation was kept small while starting (cli.ts): V8's own growth from here on.
   v8.setFlagsFromString('--semi-space-growth-factor=2');
