@@ -7,7 +7,7 @@ import type { SecretBox } from '../core/secrets/secret-box.js';
 import { sealConversationRecord, unsealConversationRecord, type SealedConversationRecord } from './sealed-conversation-record.js';
 import { DamagedDataError, StorageFullError } from '../core/errors.js';
 import { isOutOfSpace } from './disk-space.js';
-import { RecordSnapshot, stampOf, type SnapshotEntry } from './record-snapshot.js';
+import { hasStamp, RecordSnapshot, stampOf, type SnapshotEntry } from './record-snapshot.js';
 
 const FILE = 'conversation.json';
 /** The conversation's event log (file-event-log), beside its record: its stamp says whether a snapshot's summary of it still holds. */
@@ -66,7 +66,7 @@ export class FileConversationRepository implements ConversationRepository {
   private fromSnapshot(id: string, entry: SnapshotEntry | undefined, loaded: LoadedConversations): boolean {
     if (!entry) return false;
     const stat = fs.statSync(`${this.dir}/${id}/${FILE}`, { throwIfNoEntry: false });
-    if (!stat || stampOf(stat) !== entry.stamp || entry.record.id !== id) return false;
+    if (!stat || !hasStamp(stat, entry.stamp) || entry.record.id !== id) return false;
     loaded.records.push(entry.record);
     return true;
   }
@@ -80,7 +80,7 @@ export class FileConversationRepository implements ConversationRepository {
     if (!entry?.log) return undefined;
     if (current) return { updated_at: entry.record.updated_at, event_count: entry.log.eventCount };
     const stat = fs.statSync(`${this.dir}/${id}/${LOG_FILE}`, { throwIfNoEntry: false });
-    if (!stat || stampOf(stat) !== entry.log.stamp) return undefined;
+    if (!stat || !hasStamp(stat, entry.log.stamp)) return undefined;
     return { updated_at: entry.record.updated_at, event_count: entry.log.eventCount };
   }
 
