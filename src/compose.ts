@@ -383,12 +383,14 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       streams.closeAll('server_shutting_down');
       await storage.close();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any
-      // more; and (files) no record file but to check it is unchanged: the records in one snapshot.
+      // more; and (files) no record file but to check it is unchanged: the records in one snapshot,
+      // with the summaries (then summaries.json only names that snapshot).
       const held = store.summaries();
-      await Promise.all([
-        summaries.save(held).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log')),
-        storage.repository.saveSnapshot?.(store.all(), held).catch((error: unknown) => logger.warn({ err: error }, 'conversation records snapshot not saved: the next start reads each record')),
-      ]);
+      const inSnapshot = await storage.repository.saveSnapshot?.(store.all(), held).catch((error: unknown) => {
+        logger.warn({ err: error }, 'conversation records snapshot not saved: the next start reads each record');
+        return undefined;
+      });
+      await summaries.save(held, inSnapshot === undefined ? {} : { inSnapshot }).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
     },
   };
 }

@@ -9,7 +9,8 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FileRunStore } from '../src/adapters/file-run-store.js';
 import type { Run } from '../src/core/agent/run-record.js';
-import { tempDir } from './support/agentd.js';
+import { CreateConversationBody } from '../src/core/schemas/conversation.js';
+import { startServer, tempDir } from './support/agentd.js';
 
 let dir: string | undefined;
 afterEach(() => {
@@ -57,5 +58,24 @@ describe('FileRunStore', () => {
     store.release(conversation);
     expect(store.list(conversation).map((run) => [run.id, run.status])).toEqual([[first.id, 'completed'], [second.id, 'completed'], [third.id, 'failed'], [fourth.id, 'paused']]);
     expect(new FileRunStore(dir).list(conversation)).toEqual(store.list(conversation));
+  });
+  it('holds no idle conversation\'s runs after a start: read by start-up\'s check, then read from the file again when used', async () => {
+    dir = tempDir('agentd-runs-start-');
+    let server = await startServer({ dataDir: dir, listen: false });
+    const id = (await server.services.conversations.create(CreateConversationBody.parse({ title: 'held' }))).record.id;
+    const file = path.join(dir, 'conversations', id, 'runs.jsonl');
+    const first = runOf(id, 'completed');
+    fs.appendFileSync(file, `${JSON.stringify(first)}\n`);
+    await server.close();
+    server = await startServer({ dataDir: dir, listen: false });
+    try {
+      // A line the server did not write, added after the start: listed only if the runs are read again.
+      const second = runOf(id, 'failed');
+      fs.appendFileSync(file, `${JSON.stringify(second)}\n`);
+      const page = await server.app.inject({ method: 'GET', url: `/conversations/${id}/runs?order=asc`, headers: server.auth });
+      expect((page.json() as { items: Run[] }).items.map((run) => [run.id, run.status])).toEqual([[first.id, 'completed'], [second.id, 'failed']]);
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -104,6 +104,27 @@ describe('the records snapshot of a clean shutdown', () => {
     expect(summaryOf!(three!.id)).toBeUndefined();
   });
 
+  it('gives each log\'s summary without a look at the log right after the clean shutdown that wrote it (its token, named by summaries.json); with another token, as after a crash', async () => {
+    const [one, two] = [record('one', 's-1'), record('two', 's-2')];
+    const repo = repository();
+    for (const r of [one, two]) repo.save(r!);
+    const log = (id: string) => path.join(conversationsDir, id, 'events.jsonl');
+    fs.writeFileSync(log(one!.id), '{"seq":1}\n{"seq":2}\n');
+    fs.writeFileSync(log(two!.id), '{"seq":1}\n');
+    const token = await repo.saveSnapshot([one!, two!], new Map([[one!.id, { updated_at: now, event_count: 2 }], [two!.id, { updated_at: now, event_count: 1 }]]));
+    expect(token).toEqual(expect.any(String));
+    // Its stamp changed (touched by a backup tool, say): with the token, the log is not looked at.
+    const later = new Date(Date.now() + 60_000);
+    fs.utimesSync(log(two!.id), later, later);
+    const current = await repository().loadAll({ afterCleanStop: true, snapshotToken: token });
+    expect([current.summaryOf!(one!.id), current.summaryOf!(two!.id)]).toEqual([{ updated_at: one!.updated_at, event_count: 2 }, { updated_at: two!.updated_at, event_count: 1 }]);
+    // The token of another save (summaries.json of an earlier shutdown): each log's stamp is checked.
+    const other = await repository().loadAll({ afterCleanStop: true, snapshotToken: 'another-token' });
+    expect([other.summaryOf!(one!.id), other.summaryOf!(two!.id)]).toEqual([{ updated_at: one!.updated_at, event_count: 2 }, undefined]);
+    // Each save has its own token.
+    expect(await repository().saveSnapshot([one!, two!], new Map())).not.toBe(token);
+  });
+
   it('goes with the first DELETE (it holds the deleted record and its secrets, sealed); the next clean shutdown writes a new one', async () => {
     const held = await shutDownCleanly();
     const repo = repository();
@@ -171,7 +192,12 @@ describe('the summaries of a clean shutdown', () => {
     await store.save(saved);
     expect(await store.take()).toEqual(saved);
     expect(fs.existsSync(file)).toBe(false);
-    for (const bad of [{ version: 2, summaries: {} }, { version: 1, summaries: { a: { updated_at: now, event_count: -1 } } }, { version: 1, summaries: { a: { updated_at: 5, event_count: 1 } } }, { version: 1, summaries: { a: null } }, 'not json']) {
+    // Held by the records snapshot saved with them: only its token is saved (a few bytes instead of ~100 per conversation).
+    await store.save(saved, { inSnapshot: 'token-1' });
+    expect(fs.readFileSync(file, 'utf8')).toBe('{"version":2,"snapshot":"token-1"}');
+    expect(await store.take()).toEqual({ inSnapshot: 'token-1' });
+    expect(fs.existsSync(file)).toBe(false);
+    for (const bad of [{ version: 2, summaries: {} }, { version: 2, snapshot: 5 }, { version: 3, snapshot: 'token-1' }, { version: 1, summaries: { a: { updated_at: now, event_count: -1 } } }, { version: 1, summaries: { a: { updated_at: 5, event_count: 1 } } }, { version: 1, summaries: { a: null } }, 'not json']) {
       fs.writeFileSync(file, typeof bad === 'string' ? bad : JSON.stringify(bad));
       expect(await store.take(), JSON.stringify(bad)).toBeNull();
     }

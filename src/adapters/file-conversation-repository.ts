@@ -7,7 +7,7 @@ import type { SecretBox } from '../core/secrets/secret-box.js';
 import { sealConversationRecord, unsealConversationRecord, type SealedConversationRecord } from './sealed-conversation-record.js';
 import { DamagedDataError, StorageFullError } from '../core/errors.js';
 import { isOutOfSpace } from './disk-space.js';
-import { RecordSnapshot, stampOf, type SnapshotEntry } from './record-snapshot.js';
+import { hasStamp, RecordSnapshot, stampOf, type SnapshotEntry } from './record-snapshot.js';
 
 const FILE = 'conversation.json';
 /** The conversation's event log (file-event-log), beside its record: its stamp says whether a snapshot's summary of it still holds. */
@@ -33,8 +33,11 @@ export class FileConversationRepository implements ConversationRepository {
     this.snapshot = options.snapshotFile ? new RecordSnapshot(options.snapshotFile, box) : null;
   }
 
-  async loadAll(options: { afterCleanStop?: boolean } = {}): Promise<LoadedConversations> {
-    const snapshot = this.snapshot?.load() ?? null;
+  async loadAll(options: { afterCleanStop?: boolean; snapshotToken?: string } = {}): Promise<LoadedConversations> {
+    const loadedSnapshot = this.snapshot?.load() ?? null;
+    const snapshot = loadedSnapshot?.entries ?? null;
+    // Written by the clean shutdown just before this start (its summaries say so): nothing has appended to any log since.
+    const current = loadedSnapshot !== null && options.snapshotToken === loadedSnapshot.token;
     const entries = await fs.promises.readdir(this.dir, { withFileTypes: true });
     const ids: string[] = [];
     for (const entry of entries) if (entry.isDirectory()) ids.push(entry.name);
@@ -54,7 +57,7 @@ export class FileConversationRepository implements ConversationRepository {
         }
       }
     }
-    if (snapshot) loaded.summaryOf = (id) => this.summaryFromSnapshot(id, snapshot.get(id));
+    if (snapshot) loaded.summaryOf = (id) => this.summaryFromSnapshot(id, snapshot.get(id), current);
     // After a clean shutdown no save was cut short: nothing to sweep.
     if (!options.afterCleanStop) void this.sweepTemporaryFiles(ids);
     return loaded;
@@ -63,16 +66,21 @@ export class FileConversationRepository implements ConversationRepository {
   private fromSnapshot(id: string, entry: SnapshotEntry | undefined, loaded: LoadedConversations): boolean {
     if (!entry) return false;
     const stat = fs.statSync(`${this.dir}/${id}/${FILE}`, { throwIfNoEntry: false });
-    if (!stat || stampOf(stat) !== entry.stamp || entry.record.id !== id) return false;
+    if (!stat || !hasStamp(stat, entry.stamp) || entry.record.id !== id) return false;
     loaded.records.push(entry.record);
     return true;
   }
 
-  /** The summary of the conversation's log as the snapshot saw it, while the log file is unchanged (its stamp). */
-  private summaryFromSnapshot(id: string, entry: SnapshotEntry | undefined): ConversationSummary | undefined {
+  /**
+   * The summary of the conversation's log as the snapshot saw it: while the log file is unchanged
+   * (its stamp), or without a look at it when the snapshot is `current` (the clean shutdown just
+   * before this start wrote it, as it wrote summaries.json before).
+   */
+  private summaryFromSnapshot(id: string, entry: SnapshotEntry | undefined, current: boolean): ConversationSummary | undefined {
     if (!entry?.log) return undefined;
+    if (current) return { updated_at: entry.record.updated_at, event_count: entry.log.eventCount };
     const stat = fs.statSync(`${this.dir}/${id}/${LOG_FILE}`, { throwIfNoEntry: false });
-    if (!stat || stampOf(stat) !== entry.log.stamp) return undefined;
+    if (!stat || !hasStamp(stat, entry.log.stamp)) return undefined;
     return { updated_at: entry.record.updated_at, event_count: entry.log.eventCount };
   }
 
@@ -81,8 +89,8 @@ export class FileConversationRepository implements ConversationRepository {
    * held in memory, each with the stamp of its file (one without a file, never saved, is left
    * out), and its log's stamp and event count.
    */
-  async saveSnapshot(records: Iterable<Readonly<ConversationRecord>>, summaries: ReadonlyMap<string, ConversationSummary>): Promise<void> {
-    if (!this.snapshot) return;
+  async saveSnapshot(records: Iterable<Readonly<ConversationRecord>>, summaries: ReadonlyMap<string, ConversationSummary>): Promise<string | undefined> {
+    if (!this.snapshot) return undefined;
     const all = [...records];
     const entries: [string, SnapshotEntry][] = [];
     const statOf = (file: string) => fs.promises.stat(file).catch(() => null);
@@ -96,7 +104,7 @@ export class FileConversationRepository implements ConversationRepository {
         entries.push([record.id, { record: record as ConversationRecord, stamp: stampOf(stat), log }]);
       });
     }
-    await this.snapshot.save(entries);
+    return this.snapshot.save(entries);
   }
 
   /**

@@ -1,12 +1,17 @@
 import fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import type { ConversationSummary, SummaryStore } from '../core/conversations/summary-store.js';
+import type { ConversationSummary, SavedSummaries, SummaryStore } from '../core/conversations/summary-store.js';
 
-/** `<dataDir>/summaries.json`: written at a clean shutdown, removed when start-up reads it. */
+/**
+ * `<dataDir>/summaries.json`: written at a clean shutdown, removed when start-up reads it. Either
+ * `{version: 2, snapshot: <token>}`, when the records snapshot written at the same shutdown holds
+ * the summaries (record-snapshot.ts), or (the snapshot not saved, or a data dir of an older server)
+ * `{version: 1, summaries: {<id>: {updated_at, event_count}}}`.
+ */
 export class FileSummaryStore implements SummaryStore {
   constructor(private readonly file: string) {}
 
-  async take(): Promise<Map<string, ConversationSummary> | null> {
+  async take(): Promise<SavedSummaries | null> {
     let text: string;
     try {
       text = await fs.promises.readFile(this.file, 'utf8');
@@ -22,10 +27,11 @@ export class FileSummaryStore implements SummaryStore {
     }
   }
 
-  async save(summaries: ReadonlyMap<string, ConversationSummary>): Promise<void> {
+  async save(summaries: ReadonlyMap<string, ConversationSummary>, options: { inSnapshot?: string } = {}): Promise<void> {
     const temp = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
+    const saved = options.inSnapshot === undefined ? { version: 1, summaries: Object.fromEntries(summaries) } : { version: 2, snapshot: options.inSnapshot };
     try {
-      await fs.promises.writeFile(temp, JSON.stringify({ version: 1, summaries: Object.fromEntries(summaries) }), { mode: 0o600 });
+      await fs.promises.writeFile(temp, JSON.stringify(saved), { mode: 0o600 });
       await fs.promises.rename(temp, this.file);
     } catch (error) {
       await fs.promises.rm(temp, { force: true });
@@ -35,13 +41,15 @@ export class FileSummaryStore implements SummaryStore {
 }
 
 /**
- * `{version: 1, summaries: {<id>: {updated_at, event_count}}}` checked by hand: one summary per
- * conversation, at start-up, when a schema library's first (cold) pass over 10,000 entries costs
- * more than the file's JSON.parse. Anything else: null (each log is read instead).
+ * Checked by hand: `{version: 2, snapshot}` with a string, or `{version: 1, summaries}` with one
+ * summary per conversation (at start-up, when a schema library's first (cold) pass over 10,000
+ * entries costs more than the file's JSON.parse). Anything else: null (each log is read instead).
  */
-function summariesOf(value: unknown): Map<string, ConversationSummary> | null {
-  const file = value as { version?: unknown; summaries?: unknown } | null;
-  if (typeof file !== 'object' || file === null || file.version !== 1 || typeof file.summaries !== 'object' || file.summaries === null) return null;
+function summariesOf(value: unknown): SavedSummaries | null {
+  const file = value as { version?: unknown; summaries?: unknown; snapshot?: unknown } | null;
+  if (typeof file !== 'object' || file === null) return null;
+  if (file.version === 2) return typeof file.snapshot === 'string' ? { inSnapshot: file.snapshot } : null;
+  if (file.version !== 1 || typeof file.summaries !== 'object' || file.summaries === null) return null;
   const out = new Map<string, ConversationSummary>();
   for (const [id, summary] of Object.entries(file.summaries as Record<string, { updated_at?: unknown; event_count?: unknown } | null>)) {
     if (typeof summary !== 'object' || summary === null) return null;

@@ -10,10 +10,26 @@ import { VERSION } from '../version.js';
  * ctime), an edit in place changes its size, mtime and ctime, and nothing but the kernel sets a
  * ctime (a restored backup or a copy with its old mtime still gets a new one).
  */
-export type FileStamp = string;
+export type FileStamp = readonly [ino: number, size: number, mtimeMs: number, ctimeMs: number];
 
 export function stampOf(stat: fs.Stats): FileStamp {
-  return `${stat.ino}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}`;
+  return [stat.ino, stat.size, stat.mtimeMs, stat.ctimeMs];
+}
+
+/**
+ * Whether the file is as stamped: compared field by field, with nothing built (start-up checks
+ * one stamp per conversation; a text stamp cost two float-to-text conversions each). The JSON of
+ * the snapshot gives each number back exactly.
+ */
+export function hasStamp(stat: fs.Stats, stamp: FileStamp | null | undefined): boolean {
+  return Array.isArray(stamp) && stat.ino === stamp[0] && stat.size === stamp[1] && stat.mtimeMs === stamp[2] && stat.ctimeMs === stamp[3];
+}
+
+/** A snapshot as loaded: its entries by conversation id, and the token it was written with. */
+export interface LoadedSnapshot {
+  entries: Map<string, SnapshotEntry>;
+  /** Random per save: the summaries a clean shutdown saved name it (summaries.json) when they are this snapshot's. */
+  token: string;
 }
 
 export interface SnapshotEntry {
@@ -35,13 +51,16 @@ const PIECE_BYTES = 1 << 20;
  * validating each), with its event log's summary. It is kept across starts, a cache rather than
  * the truth: each entry is used only while its record file still has the stamp it had (a save
  * since, another program, a restored backup, a hand edit: that record is read from its file), and
- * its summary only while its log does (after a crash, an unchanged log need not be read either).
+ * its summary only while its log does (after a crash, an unchanged log need not be read either),
+ * or, right after the clean shutdown that wrote it, without a look at the log: that shutdown's
+ * summaries.json names the snapshot's token instead of holding each summary again.
  * A clean shutdown writes it anew. The whole snapshot is sealed with the server's secret key
  * (AES-256-GCM): the secrets it holds are never on disk in clear, and a snapshot that is torn,
  * damaged or from another key fails authentication and is ignored (the files are read).
  *
- * Layout: iv | sealed lines | tag. The first line is the tag of the server that wrote it (see
- * `snapshotTag`), then one JSON line per conversation: `[id, stamp, record, logStamp, eventCount]`.
+ * Layout: iv | sealed lines | tag. The first line is `[tag, token]`: the tag of the server that
+ * wrote it (see `snapshotTag`) and the save's random token; then one JSON line per conversation:
+ * `[id, stamp, record, logStamp, eventCount]`.
  */
 export class RecordSnapshot {
   /** The removal of the snapshot after a DELETE, until a new one is saved. */
@@ -53,14 +72,14 @@ export class RecordSnapshot {
   ) {}
 
   /** The entries of the last clean shutdown, by conversation id; null when there is none to trust. The file stays. */
-  load(): Map<string, SnapshotEntry> | null {
+  load(): LoadedSnapshot | null {
     let fd: number;
     try {
       fd = fs.openSync(this.file, 'r');
     } catch {
       return null;
     }
-    let entries: Map<string, SnapshotEntry> | null = null;
+    let entries: LoadedSnapshot | null = null;
     try {
       entries = this.read(fd);
     } catch {
@@ -74,7 +93,7 @@ export class RecordSnapshot {
   }
 
   /** Parsed line by line as it is opened; nothing is used unless the tag at the end authenticates all of it. */
-  private read(fd: number): Map<string, SnapshotEntry> | null {
+  private read(fd: number): LoadedSnapshot | null {
     const size = fs.fstatSync(fd).size;
     if (size < IV_BYTES + TAG_BYTES) return null;
     const iv = Buffer.alloc(IV_BYTES);
@@ -84,15 +103,16 @@ export class RecordSnapshot {
     const opening = this.box.opening(iv, tag);
     const decoder = new StringDecoder('utf8');
     const entries = new Map<string, SnapshotEntry>();
-    let header: string | null = null;
+    let token: string | null = null;
     let partial = '';
     const consume = (text: string) => {
       const lines = (partial + text).split('\n');
       partial = lines.pop()!;
       for (const line of lines) {
-        if (header === null) {
-          header = line;
-          if (header !== JSON.stringify(snapshotTag())) throw new Error('written by another server version or record schema');
+        if (token === null) {
+          const [tag, saved] = JSON.parse(line) as [unknown, unknown];
+          if (tag !== snapshotTag() || typeof saved !== 'string') throw new Error('written by another server version or record schema');
+          token = saved;
           continue;
         }
         const [id, stamp, record, logStamp, eventCount] = JSON.parse(line) as [string, FileStamp, ConversationRecord, FileStamp | null, number];
@@ -107,7 +127,7 @@ export class RecordSnapshot {
       consume(decoder.write(opening.update(piece.subarray(0, read))));
     }
     consume(decoder.write(opening.final()) + decoder.end());
-    return header !== null && partial === '' ? entries : null;
+    return token !== null && partial === '' ? { entries, token } : null;
   }
 
   /**
@@ -119,14 +139,15 @@ export class RecordSnapshot {
     return (this.discarding ??= fs.promises.rm(this.file, { force: true }));
   }
 
-  /** Written once nothing saves records any more (a clean shutdown): a temp file, then renamed. */
-  async save(entries: Iterable<[id: string, SnapshotEntry]>): Promise<void> {
+  /** Written once nothing saves records any more (a clean shutdown): a temp file, then renamed. Resolves to its token. */
+  async save(entries: Iterable<[id: string, SnapshotEntry]>): Promise<string> {
     const temp = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
+    const token = randomBytes(12).toString('base64url');
     const sealing = this.box.sealing();
     const handle = await fs.promises.open(temp, 'w', 0o600);
     try {
       await handle.write(sealing.iv);
-      let lines = `${JSON.stringify(snapshotTag())}\n`;
+      let lines = `${JSON.stringify([snapshotTag(), token])}\n`;
       for (const [id, { stamp, record, log }] of entries) {
         lines += `${JSON.stringify([id, stamp, record, log?.stamp ?? null, log?.eventCount ?? 0])}\n`;
         if (lines.length < PIECE_BYTES) continue;
@@ -139,6 +160,7 @@ export class RecordSnapshot {
       await handle.close();
       await fs.promises.rename(temp, this.file);
       this.discarding = undefined;
+      return token;
     } catch (error) {
       await handle.close().catch(() => undefined);
       await fs.promises.rm(temp, { force: true });
@@ -148,8 +170,8 @@ export class RecordSnapshot {
 }
 
 let tag: string | undefined;
-/** The layout of the lines (2: with the log's stamp and event count, stamps with the ctime). */
-const FORMAT = 2;
+/** The layout of the lines (2: with the log's stamp and event count, stamps with the ctime; 3: the first line with the save's token, stamps as arrays of numbers). */
+const FORMAT = 3;
 
 /**
  * The version and the shape of the record schema (field names, types, defaults): a snapshot

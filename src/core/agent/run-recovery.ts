@@ -20,9 +20,15 @@ export interface RunRecoveryDeps {
 export class RunRecovery {
   constructor(private readonly deps: RunRecoveryDeps) {}
 
-  /** After a restart: a conversation that was running comes back paused, its open tool calls closed. */
+  /**
+   * After a restart: a conversation that was running comes back paused, its open tool calls
+   * closed. The others' runs, read at start-up (the store checks each conversation's), are not
+   * held on: read again when next used, as after an idle release.
+   */
   async recoverAfterRestart(): Promise<void> {
-    for (const record of [...this.deps.conversations.all()]) await this.recover(record.id, 'server_restart');
+    for (const record of [...this.deps.conversations.all()]) {
+      if (!(await this.recover(record.id, 'server_restart'))) this.deps.runs.release?.(record.id);
+    }
   }
 
   /** Recovers the conversation's cut-off run; whether there was one. */

@@ -2,7 +2,7 @@ import { decodePageId, encodePageId, isKeyCursor, type Page } from '../paginatio
 import type { ConversationStatus } from '../schemas/event.js';
 import type { ConversationRecord } from './conversation-record.js';
 import { SortedIndex } from './sorted-index.js';
-import { holdUserKeyed } from './user-keyed.js';
+import { holdUserKeyed, shareCommonKeyLists } from './user-keyed.js';
 
 export interface ListConversationsQuery {
   status?: ConversationStatus | undefined;
@@ -54,6 +54,7 @@ export class ConversationIndex {
     // Loaded records mostly name the same model and endpoint: each parsed its own copy; they share one (~70 bytes each less).
     const strings = new Map<string, string>();
     const shared = (value: string) => strings.get(value) ?? (strings.set(value, value), value);
+    shareCommonKeyLists(records);
     for (const record of records) {
       record.tools = this.sharedTools(record.tools);
       if (record.llm) {

@@ -63,11 +63,18 @@ export interface LoadedConversations {
 
 /** Where conversation records persist. Writes are atomic: a crash leaves the old or the new record. */
 export interface ConversationRepository {
-  /** `afterCleanStop`: the last server stopped cleanly (nothing was cut short by a crash). */
-  loadAll(options?: { afterCleanStop?: boolean }): Promise<LoadedConversations>;
+  /**
+   * `afterCleanStop`: the last server stopped cleanly (nothing was cut short by a crash).
+   * `snapshotToken`: and its summaries are in the records snapshot it wrote with this token, true
+   * while nothing has appended since (files).
+   */
+  loadAll(options?: { afterCleanStop?: boolean; snapshotToken?: string }): Promise<LoadedConversations>;
   save(record: ConversationRecord): void;
   /** A promise when the removal finishes later (files: off the event loop); the record is gone once it settles. */
   remove(id: string): void | Promise<void>;
-  /** At a clean shutdown (files): all records kept together, with their logs' summaries, so that the next start need not read each one. */
-  saveSnapshot?(records: Iterable<Readonly<ConversationRecord>>, summaries: ReadonlyMap<string, ConversationSummary>): Promise<void>;
+  /**
+   * At a clean shutdown (files): all records kept together, with their logs' summaries, so that the
+   * next start need not read each one. Resolves to the token the snapshot carries (undefined: none kept).
+   */
+  saveSnapshot?(records: Iterable<Readonly<ConversationRecord>>, summaries: ReadonlyMap<string, ConversationSummary>): Promise<string | undefined>;
 }

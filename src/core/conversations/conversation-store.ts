@@ -9,7 +9,7 @@ import type { ConfigChange, ConversationRecord, ConversationRepository } from '.
 import { ConversationIndex, type ListConversationsQuery } from './conversation-index.js';
 import { placeholderRecord } from './placeholder-record.js';
 import { publicConversation } from './public-conversation.js';
-import type { ConversationSummary } from './summary-store.js';
+import type { ConversationSummary, SavedSummaries } from './summary-store.js';
 import { holdUserKeyed, userKeyed } from './user-keyed.js';
 
 export type { ListConversationsQuery } from './conversation-index.js';
@@ -67,11 +67,14 @@ export class ConversationStore {
    * listed with status `error` and the damage, refuses everything but reads of its summary and
    * deletion, and its files are never written. Returns the quarantined ones.
    *
-   * `summaries` (saved at the last clean shutdown), or else the repository's (a log unchanged
-   * since a snapshot of it), spare reading each conversation's log: the others' last event is read.
+   * `saved` summaries (of the last clean shutdown, or word that the records snapshot holds them),
+   * or else the repository's (a log unchanged since a snapshot of it), spare reading each
+   * conversation's log: the others' last event is read.
    */
-  async load(summaries: ReadonlyMap<string, ConversationSummary> | null = null): Promise<{ id: string; error: DamagedDataError }[]> {
-    const { records, damaged, summaryOf } = await this.deps.repository.loadAll({ afterCleanStop: summaries !== null });
+  async load(saved: SavedSummaries | null = null): Promise<{ id: string; error: DamagedDataError }[]> {
+    const inSnapshot = saved !== null && 'inSnapshot' in saved ? saved.inSnapshot : undefined;
+    const summaries = saved !== null && !('inSnapshot' in saved) ? saved : null;
+    const { records, damaged, summaryOf } = await this.deps.repository.loadAll({ afterCleanStop: saved !== null, ...(inSnapshot !== undefined && { snapshotToken: inSnapshot }) });
     const quarantined = [...damaged];
     for (const record of records) {
       try {

@@ -11,12 +11,20 @@ export type ConversationSummary = z.infer<typeof ConversationSummary>;
 
 
 /**
+ * What a clean shutdown left for the next start: each conversation's summary, or word that the
+ * records snapshot written at the same shutdown holds them (`inSnapshot`: the token that snapshot
+ * carries; files, see record-snapshot.ts).
+ */
+export type SavedSummaries = ReadonlyMap<string, ConversationSummary> | { readonly inSnapshot: string };
+
+/**
  * The conversation summaries saved at a clean shutdown. They are only true until the next
  * append, so start-up takes them (removes them from storage) before anything is appended: after
  * a crash there are none, and each conversation's log is read instead.
  */
 export interface SummaryStore {
   /** The summaries of the last clean shutdown, removed from storage; null when there are none to trust. */
-  take(): Promise<Map<string, ConversationSummary> | null>;
-  save(summaries: ReadonlyMap<string, ConversationSummary>): Promise<void>;
+  take(): Promise<SavedSummaries | null>;
+  /** `inSnapshot`: the records snapshot just saved holds them, with this token: only that word is saved. */
+  save(summaries: ReadonlyMap<string, ConversationSummary>, options?: { inSnapshot?: string }): Promise<void>;
 }
