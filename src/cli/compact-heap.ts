@@ -14,16 +14,23 @@ import vm from 'node:vm';
  *
  * Node has no API for it: the `gc` function V8 exposes with --expose-gc is taken from a fresh
  * context (the flag is set only for that), and --compact-on-every-full-gc is set only for this
- * collection.
+ * collection. Returns whether it ran: where V8 does not hand `gc` over this way, nothing happens.
  */
-export function compactHeap(): void {
+export function compactHeap(): boolean {
   v8.setFlagsFromString('--expose-gc');
-  const gc = vm.runInNewContext('gc') as () => void;
-  v8.setFlagsFromString('--no-expose-gc');
+  let gc: unknown;
+  try {
+    gc = vm.runInNewContext('typeof gc === "function" ? gc : undefined');
+  } finally {
+    v8.setFlagsFromString('--no-expose-gc');
+  }
+  // A V8 that no longer exposes it this way: the heap stays as V8 left it, the server starts all the same.
+  if (typeof gc !== 'function') return false;
   v8.setFlagsFromString('--compact-on-every-full-gc');
   try {
     gc();
   } finally {
     v8.setFlagsFromString('--no-compact-on-every-full-gc');
   }
+  return true;
 }
