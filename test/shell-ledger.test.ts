@@ -1,6 +1,9 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { readProcess } from '../src/adapters/process-tree.js';
 import { ShellLedger } from '../src/adapters/shell-ledger.js';
 import { tempDir } from './support/agentd.js';
 
@@ -60,6 +63,28 @@ describe('shell ledger', () => {
     await factory.create({ conversationId: 'four', workdir: dir, env: {} });
     expect(fs.readFileSync(journal, 'utf8').trim().split('\n')).toHaveLength(3);
     expect(ShellLedger.read(journal)).toHaveLength(3);
+  });
+
+  it('a journaled shell that has exited but is not reaped yet (a zombie) is not one left running', async () => {
+    dir = tempDir('agentd-ledger-');
+    const journal = path.join(dir, 'shells.jsonl');
+    // `true` exits at once and stays a zombie: its parent becomes `sleep`, which never reaps.
+    const parent = spawn('sh', ['-c', 'true & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    try {
+      const pid = Number((await once(parent.stdout!, 'data'))[0].toString().trim());
+      await vi.waitFor(() => expect(readProcess(pid)?.zombie).toBe(true), { timeout: 5000 });
+      fs.writeFileSync(journal, JSON.stringify({ k: 'z', pid, t: readProcess(pid)!.startTime }) + '\n');
+      expect(new ShellLedger(journal).reapOrphans()).toBe(0);
+      // A running process with the journal's start time is one.
+      const running = readProcess(parent.pid!)!;
+      expect(running.zombie).toBe(false);
+      fs.writeFileSync(journal, JSON.stringify({ k: 'r', pid: running.pid, t: running.startTime }) + '\n');
+      const exited = once(parent, 'exit');
+      expect(new ShellLedger(journal).reapOrphans()).toBe(1);
+      expect((await exited)[1]).toBe('SIGKILL');
+    } finally {
+      parent.kill('SIGKILL');
+    }
   });
 
   it("killAllForExit is the factory's own, the journal unchanged; a factory without one gets none", async () => {

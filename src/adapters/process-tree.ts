@@ -7,6 +7,8 @@ export interface ProcessEntry {
   pgid: number;
   /** Start time in clock ticks since boot: tells a process from a later one that reused its pid. */
   startTime: number;
+  /** Exited, waiting for its parent (or init) to reap it: nothing left to stop. */
+  zombie: boolean;
 }
 
 /**
@@ -48,7 +50,7 @@ export function readProcess(pid: number): ProcessEntry | undefined {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Fields after "(comm)" start at field 3 (state); comm may itself contain spaces or parentheses.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { pid, ppid: Number(fields[1]), pgid: Number(fields[2]), startTime: Number(fields[19]) };
+    return { pid, ppid: Number(fields[1]), pgid: Number(fields[2]), startTime: Number(fields[19]), zombie: fields[0] === 'Z' || fields[0] === 'X' };
   } catch {
     return undefined;
   }

@@ -66,9 +66,11 @@ export class ShellLedger {
     const processes = listProcesses();
     for (const entry of previous) {
       const current = readProcess(entry.pid);
-      if (!current) {
+      // A zombie has exited already: the previous server's shells, killed at its exit, may not
+      // be reaped by init yet. Only a running process is a shell left behind.
+      if (!current || current.zombie) {
         // The leader is gone; what is left of its group (a sandbox's init that outlived bwrap) is ours.
-        if (processes.some((other) => other.pgid === entry.pid)) {
+        if (processes.some((other) => other.pgid === entry.pid && !other.zombie)) {
           killRecordedGroup({ pgid: entry.pid, startTime: entry.startTime });
           reaped += 1;
         }
