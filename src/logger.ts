@@ -1,5 +1,7 @@
-import fs from 'node:fs';
 import pino, { type Logger } from 'pino';
+import { TurnBatchedOutput } from './turn-batched-output.js';
+
+export { TurnBatchedOutput } from './turn-batched-output.js';
 
 /** Fields censored wherever they appear in a log record, whatever their value. */
 const REDACTED_KEYS = new Set(['authorization', 'api_key', 'apiKey', 'secret', 'secrets', 'masterKeys']);
@@ -92,48 +94,6 @@ function standardOutput(): TurnBatchedOutput {
   return (stdoutOutput ??= new TurnBatchedOutput(1));
 }
 const CHINDINGS = pino.symbols.chindingsSym;
-
-/**
- * Standard output, written once per event-loop turn: the lines a turn logs (under load, those of
- * many requests) go out in one write(2) when it ends, instead of one system call each. A line
- * waits at most until the end of its turn; what is pending when the process exits (an uncaught
- * error included) is written then. Writes are synchronous, as before: a reader that stops
- * reading holds the server back rather than letting lines pile up in memory.
- */
-export class TurnBatchedOutput {
-  private pending: string[] = [];
-  private scheduled = false;
-
-  constructor(private readonly fd: number) {
-    process.on('exit', () => this.flushSync());
-  }
-
-  write(line: string): boolean {
-    this.pending.push(line);
-    if (!this.scheduled) {
-      this.scheduled = true;
-      setImmediate(() => this.flushSync());
-    }
-    return true;
-  }
-
-  flushSync(): void {
-    this.scheduled = false;
-    if (this.pending.length === 0) return;
-    const text = this.pending.length === 1 ? this.pending[0]! : this.pending.join('');
-    this.pending = [];
-    const buffer = Buffer.from(text, 'utf8');
-    for (let written = 0; written < buffer.length; ) {
-      try {
-        written += fs.writeSync(this.fd, buffer, written);
-      } catch (error) {
-        // A full pipe (non-blocking stdout): wait for the reader, as a synchronous write would.
-        if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') return;
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
-      }
-    }
-  }
-}
 
 /** A request as logged: what it asked for, never its headers or body. */
 function loggedRequest(request: { method?: string; url?: string; id?: string; ip?: string }, mask: (text: string) => string) {

@@ -132,6 +132,36 @@ describe('GET /conversations/{id}, list and count', () => {
     expectError(await call('GET', '/conversations/not-a-uuid'), { status: 400, error: 'validation_error', message: /id: Invalid UUID/ });
   });
 
+  it('answers the bytes its list gives for it, with the content type of every JSON answer, and never an answer older than a change', async () => {
+    const { id } = (await call('POST', '/conversations', { title: 'kept', metadata: { n: 1 } })).body;
+    const raw = async () => server.app.inject({ method: 'GET', url: `/conversations/${id}`, headers: server.auth });
+    const listed = async () => {
+      const page = (await server.app.inject({ method: 'GET', url: '/conversations?limit=1000', headers: server.auth })).body;
+      const start = page.indexOf(`{"id":"${id}"`);
+      // The item ends where the next one (or the list) starts: its bytes are the object's own serialization.
+      const end = page.indexOf(',{"id":', start) === -1 ? page.indexOf('],"next_page_id"') : page.indexOf(',{"id":', start);
+      return page.slice(start, end);
+    };
+    const first = await raw();
+    expect(first.statusCode).toBe(200);
+    expect(first.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(first.body).toBe(await listed());
+    // Read again: the same bytes (the second answer is the kept one).
+    expect((await raw()).body).toBe(first.body);
+
+    await call('PUT', `/conversations/${id}/config`, { title: 'changed' });
+    const afterConfig = await raw();
+    expect(afterConfig.json()).toMatchObject({ title: 'changed' });
+    expect(afterConfig.body).toBe(await listed());
+
+    server.services.store.addUsage(id, { prompt_tokens: 5, completion_tokens: 1, cost: 0.25, cached_tokens: 0, reasoning_tokens: 0 });
+    expect((await raw()).json().usage).toMatchObject({ prompt_tokens: 5, completion_tokens: 1, cost: 0.25 });
+    server.services.store.setStatus(id, 'finished');
+    const afterStatus = await raw();
+    expect(afterStatus.json().status).toBe('finished');
+    expect(afterStatus.body).toBe(await listed());
+  });
+
   it('filters by status, sorts by created_at / updated_at both ways, and counts', async () => {
     const own = await startServer({ listen: false });
     try {

@@ -82,4 +82,26 @@ describe('TurnBatchedOutput', () => {
       fs.closeSync(fd);
     }
   });
+
+  it('takes a line in pieces, short and long, ASCII or not, and more than its first buffer holds in one turn', async () => {
+    const file = path.join(tempDir(), 'log.jsonl');
+    const fd = fs.openSync(file, 'w');
+    try {
+      const output = new TurnBatchedOutput(fd);
+      const pieces = ['{"a":', '"café 😀"', ',"b":"', 'x'.repeat(100), 'é'.repeat(70), '"}\n'];
+      for (const piece of pieces) output.append(piece);
+      output.endLine();
+      const long = `${'long line ✓ '.repeat(12_000)}\n`;
+      output.write(long);
+      output.write('last\n');
+      expect(fs.readFileSync(file, 'utf8')).toBe('');
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(fs.readFileSync(file, 'utf8')).toBe(`${pieces.join('')}${long}last\n`);
+      output.write('after\n');
+      output.flushSync();
+      expect(fs.readFileSync(file, 'utf8')).toBe(`${pieces.join('')}${long}last\nafter\n`);
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
 });

@@ -1,7 +1,10 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createLogger } from '../src/logger.js';
+import { createLogger, TurnBatchedOutput } from '../src/logger.js';
+import { tempDir } from './support/agentd.js';
 import { SecretMasker } from '../src/core/secrets/secret-masker.js';
 import { REQUEST_COMPLETED, requestLineWriter, type CompletedRequest } from '../src/http/request-log-line.js';
 
@@ -74,6 +77,34 @@ describe('the request line', () => {
     const masked = logger();
     requestLineWriter(masked.logger)(requests[2]!);
     expect(JSON.parse(masked.writes[0]!)).toMatchObject({ level: 30, service: 'agentd', url: '/conversations?page_id=<secret:TOKEN>&limit=2', status: 400, ms: 1.5, msg: REQUEST_COMPLETED });
+  });
+
+  it('is the same bytes when written in pieces straight into the standard output\'s buffer (TurnBatchedOutput)', () => {
+    const dir = tempDir();
+    try {
+      const file = path.join(dir, 'lines.jsonl');
+      const fd = fs.openSync(file, 'w');
+      const output = new TurnBatchedOutput(fd);
+      const masker = new SecretMasker({ TOKEN: SECRET });
+      const direct = createLogger({ level: 'info', destination: output, masker: { mask: (text) => masker.maskText(text) } });
+      const info = vi.spyOn(direct, 'info');
+      const reference = logger();
+      for (const request of requests) {
+        requestLineWriter(direct)(request);
+        // Lines pino writes itself go to the same buffer, in order.
+        direct.warn({ url: request.url }, 'between');
+        throughPino(reference.logger, request);
+        reference.logger.warn({ url: request.url }, 'between');
+      }
+      expect(info).not.toHaveBeenCalled();
+      output.flushSync();
+      fs.closeSync(fd);
+      const written = fs.readFileSync(file);
+      expect(written.equals(Buffer.from(reference.writes.join(''), 'utf8'))).toBe(true);
+      expect(written.toString('utf8')).not.toContain(SECRET);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('masks a secret whose value is in the message itself, as pino does', () => {

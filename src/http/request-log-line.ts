@@ -1,5 +1,6 @@
 import pino, { type Logger } from 'pino';
 import { loggableUrl, textMaskOf } from '../logger.js';
+import { TurnBatchedOutput } from '../turn-batched-output.js';
 
 /** What the one line a request logs when it ends says about it. */
 export interface CompletedRequest {
@@ -65,29 +66,81 @@ export function requestLineWriter(logger: Logger): (request: CompletedRequest) =
   const stream = internals[STREAM] as { write(line: string): unknown };
   const end = internals[END] as string;
   const ending = `,"msg":${JSON.stringify(REQUEST_COMPLETED)}${end}`;
+  const line = linePieces(stream);
   return (request) => {
     if (!logger.isLevelEnabled('info')) return;
-    let line = (internals[LEVEL_PREFIXES] as Record<number, string>)[info]! + (internals[TIME] as () => string)() + (internals[BINDINGS] as string);
-    line += ',"reqId":' + jsonString(request.reqId);
-    if (request.conversationId !== undefined) line += ',"conversation_id":' + jsonString(request.conversationId);
-    line += ',"method":' + jsonString(request.method) + ',"url":' + jsonString(mask(loggableUrl(request.url))) + ',"route":' + jsonString(request.route);
-    line += ',"status":' + jsonNumber(request.status) + ',"ms":' + jsonNumber(request.ms);
-    if (request.ip !== undefined) line += ',"ip":' + jsonString(request.ip);
+    // What calls out (the masker, pino's clock) first: once pieces are handed over, nothing can throw half-way through the line.
+    const start = (internals[LEVEL_PREFIXES] as Record<number, string>)[info]! + (internals[TIME] as () => string)();
+    const url = mask(loggableUrl(request.url));
     // The message is masked as pino's path masks it: a secret whose value is in this fixed text
     // (say `completed`) is masked there too, so no line holds a secret value, whatever it is.
     const message = mask(REQUEST_COMPLETED);
-    stream.write(line + (message === REQUEST_COMPLETED ? ending : `,"msg":${jsonString(message)}${end}`));
+    line.add(start);
+    line.add(internals[BINDINGS] as string);
+    line.add(',"reqId":');
+    addJsonString(line, request.reqId);
+    if (request.conversationId !== undefined) {
+      line.add(',"conversation_id":');
+      addJsonString(line, request.conversationId);
+    }
+    line.add(',"method":');
+    addJsonString(line, request.method);
+    line.add(',"url":');
+    addJsonString(line, url);
+    line.add(',"route":');
+    addJsonString(line, request.route);
+    line.add(',"status":');
+    line.add(jsonNumber(request.status));
+    line.add(',"ms":');
+    line.add(jsonNumber(request.ms));
+    if (request.ip !== undefined) {
+      line.add(',"ip":');
+      addJsonString(line, request.ip);
+    }
+    if (message === REQUEST_COMPLETED) line.add(ending);
+    else {
+      line.add(',"msg":');
+      addJsonString(line, message);
+      line.add(end);
+    }
+    line.end();
+  };
+}
+
+/** Where the pieces of a line go: straight into the turn's bytes (TurnBatchedOutput), or put together and written as one string. */
+interface LinePieces {
+  add(piece: string): void;
+  end(): void;
+}
+
+function linePieces(stream: { write(line: string): unknown }): LinePieces {
+  if (stream instanceof TurnBatchedOutput) return { add: (piece) => stream.append(piece), end: () => stream.endLine() };
+  let line = '';
+  return {
+    add: (piece) => {
+      line += piece;
+    },
+    end: () => {
+      const whole = line;
+      line = '';
+      stream.write(whole);
+    },
   };
 }
 
 /** As pino writes a string: quoted as is when nothing in it needs escaping, else JSON.stringify. */
-function jsonString(text: string): string {
+function addJsonString(line: LinePieces, text: string): void {
   for (let i = 0; i < text.length; i++) {
     const code = text.charCodeAt(i);
     // Control characters, the quote, the backslash, and surrogates (a lone one is escaped).
-    if (code < 32 || code === 34 || code === 92 || (code >= 0xd800 && code <= 0xdfff)) return JSON.stringify(text);
+    if (code < 32 || code === 34 || code === 92 || (code >= 0xd800 && code <= 0xdfff)) {
+      line.add(JSON.stringify(text));
+      return;
+    }
   }
-  return '"' + text + '"';
+  line.add('"');
+  line.add(text);
+  line.add('"');
 }
 
 /** As pino writes a number: null when it is not finite. */

@@ -8,6 +8,7 @@ import type { EventReader } from '../events/event-recorder.js';
 import type { ConfigChange, ConversationRecord, ConversationRepository } from './conversation-record.js';
 import { ConversationIndex, type ListConversationsQuery } from './conversation-index.js';
 import { placeholderRecord } from './placeholder-record.js';
+import { ConversationViews } from './conversation-views.js';
 import { publicConversation } from './public-conversation.js';
 import type { ConversationSummary, SavedSummaries } from './summary-store.js';
 import { holdUserKeyed, userKeyed } from './user-keyed.js';
@@ -25,8 +26,8 @@ export class ConversationStore {
   private readonly records = new ConversationIndex();
   /** Per conversation: how many events its log holds (the seq of the last one). */
   private readonly eventCounts = new Map<string, number>();
-  /** Bumped whenever a record is created, saved or deleted (caches derived from records check it). */
-  revision = 0;
+  /** What clients see of each record, made again only after it changed (dropped in mutable, touch, index, unindex). */
+  private readonly views = new ConversationViews();
   /** Bumped only when the set of secret values held changes (a record added or removed, its secrets set). */
   secretsRevision = 0;
   private loaded = false;
@@ -139,7 +140,8 @@ export class ConversationStore {
 
   list(query: ListConversationsQuery): Page<Conversation> {
     const page = this.records.page(query);
-    return { items: page.items.map((record) => this.toPublic(record)), next_page_id: page.next_page_id };
+    // Made for the page and not kept: a listing of every conversation would push the kept views out.
+    return { items: page.items.map((record) => publicConversation(record, this.eventCounts.get(record.id) ?? 0)), next_page_id: page.next_page_id };
   }
 
   count(status?: ConversationStatus): number {
@@ -171,8 +173,9 @@ export class ConversationStore {
     return { network: network === 'host' && !(this.deps.hostNetworkAllowed ?? false) ? true : network };
   }
 
+  /** The same object until the conversation changes (see ConversationViews). */
   toPublic(record: Readonly<ConversationRecord>): Conversation {
-    return publicConversation(record, this.eventCounts.get(record.id) ?? 0);
+    return this.views.of(record, this.eventCounts.get(record.id) ?? 0);
   }
 
 
@@ -186,7 +189,6 @@ export class ConversationStore {
   /** The first save of a record that was added (it keeps its created_at as updated_at). */
   persist(id: string): void {
     const record = this.mutable(id);
-    this.revision += 1;
     this.deps.repository.save(record);
   }
 
@@ -265,7 +267,6 @@ export class ConversationStore {
     record.pending_actions = [];
     if (!save) {
       this.touch(record, isoTimestamp(this.clock.now()));
-      this.revision += 1;
       return;
     }
     this.saveOrUndo(record, before);
@@ -338,22 +339,23 @@ export class ConversationStore {
     // At load the record is not indexed yet: load() quarantines it itself.
     const record = this.records.get(id);
     if (!record || record.quarantine) return false;
+    this.views.drop(record);
     record.quarantine = error.damage;
     record.status = 'error';
-    this.revision += 1;
     return true;
   }
 
+  /** The record to change: every transition gets it here, so its view is dropped first. */
   private mutable(id: string): ConversationRecord {
     const record = this.records.get(id);
     if (!record) throw new NotFoundError('conversation', id);
+    this.views.drop(record);
     return record;
   }
 
   private save(record: ConversationRecord): void {
     if (record.quarantine) throw new ConversationQuarantinedError(record.id, record.quarantine);
     this.touch(record, isoTimestamp(this.clock.now()));
-    this.revision += 1;
     this.deps.repository.save(record);
   }
 
@@ -363,31 +365,32 @@ export class ConversationStore {
       this.save(record);
     } catch (error) {
       Object.assign(record, before);
+      this.views.drop(record);
       throw error;
     }
   }
 
   private touch(record: ConversationRecord, timestamp: string): void {
     if (timestamp <= record.updated_at) return;
+    this.views.drop(record);
     const old = record.updated_at;
     record.updated_at = timestamp;
     this.records.updated(record, old);
   }
 
   private index(record: ConversationRecord): void {
-    this.revision += 1;
+    this.views.drop(record);
     this.secretsRevision += 1;
     this.records.add(record);
   }
 
   private indexAll(records: readonly ConversationRecord[]): void {
-    this.revision += 1;
     this.secretsRevision += 1;
     this.records.addAll(records);
   }
 
   private unindex(record: ConversationRecord): void {
-    this.revision += 1;
+    this.views.drop(record);
     this.secretsRevision += 1;
     this.records.remove(record);
     this.eventCounts.delete(record.id);

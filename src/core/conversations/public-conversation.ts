@@ -22,7 +22,8 @@ export function publicConversation(record: Readonly<ConversationRecord>, eventCo
     pending_actions: record.pending_actions,
     current_run_id: record.current_run_id,
     event_count: record.quarantine ? 0 : eventCount,
-    usage: record.usage,
+    // A copy: the record's totals grow in place (addUsage), a view is a snapshot (ConversationViews).
+    usage: { ...record.usage },
     created_at: record.created_at,
     updated_at: record.updated_at,
     metadata: record.metadata,

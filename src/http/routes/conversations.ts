@@ -5,9 +5,11 @@ import { CountResponse } from '../../core/schemas/common.js';
 import { Conversation, CreateConversationBody, UpdateConversationConfigBody } from '../../core/schemas/conversation.js';
 import { ConversationListQuery, ConversationPage, DeleteConversationQuery, StatusFilter } from '../contract/conversations.js';
 import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
+import { snapshotSender } from '../snapshot-body.js';
 
 export function conversationRoutes(services: Pick<Services, 'conversations'>): FastifyPluginAsyncZod {
   const conversations = services.conversations;
+  const sendConversation = snapshotSender(Conversation);
   return async (app) => {
     app.post(
       '/conversations',
@@ -69,7 +71,7 @@ export function conversationRoutes(services: Pick<Services, 'conversations'>): F
           response: { 200: Conversation, ...errors(400, 404) },
         },
       },
-      async (request) => conversations.get(request.params.id),
+      async (request, reply) => sendConversation(reply, conversations.get(request.params.id)),
     );
 
     app.put(
