@@ -31,7 +31,7 @@ export interface LogMasker {
 export interface LoggerOptions {
   level: string;
   /** Where lines go (default: stdout as JSON lines; `terminalDestination()` pretty-prints for a terminal). */
-  destination?: NodeJS.WritableStream;
+  destination?: NodeJS.WritableStream | TurnBatchedOutput;
   /** Bound once secrets are loaded (before that, nothing is masked: no secret is known yet). */
   masker?: LogMasker;
 }
