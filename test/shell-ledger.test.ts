@@ -68,11 +68,12 @@ describe('shell ledger', () => {
   it('a journaled shell that has exited but is not reaped yet (a zombie) is not one left running', async () => {
     dir = tempDir('agentd-ledger-');
     const journal = path.join(dir, 'shells.jsonl');
-    // `true` exits at once and stays a zombie: its parent becomes `sleep`, which never reaps.
-    const parent = spawn('sh', ['-c', 'true & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // The background `sleep 1` exits after its parent sh has become `sleep 30` (exec), which never
+    // reaps: it stays a zombie. (A child that exited before the exec could be reaped by sh.)
+    const parent = spawn('sh', ['-c', 'sleep 1 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
     try {
       const pid = Number((await once(parent.stdout!, 'data'))[0].toString().trim());
-      await vi.waitFor(() => expect(readProcess(pid)?.zombie).toBe(true), { timeout: 5000 });
+      await vi.waitFor(() => expect(readProcess(pid)?.zombie).toBe(true), { timeout: 10_000 });
       fs.writeFileSync(journal, JSON.stringify({ k: 'z', pid, t: readProcess(pid)!.startTime }) + '\n');
       expect(new ShellLedger(journal).reapOrphans()).toBe(0);
       // A running process with the journal's start time is one.
