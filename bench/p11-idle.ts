@@ -18,10 +18,10 @@ export const p11Idle: Benchmark = {
   id: 'P11',
   title: 'idle cost',
   measures:
-    'processes, fds, server RSS, children PSS, idle CPU and wakeups per idle conversation after one run each (50/200/500/1,000 conversations without network, 50 with; --quick 20 and 10), before and after AGENTD_IDLE_TIMEOUT_S, versus the empty server.',
+    'processes, fds, server RSS, children PSS, idle CPU and wakeups per idle conversation after one run each (50/200/500/1,000 conversations without network, 50 with; --quick 20 and 10, 0.5 s windows), before and after AGENTD_IDLE_TIMEOUT_S, versus the empty server.',
   async run({ quick, tmp }) {
     const sizes = quick ? [20] : [50, 200, 500, 1000];
-    const windowMs = quick ? 1_000 : 10_000;
+    const windowMs = quick ? 500 : 10_000;
     const fake = await startFakeLlm({ whenExhausted: bashThenAnswer });
     const rows: string[][] = [];
     const notes: string[] = [];
@@ -143,7 +143,7 @@ async function spawnServer(tmp: string, name: string, idleTimeoutS: string): Pro
 
 /** Settles, then samples the server and its processes over an idle window. */
 async function idleWindow(server: StartedProcess, windowMs: number): Promise<IdleFigures> {
-  // Half the window to settle, at most a second (--quick: 0.5 s of its 1 s windows).
+  // Half the window to settle, at most a second (--quick: 0.25 s of its 0.5 s windows).
   await sleep(Math.min(1000, windowMs / 2));
   const before = census(server.child.pid!);
   const started = performance.now();
