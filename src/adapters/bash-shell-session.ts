@@ -114,9 +114,7 @@ export class BashShellSession implements ShellSession {
   async close(): Promise<void> {
     this.running?.stopGuard?.();
     const proc = this.proc;
-    proc?.killAll();
-    for (const [pgid, startTime] of this.backgroundGroups) killRecordedGroup({ pgid, startTime });
-    this.backgroundGroups.clear();
+    this.killProcesses();
     this.config.openShells?.delete(this);
     if (proc) await Promise.race([proc.finalized, new Promise((resolve) => setTimeout(resolve, 2000))]);
   }
@@ -132,6 +130,11 @@ export class BashShellSession implements ShellSession {
    */
   killForExit(): void {
     if (this.answered && this.proc?.sandboxed) return;
+    this.killProcesses();
+  }
+
+  /** SIGKILL to bash's processes (the sandbox) and to its background jobs' groups; nothing waited for. */
+  private killProcesses(): void {
     this.proc?.killAll();
     for (const [pgid, startTime] of this.backgroundGroups) killRecordedGroup({ pgid, startTime });
     this.backgroundGroups.clear();
