@@ -9,6 +9,7 @@ import type { ConfigChange, ConversationRecord, ConversationRepository } from '.
 import { ConversationIndex, type ListConversationsQuery } from './conversation-index.js';
 import { placeholderRecord } from './placeholder-record.js';
 import { ConversationViews } from './conversation-views.js';
+import { keepNewestOfGrowing } from './newest-of-growing.js';
 import { publicConversation } from './public-conversation.js';
 import type { ConversationSummary, SavedSummaries } from './summary-store.js';
 import { holdUserKeyed, userKeyed } from './user-keyed.js';
@@ -178,7 +179,6 @@ export class ConversationStore {
     return this.views.of(record, this.eventCounts.get(record.id) ?? 0);
   }
 
-
   // --- Transitions: the only ways a record changes ------------------------------------------
 
   /** A new conversation, indexed now and persisted by `persist` (after its first message is in the log). */
@@ -204,11 +204,7 @@ export class ConversationStore {
     const count = Math.max(summary?.event_count ?? 0, this.eventCounts.get(id) ?? 0);
     if (current) this.unindex(current);
     if (!stored) return;
-    if (current && !current.quarantine && !stored.quarantine) {
-      if (current.updated_at > stored.updated_at) stored.updated_at = current.updated_at;
-      if (usageSum(current.usage) > usageSum(stored.usage)) stored.usage = current.usage;
-    }
-    if (!stored.quarantine && summary && summary.updated_at > stored.updated_at) stored.updated_at = summary.updated_at;
+    keepNewestOfGrowing(stored, current, summary);
     this.index(stored);
     this.eventCounts.set(id, count);
   }
@@ -399,8 +395,3 @@ export class ConversationStore {
 
 /** Statuses of a conversation with no run in progress and nothing it waits on: a run may start over them without a save. */
 const SETTLED: ReadonlySet<ConversationStatus> = new Set(['idle', 'paused', 'finished', 'error', 'stuck']);
-
-/** How far a usage total has grown (totals only grow: the larger one is the newer). */
-function usageSum(usage: ConversationRecord['usage']): number {
-  return usage.prompt_tokens + usage.completion_tokens + usage.cost;
-}
