@@ -68,6 +68,15 @@ function childrenMatching(pattern: string): number[] {
   return out;
 }
 
+/** Sends one message, waits for the run to end, and returns its bash call's observation, checked successful. */
+async function runOnce(id: string): Promise<{ content: string }> {
+  expect((await harness.post(`/conversations/${id}/messages`, { content: 'go' })).status).toBe(202);
+  await harness.waitForStatus(id, ['idle', 'error']);
+  const [observation] = (await harness.events(id)).filter((event) => event.kind === 'observation');
+  expect(observation).toMatchObject({ is_error: false, data: { exit_code: 0 } });
+  return observation;
+}
+
 // The sandbox's bwrap names the workdir on its command line: that is how this test sees the shell.
 const bwrapSandbox = Boolean(findInPath('bwrap', process.env.PATH ?? '/usr/bin:/bin')) && (process.env.AGENTD_SANDBOX ?? 'auto') !== 'none';
 if (!bwrapSandbox) console.warn('test/idle-release.test.ts: the shell-at-creation test skipped (no bwrap sandbox here)');
@@ -81,10 +90,7 @@ describe.runIf(bwrapSandbox)('a shell started at creation', () => {
     await waitForProcess(workdir, 15_000);
     const before = childrenMatching(workdir);
     expect(before).toHaveLength(1);
-    expect((await harness.post(`/conversations/${id}/messages`, { content: 'go' })).status).toBe(202);
-    await harness.waitForStatus(id, ['idle', 'error']);
-    const [observation] = (await harness.events(id)).filter((event) => event.kind === 'observation');
-    expect(observation).toMatchObject({ is_error: false, data: { exit_code: 0 } });
+    const observation = await runOnce(id);
     expect(observation.content).toContain('from the warm shell');
     expect(observation.content).not.toMatch(/restarted/);
     // The same sandbox ran the command: no second shell was started for the run.
@@ -110,10 +116,7 @@ describe.runIf(bwrapSandbox)('a shell started at creation', () => {
     fs.mkdirSync(`${workdir}/dir`, { mode: 0o755 });
     // The shell goes after the idle timeout without a run; the first run starts another, and is not told of a restart.
     await waitForNoProcess(workdir, 15_000);
-    expect((await harness.post(`/conversations/${id}/messages`, { content: 'go' })).status).toBe(202);
-    await harness.waitForStatus(id, ['idle', 'error']);
-    const [observation] = (await harness.events(id)).filter((event) => event.kind === 'observation');
-    expect(observation).toMatchObject({ is_error: false, data: { exit_code: 0 } });
+    const observation = await runOnce(id);
     expect(observation.content).toContain('from the host\nmore\n');
     expect(observation.content).not.toMatch(/restarted|stopped after/);
     if (asRoot) {
@@ -131,10 +134,7 @@ describe.runIf(bwrapSandbox)('a shell started at creation', () => {
     await waitForProcess(workdir, 15_000);
     const before = childrenMatching(workdir);
     fs.writeFileSync(`${workdir}/late.txt`, 'late\n', { mode: 0o644 });
-    expect((await harness.post(`/conversations/${id}/messages`, { content: 'go' })).status).toBe(202);
-    await harness.waitForStatus(id, ['idle', 'error']);
-    const [observation] = (await harness.events(id)).filter((event) => event.kind === 'observation');
-    expect(observation).toMatchObject({ is_error: false, data: { exit_code: 0 } });
+    const observation = await runOnce(id);
     expect(observation.content).toContain('late\nmore\n');
     const [owner, uid] = observation.content.trim().split('\n').slice(-2);
     expect(owner).toBe(uid);
