@@ -280,7 +280,6 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       resumeOnFailover: config.cluster.resumeOnFailover,
       store,
       agent,
-      sessions,
       webhooks,
       logger,
       checkpoints: {

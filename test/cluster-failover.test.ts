@@ -11,7 +11,7 @@ import { freePort, spawnServer, tempDir, type SpawnedServer } from './support/ag
 import { findNatsServer, startNatsServer, type NatsServer } from './support/nats-server.js';
 import { findPostgres, startPostgres, type PostgresCluster } from './support/postgres-cluster.js';
 import { connectSse, type SseConnection } from './support/sse-client.js';
-import { killMatching } from './support/processes.js';
+import { killMatching, liveDescendants } from './support/processes.js';
 import { WebhookReceiver } from './support/webhook-receiver.js';
 import { clusterHeaders as headers, clusterRequest, eventually as until, startInstance } from './support/cluster-instances.js';
 
@@ -147,6 +147,8 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
       const created = await api(a!.url, '/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm2.url, api_key: 'k' }, initial_message: 'go' }) });
       const id = created.body.id as string;
       await until('the bash call started on A', 30_000, async () => ((await api(b!.url, `/conversations/${id}/events?limit=100`)).body.items as { kind: string }[]).some((event) => event.kind === 'action'));
+      // A's shell (and the command in it) is alive while it runs the conversation.
+      expect(liveDescendants(a!.child.pid!).length).toBeGreaterThan(0);
       a!.child.kill('SIGSTOP');
       const paused = await until('B took the run over', 30_000, async () => {
         const runs = (await api(b!.url, `/conversations/${id}/runs`)).body?.items as { status: string; outcome: string }[] | undefined;
@@ -157,6 +159,8 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
       // A wakes up: its bash call has ended meanwhile and its run wants to carry on.
       a!.child.kill('SIGCONT');
       await until('A noticed it lost the lease', 30_000, async () => /^agentd_cluster_leases_lost_total 1$/m.test(await (await fetch(`${a!.url}/metrics`, { headers })).text()));
+      // Its shell goes with the lease: left running, it sat in the workdir B now works in until A exited.
+      await until("A closed its shell of the conversation it lost", 15_000, async () => liveDescendants(a!.child.pid!).length === 0);
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       expect((await api(b!.url, `/conversations/${id}/events?limit=100`)).body.items).toEqual(afterTakeover);
       expect((await api(b!.url, `/conversations/${id}`)).body.status).toBe('paused');

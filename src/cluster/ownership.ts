@@ -19,7 +19,6 @@ import { addressRefuses } from './address-probe.js';
 import { Replica } from './replica.js';
 import type { PostgresStorage } from '../compose-storage.js';
 import type { AgentRuntime } from '../core/agent/agent-runtime.js';
-import type { AgentSessions } from '../core/agent/agent-sessions.js';
 import type { ConversationStore } from '../core/conversations/conversation-store.js';
 import { AppError } from '../core/errors.js';
 import type { Webhooks } from '../compose-webhooks.js';
@@ -33,7 +32,6 @@ export interface OwnershipDeps {
   resumeOnFailover: boolean;
   store: ConversationStore;
   agent: AgentRuntime;
-  sessions: AgentSessions;
   webhooks: Webhooks;
   logger: Logger;
   /** Workdir checkpoints (on the storage instances share): read again, and a rewind under way finished, when a conversation is taken over. */
@@ -189,7 +187,7 @@ export class Ownership {
 
   /** This instance holds the lease now: take the conversation over as it is stored. */
   private async adopt(lease: Lease): Promise<void> {
-    const { pg, agent, sessions, webhooks, logger } = this.deps;
+    const { pg, agent, webhooks, logger } = this.deps;
     const id = lease.conversationId;
     this.held.set(id, lease);
     pg.fences.set(id, { owner: this.id, token: lease.token });
@@ -200,7 +198,8 @@ export class Ownership {
     if ('damaged' in stored) await pg.repository.mark(id);
     if ('damaged' in stored || !stored.record) return;
     await pg.runs.reload(id);
-    sessions.forget(id);
+    // A session left from an earlier hold (its shell included) is stale: the history is folded again from the log.
+    await agent.handOver(id);
     await this.deps.checkpoints.adopt(id).catch((error: unknown) => logger.error({ err: error, conversation_id: id }, 'could not finish the rewind under way after taking the conversation over'));
     webhooks.adopt(await pg.webhooks.loadConversation(id));
     if (!(await agent.recover(id, 'failover'))) return;
@@ -224,8 +223,7 @@ export class Ownership {
     this.stats.lost++;
     this.deps.logger.warn({ conversation_id: id }, 'lost the lease of a conversation: another instance runs it now');
     await this.deps.webhooks.release(id);
-    await this.deps.agent.pause(id, 'shutdown').catch(() => {});
-    this.deps.sessions.forget(id);
+    await this.deps.agent.handOver(id);
   }
 
   /**

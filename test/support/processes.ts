@@ -44,3 +44,32 @@ export function killMatching(pattern: string): number {
   }
   return killed;
 }
+
+/** The live (not zombie) processes descended from `pid`, read from /proc: a server's shells and what they run. */
+export function liveDescendants(pid: number): number[] {
+  const parentOf = new Map<number, number>();
+  const live = new Set<number>();
+  for (const name of fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
+    let stat: string;
+    try {
+      stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // After the command name in parentheses: state, then the parent's pid.
+    const [state, parent] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    parentOf.set(Number(name), Number(parent));
+    if (state !== 'Z') live.add(Number(name));
+  }
+  const found: number[] = [];
+  const frontier = [pid];
+  while (frontier.length > 0) {
+    const parent = frontier.pop()!;
+    for (const [child, itsParent] of parentOf) {
+      if (itsParent !== parent) continue;
+      frontier.push(child);
+      if (live.has(child)) found.push(child);
+    }
+  }
+  return found;
+}

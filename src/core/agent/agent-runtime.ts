@@ -275,6 +275,19 @@ export class AgentRuntime implements ConversationRuntime {
   }
 
   /**
+   * Another instance runs the conversation now (this one lost its lease, or takes it back and
+   * drops what it held from before): the run here stops (fenced out, it can record nothing
+   * more), and the session goes with its shell, MCP servers and idle countdown. Forgetting the
+   * session alone left its shell running (a sandbox in a workdir another instance now works
+   * in) until this server exited. The records stay: they are the holder's to change.
+   */
+  async handOver(conversationId: string): Promise<void> {
+    await this.lifecycle.forgetReleased(conversationId);
+    await this.driver.pause(conversationId, 'shutdown').catch(() => undefined);
+    await this.lifecycle.close(conversationId, (session) => this.condensation.stop(session));
+  }
+
+  /**
    * Shutdown: pause every run (recorded as events), then close every shell. `exiting`: the
    * process exits right after, and the shells are killed then by the shell factory
    * (killAllForExit), with nothing waiting for their exits; they are left open here. Without
