@@ -191,13 +191,17 @@ describe('the summaries of a clean shutdown', () => {
     const saved = new Map([['a', { updated_at: now, event_count: 3 }], ['b', { updated_at: now, event_count: 0 }]]);
     await store.save(saved);
     expect(await store.take()).toEqual(saved);
+    // With the usage held at the stop (a run end may have left the record's file behind it).
+    const withUsage = new Map([['a', { updated_at: now, event_count: 3, usage: { prompt_tokens: 5, completion_tokens: 2, cost: 0.5, cached_tokens: 1, reasoning_tokens: 0 } }]]);
+    await store.save(withUsage);
+    expect(await store.take()).toEqual(withUsage);
     expect(fs.existsSync(file)).toBe(false);
     // Held by the records snapshot saved with them: only its token is saved (a few bytes instead of ~100 per conversation).
     await store.save(saved, { inSnapshot: 'token-1' });
     expect(fs.readFileSync(file, 'utf8')).toBe('{"version":2,"snapshot":"token-1"}');
     expect(await store.take()).toEqual({ inSnapshot: 'token-1' });
     expect(fs.existsSync(file)).toBe(false);
-    for (const bad of [{ version: 2, summaries: {} }, { version: 2, snapshot: 5 }, { version: 3, snapshot: 'token-1' }, { version: 1, summaries: { a: { updated_at: now, event_count: -1 } } }, { version: 1, summaries: { a: { updated_at: 5, event_count: 1 } } }, { version: 1, summaries: { a: null } }, 'not json']) {
+    for (const bad of [{ version: 2, summaries: {} }, { version: 2, snapshot: 5 }, { version: 3, snapshot: 'token-1' }, { version: 1, summaries: { a: { updated_at: now, event_count: -1 } } }, { version: 1, summaries: { a: { updated_at: 5, event_count: 1 } } }, { version: 1, summaries: { a: null } }, { version: 1, summaries: { a: { updated_at: now, event_count: 1, usage: { prompt_tokens: -1, completion_tokens: 0, cost: 0 } } } }, { version: 1, summaries: { a: { updated_at: now, event_count: 1, usage: 'x' } } }, 'not json']) {
       fs.writeFileSync(file, typeof bad === 'string' ? bad : JSON.stringify(bad));
       expect(await store.take(), JSON.stringify(bad)).toBeNull();
     }

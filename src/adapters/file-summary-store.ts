@@ -6,7 +6,7 @@ import type { ConversationSummary, SavedSummaries, SummaryStore } from '../core/
  * `<dataDir>/summaries.json`: written at a clean shutdown, removed when start-up reads it. Either
  * `{version: 2, snapshot: <token>}`, when the records snapshot written at the same shutdown holds
  * the summaries (record-snapshot.ts), or (the snapshot not saved, or a data dir of an older server)
- * `{version: 1, summaries: {<id>: {updated_at, event_count}}}`.
+ * `{version: 1, summaries: {<id>: {updated_at, event_count, usage}}}` (usage: of newer servers only).
  */
 export class FileSummaryStore implements SummaryStore {
   constructor(private readonly file: string) {}
@@ -51,11 +51,21 @@ function summariesOf(value: unknown): SavedSummaries | null {
   if (file.version === 2) return typeof file.snapshot === 'string' ? { inSnapshot: file.snapshot } : null;
   if (file.version !== 1 || typeof file.summaries !== 'object' || file.summaries === null) return null;
   const out = new Map<string, ConversationSummary>();
-  for (const [id, summary] of Object.entries(file.summaries as Record<string, { updated_at?: unknown; event_count?: unknown } | null>)) {
+  for (const [id, summary] of Object.entries(file.summaries as Record<string, { updated_at?: unknown; event_count?: unknown; usage?: unknown } | null>)) {
     if (typeof summary !== 'object' || summary === null) return null;
     const { updated_at, event_count } = summary;
     if (typeof updated_at !== 'string' || typeof event_count !== 'number' || !Number.isInteger(event_count) || event_count < 0) return null;
-    out.set(id, { updated_at, event_count });
+    if (summary.usage === undefined) out.set(id, { updated_at, event_count });
+    else if (isUsage(summary.usage)) out.set(id, { updated_at, event_count, usage: summary.usage });
+    else return null;
   }
   return out;
+}
+
+/** Usage totals: counts that are whole and not negative, a cost not negative. */
+function isUsage(value: unknown): value is NonNullable<ConversationSummary['usage']> {
+  if (typeof value !== 'object' || value === null) return false;
+  const usage = value as Record<string, unknown>;
+  const count = (n: unknown, optional: boolean) => (optional && n === undefined) || (typeof n === 'number' && Number.isInteger(n) && n >= 0);
+  return count(usage.prompt_tokens, false) && count(usage.completion_tokens, false) && typeof usage.cost === 'number' && usage.cost >= 0 && count(usage.cached_tokens, true) && count(usage.reasoning_tokens, true);
 }

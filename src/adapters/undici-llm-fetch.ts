@@ -45,10 +45,17 @@ export async function llmFetch(input: string | URL | Request, init?: RequestInit
     await answer.body.dump().catch(() => undefined);
     return new Response(null, { status: answer.statusCode, headers: responseHeaders });
   }
-  // The body stream is async-iterable: the Response reads it as its ReadableStream (only once read).
-  const response = new Response(answer.body as unknown as ReadableStream<Uint8Array>, { status: answer.statusCode, headers: responseHeaders });
+  // A streamed answer (2xx, event stream) is read from undici's stream alone (answerBodyOf): the SDK
+  // reads no successful body itself, and wrapping it in a WHATWG stream cost ~70 µs of CPU per call.
+  // Any other body stream is async-iterable: the Response reads it as its ReadableStream (only once read).
+  const readHere = answer.statusCode >= 200 && answer.statusCode < 300 && isEventStream(answer.headers['content-type']);
+  const response = new Response(readHere ? null : (answer.body as unknown as ReadableStream<Uint8Array>), { status: answer.statusCode, headers: responseHeaders });
   answerBodies.set(response, answer.body);
   return response;
+}
+
+function isEventStream(contentType: string | string[] | undefined): boolean {
+  return typeof contentType === 'string' && /^\s*text\/event-stream\s*(;|$)/i.test(contentType);
 }
 
 /** undici's body stream behind each Response made here (see answerBodyOf). */
@@ -57,7 +64,7 @@ const answerBodies = new WeakMap<Response, Readable>();
 /**
  * The body of an answer as undici's stream, for a reader that goes without the Response's
  * WHATWG stream (chat-stream-reader.ts); undefined for a Response not made here. Read one or
- * the other, never both.
+ * the other, never both: a successful event stream has only this one (its Response's body is null).
  */
 export function answerBodyOf(response: Response): Readable | undefined {
   return answerBodies.get(response);

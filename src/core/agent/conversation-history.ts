@@ -45,6 +45,8 @@ export class ConversationHistory {
   private systemItem: string | LlmMessage | null = null;
   /** The tool schemas recorded with the system prompt, as JSON (the runtime compares them). */
   private systemTools = '';
+  /** The schema objects last found equal to `systemTools` (the same objects again need no JSON: tool-offer.ts derives each tool's once). */
+  private systemToolsSeen: readonly unknown[] = [];
   private messages: HistoryEntry[] = [];
   private deferred: HistoryEntry[] = [];
   private readonly openCalls = new Map<string, string>();
@@ -76,6 +78,7 @@ export class ConversationHistory {
         this.system = event.content;
         this.systemItem = null;
         this.systemTools = sharedToolsJson(JSON.stringify(event.tools));
+        this.systemToolsSeen = [];
         return;
       case 'message':
         // The answer to an `ask_user` question: the model reads it as that call's observation.
@@ -200,7 +203,11 @@ export class ConversationHistory {
 
   /** True when `content` and `tools` are what the last system_prompt event recorded. */
   hasSystemPromptOf(content: string, tools: readonly unknown[]): boolean {
-    return this.system === content && this.systemTools === JSON.stringify(tools);
+    if (this.system !== content) return false;
+    if (tools.length > 0 && tools.length === this.systemToolsSeen.length && tools.every((tool, i) => tool === this.systemToolsSeen[i])) return true;
+    if (this.systemTools !== JSON.stringify(tools)) return false;
+    this.systemToolsSeen = [...tools];
+    return true;
   }
 
   /** The tool name of an open call. */

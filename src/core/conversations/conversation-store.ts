@@ -1,5 +1,5 @@
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
-import { ConversationQuarantinedError, DamagedDataError, NotFoundError, type Damage } from '../errors.js';
+import { ConversationQuarantinedError, NotFoundError, type DamagedDataError, type Damage } from '../errors.js';
 import type { Page } from '../pagination.js';
 import type { Conversation, LlmUsage, PendingAction, SandboxNetwork } from '../schemas/conversation.js';
 import type { ConversationStatus } from '../schemas/event.js';
@@ -7,9 +7,10 @@ import type { AppendedEvent, EventLog } from '../events/event-log.js';
 import type { EventReader } from '../events/event-recorder.js';
 import type { ConfigChange, ConversationRecord, ConversationRepository } from './conversation-record.js';
 import { ConversationIndex, type ListConversationsQuery } from './conversation-index.js';
-import { placeholderRecord } from './placeholder-record.js';
 import { ConversationViews } from './conversation-views.js';
 import { keepNewestOfGrowing } from './newest-of-growing.js';
+import { SettledOnDisk } from './settled-on-disk.js';
+import { loadConversations } from './load-conversations.js';
 import { publicConversation } from './public-conversation.js';
 import type { ConversationSummary, SavedSummaries } from './summary-store.js';
 import { holdUserKeyed, userKeyed } from './user-keyed.js';
@@ -29,6 +30,8 @@ export class ConversationStore {
   private readonly eventCounts = new Map<string, number>();
   /** What clients see of each record, made again only after it changed (dropped in mutable, touch, index, unindex). */
   private readonly views = new ConversationViews();
+  /** Which records' files hold a settled status with nothing pending (a run end to the same status need not save). */
+  private readonly onDisk = new SettledOnDisk();
   /** Bumped only when the set of secret values held changes (a record added or removed, its secrets set). */
   secretsRevision = 0;
   private loaded = false;
@@ -65,49 +68,24 @@ export class ConversationStore {
   };
 
   /**
-   * Load every conversation. One whose stored data is damaged is quarantined, not fatal: it is
-   * listed with status `error` and the damage, refuses everything but reads of its summary and
-   * deletion, and its files are never written. Returns the quarantined ones.
-   *
-   * `saved` summaries (of the last clean shutdown, or word that the records snapshot holds them),
-   * or else the repository's (a log unchanged since a snapshot of it), spare reading each
-   * conversation's log: the others' last event is read.
+   * Load every conversation (load-conversations.ts). One whose stored data is damaged is
+   * quarantined, not fatal: it is listed with status `error` and the damage, refuses everything
+   * but reads of its summary and deletion, and its files are never written. Returns those.
    */
   async load(saved: SavedSummaries | null = null): Promise<{ id: string; error: DamagedDataError }[]> {
-    const inSnapshot = saved !== null && 'inSnapshot' in saved ? saved.inSnapshot : undefined;
-    const summaries = saved !== null && !('inSnapshot' in saved) ? saved : null;
-    const { records, damaged, summaryOf } = await this.deps.repository.loadAll({ afterCleanStop: saved !== null, ...(inSnapshot !== undefined && { snapshotToken: inSnapshot }) });
-    const quarantined = [...damaged];
-    for (const record of records) {
-      try {
-        // Appends move updated_at in memory only (see touch): the summary, or else the last event in the log, says when the conversation last changed.
-        const summary = summaries?.get(record.id) ?? summaryOf?.(record.id) ?? (await this.summaryFromLog(record.id));
-        if (summary.updated_at > record.updated_at) record.updated_at = summary.updated_at;
-        this.eventCounts.set(record.id, summary.event_count);
-        for (const check of this.deps.integrityChecks ?? []) check(record.id);
-      } catch (error) {
-        if (!(error instanceof DamagedDataError)) throw error;
-        quarantined.push({ id: record.id, error });
-        this.deps.log.quarantine(record.id, error);
-        record.quarantine = error.damage;
-        record.status = 'error';
-      }
-    }
-    for (const { id, error } of damaged) this.deps.log.quarantine(id, error);
-    this.indexAll([...records, ...damaged.map(({ id, error }) => placeholderRecord({ id, damage: error.damage, now: isoTimestamp(this.clock.now()) }))]);
+    const loaded = await loadConversations({ repository: this.deps.repository, log: this.deps.log, integrityChecks: this.deps.integrityChecks, saved, now: isoTimestamp(this.clock.now()) });
+    for (const [id, count] of loaded.eventCounts) this.eventCounts.set(id, count);
+    // Their files say what they hold now but for what only grows (see setStatus).
+    for (const record of loaded.records) if (!record.quarantine) this.onDisk.saved(record);
+    this.indexAll(loaded.records);
     this.loaded = true;
-    return quarantined;
-  }
-
-  private async summaryFromLog(id: string): Promise<ConversationSummary> {
-    const [last] = await this.deps.log.read(id, { order: 'desc', limit: 1 });
-    return { updated_at: last?.event.timestamp ?? '', event_count: last?.event.seq ?? 0 };
+    return loaded.quarantined;
   }
 
   /** What start-up needs of each conversation that is not quarantined, to be saved at shutdown. */
   summaries(): Map<string, ConversationSummary> {
     const out = new Map<string, ConversationSummary>();
-    for (const record of this.all()) out.set(record.id, { updated_at: record.updated_at, event_count: this.eventCounts.get(record.id) ?? 0 });
+    for (const record of this.all()) out.set(record.id, { updated_at: record.updated_at, event_count: this.eventCounts.get(record.id) ?? 0, usage: record.usage });
     return out;
   }
 
@@ -190,6 +168,7 @@ export class ConversationStore {
   persist(id: string): void {
     const record = this.mutable(id);
     this.deps.repository.save(record);
+    this.onDisk.saved(record);
   }
 
   /**
@@ -205,6 +184,7 @@ export class ConversationStore {
     if (current) this.unindex(current);
     if (!stored) return;
     keepNewestOfGrowing(stored, current, summary);
+    this.onDisk.saved(stored);
     this.index(stored);
     this.eventCounts.set(id, count);
   }
@@ -223,6 +203,7 @@ export class ConversationStore {
   /** A conversation whose events were written before its record (a fork): saved (the moment it exists), indexed, with its event count. */
   adopt(record: ConversationRecord, eventCount: number): void {
     this.deps.repository.save(record);
+    this.onDisk.saved(record);
     this.index(record);
     this.eventCounts.set(record.id, eventCount);
   }
@@ -238,6 +219,10 @@ export class ConversationStore {
   /**
    * The conversation's status and current run, saved; a save that fails (a full disk) leaves
    * the record as it was. `running` needs the run's id; any other status clears it.
+   *
+   * Not saved when the file already says so (a run end `idle` again, its start saved nothing): the
+   * file lags then only in updated_at and usage, which the log holds and start-up takes from it
+   * (log-summary.ts). Saved anyway when other instances read the record.
    */
   setStatus(id: string, status: ConversationStatus, runId: string | null = null): void {
     const record = this.mutable(id);
@@ -245,6 +230,10 @@ export class ConversationStore {
     record.status = status;
     // A run waiting for an answer is still the current run.
     record.current_run_id = status === 'running' || status === 'waiting_for_input' ? runId : null;
+    if (!this.deps.persistUsage && !this.deps.persistRunStart && !record.quarantine && this.onDisk.holds(record)) {
+      this.touch(record, isoTimestamp(this.clock.now()));
+      return;
+    }
     this.saveOrUndo(record, before);
   }
 
@@ -353,6 +342,7 @@ export class ConversationStore {
     if (record.quarantine) throw new ConversationQuarantinedError(record.id, record.quarantine);
     this.touch(record, isoTimestamp(this.clock.now()));
     this.deps.repository.save(record);
+    this.onDisk.saved(record);
   }
 
   /** Saves the record; a save that fails (a full disk) puts back what `before` holds. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Usage } from '../schemas/usage.js';
 
 /** What the log readers keep about a conversation, so that start-up need not read its log. */
 export const ConversationSummary = z.object({
@@ -6,6 +7,12 @@ export const ConversationSummary = z.object({
   updated_at: z.string(),
   /** How many events the log holds (the seq of the last one). */
   event_count: z.number().int().min(0),
+  /**
+   * The conversation's usage totals as the log last recorded them (its newest `usage` event), or
+   * as held at a clean stop: a run end that saved no record (ConversationStore.setStatus) left the
+   * record's own totals behind them. Absent when unknown.
+   */
+  usage: Usage.optional(),
 });
 export type ConversationSummary = z.infer<typeof ConversationSummary>;
 
