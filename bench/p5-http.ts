@@ -34,7 +34,7 @@ export const p5Http: Benchmark = {
     const durationMs = quick ? 300 : 2_000;
     const warmupMs = quick ? 100 : 500;
     // Even --quick measures several rounds: the spread of the ratios shows how far one run can be trusted.
-    const rounds = quick ? 2 : 4;
+    const rounds = quick ? 2 : 6;
     const secretConversations = quick ? 1_000 : 10_000;
     const manySecrets = path.join(tmp, 'data-secrets');
     // Every log line is scrubbed of every conversation's secret values (the last line of defence): does that scale?
@@ -64,27 +64,37 @@ export const p5Http: Benchmark = {
       ];
       // Each agentd row is measured right after the bare route, every round: the ratio of each
       // adjacent pair cancels most of the load elsewhere on the machine; medians over the rounds.
-      const [baseline, ...rest] = targets;
+      // The row with many conversations is measured right beside `/alive` with one (in turn
+      // before and after it), sharing its bare run: their CPU per request, pair by pair, is the
+      // steady answer to "does the number of conversations cost anything" (rows measured far
+      // apart in time differed by ×0.65-×1.08 from run to run).
+      const [baseline, oneAlive, , , , manyAlive] = targets;
       const runs = new Map<Target, Measured[]>(targets.map((target) => [target, []]));
-      const pairRatios = new Map<Target, number[]>(rest.map((target) => [target, []]));
+      const pairRatios = new Map<Target, number[]>(targets.slice(1).map((target) => [target, []]));
+      const manyVsOne: number[] = [];
+      const record = (target: Target, measured: Measured, bareRun: Measured) => {
+        if (measured.result.errors > 0) throw new Error(`${target.label}: ${measured.result.errors} failed requests`);
+        runs.get(target)!.push(measured);
+        if (target !== baseline) pairRatios.get(target)!.push(measured.result.perSecond / bareRun.result.perSecond);
+      };
       for (let round = 0; round < rounds; round++) {
-        for (const target of rest) {
+        for (const target of targets.slice(1, 5)) {
           const bareRun = await measure({ target: baseline!, durationMs, warmupMs });
-          const run = await measure({ target, durationMs, warmupMs });
-          for (const [which, measured] of [[baseline!, bareRun], [target, run]] as const) {
-            if (measured.result.errors > 0) throw new Error(`${which.label}: ${measured.result.errors} failed requests`);
-            runs.get(which)!.push(measured);
+          record(baseline!, bareRun, bareRun);
+          const group = target === oneAlive ? (round % 2 === 0 ? [oneAlive, manyAlive!] : [manyAlive!, oneAlive]) : [target];
+          const measured = new Map<Target, Measured>();
+          for (const member of group) {
+            const run = await measure({ target: member, durationMs, warmupMs });
+            record(member, run, bareRun);
+            measured.set(member, run);
           }
-          pairRatios.get(target)!.push(run.result.perSecond / bareRun.result.perSecond);
+          if (target === oneAlive) manyVsOne.push(cpuPerRequest(measured.get(oneAlive!)!) / cpuPerRequest(measured.get(manyAlive!)!));
         }
       }
       const typical = (target: Target): Measured => {
         const sorted = [...runs.get(target)!].sort((a, b) => a.result.perSecond - b.result.perSecond);
         return sorted[Math.floor((sorted.length - 1) / 2)]!;
       };
-      // Server CPU per request: what the server itself spends, whatever else runs on the machine
-      // (requests/s on a shared machine also measure the scheduler); its ratio is bare's over this row's.
-      const cpuPerRequest = (measured: Measured) => (measured.serverCpu / measured.result.perSecond) * 1e6;
       const medianCpuUs = (target: Target) => median(runs.get(target)!.map(cpuPerRequest));
       const rows = targets.map((target) => {
         const { result, serverCpu, clientCpu } = typical(target);
@@ -94,13 +104,14 @@ export const p5Http: Benchmark = {
       });
       const perRequestUs = (target: Target) => 1e6 / (typical(baseline!).result.perSecond * (target === baseline ? 1 : median(pairRatios.get(target)!)));
       return {
-        sizes: `${CONNECTIONS} kept-alive connections, ${durationMs / 1000} s per measurement after ${warmupMs / 1000} s of warm-up; ${rounds} round${rounds > 1 ? 's' : ''}, each agentd row right after a bare one`,
+        sizes: `${CONNECTIONS} kept-alive connections, ${durationMs / 1000} s per measurement after ${warmupMs / 1000} s of warm-up; ${rounds} round${rounds > 1 ? 's' : ''}, each agentd row right after a bare one (the row with many conversations beside \`/alive\` with one, sharing its bare run)`,
         tables: [{ columns: ['route', 'requests/s (median)', 'p50 ms', 'p99 ms', 'server CPU', 'load generator CPU', 'vs bare: median (min–max) of pairs', 'server CPU µs/request (median)', 'bare\'s CPU/request ÷ this'], rows }],
         notes: [
           `\`/alive\` costs ${fmt(perRequestUs(targets[1]!) - perRequestUs(targets[0]!))} µs more per request than a bare Fastify route (${fmt(perRequestUs(targets[3]!) - perRequestUs(targets[0]!))} µs without the request log line); \`/conversations/{id}\` (auth, lookup, zod serialization) ${fmt(perRequestUs(targets[2]!) - perRequestUs(targets[0]!))} µs.`,
-          `With ${secretConversations.toLocaleString('en-US')} conversations holding a secret each, \`/alive\` costs ${fmt(perRequestUs(targets[5]!) - perRequestUs(targets[1]!))} µs more per request than with one conversation: log records are masked at the source (logger.ts: only the strings that can carry a secret, such as the URL, are scanned, through an index whose cost does not grow with the number of values).`,
+          `With ${secretConversations.toLocaleString('en-US')} conversations holding a secret each, \`/alive\` costs ${fmt(perRequestUs(targets[5]!) - perRequestUs(targets[1]!))} µs more per request than with one conversation (requests/s). Server CPU per request, one conversation's ÷ this row's, measured side by side (in turn first and second) in each round: ×${spread(manyVsOne)}. Log records are masked at the source (logger.ts: only the strings that can carry a secret, such as the URL, are scanned, through an index whose cost does not grow with the number of values).`,
           'CPU columns are the share of one core during the row: a server near 100% is the bottleneck; the load generator shares the other core.',
-          'Server CPU µs/request is the steadier figure on a shared machine: requests/s also measure how often the scheduler runs each process, CPU time per request only what the server spends.',
+          'Server CPU µs/request is the steadier figure on a shared machine: requests/s also measure how often the scheduler runs each process, CPU time per request only what the server spends. It is read over the measured window only (not the warm-up).',
+          'CPU per request also falls as a server gets busier (more requests per event-loop turn and per system call): a row whose server CPU share is far from another\'s is not compared at the same load (the bare server, bound by the load generator, is usually the idler one).',
           ...(typical(baseline!).clientCpu > 0.9
             ? ['The bare route is bound by the load generator (near 100% of a core): its rate is a floor, so the ratios are upper bounds and agentd\'s extra µs per request lower bounds.']
             : []),
@@ -112,15 +123,34 @@ export const p5Http: Benchmark = {
   },
 };
 
+/** Server and client CPU over the measured window only (not the warm-up, not the drain after it), as shares of one core. */
+/**
+ * Server CPU per request in µs: what the server itself spends, whatever else runs on the machine
+ * (requests/s on a shared machine also measure the scheduler).
+ */
+function cpuPerRequest(measured: Measured): number {
+  return (measured.serverCpu / measured.result.perSecond) * 1e6;
+}
+
 async function measure(options: { target: Target; durationMs: number; warmupMs: number }): Promise<Measured> {
   const { target, durationMs, warmupMs } = options;
   const pid = target.server.child.pid!;
-  const serverBefore = cpuTimeOf(pid);
-  const clientBefore = process.cpuUsage();
-  const result = await loadLoop({ origin: target.server.url, path: target.path, connections: CONNECTIONS, durationMs, warmupMs, ...(target.headers ? { headers: target.headers } : {}) });
-  const wall = durationMs + warmupMs;
-  const client = process.cpuUsage(clientBefore);
-  return { result, serverCpu: (cpuTimeOf(pid) - serverBefore) / wall, clientCpu: (client.user + client.system) / 1000 / wall };
+  let serverBefore = 0;
+  let clientBefore = process.cpuUsage();
+  let windowStarted = 0;
+  let window = { serverMs: 0, clientMs: 0, wallMs: 1 };
+  const onWindow = (edge: 'start' | 'end') => {
+    if (edge === 'start') {
+      serverBefore = cpuTimeOf(pid);
+      clientBefore = process.cpuUsage();
+      windowStarted = performance.now();
+      return;
+    }
+    const client = process.cpuUsage(clientBefore);
+    window = { serverMs: cpuTimeOf(pid) - serverBefore, clientMs: (client.user + client.system) / 1000, wallMs: performance.now() - windowStarted };
+  };
+  const result = await loadLoop({ origin: target.server.url, path: target.path, connections: CONNECTIONS, durationMs, warmupMs, onWindow, ...(target.headers ? { headers: target.headers } : {}) });
+  return { result, serverCpu: window.serverMs / window.wallMs, clientCpu: window.clientMs / window.wallMs };
 }
 
 async function createOne(url: string): Promise<string> {

@@ -11,8 +11,18 @@ export interface LoadResult {
 /**
  * A closed-loop HTTP load generator: `connections` kept-alive connections, each sending the next
  * request as soon as the previous answer is read, for `durationMs` after `warmupMs`. Loopback only.
+ * `onWindow` is called when the measured window starts and when it ends (e.g. to read the
+ * server's CPU time over exactly the requests counted).
  */
-export async function loadLoop(options: { origin: string; path: string; headers?: Record<string, string>; connections: number; durationMs: number; warmupMs: number }): Promise<LoadResult> {
+export async function loadLoop(options: {
+  origin: string;
+  path: string;
+  headers?: Record<string, string>;
+  connections: number;
+  durationMs: number;
+  warmupMs: number;
+  onWindow?: (edge: 'start' | 'end') => void;
+}): Promise<LoadResult> {
   const pool = new Pool(options.origin, { connections: options.connections, pipelining: 1 });
   const latencies: number[] = [];
   let errors = 0;
@@ -33,12 +43,14 @@ export async function loadLoop(options: { origin: string; path: string; headers?
   };
   const workers = Array.from({ length: options.connections }, worker);
   await new Promise((resolve) => setTimeout(resolve, options.warmupMs));
+  options.onWindow?.('start');
   measuring = true;
   errors = 0;
   const started = performance.now();
   await new Promise((resolve) => setTimeout(resolve, options.durationMs));
   measuring = false;
   const elapsedMs = performance.now() - started;
+  options.onWindow?.('end');
   const requests = latencies.length;
   stopping = true;
   await Promise.all(workers);
