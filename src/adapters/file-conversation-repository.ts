@@ -58,6 +58,7 @@ export class FileConversationRepository implements ConversationRepository {
       }
     }
     if (snapshot) loaded.summaryOf = (id) => this.summaryFromSnapshot(id, snapshot.get(id), current);
+    if (current) loaded.rightAfterCleanStop = true;
     // After a clean shutdown no save was cut short: nothing to sweep.
     if (!options.afterCleanStop) void this.sweepTemporaryFiles(ids);
     return loaded;

@@ -32,6 +32,8 @@ export class ConversationStore {
   /** Bumped only when the set of secret values held changes (a record added or removed, its secrets set). */
   secretsRevision = 0;
   private loaded = false;
+  /** Loaded right after a clean stop (LoadedConversations.rightAfterCleanStop): no run can be open, no store was written since. */
+  loadedAfterCleanStop = false;
 
   constructor(
     private readonly deps: {
@@ -40,7 +42,7 @@ export class ConversationStore {
       clock?: Clock;
       /** Whether conversations may use the host's network (`sandbox.network: "host"`). */
       hostNetworkAllowed?: boolean;
-      /** Read a conversation's other stores at load (its runs): each throws DamagedDataError when damaged. */
+      /** Read a conversation's other stores at load (its runs; right after a clean stop, on first use instead): each throws DamagedDataError when damaged. */
       integrityChecks?: readonly ((conversationId: string) => void)[];
       /** Save the record with each usage added (instances sharing a database list each other's conversations from it). */
       persistUsage?: boolean;
@@ -76,7 +78,7 @@ export class ConversationStore {
   async load(saved: SavedSummaries | null = null): Promise<{ id: string; error: DamagedDataError }[]> {
     const inSnapshot = saved !== null && 'inSnapshot' in saved ? saved.inSnapshot : undefined;
     const summaries = saved !== null && !('inSnapshot' in saved) ? saved : null;
-    const { records, damaged, summaryOf } = await this.deps.repository.loadAll({ afterCleanStop: saved !== null, ...(inSnapshot !== undefined && { snapshotToken: inSnapshot }) });
+    const { records, damaged, summaryOf, rightAfterCleanStop = false } = await this.deps.repository.loadAll({ afterCleanStop: saved !== null, ...(inSnapshot !== undefined && { snapshotToken: inSnapshot }) });
     const quarantined = [...damaged];
     for (const record of records) {
       try {
@@ -84,7 +86,7 @@ export class ConversationStore {
         const summary = summaries?.get(record.id) ?? summaryOf?.(record.id) ?? (await this.summaryFromLog(record.id));
         if (summary.updated_at > record.updated_at) record.updated_at = summary.updated_at;
         this.eventCounts.set(record.id, summary.event_count);
-        for (const check of this.deps.integrityChecks ?? []) check(record.id);
+        if (!rightAfterCleanStop) for (const check of this.deps.integrityChecks ?? []) check(record.id);
       } catch (error) {
         if (!(error instanceof DamagedDataError)) throw error;
         quarantined.push({ id: record.id, error });
@@ -96,6 +98,7 @@ export class ConversationStore {
     for (const { id, error } of damaged) this.deps.log.quarantine(id, error);
     this.indexAll([...records, ...damaged.map(({ id, error }) => placeholderRecord({ id, damage: error.damage, now: isoTimestamp(this.clock.now()) }))]);
     this.loaded = true;
+    this.loadedAfterCleanStop = rightAfterCleanStop;
     return quarantined;
   }
 
