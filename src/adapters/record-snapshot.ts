@@ -121,13 +121,24 @@ export class RecordSnapshot {
     // The bytes after the last newline so far: the start of a line that a later piece ends.
     let partial: Buffer | null = null;
     const consume = (bytes: Buffer) => {
-      const whole = partial === null ? bytes : Buffer.concat([partial, bytes]);
-      const end = whole.lastIndexOf(10);
-      partial = end + 1 < whole.length ? whole.subarray(end + 1) : null;
-      if (end < 0) return;
-      // One text for the piece's lines (a large object: no young-generation collections for it); each line a slice of it, no copy.
-      const text = whole.toString('utf8', 0, end + 1);
-      for (let start = 0, newline = text.indexOf('\n'); newline >= 0; start = newline + 1, newline = text.indexOf('\n', start)) line(text.slice(start, newline));
+      let start = 0;
+      if (partial !== null) {
+        // The line begun in an earlier piece: only it is copied, not the piece.
+        const end = bytes.indexOf(10);
+        if (end < 0) return void (partial = Buffer.concat([partial, bytes]));
+        line(Buffer.concat([partial, bytes.subarray(0, end)]).toString('utf8'));
+        partial = null;
+        start = end + 1;
+      }
+      const end = bytes.lastIndexOf(10);
+      if (end < start) {
+        if (start < bytes.length) partial = bytes.subarray(start);
+        return;
+      }
+      if (end + 1 < bytes.length) partial = bytes.subarray(end + 1);
+      // One text for the piece's whole lines (a large object: no young-generation collections for it); each line a slice of it, no copy.
+      const text = bytes.toString('utf8', start, end + 1);
+      for (let from = 0, newline = text.indexOf('\n'); newline >= 0; from = newline + 1, newline = text.indexOf('\n', from)) line(text.slice(from, newline));
     };
     const piece = Buffer.alloc(PIECE_BYTES);
     for (let at = IV_BYTES; at < size - TAG_BYTES; ) {
