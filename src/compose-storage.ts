@@ -28,7 +28,7 @@ export async function composeStorage(options: {
   return {
     kind: 'files',
     log,
-    runs: new FileRunStore(conversationsDir, { storageError }),
+    runs: new FileRunStore(conversationsDir, { storageError, onDamaged: options.onDamaged }),
     repository,
     summaries: new FileSummaryStore(path.join(config.dataDir, 'summaries.json')),
     webhooks: new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box, fsync: config.fsync, storageError }),

@@ -136,6 +136,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     storageError,
     onDamaged: (conversationId, error) => {
       if (!store.quarantineFound(conversationId, error)) return;
+      // Found in its runs (first read after a clean stop): its log is written no more either, as when found at start-up.
+      log.quarantine(conversationId, error);
       logger.error({ conversation_id: conversationId, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
     },
   });

@@ -178,4 +178,53 @@ describe('damaged records', () => {
       fs.rmSync(cleanDir, { recursive: true, force: true });
     }
   });
+
+  it('runs damaged while the server was stopped cleanly are quarantined when first read', { timeout: 90_000 }, async () => {
+    // A clean stop ended and recorded every run, so the next start reads no runs.jsonl: the damage
+    // is found on first use, and from then on the conversation is quarantined like at start-up.
+    const cleanDir = tempDir('agentd-damage-runs-clean-');
+    try {
+      const first = await spawnServer({ dataDir: cleanDir, env });
+      servers.push(first);
+      const ids: string[] = [];
+      for (const title of ['damaged', 'healthy']) {
+        const created = await api(first, 'POST', '/conversations', { title, llm: { model: 'fake', base_url: llm.url, api_key: 'sk-test' }, initial_message: `${title} 1`, run: false });
+        expect(created.status).toBe(201);
+        ids.push(created.body.id);
+      }
+      const [damagedId, healthyId] = ids as [string, string];
+      llm.push({ text: 'Done.' });
+      expect((await api(first, 'POST', `/conversations/${damagedId}/messages`, { content: 'go', run: true })).status).toBe(202);
+      await until(async () => (await api(first, 'GET', `/conversations/${damagedId}`)).body.status !== 'running', 'the run to end', 20_000);
+      first.child.kill('SIGTERM');
+      await first.exited;
+      expect(fs.existsSync(path.join(cleanDir, 'summaries.json'))).toBe(true);
+      const runsFile = path.join(cleanDir, 'conversations', damagedId, 'runs.jsonl');
+      fs.writeFileSync(runsFile, `{"torn\n${fs.readFileSync(runsFile, 'utf8')}`);
+      const damagedBytes = fs.readFileSync(runsFile);
+
+      const second = await spawnServer({ dataDir: cleanDir, env });
+      servers.push(second);
+      // Nothing is known yet: the runs were not read at start-up.
+      expect(((await (await fetch(`${second.url}/health`)).json()) as any).checks.quarantined.conversations).toEqual([]);
+      const firstRead = await api(second, 'GET', `/conversations/${damagedId}/runs`);
+      expect(firstRead.status).toBe(409);
+      expect(firstRead.body).toMatchObject({ error: expect.stringMatching(/^(data_damaged|conversation_quarantined)$/), message: expect.any(String) });
+      const health = (await (await fetch(`${second.url}/health`)).json()) as { status: string; checks: { quarantined: { conversations: string[] } } };
+      expect(health.status).toBe('degraded');
+      expect(health.checks.quarantined.conversations).toEqual([damagedId]);
+      expect((await api(second, 'GET', `/conversations/${damagedId}`)).body).toMatchObject({ status: 'error', quarantine: { file: 'runs.jsonl', line: 1 } });
+      for (const body of [{ content: 'more', run: false }, { content: 'more', run: true }]) {
+        const refused = await api(second, 'POST', `/conversations/${damagedId}/messages`, body);
+        expect(refused.status).toBe(409);
+        expect(refused.body.error).toBe('conversation_quarantined');
+      }
+      expect(fs.readFileSync(runsFile)).toEqual(damagedBytes);
+      expect(second.output()).toContain(`${path.join(damagedId, 'runs.jsonl')}","line":1`);
+      // The other conversation is served and takes writes.
+      expect((await api(second, 'POST', `/conversations/${healthyId}/messages`, { content: 'after', run: false })).body.event.seq).toBe(2);
+    } finally {
+      fs.rmSync(cleanDir, { recursive: true, force: true });
+    }
+  });
 });

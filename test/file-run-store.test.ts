@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FileRunStore } from '../src/adapters/file-run-store.js';
 import type { Run } from '../src/core/agent/run-record.js';
+import { DamagedDataError } from '../src/core/errors.js';
 import { CreateConversationBody } from '../src/core/schemas/conversation.js';
 import { startServer, tempDir } from './support/agentd.js';
 
@@ -59,7 +60,7 @@ describe('FileRunStore', () => {
     expect(store.list(conversation).map((run) => [run.id, run.status])).toEqual([[first.id, 'completed'], [second.id, 'completed'], [third.id, 'failed'], [fourth.id, 'paused']]);
     expect(new FileRunStore(dir).list(conversation)).toEqual(store.list(conversation));
   });
-  it('holds no idle conversation\'s runs after a start: read by start-up\'s check, then read from the file again when used', async () => {
+  it('holds no idle conversation\'s runs after a start (right after a clean stop start-up does not read them): read from the file when used', async () => {
     dir = tempDir('agentd-runs-start-');
     let server = await startServer({ dataDir: dir, listen: false });
     const id = (await server.services.conversations.create(CreateConversationBody.parse({ title: 'held' }))).record.id;
@@ -77,5 +78,20 @@ describe('FileRunStore', () => {
     } finally {
       await server.close();
     }
+  });
+  it('reports runs found damaged when first read, once, naming the conversation and the line; a healthy conversation is not reported', () => {
+    dir = tempDir('agentd-runs-damaged-');
+    const reported: [string, DamagedDataError][] = [];
+    const store = new FileRunStore(dir, { onDamaged: (conversationId, error) => reported.push([conversationId, error]) });
+    const damaged = randomUUID();
+    const healthy = randomUUID();
+    fs.mkdirSync(path.join(dir, damaged));
+    fs.writeFileSync(path.join(dir, damaged, 'runs.jsonl'), `${JSON.stringify(runOf(damaged, 'completed'))}\nnot a run\n`);
+    store.save(runOf(healthy, 'completed'));
+    expect(() => store.list(damaged)).toThrow(DamagedDataError);
+    expect(store.list(healthy)).toHaveLength(1);
+    expect(reported).toHaveLength(1);
+    expect(reported[0]![0]).toBe(damaged);
+    expect(reported[0]![1].damage).toMatchObject({ file: 'runs.jsonl', line: 2 });
   });
 });

@@ -34,16 +34,20 @@ export class FileConversationRepository implements ConversationRepository {
   }
 
   async loadAll(options: { afterCleanStop?: boolean; snapshotToken?: string } = {}): Promise<LoadedConversations> {
-    const loadedSnapshot = this.snapshot?.load() ?? null;
-    const snapshot = loadedSnapshot?.entries ?? null;
-    // Written by the clean shutdown just before this start (its summaries say so): nothing has appended to any log since.
-    const current = loadedSnapshot !== null && options.snapshotToken === loadedSnapshot.token;
     const entries = await fs.promises.readdir(this.dir, { withFileTypes: true });
     const ids: string[] = [];
     for (const entry of entries) if (entry.isDirectory()) ids.push(entry.name);
     const loaded: LoadedConversations = { records: [], damaged: [] };
-    // From the snapshot: a record whose file is as the snapshot saw it (one stat, no read, decrypt or validation).
-    const unread = snapshot ? ids.filter((id) => !this.fromSnapshot(id, snapshot.get(id), loaded)) : ids;
+    const snapshot = this.loadSnapshot(new Set(ids), options.snapshotToken);
+    let unread = ids;
+    if (snapshot) {
+      const { taken, current } = snapshot;
+      // In the snapshot's order (created_at: see saveSnapshot), which the index then need not sort.
+      for (const entry of taken.values()) loaded.records.push(entry.record);
+      unread = ids.filter((id) => !taken.has(id));
+      loaded.summaryOf = (id) => this.summaryFromSnapshot(id, taken.get(id), current);
+      if (current) loaded.rightAfterCleanStop = true;
+    }
     // Reads overlap (the disk may be slow to answer one at a time); parsing each is synchronous.
     for (let i = 0; i < unread.length; i += LOAD_CONCURRENCY) {
       const batch = await Promise.all(unread.slice(i, i + LOAD_CONCURRENCY).map((id) => this.read(id)));
@@ -57,18 +61,26 @@ export class FileConversationRepository implements ConversationRepository {
         }
       }
     }
-    if (snapshot) loaded.summaryOf = (id) => this.summaryFromSnapshot(id, snapshot.get(id), current);
     // After a clean shutdown no save was cut short: nothing to sweep.
     if (!options.afterCleanStop) void this.sweepTemporaryFiles(ids);
     return loaded;
   }
 
-  private fromSnapshot(id: string, entry: SnapshotEntry | undefined, loaded: LoadedConversations): boolean {
-    if (!entry) return false;
-    const stat = fs.statSync(`${this.dir}/${id}/${FILE}`, { throwIfNoEntry: false });
-    if (!stat || !hasStamp(stat, entry.stamp) || entry.record.id !== id) return false;
-    loaded.records.push(entry.record);
-    return true;
+  /**
+   * From the snapshot, when there is one to trust: each record of a directory here whose file is
+   * as the snapshot saw it (one stat as its line is read; no read, decrypt or validation), and
+   * whether the snapshot is `current`: written by the clean shutdown just before this start (its
+   * summaries say so), so that nothing has appended to any log since.
+   */
+  private loadSnapshot(ids: ReadonlySet<string>, snapshotToken: string | undefined): { taken: Map<string, SnapshotEntry>; current: boolean } | null {
+    if (!this.snapshot) return null;
+    const taken = new Map<string, SnapshotEntry>();
+    const token = this.snapshot.load((id, entry) => {
+      if (!ids.has(id) || entry.record.id !== id) return;
+      const stat = fs.statSync(`${this.dir}/${id}/${FILE}`, { throwIfNoEntry: false });
+      if (stat && hasStamp(stat, entry.stamp)) taken.set(id, entry);
+    });
+    return token === null ? null : { taken, current: token === snapshotToken };
   }
 
   /**
@@ -91,7 +103,8 @@ export class FileConversationRepository implements ConversationRepository {
    */
   async saveSnapshot(records: Iterable<Readonly<ConversationRecord>>, summaries: ReadonlyMap<string, ConversationSummary>): Promise<string | undefined> {
     if (!this.snapshot) return undefined;
-    const all = [...records];
+    // In created_at order, as the index sorts them (as the store holds them after a start from a snapshot: then sorted already).
+    const all = [...records].sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const entries: [string, SnapshotEntry][] = [];
     const statOf = (file: string) => fs.promises.stat(file).catch(() => null);
     for (let i = 0; i < all.length; i += LOAD_CONCURRENCY) {

@@ -21,7 +21,11 @@ export class FileRunStore implements RunStore {
 
   constructor(
     private readonly conversationsDir: string,
-    private readonly options: { storageError?: (error: unknown) => unknown } = {},
+    private readonly options: {
+      storageError?: (error: unknown) => unknown;
+      /** A conversation's runs found damaged when first read (right after a clean stop, start-up does not read them): it is quarantined. */
+      onDamaged?: (conversationId: string, error: DamagedDataError) => void;
+    } = {},
   ) {}
 
   save(run: Run): void {
@@ -54,6 +58,15 @@ export class FileRunStore implements RunStore {
   private load(conversationId: string): ReadonlyMap<string, Run> {
     const cached = this.cache.get(conversationId);
     if (cached) return cached;
+    try {
+      return this.read(conversationId);
+    } catch (error) {
+      if (error instanceof DamagedDataError) this.options.onDamaged?.(conversationId, error);
+      throw error;
+    }
+  }
+
+  private read(conversationId: string): ReadonlyMap<string, Run> {
     const runs = new Map<string, Run>();
     const file = this.fileOf(conversationId);
     // Most conversations have no runs: checked without the cost of an ENOENT exception (all are read at start-up).

@@ -1,6 +1,5 @@
 import fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { StringDecoder } from 'node:string_decoder';
 import { ConversationRecord } from '../core/conversations/conversation-record.js';
 import type { SecretBox } from '../core/secrets/secret-box.js';
 import { VERSION } from '../version.js';
@@ -25,13 +24,6 @@ export function hasStamp(stat: fs.Stats, stamp: FileStamp | null | undefined): b
   return Array.isArray(stamp) && stat.ino === stamp[0] && stat.size === stamp[1] && stat.mtimeMs === stamp[2] && stat.ctimeMs === stamp[3];
 }
 
-/** A snapshot as loaded: its entries by conversation id, and the token it was written with. */
-export interface LoadedSnapshot {
-  entries: Map<string, SnapshotEntry>;
-  /** Random per save: the summaries a clean shutdown saved name it (summaries.json) when they are this snapshot's. */
-  token: string;
-}
-
 export interface SnapshotEntry {
   record: ConversationRecord;
   /** The stamp of the record's file as the snapshot saw it. */
@@ -39,6 +31,13 @@ export interface SnapshotEntry {
   /** The stamp of the conversation's event log and the events it held then (null: no log file): the log's summary while the log is unchanged. */
   log: { stamp: FileStamp; eventCount: number } | null;
 }
+
+/**
+ * Given each entry as its line is read, with the token of the save (random per save: the summaries
+ * a clean shutdown saved name it, in summaries.json, when they are this snapshot's). What it keeps
+ * of them is of use only if `load` then returns the token: the whole snapshot authenticated.
+ */
+export type SnapshotVisitor = (id: string, entry: SnapshotEntry, token: string) => void;
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
@@ -71,29 +70,36 @@ export class RecordSnapshot {
     private readonly box: SecretBox,
   ) {}
 
-  /** The entries of the last clean shutdown, by conversation id; null when there is none to trust. The file stays. */
-  load(): LoadedSnapshot | null {
+  /**
+   * The entries of the last clean shutdown, each given to `visit` as it is read (none is held
+   * here: what start-up does not keep is garbage while it is young); then the save's token, or
+   * null when there is none to trust (what `visit` kept must then be dropped). The file stays.
+   */
+  load(visit: SnapshotVisitor): string | null {
     let fd: number;
     try {
       fd = fs.openSync(this.file, 'r');
     } catch {
       return null;
     }
-    let entries: LoadedSnapshot | null = null;
+    let token: string | null = null;
     try {
-      entries = this.read(fd);
+      token = this.read(fd, visit);
     } catch {
-      entries = null;
+      token = null;
     } finally {
       fs.closeSync(fd);
     }
     // Torn, damaged, from another key or another server: never of use, not read again at the next start.
-    if (!entries) fs.rmSync(this.file, { force: true });
-    return entries;
+    if (token === null) fs.rmSync(this.file, { force: true });
+    return token;
   }
 
-  /** Parsed line by line as it is opened; nothing is used unless the tag at the end authenticates all of it. */
-  private read(fd: number): LoadedSnapshot | null {
+  /**
+   * Decrypted a piece at a time, decoded up to its last newline byte (never part of a UTF-8
+   * character) and parsed line by line. The token only once the tag at the end authenticates all of it.
+   */
+  private read(fd: number, visit: SnapshotVisitor): string | null {
     const size = fs.fstatSync(fd).size;
     if (size < IV_BYTES + TAG_BYTES) return null;
     const iv = Buffer.alloc(IV_BYTES);
@@ -101,33 +107,48 @@ export class RecordSnapshot {
     fs.readSync(fd, iv, 0, IV_BYTES, 0);
     fs.readSync(fd, tag, 0, TAG_BYTES, size - TAG_BYTES);
     const opening = this.box.opening(iv, tag);
-    const decoder = new StringDecoder('utf8');
-    const entries = new Map<string, SnapshotEntry>();
     let token: string | null = null;
-    let partial = '';
-    const consume = (text: string) => {
-      const lines = (partial + text).split('\n');
-      partial = lines.pop()!;
-      for (const line of lines) {
-        if (token === null) {
-          const [tag, saved] = JSON.parse(line) as [unknown, unknown];
-          if (tag !== snapshotTag() || typeof saved !== 'string') throw new Error('written by another server version or record schema');
-          token = saved;
-          continue;
-        }
-        const [id, stamp, record, logStamp, eventCount] = JSON.parse(line) as [string, FileStamp, ConversationRecord, FileStamp | null, number];
-        entries.set(id, { stamp, record, log: logStamp === null ? null : { stamp: logStamp, eventCount } });
+    const line = (text: string) => {
+      if (token === null) {
+        const [tag, saved] = JSON.parse(text) as [unknown, unknown];
+        if (tag !== snapshotTag() || typeof saved !== 'string') throw new Error('written by another server version or record schema');
+        token = saved;
+        return;
       }
+      const [id, stamp, record, logStamp, eventCount] = JSON.parse(text) as [string, FileStamp, ConversationRecord, FileStamp | null, number];
+      visit(id, { stamp, record, log: logStamp === null ? null : { stamp: logStamp, eventCount } }, token);
+    };
+    // The bytes after the last newline so far: the start of a line that a later piece ends.
+    let partial: Buffer | null = null;
+    const consume = (bytes: Buffer) => {
+      let start = 0;
+      if (partial !== null) {
+        // The line begun in an earlier piece: only it is copied, not the piece.
+        const end = bytes.indexOf(10);
+        if (end < 0) return void (partial = Buffer.concat([partial, bytes]));
+        line(Buffer.concat([partial, bytes.subarray(0, end)]).toString('utf8'));
+        partial = null;
+        start = end + 1;
+      }
+      const end = bytes.lastIndexOf(10);
+      if (end < start) {
+        if (start < bytes.length) partial = bytes.subarray(start);
+        return;
+      }
+      if (end + 1 < bytes.length) partial = bytes.subarray(end + 1);
+      // One text for the piece's whole lines (a large object: no young-generation collections for it); each line a slice of it, no copy.
+      const text = bytes.toString('utf8', start, end + 1);
+      for (let from = 0, newline = text.indexOf('\n'); newline >= 0; from = newline + 1, newline = text.indexOf('\n', from)) line(text.slice(from, newline));
     };
     const piece = Buffer.alloc(PIECE_BYTES);
     for (let at = IV_BYTES; at < size - TAG_BYTES; ) {
       const read = fs.readSync(fd, piece, 0, Math.min(PIECE_BYTES, size - TAG_BYTES - at), at);
       if (read === 0) return null;
       at += read;
-      consume(decoder.write(opening.update(piece.subarray(0, read))));
+      consume(opening.update(piece.subarray(0, read)));
     }
-    consume(decoder.write(opening.final()) + decoder.end());
-    return token !== null && partial === '' ? { entries, token } : null;
+    consume(opening.final());
+    return partial === null ? token : null;
   }
 
   /**

@@ -23,11 +23,15 @@ export class RunRecovery {
   /**
    * After a restart: a conversation that was running comes back paused, its open tool calls
    * closed. The others' runs, read at start-up (the store checks each conversation's), are not
-   * held on: read again when next used, as after an idle release.
+   * held on: read again when next used, as after an idle release. Right after a clean stop, which
+   * ended and recorded every run, only a record still saying it runs is looked at (a run's end
+   * that could not be saved): the runs of the others were not read and are not.
    */
   async recoverAfterRestart(): Promise<void> {
-    for (const record of [...this.deps.conversations.all()]) {
-      if (!(await this.recover(record.id, 'server_restart'))) this.deps.runs.release?.(record.id);
+    const { conversations, runs } = this.deps;
+    for (const record of [...conversations.all()]) {
+      if (conversations.loadedAfterCleanStop && !isLive(record.status)) continue;
+      if (!(await this.recover(record.id, 'server_restart'))) runs.release?.(record.id);
     }
   }
 
@@ -36,7 +40,7 @@ export class RunRecovery {
     const { conversations, runs, journal } = this.deps;
     const record = conversations.record(conversationId);
     // A run waiting for an answer (ask_user) was cut off too.
-    const live = record.status === 'running' || record.status === 'waiting_for_input';
+    const live = isLive(record.status);
     // The run records say which runs never ended, also when the record on disk kept the status from before the run (ConversationStore.startRunning).
     const cutOff = runs.list(record.id).filter((run) => run.status === 'running');
     if (!live && cutOff.length === 0) return false;
@@ -58,4 +62,9 @@ export class RunRecovery {
     await journal.setStatus(record, 'paused', { runId, reason: outcome === 'failover' ? 'The instance running this conversation stopped while the run was in progress.' : 'The server restarted while the run was in progress.' });
     return true;
   }
+}
+
+/** A run waiting for an answer (ask_user) counts: it was cut off too. */
+function isLive(status: string): boolean {
+  return status === 'running' || status === 'waiting_for_input';
 }

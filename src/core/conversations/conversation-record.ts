@@ -59,6 +59,12 @@ export interface LoadedConversations {
   damaged: { id: string; error: DamagedDataError }[];
   /** A loaded conversation's summary as a snapshot kept it, when its log is provably as it was then (files); else undefined. */
   summaryOf?: (id: string) => ConversationSummary | undefined;
+  /**
+   * The records come from what the clean shutdown just before this start saved (files: its
+   * snapshot, named by the token its summaries.json carried): that shutdown ended and recorded
+   * every run before it saved them, and nothing has written since. Never set after a crash.
+   */
+  rightAfterCleanStop?: boolean;
 }
 
 /** Where conversation records persist. Writes are atomic: a crash leaves the old or the new record. */

@@ -35,6 +35,8 @@ export class ConversationStore {
   /** Bumped only when the set of secret values held changes (a record added or removed, its secrets set). */
   secretsRevision = 0;
   private loaded = false;
+  /** Loaded right after a clean stop (LoadedConversations.rightAfterCleanStop): no run can be open, no store was written since. */
+  loadedAfterCleanStop = false;
 
   constructor(
     private readonly deps: {
@@ -43,7 +45,7 @@ export class ConversationStore {
       clock?: Clock;
       /** Whether conversations may use the host's network (`sandbox.network: "host"`). */
       hostNetworkAllowed?: boolean;
-      /** Read a conversation's other stores at load (its runs): each throws DamagedDataError when damaged. */
+      /** Read a conversation's other stores at load (its runs; right after a clean stop, on first use instead): each throws DamagedDataError when damaged. */
       integrityChecks?: readonly ((conversationId: string) => void)[];
       /** Save the record with each usage added (instances sharing a database list each other's conversations from it). */
       persistUsage?: boolean;
@@ -79,6 +81,7 @@ export class ConversationStore {
     for (const record of loaded.records) if (!record.quarantine) this.onDisk.saved(record);
     this.indexAll(loaded.records);
     this.loaded = true;
+    this.loadedAfterCleanStop = loaded.rightAfterCleanStop;
     return loaded.quarantined;
   }
 

@@ -12,6 +12,8 @@ export interface LoadedRecords {
   /** Per conversation not quarantined: how many events its log holds. */
   eventCounts: Map<string, number>;
   quarantined: { id: string; error: DamagedDataError }[];
+  /** Loaded right after a clean stop (LoadedConversations.rightAfterCleanStop): no run can be open, no store was written since. */
+  rightAfterCleanStop: boolean;
 }
 
 /**
@@ -32,7 +34,7 @@ export async function loadConversations(options: {
   const { saved, log } = options;
   const inSnapshot = saved !== null && 'inSnapshot' in saved ? saved.inSnapshot : undefined;
   const summaries = saved !== null && !('inSnapshot' in saved) ? saved : null;
-  const { records, damaged, summaryOf } = await options.repository.loadAll({ afterCleanStop: saved !== null, ...(inSnapshot !== undefined && { snapshotToken: inSnapshot }) });
+  const { records, damaged, summaryOf, rightAfterCleanStop = false } = await options.repository.loadAll({ afterCleanStop: saved !== null, ...(inSnapshot !== undefined && { snapshotToken: inSnapshot }) });
   const quarantined = [...damaged];
   const eventCounts = new Map<string, number>();
   for (const record of records) {
@@ -41,7 +43,8 @@ export async function loadConversations(options: {
       const summary = summaries?.get(record.id) ?? summaryOf?.(record.id) ?? (await summaryFromLog(log, record.id));
       keepSummary(record, summary);
       eventCounts.set(record.id, summary.event_count);
-      for (const check of options.integrityChecks ?? []) check(record.id);
+      // Right after a clean stop the other stores are checked at first use instead.
+      if (!rightAfterCleanStop) for (const check of options.integrityChecks ?? []) check(record.id);
     } catch (error) {
       if (!(error instanceof DamagedDataError)) throw error;
       quarantined.push({ id: record.id, error });
@@ -51,5 +54,5 @@ export async function loadConversations(options: {
     }
   }
   for (const { id, error } of damaged) log.quarantine(id, error);
-  return { records: [...records, ...damaged.map(({ id, error }) => placeholderRecord({ id, damage: error.damage, now: options.now }))], eventCounts, quarantined };
+  return { records: [...records, ...damaged.map(({ id, error }) => placeholderRecord({ id, damage: error.damage, now: options.now }))], eventCounts, quarantined, rightAfterCleanStop };
 }
