@@ -6,6 +6,7 @@ import { DataDirInUseError, DataDirLock } from '../adapters/data-dir-lock.js';
 import { createLogger, terminalDestination } from '../logger.js';
 import { VERSION } from '../version.js';
 import { compactHeap } from './compact-heap.js';
+import { CompactWhenIdle } from './compact-when-idle.js';
 
 /** Conversations loaded from which start-up ends with one compacting collection (compact-heap.ts). */
 const COMPACT_FROM_CONVERSATIONS = 1_000;
@@ -44,7 +45,9 @@ export async function serve(argv: readonly string[]): Promise<void> {
   const masker = { mask: (text: string) => text };
   const destination = await terminalDestination();
   const logger = createLogger({ level: config.logLevel, masker, ...(destination && { destination }) });
-  const services = await composeServices(config, logger);
+  // Once a burst of runs is over, the pages its garbage was spread over go back (compact-when-idle.ts).
+  const compactWhenIdle = new CompactWhenIdle({ compact: () => void compactHeap() });
+  const services = await composeServices(config, logger, { readers: [compactWhenIdle] });
   masker.mask = (text) => services.secrets.maskAny(text);
   const app = await buildApp(services);
 
@@ -89,6 +92,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
     let code = 0;
     try {
       // Runs first, so that subscribers still receive the events saying they were paused.
+      compactWhenIdle.close();
       await services.agent.stopAll({ exiting: true });
       await app.close();
       await services.close({ exiting: true });

@@ -1,0 +1,65 @@
+import type { EventReader } from '../core/events/event-recorder.js';
+import type { AppendedEvent } from '../core/events/event-log.js';
+
+/** How long no run must be in progress before the heap is compacted. */
+export const COMPACT_WHEN_IDLE_AFTER_MS = 250;
+
+export interface CompactWhenIdleDeps {
+  /** One compacting full collection (compactHeap). */
+  compact: () => void;
+  quietMs?: number;
+}
+
+/**
+ * Compacts the heap once a burst of runs is over: when the last run in progress ends and no run
+ * starts for `quietMs`.
+ *
+ * Runs promote what they keep (each history's new entries) into the same old-space pages as what
+ * they only used (requests, parsed answers, observations), and V8's own full collections free the
+ * garbage but keep most of those pages, partly used. A server that has gone idle allocates nothing
+ * that would trigger another collection, so it held them for as long as it idled (P16: RSS +21 %
+ * over ten rounds, a third of it live). One compacting collection (tens of ms) when nothing runs
+ * gives the pages back; it never runs while a run is in progress, nor twice without a run between.
+ */
+export class CompactWhenIdle implements EventReader {
+  readonly name = 'compact-when-idle';
+  private readonly running = new Set<string>();
+  private timer: NodeJS.Timeout | null = null;
+  private runsEnded = false;
+
+  constructor(private readonly deps: CompactWhenIdleDeps) {}
+
+  read({ event }: AppendedEvent): void {
+    if (event.kind !== 'state_update') return;
+    const conversationId = event.conversation_id;
+    if (event.status === 'running') {
+      this.running.add(conversationId);
+      this.cancel();
+      return;
+    }
+    if (!this.running.delete(conversationId)) return;
+    this.runsEnded = true;
+    if (this.running.size === 0) this.schedule();
+  }
+
+  /** No collection is pending any more (the server stops). */
+  close(): void {
+    this.cancel();
+  }
+
+  private schedule(): void {
+    this.cancel();
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      if (this.running.size > 0 || !this.runsEnded) return;
+      this.runsEnded = false;
+      this.deps.compact();
+    }, this.deps.quietMs ?? COMPACT_WHEN_IDLE_AFTER_MS);
+    this.timer.unref();
+  }
+
+  private cancel(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+}

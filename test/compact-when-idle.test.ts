@@ -1,0 +1,73 @@
+/**
+ * CompactWhenIdle (a reader of every event in `agentd serve`): the heap is compacted once the last
+ * run in progress has ended and none started for a while; never while a run is in progress, never
+ * twice without a run ending between, and not when nothing ran. Timers are vitest's fake ones.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { CompactWhenIdle } from '../src/cli/compact-when-idle.js';
+import type { AppendedEvent } from '../src/core/events/event-log.js';
+
+const A = '00000000-0000-4000-8000-00000000000a';
+const B = '00000000-0000-4000-8000-00000000000b';
+let seq = 0;
+
+function stateUpdate(conversationId: string, status: string): AppendedEvent {
+  seq += 1;
+  return { globalCursor: seq, event: { kind: 'state_update', source: 'system', status, run_id: 'run', reason: null, id: `id-${seq}`, seq, conversation_id: conversationId, timestamp: new Date(0).toISOString() } } as unknown as AppendedEvent;
+}
+
+function other(conversationId: string): AppendedEvent {
+  seq += 1;
+  return { globalCursor: seq, event: { kind: 'message', source: 'agent', id: `id-${seq}`, seq, conversation_id: conversationId, timestamp: new Date(0).toISOString() } } as unknown as AppendedEvent;
+}
+
+describe('CompactWhenIdle', () => {
+  beforeEach(() => vi.useFakeTimers());
+  afterEach(() => vi.useRealTimers());
+
+  it('compacts once after the last run in progress ends and the server stays quiet', () => {
+    const compact = vi.fn();
+    const reader = new CompactWhenIdle({ compact, quietMs: 100 });
+    reader.read(stateUpdate(A, 'running'));
+    reader.read(stateUpdate(B, 'running'));
+    reader.read(stateUpdate(A, 'idle'));
+    vi.advanceTimersByTime(1000);
+    expect(compact).not.toHaveBeenCalled(); // B still runs
+    reader.read(other(B));
+    reader.read(stateUpdate(B, 'finished'));
+    vi.advanceTimersByTime(99);
+    expect(compact).not.toHaveBeenCalled();
+    vi.advanceTimersByTime(1);
+    expect(compact).toHaveBeenCalledTimes(1);
+    vi.advanceTimersByTime(10_000);
+    expect(compact).toHaveBeenCalledTimes(1);
+  });
+
+  it('does not compact when a run starts again within the quiet time', () => {
+    const compact = vi.fn();
+    const reader = new CompactWhenIdle({ compact, quietMs: 100 });
+    reader.read(stateUpdate(A, 'running'));
+    reader.read(stateUpdate(A, 'idle'));
+    vi.advanceTimersByTime(50);
+    reader.read(stateUpdate(B, 'running'));
+    vi.advanceTimersByTime(1000);
+    expect(compact).not.toHaveBeenCalled();
+    reader.read(stateUpdate(B, 'idle'));
+    vi.advanceTimersByTime(100);
+    expect(compact).toHaveBeenCalledTimes(1);
+  });
+
+  it('does nothing for state updates of conversations that were not running, nor after close()', () => {
+    const compact = vi.fn();
+    const reader = new CompactWhenIdle({ compact, quietMs: 100 });
+    reader.read(stateUpdate(A, 'idle'));
+    reader.read(stateUpdate(A, 'paused'));
+    vi.advanceTimersByTime(1000);
+    expect(compact).not.toHaveBeenCalled();
+    reader.read(stateUpdate(A, 'running'));
+    reader.read(stateUpdate(A, 'error'));
+    reader.close();
+    vi.advanceTimersByTime(1000);
+    expect(compact).not.toHaveBeenCalled();
+  });
+});
