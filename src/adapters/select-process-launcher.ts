@@ -79,15 +79,16 @@ export async function selectProcessLauncher(options: SelectLauncherOptions): Pro
         searchPath,
         networkHelper,
       });
-    const failure = await probe(make(null), { searchPath, network: false });
+    // The network stack is probed on its own (when it cannot run, the sandbox still does), at the
+    // same time as the sandbox: one after the other, they were the longest part of a start that
+    // loads many conversations beside them.
+    const helper = findNetworkHelper(searchPath);
+    const networked = helper === null ? null : make(helper);
+    const [failure, networkFailure] = await Promise.all([probe(make(null), { searchPath, network: false }), networked === null ? null : probe(networked, { searchPath, network: true })]);
     if (failure === null) {
       const selected = (launcher: ProcessLauncher, networkHelper: NetworkHelper | null, networkFallbackReason: string | null): LauncherSelection => ({ launcher, fallbackReason: null, cgroupReason, networkHelper, networkFallbackReason });
-      // The network stack is probed on its own: when it cannot run, the sandbox still does.
-      const helper = findNetworkHelper(searchPath);
-      if (helper === null) return selected(make(null), null, 'neither pasta (package passt) nor slirp4netns is installed');
-      const launcher = make(helper);
-      const networkFailure = await probe(launcher, { searchPath, network: true });
-      if (networkFailure === null) return selected(launcher, helper, null);
+      if (helper === null || networked === null) return selected(make(null), null, 'neither pasta (package passt) nor slirp4netns is installed');
+      if (networkFailure === null) return selected(networked, helper, null);
       return selected(make(null), null, `${helper.kind} cannot attach to a sandbox here: ${networkFailure}`);
     }
     reason = failure;
