@@ -5,7 +5,7 @@ import type { AppendedEvent } from '../core/events/event-log.js';
 export const COMPACT_WHEN_IDLE_AFTER_MS = 250;
 
 /** At most this share of the main thread's time goes to these collections: after one took T ms, the next waits until T / share has passed. */
-const MAX_SHARE_OF_TIME = 0.01;
+const MAX_SHARE_OF_TIME = 0.05;
 
 export interface CompactWhenIdleDeps {
   /** One compacting full collection (compactHeap). */
@@ -25,8 +25,8 @@ export interface CompactWhenIdleDeps {
  * that would trigger another collection, so it held them for as long as it idled (P16: RSS +21 %
  * over ten rounds, a third of it live). One compacting collection (tens of ms) when nothing runs
  * gives the pages back; it never runs while a run is in progress, nor twice without a run between,
- * and a server whose runs end every few seconds gives these collections at most 1 % of its time
- * (one that took 50 ms waits 5 s for the next; a burst that ends meanwhile is compacted then).
+ * and a server whose runs end every few seconds gives these collections at most 5 % of its time
+ * (one that took 50 ms waits 1 s for the next; a burst that ends meanwhile is compacted then).
  */
 export class CompactWhenIdle implements EventReader {
   readonly name = 'compact-when-idle';
