@@ -50,6 +50,14 @@ afterEach(async () => {
 });
 
 describe('BashShellSession', () => {
+  it('close() leaves no timer behind once the shell exited (a timer left there kept a finished process alive for 2 s)', async () => {
+    await shell.run('true', quick);
+    const timers = () => process.getActiveResourcesInfo().filter((name) => name === 'Timeout').length;
+    const before = timers();
+    await shell.close();
+    expect(timers()).toBeLessThanOrEqual(before);
+  });
+
   it('keeps cwd, variables, functions and aliases across commands', async () => {
     mkdirSync(join(workdir, 'sub'));
     const first = await shell.run("cd sub && export FOO=bar && greet() { echo \"hi $1\"; }\nalias say='echo said'", quick);

@@ -116,7 +116,12 @@ export class BashShellSession implements ShellSession {
     const proc = this.proc;
     this.killProcesses();
     this.config.openShells?.delete(this);
-    if (proc) await Promise.race([proc.finalized, new Promise((resolve) => setTimeout(resolve, 2000))]);
+    if (!proc) return;
+    // At most 2 s for its exit; the timer goes once it exited (left running, it kept a process that
+    // was otherwise done, such as a one-shot \`agentd run\`, alive for those 2 s).
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([proc.finalized, new Promise((resolve) => (timer = setTimeout(resolve, 2000)))]);
+    clearTimeout(timer);
   }
 
   /**
