@@ -159,21 +159,7 @@ describe('damaged records', () => {
       const second = await spawnServer({ dataDir: cleanDir, env });
       servers.push(second);
       // Nothing is known yet: the log was not read at start-up.
-      expect(((await (await fetch(`${second.url}/health`)).json()) as any).checks.quarantined.conversations).toEqual([]);
-      const firstRead = await api(second, 'GET', `/conversations/${damagedId}/events`);
-      expect(firstRead.status).toBe(409);
-      expect(firstRead.body).toMatchObject({ error: expect.stringMatching(/^(data_damaged|conversation_quarantined)$/), message: expect.any(String) });
-      const health = (await (await fetch(`${second.url}/health`)).json()) as { status: string; checks: { quarantined: { conversations: string[] } } };
-      expect(health.status).toBe('degraded');
-      expect(health.checks.quarantined.conversations).toEqual([damagedId]);
-      expect((await api(second, 'GET', `/conversations/${damagedId}`)).body).toMatchObject({ status: 'error', quarantine: { file: 'events.jsonl', line: 2 } });
-      const refused = await api(second, 'POST', `/conversations/${damagedId}/messages`, { content: 'more', run: false });
-      expect(refused.status).toBe(409);
-      expect(refused.body.error).toBe('conversation_quarantined');
-      expect(fs.readFileSync(logFile)).toEqual(damagedBytes);
-      expect(second.output()).toContain(`${path.join(damagedId, 'events.jsonl')}","line":2`);
-      // The other conversation is served and takes writes.
-      expect((await api(second, 'POST', `/conversations/${healthyId}/messages`, { content: 'after', run: false })).body.event.seq).toBe(5);
+      await expectFoundAtFirstUse(second, { damagedId, healthyId, read: 'events', file: 'events.jsonl', line: 2, damagedFile: logFile, damagedBytes, refused: [{ content: 'more', run: false }], healthySeq: 5 });
     } finally {
       fs.rmSync(cleanDir, { recursive: true, force: true });
     }
@@ -206,25 +192,38 @@ describe('damaged records', () => {
       const second = await spawnServer({ dataDir: cleanDir, env });
       servers.push(second);
       // Nothing is known yet: the runs were not read at start-up.
-      expect(((await (await fetch(`${second.url}/health`)).json()) as any).checks.quarantined.conversations).toEqual([]);
-      const firstRead = await api(second, 'GET', `/conversations/${damagedId}/runs`);
-      expect(firstRead.status).toBe(409);
-      expect(firstRead.body).toMatchObject({ error: expect.stringMatching(/^(data_damaged|conversation_quarantined)$/), message: expect.any(String) });
-      const health = (await (await fetch(`${second.url}/health`)).json()) as { status: string; checks: { quarantined: { conversations: string[] } } };
-      expect(health.status).toBe('degraded');
-      expect(health.checks.quarantined.conversations).toEqual([damagedId]);
-      expect((await api(second, 'GET', `/conversations/${damagedId}`)).body).toMatchObject({ status: 'error', quarantine: { file: 'runs.jsonl', line: 1 } });
-      for (const body of [{ content: 'more', run: false }, { content: 'more', run: true }]) {
-        const refused = await api(second, 'POST', `/conversations/${damagedId}/messages`, body);
-        expect(refused.status).toBe(409);
-        expect(refused.body.error).toBe('conversation_quarantined');
-      }
-      expect(fs.readFileSync(runsFile)).toEqual(damagedBytes);
-      expect(second.output()).toContain(`${path.join(damagedId, 'runs.jsonl')}","line":1`);
-      // The other conversation is served and takes writes.
-      expect((await api(second, 'POST', `/conversations/${healthyId}/messages`, { content: 'after', run: false })).body.event.seq).toBe(2);
+      await expectFoundAtFirstUse(second, { damagedId, healthyId, read: 'runs', file: 'runs.jsonl', line: 1, damagedFile: runsFile, damagedBytes, refused: [{ content: 'more', run: false }, { content: 'more', run: true }], healthySeq: 2 });
     } finally {
       fs.rmSync(cleanDir, { recursive: true, force: true });
     }
   });
 });
+
+/**
+ * A conversation whose `file` was damaged while the server was stopped cleanly: unknown at start-up,
+ * found at the first read of `read` (409), quarantined from then on (health, the summary, writes
+ * refused, the file untouched, the damage logged), while the healthy one takes writes.
+ */
+async function expectFoundAtFirstUse(
+  server: SpawnedServer,
+  expected: { damagedId: string; healthyId: string; read: 'events' | 'runs'; file: string; line: number; damagedFile: string; damagedBytes: Buffer; refused: { content: string; run: boolean }[]; healthySeq: number },
+): Promise<void> {
+  const { damagedId, healthyId } = expected;
+  expect(((await (await fetch(`${server.url}/health`)).json()) as any).checks.quarantined.conversations).toEqual([]);
+  const firstRead = await api(server, 'GET', `/conversations/${damagedId}/${expected.read}`);
+  expect(firstRead.status).toBe(409);
+  expect(firstRead.body).toMatchObject({ error: expect.stringMatching(/^(data_damaged|conversation_quarantined)$/), message: expect.any(String) });
+  const health = (await (await fetch(`${server.url}/health`)).json()) as { status: string; checks: { quarantined: { conversations: string[] } } };
+  expect(health.status).toBe('degraded');
+  expect(health.checks.quarantined.conversations).toEqual([damagedId]);
+  expect((await api(server, 'GET', `/conversations/${damagedId}`)).body).toMatchObject({ status: 'error', quarantine: { file: expected.file, line: expected.line } });
+  for (const body of expected.refused) {
+    const refused = await api(server, 'POST', `/conversations/${damagedId}/messages`, body);
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toBe('conversation_quarantined');
+  }
+  expect(fs.readFileSync(expected.damagedFile)).toEqual(expected.damagedBytes);
+  expect(server.output()).toContain(`${path.join(damagedId, expected.file)}","line":${expected.line}`);
+  // The other conversation is served and takes writes.
+  expect((await api(server, 'POST', `/conversations/${healthyId}/messages`, { content: 'after', run: false })).body.event.seq).toBe(expected.healthySeq);
+}
