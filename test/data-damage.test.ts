@@ -139,14 +139,7 @@ describe('damaged records', () => {
     try {
       const first = await spawnServer({ dataDir: cleanDir, env });
       servers.push(first);
-      const ids: string[] = [];
-      for (const title of ['damaged', 'healthy']) {
-        const created = await api(first, 'POST', '/conversations', { title, llm: { model: 'fake', base_url: llm.url, api_key: 'sk-test' }, initial_message: `${title} 1`, run: false });
-        expect(created.status).toBe(201);
-        ids.push(created.body.id);
-        for (let i = 2; i <= 4; i++) expect((await api(first, 'POST', `/conversations/${created.body.id}/messages`, { content: `${title} ${i}`, run: false })).status).toBe(202);
-      }
-      const [damagedId, healthyId] = ids as [string, string];
+      const [damagedId, healthyId] = await createDamagedAndHealthy(first, 4);
       first.child.kill('SIGTERM');
       await first.exited;
       expect(fs.existsSync(path.join(cleanDir, 'summaries.json'))).toBe(true);
@@ -172,13 +165,7 @@ describe('damaged records', () => {
     try {
       const first = await spawnServer({ dataDir: cleanDir, env });
       servers.push(first);
-      const ids: string[] = [];
-      for (const title of ['damaged', 'healthy']) {
-        const created = await api(first, 'POST', '/conversations', { title, llm: { model: 'fake', base_url: llm.url, api_key: 'sk-test' }, initial_message: `${title} 1`, run: false });
-        expect(created.status).toBe(201);
-        ids.push(created.body.id);
-      }
-      const [damagedId, healthyId] = ids as [string, string];
+      const [damagedId, healthyId] = await createDamagedAndHealthy(first, 1);
       llm.push({ text: 'Done.' });
       expect((await api(first, 'POST', `/conversations/${damagedId}/messages`, { content: 'go', run: true })).status).toBe(202);
       await until(async () => (await api(first, 'GET', `/conversations/${damagedId}`)).body.status !== 'running', 'the run to end', 20_000);
@@ -198,6 +185,18 @@ describe('damaged records', () => {
     }
   });
 });
+
+/** Two conversations titled `damaged` and `healthy`, each with `messages` user messages and no run: their ids. */
+async function createDamagedAndHealthy(server: SpawnedServer, messages: number): Promise<[string, string]> {
+  const ids: string[] = [];
+  for (const title of ['damaged', 'healthy']) {
+    const created = await api(server, 'POST', '/conversations', { title, llm: { model: 'fake', base_url: llm.url, api_key: 'sk-test' }, initial_message: `${title} 1`, run: false });
+    expect(created.status).toBe(201);
+    ids.push(created.body.id);
+    for (let i = 2; i <= messages; i++) expect((await api(server, 'POST', `/conversations/${created.body.id}/messages`, { content: `${title} ${i}`, run: false })).status).toBe(202);
+  }
+  return ids as [string, string];
+}
 
 /**
  * A conversation whose `file` was damaged while the server was stopped cleanly: unknown at start-up,
