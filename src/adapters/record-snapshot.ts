@@ -33,11 +33,10 @@ export interface SnapshotEntry {
 }
 
 /**
- * Given each entry as its line is read, with the token of the save (random per save: the summaries
- * a clean shutdown saved name it, in summaries.json, when they are this snapshot's). What it keeps
- * of them is of use only if `load` then returns the token: the whole snapshot authenticated.
+ * Given each entry as its line is read. What it keeps of them is of use only if `load` then
+ * returns the save's token: the whole snapshot authenticated.
  */
-export type SnapshotVisitor = (id: string, entry: SnapshotEntry, token: string) => void;
+export type SnapshotVisitor = (id: string, entry: SnapshotEntry) => void;
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
@@ -72,8 +71,10 @@ export class RecordSnapshot {
 
   /**
    * The entries of the last clean shutdown, each given to `visit` as it is read (none is held
-   * here: what start-up does not keep is garbage while it is young); then the save's token, or
-   * null when there is none to trust (what `visit` kept must then be dropped). The file stays.
+   * here: what start-up does not keep is garbage while it is young); then the save's token
+   * (random per save: the summaries a clean shutdown saved name it, in summaries.json, when they
+   * are this snapshot's), or null when there is none to trust (what `visit` kept must then be
+   * dropped). The file stays.
    */
   load(visit: SnapshotVisitor): string | null {
     let fd: number;
@@ -116,7 +117,7 @@ export class RecordSnapshot {
         return;
       }
       const [id, stamp, record, logStamp, eventCount] = JSON.parse(text) as [string, FileStamp, ConversationRecord, FileStamp | null, number];
-      visit(id, { stamp, record, log: logStamp === null ? null : { stamp: logStamp, eventCount } }, token);
+      visit(id, { stamp, record, log: logStamp === null ? null : { stamp: logStamp, eventCount } });
     };
     // The bytes after the last newline so far: the start of a line that a later piece ends.
     let partial: Buffer | null = null;
