@@ -8,6 +8,7 @@ import { sealConversationRecord, unsealConversationRecord, type SealedConversati
 import { DamagedDataError, StorageFullError } from '../core/errors.js';
 import { isOutOfSpace } from './disk-space.js';
 import { hasStamp, RecordSnapshot, stampOf, type SnapshotEntry } from './record-snapshot.js';
+import { compareByKeyThenId } from '../core/conversations/sorted-index.js';
 
 const FILE = 'conversation.json';
 /** The conversation's event log (file-event-log), beside its record: its stamp says whether a snapshot's summary of it still holds. */
@@ -104,7 +105,7 @@ export class FileConversationRepository implements ConversationRepository {
   async saveSnapshot(records: Iterable<Readonly<ConversationRecord>>, summaries: ReadonlyMap<string, ConversationSummary>): Promise<string | undefined> {
     if (!this.snapshot) return undefined;
     // In created_at order, as the index sorts them (as the store holds them after a start from a snapshot: then sorted already).
-    const all = [...records].sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const all = [...records].sort((a, b) => compareByKeyThenId(a.created_at, a.id, b.created_at, b.id));
     const entries: [string, SnapshotEntry][] = [];
     const statOf = (file: string) => fs.promises.stat(file).catch(() => null);
     for (let i = 0; i < all.length; i += LOAD_CONCURRENCY) {

@@ -1,3 +1,8 @@
+/** The order of items by (key, id): a record's created_at or updated_at, ties by id. */
+export function compareByKeyThenId(keyA: string, idA: string, keyB: string, idB: string): number {
+  return keyA < keyB ? -1 : keyA > keyB ? 1 : idA < idB ? -1 : idA > idB ? 1 : 0;
+}
+
 /**
  * Items kept sorted by (key, id) so that a page after a cursor is found by binary search and
  * read in O(limit). Used for conversations by created_at and by updated_at.
@@ -22,9 +27,7 @@ export class SortedIndex<T extends { id: string }> {
   }
 
   private compare(a: T, b: T): number {
-    const keyA = this.keyOf(a);
-    const keyB = this.keyOf(b);
-    return keyA < keyB ? -1 : keyA > keyB ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+    return compareByKeyThenId(this.keyOf(a), a.id, this.keyOf(b), b.id);
   }
 
   private inOrder(items: readonly T[]): boolean {
