@@ -1,8 +1,6 @@
 import pino, { type Logger } from 'pino';
 import { TurnBatchedOutput } from './turn-batched-output.js';
 
-export { TurnBatchedOutput } from './turn-batched-output.js';
-
 /** Fields censored wherever they appear in a log record, whatever their value. */
 const REDACTED_KEYS = new Set(['authorization', 'api_key', 'apiKey', 'secret', 'secrets', 'masterKeys']);
 

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger, TurnBatchedOutput } from '../src/logger.js';
+import { createLogger } from '../src/logger.js';
+import { TurnBatchedOutput } from '../src/turn-batched-output.js';
 import { SecretMasker } from '../src/core/secrets/secret-masker.js';
 import { tempDir } from './support/agentd.js';
 
