@@ -39,7 +39,6 @@ export class RunRecovery {
   async recover(conversationId: string, outcome: 'server_restart' | 'failover'): Promise<boolean> {
     const { conversations, runs, journal } = this.deps;
     const record = conversations.record(conversationId);
-    // A run waiting for an answer (ask_user) was cut off too.
     const live = isLive(record.status);
     // The run records say which runs never ended, also when the record on disk kept the status from before the run (ConversationStore.startRunning).
     const cutOff = runs.list(record.id).filter((run) => run.status === 'running');
