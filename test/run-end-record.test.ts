@@ -2,9 +2,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
-import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
+import { spawnServer, tempDir, type SpawnedServer } from './support/agentd.js';
+import { requestJson } from './support/json-api.js';
 
-const auth = { authorization: `Bearer ${TEST_KEY}` };
 const running: SpawnedServer[] = [];
 const dataDirs: string[] = [];
 let fake: FakeLlm | undefined;
@@ -19,15 +19,7 @@ afterEach(async () => {
   for (const dir of dataDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-async function api(server: SpawnedServer, method: string, url: string, body?: unknown) {
-  const response = await fetch(`${server.url}${url}`, {
-    method,
-    headers: { ...auth, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  return { status: response.status, json: () => JSON.parse(text) };
-}
+const api = (server: SpawnedServer, method: string, url: string, body?: unknown) => requestJson(server.url, method, url, body);
 
 async function spawn(dir: string): Promise<SpawnedServer> {
   const server = await spawnServer({ dataDir: dir });
@@ -57,7 +49,7 @@ async function runTurn(server: SpawnedServer, id: string, turn: number): Promise
   expect((await api(server, 'POST', `/conversations/${id}/messages`, { content: `turn ${turn}`, run: true })).status).toBe(202);
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const shown = (await api(server, 'GET', `/conversations/${id}`)).json() as Shown;
+    const shown = (await api(server, 'GET', `/conversations/${id}`)).body as Shown;
     if (shown.status === 'idle' && shown.event_count > 0 && shown.usage.completion_tokens >= 10 * turn) return shown;
     if (Date.now() > deadline) throw new Error(`the run did not end: ${JSON.stringify(shown)}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -72,10 +64,10 @@ describe('the end of a run that leaves the status as the record file has it', ()
     let server = await spawn(dir);
     const created = await api(server, 'POST', '/conversations', { llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-run-end' } });
     expect(created.status).toBe(201);
-    const id = (created.json() as { id: string }).id;
+    const id = (created.body as { id: string }).id;
     const file = path.join(dir, 'conversations', id, 'conversation.json');
     const expectShown = async (expected: Shown) => {
-      const shown = (await api(server, 'GET', `/conversations/${id}`)).json() as Shown;
+      const shown = (await api(server, 'GET', `/conversations/${id}`)).body as Shown;
       expect({ status: shown.status, updated_at: shown.updated_at, usage: shown.usage, event_count: shown.event_count }).toEqual({ status: expected.status, updated_at: expected.updated_at, usage: expected.usage, event_count: expected.event_count });
     };
 
