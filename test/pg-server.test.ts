@@ -57,7 +57,9 @@ describe.skipIf(skipReason !== null)('agentd on PostgreSQL', () => {
       const until = Date.now() + 60_000;
       for (;;) {
         const runs = (await api(`/conversations/${id}/runs`)).body.items as { status: string }[];
-        if (runs.length === count && runs.every((run) => run.status !== 'running')) return;
+        // The run record ends just before the state_update that ends the run is appended: both, so the log is read whole.
+        const [last] = (await api(`/conversations/${id}/events?order=desc&limit=1`)).body.items as { kind: string; status?: string }[];
+        if (runs.length === count && runs.every((run) => run.status !== 'running') && last?.kind === 'state_update' && last.status !== 'running') return;
         if (Date.now() > until) throw new Error(`runs did not end: ${JSON.stringify(runs)}`);
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
