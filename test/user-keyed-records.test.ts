@@ -16,9 +16,9 @@ const CONVERSATIONS = 1_700;
 const PROBE = path.join(import.meta.dirname, 'support', 'v8-map-probe.mjs');
 const valueOf = (i: number) => `value-${i}-${'x'.repeat(12)}`;
 
-function probe(dataDir: string, mode: 'held' | 'raw'): { records: number; shared: boolean } {
+function probe(dataDir: string, mode: 'held' | 'raw'): { records: number; shared: number; of: number } {
   const args = ['--allow-natives-syntax', '--expose-gc', PROBE, path.join(dataDir, 'conversations'), path.join(dataDir, 'secret.key'), mode];
-  return JSON.parse(execFileSync(process.execPath, args, { encoding: 'utf8', timeout: 60_000 })) as { records: number; shared: boolean };
+  return JSON.parse(execFileSync(process.execPath, args, { encoding: 'utf8', timeout: 60_000 })) as { records: number; shared: number; of: number };
 }
 
 let server: TestServer | undefined;
@@ -85,9 +85,13 @@ describe('conversations holding secrets under names of their own', () => {
       server = undefined;
     }
 
-    // What it is for, in a plain node process over the built code: the records as loaded at a start
-    // leave `{}` + a property on its shared hidden class; held as parsed, they do not.
-    expect(probe(dataDir, 'held')).toEqual({ records: CONVERSATIONS + 3, shared: true });
-    expect(probe(dataDir, 'raw')).toEqual({ records: CONVERSATIONS + 3, shared: false });
+    // What it is for, in a plain node process over the built code: held as the store holds them,
+    // the records as loaded at a start leave `{}` + a property on a shared hidden class, for each of
+    // 64 new property names; held as parsed, they leave it for next to none (one, measured: an
+    // entry of an object of the load itself, garbage by the probe).
+    expect(probe(dataDir, 'held')).toEqual({ records: CONVERSATIONS + 3, shared: 64, of: 64 });
+    const raw = probe(dataDir, 'raw');
+    expect(raw.records).toBe(CONVERSATIONS + 3);
+    expect(raw.shared).toBeLessThan(8);
   });
 });
