@@ -50,6 +50,7 @@ export const VARIABLES = {
   AGENTD_DATA_DIR: spec({ schema: z.string().min(1).optional(), default: '~/.agentd', flag: '--data-dir', meaning: 'Conversations, event logs, keys' }),
   AGENTD_WORKDIR_BASE: spec({ schema: z.string().min(1).optional(), default: '<data dir>/workspaces', meaning: 'Where fresh workdirs are created' }),
   AGENTD_LOG_LEVEL: spec({ schema: LogLevel.default('info'), default: 'info', meaning: 'fatal, error, warn, info, debug, trace or silent' }),
+  AGENTD_LOG_FLUSH_MS: spec({ schema: z.coerce.number().int().min(0).max(1000).default(5), default: '5', meaning: 'How long a log line below warn (a request line) may wait to be written with others, in ms (0: at the end of its event-loop turn); warn and above are never held; kill -9 loses at most this much' }),
   AGENTD_MASTER_KEY: spec({ schema: z.string().optional(), default: 'generated', meaning: 'API key(s), comma-separated to allow rotation (unset: <data dir>/master.key)' }),
   AGENTD_LLM_MODEL: spec({ schema: z.string().min(1).optional(), default: 'none', meaning: 'Default model for new conversations' }),
   AGENTD_LLM_BASE_URL: spec({ schema: z.url().optional(), default: 'OPENAI_BASE_URL', meaning: 'Default OpenAI-compatible endpoint' }),

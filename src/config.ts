@@ -30,6 +30,8 @@ export interface Config {
   dataDir: string;
   workdirBase: string;
   logLevel: z.infer<typeof LogLevel>;
+  /** Standard output's flush window for lines below warn, in ms (AGENTD_LOG_FLUSH_MS); 0: at the end of each event-loop turn. */
+  logFlushMs: number;
   /** Keys from AGENTD_MASTER_KEY; empty means "generate or load the key file in the data dir". */
   masterKeys: readonly string[];
   /** The LLM of a conversation created without one: AGENTD_LLM_* (null without AGENTD_LLM_MODEL). */
@@ -219,6 +221,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     dataDir,
     workdirBase,
     logLevel: e.AGENTD_LOG_LEVEL,
+    logFlushMs: e.AGENTD_LOG_FLUSH_MS,
     masterKeys: Object.freeze((e.AGENTD_MASTER_KEY ?? '').split(',').map((key) => key.trim()).filter(Boolean)),
     defaultLlm: model
       ? {

@@ -32,6 +32,8 @@ export interface LoggerOptions {
   destination?: NodeJS.WritableStream | TurnBatchedOutput;
   /** Bound once secrets are loaded (before that, nothing is masked: no secret is known yet). */
   masker?: LogMasker;
+  /** Standard output's flush window for lines below `warn` (AGENTD_LOG_FLUSH_MS; see TurnBatchedOutput); default 0. */
+  flushMs?: number;
 }
 
 /**
@@ -42,7 +44,7 @@ export interface LoggerOptions {
  * line costs the same with ten thousand conversations holding secrets as with one.
  */
 export function createLogger(options: LoggerOptions): Logger {
-  const target = options.destination ?? standardOutput();
+  const target = options.destination ?? standardOutput(options.flushMs ?? 0);
   const masker = options.masker ?? { mask: (text: string) => text };
   const mask = (text: string) => masker.mask(text);
   const logger = pino(
@@ -88,8 +90,10 @@ export async function terminalDestination(): Promise<NodeJS.WritableStream | und
 
 /** One for the process, whatever the number of loggers (tests make many). */
 let stdoutOutput: TurnBatchedOutput | null = null;
-function standardOutput(): TurnBatchedOutput {
-  return (stdoutOutput ??= new TurnBatchedOutput(1));
+function standardOutput(flushMs: number): TurnBatchedOutput {
+  stdoutOutput ??= new TurnBatchedOutput(1);
+  stdoutOutput.setFlushWindow(flushMs);
+  return stdoutOutput;
 }
 const CHINDINGS = pino.symbols.chindingsSym;
 

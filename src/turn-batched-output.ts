@@ -4,13 +4,25 @@ import fs from 'node:fs';
 const INITIAL_BYTES = 64 * 1024;
 /** Pieces up to this length are copied character by character (cheaper than a call into Buffer's encoder). */
 const SHORT_PIECE = 64;
+/** Past this many bytes pending, lines go out at the end of the turn, whatever the flush window. */
+const FLUSH_BYTES = 32 * 1024;
+/** How pino starts a line: the level's number follows. */
+const LEVEL_PREFIX = '{"level":';
+/** pino's `warn`: lines at this level and above are never held past their turn. */
+const WARN = 40;
 
 /**
- * Standard output, written once per event-loop turn: the lines a turn logs (under load, those of
- * many requests) go out in one write(2) when it ends, instead of one system call each. A line
- * waits at most until the end of its turn; what is pending when the process exits (an uncaught
- * error included) is written then. Writes are synchronous, as before: a reader that stops
- * reading holds the server back rather than letting lines pile up in memory.
+ * Standard output, written once per event-loop turn, or once per flush window: the lines a turn
+ * logs (under load, those of many requests) go out in one write(2) when it ends, instead of one
+ * system call each. With a flush window (AGENTD_LOG_FLUSH_MS), a line below `warn` (a request's
+ * line) may wait up to that long for others to go out with it, as nginx's `access_log ...
+ * buffer= flush=` does: a busy server then makes one write(2) per window rather than one per
+ * turn (P5: on `/alive` that write was most of what agentd costs over a bare route). A line at
+ * `warn` or above goes out at the end of its turn, with everything pending before it; so does
+ * everything once FLUSH_BYTES are pending. What is pending when the process exits (a clean stop,
+ * an uncaught error) is written then; a `kill -9` loses at most one window of lines below `warn`.
+ * Writes are synchronous, as before: a reader that stops reading holds the server back rather
+ * than letting lines pile up in memory.
  *
  * Lines are encoded as they come into one buffer kept from turn to turn. A line may also be
  * handed over in pieces (`append`, then `endLine`): the request line (http/request-log-line.ts)
@@ -21,15 +33,36 @@ export class TurnBatchedOutput {
   private used = 0;
   private scheduled = false;
   private readonly flushAtTurnEnd = () => this.flushSync();
+  /** Armed by the first line of a window (one Timeout, re-armed with refresh()); never keeps the process alive. */
+  private windowTimer: NodeJS.Timeout | null = null;
+  private windowArmed = false;
+  private readonly flushAtWindowEnd = () => {
+    this.windowArmed = false;
+    this.flushSync();
+  };
 
-  constructor(private readonly fd: number) {
+  /** `flushMs`: the flush window for lines below `warn` (0: each line goes out at the end of its turn). */
+  constructor(
+    private readonly fd: number,
+    private flushMs = 0,
+  ) {
     process.on('exit', () => this.flushSync());
+  }
+
+  setFlushWindow(ms: number): void {
+    if (ms === this.flushMs) return;
+    // The timer was made for the old window: what waits on it goes out now.
+    this.flushSync();
+    if (this.windowTimer) clearTimeout(this.windowTimer);
+    this.windowTimer = null;
+    this.windowArmed = false;
+    this.flushMs = ms;
   }
 
   /** A whole line (ending with its newline), as pino writes it. */
   write(line: string): boolean {
     this.append(line);
-    this.endLine();
+    this.endLine(isUrgent(line));
     return true;
   }
 
@@ -55,11 +88,18 @@ export class TurnBatchedOutput {
     this.used = used;
   }
 
-  /** The line is complete: it goes out when this turn ends. */
-  endLine(): void {
-    if (this.scheduled) return;
-    this.scheduled = true;
-    setImmediate(this.flushAtTurnEnd);
+  /** The line is complete: it goes out when this turn ends (`urgent`, or without a flush window), else within the window. */
+  endLine(urgent = false): void {
+    if (urgent || this.flushMs === 0 || this.used >= FLUSH_BYTES) {
+      if (this.scheduled) return;
+      this.scheduled = true;
+      setImmediate(this.flushAtTurnEnd);
+      return;
+    }
+    if (this.windowArmed) return;
+    this.windowArmed = true;
+    if (this.windowTimer) this.windowTimer.refresh();
+    else this.windowTimer = setTimeout(this.flushAtWindowEnd, this.flushMs).unref();
   }
 
   flushSync(): void {
@@ -86,4 +126,16 @@ export class TurnBatchedOutput {
     this.bytes.copy(bigger, 0, 0, this.used);
     this.bytes = bigger;
   }
+}
+
+/** Whether a whole line must go out at the end of its turn: pino's at `warn` and above, and any line not of pino's form. */
+function isUrgent(line: string): boolean {
+  if (!line.startsWith(LEVEL_PREFIX)) return true;
+  let level = 0;
+  for (let i = LEVEL_PREFIX.length; i < line.length; i++) {
+    const digit = line.charCodeAt(i) - 48;
+    if (digit < 0 || digit > 9) break;
+    level = level * 10 + digit;
+  }
+  return level >= WARN;
 }

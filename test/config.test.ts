@@ -187,6 +187,9 @@ describe('parseCli', () => {
     ['AGENTD_PORT', '-1'],
     ['AGENTD_PORT', '80.5'],
     ['AGENTD_LOG_LEVEL', 'loud'],
+    ['AGENTD_LOG_FLUSH_MS', '-1'],
+    ['AGENTD_LOG_FLUSH_MS', '2.5'],
+    ['AGENTD_LOG_FLUSH_MS', '5000'],
     ['AGENTD_LLM_BASE_URL', 'not a url'],
     ['OPENAI_BASE_URL', 'nope'],
     ['AGENTD_SSE_HEARTBEAT_S', '0'],
@@ -209,7 +212,7 @@ describe('parseCli', () => {
 
   it('applies defaults, and flags override the environment', () => {
     const defaults = serve([], {});
-    expect(defaults).toMatchObject({ host: '127.0.0.1', port: 8000, dataDir: '/tmp/agentd-parse', workdirBase: '/tmp/agentd-parse/workspaces', logLevel: 'info', masterKeys: [] });
+    expect(defaults).toMatchObject({ host: '127.0.0.1', port: 8000, dataDir: '/tmp/agentd-parse', workdirBase: '/tmp/agentd-parse/workspaces', logLevel: 'info', logFlushMs: 5, masterKeys: [] });
     const flagged = serve(['--host', '0.0.0.0', '--port', '9001', '--data-dir', '/tmp/agentd-flag'], { AGENTD_HOST: '10.0.0.1', AGENTD_PORT: '9000', AGENTD_DATA_DIR: '/tmp/agentd-env' });
     expect(flagged).toMatchObject({ host: '0.0.0.0', port: 9001, dataDir: '/tmp/agentd-flag', workdirBase: '/tmp/agentd-flag/workspaces' });
     expect(serve([], { AGENTD_WORKDIR_BASE: '/tmp/agentd-work', AGENTD_MASTER_KEY: ' a , b,' })).toMatchObject({ workdirBase: '/tmp/agentd-work', masterKeys: ['a', 'b'] });

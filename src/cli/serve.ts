@@ -44,7 +44,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
   // Bound to the secrets once they are loaded: no log line carries a secret value.
   const masker = { mask: (text: string) => text };
   const destination = await terminalDestination();
-  const logger = createLogger({ level: config.logLevel, masker, ...(destination && { destination }) });
+  const logger = createLogger({ level: config.logLevel, masker, flushMs: config.logFlushMs, ...(destination && { destination }) });
   // Once a burst of runs is over, the pages its garbage was spread over go back (compact-when-idle.ts).
   const compactWhenIdle = new CompactWhenIdle({ compact: () => void compactHeap() });
   const services = await composeServices(config, logger, { readers: [compactWhenIdle] });
