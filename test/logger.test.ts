@@ -114,75 +114,79 @@ describe('TurnBatchedOutput with a flush window (AGENTD_LOG_FLUSH_MS)', () => {
   const until = async (check: () => boolean) => {
     while (!check()) await new Promise((resolve) => setTimeout(resolve, 2));
   };
-
-  it('holds lines below warn past their turn, and writes them within the window, in order', async () => {
+  const turnEnd = () => new Promise((resolve) => setImmediate(resolve));
+  /** An output with the window given onto a temp file; `written()` reads what reached it. */
+  async function withOutput(flushMs: number, use: (output: TurnBatchedOutput, written: () => string) => Promise<void>): Promise<void> {
     const file = path.join(tempDir(), 'log.jsonl');
     const fd = fs.openSync(file, 'w');
     try {
-      const output = new TurnBatchedOutput(fd, 10);
+      await use(new TurnBatchedOutput(fd, flushMs), () => fs.readFileSync(file, 'utf8'));
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  it('holds lines below warn past their turn, and writes them within the window, in order', async () => {
+    await withOutput(10, async (output, written) => {
       output.write(info(1));
       output.append('{"level":30,"n":2,"msg":"request completed"}\n');
       output.endLine();
-      await new Promise((resolve) => setImmediate(resolve));
-      expect(fs.readFileSync(file, 'utf8')).toBe('');
-      await until(() => fs.readFileSync(file, 'utf8') !== '');
-      expect(fs.readFileSync(file, 'utf8')).toBe(`${info(1)}{"level":30,"n":2,"msg":"request completed"}\n`);
+      await turnEnd();
+      expect(written()).toBe('');
+      await until(() => written() !== '');
+      expect(written()).toBe(`${info(1)}{"level":30,"n":2,"msg":"request completed"}\n`);
       // The window's timer is armed again by the next line.
       output.write(info(3));
-      await until(() => fs.readFileSync(file, 'utf8').endsWith(info(3)));
-    } finally {
-      fs.closeSync(fd);
-    }
+      await until(() => written().endsWith(info(3)));
+    });
   });
 
   it('writes a warn line at the end of its turn with everything pending before it; and everything once 32 KiB are pending', async () => {
-    const file = path.join(tempDir(), 'log.jsonl');
-    const fd = fs.openSync(file, 'w');
-    try {
-      const output = new TurnBatchedOutput(fd, 60_000);
+    await withOutput(60_000, async (output, written) => {
       output.write(info(1));
       output.write(info(2));
-      await new Promise((resolve) => setImmediate(resolve));
-      expect(fs.readFileSync(file, 'utf8')).toBe('');
+      await turnEnd();
+      expect(written()).toBe('');
       output.write(warn);
       output.write(info(3));
-      await new Promise((resolve) => setImmediate(resolve));
-      expect(fs.readFileSync(file, 'utf8')).toBe(`${info(1)}${info(2)}${warn}${info(3)}`);
+      await turnEnd();
+      expect(written()).toBe(`${info(1)}${info(2)}${warn}${info(3)}`);
       // A line not of pino's form is written at its turn's end too.
       output.write('plain text\n');
-      await new Promise((resolve) => setImmediate(resolve));
-      expect(fs.readFileSync(file, 'utf8').endsWith('plain text\n')).toBe(true);
-      const before = fs.statSync(file).size;
+      await turnEnd();
+      expect(written().endsWith('plain text\n')).toBe(true);
+      const before = written().length;
       const many = Array.from({ length: 700 }, (_, i) => info(i)).join('');
       for (let i = 0; i < 700; i++) output.write(info(i));
-      await new Promise((resolve) => setImmediate(resolve));
-      expect(fs.readFileSync(file, 'utf8').slice(before)).toBe(many);
-    } finally {
-      fs.closeSync(fd);
-    }
+      await turnEnd();
+      expect(written().slice(before)).toBe(many);
+    });
   });
 
   it('without a window (0), writes each line at the end of its turn; a new window writes what waited on the old one', async () => {
-    const file = path.join(tempDir(), 'log.jsonl');
-    const fd = fs.openSync(file, 'w');
-    try {
-      const output = new TurnBatchedOutput(fd, 60_000);
+    await withOutput(60_000, async (output, written) => {
       output.write(info(1));
       output.setFlushWindow(0);
-      expect(fs.readFileSync(file, 'utf8')).toBe(info(1));
+      expect(written()).toBe(info(1));
       output.write(info(2));
-      await new Promise((resolve) => setImmediate(resolve));
-      expect(fs.readFileSync(file, 'utf8')).toBe(`${info(1)}${info(2)}`);
-    } finally {
-      fs.closeSync(fd);
-    }
+      await turnEnd();
+      expect(written()).toBe(`${info(1)}${info(2)}`);
+    });
   });
 
   it("in a process: what waits is written when it exits, also on an uncaught error, and with a warn line before a kill -9; a kill -9 loses at most the window's lines", () => {
     if (!fs.existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build`');
     const child = path.join(import.meta.dirname, 'support', 'log-flush-child.mjs');
     const run = (end: string) => spawnSync(process.execPath, [child, '60000', end], { encoding: 'utf8', timeout: 30_000 });
-    const messages = (stdout: string) => stdout.split('\n').filter(Boolean).map((line) => (JSON.parse(line) as { msg: string; n?: number }).n ?? (JSON.parse(line) as { msg: string }).msg);
+    /** Each line's `n` (the request-like lines) or its message. */
+    const messages = (stdout: string) =>
+      stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((text) => {
+          const line = JSON.parse(text) as { msg: string; n?: number };
+          return line.n ?? line.msg;
+        });
     const exited = run('exit');
     expect({ status: exited.status, lines: messages(exited.stdout) }).toEqual({ status: 0, lines: [0, 1, 2] });
     const thrown = run('throw');
