@@ -101,7 +101,7 @@ export const p16Soak: Benchmark = {
             String(now.rootFds - clients - (first.rootFds - firstClients!)),
             String(now.processes),
             String(now.processes - first.processes),
-            ...(report ? [report.liveAfterGc === null ? '–' : mib(report.liveAfterGc), mib(report.heapUsed), mib(report.heapTotal), mib(report.spaces.new_space?.size ?? 0), mib(report.spaces.old_space?.size ?? 0), mib(report.spaces.old_space?.used ?? 0), mib(report.spaces.large_object_space?.size ?? 0), mib(report.spaces.large_object_space?.used ?? 0), mib(report.external)] : ['–', '–', '–', '–', '–', '–', '–', '–', '–']),
+            ...(report ? [report.liveAfterGc === null ? '–' : mib(report.liveAfterGc), mib(report.heapUsed), mib(report.heapTotal), mib(report.spaces.new_space?.size ?? 0), mib(report.spaces.old_space?.size ?? 0), mib(report.spaces.old_space?.used ?? 0), mib(report.spaces.large_object_space?.size ?? 0), mib(report.spaces.large_object_space?.used ?? 0), mib(report.external), report.externalAfterGc === null ? '–' : mib(report.externalAfterGc)] : ['–', '–', '–', '–', '–', '–', '–', '–', '–', '–']),
           ]);
         }
       }
@@ -111,7 +111,7 @@ export const p16Soak: Benchmark = {
         tables: [
           {
             caption: 'Server resources over the soak',
-            columns: ['', 'RSS MiB', 'RSS vs round 1', 'fds', 'fds vs round 1', 'of them, the bench\'s idle HTTP connections', 'fds vs round 1 without those', 'child processes', 'vs round 1', 'JS heap live after a full GC MiB', 'JS heap used MiB', 'JS heap total MiB', 'new space MiB', 'old space MiB', 'of it used', 'large objects MiB', 'of it used', 'external MiB'],
+            columns: ['', 'RSS MiB', 'RSS vs round 1', 'fds', 'fds vs round 1', 'of them, the bench\'s idle HTTP connections', 'fds vs round 1 without those', 'child processes', 'vs round 1', 'JS heap live after a full GC MiB', 'JS heap used MiB', 'JS heap total MiB', 'new space MiB', 'old space MiB', 'of it used', 'large objects MiB', 'of it used', 'external MiB', 'external after a full GC MiB'],
             rows,
           },
         ],
@@ -130,6 +130,8 @@ export const p16Soak: Benchmark = {
 interface MemoryReport {
   /** The heap left after a full collection (the server has --expose-gc), read after the other figures. */
   liveAfterGc: number | null;
+  /** External memory (Buffers and the like) left after that collection. */
+  externalAfterGc: number | null;
   heapUsed: number;
   heapTotal: number;
   external: number;
