@@ -30,6 +30,8 @@ export const p16Soak: Benchmark = {
     const restMs = Number(process.env.AGENTD_BENCH_P16_REST_MS ?? 500);
     // AGENTD_BENCH_P16_IDLE_S=<s>: the server's AGENTD_IDLE_TIMEOUT_S (default 0: nothing released, every history held and growing).
     const idleS = process.env.AGENTD_BENCH_P16_IDLE_S ?? '0';
+    // AGENTD_BENCH_P16_HISTORY_MB=<MiB>: the server's AGENTD_HISTORY_CACHE_MB (default: the server's default).
+    const historyMb = process.env.AGENTD_BENCH_P16_HISTORY_MB;
     const model = new SteppingModel(steps);
     const fake = await startFakeLlm({ whenExhausted: model.answer });
     const dataDir = path.join(tmp, 'data');
@@ -51,7 +53,7 @@ export const p16Soak: Benchmark = {
     const server = await startProcess({
       command: [process.execPath, ...v8Flags, ...(heapDir ? ['--heapsnapshot-signal=SIGUSR2'] : ['--expose-gc', '--import', childScript('memory-report')]), CLI],
       args: (port) => ['--port', String(port), '--data-dir', dataDir],
-      env: { AGENTD_LOG_LEVEL: 'warn', AGENTD_IDLE_TIMEOUT_S: idleS, AGENTD_BENCH_MEMORY_FILE: memoryFile },
+      env: { AGENTD_LOG_LEVEL: 'warn', AGENTD_IDLE_TIMEOUT_S: idleS, AGENTD_BENCH_MEMORY_FILE: memoryFile, ...(historyMb !== undefined && { AGENTD_HISTORY_CACHE_MB: historyMb }) },
       probe: '/health',
       ...(heapDir && { cwd: heapDir }),
     });
@@ -107,7 +109,7 @@ export const p16Soak: Benchmark = {
       }
       const seconds = (performance.now() - started) / 1000;
       return {
-        sizes: `${count} conversations × ${rounds} runs × ${steps} steps, 8 conversations at a time, an SSE subscriber per run (sandboxes without network)${idleS !== '0' ? `, AGENTD_IDLE_TIMEOUT_S=${idleS} and ${restMs} ms after each round` : ''}; ${fmt((count * rounds * steps) / seconds)} steps/s`,
+        sizes: `${count} conversations × ${rounds} runs × ${steps} steps, 8 conversations at a time, an SSE subscriber per run (sandboxes without network)${idleS !== '0' ? `, AGENTD_IDLE_TIMEOUT_S=${idleS} and ${restMs} ms after each round` : ''}${historyMb !== undefined ? `, AGENTD_HISTORY_CACHE_MB=${historyMb}` : ''}; ${fmt((count * rounds * steps) / seconds)} steps/s`,
         tables: [
           {
             caption: 'Server resources over the soak',
