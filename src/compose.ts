@@ -154,10 +154,10 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   });
   const llm = overrides.llm ?? new OpenAiLlmClient(config.llmClient);
   // Histories keep their messages in the LLM client's own encoding (sent as they are at each request).
-  const sessions = new AgentSessions(log, llm.codec);
+  const sessions = new AgentSessions(log, { codec: llm.codec, historyBudget: config.historyCacheBytes });
   const secrets = new SecretService({ conversations: store, onChange: (conversationId, change) => sessions.updateShellEnv(conversationId, change) });
   const streams = new EventStreams({ log, deltas, maxBuffered: config.sseMaxBuffered, maxBufferedBytes: config.sseMaxBufferedBytes });
-  const metrics = new Metrics({ conversationsByStatus: () => store.countsByStatus(), sseSubscribers: () => streams.size });
+  const metrics = new Metrics({ conversationsByStatus: () => store.countsByStatus(), sseSubscribers: () => streams.size, historyCache: () => sessions.historyCache });
   // Every event is masked, stored, then read in this process by these readers, in this order;
   // SSE streams and webhook deliveries subscribe to the log itself (each with its own cursor).
   const recorder = new EventRecorder({

@@ -19,6 +19,8 @@ export interface Config {
   llmClient: { rateLimitWaitMs: number; idleTimeoutMs: number };
   /** After this long without a run a conversation's shell and cached history are released; 0: never. */
   idleTimeoutMs: number;
+  /** Bytes of LLM history kept between runs (AGENTD_HISTORY_CACHE_MB): past it, the histories used longest ago are folded again at next use. */
+  historyCacheBytes: number;
   /** A shutdown taking longer than this exits anyway (code 1). */
   shutdownTimeoutMs: number;
   /** V8's heap growing factor in percent (AGENTD_HEAP_GROWTH_PERCENT); 0: V8's own. */
@@ -240,6 +242,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     condenserMaxTokens: e.AGENTD_CONDENSER_MAX_TOKENS,
     llmClient: Object.freeze({ rateLimitWaitMs: Math.round(e.AGENTD_LLM_RATE_LIMIT_WAIT_S * 1000), idleTimeoutMs: Math.round(e.AGENTD_LLM_IDLE_TIMEOUT_S * 1000) }),
     idleTimeoutMs: Math.round(e.AGENTD_IDLE_TIMEOUT_S * 1000),
+    historyCacheBytes: Math.round(e.AGENTD_HISTORY_CACHE_MB * 2 ** 20),
     shutdownTimeoutMs: Math.round(e.AGENTD_SHUTDOWN_TIMEOUT_S * 1000),
     heapGrowthPercent: e.AGENTD_HEAP_GROWTH_PERCENT,
     secretKey: e.AGENTD_SECRET_KEY ?? null,

@@ -190,6 +190,8 @@ describe('parseCli', () => {
     ['AGENTD_LOG_FLUSH_MS', '-1'],
     ['AGENTD_LOG_FLUSH_MS', '2.5'],
     ['AGENTD_LOG_FLUSH_MS', '5000'],
+    ['AGENTD_HISTORY_CACHE_MB', '-1'],
+    ['AGENTD_HISTORY_CACHE_MB', 'lots'],
     ['AGENTD_LLM_BASE_URL', 'not a url'],
     ['OPENAI_BASE_URL', 'nope'],
     ['AGENTD_SSE_HEARTBEAT_S', '0'],
@@ -212,7 +214,8 @@ describe('parseCli', () => {
 
   it('applies defaults, and flags override the environment', () => {
     const defaults = serve([], {});
-    expect(defaults).toMatchObject({ host: '127.0.0.1', port: 8000, dataDir: '/tmp/agentd-parse', workdirBase: '/tmp/agentd-parse/workspaces', logLevel: 'info', logFlushMs: 5, masterKeys: [] });
+    expect(defaults).toMatchObject({ host: '127.0.0.1', port: 8000, dataDir: '/tmp/agentd-parse', workdirBase: '/tmp/agentd-parse/workspaces', logLevel: 'info', logFlushMs: 5, masterKeys: [], historyCacheBytes: 4 * 2 ** 20 });
+    expect(serve([], { AGENTD_HISTORY_CACHE_MB: '0.5' })).toMatchObject({ historyCacheBytes: 2 ** 19 });
     const flagged = serve(['--host', '0.0.0.0', '--port', '9001', '--data-dir', '/tmp/agentd-flag'], { AGENTD_HOST: '10.0.0.1', AGENTD_PORT: '9000', AGENTD_DATA_DIR: '/tmp/agentd-env' });
     expect(flagged).toMatchObject({ host: '0.0.0.0', port: 9001, dataDir: '/tmp/agentd-flag', workdirBase: '/tmp/agentd-flag/workspaces' });
     expect(serve([], { AGENTD_WORKDIR_BASE: '/tmp/agentd-work', AGENTD_MASTER_KEY: ' a , b,' })).toMatchObject({ workdirBase: '/tmp/agentd-work', masterKeys: ['a', 'b'] });

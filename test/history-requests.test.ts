@@ -1,6 +1,7 @@
 // What the LLM receives from the history kept as wire texts is what a fresh fold of the stored log
 // gives, shaped and encoded whole (the path before the texts were kept), at every request of a
-// conversation that is released while idle, condensed, rewound and forked.
+// conversation that is released while idle, condensed, rewound and forked, and of conversations
+// whose histories are dropped between their runs to stay within AGENTD_HISTORY_CACHE_MB.
 import { afterEach, describe, expect, it } from 'vitest';
 import { shapeChatRequest } from '../src/adapters/chat-request-shape.js';
 import { AgentSession } from '../src/core/agent/agent-session.js';
@@ -104,6 +105,73 @@ describe('the history sent to the LLM', () => {
     // The condensation and the rewind did change what was sent.
     expect(JSON.stringify(parentRequests.at(-3)!.body.messages)).toContain('first done');
     expect(JSON.stringify(parentRequests.at(-1)!.body.messages)).not.toContain('"echo three"');
+    expect(harness.llm.violations).toEqual([]);
+  });
+
+  it('is a fresh fold of the log when the history was dropped between runs to stay within AGENTD_HISTORY_CACHE_MB', async () => {
+    harness = await startAgentHarness(
+      [
+        bash('echo a1 > a.txt'),
+        { text: 'A first done' },
+        bash('echo b1'),
+        { text: 'B first done' },
+        { toolCalls: [{ name: 'bash', arguments: { command: 'echo a2' } }, { name: 'bash', arguments: { command: 'echo "é 漢"' } }] },
+        { text: 'A second done' },
+        { text: 'B second done' },
+        bash('echo a3'),
+        { text: 'A third done' },
+        { text: 'B third done' },
+        { text: 'A after the summary' },
+        { text: 'B fourth done' },
+        { text: 'A after the rewind' },
+      ],
+      // 0: no history is kept but the one in use; each conversation's run drops the other's.
+      { env: { AGENTD_HISTORY_CACHE_MB: '0' }, fake: { summarizer: true } },
+    );
+    const agentRequests = () => harness.llm.requests.filter((request) => !harness.llm.summaryRequests.includes(request));
+    const requestsOf = new Map<string, RecordedRequest[]>();
+    /** Sends a message (or starts with one) and waits for the run's end: the requests it made are the conversation's. */
+    const turn = async (id: string | null, content: string) => {
+      const before = agentRequests().length;
+      if (id === null) id = await harness.createConversation({ initial_message: content, condenser: { keep_first: 1, keep_last: 2 } });
+      else expect((await harness.post(`/conversations/${id}/messages`, { content })).status).toBe(202);
+      await harness.waitForStatus(id, ['idle']);
+      requestsOf.set(id, [...(requestsOf.get(id) ?? []), ...agentRequests().slice(before)]);
+      return id;
+    };
+    const released = async () => {
+      const text = await (await fetch(`${harness.server.url}/metrics`, { headers: harness.server.auth })).text();
+      return Number(/^agentd_history_cache_released_total (\d+)/m.exec(text)?.[1]);
+    };
+
+    const a = await turn(null, 'start A');
+    const b = await turn(null, 'start B');
+    expect(await released()).toBe(1);
+    await turn(a, 'A again');
+    await turn(b, 'B again');
+    await turn(a, 'A once more');
+    // A condensation of a history that was dropped, then dropped again before the next run.
+    expect((await harness.post(`/conversations/${a}/condense`, {})).status).toBe(202);
+    await waitUntil('the condensation', async () => (await harness.events(a)).some((event) => event.kind === 'condensation'));
+    await turn(b, 'B meanwhile');
+    await turn(a, 'A after the summary');
+    // A rewind of a dropped history.
+    const checkpoints = (await harness.get(`/conversations/${a}/checkpoints`)).body.items as { id: string; trigger: string }[];
+    expect((await harness.post(`/conversations/${a}/rewind`, { checkpoint_id: checkpoints.filter((checkpoint) => checkpoint.trigger === 'tool').at(-1)!.id })).status).toBe(200);
+    await turn(b, 'B after the rewind of A');
+    await turn(a, 'A after the rewind');
+    expect(await released()).toBeGreaterThanOrEqual(8);
+
+    expect(requestsOf.get(a)).toHaveLength(8);
+    expect(requestsOf.get(b)).toHaveLength(5);
+    await expectFreshFolds(requestsOf.get(a)!, (await harness.events(a)) as AgentEvent[]);
+    await expectFreshFolds(requestsOf.get(b)!, (await harness.events(b)) as AgentEvent[]);
+    // The condensation and the rewind did change what was sent.
+    expect(JSON.stringify(requestsOf.get(a)!.at(-2)!.body.messages)).toContain('were condensed into the summary below');
+    expect(JSON.stringify(requestsOf.get(a)!.at(-2)!.body.messages)).toContain('echo a3');
+    // The rewind went back to before the last call, and before the condensation.
+    expect(JSON.stringify(requestsOf.get(a)!.at(-1)!.body.messages)).not.toContain('echo a3');
+    expect(JSON.stringify(requestsOf.get(a)!.at(-1)!.body.messages)).not.toContain('were condensed into the summary below');
     expect(harness.llm.violations).toEqual([]);
   });
 });

@@ -40,7 +40,7 @@ export class Metrics {
   private readonly toolExecutions: Counter<'tool' | 'outcome'>;
   readonly webhookDeliveries: Counter<'outcome'>;
 
-  constructor(gauges: { conversationsByStatus: () => Record<string, number>; sseSubscribers: () => number }) {
+  constructor(gauges: { conversationsByStatus: () => Record<string, number>; sseSubscribers: () => number; historyCache?: () => { bytes: number; released: number } }) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'agentd_process_' });
     // Written as prom-client's Counter and Histogram write them, counted more cheaply (once per request).
@@ -68,6 +68,25 @@ export class Metrics {
       registers,
       collect() {
         this.set(gauges.sseSubscribers());
+      },
+    });
+    const historyCache = gauges.historyCache;
+    if (!historyCache) return;
+    new Gauge({
+      name: 'agentd_history_cache_bytes',
+      help: 'LLM histories kept in memory, in bytes as counted against AGENTD_HISTORY_CACHE_MB',
+      registers,
+      collect() {
+        this.set(historyCache().bytes);
+      },
+    });
+    // Only grows while the process lives, like a counter, but kept by the sessions.
+    new Gauge({
+      name: 'agentd_history_cache_released_total',
+      help: 'LLM histories dropped to stay within AGENTD_HISTORY_CACHE_MB (folded from the event log again at next use)',
+      registers,
+      collect() {
+        this.set(historyCache().released);
       },
     });
   }

@@ -173,7 +173,7 @@ export class AgentRuntime implements ConversationRuntime {
     // Shells warmed earlier that still wait for their conversation's first run.
     for (const id of this.warmed) {
       const session = sessions.peek(id);
-      if (!session || session.active || session.history.hasSystemPrompt || !conversations.has(id)) this.warmed.delete(id);
+      if (!session || session.active || session.stale || session.history.hasSystemPrompt || !conversations.has(id)) this.warmed.delete(id);
     }
     if (this.warmed.size >= WARM_SHELLS_MAX) return;
     const session = await this.lifecycle.session(conversationId);

@@ -41,7 +41,10 @@ export class AgentSession {
   readonly toolState = new Map<string, unknown>();
   /** Conversation rewinds seen so far: the history is the view they leave (see rewound-view.ts). */
   private rewinds: HistoryRewind[] = [];
-  /** A rewind was appended: the history is folded again before it is used (see AgentSessions.get). */
+  /**
+   * The history is folded again before it is used (see AgentSessions.get): a rewind was appended,
+   * or the history was given back to keep memory within its budget (see releaseHistory).
+   */
   stale = false;
   active: ActiveRun | null = null;
   /** The `ask_user` question the active run waits on (at most one). */
@@ -112,6 +115,28 @@ export class AgentSession {
     this.held = [];
     this.stale = false;
     await this.load(log);
+  }
+
+  /**
+   * Gives back the folded history (to keep the memory of histories within their budget); it is
+   * folded from the log again at next use, as after an idle release. The shell stays. Only while
+   * nothing uses it: no run, condensation, question or subagent.
+   */
+  releaseHistory(): boolean {
+    if (!this.releasable) return false;
+    this.history = new ConversationHistory(this.codec);
+    this.toolState.delete(TASK_LIST_STATE_KEY);
+    this.rewinds = [];
+    this.stale = true;
+    return true;
+  }
+
+  /**
+   * Nothing uses the history now, and it was folded in (see releaseHistory). Calls left open (a
+   * restart's recovery closes them, reading their names) keep it too.
+   */
+  get releasable(): boolean {
+    return this.active === null && this.condensing === null && this.condenseRequest === null && this.question === null && this.children.size === 0 && this.held === null && this.agent === null && !this.history.hasOpenCalls;
   }
 
   private fold(event: AgentEvent): void {

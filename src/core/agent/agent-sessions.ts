@@ -3,22 +3,45 @@ import type { EventReader } from '../events/event-recorder.js';
 import { AgentSession } from './agent-session.js';
 import type { LlmMessageCodec } from './llm.js';
 
+export interface AgentSessionsOptions {
+  /** How histories keep their messages: the LLM client's codec (see LlmMessageCodec). */
+  codec?: LlmMessageCodec | undefined;
+  /**
+   * How many bytes of folded history the sessions keep (AGENTD_HISTORY_CACHE_MB, see
+   * ConversationHistory.size): past it,
+   * the histories used longest ago are given back, and folded from the log at their next use.
+   * The session in use is never given back, nor one a run, question or condensation holds.
+   * Absent: no bound.
+   */
+  historyBudget?: number | undefined;
+}
+
 /**
  * The agent's sessions, one per conversation that ran since the server started, and the reader
  * of the log that keeps their LLM history: a session folds its conversation's log in on first
- * use, then reads each event as it is stored (the history fold → the loop).
+ * use, then reads each event as it is stored (the history fold → the loop). The folded histories
+ * stay within their budget: the ones used longest ago are given back first.
  */
 export class AgentSessions implements EventReader {
   readonly name = 'LLM history fold';
   private readonly sessions = new Map<string, AgentSession>();
   /** Sessions whose history is being folded in from the log. */
   private readonly loading = new Map<string, Promise<AgentSession>>();
+  /** How histories keep their messages: the LLM client's codec (see LlmMessageCodec). */
+  private readonly codec: LlmMessageCodec | undefined;
+  private readonly budget: number;
+  /** Folded histories' sizes as last counted, used longest ago first (see use()). */
+  private readonly sizes = new Map<string, number>();
+  private held = 0;
+  private released = 0;
 
   constructor(
     private readonly log: EventLog,
-    /** How histories keep their messages: the LLM client's codec (see LlmMessageCodec). */
-    private readonly codec?: LlmMessageCodec,
-  ) {}
+    options: AgentSessionsOptions = {},
+  ) {
+    this.codec = options.codec;
+    this.budget = options.historyBudget ?? Infinity;
+  }
 
   read({ event }: AppendedEvent): void {
     this.sessions.get(event.conversation_id)?.receive(event);
@@ -38,8 +61,44 @@ export class AgentSessions implements EventReader {
     return [...this.sessions.values()];
   }
 
-  /** The conversation's session, its history folded in from the log on first use. */
+  /** The conversation's session, its history folded in from the log on first use (and counted as just used). */
   async get(conversationId: string): Promise<AgentSession> {
+    const session = await this.fetch(conversationId);
+    this.use(session);
+    return session;
+  }
+
+  /**
+   * The session's history was used (handed out, or its run ended): it is counted with its size now
+   * and goes last in line. Past the budget, the histories used longest ago are given back (the
+   * session just used is not).
+   */
+  use(session: AgentSession): void {
+    const id = session.conversationId;
+    if (this.sessions.get(id) !== session || session.stale) return;
+    this.held -= this.sizes.get(id) ?? 0;
+    this.sizes.delete(id);
+    const size = session.history.size;
+    this.sizes.set(id, size);
+    this.held += size;
+    if (this.held <= this.budget) return;
+    for (const [otherId, otherSize] of this.sizes) {
+      if (this.held <= this.budget) break;
+      if (otherId === id) continue;
+      const other = this.sessions.get(otherId);
+      if (other && (this.loading.has(otherId) || !other.releaseHistory())) continue;
+      if (other) this.released += 1;
+      this.sizes.delete(otherId);
+      this.held -= otherSize;
+    }
+  }
+
+  /** Bytes of folded history held, as last counted (see use()), and how many histories were given back to stay within the budget. */
+  get historyCache(): { bytes: number; released: number } {
+    return { bytes: this.held, released: this.released };
+  }
+
+  private async fetch(conversationId: string): Promise<AgentSession> {
     const loading = this.loading.get(conversationId);
     if (loading) return loading;
     const known = this.sessions.get(conversationId);
@@ -76,6 +135,8 @@ export class AgentSessions implements EventReader {
   forget(conversationId: string): AgentSession | undefined {
     const session = this.sessions.get(conversationId);
     this.sessions.delete(conversationId);
+    this.held -= this.sizes.get(conversationId) ?? 0;
+    this.sizes.delete(conversationId);
     return session;
   }
 

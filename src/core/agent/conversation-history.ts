@@ -40,9 +40,8 @@ export const INTERRUPTED_RESULT = 'The tool call did not complete: it was interr
 export class ConversationHistory {
   constructor(readonly codec: LlmMessageCodec = JSON_MESSAGE_CODEC) {}
 
-  private system: string | null = null;
-  /** The system prompt as a request carries it (encoded once per prompt). */
-  private systemItem: string | LlmMessage | null = null;
+  /** The system prompt, kept once: as a request carries it (encoded once per prompt). */
+  private system: HistoryEntry | null = null;
   /** The tool schemas recorded with the system prompt, as JSON (the runtime compares them). */
   private systemTools = '';
   /** The schema objects last found equal to `systemTools` (the same objects again need no JSON: tool-offer.ts derives each tool's once). */
@@ -75,8 +74,7 @@ export class ConversationHistory {
     this.folding = event.seq;
     switch (event.kind) {
       case 'system_prompt':
-        this.system = event.content;
-        this.systemItem = null;
+        this.system = this.entry({ role: 'system', content: event.content });
         this.systemTools = sharedToolsJson(JSON.stringify(event.tools));
         this.systemToolsSeen = [];
         return;
@@ -153,6 +151,18 @@ export class ConversationHistory {
     if (range.replacement && at >= 0) this.messages.splice(at, 0, new HistoryEntry(this.codec, range.replacement, range.fromSeq, range.toSeq));
   }
 
+  /**
+   * About how many bytes of memory the history holds: the system prompt and every message (see
+   * HistoryEntry.size; the tool schemas are shared between conversations and not counted). For
+   * the budget of histories kept between runs (see AgentSessions).
+   */
+  get size(): number {
+    let size = this.system?.size ?? 0;
+    for (const entry of this.messages) size += entry.size;
+    for (const entry of this.deferred) size += entry.size;
+    return size;
+  }
+
   /** The messages after the system prompt with the seqs they came from (what a condensation plans over). */
   entries(): readonly HistoryEntry[] {
     return this.messages;
@@ -203,7 +213,8 @@ export class ConversationHistory {
 
   /** True when `content` and `tools` are what the last system_prompt event recorded. */
   hasSystemPromptOf(content: string, tools: readonly unknown[]): boolean {
-    if (this.system !== content) return false;
+    const system = this.system?.message;
+    if (system?.role !== 'system' || system.content !== content) return false;
     if (tools.length > 0 && tools.length === this.systemToolsSeen.length && tools.every((tool, i) => tool === this.systemToolsSeen[i])) return true;
     if (this.systemTools !== JSON.stringify(tools)) return false;
     this.systemToolsSeen = [...tools];
@@ -215,6 +226,11 @@ export class ConversationHistory {
     return this.openCalls.get(toolCallId);
   }
 
+  /** Whether a call has no result yet. */
+  get hasOpenCalls(): boolean {
+    return this.openCalls.size > 0;
+  }
+
   /** Tool call ids that have no result yet, in order. */
   get pendingCallIds(): string[] {
     return [...this.openCalls.keys()];
@@ -223,7 +239,7 @@ export class ConversationHistory {
   /** The messages to send: system first, every call answered, deferred user messages after (decoded: see `encoded`). */
   snapshot(): LlmMessage[] {
     const out: LlmMessage[] = [];
-    if (this.system !== null) out.push({ role: 'system', content: this.system });
+    if (this.system !== null) out.push(this.system.message);
     for (const entry of this.messages) out.push(entry.message);
     for (const id of this.openCalls.keys()) out.push(interrupted(id));
     for (const entry of this.deferred) out.push(entry.message);
@@ -233,13 +249,7 @@ export class ConversationHistory {
   /** The messages of `snapshot()` as the history keeps them: texts of its codec (or messages kept as objects), nothing decoded. */
   encoded(): EncodedMessages {
     const items: (string | LlmMessage)[] = [];
-    if (this.system !== null) {
-      if (this.systemItem === null) {
-        const message: LlmMessage = { role: 'system', content: this.system };
-        this.systemItem = this.codec.encode(message) ?? message;
-      }
-      items.push(this.systemItem);
-    }
+    if (this.system !== null) items.push(this.system.item);
     for (const entry of this.messages) items.push(entry.item);
     for (const id of this.openCalls.keys()) {
       const message = interrupted(id);

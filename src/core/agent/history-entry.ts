@@ -1,5 +1,10 @@
 import type { LlmMessage, LlmMessageCodec } from './llm.js';
 
+/** What an entry costs besides its text: the entry itself and the string's header, about. */
+const ENTRY_BYTES = 64;
+/** A character V8 cannot keep in a one-byte string: a text with one takes two bytes a character. */
+const TWO_BYTE = /[^\x00-\xff]/;
+
 /**
  * One message of the history with the seqs of the events it was folded from (first and last),
  * kept as its codec's text (see LlmMessageCodec): encoded once, when it enters the history, sent
@@ -10,6 +15,7 @@ export class HistoryEntry {
   /** The codec's text, or the message itself when the codec keeps it as an object. */
   private kept: string | LlmMessage;
   private messageRole: LlmMessage['role'];
+  private bytes: number;
 
   constructor(
     private readonly codec: LlmMessageCodec,
@@ -19,6 +25,7 @@ export class HistoryEntry {
   ) {
     this.messageRole = message.role;
     this.kept = codec.encode(message) ?? message;
+    this.bytes = sizeOf(this.kept);
   }
 
   get role(): LlmMessage['role'] {
@@ -35,9 +42,21 @@ export class HistoryEntry {
     return this.kept;
   }
 
+  /** About how many bytes of memory it holds (see sizeOf). */
+  get size(): number {
+    return this.bytes;
+  }
+
   /** The message changed (a call joined its turn). */
   replace(message: LlmMessage): void {
     this.messageRole = message.role;
     this.kept = this.codec.encode(message) ?? message;
+    this.bytes = sizeOf(this.kept);
   }
+}
+
+/** Bytes a kept message takes, about: its text at one or two bytes a character (a message kept as an object: twice its JSON's length). */
+function sizeOf(kept: string | LlmMessage): number {
+  if (typeof kept !== 'string') return ENTRY_BYTES + 2 * JSON.stringify(kept).length;
+  return ENTRY_BYTES + (TWO_BYTE.test(kept) ? 2 : 1) * kept.length;
 }

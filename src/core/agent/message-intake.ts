@@ -61,8 +61,11 @@ export class MessageIntake {
       }
       case 'rollback': {
         await this.deps.cancel(conversationId);
-        // Everything from the run's input to its end (the observations that closed its calls included).
-        await this.deps.append(conversationId, { kind: 'rollback', source: 'user', run_id: active.run.id, forgotten_from_seq: active.inputFromSeq, forgotten_to_seq: session.history.lastSeq });
+        // Everything from the run's input to its end (the observations that closed its calls included),
+        // read from the session as it is now: once its run ended, its history may have been dropped to
+        // stay within budget (see AgentSessions.use), and is folded again here.
+        const lastSeq = (await this.deps.session(conversationId)).history.lastSeq;
+        await this.deps.append(conversationId, { kind: 'rollback', source: 'user', run_id: active.run.id, forgotten_from_seq: active.inputFromSeq, forgotten_to_seq: lastSeq });
         const event = await options.append('rollback');
         return { event, runId: await this.deps.startRun(conversationId) };
       }

@@ -249,6 +249,8 @@ export class RunDriver {
     }
     // A POST /condense the run did not get to (it ended first) is done now.
     if (active.stopAs !== 'deleted' && active.stopAs !== 'shutdown') this.deps.condensation.afterRun(session, record);
+    // The history counts with what the run added (older histories may go to stay in budget).
+    this.deps.sessions.use(session);
   }
 
   /** The prompt is rebuilt at every run start; its inputs (workdir, tools, secrets, AGENTS.md, date) may have changed. */
