@@ -1,5 +1,5 @@
 /**
- * compactHeap (run by `agentd serve` once start-up is done, before it listens): the pages a full
+ * compactHeap (run by `agentd serve` once start-up is done and the server quiet): the pages a full
  * collection leaves partly used are compacted and released, and nothing of the flags it sets
  * stays (no `gc` in contexts made later).
  */

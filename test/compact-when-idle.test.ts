@@ -43,6 +43,26 @@ describe('CompactWhenIdle', () => {
     expect(compact).toHaveBeenCalledTimes(1);
   });
 
+  it('compacts what start-up left once the server is quiet after it, not while a run is in progress', () => {
+    const compact = vi.fn();
+    const reader = new CompactWhenIdle({ compact, quietMs: 100 });
+    reader.afterStart();
+    vi.advanceTimersByTime(99);
+    expect(compact).not.toHaveBeenCalled();
+    vi.advanceTimersByTime(1);
+    expect(compact).toHaveBeenCalledTimes(1);
+
+    const compactBusy = vi.fn();
+    const busy = new CompactWhenIdle({ compact: compactBusy, quietMs: 100 });
+    busy.read(stateUpdate(A, 'running'));
+    busy.afterStart();
+    vi.advanceTimersByTime(1000);
+    expect(compactBusy).not.toHaveBeenCalled();
+    busy.read(stateUpdate(A, 'idle'));
+    vi.advanceTimersByTime(100);
+    expect(compactBusy).toHaveBeenCalledTimes(1);
+  });
+
   it('does not compact when a run starts again within the quiet time', () => {
     const compact = vi.fn();
     const reader = new CompactWhenIdle({ compact, quietMs: 100 });

@@ -2,8 +2,8 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 
 /**
- * One full garbage collection that compacts every page, when start-up is done and before the
- * server listens.
+ * One full garbage collection that compacts every page: once start-up is done and the server
+ * quiet (after it listens), and after a burst of runs (compact-when-idle.ts).
  *
  * Start-up promotes what it keeps (records, indexes, compiled modules) together with what it only
  * used (the snapshot's parsed lines and entries, summaries, module sources being linked), in the

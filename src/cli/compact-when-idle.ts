@@ -51,6 +51,12 @@ export class CompactWhenIdle implements EventReader {
     if (this.running.size === 0) this.schedule();
   }
 
+  /** Start-up is done (the server listens): its garbage is compacted like a burst's, once no run is in progress for `quietMs`. */
+  afterStart(): void {
+    this.runsEnded = true;
+    if (this.running.size === 0) this.schedule();
+  }
+
   /** No collection is pending any more (the server stops). */
   close(): void {
     this.cancel();

@@ -109,10 +109,11 @@ export async function serve(argv: readonly string[]): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
 
-  // What start-up only used goes, and the pages it was spread over with what stays. Worth a
-  // collection's time (tens of ms) with many records loaded; not for a small data dir (P7, the binary's start).
-  if (services.store.count() >= COMPACT_FROM_CONVERSATIONS) compactHeap();
   const address = await app.listen({ host: config.host, port: config.port });
+  // What start-up only used goes, and the pages it was spread over with what stays, once the
+  // server is quiet: a collection's time (tens of ms) with many records loaded, not spent before
+  // the server answers; not for a small data dir (P7, the binary's start).
+  if (services.store.count() >= COMPACT_FROM_CONVERSATIONS) compactWhenIdle.afterStart();
   // The young generation was kept small while starting (cli.ts): V8's own growth from here on.
   v8.setFlagsFromString('--semi-space-growth-factor=2');
   logger.info({ address, data_dir: config.dataDir, version: VERSION }, 'agentd listening');
