@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import v8 from 'node:v8';
 import { CLIENT_COMMANDS } from './cli/client-commands.js';
 
 // The one binary: `agentd [serve] [options]` serves (the default); `agentd run|chat|conversations|events`
@@ -8,10 +7,8 @@ import { CLIENT_COMMANDS } from './cli/client-commands.js';
 /** The server's modules load only when serving: the client commands start faster without them. */
 async function serve(argv: readonly string[]): Promise<void> {
   // Start-up (compiling modules, loading records) allocates a lot that is garbage at once or kept
-  // for good: V8 would grow the young generation to its 32 MiB maximum on the way and keep it
-  // resident while the server idles. It stays at its minimum until the server listens; from then
-  // on V8 grows it as the load asks (serve.ts).
-  v8.setFlagsFromString('--semi-space-growth-factor=1');
+  // for good: V8 grows the young generation on the way (fewer collections, each copying what it
+  // finds alive), and the server gives it back once it listens and is quiet (serve.ts, compact-heap.ts).
   const { serve: start } = await import('./cli/serve.js');
   return start(argv);
 }

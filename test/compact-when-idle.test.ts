@@ -26,7 +26,7 @@ describe('CompactWhenIdle', () => {
   afterEach(() => vi.useRealTimers());
 
   it('compacts once after the last run in progress ends and the server stays quiet', () => {
-    const compact = vi.fn();
+    const compact = vi.fn(async () => undefined);
     const reader = new CompactWhenIdle({ compact, quietMs: 100 });
     reader.read(stateUpdate(A, 'running'));
     reader.read(stateUpdate(B, 'running'));
@@ -44,7 +44,7 @@ describe('CompactWhenIdle', () => {
   });
 
   it('compacts what start-up left once the server is quiet after it, not while a run is in progress', () => {
-    const compact = vi.fn();
+    const compact = vi.fn(async () => undefined);
     const reader = new CompactWhenIdle({ compact, quietMs: 100 });
     reader.afterStart();
     vi.advanceTimersByTime(99);
@@ -52,7 +52,7 @@ describe('CompactWhenIdle', () => {
     vi.advanceTimersByTime(1);
     expect(compact).toHaveBeenCalledTimes(1);
 
-    const compactBusy = vi.fn();
+    const compactBusy = vi.fn(async () => undefined);
     const busy = new CompactWhenIdle({ compact: compactBusy, quietMs: 100 });
     busy.read(stateUpdate(A, 'running'));
     busy.afterStart();
@@ -64,7 +64,7 @@ describe('CompactWhenIdle', () => {
   });
 
   it('does not compact when a run starts again within the quiet time', () => {
-    const compact = vi.fn();
+    const compact = vi.fn(async () => undefined);
     const reader = new CompactWhenIdle({ compact, quietMs: 100 });
     reader.read(stateUpdate(A, 'running'));
     reader.read(stateUpdate(A, 'idle'));
@@ -78,7 +78,7 @@ describe('CompactWhenIdle', () => {
   });
 
   it('does nothing for state updates of conversations that were not running, nor after close()', () => {
-    const compact = vi.fn();
+    const compact = vi.fn(async () => undefined);
     const reader = new CompactWhenIdle({ compact, quietMs: 100 });
     reader.read(stateUpdate(A, 'idle'));
     reader.read(stateUpdate(A, 'paused'));
@@ -91,23 +91,25 @@ describe('CompactWhenIdle', () => {
     expect(compact).not.toHaveBeenCalled();
   });
 
-  it('gives these collections at most 5 % of the time: after one that took 50 ms, the next waits 1 s', () => {
+  it('gives these collections at most 5 % of the time: after one that took 50 ms, the next waits 1 s', async () => {
     let clock = 0;
-    const compact = vi.fn(() => (clock += 50));
+    const compact = vi.fn(async () => {
+      clock += 50;
+    });
     const now = () => clock + Date.now();
     const reader = new CompactWhenIdle({ compact, quietMs: 100, now });
     reader.read(stateUpdate(A, 'running'));
     reader.read(stateUpdate(A, 'idle'));
-    vi.advanceTimersByTime(100);
+    await vi.advanceTimersByTimeAsync(100);
     expect(compact).toHaveBeenCalledTimes(1);
     // Another run ends right after: it is compacted once the second has passed, not after its quiet time.
     reader.read(stateUpdate(A, 'running'));
     reader.read(stateUpdate(A, 'idle'));
-    vi.advanceTimersByTime(800);
+    await vi.advanceTimersByTimeAsync(800);
     expect(compact).toHaveBeenCalledTimes(1);
-    vi.advanceTimersByTime(200);
+    await vi.advanceTimersByTimeAsync(200);
     expect(compact).toHaveBeenCalledTimes(2);
-    vi.advanceTimersByTime(60_000);
+    await vi.advanceTimersByTimeAsync(60_000);
     expect(compact).toHaveBeenCalledTimes(2);
   });
 });

@@ -9,7 +9,7 @@ const MAX_SHARE_OF_TIME = 0.05;
 
 export interface CompactWhenIdleDeps {
   /** One compacting full collection (compactHeap). */
-  compact: () => void;
+  compact: () => Promise<unknown>;
   quietMs?: number;
   /** Milliseconds, for the time a collection took (performance.now). */
   now?: () => number;
@@ -72,8 +72,11 @@ export class CompactWhenIdle implements EventReader {
       if (early > 0) return this.schedule(early);
       this.runsEnded = false;
       const started = now();
-      this.deps.compact();
-      this.notBefore = started + (now() - started) / MAX_SHARE_OF_TIME;
+      // A failed collection is not retried: the heap stays as V8 keeps it.
+      void this.deps.compact().then(
+        () => (this.notBefore = started + (now() - started) / MAX_SHARE_OF_TIME),
+        () => undefined,
+      );
     }, delayMs);
     this.timer.unref();
   }

@@ -8,9 +8,6 @@ import { VERSION } from '../version.js';
 import { compactHeap } from './compact-heap.js';
 import { CompactWhenIdle } from './compact-when-idle.js';
 
-/** Conversations loaded from which start-up ends with one compacting collection (compact-heap.ts). */
-const COMPACT_FROM_CONVERSATIONS = 1_000;
-
 /** `agentd [serve] [--host H] [--port P] ...`: argv + env → config → services → HTTP, until SIGTERM/SIGINT. */
 export async function serve(argv: readonly string[]): Promise<void> {
   let parsed;
@@ -46,7 +43,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
   const destination = await terminalDestination();
   const logger = createLogger({ level: config.logLevel, masker, flushMs: config.logFlushMs, ...(destination && { destination }) });
   // Once a burst of runs is over, the pages its garbage was spread over go back (compact-when-idle.ts).
-  const compactWhenIdle = new CompactWhenIdle({ compact: () => void compactHeap() });
+  const compactWhenIdle = new CompactWhenIdle({ compact: compactHeap });
   const services = await composeServices(config, logger, { readers: [compactWhenIdle] });
   masker.mask = (text) => services.secrets.maskAny(text);
   const app = await buildApp(services);
@@ -110,11 +107,9 @@ export async function serve(argv: readonly string[]): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
 
   const address = await app.listen({ host: config.host, port: config.port });
-  // What start-up only used goes, and the pages it was spread over with what stays, once the
-  // server is quiet: a collection's time (tens of ms) with many records loaded, not spent before
-  // the server answers; not for a small data dir (P7, the binary's start).
-  if (services.store.count() >= COMPACT_FROM_CONVERSATIONS) compactWhenIdle.afterStart();
-  // The young generation was kept small while starting (cli.ts): V8's own growth from here on.
-  v8.setFlagsFromString('--semi-space-growth-factor=2');
+  // What start-up only used goes, the pages it was spread over with what stays, and the young
+  // generation V8 grew while starting, once the server is quiet: a collection's time (tens of ms
+  // with many records loaded) not spent before the server answers.
+  compactWhenIdle.afterStart();
   logger.info({ address, data_dir: config.dataDir, version: VERSION }, 'agentd listening');
 }
