@@ -24,8 +24,12 @@ const SEARCH_BLOCK = 1024;
 const FIRST_CHUNK = 128;
 const MAX_CHUNK = 4096;
 const REBUILD_CHUNK_ENTRIES = 8192;
-/** Appended seqs are written this many at a time (and on close). */
-const FLUSH_AT = 4096;
+/**
+ * Appended seqs are written this many at a time (and on close): a write per kind with seqs
+ * pending every 512 events of the conversation, and at most ~4 KiB of them held for each of the
+ * conversations open (used in the last minute: file-event-log.ts), not 32 KiB.
+ */
+const FLUSH_AT = 512;
 
 /** What a kind's file holds (read when the kind is first used). */
 interface KindFile {
