@@ -57,14 +57,18 @@ export function createLogger(options: LoggerOptions): Logger {
         bindings: (bindings) => maskFields(bindings, mask, 0),
         log: (record) => maskFields(record, mask, 0),
       },
-      // pino formats a child's bindings without the formatter above: their text is masked once, when the child is made.
+      // pino formats a child's bindings without the formatter above: their text is masked once, when
+      // the child is made. A child that adds none (Fastify makes one of the root at start-up) has the
+      // root's, which the formatter masked: nothing to scan (nor a masker of every secret to build then).
       onChild: (child) => {
         const bindings = child as unknown as Record<symbol, string>;
-        bindings[CHINDINGS] = mask(bindings[CHINDINGS] ?? '');
+        const text = bindings[CHINDINGS] ?? '';
+        if (text !== rootBindings) bindings[CHINDINGS] = mask(text);
       },
     },
     target,
   );
+  const rootBindings = (logger as unknown as Record<symbol, string>)[CHINDINGS];
   textMasks.set(logger, mask);
   return logger;
 }

@@ -66,6 +66,19 @@ describe('the logger masks secret values at the source', () => {
   });
 });
 
+describe('child loggers', () => {
+  it('mask the bindings they add, and scan nothing for a child that adds none (Fastify makes one at start-up: no masker of every secret is built then)', () => {
+    const masked: string[] = [];
+    const { logger, lines } = capture(masked);
+    const plain = logger.child({});
+    expect(masked).toEqual([]);
+    plain.child({ hook: `Bearer ${SECRET}` }).info('child line');
+    expect(masked.some((text) => text.includes(SECRET))).toBe(true);
+    expect(lines[0]).toContain('Bearer <secret:TOKEN>');
+    expect(lines[0]).not.toContain(SECRET);
+  });
+});
+
 describe('TurnBatchedOutput', () => {
   it('writes the lines of one event-loop turn together when the turn ends, in order', async () => {
     const file = path.join(tempDir(), 'log.jsonl');
