@@ -109,9 +109,7 @@ export class AgentSession {
 
   /** Fold the log again (after a rewind), keeping the shell and the run state. */
   async reload(log: EventLog): Promise<void> {
-    this.history = new ConversationHistory(this.codec);
-    this.toolState.delete(TASK_LIST_STATE_KEY);
-    this.rewinds = [];
+    this.clearHistory();
     this.held = [];
     this.stale = false;
     await this.load(log);
@@ -124,18 +122,23 @@ export class AgentSession {
    */
   releaseHistory(): boolean {
     if (!this.releasable) return false;
+    this.clearHistory();
+    this.stale = true;
+    return true;
+  }
+
+  /** What a fold builds goes: the history, the task list it restored and the rewinds it saw. */
+  private clearHistory(): void {
     this.history = new ConversationHistory(this.codec);
     this.toolState.delete(TASK_LIST_STATE_KEY);
     this.rewinds = [];
-    this.stale = true;
-    return true;
   }
 
   /**
    * Nothing uses the history now, and it was folded in (see releaseHistory). Calls left open (a
    * restart's recovery closes them, reading their names) keep it too.
    */
-  get releasable(): boolean {
+  private get releasable(): boolean {
     return this.active === null && this.condensing === null && this.condenseRequest === null && this.question === null && this.children.size === 0 && this.held === null && this.agent === null && !this.history.hasOpenCalls;
   }
 
