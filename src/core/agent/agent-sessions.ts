@@ -61,24 +61,27 @@ export class AgentSessions implements EventReader {
     return [...this.sessions.values()];
   }
 
-  /** The conversation's session, its history folded in from the log on first use (and counted as just used). */
+  /**
+   * The conversation's session, its history folded in from the log on first use, and counted as
+   * just used (with the size last counted: a history is measured when it is folded and when its
+   * run ends, not at every hand-out).
+   */
   async get(conversationId: string): Promise<AgentSession> {
     const session = await this.fetch(conversationId);
-    this.use(session);
+    this.use(session, this.sizes.get(conversationId));
     return session;
   }
 
   /**
-   * The session's history was used (handed out, or its run ended): it is counted with its size now
-   * and goes last in line. Past the budget, the histories used longest ago are given back (the
-   * session just used is not).
+   * The session's history was used (handed out, or its run ended): it is counted with `size` (by
+   * default measured now) and goes last in line. Past the budget, the histories used longest ago
+   * are given back (the session just used is not).
    */
-  use(session: AgentSession): void {
+  use(session: AgentSession, size = session.history.size): void {
     const id = session.conversationId;
     if (this.sessions.get(id) !== session || session.stale) return;
     this.held -= this.sizes.get(id) ?? 0;
     this.sizes.delete(id);
-    const size = session.history.size;
     this.sizes.set(id, size);
     this.held += size;
     if (this.held <= this.budget) return;
