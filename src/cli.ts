@@ -1,11 +1,14 @@
 #!/usr/bin/env node
 import { CLIENT_COMMANDS } from './cli/client-commands.js';
+import { keepTickObjectShapes } from './cli/tick-shapes.js';
 
 // The one binary: `agentd [serve] [options]` serves (the default); `agentd run|chat|conversations|events`
 // are clients of a server (src/cli/program.ts). The built entry is dist/cli.js.
 
 /** The server's modules load only when serving: the client commands start faster without them. */
 async function serve(argv: readonly string[]): Promise<void> {
+  // Before start-up's first full collection could free the shapes nextTick's entries are built with (tick-shapes.ts).
+  keepTickObjectShapes();
   // Start-up (compiling modules, loading records) allocates a lot that is garbage at once or kept
   // for good: V8 grows the young generation on the way (fewer collections, each copying what it
   // finds alive), and the server gives it back once it listens and is quiet (serve.ts, compact-heap.ts).
