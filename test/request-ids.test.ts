@@ -16,6 +16,20 @@ describe('request ids', () => {
     expect(other().slice(0, 24)).not.toBe(ids[0]!.slice(0, 24));
   });
 
+  it('count on across the halves of the counter, and wrap around at 2^48', () => {
+    const suffixes = (start: number, count: number) => {
+      const next = requestIdGenerator(start);
+      return Array.from({ length: count }, () => next()).map((id) => {
+        expect(id).toMatch(UUID_V4);
+        return id.slice(24);
+      });
+    };
+    expect(suffixes(0, 2)).toEqual(['000000000001', '000000000002']);
+    expect(suffixes(2 ** 24 - 2, 3)).toEqual(['000000ffffff', '000001000000', '000001000001']);
+    expect(suffixes(0xabcdef123456, 1)).toEqual(['abcdef123457']);
+    expect(suffixes(2 ** 48 - 2, 3)).toEqual(['ffffffffffff', '000000000000', '000000000001']);
+  });
+
   describe('on every answer', () => {
     let server: TestServer | undefined;
     afterEach(async () => {
