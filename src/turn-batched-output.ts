@@ -25,8 +25,8 @@ const WARN = 40;
  * than letting lines pile up in memory.
  *
  * Lines are encoded as they come into one buffer kept from turn to turn. A line may also be
- * handed over in pieces (`append`, then `endLine`): the request line (http/request-log-line.ts)
- * is written that way, without a string for the whole line or for its pieces put together.
+ * handed over in pieces (`append`, then `endLine`); the request line (http/request-log-line.ts)
+ * comes as one `append`, since it is known to be below `warn` (write() reads each line's level).
  */
 export class TurnBatchedOutput {
   private bytes = Buffer.allocUnsafe(INITIAL_BYTES);

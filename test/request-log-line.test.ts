@@ -49,6 +49,12 @@ const requests: CompletedRequest[] = [
   { ...base, reqId: 'client "id" \\ with quotes', conversationId: 'sp"ace', method: 'DELETE', status: 500, ms: 12345.67 },
   { ...base, ip: undefined, ms: Number.NaN },
   { ...base, ms: Number.POSITIVE_INFINITY, status: 204 },
+  // Durations as app.ts rounds them (hundredths), and others, written as pino writes numbers.
+  ...[0, 0.01, 0.05, 0.1, 0.3, 0.5, 1, 3, 10.3, 99.99, 100.01, 1e4, 123456789.01, 0.1 + 0.2, 0.123456, 2e13 / 3, 1e21, -0].map((ms) => ({ ...base, ms })),
+  // Statuses Node would refuse, methods, routes and addresses that need escaping: written (and escaped) all the same.
+  { ...base, status: 1234 },
+  { ...base, status: 99.5 },
+  { ...base, method: 'GE"T', route: '/a"b\\c', ip: '::1\u0001' },
 ];
 
 describe('the request line', () => {
@@ -75,6 +81,15 @@ describe('the request line', () => {
       expect(direct.writes[0]).not.toContain('tok-123');
       expect(() => JSON.parse(direct.writes[0]!)).not.toThrow();
     }
+    // The same lines from one writer, whose pieces (methods, routes with statuses, addresses) are kept from line to line.
+    const one = logger();
+    const reference = logger();
+    const write = requestLineWriter(one.logger);
+    for (const request of [...requests, ...requests]) {
+      write(request);
+      throughPino(reference.logger, request);
+    }
+    expect(one.writes).toEqual(reference.writes);
     const masked = logger();
     requestLineWriter(masked.logger)(requests[2]!);
     expect(JSON.parse(masked.writes[0]!)).toMatchObject({ level: 30, service: 'agentd', url: '/conversations?page_id=<secret:TOKEN>&limit=2', status: 400, ms: 1.5, msg: REQUEST_COMPLETED });
@@ -106,6 +121,22 @@ describe('the request line', () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('stays the same as pino\'s when more addresses come than it keeps pieces for', () => {
+    const direct = logger();
+    const reference = logger();
+    // One writer for all: the pieces it keeps are reused, and the oldest addresses' dropped.
+    const write = requestLineWriter(direct.logger);
+    for (let round = 0; round < 2; round++) {
+      for (let client = 0; client < 300; client++) {
+        const request = { ...base, ip: `10.0.${client >> 8}.${client & 255}`, route: `/route/${client % 7}`, status: 200 + (client % 3) };
+        write(request);
+        throughPino(reference.logger, request);
+      }
+    }
+    expect(direct.writes).toHaveLength(600);
+    expect(direct.writes).toEqual(reference.writes);
   });
 
   it('masks a secret whose value is in the message itself, as pino does', () => {

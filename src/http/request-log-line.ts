@@ -38,12 +38,18 @@ const MESSAGE_KEY = pinoSymbol('messageKeySym');
 type PinoInternals = Record<symbol, unknown> & Logger;
 
 /**
- * Writes the request line: with a logger made by createLogger, formatted here, field by field,
- * into exactly the line `logger.info({ reqId, conversation_id, method, url, route, status, ms, ip },
- * 'request completed')` writes (same level, time, bindings, order, masking of the URL), and handed
- * to the logger's destination. pino's generic path (the merge object copied by the masking
+ * Writes the request line: with a logger made by createLogger, formatted here into exactly the
+ * line `logger.info({ reqId, conversation_id, method, url, route, status, ms, ip }, 'request
+ * completed')` writes (same level, time, bindings, order, masking of the URL), and handed to the
+ * logger's destination as one string. pino's generic path (the merge object copied by the masking
  * formatter, then walked key by key) was most of the cost of a small request's line. Any other
  * logger, or one whose destination wants each line's metadata, gets `logger.info`.
+ *
+ * What repeats from request to request is written once and kept: the method's piece, the route's
+ * and status's, the client address's. Only the strings a client chooses (the request id, the URL,
+ * the conversation id) are checked for characters JSON must escape; methods come from Node's
+ * parser, routes from the route table, addresses from the socket, and their pieces are escaped
+ * once, when first seen, all the same.
  */
 export function requestLineWriter(logger: Logger): (request: CompletedRequest) => void {
   const internals = logger as PinoInternals;
@@ -64,83 +70,86 @@ export function requestLineWriter(logger: Logger): (request: CompletedRequest) =
   }
   const info = logger.levels.values.info!;
   const stream = internals[STREAM] as { write(line: string): unknown };
+  const write =
+    stream instanceof TurnBatchedOutput
+      ? (line: string) => {
+          stream.append(line);
+          stream.endLine();
+        }
+      : (line: string) => void stream.write(line);
   const end = internals[END] as string;
   const ending = `,"msg":${JSON.stringify(REQUEST_COMPLETED)}${end}`;
-  const line = linePieces(stream);
+  const methods = new Pieces((method: string) => `,"method":${jsonString(method)},"url":`);
+  const routes = new Pieces((route: string) => new StatusPieces(`,"route":${jsonString(route)},"status":`));
+  const addresses = new Pieces((ip: string) => `,"ip":${jsonString(ip)}`);
   return (request) => {
     if (!logger.isLevelEnabled('info')) return;
-    // What calls out (the masker, pino's clock) first: once pieces are handed over, nothing can throw half-way through the line.
+    // What calls out (the masker, pino's clock) first: nothing can throw half-way through the line.
     const start = (internals[LEVEL_PREFIXES] as Record<number, string>)[info]! + (internals[TIME] as () => string)();
     const url = mask(loggableUrl(request.url));
     // The message is masked as pino's path masks it: a secret whose value is in this fixed text
     // (say `completed`) is masked there too, so no line holds a secret value, whatever it is.
     const message = mask(REQUEST_COMPLETED);
-    line.add(start);
-    line.add(internals[BINDINGS] as string);
-    line.add(',"reqId":');
-    addJsonString(line, request.reqId);
-    if (request.conversationId !== undefined) {
-      line.add(',"conversation_id":');
-      addJsonString(line, request.conversationId);
-    }
-    line.add(',"method":');
-    addJsonString(line, request.method);
-    line.add(',"url":');
-    addJsonString(line, url);
-    line.add(',"route":');
-    addJsonString(line, request.route);
-    line.add(',"status":');
-    line.add(jsonNumber(request.status));
-    line.add(',"ms":');
-    line.add(jsonNumber(request.ms));
-    if (request.ip !== undefined) {
-      line.add(',"ip":');
-      addJsonString(line, request.ip);
-    }
-    if (message === REQUEST_COMPLETED) line.add(ending);
-    else {
-      line.add(',"msg":');
-      addJsonString(line, message);
-      line.add(end);
-    }
-    line.end();
+    let line = start + (internals[BINDINGS] as string) + ',"reqId":' + jsonString(request.reqId);
+    if (request.conversationId !== undefined) line += ',"conversation_id":' + jsonString(request.conversationId);
+    line += methods.of(request.method) + jsonString(url) + routes.of(request.route).of(request.status) + jsonMilliseconds(request.ms);
+    if (request.ip !== undefined) line += addresses.of(request.ip);
+    write(message === REQUEST_COMPLETED ? line + ending : `${line},"msg":${jsonString(message)}${end}`);
   };
 }
 
-/** Where the pieces of a line go: straight into the turn's bytes (TurnBatchedOutput), or put together and written as one string. */
-interface LinePieces {
-  add(piece: string): void;
-  end(): void;
+/** The pieces for a few values that recur (methods, routes, addresses), made when a value is first seen; a bounded number kept. */
+class Pieces<T> {
+  private readonly made = new Map<string, T>();
+  constructor(private readonly make: (value: string) => T) {}
+
+  of(value: string): T {
+    let piece = this.made.get(value);
+    if (piece === undefined) {
+      piece = this.make(value);
+      // Addresses are the clients', so not a fixed set: past the bound, the oldest go.
+      if (this.made.size >= MAX_PIECES) this.made.delete(this.made.keys().next().value!);
+      this.made.set(value, piece);
+    }
+    return piece;
+  }
 }
 
-function linePieces(stream: { write(line: string): unknown }): LinePieces {
-  if (stream instanceof TurnBatchedOutput) return { add: (piece) => stream.append(piece), end: () => stream.endLine() };
-  let line = '';
-  return {
-    add: (piece) => {
-      line += piece;
-    },
-    end: () => {
-      const whole = line;
-      line = '';
-      stream.write(whole);
-    },
-  };
+const MAX_PIECES = 256;
+
+/** A route's piece followed by each status it answered with, then `,"ms":`. */
+class StatusPieces {
+  private readonly byStatus: string[] = [];
+  constructor(private readonly route: string) {}
+
+  of(status: number): string {
+    // Statuses are three-digit integers (Node refuses any other); anything else is written as it comes.
+    if (!(status >= 100 && status <= 999 && Number.isInteger(status))) return `${this.route}${jsonNumber(status)},"ms":`;
+    return (this.byStatus[status] ??= `${this.route}${status},"ms":`);
+  }
 }
+
+/** Characters JSON.stringify escapes: control characters, the quote, the backslash, and surrogates (a lone one is escaped). */
+const NEEDS_ESCAPE = /[\u0000-\u001f"\\\ud800-\udfff]/;
 
 /** As pino writes a string: quoted as is when nothing in it needs escaping, else JSON.stringify. */
-function addJsonString(line: LinePieces, text: string): void {
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    // Control characters, the quote, the backslash, and surrogates (a lone one is escaped).
-    if (code < 32 || code === 34 || code === 92 || (code >= 0xd800 && code <= 0xdfff)) {
-      line.add(JSON.stringify(text));
-      return;
-    }
-  }
-  line.add('"');
-  line.add(text);
-  line.add('"');
+function jsonString(text: string): string {
+  return NEEDS_ESCAPE.test(text) ? JSON.stringify(text) : `"${text}"`;
+}
+
+/**
+ * As pino writes a number, for the usual duration rounded to hundredths (app.ts): written from
+ * its integer count of hundredths, without V8's shortest-double conversion. Below 10^13 ms, the
+ * shortest decimal that reads back as `hundredths / 100` is that quotient's own two decimals.
+ */
+function jsonMilliseconds(ms: number): string {
+  const hundredths = Math.round(ms * 100);
+  if (!(hundredths >= 0 && hundredths < 1e15 && hundredths / 100 === ms)) return jsonNumber(ms);
+  const whole = Math.floor(hundredths / 100);
+  const fraction = hundredths - whole * 100;
+  if (fraction === 0) return `${whole}`;
+  if (fraction % 10 === 0) return `${whole}.${fraction / 10}`;
+  return fraction < 10 ? `${whole}.0${fraction}` : `${whole}.${fraction}`;
 }
 
 /** As pino writes a number: null when it is not finite. */
