@@ -8,7 +8,7 @@ import { registerAuth } from './http/plugins/auth.js';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './http/plugins/errors.js';
 import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
-import { RequestLogger } from './http/request-logger.js';
+import { RequestLogger, ServerLogger } from './http/request-logger.js';
 import { requestLineWriter } from './http/request-log-line.js';
 import { requestIdGenerator } from './http/request-ids.js';
 import { responseSerializerCompiler } from './http/response-serializer.js';
@@ -36,15 +36,14 @@ function conversationOf(request: FastifyRequest): string | undefined {
 /** Builds the Fastify instance around the services. Never listens (cli.ts does). */
 export async function buildApp(services: Services): Promise<FastifyInstance> {
   const app = Fastify({
-    loggerInstance: services.logger as FastifyBaseLogger,
+    // Its children for requests are made only if they log something besides the request line (ServerLogger).
+    loggerInstance: new ServerLogger(services.logger) as FastifyBaseLogger,
     bodyLimit: services.config.maxBodyBytes,
     forceCloseConnections: true,
     requestIdHeader: 'x-request-id',
     genReqId: requestIdGenerator(),
     // One line per request, written when it ends (below), instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
-    // A request's own logger is made only if it logs something besides that line (with the conversation's id, see RequestLogger).
-    childLoggerFactory: RequestLogger.factory,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 4096 },
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler,
@@ -54,6 +53,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   // preflights): set first thing, rather than in an onSend hook, a second pass per response.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
+    // What the request logs of its own carries the conversation's id from its URL.
+    if (request.log instanceof RequestLogger) request.log.about(request.url);
     done();
   });
   app.setValidatorCompiler(validatorCompiler);

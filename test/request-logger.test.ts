@@ -1,7 +1,8 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { RequestLogger } from '../src/http/request-logger.js';
+import { RequestLogger, ServerLogger } from '../src/http/request-logger.js';
+import { startServer } from './support/agentd.js';
 
 function capture(level: string) {
   const lines: Record<string, unknown>[] = [];
@@ -17,7 +18,11 @@ function capture(level: string) {
 describe('a request\'s logger', () => {
   it('writes each level through a child with the request id and the conversation id of the URL', async () => {
     const { root, lines } = capture('trace');
-    const log = RequestLogger.factory(root, { reqId: 'r-1' }, {}, { url: '/conversations/c%201/events?x=1' });
+    // As Fastify makes it: its own logger is a child with serializers, each request's a child of that.
+    const fastifys = new ServerLogger(root).child({}, { serializers: { extra: (value: unknown) => value } });
+    const log = fastifys.child({ reqId: 'r-1' }, {}) as RequestLogger;
+    expect(log).toBeInstanceOf(RequestLogger);
+    log.about('/conversations/c%201/events?x=1');
     log.error({ code: 'e' }, 'failed');
     log.warn('warned');
     log.info('informed');
@@ -40,7 +45,8 @@ describe('a request\'s logger', () => {
       children += 1;
       return child(...args);
     }) as typeof root.child;
-    const log = RequestLogger.factory(root, { reqId: 'r-2' }, {}, { url: '/alive' });
+    const log = new ServerLogger(root).child({ reqId: 'r-2' }, {}) as RequestLogger;
+    log.about('/alive');
     log.info('not written');
     log.debug('not written');
     log.silent('never');
@@ -48,5 +54,27 @@ describe('a request\'s logger', () => {
     log.warn('written');
     expect(children).toBe(1);
     expect(log.level).toBe('warn');
+  });
+
+  it("is what Fastify hands a request: its own lines carry the request id it answers with and the conversation's id", async () => {
+    const lines: Record<string, unknown>[] = [];
+    const logStream = new Writable({
+      write(chunk, _encoding, done) {
+        for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+        done();
+      },
+    });
+    const server = await startServer({ logStream });
+    try {
+      // Rejected by the route's schema: the error handler logs it through the request's logger (at debug).
+      const answer = await server.app.inject({ method: 'GET', url: '/conversations/not-a-uuid/events', headers: server.auth });
+      expect(answer.statusCode).toBe(400);
+      const rejected = lines.find((line) => line.msg === 'request rejected');
+      expect(rejected).toMatchObject({ reqId: answer.headers['x-request-id'], conversation_id: 'not-a-uuid', code: 'validation_error' });
+      // And the request line, written by app.ts through the root logger, carries it too.
+      expect(lines.find((line) => line.msg === 'request completed' && line.url === '/conversations/not-a-uuid/events')).toMatchObject({ conversation_id: 'not-a-uuid' });
+    } finally {
+      await server.close();
+    }
   });
 });
