@@ -1,4 +1,4 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import fastifyCors from '@fastify/cors';
 import { fastifySSE } from '@fastify/sse';
 import { validatorCompiler } from 'fastify-type-provider-zod';
@@ -8,6 +8,7 @@ import { registerAuth } from './http/plugins/auth.js';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './http/plugins/errors.js';
 import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
+import { RequestCompletion } from './http/request-completion.js';
 import { RequestLogger, ServerLogger } from './http/request-logger.js';
 import { requestLineWriter } from './http/request-log-line.js';
 import { requestIdGenerator } from './http/request-ids.js';
@@ -35,6 +36,15 @@ function conversationOf(request: FastifyRequest): string | undefined {
 
 /** Builds the Fastify instance around the services. Never listens (cli.ts does). */
 export async function buildApp(services: Services): Promise<FastifyInstance> {
+  // The fields operators need, flat, in one line written through the root logger (no child per request), and the request metrics.
+  const logger = services.logger;
+  const writeRequestLine = requestLineWriter(logger);
+  const completed = (request: FastifyRequest, reply: FastifyReply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    const ms = reply.elapsedTime;
+    services.metrics.observeRequest(request.method, route, reply.statusCode, ms / 1000);
+    if (logger.isLevelEnabled('info')) writeRequestLine({ reqId: request.id, conversationId: conversationOf(request), method: request.method, url: request.url, route, status: reply.statusCode, ms: Math.round(ms * 100) / 100, ip: request.ip });
+  };
   const app = Fastify({
     // Its children for requests are made only if they log something besides the request line (ServerLogger).
     loggerInstance: new ServerLogger(services.logger) as FastifyBaseLogger,
@@ -42,8 +52,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     forceCloseConnections: true,
     requestIdHeader: 'x-request-id',
     genReqId: requestIdGenerator(),
-    // One line per request, written when it ends (below), instead of Fastify's two.
-    logController: new LogController({ disableRequestLogging: true }),
+    // One line per request, written when it ends, instead of Fastify's two.
+    logController: new RequestCompletion(completed),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 4096 },
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler,
@@ -86,16 +96,6 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       await services.storage.durable();
     });
   }
-  // The fields operators need, flat, in one line written through the root logger (no child per request).
-  const logger = services.logger;
-  const writeRequestLine = requestLineWriter(logger);
-  app.addHook('onResponse', (request, reply, done) => {
-    const route = request.routeOptions.url ?? 'unmatched';
-    const ms = reply.elapsedTime;
-    services.metrics.observeRequest(request.method, route, reply.statusCode, ms / 1000);
-    if (logger.isLevelEnabled('info')) writeRequestLine({ reqId: request.id, conversationId: conversationOf(request), method: request.method, url: request.url, route, status: reply.statusCode, ms: Math.round(ms * 100) / 100, ip: request.ip });
-    done();
-  });
   app.addHook('preClose', async () => {
     services.streams.closeAll('server_shutting_down');
   });
