@@ -71,7 +71,11 @@ export function conversationRoutes(services: Pick<Services, 'conversations'>): F
           response: { 200: Conversation, ...errors(400, 404) },
         },
       },
-      async (request, reply) => sendConversation(reply, conversations.get(request.params.id)),
+      // Not async: resolving a handler's promise with the reply (a thenable) costs a lookup of its
+      // `then` and a round through it on every request; this one has nothing to wait for.
+      (request, reply) => {
+        sendConversation(reply, conversations.get(request.params.id));
+      },
     );
 
     app.put(
