@@ -7,6 +7,7 @@ import { killRecordedGroup, readProcess } from './process-tree.js';
 import { INIT_SCRIPT, SentinelScanner, bashQuote, commandLines } from './bash-protocol.js';
 import { OutputWindow, joinOutput } from './output-window.js';
 import type { WorkdirGuard } from './workdir-guard.js';
+import type { StartSlots } from './start-slots.js';
 import { INTERRUPT_GRACE_MS, commandResult, idleResult, waitForCommand, type Completion, type RunningCommand } from './bash-command.js';
 
 /** A cut result keeps up to this much of the command's output, for the bash tool to save in a file. */
@@ -28,6 +29,8 @@ export interface SessionConfig {
   ahead?: boolean;
   /** The factory's open shells: this one is in it from its start until it is closed (see killForExit). */
   openShells?: Set<BashShellSession>;
+  /** The factory's start-up slots: a start waits for one, and its time limit counts from there. */
+  startSlots?: StartSlots;
 }
 
 /**
@@ -169,8 +172,12 @@ export class BashShellSession implements ShellSession {
     this.resumed = { cwd: state.cwd, idleSeconds };
   }
 
-  /** Starts (or restarts) bash in the workdir and waits for its first sentinel. */
-  async start(): Promise<void> {
+  /** Starts (or restarts) bash in the workdir and waits for its first sentinel (in a start-up slot, when the factory has them). */
+  start(): Promise<void> {
+    return this.config.startSlots ? this.config.startSlots.run(() => this.startNow()) : this.startNow();
+  }
+
+  private async startNow(): Promise<void> {
     // The sandbox's slow set-up (the workdir given to the agent's uid) without blocking the event
     // loop; for a shell started ahead, before its first command instead (see runNow).
     if (!this.setupPending) await this.sandboxSetUp();

@@ -1,7 +1,9 @@
+import os from 'node:os';
 import type { ShellCreateOptions, ShellFactory, ShellSession } from '../core/tools/shell-session.js';
 import { buildCleanEnv, HostProcessLauncher, type ProcessLauncher } from './process-launcher.js';
 import { BashShellSession } from './bash-shell-session.js';
 import { WorkdirGuard } from './workdir-guard.js';
+import { StartSlots } from './start-slots.js';
 
 export { BashShellSession } from './bash-shell-session.js';
 
@@ -19,15 +21,20 @@ export interface BashShellFactoryOptions {
   hostEnv?: Readonly<Record<string, string | undefined>>;
   /** HOME of the shell; default the workdir. */
   homeDir?: (options: { conversationId: string; workdir: string }) => string;
-  /** How long bash may take to answer its first sentinel. Default 10 s. */
+  /** How long bash may take to answer its first sentinel, once its start has a slot. Default 10 s. */
   startTimeoutMs?: number;
+  /** How many shells start at once; the others wait their turn (see StartSlots). Default one per core, at least 2. */
+  concurrentStarts?: number;
 }
 
 export class BashShellFactory implements ShellFactory {
   /** Every shell started and not yet closed (see killAllForExit). */
   private readonly openShells = new Set<BashShellSession>();
+  private readonly startSlots: StartSlots;
 
-  constructor(private readonly options: BashShellFactoryOptions = {}) {}
+  constructor(private readonly options: BashShellFactoryOptions = {}) {
+    this.startSlots = new StartSlots(options.concurrentStarts ?? Math.max(2, os.availableParallelism()));
+  }
 
   killAllForExit(): void {
     for (const session of this.openShells) session.killForExit();
@@ -57,6 +64,7 @@ export class BashShellFactory implements ShellFactory {
       ...(options.onSpawn && { onSpawn: options.onSpawn }),
       ...(options.ahead && { ahead: true }),
       openShells: this.openShells,
+      startSlots: this.startSlots,
     });
     await session.start();
     if (options.restore) session.restore(options.restore.state, options.restore.idleSeconds);
