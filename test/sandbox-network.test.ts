@@ -203,14 +203,25 @@ describe.skipIf(Boolean(skipReason))('sandbox network helper lifetime', () => {
       const created = await fetch(`${server.url}/conversations`, { method: 'POST', headers: auth, body: '{}' }).then((response) => response.json() as Promise<any>);
       // A long command holds a sandbox (and its helper) open; its response never comes.
       void fetch(`${server.url}/conversations/${created.id}/commands`, { method: 'POST', headers: auth, body: JSON.stringify({ command: 'sleep 60', timeout_s: 120 }) }).catch(() => undefined);
-      await until(() => helpersOf(server.child.pid!, helperName).length === 1, 'the helper runs');
-      const [helper] = helpersOf(server.child.pid!, helperName);
-      const wrapper = Number(/^PPid:\s+(\d+)$/m.exec(fs.readFileSync(`/proc/${helper}/status`, 'utf8'))?.[1]);
-      const sandbox = helpersOf(server.child.pid!, 'bwrap');
-      expect(sandbox).toHaveLength(1);
+      // The helper, its wrapper and the sandbox, read together (a process seen in one look at
+      // /proc may be gone by the next; the test waits until one look finds all three).
+      let found: { helper: number; wrapper: number; sandbox: number } | undefined;
+      await until(() => {
+        const helpers = helpersOf(server.child.pid!, helperName);
+        const sandboxes = helpersOf(server.child.pid!, 'bwrap');
+        if (helpers.length !== 1 || sandboxes.length !== 1) return false;
+        try {
+          const wrapper = Number(/^PPid:\s+(\d+)$/m.exec(fs.readFileSync(`/proc/${helpers[0]}/status`, 'utf8'))?.[1]);
+          found = { helper: helpers[0]!, wrapper, sandbox: sandboxes[0]! };
+          return true;
+        } catch {
+          return false;
+        }
+      }, 'the helper and the sandbox run');
+      const { helper, wrapper, sandbox } = found!;
       server.child.kill('SIGKILL');
       await server.exited;
-      await until(() => !alive(helper!) && !alive(wrapper) && !alive(sandbox[0]!), 'the helper, its wrapper and the sandbox are gone');
+      await until(() => !alive(helper) && !alive(wrapper) && !alive(sandbox), 'the helper, its wrapper and the sandbox are gone');
     } finally {
       server.child.kill('SIGKILL');
       fs.rmSync(dataDir, { recursive: true, force: true });
