@@ -10,6 +10,14 @@ afterEach(async () => harness?.close());
 const bash = (command: string) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] });
 
 /** Waits (bounded) until no process's command line contains `pattern`. */
+async function until(condition: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`not so within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
 async function waitForNoProcess(pattern: string, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (processAlive(pattern)) {
@@ -86,10 +94,11 @@ describe.runIf(bwrapSandbox)('a shell started at creation', () => {
     harness = await startAgentHarness([bash('echo from the warm shell'), { text: 'done' }], { env: { AGENTD_IDLE_TIMEOUT_S: '2' } });
     const id = await harness.createConversation();
     const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
-    // No message yet: the shell (its sandbox) starts anyway.
-    await waitForProcess(workdir, 15_000);
+    // No message yet: the shell (its sandbox) starts anyway. Waited for as the one child that names
+    // the workdir (a look that found a process of it, then a second look for the server's
+    // children, once found none on a loaded machine).
+    await until(() => childrenMatching(workdir).length === 1, 15_000);
     const before = childrenMatching(workdir);
-    expect(before).toHaveLength(1);
     const observation = await runOnce(id);
     expect(observation.content).toContain('from the warm shell');
     expect(observation.content).not.toMatch(/restarted/);
