@@ -12,6 +12,18 @@ const LEVEL_PREFIX = '{"level":';
 const WARN = 40;
 
 /**
+ * A line kept as its fields until its bytes are needed, then encoded straight into the buffer:
+ * at most `maxBytes` of them, written by `encode` at `at` in `bytes`, returning where they end.
+ */
+export interface EncodedLine {
+  readonly maxBytes: number;
+  encode(bytes: Buffer, at: number): number;
+}
+
+/** Lines kept as fields at most: past this many, they are encoded into the buffer. */
+const MAX_KEPT_LINES = 256;
+
+/**
  * Standard output, written once per event-loop turn, or once per flush window: the lines a turn
  * logs (under load, those of many requests) go out in one write(2) when it ends, instead of one
  * system call each. With a flush window (AGENTD_LOG_FLUSH_MS), a line below `warn` (a request's
@@ -25,12 +37,18 @@ const WARN = 40;
  * than letting lines pile up in memory.
  *
  * Lines are encoded as they come into one buffer kept from turn to turn. A line may also be
- * handed over in pieces (`append`, then `endLine`); the request line (http/request-log-line.ts)
- * comes as one `append`, since it is known to be below `warn` (write() reads each line's level).
+ * handed over in pieces (`append`, then `endLine`), or as an EncodedLine (`writeLater`: the
+ * request line, http/request-log-line.ts, known to be below `warn`): kept as its fields and
+ * encoded with the others kept when the buffer is written out, or before any other line is added
+ * (the order of lines stays the order they came in). Encoding a window's request lines together,
+ * in one loop, instead of one at a time between requests, costs less (P5: the code that formats
+ * them stays in the processor's caches).
  */
 export class TurnBatchedOutput {
   private bytes = Buffer.allocUnsafe(INITIAL_BYTES);
   private used = 0;
+  /** Lines written later (writeLater), in order, not yet encoded into `bytes`. */
+  private kept: EncodedLine[] = [];
   private scheduled = false;
   private readonly flushAtTurnEnd = () => this.flushSync();
   /** Armed by the first line of a window (one Timeout, re-armed with refresh()); never keeps the process alive. */
@@ -68,6 +86,7 @@ export class TurnBatchedOutput {
 
   /** A piece of the line being written: nothing is written out before its `endLine`'s turn ends. */
   append(piece: string): void {
+    if (this.kept.length > 0) this.encodeKept();
     const length = piece.length;
     // UTF-8 takes at most 3 bytes per UTF-16 unit.
     if (this.used + length * 3 > this.bytes.length) this.grow(this.used + length * 3);
@@ -88,6 +107,24 @@ export class TurnBatchedOutput {
     this.used = used;
   }
 
+  /** A line below `warn`, encoded into the buffer by `line` itself when its bytes are needed. */
+  writeLater(line: EncodedLine): void {
+    if (this.kept.push(line) >= MAX_KEPT_LINES) this.encodeKept();
+    this.endLine();
+  }
+
+  private encodeKept(): void {
+    const kept = this.kept;
+    this.kept = [];
+    let room = 0;
+    for (const line of kept) room += line.maxBytes;
+    if (this.used + room > this.bytes.length) this.grow(this.used + room);
+    const bytes = this.bytes;
+    let used = this.used;
+    for (const line of kept) used = line.encode(bytes, used);
+    this.used = used;
+  }
+
   /** The line is complete: it goes out when this turn ends (`urgent`, or without a flush window), else within the window. */
   endLine(urgent = false): void {
     if (urgent || this.flushMs === 0 || this.used >= FLUSH_BYTES) {
@@ -104,6 +141,7 @@ export class TurnBatchedOutput {
 
   flushSync(): void {
     this.scheduled = false;
+    if (this.kept.length > 0) this.encodeKept();
     const length = this.used;
     if (length === 0) return;
     this.used = 0;

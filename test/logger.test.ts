@@ -187,6 +187,43 @@ describe('TurnBatchedOutput with a flush window (AGENTD_LOG_FLUSH_MS)', () => {
     });
   });
 
+  it('keeps a line written later as its fields until its bytes are needed, and keeps the order of lines', async () => {
+    /** A kept line that counts its encodings. */
+    const kept = (text: string) => {
+      const line = {
+        encoded: 0,
+        maxBytes: text.length,
+        encode(bytes: Buffer, at: number) {
+          line.encoded++;
+          return at + bytes.write(text, at, 'latin1');
+        },
+      };
+      return line;
+    };
+    await withOutput(60_000, async (output, written) => {
+      const first = kept(info(1));
+      output.writeLater(first);
+      await turnEnd();
+      expect(first.encoded).toBe(0);
+      // Another line comes: what was kept before it is encoded first.
+      output.write(info(2));
+      expect(first.encoded).toBe(1);
+      const third = kept(info(3));
+      output.writeLater(third);
+      output.write(warn);
+      await turnEnd();
+      expect(written()).toBe(`${info(1)}${info(2)}${info(3)}${warn}`);
+      // Kept lines are bounded: past 256, they are encoded; past 32 KiB pending, everything is written at the turn's end.
+      const big = (n: number) => `{"level":30,"n":${n},"pad":"${'x'.repeat(200)}"}\n`;
+      const lines = Array.from({ length: 300 }, (_, i) => kept(big(i)));
+      for (const line of lines) output.writeLater(line);
+      expect(lines.filter((line) => line.encoded === 1)).toHaveLength(256);
+      await turnEnd();
+      expect(lines.every((line) => line.encoded === 1)).toBe(true);
+      expect(written()).toBe(`${info(1)}${info(2)}${info(3)}${warn}${lines.map((_, i) => big(i)).join('')}`);
+    });
+  });
+
   it("in a process: what waits is written when it exits, also on an uncaught error, and with a warn line before a kill -9; a kill -9 loses at most the window's lines", () => {
     if (!fs.existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build`');
     const child = path.join(import.meta.dirname, 'support', 'log-flush-child.mjs');
@@ -197,16 +234,16 @@ describe('TurnBatchedOutput with a flush window (AGENTD_LOG_FLUSH_MS)', () => {
         .split('\n')
         .filter(Boolean)
         .map((text) => {
-          const line = JSON.parse(text) as { msg: string; n?: number };
-          return line.n ?? line.msg;
+          const line = JSON.parse(text) as { msg: string; n?: number; reqId?: string };
+          return line.n ?? line.reqId ?? line.msg;
         });
     const exited = run('exit');
-    expect({ status: exited.status, lines: messages(exited.stdout) }).toEqual({ status: 0, lines: [0, 1, 2] });
+    expect({ status: exited.status, lines: messages(exited.stdout) }).toEqual({ status: 0, lines: [0, 1, 2, 'r3'] });
     const thrown = run('throw');
-    expect({ status: thrown.status, lines: messages(thrown.stdout) }).toEqual({ status: 1, lines: [0, 1, 2] });
+    expect({ status: thrown.status, lines: messages(thrown.stdout) }).toEqual({ status: 1, lines: [0, 1, 2, 'r3'] });
     expect(thrown.stderr).toMatch(/boom/);
     const warned = run('kill-after-warn');
-    expect({ signal: warned.signal, lines: messages(warned.stdout) }).toEqual({ signal: 'SIGKILL', lines: [0, 1, 2, 'disk almost full'] });
+    expect({ signal: warned.signal, lines: messages(warned.stdout) }).toEqual({ signal: 'SIGKILL', lines: [0, 1, 2, 'r3', 'disk almost full'] });
     const killed = run('kill');
     expect({ signal: killed.signal, stdout: killed.stdout }).toEqual({ signal: 'SIGKILL', stdout: '' });
   });

@@ -55,6 +55,9 @@ const requests: CompletedRequest[] = [
   { ...base, status: 1234 },
   { ...base, status: 99.5 },
   { ...base, method: 'GE"T', route: '/a"b\\c', ip: '::1\u0001' },
+  // Client-chosen strings that are not ASCII, and an empty request id.
+  { ...base, reqId: 'id-é-ü', conversationId: 'conv-ß-😀', url: '/conversations/conv-%F0%9F%98%80' },
+  { ...base, reqId: '' },
 ];
 
 describe('the request line', () => {
@@ -93,6 +96,30 @@ describe('the request line', () => {
     const masked = logger();
     requestLineWriter(masked.logger)(requests[2]!);
     expect(JSON.parse(masked.writes[0]!)).toMatchObject({ level: 30, service: 'agentd', url: '/conversations?page_id=<secret:TOKEN>&limit=2', status: 400, ms: 1.5, msg: REQUEST_COMPLETED });
+  });
+
+  it("writes pino's time, digit for digit, whatever the clock says", () => {
+    const direct = logger();
+    const reference = logger();
+    const write = requestLineWriter(direct.logger);
+    // Millions and the rest are written apart: zeros inside and at the end of either, and clocks before 1970 + 1,000 s.
+    for (const time of [Date.UTC(2026, 10, 23), Date.UTC(2026, 10, 23) + 5, 1_764_000_123_456, 1_000_000_000_000, 1_999_999_999_999, 1_000_000, 999_999, 0, 12_345]) {
+      vi.setSystemTime(time);
+      write(base);
+      throughPino(reference.logger, base);
+    }
+    expect(direct.writes).toEqual(reference.writes);
+    expect(JSON.parse(direct.writes[2]!).time).toBe(1_764_000_123_456);
+  });
+
+  it('escapes a lone surrogate in a client\'s string, so that the line reads back as it came', () => {
+    // As JSON.stringify writes it, and pino on Node 25 and later (before, pino writes strings
+    // under 100 characters raw, and the lone surrogate becomes U+FFFD on the way out).
+    const direct = logger();
+    const request = { ...base, reqId: 'id-\ud800', conversationId: 'conv-\udfff-😀', url: '/x/\ud83d' };
+    requestLineWriter(direct.logger)(request);
+    expect(direct.writes[0]).toContain('"reqId":"id-\\ud800"');
+    expect(JSON.parse(direct.writes[0]!)).toMatchObject({ reqId: request.reqId, conversation_id: request.conversationId, url: request.url });
   });
 
   it('is the same bytes when written in pieces straight into the standard output\'s buffer (TurnBatchedOutput)', () => {

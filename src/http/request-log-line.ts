@@ -1,6 +1,7 @@
 import pino, { type Logger } from 'pino';
 import { loggableUrl, textMaskOf } from '../logger.js';
-import { TurnBatchedOutput } from '../turn-batched-output.js';
+import { TurnBatchedOutput, type EncodedLine } from '../turn-batched-output.js';
+import { copy, jsonNumber, jsonString, writeJsonString, writeMilliseconds, writeTime } from './json-bytes.js';
 
 /** What the one line a request logs when it ends says about it. */
 export interface CompletedRequest {
@@ -41,15 +42,13 @@ type PinoInternals = Record<symbol, unknown> & Logger;
  * Writes the request line: with a logger made by createLogger, formatted here into exactly the
  * line `logger.info({ reqId, conversation_id, method, url, route, status, ms, ip }, 'request
  * completed')` writes (same level, time, bindings, order, masking of the URL), and handed to the
- * logger's destination as one string. pino's generic path (the merge object copied by the masking
+ * logger's destination whole. pino's generic path (the merge object copied by the masking
  * formatter, then walked key by key) was most of the cost of a small request's line. Any other
  * logger, or one whose destination wants each line's metadata, gets `logger.info`.
  *
- * What repeats from request to request is written once and kept: the method's piece, the route's
- * and status's, the client address's. Only the strings a client chooses (the request id, the URL,
- * the conversation id) are checked for characters JSON must escape; methods come from Node's
- * parser, routes from the route table, addresses from the socket, and their pieces are escaped
- * once, when first seen, all the same.
+ * The line is encoded straight to bytes: into standard output's buffer (TurnBatchedOutput) with
+ * no string made for it, when that buffer is next written out (with the other request lines of
+ * its flush window), or at once into a scratch buffer for any other stream.
  */
 export function requestLineWriter(logger: Logger): (request: CompletedRequest) => void {
   const internals = logger as PinoInternals;
@@ -68,35 +67,136 @@ export function requestLineWriter(logger: Logger): (request: CompletedRequest) =
       logger.info({ reqId, conversation_id: conversationId, method, url, route, status, ms, ip }, REQUEST_COMPLETED);
     };
   }
-  const info = logger.levels.values.info!;
   const stream = internals[STREAM] as { write(line: string): unknown };
-  const write =
-    stream instanceof TurnBatchedOutput
-      ? (line: string) => {
-          stream.append(line);
-          stream.endLine();
-        }
-      : (line: string) => void stream.write(line);
-  const end = internals[END] as string;
-  const ending = `,"msg":${JSON.stringify(REQUEST_COMPLETED)}${end}`;
-  const methods = new Pieces((method: string) => `,"method":${jsonString(method)},"url":`);
-  const routes = new Pieces((route: string) => new StatusPieces(`,"route":${jsonString(route)},"status":`));
-  const addresses = new Pieces((ip: string) => `,"ip":${jsonString(ip)}`);
+  const output = stream instanceof TurnBatchedOutput ? stream : new StreamLines(stream);
+  const pieces = new LinePieces(internals);
   return (request) => {
     if (!logger.isLevelEnabled('info')) return;
-    // What calls out (the masker, pino's clock) first: nothing can throw half-way through the line.
-    const start = (internals[LEVEL_PREFIXES] as Record<number, string>)[info]! + (internals[TIME] as () => string)();
-    const url = mask(loggableUrl(request.url));
+    // The time and the URL's masking are taken now (a secret deleted before the line is encoded
+    // is still masked); the rest is encoded when the output needs the bytes.
+    const time = pieces.ownTime ? Date.now() : 0;
+    const timeText = pieces.ownTime ? '' : (internals[TIME] as () => string)();
     // The message is masked as pino's path masks it: a secret whose value is in this fixed text
     // (say `completed`) is masked there too, so no line holds a secret value, whatever it is.
-    const message = mask(REQUEST_COMPLETED);
-    let line = start + (internals[BINDINGS] as string) + ',"reqId":' + jsonString(request.reqId);
-    if (request.conversationId !== undefined) line += ',"conversation_id":' + jsonString(request.conversationId);
-    line += methods.of(request.method) + jsonString(url) + routes.of(request.route).of(request.status) + jsonMilliseconds(request.ms);
-    if (request.ip !== undefined) line += addresses.of(request.ip);
-    write(message === REQUEST_COMPLETED ? line + ending : `${line},"msg":${jsonString(message)}${end}`);
+    output.writeLater(new RequestLine({ pieces, request, url: mask(loggableUrl(request.url)), message: mask(REQUEST_COMPLETED), time, timeText }));
   };
 }
+
+/** Any other destination (a test's stream, say): each line encoded at once into a scratch buffer, then written as one string. */
+class StreamLines {
+  private scratch = Buffer.allocUnsafe(1024);
+  constructor(private readonly stream: { write(line: string): unknown }) {}
+
+  writeLater(line: EncodedLine): void {
+    if (line.maxBytes > this.scratch.length) this.scratch = Buffer.allocUnsafe(line.maxBytes * 2);
+    const end = line.encode(this.scratch, 0);
+    this.stream.write(this.scratch.toString('utf8', 0, end));
+  }
+}
+
+/**
+ * What request lines share, encoded once and kept: the level and bindings, the method's piece,
+ * the route's and status's, the client address's. Methods come from Node's parser, routes from
+ * the route table, addresses from the socket: their pieces are escaped, when first seen, all the
+ * same.
+ */
+class LinePieces {
+  /** pino's own time (`,"time":` and `Date.now()`): its digits are written here. */
+  readonly ownTime: boolean;
+  readonly ending: Buffer;
+  private readonly info: number;
+  private readonly methods = new Pieces((method) => Buffer.from(`,"method":${jsonString(method)},"url":`));
+  private readonly routes = new Pieces((route) => new StatusPieces(`,"route":${jsonString(route)},"status":`));
+  private readonly addresses = new Pieces((ip) => Buffer.from(`,"ip":${jsonString(ip)}`));
+  private levelText = '';
+  private levelBytes: Buffer = EMPTY;
+  private bindingsText = '';
+  private bindingsBytes: Buffer = EMPTY;
+
+  constructor(readonly internals: PinoInternals) {
+    this.info = internals.levels.values.info!;
+    this.ownTime = internals[TIME] === pino.stdTimeFunctions.epochTime;
+    this.ending = Buffer.from(`,"msg":${JSON.stringify(REQUEST_COMPLETED)}${internals[END] as string}`);
+  }
+
+  level(): Buffer {
+    const level = (this.internals[LEVEL_PREFIXES] as Record<number, string>)[this.info]!;
+    if (level !== this.levelText) this.levelBytes = Buffer.from((this.levelText = level));
+    return this.levelBytes;
+  }
+
+  /** The bindings, then `,"reqId":`. */
+  bindings(): Buffer {
+    const bindings = this.internals[BINDINGS] as string;
+    if (bindings !== this.bindingsText) this.bindingsBytes = Buffer.from(`${(this.bindingsText = bindings)},"reqId":`);
+    return this.bindingsBytes;
+  }
+
+  method(method: string): Buffer {
+    return this.methods.of(method);
+  }
+
+  routeAndStatus(route: string, status: number): Buffer {
+    return this.routes.of(route).of(status);
+  }
+
+  address(ip: string | undefined): Buffer {
+    return ip === undefined ? EMPTY : this.addresses.of(ip);
+  }
+}
+
+/**
+ * One request's line, kept as its fields until it is encoded. Only the strings a client chooses
+ * (the request id, the URL, the conversation id) are checked for characters JSON must escape, as
+ * they are copied.
+ */
+class RequestLine implements EncodedLine {
+  private readonly pieces: LinePieces;
+  private readonly request: CompletedRequest;
+  /** The URL and the message, masked. */
+  private readonly url: string;
+  private readonly message: string;
+  private readonly time: number;
+  /** pino's time text, when it is not its own epoch time. */
+  private readonly timeText: string;
+
+  constructor(line: { pieces: LinePieces; request: CompletedRequest; url: string; message: string; time: number; timeText: string }) {
+    this.pieces = line.pieces;
+    this.request = line.request;
+    this.url = line.url;
+    this.message = line.message;
+    this.time = line.time;
+    this.timeText = line.timeText;
+  }
+
+  get maxBytes(): number {
+    const { request } = this;
+    // A JSON escape takes at most 6 bytes per UTF-16 unit (\u001f), and so does UTF-8; the
+    // pieces are at most 6 times their text; keys, numbers and punctuation, under 512 bytes.
+    const strings = request.reqId.length + this.url.length + (request.conversationId?.length ?? 0) + this.timeText.length + this.message.length + request.method.length + request.route.length + (request.ip?.length ?? 0);
+    return 6 * strings + 512 + this.pieces.bindings().length;
+  }
+
+  encode(bytes: Buffer, at: number): number {
+    const { pieces, request, message } = this;
+    at = copy(pieces.level(), bytes, at);
+    if (pieces.ownTime) at = writeTime(bytes, copy(TIME_KEY, bytes, at), this.time);
+    else at += bytes.write(this.timeText, at, 'utf8');
+    at = writeJsonString(bytes, copy(pieces.bindings(), bytes, at), request.reqId);
+    if (request.conversationId !== undefined) at = writeJsonString(bytes, copy(CONVERSATION_KEY, bytes, at), request.conversationId);
+    at = writeJsonString(bytes, copy(pieces.method(request.method), bytes, at), this.url);
+    at = writeMilliseconds(bytes, copy(pieces.routeAndStatus(request.route, request.status), bytes, at), request.ms);
+    at = copy(pieces.address(request.ip), bytes, at);
+    if (message === REQUEST_COMPLETED) return copy(pieces.ending, bytes, at);
+    at = writeJsonString(bytes, copy(MESSAGE_KEY_BYTES, bytes, at), message);
+    return at + bytes.write(pieces.internals[END] as string, at, 'utf8');
+  }
+}
+
+const EMPTY: Buffer = Buffer.alloc(0);
+const TIME_KEY = Buffer.from(',"time":');
+const CONVERSATION_KEY = Buffer.from(',"conversation_id":');
+const MESSAGE_KEY_BYTES = Buffer.from(',"msg":');
 
 /** The pieces for a few values that recur (methods, routes, addresses), made when a value is first seen; a bounded number kept. */
 class Pieces<T> {
@@ -119,40 +219,12 @@ const MAX_PIECES = 256;
 
 /** A route's piece followed by each status it answered with, then `,"ms":`. */
 class StatusPieces {
-  private readonly byStatus: string[] = [];
+  private readonly byStatus: Buffer[] = [];
   constructor(private readonly route: string) {}
 
-  of(status: number): string {
+  of(status: number): Buffer {
     // Statuses are three-digit integers (Node refuses any other); anything else is written as it comes.
-    if (!(status >= 100 && status <= 999 && Number.isInteger(status))) return `${this.route}${jsonNumber(status)},"ms":`;
-    return (this.byStatus[status] ??= `${this.route}${status},"ms":`);
+    if (!(status >= 100 && status <= 999 && Number.isInteger(status))) return Buffer.from(`${this.route}${jsonNumber(status)},"ms":`);
+    return (this.byStatus[status] ??= Buffer.from(`${this.route}${status},"ms":`));
   }
-}
-
-/** Characters JSON.stringify escapes: control characters, the quote, the backslash, and surrogates (a lone one is escaped). */
-const NEEDS_ESCAPE = /[\u0000-\u001f"\\\ud800-\udfff]/;
-
-/** As pino writes a string: quoted as is when nothing in it needs escaping, else JSON.stringify. */
-function jsonString(text: string): string {
-  return NEEDS_ESCAPE.test(text) ? JSON.stringify(text) : `"${text}"`;
-}
-
-/**
- * As pino writes a number, for the usual duration rounded to hundredths (app.ts): written from
- * its integer count of hundredths, without V8's shortest-double conversion. Below 10^13 ms, the
- * shortest decimal that reads back as `hundredths / 100` is that quotient's own two decimals.
- */
-function jsonMilliseconds(ms: number): string {
-  const hundredths = Math.round(ms * 100);
-  if (!(hundredths >= 0 && hundredths < 1e15 && hundredths / 100 === ms)) return jsonNumber(ms);
-  const whole = Math.floor(hundredths / 100);
-  const fraction = hundredths - whole * 100;
-  if (fraction === 0) return `${whole}`;
-  if (fraction % 10 === 0) return `${whole}.${fraction / 10}`;
-  return fraction < 10 ? `${whole}.0${fraction}` : `${whole}.${fraction}`;
-}
-
-/** As pino writes a number: null when it is not finite. */
-function jsonNumber(value: number): string {
-  return Number.isFinite(value) ? String(value) : 'null';
 }
