@@ -40,9 +40,8 @@ const MAX_KEPT_LINES = 256;
  * handed over in pieces (`append`, then `endLine`), or as an EncodedLine (`writeLater`: the
  * request line, http/request-log-line.ts, known to be below `warn`): kept as its fields and
  * encoded with the others kept when the buffer is written out, or before any other line is added
- * (the order of lines stays the order they came in). Encoding a window's request lines together,
- * in one loop, instead of one at a time between requests, costs less (P5: the code that formats
- * them stays in the processor's caches).
+ * (the order of lines stays the order they came in): a window's request lines are encoded
+ * together, in one loop, rather than one at a time between requests.
  */
 export class TurnBatchedOutput {
   private bytes = Buffer.allocUnsafe(INITIAL_BYTES);

@@ -4,7 +4,7 @@
  * where its bytes end.
  */
 
-/** Copies a piece's bytes (a few dozen: a loop beats a call into the typed array's set). */
+/** Copies a piece's bytes (a few dozen each). */
 export function copy(piece: Buffer, bytes: Buffer, at: number): number {
   const length = piece.length;
   for (let i = 0; i < length; i++) bytes[at + i] = piece[i]!;

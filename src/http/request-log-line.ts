@@ -145,46 +145,41 @@ class LinePieces {
   }
 }
 
+interface RequestLineFields {
+  pieces: LinePieces;
+  request: CompletedRequest;
+  /** The URL and the message, masked when the line was taken. */
+  url: string;
+  message: string;
+  time: number;
+  /** pino's time text, when it is not its own epoch time. */
+  timeText: string;
+}
+
 /**
  * One request's line, kept as its fields until it is encoded. Only the strings a client chooses
  * (the request id, the URL, the conversation id) are checked for characters JSON must escape, as
  * they are copied.
  */
 class RequestLine implements EncodedLine {
-  private readonly pieces: LinePieces;
-  private readonly request: CompletedRequest;
-  /** The URL and the message, masked. */
-  private readonly url: string;
-  private readonly message: string;
-  private readonly time: number;
-  /** pino's time text, when it is not its own epoch time. */
-  private readonly timeText: string;
-
-  constructor(line: { pieces: LinePieces; request: CompletedRequest; url: string; message: string; time: number; timeText: string }) {
-    this.pieces = line.pieces;
-    this.request = line.request;
-    this.url = line.url;
-    this.message = line.message;
-    this.time = line.time;
-    this.timeText = line.timeText;
-  }
+  constructor(private readonly line: RequestLineFields) {}
 
   get maxBytes(): number {
-    const { request } = this;
+    const { request, url, timeText, message, pieces } = this.line;
     // A JSON escape takes at most 6 bytes per UTF-16 unit (\u001f), and so does UTF-8; the
     // pieces are at most 6 times their text; keys, numbers and punctuation, under 512 bytes.
-    const strings = request.reqId.length + this.url.length + (request.conversationId?.length ?? 0) + this.timeText.length + this.message.length + request.method.length + request.route.length + (request.ip?.length ?? 0);
-    return 6 * strings + 512 + this.pieces.bindings().length;
+    const strings = request.reqId.length + url.length + (request.conversationId?.length ?? 0) + timeText.length + message.length + request.method.length + request.route.length + (request.ip?.length ?? 0);
+    return 6 * strings + 512 + pieces.bindings().length;
   }
 
   encode(bytes: Buffer, at: number): number {
-    const { pieces, request, message } = this;
+    const { pieces, request, url, message, time, timeText } = this.line;
     at = copy(pieces.level(), bytes, at);
-    if (pieces.ownTime) at = writeTime(bytes, copy(TIME_KEY, bytes, at), this.time);
-    else at += bytes.write(this.timeText, at, 'utf8');
+    if (pieces.ownTime) at = writeTime(bytes, copy(TIME_KEY, bytes, at), time);
+    else at += bytes.write(timeText, at, 'utf8');
     at = writeJsonString(bytes, copy(pieces.bindings(), bytes, at), request.reqId);
     if (request.conversationId !== undefined) at = writeJsonString(bytes, copy(CONVERSATION_KEY, bytes, at), request.conversationId);
-    at = writeJsonString(bytes, copy(pieces.method(request.method), bytes, at), this.url);
+    at = writeJsonString(bytes, copy(pieces.method(request.method), bytes, at), url);
     at = writeMilliseconds(bytes, copy(pieces.routeAndStatus(request.route, request.status), bytes, at), request.ms);
     at = copy(pieces.address(request.ip), bytes, at);
     if (message === REQUEST_COMPLETED) return copy(pieces.ending, bytes, at);
