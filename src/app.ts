@@ -1,15 +1,15 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import fastifyCors from '@fastify/cors';
 import { fastifySSE } from '@fastify/sse';
 import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Services } from './compose.js';
 import { limitConnections } from './http/connection-limits.js';
-import { registerAuth } from './http/plugins/auth.js';
+import { createAuthorizer, registerAuth } from './http/plugins/auth.js';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './http/plugins/errors.js';
 import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
-import { RequestCompletion } from './http/request-completion.js';
-import { RequestLogger, ServerLogger } from './http/request-logger.js';
+import { requestCompletion } from './http/request-completion.js';
+import { RequestLogger } from './http/request-logger.js';
 import { requestLineWriter } from './http/request-log-line.js';
 import { requestIdGenerator } from './http/request-ids.js';
 import { responseSerializerCompiler } from './http/response-serializer.js';
@@ -29,60 +29,70 @@ import { runRoutes } from './http/routes/runs.js';
 import { secretRoutes } from './http/routes/secrets.js';
 import { streamRoutes } from './http/routes/streams.js';
 
-function conversationOf(request: FastifyRequest): string | undefined {
+/** The conversation a request is about: the `id` of `/conversations/:id...`, the only routes with one. */
+function conversationOf(request: FastifyRequest, route: string): string | undefined {
+  if (!route.startsWith(CONVERSATION_ROUTE)) return undefined;
   const id = (request.params as { id?: unknown } | undefined)?.id;
   return typeof id === 'string' ? id : undefined;
 }
+const CONVERSATION_ROUTE = '/conversations/:id';
 
 /** Builds the Fastify instance around the services. Never listens (cli.ts does). */
 export async function buildApp(services: Services): Promise<FastifyInstance> {
   // The fields operators need, flat, in one line written through the root logger (no child per request), and the request metrics.
   const logger = services.logger;
   const writeRequestLine = requestLineWriter(logger);
-  const completed = (request: FastifyRequest, reply: FastifyReply) => {
-    const route = request.routeOptions.url ?? 'unmatched';
-    const ms = reply.elapsedTime;
+  const track = requestCompletion((reply, route, ms) => {
+    const request = reply.request;
     services.metrics.observeRequest(request.method, route, reply.statusCode, ms / 1000);
-    if (logger.isLevelEnabled('info')) writeRequestLine({ reqId: request.id, conversationId: conversationOf(request), method: request.method, url: request.url, route, status: reply.statusCode, ms: Math.round(ms * 100) / 100, ip: request.ip });
-  };
+    if (logger.isLevelEnabled('info')) writeRequestLine({ reqId: request.id, conversationId: conversationOf(request, route), method: request.method, url: request.url, route, status: reply.statusCode, ms: Math.round(ms * 100) / 100, ip: request.ip });
+  });
   const app = Fastify({
-    // Its children for requests are made only if they log something besides the request line (ServerLogger).
-    loggerInstance: new ServerLogger(services.logger) as FastifyBaseLogger,
+    // No logger of Fastify's own: requests log through their RequestLogger (set below) and the
+    // request line (request-completion.ts says what a logger given to Fastify costs per request).
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: services.config.maxBodyBytes,
     forceCloseConnections: true,
     requestIdHeader: 'x-request-id',
     genReqId: requestIdGenerator(),
-    // One line per request, written when it ends, instead of Fastify's two.
-    logController: new RequestCompletion(completed),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 4096 },
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler,
   });
   limitConnections(app.server, services.config.connections);
-  // Every answer carries its request id, also those answered in an onRequest hook (401, CORS
-  // preflights): set first thing, rather than in an onSend hook, a second pass per response.
+  const authorize = createAuthorizer({ keys: services.masterKeys, isPublicPath: (path) => path === '/docs' || path.startsWith('/docs/') });
+  // Browser dashboards on other origins: CORS's own hook must answer preflights, and put its
+  // headers on every answer (401s included), after the request's first hook and before
+  // authentication, which then has a hook of its own. Otherwise the first hook authenticates too.
+  const corsOrigins = services.config.corsOrigins;
+  const authorizeFirst = corsOrigins.length === 0;
+  // First thing for every request: its id on the answer, also on those given in an onRequest
+  // hook (401, CORS preflights), rather than in an onSend hook, a second pass per response; its
+  // logger, whose lines carry the id and the conversation's id from the URL (for Fastify's own
+  // lines about it too); its completion; and its key. Fastify builds `routeOptions` anew at each
+  // read: read once.
   app.addHook('onRequest', (request, reply, done) => {
+    const route = request.routeOptions;
     reply.header('x-request-id', request.id);
-    // What the request logs of its own carries the conversation's id from its URL.
-    if (request.log instanceof RequestLogger) request.log.about(request.url);
-    done();
+    request.log = reply.log = new RequestLogger(logger, { reqId: request.id }, request.url);
+    track(reply, route.url ?? 'unmatched');
+    if (!authorizeFirst || authorize(request, reply, route.config)) done();
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(responseSerializerCompiler);
   registerErrorHandling(app);
-  if (services.config.corsOrigins.length > 0) {
-    // Browser dashboards on other origins: bearer keys, no cookies, so credentials stay off.
-    const origins = services.config.corsOrigins;
+  if (!authorizeFirst) {
+    // Bearer keys, no cookies, so credentials stay off.
     await app.register(fastifyCors, {
-      origin: origins.includes('*') ? '*' : origins.map((origin) => new URL(origin).origin),
+      origin: corsOrigins.includes('*') ? '*' : corsOrigins.map((origin) => new URL(origin).origin),
       methods: ['GET', 'POST', 'PUT', 'DELETE'],
       allowedHeaders: ['authorization', 'content-type', 'last-event-id', 'x-request-id'],
       exposedHeaders: ['x-request-id', 'content-disposition', 'content-range'],
       maxAge: 600,
     });
+    registerAuth(app, authorize);
   }
   registerJsonBodyParser(app);
-  registerAuth(app, { keys: services.masterKeys, isPublicPath: (path) => path === '/docs' || path.startsWith('/docs/') });
   // Several instances: a conversation's requests go to the instance that runs it (after authentication).
   if (services.ownership) (await import('./cluster/forwarding.js')).registerForwarding(app, services.ownership);
   await registerOpenApi(app, services);

@@ -133,10 +133,17 @@ describe('CORS', () => {
     expect(preflight.status).toBe(204);
     expect(preflight.headers.get('access-control-allow-origin')).toBe('https://dash.example.com');
     expect(preflight.headers.get('access-control-allow-headers')).toContain('authorization');
+    // Answered by CORS's hook, after the request's first: it carries its request id.
+    expect(preflight.headers.get('x-request-id')).toMatch(/./);
     const other = await fetch(`${server.url}/alive`, { headers: { origin: 'https://evil.example.com' } });
     expect(other.headers.get('access-control-allow-origin')).toBeNull();
     const unauthorized = await fetch(`${server.url}/info`, { headers: { origin: 'https://dash.example.com' } });
     expect(unauthorized.status).toBe(401);
     expect(unauthorized.headers.get('access-control-allow-origin')).toBe('https://dash.example.com');
+    expect(unauthorized.headers.get('x-request-id')).toMatch(/./);
+    // With CORS on, authentication is a hook of its own after CORS's: a valid key still goes through.
+    const authorized = await fetch(`${server.url}/info`, { headers: { origin: 'https://dash.example.com', ...server.auth } });
+    expect(authorized.status).toBe(200);
+    expect(authorized.headers.get('access-control-allow-origin')).toBe('https://dash.example.com');
   });
 });

@@ -1,7 +1,7 @@
 /**
  * One request line and one count in the request metrics for every request that reaches a route
- * (or the 404 handler), written when its response has finished: Fastify's log controller hands it
- * over (request-completion.ts). Also for answers given in an onRequest hook (401).
+ * (or the 404 handler), written when its response has finished (request-completion.ts). Also for
+ * answers given in an onRequest hook (401).
  */
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { RequestLogger, ServerLogger } from '../src/http/request-logger.js';
+import { RequestLogger } from '../src/http/request-logger.js';
 import { startServer } from './support/agentd.js';
 
 function capture(level: string) {
@@ -18,11 +18,7 @@ function capture(level: string) {
 describe('a request\'s logger', () => {
   it('writes each level through a child with the request id and the conversation id of the URL', async () => {
     const { root, lines } = capture('trace');
-    // As Fastify makes it: its own logger is a child with serializers, each request's a child of that.
-    const fastifys = new ServerLogger(root).child({}, { serializers: { extra: (value: unknown) => value } });
-    const log = fastifys.child({ reqId: 'r-1' }, {}) as RequestLogger;
-    expect(log).toBeInstanceOf(RequestLogger);
-    log.about('/conversations/c%201/events?x=1');
+    const log = new RequestLogger(root, { reqId: 'r-1' }, '/conversations/c%201/events?x=1');
     log.error({ code: 'e' }, 'failed');
     log.warn('warned');
     log.info('informed');
@@ -45,8 +41,7 @@ describe('a request\'s logger', () => {
       children += 1;
       return child(...args);
     }) as typeof root.child;
-    const log = new ServerLogger(root).child({ reqId: 'r-2' }, {}) as RequestLogger;
-    log.about('/alive');
+    const log = new RequestLogger(root, { reqId: 'r-2' }, '/alive');
     log.info('not written');
     log.debug('not written');
     log.silent();
@@ -56,7 +51,7 @@ describe('a request\'s logger', () => {
     expect(log.level).toBe('warn');
   });
 
-  it("is what Fastify hands a request: its own lines carry the request id it answers with and the conversation's id", async () => {
+  it("is each request's own: its lines carry the request id it answers with and the conversation's id carry the request id it answers with and the conversation's id", async () => {
     const lines: Record<string, unknown>[] = [];
     const logStream = new Writable({
       write(chunk, _encoding, done) {

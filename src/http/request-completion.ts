@@ -1,18 +1,30 @@
-import { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { FastifyReply } from 'fastify';
+import { performance } from 'node:perf_hooks';
+
+/** A request that ended: its reply (which holds the request), its route's pattern (or `unmatched`) and how long it took, in ms. */
+export type Completed = (reply: FastifyReply, route: string, ms: number) => void;
 
 /**
- * Fastify's log controller with one line of its own per request: `requestCompleted`, which Fastify
- * calls once each response has finished (or failed), hands the request to `completed` (app.ts:
- * metrics and the request line). Every other line the controller would write for a request
- * (incoming, errors the default handler logs) stays off. An onResponse hook did this before: the
- * same moment, at the price of Fastify's hook runner on every request.
+ * Hands each request to `completed` once its response has finished (app.ts: metrics and the
+ * request line). `track` is called as the request comes in (the first onRequest hook): from then
+ * on, whatever answers it (a route, a hook's 401, the 404 handler, an error) ends in one call.
+ *
+ * Fastify is given no logger: with one, it makes a child logger for every request, and puts two
+ * listeners on every response and takes them off again, to time it and call its log controller.
+ * Here, one listener for both events, left on (the response is done with). A response that fails
+ * instead of finishing (written to after its end) is counted too, and its error then goes nowhere
+ * further: it has been answered.
  */
-export class RequestCompletion extends LogController {
-  constructor(private readonly completed: (request: FastifyRequest, reply: FastifyReply) => void) {
-    super({ disableRequestLogging: true });
-  }
-
-  override requestCompleted(_error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    this.completed(request, reply);
-  }
+export function requestCompletion(completed: Completed): (reply: FastifyReply, route: string) => void {
+  return (reply, route) => {
+    const started = performance.now();
+    let ended = false;
+    const onEnd = () => {
+      if (ended) return;
+      ended = true;
+      completed(reply, route, performance.now() - started);
+    };
+    reply.raw.on('finish', onEnd);
+    reply.raw.on('error', onEnd);
+  };
 }

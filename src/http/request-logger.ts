@@ -3,80 +3,26 @@ import type { Bindings, ChildLoggerOptions, Logger } from 'pino';
 
 type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 
-/**
- * The logger Fastify is given (its loggerInstance): the server's pino logger, whose children made
- * for requests are RequestLoggers. Fastify makes one child per request through its default child
- * factory, `logger.child(bindings, options)`; with a factory of our own (the way this was done
- * before) it also checked the logger it got, method by method, on every request (about 2,500
- * instructions a request under callgrind, a tenth of what agentd adds to a bare route).
- */
-export class ServerLogger implements FastifyBaseLogger {
-  constructor(private readonly root: Logger) {}
-
-  get level(): string {
-    return this.root.level;
-  }
-
-  set level(level: string) {
-    this.root.level = level;
-  }
-
-  /**
-   * A request's logger (no level or serializers of its own: a RequestLogger, made into a pino child
-   * only if it logs), or a logger with options of its own (Fastify's, once, with its serializers):
-   * a pino child, whose own children are again made this way.
-   */
-  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
-    if (options === undefined || (options.level === undefined && options.serializers === undefined)) return new RequestLogger(this.root, bindings);
-    return new ServerLogger(this.root.child(bindings, options));
-  }
-
-  fatal(...args: unknown[]): void {
-    write(this.root, 'fatal', args);
-  }
-  error(...args: unknown[]): void {
-    write(this.root, 'error', args);
-  }
-  warn(...args: unknown[]): void {
-    write(this.root, 'warn', args);
-  }
-  info(...args: unknown[]): void {
-    write(this.root, 'info', args);
-  }
-  debug(...args: unknown[]): void {
-    write(this.root, 'debug', args);
-  }
-  trace(...args: unknown[]): void {
-    write(this.root, 'trace', args);
-  }
-  silent(): void {}
-}
-
 function write(logger: Logger, level: Level, args: unknown[]): void {
   (logger[level] as (...values: unknown[]) => void).apply(logger, args);
 }
 
 /**
- * A request's logger, made into a pino child only when the request logs something of its own (an
- * error, a debug line): building a pino child for each of thousands of requests a second that
- * never log costs more than the request line itself (which app.ts writes through the root logger
- * with the same fields). Every line of a request about a conversation carries its id
- * (`/conversations/{id}/...`: the only routes with an `id`), read from the URL (`about`) when the
- * logger is made.
+ * A request's logger (`request.log` and `reply.log`, set by app.ts as the request comes in), made
+ * into a pino child only when the request logs something of its own (an error, a debug line):
+ * building a pino child for each of thousands of requests a second that never log costs more than
+ * the request line itself (which app.ts writes through the root logger with the same fields).
+ * Every line of a request about a conversation carries its id (`/conversations/{id}/...`: the only
+ * routes with an `id`), read from the URL when the child is made.
  */
 export class RequestLogger implements FastifyBaseLogger {
   private made: Logger | null = null;
-  private url: string | undefined;
 
   constructor(
     private readonly root: Logger,
     private readonly bindings: Bindings,
+    private readonly url: string | undefined,
   ) {}
-
-  /** The request's URL (app.ts, first thing): lines written from then on carry its conversation's id. */
-  about(url: string): void {
-    if (this.made === null) this.url = url;
-  }
 
   get level(): string {
     return this.root.level;
@@ -96,9 +42,7 @@ export class RequestLogger implements FastifyBaseLogger {
 
   child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
     if (this.made || (options && Object.keys(options).length > 0)) return this.logger().child(bindings, options);
-    const child = new RequestLogger(this.root, { ...this.bindings, ...bindings });
-    child.url = this.url;
-    return child;
+    return new RequestLogger(this.root, { ...this.bindings, ...bindings }, this.url);
   }
 
   // Methods on the prototype, not arrow-function fields: a request's logger is made for every request, and seven closures each were most of its cost.

@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ErrorBody } from './errors.js';
 
 declare module 'fastify' {
@@ -44,23 +44,41 @@ function presentedKey(request: FastifyRequest, allowQuery: boolean): string | un
   return undefined;
 }
 
-export function registerAuth(app: FastifyInstance, options: { keys: readonly string[]; isPublicPath?: (path: string) => boolean }): void {
+export interface AuthOptions {
+  keys: readonly string[];
+  isPublicPath?: (path: string) => boolean;
+}
+
+/**
+ * Whether a request may go on: true for a public route or path, or a valid key; otherwise it is
+ * answered 401 here (and false returned: the request goes no further). `config` is its route's
+ * (`request.routeOptions.config`), which the caller has already read.
+ */
+export type Authorize = (request: FastifyRequest, reply: FastifyReply, config: FastifyContextConfig | undefined) => boolean;
+
+export function createAuthorizer(options: AuthOptions): Authorize {
   const check = createKeyChecker(options.keys);
-  // A callback hook, not an async one: every request passes here, and a promise per request is not free.
-  app.addHook('onRequest', (request, reply, done) => {
-    const config = request.routeOptions.config;
-    if (config?.public) return done();
+  return (request, reply, config) => {
+    if (config?.public) return true;
     const query = request.url.indexOf('?');
     const path = query === -1 ? request.url : request.url.slice(0, query);
-    if (options.isPublicPath?.(path)) return done();
+    if (options.isPublicPath?.(path)) return true;
     const key = presentedKey(request, config?.queryToken === true);
-    if (key !== undefined && check(key)) return done();
+    if (key !== undefined && check(key)) return true;
     const body: ErrorBody = {
       error: 'unauthorized',
       message: key === undefined ? 'Send the API key as "Authorization: Bearer <key>".' : 'The API key is not valid.',
       details: null,
     };
-    // Answered here: the request goes no further (done is not called).
-    reply.code(401).header('www-authenticate', 'Bearer').send(body);
+    void reply.code(401).header('www-authenticate', 'Bearer').send(body);
+    return false;
+  };
+}
+
+/** Authentication as a hook of its own (app.ts: when CORS's hook must run between the request's first hook and this one). */
+export function registerAuth(app: FastifyInstance, authorize: Authorize): void {
+  // A callback hook, not an async one: every request passes here, and a promise per request is not free.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (authorize(request, reply, request.routeOptions.config)) done();
   });
 }
