@@ -1,3 +1,4 @@
+import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Benchmark } from './support/benchmark.js';
 import { loadLoop, type LoadResult } from './support/load-loop.js';
@@ -8,10 +9,16 @@ import { fmt, median, spread } from './support/stats.js';
 const CONNECTIONS = 16;
 const AUTH = { authorization: `Bearer ${BENCH_KEY}` };
 
-interface Target {
-  label: string;
+/** One server process answering a row, and the path it is asked for there. */
+interface Instance {
   server: StartedProcess;
   path: string;
+}
+
+interface Target {
+  label: string;
+  /** Several processes of the same server, taken in turn round by round. */
+  instances: Instance[];
   headers?: Record<string, string>;
 }
 
@@ -35,10 +42,19 @@ export const p5Http: Benchmark = {
     const warmupMs = quick ? 100 : 500;
     // Even --quick measures several rounds: the spread of the ratios shows how far one run can be trusted.
     const rounds = quick ? 2 : 6;
+    // Each process carries its own luck for its whole life (code and heap placement, what its
+    // compiler chose: the same build measured ±10 % from process to process, RESULTS.md), so each
+    // row is answered by several processes of its server, one per round in turn, each warmed up
+    // first with more requests than a round's warm-up gives.
+    const processes = quick ? 1 : 3;
+    const firstWarmupMs = quick ? 300 : 3_000;
     const secretConversations = quick ? 1_000 : 10_000;
     const manySecrets = path.join(tmp, 'data-secrets');
     // Every log line is scrubbed of every conversation's secret values (the last line of defence): does that scale?
     await populate({ dataDir: manySecrets, conversations: secretConversations, eventsPerConversation: 1, secretNames: 'distinct' });
+    // A data directory is one server's: each process with many conversations gets a copy.
+    const secretDirs = Array.from({ length: processes }, (_, index) => (index === 0 ? manySecrets : `${manySecrets}-${index}`));
+    for (const dir of secretDirs.slice(1)) await fs.cp(manySecrets, dir, { recursive: true });
 
     const agentd = (level: string, dataDir: string) =>
       startProcess({ command: [process.execPath, CLI], args: (port) => ['--port', String(port), '--data-dir', dataDir], env: { AGENTD_LOG_LEVEL: level }, probe: '/health' });
@@ -47,21 +63,28 @@ export const p5Http: Benchmark = {
       servers.push(await server);
       return servers[servers.length - 1]!;
     };
+    const each = <T>(make: (index: number) => Promise<T>) => Promise.all(Array.from({ length: processes }, (_, index) => make(index)));
     try {
-      const bare = await start(startProcess({ command: [process.execPath, childScript('bare-fastify')], probe: '/bare' }));
-      const info = await start(agentd('info', path.join(tmp, 'data-info')));
-      const warn = await start(agentd('warn', path.join(tmp, 'data-warn')));
-      const secrets = await start(agentd('info', manySecrets));
-      const infoId = await createOne(info.url);
-      const warnId = await createOne(warn.url);
+      const bare = await each(async () => ({ server: await start(startProcess({ command: [process.execPath, childScript('bare-fastify')], probe: '/bare' })), path: '/bare' }));
+      const info = await each((index) => start(agentd('info', path.join(tmp, `data-info-${index}`))));
+      const warn = await each((index) => start(agentd('warn', path.join(tmp, `data-warn-${index}`))));
+      const secrets = await each((index) => start(agentd('info', secretDirs[index]!)));
+      const conversationPaths = async (group: StartedProcess[]) => Promise.all(group.map(async (server) => ({ server, path: `/conversations/${await createOne(server.url)}` })));
+      const alivePaths = (group: StartedProcess[]) => group.map((server) => ({ server, path: '/alive' }));
       const targets: Target[] = [
-        { label: 'baseline: bare Fastify `GET /bare`', server: bare, path: '/bare' },
-        { label: 'agentd `GET /alive` (log level info, the default)', server: info, path: '/alive' },
-        { label: 'agentd `GET /conversations/{id}` (log level info, the default)', server: info, path: `/conversations/${infoId}`, headers: AUTH },
-        { label: 'agentd `GET /alive` (log level warn: no request log lines)', server: warn, path: '/alive' },
-        { label: 'agentd `GET /conversations/{id}` (log level warn)', server: warn, path: `/conversations/${warnId}`, headers: AUTH },
-        { label: `agentd \`GET /alive\` (info), ${secretConversations.toLocaleString('en-US')} conversations with a secret each`, server: secrets, path: '/alive' },
+        { label: 'baseline: bare Fastify `GET /bare`', instances: bare },
+        { label: 'agentd `GET /alive` (log level info, the default)', instances: alivePaths(info) },
+        { label: 'agentd `GET /conversations/{id}` (log level info, the default)', instances: await conversationPaths(info), headers: AUTH },
+        { label: 'agentd `GET /alive` (log level warn: no request log lines)', instances: alivePaths(warn) },
+        { label: 'agentd `GET /conversations/{id}` (log level warn)', instances: await conversationPaths(warn), headers: AUTH },
+        { label: `agentd \`GET /alive\` (info), ${secretConversations.toLocaleString('en-US')} conversations with a secret each`, instances: alivePaths(secrets) },
       ];
+      for (const target of targets) {
+        for (const instance of target.instances) {
+          const warmed = await loadLoop({ origin: instance.server.url, path: instance.path, connections: CONNECTIONS, durationMs: firstWarmupMs, warmupMs: 0, ...(target.headers ? { headers: target.headers } : {}) });
+          if (warmed.errors > 0) throw new Error(`${target.label}: ${warmed.errors} failed requests while warming up`);
+        }
+      }
       // Each agentd row is measured right after the bare route, every round: the ratio of each
       // adjacent pair cancels most of the load elsewhere on the machine; medians over the rounds.
       // The row with many conversations is measured right beside `/alive` with one (in turn
@@ -77,18 +100,22 @@ export const p5Http: Benchmark = {
         runs.get(target)!.push(measured);
         if (target !== baseline) pairRatios.get(target)!.push(measured.result.perSecond / bareRun.result.perSecond);
       };
+      let turn = 0;
       for (let round = 0; round < rounds; round++) {
         for (const target of targets.slice(1, 5)) {
-          const bareRun = await measure({ target: baseline!, durationMs, warmupMs });
+          // Processes in turn: a different bare one beside each agentd row of a round, too.
+          const pick = (member: Target) => member.instances[turn % member.instances.length]!;
+          const bareRun = await measure({ target: baseline!, instance: pick(baseline!), durationMs, warmupMs });
           record(baseline!, bareRun, bareRun);
           const group = target === oneAlive ? (round % 2 === 0 ? [oneAlive, manyAlive!] : [manyAlive!, oneAlive]) : [target];
           const measured = new Map<Target, Measured>();
           for (const member of group) {
-            const run = await measure({ target: member, durationMs, warmupMs });
+            const run = await measure({ target: member, instance: pick(member), durationMs, warmupMs });
             record(member, run, bareRun);
             measured.set(member, run);
           }
           if (target === oneAlive) manyVsOne.push(cpuPerRequest(measured.get(oneAlive!)!) / cpuPerRequest(measured.get(manyAlive!)!));
+          turn += 1;
         }
       }
       const typical = (target: Target): Measured => {
@@ -104,7 +131,7 @@ export const p5Http: Benchmark = {
       });
       const perRequestUs = (target: Target) => 1e6 / (typical(baseline!).result.perSecond * (target === baseline ? 1 : median(pairRatios.get(target)!)));
       return {
-        sizes: `${CONNECTIONS} kept-alive connections, ${durationMs / 1000} s per measurement after ${warmupMs / 1000} s of warm-up; ${rounds} round${rounds > 1 ? 's' : ''}, each agentd row right after a bare one (the row with many conversations beside \`/alive\` with one, sharing its bare run)`,
+        sizes: `${CONNECTIONS} kept-alive connections, ${durationMs / 1000} s per measurement after ${warmupMs / 1000} s of warm-up; ${rounds} round${rounds > 1 ? 's' : ''}, each agentd row right after a bare one (the row with many conversations beside \`/alive\` with one, sharing its bare run); ${processes} process${processes > 1 ? 'es' : ''} per server, taken in turn, each first warmed up for ${firstWarmupMs / 1000} s`,
         tables: [{ columns: ['route', 'requests/s (median)', 'p50 ms', 'p99 ms', 'server CPU', 'load generator CPU', 'vs bare: median (min–max) of pairs', 'server CPU µs/request (median)', 'bare\'s CPU/request ÷ this'], rows }],
         notes: [
           `\`/alive\` costs ${fmt(perRequestUs(targets[1]!) - perRequestUs(targets[0]!))} µs more per request than a bare Fastify route (${fmt(perRequestUs(targets[3]!) - perRequestUs(targets[0]!))} µs without the request log line); \`/conversations/{id}\` (auth, lookup, zod serialization) ${fmt(perRequestUs(targets[2]!) - perRequestUs(targets[0]!))} µs.`,
@@ -132,9 +159,9 @@ function cpuPerRequest(measured: Measured): number {
   return (measured.serverCpu / measured.result.perSecond) * 1e6;
 }
 
-async function measure(options: { target: Target; durationMs: number; warmupMs: number }): Promise<Measured> {
-  const { target, durationMs, warmupMs } = options;
-  const pid = target.server.child.pid!;
+async function measure(options: { target: Target; instance: Instance; durationMs: number; warmupMs: number }): Promise<Measured> {
+  const { target, instance, durationMs, warmupMs } = options;
+  const pid = instance.server.child.pid!;
   let serverBefore = 0;
   let clientBefore = process.cpuUsage();
   let windowStarted = 0;
@@ -149,7 +176,7 @@ async function measure(options: { target: Target; durationMs: number; warmupMs: 
     const client = process.cpuUsage(clientBefore);
     window = { serverMs: cpuTimeOf(pid) - serverBefore, clientMs: (client.user + client.system) / 1000, wallMs: performance.now() - windowStarted };
   };
-  const result = await loadLoop({ origin: target.server.url, path: target.path, connections: CONNECTIONS, durationMs, warmupMs, onWindow, ...(target.headers ? { headers: target.headers } : {}) });
+  const result = await loadLoop({ origin: instance.server.url, path: instance.path, connections: CONNECTIONS, durationMs, warmupMs, onWindow, ...(target.headers ? { headers: target.headers } : {}) });
   return { result, serverCpu: window.serverMs / window.wallMs, clientCpu: window.clientMs / window.wallMs };
 }
 
