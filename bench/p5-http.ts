@@ -93,8 +93,10 @@ export const p5Http: Benchmark = {
       // apart in time differed by ×0.65-×1.08 from run to run).
       const [baseline, oneAlive, , , , manyAlive] = targets;
       const runs = new Map<Target, Measured[]>(targets.map((target) => [target, []]));
+      const byInstance = new Map<Instance, number[]>();
       const pairRatios = new Map<Target, number[]>(targets.slice(1).map((target) => [target, []]));
       const manyVsOne: number[] = [];
+      const perInstance = (instance: Instance, measured: Measured) => byInstance.set(instance, [...(byInstance.get(instance) ?? []), cpuPerRequest(measured)]);
       const record = (target: Target, measured: Measured, bareRun: Measured) => {
         if (measured.result.errors > 0) throw new Error(`${target.label}: ${measured.result.errors} failed requests`);
         runs.get(target)!.push(measured);
@@ -107,11 +109,13 @@ export const p5Http: Benchmark = {
           const pick = (member: Target) => member.instances[turn % member.instances.length]!;
           const bareRun = await measure({ target: baseline!, instance: pick(baseline!), durationMs, warmupMs });
           record(baseline!, bareRun, bareRun);
+          perInstance(pick(baseline!), bareRun);
           const group = target === oneAlive ? (round % 2 === 0 ? [oneAlive, manyAlive!] : [manyAlive!, oneAlive]) : [target];
           const measured = new Map<Target, Measured>();
           for (const member of group) {
             const run = await measure({ target: member, instance: pick(member), durationMs, warmupMs });
             record(member, run, bareRun);
+            perInstance(pick(member), run);
             measured.set(member, run);
           }
           if (target === oneAlive) manyVsOne.push(cpuPerRequest(measured.get(oneAlive!)!) / cpuPerRequest(measured.get(manyAlive!)!));
@@ -134,6 +138,9 @@ export const p5Http: Benchmark = {
         sizes: `${CONNECTIONS} kept-alive connections, ${durationMs / 1000} s per measurement after ${warmupMs / 1000} s of warm-up; ${rounds} round${rounds > 1 ? 's' : ''}, each agentd row right after a bare one (the row with many conversations beside \`/alive\` with one, sharing its bare run); ${processes} process${processes > 1 ? 'es' : ''} per server, taken in turn, each first warmed up for ${firstWarmupMs / 1000} s`,
         tables: [{ columns: ['route', 'requests/s (median)', 'p50 ms', 'p99 ms', 'server CPU', 'load generator CPU', 'vs bare: median (min–max) of pairs', 'server CPU µs/request (median)', 'bare\'s CPU/request ÷ this'], rows }],
         notes: [
+          ...(processes > 1
+            ? [`Server CPU µs/request by process (median of its rounds), row by row: ${targets.map((target, index) => `${index === 0 ? 'bare' : `row ${index + 1}`} ${target.instances.map((instance) => fmt(median(byInstance.get(instance) ?? [NaN]))).join(' / ')}`).join('; ')}.`]
+            : []),
           `\`/alive\` costs ${fmt(perRequestUs(targets[1]!) - perRequestUs(targets[0]!))} µs more per request than a bare Fastify route (${fmt(perRequestUs(targets[3]!) - perRequestUs(targets[0]!))} µs without the request log line); \`/conversations/{id}\` (auth, lookup, zod serialization) ${fmt(perRequestUs(targets[2]!) - perRequestUs(targets[0]!))} µs.`,
           `With ${secretConversations.toLocaleString('en-US')} conversations holding a secret each, \`/alive\` costs ${fmt(perRequestUs(targets[5]!) - perRequestUs(targets[1]!))} µs more per request than with one conversation (requests/s). Server CPU per request, one conversation's ÷ this row's, measured side by side (in turn first and second) in each round: ×${spread(manyVsOne)}. Log records are masked at the source (logger.ts: only the strings that can carry a secret, such as the URL, are scanned, through an index whose cost does not grow with the number of values).`,
           'CPU columns are the share of one core during the row: a server near 100% is the bottleneck; the load generator shares the other core.',
