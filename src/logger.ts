@@ -18,7 +18,8 @@ const ACCESS_TOKEN = /access_token=/i;
 
 /** A URL as logged: `access_token` (SSE's query-string key) never reaches a log line. */
 export function loggableUrl(url: string): string {
-  return ACCESS_TOKEN.test(url) ? url.replace(/([?&]access_token=)[^&]*/gi, '$1[redacted]') : url;
+  // Only a query string can carry it: most URLs have none.
+  return url.indexOf('?') !== -1 && ACCESS_TOKEN.test(url) ? url.replace(/([?&]access_token=)[^&]*/gi, '$1[redacted]') : url;
 }
 
 /** Replaces every secret value held by any conversation in a piece of text. */

@@ -58,6 +58,11 @@ const requests: CompletedRequest[] = [
   // Client-chosen strings that are not ASCII, and an empty request id.
   { ...base, reqId: 'id-é-ü', conversationId: 'conv-ß-😀', url: '/conversations/conv-%F0%9F%98%80' },
   { ...base, reqId: '' },
+  // The same kinds of characters in strings long enough to be checked and copied whole (json-bytes.ts).
+  { ...base, reqId: 'a-request-id-chosen-by-a-client-that-is-long', url: '/files/a-long-path/with-\u0001-and-\u001f-and-\ttab-inside', route: 'unmatched' },
+  { ...base, url: '/files/a-long-path-with-a-quote-"-and-a-backslash-\\-in-it', route: 'unmatched' },
+  { ...base, conversationId: 'a-long-conversation-id-not-ascii-é-😀-end', url: '/files/a-long-path/café/😀/and-more-after-it' },
+  { ...base, url: '/files/a-long-path-with-delete-\u007f-and-tilde-~-in-it', route: 'unmatched' },
 ];
 
 describe('the request line', () => {
@@ -120,6 +125,11 @@ describe('the request line', () => {
     requestLineWriter(direct.logger)(request);
     expect(direct.writes[0]).toContain('"reqId":"id-\\ud800"');
     expect(JSON.parse(direct.writes[0]!)).toMatchObject({ reqId: request.reqId, conversation_id: request.conversationId, url: request.url });
+    // Long ones too.
+    const long = { ...base, reqId: 'a-long-request-id-\ud800-end', conversationId: 'a-long-conversation-id-\udfff-end', url: '/x/a-long-path-with-\ud83d-alone' };
+    requestLineWriter(direct.logger)(long);
+    expect(direct.writes[1]).toContain('\\ud800');
+    expect(JSON.parse(direct.writes[1]!)).toMatchObject({ reqId: long.reqId, conversation_id: long.conversationId, url: long.url });
   });
 
   it('is the same bytes when written in pieces straight into the standard output\'s buffer (TurnBatchedOutput)', () => {
