@@ -93,13 +93,13 @@ export const p5Http: Benchmark = {
       // apart in time differed by ×0.65-×1.08 from run to run).
       const [baseline, oneAlive, , , , manyAlive] = targets;
       const runs = new Map<Target, Measured[]>(targets.map((target) => [target, []]));
-      const byInstance = new Map<Instance, number[]>();
+      const byInstance = new Map<Instance, number[]>(targets.flatMap((target) => target.instances.map((instance): [Instance, number[]] => [instance, []])));
       const pairRatios = new Map<Target, number[]>(targets.slice(1).map((target) => [target, []]));
       const manyVsOne: number[] = [];
-      const perInstance = (instance: Instance, measured: Measured) => byInstance.set(instance, [...(byInstance.get(instance) ?? []), cpuPerRequest(measured)]);
-      const record = (target: Target, measured: Measured, bareRun: Measured) => {
+      const record = (target: Target, instance: Instance, measured: Measured, bareRun: Measured) => {
         if (measured.result.errors > 0) throw new Error(`${target.label}: ${measured.result.errors} failed requests`);
         runs.get(target)!.push(measured);
+        byInstance.get(instance)!.push(cpuPerRequest(measured));
         if (target !== baseline) pairRatios.get(target)!.push(measured.result.perSecond / bareRun.result.perSecond);
       };
       let turn = 0;
@@ -107,15 +107,15 @@ export const p5Http: Benchmark = {
         for (const target of targets.slice(1, 5)) {
           // Processes in turn: a different bare one beside each agentd row of a round, too.
           const pick = (member: Target) => member.instances[turn % member.instances.length]!;
-          const bareRun = await measure({ target: baseline!, instance: pick(baseline!), durationMs, warmupMs });
-          record(baseline!, bareRun, bareRun);
-          perInstance(pick(baseline!), bareRun);
+          const bareInstance = pick(baseline!);
+          const bareRun = await measure({ target: baseline!, instance: bareInstance, durationMs, warmupMs });
+          record(baseline!, bareInstance, bareRun, bareRun);
           const group = target === oneAlive ? (round % 2 === 0 ? [oneAlive, manyAlive!] : [manyAlive!, oneAlive]) : [target];
           const measured = new Map<Target, Measured>();
           for (const member of group) {
-            const run = await measure({ target: member, instance: pick(member), durationMs, warmupMs });
-            record(member, run, bareRun);
-            perInstance(pick(member), run);
+            const instance = pick(member);
+            const run = await measure({ target: member, instance, durationMs, warmupMs });
+            record(member, instance, run, bareRun);
             measured.set(member, run);
           }
           if (target === oneAlive) manyVsOne.push(cpuPerRequest(measured.get(oneAlive!)!) / cpuPerRequest(measured.get(manyAlive!)!));
@@ -139,7 +139,7 @@ export const p5Http: Benchmark = {
         tables: [{ columns: ['route', 'requests/s (median)', 'p50 ms', 'p99 ms', 'server CPU', 'load generator CPU', 'vs bare: median (min–max) of pairs', 'server CPU µs/request (median)', 'bare\'s CPU/request ÷ this'], rows }],
         notes: [
           ...(processes > 1
-            ? [`Server CPU µs/request by process (median of its rounds), row by row: ${targets.map((target, index) => `${index === 0 ? 'bare' : `row ${index + 1}`} ${target.instances.map((instance) => fmt(median(byInstance.get(instance) ?? [NaN]))).join(' / ')}`).join('; ')}.`]
+            ? [`Server CPU µs/request by process (median of its rounds), row by row: ${targets.map((target, index) => `${index === 0 ? 'bare' : `row ${index + 1}`} ${target.instances.map((instance) => fmt(median(byInstance.get(instance)!))).join(' / ')}`).join('; ')}.`]
             : []),
           `\`/alive\` costs ${fmt(perRequestUs(targets[1]!) - perRequestUs(targets[0]!))} µs more per request than a bare Fastify route (${fmt(perRequestUs(targets[3]!) - perRequestUs(targets[0]!))} µs without the request log line); \`/conversations/{id}\` (auth, lookup, zod serialization) ${fmt(perRequestUs(targets[2]!) - perRequestUs(targets[0]!))} µs.`,
           `With ${secretConversations.toLocaleString('en-US')} conversations holding a secret each, \`/alive\` costs ${fmt(perRequestUs(targets[5]!) - perRequestUs(targets[1]!))} µs more per request than with one conversation (requests/s). Server CPU per request, one conversation's ÷ this row's, measured side by side (in turn first and second) in each round: ×${spread(manyVsOne)}. Log records are masked at the source (logger.ts: only the strings that can carry a secret, such as the URL, are scanned, through an index whose cost does not grow with the number of values).`,

@@ -27,18 +27,22 @@ export function writeJsonString(bytes: Buffer, at: number, text: string): number
   bytes[at++] = QUOTE;
   const length = text.length;
   if (length > SHORT_STRING) {
-    if (!PLAIN.test(text)) return start + bytes.write(JSON.stringify(text), start, 'utf8');
+    if (!PLAIN.test(text)) return writeEscaped(bytes, start, text);
     at += bytes.write(text, at, 'latin1');
-    bytes[at++] = QUOTE;
-    return at;
-  }
-  for (let i = 0; i < length; i++) {
-    const code = text.charCodeAt(i);
-    if (code < 0x20 || code === QUOTE || code === BACKSLASH || code >= 0x80) return start + bytes.write(JSON.stringify(text), start, 'utf8');
-    bytes[at++] = code;
+  } else {
+    for (let i = 0; i < length; i++) {
+      const code = text.charCodeAt(i);
+      if (code < 0x20 || code === QUOTE || code === BACKSLASH || code >= 0x80) return writeEscaped(bytes, start, text);
+      bytes[at++] = code;
+    }
   }
   bytes[at++] = QUOTE;
   return at;
+}
+
+/** The slow path: as JSON.stringify writes the string, in UTF-8. */
+function writeEscaped(bytes: Buffer, at: number, text: string): number {
+  return at + bytes.write(JSON.stringify(text), at, 'utf8');
 }
 
 /** Strings up to this length are copied character by character. */

@@ -6,8 +6,9 @@ export type Completed = (reply: FastifyReply, route: string, ms: number) => void
 
 /**
  * Hands each request to `completed` once its response has finished (app.ts: metrics and the
- * request line). `track` is called as the request comes in (the first onRequest hook): from then
- * on, whatever answers it (a route, a hook's 401, the 404 handler, an error) ends in one call.
+ * request line). The function it returns is called as the request comes in (the first onRequest
+ * hook): from then on, whatever answers it (a route, a hook's 401, the 404 handler, an error)
+ * ends in one call.
  *
  * Fastify is given no logger: with one, it makes a child logger for every request, and puts two
  * listeners on every response and takes them off again, to time it and call its log controller.
