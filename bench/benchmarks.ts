@@ -1,21 +1,28 @@
 import type { Benchmark } from './support/benchmark.js';
-import { p1AgentStep } from './p1-agent-step.js';
-import { p2SseFanout } from './p2-sse-fanout.js';
-import { p3EventPages } from './p3-event-pages.js';
-import { p4Startup } from './p4-startup.js';
-import { p5Http } from './p5-http.js';
-import { p6Shell } from './p6-shell.js';
-import { p7Binary } from './p7-binary.js';
-import { p10RoundTrip } from './p10-round-trip.js';
-import { p11Idle } from './p11-idle.js';
-import { p12ToolGate } from './p12-tool-gate.js';
-import { p13Shutdown } from './p13-shutdown.js';
-import { p14Condensation } from './p14-condensation.js';
-import { p15Concurrency } from './p15-concurrency.js';
-import { p16Soak } from './p16-soak.js';
-import { p17ClusterLog } from './p17-cluster-log.js';
-import { p18Subagents } from './p18-subagents.js';
-import { p19Checkpoint } from './p19-checkpoint.js';
+
+/** A benchmark by id, its module loaded only by the process that runs it (scripts/bench.mjs splits the bundle per module). */
+export interface BenchmarkEntry {
+  id: string;
+  load(): Promise<Benchmark>;
+}
 
 /** Every benchmark, in the order `npm run bench` runs them. */
-export const BENCHMARKS: readonly Benchmark[] = [p1AgentStep, p2SseFanout, p3EventPages, p4Startup, p5Http, p6Shell, p7Binary, p10RoundTrip, p11Idle, p12ToolGate, p13Shutdown, p14Condensation, p15Concurrency, p16Soak, p17ClusterLog, p18Subagents, p19Checkpoint];
+export const BENCHMARKS: readonly BenchmarkEntry[] = [
+  { id: 'P1', load: async () => (await import('./p1-agent-step.js')).p1AgentStep },
+  { id: 'P2', load: async () => (await import('./p2-sse-fanout.js')).p2SseFanout },
+  { id: 'P3', load: async () => (await import('./p3-event-pages.js')).p3EventPages },
+  { id: 'P4', load: async () => (await import('./p4-startup.js')).p4Startup },
+  { id: 'P5', load: async () => (await import('./p5-http.js')).p5Http },
+  { id: 'P6', load: async () => (await import('./p6-shell.js')).p6Shell },
+  { id: 'P7', load: async () => (await import('./p7-binary.js')).p7Binary },
+  { id: 'P10', load: async () => (await import('./p10-round-trip.js')).p10RoundTrip },
+  { id: 'P11', load: async () => (await import('./p11-idle.js')).p11Idle },
+  { id: 'P12', load: async () => (await import('./p12-tool-gate.js')).p12ToolGate },
+  { id: 'P13', load: async () => (await import('./p13-shutdown.js')).p13Shutdown },
+  { id: 'P14', load: async () => (await import('./p14-condensation.js')).p14Condensation },
+  { id: 'P15', load: async () => (await import('./p15-concurrency.js')).p15Concurrency },
+  { id: 'P16', load: async () => (await import('./p16-soak.js')).p16Soak },
+  { id: 'P17', load: async () => (await import('./p17-cluster-log.js')).p17ClusterLog },
+  { id: 'P18', load: async () => (await import('./p18-subagents.js')).p18Subagents },
+  { id: 'P19', load: async () => (await import('./p19-checkpoint.js')).p19Checkpoint },
+];

@@ -29,11 +29,16 @@ const { values: flags } = parseArgs({
   },
 });
 
-const USAGE = `npm run bench -- [--quick] [--only P1,P3]\n\n${BENCHMARKS.map((bench) => `  ${bench.id}  ${bench.title}: ${bench.measures}`).join('\n')}\n`;
+/** Loads every benchmark's module (only for --help and a wrong id: the runner itself loads none). */
+async function usage(): Promise<string> {
+  const benches = await Promise.all(BENCHMARKS.map((entry) => entry.load()));
+  return `npm run bench -- [--quick] [--only P1,P3]\n\n${benches.map((bench) => `  ${bench.id}  ${bench.title}: ${bench.measures}`).join('\n')}\n`;
+}
 
 async function runChild(id: string): Promise<void> {
-  const bench = BENCHMARKS.find((candidate) => candidate.id === id);
-  if (!bench) throw new Error(`no benchmark ${id}`);
+  const entry = BENCHMARKS.find((candidate) => candidate.id === id);
+  if (!entry) throw new Error(`no benchmark ${id}`);
+  const bench = await entry.load();
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), `agentd-bench-${id}-`));
   const started = performance.now();
   try {
@@ -57,11 +62,11 @@ function runInChild(id: string): Promise<BenchReport> {
 }
 
 async function main(): Promise<void> {
-  if (flags.help) return void process.stdout.write(USAGE);
+  if (flags.help) return void process.stdout.write(await usage());
   if (flags.child) return runChild(flags.child);
   const wanted = flags.only?.split(',').map((id) => id.trim().toUpperCase()).filter(Boolean);
   const unknown = wanted?.filter((id) => !BENCHMARKS.some((bench) => bench.id === id)) ?? [];
-  if (unknown.length) throw new Error(`unknown benchmark(s) ${unknown.join(', ')}\n\n${USAGE}`);
+  if (unknown.length) throw new Error(`unknown benchmark(s) ${unknown.join(', ')}\n\n${await usage()}`);
   const selected = BENCHMARKS.filter((bench) => !wanted || wanted.includes(bench.id));
   const machine = machineInfo();
   process.stdout.write(`agentd benchmarks${flags.quick ? ' (quick)' : ''}: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, Node ${machine.node}; load average ${loadAverage()}\n\n`);

@@ -1,6 +1,7 @@
 // `npm run bench [-- --quick] [-- --only P3,P5]`: the benchmarks in bench/ (see bench/README text
 // in the main README). Builds dist/ when it is older than src/ (scripts/prepare.mjs), compiles
-// bench/*.ts with esbuild into dist/bench/ and runs dist/bench/run.mjs.
+// bench/*.ts with esbuild into dist/bench/ (split: each benchmark's module is loaded only by the
+// process that runs it) and runs dist/bench/run.mjs.
 //
 // The benchmarks measure the built server, not a second compilation of it: every import of a
 // module under src/ is rewritten to the same module in dist/ (kept external), so a benchmark
@@ -42,6 +43,11 @@ await build({
   platform: 'node',
   target: 'node20',
   format: 'esm',
+  // Each benchmark in a module of its own, shared code in chunks: a benchmark's process loads what
+  // it uses (P4's child does not load the server), and the runner loads none of them.
+  splitting: true,
+  // Beside run.mjs: the bundled code finds the repository and bench/children from its own directory.
+  chunkNames: '[name]-[hash]',
   packages: 'external',
   plugins: [srcToDist],
   sourcemap: 'inline',
