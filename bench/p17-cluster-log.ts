@@ -32,8 +32,8 @@ export const p17ClusterLog: Benchmark = {
     const pg = findPostgres();
     if ('missing' in pg) return { sizes: '', tables: [], notes: [], skipped: pg.missing };
     const natsFound = findNatsServer();
-    const appends = quick ? 600 : 10_000;
-    const fanouts = quick ? 100 : 1_000;
+    const appends = quick ? 300 : 10_000;
+    const fanouts = quick ? 50 : 1_000;
     const conversations = 20;
     const concurrency = 16;
     let cluster: PostgresCluster | null = null;

@@ -48,13 +48,15 @@ export const p5Http: Benchmark = {
     // first with more requests than a round's warm-up gives.
     const processes = quick ? 1 : 3;
     const firstWarmupMs = quick ? 300 : 3_000;
-    const secretConversations = quick ? 1_000 : 10_000;
+    const secretConversations = quick ? 500 : 10_000;
     const manySecrets = path.join(tmp, 'data-secrets');
-    // Every log line is scrubbed of every conversation's secret values (the last line of defence): does that scale?
-    await populate({ dataDir: manySecrets, conversations: secretConversations, eventsPerConversation: 1, secretNames: 'distinct' });
     // A data directory is one server's: each process with many conversations gets a copy.
     const secretDirs = Array.from({ length: processes }, (_, index) => (index === 0 ? manySecrets : `${manySecrets}-${index}`));
-    for (const dir of secretDirs.slice(1)) await fs.cp(manySecrets, dir, { recursive: true });
+    const fillSecretDirs = async () => {
+      // Every log line is scrubbed of every conversation's secret values (the last line of defence): does that scale?
+      await populate({ dataDir: manySecrets, conversations: secretConversations, eventsPerConversation: 1, secretNames: 'distinct' });
+      for (const dir of secretDirs.slice(1)) await fs.cp(manySecrets, dir, { recursive: true });
+    };
 
     const agentd = (level: string, dataDir: string) =>
       startProcess({ command: [process.execPath, CLI], args: (port) => ['--port', String(port), '--data-dir', dataDir], env: { AGENTD_LOG_LEVEL: level }, probe: '/health' });
@@ -65,9 +67,13 @@ export const p5Http: Benchmark = {
     };
     const each = <T>(make: (index: number) => Promise<T>) => Promise.all(Array.from({ length: processes }, (_, index) => make(index)));
     try {
-      const bare = await each(async () => ({ server: await start(startProcess({ command: [process.execPath, childScript('bare-fastify')], probe: '/bare' })), path: '/bare' }));
-      const info = await each((index) => start(agentd('info', path.join(tmp, `data-info-${index}`))));
-      const warn = await each((index) => start(agentd('warn', path.join(tmp, `data-warn-${index}`))));
+      // Set-up, nothing measured yet: the servers with empty data dirs start while the many conversations are written.
+      const [bare, info, warn] = await settled([
+        each(async () => ({ server: await start(startProcess({ command: [process.execPath, childScript('bare-fastify')], probe: '/bare' })), path: '/bare' })),
+        each((index) => start(agentd('info', path.join(tmp, `data-info-${index}`)))),
+        each((index) => start(agentd('warn', path.join(tmp, `data-warn-${index}`)))),
+        fillSecretDirs(),
+      ] as const);
       const secrets = await each((index) => start(agentd('info', secretDirs[index]!)));
       const conversationPaths = async (group: StartedProcess[]) => Promise.all(group.map(async (server) => ({ server, path: `/conversations/${await createOne(server.url)}` })));
       const alivePaths = (group: StartedProcess[]) => group.map((server) => ({ server, path: '/alive' }));
@@ -195,4 +201,12 @@ async function createOne(url: string): Promise<string> {
   });
   if (created.status !== 201) throw new Error(`POST /conversations: ${created.status}`);
   return ((await created.json()) as { id: string }).id;
+}
+
+/** Promise.all, but every one has settled (each started server is in the list to stop) before the first failure is thrown. */
+async function settled<T extends readonly unknown[]>(promises: { [K in keyof T]: Promise<T[K]> }): Promise<T> {
+  const results = await Promise.allSettled(promises);
+  const failed = results.find((result) => result.status === 'rejected');
+  if (failed) throw failed.reason;
+  return results.map((result) => (result as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }
