@@ -1,13 +1,15 @@
+import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
 import { startFakeLlm, type FakeLlm } from '../test/fake-llm/fake-llm-server.js';
-import { connectSse, type SseConnection } from '../test/support/sse-client.js';
 import { startServer, type TestServer } from '../test/support/agentd.js';
+import type { TurnClientReply, TurnClientRequest } from './children/turn-client.js';
 import type { Benchmark } from './support/benchmark.js';
 import { EventTap } from './support/instrumented.js';
 import { SEGMENTS, TurnTimeline, type SegmentName } from './support/turn-timeline.js';
-import { fmt, ratio, summarize } from './support/stats.js';
+import { childScript } from './support/processes.js';
+import { fmt, monotonicMs, ratio, summarize } from './support/stats.js';
 import { StepFloor } from './support/step-floor.js';
 
 /** A pause for the server's leftover work of the previous round before the floor is sampled. */
@@ -19,6 +21,8 @@ const SETTLE_MS = 25;
  * then a text answer) with the fake LLM answering at once. Measured on a new conversation (its
  * shell starts during the run) and on a later turn of the same conversation, against the floor:
  * two fake-LLM round trips plus one command in an already-running shell, sampled in the same run.
+ * The client is a process of its own (children/turn-client.ts); the server runs in this one,
+ * its parts wrapped to time the path.
  */
 export const p10RoundTrip: Benchmark = {
   id: 'P10',
@@ -35,10 +39,11 @@ export const p10RoundTrip: Benchmark = {
     timeline.checkpoints(server.services.checkpoints);
     const record = server.services.recorder.append.bind(server.services.recorder);
     server.services.recorder.append = (conversationId, event) => timeline.time('append', () => record(conversationId, event));
+    const client = new TurnClient();
     let floor: StepFloor | undefined;
     try {
       // Warm-up: the first conversation pays for JIT and first-use costs nobody sees twice.
-      const warm = await Conversation.create(server, fake, timeline);
+      const warm = await Conversation.create(client, server, fake, timeline);
       for (let i = 0; i < 3; i++) await warm.turn();
       warm.close();
       floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir') });
@@ -50,13 +55,13 @@ export const p10RoundTrip: Benchmark = {
         // round took that work's CPU (5.4-6.0 ms p50 against 3.4-3.6 ms for the second).
         await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
         await floor.sample(2);
-        const conversation = await Conversation.create(server, fake, timeline);
+        const conversation = await Conversation.create(client, server, fake, timeline);
         for (const kind of ['fresh', 'later'] as const) {
           timeline.reset();
           const cpuBefore = process.cpuUsage();
-          const { totalMs, httpMs } = await conversation.turn();
+          const { totalMs, httpMs, clientCpuMs } = await conversation.turn();
           const cpu = process.cpuUsage(cpuBefore);
-          turns[kind].push({ totalMs, httpMs, cpuMs: (cpu.user + cpu.system) / 1000, segments: timeline.segments(), spent: new Map(timeline.spent) });
+          turns[kind].push({ totalMs, httpMs, cpuMs: (cpu.user + cpu.system) / 1000, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
           if (process.env.P10_DEBUG && round === rounds - 1) console.log(kind, timeline.dump());
         }
         conversation.close();
@@ -89,17 +94,18 @@ export const p10RoundTrip: Benchmark = {
             rows: (['fresh', 'later'] as const).map((kind) => [kind === 'fresh' ? 'new conversation' : 'later turn', ...SEGMENTS.map((name) => p50(kind, (turn) => turn.segments[name]))]),
           },
           {
-            caption: 'Parts that overlap the path (p50 ms per turn): HTTP answer, event appends (sum), workdir checkpoints, shell start; and the CPU time of the whole process (server, client, fake LLM) per round trip',
-            columns: ['', 'POST → 202', ...SPENT, 'process CPU'],
-            rows: (['fresh', 'later'] as const).map((kind) => [kind === 'fresh' ? 'new conversation' : 'later turn', p50(kind, (turn) => turn.httpMs), ...SPENT.map((name) => p50(kind, (turn) => turn.spent.get(name) ?? 0)), p50(kind, (turn) => turn.cpuMs)]),
+            caption: 'Parts that overlap the path (p50 ms per turn): HTTP answer, event appends (sum), workdir checkpoints, shell start; and the CPU time per round trip of the server\'s process (with the fake LLM) and of the client\'s',
+            columns: ['', 'POST → 202', ...SPENT, 'server CPU', 'client CPU'],
+            rows: (['fresh', 'later'] as const).map((kind) => [kind === 'fresh' ? 'new conversation' : 'later turn', p50(kind, (turn) => turn.httpMs), ...SPENT.map((name) => p50(kind, (turn) => turn.spent.get(name) ?? 0)), p50(kind, (turn) => turn.cpuMs), p50(kind, (turn) => turn.clientCpuMs)]),
           },
         ],
         notes: [
           `A new conversation's round trip is ${ratio(freshSummary.p50, floorMs)} its floor at the median (${fmt(freshSummary.p50)} ms vs ${fmt(floorMs)} ms); a later turn ${ratio(laterSummary.p50, floorMs)} (${fmt(laterSummary.p50)} ms).`,
-          'The server runs in this process (as in the tests), so the last segment includes the client\'s own SSE parsing.',
+          'The client (its POST through fetch, its SSE stream) runs in a process of its own, as a real client does; the server, the fake LLM and the floor\'s samples share the benchmark\'s process. The two processes\' instants are compared on CLOCK_MONOTONIC. Until round 2\'s thirteenth session the client ran in the server\'s process and its CPU was on the path (RESULTS.md).',
         ],
       };
     } finally {
+      client.close();
       await floor?.close();
       await server.close();
       await fake.close();
@@ -110,61 +116,78 @@ export const p10RoundTrip: Benchmark = {
 interface TurnFigures {
   totalMs: number;
   httpMs: number;
-  /** CPU time of this process (server, client and fake LLM, all threads) from the POST to the run end seen: less moved by other load than wall time. */
+  /** CPU time of this process (the server and its fake LLM, all threads) over the round trip: less moved by other load than wall time. */
   cpuMs: number;
+  /** The client process's CPU time over the round trip (its POST and its SSE stream). */
+  clientCpuMs: number;
   segments: Record<SegmentName, number>;
   spent: Map<string, number>;
 }
 
-/** A conversation watched over SSE as a client would. */
+/** The client process (children/turn-client.ts): one for the whole benchmark, as one client program. */
+class TurnClient {
+  private readonly child: ChildProcess;
+  private waiting: ((reply: TurnClientReply) => void) | null = null;
+
+  constructor() {
+    this.child = fork(childScript('turn-client'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    this.child.on('message', (reply: TurnClientReply) => this.waiting?.(reply));
+  }
+
+  async ask<T extends TurnClientReply['type']>(request: TurnClientRequest, expected: T): Promise<Extract<TurnClientReply, { type: T }>> {
+    const reply = await new Promise<TurnClientReply>((resolve, reject) => {
+      const exited = () => reject(new Error('the turn client exited'));
+      this.child.once('exit', exited);
+      this.waiting = (answer) => {
+        this.child.off('exit', exited);
+        resolve(answer);
+      };
+      this.child.send(request);
+    });
+    if (reply.type === 'failed') throw new Error(`turn client: ${reply.message}`);
+    if (reply.type !== expected) throw new Error(`turn client: ${reply.type}, expected ${expected}`);
+    return reply as Extract<TurnClientReply, { type: T }>;
+  }
+
+  tell(request: TurnClientRequest): void {
+    this.child.send(request);
+  }
+
+  close(): void {
+    this.child.kill();
+  }
+}
+
+/** A conversation the client process watches over SSE. */
 class Conversation {
   private turns = 0;
 
   private constructor(
-    private readonly server: TestServer,
+    private readonly client: TurnClient,
     private readonly fake: FakeLlm,
     private readonly id: string,
-    private readonly stream: SseConnection,
     private readonly timeline: TurnTimeline,
   ) {}
 
-  static async create(server: TestServer, fake: FakeLlm, timeline: TurnTimeline): Promise<Conversation> {
-    const response = await fetch(`${server.url}/conversations`, {
-      method: 'POST',
-      headers: { ...server.auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-bench' } }),
-    });
-    if (response.status !== 201) throw new Error(`POST /conversations: ${response.status} ${await response.text()}`);
-    const { id } = (await response.json()) as { id: string };
-    const stream = await connectSse(`${server.url}/conversations/${id}/events/stream`, server.auth);
-    return new Conversation(server, fake, id, stream, timeline);
+  static async create(client: TurnClient, server: TestServer, fake: FakeLlm, timeline: TurnTimeline): Promise<Conversation> {
+    const { id } = await client.ask({ type: 'create', url: server.url, headers: server.auth, llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-bench' } }, 'created');
+    return new Conversation(client, fake, id, timeline);
   }
 
-  /** One message, one `bash true`, one answer; resolves when the run's end arrives on SSE. */
-  async turn(): Promise<{ totalMs: number; httpMs: number }> {
+  /** One message, one `bash true`, one answer; resolves when the client saw the run's end on SSE. */
+  async turn(): Promise<{ totalMs: number; httpMs: number; clientCpuMs: number }> {
     const turn = ++this.turns;
     this.fake.setScript([{ toolCalls: [{ name: 'bash', arguments: { command: `true # turn ${turn}` } }] }, { text: `done ${turn}` }]);
-    const endsBefore = this.runEnds();
-    const started = performance.now();
-    this.timeline.mark('post', started);
-    const posted = await fetch(`${this.server.url}/conversations/${this.id}/messages`, {
-      method: 'POST',
-      headers: { ...this.server.auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ content: `Turn ${turn}: run true.`, run: true }),
-    });
-    const httpMs = performance.now() - started;
-    this.timeline.mark('202');
-    if (posted.status !== 202) throw new Error(`POST /messages: ${posted.status} ${await posted.text()}`);
-    await this.stream.waitFor(() => this.runEnds() > endsBefore, 30_000);
-    this.timeline.mark('sse end');
-    return { totalMs: performance.now() - started, httpMs };
+    const reply = await this.client.ask({ type: 'turn', id: this.id, content: `Turn ${turn}: run true.` }, 'turned');
+    // The client's instants, on this process's clock (both read CLOCK_MONOTONIC).
+    const offset = performance.now() - monotonicMs();
+    this.timeline.mark('post', reply.postAt + offset);
+    this.timeline.mark('202', reply.acceptedAt + offset);
+    this.timeline.mark('sse end', reply.endAt + offset);
+    return { totalMs: reply.endAt - reply.postAt, httpMs: reply.acceptedAt - reply.postAt, clientCpuMs: reply.cpuMs };
   }
 
   close(): void {
-    this.stream.close();
-  }
-
-  private runEnds(): number {
-    return this.stream.messages.filter((message) => message.event === 'state_update' && !message.data.includes('"status":"running"')).length;
+    this.client.tell({ type: 'close', id: this.id });
   }
 }

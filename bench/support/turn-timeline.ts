@@ -20,7 +20,8 @@ export class TurnTimeline {
 
   dump(): string {
     const t0 = this.first('post')!;
-    return this.marks.map(([name, at]) => `${(at - t0).toFixed(2)} ${name}`).join('\n');
+    // Sorted: the client's instants come in after the turn (children/turn-client.ts).
+    return [...this.marks].sort((a, b) => a[1] - b[1]).map(([name, at]) => `${(at - t0).toFixed(2)} ${name}`).join('\n');
   }
 
   reset(): void {
