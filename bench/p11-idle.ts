@@ -28,47 +28,45 @@ export const p11Idle: Benchmark = {
     let largest: { size: number; figures: IdleFigures } | undefined;
     let withNetwork: { size: number; figures: IdleFigures } | undefined;
     const networkSize = quick ? 10 : 50;
+    // AGENTD_IDLE_TIMEOUT_S of the server measured after it (--quick: one second less to wait).
+    const idleTimeoutS = quick ? 1 : 2;
+    // The three servers start together (set-up: nothing is measured until each one's phase, and
+    // each phase reads its own server's process tree); each is stopped after its phase.
+    const started = await Promise.allSettled([spawnServer(tmp, 'before', '3600'), spawnServer(tmp, 'network', '3600'), spawnServer(tmp, 'after', String(idleTimeoutS))]);
+    const servers = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
     try {
+      const failed = started.find((result) => result.status === 'rejected');
+      if (failed) throw failed.reason;
+      const [server, networked, after] = servers as [StartedProcess, StartedProcess, StartedProcess];
       // Before the timeout: one server, conversations added up to each size. Their sandboxes have
       // no network (at 1,000, the network helper alone would hold ~30 GB); the helper's own cost
       // is measured on a second server with the default network.
-      const server = await spawnServer(tmp, 'before', '3600');
-      try {
-        const empty = await idleWindow(server, windowMs);
-        rows.push(row('empty server (baseline)', 0, empty, empty));
-        let created = 0;
-        for (const size of sizes) {
-          await createIdleConversations(server, fake, created, size, { network: false });
-          created = size;
-          const figures = await idleWindow(server, windowMs);
-          rows.push(row(`${size} idle conversations, no network`, size, figures, empty));
-          largest = { size, figures };
-        }
-      } finally {
-        await server.stop();
+      const empty = await idleWindow(server, windowMs);
+      rows.push(row('empty server (baseline)', 0, empty, empty));
+      let created = 0;
+      for (const size of sizes) {
+        await createIdleConversations(server, fake, created, size, { network: false });
+        created = size;
+        const figures = await idleWindow(server, windowMs);
+        rows.push(row(`${size} idle conversations, no network`, size, figures, empty));
+        largest = { size, figures };
       }
-      const networked = await spawnServer(tmp, 'network', '3600');
-      try {
-        const empty = await idleWindow(networked, windowMs);
-        await createIdleConversations(networked, fake, 0, networkSize);
-        const figures = await idleWindow(networked, windowMs);
-        rows.push(row(`${networkSize} idle conversations, default network (pasta)`, networkSize, figures, empty));
-        withNetwork = { size: networkSize, figures };
-      } finally {
-        await networked.stop();
-      }
-      // After the timeout: a server whose conversations are released 2 s after their run.
-      const after = await spawnServer(tmp, 'after', '2');
-      try {
-        const empty = await idleWindow(after, windowMs);
-        await createIdleConversations(after, fake, 0, networkSize);
-        const deadline = performance.now() + 120_000;
-        while (census(after.child.pid!).processes > 0 && performance.now() < deadline) await sleep(200);
-        rows.push(row(`${networkSize} conversations (default network) after AGENTD_IDLE_TIMEOUT_S (2 s)`, networkSize, await idleWindow(after, windowMs), empty));
-      } finally {
-        await after.stop();
-      }
+      await server.stop();
+      const networkedEmpty = await idleWindow(networked, windowMs);
+      await createIdleConversations(networked, fake, 0, networkSize);
+      const figures = await idleWindow(networked, windowMs);
+      rows.push(row(`${networkSize} idle conversations, default network (pasta)`, networkSize, figures, networkedEmpty));
+      withNetwork = { size: networkSize, figures };
+      await networked.stop();
+      // After the timeout: a server whose conversations are released idleTimeoutS after their run.
+      const afterEmpty = await idleWindow(after, windowMs);
+      await createIdleConversations(after, fake, 0, networkSize);
+      const deadline = performance.now() + 120_000;
+      while (census(after.child.pid!).processes > 0 && performance.now() < deadline) await sleep(200);
+      rows.push(row(`${networkSize} conversations (default network) after AGENTD_IDLE_TIMEOUT_S (${idleTimeoutS} s)`, networkSize, await idleWindow(after, windowMs), afterEmpty));
     } finally {
+      // stop() of a stopped server returns at once.
+      await Promise.all(servers.map((server) => server.stop()));
       await fake.close();
     }
     notes.push(
