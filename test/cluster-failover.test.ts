@@ -152,7 +152,10 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
       a!.child.kill('SIGSTOP');
       const paused = await until('B took the run over', 30_000, async () => {
         const runs = (await api(b!.url, `/conversations/${id}/runs`)).body?.items as { status: string; outcome: string }[] | undefined;
-        return runs?.[0]?.status === 'paused' ? runs[0] : undefined;
+        if (runs?.[0]?.status !== 'paused') return undefined;
+        // The takeover's last write comes after the run record: the state_update that says so.
+        const events = (await api(b!.url, `/conversations/${id}/events?limit=100`)).body.items as { kind: string; status?: string }[];
+        return events.some((event) => event.kind === 'state_update' && event.status === 'paused') ? runs[0] : undefined;
       });
       expect(paused.outcome).toBe('failover');
       const afterTakeover = (await api(b!.url, `/conversations/${id}/events?limit=100`)).body.items;
