@@ -51,7 +51,7 @@ describe('a request\'s logger', () => {
     expect(log.level).toBe('warn');
   });
 
-  it("is each request's own: its lines carry the request id it answers with and the conversation's id carry the request id it answers with and the conversation's id", async () => {
+  it("is each request's own: its lines carry the request id it answers with and the conversation's id", async () => {
     const lines: Record<string, unknown>[] = [];
     const logStream = new Writable({
       write(chunk, _encoding, done) {

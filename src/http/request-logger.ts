@@ -3,10 +3,6 @@ import type { Bindings, ChildLoggerOptions, Logger } from 'pino';
 
 type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace';
 
-function write(logger: Logger, level: Level, args: unknown[]): void {
-  (logger[level] as (...values: unknown[]) => void).apply(logger, args);
-}
-
 /**
  * A request's logger (`request.log` and `reply.log`, set by app.ts as the request comes in), made
  * into a pino child only when the request logs something of its own (an error, a debug line):
@@ -67,7 +63,9 @@ export class RequestLogger implements FastifyBaseLogger {
   silent(): void {}
 
   private write(level: Level, args: unknown[]): void {
-    if (this.enabled(level)) write(this.logger(), level, args);
+    if (!this.enabled(level)) return;
+    const logger = this.logger();
+    (logger[level] as (...values: unknown[]) => void).apply(logger, args);
   }
 }
 
