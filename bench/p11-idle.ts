@@ -4,7 +4,7 @@ import { startFakeLlm } from '../test/fake-llm/fake-llm-server.js';
 import { bashThenAnswer, createIdleConversations, sleep } from './support/idle-conversations.js';
 import type { Benchmark } from './support/benchmark.js';
 import { census, wakeupsBetween, wakeupsByName, type Census } from './support/process-census.js';
-import { CLI, startProcess, type StartedProcess } from './support/processes.js';
+import { CLI, settled, startProcess, type StartedProcess } from './support/processes.js';
 import { fmt } from './support/stats.js';
 
 /**
@@ -32,12 +32,14 @@ export const p11Idle: Benchmark = {
     const idleTimeoutS = quick ? 1 : 2;
     // The three servers start together (set-up: nothing is measured until each one's phase, and
     // each phase reads its own server's process tree); each is stopped after its phase.
-    const started = await Promise.allSettled([spawnServer(tmp, 'before', '3600'), spawnServer(tmp, 'network', '3600'), spawnServer(tmp, 'after', String(idleTimeoutS))]);
-    const servers = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+    const servers: StartedProcess[] = [];
+    const start = async (name: string, idleTimeout: string) => {
+      const server = await spawnServer(tmp, name, idleTimeout);
+      servers.push(server);
+      return server;
+    };
     try {
-      const failed = started.find((result) => result.status === 'rejected');
-      if (failed) throw failed.reason;
-      const [server, networked, after] = servers as [StartedProcess, StartedProcess, StartedProcess];
+      const [server, networked, after] = await settled([start('before', '3600'), start('network', '3600'), start('after', String(idleTimeoutS))] as const);
       // Before the timeout: one server, conversations added up to each size. Their sandboxes have
       // no network (at 1,000, the network helper alone would hold ~30 GB); the helper's own cost
       // is measured on a second server with the default network.

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Benchmark } from './support/benchmark.js';
 import { loadLoop, type LoadResult } from './support/load-loop.js';
 import { populate } from './support/populate.js';
-import { BENCH_KEY, CLI, childScript, cpuTimeOf, startProcess, type StartedProcess } from './support/processes.js';
+import { BENCH_KEY, CLI, childScript, cpuTimeOf, settled, startProcess, type StartedProcess } from './support/processes.js';
 import { fmt, median, spread } from './support/stats.js';
 
 const CONNECTIONS = 16;
@@ -203,10 +203,3 @@ async function createOne(url: string): Promise<string> {
   return ((await created.json()) as { id: string }).id;
 }
 
-/** Promise.all, but every one has settled (each started server is in the list to stop) before the first failure is thrown. */
-async function settled<T extends readonly unknown[]>(promises: { [K in keyof T]: Promise<T[K]> }): Promise<T> {
-  const results = await Promise.allSettled(promises);
-  const failed = results.find((result) => result.status === 'rejected');
-  if (failed) throw failed.reason;
-  return results.map((result) => (result as PromiseFulfilledResult<unknown>).value) as unknown as T;
-}

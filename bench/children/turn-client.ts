@@ -45,7 +45,7 @@ async function create(request: Extract<TurnClientRequest, { type: 'create' }>): 
 async function turn(request: Extract<TurnClientRequest, { type: 'turn' }>): Promise<TurnClientReply> {
   const watched = conversations.get(request.id);
   if (!watched) throw new Error(`no conversation ${request.id}`);
-  const endsBefore = runEnds(watched.stream);
+  const endsBefore = runEnds(watched.stream.messages);
   const cpu = process.cpuUsage();
   const postAt = monotonicMs();
   const posted = await fetch(`${watched.url}/conversations/${request.id}/messages`, {
@@ -62,8 +62,7 @@ async function turn(request: Extract<TurnClientRequest, { type: 'turn' }>): Prom
   return { type: 'turned', postAt, acceptedAt, endAt, cpuMs: (used.user + used.system) / 1000 };
 }
 
-function runEnds(source: SseConnection | SseConnection['messages']): number {
-  const messages = Array.isArray(source) ? source : source.messages;
+function runEnds(messages: SseConnection['messages']): number {
   return messages.filter((message) => message.event === 'state_update' && !message.data.includes('"status":"running"')).length;
 }
 

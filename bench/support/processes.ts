@@ -110,3 +110,15 @@ export function cpuTimeOf(pid: number): number {
   const ticks = Number(fields[11]) + Number(fields[12]);
   return (ticks * 1000) / 100;
 }
+
+/**
+ * Promise.all for starting several processes at once, but every start has settled before the
+ * first failure is thrown: a caller that lists each started process as it comes up (to stop them
+ * all afterwards) has every one of them in its list by then.
+ */
+export async function settled<T extends readonly unknown[]>(promises: { [K in keyof T]: Promise<T[K]> }): Promise<T> {
+  const results = await Promise.allSettled(promises);
+  const failed = results.find((result) => result.status === 'rejected');
+  if (failed) throw failed.reason;
+  return results.map((result) => (result as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}
