@@ -19,6 +19,7 @@ import type { Ownership } from './cluster/ownership.js';
 import { OpenAiLlmClient } from './adapters/openai-llm.js';
 import { BashShellFactory } from './adapters/bash-shell.js';
 import { ShellLedger } from './adapters/shell-ledger.js';
+import { ProcessSpawner } from './adapters/process-spawner.js';
 import { Metrics } from './adapters/prometheus-metrics.js';
 import { ExecaCommandRunner } from './adapters/execa-command-runner.js';
 import { UndiciHookClient } from './adapters/undici-hook-client.js';
@@ -180,7 +181,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
   const { tools, close: closeTools } = await composeTools(config, launcher);
-  const shells = shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, ...config.agentEnv }));
+  const spawner = new ProcessSpawner();
+  const shells = shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, spawn: spawner.spawn, ...config.agentEnv }));
   const toolNames: readonly string[] = tools.map((tool) => tool.name);
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
@@ -376,6 +378,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     killShellsForExit: () => shells.killAllForExit?.(),
     async close(options = {}) {
       await agent.stopAll(options);
+      // A process about to exit keeps it: it goes with the process, and takes the shells with it.
+      if (!options.exiting) spawner.close();
       shellLedger.close();
       await ownership?.close();
       await webhooks.close();

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { listProcesses } from '../src/adapters/process-tree.js';
+import { listProcesses, readProcess } from '../src/adapters/process-tree.js';
+import { ShellLedger } from '../src/adapters/shell-ledger.js';
 import { findInPath } from '../src/adapters/sandbox-mounts.js';
 import { tempDir, TEST_KEY } from './support/agentd.js';
 import { RESTART_TEST_TIMEOUT, restartableServer } from './support/restartable-server.js';
@@ -161,52 +162,87 @@ describe('confirmation across a restart', () => {
 const realBwrap = findInPath('bwrap', process.env.PATH ?? '/usr/bin:/bin');
 if (!realBwrap) console.warn('test/agent-restart.test.ts: the slow sandbox start test skipped (bwrap is not installed)');
 
-describe.skipIf(!realBwrap)('a sandbox still starting when the server is killed', () => {
-  it('is reaped by the next start, although bwrap had not yet bound itself to its parent', { timeout: 60_000 }, async () => {
-    // A bwrap that, once, holds for 30 s before it becomes the real one: the window in which a
-    // real bwrap has not yet armed --die-with-parent, made wide. A server killed with -9 then
-    // leaves it running with init as its parent, and only the shell ledger can find it.
-    const bin = tempDir();
-    const hold = path.join(bin, 'hold-once');
-    fs.writeFileSync(
-      path.join(bin, 'bwrap'),
-      `#!/bin/bash\nif rm "${hold}" 2>/dev/null; then for ((i = 0; i < 600; i++)); do sleep 0.05; done; fi\nexec ${realBwrap} "$@"\n`,
-      { mode: 0o755 },
-    );
-    const searchPath = `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`;
-    const env = { PATH: searchPath, AGENTD_AGENT_PATH: searchPath, AGENTD_SANDBOX: 'bwrap' };
-    const marker = `${bin}/bwrap`;
-    const llm = await agentd.fakeLlm([{ toolCalls: [{ name: 'bash', arguments: { command: 'echo started' } }] }, { text: 'done' }]);
-    const dataDir = tempDir();
-    await agentd.start({ dataDir, env });
-    fs.writeFileSync(hold, '');
-    await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'run it' }) });
-    await waitForProcess(marker, 15_000);
-    const held = Date.now() + 5_000;
-    while (fs.existsSync(hold) && Date.now() < held) await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(fs.existsSync(hold)).toBe(false);
-    // The server records the shell right after its spawn returns; on a loaded machine the wrapper
-    // can already have run (and removed `hold`) while the server's thread waits for a CPU. The kill
-    // is meant to land after that record, in the wrapper's 30 s: wait for the ledger to name a pid.
-    const ledger = path.join(dataDir, 'shells.jsonl');
-    const recorded = Date.now() + 15_000;
-    while (!(fs.existsSync(ledger) && fs.readFileSync(ledger, 'utf8').includes('"pid":')) && Date.now() < recorded) await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(fs.readFileSync(ledger, 'utf8')).toContain('"pid":');
-    await agentd.kill();
+/**
+ * A sandbox held in its start, with the server's shell ledger naming it: a bwrap that, once,
+ * holds for 30 s before it becomes the real one (the window in which a real bwrap has not yet
+ * armed --die-with-parent, made wide). Returns what finds it again.
+ */
+async function startHeldSandbox(): Promise<{ marker: string; dataDir: string; env: Record<string, string>; spawned: number }> {
+  const bin = tempDir();
+  const hold = path.join(bin, 'hold-once');
+  fs.writeFileSync(
+    path.join(bin, 'bwrap'),
+    `#!/bin/bash\nif rm "${hold}" 2>/dev/null; then for ((i = 0; i < 600; i++)); do sleep 0.05; done; fi\nexec ${realBwrap} "$@"\n`,
+    { mode: 0o755 },
+  );
+  const searchPath = `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`;
+  const env = { PATH: searchPath, AGENTD_AGENT_PATH: searchPath, AGENTD_SANDBOX: 'bwrap' };
+  const marker = `${bin}/bwrap`;
+  const llm = await agentd.fakeLlm([{ toolCalls: [{ name: 'bash', arguments: { command: 'echo started' } }] }, { text: 'done' }]);
+  const dataDir = tempDir();
+  await agentd.start({ dataDir, env });
+  fs.writeFileSync(hold, '');
+  await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'run it' }) });
+  await waitForProcess(marker, 15_000);
+  const held = Date.now() + 5_000;
+  while (fs.existsSync(hold) && Date.now() < held) await new Promise((resolve) => setTimeout(resolve, 20));
+  expect(fs.existsSync(hold)).toBe(false);
+  // The server records the shell right after its spawn returns; on a loaded machine the wrapper
+  // can already have run (and removed `hold`) while the server's thread waits for a CPU. The kill
+  // is meant to land after that record, in the wrapper's 30 s: wait for the ledger to name a pid.
+  const ledger = path.join(dataDir, 'shells.jsonl');
+  const recorded = Date.now() + 15_000;
+  while (!(fs.existsSync(ledger) && fs.readFileSync(ledger, 'utf8').includes('"pid":')) && Date.now() < recorded) await new Promise((resolve) => setTimeout(resolve, 20));
+  const [entry] = ShellLedger.read(ledger);
+  expect(entry).toBeDefined();
+  return { marker, dataDir, env, spawned: entry!.pid };
+}
+
+function killMarked(marker: string): void {
+  for (const entry of listProcesses()) {
     try {
-      expect(processAlive(marker)).toBe(true); // the killed server did not take it along
-      await agentd.start({ dataDir, env });
+      if (fs.readFileSync(`/proc/${entry.pid}/cmdline`, 'utf8').includes(marker)) process.kill(entry.pid, 'SIGKILL');
+    } catch {
+      // gone meanwhile
+    }
+  }
+}
+
+async function gone(marker: string, withinMs: number): Promise<boolean> {
+  const until = Date.now() + withinMs;
+  while (processAlive(marker) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+  return !processAlive(marker);
+}
+
+describe.skipIf(!realBwrap)('a sandbox still starting when the server is killed', () => {
+  it('goes with the server, although bwrap had not yet bound itself to its parent: the spawner kills it', { timeout: 60_000 }, async () => {
+    const { marker, spawned } = await startHeldSandbox();
+    const spawner = readProcess(spawned)!.ppid;
+    try {
+      await agentd.kill();
+      expect(await gone(marker, 5_000)).toBe(true);
       const until = Date.now() + 5_000;
-      while (processAlive(marker) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(processAlive(marker)).toBe(false);
+      while (readProcess(spawner) && !readProcess(spawner)!.zombie && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(readProcess(spawner)?.zombie ?? true).toBe(true);
     } finally {
-      for (const entry of listProcesses()) {
-        try {
-          if (fs.readFileSync(`/proc/${entry.pid}/cmdline`, 'utf8').includes(marker)) process.kill(entry.pid, 'SIGKILL');
-        } catch {
-          // gone meanwhile
-        }
-      }
+      killMarked(marker);
+    }
+  });
+
+  it('is reaped by the next start when the spawner was killed with the server', { timeout: 60_000 }, async () => {
+    const { marker, dataDir, env, spawned } = await startHeldSandbox();
+    // Frozen first, so that neither sees the other go: both as if killed at the same instant.
+    const spawner = readProcess(spawned)!.ppid;
+    process.kill(spawner, 'SIGSTOP');
+    try {
+      await agentd.kill();
+      process.kill(spawner, 'SIGKILL');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(processAlive(marker)).toBe(true); // the killed server and spawner did not take it along
+      await agentd.start({ dataDir, env });
+      expect(await gone(marker, 5_000)).toBe(true);
+    } finally {
+      killMarked(marker);
     }
   });
 });

@@ -3,6 +3,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NODE_RUNTIME_VERSION } from '../scripts/binary-runtime.mjs';
+import { readProcess } from '../src/adapters/process-tree.js';
+import { ShellLedger } from '../src/adapters/shell-ledger.js';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
 import { runCli } from './support/cli.js';
@@ -123,6 +125,12 @@ describe('the single executable', () => {
     expect(events.find((event) => event.kind === 'observation').content).toContain('hi from the binary');
     expect(events.filter((event) => event.kind === 'message').at(-1)).toMatchObject({ source: 'agent', content: 'All done.' });
     expect(llm.violations).toEqual([]);
+
+    // The shell was spawned by the binary's own spawner (`agentd __spawner`, a child of the server).
+    const [shell] = ShellLedger.read(path.join(cwd, 'data', 'shells.jsonl'));
+    const spawner = readProcess(shell!.pid)!.ppid;
+    expect(fs.readFileSync(`/proc/${spawner}/cmdline`, 'utf8').split('\0').filter(Boolean)).toEqual([BINARY, '__spawner']);
+    expect(readProcess(spawner)?.ppid).toBe(server.child.pid);
   });
 
   it('is the client too: agentd run with an embedded server over a temp data dir, and against the running server', async () => {

@@ -63,12 +63,14 @@ describe('AGENTD_IDLE_TIMEOUT_S', () => {
 });
 
 /** The server's (this process's) children whose command line contains `pattern`: the outermost process of each shell. */
+/** The processes the server spawned (its children, or its spawner's: see ProcessSpawner) whose command line contains `pattern`. */
 function childrenMatching(pattern: string): number[] {
+  const parentOf = (pid: number | string) => Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
   const out: number[] = [];
   for (const pid of fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
     try {
-      const parent = Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
-      if (parent === process.pid && fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').includes(pattern)) out.push(Number(pid));
+      const parent = parentOf(pid);
+      if ((parent === process.pid || parentOf(parent) === process.pid) && fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').includes(pattern)) out.push(Number(pid));
     } catch {
       // gone meanwhile
     }

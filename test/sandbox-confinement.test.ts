@@ -98,6 +98,29 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
     });
   });
 
+  it("cannot reach the server's spawner: a spawn request written to every descriptor the agent holds is not obeyed", async () => {
+    // The spawner (process-spawner.ts) spawns unsandboxed whatever its channel asks for. The agent
+    // must hold no descriptor of it: this writes the very message the server sends to every
+    // descriptor the shell has, asking for a file outside the sandbox (a decoy in the data dir).
+    const decoy = path.join(harness.server.dataDir, `spawner-decoy-${crypto.randomUUID()}`);
+    const request = JSON.stringify({ t: 'spawn', id: 4242, command: '/usr/bin/touch', args: [decoy], cwd: '/', env: {}, detached: true, stdio: ['ignore', 'ignore', 'ignore'] });
+    const attack = [
+      `msg='${request}'`,
+      // Its own descriptors, then every one it can open of every process it can see (pipes open; sockets do not).
+      'for fd in /proc/self/fd/*; do n=${fd##*/}; printf "%s\\n" "$msg" >&"$n" 2>/dev/null && echo "WROTE $n"; done',
+      'for f in /proc/[0-9]*/fd/*; do printf "%s\\n" "$msg" 2>/dev/null >"$f" && echo "WROTE $f"; done',
+      'echo ATTACK_DONE',
+    ].join('\n');
+    harness.llm.push(bash(attack), { text: 'done' });
+    const id = await harness.createConversation({ initial_message: 'reach the spawner' });
+    await harness.waitForStatus(id, ['idle', 'error'], 30_000);
+    const output = observations(await harness.events(id))[0].content as string;
+    expect(output).toContain('ATTACK_DONE');
+    expect(output).toMatch(/^WROTE (?:[3-9]|\d{2,})$/m); // it did write to descriptors beyond stdio
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(fs.existsSync(decoy)).toBe(false);
+  });
+
   it.skipIf(!asRoot)('the agent holds no capability and cannot plant a set-id file or touch root-owned files', async () => {
     // First run: the shell starts, the sandbox is prepared and the workdir given to the agent.
     harness.llm.push(bash('id -u'), { text: 'ready' });

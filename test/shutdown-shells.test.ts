@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ShellLedger } from '../src/adapters/shell-ledger.js';
+import { readProcess } from '../src/adapters/process-tree.js';
 import { startFakeLlm, type FakeLlm, type RecordedRequest } from './fake-llm/fake-llm-server.js';
 import { CLI, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
 import { processAlive, waitForProcess } from './support/processes.js';
@@ -86,11 +87,19 @@ describe.each(['default', 'none'])('shutdown with shells (sandbox: %s)', (sandbo
     const shells = ShellLedger.read(journal).map((entry) => entry.pid);
     expect(shells).toHaveLength(5);
 
+    // Each shell is the server's child, or its spawner's (a child of the server: see ProcessSpawner).
+    const serverPid = server.child.pid!;
+    const parents = new Map(shells.map((pid) => [pid, readProcess(pid)?.ppid]));
+    for (const parent of new Set(parents.values())) expect(parent === serverPid || readProcess(parent!)?.ppid === serverPid).toBe(true);
+    const ownChildren = shells.filter((pid) => parents.get(pid) === serverPid);
+    // The busy one at least, started once the spawner was up.
+    expect(ownChildren.length).toBeLessThan(shells.length);
+
     server.child.kill('SIGTERM');
     expect(await server.exited).toBe(0);
-    // Killed, not waited for: at exit each shell's process was still the server's child, never reaped by it.
+    // Killed, not waited for: at exit each shell that was the server's own child was still its child, never reaped by it.
     const unreaped = JSON.parse(fs.readFileSync(unreapedFile, 'utf8')) as number[];
-    expect(shells.filter((pid) => !unreaped.includes(pid))).toEqual([]);
+    expect(ownChildren.filter((pid) => !unreaped.includes(pid))).toEqual([]);
     // The kernel and init finish them: nothing of any shell is left (bwrap's arguments name the data dir).
     const left = () => [...shells.filter(isRunning), ...(processAlive(dataDir) ? [dataDir] : []), ...(processAlive(marker) ? [marker] : [])];
     const deadline = Date.now() + 10_000;

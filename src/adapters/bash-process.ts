@@ -1,7 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
-import { Writable } from 'node:stream';
-import type { ProcessLauncher, SandboxRequest } from './process-launcher.js';
+import { Readable, Writable } from 'node:stream';
+import type { PreparedProcess, ProcessLauncher, SandboxRequest } from './process-launcher.js';
+import { spawnHere, type SpawnedProcess, type SpawnProcess } from './process-spawner.js';
 import { sandboxCleanup } from './spread-work.js';
 import { descendantsByChildren, descendantsOf, listProcesses, signalQuietly, type ProcessEntry } from './process-tree.js';
 
@@ -11,6 +11,8 @@ const EXIT_FLUSH_MS = 200;
 
 export interface BashProcessOptions {
   launcher: ProcessLauncher;
+  /** Default: spawned by the server itself (see ProcessSpawner). */
+  spawn?: SpawnProcess;
   bashPath: string;
   workdir: string;
   env: Record<string, string>;
@@ -34,25 +36,34 @@ export class BashProcess {
   /** The last lines bash printed on stderr before the init script merged it into stdout. */
   diagnostics = '';
   readonly finalized: Promise<void>;
-  private readonly child: ChildProcess;
   private readonly programDepth: number;
   private shell: { pid: number; pgid: number; chain: number[] } | undefined;
   private readonly controlFd: number | undefined;
 
-  constructor(options: BashProcessOptions) {
+  /** Spawns bash (through the launcher). */
+  static async start(options: BashProcessOptions): Promise<BashProcess> {
     const sandbox: SandboxRequest = { workdir: options.workdir, network: options.sandbox?.network ?? true };
     const spec = options.launcher.prepare({ command: options.bashPath, args: BASH_ARGS, cwd: options.workdir, env: options.env, sandbox, control: true, ...(options.setupLater && { setupLater: true }) });
-    this.programDepth = spec.programDepth;
     const stdio: Array<'pipe' | 'ignore'> = ['pipe', 'pipe', 'pipe', 'pipe'];
     if (spec.controlFd !== undefined) {
       while (stdio.length < spec.controlFd) stdio.push('ignore');
       stdio[spec.controlFd] = 'pipe';
-      this.controlFd = spec.controlFd;
     }
-    this.child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, detached: true, stdio });
+    const child = await (options.spawn ?? spawnHere)({ command: spec.command, args: spec.args, cwd: spec.cwd, env: spec.env, detached: true, stdio });
+    return new BashProcess(options, spec, child);
+  }
+
+  private constructor(
+    options: BashProcessOptions,
+    spec: PreparedProcess,
+    private readonly child: SpawnedProcess,
+  ) {
+    this.programDepth = spec.programDepth;
+    this.controlFd = spec.controlFd;
     for (const stream of this.child.stdio) stream?.on('error', () => undefined);
-    this.child.stderr?.setEncoding('utf8').on('data', (text: string) => (this.diagnostics = (this.diagnostics + text).slice(-1000)));
-    this.child.stdout?.setEncoding('utf8').on('data', options.onOutput);
+    const stdout = this.output(1);
+    this.output(2)?.setEncoding('utf8').on('data', (text: string) => (this.diagnostics = (this.diagnostics + text).slice(-1000)));
+    stdout?.setEncoding('utf8').on('data', options.onOutput);
     let markFinalized = (): void => undefined;
     this.finalized = new Promise((resolve) => (markFinalized = resolve));
     const onGone = (exitCode: number): void => {
@@ -71,9 +82,9 @@ export class BashProcess {
         options.onExit(exitCode);
         markFinalized();
       };
-      if (this.child.stdout?.readableEnded) return finalize();
+      if (!stdout || stdout.readableEnded) return finalize();
       const timer = setTimeout(finalize, EXIT_FLUSH_MS);
-      this.child.stdout?.once('end', () => (clearTimeout(timer), finalize()));
+      stdout.once('end', () => (clearTimeout(timer), finalize()));
     };
     this.child.once('exit', (code, signal) => onGone(code ?? 128 + (signal ? osConstants.signals[signal] : 0)));
     this.child.once('error', (error) => ((this.diagnostics += error.message), onGone(127)));
@@ -90,7 +101,7 @@ export class BashProcess {
 
   /** A line (or lines) for bash itself to read and run. */
   writeControl(text: string): void {
-    if (!this.exited) this.child.stdin?.write(text);
+    if (!this.exited) this.input(0)?.write(text);
   }
 
   /** Tells the sandbox's watchdog whether a command runs (it watches the process limit only then). */
@@ -161,13 +172,21 @@ export class BashProcess {
   }
 
   private control(): Writable | undefined {
-    const stream = this.controlFd === undefined ? undefined : this.child.stdio[this.controlFd];
-    return stream instanceof Writable ? stream : undefined;
+    return this.controlFd === undefined ? undefined : this.input(this.controlFd);
   }
 
   private commandInput(): Writable | undefined {
-    const stream = this.child.stdio[3];
+    return this.input(3);
+  }
+
+  private input(fd: number): Writable | undefined {
+    const stream = this.child.stdio[fd];
     return stream instanceof Writable ? stream : undefined;
+  }
+
+  private output(fd: number): Readable | undefined {
+    const stream = this.child.stdio[fd];
+    return stream instanceof Readable ? stream : undefined;
   }
 }
 

@@ -3,6 +3,7 @@ import type { ShellRunOptions, ShellRunResult, ShellSession, ShellState } from '
 import { EXPORTS_COMMAND, shellStateFrom } from './shell-state.js';
 import { BashProcess } from './bash-process.js';
 import type { ProcessLauncher } from './process-launcher.js';
+import type { SpawnProcess } from './process-spawner.js';
 import { killRecordedGroup, readProcess } from './process-tree.js';
 import { INIT_SCRIPT, SentinelScanner, bashQuote, commandLines } from './bash-protocol.js';
 import { OutputWindow, joinOutput } from './output-window.js';
@@ -18,6 +19,8 @@ export interface SessionConfig {
   workdir: string;
   env: Record<string, string>;
   launcher: ProcessLauncher;
+  /** Default: spawned by the server itself. */
+  spawn?: SpawnProcess;
   maxOutputChars: number;
   bashPath: string;
   startTimeoutMs: number;
@@ -181,7 +184,7 @@ export class BashShellSession implements ShellSession {
     // The sandbox's slow set-up (the workdir given to the agent's uid) without blocking the event
     // loop; for a shell started ahead, before its first command instead (see runNow).
     if (!this.setupPending) await this.sandboxSetUp();
-    const proc: BashProcess = new BashProcess({
+    const proc: BashProcess = await BashProcess.start({
       ...this.config,
       setupLater: this.setupPending,
       env: { ...this.env },

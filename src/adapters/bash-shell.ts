@@ -2,6 +2,7 @@ import os from 'node:os';
 import type { ShellCreateOptions, ShellFactory, ShellSession } from '../core/tools/shell-session.js';
 import { buildCleanEnv, HostProcessLauncher, type ProcessLauncher } from './process-launcher.js';
 import { BashShellSession } from './bash-shell-session.js';
+import type { SpawnProcess } from './process-spawner.js';
 import { WorkdirGuard } from './workdir-guard.js';
 import { StartSlots } from './start-slots.js';
 
@@ -11,6 +12,8 @@ export { BashShellSession } from './bash-shell-session.js';
 export interface BashShellFactoryOptions {
   /** Wraps every spawn (the sandbox hooks in here). Default: HostProcessLauncher. */
   launcher?: ProcessLauncher;
+  /** Spawns each bash (the server's ProcessSpawner). Default: the server spawns it itself. */
+  spawn?: SpawnProcess;
   /** Output past this many characters is cut in the middle. Default 30,000. */
   maxOutputChars?: number;
   /** Default `bash` (looked up on the clean PATH). */
@@ -56,6 +59,7 @@ export class BashShellFactory implements ShellFactory {
       workdir: options.workdir,
       env,
       launcher,
+      ...(this.options.spawn && { spawn: this.options.spawn }),
       ...(workdirMb !== null && { guard: new WorkdirGuard({ workdir: options.workdir, limitMb: workdirMb }) }),
       maxOutputChars: this.options.maxOutputChars ?? 30_000,
       bashPath: this.options.bashPath ?? 'bash',

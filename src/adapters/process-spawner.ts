@@ -1,0 +1,283 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { EventEmitter } from 'node:events';
+import net from 'node:net';
+import { isSea } from 'node:sea';
+import type { Readable, Writable } from 'node:stream';
+import { signalQuietly } from './process-tree.js';
+import { spawnerMain } from './spawner-main.js';
+
+export interface SpawnRequest {
+  command: string;
+  args: readonly string[];
+  cwd: string;
+  env: Record<string, string>;
+  /** The leader of a new session and process group (child_process's `detached`). */
+  detached: boolean;
+  stdio: ReadonlyArray<'pipe' | 'ignore'>;
+}
+
+/** A spawned process: a ChildProcess, or the spawner's stand-in for one (the same events, pid and pipes). */
+export interface SpawnedProcess {
+  readonly pid?: number | undefined;
+  readonly stdio: ReadonlyArray<Readable | Writable | null | undefined>;
+  once(event: 'exit', listener: (code: number | null, signal: NodeJS.Signals | null) => void): unknown;
+  once(event: 'error', listener: (error: Error) => void): unknown;
+}
+
+export type SpawnProcess = (request: SpawnRequest) => Promise<SpawnedProcess>;
+
+/** Spawned by this process itself (a fork of the whole server: see ProcessSpawner). */
+export const spawnHere: SpawnProcess = (request) => {
+  const child = spawn(request.command, [...request.args], { cwd: request.cwd, env: request.env, detached: request.detached, stdio: [...request.stdio] });
+  if (child.pid !== undefined) return Promise.resolve(child);
+  // Not started: child_process tells why on the next tick, before the caller could listen; it is
+  // told again once the caller has had the process.
+  return new Promise((resolve) =>
+    child.once('error', (error) => {
+      resolve(child);
+      setImmediate(() => child.emit('error', error));
+    }),
+  );
+};
+
+/** The spawner's child, as the server sees it. */
+class RemoteProcess extends EventEmitter implements SpawnedProcess {
+  pid: number | undefined;
+  readonly stdio: Array<net.Socket | null> = [];
+  private ended = false;
+
+  constructor(readonly detached: boolean) {
+    super();
+  }
+
+  end(code: number | null, signal: NodeJS.Signals | null): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.emit('exit', code, signal);
+  }
+}
+
+interface Pending {
+  request: SpawnRequest;
+  process: RemoteProcess;
+  resolve: (spawned: SpawnedProcess) => void;
+  reject: (error: unknown) => void;
+  /** Sent to the spawner (false: waiting for it to start). */
+  sent: boolean;
+}
+
+/** One run of the spawner, with the spawns it was given and the processes it runs. */
+interface Helper {
+  child: ChildProcess;
+  ready: boolean;
+  pending: Map<number, Pending>;
+  live: Map<number, RemoteProcess>;
+}
+
+type HelperMessage =
+  | { t: 'ready' }
+  | { t: 'fd'; id: number; index: number; readable: boolean; writable: boolean }
+  | { t: 'spawned'; id: number; pid: number }
+  | { t: 'error'; id: number; message: string; code: string | null }
+  | { t: 'exit'; id: number; code: number | null; signal: NodeJS.Signals | null };
+
+export interface ProcessSpawnerOptions {
+  /** How long the spawner stays once nothing it spawned runs. Default 2 s. */
+  idleMs?: number;
+  /** How long it may take to start; past that, or if it fails to, spawns are done here from then on. Default 10 s. */
+  startTimeoutMs?: number;
+}
+
+/**
+ * Spawns the agent's processes (shells) from a small process of its own instead of from the
+ * server. Node spawns by forking the whole calling process, and copying a large process's page
+ * tables blocks its event loop: 2 ms at 50 MiB, 13-20 ms at 240 MiB (bench/RESULTS.md, round 2).
+ * The spawner (spawner-main.ts) stays at ~40 MiB, forks there, and hands each pipe of the new
+ * process back over its IPC channel: the server then reads and writes the process's pipes itself
+ * and signals it by pid, as if it had spawned it.
+ *
+ * The spawner runs while something it spawned runs: it starts with the first spawn (which waits
+ * for it, some tens of milliseconds) and goes `idleMs` after the last of its processes exited.
+ * It dies with the server (the end of its stdin): it kills what it spawned, and a sandbox
+ * (bwrap --die-with-parent) dies with it. Should the spawner die first, its processes are killed
+ * here and reported as killed. If it cannot start, spawns are done here.
+ */
+export class ProcessSpawner {
+  private helper: Helper | undefined;
+  private nextId = 1;
+  private idleTimer: NodeJS.Timeout | undefined;
+  /** Closed, or the spawner failed to start: every spawn is done here. */
+  private spawnHere = false;
+
+  constructor(private readonly options: ProcessSpawnerOptions = {}) {}
+
+  /** Whether the spawner runs and has answered. */
+  get ready(): boolean {
+    return this.helper?.ready ?? false;
+  }
+
+  /** The spawner's pid, while it runs. */
+  get pid(): number | undefined {
+    return this.helper?.child.pid;
+  }
+
+  readonly spawn: SpawnProcess = (request) => {
+    clearTimeout(this.idleTimer);
+    const helper = this.spawnHere ? undefined : (this.helper ?? this.startHelper());
+    if (!helper) return spawnHere(request);
+    const id = this.nextId++;
+    const pending: Pending = { request, process: new RemoteProcess(request.detached), resolve: () => undefined, reject: () => undefined, sent: false };
+    const spawned = new Promise<SpawnedProcess>((resolve, reject) => Object.assign(pending, { resolve, reject }));
+    helper.pending.set(id, pending);
+    this.holdOn(helper);
+    if (helper.ready) this.send(helper, id, pending);
+    return spawned;
+  };
+
+  /** Lets the spawner go now (it kills what it still runs); later spawns are done here. */
+  close(): void {
+    this.spawnHere = true;
+    clearTimeout(this.idleTimer);
+    this.stopHelper();
+  }
+
+  private send(helper: Helper, id: number, pending: Pending): void {
+    const { request } = pending;
+    pending.sent = true;
+    // A channel closed meanwhile: the spawner is going, and its exit hands this spawn back here.
+    helper.child.send({ t: 'spawn', id, command: request.command, args: request.args, cwd: request.cwd, env: request.env, detached: request.detached, stdio: request.stdio }, (error) => error && this.onHelperGone(helper));
+  }
+
+  private startHelper(): Helper | undefined {
+    // Spawned detached: a Ctrl-C at the terminal (SIGINT to the server's process group) is the
+    // server's to handle; the spawner goes when the server does.
+    const [command, args] = isSea() ? [process.execPath, ['__spawner']] : [process.execPath, ['-e', `(${spawnerMain.toString()})(require)`]];
+    let child: ChildProcess;
+    try {
+      // Its stdin: a pipe nothing is written to, whose end tells it the server is gone.
+      child = spawn(command, args, { env: {}, detached: true, stdio: ['pipe', 'ignore', 'ignore', 'ipc'] });
+    } catch {
+      this.spawnHere = true;
+      return undefined;
+    }
+    const helper: Helper = { child, ready: false, pending: new Map(), live: new Map() };
+    this.helper = helper;
+    // Neither the process, its stdin nor its channel keeps the server running (but see holdOn).
+    child.unref();
+    (child.stdin as { unref?: () => void } | null)?.unref?.();
+    child.channel?.unref();
+    const startTimer = setTimeout(() => {
+      this.spawnHere = true;
+      this.stopHelper();
+    }, this.options.startTimeoutMs ?? 10_000);
+    startTimer.unref();
+    child.on('message', (message: HelperMessage, handle?: unknown) => {
+      if (message.t === 'ready') clearTimeout(startTimer);
+      this.onMessage(helper, message, handle);
+    });
+    const gone = (): void => {
+      clearTimeout(startTimer);
+      // Never answered: it cannot start here.
+      if (!helper.ready) this.spawnHere = true;
+      this.onHelperGone(helper);
+    };
+    child.on('error', gone);
+    child.once('exit', gone);
+    return helper;
+  }
+
+  private onMessage(helper: Helper, message: HelperMessage, handle: unknown): void {
+    if (message.t === 'ready') {
+      helper.ready = true;
+      for (const [id, pending] of helper.pending) if (!pending.sent) this.send(helper, id, pending);
+      return;
+    }
+    const pending = helper.pending.get(message.id);
+    switch (message.t) {
+      case 'fd':
+        if (pending) pending.process.stdio[message.index] = new net.Socket({ handle, readable: message.readable, writable: message.writable } as net.SocketConstructorOpts);
+        else (handle as { close?: () => void } | undefined)?.close?.();
+        return;
+      case 'spawned':
+        if (!pending) return;
+        this.answered(helper, message.id);
+        pending.process.pid = message.pid;
+        for (let index = 0; index < pending.request.stdio.length; index += 1) pending.process.stdio[index] ??= null;
+        helper.live.set(message.id, pending.process);
+        this.holdOn(helper);
+        pending.resolve(pending.process);
+        return;
+      case 'error': {
+        if (!pending) return;
+        this.answered(helper, message.id);
+        pending.resolve(pending.process);
+        const error = Object.assign(new Error(message.message), message.code === null ? {} : { code: message.code });
+        // After whoever awaited the spawn has attached its listeners.
+        setImmediate(() => pending.process.emit('error', error));
+        this.afterExit(helper);
+        return;
+      }
+      case 'exit':
+        helper.live.get(message.id)?.end(message.code, message.signal);
+        helper.live.delete(message.id);
+        this.afterExit(helper);
+        return;
+    }
+  }
+
+  private answered(helper: Helper, id: number): void {
+    helper.pending.delete(id);
+    this.holdOn(helper);
+  }
+
+  /** Like a ChildProcess, a spawn under way or a process running keeps this process running. */
+  private holdOn(helper: Helper): void {
+    if (helper.pending.size > 0 || helper.live.size > 0) helper.child.channel?.ref();
+    else helper.child.channel?.unref();
+  }
+
+  /** The spawner goes `idleMs` after the last of its processes, unless it is given another spawn. */
+  private afterExit(helper: Helper): void {
+    this.holdOn(helper);
+    if (helper.live.size > 0 || helper.pending.size > 0) return;
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => {
+      if (this.helper === helper && helper.live.size === 0 && helper.pending.size === 0) this.stopHelper();
+    }, this.options.idleMs ?? 2000);
+    this.idleTimer.unref();
+  }
+
+  private stopHelper(): void {
+    const helper = this.helper;
+    if (!helper) return;
+    this.helper = undefined;
+    helper.child.stdin?.destroy();
+    if (helper.child.connected) helper.child.disconnect();
+    // Not started yet: it has nothing of ours to take down when it goes.
+    if (!helper.ready) helper.child.kill('SIGKILL');
+    this.onHelperGone(helper);
+  }
+
+  /**
+   * The spawner is gone: what it still ran is reported as killed, and killed here unless the
+   * spawner was let go (it kills them itself: nothing for this process to wait for); spawns it had
+   * not answered are done here.
+   */
+  private onHelperGone(helper: Helper): void {
+    if (this.helper === helper) this.helper = undefined;
+    for (const process of helper.live.values()) {
+      if (!this.spawnHere && process.pid !== undefined) signalQuietly(process.detached ? -process.pid : process.pid, 'SIGKILL');
+      process.end(null, 'SIGKILL');
+    }
+    helper.live.clear();
+    const pending = [...helper.pending.values()];
+    helper.pending.clear();
+    for (const { request, resolve, reject } of pending) {
+      try {
+        void spawnHere(request).then(resolve, reject);
+      } catch (error) {
+        reject(error);
+      }
+    }
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * The spawner's program (see process-spawner.ts): a small Node process that spawns what the
+ * server asks for and hands each pipe of the new process over to the server at once.
+ *
+ * It runs as `node -e "(<this function's text>)(require)"`, or as `agentd __spawner` in the single
+ * executable, so it must not use anything from outside its body: `load` is its `require`.
+ *
+ * Messages in (from the server): `{ t: 'spawn', id, command, args, cwd, env, detached, stdio }`.
+ * Messages out: `{ t: 'ready' }` once; per spawn either `{ t: 'error', id, message, code }` or one
+ * `{ t: 'fd', id, index, readable, writable }` per pipe (with the pipe's handle), then
+ * `{ t: 'spawned', id, pid }`, and later `{ t: 'exit', id, code, signal }`.
+ * When the server goes (the end of its stdin, `kill -9` included, or the channel's disconnect),
+ * every process still running is killed (its whole group when it was spawned detached) and the
+ * spawner exits.
+ */
+export function spawnerMain(load: NodeJS.Require): void {
+  const { spawn } = load('node:child_process') as typeof import('node:child_process');
+  interface SpawnMessage {
+    t: 'spawn';
+    id: number;
+    command: string;
+    args: string[];
+    cwd: string;
+    env: Record<string, string>;
+    detached: boolean;
+    stdio: Array<'pipe' | 'ignore'>;
+  }
+  /** A pipe's stream as child_process makes it: a net.Socket over a libuv pipe handle. */
+  interface PipeStream {
+    readable: boolean;
+    writable: boolean;
+    _handle: { readStop?: () => number } | null;
+  }
+  const live = new Map<number, { pid: number; detached: boolean }>();
+  const send = (message: object, handle?: unknown): void => {
+    if (process.connected) process.send?.(message, handle as never);
+  };
+
+  const start = (message: SpawnMessage): void => {
+    const { id } = message;
+    let child: ReturnType<typeof spawn>;
+    try {
+      child = spawn(message.command, message.args, { cwd: message.cwd, env: message.env, detached: message.detached, stdio: message.stdio });
+    } catch (error) {
+      const { code } = error as { code?: unknown };
+      return send({ t: 'error', id, message: (error as Error).message, code: typeof code === 'string' ? code : null });
+    }
+    const { pid } = child;
+    if (pid === undefined) {
+      // Not started (ENOENT, EACCES, ...): child_process reports it on the next tick.
+      child.once('error', (error: Error & { code?: string }) => send({ t: 'error', id, message: error.message, code: error.code ?? null }));
+      for (const stream of child.stdio) stream?.destroy();
+      return;
+    }
+    live.set(id, { pid, detached: message.detached });
+    // Each pipe's end goes to the server before this process reads a byte from it: child_process
+    // starts reading the output pipes as it makes them, so that is stopped here, in the same tick
+    // (what this process read would never reach the server). Once sent, Node closes its copy: an
+    // end of file the server gives (the command's stdin) then reaches the process.
+    child.stdio.forEach((stream, index) => {
+      const pipe = stream as unknown as PipeStream | null;
+      const handle = pipe?._handle;
+      if (!pipe || !handle) return;
+      handle.readStop?.();
+      pipe._handle = null;
+      send({ t: 'fd', id, index, readable: pipe.readable, writable: pipe.writable }, handle);
+    });
+    send({ t: 'spawned', id, pid });
+    child.once('exit', (code, signal) => {
+      live.delete(id);
+      send({ t: 'exit', id, code, signal });
+    });
+  };
+
+  process.on('message', (message: { t?: unknown }) => {
+    if (message?.t === 'spawn') start(message as SpawnMessage);
+  });
+  const serverGone = (): void => {
+    for (const { pid, detached } of live.values()) {
+      try {
+        process.kill(detached ? -pid : pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+    process.exit(0);
+  };
+  process.once('disconnect', serverGone);
+  // The server holds the other end of stdin: its end of file is the server's exit. The channel's
+  // own 'disconnect' does not come while a pipe handed over waits for the server's acknowledgement
+  // (Node puts the disconnect off until then), and a server killed then never acknowledges it.
+  process.stdin.once('end', serverGone).once('error', serverGone).resume();
+  send({ t: 'ready' });
+}

@@ -1,0 +1,186 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Readable, Writable } from 'node:stream';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ProcessSpawner, type SpawnedProcess, type SpawnRequest } from '../src/adapters/process-spawner.js';
+import { readProcess } from '../src/adapters/process-tree.js';
+import { CLI, tempDir } from './support/agentd.js';
+
+const spawners: ProcessSpawner[] = [];
+const dirs: string[] = [];
+afterEach(() => {
+  for (const spawner of spawners.splice(0)) spawner.close();
+  for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+/** Running, not a zombie. */
+function running(pid: number): boolean {
+  const entry = readProcess(pid);
+  return entry !== undefined && !entry.zombie;
+}
+
+function request(command: string, args: string[], stdio: SpawnRequest['stdio'] = ['pipe', 'pipe', 'pipe'], detached = true): SpawnRequest {
+  return { command, args, cwd: process.cwd(), env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, detached, stdio };
+}
+
+function exitOf(child: SpawnedProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+}
+
+/** A spawner that has started its process: the first spawn waits for it. */
+async function readySpawner(idleMs?: number): Promise<ProcessSpawner> {
+  const spawner = new ProcessSpawner(idleMs === undefined ? {} : { idleMs });
+  spawners.push(spawner);
+  const first = await spawner.spawn(request('sleep', ['0.1'], ['ignore', 'ignore', 'ignore']));
+  expect(spawner.ready).toBe(true);
+  expect(readProcess(first.pid!)?.ppid).toBe(spawner.pid);
+  await exitOf(first);
+  return spawner;
+}
+
+describe('ProcessSpawner', () => {
+  it('hands every pipe over before reading it: output written at once, stdin and its end of file, a fourth pipe, the exit code', async () => {
+    const spawner = await readySpawner();
+    const child = await spawner.spawn(request('bash', ['--norc', '-c', 'echo early; echo diag >&2; read line; echo "got $line"; cat <&3; exit 7'], ['pipe', 'pipe', 'pipe', 'pipe']));
+    expect(readProcess(child.pid!)?.ppid).toBe(spawner.pid);
+    const exited = exitOf(child);
+    // Written before anything here reads: it must still be in the pipe, not in the spawner.
+    await sleep(300);
+    const [stdin, stdout, stderr, fd3] = child.stdio as [Writable, Readable, Readable, Writable];
+    let out = '';
+    let err = '';
+    stdout.setEncoding('utf8').on('data', (text: string) => (out += text));
+    stderr.setEncoding('utf8').on('data', (text: string) => (err += text));
+    const ended = new Promise((resolve) => stdout.once('end', resolve));
+    stdin.end('hello\n');
+    fd3.end('through fd 3\n');
+    expect(await exited).toEqual({ code: 7, signal: null });
+    await ended;
+    expect(out).toBe('early\ngot hello\nthrough fd 3\n');
+    expect(err).toBe('diag\n');
+  });
+
+  it('reports a program that cannot start as an error, as child_process does', async () => {
+    const spawner = await readySpawner();
+    const child = await spawner.spawn(request('/nonexistent/agentd-test-program', []));
+    const error = await new Promise<Error & { code?: string }>((resolve) => child.once('error', resolve));
+    expect(error.code).toBe('ENOENT');
+    expect(child.pid).toBeUndefined();
+  });
+
+  it('goes once nothing it spawned has run for its idle time, and starts again for the next spawn', async () => {
+    const spawner = await readySpawner(150);
+    const first = spawner.pid!;
+    const child = await spawner.spawn(request('sleep', ['0.5']));
+    await sleep(300);
+    // Past its idle time since the first exit, but a process of its still runs.
+    expect(running(first)).toBe(true);
+    await exitOf(child);
+    await until('the idle spawner to go', () => !running(first));
+    expect(spawner.ready).toBe(false);
+    const next = await spawner.spawn(request('sleep', ['0.2']));
+    expect(spawner.pid).not.toBe(first);
+    expect(readProcess(next.pid!)?.ppid).toBe(spawner.pid);
+    await exitOf(next);
+  });
+
+  it('spawns here when its spawner cannot start in time', async () => {
+    const spawner = new ProcessSpawner({ startTimeoutMs: 1 });
+    spawners.push(spawner);
+    for (let round = 0; round < 2; round += 1) {
+      const child = await spawner.spawn(request('bash', ['--norc', '-c', 'echo $PPID'], ['ignore', 'pipe', 'ignore']));
+      let out = '';
+      const stdout = (child.stdio[1] as Readable).setEncoding('utf8').on('data', (text: string) => (out += text));
+      const ended = new Promise((resolve) => stdout.once('end', resolve));
+      expect(await exitOf(child)).toEqual({ code: 0, signal: null });
+      await ended;
+      expect(out.trim()).toBe(String(process.pid));
+      expect(spawner.ready).toBe(false);
+    }
+  });
+
+  it('a spawner killed with what it spawned still running: they are killed and reported killed', async () => {
+    const spawner = await readySpawner();
+    const detached = await spawner.spawn(request('sleep', ['60']));
+    const attached = await spawner.spawn(request('sleep', ['61'], ['pipe', 'pipe', 'pipe'], false));
+    const exits = [exitOf(detached), exitOf(attached)];
+    process.kill(spawner.pid!, 'SIGKILL');
+    expect(await Promise.all(exits)).toEqual([
+      { code: null, signal: 'SIGKILL' },
+      { code: null, signal: 'SIGKILL' },
+    ]);
+    // The detached one's whole group: a background job it started goes too.
+    await until('both sleeps to be gone', () => !running(detached.pid!) && !running(attached.pid!));
+  });
+
+  it.each([
+    ['', false],
+    [', even while a pipe it handed over waits for the server to acknowledge it', true],
+  ])('a server killed with -9: its spawner kills what it spawned (whole groups) and exits%s', async (_title, blocked) => {
+    const dir = tempDir('agentd-spawner-');
+    dirs.push(dir);
+    // Unique durations: each sleep is found by its command line.
+    const marker = `30${Math.floor(Math.random() * 9)}.${process.pid}${Date.now() % 1000}`;
+    // The server's part, from the built server: a spawner, then processes through it. Blocked: the
+    // last spawn is asked for and the event loop then spins, so its pipes are never acknowledged.
+    const script = path.join(dir, 'server.mjs');
+    fs.writeFileSync(
+      script,
+      `import { ProcessSpawner } from ${JSON.stringify(path.join(path.dirname(CLI), 'adapters', 'process-spawner.js'))};
+const spawner = new ProcessSpawner();
+const env = { PATH: process.env.PATH };
+const group = await spawner.spawn({ command: 'bash', args: ['--norc', '-c', 'sleep ${marker}1 & sleep ${marker}2; wait'], cwd: '/', env, detached: true, stdio: ['ignore', 'pipe', 'ignore'] });
+const single = spawner.spawn({ command: 'sleep', args: ['${marker}3'], cwd: '/', env, detached: false, stdio: ['pipe', 'pipe', 'pipe'] });
+process.stdout.write(JSON.stringify({ spawner: spawner.pid, group: group.pid }) + '\\n');
+if (${blocked}) for (;;);
+await single;
+setInterval(() => undefined, 1000);
+`,
+    );
+    const server = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const line = await new Promise<string>((resolve, reject) => {
+      let text = '';
+      server.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+        text += chunk;
+        if (text.includes('\n')) resolve(text.split('\n')[0]!);
+      });
+      server.once('exit', (code) => reject(new Error(`the server script exited (${code})`)));
+    });
+    const { spawner, group } = JSON.parse(line) as { spawner: number; group: number };
+    await until('the processes', () => [1, 2, 3].every((n) => processesMatching(`sleep ${marker}${n}`).length === 1));
+    const sleeps = [1, 2, 3].flatMap((n) => processesMatching(`sleep ${marker}${n}`));
+    expect(readProcess(group)?.ppid).toBe(spawner);
+    expect(readProcess(sleeps[2]!)?.ppid).toBe(spawner);
+
+    server.kill('SIGKILL');
+    try {
+      await until('the spawner, its processes and the background job to be gone', () => ![spawner, group, ...sleeps].some(running));
+    } finally {
+      for (const pid of [spawner, group, ...sleeps]) if (running(pid)) process.kill(pid, 'SIGKILL');
+    }
+  });
+});
+
+/** The processes whose whole command line is `commandLine`. */
+function processesMatching(commandLine: string): number[] {
+  const found: number[] = [];
+  for (const name of fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
+    try {
+      if (fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').replaceAll('\0', ' ').trim() === commandLine) found.push(Number(name));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
