@@ -71,6 +71,19 @@ describe('ProcessSpawner', () => {
     expect(err).toBe('diag\n');
   });
 
+  it('keeps no descriptor of what it spawned: a pipe the server closes (without a shutdown) is an end of file for the process', async () => {
+    const spawner = await readySpawner();
+    const descriptors = () => fs.readdirSync(`/proc/${spawner.pid}/fd`).length;
+    const before = descriptors();
+    const children = await Promise.all([0, 1, 2].map(() => spawner.spawn(request('cat', [], ['pipe', 'pipe', 'pipe', 'pipe', 'pipe']))));
+    await until('the spawner to close its copies', () => descriptors() === before);
+    // destroy() closes the server's descriptor without a shutdown(): cat sees an end of file only
+    // if no other process holds that end (the sandbox watchdog's control pipe relies on this).
+    const exits = children.map(exitOf);
+    for (const child of children) (child.stdio[0] as Writable).destroy();
+    expect(await Promise.all(exits)).toEqual(children.map(() => ({ code: 0, signal: null })));
+  });
+
   it('reports a program that cannot start as an error, as child_process does', async () => {
     const spawner = await readySpawner();
     const child = await spawner.spawn(request('/nonexistent/agentd-test-program', []));

@@ -29,11 +29,13 @@ export function spawnerMain(load: NodeJS.Require): void {
   interface PipeStream {
     readable: boolean;
     writable: boolean;
-    _handle: { readStop?: () => number } | null;
+    _handle: { readStop?: () => number; close: () => void } | null;
   }
   const live = new Map<number, { pid: number; detached: boolean }>();
-  const send = (message: object, handle?: unknown): void => {
-    if (process.connected) process.send?.(message, handle as never);
+  /** A handle sent is closed here once written (Node keeps a raw handle it sent open). */
+  const send = (message: object, handle?: { close: () => void }): void => {
+    if (!process.connected) return handle?.close();
+    process.send?.(message, handle as never, handle ? () => handle.close() : undefined);
   };
 
   const start = (message: SpawnMessage): void => {
@@ -55,8 +57,8 @@ export function spawnerMain(load: NodeJS.Require): void {
     live.set(id, { pid, detached: message.detached });
     // Each pipe's end goes to the server before this process reads a byte from it: child_process
     // starts reading the output pipes as it makes them, so that is stopped here, in the same tick
-    // (what this process read would never reach the server). Once sent, Node closes its copy: an
-    // end of file the server gives (the command's stdin) then reaches the process.
+    // (what this process read would never reach the server). Once sent, this copy is closed: the
+    // server's is then the only one, and its close is an end of file for the process.
     child.stdio.forEach((stream, index) => {
       const pipe = stream as unknown as PipeStream | null;
       const handle = pipe?._handle;
