@@ -106,9 +106,11 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
     const request = JSON.stringify({ t: 'spawn', id: 4242, command: '/usr/bin/touch', args: [decoy], cwd: '/', env: {}, detached: true, stdio: ['ignore', 'ignore', 'ignore'] });
     const attack = [
       `msg='${request}'`,
+      // A descriptor whose reader is gone must not end the attack (SIGPIPE): each write is tried in a subshell.
+      "trap '' PIPE",
       // Its own descriptors, then every one it can open of every process it can see (pipes open; sockets do not).
-      'for fd in /proc/self/fd/*; do n=${fd##*/}; printf "%s\\n" "$msg" >&"$n" 2>/dev/null && echo "WROTE $n"; done',
-      'for f in /proc/[0-9]*/fd/*; do printf "%s\\n" "$msg" 2>/dev/null >"$f" && echo "WROTE $f"; done',
+      'for fd in /proc/self/fd/*; do n=${fd##*/}; (printf "%s\\n" "$msg" >&"$n") 2>/dev/null && echo "WROTE $n"; done',
+      'for f in /proc/[0-9]*/fd/*; do (printf "%s\\n" "$msg" >"$f") 2>/dev/null && echo "WROTE $f"; done',
       'echo ATTACK_DONE',
     ].join('\n');
     harness.llm.push(bash(attack), { text: 'done' });
