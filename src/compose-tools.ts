@@ -1,6 +1,7 @@
 import type { Config } from './config.js';
 import { VERSION } from './version.js';
 import type { ProcessLauncher } from './adapters/process-launcher.js';
+import type { SpawnProcess } from './adapters/process-spawner.js';
 import { selectTextSearcher } from './adapters/ripgrep-searcher.js';
 import { UndiciWebFetcher } from './adapters/undici-web-fetcher.js';
 import { ProviderWebSearcher } from './adapters/web-search-providers.js';
@@ -22,10 +23,10 @@ import { createWebSearchTool } from './core/tools/web-search.js';
  * The built-in tools, in the order the LLM is offered them: grep searches with ripgrep when the
  * machine has it, and web_search exists only when the operator configured a provider.
  */
-export async function composeTools(config: Config, launcher: ProcessLauncher): Promise<{ tools: ToolDefinition[]; close(): Promise<void> }> {
+export async function composeTools(config: Config, launcher: ProcessLauncher, spawn?: SpawnProcess): Promise<{ tools: ToolDefinition[]; close(): Promise<void> }> {
   const webFetcher = new UndiciWebFetcher({ ...config.web.fetch, userAgent: `agentd/${VERSION} (web_fetch)` });
   const webSearcher = config.web.search ? new ProviderWebSearcher({ ...config.web.search, timeoutMs: config.web.fetch.timeoutMs, userAgent: `agentd/${VERSION}` }) : null;
-  const grep = createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv } }));
+  const grep = createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv }, ...(spawn && { spawn }) }));
   const tools = [bashTool, fileEditorTool, globTool, grep, taskTrackerTool, askUserTool, createWebFetchTool(webFetcher), ...(webSearcher ? [createWebSearchTool(webSearcher)] : []), taskTool, skillTool, slashCommandTool, finishTool] as ToolDefinition[];
   return {
     tools,

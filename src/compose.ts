@@ -180,8 +180,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.jsonl'), path.join(config.dataDir, 'shells.json'));
   const reaped = shellLedger.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
-  const { tools, close: closeTools } = await composeTools(config, launcher);
   const spawner = new ProcessSpawner();
+  const { tools, close: closeTools } = await composeTools(config, launcher, spawner.spawn);
   const shells = shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, spawn: spawner.spawn, ...config.agentEnv }));
   const toolNames: readonly string[] = tools.map((tool) => tool.name);
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createRipgrepSearcher, detectRipgrep, selectTextSearcher } from '../src/adapters/ripgrep-searcher.js';
+import { ProcessSpawner } from '../src/adapters/process-spawner.js';
 import { globTool } from '../src/core/tools/glob.js';
 import { createGrepTool } from '../src/core/tools/grep.js';
 import type { ToolContext } from '../src/core/tools/tool.js';
@@ -183,9 +184,14 @@ describe('glob tool', () => {
   });
 });
 
+// The server's searches go through its spawner (process-spawner.ts): the same tests, rg spawned there.
+const spawner = new ProcessSpawner();
+afterAll(() => spawner.close());
+
 const searchers: Array<[string, TextSearcher | undefined]> = [
   ['javascript', jsTextSearcher],
   ['ripgrep', ripgrepVersion ? createRipgrepSearcher() : undefined],
+  ['ripgrep, through a spawner', ripgrepVersion ? createRipgrepSearcher({ spawn: spawner.spawn }) : undefined],
 ];
 
 for (const [name, searcher] of searchers) {
@@ -213,7 +219,7 @@ for (const [name, searcher] of searchers) {
         'src/new.ts:4: another needle',
         'old.ts:1: const needle = 1;',
       ]);
-      expect(result.data).toMatchObject({ matches: 3, files: 2, truncated: false, engine: name });
+      expect(result.data).toMatchObject({ matches: 3, files: 2, truncated: false, engine: searcher!.name });
 
       const everywhere = await grep.execute({ pattern: 'needle' }, makeContext(workdir));
       expect(everywhere.content).toContain('notes.md:1: needle in markdown');

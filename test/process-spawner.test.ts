@@ -84,6 +84,15 @@ describe('ProcessSpawner', () => {
     expect(await Promise.all(exits)).toEqual(children.map(() => ({ code: 0, signal: null })));
   });
 
+  it('tells the exit of a process that ends at once (its exit can come in the same read as its spawn)', async () => {
+    const spawner = await readySpawner();
+    for (let round = 0; round < 40; round += 1) {
+      const child = await spawner.spawn(request('true', [], ['ignore', 'ignore', 'ignore']));
+      const exited = await Promise.race([exitOf(child), sleep(5_000).then(() => 'no exit event')]);
+      expect(exited).toEqual({ code: 0, signal: null });
+    }
+  });
+
   it('reports a program that cannot start as an error, as child_process does', async () => {
     const spawner = await readySpawner();
     const child = await spawner.spawn(request('/nonexistent/agentd-test-program', []));

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import { isSea } from 'node:sea';
-import type { Readable, Writable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
 import { signalQuietly } from './process-tree.js';
 import { spawnerMain } from './spawner-main.js';
 
@@ -25,6 +25,25 @@ export interface SpawnedProcess {
 }
 
 export type SpawnProcess = (request: SpawnRequest) => Promise<SpawnedProcess>;
+
+/**
+ * Calls `listener` once the process has exited and each of its output pipes has closed (what a
+ * ChildProcess's 'close' event says), with its exit code and signal.
+ */
+export function onClose(child: SpawnedProcess, listener: (code: number | null, signal: NodeJS.Signals | null) => void): void {
+  const outputs = child.stdio.slice(1).filter((stream): stream is Readable => stream instanceof Readable && !stream.destroyed);
+  let waiting = outputs.length + 1;
+  let exit: [number | null, NodeJS.Signals | null] = [null, null];
+  const done = (): void => {
+    waiting -= 1;
+    if (waiting === 0) listener(...exit);
+  };
+  for (const stream of outputs) stream.once('close', done);
+  child.once('exit', (code, signal) => {
+    exit = [code, signal];
+    done();
+  });
+}
 
 /** Spawned by this process itself (a fork of the whole server: see ProcessSpawner). */
 export const spawnHere: SpawnProcess = (request) => {
@@ -89,7 +108,7 @@ export interface ProcessSpawnerOptions {
 }
 
 /**
- * Spawns the agent's processes (shells) from a small process of its own instead of from the
+ * Spawns the agent's processes (shells, searches) from a small process of its own instead of from the
  * server. Node spawns by forking the whole calling process, and copying a large process's page
  * tables blocks its event loop: 2 ms at 50 MiB, 13-20 ms at 240 MiB (bench/RESULTS.md, round 2).
  * The spawner (spawner-main.ts) stays at ~40 MiB, forks there, and hands each pipe of the new
@@ -217,11 +236,14 @@ export class ProcessSpawner {
         this.afterExit(helper);
         return;
       }
-      case 'exit':
-        helper.live.get(message.id)?.end(message.code, message.signal);
+      case 'exit': {
+        const process = helper.live.get(message.id);
         helper.live.delete(message.id);
+        // Both messages can come in one read: the exit is told after whoever awaited the spawn has listened.
+        setImmediate(() => process?.end(message.code, message.signal));
         this.afterExit(helper);
         return;
+      }
     }
   }
 

@@ -9,7 +9,10 @@
  */
 import { spawn } from 'node:child_process';
 import type { ProcessLauncher } from './process-launcher.js';
+import { onClose, spawnHere, type SpawnProcess } from './process-spawner.js';
+import { signalQuietly } from './process-tree.js';
 import { stat } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
 import { jsTextSearcher } from './workspace/js-searcher.js';
 import { SearchPatternError } from '../core/workspace/search-pattern-error.js';
 import {
@@ -37,6 +40,8 @@ export interface RipgrepSearcherOptions {
   launcher?: ProcessLauncher;
   /** rg's environment (PATH above all) when it runs through the launcher. */
   env?: Record<string, string>;
+  /** Spawns rg (the server's ProcessSpawner). Default: spawned by this process. */
+  spawn?: SpawnProcess;
 }
 
 const COLLECT_FACTOR = 20;
@@ -79,6 +84,7 @@ export function createRipgrepSearcher(options: RipgrepSearcherOptions = {}): Tex
     fallback: options.fallback ?? jsTextSearcher,
     launcher: options.launcher,
     env: options.env ?? {},
+    spawn: options.spawn ?? spawnHere,
   };
   return {
     name: 'ripgrep',
@@ -122,17 +128,22 @@ interface RunOutcome {
   patternError?: string;
 }
 
-function runRipgrep(
-  settings: { command: string; timeoutMs: number; maxOutputBytes: number; launcher: ProcessLauncher | undefined; env: Record<string, string> },
+async function runRipgrep(
+  settings: { command: string; timeoutMs: number; maxOutputBytes: number; launcher: ProcessLauncher | undefined; env: Record<string, string>; spawn: SpawnProcess },
   options: TextSearchOptions,
 ): Promise<RunOutcome> {
+  const spec = { command: settings.command, args: ripgrepArguments(options), cwd: options.root, env: settings.env };
+  const prepared = settings.launcher?.prepare({ ...spec, sandbox: { workdir: options.root, network: false } });
+  const child = await settings.spawn({ ...(prepared ?? { ...spec, env: hostEnv() }), detached: false, stdio: ['ignore', 'pipe', 'pipe'] });
+  const stdout = child.stdio[1] as Readable;
+  const stderrStream = child.stdio[2] as Readable;
+  let released = false;
+  const release = (): void => {
+    if (!released) prepared?.release?.();
+    released = true;
+  };
   return new Promise((resolve, reject) => {
-    const spec = { command: settings.command, args: ripgrepArguments(options), cwd: options.root, env: settings.env };
-    const prepared = settings.launcher?.prepare({ ...spec, sandbox: { workdir: options.root, network: false } });
-    const child = prepared
-      ? spawn(prepared.command, prepared.args, { cwd: prepared.cwd, env: prepared.env, stdio: ['ignore', 'pipe', 'pipe'] })
-      : spawn(spec.command, spec.args, { cwd: spec.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.once('close', () => prepared?.release?.());
+    onClose(child, release);
     const records: Array<{ path: string; line: number; text: string }> = [];
     const collectLimit = Math.max(options.maxMatches * COLLECT_FACTOR, 2000);
     let pending = '';
@@ -146,7 +157,7 @@ function runRipgrep(
       if (stopped) return;
       stopped = true;
       if (reason) incomplete = reason;
-      child.kill('SIGKILL');
+      if (child.pid !== undefined) signalQuietly(child.pid, 'SIGKILL');
     };
     const timer = setTimeout(() => stop(`timed out after ${settings.timeoutMs / 1000} s`), settings.timeoutMs);
     const onAbort = () => stop('aborted');
@@ -167,7 +178,7 @@ function runRipgrep(
       records.push({ path: record.slice(0, nul), line, text: truncateLine(record.slice(colon + 1), options.maxLineLength) });
     };
 
-    child.stdout.on('data', (chunk: Buffer) => {
+    stdout.on('data', (chunk: Buffer) => {
       if (stopped) return;
       outputBytes += chunk.length;
       pending += chunk.toString('utf8');
@@ -179,15 +190,16 @@ function runRipgrep(
       }
       if (outputBytes > settings.maxOutputBytes) stop('output limit reached');
     });
-    child.stderr.on('data', (chunk: Buffer) => {
+    stderrStream.on('data', (chunk: Buffer) => {
       if (stderr.length < 64 * 1024) stderr += chunk.toString('utf8');
     });
-    child.on('error', (error) => {
+    child.once('error', (error) => {
+      release();
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
       reject(error);
     });
-    child.on('close', (code) => {
+    onClose(child, (code) => {
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
       if (!stopped && pending) takeLine(pending);
@@ -220,4 +232,9 @@ async function withModifiedTimes(records: Array<{ path: string; line: number; te
   return records
     .map((record) => ({ ...record, mtimeMs: modifiedTimes.get(record.path) ?? 0 }))
     .sort((a, b) => b.mtimeMs - a.mtimeMs || (a.path < b.path ? -1 : a.path > b.path ? 1 : a.line - b.line));
+}
+
+/** rg on the host: this process's environment, as a spawn without `env` would give it. */
+function hostEnv(): Record<string, string> {
+  return Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] => entry[1] !== undefined));
 }
