@@ -69,10 +69,14 @@ class RemoteProcess extends EventEmitter implements SpawnedProcess {
     super();
   }
 
+  /**
+   * Its exit, told on a later turn as child_process tells it: the spawner's answer and its exit
+   * can come in one read, before whoever awaited the spawn has listened.
+   */
   end(code: number | null, signal: NodeJS.Signals | null): void {
     if (this.ended) return;
     this.ended = true;
-    this.emit('exit', code, signal);
+    setImmediate(() => this.emit('exit', code, signal));
   }
 }
 
@@ -236,14 +240,11 @@ export class ProcessSpawner {
         this.afterExit(helper);
         return;
       }
-      case 'exit': {
-        const process = helper.live.get(message.id);
+      case 'exit':
+        helper.live.get(message.id)?.end(message.code, message.signal);
         helper.live.delete(message.id);
-        // Both messages can come in one read: the exit is told after whoever awaited the spawn has listened.
-        setImmediate(() => process?.end(message.code, message.signal));
         this.afterExit(helper);
         return;
-      }
     }
   }
 
