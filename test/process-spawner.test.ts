@@ -93,6 +93,13 @@ describe('ProcessSpawner', () => {
     }
   });
 
+  it('rejects a spawn that child_process would refuse outright (a null byte in an argument)', async () => {
+    const spawner = await readySpawner();
+    await expect(spawner.spawn(request('echo', ['a\0b']))).rejects.toMatchObject({ code: 'ERR_INVALID_ARG_VALUE' });
+    // And it still spawns.
+    expect(await exitOf(await spawner.spawn(request('true', [])))).toEqual({ code: 0, signal: null });
+  });
+
   it('reports a program that cannot start as an error, as child_process does', async () => {
     const spawner = await readySpawner();
     const child = await spawner.spawn(request('/nonexistent/agentd-test-program', []));

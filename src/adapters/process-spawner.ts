@@ -101,7 +101,7 @@ type HelperMessage =
   | { t: 'ready' }
   | { t: 'fd'; id: number; index: number; readable: boolean; writable: boolean }
   | { t: 'spawned'; id: number; pid: number }
-  | { t: 'error'; id: number; message: string; code: string | null }
+  | { t: 'error'; id: number; message: string; code: string | null; thrown: boolean }
   | { t: 'exit'; id: number; code: number | null; signal: NodeJS.Signals | null };
 
 export interface ProcessSpawnerOptions {
@@ -233,10 +233,15 @@ export class ProcessSpawner {
       case 'error': {
         if (!pending) return;
         this.answered(helper, message.id);
-        pending.resolve(pending.process);
         const error = Object.assign(new Error(message.message), message.code === null ? {} : { code: message.code });
-        // After whoever awaited the spawn has attached its listeners.
-        setImmediate(() => pending.process.emit('error', error));
+        // As child_process: spawn() itself throws (a bad argument), or the process reports that it
+        // did not start, after whoever awaited the spawn has listened.
+        if (message.thrown) pending.reject(error);
+        else {
+          for (let index = 0; index < pending.request.stdio.length; index += 1) pending.process.stdio[index] ??= null;
+          pending.resolve(pending.process);
+          setImmediate(() => pending.process.emit('error', error));
+        }
         this.afterExit(helper);
         return;
       }

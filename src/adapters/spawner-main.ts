@@ -6,7 +6,8 @@
  * executable, so it must not use anything from outside its body: `load` is its `require`.
  *
  * Messages in (from the server): `{ t: 'spawn', id, command, args, cwd, env, detached, stdio }`.
- * Messages out: `{ t: 'ready' }` once; per spawn either `{ t: 'error', id, message, code }` or one
+ * Messages out: `{ t: 'ready' }` once; per spawn either `{ t: 'error', id, message, code, thrown }`
+ * (`thrown`: spawn() threw, as for an argument with a null byte; else the process did not start) or one
  * `{ t: 'fd', id, index, readable, writable }` per pipe (with the pipe's handle), then
  * `{ t: 'spawned', id, pid }`, and later `{ t: 'exit', id, code, signal }`.
  * When the server goes (the end of its stdin, `kill -9` included, or the channel's disconnect),
@@ -45,12 +46,12 @@ export function spawnerMain(load: NodeJS.Require): void {
       child = spawn(message.command, message.args, { cwd: message.cwd, env: message.env, detached: message.detached, stdio: message.stdio });
     } catch (error) {
       const { code } = error as { code?: unknown };
-      return send({ t: 'error', id, message: (error as Error).message, code: typeof code === 'string' ? code : null });
+      return send({ t: 'error', id, message: (error as Error).message, code: typeof code === 'string' ? code : null, thrown: true });
     }
     const { pid } = child;
     if (pid === undefined) {
       // Not started (ENOENT, EACCES, ...): child_process reports it on the next tick.
-      child.once('error', (error: Error & { code?: string }) => send({ t: 'error', id, message: error.message, code: error.code ?? null }));
+      child.once('error', (error: Error & { code?: string }) => send({ t: 'error', id, message: error.message, code: error.code ?? null, thrown: false }));
       for (const stream of child.stdio) stream?.destroy();
       return;
     }
