@@ -206,7 +206,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     log,
     recorder,
     store: checkpointStore,
-    shadow: new GitShadowRepository({ maxFileBytes: config.checkpoints.maxFileBytes }),
+    shadow: new GitShadowRepository({ maxFileBytes: config.checkpoints.maxFileBytes, spawn: spawner.spawn }),
     intents: rewindIntents,
     enabled: config.checkpoints.enabled,
     isRunning: (conversationId) => Boolean(sessions.peek(conversationId)?.active),

@@ -2,9 +2,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { GitShadowRepository } from '../src/adapters/git-shadow-repository.js';
 import { runGit } from '../src/adapters/git-program.js';
+import { ProcessSpawner } from '../src/adapters/process-spawner.js';
 import { EMPTY_TREE } from '../src/core/checkpoints/shadow-repository.js';
 import { tempDir } from './support/agentd.js';
 
@@ -73,7 +74,14 @@ async function treeEntries(tree: string): Promise<Record<string, string>> {
   return Object.fromEntries(listed.map((line) => [line.split('\t')[1]!, line.split(' ')[0]!]));
 }
 
-describe.skipIf(gitMissing)('shadow repository', () => {
+// The server's git runs through its spawner (process-spawner.ts): every test both ways.
+const spawner = new ProcessSpawner();
+afterAll(() => spawner.close());
+
+describe.skipIf(gitMissing).each([
+  ['git spawned here', undefined],
+  ['git through a spawner', spawner.spawn],
+] as const)('shadow repository (%s)', (_name, spawn) => {
   it('a hostile workdir cannot make the server\'s git run anything (filters, diff drivers, fsmonitor, hooks, env config)', async () => {
     const decoy = (name: string) => path.join(base, `PWNED-${name}`);
     const home = path.join(base, 'home');
@@ -113,7 +121,7 @@ describe.skipIf(gitMissing)('shadow repository', () => {
 
     // The server's environment carries the hostile config every way git reads it.
     setEnv({ HOME: home, GIT_CONFIG_GLOBAL: path.join(home, '.gitconfig'), GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'filter.pwn.clean', GIT_CONFIG_VALUE_0: `touch ${decoy('envconfig')}; cat`, GIT_DIR: path.join(workdir, '.git') });
-    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024 });
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024, ...(spawn && { spawn }) });
     const target = { gitDir, workdir };
     const first = await shadow.snapshot(target);
     await shadow.keep(target, first, 'first');
@@ -147,7 +155,7 @@ describe.skipIf(gitMissing)('shadow repository', () => {
     const outsideBefore = fingerprint(outside);
     write('dir/file.txt', 'inside\n');
     fs.symlinkSync('../outside/canary.txt', path.join(workdir, 'file-link'));
-    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024 });
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024, ...(spawn && { spawn }) });
     const target = { gitDir, workdir };
     const withDir = await shadow.snapshot(target);
     expect((await treeEntries(withDir))['file-link']).toBe('120000');
@@ -182,7 +190,7 @@ describe.skipIf(gitMissing)('shadow repository', () => {
     write('huge.bin', 'x'.repeat(4096));
     execFileSync('git', ['init', '-q', workdir], { env: { PATH: process.env.PATH!, HOME: path.join(base, 'nohome') } });
     const userGit = fingerprint(path.join(workdir, '.git'));
-    const shadow = new GitShadowRepository({ maxFileBytes: 1024 });
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024, ...(spawn && { spawn }) });
     const target = { gitDir, workdir };
     const first = await shadow.snapshot(target);
     expect(Object.keys(await treeEntries(first)).sort()).toEqual(['.gitignore', 'src/main.ts']);
@@ -209,7 +217,7 @@ describe.skipIf(gitMissing)('shadow repository', () => {
   });
 
   it('answers from the workdir\'s stat fingerprint when nothing changed (no git runs), and still sees every change', async () => {
-    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024 });
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024, ...(spawn && { spawn }) });
     const target = { gitDir, workdir };
     const noGit = path.join(base, 'no-git-here');
     fs.mkdirSync(noGit);

@@ -106,6 +106,12 @@ describe('ProcessSpawner', () => {
     const error = await new Promise<Error & { code?: string }>((resolve) => child.once('error', resolve));
     expect(error.code).toBe('ENOENT');
     expect(child.pid).toBeUndefined();
+    // Its pipes are there, as child_process sets them up: empty and ended.
+    const stdout = child.stdio[1] as Readable;
+    let out = '';
+    stdout.setEncoding('utf8').on('data', (text: string) => (out += text));
+    await new Promise((resolve) => stdout.once('end', resolve));
+    expect(out).toBe('');
   });
 
   it('goes once nothing it spawned has run for its idle time, and starts again for the next spawn', async () => {

@@ -1,9 +1,9 @@
 import path from 'node:path';
-import { lazyModule } from './lazy-module.js';
+import type { Readable, Writable } from 'node:stream';
+import { onClose, spawnHere, type SpawnedProcess, type SpawnProcess } from './process-spawner.js';
+import { signalQuietly } from './process-tree.js';
 
 const TIMEOUT_MS = 300_000;
-/** execa loads at the first git run (a checkpoint), not at start-up. */
-const loadExeca = lazyModule(() => import('execa'));
 
 /**
  * Runs the server's own git (never the agent's: not in the sandbox, on the data dir) with
@@ -56,7 +56,19 @@ export class GitError extends Error {
   }
 }
 
-export async function runGit(options: { gitDir: string; workTree?: string; args: readonly string[]; input?: string; indexFile?: string; allowExit?: readonly number[] }): Promise<GitResult> {
+/** What git may print before it is stopped (a diff of a large tree is the most it prints). */
+const MAX_OUTPUT_BYTES = 512 * 1024 * 1024;
+
+export async function runGit(options: {
+  gitDir: string;
+  workTree?: string;
+  args: readonly string[];
+  input?: string;
+  indexFile?: string;
+  allowExit?: readonly number[];
+  /** Spawns git (the server's ProcessSpawner). Default: spawned by this process. */
+  spawn?: SpawnProcess;
+}): Promise<GitResult> {
   const args = [
     '--git-dir', options.gitDir,
     ...(options.workTree ? ['--work-tree', options.workTree] : []),
@@ -64,22 +76,63 @@ export async function runGit(options: { gitDir: string; workTree?: string; args:
     ...SAFE_CONFIG.flatMap((entry) => ['-c', entry]),
     ...options.args,
   ];
-  const { execa } = await loadExeca();
-  const result = await execa('git', args, {
-    env: gitEnv(options.gitDir, options.indexFile),
-    extendEnv: false,
-    cwd: options.workTree ?? path.dirname(options.gitDir),
-    reject: false,
-    stripFinalNewline: false,
-    encoding: 'utf8',
-    maxBuffer: 512 * 1024 * 1024,
-    timeout: TIMEOUT_MS,
-    ...(options.input !== undefined ? { input: options.input } : { stdin: 'ignore' as const }),
-  });
-  // No exit code: git could not be started (not installed, a bad cwd), or was killed at the timeout.
-  const out = { stdout: String(result.stdout ?? ''), stderr: String(result.stderr ?? '') || (result.exitCode === undefined ? (result.message ?? '') : ''), exitCode: result.exitCode ?? -1 };
+  let out: GitResult;
+  try {
+    const child = await (options.spawn ?? spawnHere)({
+      command: 'git',
+      args,
+      cwd: options.workTree ?? path.dirname(options.gitDir),
+      env: gitEnv(options.gitDir, options.indexFile),
+      detached: false,
+      stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    });
+    out = await collect(child, options.input);
+  } catch (error) {
+    out = { stdout: '', stderr: error instanceof Error ? error.message : String(error), exitCode: -1 };
+  }
   if (out.exitCode !== 0 && !(options.allowExit ?? []).includes(out.exitCode)) throw new GitError(options.args, out);
   return out;
+}
+
+/**
+ * git's output and exit code, `input` written to its stdin. Exit code -1: git could not be
+ * started (not installed, a bad cwd), was killed (at the time limit, past the output limit), or
+ * died of a signal; stderr then says why when git said nothing.
+ */
+function collect(child: SpawnedProcess, input: string | undefined): Promise<GitResult> {
+  return new Promise((resolve) => {
+    const [stdin, stdout, stderr] = child.stdio as [Writable | null, Readable, Readable];
+    const outChunks: Buffer[] = [];
+    const errChunks: Buffer[] = [];
+    let outBytes = 0;
+    let stopped = '';
+    const stop = (reason: string): void => {
+      stopped ||= reason;
+      if (child.pid !== undefined) signalQuietly(child.pid, 'SIGKILL');
+    };
+    const timer = setTimeout(() => stop(`git timed out after ${TIMEOUT_MS / 1000} s`), TIMEOUT_MS);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      resolve({ stdout: '', stderr: error.message, exitCode: -1 });
+    });
+    stdout.on('data', (chunk: Buffer) => {
+      outBytes += chunk.length;
+      if (outBytes > MAX_OUTPUT_BYTES) stop(`git printed more than ${MAX_OUTPUT_BYTES} bytes`);
+      else outChunks.push(chunk);
+    });
+    stderr.on('data', (chunk: Buffer) => errChunks.push(chunk));
+    onClose(child, (code, signal) => {
+      clearTimeout(timer);
+      const text = Buffer.concat(errChunks).toString('utf8');
+      const failed = stopped || (code === null ? `git was killed (${signal ?? 'signal'})` : '');
+      resolve({ stdout: Buffer.concat(outChunks).toString('utf8'), stderr: text || failed, exitCode: failed ? -1 : (code ?? -1) });
+    });
+    if (stdin) {
+      // git may exit before it read everything (a bad argument): its stdin is then closed.
+      stdin.on('error', () => undefined);
+      stdin.end(input);
+    }
+  });
 }
 
 /** A clean environment: PATH to find git, and the switches that shut out every outside config. */

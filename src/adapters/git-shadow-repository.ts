@@ -4,6 +4,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { ChangedPath, ShadowRepository, ShadowTarget } from '../core/checkpoints/shadow-repository.js';
 import { GitError, runGit } from './git-program.js';
+import type { SpawnProcess } from './process-spawner.js';
 import { workdirFingerprint } from './workdir-fingerprint.js';
 import { EMPTY_TREE } from '../core/checkpoints/shadow-repository.js';
 
@@ -37,7 +38,13 @@ export class GitShadowRepository implements ShadowRepository {
   private readonly large = new Set<string>();
   private checked: Promise<{ ok: true } | { ok: false; reason: string }> | null = null;
 
-  constructor(private readonly options: { maxFileBytes: number }) {}
+  /** `spawn`: spawns git (the server's ProcessSpawner); default: spawned by this process. */
+  constructor(private readonly options: { maxFileBytes: number; spawn?: SpawnProcess }) {}
+
+  /** git's spawner for runGit (the one-off `git --version` at start-up is spawned here). */
+  private spawner(): { spawn?: SpawnProcess } {
+    return this.options.spawn ? { spawn: this.options.spawn } : {};
+  }
 
   available(): Promise<{ ok: true } | { ok: false; reason: string }> {
     this.checked ??= runGit({ gitDir: os.tmpdir(), args: ['--version'] }).then(
@@ -157,14 +164,14 @@ export class GitShadowRepository implements ShadowRepository {
     if (tree === EMPTY_TREE) return;
     const indexFile = path.join(gitDir, `export-${randomBytes(6).toString('hex')}.index`);
     try {
-      await runGit({ gitDir, workTree: intoDir, indexFile, args: ['read-tree', '--reset', '-u', tree] });
+      await runGit({ gitDir, workTree: intoDir, indexFile, args: ['read-tree', '--reset', '-u', tree], ...this.spawner() });
     } finally {
       fs.rmSync(indexFile, { force: true });
     }
   }
 
   private git(target: ShadowTarget, args: string[], options: { input?: string; allowExit?: number[] } = {}) {
-    return runGit({ gitDir: target.gitDir, workTree: target.workdir, args, ...options });
+    return runGit({ gitDir: target.gitDir, workTree: target.workdir, args, ...options, ...this.spawner() });
   }
 
   /** Created whole or not at all: a temp directory renamed into place once it is set up. */
@@ -177,7 +184,7 @@ export class GitShadowRepository implements ShadowRepository {
     for (const name of fs.readdirSync(parent)) if (name.startsWith(prefix)) fs.rmSync(path.join(parent, name), { recursive: true, force: true });
     const temp = path.join(parent, `${prefix}${randomBytes(6).toString('hex')}`);
     try {
-      await runGit({ gitDir: temp, args: ['init', '-q', '--template=', '--initial-branch=checkpoints'] });
+      await runGit({ gitDir: temp, args: ['init', '-q', '--template=', '--initial-branch=checkpoints'], ...this.spawner() });
       fs.mkdirSync(path.join(temp, 'info'), { recursive: true });
       fs.writeFileSync(path.join(temp, 'info', 'attributes'), ATTRIBUTES);
       fs.writeFileSync(path.join(temp, 'info', 'exclude'), EXCLUDE);

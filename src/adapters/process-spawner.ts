@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import { isSea } from 'node:sea';
-import { Readable, type Writable } from 'node:stream';
+import { PassThrough, Readable, type Writable } from 'node:stream';
 import { signalQuietly } from './process-tree.js';
 import { spawnerMain } from './spawner-main.js';
 
@@ -62,7 +62,7 @@ export const spawnHere: SpawnProcess = (request) => {
 /** The spawner's child, as the server sees it. */
 class RemoteProcess extends EventEmitter implements SpawnedProcess {
   pid: number | undefined;
-  readonly stdio: Array<net.Socket | null> = [];
+  readonly stdio: Array<net.Socket | PassThrough | null> = [];
   private ended = false;
 
   constructor(readonly detached: boolean) {
@@ -238,7 +238,8 @@ export class ProcessSpawner {
         // did not start, after whoever awaited the spawn has listened.
         if (message.thrown) pending.reject(error);
         else {
-          for (let index = 0; index < pending.request.stdio.length; index += 1) pending.process.stdio[index] ??= null;
+          // As child_process sets up the pipes of a process that did not start: empty, ended.
+          pending.request.stdio.forEach((kind, index) => (pending.process.stdio[index] = kind === 'pipe' ? new PassThrough().end() : null));
           pending.resolve(pending.process);
           setImmediate(() => pending.process.emit('error', error));
         }
