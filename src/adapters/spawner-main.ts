@@ -6,10 +6,11 @@
  * executable, so it must not use anything from outside its body: `load` is its `require`.
  *
  * Messages in (from the server): `{ t: 'spawn', id, command, args, cwd, env, detached, stdio }`.
- * Messages out: `{ t: 'ready' }` once; per spawn either `{ t: 'error', id, message, code, thrown }`
- * (`thrown`: spawn() threw, as for an argument with a null byte; else the process did not start) or one
- * `{ t: 'fd', id, index, readable, writable }` per pipe (with the pipe's handle), then
- * `{ t: 'spawned', id, pid }`, and later `{ t: 'exit', id, code, signal }`.
+ * Messages out: `{ t: 'ready' }` once; per spawn either
+ * - `{ t: 'error', id, message, code, thrown }` (`thrown`: spawn() threw, as for an argument with
+ *   a null byte; else the process did not start), or
+ * - one `{ t: 'fd', id, index, readable, writable }` per pipe (with the pipe's handle), then
+ *   `{ t: 'spawned', id, pid }`, and later `{ t: 'exit', id, code, signal }`.
  * When the server goes (the end of its stdin, `kill -9` included, or the channel's disconnect),
  * every process still running is killed (its whole group when it was spawned detached) and the
  * spawner exits.
