@@ -49,11 +49,8 @@ export async function serve(argv: readonly string[]): Promise<void> {
   const app = await buildApp(services);
 
   if (services.sandbox.warning) process.stderr.write(`agentd: WARNING: ${services.sandbox.warning}\n`);
-  if (services.masterKeyFile) {
-    const how = services.masterKeyCreated ? 'generated a new API key' : 'using the API key';
-    logger.warn({ key_file: services.masterKeyFile }, `AGENTD_MASTER_KEY is not set: ${how} in ${services.masterKeyFile}`);
-    process.stderr.write(`agentd: AGENTD_MASTER_KEY is not set; ${how} stored in ${services.masterKeyFile}\n`);
-  }
+  const how = services.masterKeyCreated ? 'generated a new API key' : 'using the API key';
+  if (services.masterKeyFile) process.stderr.write(`agentd: AGENTD_MASTER_KEY is not set; ${how} stored in ${services.masterKeyFile}\n`);
 
   // The shells go last, right before the process exits, with nothing waited for (host shells sent
   // SIGKILL, sandboxes dying with the process: see BashShellSession.killForExit): waiting would
@@ -111,5 +108,8 @@ export async function serve(argv: readonly string[]): Promise<void> {
   // generation V8 grew while starting, once the server is quiet: a collection's time (tens of ms
   // with many records loaded) not spent before the server answers.
   compactWhenIdle.afterStart();
+  // Log lines are masked against every conversation's secrets: the first one builds that index (tens
+  // of milliseconds with 10,000 conversations), so none is written before the server listens.
+  if (services.masterKeyFile) logger.warn({ key_file: services.masterKeyFile }, `AGENTD_MASTER_KEY is not set: ${how} in ${services.masterKeyFile}`);
   logger.info({ address, data_dir: config.dataDir, version: VERSION }, 'agentd listening');
 }
