@@ -13,6 +13,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FileConversationRepository } from '../src/adapters/file-conversation-repository.js';
 import type { ConversationRecord } from '../src/core/conversations/conversation-record.js';
 import { SecretBox } from '../src/core/secrets/secret-box.js';
+import { normalizeLlmConfig } from '../src/core/schemas/llm-config.js';
 import { tempDir } from './support/agentd.js';
 import { storedRecord } from './support/stored-record.js';
 
@@ -65,7 +66,9 @@ describe('the records snapshot of a clean shutdown', () => {
     const repo = repository();
     const created = (i: number) => new Date(Date.parse(now) + i * 1000).toISOString();
     // ~1.5 KB a line: the snapshot spans several pieces, and lines and characters straddle their ends.
-    const held = Array.from({ length: 1_500 }, (_, i) => storedRecord(randomUUID(), { title: `${i} ${'é—✓'.repeat(200 + (i % 7))}`, created_at: created(i), updated_at: created(i), secrets: { TOKEN: `secret-${i}` } }));
+    // Half with an LLM config (kept without its unset fields, given back with them), half without.
+    const llm = (i: number) => (i % 2 === 0 ? null : normalizeLlmConfig({ model: `model-${i % 3}`, api_key: `sk-${i}`, temperature: i % 5 === 0 ? 0 : 0.5, extra_body: { n: i } }));
+    const held = Array.from({ length: 1_500 }, (_, i) => storedRecord(randomUUID(), { title: `${i} ${'é—✓'.repeat(200 + (i % 7))}`, llm: llm(i), created_at: created(i), updated_at: created(i), secrets: { TOKEN: `secret-${i}` } }));
     for (const r of held) repo.save(r);
     const shuffled = [...held].sort((a, b) => (a.id < b.id ? -1 : 1));
     await repo.saveSnapshot(shuffled, new Map());
@@ -74,6 +77,14 @@ describe('the records snapshot of a clean shutdown', () => {
     expect(damaged).toEqual([]);
     expect(records.map((r) => r.id)).toEqual(held.map((r) => r.id));
     expect(records).toEqual(held);
+    expect(records[1]!.llm).toMatchObject({ model: 'model-1', api_key: 'sk-1', temperature: 0.5, top_p: null, extra_body: { n: 1 } });
+    expect(records[5]!.llm!.temperature, 'a zero is a value, not an unset field').toBe(0);
+    // The unset fields themselves are not in it: a third less to decrypt and parse at a start.
+    const sealed = fs.readFileSync(snapshotFile);
+    const opening = box.opening(sealed.subarray(0, 12), sealed.subarray(sealed.length - 16));
+    const text = Buffer.concat([opening.update(sealed.subarray(12, sealed.length - 16)), opening.final()]).toString('utf8');
+    expect(text).toContain('"temperature":0.5');
+    expect(text).not.toContain('"top_p":null');
   });
 
   it('reads the file of a record rewritten in place with its size and mtime kept (a restored copy): its ctime says so', async () => {

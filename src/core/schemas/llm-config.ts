@@ -95,8 +95,23 @@ export type LlmConfig = z.infer<typeof LlmConfig>;
  */
 export const StoredLlmConfig = LlmConfig.partial()
   .extend({ model: z.string() })
-  .transform((stored): LlmConfig => ({ ...UNSET_LLM_FIELDS, ...stored, api_key: stored.api_key ?? null }));
+  .transform(withUnsetLlmFields);
 const UNSET_LLM_FIELDS = Object.fromEntries(Object.keys(LlmConfigPublic.shape).map((key) => [key, null])) as Omit<LlmConfig, 'model'>;
+
+/** An LlmConfig as kept compactly: without the fields that are unset (null). */
+export type CompactLlmConfig = Partial<LlmConfig> & { model: string };
+
+/** A stored LlmConfig as the server holds it: what it lacks is unset (null). */
+export function withUnsetLlmFields(stored: CompactLlmConfig): LlmConfig {
+  return { ...UNSET_LLM_FIELDS, ...stored, api_key: stored.api_key ?? null };
+}
+
+/** The config without its unset fields (most of them, usually), as withUnsetLlmFields takes it back. */
+export function withoutUnsetLlmFields(config: LlmConfig): CompactLlmConfig {
+  const compact: CompactLlmConfig = { model: config.model };
+  for (const [key, value] of Object.entries(config)) if (value !== null) (compact as Record<string, unknown>)[key] = value;
+  return compact;
+}
 
 export function normalizeLlmConfig(input: LlmConfigInput): LlmConfig {
   return {
