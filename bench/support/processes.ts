@@ -112,6 +112,14 @@ export function cpuTimeOf(pid: number): number {
 }
 
 /**
+ * The CPU time (ms) of a process's main thread alone, to the nanosecond (/proc's schedstat): the
+ * JavaScript thread, without V8's and libuv's helper threads that run beside it on other cores.
+ */
+export function mainThreadCpuOf(pid: number): number {
+  return Number(fs.readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+}
+
+/**
  * Promise.all for starting several processes at once, but every start has settled before the
  * first failure is thrown: a caller that lists each started process as it comes up (to stop them
  * all afterwards) has every one of them in its list by then.
