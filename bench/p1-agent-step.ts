@@ -4,10 +4,12 @@ import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
 import type { AgentEvent } from '../src/core/schemas/event.js';
 import { startFakeLlm, type FakeLlm, type FakeTurn } from '../test/fake-llm/fake-llm-server.js';
-import { connectSse } from '../test/support/sse-client.js';
+import { fork, type ChildProcess } from 'node:child_process';
+import type { SseWatcherReply, SseWatcherRequest } from './children/sse-watcher.js';
 import { startServer, type TestServer } from '../test/support/agentd.js';
 import type { Benchmark } from './support/benchmark.js';
 import { EventTap, Meter, meterEvents, timedLlm, timedShells } from './support/instrumented.js';
+import { childScript } from './support/processes.js';
 import { fmt, ratio, summarize } from './support/stats.js';
 import { cpuMs, StepFloor, type FloorCpu } from './support/step-floor.js';
 
@@ -40,7 +42,7 @@ export const p1AgentStep: Benchmark = {
     try {
       const warmup = await startConversation({ server, fake, tap });
       await warmup.run(20);
-      warmup.close();
+      await warmup.close();
       floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir') });
       for (const meter of [llm, tool, events.append]) Object.assign(meter, { ms: 0, calls: 0 });
 
@@ -61,7 +63,7 @@ export const p1AgentStep: Benchmark = {
         const stepRequests = fake.requests.slice(sent, sent + steps / ROUNDS);
         await profiled(profile && path.join(profile, `floor-${round}.cpuprofile`), () => floor!.replay(stepRequests));
       }
-      conversation.close();
+      await conversation.close();
 
       const perStep = totalMs / steps;
       const part = (meter: Meter) => meter.ms / steps;
@@ -191,7 +193,8 @@ async function profiled<T>(file: string | undefined, work: () => Promise<T>): Pr
 interface AgentConversation {
   /** Sends one message; resolves when its run of `steps` bash calls (and a final answer) ends. */
   run(steps: number): Promise<{ totalMs: number; stepMs: number[] }>;
-  close(): void;
+  /** Once its subscriber has received every event of the conversation, in order. */
+  close(): Promise<void>;
 }
 
 /** A conversation with the fake LLM and one SSE subscriber, as a client would watch it. */
@@ -201,7 +204,7 @@ async function startConversation(options: { server: TestServer; fake: FakeLlm; t
   const created = await fetch(`${server.url}/conversations`, { method: 'POST', headers, body: JSON.stringify({ llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-bench' } }) });
   if (created.status !== 201) throw new Error(`POST /conversations: ${created.status} ${await created.text()}`);
   const { id } = (await created.json()) as { id: string };
-  const subscriber = await connectSse(`${server.url}/conversations/${id}/events/stream`, server.auth);
+  const subscriber = await SseWatcher.watch(`${server.url}/conversations/${id}/events/stream`, server.auth);
   let stepCounter = 0;
   return {
     async run(steps) {
@@ -228,6 +231,53 @@ async function startConversation(options: { server: TestServer; fake: FakeLlm; t
       if (actionTimes.length !== steps) throw new Error(`expected ${steps} actions, saw ${actionTimes.length} (fake LLM violations: ${fake.violations.join('; ') || 'none'})`);
       return { totalMs: endedAt - started, stepMs: actionTimes.map((time, i) => time - (i === 0 ? started : actionTimes[i - 1]!)) };
     },
-    close: () => subscriber.close(),
+    async close() {
+      const stored = await server.services.storage.log.lastSeq(id);
+      for (const deadline = Date.now() + 10_000; (await subscriber.received()) < stored; ) {
+        if (Date.now() > deadline) throw new Error(`P1's SSE subscriber received ${await subscriber.received()} of ${stored} events`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      subscriber.close();
+    },
   };
+}
+
+/**
+ * The conversation's SSE subscriber: a client in a process of its own (children/sse-watcher.ts),
+ * as a dashboard is. Until round 2's fifteenth session it read the stream in this process, so its
+ * parsing (fetch's web streams, text decoding) ran on the server's event loop and counted as the
+ * agent's overhead: ×0.05-0.1 of P1's ratio.
+ */
+class SseWatcher {
+  private constructor(private readonly child: ChildProcess) {}
+
+  static async watch(url: string, headers: Record<string, string>): Promise<SseWatcher> {
+    const watcher = new SseWatcher(fork(childScript('sse-watcher'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
+    await watcher.ask({ type: 'watch', url, headers }, 'watching');
+    return watcher;
+  }
+
+  /** The events it received; it fails if an id did not follow the one before. */
+  async received(): Promise<number> {
+    const reply = await this.ask({ type: 'count' }, 'counted');
+    if (reply.faults.length > 0) throw new Error(`P1's SSE subscriber: ${reply.faults.join('; ')}`);
+    return reply.ids;
+  }
+
+  close(): void {
+    this.child.send({ type: 'stop' } satisfies SseWatcherRequest);
+  }
+
+  private ask<T extends SseWatcherReply['type']>(request: SseWatcherRequest, expected: T): Promise<Extract<SseWatcherReply, { type: T }>> {
+    return new Promise((resolve, reject) => {
+      const exited = () => reject(new Error('the SSE watcher exited'));
+      this.child.once('exit', exited);
+      this.child.once('message', (reply: SseWatcherReply) => {
+        this.child.off('exit', exited);
+        if (reply.type === expected) resolve(reply as Extract<SseWatcherReply, { type: T }>);
+        else reject(new Error(`SSE watcher: ${reply.type === 'failed' ? reply.message : reply.type}`));
+      });
+      this.child.send(request);
+    });
+  }
 }
