@@ -124,10 +124,10 @@ export class AttemptController {
     return this.controller.signal;
   }
 
-  /** Restart the idle timer (a chunk arrived). */
+  /** Restart the idle timer (a chunk arrived): the same timer re-armed, not a new one per chunk. */
   touch(): void {
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.expire('idle'), this.idleMs);
+    if (this.timer) this.timer.refresh();
+    else this.timer = setTimeout(() => this.expire('idle'), this.idleMs);
   }
 
   private expire(which: 'idle' | 'total'): void {
