@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 
@@ -33,4 +34,13 @@ function cpuModel(): string | undefined {
 /** The 1-minute load average, as text (other work on the machine skews every figure). */
 export function loadAverage(): string {
   return os.loadavg().map((value) => value.toFixed(2)).join(' / ');
+}
+
+/**
+ * Waits until the kernel has written out every dirty page (`sync`): what an earlier step wrote
+ * (a populated data dir, another benchmark's million events) is then not flushed during the
+ * next measurement, where its writeback would slow whichever start it lands on.
+ */
+export function flushDirtyPages(): void {
+  spawnSync('sync', { stdio: 'ignore' });
 }
