@@ -56,7 +56,7 @@ export class GitShadowRepository implements ShadowRepository {
 
   async snapshot(target: ShadowTarget): Promise<string> {
     // Taken before git looks: a change after it is either in git's answer or in the next print.
-    const print = this.large.has(target.gitDir) ? { kind: 'large' as const } : workdirFingerprint(target.workdir);
+    const print = this.large.has(target.gitDir) ? { kind: 'large' as const } : await workdirFingerprint(target.workdir);
     if (print.kind === 'large') this.large.add(target.gitDir);
     if (print.kind === 'print') {
       const known = this.lastTree.get(target.gitDir);

@@ -12,6 +12,8 @@ const MAX_ENTRIES = 2000;
 const RACY_MS = 2000;
 /** Racy files are read whole: past this many bytes of them, no fingerprint. */
 const MAX_RACY_BYTES = 1024 * 1024;
+/** Entries walked in one turn of the event loop (about a millisecond of lstat calls). */
+const SLICE_ENTRIES = 256;
 
 export type Fingerprint =
   | { kind: 'print'; digest: string; empty: boolean }
@@ -24,10 +26,13 @@ export type Fingerprint =
  * A digest of everything a snapshot of `workdir` depends on, from stat data alone (plus the
  * content of files changed in the last moments): if two fingerprints are equal, nothing in the
  * workdir changed in between, so its tree is the one recorded last time and git need not look.
- * Walked synchronously and bounded (MAX_ENTRIES lstat calls, a few ms); `.git` entries are
- * skipped as the shadow repository skips them. Symlinks are never followed.
+ * Bounded (MAX_ENTRIES lstat calls), made with synchronous calls in slices of SLICE_ENTRIES: the
+ * event loop serves the server's other work between slices instead of waiting for the whole walk
+ * (1,500 entries took 6-16 ms). A change made while it walks is in this print or in the next one,
+ * as with a change made while git looks. `.git` entries are skipped as the shadow repository skips
+ * them. Symlinks are never followed.
  */
-export function workdirFingerprint(workdir: string): Fingerprint {
+export async function workdirFingerprint(workdir: string): Promise<Fingerprint> {
   const hash = createHash('sha1');
   const now = Date.now();
   let entries = 0;
@@ -41,6 +46,7 @@ export function workdirFingerprint(workdir: string): Fingerprint {
       for (const name of names) {
         if (name === '.git') continue;
         if (++entries > MAX_ENTRIES) return { kind: 'large' };
+        if (entries % SLICE_ENTRIES === 0) await new Promise((resolve) => setImmediate(resolve));
         const child = relative === '' ? name : `${relative}/${name}`;
         const absolute = path.join(workdir, child);
         const stat = fs.lstatSync(absolute);

@@ -1,0 +1,69 @@
+// The workdir's stat fingerprint, taken before each file-changing tool call (issue 19): a big
+// workdir is walked in slices, so the server's event loop serves its other conversations between
+// them; a small one in one go; and every change still makes another print.
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { workdirFingerprint } from '../src/adapters/workdir-fingerprint.js';
+import { tempDir } from './support/agentd.js';
+
+let workdir: string;
+
+beforeEach(() => {
+  workdir = tempDir('agentd-fingerprint-');
+});
+afterEach(() => fs.rmSync(workdir, { recursive: true, force: true }));
+
+/** `count` files spread over ten directories, their stamps set in the past (not racy: no content hashed). */
+function populate(count: number): void {
+  const past = new Date(Date.now() - 60_000);
+  for (let i = 0; i < count; i++) {
+    const dir = path.join(workdir, `d${i % 10}`);
+    fs.mkdirSync(dir, { recursive: true });
+    const file = path.join(dir, `f${i}.txt`);
+    fs.writeFileSync(file, `${i}\n`);
+    fs.utimesSync(file, past, past);
+  }
+}
+
+/** How many turns of the event loop passed while `work` ran. */
+async function turnsDuring<T>(work: () => Promise<T>): Promise<{ result: T; turns: number }> {
+  let turns = 0;
+  let running = true;
+  const tick = () => {
+    if (!running) return;
+    turns += 1;
+    setImmediate(tick);
+  };
+  setImmediate(tick);
+  const result = await work();
+  running = false;
+  return { result, turns };
+}
+
+describe('the workdir fingerprint', () => {
+  it('walks a big workdir in slices, with the event loop turning between them, and still sees a change deep inside', async () => {
+    populate(1_200);
+    const { result: first, turns } = await turnsDuring(() => workdirFingerprint(workdir));
+    expect(first.kind).toBe('print');
+    // 1,210 entries in slices of 256: the loop turned while it walked (a walk in one go lets it turn none).
+    expect(turns).toBeGreaterThanOrEqual(3);
+    expect(await workdirFingerprint(workdir)).toEqual(first);
+    fs.appendFileSync(path.join(workdir, 'd7', 'f1197.txt'), 'changed\n');
+    const second = await workdirFingerprint(workdir);
+    expect(second.kind).toBe('print');
+    expect(second).not.toEqual(first);
+  });
+
+  it('walks a small workdir in one turn', async () => {
+    populate(100);
+    const { result, turns } = await turnsDuring(() => workdirFingerprint(workdir));
+    expect(result.kind).toBe('print');
+    expect(turns).toBe(0);
+  });
+
+  it('gives up past its bound of entries: git decides for such a workdir', async () => {
+    populate(2_100);
+    expect(await workdirFingerprint(workdir)).toEqual({ kind: 'large' });
+  });
+});
