@@ -274,46 +274,26 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const commands = new CommandService({ conversations: store, secrets, runner: commandRunner, workdirFs });
   const forks = new ConversationForks({ conversations, store, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
   if (storage.postgres && config.cluster) {
-    // Several instances: a run cut off by a dead instance (this one's previous process included) is recovered by whichever takes its lease.
     // The cluster layer (and its HTTP client) loads only for several instances.
-    const { Ownership } = await import('./cluster/ownership.js');
-    ownership = new Ownership({
-      pg: storage.postgres,
-      instanceUrl: config.cluster.instanceUrl,
-      ttlMs: config.cluster.leaseTtlMs,
-      resumeOnFailover: config.cluster.resumeOnFailover,
-      store,
-      agent,
-      webhooks,
-      logger,
-      checkpoints: {
-        adopt: async (conversationId) => {
-          checkpointStore.evict(conversationId);
-          await checkpoints.recover(conversationId);
+    const { composeOwnership } = await import('./compose-ownership.js');
+    ownership = composeOwnership({
+      cluster: config.cluster,
+      metrics,
+      deps: {
+        pg: storage.postgres,
+        store,
+        agent,
+        webhooks,
+        logger,
+        checkpoints: {
+          adopt: async (conversationId) => {
+            checkpointStore.evict(conversationId);
+            await checkpoints.recover(conversationId);
+          },
         },
       },
     });
     await ownership.start();
-    const { log: pgLog, writes } = storage.postgres;
-    const held = ownership;
-    const ttlMs = config.cluster.leaseTtlMs;
-    metrics.addCluster({
-      leasesHeld: () => held.heldCount,
-      instancesLive: () => held.instances.live(ttlMs),
-      takeovers: () => held.stats.takeovers,
-      failovers: () => held.stats.failovers,
-      leasesLost: () => held.stats.lost,
-      forwarded: () => held.stats.forwarded,
-      deadInstances: () => held.stats.deadInstances,
-      barrierTimeouts: () => held.replica.stats.barrierTimeouts,
-      resyncs: () => held.replica.stats.resyncs,
-      tailPosition: () => pgLog.tail.position,
-      tailLag: async () => Math.max(0, (await pgLog.globalHead()) - pgLog.tail.position),
-      deliveredInline: () => pgLog.tail.stats.inline,
-      deliveredRead: () => pgLog.tail.stats.read,
-      publishFailures: () => pgLog.stats.publishFailures,
-      pendingWrites: () => writes.pending,
-    });
   } else {
     await agent.recoverAfterRestart();
   }
