@@ -233,8 +233,10 @@ async function startConversation(options: { server: TestServer; fake: FakeLlm; t
     },
     async close() {
       const stored = await server.services.storage.log.lastSeq(id);
-      for (const deadline = Date.now() + 10_000; (await subscriber.received()) < stored; ) {
-        if (Date.now() > deadline) throw new Error(`P1's SSE subscriber received ${await subscriber.received()} of ${stored} events`);
+      for (const deadline = Date.now() + 10_000; ; ) {
+        const received = await subscriber.received();
+        if (received >= stored) break;
+        if (Date.now() > deadline) throw new Error(`P1's SSE subscriber received ${received} of ${stored} events`);
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
       subscriber.close();
