@@ -3,8 +3,8 @@
 // them; a small one in one go; and every change still makes another print.
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { workdirFingerprint } from '../src/adapters/workdir-fingerprint.js';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { DirectoryListings, workdirFingerprint } from '../src/adapters/workdir-fingerprint.js';
 import { tempDir } from './support/agentd.js';
 
 let workdir: string;
@@ -12,7 +12,10 @@ let workdir: string;
 beforeEach(() => {
   workdir = tempDir('agentd-fingerprint-');
 });
-afterEach(() => fs.rmSync(workdir, { recursive: true, force: true }));
+afterEach(() => {
+  vi.restoreAllMocks();
+  fs.rmSync(workdir, { recursive: true, force: true });
+});
 
 /** `count` files spread over ten directories, their stamps set in the past (not racy: no content hashed). */
 function populate(count: number): void {
@@ -65,5 +68,40 @@ describe('the workdir fingerprint', () => {
   it('gives up past its bound of entries: git decides for such a workdir', async () => {
     populate(2_100);
     expect(await workdirFingerprint(workdir)).toEqual({ kind: 'large' });
+  });
+
+  it('reads again only the directories that changed since the last walk, and sees every change', async () => {
+    populate(40);
+    // A listing is kept only once its directory's stamps are past the racy window (ctime cannot be set back).
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    const listings = new DirectoryListings();
+    const readdir = vi.spyOn(fs, 'readdirSync');
+    const first = await workdirFingerprint(workdir, listings);
+    expect(readdir).toHaveBeenCalledTimes(11); // the root and its ten directories
+    readdir.mockClear();
+    expect(await workdirFingerprint(workdir, listings)).toEqual(first);
+    expect(readdir).not.toHaveBeenCalled();
+
+    const readOf = () => readdir.mock.calls.map(([dir]) => path.relative(workdir, String(dir)));
+    fs.writeFileSync(path.join(workdir, 'd3', 'new.txt'), 'new\n');
+    const added = await workdirFingerprint(workdir, listings);
+    expect(added).not.toEqual(first);
+    expect(readOf()).toEqual(['d3']);
+    readdir.mockClear();
+    // d3 just changed: its listing is read at every walk until its stamps are old.
+    expect(await workdirFingerprint(workdir, listings)).toEqual(added);
+    expect(readOf()).toEqual(['d3']);
+
+    fs.rmSync(path.join(workdir, 'd5', 'f15.txt'));
+    const removed = await workdirFingerprint(workdir, listings);
+    expect(removed).not.toEqual(added);
+    fs.renameSync(path.join(workdir, 'd6'), path.join(workdir, 'd6-old'));
+    fs.mkdirSync(path.join(workdir, 'd6'));
+    const replaced = await workdirFingerprint(workdir, listings);
+    expect(replaced).not.toEqual(removed);
+    fs.writeFileSync(path.join(workdir, 'top.txt'), 'top\n');
+    expect(await workdirFingerprint(workdir, listings)).not.toEqual(replaced);
+    // The same prints as walks that keep nothing.
+    expect(await workdirFingerprint(workdir, listings)).toEqual(await workdirFingerprint(workdir));
   });
 });

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import type { ChangedPath, ShadowRepository, ShadowTarget } from '../core/checkpoints/shadow-repository.js';
 import { GitError, runGit } from './git-program.js';
 import type { SpawnProcess } from './process-spawner.js';
-import { workdirFingerprint } from './workdir-fingerprint.js';
+import { DirectoryListings, workdirFingerprint } from './workdir-fingerprint.js';
 import { EMPTY_TREE } from '../core/checkpoints/shadow-repository.js';
 
 /**
@@ -14,6 +14,8 @@ import { EMPTY_TREE } from '../core/checkpoints/shadow-repository.js';
  * git-program.ts shuts out; this is the second wall.)
  */
 const ATTRIBUTES = '* -filter !diff -merge -text -eol -ident -crlf -working-tree-encoding -export-subst -export-ignore\n';
+/** Workdirs whose directory listings are kept between fingerprints (each at most the fingerprint's bound of names). */
+const LISTINGS_KEPT = 64;
 /** The agent's own corner (.agentd) is never recorded; `.git` never is, whatever git version. */
 const EXCLUDE = '/.agentd/\n.git\n';
 
@@ -36,6 +38,8 @@ export class GitShadowRepository implements ShadowRepository {
   private readonly lastPrint = new Map<string, string>();
   /** Workdirs too large for a fingerprint: git alone decides. */
   private readonly large = new Set<string>();
+  /** The directory listings of the last walk of the workdirs fingerprinted most recently (at most LISTINGS_KEPT of them). */
+  private readonly listings = new Map<string, DirectoryListings>();
   private checked: Promise<{ ok: true } | { ok: false; reason: string }> | null = null;
 
   /** `spawn`: spawns git (the server's ProcessSpawner); default: spawned by this process. */
@@ -56,7 +60,7 @@ export class GitShadowRepository implements ShadowRepository {
 
   async snapshot(target: ShadowTarget): Promise<string> {
     // Taken before git looks: a change after it is either in git's answer or in the next print.
-    const print = this.large.has(target.gitDir) ? { kind: 'large' as const } : await workdirFingerprint(target.workdir);
+    const print = this.large.has(target.gitDir) ? { kind: 'large' as const } : await workdirFingerprint(target.workdir, this.listingsOf(target.gitDir));
     if (print.kind === 'large') this.large.add(target.gitDir);
     if (print.kind === 'print') {
       const known = this.lastTree.get(target.gitDir);
@@ -66,6 +70,15 @@ export class GitShadowRepository implements ShadowRepository {
     }
     const tree = await this.snapshotWithGit(target);
     return this.remember(target, tree, print.kind === 'print' ? print.digest : undefined);
+  }
+
+  /** A workdir's listings, most recently used last; the least recently used go past LISTINGS_KEPT. */
+  private listingsOf(gitDir: string): DirectoryListings {
+    const listings = this.listings.get(gitDir) ?? new DirectoryListings();
+    this.listings.delete(gitDir);
+    this.listings.set(gitDir, listings);
+    if (this.listings.size > LISTINGS_KEPT) this.listings.delete(this.listings.keys().next().value!);
+    return listings;
   }
 
   private remember(target: ShadowTarget, tree: string, print: string | undefined): string {
