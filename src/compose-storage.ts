@@ -25,10 +25,11 @@ export async function composeStorage(options: {
   const conversationsDir = path.join(config.dataDir, 'conversations');
   const log = new FileEventLog({ conversationsDir, firehoseFile: path.join(config.dataDir, 'firehose.idx'), fsync: config.fsync, storageError, onDamaged: options.onDamaged });
   const repository = new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError, snapshotFile: path.join(config.dataDir, 'conversations.snapshot') });
+  const runs = new FileRunStore(conversationsDir, { storageError, onDamaged: options.onDamaged });
   return {
     kind: 'files',
     log,
-    runs: new FileRunStore(conversationsDir, { storageError, onDamaged: options.onDamaged }),
+    runs,
     repository,
     summaries: new FileSummaryStore(path.join(config.dataDir, 'summaries.json')),
     webhooks: new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box, fsync: config.fsync, storageError }),
@@ -36,6 +37,9 @@ export async function composeStorage(options: {
     durable: async () => {},
     checks: async () => ({}),
     postgres: null,
-    close: () => log.close(),
+    close: async () => {
+      runs.close();
+      await log.close();
+    },
   };
 }

@@ -367,6 +367,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await closeTools();
       streams.closeAll('server_shutting_down');
       await storage.close();
+      checkpointStore.close();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any
       // more; and (files) no record file but to check it is unchanged: the records in one snapshot,
       // with the summaries (then summaries.json only names that snapshot).

@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FileCheckpointStore } from '../src/adapters/file-checkpoint-store.js';
 import type { CheckpointRecord } from '../src/core/checkpoints/checkpoint-schemas.js';
 import { tempDir } from './support/agentd.js';
+import { openFilesWith } from './support/open-files.js';
 
 let dir: string | undefined;
 afterEach(() => {
@@ -76,5 +77,26 @@ describe('FileCheckpointStore', () => {
     expect(fs.readFileSync(file, 'utf8')).toBe(`${JSON.stringify(kept)}\n${JSON.stringify(next)}\n`);
     expect(new FileCheckpointStore(dir).list(conversation)).toEqual([kept, next]);
     expect(store.last(conversation)).toEqual(next);
+  });
+
+  it('keeps a conversation\'s file open between appends, closed once it is released, evicted, forgotten or the store closed', () => {
+    dir = tempDir('agentd-checkpoints-open-');
+    const store = new FileCheckpointStore(dir, { ownDirectory: true });
+    const ids = [randomUUID(), randomUUID(), randomUUID()] as const;
+    for (const id of ids) {
+      store.append(checkpointOf(id, 1));
+      store.append(checkpointOf(id, 2));
+      expect(openFilesWith(id)).toHaveLength(1);
+    }
+    store.release(ids[0]);
+    store.evict(ids[1]);
+    store.forget(ids[2]);
+    for (const id of ids) expect(openFilesWith(id)).toEqual([]);
+    expect(store.list(ids[0]).map((checkpoint) => checkpoint.seq)).toEqual([1, 2]);
+    expect(fs.existsSync(path.join(dir, ids[2]))).toBe(false);
+    store.append(checkpointOf(ids[0], 3));
+    store.close();
+    expect(openFilesWith(ids[0])).toEqual([]);
+    expect(store.list(ids[0]).map((checkpoint) => checkpoint.seq)).toEqual([1, 2, 3]);
   });
 });

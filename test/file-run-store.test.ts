@@ -12,6 +12,7 @@ import type { Run } from '../src/core/agent/run-record.js';
 import { DamagedDataError } from '../src/core/errors.js';
 import { CreateConversationBody } from '../src/core/schemas/conversation.js';
 import { startServer, tempDir } from './support/agentd.js';
+import { openFilesWith } from './support/open-files.js';
 
 let dir: string | undefined;
 afterEach(() => {
@@ -93,5 +94,28 @@ describe('FileRunStore', () => {
     expect(reported).toHaveLength(1);
     expect(reported[0]![0]).toBe(damaged);
     expect(reported[0]![1].damage).toMatchObject({ file: 'runs.jsonl', line: 2 });
+  });
+
+  it('keeps a running conversation\'s file open between saves, and closes it when the conversation is released, dropped or the store closed', () => {
+    dir = tempDir('agentd-runs-open-');
+    const store = new FileRunStore(dir);
+    const [one, two] = [randomUUID(), randomUUID()];
+    const run = runOf(one, 'running');
+    store.save(run);
+    store.save({ ...run, iterations: 2 });
+    store.save(runOf(two, 'running'));
+    expect(openFilesWith(one)).toHaveLength(1);
+    expect(openFilesWith(two)).toHaveLength(1);
+    store.release(one);
+    expect(openFilesWith(one)).toEqual([]);
+    expect(store.list(one).map((saved) => saved.iterations)).toEqual([2]);
+    store.drop(two);
+    expect(openFilesWith(two)).toEqual([]);
+    expect(fs.existsSync(path.join(dir, two, 'runs.jsonl'))).toBe(false);
+    store.save({ ...run, iterations: 3 });
+    expect(openFilesWith(one)).toHaveLength(1);
+    store.close();
+    expect(openFilesWith(one)).toEqual([]);
+    expect(new FileRunStore(dir).list(one).map((saved) => saved.iterations)).toEqual([3]);
   });
 });

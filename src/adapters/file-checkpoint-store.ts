@@ -2,9 +2,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { CheckpointRecord } from '../core/checkpoints/checkpoint-schemas.js';
 import type { CheckpointStore } from '../core/checkpoints/checkpoint-store.js';
-import { appendLine } from './append-line.js';
+import { AppendFiles } from './append-line.js';
 
 const FILE = 'checkpoints.jsonl';
+/** Checkpoint files kept open between appends (a run takes one per step; the least recently used closed first). */
+const OPEN_FILES = 64;
 
 /**
  * `<dir>/<id>/checkpoints.jsonl` (one line per checkpoint) beside the shadow repository
@@ -23,6 +25,7 @@ const FILE = 'checkpoints.jsonl';
 export class FileCheckpointStore implements CheckpointStore {
   /** The newest checkpoint of each conversation whose file was read (and a torn line cut off), null when it has none. */
   private readonly newest = new Map<string, CheckpointRecord | null>();
+  private readonly files = new AppendFiles({ max: OPEN_FILES });
 
   constructor(
     private readonly conversationsDir: string,
@@ -32,7 +35,7 @@ export class FileCheckpointStore implements CheckpointStore {
   append(record: CheckpointRecord): void {
     // Read once first: a torn line left by a crash is cut off before a whole one follows it.
     if (!this.newest.has(record.conversation_id)) this.last(record.conversation_id);
-    appendLine(this.fileOf(record.conversation_id), JSON.stringify(record));
+    this.files.append(this.fileOf(record.conversation_id), JSON.stringify(record));
     this.newest.set(record.conversation_id, record);
   }
 
@@ -72,17 +75,25 @@ export class FileCheckpointStore implements CheckpointStore {
   /** The conversation was deleted: its checkpoints go (with its directory, or here when they have one of their own). */
   forget(conversationId: string): void {
     this.newest.delete(conversationId);
+    this.files.close(this.fileOf(conversationId));
     if (this.options.ownDirectory) fs.rmSync(path.join(this.conversationsDir, conversationId), { recursive: true, force: true });
   }
 
   /** Another instance may have taken checkpoints of this conversation: read them again when next asked. */
   evict(conversationId: string): void {
     this.newest.delete(conversationId);
+    this.files.close(this.fileOf(conversationId));
+  }
+
+  /** The server stops: the files kept open are closed. */
+  close(): void {
+    this.files.closeAll();
   }
 
   /** The conversation went idle: its newest checkpoint is read from the file again when next needed. */
   release(conversationId: string): void {
     this.newest.delete(conversationId);
+    this.files.close(this.fileOf(conversationId));
   }
 
   private fileOf(conversationId: string): string {

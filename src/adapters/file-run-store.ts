@@ -2,10 +2,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Run, type RunStore } from '../core/agent/run-record.js';
 import { DamagedDataError, StorageFullError } from '../core/errors.js';
-import { appendLine } from './append-line.js';
+import { AppendFiles } from './append-line.js';
 import { isOutOfSpace } from './disk-space.js';
 
 const FILE = 'runs.jsonl';
+/** Run files kept open between saves (the least recently saved closed first). */
+const OPEN_FILES = 64;
 
 /**
  * `<conversationsDir>/<id>/runs.jsonl`: one line per saved state of a run, appended; loading
@@ -18,6 +20,8 @@ const NO_RUNS: ReadonlyMap<string, Run> = new Map();
 
 export class FileRunStore implements RunStore {
   private readonly cache = new Map<string, ReadonlyMap<string, Run>>();
+  /** Saved at every step of a run: the files of the conversations running now stay open. */
+  private readonly files = new AppendFiles({ max: OPEN_FILES });
 
   constructor(
     private readonly conversationsDir: string,
@@ -33,7 +37,7 @@ export class FileRunStore implements RunStore {
     const runs = loaded === NO_RUNS ? new Map<string, Run>() : (loaded as Map<string, Run>);
     const file = this.fileOf(run.conversation_id);
     try {
-      appendLine(file, JSON.stringify(run));
+      this.files.append(file, JSON.stringify(run));
     } catch (error) {
       throw this.options.storageError ? this.options.storageError(error) : isOutOfSpace(error) ? new StorageFullError() : error;
     }
@@ -48,10 +52,17 @@ export class FileRunStore implements RunStore {
   /** An idle conversation's runs leave memory (read from the file again on next use): the cache holds only conversations in use. */
   release(conversationId: string): void {
     this.cache.delete(conversationId);
+    this.files.close(this.fileOf(conversationId));
+  }
+
+  /** The server stops: the files kept open are closed. */
+  close(): void {
+    this.files.closeAll();
   }
 
   drop(conversationId: string): void {
     this.cache.delete(conversationId);
+    this.files.close(this.fileOf(conversationId));
     fs.rmSync(this.fileOf(conversationId), { force: true });
   }
 
