@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
@@ -249,12 +250,20 @@ async function startConversation(options: { server: TestServer; fake: FakeLlm; t
  * as a dashboard is. Until round 2's fifteenth session it read the stream in this process, so its
  * parsing (fetch's web streams, text decoding) ran on the server's event loop and counted as the
  * agent's overhead: ×0.05-0.1 of P1's ratio.
+ *
+ * It runs at the lowest priority (nice 19): a dashboard runs on another machine, and on this one
+ * the watcher woken by each SSE write was scheduled on the server's core and ran its parsing
+ * before the server's next instruction (a `write` to its socket took 70-110 µs instead of
+ * 40-50 µs, and the LLM round trip in a step 0.1 ms more). The write itself, and the wake-up,
+ * still count.
  */
 class SseWatcher {
   private constructor(private readonly child: ChildProcess) {}
 
   static async watch(url: string, headers: Record<string, string>): Promise<SseWatcher> {
-    const watcher = new SseWatcher(fork(childScript('sse-watcher'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
+    const child = fork(childScript('sse-watcher'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    os.setPriority(child.pid!, 19);
+    const watcher = new SseWatcher(child);
     await watcher.ask({ type: 'watch', url, headers }, 'watching');
     return watcher;
   }
