@@ -40,6 +40,10 @@ async function runChild(id: string): Promise<void> {
   if (!entry) throw new Error(`no benchmark ${id}`);
   const bench = await entry.load();
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), `agentd-bench-${id}-`));
+  // Whatever the benchmark's servers and programs make in the temp dir goes into its own, removed at the end
+  // (others may traverse it: a PostgreSQL run as its own user reaches its cluster's directory).
+  fs.chmodSync(tmp, 0o711);
+  process.env.TMPDIR = tmp;
   const started = performance.now();
   try {
     const result = await bench.run({ quick: flags.quick, tmp });
