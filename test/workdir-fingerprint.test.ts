@@ -104,4 +104,18 @@ describe('the workdir fingerprint', () => {
     // The same prints as walks that keep nothing.
     expect(await workdirFingerprint(workdir, listings)).toEqual(await workdirFingerprint(workdir));
   });
+
+  it('reads a root changed a moment ago without a stat, and still sees a change at its top', async () => {
+    populate(20);
+    const listings = new DirectoryListings();
+    const stat = vi.spyOn(fs, 'statSync');
+    const first = await workdirFingerprint(workdir, listings);
+    expect(stat).toHaveBeenCalledTimes(1);
+    stat.mockClear();
+    // Its listing cannot be kept for 2 s: its stat would be of no use meanwhile.
+    expect(await workdirFingerprint(workdir, listings)).toEqual(first);
+    expect(stat).not.toHaveBeenCalled();
+    fs.writeFileSync(path.join(workdir, 'top.txt'), 'top\n');
+    expect(await workdirFingerprint(workdir, listings)).not.toEqual(first);
+  });
 });

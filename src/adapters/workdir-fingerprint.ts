@@ -29,13 +29,26 @@ export type Fingerprint =
  * data are the same as at the last walk still holds the names read then. Only a listing read
  * when the directory's stamps were already RACY_MS old is kept (a change within the same tick of
  * the coarse clock would leave them as they were). Saves a walk the four to five system calls of
- * a `readdir` per directory: it uses the stat data it takes anyway (of the root, one `stat` more).
+ * a `readdir` per directory: it uses the stat data it takes anyway (of the root, one `stat` more,
+ * skipped while the root's listing could not be kept: a workdir changed at its top a moment ago).
  */
 export class DirectoryListings {
   private last = new Map<string, Listing>();
+  /** Until then the root's stamps are too recent for its listing to be kept: it is read without a stat. */
+  private rootYoungUntil = 0;
+
+  /** The root's stat data, or null while its listing could not be kept anyway. */
+  rootStat(workdir: string, now: number): fs.Stats | null {
+    if (now < this.rootYoungUntil) return null;
+    const stat = fs.statSync(workdir);
+    const newest = Math.max(stat.mtimeMs, stat.ctimeMs);
+    if (newest >= now - RACY_MS) this.rootYoungUntil = newest + RACY_MS;
+    return stat;
+  }
 
   /** The directory's names, sorted: as last read when its stat data are unchanged, else read now; `kept` gets what the next walk may reuse. */
-  namesOf(absolute: string, relative: string, stat: fs.Stats, now: number, kept: Map<string, Listing>): string[] {
+  namesOf(absolute: string, relative: string, stat: fs.Stats | null, now: number, kept: Map<string, Listing>): string[] {
+    if (stat === null) return fs.readdirSync(absolute).sort();
     const stamp = `${stat.ino}:${stat.dev}:${stat.mtimeMs}:${stat.ctimeMs}`;
     const known = this.last.get(relative);
     if (known !== undefined && known.stamp === stamp) {
@@ -71,24 +84,30 @@ interface Listing {
  */
 export async function workdirFingerprint(workdir: string, listings: DirectoryListings = new DirectoryListings()): Promise<Fingerprint> {
   const kept = new Map<string, Listing>();
-  const print = await walk(workdir, (absolute, relative, stat, now) => listings.namesOf(absolute, relative, stat, now, kept));
+  const print = await walk(workdir, {
+    rootStat: (now) => listings.rootStat(workdir, now),
+    namesOf: (absolute, relative, stat, now) => listings.namesOf(absolute, relative, stat, now, kept),
+  });
   listings.settle(kept, print.kind === 'print');
   return print;
 }
 
-type NamesOf = (absolute: string, relative: string, stat: fs.Stats, now: number) => string[];
+interface Directories {
+  rootStat(now: number): fs.Stats | null;
+  namesOf(absolute: string, relative: string, stat: fs.Stats | null, now: number): string[];
+}
 
-async function walk(workdir: string, namesOf: NamesOf): Promise<Fingerprint> {
+async function walk(workdir: string, directories: Directories): Promise<Fingerprint> {
   const hash = createHash('sha1');
   const now = Date.now();
   let entries = 0;
   let racyBytes = 0;
   try {
     // Each directory with its stat data (the root's followed, as its readdir follows it).
-    const pending: [string, fs.Stats][] = [['', fs.statSync(workdir)]];
+    const pending: [string, fs.Stats | null][] = [['', directories.rootStat(now)]];
     while (pending.length > 0) {
       const [relative, dirStat] = pending.pop()!;
-      const names = namesOf(path.join(workdir, relative), relative, dirStat, now);
+      const names = directories.namesOf(path.join(workdir, relative), relative, dirStat, now);
       hash.update(`D${relative}\0${names.length}\n`);
       for (const name of names) {
         if (name === '.git') continue;
