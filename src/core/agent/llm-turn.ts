@@ -73,11 +73,15 @@ export type TurnResult =
   | { kind: 'note'; why: NoteReason }
   | { kind: 'calls'; calls: { call: LlmToolCall; args: ParsedArguments }[]; responseId: string; thought: string | null; cutOff: boolean };
 
-/** Ask the LLM once and record its answer (text, or actions awaiting confirmation). */
-export async function llmTurn(context: RunContext, settings: ReturnType<RunContext['settings']>, output: OutputRequirement | null): Promise<TurnResult> {
+/**
+ * Ask the LLM once and record its answer (text, or actions awaiting confirmation). `signal`: the
+ * turn's, aborted when the run stops or an interrupt comes (its calls run under it too: after an
+ * interrupt, the turn's calls left are not run).
+ */
+export async function llmTurn(context: RunContext, settings: ReturnType<RunContext['settings']>, output: OutputRequirement | null, signal: AbortSignal = context.interrupts.signal(context.signal)): Promise<TurnResult> {
   let response;
   try {
-    response = await askLlm(context, { settings: settings.llm, signal: context.interrupts.signal(context.signal), output });
+    response = await askLlm(context, { settings: settings.llm, signal, output });
   } catch (error) {
     if (context.signal.aborted) return { kind: 'aborted' };
     // The answer being streamed is dropped: the model answers again, the new message in view.

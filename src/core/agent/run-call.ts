@@ -7,9 +7,18 @@ import { executeTool, type ParsedArguments } from './tool-executor.js';
 
 // One call that runs, and the points where hooks may change the run's course (UserPromptSubmit, Stop).
 
-/** Execute one recorded action and record its observation; an outcome when the run must end. */
-export async function runCall(context: RunContext, steps: StuckStep[], call: { id: string; name: string; args: ParsedArguments }, tools: ReadonlyMap<string, ToolDefinition> = context.tools): Promise<RunOutcome | null> {
-  const toolContext = { ...context.toolContext, signal: context.interrupts.signal(context.signal), toolCallId: call.id };
+/**
+ * Execute one recorded action and record its observation; an outcome when the run must end.
+ * `signal`: the turn's (see llmTurn), else one of its own.
+ */
+export async function runCall(
+  context: RunContext,
+  steps: StuckStep[],
+  call: { id: string; name: string; args: ParsedArguments },
+  tools: ReadonlyMap<string, ToolDefinition> = context.tools,
+  signal: AbortSignal = context.interrupts.signal(context.signal),
+): Promise<RunOutcome | null> {
+  const toolContext = { ...context.toolContext, signal, toolCallId: call.id };
   const result = await executeTool({ tools, name: call.name, args: call.args, context: toolContext });
   const note = call.args.ok && !context.signal.aborted ? await context.gate.afterTool({ id: call.id, name: call.name, args: call.args.value }, result) : null;
   await context.append({

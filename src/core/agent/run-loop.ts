@@ -38,7 +38,9 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
     // Messages that arrive during the turn (its LLM request, its calls) follow its results.
     context.history.hold();
     try {
-      const turn = await llmTurn(context, settings, output);
+      // One signal for the LLM turn and the calls it makes (an interrupt taken above made a fresh one).
+      const signal = context.interrupts.signal(context.signal);
+      const turn = await llmTurn(context, settings, output, signal);
       if (turn.kind === 'aborted') return turn;
       if (turn.kind === 'interrupted') {
         await recordInterrupt(context, 'llm', []);
@@ -97,7 +99,7 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
           // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
           if (turn.cutOff && !args.ok) outcome = await recordNotRun(context, call, CUT_CALL_RESULT, 'output_truncated');
           else if (args.ok) outcome = await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone');
-          else outcome = await runCall(context, steps, { id: call.id, name: call.name, args }, tools);
+          else outcome = await runCall(context, steps, { id: call.id, name: call.name, args }, tools, signal);
         } else {
           const verdict = await context.gate.beforeTool({ id: call.id, name: call.name, args: args.value });
           // The checkpoint before a call that runs is taken before its action is recorded: the tool starts right after it.
@@ -112,7 +114,7 @@ export async function executeRun(context: RunContext): Promise<RunOutcome> {
             pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
             continue;
           }
-          const run = () => runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } }, tools);
+          const run = () => runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } }, tools, signal);
           if (tools.get(call.name)?.concurrent) {
             running.push(run());
             continue;
