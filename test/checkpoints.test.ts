@@ -182,4 +182,24 @@ describe('fork', () => {
     expect(withSecrets.workdir).toBe(parent.workdir);
     expectError(await harness.post(`/conversations/${id}/fork`, { at_seq: 10_000 }), { status: 422, error: 'invalid_at_seq', message: /past the conversation's last event/ });
   });
+
+  it('forgets a deleted conversation\'s shadow repository: nothing about it stays in memory', async () => {
+    harness = await startAgentHarness([
+      { toolCalls: [{ name: 'bash', arguments: { command: 'echo one > one.txt' } }] },
+      { text: 'done' },
+      { toolCalls: [{ name: 'bash', arguments: { command: 'echo two > two.txt' } }] },
+      { text: 'done' },
+    ]);
+    const shadow = (harness.server.services.checkpoints as unknown as { deps: { shadow: { held: number } } }).deps.shadow;
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const id = await harness.createConversation({ initial_message: `make file ${i}` });
+      await harness.waitForStatus(id, ['idle']);
+      ids.push(id);
+    }
+    expect(shadow.held).toBe(2);
+    const response = await fetch(`${harness.server.url}/conversations/${ids[0]}`, { method: 'DELETE', headers: harness.server.auth });
+    expect(response.status).toBe(204);
+    expect(shadow.held).toBe(1);
+  });
 });

@@ -72,6 +72,17 @@ export class GitShadowRepository implements ShadowRepository {
     return this.remember(target, tree, print.kind === 'print' ? print.digest : undefined);
   }
 
+  /** The conversation is deleted: its trees, commit, fingerprint and listings leave memory (they stayed for the process's life). */
+  forget(gitDir: string): void {
+    for (const map of [this.lastTree, this.indexTree, this.lastCommit, this.lastPrint, this.listings]) map.delete(gitDir);
+    this.large.delete(gitDir);
+  }
+
+  /** How many repositories something is kept in memory about (tests). */
+  get held(): number {
+    return new Set([...this.lastTree.keys(), ...this.indexTree.keys(), ...this.lastCommit.keys(), ...this.lastPrint.keys(), ...this.listings.keys(), ...this.large]).size;
+  }
+
   /** A workdir's listings, most recently used last; the least recently used go past LISTINGS_KEPT. */
   private listingsOf(gitDir: string): DirectoryListings {
     const listings = this.listings.get(gitDir) ?? new DirectoryListings();

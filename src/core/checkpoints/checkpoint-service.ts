@@ -109,6 +109,11 @@ export class CheckpointService implements RunCheckpoints {
     return changed ? changed.slice(0, MAX_FILES_LISTED).map((change) => change.path) : null;
   }
 
+  /** The conversation is deleted: what the shadow repository keeps in memory about it goes (its files go with its directory). */
+  forget(conversationId: string): void {
+    this.deps.shadow.forget?.(this.deps.store.gitDirOf(conversationId));
+  }
+
   list(conversationId: string, query: { order: 'asc' | 'desc'; pageId?: string | undefined; limit: number }): Page<Checkpoint> {
     this.deps.conversations.record(conversationId);
     const all = this.deps.store.list(conversationId);

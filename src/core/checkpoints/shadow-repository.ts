@@ -37,4 +37,6 @@ export interface ShadowRepository {
   restore(target: ShadowTarget, from: string, to: string): Promise<void>;
   /** Write `tree` into `intoDir` (an empty directory), e.g. the workdir of a fork. */
   exportTree(gitDir: string, tree: string, intoDir: string): Promise<void>;
+  /** The conversation is deleted: what is kept in memory about its repository goes. */
+  forget?(gitDir: string): void;
 }
