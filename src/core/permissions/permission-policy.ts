@@ -43,11 +43,17 @@ export class PermissionPolicy {
   }
 
   check(toolName: string, args: Record<string, unknown>, workdir: string): PermissionVerdict {
+    // No rule: the default decides, with nothing to match (a call's arguments are not even looked at).
+    if (this.deny.length === 0 && this.ask.length === 0 && this.allow.length === 0) return this.byDefault(toolName);
     const subjects = subjectsOf(toolName, args, workdir);
     for (const { rule, source } of this.deny) if (ruleMatches(rule, toolName, subjects)) return { decision: 'deny', rule: `deny: ${rule.text}`, source };
     for (const { rule, source } of this.ask) if (ruleMatches(rule, toolName, subjects)) return { decision: 'ask', rule: `ask: ${rule.text}`, source };
     const allowed = allowedBy(this.allow, toolName, subjects);
     if (allowed) return { decision: 'allow', rule: `allow: ${allowed.text}`, source: 'conversation' };
+    return this.byDefault(toolName);
+  }
+
+  private byDefault(toolName: string): PermissionVerdict {
     // Approving a question before it is asked would be asking twice: only an explicit rule stops ask_user.
     if (this.fallback === 'ask' && toolName === 'ask_user') return { decision: 'allow', rule: null, source: 'default' };
     return { decision: this.fallback, rule: null, source: 'default' };
