@@ -1,4 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import os from 'node:os';
 import path from 'node:path';
 import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
@@ -131,6 +132,11 @@ class TurnClient {
 
   constructor() {
     this.child = fork(childScript('turn-client'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    // At the lowest priority, as P1's SSE watcher: a client runs on another machine. Woken by the
+    // 202 and by each SSE write, it was scheduled on the server's core and did its parsing before
+    // the server went on; niced, it runs beside the server or while the server waits. Its own time
+    // on the path (the POST it sends, the run's end it reads) still counts.
+    os.setPriority(this.child.pid!, 19);
     this.child.on('message', (reply: TurnClientReply) => this.waiting?.(reply));
   }
 
