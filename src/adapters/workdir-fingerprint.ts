@@ -83,31 +83,24 @@ interface Listing {
  * same workdir, reused where unchanged (see DirectoryListings).
  */
 export async function workdirFingerprint(workdir: string, listings: DirectoryListings = new DirectoryListings()): Promise<Fingerprint> {
+  // What this walk reads for the next one (its own map: two walks of one workdir never mix theirs).
   const kept = new Map<string, Listing>();
-  const print = await walk(workdir, {
-    rootStat: (now) => listings.rootStat(workdir, now),
-    namesOf: (absolute, relative, stat, now) => listings.namesOf(absolute, relative, stat, now, kept),
-  });
+  const print = await walk(workdir, listings, kept);
   listings.settle(kept, print.kind === 'print');
   return print;
 }
 
-interface Directories {
-  rootStat(now: number): fs.Stats | null;
-  namesOf(absolute: string, relative: string, stat: fs.Stats | null, now: number): string[];
-}
-
-async function walk(workdir: string, directories: Directories): Promise<Fingerprint> {
+async function walk(workdir: string, listings: DirectoryListings, kept: Map<string, Listing>): Promise<Fingerprint> {
   const hash = createHash('sha1');
   const now = Date.now();
   let entries = 0;
   let racyBytes = 0;
   try {
     // Each directory with its stat data (the root's followed, as its readdir follows it).
-    const pending: [string, fs.Stats | null][] = [['', directories.rootStat(now)]];
+    const pending: [string, fs.Stats | null][] = [['', listings.rootStat(workdir, now)]];
     while (pending.length > 0) {
       const [relative, dirStat] = pending.pop()!;
-      const names = directories.namesOf(path.join(workdir, relative), relative, dirStat, now);
+      const names = listings.namesOf(path.join(workdir, relative), relative, dirStat, now, kept);
       hash.update(`D${relative}\0${names.length}\n`);
       for (const name of names) {
         if (name === '.git') continue;
