@@ -182,7 +182,9 @@ describe('fork', () => {
     expect(withSecrets.workdir).toBe(parent.workdir);
     expectError(await harness.post(`/conversations/${id}/fork`, { at_seq: 10_000 }), { status: 422, error: 'invalid_at_seq', message: /past the conversation's last event/ });
   });
+});
 
+describe('a deleted conversation', () => {
   it('forgets a deleted conversation\'s shadow repository: nothing about it stays in memory', async () => {
     harness = await startAgentHarness([
       { toolCalls: [{ name: 'bash', arguments: { command: 'echo one > one.txt' } }] },

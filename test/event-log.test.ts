@@ -6,6 +6,7 @@ import { FileEventLog } from '../src/adapters/file-event-log/file-event-log.js';
 import type { NewEvent } from '../src/core/schemas/event.js';
 import { DamagedDataError } from '../src/core/errors.js';
 import { tempDir } from './support/agentd.js';
+import { openFilesWith } from './support/open-files.js';
 
 let dir: string;
 let now: number;
@@ -294,14 +295,7 @@ describe('FileEventLog firehose', () => {
 });
 
 describe('FileEventLog open files', () => {
-  const openFiles = (id: string) =>
-    fs.readdirSync('/proc/self/fd').filter((fd) => {
-      try {
-        return fs.readlinkSync(`/proc/self/fd/${fd}`).includes(id);
-      } catch {
-        return false;
-      }
-    }).length;
+  const openFiles = (id: string) => openFilesWith(id).length;
 
   it('opens a conversation\'s files on first use and closes them once idle, then reopens them on demand', async () => {
     const log = openLog({ idleCloseMs: 50 });
