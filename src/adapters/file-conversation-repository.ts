@@ -7,7 +7,7 @@ import type { SecretBox } from '../core/secrets/secret-box.js';
 import { sealConversationRecord, unsealConversationRecord, type SealedConversationRecord } from './sealed-conversation-record.js';
 import { DamagedDataError, StorageFullError } from '../core/errors.js';
 import { isOutOfSpace } from './disk-space.js';
-import { hasStamp, RecordSnapshot, stampOf, type SnapshotEntry } from './record-snapshot.js';
+import { hasStamp, RecordSnapshot, stampOf, type SavedSnapshot, type SnapshotEntry } from './record-snapshot.js';
 import { compareByKeyThenId } from '../core/conversations/sorted-index.js';
 
 const FILE = 'conversation.json';
@@ -35,11 +35,14 @@ export class FileConversationRepository implements ConversationRepository {
   }
 
   async loadAll(options: { afterCleanStop?: boolean; snapshotToken?: string } = {}): Promise<LoadedConversations> {
-    const entries = await fs.promises.readdir(this.dir, { withFileTypes: true });
+    // The directory is listed in the threadpool while the snapshot is decrypted and parsed here.
+    const listing = fs.promises.readdir(this.dir, { withFileTypes: true });
+    listing.catch(() => {});
+    const saved = this.snapshot?.load() ?? null;
     const ids: string[] = [];
-    for (const entry of entries) if (entry.isDirectory()) ids.push(entry.name);
+    for (const entry of await listing) if (entry.isDirectory()) ids.push(entry.name);
     const loaded: LoadedConversations = { records: [], damaged: [] };
-    const snapshot = this.loadSnapshot(new Set(ids), options.snapshotToken);
+    const snapshot = saved && this.takeFromSnapshot(saved, new Set(ids), options.snapshotToken);
     let unread = ids;
     if (snapshot) {
       const { taken, current } = snapshot;
@@ -68,20 +71,21 @@ export class FileConversationRepository implements ConversationRepository {
   }
 
   /**
-   * From the snapshot, when there is one to trust: each record of a directory here whose file is
-   * as the snapshot saw it (one stat as its line is read; no read, decrypt or validation), and
-   * whether the snapshot is `current`: written by the clean shutdown just before this start (its
-   * summaries say so), so that nothing has appended to any log since.
+   * From the snapshot (one to trust): each record of a directory here whose file is as the
+   * snapshot saw it (one stat each, no read, decrypt or validation), and whether the snapshot is
+   * `current`: written by the clean shutdown just before this start (its summaries say so), so
+   * that nothing has appended to any log since. The stats come after the parsing, in one pass:
+   * between two lines' parsing each took a quarter longer.
    */
-  private loadSnapshot(ids: ReadonlySet<string>, snapshotToken: string | undefined): { taken: Map<string, SnapshotEntry>; current: boolean } | null {
-    if (!this.snapshot) return null;
+  private takeFromSnapshot(saved: SavedSnapshot, ids: ReadonlySet<string>, snapshotToken: string | undefined): { taken: Map<string, SnapshotEntry>; current: boolean } {
     const taken = new Map<string, SnapshotEntry>();
-    const token = this.snapshot.load((id, entry) => {
-      if (!ids.has(id) || entry.record.id !== id) return;
+    for (const entry of saved.entries) {
+      const { id } = entry.record;
+      if (!ids.has(id)) continue;
       const stat = fs.statSync(`${this.dir}/${id}/${FILE}`, { throwIfNoEntry: false });
       if (stat && hasStamp(stat, entry.stamp)) taken.set(id, entry);
-    });
-    return token === null ? null : { taken, current: token === snapshotToken };
+    }
+    return { taken, current: saved.token === snapshotToken };
   }
 
   /**
