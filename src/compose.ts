@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { loadOrCreateKeyFile } from './adapters/key-file.js';
+import { holdingYoungGeneration } from './adapters/young-generation.js';
 import { ConversationService } from './core/conversations/conversation-service.js';
 import { ConversationStore } from './core/conversations/conversation-store.js';
 import { AgentSessions } from './core/agent/agent-sessions.js';
@@ -170,7 +171,9 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   });
   const events = new EventQueries(log, (id) => void store.record(id));
   const summaries = storage.summaries;
-  for (const { id, error } of await store.load(await summaries.take())) {
+  // Everything loaded is kept: the young generation need not grow for it (young-generation.ts).
+  const saved = await summaries.take();
+  for (const { id, error } of await holdingYoungGeneration(() => store.load(saved))) {
     logger.error({ conversation_id: id, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
   }
   const { launcher, info: sandbox } = await sandboxReady;
