@@ -266,7 +266,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     log,
     recorder,
     runtime: agent,
-    onDeleted: [(conversationId) => secrets.forget(conversationId), (conversationId) => webhooks.callbacks.removeConversation(conversationId), (conversationId) => checkpointStore.forget(conversationId), (conversationId) => checkpoints.forget(conversationId)],
+    onDeleted: [(conversationId) => secrets.forget(conversationId), (conversationId) => webhooks.callbacks.removeConversation(conversationId), (conversationId) => checkpointStore.forget(conversationId), (conversationId) => checkpoints.forget(conversationId), (_, record) => launcher.forget?.(record.workdir)],
     defaults: {
       llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
       workdirBase: config.workdirBase,

@@ -196,6 +196,23 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
     }
   });
 
+  it.skipIf(!asRoot)("forgets a deleted conversation's workdir: neither its ownership nor its uid's identity files stay", async () => {
+    const launcher = (harness.server.services.commands as unknown as { deps: { runner: { options: { launcher: { held: { owned: number; identityFiles: number } } } } } }).deps.runner.options.launcher;
+    const before = launcher.held;
+    const { body } = await harness.post('/conversations', {});
+    const uid = sandboxUid(body.workdir);
+    const result = await harness.post(`/conversations/${body.id}/commands`, { command: 'id -u', timeout_s: 30 });
+    expect(result.body.stdout.trim()).toBe(String(uid));
+    const identityFiles = [`passwd-${uid}`, `group-${uid}`].map((name) => path.join(harness.server.dataDir, 'sandbox', name));
+    expect(identityFiles.every((file) => fs.existsSync(file))).toBe(true);
+    expect(launcher.held).toEqual({ owned: before.owned + 1, identityFiles: before.identityFiles + 2 });
+
+    const response = await fetch(`${harness.server.url}/conversations/${body.id}`, { method: 'DELETE', headers: harness.server.auth });
+    expect(response.status).toBe(204);
+    expect(launcher.held).toEqual(before);
+    expect(identityFiles.filter((file) => fs.existsSync(file))).toEqual([]);
+  });
+
   it('the root and /dev are read-only; /tmp, /var/tmp and /dev/shm are sized; a file past RLIMIT_FSIZE fails', async () => {
     const { body } = await harness.post('/conversations', {});
     const script = [

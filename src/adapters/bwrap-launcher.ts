@@ -108,6 +108,16 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     await this.owner.ensureAsync({ workdir: sandbox.workdir, uid: identity.uid, gid: identity.gid });
   }
 
+  forget(workdir: string): void {
+    this.owner.forget(workdir);
+    if (this.asRoot) this.identities.forget(workdir);
+  }
+
+  /** What is kept about workdirs: how many are known given away, how many identity files known written (tests). */
+  get held(): { owned: number; identityFiles: number } {
+    return { owned: this.owner.held, identityFiles: this.identities.held };
+  }
+
   prepare(spec: ProcessSpec): PreparedProcess {
     const workdir = spec.sandbox?.workdir ?? spec.cwd;
     const identity = this.asRoot ? this.identities.forWorkdir(workdir) : null;

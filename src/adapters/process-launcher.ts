@@ -67,6 +67,8 @@ export interface ProcessLauncher {
    * without blocking the event loop: a `prepare` after it finds it done. Optional to call.
    */
   ready?(sandbox: SandboxRequest): Promise<void>;
+  /** The workdir's conversation is deleted: what was kept about the workdir goes (it stayed for the process's life). */
+  forget?(workdir: string): void;
 }
 
 /**

@@ -29,7 +29,12 @@ export function sandboxUid(workdir: string): number {
 
 /** Writes (once) and names the identity files of sandbox users, in a directory of the server's. */
 export class SandboxIdentityFiles {
-  private readonly known = new Set<string>();
+  /**
+   * Each file written by this process, with the home it names (passwd) or '' (group): the host's
+   * files are read once, so that is all a file's content depends on. Its name and home, never the
+   * content itself (a copy of the host's passwd and group, ~2 KB, per workdir ever used).
+   */
+  private readonly known = new Map<string, string>();
   private readonly hostPasswd: string;
   private readonly hostGroup: string;
   private readonly gitconfig: string;
@@ -47,9 +52,27 @@ export class SandboxIdentityFiles {
     const uid = sandboxUid(workdir);
     // passwd fields cannot hold ':' or a newline; HOME is set in the environment anyway.
     const home = /[:\n]/.test(workdir) ? '/tmp' : workdir;
-    const passwd = this.write(`passwd-${uid}`, `${withNewline(this.hostPasswd)}${SANDBOX_USER}:x:${uid}:${uid}:agentd sandbox:${home}:/bin/bash\n`);
-    const group = this.write(`group-${uid}`, `${withNewline(this.hostGroup)}${SANDBOX_USER}:x:${uid}:\n`);
+    const passwd = this.write(`passwd-${uid}`, home, () => `${withNewline(this.hostPasswd)}${SANDBOX_USER}:x:${uid}:${uid}:agentd sandbox:${home}:/bin/bash\n`);
+    const group = this.write(`group-${uid}`, '', () => `${withNewline(this.hostGroup)}${SANDBOX_USER}:x:${uid}:\n`);
     return { uid, gid: uid, files: { passwd, group, gitconfig: this.gitconfig } };
+  }
+
+  /**
+   * The workdir's conversation is gone: its uid's files go, and what is kept about them (another
+   * workdir of the same uid, if any, has them written again at its next sandbox; a sandbox
+   * running holds its own bind mounts of them).
+   */
+  forget(workdir: string): void {
+    const uid = sandboxUid(workdir);
+    for (const name of [`passwd-${uid}`, `group-${uid}`]) {
+      this.known.delete(name);
+      fs.rmSync(path.join(this.dir, name), { force: true });
+    }
+  }
+
+  /** How many identity files this process knows it wrote, two per uid (tests). */
+  get held(): number {
+    return this.known.size;
   }
 
   /** The identity files for the server's own user (non-root server): the host's, plus the git trust. */
@@ -57,12 +80,12 @@ export class SandboxIdentityFiles {
     return { passwd: '/etc/passwd', group: '/etc/group', gitconfig: this.gitconfig };
   }
 
-  private write(name: string, content: string): string {
+  private write(name: string, variant: string, content: () => string): string {
     const file = path.join(this.dir, name);
-    const key = `${name}\0${content}`;
-    if (this.known.has(key)) return file;
-    if (readOrEmpty(file) !== content) writeAtomically(file, content);
-    this.known.add(key);
+    if (this.known.get(name) === variant) return file;
+    const text = content();
+    if (readOrEmpty(file) !== text) writeAtomically(file, text);
+    this.known.set(name, variant);
     return file;
   }
 }

@@ -39,6 +39,16 @@ export class WorkdirOwner {
     else await execFileAsync('chown', ARGS(workdir, uid, gid), { timeout: CHOWN_TIMEOUT_MS });
     this.owned.set(workdir, uid);
   }
+
+  /** The workdir's conversation is gone: a later use of the same path gives it away again. */
+  forget(workdir: string): void {
+    this.owned.delete(workdir);
+  }
+
+  /** How many workdirs are known given away (tests). */
+  get held(): number {
+    return this.owned.size;
+  }
 }
 
 export function isSystemPath(dir: string): boolean {

@@ -56,8 +56,8 @@ export class ConversationService {
       defaults: ConversationDefaults;
       /** The agent: told about messages, deletions and workdir changes; none: messages are only stored. */
       runtime?: ConversationRuntime;
-      /** What else holds per-conversation state, told after a deletion (secret maskers, webhook subscriptions). */
-      onDeleted?: readonly ((conversationId: string) => void | Promise<void>)[];
+      /** What else holds per-conversation state, told after a deletion, with the deleted record (secret maskers, webhook subscriptions, the sandbox's workdir state). */
+      onDeleted?: readonly ((conversationId: string, record: Readonly<ConversationRecord>) => void | Promise<void>)[];
       /** Reads a message's workdir image (the workspace's safe resolution); none: image paths are refused. */
       readImage?: (conversationId: string, ...args: Parameters<ReadWorkdirImage>) => ReturnType<ReadWorkdirImage>;
       clock?: Clock;
@@ -194,7 +194,7 @@ export class ConversationService {
     await this.deps.log.drop(id);
     this.deps.recorder.closeConversation(id);
     if (options.deleteWorkdir && record.workdir_created) await this.deps.workdirs.remove(record.workdir);
-    for (const listener of this.deps.onDeleted ?? []) await listener(id);
+    for (const listener of this.deps.onDeleted ?? []) await listener(id, record);
   }
 
   /** Append a user message; start a run or feed the running one unless `run` is false. */
