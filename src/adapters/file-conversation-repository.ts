@@ -37,6 +37,7 @@ export class FileConversationRepository implements ConversationRepository {
   async loadAll(options: { afterCleanStop?: boolean; snapshotToken?: string } = {}): Promise<LoadedConversations> {
     // The directory is listed in the threadpool while the snapshot is decrypted and parsed here.
     const listing = fs.promises.readdir(this.dir, { withFileTypes: true });
+    // Awaited below; handled meanwhile, should the reading before it throw.
     listing.catch(() => {});
     const saved = this.snapshot?.load() ?? null;
     const ids: string[] = [];
