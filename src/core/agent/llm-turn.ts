@@ -75,10 +75,10 @@ export type TurnResult =
 
 /**
  * Ask the LLM once and record its answer (text, or actions awaiting confirmation). `signal`: the
- * turn's, aborted when the run stops or an interrupt comes (its calls run under it too: after an
- * interrupt, the turn's calls left are not run).
+ * turn's (`context.interrupts.signal(context.signal)`), aborted when the run stops or an interrupt
+ * comes; its calls run under it too (after an interrupt, the turn's calls left are not run).
  */
-export async function llmTurn(context: RunContext, settings: ReturnType<RunContext['settings']>, output: OutputRequirement | null, signal: AbortSignal = context.interrupts.signal(context.signal)): Promise<TurnResult> {
+export async function llmTurn(context: RunContext, settings: ReturnType<RunContext['settings']>, output: OutputRequirement | null, signal: AbortSignal): Promise<TurnResult> {
   let response;
   try {
     response = await askLlm(context, { settings: settings.llm, signal, output });
