@@ -172,6 +172,25 @@ describe.skipIf(Boolean(skipReason) || slirp === null)('the slirp4netns fallback
   }, 60_000);
 });
 
+describe.skipIf(Boolean(skipReason))('a network helper that cannot attach', () => {
+  // The probe runs one sandbox with the helper attached; only when it fails does it run one without.
+  it('leaves the sandbox in use, without network, with the reason', async () => {
+    const helpers = tempDir();
+    const stateDir = tempDir();
+    try {
+      fs.writeFileSync(path.join(helpers, 'pasta'), '#!/bin/sh\nexit 1\n', { mode: 0o755 });
+      const broken = await selectProcessLauncher({ requested: 'auto', limits: NO_LIMITS, searchPath: `${helpers}:${process.env.PATH ?? ''}`, hiddenPaths: [], extraReadOnlyPaths: [], stateDir });
+      expect(broken.launcher.mode).toBe('bwrap');
+      expect(broken.fallbackReason).toBeNull();
+      expect(broken.networkHelper).toBeNull();
+      expect(broken.networkFallbackReason).toMatch(/^pasta cannot attach to a sandbox here: the probe /);
+    } finally {
+      fs.rmSync(helpers, { recursive: true, force: true });
+      fs.rmSync(stateDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
 describe.skipIf(Boolean(skipReason))('sandbox network helper lifetime', () => {
   it('a "host" conversation loses the host network when the operator withdraws the opt-in', async () => {
     const dataDir = tempDir();

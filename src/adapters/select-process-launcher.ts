@@ -79,18 +79,21 @@ export async function selectProcessLauncher(options: SelectLauncherOptions): Pro
         searchPath,
         networkHelper,
       });
-    // The network stack is probed on its own (when it cannot run, the sandbox still does), at the
-    // same time as the sandbox: one after the other, they were the longest part of a start that
-    // loads many conversations beside them.
+    const selected = (launcher: ProcessLauncher, networkHelper: NetworkHelper | null, networkFallbackReason: string | null): LauncherSelection => ({ launcher, fallbackReason: null, cgroupReason, networkHelper, networkFallbackReason });
+    // One sandbox with the network stack attached proves both; only when it fails does a sandbox
+    // without one run, to tell a network stack that cannot attach (the sandbox still runs) from a
+    // sandbox that cannot. Start-up takes one sandbox's start, and its CPU, not two at once beside
+    // the records it loads.
     const helper = findNetworkHelper(searchPath);
-    const networked = helper === null ? null : make(helper);
-    const [failure, networkFailure] = await Promise.all([probe(make(null), { searchPath, network: false }), networked === null ? null : probe(networked, { searchPath, network: true })]);
-    if (failure === null) {
-      const selected = (launcher: ProcessLauncher, networkHelper: NetworkHelper | null, networkFallbackReason: string | null): LauncherSelection => ({ launcher, fallbackReason: null, cgroupReason, networkHelper, networkFallbackReason });
-      if (helper === null || networked === null) return selected(make(null), null, 'neither pasta (package passt) nor slirp4netns is installed');
+    let networkFailure: string | null = null;
+    if (helper !== null) {
+      const networked = make(helper);
+      networkFailure = await probe(networked, { searchPath, network: true });
       if (networkFailure === null) return selected(networked, helper, null);
-      return selected(make(null), null, `${helper.kind} cannot attach to a sandbox here: ${networkFailure}`);
     }
+    const plain = make(null);
+    const failure = await probe(plain, { searchPath, network: false });
+    if (failure === null) return selected(plain, null, helper === null ? 'neither pasta (package passt) nor slirp4netns is installed' : `${helper.kind} cannot attach to a sandbox here: ${networkFailure}`);
     reason = failure;
   }
   if (options.requested === 'bwrap') throw new SandboxUnavailableError(reason);
