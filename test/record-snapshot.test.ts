@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { FileConversationRepository } from '../src/adapters/file-conversation-repository.js';
 import type { ConversationRecord } from '../src/core/conversations/conversation-record.js';
 import { SecretBox } from '../src/core/secrets/secret-box.js';
@@ -184,6 +184,39 @@ describe('the records snapshot of a clean shutdown', () => {
     expect(titles(records)).toEqual({ [one!.id]: 'one, saved later' });
     expect(damaged.map((d) => [d.id, d.error.damage.file])).toEqual([[two!.id, 'conversation.json']]);
     expect(damaged[0]!.error.damage.reason).toMatch(/not valid JSON/);
+  });
+
+  it('spares listing the conversations directory while it is unchanged since; one added since (a start after a crash) is listed and read', async () => {
+    const held = await shutDownCleanly();
+    const readdir = vi.spyOn(fs.promises, 'readdir');
+    try {
+      const listings = () => readdir.mock.calls.filter(([dir]) => dir === conversationsDir).length;
+      const unchanged = await repository().loadAll({ afterCleanStop: true });
+      expect(titles(unchanged.records)).toEqual(titles(held));
+      expect(listings(), 'not listed: the snapshot names every directory in it').toBe(0);
+      // A conversation created after the snapshot, and the server killed before a clean shutdown.
+      const later = record('four', 'secret-value-four-1e0c');
+      repository().save(later);
+      const afterCrash = await repository().loadAll();
+      expect(titles(afterCrash.records)).toEqual({ ...titles(held), [later.id]: 'four' });
+      expect(listings()).toBe(1);
+    } finally {
+      readdir.mockRestore();
+    }
+  });
+
+  it('lists the directory at the next start when it holds a directory that none of its records names (a quarantined conversation\'s): it is read and quarantined again', async () => {
+    const [one, two] = [record('one', 's-1'), record('two', 's-2')];
+    const repo = repository();
+    for (const r of [one, two]) repo.save(r!);
+    fs.writeFileSync(path.join(conversationsDir, two!.id, 'conversation.json'), '{ damaged');
+    // The store holds only the conversations that are not quarantined: the snapshot of the shutdown has one.
+    await repo.saveSnapshot([one!], new Map());
+    for (const start of [1, 2]) {
+      const { records, damaged } = await repository().loadAll({ afterCleanStop: true });
+      expect(titles(records), `start ${start}`).toEqual({ [one!.id]: 'one' });
+      expect(damaged.map((d) => d.id), `start ${start}`).toEqual([two!.id]);
+    }
   });
 
   it('is ignored when damaged, torn or sealed with another key: the files are read, the snapshot removed', async () => {

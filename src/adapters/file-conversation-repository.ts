@@ -35,22 +35,21 @@ export class FileConversationRepository implements ConversationRepository {
   }
 
   async loadAll(options: { afterCleanStop?: boolean; snapshotToken?: string } = {}): Promise<LoadedConversations> {
-    // The directory is listed in the threadpool while the snapshot is decrypted and parsed here.
-    const listing = fs.promises.readdir(this.dir, { withFileTypes: true });
-    // Awaited below; handled meanwhile, should the reading before it throw.
-    listing.catch(() => {});
+    // The directory's stamp before the snapshot is read, and before the listing that it may spare.
+    const dirStat = fs.statSync(this.dir);
     const saved = this.snapshot?.load() ?? null;
-    const ids: string[] = [];
-    for (const entry of await listing) if (entry.isDirectory()) ids.push(entry.name);
+    // Unchanged since the snapshot was saved: no directory was added or removed since, and its records named them all then.
+    const listed = saved && hasStamp(dirStat, saved.dirStamp) ? null : await this.list();
+    const ids = listed ?? saved!.records.map((record) => record.id);
     const loaded: LoadedConversations = { records: [], damaged: [] };
-    const snapshot = saved && this.takeFromSnapshot(saved, new Set(ids), options.snapshotToken);
+    const snapshot = saved && this.takeFromSnapshot(saved, listed && new Set(listed), options.snapshotToken);
     let unread = ids;
     if (snapshot) {
       const { taken, current } = snapshot;
       // In the snapshot's order (created_at: see saveSnapshot), which the index then need not sort.
-      for (const entry of taken.values()) loaded.records.push(entry.record);
+      for (const i of taken.values()) loaded.records.push(saved.records[i]!);
       unread = ids.filter((id) => !taken.has(id));
-      loaded.summaryOf = (id) => this.summaryFromSnapshot(id, taken.get(id), current);
+      loaded.summaryOf = (id) => this.summaryFromSnapshot(saved, taken.get(id), current);
       if (current) loaded.rightAfterCleanStop = true;
     }
     // Reads overlap (the disk may be slow to answer one at a time); parsing each is synchronous.
@@ -71,35 +70,42 @@ export class FileConversationRepository implements ConversationRepository {
     return loaded;
   }
 
+  /** The conversation directories' names (each a conversation's id, or a deleted one's leftovers). */
+  private async list(): Promise<string[]> {
+    const ids: string[] = [];
+    for (const entry of await fs.promises.readdir(this.dir, { withFileTypes: true })) if (entry.isDirectory()) ids.push(entry.name);
+    return ids;
+  }
+
   /**
-   * From the snapshot (one to trust): each record of a directory here whose file is as the
-   * snapshot saw it (one stat each, no read, decrypt or validation), and whether the snapshot is
-   * `current`: written by the clean shutdown just before this start (its summaries say so), so
-   * that nothing has appended to any log since. The stats come after the parsing, in one pass:
-   * between two lines' parsing each took a quarter longer.
+   * From the snapshot (one to trust): the place in it of each record of a directory listed here
+   * (`listed`; null: the directory was not listed, unchanged since the snapshot) whose file is as the snapshot saw it (one stat each, no read, decrypt or
+   * validation), by id, and whether the snapshot is `current`: written by the clean shutdown just
+   * before this start (its summaries say so), so that nothing has appended to any log since.
    */
-  private takeFromSnapshot(saved: SavedSnapshot, ids: ReadonlySet<string>, snapshotToken: string | undefined): { taken: Map<string, SnapshotEntry>; current: boolean } {
-    const taken = new Map<string, SnapshotEntry>();
-    for (const entry of saved.entries) {
-      const { id } = entry.record;
-      if (!ids.has(id)) continue;
+  private takeFromSnapshot(saved: SavedSnapshot, listed: ReadonlySet<string> | null, snapshotToken: string | undefined): { taken: Map<string, number>; current: boolean } {
+    const taken = new Map<string, number>();
+    saved.records.forEach(({ id }, i) => {
+      if (listed && !listed.has(id)) return;
       const stat = fs.statSync(`${this.dir}/${id}/${FILE}`, { throwIfNoEntry: false });
-      if (stat && hasStamp(stat, entry.stamp)) taken.set(id, entry);
-    }
+      if (stat && saved.recordUnchanged(i, stat)) taken.set(id, i);
+    });
     return { taken, current: saved.token === snapshotToken };
   }
 
   /**
-   * The summary of the conversation's log as the snapshot saw it: while the log file is unchanged
-   * (its stamp), or without a look at it when the snapshot is `current` (the clean shutdown just
-   * before this start wrote it, as it wrote summaries.json before).
+   * The summary of the log of the snapshot's i-th record as the snapshot saw it: while the log
+   * file is unchanged (its stamp), or without a look at it when the snapshot is `current` (the
+   * clean shutdown just before this start wrote it, as it wrote summaries.json before).
    */
-  private summaryFromSnapshot(id: string, entry: SnapshotEntry | undefined, current: boolean): ConversationSummary | undefined {
-    if (!entry?.log) return undefined;
-    if (current) return { updated_at: entry.record.updated_at, event_count: entry.log.eventCount };
-    const stat = fs.statSync(`${this.dir}/${id}/${LOG_FILE}`, { throwIfNoEntry: false });
-    if (!stat || !hasStamp(stat, entry.log.stamp)) return undefined;
-    return { updated_at: entry.record.updated_at, event_count: entry.log.eventCount };
+  private summaryFromSnapshot(saved: SavedSnapshot, i: number | undefined, current: boolean): ConversationSummary | undefined {
+    if (i === undefined || !saved.hadLog(i)) return undefined;
+    const record = saved.records[i]!;
+    if (!current) {
+      const stat = fs.statSync(`${this.dir}/${record.id}/${LOG_FILE}`, { throwIfNoEntry: false });
+      if (!stat || !saved.logUnchanged(i, stat)) return undefined;
+    }
+    return { updated_at: record.updated_at, event_count: saved.eventCount(i) };
   }
 
   /**
@@ -109,9 +115,12 @@ export class FileConversationRepository implements ConversationRepository {
    */
   async saveSnapshot(records: Iterable<Readonly<ConversationRecord>>, summaries: ReadonlyMap<string, ConversationSummary>): Promise<string | undefined> {
     if (!this.snapshot) return undefined;
+    // Taken first: a directory added after it changes it (the next start lists the directory).
+    const dirStamp = stampOf(await fs.promises.stat(this.dir));
+    const names = await fs.promises.readdir(this.dir);
     // In created_at order, as the index sorts them (as the store holds them after a start from a snapshot: then sorted already).
     const all = [...records].sort((a, b) => compareByKeyThenId(a.created_at, a.id, b.created_at, b.id));
-    const entries: [string, SnapshotEntry][] = [];
+    const entries: SnapshotEntry[] = [];
     const statOf = (file: string) => fs.promises.stat(file).catch(() => null);
     for (let i = 0; i < all.length; i += LOAD_CONCURRENCY) {
       const batch = all.slice(i, i + LOAD_CONCURRENCY);
@@ -120,10 +129,12 @@ export class FileConversationRepository implements ConversationRepository {
         const [stat, logStat] = stats[j]!;
         if (!stat) return;
         const log = logStat && { stamp: stampOf(logStat), eventCount: summaries.get(record.id)?.event_count ?? 0 };
-        entries.push([record.id, { record: record as ConversationRecord, stamp: stampOf(stat), log }]);
+        entries.push({ record: record as ConversationRecord, stamp: stampOf(stat), log });
       });
     }
-    return this.snapshot.save(entries);
+    // The next start skips listing the directory only if these records name all it holds (not a quarantined conversation's, say).
+    const saved = new Set(entries.map(({ record }) => record.id));
+    return this.snapshot.save(entries, names.every((name) => saved.has(name)) ? dirStamp : null);
   }
 
   /**

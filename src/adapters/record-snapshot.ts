@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { ConversationRecord } from '../core/conversations/conversation-record.js';
 import type { SecretBox } from '../core/secrets/secret-box.js';
@@ -33,11 +34,47 @@ export interface SnapshotEntry {
   log: { stamp: FileStamp; eventCount: number } | null;
 }
 
-/** What the last clean shutdown saved: its entries (in its order) and the save's token. */
-export interface SavedSnapshot {
-  entries: SnapshotEntry[];
-  /** Random per save: the summaries a clean shutdown saved name it (summaries.json) when they are this snapshot's. */
-  token: string;
+/** Numbers per record in the stamps: its file's stamp, its log's stamp (an inode of -1: no log) and the log's event count. */
+const STAMP_NUMBERS = 9;
+
+/**
+ * What the last clean shutdown saved: the records (in its order), with what it saw of each
+ * record's file and log kept in one array of numbers rather than two arrays and an object per
+ * record (30,000 objects fewer to make at 10,000 records).
+ */
+export class SavedSnapshot {
+  constructor(
+    readonly records: ConversationRecord[],
+    private readonly stamps: Float64Array,
+    /** Random per save: the summaries a clean shutdown saved name it (summaries.json) when they are this snapshot's. */
+    readonly token: string,
+    /** The conversations directory's stamp when it was saved: while it is unchanged, no directory was added or removed since. */
+    readonly dirStamp: FileStamp | null,
+  ) {}
+
+  /** Whether the i-th record's file is as the snapshot saw it. */
+  recordUnchanged(i: number, stat: fs.Stats): boolean {
+    return sameStamp(stat, this.stamps, i * STAMP_NUMBERS);
+  }
+
+  /** Whether the i-th record's log existed when it was saved. */
+  hadLog(i: number): boolean {
+    return this.stamps[i * STAMP_NUMBERS + 4] !== -1;
+  }
+
+  /** Whether the i-th record's log is as the snapshot saw it. */
+  logUnchanged(i: number, stat: fs.Stats): boolean {
+    return this.hadLog(i) && sameStamp(stat, this.stamps, i * STAMP_NUMBERS + 4);
+  }
+
+  /** The events the i-th record's log held when it was saved. */
+  eventCount(i: number): number {
+    return this.stamps[i * STAMP_NUMBERS + 8]!;
+  }
+}
+
+function sameStamp(stat: fs.Stats, numbers: Float64Array, at: number): boolean {
+  return stat.ino === numbers[at] && stat.size === numbers[at + 1] && stat.mtimeMs === numbers[at + 2] && stat.ctimeMs === numbers[at + 3];
 }
 
 const IV_BYTES = 12;
@@ -64,9 +101,9 @@ const PIECE_BYTES = 64 * 1024;
  * (AES-256-GCM): the secrets it holds are never on disk in clear, and a snapshot that is torn,
  * damaged or from another key fails authentication and is ignored (the files are read).
  *
- * Layout: iv | sealed lines | tag. The first line is `[tag, token]`: the tag of the server that
- * wrote it (see `snapshotTag`) and the save's random token; then one JSON line per conversation:
- * `[id, stamp, record, logStamp, eventCount]`.
+ * Layout: iv | sealed lines | tag. The first line is `[tag, token, dirStamp, stamps]`: the tag of
+ * the server that wrote it (see `snapshotTag`), the save's random token, the conversations
+ * directory's stamp and every record's stamps (SavedSnapshot); then one JSON line per record.
  */
 export class RecordSnapshot {
   /** The removal of the snapshot after a DELETE, until a new one is saved. */
@@ -79,8 +116,7 @@ export class RecordSnapshot {
 
   /**
    * What the last clean shutdown saved, or null when there is none to trust (none, torn, damaged,
-   * from another key or another server). Each entry's record is under the id its line names. The
-   * file stays.
+   * from another key or another server). The file stays.
    */
   load(): SavedSnapshot | null {
     let fd: number;
@@ -114,38 +150,32 @@ export class RecordSnapshot {
     fs.readSync(fd, iv, 0, IV_BYTES, 0);
     fs.readSync(fd, tag, 0, TAG_BYTES, size - TAG_BYTES);
     const opening = this.box.opening(iv, tag);
-    let token: string | null = null;
-    const entries: SnapshotEntry[] = [];
+    let header: Header | null = null;
+    const records: ConversationRecord[] = [];
     const line = (text: string) => {
-      if (token === null) {
-        const [tag, saved] = JSON.parse(text) as [unknown, unknown];
-        if (tag !== snapshotTag() || typeof saved !== 'string') throw new Error('written by another server version or record schema');
-        token = saved;
-        return;
-      }
-      const [id, stamp, record, logStamp, eventCount] = JSON.parse(text) as [string, FileStamp, ConversationRecord, FileStamp | null, number];
-      if (record.id !== id) return;
+      if (header === null) return void (header = readHeader(text));
+      const record = JSON.parse(text) as ConversationRecord;
       if (record.llm) record.llm = withUnsetLlmFields(record.llm);
-      entries.push({ stamp, record, log: logStamp === null ? null : { stamp: logStamp, eventCount } });
+      records.push(record);
     };
-    // The bytes after the last newline so far: the start of a line that a later piece ends.
-    let partial: Buffer | null = null;
+    // The pieces of a line that later pieces end (the first line, with the stamps, spans many): copied once, when it ends.
+    const partial: Buffer[] = [];
     const consume = (bytes: Buffer) => {
       let start = 0;
-      if (partial !== null) {
-        // The line begun in an earlier piece: only it is copied, not the piece.
+      if (partial.length > 0) {
         const end = bytes.indexOf(10);
-        if (end < 0) return void (partial = Buffer.concat([partial, bytes]));
-        line(Buffer.concat([partial, bytes.subarray(0, end)]).toString('utf8'));
-        partial = null;
+        if (end < 0) return void partial.push(bytes);
+        partial.push(bytes.subarray(0, end));
+        line(Buffer.concat(partial).toString('utf8'));
+        partial.length = 0;
         start = end + 1;
       }
       const end = bytes.lastIndexOf(10);
       if (end < start) {
-        if (start < bytes.length) partial = bytes.subarray(start);
+        if (start < bytes.length) partial.push(bytes.subarray(start));
         return;
       }
-      if (end + 1 < bytes.length) partial = bytes.subarray(end + 1);
+      if (end + 1 < bytes.length) partial.push(bytes.subarray(end + 1));
       // One text for the piece's whole lines; each line a slice of it, no copy.
       const text = bytes.toString('utf8', start, end + 1);
       for (let from = 0, newline = text.indexOf('\n'); newline >= 0; from = newline + 1, newline = text.indexOf('\n', from)) line(text.slice(from, newline));
@@ -159,8 +189,9 @@ export class RecordSnapshot {
     }
     consume(opening.final());
     // Set by the first line (a closure's assignment, which the compiler does not follow).
-    const saved = token as string | null;
-    return partial === null && saved !== null ? { entries, token: saved } : null;
+    const saved = header as Header | null;
+    if (partial.length > 0 || saved === null || saved.stamps.length !== records.length * STAMP_NUMBERS) return null;
+    return new SavedSnapshot(records, saved.stamps, saved.token, saved.dirStamp);
   }
 
   /**
@@ -172,19 +203,30 @@ export class RecordSnapshot {
     return (this.discarding ??= fs.promises.rm(this.file, { force: true }));
   }
 
-  /** Written once nothing saves records any more (a clean shutdown): a temp file, then renamed. Resolves to its token. */
-  async save(entries: Iterable<[id: string, SnapshotEntry]>): Promise<string> {
+  /**
+   * Written once nothing saves records any more (a clean shutdown): a temp file, then renamed.
+   * `dirStamp`: the conversations directory's, taken before the entries' (see SavedSnapshot).
+   * Resolves to its token.
+   */
+  async save(entries: readonly SnapshotEntry[], dirStamp: FileStamp | null): Promise<string> {
     const temp = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
     const token = randomBytes(12).toString('base64url');
+    const stamps = new Float64Array(entries.length * STAMP_NUMBERS);
+    entries.forEach(({ stamp, log }, i) => {
+      const at = i * STAMP_NUMBERS;
+      stamps.set(stamp, at);
+      if (log) stamps.set([...log.stamp, log.eventCount], at + 4);
+      else stamps[at + 4] = -1;
+    });
     const sealing = this.box.sealing();
     const handle = await fs.promises.open(temp, 'w', 0o600);
     try {
       await handle.write(sealing.iv);
-      let lines = `${JSON.stringify([snapshotTag(), token])}\n`;
-      for (const [id, { stamp, record, log }] of entries) {
+      let lines = `${JSON.stringify([snapshotTag(), token, dirStamp, Buffer.from(stamps.buffer).toString('base64')])}\n`;
+      for (const { record } of entries) {
         // Without the LLM config's unset fields (most of its twenty): a third less to decrypt and parse at the next start.
         const compact = record.llm ? { ...record, llm: withoutUnsetLlmFields(record.llm) } : record;
-        lines += `${JSON.stringify([id, stamp, compact, log?.stamp ?? null, log?.eventCount ?? 0])}\n`;
+        lines += `${JSON.stringify(compact)}\n`;
         if (lines.length < PIECE_BYTES) continue;
         await handle.write(sealing.update(Buffer.from(lines)));
         lines = '';
@@ -204,20 +246,39 @@ export class RecordSnapshot {
   }
 }
 
+interface Header {
+  token: string;
+  dirStamp: FileStamp | null;
+  stamps: Float64Array;
+}
+
+/** The first line: the tag of the server that wrote it, the save's token, the directory's stamp, the stamps (base64 of the numbers' bytes). */
+function readHeader(text: string): Header {
+  const [tag, token, dirStamp, encoded] = JSON.parse(text) as [unknown, unknown, unknown, unknown];
+  if (tag !== snapshotTag() || typeof token !== 'string' || typeof encoded !== 'string') throw new Error('written by another server version or record schema');
+  const bytes = Buffer.from(encoded, 'base64');
+  // Copied into a buffer of its own: a Float64Array needs its bytes aligned.
+  const stamps = new Float64Array(Math.floor(bytes.length / Float64Array.BYTES_PER_ELEMENT));
+  new Uint8Array(stamps.buffer).set(bytes.subarray(0, stamps.byteLength));
+  return { token, dirStamp: Array.isArray(dirStamp) && dirStamp.length === 4 ? (dirStamp as unknown as FileStamp) : null, stamps };
+}
+
 let tag: string | undefined;
 /**
  * The layout of the lines (2: with the log's stamp and event count, stamps with the ctime; 3: the
  * first line with the save's token, stamps as arrays of numbers; 4: the LLM config without its
- * unset fields).
+ * unset fields; 5: the stamps of all records in the first line, with the directory's, each record
+ * line the record alone).
  */
-const FORMAT = 4;
+const FORMAT = 5;
 
 /**
  * The version and the shape of the record schema (field names, types, defaults): a snapshot
  * holds records as this server parsed them, so a server whose schema differs reads the files.
  */
 function snapshotTag(): string {
-  return (tag ??= `${VERSION} ${FORMAT} ${schemaShape(ConversationRecord)}`);
+  // The stamps are the machine's own byte order: another order reads the files.
+  return (tag ??= `${VERSION} ${FORMAT} ${os.endianness()} ${schemaShape(ConversationRecord)}`);
 }
 
 interface ZodDef {
