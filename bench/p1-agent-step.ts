@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
+import type { ShellFactory } from '../src/core/tools/shell-session.js';
 import type { AgentEvent } from '../src/core/schemas/event.js';
 import { startFakeLlm, type FakeLlm, type FakeTurn } from '../test/fake-llm/fake-llm-server.js';
 import { fork, type ChildProcess } from 'node:child_process';
@@ -11,6 +11,7 @@ import { startServer, type TestServer } from '../test/support/agentd.js';
 import type { Benchmark } from './support/benchmark.js';
 import { EventTap, Meter, meterEvents, timedLlm, timedShells } from './support/instrumented.js';
 import { childScript } from './support/processes.js';
+import { shellsRunAs } from './support/machine.js';
 import { fmt, ratio, summarize } from './support/stats.js';
 import { cpuMs, StepFloor, type FloorCpu } from './support/step-floor.js';
 
@@ -37,14 +38,16 @@ export const p1AgentStep: Benchmark = {
     const tool = new Meter();
     const fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
     const tap = new EventTap();
-    const server = await startServer({ overrides: { llm: timedLlm(new OpenAiLlmClient(), llm), shells: timedShells(new BashShellFactory(), tool), readers: [tap] } });
+    // The server's own shells (its sandbox when it has one, spawned by its spawner), timed.
+    let ownShells: ShellFactory | undefined;
+    const server = await startServer({ overrides: { llm: timedLlm(new OpenAiLlmClient(), llm), wrapShells: (shells) => timedShells((ownShells = shells), tool), readers: [tap] } });
     const events = meterEvents(server.services.recorder);
     let floor: StepFloor | undefined;
     try {
       const warmup = await startConversation({ server, fake, tap });
       await warmup.run(20);
       await warmup.close();
-      floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir') });
+      floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir'), shells: ownShells });
       for (const meter of [llm, tool, events.append]) Object.assign(meter, { ms: 0, calls: 0 });
 
       const conversation = await startConversation({ server, fake, tap });
@@ -138,6 +141,7 @@ export const p1AgentStep: Benchmark = {
         notes: [
           `An agent step costs ${ratio(stepSummary.p50, floorP50)} its floor at the median (${fmt(stepSummary.p50)} ms vs ${fmt(floorP50)} ms; means ${ratio(perStep, floorMean)}); the agent's own work (append + fan-out + other) is ${fmt(perStep - part(llm) - part(tool))} ms a step.`,
           `One LLM call inside the run takes ${fmt(llm.ms / llm.calls)} ms against ${fmt(floorLlm.mean)} ms for the same requests replayed alone through the same client (${fmt(firstLlm.mean)} ms for a request like the run's first: the run's carry the whole history, which the fake server, in this process as in the tests, parses and checks). Each run also ends with one answer turn (${ROUNDS} over the ${steps} steps), counted in the totals.`,
+          `The agent's shells, the floor's too, run ${shellsRunAs(server.services.sandbox)}: the server's own, as \`agentd\` runs them on this machine.`,
           `The floor's LLM round trip is the step's own request sent again alone (since round 2's fourth session); the earlier floor sent a request like the run's first whatever the step, so the history's share of the round trip (the fake's parse, the body's transfer) counted as the agent's overhead. Both are shown.`,
         ],
       };

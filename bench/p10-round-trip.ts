@@ -1,8 +1,8 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
-import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
+import type { ShellFactory } from '../src/core/tools/shell-session.js';
 import { startFakeLlm, type FakeLlm } from '../test/fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from '../test/support/agentd.js';
 import type { TurnClientReply, TurnClientRequest } from './children/turn-client.js';
@@ -10,6 +10,7 @@ import type { Benchmark } from './support/benchmark.js';
 import { EventTap } from './support/instrumented.js';
 import { SEGMENTS, TurnTimeline, type SegmentName } from './support/turn-timeline.js';
 import { childScript } from './support/processes.js';
+import { shellsRunAs } from './support/machine.js';
 import { fmt, monotonicMs, ratio, summarize } from './support/stats.js';
 import { StepFloor } from './support/step-floor.js';
 
@@ -36,7 +37,9 @@ export const p10RoundTrip: Benchmark = {
     const tap = new EventTap();
     timeline.tap(tap);
     const fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
-    const server = await startServer({ overrides: { llm: timeline.llm(new OpenAiLlmClient()), shells: timeline.shells(new BashShellFactory()), readers: [tap] } });
+    // The server's own shells (its sandbox when it has one, spawned by its spawner), timed.
+    let ownShells: ShellFactory | undefined;
+    const server = await startServer({ overrides: { llm: timeline.llm(new OpenAiLlmClient()), wrapShells: (shells) => timeline.shells((ownShells = shells)), readers: [tap] } });
     timeline.checkpoints(server.services.checkpoints);
     const record = server.services.recorder.append.bind(server.services.recorder);
     server.services.recorder.append = (conversationId, event) => timeline.time('append', () => record(conversationId, event));
@@ -47,7 +50,7 @@ export const p10RoundTrip: Benchmark = {
       const warm = await Conversation.create(client, server, fake, timeline);
       for (let i = 0; i < 3; i++) await warm.turn();
       warm.close();
-      floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir') });
+      floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir'), shells: ownShells });
 
       const turns = { fresh: [] as TurnFigures[], later: [] as TurnFigures[] };
       for (let round = 0; round < rounds; round++) {
@@ -102,6 +105,7 @@ export const p10RoundTrip: Benchmark = {
         ],
         notes: [
           `A new conversation's round trip is ${ratio(freshSummary.p50, floorMs)} its floor at the median (${fmt(freshSummary.p50)} ms vs ${fmt(floorMs)} ms); a later turn ${ratio(laterSummary.p50, floorMs)} (${fmt(laterSummary.p50)} ms).`,
+          `The agent's shells, the floor's too, run ${shellsRunAs(server.services.sandbox)}: the server's own, as \`agentd\` runs them on this machine.`,
           'The client (its POST through fetch, its SSE stream) runs in a process of its own, as a real client does; the server, the fake LLM and the floor\'s samples share the benchmark\'s process. The two processes\' instants are compared on CLOCK_MONOTONIC. Until round 2\'s thirteenth session the client ran in the server\'s process and its CPU was on the path (RESULTS.md).',
         ],
       };

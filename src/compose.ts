@@ -105,6 +105,8 @@ export interface Services {
 export interface ServiceOverrides {
   llm?: LlmClient;
   shells?: ShellFactory;
+  /** Wraps the server's own shells (`shells`, or else its sandbox's through its spawner): benchmarks time them as they are. */
+  wrapShells?: (shells: ShellFactory) => ShellFactory;
   /** More in-process readers of every stored event, after the server's own (benchmarks time appends with one). */
   readers?: readonly EventReader[];
 }
@@ -185,7 +187,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
   const spawner = new ProcessSpawner();
   const { tools, close: closeTools } = await composeTools(config, launcher, spawner.spawn);
-  const shells = shellLedger.track(overrides.shells ?? new BashShellFactory({ launcher, spawn: spawner.spawn, ...config.agentEnv }));
+  const ownShells = overrides.shells ?? new BashShellFactory({ launcher, spawn: spawner.spawn, ...config.agentEnv });
+  const shells = shellLedger.track(overrides.wrapShells ? overrides.wrapShells(ownShells) : ownShells);
   const toolNames: readonly string[] = tools.map((tool) => tool.name);
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });

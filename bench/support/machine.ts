@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
+import type { SandboxInfo } from '../../src/compose-sandbox.js';
 
 /** What the figures were measured on: they only compare within one run on one machine. */
 export interface MachineInfo {
@@ -43,4 +44,10 @@ export function loadAverage(): string {
  */
 export function flushDirtyPages(): void {
   spawnSync('sync', { stdio: 'ignore' });
+}
+
+/** How the server runs its shells here (the benchmarks that time them say so). */
+export function shellsRunAs(sandbox: SandboxInfo): string {
+  if (sandbox.mode === 'none') return `on the host, unsandboxed${sandbox.warning ? ` (${sandbox.warning.split('.')[0]})` : ''}`;
+  return `in the server's ${sandbox.mode} sandbox, network ${sandbox.network.user_mode ? `through ${sandbox.network.user_mode}` : 'off'}, spawned by its spawner`;
 }
