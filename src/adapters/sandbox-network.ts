@@ -82,7 +82,8 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     '  pid=${BASH_REMATCH[1]}',
     // bwrap brings the namespace's loopback up itself (RTM_NEWADDR, then link up) and dies if
     // the address already exists: the helper, which brings lo up too, starts once it is done.
-    '  for ((i = 0; i < 500; i++)); do grep -qs "127\\.0\\.0\\.1" "/proc/$pid/net/fib_trie" && break; kill -0 "$bw" 2>/dev/null || break; sleep 0.01; done',
+    // Read by bash itself (a grep per look took as long as the rest of the look here: 10-18 ms).
+    '  for ((i = 0; i < 500; i++)); do lo=; while read -r line; do [[ $line == *127.0.0.1* ]] && lo=1; done 2>/dev/null <"/proc/$pid/net/fib_trie"; [[ -n $lo ]] && break; kill -0 "$bw" 2>/dev/null || break; sleep 0.01; done',
     '  exec {ns}<"/proc/$pid/ns/net"',
     // The helper holds none of the sandbox's descriptors (the watchdog's control channel included).
     `  setpriv --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- &`,
@@ -104,10 +105,10 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
  */
 export function waitForNetworkScript(): string {
   return [
-    `for ((agentd_i = 0; agentd_i < ${WAIT_FOR_NETWORK_S * 20}; agentd_i++)); do`,
+    `for ((agentd_i = 0; agentd_i < ${WAIT_FOR_NETWORK_S * 100}; agentd_i++)); do`,
     '  agentd_route=0; while read -r agentd_if agentd_dest agentd_rest; do [ "$agentd_dest" = 00000000 ] && agentd_route=1; done </proc/net/route',
     '  [ "$agentd_route" = 1 ] && break',
-    '  sleep 0.05',
+    '  sleep 0.01',
     'done',
     `[ "$agentd_route" = 1 ] || echo '[agentd: the sandbox network did not come up; running without network.]' >&2`,
     'unset agentd_i agentd_route agentd_if agentd_dest agentd_rest',
