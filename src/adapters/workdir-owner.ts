@@ -23,11 +23,16 @@ const ARGS = (workdir: string, uid: number, gid: number) => ['-R', '-P', '-h', '
 export class WorkdirOwner {
   private readonly owned = new Map<string, number>();
 
-  /** Makes `uid:gid` own `workdir` and everything in it; a no-op after the first success. */
+  /**
+   * Makes `uid:gid` own `workdir` and everything in it; a no-op after the first success. An empty
+   * workdir (a new one, the start-up probe's) is changed here: a chown process is spawned by
+   * forking the whole server, which holds its event loop (~20 ms at start-up here).
+   */
   ensure(options: { workdir: string; uid: number; gid: number }): void {
     const { workdir, uid, gid } = options;
     if (this.owned.get(workdir) === uid || isSystemPath(workdir)) return;
-    execFileSync('chown', ARGS(workdir, uid, gid), { stdio: ['ignore', 'ignore', 'pipe'], timeout: CHOWN_TIMEOUT_MS });
+    if (fs.readdirSync(workdir).length === 0) fs.lchownSync(workdir, uid, gid);
+    else execFileSync('chown', ARGS(workdir, uid, gid), { stdio: ['ignore', 'ignore', 'pipe'], timeout: CHOWN_TIMEOUT_MS });
     this.owned.set(workdir, uid);
   }
 
