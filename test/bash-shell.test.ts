@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BashShellFactory } from '../src/adapters/bash-shell.js';
-import { buildCleanEnv } from '../src/adapters/process-launcher.js';
+import { buildCleanEnv, HostProcessLauncher, type ProcessLauncher } from '../src/adapters/process-launcher.js';
+import { NO_LIMITS } from '../src/adapters/resource-limits.js';
 import { descendantsOf, listProcesses, signalQuietly } from '../src/adapters/process-tree.js';
 import type { ShellSession } from '../src/core/tools/shell-session.js';
 import { hostPidOf, sandboxed, testLauncher } from './support/test-launcher.js';
@@ -286,5 +287,41 @@ describe('BashShellSession', () => {
     expect(await waitUntil(() => processes.every((pid) => !isRunning(pid)))).toBe(true);
     await waitUntil(() => !idle.alive && !busy.alive && !reopened.alive);
     expect([idle.alive, busy.alive, reopened.alive]).toEqual([false, false, false]);
+  });
+
+  it("tells the sandbox's watchdog of a command only once it has run 20 ms: a short one never wakes it", async () => {
+    // A launcher that asks for the control channel and logs what the server writes on it.
+    const log = join(workdir, '.tmp', 'control.log');
+    writeFileSync(log, '');
+    const host = new HostProcessLauncher({ limits: NO_LIMITS });
+    const launcher: ProcessLauncher = {
+      mode: 'none',
+      limits: host.limits,
+      enforcement: host.enforcement,
+      prepare: (spec) => {
+        const prepared = host.prepare(spec);
+        return { ...prepared, command: 'bash', args: ['-c', 'cat <&4 >>"$0" & exec 4<&- "$@"', log, prepared.command, ...prepared.args], controlFd: 4 };
+      },
+    };
+    const watched = await new BashShellFactory({ launcher }).create({ conversationId: 'c1', workdir, env: {} });
+    try {
+      const written = () => readFileSync(log, 'utf8');
+      // The start's init script may have run longer than 20 ms on a loaded machine: what it wrote is not counted.
+      const before = written();
+      // A `true` takes well under a millisecond; one that took 20 ms (a loaded machine) may have been told.
+      let slow = 0;
+      for (let i = 0; i < 10; i++) {
+        const started = performance.now();
+        await watched.run('true', quick);
+        if (performance.now() - started >= 20) slow += 1;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const told = [...written().slice(before.length)].filter((c) => c === 'r').length;
+      expect(told).toBeLessThanOrEqual(slow);
+      await watched.run('sleep 0.3', quick);
+      expect(await waitUntil(() => written() === `${before}ri`)).toBe(true);
+    } finally {
+      await watched.close();
+    }
   });
 });
