@@ -87,6 +87,28 @@ describe('the records snapshot of a clean shutdown', () => {
     expect(text).not.toContain('"top_p":null');
   });
 
+  it('of 1,500 records: its first line, with every record\'s stamps, spans three of its 64 KiB pieces and is read whole', async () => {
+    const repo = repository();
+    const created = (i: number) => new Date(Date.parse(now) + i * 1000).toISOString();
+    const held = Array.from({ length: 1_500 }, (_, i) => storedRecord(randomUUID(), { created_at: created(i), updated_at: created(i) }));
+    for (const r of held) repo.save(r);
+    await repo.saveSnapshot(held, new Map());
+    const sealed = fs.readFileSync(snapshotFile);
+    const opening = box.opening(sealed.subarray(0, 12), sealed.subarray(sealed.length - 16));
+    const text = Buffer.concat([opening.update(sealed.subarray(12, sealed.length - 16)), opening.final()]).toString('utf8');
+    expect(text.indexOf('\n')).toBeGreaterThan(2 * 64 * 1024);
+    const readdir = vi.spyOn(fs.promises, 'readdir');
+    try {
+      const { records, damaged } = await repository().loadAll({ afterCleanStop: true });
+      expect(damaged).toEqual([]);
+      expect(records).toEqual(held);
+      // Every record taken from the snapshot (no directory listed, no record file read).
+      expect(readdir).not.toHaveBeenCalled();
+    } finally {
+      readdir.mockRestore();
+    }
+  });
+
   it('reads the file of a record rewritten in place with its size and mtime kept (a restored copy): its ctime says so', async () => {
     const one = record('one', 'secret-value-one-4f2a');
     const repo = repository();

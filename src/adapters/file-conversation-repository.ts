@@ -78,10 +78,11 @@ export class FileConversationRepository implements ConversationRepository {
   }
 
   /**
-   * From the snapshot (one to trust): the place in it of each record of a directory listed here
-   * (`listed`; null: the directory was not listed, unchanged since the snapshot) whose file is as the snapshot saw it (one stat each, no read, decrypt or
-   * validation), by id, and whether the snapshot is `current`: written by the clean shutdown just
-   * before this start (its summaries say so), so that nothing has appended to any log since.
+   * From the snapshot (one to trust): by id, the place in it of each record whose directory is
+   * here (`listed`; null: not listed, the directory unchanged since the snapshot) and whose file is
+   * as the snapshot saw it (one stat each, no read, decrypt or validation); and whether the
+   * snapshot is `current`: written by the clean shutdown just before this start (its summaries say
+   * so), so that nothing has appended to any log since.
    */
   private takeFromSnapshot(saved: SavedSnapshot, listed: ReadonlySet<string> | null, snapshotToken: string | undefined): { taken: Map<string, number>; current: boolean } {
     const taken = new Map<string, number>();
