@@ -306,7 +306,9 @@ describe('BashShellSession', () => {
     const watched = await new BashShellFactory({ launcher }).create({ conversationId: 'c1', workdir, env: {} });
     try {
       const written = () => readFileSync(log, 'utf8');
-      // The start's init script may have run longer than 20 ms on a loaded machine: what it wrote is not counted.
+      // The start's init script may have run longer than 20 ms on a loaded machine: what it wrote
+      // (copied to the log by cat, a moment later) is not counted.
+      await new Promise((resolve) => setTimeout(resolve, 300));
       const before = written();
       // A `true` takes well under a millisecond; one that took 20 ms (a loaded machine) may have been told.
       let slow = 0;
