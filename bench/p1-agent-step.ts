@@ -47,7 +47,7 @@ export const p1AgentStep: Benchmark = {
       const warmup = await startConversation({ server, fake, tap });
       await warmup.run(20);
       await warmup.close();
-      floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir'), shells: ownShells });
+      floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir'), shells: ownShells! });
       for (const meter of [llm, tool, events.append]) Object.assign(meter, { ms: 0, calls: 0 });
 
       const conversation = await startConversation({ server, fake, tap });

@@ -50,7 +50,7 @@ export const p10RoundTrip: Benchmark = {
       const warm = await Conversation.create(client, server, fake, timeline);
       for (let i = 0; i < 3; i++) await warm.turn();
       warm.close();
-      floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir'), shells: ownShells });
+      floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir'), shells: ownShells! });
 
       const turns = { fresh: [] as TurnFigures[], later: [] as TurnFigures[] };
       for (let round = 0; round < rounds; round++) {

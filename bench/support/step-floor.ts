@@ -1,5 +1,4 @@
 import fs from 'node:fs';
-import { BashShellFactory } from '../../src/adapters/bash-shell.js';
 import { OpenAiLlmClient } from '../../src/adapters/openai-llm.js';
 import type { LlmMessage, LlmRequest, LlmToolSchema } from '../../src/core/agent/llm.js';
 import type { ShellFactory, ShellSession } from '../../src/core/tools/shell-session.js';
@@ -41,8 +40,8 @@ export class StepFloor {
     private readonly shell: ShellSession,
   ) {}
 
-  /** `shells`: the server's own (its sandbox), so that the floor's command runs in a shell like the agent's; default a shell on the host. */
-  static async start(options: { fake: FakeLlm; firstRequest: RecordedRequest; workdir: string; shells?: ShellFactory }): Promise<StepFloor> {
+  /** `shells`: the server's own (its sandbox, its spawner), so that the floor's command runs in a shell like the agent's. */
+  static async start(options: { fake: FakeLlm; firstRequest: RecordedRequest; workdir: string; shells: ShellFactory }): Promise<StepFloor> {
     const body = options.firstRequest.body as unknown as { messages: { content: string }[]; tools: { function: LlmToolSchema }[] };
     const request: LlmRequest = {
       settings: settingsOf(options.fake),
@@ -54,7 +53,7 @@ export class StepFloor {
       signal: new AbortController().signal,
     };
     fs.mkdirSync(options.workdir, { recursive: true });
-    const shell = await (options.shells ?? new BashShellFactory()).create({ conversationId: 'floor', workdir: options.workdir, env: {} });
+    const shell = await options.shells.create({ conversationId: 'floor', workdir: options.workdir, env: {} });
     const floor = new StepFloor(options.fake, request, shell);
     await floor.sample(10, { record: false });
     await floor.replay([options.firstRequest], { record: false });
