@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { findInPath } from '../src/adapters/sandbox-mounts.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
-import { processAlive, waitForProcess } from './support/processes.js';
+import { commandLineOf, processAlive, waitForProcess } from './support/processes.js';
 
 let harness: AgentHarness;
 afterEach(async () => harness?.close());
@@ -70,7 +70,7 @@ function childrenMatching(pattern: string): number[] {
   for (const pid of fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
     try {
       const parent = parentOf(pid);
-      if ((parent === process.pid || parentOf(parent) === process.pid) && fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').includes(pattern)) out.push(Number(pid));
+      if ((parent === process.pid || parentOf(parent) === process.pid) && commandLineOf(pid)?.includes(pattern)) out.push(Number(pid));
     } catch {
       // gone meanwhile
     }
@@ -97,10 +97,11 @@ describe.runIf(bwrapSandbox)('a shell started at creation', () => {
     const id = await harness.createConversation();
     const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
     // No message yet: the shell (its sandbox) starts anyway. Waited for as the one child that names
-    // the workdir (a look that found a process of it, then a second look for the server's
-    // children, once found none on a loaded machine).
-    await until(() => childrenMatching(workdir).length === 1, 15_000);
-    const before = childrenMatching(workdir);
+    // the workdir, and kept from that same look: while the start still execs (bash, setpriv, the
+    // wrapper: one pid), a look can catch the process between two programs with no command line
+    // (a second look, taken on a loaded CI machine, found none).
+    let before: number[] = [];
+    await until(() => (before = childrenMatching(workdir)).length === 1, 15_000);
     const observation = await runOnce(id);
     expect(observation.content).toContain('from the warm shell');
     expect(observation.content).not.toMatch(/restarted/);

@@ -1,5 +1,39 @@
 import fs from 'node:fs';
 
+const pause = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * A process's command line, words joined by spaces; null once it is gone. A process in the middle
+ * of an `execve` has none for a few milliseconds (the new program's arguments are not yet in place:
+ * 3 ms seen here, for each exec of a chain such as bash, setpriv, bash); it is read again until it
+ * has one, so a look never takes a process between two programs for one that matches nothing. A
+ * zombie's and a kernel thread's stay empty.
+ */
+export function commandLineOf(pid: number | string): string | null {
+  for (let attempt = 0; ; attempt++) {
+    let text: string;
+    try {
+      text = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    } catch {
+      return null; // gone meanwhile
+    }
+    if (text !== '' || attempt === 200 || !midExec(pid)) return text.replaceAll('\0', ' ');
+    Atomics.wait(pause, 0, 0, 1);
+  }
+}
+
+/** Whether a process with no command line is between two programs: not a zombie, not a kernel thread (kthreadd, pid 2, and its children). */
+function midExec(pid: number | string): boolean {
+  let stat: string;
+  try {
+    stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return false;
+  }
+  const [state, parent] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return state !== 'Z' && state !== 'X' && Number(pid) !== 2 && parent !== '2';
+}
+
 /**
  * Whether any process's command line contains `pattern`, read from /proc directly: unlike a
  * `pgrep` that is missing or fails, this cannot answer "no" without having looked.
@@ -9,13 +43,7 @@ export function processAlive(pattern: string): boolean {
   if (pids.length === 0) throw new Error('/proc lists no process: cannot tell whether one is alive');
   for (const pid of pids) {
     if (Number(pid) === process.pid) continue;
-    let commandLine: string;
-    try {
-      commandLine = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
-    } catch {
-      continue; // gone meanwhile
-    }
-    if (commandLine.includes(pattern)) return true;
+    if (commandLineOf(pid)?.includes(pattern)) return true;
   }
   return false;
 }
@@ -35,7 +63,7 @@ export function killMatching(pattern: string): number {
   for (const pid of fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
     if (Number(pid) === process.pid) continue;
     try {
-      if (!fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').includes(pattern)) continue;
+      if (!commandLineOf(pid)?.includes(pattern)) continue;
       process.kill(Number(pid), 'SIGKILL');
       killed++;
     } catch {

@@ -8,6 +8,7 @@ import { createHmac } from 'node:crypto';
 import { expect } from 'vitest';
 import { TEST_KEY } from './agentd.js';
 import type { ReceivedWebhook } from './webhook-receiver.js';
+import { commandLineOf } from './processes.js';
 
 /** `AGENTD_HEAVY_TESTS=1` runs the heavier variants (more kills, more load). */
 export const HEAVY = process.env.AGENTD_HEAVY_TESTS === '1';
@@ -133,9 +134,9 @@ export function processesUsing(dir: string, except: readonly number[] = []): str
   const found: string[] = [];
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry) || except.includes(Number(entry))) continue;
-    const cmdline = quietly(() => fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8')).replace(/\0/g, ' ').trim();
+    const cmdline = (commandLineOf(entry) ?? '').trim();
     const cwd = quietly(() => fs.readlinkSync(`/proc/${entry}/cwd`));
-    if (cmdline === '') continue; // a zombie or a kernel thread
+    if (cmdline === '') continue; // gone, a zombie or a kernel thread
     if (cmdline.includes(dir) || cwd === dir || cwd.startsWith(`${dir}/`)) found.push(`${entry} ${cmdline.slice(0, 100)}`);
   }
   return found;
