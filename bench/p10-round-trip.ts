@@ -18,6 +18,13 @@ import { StepFloor } from './support/step-floor.js';
 const SETTLE_MS = 25;
 
 /**
+ * How long the fake LLM takes to answer in the last rounds: a fast hosted model's time to a short
+ * answer. A new conversation's shell starts at its creation, beside the run's first LLM call; with
+ * an LLM slower than the sandbox's start, the tool call finds the shell ready.
+ */
+const SLOW_LLM_MS = 300;
+
+/**
  * P10: what a client feels. One round trip is `POST /conversations/{id}/messages` until the
  * run's end is seen on the conversation's SSE stream, for a two-step run (one `bash true` call,
  * then a text answer) with the fake LLM answering at once. Measured on a new conversation (its
@@ -30,9 +37,10 @@ export const p10RoundTrip: Benchmark = {
   id: 'P10',
   title: 'client round trip',
   measures:
-    'ms from `POST .../messages` to the run\'s end seen on SSE, for a run of one `bash true` call then an answer, on a new conversation and on a later turn, with a breakdown (HTTP, LLM, shell start, tool, the rest), versus the floor: two fake-LLM round trips plus one command in a running shell.',
+    'ms from `POST .../messages` to the run\'s end seen on SSE, for a run of one `bash true` call then an answer, on a new conversation and on a later turn (and on a new conversation with an LLM answering after 300 ms), with a breakdown (HTTP, LLM, shell start, tool, the rest), versus the floor: two fake-LLM round trips plus one command in a running shell.',
   async run({ quick, tmp }) {
     const rounds = quick ? 12 : 40;
+    const slowRounds = quick ? 3 : 8;
     const timeline = new TurnTimeline();
     const tap = new EventTap();
     timeline.tap(tap);
@@ -70,6 +78,16 @@ export const p10RoundTrip: Benchmark = {
         }
         conversation.close();
       }
+      // New conversations again, the LLM answering each request after SLOW_LLM_MS.
+      const slow: TurnFigures[] = [];
+      for (let round = 0; round < slowRounds; round++) {
+        await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+        const conversation = await Conversation.create(client, server, fake, timeline);
+        timeline.reset();
+        const { totalMs, httpMs, clientCpuMs } = await conversation.turn(SLOW_LLM_MS);
+        slow.push({ totalMs, httpMs, cpuMs: 0, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
+        conversation.close();
+      }
       // sample() times a request like the run's first (system prompt and one user message): a P10
       // turn's two requests are that small. (llmMs holds P1's replayed requests; empty here.)
       const floorMs = 2 * summarize(floor.firstLlmMs).p50 + summarize(floor.shellMs).p50;
@@ -77,11 +95,15 @@ export const p10RoundTrip: Benchmark = {
       const total = (kind: 'fresh' | 'later') => summarize(turns[kind].map((turn) => turn.totalMs));
       const freshSummary = total('fresh');
       const laterSummary = total('later');
-      const row = (label: string, summary: ReturnType<typeof summarize>) => [label, fmt(summary.p50), fmt(summary.mean), fmt(summary.p99), ratio(summary.p50, floorMs)];
+      const slowSummary = summarize(slow.map((turn) => turn.totalMs));
+      const slowFloorMs = floorMs + 2 * SLOW_LLM_MS;
+      const slowWait = summarize(slow.map((turn) => turn.segments['answer → tool starts'])).p50;
+      const laterWait = summarize(turns.later.map((turn) => turn.segments['answer → tool starts'])).p50;
+      const row = (label: string, summary: ReturnType<typeof summarize>, floor = floorMs) => [label, fmt(summary.p50), fmt(summary.mean), fmt(summary.p99), ratio(summary.p50, floor)];
       const p50 = (kind: 'fresh' | 'later', value: (turn: TurnFigures) => number) => fmt(summarize(turns[kind].map(value)).p50);
       const SPENT = ['append', 'checkpoint atRunStart', 'checkpoint beforeTool', 'checkpoint atRunEnd', 'shell start'];
       return {
-        sizes: `${rounds} new conversations, each with a first and a second turn, alternating with floor samples (after a 3-turn warm-up)`,
+        sizes: `${rounds} new conversations, each with a first and a second turn, alternating with floor samples (after a 3-turn warm-up); then ${slowRounds} new conversations with an LLM answering after ${SLOW_LLM_MS} ms`,
         tables: [
           {
             caption: 'Round trip: POST .../messages → run end seen on SSE',
@@ -90,6 +112,8 @@ export const p10RoundTrip: Benchmark = {
               row('new conversation (first turn)', freshSummary),
               row('later turn of the same conversation', laterSummary),
               ['floor: 2 fake-LLM round trips + `true` in a running shell', fmt(floorMs), '', '', '×1'],
+              row(`new conversation, the LLM answering after ${SLOW_LLM_MS} ms`, slowSummary, slowFloorMs),
+              [`its floor: the floor + 2 × ${SLOW_LLM_MS} ms`, fmt(slowFloorMs), '', '', '×1'],
             ],
           },
           {
@@ -105,6 +129,7 @@ export const p10RoundTrip: Benchmark = {
         ],
         notes: [
           `A new conversation's round trip is ${ratio(freshSummary.p50, floorMs)} its floor at the median (${fmt(freshSummary.p50)} ms vs ${fmt(floorMs)} ms); a later turn ${ratio(laterSummary.p50, floorMs)} (${fmt(laterSummary.p50)} ms).`,
+          `With the fake LLM answering at once, a new conversation's first tool call waits for its shell, started at the conversation's creation (\`shell start\` above); with an LLM answering after ${SLOW_LLM_MS} ms, the wait from the answer to the tool's start is ${fmt(slowWait)} ms at the median (a later turn's: ${fmt(laterWait)} ms), and the round trip ${fmt(slowSummary.p50)} ms against its floor of ${fmt(slowFloorMs)} ms (${ratio(slowSummary.p50, slowFloorMs)}).`,
           `The agent's shells, the floor's too, run ${shellsRunAs(server.services.sandbox)}: the server's own, as \`agentd\` runs them on this machine.`,
           'The client (its POST through fetch, its SSE stream) runs in a process of its own, as a real client does; the server, the fake LLM and the floor\'s samples share the benchmark\'s process. The two processes\' instants are compared on CLOCK_MONOTONIC. Until round 2\'s thirteenth session the client ran in the server\'s process and its CPU was on the path (RESULTS.md).',
         ],
@@ -184,10 +209,13 @@ class Conversation {
     return new Conversation(client, fake, id, timeline);
   }
 
-  /** One message, one `bash true`, one answer; resolves when the client saw the run's end on SSE. */
-  async turn(): Promise<{ totalMs: number; httpMs: number; clientCpuMs: number }> {
+  /** One message, one `bash true`, one answer (each LLM answer after `llmDelayMs`); resolves when the client saw the run's end on SSE. */
+  async turn(llmDelayMs = 0): Promise<{ totalMs: number; httpMs: number; clientCpuMs: number }> {
     const turn = ++this.turns;
-    this.fake.setScript([{ toolCalls: [{ name: 'bash', arguments: { command: `true # turn ${turn}` } }] }, { text: `done ${turn}` }]);
+    this.fake.setScript([
+      { delayMs: llmDelayMs, toolCalls: [{ name: 'bash', arguments: { command: `true # turn ${turn}` } }] },
+      { delayMs: llmDelayMs, text: `done ${turn}` },
+    ]);
     const reply = await this.client.ask({ type: 'turn', id: this.id, content: `Turn ${turn}: run true.` }, 'turned');
     // The client's instants, on this process's clock (both read CLOCK_MONOTONIC).
     const offset = performance.now() - monotonicMs();
