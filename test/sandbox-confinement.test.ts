@@ -279,6 +279,23 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
     expect(result.body).toMatchObject({ timed_out: false, exit_code: 137 });
     expect(result.body.stderr).toMatch(/past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the command was stopped/);
   }, 320_000);
+
+  it('a loop that has its shell ignore SIGINT (`trap \'\' INT`) is stopped with the shell: nothing writes on', async () => {
+    // SIGINT and a SIGKILL to the foreground leave bash itself looping: only ending the shell stops it.
+    const fill = "trap '' INT; i=0; while :; do head -c 2M /dev/zero > fill-$i; i=$((i+1)); sleep 0.1; done";
+    harness.llm.push(bash(fill, { timeout_s: 120 }), { text: 'done' });
+    const id = await harness.createConversation({ initial_message: 'fill the disk, ignoring C-c' });
+    await harness.waitForStatus(id, ['idle', 'error'], 150_000);
+    const [stopped] = observations(await harness.events(id));
+    expect(stopped.content).toMatch(/past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the command was stopped/);
+    // Ended (SIGKILL), not left running past its time limit.
+    expect(stopped.data.exit_code).toBe(137);
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    const written = () => fs.readdirSync(workdir).filter((name) => name.startsWith('fill-')).length;
+    const after = written();
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    expect(written()).toBe(after);
+  }, 180_000);
 });
 
 describe('cgroup detection', () => {

@@ -295,9 +295,17 @@ export class BashShellSession implements ShellSession {
     running.stopGuard = this.config.guard?.watch((message) => {
       if (this.running !== running) return;
       running.window.append(`\n${message}\n`);
-      // SIGINT ends the whole command line (a loop run by bash itself included); SIGKILL what ignores it.
+      // SIGINT ends the whole command line (a loop run by bash itself included); SIGKILL what ignores
+      // it. Still running after both, bash itself loops with SIGINT ignored (`trap '' INT`), or the
+      // SIGINT came as a child exited and bash took it for the child's: the shell is ended with its
+      // sandbox, as the third C-c does, and the next command starts a fresh one.
       void this.interrupt();
-      setTimeout(() => this.running === running && this.proc?.killForeground(), INTERRUPT_GRACE_MS).unref();
+      const stillRunning = () => this.running === running;
+      setTimeout(() => {
+        if (!stillRunning()) return;
+        this.proc?.killForeground();
+        setTimeout(() => stillRunning() && this.proc?.killAll(), INTERRUPT_GRACE_MS).unref();
+      }, INTERRUPT_GRACE_MS).unref();
     });
     this.proc?.setBusy(true);
     const prefix = this.envQueue.splice(0).map((statement) => `${statement}; `).join('');
