@@ -296,6 +296,33 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     expect(written()).toBe(after);
   }, 180_000);
+
+  it('background jobs filling the workdir after their command ended are stopped with the shell; the next command is told', async () => {
+    // Orphaned at once (the sandbox's init adopts it), ignoring SIGINT and SIGTERM: only ending the shell stops it.
+    const fill = "( ( trap '' INT TERM; i=0; while :; do head -c 2M /dev/zero > bg-$i; i=$((i+1)); sleep 0.1; done ) > /dev/null 2>&1 & ); echo started";
+    harness.llm.push(bash(fill), { text: 'started it' }, bash('echo again'), { text: 'done' });
+    const id = await harness.createConversation({ initial_message: 'fill the disk in the background' });
+    await harness.waitForStatus(id, ['idle', 'error']);
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    const written = () => fs.readdirSync(workdir).filter((name) => name.startsWith('bg-')).length;
+    // The run is over and the job writes on, until the limit is seen (one measurement every 2 s).
+    let before = -1;
+    const deadline = Date.now() + 30_000;
+    while (written() !== before) {
+      if (Date.now() > deadline) throw new Error(`still writing after 30 s: ${written()} files`);
+      before = written();
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+    }
+    // Stopped past the limit (50 MB: 25 files of 2 MB), within a few measurements of it.
+    expect(before).toBeGreaterThan(25);
+    expect(before).toBeLessThan(100);
+
+    expect((await harness.post(`/conversations/${id}/messages`, { content: 'go on' })).status).toBe(202);
+    await harness.waitForStatus(id, ['idle', 'error']);
+    const [, next] = observations(await harness.events(id));
+    expect(next.content).toMatch(/past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the shell with its background jobs was stopped/);
+    expect(next.content).toContain("again");
+  }, 120_000);
 });
 
 describe('cgroup detection', () => {

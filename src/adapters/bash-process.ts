@@ -152,6 +152,19 @@ export class BashProcess {
     if (!this.exited && shell) signalQuietly(-shell.pgid, signal);
   }
 
+  /**
+   * Whether processes other than bash live in the shell: its jobs (`cmd &`), and in a sandbox also
+   * what the sandbox's init adopted (a job whose parent exited); the sandbox's watchdog, bash's
+   * child since the start, does not count. Read through /proc's children files: the cost grows
+   * with the shell's tree, not with the machine's process table.
+   */
+  hasJobs(): boolean {
+    const shell = this.locateShell();
+    if (!shell || this.exited) return false;
+    if (!this.sandboxed) return descendantsByChildren(shell.pid).length > 0;
+    return descendantsByChildren(shell.chain[shell.chain.length - 2] as number).length > 2;
+  }
+
   /** Escalation after SIGINT: SIGKILL what still runs in bash's process group, bash (and the sandbox around it) excepted. */
   killForeground(): void {
     const shell = this.locateShell();

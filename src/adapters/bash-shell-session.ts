@@ -65,6 +65,8 @@ export class BashShellSession implements ShellSession {
   private readonly backgroundGroups = new Map<number, number>();
   /** Started ahead: the sandbox's workdir set-up is done before the first command (see SessionConfig.ahead). */
   private setupPending: boolean;
+  /** Ends the watch of the workdir's limit between commands (see watchJobs). */
+  private stopJobsGuard: (() => void) | undefined;
 
   constructor(private readonly config: SessionConfig) {
     this.setupPending = config.ahead ?? false;
@@ -119,6 +121,7 @@ export class BashShellSession implements ShellSession {
 
   async close(): Promise<void> {
     this.running?.stopGuard?.();
+    this.stopJobsGuard?.();
     const proc = this.proc;
     this.killProcesses();
     this.config.openShells?.delete(this);
@@ -292,6 +295,9 @@ export class BashShellSession implements ShellSession {
     if (earlier !== '') window.append(`[Output since the last command (previous command, background processes):]\n${earlier}\n[End of that output.]\n`);
     const running: RunningCommand = { nonce, window, collecting: false, startedAt: Date.now(), interrupts: 0 };
     this.running = running;
+    // The command's own watch covers the jobs while it runs.
+    this.stopJobsGuard?.();
+    this.stopJobsGuard = undefined;
     running.stopGuard = this.config.guard?.watch((message) => {
       if (this.running !== running) return;
       running.window.append(`\n${message}\n`);
@@ -361,10 +367,44 @@ export class BashShellSession implements ShellSession {
     this.cwd = completion.cwd;
     this.staleNonces = [running.nonce, ...this.staleNonces].slice(0, 8);
     this.recordBackgroundJob(completion.pid);
+    this.watchJobs();
     if (!running.collecting) this.unreported = running;
   }
 
+  /**
+   * After a command, while the shell has jobs running (`cmd &`, or adopted by the sandbox's init),
+   * the workdir's limit is watched for them too. Past it the shell is ended with every job (in a
+   * sandbox bwrap takes its whole pid namespace), whatever signals they ignore: the next command
+   * starts a fresh shell and reads why first. Whether jobs run is read at each measurement's time
+   * (the first one interval after the command, unless the next command came first): a shell
+   * without jobs is looked at once and then not watched.
+   */
+  private watchJobs(): void {
+    const proc = this.proc;
+    if (!this.config.guard || this.stopJobsGuard || !proc || proc.exited) return;
+    const ours = () => this.stopJobsGuard === stop && this.proc === proc && !this.running;
+    const stop = this.config.guard.watch(
+      (message) => {
+        if (!ours()) return;
+        this.stopJobsGuard = undefined;
+        this.idleOutput.append(message);
+        this.killProcesses();
+      },
+      {
+        what: 'the shell with its background jobs',
+        keepWatching: () => {
+          if (ours() && proc.hasJobs()) return true;
+          if (this.stopJobsGuard === stop) this.stopJobsGuard = undefined;
+          return false;
+        },
+      },
+    );
+    this.stopJobsGuard = stop;
+  }
+
   private onExit(proc: BashProcess, exitCode: number): void {
+    this.stopJobsGuard?.();
+    this.stopJobsGuard = undefined;
     this.emit(this.scanner.flush());
     proc.killLeftovers();
     if (this.running) this.complete({ exitCode, cwd: this.cwd });

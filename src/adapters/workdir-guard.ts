@@ -10,7 +10,7 @@ import { execFile } from 'node:child_process';
  * shrinking since the previous measurement (a command deleting files is left alone), the
  * command is stopped and its output ends with a message for the LLM. A file written in less
  * than one interval can overshoot the limit by what it wrote; RLIMIT_FSIZE bounds each file.
- * Background jobs (`cmd &`) are not watched between commands: the next command sees the usage.
+ * Between commands a shell is watched while it has background jobs (bash-shell-session.ts).
  */
 export interface WorkdirGuardOptions {
   workdir: string;
@@ -24,8 +24,12 @@ export class WorkdirGuard {
 
   constructor(private readonly options: WorkdirGuardOptions) {}
 
-  /** Watches until the returned function is called; `onExceeded` runs at most once. */
-  watch(onExceeded: (message: string) => void): () => void {
+  /**
+   * Watches until the returned function is called or `keepWatching` (asked before each
+   * measurement) says no more; `onExceeded` runs at most once, with the message for the LLM saying
+   * what was stopped (`what`, default "the command").
+   */
+  watch(onExceeded: (message: string) => void, options: { what?: string; keepWatching?: () => boolean } = {}): () => void {
     let stopped = false;
     let timer: NodeJS.Timeout | undefined;
     const interval = this.options.intervalMs ?? 2_000;
@@ -34,6 +38,7 @@ export class WorkdirGuard {
       timer.unref();
     };
     const tick = (): void => {
+      if (options.keepWatching && !options.keepWatching()) return;
       const started = performance.now();
       void this.measure().then((bytes) => {
         if (stopped) return;
@@ -44,7 +49,7 @@ export class WorkdirGuard {
         this.lastBytes = bytes;
         if (bytes <= this.limitBytes || (previous !== null && bytes < previous)) return schedule(next);
         stopped = true;
-        onExceeded(workdirLimitMessage({ usedBytes: bytes, limitMb: this.options.limitMb }));
+        onExceeded(workdirLimitMessage({ usedBytes: bytes, limitMb: this.options.limitMb, stopped: options.what }));
       });
     };
     schedule(interval);
@@ -70,7 +75,7 @@ export class WorkdirGuard {
   }
 }
 
-export function workdirLimitMessage(options: { usedBytes: number; limitMb: number }): string {
+export function workdirLimitMessage(options: { usedBytes: number; limitMb: number; stopped?: string }): string {
   const usedMb = Math.round(options.usedBytes / (1024 * 1024));
-  return `[agentd: the workdir uses ${usedMb} MB, past its limit of ${options.limitMb} MB (AGENTD_LIMIT_WORKDIR_MB), so the command was stopped. Delete files to get back under the limit before going on.]`;
+  return `[agentd: the workdir uses ${usedMb} MB, past its limit of ${options.limitMb} MB (AGENTD_LIMIT_WORKDIR_MB), so ${options.stopped ?? 'the command'} was stopped. Delete files to get back under the limit before going on.]`;
 }
