@@ -53,6 +53,28 @@ function setIdFiles(dir: string): string[] {
   return found;
 }
 
+/** Open descriptors, in any process, to files of `dir` that were deleted. */
+function deletedFilesHeld(dir: string): number {
+  let held = 0;
+  for (const pid of fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    let fds: string[];
+    try {
+      fds = fs.readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue; // gone meanwhile
+    }
+    for (const fd of fds) {
+      try {
+        const target = fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
+        if (target.startsWith(`${dir}/`) && target.endsWith(' (deleted)')) held++;
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return held;
+}
+
 /** Runs as the agent would write it: every line reports what it managed to do with an _OK word. */
 const SET_ID_ATTACK = [
   'cp "$(command -v id)" ./myid',
@@ -321,8 +343,32 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
     await harness.waitForStatus(id, ['idle', 'error']);
     const [, next] = observations(await harness.events(id));
     expect(next.content).toMatch(/past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the shell with its background jobs was stopped/);
-    expect(next.content).toContain("again");
+    expect(next.content).toContain('again');
   }, 120_000);
+
+  it('files deleted while held open count against the workdir limit: the command is stopped, then the jobs holding them', async () => {
+    // 5 × 20 MB (each under the 30 MB file limit) in files deleted at once: no walk of the workdir finds them.
+    const fill = 'for k in 1 2 3 4 5; do ( trap "" INT TERM; exec 3>"gone-$k"; rm -f "gone-$k"; head -c 20M /dev/zero >&3; sleep 60 ) & done; sleep 20; echo finished';
+    harness.llm.push(bash(fill, { timeout_s: 60 }), { text: 'done' });
+    const id = await harness.createConversation({ initial_message: 'fill the disk with deleted files' });
+    await harness.waitForStatus(id, ['idle', 'error'], 90_000);
+    const [stopped] = observations(await harness.events(id));
+    expect(stopped.content).toMatch(/the workdir uses (9\d|1\d\d) MB, past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the command was stopped/);
+    expect(stopped.content).not.toContain('finished');
+    // The jobs ignore SIGINT and SIGTERM and keep the space: watched between commands, they are ended with the shell.
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    const deadline = Date.now() + 20_000;
+    while (deletedFilesHeld(workdir) > 0) {
+      if (Date.now() > deadline) throw new Error(`deleted files of the workdir still held open after 20 s: ${deletedFilesHeld(workdir)}`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+
+    // The same through the commands API: its sandbox ends with the command.
+    const other = (await harness.post('/conversations', {})).body.id as string;
+    const result = await harness.post(`/conversations/${other}/commands`, { command: fill, timeout_s: 60 });
+    expect(result.body).toMatchObject({ timed_out: false, exit_code: 137 });
+    expect(result.body.stderr).toMatch(/past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the command was stopped/);
+  }, 150_000);
 });
 
 describe('cgroup detection', () => {

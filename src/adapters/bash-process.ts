@@ -165,6 +165,14 @@ export class BashProcess {
     return descendantsByChildren(shell.chain[shell.chain.length - 2] as number).length > 2;
   }
 
+  /** bash and every process below it; in a sandbox, every process of its pid namespace (what its init adopted too). */
+  processes(): number[] {
+    const shell = this.locateShell();
+    if (!shell || this.exited) return [];
+    const top = this.sandboxed ? (shell.chain[shell.chain.length - 2] as number) : shell.pid;
+    return [top, ...descendantsByChildren(top)];
+  }
+
   /** Escalation after SIGINT: SIGKILL what still runs in bash's process group, bash (and the sandbox around it) excepted. */
   killForeground(): void {
     const shell = this.locateShell();

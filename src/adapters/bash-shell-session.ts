@@ -312,7 +312,7 @@ export class BashShellSession implements ShellSession {
         this.proc?.killForeground();
         setTimeout(() => stillRunning() && this.proc?.killAll(), INTERRUPT_GRACE_MS).unref();
       }, INTERRUPT_GRACE_MS).unref();
-    });
+    }, { processes: () => this.proc?.processes() ?? [] });
     this.proc?.setBusy(true);
     const prefix = this.envQueue.splice(0).map((statement) => `${statement}; `).join('');
     this.writeControl(commandLines({ nonce, command, prefix }));
@@ -392,6 +392,7 @@ export class BashShellSession implements ShellSession {
       },
       {
         what: 'the shell with its background jobs',
+        processes: () => proc.processes(),
         keepWatching: () => {
           if (ours() && proc.hasJobs()) return true;
           if (this.stopJobsGuard === stop) this.stopJobsGuard = undefined;

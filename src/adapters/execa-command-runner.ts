@@ -1,7 +1,7 @@
 import type { CommandResult, CommandRunner } from '../core/commands/command-runner.js';
 import { OutputWindow } from './output-window.js';
 import { buildCleanEnv, type ProcessLauncher } from './process-launcher.js';
-import { descendantsOf, listProcesses, signalQuietly } from './process-tree.js';
+import { descendantsByChildren, descendantsOf, listProcesses, signalQuietly } from './process-tree.js';
 import { WorkdirGuard } from './workdir-guard.js';
 import { lazyModule } from './lazy-module.js';
 
@@ -48,11 +48,17 @@ export class ExecaCommandRunner implements CommandRunner {
     }, options.timeoutMs);
     const workdirMb = this.options.launcher.limits.workdirMb;
     let stoppedByGuard = false;
-    const stopGuard = workdirMb === null ? undefined : new WorkdirGuard({ workdir: options.workdir, limitMb: workdirMb }).watch((message) => {
-      stoppedByGuard = true;
-      stderr.append(`\n${message}\n`);
-      killTree(child.pid, 'SIGKILL');
-    });
+    const stopGuard =
+      workdirMb === null
+        ? undefined
+        : new WorkdirGuard({ workdir: options.workdir, limitMb: workdirMb }).watch(
+            (message) => {
+              stoppedByGuard = true;
+              stderr.append(`\n${message}\n`);
+              killTree(child.pid, 'SIGKILL');
+            },
+            { processes: () => (child.pid === undefined ? [] : [child.pid, ...descendantsByChildren(child.pid)]) },
+          );
     const result = await child;
     stopGuard?.();
     clearTimeout(timer);
