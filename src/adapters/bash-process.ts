@@ -3,7 +3,7 @@ import { Readable, Writable } from 'node:stream';
 import type { PreparedProcess, ProcessLauncher, SandboxRequest } from './process-launcher.js';
 import { spawnHere, type SpawnedProcess, type SpawnProcess } from './process-spawner.js';
 import { sandboxCleanup } from './spread-work.js';
-import { descendantsByChildren, descendantsOf, listProcesses, signalQuietly, type ProcessEntry } from './process-tree.js';
+import { childProcesses, descendantsByChildren, descendantsOf, listProcesses, readProcess, signalQuietly } from './process-tree.js';
 
 const BASH_ARGS = ['--norc', '--noprofile', '--noediting', '-i'];
 /** After bash exits, how long to wait for the rest of its output when something still holds stdout. */
@@ -159,10 +159,8 @@ export class BashProcess {
    * with the shell's tree, not with the machine's process table.
    */
   hasJobs(): boolean {
-    const shell = this.locateShell();
-    if (!shell || this.exited) return false;
-    if (!this.sandboxed) return descendantsByChildren(shell.pid).length > 0;
-    return descendantsByChildren(shell.chain[shell.chain.length - 2] as number).length > 2;
+    // In a sandbox: its init, bash and the watchdog; else bash.
+    return this.processes().length > (this.sandboxed ? 3 : 1);
   }
 
   /** bash and every process below it; in a sandbox, every process of its pid namespace (what its init adopted too). */
@@ -212,11 +210,10 @@ export class BashProcess {
     const spawned = this.child.pid;
     if (this.shell || spawned === undefined) return this.shell;
     if (this.programDepth === 0) return (this.shell = { pid: spawned, pgid: spawned, chain: [spawned] });
-    const processes = listProcesses();
-    const chain = programChain(spawned, this.programDepth, processes);
+    const chain = programChain(spawned, this.programDepth);
     if (chain.length !== this.programDepth + 1) return undefined;
     const pid = chain[chain.length - 1] as number;
-    return (this.shell = { pid, pgid: processes.find((entry) => entry.pid === pid)?.pgid ?? spawned, chain });
+    return (this.shell = { pid, pgid: readProcess(pid)?.pgid ?? spawned, chain });
   }
 
   private control(): Writable | undefined {
@@ -242,11 +239,11 @@ export class BashProcess {
  * The spawned process and the processes down to the program: at each level the oldest child (a
  * sandbox's init may also adopt orphans, which are younger than the program).
  */
-function programChain(spawnedPid: number, depth: number, processes: ProcessEntry[]): number[] {
+function programChain(spawnedPid: number, depth: number): number[] {
   const chain = [spawnedPid];
   for (let level = 0; level < depth; level += 1) {
-    const parent = chain[chain.length - 1];
-    const oldest = processes.filter((entry) => entry.ppid === parent).sort((a, b) => a.startTime - b.startTime)[0];
+    const parent = chain[chain.length - 1] as number;
+    const oldest = childProcesses(parent).sort((a, b) => a.startTime - b.startTime)[0];
     if (!oldest) break;
     chain.push(oldest.pid);
   }

@@ -298,7 +298,7 @@ export class BashShellSession implements ShellSession {
     // The command's own watch covers the jobs while it runs.
     this.stopJobsGuard?.();
     this.stopJobsGuard = undefined;
-    running.stopGuard = this.config.guard?.watch((message) => {
+    const stopCommand = (message: string): void => {
       if (this.running !== running) return;
       running.window.append(`\n${message}\n`);
       // SIGINT ends the whole command line (a loop run by bash itself included); SIGKILL what ignores
@@ -312,7 +312,8 @@ export class BashShellSession implements ShellSession {
         this.proc?.killForeground();
         setTimeout(() => stillRunning() && this.proc?.killAll(), INTERRUPT_GRACE_MS).unref();
       }, INTERRUPT_GRACE_MS).unref();
-    }, { processes: () => this.proc?.processes() ?? [] });
+    };
+    running.stopGuard = this.config.guard?.watch(stopCommand, { processes: () => this.proc?.processes() ?? [] });
     this.proc?.setBusy(true);
     const prefix = this.envQueue.splice(0).map((statement) => `${statement}; `).join('');
     this.writeControl(commandLines({ nonce, command, prefix }));

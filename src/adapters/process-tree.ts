@@ -104,6 +104,15 @@ export function descendantsByChildren(rootPid: number): number[] {
   return found;
 }
 
+/**
+ * The processes whose parent is `pid`: through its children files, else (a kernel without them)
+ * from a full snapshot.
+ */
+export function childProcesses(pid: number): ProcessEntry[] {
+  if (!childrenFilesExist()) return listProcesses().filter((entry) => entry.ppid === pid);
+  return childrenOf(pid).flatMap((child) => readProcess(child) ?? []);
+}
+
 function childrenOf(pid: number): number[] {
   let tasks: string[];
   try {
