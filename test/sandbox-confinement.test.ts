@@ -107,6 +107,17 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
     if (harness) fs.rmSync(harness.server.dataDir, { recursive: true, force: true });
   });
 
+  /** The agent runs `command` in its bash tool (time limit `timeoutS`), then answers: the bash call's observation and the workdir, once the run is over. */
+  async function agentRuns(command: string, timeoutS: number, message: string): Promise<{ stopped: any; workdir: string }> {
+    harness.llm.push(bash(command, { timeout_s: timeoutS }), { text: 'done' });
+    const id = await harness.createConversation({ initial_message: message });
+    // Longer than the command's own timeout: a guard that never fires shows as a timed-out observation.
+    await harness.waitForStatus(id, ['idle', 'error'], (timeoutS + 30) * 1000);
+    const [stopped] = observations(await harness.events(id));
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    return { stopped, workdir };
+  }
+
   it('/info says which limits are in force and what enforces each', async () => {
     const { body } = await harness.get('/info');
     const wholeSandbox = cgroups ? 'cgroup' : 'rlimit';
@@ -284,15 +295,10 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
     // 20 MB/s at most: past the limit within seconds, without a flood of dirty pages that the
     // sandbox's memory cgroup (page cache counts against it) and a busy disk would stall on.
     const fill = 'i=0; while :; do head -c 2M /dev/zero > fill-$i; i=$((i+1)); sleep 0.1; done';
-    harness.llm.push(bash(fill, { timeout_s: 120 }), { text: 'done' });
-    const id = await harness.createConversation({ initial_message: 'fill the disk' });
-    // Longer than the command's own timeout: a guard that never fires shows as a timed-out observation.
-    await harness.waitForStatus(id, ['idle', 'error'], 150_000);
-    const [stopped] = observations(await harness.events(id));
+    const { stopped, workdir } = await agentRuns(fill, 120, 'fill the disk');
     expect(stopped.content).toMatch(/the workdir uses \d+ MB, past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the command was stopped/);
     expect(stopped.data.exit_code).not.toBe(0);
     // The guard measured past the limit, so the loop ran that far, and it stopped well before 120 s.
-    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
     const used = Number(execFileSync('du', ['-s', '-B1048576', workdir], { encoding: 'utf8' }).split('\t')[0]);
     expect(used).toBeGreaterThan(50);
 
@@ -305,14 +311,10 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
   it('a loop that has its shell ignore SIGINT (`trap \'\' INT`) is stopped with the shell: nothing writes on', async () => {
     // SIGINT and a SIGKILL to the foreground leave bash itself looping: only ending the shell stops it.
     const fill = "trap '' INT; i=0; while :; do head -c 2M /dev/zero > fill-$i; i=$((i+1)); sleep 0.1; done";
-    harness.llm.push(bash(fill, { timeout_s: 120 }), { text: 'done' });
-    const id = await harness.createConversation({ initial_message: 'fill the disk, ignoring C-c' });
-    await harness.waitForStatus(id, ['idle', 'error'], 150_000);
-    const [stopped] = observations(await harness.events(id));
+    const { stopped, workdir } = await agentRuns(fill, 120, 'fill the disk, ignoring C-c');
     expect(stopped.content).toMatch(/past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the command was stopped/);
     // Ended (SIGKILL), not left running past its time limit.
     expect(stopped.data.exit_code).toBe(137);
-    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
     const written = () => fs.readdirSync(workdir).filter((name) => name.startsWith('fill-')).length;
     const after = written();
     await new Promise((resolve) => setTimeout(resolve, 2_000));
@@ -349,14 +351,10 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
   it('files deleted while held open count against the workdir limit: the command is stopped, then the jobs holding them', async () => {
     // 5 × 20 MB (each under the 30 MB file limit) in files deleted at once: no walk of the workdir finds them.
     const fill = 'for k in 1 2 3 4 5; do ( trap "" INT TERM; exec 3>"gone-$k"; rm -f "gone-$k"; head -c 20M /dev/zero >&3; sleep 60 ) & done; sleep 20; echo finished';
-    harness.llm.push(bash(fill, { timeout_s: 60 }), { text: 'done' });
-    const id = await harness.createConversation({ initial_message: 'fill the disk with deleted files' });
-    await harness.waitForStatus(id, ['idle', 'error'], 90_000);
-    const [stopped] = observations(await harness.events(id));
+    const { stopped, workdir } = await agentRuns(fill, 60, 'fill the disk with deleted files');
     expect(stopped.content).toMatch(/the workdir uses (9\d|1\d\d) MB, past its limit of 50 MB \(AGENTD_LIMIT_WORKDIR_MB\), so the command was stopped/);
     expect(stopped.content).not.toContain('finished');
     // The jobs ignore SIGINT and SIGTERM and keep the space: watched between commands, they are ended with the shell.
-    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
     const deadline = Date.now() + 20_000;
     while (deletedFilesHeld(workdir) > 0) {
       if (Date.now() > deadline) throw new Error(`deleted files of the workdir still held open after 20 s: ${deletedFilesHeld(workdir)}`);

@@ -39,6 +39,22 @@ export interface CommandWaitHooks {
 }
 
 /**
+ * Stops a command whatever it does: C-c (SIGINT ends the whole command line, a loop run by bash
+ * itself included); a grace period later, SIGKILL to what runs in the foreground; still running a
+ * grace period after that, bash itself loops with SIGINT ignored (`trap '' INT`), or the SIGINT
+ * came as a child exited and bash took it for the child's: the shell is ended (with its sandbox),
+ * as the third C-c does, and the next command starts a fresh one.
+ */
+export function stopCommand(stillRunning: () => boolean, hooks: Pick<CommandWaitHooks, 'interrupt' | 'killForeground'> & { killShell(): void }): void {
+  hooks.interrupt();
+  setTimeout(() => {
+    if (!stillRunning()) return;
+    hooks.killForeground();
+    setTimeout(() => stillRunning() && hooks.killShell(), INTERRUPT_GRACE_MS).unref();
+  }, INTERRUPT_GRACE_MS).unref();
+}
+
+/**
  * Waits for the command's end, its time limits (overall, and without output) or the caller's
  * abort (C-c, then a kill after a grace period); resolves with what it has then.
  */

@@ -9,7 +9,8 @@ import { INIT_SCRIPT, SentinelScanner, bashQuote, commandLines } from './bash-pr
 import { OutputWindow, joinOutput } from './output-window.js';
 import type { WorkdirGuard } from './workdir-guard.js';
 import type { StartSlots } from './start-slots.js';
-import { INTERRUPT_GRACE_MS, commandResult, idleResult, waitForCommand, type Completion, type RunningCommand } from './bash-command.js';
+import { INTERRUPT_GRACE_MS, commandResult, idleResult, stopCommand, waitForCommand, type Completion, type RunningCommand } from './bash-command.js';
+import { ShellJobsWatch } from './shell-jobs-watch.js';
 
 /** A cut result keeps up to this much of the command's output, for the bash tool to save in a file. */
 const KEEP_FULL_OUTPUT_CHARS = 4 * 1024 * 1024;
@@ -65,11 +66,12 @@ export class BashShellSession implements ShellSession {
   private readonly backgroundGroups = new Map<number, number>();
   /** Started ahead: the sandbox's workdir set-up is done before the first command (see SessionConfig.ahead). */
   private setupPending: boolean;
-  /** Ends the watch of the workdir's limit between commands (see watchJobs). */
-  private stopJobsGuard: (() => void) | undefined;
+  /** The workdir's limit between commands, while jobs run (see complete). */
+  private readonly jobsWatch: ShellJobsWatch | undefined;
 
   constructor(private readonly config: SessionConfig) {
     this.setupPending = config.ahead ?? false;
+    this.jobsWatch = config.guard && new ShellJobsWatch(config.guard);
     this.cwd = config.workdir;
     this.env = { ...config.env };
     this.idleOutput = new OutputWindow(config.maxOutputChars);
@@ -121,7 +123,7 @@ export class BashShellSession implements ShellSession {
 
   async close(): Promise<void> {
     this.running?.stopGuard?.();
-    this.stopJobsGuard?.();
+    this.jobsWatch?.end();
     const proc = this.proc;
     this.killProcesses();
     this.config.openShells?.delete(this);
@@ -296,24 +298,13 @@ export class BashShellSession implements ShellSession {
     const running: RunningCommand = { nonce, window, collecting: false, startedAt: Date.now(), interrupts: 0 };
     this.running = running;
     // The command's own watch covers the jobs while it runs.
-    this.stopJobsGuard?.();
-    this.stopJobsGuard = undefined;
-    const stopCommand = (message: string): void => {
+    this.jobsWatch?.end();
+    const onExceeded = (message: string): void => {
       if (this.running !== running) return;
       running.window.append(`\n${message}\n`);
-      // SIGINT ends the whole command line (a loop run by bash itself included); SIGKILL what ignores
-      // it. Still running after both, bash itself loops with SIGINT ignored (`trap '' INT`), or the
-      // SIGINT came as a child exited and bash took it for the child's: the shell is ended with its
-      // sandbox, as the third C-c does, and the next command starts a fresh one.
-      void this.interrupt();
-      const stillRunning = () => this.running === running;
-      setTimeout(() => {
-        if (!stillRunning()) return;
-        this.proc?.killForeground();
-        setTimeout(() => stillRunning() && this.proc?.killAll(), INTERRUPT_GRACE_MS).unref();
-      }, INTERRUPT_GRACE_MS).unref();
+      stopCommand(() => this.running === running, { interrupt: () => void this.interrupt(), killForeground: () => this.proc?.killForeground(), killShell: () => this.proc?.killAll() });
     };
-    running.stopGuard = this.config.guard?.watch(stopCommand, { processes: () => this.proc?.processes() ?? [] });
+    running.stopGuard = this.config.guard?.watch(onExceeded, { processes: () => this.proc?.processes() ?? [] });
     this.proc?.setBusy(true);
     const prefix = this.envQueue.splice(0).map((statement) => `${statement}; `).join('');
     this.writeControl(commandLines({ nonce, command, prefix }));
@@ -368,45 +359,23 @@ export class BashShellSession implements ShellSession {
     this.cwd = completion.cwd;
     this.staleNonces = [running.nonce, ...this.staleNonces].slice(0, 8);
     this.recordBackgroundJob(completion.pid);
-    this.watchJobs();
+    // Jobs left running: past the limit the shell is ended with all of them (in a sandbox bwrap
+    // takes its whole pid namespace), whatever signals they ignore; the next command reads why.
+    const proc = this.proc;
+    if (proc)
+      this.jobsWatch?.start(
+        proc,
+        () => this.proc === proc && !this.running,
+        (message) => {
+          this.idleOutput.append(message);
+          this.killProcesses();
+        },
+      );
     if (!running.collecting) this.unreported = running;
   }
 
-  /**
-   * After a command, while the shell has jobs running (`cmd &`, or adopted by the sandbox's init),
-   * the workdir's limit is watched for them too. Past it the shell is ended with every job (in a
-   * sandbox bwrap takes its whole pid namespace), whatever signals they ignore: the next command
-   * starts a fresh shell and reads why first. Whether jobs run is read at each measurement's time
-   * (the first one interval after the command, unless the next command came first): a shell
-   * without jobs is looked at once and then not watched.
-   */
-  private watchJobs(): void {
-    const proc = this.proc;
-    if (!this.config.guard || this.stopJobsGuard || !proc || proc.exited) return;
-    const ours = () => this.stopJobsGuard === stop && this.proc === proc && !this.running;
-    const stop = this.config.guard.watch(
-      (message) => {
-        if (!ours()) return;
-        this.stopJobsGuard = undefined;
-        this.idleOutput.append(message);
-        this.killProcesses();
-      },
-      {
-        what: 'the shell with its background jobs',
-        processes: () => proc.processes(),
-        keepWatching: () => {
-          if (ours() && proc.hasJobs()) return true;
-          if (this.stopJobsGuard === stop) this.stopJobsGuard = undefined;
-          return false;
-        },
-      },
-    );
-    this.stopJobsGuard = stop;
-  }
-
   private onExit(proc: BashProcess, exitCode: number): void {
-    this.stopJobsGuard?.();
-    this.stopJobsGuard = undefined;
+    this.jobsWatch?.end();
     this.emit(this.scanner.flush());
     proc.killLeftovers();
     if (this.running) this.complete({ exitCode, cwd: this.cwd });
