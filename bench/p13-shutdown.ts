@@ -40,6 +40,8 @@ export const p13Shutdown: Benchmark = {
           fmt(figures.witnessed.deleteMs),
           fmt(figures.exitMs),
           ratio(figures.exitMs, baseline.exitMs),
+          fmt(figures.exitCallMs),
+          fmt(figures.exitMs - figures.exitCallMs),
           fmt(figures.shutdownStallMs),
           fmt(figures.shutdownStallNetMs),
           `${fmt(figures.witnessed.shutdownMs)} / ${fmt(figures.witnessed.shutdownNetMs)}`,
@@ -55,13 +57,14 @@ export const p13Shutdown: Benchmark = {
       tables: [
         {
           caption: 'DELETE and SIGTERM',
-          columns: ['', 'DELETE p50 ms', 'DELETE p99 ms', 'DELETE p50 vs baseline', 'worst stall during DELETEs ms', 'less run-queue wait', 'an idle process beside it', 'SIGTERM → exit ms', 'vs baseline', 'worst stall during shutdown ms', 'less run-queue wait', 'an idle process beside it (wall / less wait)', 'processes before', 'sandbox processes left after exit'],
+          columns: ['', 'DELETE p50 ms', 'DELETE p99 ms', 'DELETE p50 vs baseline', 'worst stall during DELETEs ms', 'less run-queue wait', 'an idle process beside it', 'SIGTERM → exit ms', 'vs baseline', 'of it: the server\'s shutdown (SIGTERM → process.exit) ms', 'the kernel ending the process (process.exit → gone) ms', 'worst stall during shutdown ms', 'less run-queue wait', 'an idle process beside it (wall / less wait)', 'processes before', 'sandbox processes left after exit'],
           rows,
         },
       ],
       notes: [
         'Targets at 1,000 conversations: SIGTERM to exit < 5 s, DELETE < 20 ms p50, no event-loop stall over 50 ms during either.',
         'A stall is the worst delay of the server\'s event loop (monitorEventLoopDelay, 5 ms resolution) between the first DELETE and the last answer, and between SIGTERM and exit (up to the exit itself: the last stretch before process.exit, which no timer of the histogram follows, is counted from the 5 ms timer\'s last tick).',
+        'SIGTERM → exit is split at the server\'s process.exit call (its time from the exit mark of the preloaded watcher). After it no JavaScript runs: the kernel closes the server\'s descriptors, among them each sandbox\'s pipes, whose end of file ends the sandbox (four processes and its namespaces), and the server\'s last thread, closing the rest, shares the CPUs with every sandbox it has just woken. The second part is the kernel\'s cost of ending the processes, which the machine decides (bench/RESULTS.md, round 2\'s twentieth session: ~1.5 ms of system time per ended process on the VM it was measured on).',
         '"Less run-queue wait": the worst delay of a 5 ms timer in the server less the time its main thread waited for a CPU meanwhile (/proc/thread-self/schedstat): what the server itself held its loop for, the figure a quiet machine shows; on a loaded machine the wall-time stall is mostly other processes\' turn. "An idle process beside it": the same measures of an idle Node process through the same phases, the machine\'s share (other work, the kernel tearing the sandboxes down).',
       ],
     };
@@ -73,6 +76,8 @@ interface Figures {
   deleteStallMs: number;
   deleteStallNetMs: number;
   exitMs: number;
+  /** SIGTERM to the server's process.exit call (its own shutdown; the rest is the kernel's). */
+  exitCallMs: number;
   shutdownStallMs: number;
   shutdownStallNetMs: number;
   /** The witness's worst stalls in the same phases (an idle process beside the server). */
@@ -83,6 +88,8 @@ interface Figures {
 
 interface LoopMark {
   phase: string;
+  /** When the mark was written, epoch ms (the exit mark: when process.exit was called). */
+  atMs: number;
   maxMs: number;
   maxNetMs: number;
   worstTick: unknown;
@@ -138,12 +145,13 @@ async function measure(tmp: string, name: string, fake: Awaited<ReturnType<typeo
     await exited;
     const exitMs = performance.now() - started;
     await beside.mark(3);
-    const { maxMs: shutdownStallMs, maxNetMs: shutdownStallNetMs, worstTick } = loop.marks().at(-1)!;
+    const { maxMs: shutdownStallMs, maxNetMs: shutdownStallNetMs, worstTick, atMs: exitCalledAt } = loop.marks().at(-1)!;
+    const exitCallMs = exitCalledAt - (performance.timeOrigin + started);
     const witnessed = { deleteMs: beside.marks()[1]?.maxMs ?? NaN, shutdownMs: beside.marks()[2]?.maxMs ?? NaN, shutdownNetMs: beside.marks()[2]?.maxNetMs ?? NaN };
     if (process.env.AGENTD_BENCH_SHUTDOWN_PROFILE) process.stderr.write(`P13 ${name}: worst shutdown tick ${JSON.stringify(worstTick)}, witness ${JSON.stringify(beside.marks()[2])}\n`);
     await sleep(300);
     const leftAfterExit = sandboxProcessesOf(dataDir);
-    return { deleteMs: summarize(deleteMs), deleteStallMs, deleteStallNetMs, exitMs, shutdownStallMs, shutdownStallNetMs, witnessed, processesBefore, leftAfterExit };
+    return { deleteMs: summarize(deleteMs), deleteStallMs, deleteStallNetMs, exitMs, exitCallMs, shutdownStallMs, shutdownStallNetMs, witnessed, processesBefore, leftAfterExit };
   } finally {
     witness.kill('SIGKILL');
     await server.stop();

@@ -1,7 +1,8 @@
 /**
  * Preloaded into a server process (`node --import loop-delay.mjs dist/cli.js`): watches its
  * event loop and writes the worst delay to the JSON file named by AGENTD_BENCH_LOOP_FILE, on
- * SIGUSR2 (then starts over) and at exit.
+ * SIGUSR2 (then starts over) and at exit, with when it was written (`atMs`, epoch milliseconds:
+ * at exit, when process.exit was called).
  *
  * Two measures of the worst stall: perf_hooks.monitorEventLoopDelay (wall time, `maxMs`), and
  * the same delays from a 5 ms timer less the time the main thread spent waiting for a CPU
@@ -43,7 +44,7 @@ if (file) {
     // The histogram records a delay when its timer fires: the stretch up to this point (at exit:
     // the last work before process.exit, which no timer follows) is counted from the tick.
     const lastLateMs = tick();
-    const figures = { phase, maxMs: Math.max(histogram.max / 1e6, lastLateMs), lastLateMs, p99Ms: histogram.percentile(99) / 1e6, meanMs: histogram.mean / 1e6, maxNetMs: worst.netMs, worstTick: worst };
+    const figures = { phase, atMs: performance.timeOrigin + performance.now(), maxMs: Math.max(histogram.max / 1e6, lastLateMs), lastLateMs, p99Ms: histogram.percentile(99) / 1e6, meanMs: histogram.mean / 1e6, maxNetMs: worst.netMs, worstTick: worst };
     fs.appendFileSync(file, `${JSON.stringify(figures)}\n`);
     histogram.reset();
     worst = { netMs: 0, lateMs: 0, runMs: 0, atUs: 0 };
