@@ -1,4 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
@@ -52,7 +53,9 @@ export const p10RoundTrip: Benchmark = {
     const record = server.services.recorder.append.bind(server.services.recorder);
     server.services.recorder.append = (conversationId, event) => timeline.time('append', () => record(conversationId, event));
     const client = new TurnClient();
+    const bare = await BareServer.start();
     let floor: StepFloor | undefined;
+    const hops: number[] = [];
     try {
       // Warm-up: the first conversation pays for JIT and first-use costs nobody sees twice.
       const warm = await Conversation.create(client, server, fake, timeline);
@@ -67,6 +70,7 @@ export const p10RoundTrip: Benchmark = {
         // round took that work's CPU (5.4-6.0 ms p50 against 3.4-3.6 ms for the second).
         await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
         await floor.sample(2);
+        for (let i = 0; i < 2; i++) hops.push((await client.ask({ type: 'hop', url: bare.url, content: `Turn ${i + 1}: run true.` }, 'hopped')).ms);
         const conversation = await Conversation.create(client, server, fake, timeline);
         for (const kind of ['fresh', 'later'] as const) {
           timeline.reset();
@@ -92,6 +96,8 @@ export const p10RoundTrip: Benchmark = {
       // turn's two requests are that small. (llmMs holds P1's replayed requests; empty here.)
       const floorMs = 2 * summarize(floor.firstLlmMs).p50 + summarize(floor.shellMs).p50;
       if (!Number.isFinite(floorMs)) throw new Error('P10: no floor samples');
+      const hop = summarize(hops);
+      const hopFloorMs = floorMs + hop.p50;
       const total = (kind: 'fresh' | 'later') => summarize(turns[kind].map((turn) => turn.totalMs));
       const freshSummary = total('fresh');
       const laterSummary = total('later');
@@ -112,6 +118,8 @@ export const p10RoundTrip: Benchmark = {
               row('new conversation (first turn)', freshSummary),
               row('later turn of the same conversation', laterSummary),
               ['floor: 2 fake-LLM round trips + `true` in a running shell', fmt(floorMs), '', '', '×1'],
+              [`the client's own hop: a POST like a turn's, answered at once by a bare node:http server`, fmt(hop.p50), fmt(hop.mean), fmt(hop.p99), ''],
+              ['floor + the client\'s hop', fmt(hopFloorMs), '', '', ratio(hopFloorMs, floorMs)],
               row(`new conversation, the LLM answering after ${SLOW_LLM_MS} ms`, slowSummary, slowFloorMs),
               [`its floor: the floor + 2 × ${SLOW_LLM_MS} ms`, fmt(slowFloorMs), '', '', '×1'],
             ],
@@ -129,6 +137,7 @@ export const p10RoundTrip: Benchmark = {
         ],
         notes: [
           `A new conversation's round trip is ${ratio(freshSummary.p50, floorMs)} its floor at the median (${fmt(freshSummary.p50)} ms vs ${fmt(floorMs)} ms); a later turn ${ratio(laterSummary.p50, floorMs)} (${fmt(laterSummary.p50)} ms).`,
+          `A client pays one HTTP request and reads one SSE event whatever the server does: from the same client process, a POST like a turn's answered at once by a bare node:http server (in the benchmark's process, as the server is) takes ${fmt(hop.p50)} ms at the median. Against the floor plus that hop (${fmt(hopFloorMs)} ms) a later turn is ${ratio(laterSummary.p50, hopFloorMs)}, a new conversation ${ratio(freshSummary.p50, hopFloorMs)}.`,
           `With the fake LLM answering at once, a new conversation's first tool call waits for its shell, started at the conversation's creation (\`shell start\` above); with an LLM answering after ${SLOW_LLM_MS} ms, the wait from the answer to the tool's start is ${fmt(slowWait)} ms at the median (a later turn's: ${fmt(laterWait)} ms), and the round trip ${fmt(slowSummary.p50)} ms against its floor of ${fmt(slowFloorMs)} ms (${ratio(slowSummary.p50, slowFloorMs)}).`,
           `The agent's shells, the floor's too, run ${shellsRunAs(server.services.sandbox)}: the server's own, as \`agentd\` runs them on this machine.`,
           'The client (its POST through fetch, its SSE stream) runs in a process of its own, as a real client does; the server, the fake LLM and the floor\'s samples share the benchmark\'s process. The two processes\' instants are compared on CLOCK_MONOTONIC. Until round 2\'s thirteenth session the client ran in the server\'s process and its CPU was on the path (RESULTS.md).',
@@ -136,6 +145,7 @@ export const p10RoundTrip: Benchmark = {
       };
     } finally {
       client.close();
+      await bare.close();
       await floor?.close();
       await server.close();
       await fake.close();
@@ -190,6 +200,32 @@ class TurnClient {
 
   close(): void {
     this.child.kill();
+  }
+}
+
+/** What the client's hop is measured against: a server that reads a POST and answers 202 at once. */
+class BareServer {
+  private constructor(
+    private readonly server: http.Server,
+    readonly url: string,
+  ) {}
+
+  static async start(): Promise<BareServer> {
+    const server = http.createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        response.writeHead(202, { 'content-type': 'application/json' });
+        response.end('{"status":"accepted"}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    return new BareServer(server, `http://127.0.0.1:${port}/`);
+  }
+
+  close(): Promise<void> {
+    this.server.closeAllConnections();
+    return new Promise((resolve) => this.server.close(() => resolve()));
   }
 }
 

@@ -5,7 +5,7 @@
  * CPU is this process's, not the server's. Instants are CLOCK_MONOTONIC (`monotonicMs`), which
  * the parent shares.
  *
- * Messages from the parent: create → (created); turn → (turned); close. Any failure → (failed).
+ * Messages from the parent: create → (created); turn → (turned); hop → (hopped); close. Any failure → (failed).
  */
 import { connectSse, type SseConnection } from '../../test/support/sse-client.js';
 import { monotonicMs } from '../support/stats.js';
@@ -13,11 +13,13 @@ import { monotonicMs } from '../support/stats.js';
 export type TurnClientRequest =
   | { type: 'create'; url: string; headers: Record<string, string>; llm: Record<string, string> }
   | { type: 'turn'; id: string; content: string }
+  | { type: 'hop'; url: string; content: string }
   | { type: 'close'; id: string };
 
 export type TurnClientReply =
   | { type: 'created'; id: string }
   | { type: 'turned'; postAt: number; acceptedAt: number; endAt: number; cpuMs: number }
+  | { type: 'hopped'; ms: number }
   | { type: 'failed'; message: string };
 
 interface Watched {
@@ -62,6 +64,14 @@ async function turn(request: Extract<TurnClientRequest, { type: 'turn' }>): Prom
   return { type: 'turned', postAt, acceptedAt, endAt, cpuMs: (used.user + used.system) / 1000 };
 }
 
+/** The client's own share of a round trip: a POST like a turn's to a server that answers at once, and its answer read. */
+async function hop(request: Extract<TurnClientRequest, { type: 'hop' }>): Promise<TurnClientReply> {
+  const postAt = monotonicMs();
+  const posted = await fetch(request.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ content: request.content, run: true }) });
+  await posted.arrayBuffer();
+  return { type: 'hopped', ms: monotonicMs() - postAt };
+}
+
 function runEnds(messages: SseConnection['messages']): number {
   return messages.filter((message) => message.event === 'state_update' && !message.data.includes('"status":"running"')).length;
 }
@@ -72,7 +82,7 @@ process.on('message', (request: TurnClientRequest) => {
     conversations.delete(request.id);
     return;
   }
-  const work = request.type === 'create' ? create(request) : turn(request);
+  const work = request.type === 'create' ? create(request) : request.type === 'hop' ? hop(request) : turn(request);
   work.then(
     (reply) => process.send!(reply),
     (error: unknown) => process.send!({ type: 'failed', message: error instanceof Error ? error.message : String(error) } satisfies TurnClientReply),
