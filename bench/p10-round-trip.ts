@@ -53,10 +53,11 @@ export const p10RoundTrip: Benchmark = {
     const record = server.services.recorder.append.bind(server.services.recorder);
     server.services.recorder.append = (conversationId, event) => timeline.time('append', () => record(conversationId, event));
     const client = new TurnClient();
-    const bare = await BareServer.start();
+    let bare: BareServer | undefined;
     let floor: StepFloor | undefined;
     const hops: number[] = [];
     try {
+      bare = await BareServer.start();
       // Warm-up: the first conversation pays for JIT and first-use costs nobody sees twice.
       const warm = await Conversation.create(client, server, fake, timeline);
       for (let i = 0; i < 3; i++) await warm.turn();
@@ -145,7 +146,7 @@ export const p10RoundTrip: Benchmark = {
       };
     } finally {
       client.close();
-      await bare.close();
+      await bare?.close();
       await floor?.close();
       await server.close();
       await fake.close();
