@@ -432,6 +432,30 @@ describe('cgroup detection', () => {
       fs.rmSync(bare.root, { recursive: true, force: true });
     }
   });
+
+  it('the start-up sweep removes a killed server\'s empty cgroups off the event loop, and keeps those in use', async () => {
+    const { root, procSelf } = fakeHost({ v2Controllers: 'hugetlb', v1: true });
+    try {
+      const { cgroups } = detectSandboxCgroups({ limits, procSelf });
+      const bases = ['memory', 'pids'].map((name) => path.join(root, name, 'job', 'agentd'));
+      for (const base of bases) for (let i = 0; i < 40; i++) fs.mkdirSync(path.join(base, `c${i}`), { recursive: true });
+      // In use: a real cgroup refuses rmdir with EBUSY, a plain directory with a file in it with ENOTEMPTY.
+      for (const base of bases) fs.writeFileSync(path.join(base, 'c7', 'cgroup.procs'), '123\n');
+      // In a fake hierarchy the detection's probe is a directory with files too: it stays like c7.
+      const inUse = bases.map((base) => fs.readdirSync(base).filter((name) => fs.readdirSync(path.join(base, name)).length > 0));
+      const before = bases.map((base) => fs.readdirSync(base).length);
+      const sweep = cgroups?.sweep();
+      // Nothing removed before the call returned: the rmdirs run on libuv's pool.
+      expect(bases.map((base) => fs.readdirSync(base).length)).toEqual(before);
+      await sweep;
+      for (const [index, base] of bases.entries()) {
+        expect(inUse[index]).toContain('c7');
+        expect(fs.readdirSync(base).sort()).toEqual(inUse[index]?.sort());
+      }
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('workdir ownership', () => {

@@ -79,7 +79,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     this.limits = options.limits;
     this.asRoot = options.runningAsRoot ?? process.geteuid?.() === 0;
     this.cgroups = options.cgroups ?? null;
-    this.cgroups?.sweep();
+    void this.cgroups?.sweep();
     this.identities = new SandboxIdentityFiles(options.stateDir);
     const filter = setIdSeccompFilter();
     this.seccompFile = filter && path.join(options.stateDir, 'seccomp-setid.bpf');

@@ -14,6 +14,8 @@ import path from 'node:path';
  */
 const RELEASE_RETRIES = 20;
 const RELEASE_RETRY_MS = 100;
+/** Leftover cgroups removed at once by the start-up sweep (libuv's pool has four threads). */
+const SWEEP_BATCH = 8;
 
 export interface CgroupLimits {
   memoryBytes: number | null;
@@ -39,8 +41,8 @@ export interface SandboxCgroups {
   release(key: string): void;
   /** The conversation's cgroup directories (one per hierarchy). */
   directories(key: string): string[];
-  /** Removes every empty child cgroup (start-up). */
-  sweep(): void;
+  /** Removes every empty child cgroup (start-up), off the event loop; resolves when done. */
+  sweep(): Promise<void>;
 }
 
 interface MountEntry {
@@ -192,15 +194,20 @@ class CgroupSet implements SandboxCgroups {
     return this.controllers.map((controller) => path.join(controller.base, safeKey(key)));
   }
 
-  sweep(): void {
+  async sweep(): Promise<void> {
+    // A server killed with a thousand sandboxes leaves a thousand cgroups: removed synchronously
+    // they held the next start's event loop for ~0.3 s (P1's profile here). A sandbox starting
+    // meanwhile may lose its fresh directory to this sweep: its join script tries again.
     for (const controller of this.controllers) {
-      let names: string[] = [];
+      let names: string[];
       try {
-        names = fs.readdirSync(controller.base, { withFileTypes: true }).filter((entry) => entry.isDirectory()).map((entry) => entry.name);
+        names = (await fs.promises.readdir(controller.base, { withFileTypes: true })).filter((entry) => entry.isDirectory()).map((entry) => entry.name);
       } catch {
         continue;
       }
-      for (const name of names) removeQuietly(path.join(controller.base, name));
+      for (let start = 0; start < names.length; start += SWEEP_BATCH) {
+        await Promise.all(names.slice(start, start + SWEEP_BATCH).map((name) => removeSoon(path.join(controller.base, name))));
+      }
     }
   }
 }
