@@ -299,6 +299,46 @@ describe('shells started ahead of a first run', () => {
     expect(shells.started.at(-1)).toBe(next);
   });
 
+  it('a delete that keeps the workdir answers once the shell is killed; one that removes it, and shutdown, wait for its exit', async () => {
+    // Shells whose kill is immediate and whose exit comes when the test says.
+    const killed: string[] = [];
+    const exits = new Map<string, () => void>();
+    const factory: ShellFactory = {
+      create: async (options) => ({
+        close: () => {
+          killed.push(options.conversationId);
+          return new Promise<void>((resolve) => exits.set(options.conversationId, resolve));
+        },
+      }) as never,
+    };
+    const { conversations, agent, create } = await setUp([], [bashTool, finishTool as ToolDefinition], { shells: factory, idleTimeoutMs: 60_000 });
+    const [kept, removed] = [await create(), await create()];
+    await settle();
+    const done = <T>(promise: Promise<T>) => {
+      const state = { settled: false, promise };
+      void promise.then(() => (state.settled = true));
+      return state;
+    };
+
+    await conversations.delete(kept, { deleteWorkdir: false });
+    expect(killed).toEqual([kept]);
+    expect(exits.has(kept)).toBe(true);
+
+    const removing = done(conversations.delete(removed, { deleteWorkdir: true }));
+    await settle();
+    expect(killed).toEqual([kept, removed]);
+    expect(removing.settled).toBe(false);
+    exits.get(removed)!();
+    await removing.promise;
+
+    // The kept workdir's shell has still not exited: shutdown waits for it.
+    const stopping = done(agent.stopAll());
+    await settle();
+    expect(stopping.settled).toBe(false);
+    exits.get(kept)!();
+    await stopping.promise;
+  });
+
   it('never start on a server that keeps idle shells forever (no idle timeout to release them)', async () => {
     const off = countingShells();
     const without = await setUp([], [bashTool, finishTool as ToolDefinition], { shells: off.factory });

@@ -266,11 +266,14 @@ export class AgentRuntime implements ConversationRuntime {
     return this.lifecycle.beforeWorkdirChange(conversationId);
   }
 
-  /** The conversation is deleted: its run stops (recorded as deleted), its session, shell, MCP servers and run records go. */
-  async dispose(conversationId: string): Promise<void> {
+  /**
+   * The conversation is deleted: its run stops (recorded as deleted), its session, shell, MCP
+   * servers and run records go. `awaitShellExit: false`: the shell is killed, its exit not waited for.
+   */
+  async dispose(conversationId: string, options: { awaitShellExit?: boolean } = {}): Promise<void> {
     await this.lifecycle.forgetReleased(conversationId);
     await this.driver.pause(conversationId, 'deleted');
-    await this.lifecycle.close(conversationId, (session) => this.condensation.stop(session));
+    await this.lifecycle.close(conversationId, (session) => this.condensation.stop(session), options);
     this.deps.runs.drop(conversationId);
   }
 

@@ -28,6 +28,8 @@ export class SessionLifecycle {
   private readonly releasing = new Map<string, Promise<void>>();
   /** What released sessions left for their successors: the shell's state. */
   private readonly released = new Map<string, AgentSession['restore']>();
+  /** Shells of deleted conversations killed and still ending (see close). */
+  private readonly ending = new Set<Promise<void>>();
 
   constructor(private readonly deps: SessionLifecycleDeps) {}
 
@@ -77,12 +79,26 @@ export class SessionLifecycle {
     this.released.delete(conversationId);
   }
 
-  /** After the conversation's run stopped: its session leaves, its shell and MCP servers close. */
-  async close(conversationId: string, beforeClose: (session: AgentSession) => Promise<void>): Promise<void> {
+  /**
+   * After the conversation's run stopped: its session leaves, its shell and MCP servers close.
+   * `awaitShellExit: false` (a delete that keeps the workdir): the shell's processes are killed
+   * before this returns, and their exits (the kernel tearing the sandbox down, the spawner
+   * reporting it: most of a DELETE's time with a thousand shells, P13) are awaited by shutdown,
+   * not by the caller.
+   */
+  async close(conversationId: string, beforeClose: (session: AgentSession) => Promise<void>, options: { awaitShellExit?: boolean } = {}): Promise<void> {
     const session = this.deps.sessions.forget(conversationId);
     if (session) await beforeClose(session);
-    await session?.closeShell();
+    const closing = session?.closeShell();
+    if (closing && options.awaitShellExit === false) this.endInBackground(closing);
+    else await closing;
     await this.deps.mcp?.close(conversationId);
+  }
+
+  private endInBackground(closing: Promise<void>): void {
+    const ending = closing.catch((error: unknown) => this.deps.onError?.(error, { stage: 'shell_close' }));
+    this.ending.add(ending);
+    void ending.finally(() => this.ending.delete(ending));
   }
 
   /** Shutdown, first step: no session is released from now on. */
@@ -103,7 +119,7 @@ export class SessionLifecycle {
       closing.push(session.closeShell());
       if (closing.length % SHELLS_CLOSED_PER_TURN === 0) await new Promise((resolve) => setImmediate(resolve));
     }
-    await Promise.all(closing);
+    await Promise.all([...closing, ...this.ending]);
     await this.deps.mcp?.closeAll();
   }
 

@@ -34,8 +34,11 @@ export interface ConversationRuntime {
   answerWithMessage?(conversationId: string, content: string): { tool_call_id: string; run_id: string } | null;
   /** A conversation was created without a run: what its first run will need may start now, in the background (its shell). */
   prepare?(conversationId: string): void;
-  /** The conversation is about to be deleted: stop its run and processes. */
-  dispose(conversationId: string): Promise<void>;
+  /**
+   * The conversation is about to be deleted: stop its run and processes. `awaitShellExit: false`:
+   * its shell's processes are killed, their exits not waited for (the workdir stays).
+   */
+  dispose(conversationId: string, options?: { awaitShellExit?: boolean }): Promise<void>;
   /** The workdir is about to change: refuse while a run is going, else let go of the old one (the shell). */
   beforeWorkdirChange(conversationId: string): Promise<void>;
 }
@@ -186,8 +189,9 @@ export class ConversationService {
 
   async delete(id: string, options: { deleteWorkdir: boolean }): Promise<void> {
     const record = this.store.find(id);
-    // A quarantined conversation never ran in this process: nothing to stop.
-    if (!record.quarantine) await this.runtime?.dispose(id);
+    // A quarantined conversation never ran in this process: nothing to stop. The workdir is removed
+    // only once every process that could write in it is gone; kept, its shell's end is not waited for.
+    if (!record.quarantine) await this.runtime?.dispose(id, { awaitShellExit: options.deleteWorkdir });
     // The record first: a crash midway leaves files without a record (removed at load), never a
     // conversation that lost its events.
     await this.store.remove(id, { persisted: true });

@@ -54,7 +54,10 @@ export interface ShellSession {
   setEnv(vars: Record<string, string>, unset?: string[]): Promise<void>;
   /** Interrupt whatever runs now (SIGINT to the foreground process group). */
   interrupt(): Promise<void>;
-  /** Kill the shell and its whole process tree. Idempotent. */
+  /**
+   * Kill the shell and its whole process tree: the kill is sent before this returns, the promise
+   * settles once the processes have exited (a caller that need not wait for that may go on). Idempotent.
+   */
   close(): Promise<void>;
   /**
    * Record the shell's state and close it (an idle conversation frees its processes). null, with
