@@ -100,6 +100,8 @@ export function conversationRoutes(services: Pick<Services, 'conversations'>): F
           tags: ['conversations'],
           operationId: 'conversations.delete',
           summary: 'Delete a conversation: stops any run, removes its state (and, if asked, a workdir the server created)',
+          description:
+            'Answers 204 once the run is stopped, the conversation\'s processes (its sandboxed shell, MCP servers) are killed and its state is removed. With `delete_workdir=true` it also waits until those processes have exited, then removes the workdir.',
           params: ConversationParams,
           querystring: DeleteConversationQuery,
           response: { 204: z.null().describe('Deleted'), ...errors(400, 404) },
