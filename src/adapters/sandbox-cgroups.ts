@@ -196,7 +196,7 @@ class CgroupSet implements SandboxCgroups {
 
   async sweep(): Promise<void> {
     // A server killed with a thousand sandboxes leaves a thousand cgroups: removed synchronously
-    // they held the next start's event loop for ~0.3 s (P1's profile here). A sandbox starting
+    // they held the next start's event loop for ~0.3 s (a CPU profile of a start after P13). A sandbox starting
     // meanwhile may lose its fresh directory to this sweep: its join script tries again.
     for (const controller of this.controllers) {
       let names: string[];

@@ -82,9 +82,9 @@ export class SessionLifecycle {
   /**
    * After the conversation's run stopped: its session leaves, its shell and MCP servers close.
    * `awaitShellExit: false` (a delete that keeps the workdir): the shell's processes are killed
-   * before this returns, and their exits (the kernel tearing the sandbox down, the spawner
-   * reporting it: most of a DELETE's time with a thousand shells, P13) are awaited by shutdown,
-   * not by the caller.
+   * before this returns (a shell still starting, once it has started), and their exits (the kernel
+   * tearing the sandbox down, the spawner reporting it: most of a DELETE's time with a thousand
+   * shells, P13) are awaited by shutdown, not by the caller.
    */
   async close(conversationId: string, beforeClose: (session: AgentSession) => Promise<void>, options: { awaitShellExit?: boolean } = {}): Promise<void> {
     const session = this.deps.sessions.forget(conversationId);
