@@ -42,6 +42,31 @@ describe('SecretMasker', () => {
     expect(masker.maskText(`log line with ${secrets.S4242} inside`)).toBe('log line with <secret:S4242> inside');
     expect(masker.maskText('a log line with nothing to hide')).toBe('a log line with nothing to hide');
   });
+
+  it('built a slice at a time, masks as one built at once, with the event loop turning between slices', async () => {
+    const pairs: [string, string][] = [];
+    for (let i = 0; i < 2_500; i++) pairs.push([`S${i}`, `value-${i}-${(i * 7919) % 10007}`]);
+    // One value under two names (the last one names it) and one value that contains another.
+    pairs.push(['TWICE_A', 'shared-value'], ['TWICE_B', 'shared-value'], ['INNER', 'value-12'], ['SHORT', 'ab']);
+    let turns = 0;
+    let counting = true;
+    const tick = () => {
+      if (!counting) return;
+      turns += 1;
+      setImmediate(tick);
+    };
+    setImmediate(tick);
+    const sliced = await SecretMasker.inSlices(pairs, 500);
+    counting = false;
+    expect(turns).toBeGreaterThanOrEqual(4);
+    const whole = new SecretMasker(pairs);
+    for (const text of ['x value-12-1 y', 'value-12', 'shared-value!', 'ab value-2499-8200 value-0-0', 'nothing here']) {
+      expect(sliced.maskText(text), text).toBe(whole.maskText(text));
+    }
+    expect(sliced.maskText('shared-value')).toBe('<secret:TWICE_B>');
+    expect(sliced.maskText('(value-12)')).toBe('(<secret:INNER>)');
+    expect(sliced.settledLength('tail value-1')).toBe(whole.settledLength('tail value-1'));
+  });
 });
 
 describe('the log scrubber over every conversation', () => {
@@ -53,6 +78,30 @@ describe('the log scrubber over every conversation', () => {
         server.services.conversations.create({ max_iterations_per_run: 10, confirmation_mode: false, secrets: { GITHUB_TOKEN: value } });
       }
       expect(server.services.secrets.maskAny('ghp_AAAA_first_value and ghp_BBBB_second_value')).toBe('<secret:GITHUB_TOKEN> and <secret:GITHUB_TOKEN>');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('prepared a slice at a time after start-up, masks every value, and one added meanwhile too', async () => {
+    const { startServer } = await import('./support/agentd.js');
+    const server = await startServer({ listen: false });
+    try {
+      const { conversations, secrets } = server.services;
+      const token = (i: number) => `tok_${i}_${(i * 7919) % 10007}_x`;
+      for (let i = 0; i < 2_500; i++) conversations.create({ max_iterations_per_run: 10, confirmation_mode: false, secrets: { TOKEN: token(i) } });
+      const index = () => (secrets as unknown as { everyMasker: unknown }).everyMasker;
+      await secrets.prepareMaskAny();
+      const prepared = index();
+      expect(prepared).not.toBeNull();
+      expect(secrets.maskAny(`${token(0)} then ${token(2499)}`)).toBe('<secret:TOKEN> then <secret:TOKEN>');
+      // The log's first line used the prepared index: it did not build its own.
+      expect(index()).toBe(prepared);
+      // Secrets that change while it is prepared: the index it made is not the one used.
+      const preparing = secrets.prepareMaskAny();
+      conversations.create({ max_iterations_per_run: 10, confirmation_mode: false, secrets: { LATE: 'late_value_added' } });
+      await preparing;
+      expect(secrets.maskAny(`late_value_added and ${token(7)}`)).toBe('<secret:LATE> and <secret:TOKEN>');
     } finally {
       await server.close();
     }

@@ -108,8 +108,14 @@ export async function serve(argv: readonly string[]): Promise<void> {
   // generation V8 grew while starting, once the server is quiet: a collection's time (tens of ms
   // with many records loaded) not spent before the server answers.
   compactWhenIdle.afterStart();
-  // Log lines are masked against every conversation's secrets: the first one builds that index (tens
-  // of milliseconds with 10,000 conversations), so none is written before the server listens.
-  if (services.masterKeyFile) logger.warn({ key_file: services.masterKeyFile }, `AGENTD_MASTER_KEY is not set: ${how} in ${services.masterKeyFile}`);
-  logger.info({ address, data_dir: config.dataDir, version: VERSION }, 'agentd listening');
+  // Log lines are masked against every conversation's secrets, through an index that the first
+  // one built in one go (tens of milliseconds with 10,000 conversations, which the server's first
+  // requests waited for): it is built a slice at a time once the server listens, then they are written.
+  void services.secrets
+    .prepareMaskAny()
+    .catch(() => undefined)
+    .then(() => {
+      if (services.masterKeyFile) logger.warn({ key_file: services.masterKeyFile }, `AGENTD_MASTER_KEY is not set: ${how} in ${services.masterKeyFile}`);
+      logger.info({ address, data_dir: config.dataDir, version: VERSION }, 'agentd listening');
+    });
 }

@@ -31,7 +31,7 @@ function nextPowerOfTwo(n: number): number {
  * conversation's).
  */
 export class SecretMasker {
-  private readonly namesByValue: Map<string, string>;
+  private readonly namesByValue = new Map<string, string>();
   private readonly byPrefix = new Map<number, string[]>();
   /**
    * One bit per prefix key (modulo its size), set for the keys of the values held: a position
@@ -41,17 +41,42 @@ export class SecretMasker {
    */
   private readonly prefixBits: Uint32Array;
   private readonly prefixMask: number;
+  /** The values, longest first, while they are being indexed (`inSlices`); how many of them are. */
+  private pending: [string, string][];
+  private indexed = 0;
 
   /** Secrets as a name → value map, or as (name, value) pairs (several values may share a name). */
-  constructor(secrets: Record<string, string> | Iterable<readonly [string, string]>) {
+  constructor(secrets: Record<string, string> | Iterable<readonly [string, string]>, options: { indexLater?: boolean } = {}) {
     const pairs = Symbol.iterator in secrets ? [...(secrets as Iterable<readonly [string, string]>)] : Object.entries(secrets);
-    const entries = pairs.filter(([, value]) => value.length >= MIN_MASKED_LENGTH);
-    entries.sort((a, b) => b[1].length - a[1].length);
-    this.namesByValue = new Map(entries.map(([name, value]) => [value, name]));
-    const bits = Math.min(1 << 20, Math.max(1 << 10, nextPowerOfTwo(this.namesByValue.size * 64)));
+    this.pending = pairs.filter(([, value]) => value.length >= MIN_MASKED_LENGTH) as [string, string][];
+    this.pending.sort((a, b) => b[1].length - a[1].length);
+    const bits = Math.min(1 << 20, Math.max(1 << 10, nextPowerOfTwo(this.pending.length * 64)));
     this.prefixBits = new Uint32Array(bits >>> 5);
     this.prefixMask = bits - 1;
-    for (const value of this.namesByValue.keys()) {
+    if (!options.indexLater) this.index(this.pending.length);
+  }
+
+  /**
+   * The same masker, its values indexed `perTurn` at a time with a turn of the event loop between
+   * (the log's masker of every conversation's secrets: tens of ms in one go with 10,000 of them).
+   */
+  static async inSlices(secrets: Iterable<readonly [string, string]>, perTurn: number): Promise<SecretMasker> {
+    const masker = new SecretMasker(secrets, { indexLater: true });
+    while (masker.index(perTurn)) await new Promise((resolve) => setImmediate(resolve));
+    return masker;
+  }
+
+  /** Indexes up to `count` more of the pending values, in order; whether any are left. */
+  private index(count: number): boolean {
+    const end = Math.min(this.indexed + count, this.pending.length);
+    for (let i = this.indexed; i < end; i++) {
+      const [name, value] = this.pending[i]!;
+      // A value held twice keeps its first place (the longest-first order) and the last name, as a Map built from the pairs would.
+      if (this.namesByValue.has(value)) {
+        this.namesByValue.set(value, name);
+        continue;
+      }
+      this.namesByValue.set(value, name);
       const key = prefixKey(value, 0);
       const bit = key & this.prefixMask;
       this.prefixBits[bit >>> 5]! |= 1 << (bit & 31);
@@ -59,6 +84,11 @@ export class SecretMasker {
       if (values) values.push(value);
       else this.byPrefix.set(key, [value]);
     }
+    this.indexed = end;
+    if (end < this.pending.length) return true;
+    this.pending = [];
+    this.indexed = 0;
+    return false;
   }
 
   get empty(): boolean {
