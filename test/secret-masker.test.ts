@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SecretMasker } from '../src/core/secrets/secret-masker.js';
+import { turnsDuring } from './support/event-loop-turns.js';
 
 /** The obvious implementation, as a reference: one regex alternation, longest values first. */
 function reference(secrets: Record<string, string>, text: string): string {
@@ -48,16 +49,7 @@ describe('SecretMasker', () => {
     for (let i = 0; i < 2_500; i++) pairs.push([`S${i}`, `value-${i}-${(i * 7919) % 10007}`]);
     // One value under two names (the last one names it) and one value that contains another.
     pairs.push(['TWICE_A', 'shared-value'], ['TWICE_B', 'shared-value'], ['INNER', 'value-12'], ['SHORT', 'ab']);
-    let turns = 0;
-    let counting = true;
-    const tick = () => {
-      if (!counting) return;
-      turns += 1;
-      setImmediate(tick);
-    };
-    setImmediate(tick);
-    const sliced = await SecretMasker.inSlices(pairs, 500);
-    counting = false;
+    const { result: sliced, turns } = await turnsDuring(() => SecretMasker.inSlices(pairs, 500));
     expect(turns).toBeGreaterThanOrEqual(4);
     const whole = new SecretMasker(pairs);
     for (const text of ['x value-12-1 y', 'value-12', 'shared-value!', 'ab value-2499-8200 value-0-0', 'nothing here']) {

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DirectoryListings, workdirFingerprint } from '../src/adapters/workdir-fingerprint.js';
 import { tempDir } from './support/agentd.js';
+import { turnsDuring } from './support/event-loop-turns.js';
 
 let workdir: string;
 
@@ -27,21 +28,6 @@ function populate(count: number): void {
     fs.writeFileSync(file, `${i}\n`);
     fs.utimesSync(file, past, past);
   }
-}
-
-/** How many turns of the event loop passed while `work` ran. */
-async function turnsDuring<T>(work: () => Promise<T>): Promise<{ result: T; turns: number }> {
-  let turns = 0;
-  let running = true;
-  const tick = () => {
-    if (!running) return;
-    turns += 1;
-    setImmediate(tick);
-  };
-  setImmediate(tick);
-  const result = await work();
-  running = false;
-  return { result, turns };
 }
 
 describe('the workdir fingerprint', () => {
