@@ -89,11 +89,6 @@ export class SecretService {
   private everyRevision = -1;
 
   /**
-   * Masks the secret values of every conversation in a piece of text that may hold any of them
-   * (the strings of a log record: the logger calls it field by field, see logger.ts). Rebuilt
-   * only when the set of values changes, not when a record is saved for another reason.
-   */
-  /**
    * Builds maskAny's index a slice at a time (once the server listens): built by the first log
    * line, in one go, it held the event loop for tens of ms with 10,000 conversations holding
    * secrets, and the server's first requests (a probe's /health) waited. Secrets changed meanwhile,
@@ -113,6 +108,11 @@ export class SecretService {
     this.everyRevision = revision;
   }
 
+  /**
+   * Masks the secret values of every conversation in a piece of text that may hold any of them
+   * (the strings of a log record: the logger calls it field by field, see logger.ts). Rebuilt
+   * only when the set of values changes, not when a record is saved for another reason.
+   */
   maskAny(text: string): string {
     if (!this.everyMasker || this.everyRevision !== this.conversations.secretsRevision) {
       this.everyRevision = this.conversations.secretsRevision;
