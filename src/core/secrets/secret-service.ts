@@ -96,11 +96,9 @@ export class SecretService {
    */
   async prepareMaskAny(): Promise<void> {
     const revision = this.conversations.secretsRevision;
-    const all: [string, string][] = [];
-    let seen = 0;
-    for (const record of this.conversations.all()) {
-      all.push(...maskedPairs(record));
-      if (++seen % MASK_ANY_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
+    const all: (readonly [string, string])[] = [];
+    for (const pair of this.everyPair()) {
+      if (all.push(pair) % MASK_ANY_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
     }
     const masker = await SecretMasker.inSlices(all, MASK_ANY_SLICE);
     if (this.conversations.secretsRevision !== revision || (this.everyMasker && this.everyRevision === revision)) return;
@@ -116,16 +114,18 @@ export class SecretService {
   maskAny(text: string): string {
     if (!this.everyMasker || this.everyRevision !== this.conversations.secretsRevision) {
       this.everyRevision = this.conversations.secretsRevision;
-      // Pairs, not a map: two conversations may hold different values under the same name.
-      const all: [string, string][] = [];
-      for (const record of this.conversations.all()) all.push(...maskedPairs(record));
-      this.everyMasker = new SecretMasker(all);
+      this.everyMasker = new SecretMasker(this.everyPair());
     }
     return this.everyMasker.maskText(text);
   }
+
+  /** Every conversation's masked values, as pairs, not a map: two conversations may hold different values under the same name. */
+  private *everyPair(): Generator<readonly [string, string]> {
+    for (const record of this.conversations.all()) yield* maskedPairs(record);
+  }
 }
 
-/** Conversations (and values) taken into maskAny's index per turn of the event loop by prepareMaskAny. */
+/** Values collected, then indexed, per turn of the event loop by prepareMaskAny. */
 const MASK_ANY_SLICE = 1000;
 
 /** How many former values a conversation keeps masking (the oldest go first). */
