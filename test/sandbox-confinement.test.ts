@@ -422,7 +422,17 @@ describe('cgroup detection', () => {
     try {
       const { cgroups } = detectSandboxCgroups({ limits, procSelf: hybrid.procSelf });
       expect(cgroups?.version).toBe('v1');
-      expect(cgroups?.directories('c7')).toEqual([path.join(hybrid.root, 'memory', 'job', 'agentd', 'c7'), path.join(hybrid.root, 'pids', 'job', 'agentd', 'c7')]);
+      const dirs = cgroups?.directories('c7') ?? [];
+      expect(dirs).toEqual([path.join(hybrid.root, 'memory', 'job', 'agentd', 'c7'), path.join(hybrid.root, 'pids', 'job', 'agentd', 'c7')]);
+      // v1: the launch script moves its own thread (`0` to `tasks`), which takes no global lock,
+      // rather than its process (`cgroup.procs`), which waits for an RCU grace period (~15 ms).
+      execFileSync('bash', ['-c', cgroups?.joinScript('c7') ?? 'exit 1']);
+      for (const dir of dirs) {
+        expect(fs.readFileSync(path.join(dir, 'tasks'), 'utf8')).toBe('0\n');
+        expect(fs.existsSync(path.join(dir, 'cgroup.procs'))).toBe(false);
+      }
+      expect(fs.readFileSync(path.join(dirs[0]!, 'memory.limit_in_bytes'), 'utf8')).toBe(`${limits.memoryBytes}\n`);
+      expect(fs.readFileSync(path.join(dirs[1]!, 'pids.max'), 'utf8')).toBe('64\n');
       const none = detectSandboxCgroups({ limits, procSelf: bare.procSelf });
       expect(none.cgroups).toBeNull();
       expect(none.reason).toBe('v2: controllers memory, pids not available to the server\'s cgroup; v1: no memory hierarchy');

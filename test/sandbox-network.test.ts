@@ -172,6 +172,42 @@ describe.skipIf(Boolean(skipReason) || slirp === null)('the slirp4netns fallback
   }, 60_000);
 });
 
+describe.skipIf(Boolean(skipReason))('a sandbox\'s start', () => {
+  it('runs no helper program between its own: no temporary FIFO (mktemp, mkfifo, rm) and no `sleep` while waiting', async () => {
+    // Each helper a start could run is shadowed, first on PATH (outside and, bound read-only,
+    // inside the sandbox), by a script that notes its name in the workdir, then runs the real one.
+    const shims = fs.realpathSync(tempDir());
+    const stateDir = tempDir();
+    const workdir = fs.realpathSync(tempDir());
+    const log = path.join(workdir, 'helpers.log');
+    try {
+      for (const name of ['mktemp', 'mkfifo', 'rm', 'sleep']) {
+        const real = findInPath(name, process.env.PATH ?? '')!;
+        fs.writeFileSync(path.join(shims, name), `#!/bin/bash\necho ${name} >> "$SHIM_LOG"\nexec ${real} "$@"\n`, { mode: 0o755 });
+      }
+      // Searchable by the agent's uid (when the server is root), and the log writable by the sandbox's root, which may not override permissions.
+      fs.chmodSync(shims, 0o755);
+      fs.writeFileSync(log, '');
+      fs.chmodSync(log, 0o666);
+      const launcher = new BwrapProcessLauncher({ bwrapPath: findInPath('bwrap', process.env.PATH ?? '')!, limits: NO_LIMITS, hiddenPaths: [], extraReadOnlyPaths: [shims], stateDir, searchPath: process.env.PATH ?? '', networkHelper: selection.networkHelper });
+      await launcher.ready({ workdir, network: true });
+      const env = { PATH: `${shims}:${process.env.PATH ?? ''}`, HOME: workdir, SHIM_LOG: log };
+      for (let i = 0; i < 5; i++) {
+        // A one-off command in a network namespace of its own (user-mode network: the wrapper that attaches the helper, the wait for the route).
+        const spec = launcher.prepare({ command: 'bash', args: ['-c', 'command -v sleep; awk \'$2 == "00000000" { print "route" }\' /proc/net/route'], cwd: workdir, env, sandbox: { workdir, network: true } });
+        const output = execFileSync(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, encoding: 'utf8', timeout: 30_000 });
+        // The shims are what the sandbox finds first, and the network is up when the program starts.
+        expect(output).toBe(`${path.join(shims, 'sleep')}\nroute\n`);
+      }
+      expect(fs.readFileSync(log, 'utf8')).toBe('');
+    } finally {
+      fs.rmSync(shims, { recursive: true, force: true });
+      fs.rmSync(stateDir, { recursive: true, force: true });
+      fs.rmSync(workdir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
 describe.skipIf(Boolean(skipReason))('a network helper that cannot attach', () => {
   // The probe runs one sandbox with the helper attached; only when it fails does it run one without.
   it('leaves the sandbox in use, without network, with the reason', async () => {

@@ -1,4 +1,4 @@
-import { CONTROL_FD } from './sandbox-entry-script.js';
+import { CONTROL_FD, tickPipe } from './sandbox-entry-script.js';
 import { findInPath } from './sandbox-mounts.js';
 
 /**
@@ -69,12 +69,13 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
   const fd = BWRAP_INFO_FD;
   return [
     "trap '' INT",
-    'd=$(mktemp -d "${TMPDIR:-/tmp}/agentd-net.XXXXXX") && mkfifo -m 600 "$d/info" || exit 125',
+    // bwrap writes on a pipe (tickPipe's, read-write); this shell reads it through a read-only
+    // end of its own once bwrap has the other: a bwrap that ends before it writes gives end of file.
+    `${tickPipe('p')} || exit 125`,
     // An explicit stdin: a background job's would be /dev/null (the agent's shell reads stdin).
-    `"$@" ${fd}>"$d/info" <&0 &`,
+    `"$@" ${fd}>&"$p" {p}>&- <&0 &`,
     'bw=$!',
-    `exec ${fd}<"$d/info"`,
-    'rm -rf -- "$d"',
+    `exec ${fd}</proc/self/fd/"$p" {p}>&-`,
     `IFS= read -r -d '}' -t 30 -u ${fd} info`,
     `exec ${fd}<&-`,
     'helper=',
@@ -82,8 +83,14 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     '  pid=${BASH_REMATCH[1]}',
     // bwrap brings the namespace's loopback up itself (RTM_NEWADDR, then link up) and dies if
     // the address already exists: the helper, which brings lo up too, starts once it is done.
-    // Read by bash itself (a grep per look took as long as the rest of the look here: 10-18 ms).
-    '  for ((i = 0; i < 500; i++)); do lo=; while read -r line; do [[ $line == *127.0.0.1* ]] && lo=1; done 2>/dev/null <"/proc/$pid/net/fib_trie"; [[ -n $lo ]] && break; kill -0 "$bw" 2>/dev/null || break; sleep 0.01; done',
+    // Read by bash itself (a grep per look took as long as the rest of the look here: 10-18 ms),
+    // every millisecond (a `sleep 0.01` between looks took 12 ms, a process each).
+    '  lo_up() { lo=; while read -r line; do [[ $line == *127.0.0.1* ]] && lo=1; done 2>/dev/null <"/proc/$pid/net/fib_trie"; [[ -n $lo ]]; }',
+    '  if ! lo_up; then',
+    `    ${tickPipe('tick')}`,
+    '    for ((i = 0; i < 5000; i++)); do read -t 0.001 -u "$tick"; (( $? > 128 )) || sleep 0.01; lo_up && break; kill -0 "$bw" 2>/dev/null || break; done',
+    '    { exec {tick}<&-; } 2>/dev/null',
+    '  fi',
     '  exec {ns}<"/proc/$pid/ns/net"',
     // The helper holds none of the sandbox's descriptors (the watchdog's control channel included).
     `  setpriv --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- &`,
@@ -101,17 +108,22 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
 
 /**
  * Prepended to the entry script inside a `user_mode` sandbox: wait (at most 10 s) until the
- * namespace has an IPv4 default route (pasta and slirp4netns both set one), so the program's first command already has the network.
+ * namespace has an IPv4 default route (pasta and slirp4netns both set one), so the program's first
+ * command already has the network. The route is looked for every millisecond, the wait between
+ * two looks a `read -t` on a pipe nobody writes to (tickPipe): a `sleep 0.01` was a process
+ * each time, 12 ms a look, and the route usually comes a millisecond or two after the first.
  */
 export function waitForNetworkScript(): string {
   return [
-    `for ((agentd_i = 0; agentd_i < ${WAIT_FOR_NETWORK_S * 100}; agentd_i++)); do`,
-    '  agentd_route=0; while read -r agentd_if agentd_dest agentd_rest; do [ "$agentd_dest" = 00000000 ] && agentd_route=1; done </proc/net/route',
-    '  [ "$agentd_route" = 1 ] && break',
-    '  sleep 0.01',
-    'done',
-    `[ "$agentd_route" = 1 ] || echo '[agentd: the sandbox network did not come up; running without network.]' >&2`,
-    'unset agentd_i agentd_route agentd_if agentd_dest agentd_rest',
+    'agentd_route() { agentd_up=; while read -r agentd_if agentd_dest agentd_rest; do [ "$agentd_dest" = 00000000 ] && agentd_up=1; done </proc/net/route; [ -n "$agentd_up" ]; }',
+    'if ! agentd_route; then',
+    // No pipe (it should not happen): each read fails at once, and `sleep` waits instead.
+    `  ${tickPipe('agentd_tick')}`,
+    `  for ((agentd_i = 0; agentd_i < ${WAIT_FOR_NETWORK_S * 1000}; agentd_i++)); do read -t 0.001 -u "$agentd_tick"; (( $? > 128 )) || sleep 0.01; agentd_route && break; done`,
+    '  { exec {agentd_tick}<&-; } 2>/dev/null',
+    `  agentd_route || echo '[agentd: the sandbox network did not come up; running without network.]' >&2`,
+    'fi',
+    'unset -f agentd_route; unset agentd_i agentd_up agentd_if agentd_dest agentd_rest agentd_tick',
   ].join('\n');
 }
 
