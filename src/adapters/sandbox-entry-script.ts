@@ -64,12 +64,14 @@ export function sandboxEntryScript(options: SandboxEntryOptions): string {
  * A bash statement that opens `{name}` read-write on a pipe nobody writes to: `read -t T -u
  * "$name"` on it waits T seconds without starting a process (`sleep` is one; a FIFO made with
  * `mkfifo` and removed with `rm` were two more, 3-4 ms of every sandbox's start). The pipe is a
- * process substitution's (its process, bash running `:`, ends at once and is reaped); opened
- * again read-write through /dev/fd (a real open on Linux, not a dup), it never reaches end of file.
+ * process substitution's (its process, bash running `:`, ends at once and bash reaps it as it
+ * does any child); opened again read-write through /dev/fd (a real open on Linux, not a dup), it
+ * never reaches end of file. No `wait "$!"` for that process: `$!` is not always set by a process
+ * substitution, and in the wrapper it then named bwrap, which the wait waited for (a hang seen
+ * once in 800 starts).
  */
 export function tickPipe(name: string): string {
-  // `wait` may find it reaped already (bash's own SIGCHLD handler): that is no failure.
-  return `{ exec {${name}}<> <(:) && { wait "$!" || :; }; } 2>/dev/null`;
+  return `{ exec {${name}}<> <(:); } 2>/dev/null`;
 }
 
 /** One-off commands: the watchdog wakes twice a second while the program lives. */
