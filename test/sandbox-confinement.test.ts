@@ -8,6 +8,7 @@ import { detectSandboxCgroups } from '../src/adapters/sandbox-cgroups.js';
 import { sandboxUid } from '../src/adapters/sandbox-identity.js';
 import { selectProcessLauncher } from '../src/adapters/select-process-launcher.js';
 import { isSystemPath } from '../src/adapters/workdir-owner.js';
+import { copiedFileRedirections } from '../src/adapters/sandbox-mounts.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { tempDir } from './support/agentd.js';
 
@@ -269,6 +270,48 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
     expect(result.body.stderr).toMatch(/No space left on device/);
     expect(out).toMatch(/^fsize exit 153 size 30$/m);
     expect(result.body.stderr).toMatch(/File size limit exceeded/);
+  });
+
+  it("the allowlist's /etc files are copies as the host has them (content, mode), read-only, with no descriptor left; its directories are bound", async () => {
+    const { body } = await harness.post('/conversations', {});
+    const files = ['/etc/hosts', '/etc/resolv.conf', '/etc/nsswitch.conf', '/etc/ld.so.cache'].filter((file) => fs.existsSync(file));
+    expect(files.length).toBeGreaterThan(0);
+    const script = [
+      ...files.map((file) => `echo "${file} $(stat -c %a ${file}) $(md5sum < ${file} | cut -c1-32) $(grep -c " ${file} " /proc/self/mountinfo)"`),
+      `echo "/etc/ssl mounts $(grep -c ' /etc/ssl ' /proc/self/mountinfo)"`,
+      `echo x >> ${files[0]} || echo APPEND_REFUSED`,
+      // The copies' descriptors (20 and up in the launch) are bwrap's to read and close: none reaches the program.
+      'echo "fds $(ls /proc/self/fd | sort -n | tr "\\n" " ")"',
+    ].join('\n');
+    const result = await harness.post(`/conversations/${body.id}/commands`, { command: script, timeout_s: 30 });
+    const out = result.body.stdout as string;
+    for (const file of files) {
+      const mode = (fs.statSync(file).mode & 0o777).toString(8);
+      const md5 = crypto.createHash('md5').update(fs.readFileSync(file)).digest('hex');
+      // A copy in the sandbox's root, not a mount of the host's file.
+      expect(out).toContain(`${file} ${mode} ${md5} 0\n`);
+    }
+    if (fs.existsSync('/etc/ssl')) expect(out).toContain('/etc/ssl mounts 1\n');
+    expect(out).toContain('APPEND_REFUSED');
+    const fds = /^fds (.*)$/m.exec(out)?.[1]?.trim().split(' ').map(Number) ?? [];
+    expect(fds.slice(0, 4)).toEqual([0, 1, 2, 3]);
+    expect(fds.filter((fd) => fd >= 20 && fd < 50)).toEqual([]);
+  });
+
+  it('a copied /etc file the launch cannot open becomes an empty file, not a sandbox that cannot start', () => {
+    const dir = tempDir();
+    try {
+      const readable = path.join(dir, 'readable');
+      fs.writeFileSync(readable, 'kept\n');
+      const lines = copiedFileRedirections([
+        { source: readable, dest: '/etc/a', fd: 20, mode: 0o644 },
+        { source: path.join(dir, 'gone'), dest: '/etc/b', fd: 21, mode: 0o644 },
+      ]);
+      const out = execFileSync('bash', ['-c', `${lines.join('\n')}\ncat <&20; echo "21: $(readlink /proc/self/fd/21) $(cat <&21 | wc -c)"`], { encoding: 'utf8' });
+      expect(out).toBe('kept\n21: /dev/null 0\n');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it.skipIf(!cgroups)('three processes that together pass the sandbox memory limit are OOM-killed; its cgroup goes when the sandbox ends', async () => {

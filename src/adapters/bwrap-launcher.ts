@@ -5,7 +5,7 @@ import type { LimitEnforcement, ResourceLimits } from './resource-limits.js';
 import type { SandboxCgroups } from './sandbox-cgroups.js';
 import { CONTROL_FD, sandboxEntryScript } from './sandbox-entry-script.js';
 import { SANDBOX_USER, SandboxIdentityFiles, sandboxUid } from './sandbox-identity.js';
-import { systemMountArgs } from './sandbox-mounts.js';
+import { copiedFileRedirections, systemMountArgs } from './sandbox-mounts.js';
 import { setIdSeccompFilter } from './seccomp-filter.js';
 import { WorkdirOwner } from './workdir-owner.js';
 import { BWRAP_INFO_FD, userModeWrapperScript, waitForNetworkScript, type NetworkHelper } from './sandbox-network.js';
@@ -37,7 +37,8 @@ const SECCOMP_FD = 10;
 
 /**
  * Runs every agent process inside bubblewrap:
- * - its own mount namespace: system directories and an allowlist of /etc read-only, the workdir
+ * - its own mount namespace: system directories and an allowlist of /etc read-only (its files
+ *   copied in at each start, its directories bound: sandbox-mounts.ts), the workdir
  *   read-write at its real path (nosuid, nodev: bwrap binds so), a private /tmp (/var/tmp points
  *   there) and /dev/shm, each a tmpfs of AGENTD_LIMIT_TMP_MB, its own /proc and a minimal /dev;
  *   the root and /dev are then made read-only; nothing else of the host exists inside;
@@ -66,6 +67,8 @@ export class BwrapProcessLauncher implements ProcessLauncher {
   readonly mode = 'bwrap';
   readonly limits: ResourceLimits;
   private readonly systemArgs: { early: string[]; late: string[] };
+  /** The launch script's lines that open the /etc files bwrap copies in (sandbox-mounts.ts). */
+  private readonly copiedFiles: string[];
   private readonly identities: SandboxIdentityFiles;
   readonly enforcement: LimitEnforcement;
   /** Why set-id bits are not filtered (no seccomp program for this host), else null. */
@@ -94,12 +97,14 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       tmpMb: limited(this.limits.tmpMb, 'tmpfs'),
       workdirMb: limited(this.limits.workdirMb, 'server'),
     });
-    this.systemArgs = systemMountArgs({
+    const { copies, ...systemArgs } = systemMountArgs({
       tools: options.tools ?? [process.execPath, 'git', 'rg', 'bash', 'env', 'setpriv', 'mkfifo'],
       searchPath: options.searchPath,
       extraReadOnly: options.extraReadOnlyPaths ?? [],
       hidden: options.hiddenPaths,
     });
+    this.systemArgs = systemArgs;
+    this.copiedFiles = copiedFileRedirections(copies);
   }
 
   async ready(sandbox: SandboxRequest): Promise<void> {
@@ -170,6 +175,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       : ['env', '--ignore-signal=INT', this.options.bwrapPath, ...args];
     const launch = [
       ...(this.cgroups ? [this.cgroups.joinScript(key)] : []),
+      ...this.copiedFiles,
       `exec "$@"${this.seccompFile ? ` ${SECCOMP_FD}<${quote(this.seccompFile)}` : ''}`,
     ].join('\n');
     const release = this.cgroups ? () => this.cgroups?.release(key) : undefined;
