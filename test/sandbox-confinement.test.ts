@@ -119,6 +119,33 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
     return { stopped, workdir };
   }
 
+  it("an agent's ~/.bashrc (its workdir) runs in none of the sandbox's own scripts: not the launch on the host, not the entry as the sandbox's root", async () => {
+    // The agent plants a .bashrc (HOME is its workdir) that notes which bash ran it, as whom and
+    // with which capabilities, in a file it made writable for all. Any script of the sandbox's that
+    // ran it would be a way out: the launch runs on the host as the server's user (root here), the
+    // entry as the sandbox's root with the capabilities it keeps to switch uids.
+    const plant = [
+      'printf \'%s\\n\' \'echo "$0 $(id -u) $(grep CapEff /proc/self/status | cut -f2)" >> "$HOME/ran-bashrc"\' > "$HOME/.bashrc"',
+      ': > "$HOME/ran-bashrc"; chmod 666 "$HOME/ran-bashrc"',
+    ].join('\n');
+    harness.llm.push(bash(plant), { text: 'planted' });
+    const id = await harness.createConversation({ initial_message: 'plant it' });
+    await harness.waitForStatus(id, ['idle', 'error'], 30_000);
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    expect(fs.readFileSync(path.join(workdir, '.bashrc'), 'utf8')).toContain('ran-bashrc');
+    // New sandboxes: a one-off command, and the agent's shell started again after an `exit`.
+    expect((await harness.post(`/conversations/${id}/commands`, { command: 'true', timeout_s: 30 })).body.exit_code).toBe(0);
+    harness.llm.push(bash('exit'), bash('true'), { text: 'again' });
+    expect((await harness.post(`/conversations/${id}/messages`, { content: 'restart', run: true })).status).toBe(202);
+    await harness.waitForStatus(id, ['idle', 'error'], 30_000);
+    // The plant works: an interactive bash of the agent's own reads it, as the agent.
+    await harness.post(`/conversations/${id}/commands`, { command: 'bash -i -c true </dev/null >/dev/null 2>&1', timeout_s: 30 });
+    const lines = fs.readFileSync(path.join(workdir, 'ran-bashrc'), 'utf8').trim().split('\n').filter(Boolean);
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.filter((line) => line.startsWith('agentd-'))).toEqual([]);
+    for (const line of lines) expect(line).toMatch(/ 0000000000000000$/);
+  });
+
   it('/info says which limits are in force and what enforces each', async () => {
     const { body } = await harness.get('/info');
     const wholeSandbox = cgroups ? 'cgroup' : 'rlimit';

@@ -32,6 +32,18 @@ export interface BwrapLauncherOptions {
   networkHelper?: NetworkHelper | null;
 }
 
+/**
+ * bash for the scripts that run before the agent's program holds no privilege: the launch script
+ * and the wrapper (on the host, as the server's user: root, all capabilities, when the server is
+ * root) and the entry script (the sandbox's root, with the capabilities it keeps to switch to the
+ * agent's uid). Their HOME is the agent's (its workdir by default) and their stdin a socket
+ * (child_process's pipes are socketpairs): a `bash -c` that finds its stdin a network connection
+ * takes itself for a remote shell and runs ~/.bashrc, so the agent's own .bashrc ran as root on
+ * the host before every sandbox's start. `--norc --noprofile`: no startup file; `-p`: no
+ * $BASH_ENV (or $ENV), no function imported from the environment, SHELLOPTS and friends ignored.
+ */
+const PRIVILEGED_BASH = ['bash', '--norc', '--noprofile', '-p'] as const;
+
 /** The descriptor on which bwrap reads the seccomp program (opened by the launch script). */
 const SECCOMP_FD = 10;
 
@@ -164,14 +176,14 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       ...(this.seccompFile ? ['--seccomp', String(SECCOMP_FD)] : []),
       '--chdir', spec.cwd,
       '--',
-      'bash', '-c', userMode ? `${waitForNetworkScript()}\n${entry}` : entry, 'agentd-sandbox',
+      ...PRIVILEGED_BASH, '-c', userMode ? `${waitForNetworkScript()}\n${entry}` : entry, 'agentd-sandbox',
       spec.command, ...spec.args,
     ];
     const env = identity ? { ...spec.env, USER: SANDBOX_USER, LOGNAME: SANDBOX_USER } : { ...spec.env };
     const key = `c${sandboxUid(workdir)}`;
     // bwrap itself, or (user-mode network) the wrapper that starts bwrap and attaches the helper.
     const sandbox = userMode
-      ? ['setpriv', '--pdeathsig', 'KILL', '--', 'bash', '-c', userModeWrapperScript({ helper: userMode, asRoot: this.asRoot }), 'agentd-net', this.options.bwrapPath, ...args]
+      ? ['setpriv', '--pdeathsig', 'KILL', '--', ...PRIVILEGED_BASH, '-c', userModeWrapperScript({ helper: userMode, asRoot: this.asRoot }), 'agentd-net', this.options.bwrapPath, ...args]
       : ['env', '--ignore-signal=INT', this.options.bwrapPath, ...args];
     const launch = [
       ...(this.cgroups ? [this.cgroups.joinScript(key)] : []),
@@ -179,7 +191,8 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       `exec "$@"${this.seccompFile ? ` ${SECCOMP_FD}<${quote(this.seccompFile)}` : ''}`,
     ].join('\n');
     const release = this.cgroups ? () => this.cgroups?.release(key) : undefined;
-    return { command: 'bash', args: ['-c', launch, 'agentd-launch', ...sandbox], cwd: spec.cwd, env, programDepth: userMode ? 3 : 2, ...(release && { release }), ...(spec.control && { controlFd: CONTROL_FD }) };
+    const [command, ...bashArgs] = PRIVILEGED_BASH;
+    return { command, args: [...bashArgs, '-c', launch, 'agentd-launch', ...sandbox], cwd: spec.cwd, env, programDepth: userMode ? 3 : 2, ...(release && { release }), ...(spec.control && { controlFd: CONTROL_FD }) };
   }
 }
 
