@@ -8,7 +8,7 @@ import { detectSandboxCgroups } from '../src/adapters/sandbox-cgroups.js';
 import { sandboxUid } from '../src/adapters/sandbox-identity.js';
 import { selectProcessLauncher } from '../src/adapters/select-process-launcher.js';
 import { isSystemPath } from '../src/adapters/workdir-owner.js';
-import { copiedFileRedirections } from '../src/adapters/sandbox-mounts.js';
+import { copiedFileRedirections, findInPath } from '../src/adapters/sandbox-mounts.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { tempDir } from './support/agentd.js';
 
@@ -496,7 +496,15 @@ describe('cgroup detection', () => {
       expect(dirs).toEqual([path.join(hybrid.root, 'memory', 'job', 'agentd', 'c7'), path.join(hybrid.root, 'pids', 'job', 'agentd', 'c7')]);
       // v1: the launch script moves its own thread (`0` to `tasks`), which takes no global lock,
       // rather than its process (`cgroup.procs`), which waits for an RCU grace period (~15 ms).
-      execFileSync('bash', ['-c', cgroups?.joinScript('c7') ?? 'exit 1']);
+      // One mkdir (a process) for both directories; none once they are there.
+      const shims = path.join(hybrid.root, 'shims');
+      fs.mkdirSync(shims);
+      fs.writeFileSync(path.join(shims, 'mkdir'), `#!/bin/bash\necho "$*" >> ${path.join(hybrid.root, 'mkdir.log')}\nexec ${findInPath('mkdir', process.env.PATH ?? '')} "$@"\n`, { mode: 0o755 });
+      const join = () => execFileSync('bash', ['-c', cgroups?.joinScript('c7') ?? 'exit 1'], { env: { ...process.env, PATH: `${shims}:${process.env.PATH ?? ''}` }, stdio: ['ignore', 'pipe', 'pipe'] });
+      join();
+      expect(fs.readFileSync(path.join(hybrid.root, 'mkdir.log'), 'utf8')).toBe(`-p -- ${dirs.join(' ')}\n`);
+      join();
+      expect(fs.readFileSync(path.join(hybrid.root, 'mkdir.log'), 'utf8')).toBe(`-p -- ${dirs.join(' ')}\n`);
       for (const dir of dirs) {
         expect(fs.readFileSync(path.join(dir, 'tasks'), 'utf8')).toBe('0\n');
         expect(fs.existsSync(path.join(dir, 'cgroup.procs'))).toBe(false);

@@ -173,7 +173,7 @@ describe.skipIf(Boolean(skipReason) || slirp === null)('the slirp4netns fallback
 });
 
 describe.skipIf(Boolean(skipReason))('a sandbox\'s start', () => {
-  it('runs no helper program between its own: no temporary FIFO (mktemp, mkfifo, rm) and no `sleep` while waiting', async () => {
+  it('runs no helper program between its own (no temporary FIFO: mktemp, mkfifo, rm; no `sleep` while waiting) and one bash before bwrap', async () => {
     // Each helper a start could run is shadowed, first on PATH (outside and, bound read-only,
     // inside the sandbox), by a script that notes its name in the workdir, then runs the real one.
     const shims = fs.realpathSync(tempDir());
@@ -181,7 +181,7 @@ describe.skipIf(Boolean(skipReason))('a sandbox\'s start', () => {
     const workdir = fs.realpathSync(tempDir());
     const log = path.join(workdir, 'helpers.log');
     try {
-      for (const name of ['mktemp', 'mkfifo', 'rm', 'sleep']) {
+      for (const name of ['mktemp', 'mkfifo', 'rm', 'sleep', 'bash']) {
         const real = findInPath(name, process.env.PATH ?? '')!;
         fs.writeFileSync(path.join(shims, name), `#!/bin/bash\necho ${name} >> "$SHIM_LOG"\nexec ${real} "$@"\n`, { mode: 0o755 });
       }
@@ -199,7 +199,9 @@ describe.skipIf(Boolean(skipReason))('a sandbox\'s start', () => {
         // The shims are what the sandbox finds first, and the network is up when the program starts.
         expect(output).toBe(`${path.join(shims, 'sleep')}\nroute\n`);
       }
-      expect(fs.readFileSync(log, 'utf8')).toBe('');
+      // Three bash per start: the launch script (which goes on as the wrapper that attaches the
+      // network helper), the entry script inside, and the program. Nothing else.
+      expect(fs.readFileSync(log, 'utf8')).toBe('bash\n'.repeat(3 * 5));
     } finally {
       fs.rmSync(shims, { recursive: true, force: true });
       fs.rmSync(stateDir, { recursive: true, force: true });

@@ -177,18 +177,22 @@ class CgroupSet implements SandboxCgroups {
   ) {}
 
   joinScript(key: string): string {
+    const dirs = this.directories(key).map(quote);
+    // One mkdir (a process) for every directory missing, none when all are there (the
+    // conversation's shell holds them while it runs).
+    const make = `${dirs.map((dir) => `[ -d ${dir} ]`).join(' && ')} || mkdir -p -- ${dirs.join(' ')} 2>/dev/null`;
     const joins = this.controllers.map((controller) => {
       const dir = path.join(controller.base, safeKey(key));
       const writes = controller.files.map(([name, value]) => `echo ${value} > ${quote(path.join(dir, name))}`);
       const optional = controller.optional.map(([name, value]) => `{ [ ! -e ${quote(path.join(dir, name))} ] || echo ${value} > ${quote(path.join(dir, name))} || :; }`);
-      // A concurrent sweep may remove the directory between mkdir and the writes: retry.
+      // A concurrent sweep may remove the directory between mkdir and the writes: made again, retried.
       // Optional limits (swap) are written before and after the others: v1 refuses a memory limit
       // above the memory+swap limit, and a memory+swap limit below the memory limit.
       const [joinFile, joinValue] = controller.join;
-      const attempt = [`mkdir -p -- ${quote(dir)}`, ...optional, ...writes, ...optional, `echo ${joinValue} > ${quote(path.join(dir, joinFile))}`].join(' && ');
+      const attempt = [`{ [ -d ${quote(dir)} ] || mkdir -p -- ${quote(dir)}; }`, ...optional, ...writes, ...optional, `echo ${joinValue} > ${quote(path.join(dir, joinFile))}`].join(' && ');
       return `agentd_join() { ${attempt}; } 2>/dev/null; agentd_join || agentd_join || agentd_join || { echo 'agentd sandbox: cannot join its cgroup' >&2; exit 125; }`;
     });
-    return joins.join('\n');
+    return [make, ...joins].join('\n');
   }
 
   release(key: string): void {

@@ -57,9 +57,9 @@ function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
 }
 
 /**
- * The script the server spawns for a `user_mode` sandbox: `bash -c <script> agentd-net bwrap
- * --info-fd 9 <args...>` run under `setpriv --pdeathsig KILL` (a server killed with -9 takes
- * it along). It starts bwrap first (the oldest child: bwrap, the sandbox's init and the program
+ * The end of the launch script of a `user_mode` sandbox (bwrap-launcher.ts), run as `setpriv
+ * --pdeathsig KILL -- bash -c <launch> agentd-net bwrap --info-fd 9 <args...>` (a server killed
+ * with -9 takes it along). It starts bwrap first (the oldest child: bwrap, the sandbox's init and the program
  * are the chain below it), reads the sandbox's pid from bwrap's info fd, attaches the helper to
  * that pid's network namespace (with a parent-death signal of its own), waits for bwrap and then
  * kills the helper, which does not quit by itself. All of them stay in the spawned process group
