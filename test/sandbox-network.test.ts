@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -204,6 +204,40 @@ describe.skipIf(Boolean(skipReason))('a sandbox\'s start', () => {
       expect(fs.readFileSync(log, 'utf8')).toBe('bash\n'.repeat(3 * 5));
     } finally {
       fs.rmSync(shims, { recursive: true, force: true });
+      fs.rmSync(stateDir, { recursive: true, force: true });
+      fs.rmSync(workdir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
+describe.skipIf(Boolean(skipReason))('a running user-mode sandbox', () => {
+  it("holds what the launch opened for bwrap (the copied /etc files, the seccomp program) in bwrap's hands only: not in the wrapper's, not in the helper's", async () => {
+    const stateDir = tempDir();
+    const workdir = fs.realpathSync(tempDir());
+    const launcher = new BwrapProcessLauncher({ bwrapPath: findInPath('bwrap', process.env.PATH ?? '')!, limits: NO_LIMITS, hiddenPaths: [], stateDir, searchPath: process.env.PATH ?? '', networkHelper: selection.networkHelper });
+    await launcher.ready({ workdir, network: true });
+    const spec = launcher.prepare({ command: 'bash', args: ['-c', 'echo up; read -r line'], cwd: workdir, env: { PATH: process.env.PATH ?? '', HOME: workdir }, sandbox: { workdir, network: true } });
+    const child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, detached: true, stdio: ['pipe', 'pipe', 'inherit'] });
+    try {
+      await new Promise((resolve) => child.stdout!.once('data', resolve));
+      const helperName = selection.networkHelper!.kind === 'pasta' ? 'passt' : 'slirp4netns';
+      const children = (pid: number) => fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);
+      const named = (pid: number) => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+      const wrapper = child.pid!;
+      const helper = children(wrapper).find((pid) => named(pid).startsWith(helperName.slice(0, 5)));
+      expect(helper, `the helper among ${children(wrapper).map(named).join(', ')}`).toBeDefined();
+      const opened = (pid: number) => fs.readdirSync(`/proc/${pid}/fd`).map((fd) => {
+        try {
+          return fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
+        } catch {
+          return '';
+        }
+      });
+      for (const pid of [wrapper, helper!]) {
+        expect(opened(pid).filter((target) => target.startsWith('/etc/') || target.endsWith('.bpf'))).toEqual([]);
+      }
+    } finally {
+      process.kill(-child.pid!, 'SIGKILL');
       fs.rmSync(stateDir, { recursive: true, force: true });
       fs.rmSync(workdir, { recursive: true, force: true });
     }

@@ -81,6 +81,8 @@ export class BwrapProcessLauncher implements ProcessLauncher {
   private readonly systemArgs: { early: string[]; late: string[] };
   /** The launch script's lines that open the /etc files bwrap copies in (sandbox-mounts.ts). */
   private readonly copiedFiles: string[];
+  /** The descriptors the launch opens for bwrap alone: the copied files' and the seccomp program's. */
+  private readonly forBwrap: number[];
   private readonly identities: SandboxIdentityFiles;
   readonly enforcement: LimitEnforcement;
   /** Why set-id bits are not filtered (no seccomp program for this host), else null. */
@@ -117,6 +119,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     });
     this.systemArgs = systemArgs;
     this.copiedFiles = copiedFileRedirections(copies);
+    this.forBwrap = [...(this.seccompFile ? [SECCOMP_FD] : []), ...copies.map((copy) => copy.fd)];
   }
 
   async ready(sandbox: SandboxRequest): Promise<void> {
@@ -189,7 +192,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       ...(this.cgroups ? [this.cgroups.joinScript(key)] : []),
       ...this.copiedFiles,
       ...(this.seccompFile ? [`exec ${SECCOMP_FD}<${quote(this.seccompFile)}`] : []),
-      userMode ? userModeWrapperScript({ helper: userMode, asRoot: this.asRoot }) : 'exec env --ignore-signal=INT "$@"',
+      userMode ? userModeWrapperScript({ helper: userMode, asRoot: this.asRoot, forBwrap: this.forBwrap }) : 'exec env --ignore-signal=INT "$@"',
     ].join('\n');
     const release = this.cgroups ? () => this.cgroups?.release(key) : undefined;
     const [command, ...launchArgs] = [...(userMode ? ['setpriv', '--pdeathsig', 'KILL', '--'] : []), ...PRIVILEGED_BASH, '-c', launch, userMode ? 'agentd-net' : 'agentd-launch', this.options.bwrapPath, ...args];

@@ -65,8 +65,11 @@ function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
  * kills the helper, which does not quit by itself. All of them stay in the spawned process group
  * with SIGINT ignored, like bwrap in the other modes; a SIGKILL to the group ends them all.
  */
-export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: boolean }): string {
+export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: boolean; forBwrap?: readonly number[] }): string {
   const fd = BWRAP_INFO_FD;
+  // Descriptors the launch opened for bwrap alone (the copied /etc files, the seccomp program):
+  // closed here once bwrap has its own, or this shell and the helper held them all along.
+  const handedOver = options.forBwrap?.length ? [`exec ${options.forBwrap.map((n) => `${n}<&-`).join(' ')}`] : [];
   return [
     "trap '' INT",
     // bwrap writes on a pipe (tickPipe's, read-write); this shell reads it through a read-only
@@ -75,6 +78,7 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     // An explicit stdin: a background job's would be /dev/null (the agent's shell reads stdin).
     `"$@" ${fd}>&"$p" {p}>&- <&0 &`,
     'bw=$!',
+    ...handedOver,
     `exec ${fd}</proc/self/fd/"$p" {p}>&-`,
     `IFS= read -r -d '}' -t 30 -u ${fd} info`,
     `exec ${fd}<&-`,
