@@ -146,6 +146,38 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
     for (const line of lines) expect(line).toMatch(/ 0000000000000000$/);
   });
 
+  it("programs the agent puts on a relative entry of its PATH (node_modules/.bin) run as the agent only, never as the sandbox's machinery", async () => {
+    // An operator lets the agent run its project's tools: AGENTD_AGENT_PATH starts with
+    // node_modules/.bin. The sandbox's scripts start with the workdir as their current directory;
+    // had they looked their programs up by name, the agent's own would have run as root.
+    const own = await startAgentHarness([], { env: { ...ENV, AGENTD_AGENT_PATH: `node_modules/.bin:${process.env.PATH ?? '/usr/bin:/bin'}` } });
+    try {
+      const names = ['bash', 'env', 'setpriv', 'mkdir', 'sleep'];
+      const plant = [
+        'mkdir -p node_modules/.bin; : > ran-shim; chmod 666 ran-shim',
+        ...names.map((name) => `printf '#!/bin/sh\\necho "${name} $(id -u) $(grep CapEff /proc/self/status | cut -f2)" >> "%s/ran-shim"\\nexec ${findInPath(name, '/usr/bin:/bin')} "$@"\\n' "$PWD" > node_modules/.bin/${name}; chmod 755 node_modules/.bin/${name}`),
+      ].join('\n');
+      own.llm.push(bash(plant), { text: 'planted' });
+      const id = await own.createConversation({ initial_message: 'plant them' });
+      await own.waitForStatus(id, ['idle', 'error'], 30_000);
+      const workdir = (await own.get(`/conversations/${id}`)).body.workdir as string;
+      expect(fs.readdirSync(path.join(workdir, 'node_modules', '.bin')).sort()).toEqual([...names].sort());
+      // New sandboxes: a one-off command, and the agent's shell started again after an `exit`.
+      expect((await own.post(`/conversations/${id}/commands`, { command: 'true', timeout_s: 30 })).body.exit_code).toBe(0);
+      own.llm.push(bash('exit'), bash('true'), { text: 'again' });
+      expect((await own.post(`/conversations/${id}/messages`, { content: 'restart', run: true })).status).toBe(202);
+      await own.waitForStatus(id, ['idle', 'error'], 30_000);
+      const lines = fs.readFileSync(path.join(workdir, 'ran-shim'), 'utf8').trim().split('\n').filter(Boolean);
+      // The agent's own programs do come from there (its shell, as itself) ...
+      expect(lines.length).toBeGreaterThan(0);
+      // ... and nothing of the sandbox's: no line as root, none with a capability.
+      for (const line of lines) expect(line).toMatch(/^\w+ [1-9]\d* 0000000000000000$/);
+    } finally {
+      await own.close();
+      fs.rmSync(own.server.dataDir, { recursive: true, force: true });
+    }
+  });
+
   it('/info says which limits are in force and what enforces each', async () => {
     const { body } = await harness.get('/info');
     const wholeSandbox = cgroups ? 'cgroup' : 'rlimit';
@@ -477,7 +509,7 @@ describe('cgroup detection', () => {
       expect(fs.readFileSync(path.join(root, 'unified', 'service', 'agentd-server', 'cgroup.procs'), 'utf8')).toBe(String(process.pid));
       const [dir] = cgroups?.directories('c42') ?? [];
       expect(dir).toBe(path.join(root, 'unified', 'service', 'agentd', 'c42'));
-      const pid = execFileSync('bash', ['-c', `${cgroups?.joinScript('c42')}\necho $$`], { encoding: 'utf8' }).trim();
+      const pid = execFileSync('bash', ['-c', `${cgroups?.joinScript('c42', findInPath('mkdir', process.env.PATH ?? '')!)}\necho $$`], { encoding: 'utf8' }).trim();
       expect(fs.readFileSync(path.join(dir as string, 'cgroup.procs'), 'utf8').trim()).toBe(pid);
       expect(fs.readFileSync(path.join(dir as string, 'memory.max'), 'utf8').trim()).toBe(String(limits.memoryBytes));
       expect(fs.readFileSync(path.join(dir as string, 'pids.max'), 'utf8').trim()).toBe('64');
@@ -496,11 +528,11 @@ describe('cgroup detection', () => {
       expect(dirs).toEqual([path.join(hybrid.root, 'memory', 'job', 'agentd', 'c7'), path.join(hybrid.root, 'pids', 'job', 'agentd', 'c7')]);
       // v1: the launch script moves its own thread (`0` to `tasks`), which takes no global lock,
       // rather than its process (`cgroup.procs`), which waits for an RCU grace period (~15 ms).
-      // One mkdir (a process) for both directories; none once they are there.
+      // One mkdir (a process) for both directories; none once they are there (a logging mkdir given as the one to run).
       const shims = path.join(hybrid.root, 'shims');
       fs.mkdirSync(shims);
       fs.writeFileSync(path.join(shims, 'mkdir'), `#!/bin/bash\necho "$*" >> ${path.join(hybrid.root, 'mkdir.log')}\nexec ${findInPath('mkdir', process.env.PATH ?? '')} "$@"\n`, { mode: 0o755 });
-      const join = () => execFileSync('bash', ['-c', cgroups?.joinScript('c7') ?? 'exit 1'], { env: { ...process.env, PATH: `${shims}:${process.env.PATH ?? ''}` }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const join = () => execFileSync('bash', ['-c', cgroups?.joinScript('c7', path.join(shims, 'mkdir')) ?? 'exit 1'], { stdio: ['ignore', 'pipe', 'pipe'] });
       join();
       expect(fs.readFileSync(path.join(hybrid.root, 'mkdir.log'), 'utf8')).toBe(`-p -- ${dirs.join(' ')}\n`);
       join();

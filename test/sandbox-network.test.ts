@@ -189,7 +189,8 @@ describe.skipIf(Boolean(skipReason))('a sandbox\'s start', () => {
       fs.chmodSync(shims, 0o755);
       fs.writeFileSync(log, '');
       fs.chmodSync(log, 0o666);
-      const launcher = new BwrapProcessLauncher({ bwrapPath: findInPath('bwrap', process.env.PATH ?? '')!, limits: NO_LIMITS, hiddenPaths: [], extraReadOnlyPaths: [shims], stateDir, searchPath: process.env.PATH ?? '', networkHelper: selection.networkHelper });
+      // The launcher finds the programs its scripts run on the agent's PATH (absolute entries): the shims.
+      const launcher = new BwrapProcessLauncher({ bwrapPath: findInPath('bwrap', process.env.PATH ?? '')!, limits: NO_LIMITS, hiddenPaths: [], extraReadOnlyPaths: [shims], stateDir, searchPath: `${shims}:${process.env.PATH ?? ''}`, networkHelper: selection.networkHelper });
       await launcher.ready({ workdir, network: true });
       const env = { PATH: `${shims}:${process.env.PATH ?? ''}`, HOME: workdir, SHIM_LOG: log };
       for (let i = 0; i < 5; i++) {

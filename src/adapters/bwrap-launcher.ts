@@ -5,7 +5,7 @@ import type { LimitEnforcement, ResourceLimits } from './resource-limits.js';
 import type { SandboxCgroups } from './sandbox-cgroups.js';
 import { CONTROL_FD, sandboxEntryScript } from './sandbox-entry-script.js';
 import { SANDBOX_USER, SandboxIdentityFiles, sandboxUid } from './sandbox-identity.js';
-import { copiedFileRedirections, systemMountArgs } from './sandbox-mounts.js';
+import { copiedFileRedirections, sandboxPrograms, shellWord, systemMountArgs, type SandboxPrograms } from './sandbox-mounts.js';
 import { setIdSeccompFilter } from './seccomp-filter.js';
 import { WorkdirOwner } from './workdir-owner.js';
 import { BWRAP_INFO_FD, userModeWrapperScript, waitForNetworkScript, type NetworkHelper } from './sandbox-network.js';
@@ -40,9 +40,10 @@ export interface BwrapLauncherOptions {
  * pipes are socketpairs): a `bash -c` that finds its stdin a network connection takes itself for
  * a remote shell and runs ~/.bashrc, so the agent's own .bashrc ran as root on the host before
  * every sandbox's start. `--norc --noprofile`: no startup file; `-p`: no $BASH_ENV (or $ENV), no
- * function imported from the environment, SHELLOPTS and friends ignored.
+ * function imported from the environment, SHELLOPTS and friends ignored. bash itself, like every
+ * program these scripts run, by absolute path (sandboxPrograms).
  */
-const PRIVILEGED_BASH = ['bash', '--norc', '--noprofile', '-p'] as const;
+const privilegedBash = (bash: string) => [bash, '--norc', '--noprofile', '-p'];
 
 /** The descriptor on which bwrap reads the seccomp program (opened by the launch script). */
 const SECCOMP_FD = 10;
@@ -83,6 +84,8 @@ export class BwrapProcessLauncher implements ProcessLauncher {
   private readonly copiedFiles: string[];
   /** The descriptors the launch opens for bwrap alone: the copied files' and the seccomp program's. */
   private readonly forBwrap: number[];
+  /** The programs the sandbox's scripts run, by absolute path (never looked up from the workdir). */
+  private readonly programs: SandboxPrograms;
   private readonly identities: SandboxIdentityFiles;
   readonly enforcement: LimitEnforcement;
   /** Why set-id bits are not filtered (no seccomp program for this host), else null. */
@@ -119,6 +122,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     });
     this.systemArgs = systemArgs;
     this.copiedFiles = copiedFileRedirections(copies);
+    this.programs = sandboxPrograms(options.searchPath);
     this.forBwrap = [...(this.seccompFile ? [SECCOMP_FD] : []), ...copies.map((copy) => copy.fd)];
   }
 
@@ -145,7 +149,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     const files = identity?.files ?? this.identities.forServerUser();
     const network = spec.sandbox?.network ?? true;
     const userMode = network === true && this.options.networkHelper ? this.options.networkHelper : null;
-    const entry = sandboxEntryScript({ limits: this.limits, addressSpace: !this.cgroups?.enforces.memory, runAs: identity && { uid: identity.uid, gid: identity.gid }, control: spec.control ?? false });
+    const entry = sandboxEntryScript({ limits: this.limits, addressSpace: !this.cgroups?.enforces.memory, runAs: identity && { uid: identity.uid, gid: identity.gid }, control: spec.control ?? false, programs: this.programs });
     const tmpSize = this.limits.tmpMb === null ? [] : ['--size', String(this.limits.tmpMb * 1024 * 1024)];
     const args = [
       '--die-with-parent',
@@ -179,7 +183,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       ...(this.seccompFile ? ['--seccomp', String(SECCOMP_FD)] : []),
       '--chdir', spec.cwd,
       '--',
-      ...PRIVILEGED_BASH, '-c', userMode ? `${waitForNetworkScript()}\n${entry}` : entry, 'agentd-sandbox',
+      ...privilegedBash(this.programs.bash), '-c', userMode ? `${waitForNetworkScript(this.programs.sleep)}\n${entry}` : entry, 'agentd-sandbox',
       spec.command, ...spec.args,
     ];
     const env = identity ? { ...spec.env, USER: SANDBOX_USER, LOGNAME: SANDBOX_USER } : { ...spec.env };
@@ -189,13 +193,13 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     // bwrap and attaches the helper, under `setpriv --pdeathsig` (one bash for both: a second
     // bash, exec'd after the first, was 2-3 ms of every start).
     const launch = [
-      ...(this.cgroups ? [this.cgroups.joinScript(key)] : []),
+      ...(this.cgroups ? [this.cgroups.joinScript(key, this.programs.mkdir)] : []),
       ...this.copiedFiles,
       ...(this.seccompFile ? [`exec ${SECCOMP_FD}<${quote(this.seccompFile)}`] : []),
-      userMode ? userModeWrapperScript({ helper: userMode, asRoot: this.asRoot, forBwrap: this.forBwrap }) : 'exec env --ignore-signal=INT "$@"',
+      userMode ? userModeWrapperScript({ helper: userMode, asRoot: this.asRoot, forBwrap: this.forBwrap, programs: this.programs }) : `exec ${shellWord(this.programs.env)} --ignore-signal=INT "$@"`,
     ].join('\n');
     const release = this.cgroups ? () => this.cgroups?.release(key) : undefined;
-    const [command, ...launchArgs] = [...(userMode ? ['setpriv', '--pdeathsig', 'KILL', '--'] : []), ...PRIVILEGED_BASH, '-c', launch, userMode ? 'agentd-net' : 'agentd-launch', this.options.bwrapPath, ...args];
+    const [command, ...launchArgs] = [...(userMode ? [this.programs.setpriv, '--pdeathsig', 'KILL', '--'] : []), ...privilegedBash(this.programs.bash), '-c', launch, userMode ? 'agentd-net' : 'agentd-launch', this.options.bwrapPath, ...args];
     return { command: command!, args: launchArgs, cwd: spec.cwd, env, programDepth: userMode ? 3 : 2, ...(release && { release }), ...(spec.control && { controlFd: CONTROL_FD }) };
   }
 }

@@ -48,8 +48,8 @@ export interface SandboxCgroups {
   version: 'v1' | 'v2';
   /** Which limits the cgroups enforce. */
   enforces: { memory: boolean; pids: boolean };
-  /** bash statements that move the running shell into the conversation's cgroups, or exit 125. */
-  joinScript(key: string): string;
+  /** bash statements that move the running shell into the conversation's cgroups, or exit 125 (`mkdir`: its absolute path). */
+  joinScript(key: string, mkdir: string): string;
   /** Removes the conversation's cgroups if empty. */
   release(key: string): void;
   /** The conversation's cgroup directories (one per hierarchy). */
@@ -176,11 +176,11 @@ class CgroupSet implements SandboxCgroups {
     readonly enforces: { memory: boolean; pids: boolean },
   ) {}
 
-  joinScript(key: string): string {
+  joinScript(key: string, mkdir: string): string {
     const dirs = this.directories(key).map(quote);
     // One mkdir (a process) for every directory missing, none when all are there (the
     // conversation's shell holds them while it runs).
-    const make = `${dirs.map((dir) => `[ -d ${dir} ]`).join(' && ')} || mkdir -p -- ${dirs.join(' ')} 2>/dev/null`;
+    const make = `${dirs.map((dir) => `[ -d ${dir} ]`).join(' && ')} || ${quote(mkdir)} -p -- ${dirs.join(' ')} 2>/dev/null`;
     const joins = this.controllers.map((controller) => {
       const dir = path.join(controller.base, safeKey(key));
       const writes = controller.files.map(([name, value]) => `echo ${value} > ${quote(path.join(dir, name))}`);
@@ -189,7 +189,7 @@ class CgroupSet implements SandboxCgroups {
       // Optional limits (swap) are written before and after the others: v1 refuses a memory limit
       // above the memory+swap limit, and a memory+swap limit below the memory limit.
       const [joinFile, joinValue] = controller.join;
-      const attempt = [`{ [ -d ${quote(dir)} ] || mkdir -p -- ${quote(dir)}; }`, ...optional, ...writes, ...optional, `echo ${joinValue} > ${quote(path.join(dir, joinFile))}`].join(' && ');
+      const attempt = [`{ [ -d ${quote(dir)} ] || ${quote(mkdir)} -p -- ${quote(dir)}; }`, ...optional, ...writes, ...optional, `echo ${joinValue} > ${quote(path.join(dir, joinFile))}`].join(' && ');
       return `agentd_join() { ${attempt}; } 2>/dev/null; agentd_join || agentd_join || agentd_join || { echo 'agentd sandbox: cannot join its cgroup' >&2; exit 125; }`;
     });
     return [make, ...joins].join('\n');

@@ -1,4 +1,5 @@
 import { ulimitStatements, type ResourceLimits } from './resource-limits.js';
+import { shellWord } from './sandbox-mounts.js';
 
 /**
  * The first program inside the bwrap sandbox (`bash -c <script> agentd-sandbox <program...>`),
@@ -33,6 +34,8 @@ export interface SandboxEntryOptions {
   runAs: { uid: number; gid: number } | null;
   /** The watchdog reads the server's control channel on CONTROL_FD (see above). Default false. */
   control?: boolean;
+  /** env and setpriv, by absolute path (sandbox-mounts.ts: sandboxPrograms). */
+  programs: { env: string; setpriv: string };
 }
 
 /** The descriptor of the control channel (a pipe from the server), inside the launch and the sandbox. */
@@ -54,9 +57,9 @@ export function sandboxEntryScript(options: SandboxEntryOptions): string {
   const limits = ulimitStatements(options.limits, { addressSpace: options.addressSpace ?? true });
   if (limits !== '') lines.push(limits);
   const runAs = options.runAs
-    ? `setpriv --reuid=${options.runAs.uid} --regid=${options.runAs.gid} --clear-groups --inh-caps=${KEPT_CAPABILITIES} --ambient-caps=${KEPT_CAPABILITIES} --bounding-set=${KEPT_CAPABILITIES} --no-new-privs `
+    ? `${shellWord(options.programs.setpriv)} --reuid=${options.runAs.uid} --regid=${options.runAs.gid} --clear-groups --inh-caps=${KEPT_CAPABILITIES} --ambient-caps=${KEPT_CAPABILITIES} --bounding-set=${KEPT_CAPABILITIES} --no-new-privs `
     : '';
-  lines.push(`exec env --default-signal=INT ${runAs}-- "$@"`);
+  lines.push(`exec ${shellWord(options.programs.env)} --default-signal=INT ${runAs}-- "$@"`);
   return lines.join('\n');
 }
 

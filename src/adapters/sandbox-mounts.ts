@@ -181,9 +181,15 @@ function isPersonal(dir: string): boolean {
   return dir === '/' || dir === '/root' || dir === '/home' || path.dirname(dir) === '/home' || dir === home || isInside(home, dir);
 }
 
+/**
+ * The first executable `name` on the absolute entries of `searchPath`. A relative entry (or an
+ * empty one: the current directory) is skipped: the sandbox's machinery runs with the workdir as
+ * its current directory, where the agent writes, so `node_modules/.bin` in AGENTD_AGENT_PATH made
+ * the agent's own `setpriv` run as root on the host.
+ */
 export function findInPath(name: string, searchPath: string): string | null {
   for (const dir of searchPath.split(':')) {
-    if (!dir) continue;
+    if (!dir || !path.isAbsolute(dir)) continue;
     const candidate = path.join(dir, name);
     try {
       fs.accessSync(candidate, fs.constants.X_OK);
@@ -218,4 +224,31 @@ function realpathOrNull(file: string): string | null {
 
 function realpathOrSelf(file: string): string {
   return realpathOrNull(file) ?? file;
+}
+
+/** The programs the sandbox's own scripts run (before and while they drop privileges), by absolute path. */
+export interface SandboxPrograms {
+  bash: string;
+  env: string;
+  setpriv: string;
+  mkdir: string;
+  sleep: string;
+}
+
+const SYSTEM_PATH = '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin';
+
+/**
+ * Where the sandbox's scripts find their programs: on the absolute entries of the agent's PATH
+ * (as the agent's tools are), else in the system's directories. Never by name at run time: a
+ * name is looked up on the agent's PATH from the workdir, and a relative entry there would find
+ * what the agent wrote (see findInPath).
+ */
+export function sandboxPrograms(searchPath: string): SandboxPrograms {
+  const find = (name: string) => findInPath(name, searchPath) ?? findInPath(name, SYSTEM_PATH) ?? `/usr/bin/${name}`;
+  return { bash: find('bash'), env: find('env'), setpriv: find('setpriv'), mkdir: find('mkdir'), sleep: find('sleep') };
+}
+
+/** Quotes a word for bash (single quotes). */
+export function shellWord(text: string): string {
+  return `'${text.replaceAll("'", "'\\''")}'`;
 }

@@ -65,7 +65,8 @@ function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
  * kills the helper, which does not quit by itself. All of them stay in the spawned process group
  * with SIGINT ignored, like bwrap in the other modes; a SIGKILL to the group ends them all.
  */
-export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: boolean; forBwrap?: readonly number[] }): string {
+export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: boolean; forBwrap?: readonly number[]; programs: { setpriv: string; sleep: string } }): string {
+  const { setpriv, sleep } = options.programs;
   const fd = BWRAP_INFO_FD;
   // Descriptors the launch opened for bwrap alone (the copied /etc files, the seccomp program):
   // closed here once bwrap has its own, or this shell and the helper held them all along.
@@ -92,12 +93,12 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     '  lo_up() { lo=; while read -r line; do [[ $line == *127.0.0.1* ]] && lo=1; done 2>/dev/null <"/proc/$pid/net/fib_trie"; [[ -n $lo ]]; }',
     '  if ! lo_up; then',
     `    ${tickPipe('tick')}`,
-    '    for ((i = 0; i < 5000; i++)); do read -t 0.001 -u "$tick"; (( $? > 128 )) || sleep 0.01; lo_up && break; kill -0 "$bw" 2>/dev/null || break; done',
+    `    for ((i = 0; i < 5000; i++)); do read -t 0.001 -u "$tick"; (( $? > 128 )) || ${shellQuote(sleep)} 0.01; lo_up && break; kill -0 "$bw" 2>/dev/null || break; done`,
     '    { exec {tick}<&-; } 2>/dev/null',
     '  fi',
     '  exec {ns}<"/proc/$pid/ns/net"',
     // The helper holds none of the sandbox's descriptors (the watchdog's control channel included).
-    `  setpriv --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- &`,
+    `  ${shellQuote(setpriv)} --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- &`,
     '  helper=$!',
     // Not a job of this shell: bash would report its end by signal ("Killed") on the stderr it
     // shares with the sandboxed program.
@@ -117,13 +118,13 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
  * two looks a `read -t` on a pipe nobody writes to (tickPipe): a `sleep 0.01` was a process
  * each time, 12 ms a look, and the route usually comes a millisecond or two after the first.
  */
-export function waitForNetworkScript(): string {
+export function waitForNetworkScript(sleep: string): string {
   return [
     'agentd_route() { agentd_up=; while read -r agentd_if agentd_dest agentd_rest; do [ "$agentd_dest" = 00000000 ] && agentd_up=1; done </proc/net/route; [ -n "$agentd_up" ]; }',
     'if ! agentd_route; then',
     // No pipe (it should not happen): each read fails at once, and `sleep` waits instead.
     `  ${tickPipe('agentd_tick')}`,
-    `  for ((agentd_i = 0; agentd_i < ${WAIT_FOR_NETWORK_S * 1000}; agentd_i++)); do read -t 0.001 -u "$agentd_tick"; (( $? > 128 )) || sleep 0.01; agentd_route && break; done`,
+    `  for ((agentd_i = 0; agentd_i < ${WAIT_FOR_NETWORK_S * 1000}; agentd_i++)); do read -t 0.001 -u "$agentd_tick"; (( $? > 128 )) || ${shellQuote(sleep)} 0.01; agentd_route && break; done`,
     '  { exec {agentd_tick}<&-; } 2>/dev/null',
     `  agentd_route || echo '[agentd: the sandbox network did not come up; running without network.]' >&2`,
     'fi',
