@@ -260,3 +260,24 @@ describe.skipIf(gitMissing).each([
     expect(await shadow.changes(target, first, await shadow.snapshot(target))).toEqual([{ path: 'sub/new.txt', status: 'added' }]);
   });
 });
+
+describe.skipIf(gitMissing)('the server\'s git', () => {
+  it('is never a `git` of the workdir, even when the server\'s PATH has an empty or relative entry', async () => {
+    // Git runs with the workdir as its current directory; an empty PATH entry means that directory.
+    const workdir = tempDir();
+    const gitDir = tempDir();
+    const saved = process.env.PATH;
+    try {
+      const marker = path.join(workdir, 'ran-git');
+      fs.writeFileSync(path.join(workdir, 'git'), `#!/bin/sh\necho ran > ${marker}\n`, { mode: 0o755 });
+      process.env.PATH = `::.:${saved ?? '/usr/bin:/bin'}`;
+      const result = await runGit({ gitDir, workTree: workdir, args: ['--version'] });
+      expect(result.stdout).toMatch(/^git version /);
+      expect(fs.existsSync(marker)).toBe(false);
+    } finally {
+      process.env.PATH = saved;
+      fs.rmSync(workdir, { recursive: true, force: true });
+      fs.rmSync(gitDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -135,10 +135,19 @@ function collect(child: SpawnedProcess, input: string | undefined): Promise<GitR
   });
 }
 
+/**
+ * The server's PATH, its absolute entries only: git runs (and is looked up) with the agent's
+ * workdir as its current directory, where a relative or empty entry (`.`, `a::b`) would find a
+ * `git` (or a program git runs) that the agent wrote.
+ */
+function serverPath(): string {
+  return (process.env.PATH ?? '/usr/bin:/bin').split(':').filter((dir) => path.isAbsolute(dir)).join(':');
+}
+
 /** A clean environment: PATH to find git, and the switches that shut out every outside config. */
 function gitEnv(gitDir: string, indexFile: string | undefined): Record<string, string> {
   return {
-    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    PATH: serverPath(),
     HOME: gitDir,
     XDG_CONFIG_HOME: `${gitDir}/no-xdg`,
     GIT_CONFIG_NOSYSTEM: '1',
