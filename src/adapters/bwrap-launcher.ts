@@ -195,15 +195,11 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     const launch = [
       ...(this.cgroups ? [this.cgroups.joinScript(key, this.programs.mkdir)] : []),
       ...this.copiedFiles,
-      ...(this.seccompFile ? [`exec ${SECCOMP_FD}<${quote(this.seccompFile)}`] : []),
+      ...(this.seccompFile ? [`exec ${SECCOMP_FD}<${shellWord(this.seccompFile)}`] : []),
       userMode ? userModeWrapperScript({ helper: userMode, asRoot: this.asRoot, forBwrap: this.forBwrap, programs: this.programs }) : `exec ${shellWord(this.programs.env)} --ignore-signal=INT "$@"`,
     ].join('\n');
     const release = this.cgroups ? () => this.cgroups?.release(key) : undefined;
     const [command, ...launchArgs] = [...(userMode ? [this.programs.setpriv, '--pdeathsig', 'KILL', '--'] : []), ...privilegedBash(this.programs.bash), '-c', launch, userMode ? 'agentd-net' : 'agentd-launch', this.options.bwrapPath, ...args];
     return { command: command!, args: launchArgs, cwd: spec.cwd, env, programDepth: userMode ? 3 : 2, ...(release && { release }), ...(spec.control && { controlFd: CONTROL_FD }) };
   }
-}
-
-function quote(text: string): string {
-  return `'${text.replaceAll("'", "'\\''")}'`;
 }

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { shellWord } from './sandbox-mounts.js';
 
 /**
  * Whole-sandbox memory and process limits with cgroups, where the host lets the server create
@@ -177,19 +178,19 @@ class CgroupSet implements SandboxCgroups {
   ) {}
 
   joinScript(key: string, mkdir: string): string {
-    const dirs = this.directories(key).map(quote);
+    const dirs = this.directories(key).map(shellWord);
     // One mkdir (a process) for every directory missing, none when all are there (the
     // conversation's shell holds them while it runs).
-    const make = `${dirs.map((dir) => `[ -d ${dir} ]`).join(' && ')} || ${quote(mkdir)} -p -- ${dirs.join(' ')} 2>/dev/null`;
+    const make = `${dirs.map((dir) => `[ -d ${dir} ]`).join(' && ')} || ${shellWord(mkdir)} -p -- ${dirs.join(' ')} 2>/dev/null`;
     const joins = this.controllers.map((controller) => {
       const dir = path.join(controller.base, safeKey(key));
-      const writes = controller.files.map(([name, value]) => `echo ${value} > ${quote(path.join(dir, name))}`);
-      const optional = controller.optional.map(([name, value]) => `{ [ ! -e ${quote(path.join(dir, name))} ] || echo ${value} > ${quote(path.join(dir, name))} || :; }`);
+      const writes = controller.files.map(([name, value]) => `echo ${value} > ${shellWord(path.join(dir, name))}`);
+      const optional = controller.optional.map(([name, value]) => `{ [ ! -e ${shellWord(path.join(dir, name))} ] || echo ${value} > ${shellWord(path.join(dir, name))} || :; }`);
       // A concurrent sweep may remove the directory between mkdir and the writes: made again, retried.
       // Optional limits (swap) are written before and after the others: v1 refuses a memory limit
       // above the memory+swap limit, and a memory+swap limit below the memory limit.
       const [joinFile, joinValue] = controller.join;
-      const attempt = [`{ [ -d ${quote(dir)} ] || ${quote(mkdir)} -p -- ${quote(dir)}; }`, ...optional, ...writes, ...optional, `echo ${joinValue} > ${quote(path.join(dir, joinFile))}`].join(' && ');
+      const attempt = [`{ [ -d ${shellWord(dir)} ] || ${shellWord(mkdir)} -p -- ${shellWord(dir)}; }`, ...optional, ...writes, ...optional, `echo ${joinValue} > ${shellWord(path.join(dir, joinFile))}`].join(' && ');
       return `agentd_join() { ${attempt}; } 2>/dev/null; agentd_join || agentd_join || agentd_join || { echo 'agentd sandbox: cannot join its cgroup' >&2; exit 125; }`;
     });
     return [make, ...joins].join('\n');
@@ -314,8 +315,4 @@ function unescapeMount(text: string): string {
 
 function safeKey(key: string): string {
   return key.replace(/[^A-Za-z0-9_.-]/g, '_');
-}
-
-function quote(text: string): string {
-  return `'${text.replaceAll("'", "'\\''")}'`;
 }

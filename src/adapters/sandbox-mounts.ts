@@ -140,12 +140,9 @@ function copyableMode(entry: string): number | null {
  * longer read (or that is gone) becomes an empty file rather than a sandbox that cannot start.
  */
 export function copiedFileRedirections(copies: readonly CopiedFile[]): string[] {
-  return copies.map((copy) => `{ exec ${copy.fd}<${quote(copy.source)}; } 2>/dev/null || exec ${copy.fd}</dev/null`);
+  return copies.map((copy) => `{ exec ${copy.fd}<${shellWord(copy.source)}; } 2>/dev/null || exec ${copy.fd}</dev/null`);
 }
 
-function quote(text: string): string {
-  return `'${text.replaceAll("'", "'\\''")}'`;
-}
 
 function etcEntries(): string[] {
   let names: string[] = [];
@@ -248,7 +245,7 @@ export function sandboxPrograms(searchPath: string): SandboxPrograms {
   return { bash: find('bash'), env: find('env'), setpriv: find('setpriv'), mkdir: find('mkdir'), sleep: find('sleep') };
 }
 
-/** Quotes a word for bash (single quotes). */
+/** Quotes any text as one word for bash (or sh): single quotes, each `'` inside closed and escaped. */
 export function shellWord(text: string): string {
   return `'${text.replaceAll("'", "'\\''")}'`;
 }

@@ -1,5 +1,5 @@
 import { CONTROL_FD, tickPipe } from './sandbox-entry-script.js';
-import { findInPath } from './sandbox-mounts.js';
+import { findInPath, shellWord } from './sandbox-mounts.js';
 
 /**
  * The network a sandboxed process gets:
@@ -47,7 +47,7 @@ const WAIT_FOR_NETWORK_S = 10;
  * port forwarding unless asked through its API socket (none is given).
  */
 function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
-  const bin = shellQuote(helper.path);
+  const bin = shellWord(helper.path);
   if (helper.kind === 'pasta') {
     const common = `${bin} --foreground --quiet --config-net --no-map-gw -t none -u none -T none -U none`;
     return asRoot ? `${common} --runas 0 --netns "/proc/self/fd/$ns" --netns-only` : `${common} "$pid"`;
@@ -93,12 +93,12 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     '  lo_up() { lo=; while read -r line; do [[ $line == *127.0.0.1* ]] && lo=1; done 2>/dev/null <"/proc/$pid/net/fib_trie"; [[ -n $lo ]]; }',
     '  if ! lo_up; then',
     `    ${tickPipe('tick')}`,
-    `    for ((i = 0; i < 5000; i++)); do read -t 0.001 -u "$tick"; (( $? > 128 )) || ${shellQuote(sleep)} 0.01; lo_up && break; kill -0 "$bw" 2>/dev/null || break; done`,
+    `    for ((i = 0; i < 5000; i++)); do read -t 0.001 -u "$tick"; (( $? > 128 )) || ${shellWord(sleep)} 0.01; lo_up && break; kill -0 "$bw" 2>/dev/null || break; done`,
     '    { exec {tick}<&-; } 2>/dev/null',
     '  fi',
     '  exec {ns}<"/proc/$pid/ns/net"',
     // The helper holds none of the sandbox's descriptors (the watchdog's control channel included).
-    `  ${shellQuote(setpriv)} --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- &`,
+    `  ${shellWord(setpriv)} --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- &`,
     '  helper=$!',
     // Not a job of this shell: bash would report its end by signal ("Killed") on the stderr it
     // shares with the sandboxed program.
@@ -124,14 +124,10 @@ export function waitForNetworkScript(sleep: string): string {
     'if ! agentd_route; then',
     // No pipe (it should not happen): each read fails at once, and `sleep` waits instead.
     `  ${tickPipe('agentd_tick')}`,
-    `  for ((agentd_i = 0; agentd_i < ${WAIT_FOR_NETWORK_S * 1000}; agentd_i++)); do read -t 0.001 -u "$agentd_tick"; (( $? > 128 )) || ${shellQuote(sleep)} 0.01; agentd_route && break; done`,
+    `  for ((agentd_i = 0; agentd_i < ${WAIT_FOR_NETWORK_S * 1000}; agentd_i++)); do read -t 0.001 -u "$agentd_tick"; (( $? > 128 )) || ${shellWord(sleep)} 0.01; agentd_route && break; done`,
     '  { exec {agentd_tick}<&-; } 2>/dev/null',
     `  agentd_route || echo '[agentd: the sandbox network did not come up; running without network.]' >&2`,
     'fi',
     'unset -f agentd_route; unset agentd_i agentd_up agentd_if agentd_dest agentd_rest agentd_tick',
   ].join('\n');
-}
-
-function shellQuote(value: string): string {
-  return `'${value.replace(/'/g, `'\\''`)}'`;
 }
