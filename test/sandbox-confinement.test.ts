@@ -363,8 +363,8 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
       const readable = path.join(dir, 'readable');
       fs.writeFileSync(readable, 'kept\n');
       const lines = copiedFileRedirections([
-        { source: readable, dest: '/etc/a', fd: 20, mode: 0o644 },
-        { source: path.join(dir, 'gone'), dest: '/etc/b', fd: 21, mode: 0o644 },
+        { source: readable, fd: 20, mode: 0o644 },
+        { source: path.join(dir, 'gone'), fd: 21, mode: 0o644 },
       ]);
       const out = execFileSync('bash', ['-c', `${lines.join('\n')}\ncat <&20; echo "21: $(readlink /proc/self/fd/21) $(cat <&21 | wc -c)"`], { encoding: 'utf8' });
       expect(out).toBe('kept\n21: /dev/null 0\n');

@@ -77,6 +77,14 @@ export function tickPipe(name: string): string {
   return `{ exec {${name}}<> <(:); } 2>/dev/null`;
 }
 
+/**
+ * A bash statement that waits a millisecond on tickPipe `name`; if that pipe could not be made
+ * (the read fails at once rather than timing out) it runs `sleep` (its absolute path) instead.
+ */
+export function tickWait(name: string, sleep: string): string {
+  return `read -t 0.001 -u "$${name}"; (( $? > 128 )) || ${shellWord(sleep)} 0.01`;
+}
+
 /** One-off commands: the watchdog wakes twice a second while the program lives. */
 function pollingWatchdog(atLimit: string): string[] {
   return [

@@ -32,10 +32,8 @@ const ETC_PATTERNS = [/^python3(\.\d+)?$/, /^java-/];
  * them; any other entry is bound as before.
  */
 export interface CopiedFile {
-  /** The host's file (read through symlinks, as a bind would). */
+  /** The host's file (read through symlinks, as a bind would), and where it goes in the sandbox. */
   source: string;
-  /** Where it goes in the sandbox (the same path). */
-  dest: string;
   /** The descriptor the launch script opens it on and bwrap reads. */
   fd: number;
   /** Its permission bits on the host (set-id and sticky bits dropped). */
@@ -108,9 +106,9 @@ export function systemMountArgs(options: SystemMountOptions): { early: string[];
       early.push('--ro-bind', entry, entry);
       continue;
     }
-    const copy = { source: entry, dest: entry, fd: COPY_FIRST_FD + copies.length, mode };
+    const copy = { source: entry, fd: COPY_FIRST_FD + copies.length, mode };
     copies.push(copy);
-    early.push('--perms', copy.mode.toString(8).padStart(4, '0'), '--file', String(copy.fd), copy.dest);
+    early.push('--perms', copy.mode.toString(8).padStart(4, '0'), '--file', String(copy.fd), copy.source);
   }
   for (const prefix of toolPrefixes(options)) bind(prefix);
   for (const extra of options.extraReadOnly) if (fs.existsSync(extra)) bind(path.resolve(extra));

@@ -1,4 +1,4 @@
-import { CONTROL_FD, tickPipe } from './sandbox-entry-script.js';
+import { CONTROL_FD, tickPipe, tickWait } from './sandbox-entry-script.js';
 import { findInPath, shellWord } from './sandbox-mounts.js';
 
 /**
@@ -93,7 +93,7 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     '  lo_up() { lo=; while read -r line; do [[ $line == *127.0.0.1* ]] && lo=1; done 2>/dev/null <"/proc/$pid/net/fib_trie"; [[ -n $lo ]]; }',
     '  if ! lo_up; then',
     `    ${tickPipe('tick')}`,
-    `    for ((i = 0; i < 5000; i++)); do read -t 0.001 -u "$tick"; (( $? > 128 )) || ${shellWord(sleep)} 0.01; lo_up && break; kill -0 "$bw" 2>/dev/null || break; done`,
+    `    for ((i = 0; i < 5000; i++)); do ${tickWait('tick', sleep)}; lo_up && break; kill -0 "$bw" 2>/dev/null || break; done`,
     '    { exec {tick}<&-; } 2>/dev/null',
     '  fi',
     '  exec {ns}<"/proc/$pid/ns/net"',
@@ -122,9 +122,8 @@ export function waitForNetworkScript(sleep: string): string {
   return [
     'agentd_route() { agentd_up=; while read -r agentd_if agentd_dest agentd_rest; do [ "$agentd_dest" = 00000000 ] && agentd_up=1; done </proc/net/route; [ -n "$agentd_up" ]; }',
     'if ! agentd_route; then',
-    // No pipe (it should not happen): each read fails at once, and `sleep` waits instead.
     `  ${tickPipe('agentd_tick')}`,
-    `  for ((agentd_i = 0; agentd_i < ${WAIT_FOR_NETWORK_S * 1000}; agentd_i++)); do read -t 0.001 -u "$agentd_tick"; (( $? > 128 )) || ${shellWord(sleep)} 0.01; agentd_route && break; done`,
+    `  for ((agentd_i = 0; agentd_i < ${WAIT_FOR_NETWORK_S * 1000}; agentd_i++)); do ${tickWait('agentd_tick', sleep)}; agentd_route && break; done`,
     '  { exec {agentd_tick}<&-; } 2>/dev/null',
     `  agentd_route || echo '[agentd: the sandbox network did not come up; running without network.]' >&2`,
     'fi',
