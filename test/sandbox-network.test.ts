@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NO_LIMITS } from '../src/adapters/resource-limits.js';
 import { selectProcessLauncher } from '../src/adapters/select-process-launcher.js';
 import { BwrapProcessLauncher } from '../src/adapters/bwrap-launcher.js';
+import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { findInPath } from '../src/adapters/sandbox-mounts.js';
 import { loadConfig } from '../src/config.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
@@ -204,6 +205,42 @@ describe.skipIf(Boolean(skipReason))('a sandbox\'s start', () => {
       // network helper), the entry script inside, and the program. Nothing else.
       expect(fs.readFileSync(log, 'utf8')).toBe('bash\n'.repeat(3 * 5));
     } finally {
+      fs.rmSync(shims, { recursive: true, force: true });
+      fs.rmSync(stateDir, { recursive: true, force: true });
+      fs.rmSync(workdir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
+describe.skipIf(Boolean(skipReason))("a shell's start", () => {
+  it('overlaps the network coming up: bash starts before the helper has attached, and its first command has the network', async () => {
+    // The helper (pasta) is a script that waits 300 ms before it starts the real one; bash is a
+    // script that notes when it starts. Both note the time in one log (CLOCK_REALTIME, µs).
+    const shims = fs.realpathSync(tempDir());
+    const stateDir = tempDir();
+    const workdir = fs.realpathSync(tempDir());
+    const log = path.join(workdir, 'start.log');
+    const shells: Array<{ close(): Promise<void> }> = [];
+    try {
+      const helper = selection.networkHelper!;
+      fs.writeFileSync(path.join(shims, 'helper'), `#!${findInPath('bash', process.env.PATH ?? '')}\nsleep 0.3\necho "helper $EPOCHREALTIME" >> ${log}\nexec ${helper.path} "$@"\n`, { mode: 0o755 });
+      fs.writeFileSync(path.join(shims, 'bash'), `#!${findInPath('bash', process.env.PATH ?? '')}\necho "bash $EPOCHREALTIME" >> ${log}\nexec ${findInPath('bash', process.env.PATH ?? '')} "$@"\n`, { mode: 0o755 });
+      fs.chmodSync(shims, 0o755);
+      fs.writeFileSync(log, '');
+      fs.chmodSync(log, 0o666);
+      const launcher = new BwrapProcessLauncher({ bwrapPath: findInPath('bwrap', process.env.PATH ?? '')!, limits: NO_LIMITS, hiddenPaths: [], extraReadOnlyPaths: [shims], stateDir, searchPath: process.env.PATH ?? '', networkHelper: { ...helper, path: path.join(shims, 'helper') } });
+      const factory = new BashShellFactory({ launcher, bashPath: path.join(shims, 'bash'), hostEnv: { PATH: process.env.PATH ?? '' } });
+      for (let i = 0; i < 3; i++) {
+        fs.writeFileSync(log, '');
+        const shell = await factory.create({ conversationId: `c${i}`, workdir, env: {} });
+        shells.push(shell);
+        const result = await shell.run(`awk '$2 == "00000000" { print "route" }' /proc/net/route`, { timeoutMs: 10_000, idleTimeoutMs: 10_000 });
+        expect(result.output).toBe('route\n');
+        const times = Object.fromEntries(fs.readFileSync(log, 'utf8').trim().split('\n').map((line) => line.split(' ')).map(([name, time]) => [name, Number(time)]));
+        expect(times.bash).toBeLessThan(times.helper);
+      }
+    } finally {
+      for (const shell of shells) await shell.close();
       fs.rmSync(shims, { recursive: true, force: true });
       fs.rmSync(stateDir, { recursive: true, force: true });
       fs.rmSync(workdir, { recursive: true, force: true });

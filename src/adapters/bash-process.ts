@@ -42,6 +42,8 @@ export class BashProcess {
   private readonly programDepth: number;
   private shell: { pid: number; pgid: number; chain: number[] } | undefined;
   private readonly controlFd: number | undefined;
+  /** What the launcher has bash run first (PreparedProcess.shellPrelude), or ''. */
+  readonly prelude: string;
   /** The watchdog is told of the running command once it has run WATCH_AFTER_MS (see setBusy). */
   private watchTimer: NodeJS.Timeout | undefined;
   private watching = false;
@@ -66,6 +68,7 @@ export class BashProcess {
   ) {
     this.programDepth = spec.programDepth;
     this.controlFd = spec.controlFd;
+    this.prelude = spec.shellPrelude ?? '';
     for (const stream of this.child.stdio) stream?.on('error', () => undefined);
     const stdout = this.output(1);
     this.output(2)?.setEncoding('utf8').on('data', (text: string) => (this.diagnostics = (this.diagnostics + text).slice(-1000)));

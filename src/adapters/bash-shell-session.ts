@@ -208,7 +208,7 @@ export class BashShellSession implements ShellSession {
     const nonce = randomBytes(8).toString('hex');
     this.running = { nonce, window: new OutputWindow(this.config.maxOutputChars), collecting: true, startedAt: Date.now(), interrupts: 0 };
     proc.setBusy(true);
-    this.writeControl(`${INIT_SCRIPT}\n__agentd_done ${nonce}\n`);
+    this.writeControl(`${proc.prelude && `${proc.prelude}\n`}${INIT_SCRIPT}\n__agentd_done ${nonce}\n`);
     const timeoutMs = this.config.startTimeoutMs;
     const ready = await this.collect({ timeoutMs, idleTimeoutMs: timeoutMs }, false);
     this.answered = ready.exitCode === 0 && this.alive;

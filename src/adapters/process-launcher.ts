@@ -16,7 +16,8 @@ export interface ProcessSpec {
   /**
    * A long-lived program (the shell) whose sandbox takes orders from the server: when the
    * prepared process has a `controlFd`, the spawner passes a pipe there and writes `r` when a
-   * command starts and `i` when it ends (sandbox-entry-script.ts). Default false.
+   * command starts and `i` when it ends (sandbox-entry-script.ts). Its program is a bash that
+   * reads its commands on stdin, and it runs the prepared process's `shellPrelude` first. Default false.
    */
   control?: boolean;
   /**
@@ -52,6 +53,12 @@ export interface PreparedProcess {
   release?: () => void;
   /** Where the spawned process expects the control pipe (only when the spec asked for `control`). */
   controlFd?: number;
+  /**
+   * Lines for the program (a shell: the spec asked for `control`) to run before anything else:
+   * the launcher's part of the start that may overlap the program's own (the wait for a
+   * sandbox's network, which the program's start no longer waits for: see bwrap-launcher.ts).
+   */
+  shellPrelude?: string;
 }
 
 export type SandboxMode = 'bwrap' | 'none';

@@ -112,9 +112,10 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
 }
 
 /**
- * Prepended to the entry script inside a `user_mode` sandbox: wait (at most 10 s) until the
- * namespace has an IPv4 default route (pasta and slirp4netns both set one), so the program's first
- * command already has the network. The route is looked for every millisecond, the wait between
+ * Inside a `user_mode` sandbox, before the program's first command: wait (at most 10 s) until the
+ * namespace has an IPv4 default route (pasta and slirp4netns both set one), so that command
+ * already has the network. Prepended to the entry script for a one-off program; the shell's
+ * first lines instead (bwrap-launcher.ts), run by the agent's bash, which starts meanwhile. The route is looked for every millisecond, the wait between
  * two looks a `read -t` on a pipe nobody writes to (tickPipe): a `sleep 0.01` was a process
  * each time, 12 ms a look, and the route usually comes a millisecond or two after the first.
  */
