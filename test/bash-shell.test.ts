@@ -289,6 +289,33 @@ describe('BashShellSession', () => {
     expect([idle.alive, busy.alive, reopened.alive]).toEqual([false, false, false]);
   });
 
+  it("has the launcher's beforeStart done before each spawn (a restart's too), ahead of the first command or not", async () => {
+    const events: string[] = [];
+    const host = new HostProcessLauncher({ limits: NO_LIMITS });
+    const launcher: ProcessLauncher = {
+      mode: 'none',
+      limits: host.limits,
+      enforcement: host.enforcement,
+      beforeStart: async (sandbox) => {
+        events.push(`beforeStart ${sandbox.workdir === workdir}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        events.push('beforeStart done');
+      },
+      prepare: (spec) => (events.push('prepare'), host.prepare(spec)),
+    };
+    for (const ahead of [false, true]) {
+      events.length = 0;
+      const shell = await new BashShellFactory({ launcher }).create({ conversationId: 'c1', workdir, env: {}, ahead });
+      try {
+        await shell.run('exit 3', quick);
+        expect((await shell.run('echo again', quick)).output).toBe('again\n');
+        expect(events).toEqual(['beforeStart true', 'beforeStart done', 'prepare', 'beforeStart true', 'beforeStart done', 'prepare']);
+      } finally {
+        await shell.close();
+      }
+    }
+  });
+
   it("tells the sandbox's watchdog of a command only once it has run 20 ms: a short one never wakes it", async () => {
     // A launcher that asks for the control channel and logs what the server writes on it.
     const log = join(workdir, '.tmp', 'control.log');

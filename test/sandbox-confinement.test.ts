@@ -518,7 +518,7 @@ describe('cgroup detection', () => {
     }
   });
 
-  it('v1 when the v2 hierarchy lacks the controllers; none (with the reason) when neither works', () => {
+  it('v1 when the v2 hierarchy lacks the controllers; none (with the reason) when neither works', async () => {
     const hybrid = fakeHost({ v2Controllers: 'hugetlb', v1: true });
     const bare = fakeHost({ v2Controllers: 'hugetlb', v1: false });
     try {
@@ -543,6 +543,11 @@ describe('cgroup detection', () => {
       }
       expect(fs.readFileSync(path.join(dirs[0]!, 'memory.limit_in_bytes'), 'utf8')).toBe(`${limits.memoryBytes}\n`);
       expect(fs.readFileSync(path.join(dirs[1]!, 'pids.max'), 'utf8')).toBe('64\n');
+      // Made by the server before the spawn (the launcher's beforeStart), off its event loop: the launch then runs no mkdir.
+      await cgroups?.makeDirectories('c8');
+      execFileSync('bash', ['-c', cgroups?.joinScript('c8', path.join(shims, 'mkdir')) ?? 'exit 1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      expect(fs.readFileSync(path.join(hybrid.root, 'mkdir.log'), 'utf8')).toBe(`-p -- ${dirs.join(' ')}\n`);
+      for (const dir of cgroups?.directories('c8') ?? []) expect(fs.readFileSync(path.join(dir, 'tasks'), 'utf8')).toBe('0\n');
       const none = detectSandboxCgroups({ limits, procSelf: bare.procSelf });
       expect(none.cgroups).toBeNull();
       expect(none.reason).toBe('v2: controllers memory, pids not available to the server\'s cgroup; v1: no memory hierarchy');

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { ShellRunOptions, ShellRunResult, ShellSession, ShellState } from '../core/tools/shell-session.js';
 import { EXPORTS_COMMAND, shellStateFrom } from './shell-state.js';
 import { BashProcess } from './bash-process.js';
-import type { ProcessLauncher } from './process-launcher.js';
+import type { ProcessLauncher, SandboxRequest } from './process-launcher.js';
 import type { SpawnProcess } from './process-spawner.js';
 import { killRecordedGroup, readProcess } from './process-tree.js';
 import { INIT_SCRIPT, SentinelScanner, bashQuote, commandLines } from './bash-protocol.js';
@@ -187,8 +187,9 @@ export class BashShellSession implements ShellSession {
 
   private async startNow(): Promise<void> {
     // The sandbox's slow set-up (the workdir given to the agent's uid) without blocking the event
-    // loop; for a shell started ahead, before its first command instead (see runNow).
-    if (!this.setupPending) await this.sandboxSetUp();
+    // loop; for a shell started ahead, before its first command instead (see runNow). Meanwhile,
+    // what the launch would otherwise do on the start's path (beforeStart).
+    await Promise.all([this.setupPending ? undefined : this.sandboxSetUp(), this.config.launcher.beforeStart?.(this.sandboxRequest())]);
     const proc: BashProcess = await BashProcess.start({
       ...this.config,
       setupLater: this.setupPending,
@@ -219,7 +220,11 @@ export class BashShellSession implements ShellSession {
   }
 
   private sandboxSetUp(): Promise<void> {
-    return this.config.launcher.ready?.({ workdir: this.config.workdir, network: this.config.sandbox?.network ?? true }) ?? Promise.resolve();
+    return this.config.launcher.ready?.(this.sandboxRequest()) ?? Promise.resolve();
+  }
+
+  private sandboxRequest(): SandboxRequest {
+    return { workdir: this.config.workdir, network: this.config.sandbox?.network ?? true };
   }
 
   private async runNow(command: string, options: ShellRunOptions & { isInput?: boolean }): Promise<ShellRunResult> {

@@ -132,6 +132,10 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     await this.owner.ensureAsync({ workdir: sandbox.workdir, uid: identity.uid, gid: identity.gid });
   }
 
+  async beforeStart(sandbox: SandboxRequest): Promise<void> {
+    await this.cgroups?.makeDirectories(cgroupKey(sandbox.workdir));
+  }
+
   forget(workdir: string): void {
     this.owner.forget(workdir);
     if (this.asRoot) this.identities.forget(workdir);
@@ -192,7 +196,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       spec.command, ...spec.args,
     ];
     const env = identity ? { ...spec.env, USER: SANDBOX_USER, LOGNAME: SANDBOX_USER } : { ...spec.env };
-    const key = `c${sandboxUid(workdir)}`;
+    const key = cgroupKey(workdir);
     // The launch script: it joins the cgroups, opens what bwrap reads (the copied /etc files, the
     // seccomp program), then execs bwrap, or (user-mode network) goes on as the wrapper that starts
     // bwrap and attaches the helper, under `setpriv --pdeathsig` (one bash for both: a second
@@ -208,3 +212,6 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     return { command: command!, args: launchArgs, cwd: spec.cwd, env, programDepth: userMode ? 3 : 2, ...(release && { release }), ...(spec.control && { controlFd: CONTROL_FD, ...(networkWait && { shellPrelude: networkWait }) }) };
   }
 }
+
+/** The name of a workdir's cgroups (one per hierarchy): every sandbox of the workdir shares them. */
+const cgroupKey = (workdir: string): string => `c${sandboxUid(workdir)}`;

@@ -74,6 +74,12 @@ export interface ProcessLauncher {
    * without blocking the event loop: a `prepare` after it finds it done. Optional to call.
    */
   ready?(sandbox: SandboxRequest): Promise<void>;
+  /**
+   * What a start can have done off the event loop just before its spawn (the sandbox's cgroup
+   * directories made: its launch then starts no mkdir, a process on the start's path). Optional
+   * to call; never rejects.
+   */
+  beforeStart?(sandbox: SandboxRequest): Promise<void>;
   /** The workdir's conversation is deleted: what was kept about the workdir goes (it stayed for the process's life). */
   forget?(workdir: string): void;
 }

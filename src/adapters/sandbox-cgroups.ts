@@ -51,6 +51,8 @@ export interface SandboxCgroups {
   enforces: { memory: boolean; pids: boolean };
   /** bash statements that move the running shell into the conversation's cgroups, or exit 125 (`mkdir`: its absolute path). */
   joinScript(key: string, mkdir: string): string;
+  /** Makes the conversation's cgroup directories, off the event loop: a join script then runs no mkdir. Never rejects. */
+  makeDirectories(key: string): Promise<void>;
   /** Removes the conversation's cgroups if empty. */
   release(key: string): void;
   /** The conversation's cgroup directories (one per hierarchy). */
@@ -207,6 +209,11 @@ class CgroupSet implements SandboxCgroups {
       if (removed.includes(false) && left > 0) setTimeout(() => void attempt(left - 1), RELEASE_RETRY_MS).unref();
     };
     void attempt(RELEASE_RETRIES);
+  }
+
+  async makeDirectories(key: string): Promise<void> {
+    // A failure is the join script's to report (it tries mkdir itself).
+    await Promise.all(this.directories(key).map((dir) => fs.promises.mkdir(dir, { recursive: true }).catch(() => undefined)));
   }
 
   directories(key: string): string[] {
