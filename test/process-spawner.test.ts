@@ -130,6 +130,39 @@ describe('ProcessSpawner', () => {
     await exitOf(next);
   });
 
+  it('makes a start from a spare started ahead when the request offers one: the spare reads its script, its script pipe is not handed over, and it goes with the spawner', async () => {
+    const spawner = await readySpawner();
+    const marker = `agentd-spare-${process.pid}-${Date.now()}`;
+    // The script's length, a newline, the script (as bwrap-launcher.ts frames it).
+    const body = 'exec 5<&-; echo "from the spare: MARK ${MARK-unset}"; [ -e /proc/$$/fd/5 ] && echo "script pipe open" || echo "script pipe closed"; read line; echo "got $line"';
+    const spare = { command: 'bash', args: ['--norc', '-c', 'IFS= read -r -u 5 n && IFS= read -r -N "$n" -u 5 s && eval "$s"', marker], scriptFd: 5, script: `${Buffer.byteLength(body)}\n${body}` };
+    const offer = (): SpawnRequest => ({ ...request('bash', ['--norc', '-c', 'echo "from the command $MARK"; read line; echo "got $line"']), env: { MARK: 'with its env' }, spare });
+    const outputOf = async (child: SpawnedProcess): Promise<string> => {
+      let out = '';
+      (child.stdio[1] as Readable).setEncoding('utf8').on('data', (text: string) => (out += text));
+      const ended = new Promise((resolve) => (child.stdio[1] as Readable).once('end', resolve));
+      (child.stdio[0] as Writable).end('hello\n');
+      await exitOf(child);
+      await ended;
+      return out;
+    };
+    // No spare yet: the request's command. A spare of that kind is started a moment later.
+    expect(await outputOf(await spawner.spawn(offer()))).toBe('from the command with its env\ngot hello\n');
+    await until('a spare', () => processesMatching(`bash --norc -c IFS= read -r -u 5 n && IFS= read -r -N "$n" -u 5 s && eval "$s" ${marker}`).length === 1);
+    const [waiting] = processesMatching(`bash --norc -c IFS= read -r -u 5 n && IFS= read -r -N "$n" -u 5 s && eval "$s" ${marker}`);
+    expect(readProcess(waiting!)?.ppid).toBe(spawner.pid);
+    const fromSpare = await spawner.spawn(offer());
+    expect(fromSpare.pid).toBe(waiting);
+    // Its stdio as asked (three pipes, handed over: stdin carried `hello`); the script's pipe was closed by the script.
+    expect(fromSpare.stdio.length).toBe(3);
+    expect(await outputOf(fromSpare)).toBe('from the spare: MARK unset\nscript pipe closed\ngot hello\n');
+    // The one made after the last start goes with the spawner.
+    await until('the next spare', () => processesMatching(`bash --norc -c IFS= read -r -u 5 n && IFS= read -r -N "$n" -u 5 s && eval "$s" ${marker}`).length === 1);
+    const [next] = processesMatching(`bash --norc -c IFS= read -r -u 5 n && IFS= read -r -N "$n" -u 5 s && eval "$s" ${marker}`);
+    spawner.close();
+    await until('the spare to go with the spawner', () => !running(next!));
+  });
+
   it('spawns here when its spawner cannot start in time', async () => {
     const spawner = new ProcessSpawner({ startTimeoutMs: 1 });
     spawners.push(spawner);

@@ -212,6 +212,45 @@ describe.skipIf(Boolean(skipReason))('a sandbox\'s start', () => {
   }, 60_000);
 });
 
+describe.skipIf(Boolean(skipReason))('a launch made from a spare process', () => {
+  it('runs the program as the launch spawned with its command line does: same environment, directory, descriptors, signals, ids and capabilities', async () => {
+    const stateDir = tempDir();
+    const workdir = fs.realpathSync(tempDir());
+    try {
+      const launcher = new BwrapProcessLauncher({ bwrapPath: findInPath('bwrap', process.env.PATH ?? '')!, limits: NO_LIMITS, hiddenPaths: [], stateDir, searchPath: process.env.PATH ?? '', networkHelper: selection.networkHelper });
+      await launcher.ready({ workdir, network: true });
+      const env = { PATH: process.env.PATH ?? '', HOME: workdir, LANG: 'C.UTF-8', SECRET_VALUE: "it's \"quoted\"\n$HOME `x` \\ é" };
+      const show = 'printf "[%s]\\n" "$SECRET_VALUE"; env | sort; pwd; ls /proc/self/fd | wc -l; grep -E "^(Uid|Gid|Groups|Sig(Ign|Blk)|Cap|NoNewPrivs|Seccomp)" /proc/self/status; awk \'$2 == "00000000" { print "route" }\' /proc/net/route';
+      const run = (command: string, args: string[], options: { cwd: string; env: Record<string, string>; script?: string }) =>
+        new Promise<string>((resolve, reject) => {
+          const child = spawn(command, args, { cwd: options.cwd, env: options.env, detached: true, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe', ...(options.script === undefined ? [] : ['pipe' as const])] });
+          let out = '';
+          child.stdout!.setEncoding('utf8').on('data', (text: string) => (out += text));
+          child.stderr!.setEncoding('utf8').on('data', (text: string) => (out += `stderr: ${text}`));
+          if (options.script !== undefined) (child.stdio[5] as NodeJS.WritableStream).end(options.script);
+          child.once('error', reject).once('close', () => resolve(out));
+        });
+      for (const network of [true, false] as const) {
+        const spec = launcher.prepare({ command: 'bash', args: ['-c', show], cwd: workdir, env, sandbox: { workdir, network } });
+        expect(spec.spare).toBeDefined();
+        const spawned = await run(spec.command, spec.args, spec);
+        const fromSpare = await run(spec.spare!.command, spec.spare!.args, { cwd: '/', env: {}, script: spec.spare!.script });
+        expect(spawned.startsWith(`[${env.SECRET_VALUE}]\n`)).toBe(true);
+        expect(spawned).toContain(`\n${workdir}\n`);
+        expect(fromSpare).toBe(spawned);
+        // The spare's own command line holds neither the environment nor bwrap's.
+        expect(spec.spare!.args.join(' ')).not.toContain('SECRET_VALUE');
+        expect(spec.spare!.args.join(' ')).not.toContain(workdir);
+      }
+      // An environment bash would take for its own (here IFS) is not exported into a launch: no spare then.
+      expect(launcher.prepare({ command: 'true', args: [], cwd: workdir, env: { ...env, IFS: ':' }, sandbox: { workdir, network: true } }).spare).toBeUndefined();
+    } finally {
+      fs.rmSync(stateDir, { recursive: true, force: true });
+      fs.rmSync(workdir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
 describe.skipIf(Boolean(skipReason))("a shell's start", () => {
   it('overlaps the network coming up: bash starts before the helper has attached, and its first command has the network', async () => {
     // The helper (pasta) is a script that waits 300 ms before it starts the real one; bash is a

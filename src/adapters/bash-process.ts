@@ -57,7 +57,7 @@ export class BashProcess {
       while (stdio.length < spec.controlFd) stdio.push('ignore');
       stdio[spec.controlFd] = 'pipe';
     }
-    const child = await (options.spawn ?? spawnHere)({ command: spec.command, args: spec.args, cwd: spec.cwd, env: spec.env, detached: true, stdio });
+    const child = await (options.spawn ?? spawnHere)({ command: spec.command, args: spec.args, cwd: spec.cwd, env: spec.env, detached: true, stdio, ...(spec.spare && { spare: spec.spare }) });
     return new BashProcess(options, spec, child);
   }
 

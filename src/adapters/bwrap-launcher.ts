@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { PreparedProcess, ProcessLauncher, ProcessSpec, SandboxRequest } from './process-launcher.js';
+import type { PreparedProcess, ProcessLauncher, ProcessSpec, SandboxRequest, SpareStart } from './process-launcher.js';
 import type { LimitEnforcement, ResourceLimits } from './resource-limits.js';
 import type { SandboxCgroups } from './sandbox-cgroups.js';
 import { CONTROL_FD, sandboxEntryScript } from './sandbox-entry-script.js';
@@ -208,10 +208,53 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       userMode ? userModeWrapperScript({ helper: userMode, asRoot: this.asRoot, forBwrap: this.forBwrap, programs: this.programs }) : `exec ${shellWord(this.programs.env)} --ignore-signal=INT "$@"`,
     ].join('\n');
     const release = this.cgroups ? () => this.cgroups?.release(key) : undefined;
-    const [command, ...launchArgs] = [...(userMode ? [this.programs.setpriv, '--pdeathsig', 'KILL', '--'] : []), ...privilegedBash(this.programs.bash), '-c', launch, userMode ? 'agentd-net' : 'agentd-launch', this.options.bwrapPath, ...args];
-    return { command: command!, args: launchArgs, cwd: spec.cwd, env, programDepth: userMode ? 3 : 2, ...(release && { release }), ...(spec.control && { controlFd: CONTROL_FD, ...(networkWait && { shellPrelude: networkWait }) }) };
+    const launchBash = [...(userMode ? [this.programs.setpriv, '--pdeathsig', 'KILL', '--'] : []), ...privilegedBash(this.programs.bash)];
+    const name = userMode ? 'agentd-net' : 'agentd-launch';
+    const [command, ...launchArgs] = [...launchBash, '-c', launch, name, this.options.bwrapPath, ...args];
+    const spare = spareStart({ launchBash, name, cwd: spec.cwd, env, argv: [this.options.bwrapPath, ...args], launch });
+    return { command: command!, args: launchArgs, cwd: spec.cwd, env, programDepth: userMode ? 3 : 2, ...(release && { release }), ...(spec.control && { controlFd: CONTROL_FD, ...(networkWait && { shellPrelude: networkWait }) }), ...(spare && { spare }) };
   }
 }
 
 /** The name of a workdir's cgroups (one per hierarchy): every sandbox of the workdir shares them. */
 const cgroupKey = (workdir: string): string => `c${sandboxUid(workdir)}`;
+
+/** The descriptor on which a spare launch reads its script (the shell's stdio and control channel are 0-4). */
+const SPARE_SCRIPT_FD = 5;
+
+/**
+ * Names a launch bash cannot be given with `export` as it is given the rest of its environment
+ * at exec: variables that change how bash itself runs (bash -p ignores some of them in its
+ * environment), or that it sets or keeps read-only. A start whose environment has one is not
+ * made from a spare.
+ */
+const NOT_EXPORTED = /^(?:BASH\w*|SHELLOPTS|IFS|CDPATH|GLOBIGNORE|ENV|PS4|POSIXLY_CORRECT|EXECIGNORE|FUNCNEST|SHLVL|PWD|OLDPWD|UID|EUID|PPID|GROUPS|OPTIND|OPTARG|OPTERR|LINENO|RANDOM|SRANDOM|SECONDS|EPOCHREALTIME|EPOCHSECONDS|HOSTNAME|HOSTTYPE|MACHTYPE|OSTYPE|_)$/;
+const EXPORTABLE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * The launch as a spare process can run it (process-launcher.ts: SpareStart): the same bash (and
+ * setpriv), started with no environment in `/`, reads a script (its length, a newline, the
+ * script) and evaluates it: it closes the script's descriptor, moves to the launch's directory,
+ * exports the launch's environment, sets its arguments (bwrap's command line) and goes on with
+ * the launch script itself. End of file before the script (the spawner gone): it exits. The environment
+ * and the command line never appear in the spare's own (nor does the script: it comes on a pipe).
+ */
+function spareStart(options: { launchBash: string[]; name: string; cwd: string; env: Record<string, string>; argv: string[]; launch: string }): SpareStart | null {
+  const names = Object.keys(options.env);
+  if (names.some((name) => !EXPORTABLE.test(name) || NOT_EXPORTED.test(name))) return null;
+  // The pipe is a socket (child_process's pipes are socketpairs): /dev/fd/5 cannot be opened, and
+  // `read` without a count reads it a byte at a time (6 ms for 8 KB here). So its length comes
+  // first, then `read -N` takes that many (bytes: the spare's locale is C) in a few reads.
+  const fd = SPARE_SCRIPT_FD;
+  const [command, ...args] = [...options.launchBash, '-c', `IFS= read -r -u ${fd} agentd_n && IFS= read -r -N "$agentd_n" -u ${fd} agentd_s && eval "$agentd_s"`, options.name];
+  const body = [
+    `exec ${fd}<&-; unset agentd_n agentd_s`,
+    // bash made OLDPWD (unset, exported) at its start, and sets it with the cd: a launch spawned in its directory has none.
+    `cd -- ${shellWord(options.cwd)} || exit 125`,
+    'unset OLDPWD',
+    ...(names.length > 0 ? [`export ${names.map((name) => `${name}=${shellWord(options.env[name] as string)}`).join(' ')}`] : []),
+    `set -- ${options.argv.map(shellWord).join(' ')}`,
+    options.launch,
+  ].join('\n');
+  return { command: command!, args, scriptFd: fd, script: `${Buffer.byteLength(body)}\n${body}` };
+}

@@ -3,6 +3,7 @@ import { EventEmitter } from 'node:events';
 import net from 'node:net';
 import { isSea } from 'node:sea';
 import { PassThrough, Readable, type Writable } from 'node:stream';
+import type { SpareStart } from './process-launcher.js';
 import { signalQuietly } from './process-tree.js';
 import { spawnerMain } from './spawner-main.js';
 
@@ -14,6 +15,8 @@ export interface SpawnRequest {
   /** The leader of a new session and process group (child_process's `detached`). */
   detached: boolean;
   stdio: ReadonlyArray<'pipe' | 'ignore'>;
+  /** The same start from a spare process, which the spawner may hold (see SpareStart); spawnHere ignores it. */
+  spare?: SpareStart;
 }
 
 /** A spawned process: a ChildProcess, or the spawner's stand-in for one (the same events, pid and pipes). */
@@ -169,7 +172,8 @@ export class ProcessSpawner {
     const { request } = pending;
     pending.sent = true;
     // A channel closed meanwhile: the spawner is going, and its exit hands this spawn back here.
-    helper.child.send({ t: 'spawn', id, command: request.command, args: request.args, cwd: request.cwd, env: request.env, detached: request.detached, stdio: request.stdio }, (error) => error && this.onHelperGone(helper));
+    const spare = request.spare && { spare: request.spare };
+    helper.child.send({ t: 'spawn', id, command: request.command, args: request.args, cwd: request.cwd, env: request.env, detached: request.detached, stdio: request.stdio, ...spare }, (error) => error && this.onHelperGone(helper));
   }
 
   private startHelper(): Helper | undefined {

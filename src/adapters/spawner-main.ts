@@ -5,7 +5,12 @@
  * It runs as `node -e "(<this function's text>)(require)"`, or as `agentd __spawner` in the single
  * executable, so it must not use anything from outside its body: `load` is its `require`.
  *
- * Messages in (from the server): `{ t: 'spawn', id, command, args, cwd, env, detached, stdio }`.
+ * Messages in (from the server): `{ t: 'spawn', id, command, args, cwd, env, detached, stdio,
+ * spare? }`. With `spare` (process-launcher.ts: SpareStart) the process is made from a spare one
+ * started ahead, if there is one: it is given the spare's script and handed over as if just
+ * spawned; a new spare is started a moment later, for the next start of the kind.
+ * Spares are the only processes the spawner runs that nobody asked for: one per kind, idle (bash
+ * blocked reading its script), gone with the spawner.
  * Messages out: `{ t: 'ready' }` once; per spawn either
  * - `{ t: 'error', id, message, code, thrown }` (`thrown`: spawn() threw, as for an argument with
  *   a null byte; else the process did not start), or
@@ -26,6 +31,7 @@ export function spawnerMain(load: NodeJS.Require): void {
     env: Record<string, string>;
     detached: boolean;
     stdio: Array<'pipe' | 'ignore'>;
+    spare?: { command: string; args: string[]; scriptFd: number; script: string };
   }
   /** A pipe's stream as child_process makes it: a net.Socket over a libuv pipe handle. */
   interface PipeStream {
@@ -34,17 +40,62 @@ export function spawnerMain(load: NodeJS.Require): void {
     _handle: { readStop?: () => number; close: () => void } | null;
   }
   const live = new Map<number, { pid: number; detached: boolean }>();
+  type Child = ReturnType<typeof spawn>;
+  /** By kind (command, arguments, descriptors): the spare ready for the next start of that kind. */
+  const spares = new Map<string, { child: Child; detached: boolean }>();
+  /** How long after a spare was used the next one is started: off the path of the start that used it. */
+  const SPARE_DELAY_MS = 100;
   /** A handle sent is closed here once written (Node keeps a raw handle it sent open). */
   const send = (message: object, handle?: { close: () => void }): void => {
     if (!process.connected) return handle?.close();
     process.send?.(message, handle as never, handle ? () => handle.close() : undefined);
   };
 
+  /** The spare's pipes: the request's, the script's at its descriptor (those between unused). */
+  const spareStdio = (message: SpawnMessage, scriptFd: number): Array<'pipe' | 'ignore'> | null => {
+    if (message.stdio.length > scriptFd) return null;
+    const stdio = [...message.stdio];
+    while (stdio.length < scriptFd) stdio.push('ignore');
+    return [...stdio, 'pipe'];
+  };
+  const spareKind = (message: SpawnMessage): string | null => {
+    const { spare } = message;
+    return spare ? JSON.stringify([spare.command, spare.args, spare.scriptFd, message.stdio, message.detached]) : null;
+  };
+  const startSpare = (message: SpawnMessage, kind: string): void => {
+    const { spare } = message;
+    const stdio = spare && spareStdio(message, spare.scriptFd);
+    if (!spare || !stdio || spares.has(kind)) return;
+    let child: Child;
+    try {
+      child = spawn(spare.command, spare.args, { cwd: '/', env: {}, detached: message.detached, stdio });
+    } catch {
+      return;
+    }
+    if (child.pid === undefined) return void child.once('error', () => undefined);
+    for (const stream of child.stdio) stream?.on('error', () => undefined);
+    const spareEntry = { child, detached: message.detached };
+    spares.set(kind, spareEntry);
+    child.once('exit', () => spares.get(kind) === spareEntry && spares.delete(kind));
+  };
+  /** The spare of this kind, still running, given its script; undefined when there is none. */
+  const takeSpare = (message: SpawnMessage, kind: string | null): Child | undefined => {
+    const child = kind === null ? undefined : spares.get(kind)?.child;
+    if (!child || !message.spare) return undefined;
+    spares.delete(kind as string);
+    const script = child.stdio[message.spare.scriptFd] as NodeJS.WritableStream | null;
+    if (child.exitCode !== null || child.signalCode !== null || !script) return undefined;
+    script.end(message.spare.script);
+    return child;
+  };
+
   const start = (message: SpawnMessage): void => {
     const { id } = message;
-    let child: ReturnType<typeof spawn>;
+    const kind = spareKind(message);
+    if (kind !== null) setTimeout(() => startSpare(message, kind), SPARE_DELAY_MS);
+    let child: Child | undefined = takeSpare(message, kind);
     try {
-      child = spawn(message.command, message.args, { cwd: message.cwd, env: message.env, detached: message.detached, stdio: message.stdio });
+      child ??= spawn(message.command, message.args, { cwd: message.cwd, env: message.env, detached: message.detached, stdio: message.stdio });
     } catch (error) {
       const { code } = error as { code?: unknown };
       return send({ t: 'error', id, message: (error as Error).message, code: typeof code === 'string' ? code : null, thrown: true });
@@ -64,7 +115,8 @@ export function spawnerMain(load: NodeJS.Require): void {
     child.stdio.forEach((stream, index) => {
       const pipe = stream as unknown as PipeStream | null;
       const handle = pipe?._handle;
-      if (!pipe || !handle) return;
+      // A spare's script pipe (past the request's) stays here, ended.
+      if (!pipe || !handle || index >= message.stdio.length) return;
       handle.readStop?.();
       pipe._handle = null;
       send({ t: 'fd', id, index, readable: pipe.readable, writable: pipe.writable }, handle);
@@ -80,7 +132,8 @@ export function spawnerMain(load: NodeJS.Require): void {
     if (message?.t === 'spawn') start(message as SpawnMessage);
   });
   const serverGone = (): void => {
-    for (const { pid, detached } of live.values()) {
+    // A spare also ends by itself: its script's pipe closes with this process (end of file: nothing to run).
+    for (const { pid, detached } of [...live.values(), ...[...spares.values()].map((spare) => ({ pid: spare.child.pid as number, detached: spare.detached }))]) {
       try {
         process.kill(detached ? -pid : pid, 'SIGKILL');
       } catch {
