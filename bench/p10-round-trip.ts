@@ -42,6 +42,7 @@ export const p10RoundTrip: Benchmark = {
   async run({ quick, tmp }) {
     const rounds = quick ? 12 : 40;
     const slowRounds = quick ? 3 : 8;
+    const coldRounds = quick ? 4 : 12;
     const timeline = new TurnTimeline();
     const tap = new EventTap();
     timeline.tap(tap);
@@ -83,6 +84,16 @@ export const p10RoundTrip: Benchmark = {
         }
         conversation.close();
       }
+      // New conversations in workdirs of the client's: no warm shell (server-chosen workdirs only), the shell started at creation.
+      const cold: TurnFigures[] = [];
+      for (let round = 0; round < coldRounds; round++) {
+        await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+        const conversation = await Conversation.create(client, server, fake, timeline, path.join(tmp, `client-workdir-${round}`));
+        timeline.reset();
+        const { totalMs, httpMs, clientCpuMs } = await conversation.turn();
+        cold.push({ totalMs, httpMs, cpuMs: 0, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
+        conversation.close();
+      }
       // New conversations again, the LLM answering each request after SLOW_LLM_MS.
       const slow: TurnFigures[] = [];
       for (let round = 0; round < slowRounds; round++) {
@@ -103,6 +114,9 @@ export const p10RoundTrip: Benchmark = {
       const freshSummary = total('fresh');
       const laterSummary = total('later');
       const slowSummary = summarize(slow.map((turn) => turn.totalMs));
+      const coldSummary = summarize(cold.map((turn) => turn.totalMs));
+      const coldWait = summarize(cold.map((turn) => turn.segments['answer → tool starts'])).p50;
+      const freshWait = summarize(turns.fresh.map((turn) => turn.segments['answer → tool starts'])).p50;
       const slowFloorMs = floorMs + 2 * SLOW_LLM_MS;
       const slowWait = summarize(slow.map((turn) => turn.segments['answer → tool starts'])).p50;
       const laterWait = summarize(turns.later.map((turn) => turn.segments['answer → tool starts'])).p50;
@@ -110,7 +124,7 @@ export const p10RoundTrip: Benchmark = {
       const p50 = (kind: 'fresh' | 'later', value: (turn: TurnFigures) => number) => fmt(summarize(turns[kind].map(value)).p50);
       const SPENT = ['append', 'checkpoint atRunStart', 'checkpoint beforeTool', 'checkpoint atRunEnd', 'shell start'];
       return {
-        sizes: `${rounds} new conversations, each with a first and a second turn, alternating with floor samples (after a 3-turn warm-up); then ${slowRounds} new conversations with an LLM answering after ${SLOW_LLM_MS} ms`,
+        sizes: `${rounds} new conversations, each with a first and a second turn, alternating with floor samples (after a 3-turn warm-up); then ${coldRounds} new conversations in workdirs of the client's and ${slowRounds} with an LLM answering after ${SLOW_LLM_MS} ms`,
         tables: [
           {
             caption: 'Round trip: POST .../messages → run end seen on SSE',
@@ -118,6 +132,7 @@ export const p10RoundTrip: Benchmark = {
             rows: [
               row('new conversation (first turn)', freshSummary),
               row('later turn of the same conversation', laterSummary),
+              row("new conversation in a workdir of the client's (no warm shell)", coldSummary),
               ['floor: 2 fake-LLM round trips + `true` in a running shell', fmt(floorMs), '', '', '×1'],
               [`the client's own hop: a POST like a turn's, answered at once by a bare node:http server`, fmt(hop.p50), fmt(hop.mean), fmt(hop.p99), ''],
               ['floor + the client\'s hop', fmt(hopFloorMs), '', '', ratio(hopFloorMs, floorMs)],
@@ -139,7 +154,7 @@ export const p10RoundTrip: Benchmark = {
         notes: [
           `A new conversation's round trip is ${ratio(freshSummary.p50, floorMs)} its floor at the median (${fmt(freshSummary.p50)} ms vs ${fmt(floorMs)} ms); a later turn ${ratio(laterSummary.p50, floorMs)} (${fmt(laterSummary.p50)} ms).`,
           `A client pays one HTTP request and reads one SSE event whatever the server does: from the same client process, a POST like a turn's answered at once by a bare node:http server (in the benchmark's process, as the server is) takes ${fmt(hop.p50)} ms at the median. Against the floor plus that hop (${fmt(hopFloorMs)} ms) a later turn is ${ratio(laterSummary.p50, hopFloorMs)}, a new conversation ${ratio(freshSummary.p50, hopFloorMs)}.`,
-          `With the fake LLM answering at once, a new conversation's first tool call waits for its shell, started at the conversation's creation (\`shell start\` above); with an LLM answering after ${SLOW_LLM_MS} ms, the wait from the answer to the tool's start is ${fmt(slowWait)} ms at the median (a later turn's: ${fmt(laterWait)} ms), and the round trip ${fmt(slowSummary.p50)} ms against its floor of ${fmt(slowFloorMs)} ms (${ratio(slowSummary.p50, slowFloorMs)}).`,
+          `A new conversation created with the server's defaults takes the shell the server started ahead for the next such conversation (AGENTD_WARM_SHELL; the next one starts 100 ms later): its first tool call waited ${fmt(freshWait)} ms at the median from the LLM's answer. These conversations come about every 100 ms here, so some find the next shell still starting, and its start's CPU lands on the turns around it. One in a workdir of the client's has no warm shell: its shell starts at its creation and, with the fake LLM answering at once, its first tool call waited ${fmt(coldWait)} ms for it (${fmt(coldSummary.p50)} ms in all). With an LLM answering after ${SLOW_LLM_MS} ms, the wait from the answer to the tool's start is ${fmt(slowWait)} ms at the median (a later turn's: ${fmt(laterWait)} ms), and the round trip ${fmt(slowSummary.p50)} ms against its floor of ${fmt(slowFloorMs)} ms (${ratio(slowSummary.p50, slowFloorMs)}).`,
           `The agent's shells, the floor's too, run ${shellsRunAs(server.services.sandbox)}: the server's own, as \`agentd\` runs them on this machine.`,
           'The client (its POST through fetch, its SSE stream) runs in a process of its own, as a real client does; the server, the fake LLM and the floor\'s samples share the benchmark\'s process. The two processes\' instants are compared on CLOCK_MONOTONIC. Until round 2\'s thirteenth session the client ran in the server\'s process and its CPU was on the path (RESULTS.md).',
         ],
@@ -241,8 +256,9 @@ class Conversation {
     private readonly timeline: TurnTimeline,
   ) {}
 
-  static async create(client: TurnClient, server: TestServer, fake: FakeLlm, timeline: TurnTimeline): Promise<Conversation> {
-    const { id } = await client.ask({ type: 'create', url: server.url, headers: server.auth, llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-bench' } }, 'created');
+  /** With `workdir` (a client's own): no warm shell, its shell starts at its creation. */
+  static async create(client: TurnClient, server: TestServer, fake: FakeLlm, timeline: TurnTimeline, workdir?: string): Promise<Conversation> {
+    const { id } = await client.ask({ type: 'create', url: server.url, headers: server.auth, llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-bench' }, ...(workdir !== undefined && { workdir }) }, 'created');
     return new Conversation(client, fake, id, timeline);
   }
 

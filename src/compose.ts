@@ -19,6 +19,7 @@ import { testPausePoint } from './test-pause-point.js';
 import type { Ownership } from './cluster/ownership.js';
 import { OpenAiLlmClient } from './adapters/openai-llm.js';
 import { BashShellFactory } from './adapters/bash-shell.js';
+import { WarmShells } from './core/agent/warm-shells.js';
 import { ShellLedger } from './adapters/shell-ledger.js';
 import { ProcessSpawner } from './adapters/process-spawner.js';
 import { Metrics } from './adapters/prometheus-metrics.js';
@@ -188,7 +189,10 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const spawner = new ProcessSpawner();
   const { tools, close: closeTools } = await composeTools(config, launcher, spawner.spawn);
   const ownShells = overrides.shells ?? new BashShellFactory({ launcher, spawn: spawner.spawn, ...config.agentEnv });
-  const shells = shellLedger.track(overrides.wrapShells ? overrides.wrapShells(ownShells) : ownShells);
+  const trackedShells = shellLedger.track(overrides.wrapShells ? overrides.wrapShells(ownShells) : ownShells);
+  const workdirs = new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase, ...(config.checkpoints.shared && { checkpointsDir: config.checkpoints.dir }) });
+  const warmShells = config.warmShell && config.idleTimeoutMs > 0 ? composeWarmShells({ config, shells: trackedShells, workdirs, inUse: (workdir) => [...store.all()].some((record) => record.workdir === workdir) }) : null;
+  const shells = warmShells?.factory ?? trackedShells;
   const toolNames: readonly string[] = tools.map((tool) => tool.name);
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
@@ -265,10 +269,11 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const conversations = new ConversationService({
     readImage: (conversationId, imagePath, options) => files.readSmallFile(conversationId, imagePath, options),
     store,
-    workdirs: new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase, ...(shared && { checkpointsDir: config.checkpoints.dir }) }),
+    workdirs,
     log,
     recorder,
     runtime: agent,
+    ...(warmShells && { warmShells }),
     onDeleted: [(conversationId) => secrets.forget(conversationId), (conversationId) => webhooks.callbacks.removeConversation(conversationId), (conversationId) => checkpointStore.forget(conversationId), (conversationId) => checkpoints.forget(conversationId), (_, record) => launcher.forget?.(record.workdir)],
     defaults: {
       llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
@@ -363,6 +368,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     ownership,
     killShellsForExit: () => shells.killAllForExit?.(),
     async close(options = {}) {
+      await warmShells?.close();
       await agent.stopAll(options);
       // A process about to exit keeps it: it goes with the process, and takes the shells with it.
       if (!options.exiting) spawner.close();
@@ -385,4 +391,29 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await summaries.save(held, inSnapshot === undefined ? {} : { inSnapshot }).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
     },
   };
+}
+
+/**
+ * The next default conversation's shell (core/agent/warm-shells.ts). The workdir made for it is
+ * noted in <data dir>/warm-workdir while it waits: one a crash left behind (empty, in the workdir
+ * base, no conversation's) is removed at the next start.
+ */
+function composeWarmShells(options: { config: Config; shells: ShellFactory; workdirs: HostWorkdirs; inUse: (workdir: string) => boolean }): WarmShells {
+  const { config } = options;
+  const note = path.join(config.dataDir, 'warm-workdir');
+  try {
+    const left = fs.readFileSync(note, 'utf8');
+    if (path.dirname(left) === fs.realpathSync(config.workdirBase) && !options.inUse(left)) fs.rmdirSync(left);
+  } catch {
+    // none left, or not empty (kept), or gone
+  }
+  fs.rmSync(note, { force: true });
+  return new WarmShells({
+    shells: options.shells,
+    workdirs: options.workdirs,
+    workdirBase: config.workdirBase,
+    network: config.sandbox.network.default,
+    idleTimeoutMs: config.idleTimeoutMs,
+    remember: (workdir) => (workdir === null ? fs.rmSync(note, { force: true }) : fs.writeFileSync(note, workdir)),
+  });
 }

@@ -5,6 +5,7 @@
  * open tool call and marks the run paused; the SSE streams on B and C and the webhook receiver
  * see every event once, in order, with no gap.
  */
+import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { freePort, spawnServer, tempDir, type SpawnedServer } from './support/agentd.js';
@@ -147,8 +148,11 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
       const created = await api(a!.url, '/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm2.url, api_key: 'k' }, initial_message: 'go' }) });
       const id = created.body.id as string;
       await until('the bash call started on A', 30_000, async () => ((await api(b!.url, `/conversations/${id}/events?limit=100`)).body.items as { kind: string }[]).some((event) => event.kind === 'action'));
-      // A's shell (and the command in it) is alive while it runs the conversation.
-      expect(liveDescendants(a!.child.pid!).length).toBeGreaterThan(0);
+      // A's shell (and the command in it) is alive while it runs the conversation: processes of A's
+      // in its workdir (A may also hold the shell it started ahead for its next conversation, elsewhere).
+      const workdir = created.body.workdir as string;
+      const inWorkdir = () => liveDescendants(a!.child.pid!).filter((pid) => isInside(cwdOf(pid), workdir));
+      expect(inWorkdir().length).toBeGreaterThan(0);
       a!.child.kill('SIGSTOP');
       const paused = await until('B took the run over', 30_000, async () => {
         const runs = (await api(b!.url, `/conversations/${id}/runs`)).body?.items as { status: string; outcome: string }[] | undefined;
@@ -163,7 +167,7 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
       a!.child.kill('SIGCONT');
       await until('A noticed it lost the lease', 30_000, async () => /^agentd_cluster_leases_lost_total 1$/m.test(await (await fetch(`${a!.url}/metrics`, { headers })).text()));
       // Its shell goes with the lease: left running, it sat in the workdir B now works in until A exited.
-      await until("A closed its shell of the conversation it lost", 15_000, async () => liveDescendants(a!.child.pid!).length === 0);
+      await until("A closed its shell of the conversation it lost", 15_000, async () => inWorkdir().length === 0);
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       expect((await api(b!.url, `/conversations/${id}/events?limit=100`)).body.items).toEqual(afterTakeover);
       expect((await api(b!.url, `/conversations/${id}`)).body.status).toBe('paused');
@@ -175,3 +179,14 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
     }
   });
 });
+
+/** A process's current directory ('' once it is gone). */
+function cwdOf(pid: number): string {
+  try {
+    return fs.readlinkSync(`/proc/${pid}/cwd`);
+  } catch {
+    return '';
+  }
+}
+
+const isInside = (child: string, parent: string) => child === parent || child.startsWith(`${parent}/`);

@@ -227,7 +227,7 @@ describe.skipIf(Boolean(skipReason))('a launch made from a spare process', () =>
           let out = '';
           child.stdout!.setEncoding('utf8').on('data', (text: string) => (out += text));
           child.stderr!.setEncoding('utf8').on('data', (text: string) => (out += `stderr: ${text}`));
-          if (options.script !== undefined) (child.stdio[5] as NodeJS.WritableStream).end(options.script);
+          if (options.script !== undefined) (child.stdio as unknown as NodeJS.WritableStream[])[5]!.end(options.script);
           child.once('error', reject).once('close', () => resolve(out));
         });
       for (const network of [true, false] as const) {

@@ -11,7 +11,7 @@ import { connectSse, type SseConnection } from '../../test/support/sse-client.js
 import { monotonicMs } from '../support/stats.js';
 
 export type TurnClientRequest =
-  | { type: 'create'; url: string; headers: Record<string, string>; llm: Record<string, string> }
+  | { type: 'create'; url: string; headers: Record<string, string>; llm: Record<string, string>; workdir?: string }
   | { type: 'turn'; id: string; content: string }
   | { type: 'hop'; url: string; content: string }
   | { type: 'close'; id: string };
@@ -34,7 +34,7 @@ async function create(request: Extract<TurnClientRequest, { type: 'create' }>): 
   const response = await fetch(`${request.url}/conversations`, {
     method: 'POST',
     headers: { ...request.headers, 'content-type': 'application/json' },
-    body: JSON.stringify({ llm: request.llm }),
+    body: JSON.stringify({ llm: request.llm, ...(request.workdir !== undefined && { workdir: request.workdir }) }),
   });
   if (response.status !== 201) throw new Error(`POST /conversations: ${response.status} ${await response.text()}`);
   const { id } = (await response.json()) as { id: string };

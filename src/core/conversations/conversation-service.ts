@@ -63,6 +63,11 @@ export class ConversationService {
       onDeleted?: readonly ((conversationId: string, record: Readonly<ConversationRecord>) => void | Promise<void>)[];
       /** Reads a message's workdir image (the workspace's safe resolution); none: image paths are refused. */
       readImage?: (conversationId: string, ...args: Parameters<ReadWorkdirImage>) => ReturnType<ReadWorkdirImage>;
+      /**
+       * The id and default workdir of the next conversation created with the defaults, whose shell
+       * already starts there (agent/warm-shells.ts); null when none is ready.
+       */
+      warmShells?: { take(): { id: string; workdir: string } | null };
       clock?: Clock;
     },
   ) {}
@@ -97,8 +102,12 @@ export class ConversationService {
     const network = this.checkNetwork(body.sandbox?.network);
     const startsRun = body.initial_message !== undefined && (body.run ?? true);
     if (startsRun && this.runtime && !llm) throw llmNotConfigured();
-    const id = randomUUID();
-    const { workdir, created } = this.deps.workdirs.prepare(body.workdir ?? path.join(this.deps.defaults.workdirBase, id), { isDefault: body.workdir === undefined });
+    // A conversation with the defaults (its workdir, its network) that will run the bash tool: its
+    // shell may have started before it was asked for.
+    const defaultNetwork = (this.deps.defaults.network?.default ?? true) === network;
+    const warm = body.workdir === undefined && defaultNetwork && llm && tools.includes('bash') && this.runtime ? (this.deps.warmShells?.take() ?? null) : null;
+    const id = warm?.id ?? randomUUID();
+    const { workdir, created } = warm ? { workdir: warm.workdir, created: true } : this.deps.workdirs.prepare(body.workdir ?? path.join(this.deps.defaults.workdirBase, id), { isDefault: body.workdir === undefined });
     const now = isoTimestamp(this.clock.now());
     const record: ConversationRecord = {
       id,
