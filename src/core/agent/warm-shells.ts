@@ -73,13 +73,16 @@ export class WarmShells {
   /** The factory for conversations' shells: a taken conversation's first shell is its warm one. */
   readonly factory: ShellFactory;
 
-  /** Closes the next conversation's shell and removes its workdir (server shutdown); taken ones are their conversations'. */
+  /**
+   * Server shutdown: the next conversation's shell is closed and its workdir removed; a taken one
+   * its conversation has not asked for yet is closed (the workdir is the conversation's).
+   */
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.refill);
     const warm = this.next;
     this.next = undefined;
-    if (warm) await this.discard(warm);
+    await Promise.all([...(warm ? [this.discard(warm)] : []), ...[...this.taken.values()].map((taken) => this.giveUp(taken))]);
   }
 
   private async create(options: ShellCreateOptions): Promise<ShellSession> {
@@ -133,6 +136,7 @@ export class WarmShells {
   private async giveUp(warm: Warm): Promise<void> {
     if (this.taken.get(warm.id) !== warm) return;
     this.taken.delete(warm.id);
+    clearTimeout(warm.timer);
     await (await warm.shell)?.close();
   }
 
