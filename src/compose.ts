@@ -19,7 +19,7 @@ import { testPausePoint } from './test-pause-point.js';
 import type { Ownership } from './cluster/ownership.js';
 import { OpenAiLlmClient } from './adapters/openai-llm.js';
 import { BashShellFactory } from './adapters/bash-shell.js';
-import { WarmShells } from './core/agent/warm-shells.js';
+import { composeWarmShells } from './compose-warm-shells.js';
 import { ShellLedger } from './adapters/shell-ledger.js';
 import { ProcessSpawner } from './adapters/process-spawner.js';
 import { Metrics } from './adapters/prometheus-metrics.js';
@@ -391,29 +391,4 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await summaries.save(held, inSnapshot === undefined ? {} : { inSnapshot }).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
     },
   };
-}
-
-/**
- * The next default conversation's shell (core/agent/warm-shells.ts). The workdir made for it is
- * noted in <data dir>/warm-workdir while it waits: one a crash left behind (empty, in the workdir
- * base, no conversation's) is removed at the next start.
- */
-function composeWarmShells(options: { config: Config; shells: ShellFactory; workdirs: HostWorkdirs; inUse: (workdir: string) => boolean }): WarmShells {
-  const { config } = options;
-  const note = path.join(config.dataDir, 'warm-workdir');
-  try {
-    const left = fs.readFileSync(note, 'utf8');
-    if (path.dirname(left) === fs.realpathSync(config.workdirBase) && !options.inUse(left)) fs.rmdirSync(left);
-  } catch {
-    // none left, or not empty (kept), or gone
-  }
-  fs.rmSync(note, { force: true });
-  return new WarmShells({
-    shells: options.shells,
-    workdirs: options.workdirs,
-    workdirBase: config.workdirBase,
-    network: config.sandbox.network.default,
-    idleTimeoutMs: config.idleTimeoutMs,
-    remember: (workdir) => (workdir === null ? fs.rmSync(note, { force: true }) : fs.writeFileSync(note, workdir)),
-  });
 }
