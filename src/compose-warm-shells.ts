@@ -6,9 +6,9 @@ import { WarmShells } from './core/agent/warm-shells.js';
 import type { ShellFactory } from './core/tools/shell-session.js';
 
 /**
- * The next default conversation's shell (core/agent/warm-shells.ts). The workdir made for it is
- * noted in <data dir>/warm-workdir while it waits: one a crash left behind (empty, in the workdir
- * base, no conversation's) is removed at the next start.
+ * The next default conversation's shell (core/agent/warm-shells.ts). The last workdir made for it
+ * is noted in <data dir>/warm-workdir: one a crash left behind (empty, in the workdir base, no
+ * conversation's) is removed at the next start.
  */
 export function composeWarmShells(options: { config: Config; shells: ShellFactory; workdirs: Workdirs; inUse: (workdir: string) => boolean }): WarmShells {
   const { config } = options;

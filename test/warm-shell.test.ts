@@ -3,6 +3,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { startServer, tempDir } from './support/agentd.js';
+import { sleep, until } from './support/reliability.js';
 
 /**
  * AGENTD_WARM_SHELL: the next conversation created with the defaults has its id, its workdir and
@@ -13,16 +14,6 @@ const harnesses: AgentHarness[] = [];
 afterEach(async () => {
   for (const harness of harnesses.splice(0)) await harness.close();
 });
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(what: string, check: () => boolean, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await sleep(20);
-  }
-}
 
 /** Clock ticks since boot, as /proc/<pid>/stat counts a process's start (USER_HZ = 100 on Linux). */
 const ticksNow = () => Number(fs.readFileSync('/proc/uptime', 'utf8').split(' ')[0]) * 100;
@@ -47,7 +38,7 @@ describe('the warm shell', () => {
     // None before the first conversation; the first starts one for the next.
     expect(fs.existsSync(note)).toBe(false);
     const first = await harness.createConversation();
-    await until('a warm workdir', () => fs.existsSync(note));
+    await until(() => fs.existsSync(note), 'a warm workdir');
     const warmDir = fs.readFileSync(note, 'utf8');
     expect(path.dirname(warmDir)).toBe(fs.realpathSync(base));
     expect(path.basename(warmDir)).not.toBe(first);
@@ -72,10 +63,10 @@ describe('the warm shell', () => {
     expect([ownSecret, ownCwd]).toEqual(['no-secret', own]);
     expect(Number(ownStarted)).toBeGreaterThanOrEqual(Math.floor(ownCreatedAt));
     // Taken: the next one is another.
-    await until('the next warm workdir', () => fs.existsSync(note) && fs.readFileSync(note, 'utf8') !== warmDir);
+    await until(() => fs.existsSync(note) && fs.readFileSync(note, 'utf8') !== warmDir, 'the next warm workdir');
     // Deleting the conversation with delete_workdir removes the workdir made for it, as for any default workdir.
     expect((await fetch(`${harness.server.url}/conversations/${second}?delete_workdir=true`, { method: 'DELETE', headers: harness.server.auth })).status).toBe(204);
-    await until('its workdir to go', () => !fs.existsSync(warmDir));
+    await until(() => !fs.existsSync(warmDir), 'its workdir to go');
     fs.rmSync(own, { recursive: true, force: true });
   }, 60_000);
 
@@ -84,9 +75,9 @@ describe('the warm shell', () => {
     harnesses.push(harness);
     const note = path.join(harness.server.dataDir, 'warm-workdir');
     await harness.createConversation();
-    await until('a warm workdir', () => fs.existsSync(note));
+    await until(() => fs.existsSync(note), 'a warm workdir');
     const warmDir = fs.readFileSync(note, 'utf8');
-    await until('the unused warm shell to go with its workdir', () => !fs.existsSync(note) && !fs.existsSync(warmDir), 10_000);
+    await until(() => !fs.existsSync(note) && !fs.existsSync(warmDir), 'the unused warm shell to go with its workdir', 10_000);
     for (const env of [{ AGENTD_IDLE_TIMEOUT_S: '0' }, { AGENTD_WARM_SHELL: 'false' }] as Record<string, string>[]) {
       const off = await startAgentHarness([], { env });
       harnesses.push(off);
@@ -118,10 +109,21 @@ describe('the warm shell', () => {
     fs.writeFileSync(path.join(full, 'kept.txt'), 'kept');
     fs.writeFileSync(path.join(dataDir, 'warm-workdir'), fs.realpathSync(full));
     const again = await startServer({ dataDir, listen: false });
+    let taken = '';
     try {
       expect(fs.readFileSync(path.join(full, 'kept.txt'), 'utf8')).toBe('kept');
+      // One a conversation took (the note still names it), empty, is the conversation's: kept.
+      const created = await again.app.inject({ method: 'POST', url: '/conversations', headers: again.auth, payload: {} });
+      taken = created.json().workdir;
     } finally {
       await again.close();
+    }
+    fs.writeFileSync(path.join(dataDir, 'warm-workdir'), taken);
+    const third = await startServer({ dataDir, listen: false });
+    try {
+      expect(fs.readdirSync(taken)).toEqual([]);
+    } finally {
+      await third.close();
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
   }, 60_000);

@@ -13,7 +13,11 @@ export interface WarmShellsDeps {
   network: boolean | 'host';
   /** A warm shell nobody took for this long is closed and its workdir removed (AGENTD_IDLE_TIMEOUT_S). */
   idleTimeoutMs: number;
-  /** Records the workdir made for the next conversation (null: none now), so a restart removes one left by a crash. */
+  /**
+   * Records the workdir made for the next conversation (null: it was removed), so a restart
+   * removes one a crash left. Not told of a take (nothing on a conversation's creation path): the
+   * workdir is the conversation's then, which the restart finds in use and keeps.
+   */
   remember?: (workdir: string | null) => void;
 }
 
@@ -62,7 +66,6 @@ export class WarmShells {
     this.next = undefined;
     this.fillSoon();
     if (!warm) return null;
-    this.deps.remember?.(null);
     clearTimeout(warm.timer);
     warm.timer = setTimeout(() => void this.giveUp(warm), CLAIM_MS);
     warm.timer.unref();
