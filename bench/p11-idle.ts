@@ -18,16 +18,16 @@ export const p11Idle: Benchmark = {
   id: 'P11',
   title: 'idle cost',
   measures:
-    'processes, fds, server RSS, children PSS, idle CPU and wakeups per idle conversation after one run each (50/200/500/1,000 conversations without network, 50 with; --quick 20 and 10, 0.5 s windows), before and after AGENTD_IDLE_TIMEOUT_S, versus the empty server.',
+    'processes, fds, server RSS, children PSS, idle CPU and wakeups per idle conversation after one run each (50/200/500/1,000 conversations without network, 50 with; --quick 10 and 5, 0.5 s windows), before and after AGENTD_IDLE_TIMEOUT_S, versus the empty server.',
   async run({ quick, tmp }) {
-    const sizes = quick ? [20] : [50, 200, 500, 1000];
+    const sizes = quick ? [10] : [50, 200, 500, 1000];
     const windowMs = quick ? 500 : 10_000;
     const fake = await startFakeLlm({ whenExhausted: bashThenAnswer });
     const rows: string[][] = [];
     const notes: string[] = [];
     let largest: { size: number; figures: IdleFigures } | undefined;
     let withNetwork: { size: number; figures: IdleFigures } | undefined;
-    const networkSize = quick ? 10 : 50;
+    const networkSize = quick ? 5 : 50;
     // AGENTD_IDLE_TIMEOUT_S of the server measured after it (--quick: one second less to wait).
     const idleTimeoutS = quick ? 1 : 2;
     // The three servers start together (set-up: nothing is measured until each one's phase, and

@@ -19,11 +19,11 @@ const SANDBOXES_GONE_WITHIN_MS = 30_000;
 export const p13Shutdown: Benchmark = {
   id: 'P13',
   title: 'shutdown and delete at scale',
-  measures: 'DELETE latency, SIGTERM to exit and the worst event-loop stall during each, with 1,000 idle conversations (--quick: 40) versus a few.',
+  measures: 'DELETE latency, SIGTERM to exit and the worst event-loop stall during each, with 1,000 idle conversations (--quick: 25) versus a few.',
   async run({ quick, tmp }) {
     // AGENTD_BENCH_P13=<conversations>,<deletes>: other sizes (for iterating on the shutdown path without 4,000 processes).
     const sized = process.env.AGENTD_BENCH_P13?.split(',').map(Number);
-    const size = sized?.[0] ?? (quick ? 40 : 1000);
+    const size = sized?.[0] ?? (quick ? 25 : 1000);
     const deletes = sized?.[1] ?? (quick ? 10 : 30);
     const fake = await startFakeLlm({ whenExhausted: bashThenAnswer });
     const rows: string[][] = [];

@@ -17,7 +17,7 @@ export const p4Startup: Benchmark = {
   title: 'start-up',
   measures: 'time from spawning `node dist/cli.js` to the first `/health` 200, and its RSS then and 600 ms later (once the start-up garbage is compacted), with 10,000 conversations on disk (after a clean stop, after a crash, and cold with no snapshot) versus an empty data dir.',
   async run({ quick, tmp }) {
-    const conversations = quick ? 1_000 : 10_000;
+    const conversations = quick ? 500 : 10_000;
     // --quick: one round (five starts), for a run under two minutes; the full run's three show the spread.
     const rounds = quick ? 1 : 3;
     const dataDir = path.join(tmp, 'full');

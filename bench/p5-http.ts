@@ -48,7 +48,7 @@ export const p5Http: Benchmark = {
     // first with more requests than a round's warm-up gives.
     const processes = quick ? 1 : 3;
     const firstWarmupMs = quick ? 300 : 3_000;
-    const secretConversations = quick ? 500 : 10_000;
+    const secretConversations = quick ? 200 : 10_000;
     const manySecrets = path.join(tmp, 'data-secrets');
     // A data directory is one server's: each process with many conversations gets a copy.
     const secretDirs = Array.from({ length: processes }, (_, index) => (index === 0 ? manySecrets : `${manySecrets}-${index}`));
@@ -67,14 +67,14 @@ export const p5Http: Benchmark = {
     };
     const each = <T>(make: (index: number) => Promise<T>) => Promise.all(Array.from({ length: processes }, (_, index) => make(index)));
     try {
-      // Set-up, nothing measured yet: the servers with empty data dirs start while the many conversations are written.
-      const [bare, info, warn] = await settled([
+      // Set-up, nothing measured yet: the servers with empty data dirs start while the many
+      // conversations are written, and those with them as soon as they are.
+      const [bare, info, warn, secrets] = await settled([
         each(async () => ({ server: await start(startProcess({ command: [process.execPath, childScript('bare-fastify')], probe: '/bare' })), path: '/bare' })),
         each((index) => start(agentd('info', path.join(tmp, `data-info-${index}`)))),
         each((index) => start(agentd('warn', path.join(tmp, `data-warn-${index}`)))),
-        fillSecretDirs(),
+        fillSecretDirs().then(() => each((index) => start(agentd('info', secretDirs[index]!)))),
       ] as const);
-      const secrets = await each((index) => start(agentd('info', secretDirs[index]!)));
       const conversationPaths = async (group: StartedProcess[]) => Promise.all(group.map(async (server) => ({ server, path: `/conversations/${await createOne(server.url)}` })));
       const alivePaths = (group: StartedProcess[]) => group.map((server) => ({ server, path: '/alive' }));
       const targets: Target[] = [
