@@ -191,7 +191,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const ownShells = overrides.shells ?? new BashShellFactory({ launcher, spawn: spawner.spawn, ...config.agentEnv });
   const trackedShells = shellLedger.track(overrides.wrapShells ? overrides.wrapShells(ownShells) : ownShells);
   const workdirs = new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase, ...(config.checkpoints.shared && { checkpointsDir: config.checkpoints.dir }) });
-  const warmShells = config.warmShell && config.idleTimeoutMs > 0 ? composeWarmShells({ config, shells: trackedShells, workdirs, inUse: (workdir) => [...store.all()].some((record) => record.workdir === workdir) }) : null;
+  const warmShells = config.warmShells > 0 && config.idleTimeoutMs > 0 ? composeWarmShells({ config, shells: trackedShells, workdirs, inUse: (workdir) => [...store.all()].some((record) => record.workdir === workdir) }) : null;
   const shells = warmShells?.factory ?? trackedShells;
   const toolNames: readonly string[] = tools.map((tool) => tool.name);
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });

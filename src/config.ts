@@ -19,8 +19,8 @@ export interface Config {
   llmClient: { rateLimitWaitMs: number; idleTimeoutMs: number };
   /** After this long without a run a conversation's shell and cached history are released; 0: never. */
   idleTimeoutMs: number;
-  /** The next conversation created with the defaults gets a shell started before it is asked for (AGENTD_WARM_SHELL; see agent/warm-shells.ts). */
-  warmShell: boolean;
+  /** How many of the next conversations created with the defaults get a shell started before they are asked for (AGENTD_WARM_SHELLS; see agent/warm-shells.ts). */
+  warmShells: number;
   /** Bytes of LLM history kept between runs (AGENTD_HISTORY_CACHE_MB): past it, the histories used longest ago are folded again at next use. */
   historyCacheBytes: number;
   /** A shutdown taking longer than this exits anyway (code 1). */
@@ -244,7 +244,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     condenserMaxTokens: e.AGENTD_CONDENSER_MAX_TOKENS,
     llmClient: Object.freeze({ rateLimitWaitMs: Math.round(e.AGENTD_LLM_RATE_LIMIT_WAIT_S * 1000), idleTimeoutMs: Math.round(e.AGENTD_LLM_IDLE_TIMEOUT_S * 1000) }),
     idleTimeoutMs: Math.round(e.AGENTD_IDLE_TIMEOUT_S * 1000),
-    warmShell: e.AGENTD_WARM_SHELL,
+    warmShells: e.AGENTD_WARM_SHELLS,
     historyCacheBytes: Math.round(e.AGENTD_HISTORY_CACHE_MB * 2 ** 20),
     shutdownTimeoutMs: Math.round(e.AGENTD_SHUTDOWN_TIMEOUT_S * 1000),
     heapGrowthPercent: e.AGENTD_HEAP_GROWTH_PERCENT,

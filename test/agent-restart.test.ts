@@ -178,7 +178,7 @@ async function startHeldSandbox(): Promise<{ marker: string; dataDir: string; en
   const searchPath = `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`;
   // No warm shell: the next conversation's sandbox would start through the same bwrap 100 ms later,
   // and which of the two starts is held (and whether the killed server had recorded it) a race.
-  const env = { PATH: searchPath, AGENTD_AGENT_PATH: searchPath, AGENTD_SANDBOX: 'bwrap', AGENTD_WARM_SHELL: 'false' };
+  const env = { PATH: searchPath, AGENTD_AGENT_PATH: searchPath, AGENTD_SANDBOX: 'bwrap', AGENTD_WARM_SHELLS: '0' };
   const marker = `${bin}/bwrap`;
   const llm = await agentd.fakeLlm([{ toolCalls: [{ name: 'bash', arguments: { command: 'echo started' } }] }, { text: 'done' }]);
   const dataDir = tempDir();

@@ -85,21 +85,25 @@ describe('kill -9 during a fork', () => {
     const { conversation } = await conversationWithHistory(dataDir, 'fork_before_record');
     const workspaces = path.dirname(conversation.workdir);
     const conversationsDir = path.join(dataDir, 'conversations');
-    // The workdir made ahead for the next conversation (AGENTD_WARM_SHELL) is not a conversation's: the restart removes it.
+    // The workdirs made ahead for the next conversations (AGENTD_WARM_SHELLS) are not conversations': the restart removes them.
+    // Each is noted before it is made: the note read after the listing names every one listed.
     const warmNote = path.join(dataDir, 'warm-workdir');
-    const warm = fs.existsSync(warmNote) ? path.basename(fs.readFileSync(warmNote, 'utf8')) : null;
-    const before = { workspaces: fs.readdirSync(workspaces).filter((name) => name !== warm), conversations: fs.readdirSync(conversationsDir) };
+    const conversationWorkdirs = () => {
+      const listed = fs.readdirSync(workspaces);
+      const warm = new Set(fs.existsSync(warmNote) ? fs.readFileSync(warmNote, 'utf8').split('\n').filter(Boolean).map((line) => path.basename(line)) : []);
+      return listed.filter((name) => !warm.has(name));
+    };
+    const before = { workspaces: conversationWorkdirs(), conversations: fs.readdirSync(conversationsDir) };
 
     await killAt('fork_before_record', () => api(`/conversations/${conversation.id}/fork`, { method: 'POST', body: JSON.stringify({ copy_workdir: true }) }));
     // The crash point is after the events and the workdir copy: both exist on disk now.
-    expect(fs.readdirSync(workspaces).filter((name) => name !== warm).length).toBe(before.workspaces.length + 1);
+    expect(conversationWorkdirs().length).toBe(before.workspaces.length + 1);
     expect(fs.readdirSync(conversationsDir).length).toBe(before.conversations.length + 1);
 
     await agentd.start({ dataDir });
     expect((await api('/conversations')).items.map((item: any) => item.id)).toEqual([conversation.id]);
-    // (The restarted server may have made a warm workdir of its own since.)
-    const next = fs.existsSync(warmNote) ? path.basename(fs.readFileSync(warmNote, 'utf8')) : null;
-    expect(fs.readdirSync(workspaces).filter((name) => name !== next)).toEqual(before.workspaces);
+    // (The restarted server may have made warm workdirs of its own since.)
+    expect(conversationWorkdirs()).toEqual(before.workspaces);
     expect(fs.readdirSync(conversationsDir)).toEqual(before.conversations);
     expect(fs.readdirSync(path.join(dataDir, 'intents'))).toEqual([]);
 

@@ -6,14 +6,17 @@ import { startServer, tempDir } from './support/agentd.js';
 import { sleep, until } from './support/reliability.js';
 
 /**
- * AGENTD_WARM_SHELL: the next conversation created with the defaults has its id, its workdir and
- * its shell made before it is asked for (core/agent/warm-shells.ts). A real server, its sandbox
- * and a scripted fake LLM.
+ * AGENTD_WARM_SHELLS: the next conversations created with the defaults have their ids, their
+ * workdirs and their shells made before they are asked for (core/agent/warm-shells.ts). A real
+ * server, its sandbox and a scripted fake LLM.
  */
 const harnesses: AgentHarness[] = [];
 afterEach(async () => {
   for (const harness of harnesses.splice(0)) await harness.close();
 });
+
+/** The workdirs the note names, oldest first (the next one taken first). */
+const noted = (note: string): string[] => (fs.existsSync(note) ? fs.readFileSync(note, 'utf8').split('\n').filter(Boolean) : []);
 
 /** Clock ticks since boot, as /proc/<pid>/stat counts a process's start (USER_HZ = 100 on Linux). */
 const ticksNow = () => Number(fs.readFileSync('/proc/uptime', 'utf8').split(' ')[0]) * 100;
@@ -31,15 +34,15 @@ async function firstCommand(harness: AgentHarness, id: string): Promise<string[]
 
 describe('the warm shell', () => {
   it("is the next default conversation's: its id, workdir and already started shell, given the conversation's secrets", async () => {
-    const harness = await startAgentHarness();
+    const harness = await startAgentHarness([], { env: { AGENTD_WARM_SHELLS: '1' } });
     harnesses.push(harness);
     const note = path.join(harness.server.dataDir, 'warm-workdir');
     const base = harness.server.services.conversations.workdirBase;
     // None before the first conversation; the first starts one for the next.
     expect(fs.existsSync(note)).toBe(false);
     const first = await harness.createConversation();
-    await until(() => fs.existsSync(note), 'a warm workdir');
-    const warmDir = fs.readFileSync(note, 'utf8');
+    await until(() => noted(note).length === 1 && fs.existsSync(noted(note)[0]!), 'a warm workdir');
+    const [warmDir] = noted(note) as [string];
     expect(path.dirname(warmDir)).toBe(fs.realpathSync(base));
     expect(path.basename(warmDir)).not.toBe(first);
     // A conversation in a workdir of the client's leaves it to the next default one.
@@ -47,7 +50,7 @@ describe('the warm shell', () => {
     const ownCreatedAt = ticksNow();
     const elsewhere = await harness.createConversation({ workdir: own });
     expect(elsewhere).not.toBe(path.basename(warmDir));
-    expect(fs.readFileSync(note, 'utf8')).toBe(warmDir);
+    expect(noted(note)).toEqual([warmDir]);
     // Give it time to start (a start takes ~40 ms here), then take it.
     await sleep(500);
     const createdAt = ticksNow();
@@ -63,22 +66,47 @@ describe('the warm shell', () => {
     expect([ownSecret, ownCwd]).toEqual(['no-secret', own]);
     expect(Number(ownStarted)).toBeGreaterThanOrEqual(Math.floor(ownCreatedAt));
     // Taken: the next one is another.
-    await until(() => fs.existsSync(note) && fs.readFileSync(note, 'utf8') !== warmDir, 'the next warm workdir');
+    await until(() => noted(note).length === 1 && noted(note)[0] !== warmDir, 'the next warm workdir');
     // Deleting the conversation with delete_workdir removes the workdir made for it, as for any default workdir.
     expect((await fetch(`${harness.server.url}/conversations/${second}?delete_workdir=true`, { method: 'DELETE', headers: harness.server.auth })).status).toBe(204);
     await until(() => !fs.existsSync(warmDir), 'its workdir to go');
     fs.rmSync(own, { recursive: true, force: true });
   }, 60_000);
 
-  it('waiting unused past AGENTD_IDLE_TIMEOUT_S, is closed and its workdir removed; none while that is 0 or AGENTD_WARM_SHELL=false', async () => {
+  it('two, by default: conversations created one right after the other each find one', async () => {
+    const harness = await startAgentHarness();
+    harnesses.push(harness);
+    const note = path.join(harness.server.dataDir, 'warm-workdir');
+    await harness.createConversation();
+    await until(() => noted(note).length === 2 && noted(note).every((dir) => fs.existsSync(dir)), 'two warm workdirs');
+    const warmDirs = noted(note);
+    // Give them time to start, then take both at once.
+    await sleep(500);
+    const createdAt = ticksNow();
+    const [first, second] = await Promise.all([harness.createConversation(), harness.createConversation()]);
+    expect([first, second].sort()).toEqual(warmDirs.map((dir) => path.basename(dir)).sort());
+    for (const id of [first!, second!]) {
+      const [started, , cwd] = await firstCommand(harness, id);
+      expect(Number(started)).toBeLessThan(createdAt);
+      expect(cwd).toBe(warmDirs.find((dir) => path.basename(dir) === id));
+    }
+    // And two more are made for the next ones.
+    await until(() => noted(note).length === 2 && noted(note).every((dir) => !warmDirs.includes(dir)), 'two new warm workdirs');
+  }, 60_000);
+
+  it('waiting unused past AGENTD_IDLE_TIMEOUT_S, are closed and their workdirs removed; none while that is 0 or AGENTD_WARM_SHELLS=0', async () => {
     const harness = await startAgentHarness([], { env: { AGENTD_IDLE_TIMEOUT_S: '1' } });
     harnesses.push(harness);
     const note = path.join(harness.server.dataDir, 'warm-workdir');
     await harness.createConversation();
-    await until(() => fs.existsSync(note), 'a warm workdir');
-    const warmDir = fs.readFileSync(note, 'utf8');
-    await until(() => !fs.existsSync(note) && !fs.existsSync(warmDir), 'the unused warm shell to go with its workdir', 10_000);
-    for (const env of [{ AGENTD_IDLE_TIMEOUT_S: '0' }, { AGENTD_WARM_SHELL: 'false' }] as Record<string, string>[]) {
+    // Two by default, made one after the other.
+    await until(() => noted(note).length === 2, 'two warm workdirs');
+    const warmDirs = noted(note);
+    await until(() => !fs.existsSync(note) && warmDirs.every((dir) => !fs.existsSync(dir)), 'the unused warm shells to go with their workdirs', 10_000);
+    // None is made again until the next creation.
+    await sleep(300);
+    expect(fs.readdirSync(harness.server.services.conversations.workdirBase)).toHaveLength(1);
+    for (const env of [{ AGENTD_IDLE_TIMEOUT_S: '0' }, { AGENTD_WARM_SHELLS: '0' }] as Record<string, string>[]) {
       const off = await startAgentHarness([], { env });
       harnesses.push(off);
       await off.createConversation();
@@ -94,11 +122,14 @@ describe('the warm shell', () => {
     const dataDir = tempDir();
     const base = path.join(dataDir, 'workspaces');
     const empty = path.join(base, '0f6f3c52-5b8a-4f5e-9d55-5a1b6f0e6a11');
-    fs.mkdirSync(empty, { recursive: true });
-    fs.writeFileSync(path.join(dataDir, 'warm-workdir'), fs.realpathSync(empty));
+    const another = path.join(base, '7a0c1e2d-3b4f-4a5e-8d6c-1b2a3c4d5e6f');
+    for (const dir of [empty, another]) fs.mkdirSync(dir, { recursive: true });
+    // Noted one per line; one noted before it was made (a crash between the note and the mkdir) is not there.
+    fs.writeFileSync(path.join(dataDir, 'warm-workdir'), `${fs.realpathSync(empty)}\n${fs.realpathSync(another)}\n${path.join(fs.realpathSync(base), '1e2d3c4b-5a6f-4e7d-9c8b-7a6f5e4d3c2b')}\n`);
     const server = await startServer({ dataDir, listen: false });
     try {
       expect(fs.existsSync(empty)).toBe(false);
+      expect(fs.existsSync(another)).toBe(false);
       expect(fs.existsSync(path.join(dataDir, 'warm-workdir'))).toBe(false);
     } finally {
       await server.close();

@@ -11,17 +11,20 @@ export interface WarmShellsDeps {
   workdirBase: string;
   /** The sandbox network of a conversation that does not choose one. */
   network: boolean | 'host';
+  /** How many are kept ready (AGENTD_WARM_SHELLS, at least 1). */
+  count: number;
   /** A warm shell nobody took for this long is closed and its workdir removed (AGENTD_IDLE_TIMEOUT_S). */
   idleTimeoutMs: number;
   /**
-   * Records the workdir made for the next conversation (null: it was removed), so a restart
-   * removes one a crash left. Not told of a take (nothing on a conversation's creation path): the
-   * workdir is the conversation's then, which the restart finds in use and keeps.
+   * Records the workdirs made for the next conversations, before a new one is made and after one
+   * is removed, so a restart removes those a crash left. Not told of a take (nothing on a
+   * conversation's creation path): the workdir is the conversation's then, which the restart
+   * finds in use and keeps. Resolves once written.
    */
-  remember?: (workdir: string | null) => void;
+  remember?: (workdirs: readonly string[]) => Promise<void>;
 }
 
-/** How long after the next conversation's shell was taken (or given up) the one after it starts: off the path of the start that took it. */
+/** How long after a warm shell was taken (or the last one made) the next one starts: off the path of the start that took it. */
 const REFILL_DELAY_MS = 100;
 /** A taken shell that no run or early start of its conversation asked for within this is closed. */
 const CLAIM_MS = 30_000;
@@ -34,22 +37,29 @@ interface Warm {
 }
 
 /**
- * The shell of the next conversation created without a workdir of its own, started before that
- * conversation exists: its id (and so its default workdir, `<base>/<id>`) is chosen ahead, the
- * workdir made, and its sandboxed shell started there as a shell started ahead is (its workdir given
- * to the agent's uid only before its first command). A conversation created with the server's
- * defaults (no workdir, the default network, an LLM and the bash tool) takes that id and workdir
- * (`take`), and its first shell is that one, given the conversation's secrets (`factory`): the
- * sandbox's start (40 ms here) is then behind it. The next one starts a moment later.
+ * The shells of the next conversations created without a workdir of their own, started before
+ * those conversations exist: each one's id (and so its default workdir, `<base>/<id>`) is chosen
+ * ahead, the workdir made, and its sandboxed shell started there as a shell started ahead is (its
+ * workdir given to the agent's uid only before its first command). A conversation created with
+ * the server's defaults (no workdir, the default network, an LLM and the bash tool) takes the
+ * oldest (`take`), and its first shell is that one, given the conversation's secrets (`factory`):
+ * the sandbox's start (40 ms here) is then behind it. Another starts a moment later, one at a
+ * time, until `count` are ready again: conversations created one right after the other (a client
+ * starting several tasks) each find one.
  *
- * One at most, only while conversations are being created: none before the first, none once one
- * waited unused for the idle timeout (it is closed, its workdir removed, until the next creation).
+ * Only while conversations are being created: none before the first, and each one left unused for
+ * the idle timeout is closed, its workdir removed (none is made again until the next creation).
  */
 export class WarmShells {
-  private next: Warm | undefined;
+  /** Ready or starting, oldest first. */
+  private readonly ready: Warm[] = [];
+  /** Being made (its note written, its workdir made): counts as ready for the refill. */
+  private making = 0;
   private readonly taken = new Map<string, Warm>();
   private refill: NodeJS.Timeout | undefined;
   private closed = false;
+  /** The note's writes, one after the other. */
+  private noting: Promise<void> = Promise.resolve();
 
   constructor(private readonly deps: WarmShellsDeps) {
     const { shells } = deps;
@@ -58,12 +68,11 @@ export class WarmShells {
 
   /**
    * The id and workdir for a conversation being created with the defaults, whose shell is
-   * starting or started; null when there is none ready (one is started for the next). The
+   * starting or started; null when there is none ready (more are started for the next). The
    * conversation must then be created with them (its first shell comes from `factory`).
    */
   take(): { id: string; workdir: string } | null {
-    const warm = this.next;
-    this.next = undefined;
+    const warm = this.ready.shift();
     this.fillSoon();
     if (!warm) return null;
     clearTimeout(warm.timer);
@@ -77,15 +86,15 @@ export class WarmShells {
   readonly factory: ShellFactory;
 
   /**
-   * Server shutdown: the next conversation's shell is closed and its workdir removed; a taken one
-   * its conversation has not asked for yet is closed (the workdir is the conversation's).
+   * Server shutdown: the next conversations' shells are closed and their workdirs removed; a taken
+   * one its conversation has not asked for yet is closed (the workdir is the conversation's).
    */
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.refill);
-    const warm = this.next;
-    this.next = undefined;
-    await Promise.all([...(warm ? [this.discard(warm)] : []), ...[...this.taken.values()].map((taken) => this.giveUp(taken))]);
+    const ready = this.ready.splice(0);
+    await Promise.all([...ready.map((warm) => this.discard(warm)), ...[...this.taken.values()].map((taken) => this.giveUp(taken))]);
+    await this.note();
   }
 
   private async create(options: ShellCreateOptions): Promise<ShellSession> {
@@ -102,37 +111,57 @@ export class WarmShells {
     return this.deps.shells.create(options);
   }
 
+  /** The next one is made a moment from now, unless enough are ready or being made. */
   private fillSoon(): void {
-    if (this.closed || this.next || this.refill) return;
+    if (this.closed || this.refill || this.ready.length + this.making >= this.deps.count) return;
     this.refill = setTimeout(() => {
       this.refill = undefined;
-      this.fill();
+      void this.fill();
     }, REFILL_DELAY_MS);
     this.refill.unref();
   }
 
-  private fill(): void {
-    if (this.closed || this.next) return;
+  /** Its workdir noted first (a crash then leaves nothing unnoted), made, and its shell started. */
+  private async fill(): Promise<void> {
+    if (this.closed || this.ready.length + this.making >= this.deps.count) return;
     const id = randomUUID();
+    const planned = path.join(this.deps.workdirBase, id);
+    this.making += 1;
     let workdir: string;
     try {
-      workdir = this.deps.workdirs.prepare(path.join(this.deps.workdirBase, id), { isDefault: true }).workdir;
+      await this.note(planned);
+      if (this.closed) return;
+      workdir = this.deps.workdirs.prepare(planned, { isDefault: true }).workdir;
     } catch {
       return;
+    } finally {
+      this.making -= 1;
     }
-    this.deps.remember?.(workdir);
     const shell = this.deps.shells
       .create({ conversationId: id, workdir, env: {}, sandbox: { network: this.deps.network }, ahead: true })
       .catch(() => null);
     const warm: Warm = { id, workdir, shell, timer: undefined };
     warm.timer = setTimeout(() => {
-      if (this.next !== warm) return;
-      this.next = undefined;
-      this.deps.remember?.(null);
-      void this.discard(warm);
+      const at = this.ready.indexOf(warm);
+      if (at < 0) return;
+      this.ready.splice(at, 1);
+      void this.discard(warm).then(() => this.note());
     }, this.deps.idleTimeoutMs);
     warm.timer.unref();
-    this.next = warm;
+    this.ready.push(warm);
+    this.fillSoon();
+  }
+
+  /**
+   * The note rewritten (after the writes before it) with the workdirs made and not taken, and
+   * `making` if given: the workdir about to be made.
+   */
+  private note(making?: string): Promise<void> {
+    const remember = this.deps.remember;
+    if (!remember) return Promise.resolve();
+    const written = this.noting.then(() => remember([...this.ready.map((warm) => warm.workdir), ...(making ? [making] : [])]));
+    this.noting = written.catch(() => undefined);
+    return written;
   }
 
   /** A taken shell its conversation never asked for: closed (the workdir is the conversation's). */
