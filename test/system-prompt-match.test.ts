@@ -1,7 +1,7 @@
 // ConversationHistory.hasSystemPromptOf: whether a run's system prompt and tool schemas are the
 // ones its history last recorded (the run then records none). The same schema objects as at the
 // last match are taken without their JSON; anything else is compared by its JSON.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ConversationHistory } from '../src/core/agent/conversation-history.js';
 import type { AgentEvent } from '../src/core/schemas/event.js';
 
@@ -34,5 +34,22 @@ describe('the system prompt a run would record', () => {
     recorded(history, 3, 'prompt', []);
     expect(history.hasSystemPromptOf('prompt', [bash])).toBe(false);
     expect(history.hasSystemPromptOf('prompt', [])).toBe(true);
+  });
+
+  it('takes the objects of a prompt this process recorded (its next run offers the same) without their JSON', () => {
+    const history = new ConversationHistory();
+    const tools = [bash, view];
+    // As appended by this process: the event holds the schema objects themselves.
+    history.apply({ id: 'e1', conversation_id: 'c', timestamp: '2026-01-01T00:00:00.000Z', seq: 1, kind: 'system_prompt', source: 'system', content: 'prompt', tools } as unknown as AgentEvent);
+    const stringify = vi.spyOn(JSON, 'stringify');
+    try {
+      expect(history.hasSystemPromptOf('prompt', [bash, view])).toBe(true);
+      expect(stringify).not.toHaveBeenCalled();
+      // Copies are still compared by their JSON.
+      expect(history.hasSystemPromptOf('prompt', [bash, { ...view }])).toBe(true);
+      expect(stringify).toHaveBeenCalled();
+    } finally {
+      stringify.mockRestore();
+    }
   });
 });

@@ -76,7 +76,8 @@ export class ConversationHistory {
       case 'system_prompt':
         this.system = this.entry({ role: 'system', content: event.content });
         this.systemTools = sharedToolsJson(JSON.stringify(event.tools));
-        this.systemToolsSeen = [];
+        // Recorded by this process, the event holds the very objects the next run is offered (their JSON is the one just made).
+        this.systemToolsSeen = [...event.tools];
         return;
       case 'message':
         // The answer to an `ask_user` question: the model reads it as that call's observation.
