@@ -173,7 +173,7 @@ export class RunDriver {
         unsubscribe = mcp.onToolsChanged(record.id, refreshTools);
       }
       refreshTools();
-      // The first LLM turn does not wait for it; the first file-changing tool call does.
+      // The first LLM turn does not wait for it (nor does it start before the turn's request); the first file-changing tool call waits.
       const checkpoints = this.deps.checkpoints;
       void checkpoints?.atRunStart(record, run.id).catch(() => {});
       const gate = this.deps.gates.gateFor(record, run.id, controller.signal);

@@ -84,9 +84,13 @@ export class CheckpointService implements RunCheckpoints {
     return available.ok ? null : available.reason;
   }
 
+  /**
+   * Taken once the run's first LLM request is on its way: begun at the next turn of the event loop,
+   * not among the steps that lead to the request (its walk of the workdir would delay it). Known at
+   * once: the run's first file-changing tool call waits for it.
+   */
   async atRunStart(record: Readonly<ConversationRecord>, runId: string): Promise<void> {
-    // Known at once: the run's first tool call waits for it.
-    const taken = this.quietly(record, async () => this.take(record, { seq: (await this.deps.log.lastSeq(record.id)) + 1, runId, trigger: 'run_start' }));
+    const taken = new Promise((resolve) => setImmediate(resolve)).then(() => this.quietly(record, async () => this.take(record, { seq: (await this.deps.log.lastSeq(record.id)) + 1, runId, trigger: 'run_start' })));
     this.runStarts.set(runId, taken);
     await taken;
   }
