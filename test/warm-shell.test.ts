@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
-import { startServer, tempDir } from './support/agentd.js';
+import { spawnServer, startServer, tempDir, TEST_KEY } from './support/agentd.js';
 import { sleep, until } from './support/reliability.js';
 
 /**
@@ -115,6 +115,33 @@ describe('the warm shell', () => {
       expect(fs.existsSync(path.join(off.server.dataDir, 'warm-workdir'))).toBe(false);
       // Only the two conversations' workdirs.
       expect(fs.readdirSync(off.server.services.conversations.workdirBase)).toHaveLength(2);
+    }
+  }, 60_000);
+
+  it('a note that cannot be written leaves the server running: the unused shells still go, and conversations are still created', async () => {
+    const dataDir = tempDir();
+    const server = await spawnServer({ dataDir, env: { AGENTD_IDLE_TIMEOUT_S: '1' } });
+    const api = (route: string, body?: unknown) =>
+      fetch(`${server.url}${route}`, { method: body === undefined ? 'GET' : 'POST', headers: { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' }, ...(body !== undefined && { body: JSON.stringify(body) }) });
+    const create = async () => ((await (await api('/conversations', { llm: { model: 'fake-model', base_url: 'http://127.0.0.1:9/v1', api_key: 'sk-test' } })).json()) as { id: string }).id;
+    try {
+      const note = path.join(dataDir, 'warm-workdir');
+      const base = path.join(dataDir, 'workspaces');
+      const first = await create();
+      await until(() => noted(note).length === 2, 'two warm workdirs');
+      // The note becomes a directory: neither rewriting nor removing it can work now.
+      fs.rmSync(note);
+      fs.mkdirSync(note);
+      await until(() => fs.readdirSync(base).length === 1, 'the unused warm shells to go with their workdirs', 15_000);
+      expect(fs.readdirSync(base)).toEqual([first]);
+      const second = await create();
+      expect((await api('/health')).status).toBe(200);
+      expect((await api(`/conversations/${second}`)).status).toBe(200);
+      expect(server.child.exitCode).toBe(null);
+    } finally {
+      server.child.kill('SIGTERM');
+      await server.exited;
+      fs.rmSync(dataDir, { recursive: true, force: true });
     }
   }, 60_000);
 

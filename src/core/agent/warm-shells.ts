@@ -94,7 +94,7 @@ export class WarmShells {
     clearTimeout(this.refill);
     const ready = this.ready.splice(0);
     await Promise.all([...ready.map((warm) => this.discard(warm)), ...[...this.taken.values()].map((taken) => this.giveUp(taken))]);
-    await this.note();
+    await this.note().catch(() => undefined);
   }
 
   private async create(options: ShellCreateOptions): Promise<ShellSession> {
@@ -145,7 +145,10 @@ export class WarmShells {
       const at = this.ready.indexOf(warm);
       if (at < 0) return;
       this.ready.splice(at, 1);
-      void this.discard(warm).then(() => this.note());
+      // A note not rewritten (the disk is full) names a workdir that is gone: the next start skips it.
+      void this.discard(warm)
+        .then(() => this.note())
+        .catch(() => undefined);
     }, this.deps.idleTimeoutMs);
     warm.timer.unref();
     this.ready.push(warm);
