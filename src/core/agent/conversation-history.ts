@@ -77,7 +77,7 @@ export class ConversationHistory {
         this.system = this.entry({ role: 'system', content: event.content });
         this.systemTools = sharedToolsJson(JSON.stringify(event.tools));
         // Recorded by this process, the event holds the very objects the next run is offered (their JSON is the one just made).
-        this.systemToolsSeen = [...event.tools];
+        this.systemToolsSeen = Array.isArray(event.tools) ? [...event.tools] : [];
         return;
       case 'message':
         // The answer to an `ask_user` question: the model reads it as that call's observation.
