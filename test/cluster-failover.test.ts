@@ -5,14 +5,13 @@
  * open tool call and marks the run paused; the SSE streams on B and C and the webhook receiver
  * see every event once, in order, with no gap.
  */
-import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { freePort, spawnServer, tempDir, type SpawnedServer } from './support/agentd.js';
 import { findNatsServer, startNatsServer, type NatsServer } from './support/nats-server.js';
 import { findPostgres, startPostgres, type PostgresCluster } from './support/postgres-cluster.js';
 import { connectSse, type SseConnection } from './support/sse-client.js';
-import { killMatching, liveDescendants } from './support/processes.js';
+import { killMatching, liveDescendants, runsIn } from './support/processes.js';
 import { WebhookReceiver } from './support/webhook-receiver.js';
 import { clusterHeaders as headers, clusterRequest, eventually as until, startInstance } from './support/cluster-instances.js';
 
@@ -151,7 +150,7 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
       // A's shell (and the command in it) is alive while it runs the conversation: processes of A's
       // in its workdir (A may also hold the shell it started ahead for its next conversation, elsewhere).
       const workdir = created.body.workdir as string;
-      const inWorkdir = () => liveDescendants(a!.child.pid!).filter((pid) => isInside(cwdOf(pid), workdir));
+      const inWorkdir = () => liveDescendants(a!.child.pid!).filter((pid) => runsIn(pid, workdir));
       expect(inWorkdir().length).toBeGreaterThan(0);
       a!.child.kill('SIGSTOP');
       const paused = await until('B took the run over', 30_000, async () => {
@@ -179,14 +178,3 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
     }
   });
 });
-
-/** A process's current directory ('' once it is gone). */
-function cwdOf(pid: number): string {
-  try {
-    return fs.readlinkSync(`/proc/${pid}/cwd`);
-  } catch {
-    return '';
-  }
-}
-
-const isInside = (child: string, parent: string) => child === parent || child.startsWith(`${parent}/`);

@@ -2,6 +2,17 @@ import fs from 'node:fs';
 
 const pause = new Int32Array(new SharedArrayBuffer(4));
 
+/** Whether the process's current directory is `dir` or lies inside it (false once it is gone, or another user's). */
+export function runsIn(pid: number | string, dir: string): boolean {
+  let cwd: string;
+  try {
+    cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
+  } catch {
+    return false;
+  }
+  return cwd === dir || cwd.startsWith(`${dir}/`);
+}
+
 /**
  * A process's command line, words joined by spaces; null once it is gone. A process in the middle
  * of an `execve` has none for a few milliseconds (the new program's arguments are not yet in place:

@@ -8,7 +8,7 @@ import { createHmac } from 'node:crypto';
 import { expect } from 'vitest';
 import { TEST_KEY } from './agentd.js';
 import type { ReceivedWebhook } from './webhook-receiver.js';
-import { commandLineOf } from './processes.js';
+import { commandLineOf, runsIn } from './processes.js';
 
 /** `AGENTD_HEAVY_TESTS=1` runs the heavier variants (more kills, more load). */
 export const HEAVY = process.env.AGENTD_HEAVY_TESTS === '1';
@@ -124,20 +124,12 @@ export const sleep = (ms: number): Promise<void> => new Promise((resolve) => set
 
 /** Live processes (but `except`) whose command line names `dir` or whose cwd lies inside it. */
 export function processesUsing(dir: string, except: readonly number[] = []): string[] {
-  const quietly = (read: () => string) => {
-    try {
-      return read();
-    } catch {
-      return ''; // gone meanwhile, or another user's
-    }
-  };
   const found: string[] = [];
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry) || except.includes(Number(entry))) continue;
     const cmdline = (commandLineOf(entry) ?? '').trim();
-    const cwd = quietly(() => fs.readlinkSync(`/proc/${entry}/cwd`));
     if (cmdline === '') continue; // gone, a zombie or a kernel thread
-    if (cmdline.includes(dir) || cwd === dir || cwd.startsWith(`${dir}/`)) found.push(`${entry} ${cmdline.slice(0, 100)}`);
+    if (cmdline.includes(dir) || runsIn(entry, dir)) found.push(`${entry} ${cmdline.slice(0, 100)}`);
   }
   return found;
 }
