@@ -157,12 +157,12 @@ export class WarmShells {
 
   /**
    * The note rewritten (after the writes before it) with the workdirs made and not taken, and
-   * `making` if given: the workdir about to be made.
+   * `planned` if given: the workdir about to be made.
    */
-  private note(making?: string): Promise<void> {
+  private note(planned?: string): Promise<void> {
     const remember = this.deps.remember;
     if (!remember) return Promise.resolve();
-    const written = this.noting.then(() => remember([...this.ready.map((warm) => warm.workdir), ...(making ? [making] : [])]));
+    const written = this.noting.then(() => remember([...this.ready.map((warm) => warm.workdir), ...(planned ? [planned] : [])]));
     this.noting = written.catch(() => undefined);
     return written;
   }
