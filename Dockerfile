@@ -2,7 +2,8 @@
 #   docker build -t agentd .
 #   docker run -p 8000:8000 -v agentd-data:/data -e AGENTD_MASTER_KEY=change-me agentd
 
-# Build: dev dependencies, TypeScript → dist/ (with the prompts and tool descriptions beside it).
+# Build: dev dependencies, TypeScript → dist/ (with the prompts and tool descriptions beside it),
+# the server bundled into dist/cli.js and its chunks (scripts/build-server.mjs).
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -1,0 +1,77 @@
+// `node dist/cli.js` as a bundle: esbuild bundles src/cli.ts, with its dependencies, into
+// dist/cli.js and the chunks it loads on demand (dist/cli.*.js: the client commands, the
+// PostgreSQL and NATS adapters, the LLM client...), over the cli.js that tsc wrote.
+//
+// Why: Node 20 loads each module on its own (resolve, read, compile, link): the server's ~800 at
+// start-up (300 of ours) took about half a second before it did anything else on this project's
+// machines. One file and a few chunks take a fraction of that (bench P7, README "Start-up").
+// The rest of dist/ is tsc's output as before: the client SDK (`agentd/client`), its types, the
+// modules the tests and benchmarks import, and the prompts and tool descriptions that
+// copy-assets.mjs put beside them, which the bundle reads from there.
+//
+// Kept out of the bundle, loaded from node_modules: packages that find files of their own beside
+// their modules (`__dirname`): Swagger UI's static files, pino's transport worker and its targets;
+// and every package that our code imports with `import()` (the OpenAI and MCP SDKs, undici,
+// execa, yaml...): they load on first use, not at start-up, and a CommonJS one bundled as a chunk
+// would have only a default export where Node's own loader gives its named exports too.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const src = path.join(root, 'src');
+const dist = path.join(root, 'dist');
+const EXTERNAL = ['@fastify/swagger-ui', 'pino', 'pino-pretty', 'thread-stream'];
+const CHUNK = /^cli\..+\.js(\.map)?$/;
+
+/**
+ * Our modules find the files beside them through `import.meta.url` (src/assets.ts, version.ts,
+ * the dashboard's route). In the bundle that is the bundle's own URL: each module's is written as
+ * the URL of its compiled file in dist/, where those files are. Every output file lies in dist/
+ * itself, so the same relative URL holds in the entry and in any chunk.
+ */
+const moduleUrls = {
+  name: 'module-urls',
+  setup(esbuild) {
+    esbuild.onLoad({ filter: /\.ts$/ }, async (args) => {
+      const text = await fs.promises.readFile(args.path, 'utf8');
+      if (!args.path.startsWith(`${src}${path.sep}`) || !text.includes('import.meta.url')) return undefined;
+      const compiled = `./${path.relative(src, args.path).split(path.sep).join('/').replace(/\.ts$/, '.js')}`;
+      return { contents: text.replaceAll('import.meta.url', `new URL(${JSON.stringify(compiled)}, import.meta.url).href`), loader: 'ts' };
+    });
+  },
+};
+
+/** `import('a-package')`: left to Node (see above). */
+const lazyPackages = {
+  name: 'lazy-packages',
+  setup(esbuild) {
+    esbuild.onResolve({ filter: /^[^./]/ }, (args) => (args.kind === 'dynamic-import' ? { path: args.path, external: true } : undefined));
+  },
+};
+
+export async function buildServer() {
+  // A previous build's chunks (their names carry a hash of their contents).
+  for (const name of fs.readdirSync(dist)) if (CHUNK.test(name)) fs.rmSync(path.join(dist, name));
+  await build({
+    entryPoints: { cli: path.join(src, 'cli.ts') },
+    outdir: dist,
+    bundle: true,
+    splitting: true,
+    chunkNames: 'cli.[name]-[hash]',
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    external: EXTERNAL,
+    // The CommonJS packages inside call require() for Node's own modules: an ES module has none.
+    banner: { js: "import { createRequire as __agentdCreateRequire } from 'node:module';\nconst require = __agentdCreateRequire(import.meta.url);" },
+    plugins: [moduleUrls, lazyPackages],
+    sourcemap: true,
+    legalComments: 'none',
+    logLevel: 'warning',
+  });
+  fs.chmodSync(path.join(dist, 'cli.js'), 0o755);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) await buildServer();

@@ -1,0 +1,67 @@
+/**
+ * `node dist/cli.js` is a bundle (scripts/build-server.mjs): the server starts without Node
+ * resolving, reading and compiling its ~800 modules one at a time. What a start loads of dist/ is
+ * dist/cli.js and its chunks, never a module tsc compiled beside them; of node_modules, only the
+ * packages the bundle leaves to Node. Every package our code loads with `import()` stays Node's
+ * to load: bundled as a chunk, a CommonJS one would lose its named exports (undici's `Agent`:
+ * no webhook would be delivered).
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const DIST = path.join(ROOT, 'dist');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-server-bundle-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+/** Writes the URL of every module that goes through Node's ES module loader to stderr. */
+const HOOK = `
+import { register } from 'node:module';
+register('data:text/javascript,' + encodeURIComponent('export async function load(url, context, next) { process.stderr.write("LOADED " + url + "\\\\n"); return next(url, context); }'));
+`;
+
+/** The file: URLs a `--version` loads (the serve path imports the whole server before it reads its arguments). */
+function loadedByVersion(): string[] {
+  const hook = path.join(tmp, 'hook.mjs');
+  fs.writeFileSync(hook, HOOK);
+  const run = spawnSync(process.execPath, ['--import', hook, path.join(DIST, 'cli.js'), '--version'], { cwd: tmp, encoding: 'utf8' });
+  expect(run.status, run.stderr).toBe(0);
+  expect(run.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+  return run.stderr.split('\n').filter((line) => line.startsWith('LOADED file:')).map((line) => decodeURIComponent(line.slice('LOADED file://'.length)));
+}
+
+/** A package's name from a file under node_modules. */
+function packageOf(file: string): string {
+  const parts = file.slice(file.lastIndexOf('/node_modules/') + '/node_modules/'.length).split('/');
+  return parts[0]!.startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0]!;
+}
+
+describe('node dist/cli.js', () => {
+  it('loads the server from its bundle: no module tsc compiled, and neither Fastify nor zod from node_modules', () => {
+    const loaded = loadedByVersion();
+    const ours = loaded.filter((file) => file.startsWith(`${DIST}/`)).map((file) => path.relative(DIST, file));
+    expect(ours).toContain('cli.js');
+    expect(ours.length).toBeGreaterThan(1);
+    expect(ours.filter((file) => !/^cli(\.[^/]+)?\.js$/.test(file))).toEqual([]);
+    const packages = new Set(loaded.filter((file) => file.includes('/node_modules/')).map(packageOf));
+    for (const bundled of ['fastify', 'zod', 'fastify-type-provider-zod', 'prom-client', 'ajv']) expect(packages.has(bundled), bundled).toBe(false);
+  });
+
+  it("leaves every package our code loads with import() to Node's loader", () => {
+    const dynamic = new Set<string>();
+    for (const entry of fs.readdirSync(path.join(ROOT, 'src'), { recursive: true, withFileTypes: true })) {
+      if (!entry.isFile() || !entry.name.endsWith('.ts') || entry.parentPath.includes(`${path.sep}ui`)) continue;
+      const text = fs.readFileSync(path.join(entry.parentPath, entry.name), 'utf8');
+      // Not a type's `typeof import('x')`, `<import('x').T>` or `import('x').T`.
+      for (const match of text.matchAll(/(?<!typeof |<)\bimport\('([^.'][^']*)'\)(?!\.[A-Za-z])/g)) if (!match[1]!.startsWith('node:')) dynamic.add(match[1]!);
+    }
+    expect(dynamic.has('undici')).toBe(true);
+    const bundle = fs.readdirSync(DIST).filter((name) => /^cli(\.[^/]+)?\.js$/.test(name)).map((name) => fs.readFileSync(path.join(DIST, name), 'utf8')).join('\n');
+    for (const name of dynamic) expect(bundle.includes(`import(${JSON.stringify(name)})`), name).toBe(true);
+    // And none of them is in the bundle besides: undici's own code would define its Agent class.
+    expect(bundle).not.toMatch(/class Agent extends DispatcherBase/);
+  });
+});
