@@ -3,55 +3,39 @@
 // bench/*.ts with esbuild into dist/bench/ (split: each benchmark's module is loaded only by the
 // process that runs it) and runs dist/bench/run.mjs.
 //
-// The benchmarks measure the built server, not a second compilation of it: every import of a
-// module under src/ is rewritten to the same module in dist/ (kept external), so a benchmark
-// drives exactly what `node dist/cli.js` runs. The test helpers it shares (the fake LLM, the
-// in-process server) and npm packages are resolved as usual.
+// The benchmarks measure the server as it is built: `node dist/cli.js` is esbuild's bundle of
+// src/ and its packages (build-server.mjs), and the modules of src/ that a benchmark drives in its
+// own process are bundled by the same esbuild with the same options (bundleOptions). The test
+// helpers it shares (the fake LLM, the in-process server) are bundled in too.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
+import { bundleOptions } from './build-server.mjs';
 import { prepare, root } from './prepare.mjs';
 
-const SRC = path.join(root, 'src');
 const DIST = path.join(root, 'dist');
 const OUT = path.join(DIST, 'bench');
 /** The runner and the programs it starts as child processes (load generators, a bare server). */
 const CHILDREN = path.join(root, 'bench', 'children');
 const ENTRIES = [path.join(root, 'bench', 'run.ts'), ...fs.readdirSync(CHILDREN).filter((name) => name.endsWith('.ts')).map((name) => path.join(CHILDREN, name))];
 
-/** Imports of src/ modules become imports of the built modules in dist/. */
-const srcToDist = {
-  name: 'src-to-dist',
-  setup(esbuild) {
-    esbuild.onResolve({ filter: /^\.\.?\// }, (args) => {
-      const target = path.resolve(args.resolveDir, args.path);
-      if (target !== SRC && !target.startsWith(`${SRC}${path.sep}`)) return undefined;
-      return { path: path.join(DIST, path.relative(SRC, target)), external: true };
-    });
-  },
-};
-
 prepare();
 fs.rmSync(OUT, { recursive: true, force: true });
+// Each benchmark's process loads a few files, not ~800 modules one at a time (0.3-0.4 s each
+// here). A module's import.meta.url is its compiled file's in dist/, where the prompts it reads are.
 await build({
+  ...bundleOptions((compiled) => JSON.stringify(pathToFileURL(path.join(DIST, compiled)).href)),
   entryPoints: ENTRIES,
   outdir: OUT,
   outbase: path.join(root, 'bench'),
   outExtension: { '.js': '.mjs' },
-  bundle: true,
-  platform: 'node',
-  target: 'node20',
-  format: 'esm',
-  // Each benchmark in a module of its own, shared code in chunks: a benchmark's process loads what
-  // it uses (P4's child does not load the server), and the runner loads none of them.
-  splitting: true,
-  // Beside run.mjs: the bundled code finds the repository and bench/children from its own directory.
+  // Split: each benchmark in a module of its own, shared code in chunks, so that a benchmark's
+  // process loads what it uses (P4's child does not load the server) and the runner none of them;
+  // the chunks beside run.mjs: the bundled code finds the repository and bench/children from its own directory.
   chunkNames: '[name]-[hash]',
-  packages: 'external',
-  plugins: [srcToDist],
-  sourcemap: 'inline',
-  logLevel: 'warning',
+  sourcemap: true,
 });
 
 const child = spawn(process.execPath, [path.join(OUT, 'run.mjs'), ...process.argv.slice(2)], { stdio: 'inherit' });

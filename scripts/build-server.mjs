@@ -27,21 +27,24 @@ const CHUNK = /^cli\..+\.js(\.map)?$/;
 
 /**
  * Our modules find the files beside them through `import.meta.url` (src/assets.ts, version.ts,
- * the dashboard's route). In the bundle that is the bundle's own URL: each module's is written as
- * the URL of its compiled file in dist/, where those files are. Every output file lies in dist/
- * itself, so the same relative URL holds in the entry and in any chunk.
+ * the dashboard's route). In a bundle that is the bundle's own URL: each module's is written as
+ * `urlOf(compiled)`, an expression for the URL of its compiled file in dist/ (`compiled`: its
+ * path there, such as `core/tools/bash.js`), where those files are.
  */
-const moduleUrls = {
-  name: 'module-urls',
-  setup(esbuild) {
-    esbuild.onLoad({ filter: /\.ts$/ }, async (args) => {
-      const text = await fs.promises.readFile(args.path, 'utf8');
-      if (!args.path.startsWith(`${src}${path.sep}`) || !text.includes('import.meta.url')) return undefined;
-      const compiled = `./${path.relative(src, args.path).split(path.sep).join('/').replace(/\.ts$/, '.js')}`;
-      return { contents: text.replaceAll('import.meta.url', `new URL(${JSON.stringify(compiled)}, import.meta.url).href`), loader: 'ts' };
-    });
-  },
-};
+function moduleUrls(urlOf) {
+  return {
+    name: 'module-urls',
+    setup(esbuild) {
+      esbuild.onLoad({ filter: /\.ts$/ }, async (args) => {
+        if (!args.path.startsWith(`${src}${path.sep}`)) return undefined;
+        const text = await fs.promises.readFile(args.path, 'utf8');
+        if (!text.includes('import.meta.url')) return undefined;
+        const compiled = path.relative(src, args.path).split(path.sep).join('/').replace(/\.ts$/, '.js');
+        return { contents: text.replaceAll('import.meta.url', urlOf(compiled)), loader: 'ts' };
+      });
+    },
+  };
+}
 
 /** `import('a-package')`: left to Node (see above). */
 const lazyPackages = {
@@ -51,25 +54,36 @@ const lazyPackages = {
   },
 };
 
-export async function buildServer() {
-  // A previous build's chunks (their names carry a hash of their contents).
-  for (const name of fs.readdirSync(dist)) if (CHUNK.test(name)) fs.rmSync(path.join(dist, name));
-  await build({
-    entryPoints: { cli: path.join(src, 'cli.ts') },
-    outdir: dist,
+/**
+ * esbuild's options for a bundle of our modules and their packages, as ES modules split into
+ * chunks, with `urlOf` as in moduleUrls. The benchmarks' bundle (scripts/bench.mjs) is made the same way.
+ */
+export function bundleOptions(urlOf) {
+  return {
     bundle: true,
     splitting: true,
-    chunkNames: 'cli.[name]-[hash]',
     format: 'esm',
     platform: 'node',
     target: 'node20',
     external: EXTERNAL,
     // The CommonJS packages inside call require() for Node's own modules: an ES module has none.
     banner: { js: "import { createRequire as __agentdCreateRequire } from 'node:module';\nconst require = __agentdCreateRequire(import.meta.url);" },
-    plugins: [moduleUrls, lazyPackages],
-    sourcemap: true,
+    plugins: [moduleUrls(urlOf), lazyPackages],
     legalComments: 'none',
     logLevel: 'warning',
+  };
+}
+
+export async function buildServer() {
+  // A previous build's chunks (their names carry a hash of their contents).
+  for (const name of fs.readdirSync(dist)) if (CHUNK.test(name)) fs.rmSync(path.join(dist, name));
+  await build({
+    ...bundleOptions((compiled) => `new URL(${JSON.stringify(`./${compiled}`)}, import.meta.url).href`),
+    entryPoints: { cli: path.join(src, 'cli.ts') },
+    // Every output file lies in dist/ itself: the same relative URL holds in the entry and in any chunk.
+    outdir: dist,
+    chunkNames: 'cli.[name]-[hash]',
+    sourcemap: true,
   });
   fs.chmodSync(path.join(dist, 'cli.js'), 0o755);
 }
