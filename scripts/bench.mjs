@@ -26,8 +26,7 @@ fs.rmSync(OUT, { recursive: true, force: true });
 // Each benchmark's process loads a few files, not ~800 modules one at a time (0.3-0.4 s each
 // here). A module's import.meta.url is its compiled file's in dist/, where the prompts it reads are.
 await build({
-  ...bundleOptions((compiled) => JSON.stringify(pathToFileURL(path.join(DIST, compiled)).href)),
-  entryPoints: ENTRIES,
+  ...(await bundleOptions(ENTRIES, (compiled) => JSON.stringify(pathToFileURL(path.join(DIST, compiled)).href))),
   outdir: OUT,
   outbase: path.join(root, 'bench'),
   outExtension: { '.js': '.mjs' },

@@ -11,9 +11,10 @@
 //
 // Kept out of the bundle, loaded from node_modules: packages that find files of their own beside
 // their modules (`__dirname`): Swagger UI's static files, pino's transport worker and its targets;
-// and every package that our code imports with `import()` (the OpenAI and MCP SDKs, undici,
-// execa, yaml...): they load on first use, not at start-up, and a CommonJS one bundled as a chunk
-// would have only a default export where Node's own loader gives its named exports too.
+// and every package that is loaded with `import()` (the OpenAI and MCP SDKs, undici, execa,
+// yaml...), wherever it is imported: they load on first use, not at start-up, and a CommonJS one
+// bundled as a chunk would have only a default export where Node's own loader gives its named
+// exports too.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -46,31 +47,66 @@ function moduleUrls(urlOf) {
   };
 }
 
-/** `import('a-package')`: left to Node (see above). */
-const lazyPackages = {
-  name: 'lazy-packages',
-  setup(esbuild) {
-    esbuild.onResolve({ filter: /^[^./]/ }, (args) => (args.kind === 'dynamic-import' ? { path: args.path, external: true } : undefined));
-  },
+/** `a-package` of `a-package/sub/path.js`, `@scope/a-package` of `@scope/a-package/sub`. */
+function packageOf(specifier) {
+  const parts = specifier.split('/');
+  return parts[0].startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0];
+}
+
+/**
+ * Left to Node: every import of a package that is loaded with `import()` somewhere (`lazy`), the
+ * static ones too (undici, which the LLM client's module, itself loaded on demand, imports
+ * statically, would otherwise be in the bundle as well and in memory twice).
+ */
+function lazyPackages(lazy) {
+  return {
+    name: 'lazy-packages',
+    setup(esbuild) {
+      esbuild.onResolve({ filter: /^[^./]/ }, (args) => (lazy.has(packageOf(args.path)) ? { path: args.path, external: true } : undefined));
+    },
+  };
+}
+
+/** The packages that our modules, from `entryPoints` on, load with `import()`: a first pass that writes nothing. */
+async function lazilyImportedPackages(entryPoints) {
+  const found = new Set();
+  const collect = {
+    name: 'collect-lazy-packages',
+    setup(esbuild) {
+      esbuild.onResolve({ filter: /^[^./]/ }, (args) => {
+        if (args.kind !== 'dynamic-import') return undefined;
+        if (!args.path.startsWith('node:')) found.add(packageOf(args.path));
+        return { path: args.path, external: true };
+      });
+    },
+  };
+  await build({ ...commonOptions, entryPoints, outdir: dist, write: false, plugins: [collect] });
+  return found;
+}
+
+const commonOptions = {
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  external: EXTERNAL,
+  logLevel: 'warning',
 };
 
 /**
- * esbuild's options for a bundle of our modules and their packages, as ES modules split into
- * chunks, with `urlOf` as in moduleUrls. The benchmarks' bundle (scripts/bench.mjs) is made the same way.
+ * esbuild's options for a bundle of our modules (from `entryPoints` on) and their packages, as ES
+ * modules split into chunks, with `urlOf` as in moduleUrls. The benchmarks' bundle
+ * (scripts/bench.mjs) is made the same way.
  */
-export function bundleOptions(urlOf) {
+export async function bundleOptions(entryPoints, urlOf) {
   return {
-    bundle: true,
-    splitting: true,
-    format: 'esm',
-    platform: 'node',
-    target: 'node20',
-    external: EXTERNAL,
+    ...commonOptions,
+    entryPoints,
     // The CommonJS packages inside call require() for Node's own modules: an ES module has none.
     banner: { js: "import { createRequire as __agentdCreateRequire } from 'node:module';\nconst require = __agentdCreateRequire(import.meta.url);" },
-    plugins: [moduleUrls(urlOf), lazyPackages],
+    plugins: [moduleUrls(urlOf), lazyPackages(await lazilyImportedPackages(entryPoints))],
     legalComments: 'none',
-    logLevel: 'warning',
   };
 }
 
@@ -78,8 +114,7 @@ export async function buildServer() {
   // A previous build's chunks (their names carry a hash of their contents).
   for (const name of fs.readdirSync(dist)) if (CHUNK.test(name)) fs.rmSync(path.join(dist, name));
   await build({
-    ...bundleOptions((compiled) => `new URL(${JSON.stringify(`./${compiled}`)}, import.meta.url).href`),
-    entryPoints: { cli: path.join(src, 'cli.ts') },
+    ...(await bundleOptions({ cli: path.join(src, 'cli.ts') }, (compiled) => `new URL(${JSON.stringify(`./${compiled}`)}, import.meta.url).href`)),
     // Every output file lies in dist/ itself: the same relative URL holds in the entry and in any chunk.
     outdir: dist,
     chunkNames: 'cli.[name]-[hash]',
