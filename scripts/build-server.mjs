@@ -39,6 +39,9 @@ function moduleUrls(urlOf) {
       esbuild.onLoad({ filter: /\.ts$/ }, async (args) => {
         if (!args.path.startsWith(`${src}${path.sep}`)) return undefined;
         const text = await fs.promises.readFile(args.path, 'utf8');
+        // Those would name the bundle's directory, not the module's: say so rather than build it.
+        const other = /import\.meta\.(dirname|filename|resolve)\b/.exec(text);
+        if (other) return { errors: [{ text: `${path.relative(root, args.path)} uses ${other[0]}: only import.meta.url is rewritten for the bundle (build-server.mjs)` }] };
         if (!text.includes('import.meta.url')) return undefined;
         const compiled = path.relative(src, args.path).split(path.sep).join('/').replace(/\.ts$/, '.js');
         return { contents: text.replaceAll('import.meta.url', urlOf(compiled)), loader: 'ts' };
@@ -111,16 +114,18 @@ export async function bundleOptions(entryPoints, urlOf) {
 }
 
 export async function buildServer() {
-  // A previous build's chunks (their names carry a hash of their contents).
-  for (const name of fs.readdirSync(dist)) if (CHUNK.test(name)) fs.rmSync(path.join(dist, name));
-  await build({
+  const { metafile } = await build({
     ...(await bundleOptions({ cli: path.join(src, 'cli.ts') }, (compiled) => `new URL(${JSON.stringify(`./${compiled}`)}, import.meta.url).href`)),
     // Every output file lies in dist/ itself: the same relative URL holds in the entry and in any chunk.
     outdir: dist,
     chunkNames: 'cli.[name]-[hash]',
     sourcemap: true,
+    metafile: true,
   });
   fs.chmodSync(path.join(dist, 'cli.js'), 0o755);
+  // Then the previous builds' chunks (named by a hash of their contents): a build that fails leaves the last one whole.
+  const written = new Set(Object.keys(metafile.outputs).map((file) => path.basename(file)));
+  for (const name of fs.readdirSync(dist)) if (CHUNK.test(name) && !written.has(name)) fs.rmSync(path.join(dist, name));
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) await buildServer();
