@@ -2,9 +2,9 @@
 // dist/cli.js and the chunks it loads on demand (dist/cli.*.js: the client commands, the
 // PostgreSQL and NATS adapters, the LLM client...), over the cli.js that tsc wrote.
 //
-// Why: Node 20 loads each module on its own (resolve, read, compile, link): the server's ~800 at
+// Why: Node 20 loads each module on its own (resolve, read, compile, link): the server's ~780 at
 // start-up (300 of ours) took about half a second before it did anything else on this project's
-// machines. One file and a few chunks take a fraction of that (bench P7, README "Start-up").
+// machines. One file and a few chunks take a fraction of that (bench P7; README, "How it is built").
 // The rest of dist/ is tsc's output as before: the client SDK (`agentd/client`), its types, the
 // modules the tests and benchmarks import, and the prompts and tool descriptions that
 // copy-assets.mjs put beside them, which the bundle reads from there.
@@ -25,6 +25,16 @@ const src = path.join(root, 'src');
 const dist = path.join(root, 'dist');
 const EXTERNAL = ['@fastify/swagger-ui', 'pino', 'pino-pretty', 'thread-stream'];
 const CHUNK = /^cli\..+\.js(\.map)?$/;
+
+const commonOptions = {
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  external: EXTERNAL,
+  logLevel: 'warning',
+};
 
 /**
  * Our modules find the files beside them through `import.meta.url` (src/assets.ts, version.ts,
@@ -86,16 +96,6 @@ async function lazilyImportedPackages(entryPoints) {
   await build({ ...commonOptions, entryPoints, outdir: dist, write: false, plugins: [collect] });
   return found;
 }
-
-const commonOptions = {
-  bundle: true,
-  splitting: true,
-  format: 'esm',
-  platform: 'node',
-  target: 'node20',
-  external: EXTERNAL,
-  logLevel: 'warning',
-};
 
 /**
  * esbuild's options for a bundle of our modules (from `entryPoints` on) and their packages, as ES
