@@ -189,6 +189,44 @@ describe('the records snapshot of a clean shutdown', () => {
     expect(fs.existsSync(snapshotFile)).toBe(false);
   });
 
+  it('writes 0 for what most records hold alike (the previous line\'s tools, a usage of zeros, no pending actions) and gives each record back as it was held', async () => {
+    const at = (i: number) => `2026-11-23T01:00:0${i}.000Z`;
+    const zeros = () => ({ prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 });
+    const pending = [{ tool_call_id: 'call-1', tool_name: 'bash', args: { command: 'ls' } }];
+    const held = [
+      storedRecord(randomUUID(), { title: 'a', tools: ['bash', 'glob'], usage: zeros(), created_at: at(1) }),
+      storedRecord(randomUUID(), { title: 'b', tools: ['bash', 'glob'], usage: { ...zeros(), prompt_tokens: 12, cost: 0.5 }, created_at: at(2) }),
+      // A usage of an older shape (no cached or reasoning tokens) stays as it is.
+      storedRecord(randomUUID(), { title: 'c', tools: ['bash'], usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0 }, pending_actions: pending, created_at: at(3) }),
+      storedRecord(randomUUID(), { title: 'd', tools: ['bash'], usage: zeros(), created_at: at(4) }),
+    ];
+    const repo = repository();
+    for (const r of held) repo.save(r);
+    await repo.saveSnapshot(held, new Map());
+
+    const bytes = fs.readFileSync(snapshotFile);
+    const opening = box.opening(bytes.subarray(0, 12), bytes.subarray(bytes.length - 16));
+    const text = Buffer.concat([opening.update(bytes.subarray(12, bytes.length - 16)), opening.final()]).toString('utf8');
+    const lines = text.trimEnd().split('\n').slice(1).map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(lines.map((line) => [line.title, line.tools, line.usage, line.pending_actions])).toEqual([
+      ['a', ['bash', 'glob'], 0, 0],
+      ['b', 0, { ...zeros(), prompt_tokens: 12, cost: 0.5 }, 0],
+      ['c', ['bash'], { prompt_tokens: 0, completion_tokens: 0, cost: 0 }, pending],
+      ['d', 0, 0, 0],
+    ]);
+    // Each field where the record has it.
+    expect(Object.keys(lines[3]!)).toEqual(Object.keys(held[3]!));
+
+    const { records } = await repository().loadAll({ afterCleanStop: true });
+    expect(records).toEqual(held);
+    for (const [i, r] of records.entries()) expect(Object.keys(r.usage), r.title ?? '').toEqual(Object.keys(held[i]!.usage));
+    // Given their own: a change to one is not another's.
+    records[0]!.pending_actions.push(pending[0] as never);
+    expect(records[3]!.pending_actions).toEqual([]);
+    records[0]!.usage.prompt_tokens += 1;
+    expect(records[3]!.usage.prompt_tokens).toBe(0);
+  });
+
   it('holds no secret in clear', async () => {
     await shutDownCleanly();
     const bytes = fs.readFileSync(snapshotFile);

@@ -3,7 +3,8 @@ import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { ConversationRecord } from '../core/conversations/conversation-record.js';
 import type { SecretBox } from '../core/secrets/secret-box.js';
-import { withoutUnsetLlmFields, withUnsetLlmFields } from '../core/schemas/llm-config.js';
+import { withoutUnsetLlmFields, withUnsetLlmFields, type CompactLlmConfig } from '../core/schemas/llm-config.js';
+import { sameList } from '../core/conversations/conversation-index.js';
 import { VERSION } from '../version.js';
 
 /**
@@ -154,9 +155,7 @@ export class RecordSnapshot {
     const records: ConversationRecord[] = [];
     const line = (text: string) => {
       if (header === null) return void (header = readHeader(text));
-      const record = JSON.parse(text) as ConversationRecord;
-      if (record.llm) record.llm = withUnsetLlmFields(record.llm);
-      records.push(record);
+      records.push(fullRecord(JSON.parse(text) as CompactRecord, records.at(-1)));
     };
     // The pieces of a line that later pieces end (the first line, with the stamps, spans many): copied once, when it ends.
     const partial: Buffer[] = [];
@@ -223,10 +222,10 @@ export class RecordSnapshot {
     try {
       await handle.write(sealing.iv);
       let lines = `${JSON.stringify([snapshotTag(), token, dirStamp, Buffer.from(stamps.buffer).toString('base64')])}\n`;
+      let previous: ConversationRecord | undefined;
       for (const { record } of entries) {
-        // Without the LLM config's unset fields (most of its twenty): a third less to decrypt and parse at the next start.
-        const compact = record.llm ? { ...record, llm: withoutUnsetLlmFields(record.llm) } : record;
-        lines += `${JSON.stringify(compact)}\n`;
+        lines += `${JSON.stringify(compactRecord(record, previous))}\n`;
+        previous = record;
         if (lines.length < PIECE_BYTES) continue;
         await handle.write(sealing.update(Buffer.from(lines)));
         lines = '';
@@ -263,14 +262,57 @@ function readHeader(text: string): Header {
   return { token, dirStamp: Array.isArray(dirStamp) && dirStamp.length === 4 ? (dirStamp as unknown as FileStamp) : null, stamps };
 }
 
+/**
+ * A record as its line holds it: the LLM config without its unset fields (most of its twenty), and
+ * 0 in place of what most records hold alike: the tools when they are the previous line's, the
+ * usage when it is all zero, the pending actions when there are none. Each a third less or so to
+ * decrypt and parse at the next start, and no array or object made for it there (10,000 records:
+ * 25-40 ms less of JSON.parse, and of the collections after it).
+ */
+type CompactRecord = Omit<ConversationRecord, 'llm' | 'tools' | 'usage' | 'pending_actions'> & {
+  llm: CompactLlmConfig | null;
+  tools: ConversationRecord['tools'] | 0;
+  usage: ConversationRecord['usage'] | 0;
+  pending_actions: ConversationRecord['pending_actions'] | 0;
+};
+
+function compactRecord(record: ConversationRecord, previous: ConversationRecord | undefined): CompactRecord {
+  return {
+    ...record,
+    // Each replaced where it is: the line's fields in the record's order, as its file's.
+    llm: record.llm && withoutUnsetLlmFields(record.llm),
+    tools: previous && sameList(record.tools, previous.tools) ? 0 : record.tools,
+    usage: isZeroUsage(record.usage) ? 0 : record.usage,
+    pending_actions: record.pending_actions.length === 0 ? 0 : record.pending_actions,
+  };
+}
+
+/** The record of a line (`previous`: the line before's). A line that says "the previous line's tools" first is damage: the snapshot is not used. */
+function fullRecord(line: CompactRecord, previous: ConversationRecord | undefined): ConversationRecord {
+  const record = line as unknown as ConversationRecord;
+  if (line.llm) record.llm = withUnsetLlmFields(line.llm);
+  if (line.tools === 0) {
+    if (!previous) throw new Error('the first record names no tools');
+    record.tools = previous.tools;
+  }
+  if (line.usage === 0) record.usage = { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 };
+  if (line.pending_actions === 0) record.pending_actions = [];
+  return record;
+}
+
+/** Exactly what fullRecord gives back for a usage of 0. */
+function isZeroUsage(usage: ConversationRecord['usage']): boolean {
+  return usage.prompt_tokens === 0 && usage.completion_tokens === 0 && usage.cost === 0 && usage.cached_tokens === 0 && usage.reasoning_tokens === 0 && Object.keys(usage).length === 5;
+}
+
 let tag: string | undefined;
 /**
  * The layout of the lines (2: with the log's stamp and event count, stamps with the ctime; 3: the
  * first line with the save's token, stamps as arrays of numbers; 4: the LLM config without its
  * unset fields; 5: the stamps of all records in the first line, with the directory's, each record
- * line the record alone).
+ * line the record alone; 6: 0 for the tools, usage and pending actions most records hold alike, see CompactRecord).
  */
-const FORMAT = 5;
+const FORMAT = 6;
 
 /**
  * The version and the shape of the record schema (field names, types, defaults): a snapshot

@@ -113,7 +113,8 @@ export class ConversationIndex {
   }
 }
 
-function sameList(a: readonly string[], b: readonly string[]): boolean {
+/** The same names in the same order. */
+export function sameList(a: readonly string[], b: readonly string[]): boolean {
   if (a === b) return true;
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
