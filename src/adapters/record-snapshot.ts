@@ -6,6 +6,7 @@ import type { SecretBox } from '../core/secrets/secret-box.js';
 import { withoutUnsetLlmFields, withUnsetLlmFields, type CompactLlmConfig } from '../core/schemas/llm-config.js';
 import { sameList } from '../core/conversations/conversation-index.js';
 import { VERSION } from '../version.js';
+import { zeroUsage } from '../core/schemas/usage.js';
 
 /**
  * What a file was when the snapshot was written: a save replaces the file (a new inode, a new
@@ -295,12 +296,12 @@ function fullRecord(line: CompactRecord, previous: ConversationRecord | undefine
     if (!previous) throw new Error('the first record names no tools');
     record.tools = previous.tools;
   }
-  if (line.usage === 0) record.usage = { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 };
+  if (line.usage === 0) record.usage = zeroUsage();
   if (line.pending_actions === 0) record.pending_actions = [];
   return record;
 }
 
-/** Exactly what fullRecord gives back for a usage of 0. */
+/** Exactly what fullRecord gives back for a usage of 0: zeroUsage(). */
 function isZeroUsage(usage: ConversationRecord['usage']): boolean {
   return usage.prompt_tokens === 0 && usage.completion_tokens === 0 && usage.cost === 0 && usage.cached_tokens === 0 && usage.reasoning_tokens === 0 && Object.keys(usage).length === 5;
 }

@@ -29,6 +29,7 @@ import { buildSystemPrompt } from './system-prompt.js';
 import { readsProject, type ToolOffer } from './tool-offer.js';
 import { TurnInterrupts } from './turn-interrupts.js';
 import type { UserQuestions } from './user-questions.js';
+import { zeroUsage } from '../schemas/usage.js';
 
 export interface RunDriverDeps {
   conversations: ConversationStore;
@@ -87,7 +88,7 @@ export class RunDriver {
     }
     const approved = options.approved ? record.pending_actions : [];
     const now = isoTimestamp(clock.now());
-    const run: Run = { id: randomUUID(), conversation_id: conversationId, status: 'running', started_at: now, ended_at: null, iterations: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 }, outcome: null, error: null };
+    const run: Run = { id: randomUUID(), conversation_id: conversationId, status: 'running', started_at: now, ended_at: null, iterations: 0, usage: zeroUsage(), outcome: null, error: null };
     runs.save(run);
     const before = { status: record.status, pending_actions: record.pending_actions };
     const firstRun = !session.history.hasSystemPrompt;

@@ -4,6 +4,7 @@ import type { EventRecorder } from '../events/event-recorder.js';
 import type { ConversationStatus, NewEvent, SubagentTags } from '../schemas/event.js';
 import type { LlmUsage } from './llm.js';
 import type { Run } from './run-record.js';
+import { zeroUsage } from '../schemas/usage.js';
 
 export interface RunJournalDeps {
   conversations: ConversationStore;
@@ -43,7 +44,7 @@ export class RunJournal {
       addUsage(run.usage, usage);
       if (tags.agent !== undefined) {
         run.usage_by_agent ??= {};
-        addUsage((run.usage_by_agent[tags.agent] ??= { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 }), usage);
+        addUsage((run.usage_by_agent[tags.agent] ??= zeroUsage()), usage);
       }
     }
     const totals = this.deps.conversations.addUsage(record.id, usage);

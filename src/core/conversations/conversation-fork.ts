@@ -11,6 +11,7 @@ import type { Conversation } from '../schemas/conversation.js';
 import type { ConversationRecord } from './conversation-record.js';
 import type { ConversationService } from './conversation-service.js';
 import type { ConversationStore } from './conversation-store.js';
+import { zeroUsage } from '../schemas/usage.js';
 
 interface ForkIntent {
   kind: 'fork';
@@ -111,7 +112,7 @@ export class ConversationForks {
       workdir_created: options.workdir !== null,
       pending_actions: [],
       current_run_id: null,
-      usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 },
+      usage: zeroUsage(),
       created_at: now,
       updated_at: now,
       secrets: options.copySecrets ? { ...parent.secrets } : {},

@@ -14,6 +14,7 @@ import type { EventRecorder } from '../events/event-recorder.js';
 import type { ConversationRecord } from './conversation-record.js';
 import type { ConfigChange, ConversationStore, ListConversationsQuery } from './conversation-store.js';
 import type { Workdirs } from './workdirs.js';
+import { zeroUsage } from '../schemas/usage.js';
 
 export interface ConversationDefaults {
   llm: LlmConfig | null;
@@ -121,7 +122,7 @@ export class ConversationService {
       confirmation_mode: body.confirmation_mode,
       pending_actions: [],
       current_run_id: null,
-      usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 },
+      usage: zeroUsage(),
       created_at: now,
       updated_at: now,
       metadata: body.metadata ?? {},

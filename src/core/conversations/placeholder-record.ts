@@ -1,5 +1,6 @@
 import type { Damage } from '../errors.js';
 import type { ConversationRecord } from './conversation-record.js';
+import { zeroUsage } from '../schemas/usage.js';
 
 /**
  * What stands for a conversation whose record cannot be read: its id (the directory's name),
@@ -18,7 +19,7 @@ export function placeholderRecord(options: { id: string; damage: Damage; now: st
     confirmation_mode: false,
     pending_actions: [],
     current_run_id: null,
-    usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 },
+    usage: zeroUsage(),
     created_at: options.now,
     updated_at: options.now,
     metadata: {},

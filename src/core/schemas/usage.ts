@@ -15,3 +15,8 @@ export type Usage = z.infer<typeof Usage>;
 /** The usage of one LLM call (or what is added to a total): every count present. */
 export const LlmUsage = Usage.required();
 export type LlmUsage = z.infer<typeof LlmUsage>;
+
+/** A usage of nothing yet, every count present: a new conversation's, run's or subagent's. */
+export function zeroUsage(): LlmUsage {
+  return { prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 };
+}
