@@ -52,7 +52,8 @@ function moduleUrls(urlOf) {
         // Those would name the bundle's directory, not the module's: say so rather than build it.
         const other = /import\.meta\.(dirname|filename|resolve)\b/.exec(text);
         if (other) return { errors: [{ text: `${path.relative(root, args.path)} uses ${other[0]}: only import.meta.url is rewritten for the bundle (build-server.mjs)` }] };
-        if (!text.includes('import.meta.url')) return undefined;
+        // Given back as read, so that esbuild does not read it again.
+        if (!text.includes('import.meta.url')) return { contents: text, loader: 'ts' };
         const compiled = path.relative(src, args.path).split(path.sep).join('/').replace(/\.ts$/, '.js');
         return { contents: text.replaceAll('import.meta.url', urlOf(compiled)), loader: 'ts' };
       });
