@@ -31,7 +31,7 @@ export async function composeStorage(options: {
     log,
     runs,
     repository,
-    summaries: new FileSummaryStore(path.join(config.dataDir, 'summaries.json')),
+    summaries: new FileSummaryStore(path.join(config.dataDir, 'summaries.json'), { fsync: config.fsync }),
     webhooks: new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box, fsync: config.fsync, storageError }),
     // Appends and saves are synchronous; a DELETE awaits its conversation's removal itself.
     durable: async () => {},

@@ -381,8 +381,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await storage.close();
       checkpointStore.close();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any
-      // more; and (files) no record file but to check it is unchanged: the records in one snapshot,
-      // with the summaries (then summaries.json only names that snapshot).
+      // more; and (files) no record file: the records in one snapshot, with the summaries (then
+      // summaries.json only names that snapshot).
       const held = store.summaries();
       const inSnapshot = await storage.repository.saveSnapshot?.(store.all(), held).catch((error: unknown) => {
         logger.warn({ err: error }, 'conversation records snapshot not saved: the next start reads each record');

@@ -1,6 +1,7 @@
 // The records snapshot of a clean shutdown (issue 19, P4): the starts after it take each record
 // from it while the record's file is as the snapshot saw it (its stamp: inode, size, mtime, ctime),
-// and read the file otherwise; and each log's summary while the log file is unchanged. What
+// and read the file otherwise; and each log's summary while the log file is unchanged. The start
+// right after it (the token its summaries.json names) takes every record and summary as it is. What
 // changed, went or was damaged since is read from its file (changed, gone, quarantined as today);
 // a damaged snapshot, or one sealed with another key, is ignored and removed, and so is the snapshot at
 // the first DELETE (the deleted record must not stay on disk); otherwise the snapshot is kept
@@ -173,6 +174,30 @@ describe('the records snapshot of a clean shutdown', () => {
     expect(await repository().saveSnapshot([one!, two!], new Map())).not.toBe(token);
   });
 
+  it('right after the clean shutdown that wrote it (its token), gives every record without a look at its file; with another token (after a crash), each file\'s stamp is checked', async () => {
+    const [one, two, three] = [record('one', 's-1'), record('two', 's-2'), record('three', 's-3')];
+    const repo = repository();
+    for (const r of [one, two, three]) repo.save(r!);
+    const held = [one, two, three].map((r) => ({ ...r!, title: `${r!.title} (held)` }));
+    const token = (await repo.saveSnapshot(held, new Map()))!;
+    // A file changed behind the server's back: edited in place (another size, mtime and ctime).
+    const file = path.join(conversationsDir, two!.id, 'conversation.json');
+    fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('"title":"two"', '"title":"edited"'));
+    const statSync = vi.spyOn(fs, 'statSync');
+    try {
+      const recordStats = () => statSync.mock.calls.filter(([file]) => String(file).endsWith('conversation.json')).length;
+      const current = await repository().loadAll({ afterCleanStop: true, snapshotToken: token });
+      expect(titles(current.records)).toEqual(titles(held));
+      expect(current.rightAfterCleanStop).toBe(true);
+      expect(recordStats(), 'no record file looked at').toBe(0);
+      const afterCrash = await repository().loadAll({ afterCleanStop: false, snapshotToken: 'another-token' });
+      expect(titles(afterCrash.records)).toEqual({ ...titles(held), [two!.id]: 'edited' });
+      expect(recordStats()).toBe(3);
+    } finally {
+      statSync.mockRestore();
+    }
+  });
+
   it('goes with the first DELETE (it holds the deleted record and its secrets, sealed); the next clean shutdown writes a new one', async () => {
     const held = await shutDownCleanly();
     const repo = repository();
@@ -303,6 +328,27 @@ describe('the records snapshot of a clean shutdown', () => {
 });
 
 describe('the summaries of a clean shutdown', () => {
+  it('with fsync (AGENTD_FSYNC), are gone on disk once taken: the data dir is synced after the removal', async () => {
+    const { FileSummaryStore } = await import('../src/adapters/file-summary-store.js');
+    const file = path.join(dataDir, 'summaries.json');
+    await new FileSummaryStore(file).save(new Map(), { inSnapshot: 'token-1' });
+    const fsyncSync = vi.spyOn(fs, 'fsyncSync');
+    const openSync = vi.spyOn(fs, 'openSync');
+    try {
+      expect(await new FileSummaryStore(file).take()).toEqual({ inSnapshot: 'token-1' });
+      expect(fsyncSync).not.toHaveBeenCalled();
+      await new FileSummaryStore(file).save(new Map(), { inSnapshot: 'token-2' });
+      expect(await new FileSummaryStore(file, { fsync: true }).take()).toEqual({ inSnapshot: 'token-2' });
+      expect(fs.existsSync(file)).toBe(false);
+      const dirFd = openSync.mock.results.find((result, i) => openSync.mock.calls[i]![0] === dataDir)?.value;
+      expect(dirFd, 'the data dir opened').toEqual(expect.any(Number));
+      expect(fsyncSync).toHaveBeenCalledWith(dirFd);
+    } finally {
+      fsyncSync.mockRestore();
+      openSync.mockRestore();
+    }
+  });
+
   it('come back as saved and are taken; any entry of the wrong shape makes them untrusted (each log is read)', async () => {
     const { FileSummaryStore } = await import('../src/adapters/file-summary-store.js');
     const file = path.join(dataDir, 'summaries.json');

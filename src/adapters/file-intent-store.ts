@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { IntentStore } from '../core/checkpoints/checkpoint-store.js';
+import { syncDirectory } from './sync-directory.js';
 
 /**
  * `<dir>/<id>.json`, each written to a temp file, fsynced and renamed into place. `dir` is the
@@ -28,12 +29,7 @@ export class FileIntentStore implements IntentStore {
       fs.closeSync(fd);
     }
     fs.renameSync(temp, target);
-    const dirFd = fs.openSync(this.dir, 'r');
-    try {
-      fs.fsyncSync(dirFd);
-    } finally {
-      fs.closeSync(dirFd);
-    }
+    syncDirectory(this.dir);
   }
 
   remove(id: string): void {

@@ -1,5 +1,7 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { syncDirectory } from './sync-directory.js';
 import type { ConversationSummary, SavedSummaries, SummaryStore } from '../core/conversations/summary-store.js';
 
 /**
@@ -9,7 +11,10 @@ import type { ConversationSummary, SavedSummaries, SummaryStore } from '../core/
  * `{version: 1, summaries: {<id>: {updated_at, event_count, usage}}}` (usage: of newer servers only).
  */
 export class FileSummaryStore implements SummaryStore {
-  constructor(private readonly file: string) {}
+  constructor(
+    private readonly file: string,
+    private readonly options: { fsync?: boolean } = {},
+  ) {}
 
   async take(): Promise<SavedSummaries | null> {
     let text: string;
@@ -20,6 +25,9 @@ export class FileSummaryStore implements SummaryStore {
     }
     // Gone before anything can be appended: a crash from now on leaves no stale summaries behind.
     await fs.promises.rm(this.file, { force: true });
+    // With AGENTD_FSYNC (power loss, not only a crash), gone on disk too: summaries.json naming a
+    // snapshot has the next start take its records and summaries without a look at their files.
+    if (this.options.fsync) syncDirectory(path.dirname(this.file));
     try {
       return summariesOf(JSON.parse(text));
     } catch {
