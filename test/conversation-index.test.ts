@@ -2,7 +2,8 @@
 // at once (addAll): listed in the same order, whatever order they were loaded in, as when added
 // one by one; by updated_at too when it is not the order of created_at; onto records already
 // held; and records share one tool list per distinct list, never another record's different one.
-import { describe, expect, it } from 'vitest';
+// Loaded records are found at once, and sorted at the first listing or change, or once the server listens.
+import { describe, expect, it, vi } from 'vitest';
 import { ConversationIndex } from '../src/core/conversations/conversation-index.js';
 import type { ConversationRecord } from '../src/core/conversations/conversation-record.js';
 import { SortedIndex } from '../src/core/conversations/sorted-index.js';
@@ -81,6 +82,40 @@ describe('the conversations index filled at start-up', () => {
     for (const record of grep) expect(record.tools).toBe(grep[0]!.tools);
     expect(glob[0]!.tools).toEqual(['bash', 'glob']);
     expect(grep[0]!.tools).toEqual(['bash', 'grep']);
+  });
+});
+
+describe('the records loaded together, before they are sorted', () => {
+  it('are found at once, and listed in order after a removal, an update, an add or their sorting (once the server listens) before the first listing', () => {
+    const changes: ((index: ConversationIndex, loaded: ConversationRecord[]) => void)[] = [
+      (index, loaded) => index.remove(loaded[5]!),
+      (index, loaded) => {
+        const record = loaded[9]!;
+        const old = record.updated_at;
+        record.updated_at = at(500);
+        index.updated(record, old);
+      },
+      (index) => index.add(storedRecord('c-new', { created_at: at(3), updated_at: at(120) })),
+      (index) => index.sortLoaded(),
+    ];
+    for (const change of changes) {
+      const [loaded, expected] = [shuffled(records(), 5), shuffled(records(), 5)];
+      const index = new ConversationIndex();
+      const insertAll = vi.spyOn(SortedIndex.prototype, 'insertAll');
+      index.addAll(loaded);
+      // Not sorted yet: a start answers before its listing's orders are made.
+      expect(insertAll).not.toHaveBeenCalled();
+      insertAll.mockRestore();
+      expect(index.get(loaded[0]!.id)).toBe(loaded[0]);
+      expect(index.size).toBe(40);
+      const reference = new ConversationIndex();
+      for (const record of expected) reference.add(record);
+      change(index, loaded);
+      change(reference, expected);
+      for (const sort of ['created_at', 'updated_at'] as const) {
+        for (const order of ['asc', 'desc'] as const) expect(listAll(index, sort, order), String(change)).toEqual(listAll(reference, sort, order));
+      }
+    }
   });
 });
 

@@ -93,12 +93,13 @@ const PIECE_BYTES = 64 * 1024;
 /**
  * `<dataDir>/conversations.snapshot`: every conversation record, written at a clean shutdown so
  * that the next start reads one file instead of one per conversation (and skips decrypting and
- * validating each), with its event log's summary. It is kept across starts, a cache rather than
- * the truth: each entry is used only while its record file still has the stamp it had (a save
- * since, another program, a restored backup, a hand edit: that record is read from its file), and
- * its summary only while its log does (after a crash, an unchanged log need not be read either),
- * or, right after the clean shutdown that wrote it, without a look at the log: that shutdown's
- * summaries.json names the snapshot's token instead of holding each summary again.
+ * validating each), with its event log's summary. Right after the clean shutdown that wrote it,
+ * every entry is used as it is, without a look at the files: that shutdown's summaries.json names
+ * the snapshot's token (instead of holding each summary again), and start-up removes it before
+ * anything is saved. It is kept across starts, a cache rather than the truth: after a crash, an
+ * entry is used only while its record file still has the stamp it had (a save since, another
+ * program, a restored backup, a hand edit: that record is read from its file), and its summary
+ * only while its log does (an unchanged log need not be read either).
  * A clean shutdown writes it anew. The whole snapshot is sealed with the server's secret key
  * (AES-256-GCM): the secrets it holds are never on disk in clear, and a snapshot that is torn,
  * damaged or from another key fails authentication and is ignored (the files are read).

@@ -108,6 +108,8 @@ export async function serve(argv: readonly string[]): Promise<void> {
   // generation V8 grew while starting, once the server is quiet: a collection's time (tens of ms
   // with many records loaded) not spent before the server answers.
   compactWhenIdle.afterStart();
+  // The loaded records sorted for listing, after the requests already waiting (a listing before sorts them itself).
+  setImmediate(() => services.store.sortLoaded());
   // Log lines are masked against every conversation's secrets, through an index that the first
   // one built in one go (tens of milliseconds with 10,000 conversations, which the server's first
   // requests waited for): it is built a slice at a time once the server listens, then they are written.

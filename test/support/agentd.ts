@@ -47,6 +47,8 @@ export async function startServer(options: { env?: Record<string, string>; dataD
   let url = '';
   if (options.listen !== false) url = await app.listen({ host: '127.0.0.1', port: 0 });
   else await app.ready();
+  // As serve.ts does once it listens.
+  services.store.sortLoaded();
   return {
     app,
     services,

@@ -72,7 +72,7 @@ export interface ConversationRepository {
   /**
    * `afterCleanStop`: the last server stopped cleanly (nothing was cut short by a crash).
    * `snapshotToken`: and its summaries are in the records snapshot it wrote with this token, true
-   * while nothing has appended since (files).
+   * while nothing has saved or appended since (files): its records are taken as they are.
    */
   loadAll(options?: { afterCleanStop?: boolean; snapshotToken?: string }): Promise<LoadedConversations>;
   save(record: ConversationRecord): void;

@@ -87,6 +87,11 @@ export class ConversationStore {
     return loaded.quarantined;
   }
 
+  /** The records loaded at start-up in the listing's orders (see ConversationIndex.addAll), once the server listens. */
+  sortLoaded(): void {
+    this.records.sortLoaded();
+  }
+
   /** What start-up needs of each conversation that is not quarantined, to be saved at shutdown. */
   summaries(): Map<string, ConversationSummary> {
     const out = new Map<string, ConversationSummary>();
