@@ -61,6 +61,28 @@ describe('SecretMasker', () => {
   });
 });
 
+describe('SecretMasker.add', () => {
+  it('masks as a masker made with all the values, on random texts: each value longest first, a value added again under a new name', () => {
+    const alphabet = 'ab1-é';
+    const random = (length: number) => Array.from({ length }, () => alphabet[Math.floor(Math.random() * alphabet.length)]).join('');
+    for (let round = 0; round < 200; round++) {
+      const pairs: [string, string][] = Array.from({ length: 2 + Math.floor(Math.random() * 8) }, (_, i) => [`S${i}`, random(2 + Math.floor(Math.random() * 6))]);
+      const cut = Math.floor(Math.random() * pairs.length);
+      const grown = new SecretMasker(pairs.slice(0, cut));
+      grown.add(pairs.slice(cut));
+      const whole = new SecretMasker(pairs);
+      for (let i = 0; i < 20; i++) {
+        const text = random(Math.floor(Math.random() * 60));
+        expect(grown.maskText(text), JSON.stringify({ pairs, cut, text })).toBe(whole.maskText(text));
+      }
+    }
+    const masker = new SecretMasker([['A', 'abcd']]);
+    masker.add([['LONGER', 'abcdef'], ['B', 'abcd'], ['SHORT', 'ab']]);
+    expect(masker.maskText('abcdef abcd ab')).toBe('<secret:LONGER> <secret:B> ab');
+    expect(masker.size).toBe(2);
+  });
+});
+
 describe('the log scrubber over every conversation', () => {
   it('masks every value when conversations share a secret name', async () => {
     const { startServer } = await import('./support/agentd.js');
@@ -94,6 +116,34 @@ describe('the log scrubber over every conversation', () => {
       conversations.create({ max_iterations_per_run: 10, confirmation_mode: false, secrets: { LATE: 'late_value_added' } });
       await preparing;
       expect(secrets.maskAny(`late_value_added and ${token(7)}`)).toBe('<secret:LATE> and <secret:TOKEN>');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('takes the values of each conversation created or given secrets since it was made, and is made again only once many removed ones are in it', { timeout: 120_000 }, async () => {
+    const { startServer } = await import('./support/agentd.js');
+    const server = await startServer({ listen: false });
+    try {
+      const { conversations, secrets } = server.services;
+      const index = () => (secrets as unknown as { everyMasker: unknown }).everyMasker;
+      const create = (name: string, value: string) => conversations.create({ max_iterations_per_run: 10, confirmation_mode: false, secrets: { [name]: value } });
+      const ids: string[] = [];
+      for (let i = 0; i < 1_500; i++) ids.push((await create('TOKEN', `tok_${i}_value`)).record.id);
+      expect(secrets.maskAny('tok_7_value')).toBe('<secret:TOKEN>');
+      const made = index();
+      // A conversation created, another given a secret: the same index, their values in it.
+      await create('LATER', 'later_value_1');
+      await secrets.put(ids[3]!, { EXTRA: 'extra_value_3' });
+      expect(secrets.maskAny('later_value_1 extra_value_3 tok_3_value')).toBe('<secret:LATER> <secret:EXTRA> <secret:TOKEN>');
+      expect(index()).toBe(made);
+      // Removed: its values stay masked, until there are more of those than 1,000 and a third of its values.
+      await conversations.delete(ids[0]!, { deleteWorkdir: false });
+      expect(secrets.maskAny('tok_0_value')).toBe('<secret:TOKEN>');
+      expect(index()).toBe(made);
+      for (const id of ids.slice(1, 1_002)) await conversations.delete(id, { deleteWorkdir: false });
+      expect(secrets.maskAny('tok_0_value tok_1499_value')).toBe('tok_0_value <secret:TOKEN>');
+      expect(index()).not.toBe(made);
     } finally {
       await server.close();
     }

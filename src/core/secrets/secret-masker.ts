@@ -71,24 +71,50 @@ export class SecretMasker {
     const end = Math.min(this.indexed + count, this.pending.length);
     for (let i = this.indexed; i < end; i++) {
       const [name, value] = this.pending[i]!;
-      // A value held twice keeps its first place (the longest-first order) and the last name, as a Map built from the pairs would.
-      if (this.namesByValue.has(value)) {
-        this.namesByValue.set(value, name);
-        continue;
-      }
-      this.namesByValue.set(value, name);
-      const key = prefixKey(value, 0);
-      const bit = key & this.prefixMask;
-      this.prefixBits[bit >>> 5]! |= 1 << (bit & 31);
-      const values = this.byPrefix.get(key);
-      if (values) values.push(value);
-      else this.byPrefix.set(key, [value]);
+      this.indexValue(name, value);
     }
     this.indexed = end;
     if (end < this.pending.length) return true;
     this.pending = [];
     this.indexed = 0;
     return false;
+  }
+
+  /**
+   * More values, each indexed where a masker made with them all would have it (longest first in
+   * its bucket; a value held already takes the new name, as the last of the pairs would): the log's
+   * masker of every conversation takes a conversation's values as it gains them.
+   */
+  add(pairs: Iterable<readonly [string, string]>): void {
+    // Those still pending first, in their order.
+    this.index(this.pending.length);
+    for (const [name, value] of pairs) if (value.length >= MIN_MASKED_LENGTH) this.indexValue(name, value);
+  }
+
+  /** One value, in its bucket before any shorter one. A value held twice keeps its first place and takes the last name, as a Map built from the pairs would. */
+  private indexValue(name: string, value: string): void {
+    if (this.namesByValue.has(value)) {
+      this.namesByValue.set(value, name);
+      return;
+    }
+    this.namesByValue.set(value, name);
+    const key = prefixKey(value, 0);
+    const bit = key & this.prefixMask;
+    this.prefixBits[bit >>> 5]! |= 1 << (bit & 31);
+    const values = this.byPrefix.get(key);
+    if (!values) return void this.byPrefix.set(key, [value]);
+    const shorter = values.findIndex((held) => held.length < value.length);
+    values.splice(shorter < 0 ? values.length : shorter, 0, value);
+  }
+
+  /** How many values it masks. */
+  get size(): number {
+    return this.namesByValue.size;
+  }
+
+  /** How many values its prefix bits were sized for (about 64 bits each): past it, text scans find more false hits. */
+  get capacity(): number {
+    return (this.prefixMask + 1) / 64;
   }
 
   get empty(): boolean {
