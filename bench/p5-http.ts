@@ -140,9 +140,20 @@ export const p5Http: Benchmark = {
         return [target.label, fmt(result.perSecond), fmt(result.latency.p50), fmt(result.latency.p99), `${Math.round(serverCpu * 100)}%`, `${Math.round(clientCpu * 100)}%`, spread(ratios, (value) => `×${fmt(value)}`), fmt(cpuUs), `×${fmt(medianCpuUs(baseline!) / cpuUs)}`];
       });
       const perRequestUs = (target: Target) => 1e6 / (typical(baseline!).result.perSecond * (target === baseline ? 1 : median(pairRatios.get(target)!)));
+      // Conversations created and deleted beside the many: each changes the set of secret values the log masks.
+      const churnCycles = quick ? 10 : 40;
+      const churned = [await churn(info[0]!, churnCycles), await churn(secrets[0]!, churnCycles)];
+      const churnRows = churned.map((run, index) => [index === 0 ? 'one conversation' : `${secretConversations.toLocaleString('en-US')} conversations with a secret each`, fmt(run.createCpuMs), fmt(run.deleteCpuMs), fmt(median(run.afterCreateMs)), fmt(median(run.afterDeleteMs)), index === 0 ? '×1' : `×${fmt(run.createCpuMs / churned[0]!.createCpuMs)} / ×${fmt(run.deleteCpuMs / churned[0]!.deleteCpuMs)}`]);
       return {
         sizes: `${CONNECTIONS} kept-alive connections, ${durationMs / 1000} s per measurement after ${warmupMs / 1000} s of warm-up; ${rounds} round${rounds > 1 ? 's' : ''}, each agentd row right after a bare one (the row with many conversations beside \`/alive\` with one, sharing its bare run); ${processes} process${processes > 1 ? 'es' : ''} per server, taken in turn, each first warmed up for ${firstWarmupMs / 1000} s`,
-        tables: [{ columns: ['route', 'requests/s (median)', 'p50 ms', 'p99 ms', 'server CPU', 'load generator CPU', 'vs bare: median (min–max) of pairs', 'server CPU µs/request (median)', 'bare\'s CPU/request ÷ this'], rows }],
+        tables: [
+          { columns: ['route', 'requests/s (median)', 'p50 ms', 'p99 ms', 'server CPU', 'load generator CPU', 'vs bare: median (min–max) of pairs', 'server CPU µs/request (median)', 'bare\'s CPU/request ÷ this'], rows },
+          {
+            caption: `${churnCycles} conversations created (each with a secret), then deleted, one at a time, each followed by a \`GET /alive\`: server CPU per create and per delete (with its /alive), and that /alive's time`,
+            columns: ['server holding', 'CPU ms per create', 'CPU ms per delete', '/alive after a create, p50 ms', '/alive after a delete, p50 ms', 'CPU vs one conversation (create / delete)'],
+            rows: churnRows,
+          },
+        ],
         notes: [
           ...(processes > 1
             ? [`Server CPU µs/request by process (median of its rounds), row by row: ${targets.map((target, index) => `${index === 0 ? 'bare' : `row ${index + 1}`} ${target.instances.map((instance) => fmt(median(byInstance.get(instance)!))).join(' / ')}`).join('; ')}.`]
@@ -162,6 +173,43 @@ export const p5Http: Benchmark = {
     }
   },
 };
+
+/**
+ * `cycles` conversations created with a secret, each followed by `GET /alive`, then deleted, each
+ * followed by one too (after three of each unmeasured): the server's CPU per create and per delete (its clock ticks are 10 ms: read
+ * over all of them), and how long each /alive took (what a request right after such a change waits).
+ */
+async function churn(server: StartedProcess, cycles: number): Promise<{ createCpuMs: number; deleteCpuMs: number; afterCreateMs: number[]; afterDeleteMs: number[] }> {
+  const pid = server.child.pid!;
+  const alive = async () => {
+    const started = performance.now();
+    const answer = await fetch(`${server.url}/alive`);
+    await answer.arrayBuffer();
+    return performance.now() - started;
+  };
+  // First, unmeasured, a few of each: the server's first create and delete compile their code.
+  for (let i = 0; i < 3; i++) {
+    const id = await createOne(server.url, { CHURN_TOKEN: `churn-warm-${i}-${process.pid}` });
+    await alive();
+    await fetch(`${server.url}/conversations/${id}`, { method: 'DELETE', headers: AUTH });
+    await alive();
+  }
+  const ids: string[] = [];
+  const afterCreateMs: number[] = [];
+  const afterDeleteMs: number[] = [];
+  const before = cpuTimeOf(pid);
+  for (let i = 0; i < cycles; i++) {
+    ids.push(await createOne(server.url, { CHURN_TOKEN: `churn-value-${i}-${process.pid}` }));
+    afterCreateMs.push(await alive());
+  }
+  const created = cpuTimeOf(pid);
+  for (const id of ids) {
+    const deleted = await fetch(`${server.url}/conversations/${id}`, { method: 'DELETE', headers: AUTH });
+    if (deleted.status !== 204) throw new Error(`DELETE /conversations/${id}: ${deleted.status}`);
+    afterDeleteMs.push(await alive());
+  }
+  return { createCpuMs: (created - before) / cycles, deleteCpuMs: (cpuTimeOf(pid) - created) / cycles, afterCreateMs, afterDeleteMs };
+}
 
 /** Server and client CPU over the measured window only (not the warm-up, not the drain after it), as shares of one core. */
 /**
@@ -193,11 +241,11 @@ async function measure(options: { target: Target; instance: Instance; durationMs
   return { result, serverCpu: window.serverMs / window.wallMs, clientCpu: window.clientMs / window.wallMs };
 }
 
-async function createOne(url: string): Promise<string> {
+async function createOne(url: string, secrets?: Record<string, string>): Promise<string> {
   const created = await fetch(`${url}/conversations`, {
     method: 'POST',
     headers: { ...AUTH, 'content-type': 'application/json' },
-    body: JSON.stringify({ title: 'bench', llm: { model: 'gpt-4o-mini', api_key: 'sk-bench' } }),
+    body: JSON.stringify({ title: 'bench', llm: { model: 'gpt-4o-mini', api_key: 'sk-bench' }, ...(secrets && { secrets }) }),
   });
   if (created.status !== 201) throw new Error(`POST /conversations: ${created.status}`);
   return ((await created.json()) as { id: string }).id;
