@@ -80,6 +80,9 @@ describe('SecretMasker.add', () => {
     masker.add([['LONGER', 'abcdef'], ['B', 'abcd'], ['SHORT', 'ab']]);
     expect(masker.maskText('abcdef abcd ab')).toBe('<secret:LONGER> <secret:B> ab');
     expect(masker.size).toBe(2);
+    // Sized for 64 bits a value, up to 2^20 bits: past 16,384 values no bigger one would be made.
+    expect([masker.capacity, new SecretMasker(Array.from({ length: 1_000 }, (_, i): [string, string] => [`S${i}`, `value-${i}`])).capacity]).toEqual([16, 1_024]);
+    expect(new SecretMasker(Array.from({ length: 20_000 }, (_, i): [string, string] => [`S${i}`, `value-${i}`])).capacity).toBe(Number.POSITIVE_INFINITY);
   });
 });
 

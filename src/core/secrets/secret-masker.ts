@@ -1,3 +1,5 @@
+/** The most prefix bits a masker has (128 KiB): enough to stay sparse for 16,384 values. */
+const MAX_PREFIX_BITS = 1 << 20;
 /** Values shorter than this are not masked: masking "a" or "1" would shred every text. */
 export const MIN_MASKED_LENGTH = 4;
 /** The marker output windows put where they cut text (captured, so split() keeps it). */
@@ -50,7 +52,7 @@ export class SecretMasker {
     const pairs = Symbol.iterator in secrets ? [...(secrets as Iterable<readonly [string, string]>)] : Object.entries(secrets);
     this.pending = pairs.filter(([, value]) => value.length >= MIN_MASKED_LENGTH) as [string, string][];
     this.pending.sort((a, b) => b[1].length - a[1].length);
-    const bits = Math.min(1 << 20, Math.max(1 << 10, nextPowerOfTwo(this.pending.length * 64)));
+    const bits = Math.min(MAX_PREFIX_BITS, Math.max(1 << 10, nextPowerOfTwo(this.pending.length * 64)));
     this.prefixBits = new Uint32Array(bits >>> 5);
     this.prefixMask = bits - 1;
     if (!options.indexLater) this.index(this.pending.length);
@@ -112,9 +114,14 @@ export class SecretMasker {
     return this.namesByValue.size;
   }
 
-  /** How many values its prefix bits were sized for (about 64 bits each): past it, text scans find more false hits. */
+  /**
+   * How many values its prefix bits were sized for (about 64 bits each): past it, text scans find
+   * more false hits, which a masker made again with all the values would not. Unbounded once they
+   * are as many as they can be.
+   */
   get capacity(): number {
-    return (this.prefixMask + 1) / 64;
+    const bits = this.prefixMask + 1;
+    return bits >= MAX_PREFIX_BITS ? Number.POSITIVE_INFINITY : bits / 64;
   }
 
   get empty(): boolean {
