@@ -14,6 +14,7 @@ import { loadConversations } from './load-conversations.js';
 import { publicConversation } from './public-conversation.js';
 import type { ConversationSummary, SavedSummaries } from './summary-store.js';
 import { holdUserKeyed, userKeyed } from './user-keyed.js';
+import { SecretChanges } from './secret-changes.js';
 
 export type { ListConversationsQuery } from './conversation-index.js';
 export type { ConfigChange } from './conversation-record.js';
@@ -32,10 +33,8 @@ export class ConversationStore {
   private readonly views = new ConversationViews();
   /** Which records' files hold a settled status with nothing pending (a run end to the same status need not save). */
   private readonly onDisk = new SettledOnDisk();
-  /** Bumped only when the set of secret values held changes (a record added or removed, its secrets set). */
-  secretsRevision = 0;
-  /** Whose secrets changed at each of the last revisions, the oldest first (null: many at once, a load). */
-  private secretChanges: (string | null)[] = [];
+  /** The changes of the set of secret values held (a record added or removed, its secrets set). */
+  readonly secretChanges = new SecretChanges();
   private loaded = false;
   /** Loaded right after a clean stop (LoadedConversations.rightAfterCleanStop): no run can be open, no store was written since. */
   loadedAfterCleanStop = false;
@@ -92,18 +91,6 @@ export class ConversationStore {
   /** The records loaded at start-up in the listing's orders (see ConversationIndex.addAll), once the server listens. */
   sortLoaded(): void {
     this.records.sortLoaded();
-  }
-
-  /**
-   * The conversations whose secrets changed after `revision` (added, their secrets set, removed),
-   * for an index of every secret value to take theirs rather than be made again; null when that is
-   * further back than is kept, or many changed at once (a load).
-   */
-  secretsChangedSince(revision: number): string[] | null {
-    const count = this.secretsRevision - revision;
-    if (count < 0 || count > this.secretChanges.length) return null;
-    const changes = this.secretChanges.slice(this.secretChanges.length - count);
-    return changes.includes(null) ? null : (changes as string[]);
   }
 
   /** What start-up needs of each conversation that is not quarantined, to be saved at shutdown. */
@@ -336,7 +323,7 @@ export class ConversationStore {
     const record = this.mutable(id);
     record.secrets = userKeyed(change.secrets);
     if (change.retired_secrets) record.retired_secrets = change.retired_secrets;
-    this.secretsChanged(id);
+    this.secretChanges.changed(id);
     this.save(record);
   }
 
@@ -390,31 +377,22 @@ export class ConversationStore {
 
   private index(record: ConversationRecord): void {
     this.views.drop(record);
-    this.secretsChanged(record.id);
+    this.secretChanges.changed(record.id);
     this.records.add(record);
   }
 
   private indexAll(records: readonly ConversationRecord[]): void {
-    this.secretsChanged(null);
+    this.secretChanges.changed(null);
     this.records.addAll(records);
   }
 
   private unindex(record: ConversationRecord): void {
     this.views.drop(record);
-    this.secretsChanged(record.id);
+    this.secretChanges.changed(record.id);
     this.records.remove(record);
     this.eventCounts.delete(record.id);
   }
-
-  private secretsChanged(id: string | null): void {
-    this.secretsRevision += 1;
-    this.secretChanges.push(id);
-    if (this.secretChanges.length >= 2 * SECRET_CHANGES_KEPT) this.secretChanges = this.secretChanges.slice(-SECRET_CHANGES_KEPT);
-  }
 }
-
-/** Changes of secrets kept for secretsChangedSince (between one and two times this many). */
-const SECRET_CHANGES_KEPT = 1000;
 
 /** Statuses of a conversation with no run in progress and nothing it waits on: a run may start over them without a save. */
 const SETTLED: ReadonlySet<ConversationStatus> = new Set(['idle', 'paused', 'finished', 'error', 'stuck']);

@@ -96,7 +96,7 @@ export class SecretService {
    * are added to it at its first use (catchUp); a log line that built one first keeps its own.
    */
   async prepareMaskAny(): Promise<void> {
-    const revision = this.conversations.secretsRevision;
+    const revision = this.conversations.secretChanges.revision;
     const all: (readonly [string, string])[] = [];
     for (const pair of this.everyPair()) {
       if (all.push(pair) % MASK_ANY_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
@@ -111,11 +111,11 @@ export class SecretService {
 
   /**
    * Masks the secret values of every conversation in a piece of text that may hold any of them
-   * (the strings of a log record: the logger calls it field by field, see logger.ts). Rebuilt
-   * only when the set of values changes, not when a record is saved for another reason.
+   * (the strings of a log record: the logger calls it field by field, see logger.ts). Its index
+   * follows the set of values (catchUp), not a record saved for another reason.
    */
   maskAny(text: string): string {
-    if (!this.everyMasker || this.everyRevision !== this.conversations.secretsRevision) this.catchUp();
+    if (!this.everyMasker || this.everyRevision !== this.conversations.secretChanges.revision) this.catchUp();
     return this.everyMasker!.maskText(text);
   }
 
@@ -128,9 +128,9 @@ export class SecretService {
    * was sized for.
    */
   private catchUp(): void {
-    const revision = this.conversations.secretsRevision;
+    const revision = this.conversations.secretChanges.revision;
     const masker = this.everyMasker;
-    const changed = masker && masker.size < 2 * masker.capacity ? this.conversations.secretsChangedSince(this.everyRevision) : null;
+    const changed = masker && masker.size < 2 * masker.capacity ? this.conversations.secretChanges.since(this.everyRevision) : null;
     if (changed) {
       for (const id of new Set(changed)) {
         const record = this.conversations.has(id) ? this.conversations.find(id) : null;
