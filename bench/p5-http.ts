@@ -187,31 +187,27 @@ async function churn(server: StartedProcess, cycles: number): Promise<{ createCp
     await answer.arrayBuffer();
     return performance.now() - started;
   };
-  // First, unmeasured, a few of each: the server's first create and delete compile their code.
-  for (let i = 0; i < 3; i++) {
-    const id = await createOne(server.url, { CHURN_TOKEN: `churn-warm-${i}-${process.pid}` });
-    await alive();
-    await fetch(`${server.url}/conversations/${id}`, { method: 'DELETE', headers: AUTH });
-    await alive();
-  }
-  const ids: string[] = [];
-  const afterCreateMs: number[] = [];
-  const afterDeleteMs: number[] = [];
-  const before = cpuTimeOf(pid);
-  for (let i = 0; i < cycles; i++) {
-    ids.push(await createOne(server.url, { CHURN_TOKEN: `churn-value-${i}-${process.pid}` }));
-    afterCreateMs.push(await alive());
-  }
-  const created = cpuTimeOf(pid);
-  for (const id of ids) {
+  const create = async (value: string) => {
+    const id = await createOne(server.url, { CHURN_TOKEN: `${value}-${process.pid}` });
+    return { id, aliveMs: await alive() };
+  };
+  const remove = async (id: string) => {
     const deleted = await fetch(`${server.url}/conversations/${id}`, { method: 'DELETE', headers: AUTH });
     if (deleted.status !== 204) throw new Error(`DELETE /conversations/${id}: ${deleted.status}`);
-    afterDeleteMs.push(await alive());
-  }
+    return alive();
+  };
+  // First, unmeasured, a few of each: the server's first create and delete compile their code.
+  for (let i = 0; i < 3; i++) await remove((await create(`churn-warm-${i}`)).id);
+  const before = cpuTimeOf(pid);
+  const createdOnes: { id: string; aliveMs: number }[] = [];
+  for (let i = 0; i < cycles; i++) createdOnes.push(await create(`churn-value-${i}`));
+  const created = cpuTimeOf(pid);
+  const afterDeleteMs: number[] = [];
+  for (const { id } of createdOnes) afterDeleteMs.push(await remove(id));
+  const afterCreateMs = createdOnes.map((one) => one.aliveMs);
   return { createCpuMs: (created - before) / cycles, deleteCpuMs: (cpuTimeOf(pid) - created) / cycles, afterCreateMs, afterDeleteMs };
 }
 
-/** Server and client CPU over the measured window only (not the warm-up, not the drain after it), as shares of one core. */
 /**
  * Server CPU per request in µs: what the server itself spends, whatever else runs on the machine
  * (requests/s on a shared machine also measure the scheduler).
@@ -220,6 +216,7 @@ function cpuPerRequest(measured: Measured): number {
   return (measured.serverCpu / measured.result.perSecond) * 1e6;
 }
 
+/** Server and client CPU over the measured window only (not the warm-up, not the drain after it), as shares of one core. */
 async function measure(options: { target: Target; instance: Instance; durationMs: number; warmupMs: number }): Promise<Measured> {
   const { target, instance, durationMs, warmupMs } = options;
   const pid = instance.server.child.pid!;
