@@ -5,12 +5,15 @@
  * packages the bundle leaves to Node. Every package our code loads with `import()` stays Node's
  * to load, wherever it is imported: bundled as a chunk, a CommonJS one would lose its named
  * exports (undici's `Agent`: no webhook would be delivered); bundled beside, it would be loaded twice.
+ * Swagger UI and pino are bundled, and the `yaml` they require is loaded only when a YAML document
+ * is asked for: through Node's CommonJS loader they cost an empty start ~65 ms.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { spawnServer } from './support/agentd.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const DIST = path.join(ROOT, 'dist');
@@ -40,6 +43,27 @@ function packageOf(file: string): string {
   return parts[0]!.startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0]!;
 }
 
+/** Writes the file of every module in Node's CommonJS cache to stderr as the process exits. */
+const REQUIRED_HOOK = `
+import { createRequire } from 'node:module';
+const cache = createRequire(import.meta.url).cache;
+process.on('exit', () => { for (const file of Object.keys(cache)) process.stderr.write('REQUIRED ' + file + '\\n'); });
+`;
+
+/** The packages a served-then-stopped server loaded through Node's CommonJS loader, after `visit` asked it what it does. */
+async function requiredByServing(visit: (url: string) => Promise<void>): Promise<Set<string>> {
+  const hook = path.join(tmp, 'required-hook.mjs');
+  fs.writeFileSync(hook, REQUIRED_HOOK);
+  const server = await spawnServer({ dataDir: fs.mkdtempSync(path.join(tmp, 'data-')), command: [process.execPath, '--import', hook, path.join(DIST, 'cli.js')] });
+  try {
+    await visit(server.url);
+  } finally {
+    server.child.kill('SIGTERM');
+  }
+  expect(await server.exited).toBe(0);
+  return new Set(server.output().split('\n').filter((line) => line.startsWith('REQUIRED ') && line.includes('/node_modules/')).map((line) => packageOf(line.slice('REQUIRED '.length))));
+}
+
 describe('node dist/cli.js', () => {
   it('loads the server from its bundle: no module tsc compiled, and neither Fastify nor zod from node_modules', () => {
     const loaded = loadedByVersion();
@@ -49,6 +73,20 @@ describe('node dist/cli.js', () => {
     expect(ours.filter((file) => !/^cli(\.[^/]+)?\.js$/.test(file))).toEqual([]);
     const packages = new Set(loaded.filter((file) => file.includes('/node_modules/')).map(packageOf));
     for (const bundled of ['fastify', 'zod', 'fastify-type-provider-zod', 'prom-client', 'ajv']) expect(packages.has(bundled), bundled).toBe(false);
+  });
+
+  it('starts without loading Swagger UI, pino or yaml through Node\'s CommonJS loader; yaml only once a YAML document is asked for', { timeout: 120_000 }, async () => {
+    const started = await requiredByServing(async (url) => {
+      expect((await fetch(`${url}/alive`)).status).toBe(200);
+      expect((await fetch(`${url}/docs/json`)).status).toBe(200);
+    });
+    for (const bundled of ['@fastify/swagger-ui', '@fastify/static', 'pino', 'yaml']) expect(started.has(bundled), bundled).toBe(false);
+    const asked = await requiredByServing(async (url) => {
+      const document = await fetch(`${url}/docs/yaml`);
+      expect(document.status).toBe(200);
+      expect(await document.text()).toMatch(/^openapi: 3\.1\.0$/m);
+    });
+    expect(asked.has('yaml')).toBe(true);
   });
 
   it("leaves every package our code loads with import() to Node's loader", () => {

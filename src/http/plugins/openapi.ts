@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
@@ -39,12 +40,15 @@ export async function registerOpenApi(app: FastifyInstance, services: Services):
     // Component schemas in name order: the document does not depend on the order modules were loaded in.
     transformObject: (input) => sortComponentSchemas(jsonSchemaTransformObject(input)),
   });
-  // The single executable carries Swagger UI's static files as assets: served from a private temp dir.
-  const bundledUi = extractAssetGroup('swagger-ui');
+  // Swagger UI's static files: the package's own, or, in the single executable, its assets written
+  // to a private temp dir. Given, not found by the package beside its modules: the server's bundle
+  // holds those modules (scripts/build-server.mjs).
+  const staticDir = extractAssetGroup('swagger-ui') ?? path.join(path.dirname(createRequire(import.meta.url).resolve('@fastify/swagger-ui')), 'static');
   await app.register(fastifySwaggerUi, {
     routePrefix: '/docs',
     uiConfig: { docExpansion: 'list', deepLinking: true },
-    ...(bundledUi ? { baseDir: bundledUi, logo: { type: 'image/svg+xml', content: fs.readFileSync(path.join(bundledUi, 'logo.svg')) } } : {}),
+    baseDir: staticDir,
+    logo: { type: 'image/svg+xml', content: fs.readFileSync(path.join(staticDir, 'logo.svg')) },
   });
 }
 
