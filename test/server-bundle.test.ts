@@ -6,13 +6,10 @@
  * to load, wherever it is imported: bundled as a chunk, a CommonJS one would lose its named
  * exports (undici's `Agent`: no webhook would be delivered); bundled beside, it would be loaded twice.
  * Swagger UI and pino are bundled, and the `yaml` they require is loaded only when a YAML document
- * is asked for: through Node's CommonJS loader they cost an empty start ~65 ms. Its whitespace is
- * minified, its names are not: a stack trace names each function, and the source maps beside the
- * chunks lead back to src/.
+ * is asked for: through Node's CommonJS loader they cost an empty start ~65 ms.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import { SourceMap } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -90,24 +87,6 @@ describe('node dist/cli.js', () => {
       expect(await document.text()).toMatch(/^openapi: 3\.1\.0$/m);
     });
     expect(asked.has('yaml')).toBe(true);
-  });
-
-  it('is minified but for its names: each function is named, and the source maps lead each one back to its file in src/', () => {
-    const chunks = fs.readdirSync(DIST).filter((name) => /^cli(\.[^/]+)?\.js$/.test(name));
-    // Indented, the server's largest chunk had a line per ~35 bytes; without its whitespace, one per ~2,500.
-    const largest = chunks.map((name) => fs.readFileSync(path.join(DIST, name), 'utf8')).sort((a, b) => b.length - a.length)[0]!;
-    expect(largest.split('\n').length).toBeLessThan(largest.length / 1000);
-    for (const [name, file] of [['buildApp', 'src/app.ts'], ['composeServices', 'src/compose.ts'], ['loadConversations', 'src/core/conversations/load-conversations.ts']] as const) {
-      const chunk = chunks.find((candidate) => fs.readFileSync(path.join(DIST, candidate), 'utf8').includes(`function ${name}(`));
-      expect(chunk, name).toBeDefined();
-      const text = fs.readFileSync(path.join(DIST, chunk!), 'utf8');
-      const at = text.indexOf(`function ${name}(`) + 'function '.length;
-      const line = text.slice(0, at).split('\n').length - 1;
-      const column = at - (text.lastIndexOf('\n', at - 1) + 1);
-      const map = new SourceMap(JSON.parse(fs.readFileSync(path.join(DIST, `${chunk}.map`), 'utf8')));
-      const entry = map.findEntry(line, column) as { originalSource?: string };
-      expect(path.relative(ROOT, path.resolve(DIST, entry.originalSource ?? '')), name).toBe(file);
-    }
   });
 
   it("leaves every package our code loads with import() to Node's loader", () => {
