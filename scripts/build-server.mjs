@@ -12,10 +12,10 @@
 // Kept out of the bundle, loaded from node_modules: every package that is loaded with `import()`
 // (the OpenAI and MCP SDKs, undici, execa, yaml, pino-pretty...), wherever it is imported: they
 // load on first use, not at start-up, and a CommonJS one bundled as a chunk would have only a
-// default export where Node's own loader gives its named exports too. The bundled packages that
-// read files beside their modules (`__dirname`, which an ES module has not) are not let near
-// them: Swagger UI is given the directory of its static files (src/http/plugins/openapi.ts), and
-// pino's transports (worker threads started from its files), which alone would, are not used: the
+// default export where Node's own loader gives its named exports too. No bundled package is
+// asked for a file beside its own modules (`__dirname`, which an ES module lacks): Swagger UI is
+// given the directory of its static files (src/http/plugins/openapi.ts), and pino's transports
+// (worker threads started from its files), the one part of pino that would, are not used: the
 // server's log goes to a stream in its own thread. Bundled rather than loaded by Node's CommonJS
 // loader at every start, Swagger UI and pino (with the `yaml` they require, see yamlOnDemand)
 // made an empty start ~65 ms shorter here (606 → 539 ms, medians of 16 alternating starts).
