@@ -17,22 +17,36 @@ export function readAsset(moduleUrl: string, fileName: string): string {
   return fs.readFileSync(new URL(fileName, moduleUrl), 'utf8');
 }
 
-const extracted = new Map<string, string>();
+/** A group of assets written to a private temp dir when first needed (see assetGroupDir). */
+export interface AssetGroupDir {
+  /** Made (empty) at once, so that a library given it finds it; removed at exit. */
+  dir: string;
+  /** One file of the group, read from the executable. */
+  read(name: string): Buffer;
+  /** Writes the group's files into `dir`, the first time only. */
+  fill(): void;
+}
 
 /**
- * In the single executable: the assets of a group written to a private temp dir (removed at
- * exit), for a library that serves files from disk. Otherwise null: the library finds its own.
+ * In the single executable: a private temp dir for the assets of a group, for a library that
+ * serves files from disk, filled when they are first asked for rather than at every start (Swagger
+ * UI's are 2.5 MB that a crash would leave behind). Otherwise null: the library finds its own.
  */
-export function extractAssetGroup(group: string): string | null {
+export function assetGroupDir(group: string): AssetGroupDir | null {
   if (!isSea()) return null;
-  const known = extracted.get(group);
-  if (known) return known;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `agentd-${group}-`));
   process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
-  const keys = JSON.parse(getAsset(MANIFEST, 'utf8')) as string[];
-  for (const key of keys.filter((name) => name.startsWith(`${group}/`))) {
-    fs.writeFileSync(path.join(dir, key.slice(group.length + 1)), new Uint8Array(getAsset(key)));
-  }
-  extracted.set(group, dir);
-  return dir;
+  let filled = false;
+  return {
+    dir,
+    read: (name) => Buffer.from(getAsset(`${group}/${name}`)),
+    fill() {
+      if (filled) return;
+      const keys = JSON.parse(getAsset(MANIFEST, 'utf8')) as string[];
+      for (const key of keys.filter((name) => name.startsWith(`${group}/`))) {
+        fs.writeFileSync(path.join(dir, key.slice(group.length + 1)), new Uint8Array(getAsset(key)));
+      }
+      filled = true;
+    },
+  };
 }

@@ -48,7 +48,8 @@ beforeAll(async () => {
   ensureBinary();
   cwd = tempDir('agentd-binary-');
   llm = await startFakeLlm([{ toolCalls: [{ name: 'bash', arguments: { command: 'echo hi from the binary' } }] }, { text: 'All done.' }]);
-  server = await spawnServer({ command: [BINARY], cwd, dataDir: path.join(cwd, 'data'), env: { HOME: cwd } });
+  fs.mkdirSync(path.join(cwd, 'tmp'));
+  server = await spawnServer({ command: [BINARY], cwd, dataDir: path.join(cwd, 'data'), env: { HOME: cwd, TMPDIR: path.join(cwd, 'tmp') } });
 }, 120_000);
 
 afterAll(async () => {
@@ -77,7 +78,12 @@ describe('the single executable', () => {
     expect(spawnSync(BINARY, ['--no-such-flag'], { cwd, encoding: 'utf8' }).status).toBe(2);
   });
 
-  it('serves /alive, /openapi.json and Swagger UI from its own assets', async () => {
+  it('serves /alive, /openapi.json and Swagger UI from its own assets, written out when first asked for', async () => {
+    // Swagger UI's files (2.5 MB) are written to a temp dir of the server's by the first request for them, not at start-up.
+    const [uiDir, ...others] = fs.readdirSync(path.join(cwd, 'tmp')).filter((name) => name.startsWith('agentd-swagger-ui-'));
+    expect(uiDir).toBeDefined();
+    expect(others).toEqual([]);
+    expect(fs.readdirSync(path.join(cwd, 'tmp', uiDir!))).toEqual([]);
     expect((await fetch(`${server.url}/alive`)).status).toBe(200);
     const openapi = await fetch(`${server.url}/openapi.json`);
     expect(openapi.status).toBe(200);
@@ -92,6 +98,7 @@ describe('the single executable', () => {
     expect((await css.text()).length).toBeGreaterThan(10_000);
     expect((await fetch(`${server.url}/docs/static/swagger-ui-bundle.js`)).status).toBe(200);
     expect((await fetch(`${server.url}/docs/static/logo.svg`)).status).toBe(200);
+    expect(fs.readdirSync(path.join(cwd, 'tmp', uiDir!))).toContain('swagger-ui.css');
     // The dashboard's files are assets of the binary too.
     const ui = await fetch(`${server.url}/ui`);
     expect(ui.status).toBe(200);

@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
-import { extractAssetGroup } from '../../assets.js';
+import { assetGroupDir } from '../../assets.js';
 import type { Services } from '../../compose.js';
 
 export const API_TAGS = [
@@ -40,15 +40,25 @@ export async function registerOpenApi(app: FastifyInstance, services: Services):
     // Component schemas in name order: the document does not depend on the order modules were loaded in.
     transformObject: (input) => sortComponentSchemas(jsonSchemaTransformObject(input)),
   });
-  // Swagger UI's static files: the package's own, or, in the single executable, its assets written
-  // to a private temp dir. Given, not found by the package beside its modules: the server's bundle
-  // holds those modules (scripts/build-server.mjs).
-  const staticDir = extractAssetGroup('swagger-ui') ?? path.join(path.dirname(createRequire(import.meta.url).resolve('@fastify/swagger-ui')), 'static');
-  await app.register(fastifySwaggerUi, {
-    routePrefix: '/docs',
-    uiConfig: { docExpansion: 'list', deepLinking: true },
-    baseDir: staticDir,
-    logo: { type: 'image/svg+xml', content: fs.readFileSync(path.join(staticDir, 'logo.svg')) },
+  // Swagger UI's static files: the package's own, or, in the single executable, its assets, written
+  // to a private temp dir by the first request for them. Given, not found by the package beside
+  // its modules: the server's bundle holds those modules (scripts/build-server.mjs).
+  const bundled = assetGroupDir('swagger-ui');
+  const staticDir = bundled?.dir ?? path.join(path.dirname(createRequire(import.meta.url).resolve('@fastify/swagger-ui')), 'static');
+  // Its own context: the hook that writes the files runs for Swagger UI's routes only.
+  await app.register(async (docs) => {
+    if (bundled) {
+      docs.addHook('onRequest', (_request, _reply, done) => {
+        bundled.fill();
+        done();
+      });
+    }
+    await docs.register(fastifySwaggerUi, {
+      routePrefix: '/docs',
+      uiConfig: { docExpansion: 'list', deepLinking: true },
+      baseDir: staticDir,
+      logo: { type: 'image/svg+xml', content: bundled ? bundled.read('logo.svg') : fs.readFileSync(path.join(staticDir, 'logo.svg')) },
+    });
   });
 }
 
