@@ -23,7 +23,7 @@ export interface AssetGroupDir {
   dir: string;
   /** One file of the group, read from the executable. */
   read(name: string): Buffer;
-  /** Writes the group's files into `dir`, the first time only. */
+  /** Writes the group's files into `dir`, until it once succeeds; throws what the writes threw (ENOSPC: a 507). */
   fill(): void;
 }
 
@@ -42,6 +42,8 @@ export function assetGroupDir(group: string): AssetGroupDir | null {
     read: (name) => Buffer.from(getAsset(`${group}/${name}`)),
     fill() {
       if (filled) return;
+      // Made again if something cleaned the temp dir since; a write that failed (a full disk) is tried again by the next request.
+      fs.mkdirSync(dir, { recursive: true });
       const keys = JSON.parse(getAsset(MANIFEST, 'utf8')) as string[];
       for (const key of keys.filter((name) => name.startsWith(`${group}/`))) {
         fs.writeFileSync(path.join(dir, key.slice(group.length + 1)), new Uint8Array(getAsset(key)));

@@ -49,7 +49,11 @@ export async function registerOpenApi(app: FastifyInstance, services: Services):
   await app.register(async (docs) => {
     if (bundled) {
       docs.addHook('onRequest', (_request, _reply, done) => {
-        bundled.fill();
+        try {
+          bundled.fill();
+        } catch (error) {
+          return done(error as Error);
+        }
         done();
       });
     }
