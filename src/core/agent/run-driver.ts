@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { RunCheckpoints } from '../checkpoints/checkpoint-service.js';
 import { EMPTY_CATALOG, type ProjectCatalog } from '../catalog/project-catalog.js';
 import { isoTimestamp, type Clock } from '../clock.js';
+import { afterThisTurn } from '../after-this-turn.js';
 import type { ConversationRecord } from '../conversations/conversation-record.js';
 import type { ConversationStore } from '../conversations/conversation-store.js';
 import { ConflictError, StorageFullError, UnprocessableError } from '../errors.js';
@@ -156,10 +157,11 @@ export class RunDriver {
     let unsubscribe = () => {};
     const shell = () => this.shellOf(session, record);
     // The shell starts while the LLM thinks, so the first bash call finds it ready; after this
-    // turn of the event loop, so the request that started the run is answered first. A start
-    // that fails here is not this run's error: the bash tool reports it when (and if) it is called.
+    // turn of the event loop (afterThisTurn), so the request that started the run is answered and
+    // the run's first LLM request written first. A start that fails here is not this run's error:
+    // the bash tool reports it when (and if) it is called.
     if (this.usesShell(record)) {
-      setImmediate(() => {
+      afterThisTurn(() => {
         if (!controller.signal.aborted) shell().catch(() => {});
       });
     }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
+import { thisTurnDone } from '../after-this-turn.js';
 import { ConflictError, NotFoundError, UnprocessableError } from '../errors.js';
 import { decodePageId, encodePageId, type Page } from '../pagination.js';
 import type { ConversationRecord } from '../conversations/conversation-record.js';
@@ -85,12 +86,13 @@ export class CheckpointService implements RunCheckpoints {
   }
 
   /**
-   * Taken once the run's first LLM request is on its way: begun at the next turn of the event loop,
-   * not among the steps that lead to the request (its walk of the workdir would delay it). Known at
-   * once: the run's first file-changing tool call waits for it.
+   * Taken once the run's first LLM request is on its way: begun after this turn of the event loop
+   * (afterThisTurn), not among the steps that lead to the request, nor before undici writes it
+   * (its walk of the workdir would delay it). Known at once: the run's first file-changing tool
+   * call waits for it.
    */
   async atRunStart(record: Readonly<ConversationRecord>, runId: string): Promise<void> {
-    const taken = new Promise((resolve) => setImmediate(resolve)).then(() => this.quietly(record, async () => this.take(record, { seq: (await this.deps.log.lastSeq(record.id)) + 1, runId, trigger: 'run_start' })));
+    const taken = thisTurnDone().then(() => this.quietly(record, async () => this.take(record, { seq: (await this.deps.log.lastSeq(record.id)) + 1, runId, trigger: 'run_start' })));
     this.runStarts.set(runId, taken);
     await taken;
   }

@@ -1,3 +1,4 @@
+import { afterThisTurn } from '../after-this-turn.js';
 import type { StoredEvent } from './stored-event.js';
 
 /** One event of a subscription with its cursor (its seq, or its global cursor for the firehose). */
@@ -216,12 +217,10 @@ export class QueuedSubscription<Side = never> implements EventSubscription<Side>
 /**
  * Consumers waiting for items are woken at the end of the turn that queued them, after
  * everything the turn stores: a turn that appends ten events hands each subscriber one batch of
- * ten (one socket write per SSE subscriber) rather than ten batches of one. Also after what the
- * turn set going from immediates of its own: an HTTP request on a kept-alive connection is
- * written by undici from one (it lets the idle socket's pending bytes be read first), so the
- * agent's next LLM request, sent right after it stored a tool's result, goes out before the
- * subscribers' writes of that result, not behind them (P1: the request waited for the SSE
- * write, and with a thousand subscribers would wait for the first slice of them).
+ * ten (one socket write per SSE subscriber) rather than ten batches of one. Also after the
+ * turn's own immediates (afterThisTurn): the agent's next LLM request, sent right after it stored
+ * a tool's result, goes out before the subscribers' writes of that result, not behind them (P1:
+ * the request waited for the SSE write; with a thousand subscribers it would wait for a slice).
  *
  * At most WAKE_PER_TURN of them per turn, the longest waiting first; the others in the next
  * turns. A thousand subscribers' writes would otherwise hold the event loop for one long stretch
@@ -238,8 +237,7 @@ function wakeAtEndOfTurn(subscription: { wakeNow(): void }): void {
   waking.add(subscription);
   if (wakeScheduled) return;
   wakeScheduled = true;
-  // An immediate queued from an immediate runs in the next turn, after those queued in this one.
-  setImmediate(() => setImmediate(wakeSome));
+  afterThisTurn(wakeSome);
 }
 
 function wakeSome(): void {
