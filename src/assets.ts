@@ -17,6 +17,11 @@ export function readAsset(moduleUrl: string, fileName: string): string {
   return fs.readFileSync(new URL(fileName, moduleUrl), 'utf8');
 }
 
+/** In the single executable: an asset's bytes, by its key (`<group>/<name>` for a library's static files). */
+export function readAssetBytes(key: string): Buffer {
+  return Buffer.from(getAsset(key));
+}
+
 /** A group of assets written to a private temp dir when first needed (see assetGroupDir). */
 export interface AssetGroupDir {
   /** Made (empty) at once, so that a library given it finds it; removed at exit. */
@@ -39,14 +44,14 @@ export function assetGroupDir(group: string): AssetGroupDir | null {
   let filled = false;
   return {
     dir,
-    read: (name) => Buffer.from(getAsset(`${group}/${name}`)),
+    read: (name) => readAssetBytes(`${group}/${name}`),
     fill() {
       if (filled) return;
       // Made again if something cleaned the temp dir since; a write that failed (a full disk) is tried again by the next request.
       fs.mkdirSync(dir, { recursive: true });
       const keys = JSON.parse(getAsset(MANIFEST, 'utf8')) as string[];
       for (const key of keys.filter((name) => name.startsWith(`${group}/`))) {
-        fs.writeFileSync(path.join(dir, key.slice(group.length + 1)), new Uint8Array(getAsset(key)));
+        fs.writeFileSync(path.join(dir, key.slice(group.length + 1)), readAssetBytes(key));
       }
       filled = true;
     },

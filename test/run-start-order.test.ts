@@ -35,11 +35,11 @@ it("writes the run's first LLM request before it walks the workdir for the start
     overrides: {
       llm: new OpenAiLlmClient(),
       wrapShells: (shells) => ({
-        ...shells,
         create: (options) => {
           order.push('shell starts');
           return shells.create(options);
         },
+        ...(shells.killAllForExit && { killAllForExit: () => shells.killAllForExit!() }),
       }),
     },
   });

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
-import { isSea, getAsset } from 'node:sea';
+import { isSea } from 'node:sea';
+import { readAssetBytes } from '../../assets.js';
 import type { ErrorBody } from '../plugins/errors.js';
 
 /**
@@ -38,7 +39,7 @@ function readFromDisk(name: string): Buffer | null {
 
 function readFromSea(name: string): Buffer | null {
   try {
-    return Buffer.from(getAsset(`ui/${name}`));
+    return readAssetBytes(`ui/${name}`);
   } catch {
     return null;
   }
