@@ -66,9 +66,14 @@ describe.skipIf(!asRoot)('WorkdirOwner.ensureAsync', () => {
       expect(outcome).toBe('given');
       expect([fs.statSync(workdir).uid, fs.statSync(workdir).gid]).toEqual([AGENT.uid, AGENT.gid]);
     } finally {
-      // A writer's open (read-write never waits) lets each reader's open return.
-      for (const fifo of paths) fs.closeSync(fs.openSync(fifo, 'r+'));
-      for (const handle of await Promise.all(held)) await handle.close();
+      // A writer (a read-write open never waits) lets each reader's open return, also one still
+      // queued behind other work of the pool: the writers stay open until every reader is in.
+      const writers = paths.map((fifo) => fs.openSync(fifo, 'r+'));
+      try {
+        for (const handle of await Promise.all(held)) await handle.close();
+      } finally {
+        for (const fd of writers) fs.closeSync(fd);
+      }
     }
   });
 });
