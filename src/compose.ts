@@ -45,6 +45,7 @@ import type { CallbackService } from './core/webhooks/callback-service.js';
 import { composeWebhooks } from './compose-webhooks.js';
 import { composeTools } from './compose-tools.js';
 import { composeSandbox, sandboxReport, type SandboxInfo } from './compose-sandbox.js';
+import { detectRipgrep } from './adapters/ripgrep-searcher.js';
 import { DiskSpace } from './adapters/disk-space.js';
 import { HostWorkdirs } from './adapters/host-workdirs.js';
 import { describeDamage, type Damage } from './core/errors.js';
@@ -119,6 +120,9 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   // takes the longer of the two, not their sum. Awaited below, where a failure is thrown.
   const sandboxReady = composeSandbox(config, logger);
   sandboxReady.catch(() => {});
+  // So does grep's look for ripgrep (`rg --version`, remembered for composeTools below): spawned
+  // from a process that has not yet grown by the records, and waited for beside their load.
+  void detectRipgrep();
 
   let masterKeys = config.masterKeys;
   let masterKeyFile: string | null = null;
