@@ -2,7 +2,8 @@
 // at once (addAll): listed in the same order, whatever order they were loaded in, as when added
 // one by one; by updated_at too when it is not the order of created_at; onto records already
 // held; and records share one tool list per distinct list, never another record's different one.
-// Loaded records are found at once, and sorted at the first listing or change, or once the server listens.
+// Loaded records are found at once, and sorted at the first listing or change, or once the server
+// listens (one order per turn of the event loop). Quarantined records are held apart for /health.
 import { describe, expect, it, vi } from 'vitest';
 import { ConversationIndex } from '../src/core/conversations/conversation-index.js';
 import type { ConversationRecord } from '../src/core/conversations/conversation-record.js';
@@ -116,6 +117,50 @@ describe('the records loaded together, before they are sorted', () => {
         for (const order of ['asc', 'desc'] as const) expect(listAll(index, sort, order), String(change)).toEqual(listAll(reference, sort, order));
       }
     }
+  });
+});
+
+describe('the records loaded together, sorted once the server listens', () => {
+  it('are sorted one order per turn of the event loop, and a change between the two leaves both orders right', async () => {
+    const [loaded, expected] = [shuffled(records(), 13), shuffled(records(), 13)];
+    const index = new ConversationIndex();
+    index.addAll(loaded);
+    const reference = new ConversationIndex();
+    for (const record of expected) reference.add(record);
+    const pending = index as unknown as { unsortedCreated: unknown[]; unsortedUpdated: unknown[] };
+    const between: number[][] = [];
+    // Queued before the sorting's own turn: it runs between its two sorts.
+    setImmediate(() => {
+      between.push([pending.unsortedCreated.length, pending.unsortedUpdated.length]);
+      for (const target of [index, reference]) target.add(storedRecord('c-between', { created_at: at(4), updated_at: at(99) }));
+    });
+    await index.sortLoadedInTurns();
+    // By created_at first; by updated_at only in a later turn (the add above sorted it itself).
+    expect(between).toEqual([[0, 40]]);
+    expect(pending.unsortedUpdated).toEqual([]);
+    for (const sort of ['created_at', 'updated_at'] as const) {
+      for (const order of ['asc', 'desc'] as const) expect(listAll(index, sort, order)).toEqual(listAll(reference, sort, order));
+    }
+  });
+});
+
+describe('the quarantined records held', () => {
+  it('are those loaded or added quarantined, or quarantined in place, until removed', () => {
+    const damage = { file: 'conversation.json', line: null, reason: 'not valid JSON' };
+    const index = new ConversationIndex();
+    const [loadedDamaged, healthy, foundLater] = [storedRecord('c-a', { quarantine: damage }), storedRecord('c-b'), storedRecord('c-c')];
+    index.addAll([loadedDamaged, healthy, foundLater]);
+    const added = storedRecord('c-d', { quarantine: damage });
+    index.add(added);
+    expect([...index.quarantined()]).toEqual([loadedDamaged, added]);
+    foundLater.quarantine = damage;
+    index.quarantinedInPlace(foundLater);
+    // Not held: not listed.
+    index.quarantinedInPlace(storedRecord('c-elsewhere', { quarantine: damage }));
+    expect([...index.quarantined()].map((record) => record.id)).toEqual(['c-a', 'c-d', 'c-c']);
+    index.remove(loadedDamaged);
+    index.remove(foundLater);
+    expect([...index.quarantined()]).toEqual([added]);
   });
 });
 

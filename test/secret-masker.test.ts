@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { SecretMasker } from '../src/core/secrets/secret-masker.js';
 import { turnsDuring } from './support/event-loop-turns.js';
 
@@ -119,6 +119,33 @@ describe('the log scrubber over every conversation', () => {
       conversations.create({ max_iterations_per_run: 10, confirmation_mode: false, secrets: { LATE: 'late_value_added' } });
       await preparing;
       expect(secrets.maskAny(`late_value_added and ${token(7)}`)).toBe('<secret:LATE> and <secret:TOKEN>');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('prepared a slice at a time, is finished by a log line before its last slice: each value indexed once', async () => {
+    const { startServer } = await import('./support/agentd.js');
+    const server = await startServer({ listen: false });
+    try {
+      const { conversations, secrets } = server.services;
+      const token = (i: number) => `tok_${i}_${(i * 7919) % 10007}_y`;
+      for (let i = 0; i < 3_000; i++) conversations.create({ max_iterations_per_run: 10, confirmation_mode: false, secrets: { TOKEN: token(i) } });
+      const indexValue = vi.spyOn(SecretMasker.prototype as unknown as { indexValue: () => void }, 'indexValue');
+      try {
+        const preparing = secrets.prepareMaskAny();
+        // A few slices in (3,000 values are collected, then indexed, 1,000 a turn), a log line.
+        for (let turn = 0; turn < 4; turn++) await new Promise((resolve) => setImmediate(resolve));
+        expect(indexValue.mock.calls.length).toBeLessThan(3_000);
+        expect(secrets.maskAny(`${token(0)} and ${token(2999)}`)).toBe('<secret:TOKEN> and <secret:TOKEN>');
+        const used = (secrets as unknown as { everyMasker: unknown }).everyMasker;
+        await preparing;
+        expect((secrets as unknown as { everyMasker: unknown }).everyMasker).toBe(used);
+        // What the slices had not done was done then, once: not a second index of every value.
+        expect(indexValue).toHaveBeenCalledTimes(3_000);
+      } finally {
+        indexValue.mockRestore();
+      }
     } finally {
       await server.close();
     }

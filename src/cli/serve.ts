@@ -108,16 +108,18 @@ export async function serve(argv: readonly string[]): Promise<void> {
   // generation V8 grew while starting, once the server is quiet: a collection's time (tens of ms
   // with many records loaded) not spent before the server answers.
   compactWhenIdle.afterStart();
-  // The loaded records sorted for listing, after the requests already waiting (a listing before sorts them itself).
-  setImmediate(() => services.store.sortLoaded());
-  // Log lines are masked against every conversation's secrets, through an index that the first
-  // one built in one go (tens of milliseconds with 10,000 conversations, which the server's first
-  // requests waited for): it is built a slice at a time once the server listens, then they are written.
+  // What start-up leaves for after listen, a slice per turn of the event loop so that the first
+  // requests (a probe's /health) wait for one slice at most: the index of every conversation's
+  // secrets that log lines are masked against (built by the first log line in one go, it held the
+  // event loop for tens of milliseconds with 10,000 conversations; a line before its last slice
+  // finishes what is left), then the loaded records in the listing's orders (a listing or a change
+  // before sorts them itself). The first lines are written once the index is made.
   void services.secrets
     .prepareMaskAny()
     .catch(() => undefined)
     .then(() => {
       if (services.masterKeyFile) logger.warn({ key_file: services.masterKeyFile }, `AGENTD_MASTER_KEY is not set: ${how} in ${services.masterKeyFile}`);
       logger.info({ address, data_dir: config.dataDir, version: VERSION }, 'agentd listening');
+      return services.store.sortLoaded();
     });
 }

@@ -48,7 +48,7 @@ export async function startServer(options: { env?: Record<string, string>; dataD
   if (options.listen !== false) url = await app.listen({ host: '127.0.0.1', port: 0 });
   else await app.ready();
   // As serve.ts does once it listens.
-  services.store.sortLoaded();
+  await services.store.sortLoaded();
   return {
     app,
     services,

@@ -88,9 +88,9 @@ export class ConversationStore {
     return loaded.quarantined;
   }
 
-  /** The records loaded at start-up in the listing's orders (see ConversationIndex.addAll), once the server listens. */
-  sortLoaded(): void {
-    this.records.sortLoaded();
+  /** The records loaded at start-up in the listing's orders (see ConversationIndex.addAll), once the server listens, one order per turn. */
+  sortLoaded(): Promise<void> {
+    return this.records.sortLoadedInTurns();
   }
 
   /** What start-up needs of each conversation that is not quarantined, to be saved at shutdown. */
@@ -149,9 +149,7 @@ export class ConversationStore {
 
   /** Conversations quarantined because their stored data is damaged. */
   quarantined(): { id: string; damage: Damage }[] {
-    const out: { id: string; damage: Damage }[] = [];
-    for (const record of this.records.values()) if (record.quarantine) out.push({ id: record.id, damage: record.quarantine });
-    return out;
+    return [...this.records.quarantined()].map((record) => ({ id: record.id, damage: record.quarantine! }));
   }
 
   /**
@@ -338,6 +336,7 @@ export class ConversationStore {
     this.views.drop(record);
     record.quarantine = error.damage;
     record.status = 'error';
+    this.records.quarantinedInPlace(record);
     return true;
   }
 

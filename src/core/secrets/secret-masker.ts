@@ -25,6 +25,14 @@ function nextPowerOfTwo(n: number): number {
   return power;
 }
 
+/** A SecretMasker being made a step at a time (SecretMasker.inSteps). */
+export interface MaskerInSteps {
+  /** Up to `count` more values' work; whether any is left. */
+  step(count: number): boolean;
+  /** The masker, with what is left done now. */
+  finish(): SecretMasker;
+}
+
 /**
  * Replaces secret values with `<secret:NAME>` in text and in every string of a JSON-like value.
  * At each position the longest value wins, so a secret that contains another is masked whole.
@@ -43,15 +51,15 @@ export class SecretMasker {
    */
   private readonly prefixBits: Uint32Array;
   private readonly prefixMask: number;
-  /** The values, longest first, while they are being indexed (`inSlices`); how many of them are. */
+  /** The values while they are being indexed (`inSteps`), in the order given; how many of them are. */
   private pending: [string, string][];
   private indexed = 0;
 
   /** Secrets as a name → value map, or as (name, value) pairs (several values may share a name). */
   constructor(secrets: Record<string, string> | Iterable<readonly [string, string]>, options: { indexLater?: boolean } = {}) {
     const pairs = Symbol.iterator in secrets ? [...(secrets as Iterable<readonly [string, string]>)] : Object.entries(secrets);
+    // In the order given, not longest first: indexValue puts each value before any shorter one of its bucket.
     this.pending = pairs.filter(([, value]) => value.length >= MIN_MASKED_LENGTH) as [string, string][];
-    this.pending.sort((a, b) => b[1].length - a[1].length);
     const bits = Math.min(MAX_PREFIX_BITS, Math.max(1 << 10, nextPowerOfTwo(this.pending.length * 64)));
     this.prefixBits = new Uint32Array(bits >>> 5);
     this.prefixMask = bits - 1;
@@ -59,13 +67,40 @@ export class SecretMasker {
   }
 
   /**
-   * The same masker, its values indexed `perTurn` at a time with a turn of the event loop between
-   * (the log's masker of every conversation's secrets: tens of ms in one go with 10,000 of them).
+   * A masker of many values made a step at a time (the log's masker of every conversation's
+   * secrets: tens of ms in one go with 10,000 of them): each step collects up to `count` more
+   * values from `source`, or once they are all in, indexes up to `count` of them. `finish` does
+   * what is left at once, for when the masker is needed before its last step.
    */
+  static inSteps(source: Iterator<readonly [string, string]>): MaskerInSteps {
+    const pairs: (readonly [string, string])[] = [];
+    let masker: SecretMasker | null = null;
+    const step = (count: number): boolean => {
+      if (masker) return masker.index(count);
+      for (let i = 0; i < count; i++) {
+        const next = source.next();
+        if (next.done) {
+          masker = new SecretMasker(pairs, { indexLater: true });
+          return true;
+        }
+        pairs.push(next.value);
+      }
+      return true;
+    };
+    return {
+      step,
+      finish: () => {
+        while (step(Number.POSITIVE_INFINITY));
+        return masker!;
+      },
+    };
+  }
+
+  /** The same masker, made `perTurn` values a step with a turn of the event loop between steps (see inSteps). */
   static async inSlices(secrets: Iterable<readonly [string, string]>, perTurn: number): Promise<SecretMasker> {
-    const masker = new SecretMasker(secrets, { indexLater: true });
-    while (masker.index(perTurn)) await new Promise((resolve) => setImmediate(resolve));
-    return masker;
+    const steps = SecretMasker.inSteps(secrets[Symbol.iterator]());
+    while (steps.step(perTurn)) await new Promise((resolve) => setImmediate(resolve));
+    return steps.finish();
   }
 
   /** Indexes up to `count` more of the pending values, in order; whether any are left. */

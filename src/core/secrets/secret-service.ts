@@ -3,7 +3,7 @@ import type { ConversationRecord } from '../conversations/conversation-record.js
 import type { ConversationStore } from '../conversations/conversation-store.js';
 import type { NewEvent } from '../schemas/event.js';
 import { gitCredentialEnv } from './git-credentials.js';
-import { SecretMasker } from './secret-masker.js';
+import { SecretMasker, type MaskerInSteps } from './secret-masker.js';
 import { StreamingMasker } from './streaming-masker.js';
 
 /** Told when a conversation's secrets change, so a running shell sees them at its next command. */
@@ -88,23 +88,29 @@ export class SecretService {
   private everyRevision = -1;
   /** Conversations removed since everyMasker was made: their values stay in it, masked, until it is made again. */
   private everyGone = 0;
+  /** The index prepareMaskAny is making, and the revision of the secrets it started from. */
+  private preparing: { steps: MaskerInSteps; revision: number } | null = null;
 
   /**
    * Builds maskAny's index a slice at a time (once the server listens): built by the first log
    * line, in one go, it held the event loop for tens of ms with 10,000 conversations holding
-   * secrets, and the server's first requests (a probe's /health) waited. Secrets changed meanwhile
-   * are added to it at its first use (catchUp); a log line that built one first keeps its own.
+   * secrets, and the server's first requests (a probe's /health) waited. A log line before the last
+   * slice finishes it at once (what is left of it, not another index); secrets changed meanwhile are
+   * added to it at its first use (catchUp).
    */
   async prepareMaskAny(): Promise<void> {
-    const revision = this.conversations.secretChanges.revision;
-    const all: (readonly [string, string])[] = [];
-    for (const pair of this.everyPair()) {
-      if (all.push(pair) % MASK_ANY_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
-    }
-    const masker = await SecretMasker.inSlices(all, MASK_ANY_SLICE);
-    // One made meanwhile (by a log line) as late or later stays; else this one, brought up to the secrets changed meanwhile at its first use.
+    const preparing = { steps: SecretMasker.inSteps(this.everyPair()), revision: this.conversations.secretChanges.revision };
+    this.preparing = preparing;
+    while (this.preparing === preparing && preparing.steps.step(MASK_ANY_SLICE)) await new Promise((resolve) => setImmediate(resolve));
+    if (this.preparing === preparing) this.usePrepared();
+  }
+
+  /** The index being prepared, finished now, used unless one made meanwhile is as late. */
+  private usePrepared(): void {
+    const { steps, revision } = this.preparing!;
+    this.preparing = null;
     if (this.everyMasker && this.everyRevision >= revision) return;
-    this.everyMasker = masker;
+    this.everyMasker = steps.finish();
     this.everyRevision = revision;
     this.everyGone = 0;
   }
@@ -128,6 +134,7 @@ export class SecretService {
    * was sized for.
    */
   private catchUp(): void {
+    if (this.preparing) this.usePrepared();
     const revision = this.conversations.secretChanges.revision;
     const masker = this.everyMasker;
     const changed = masker && masker.size < 2 * masker.capacity ? this.conversations.secretChanges.since(this.everyRevision) : null;
