@@ -7,7 +7,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startServer, tempDir, type TestServer } from './support/agentd.js';
+import { startServer, tempDir } from './support/agentd.js';
 
 const pathBefore = process.env.PATH;
 afterEach(() => {
@@ -30,20 +30,17 @@ describe('start-up', () => {
     process.env.PATH = `${bin}:${pathBefore}`;
 
     const starting = startServer({ dataDir, listen: false });
-    let server: TestServer | undefined;
+    // Without the early spawn, `rg` runs only once the load has ended: never, until the FIFO is written.
+    const deadline = Date.now() + 20_000;
+    while (!fs.existsSync(mark) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    const ranDuringLoad = fs.existsSync(mark);
+    // The load goes on (the record is damaged: quarantined, the server starts), whatever was seen.
+    const writer = await fs.promises.open(record, 'w');
+    await writer.write('not a record');
+    await writer.close();
+    const server = await starting;
     try {
-      // Without the early spawn, `rg` runs only once the load has ended: never, until the FIFO is written.
-      const deadline = Date.now() + 20_000;
-      while (!fs.existsSync(mark) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-      expect(fs.existsSync(mark), 'rg ran while the records were loading').toBe(true);
-    } finally {
-      // The load goes on (the record is damaged: quarantined, the server starts).
-      const writer = await fs.promises.open(record, 'w');
-      await writer.write('not a record');
-      await writer.close();
-      server = await starting;
-    }
-    try {
+      expect(ranDuringLoad, 'rg ran while the records were loading').toBe(true);
       const health = await server.app.inject({ method: 'GET', url: '/health' });
       expect(health.json().checks.quarantined.conversations).toEqual([id]);
     } finally {
