@@ -1,5 +1,6 @@
 import { isoTimestamp, type Clock } from '../clock.js';
 import type { ConversationStore } from '../conversations/conversation-store.js';
+import type { ConversationStatus } from '../schemas/event.js';
 import type { AgentSession } from './agent-session.js';
 import type { RunJournal } from './run-journal.js';
 import type { RunStore } from './run-record.js';
@@ -29,6 +30,12 @@ export class RunRecovery {
    */
   async recoverAfterRestart(): Promise<void> {
     const { conversations, runs } = this.deps;
+    // Right after a clean stop, counted first: when no record says it runs (nearly always), none is
+    // looked at (a walk of the records through the store took 3.5-9 ms at 10,000 conversations).
+    if (conversations.loadedAfterCleanStop) {
+      const counts = conversations.countsByStatus();
+      if (LIVE_STATUSES.every((status) => counts[status] === 0)) return;
+    }
     for (const record of [...conversations.all()]) {
       if (conversations.loadedAfterCleanStop && !isLive(record.status)) continue;
       if (!(await this.recover(record.id, 'server_restart'))) runs.release?.(record.id);
@@ -63,7 +70,9 @@ export class RunRecovery {
   }
 }
 
-/** A run waiting for an answer (ask_user) counts: it was cut off too. */
+/** The statuses of a conversation whose run was cut off; a run waiting for an answer (ask_user) counts: it was cut off too. */
+const LIVE_STATUSES = ['running', 'waiting_for_input'] as const satisfies readonly ConversationStatus[];
+
 function isLive(status: string): boolean {
-  return status === 'running' || status === 'waiting_for_input';
+  return (LIVE_STATUSES as readonly string[]).includes(status);
 }
