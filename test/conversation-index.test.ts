@@ -4,6 +4,7 @@
 // held; and records share one tool list per distinct list, never another record's different one.
 // Loaded records are found at once, and sorted at the first listing or change, or once the server
 // listens (one order per turn of the event loop). Quarantined records are held apart for /health.
+import v8 from 'node:v8';
 import { describe, expect, it, vi } from 'vitest';
 import { ConversationIndex } from '../src/core/conversations/conversation-index.js';
 import type { ConversationRecord } from '../src/core/conversations/conversation-record.js';
@@ -141,6 +142,29 @@ describe('the records loaded together, sorted once the server listens', () => {
     for (const sort of ['created_at', 'updated_at'] as const) {
       for (const order of ['asc', 'desc'] as const) expect(listAll(index, sort, order)).toEqual(listAll(reference, sort, order));
     }
+  });
+});
+
+describe('the user-keyed maps of records loaded together', () => {
+  it('are held on one shared hidden class from the first record on, a list seen once in dictionary mode', () => {
+    v8.setFlagsFromString('--allow-natives-syntax');
+    const sameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
+    const fast = new Function('a', 'return %HasFastProperties(a)') as (a: object) => boolean;
+    // Key names this process has not seen: their first sight is among these records.
+    const name = `LOADED_TOGETHER_${process.pid}_${Date.now()}`;
+    const loaded = [0, 1, 2].map((i) => storedRecord(`c-k${i}`, { secrets: { [name]: `value-${i}` }, metadata: { [`${name}_meta`]: `m-${i}` } }));
+    const alone = storedRecord('c-alone', { secrets: { [`${name}_ALONE`]: 'value-alone' } });
+    const index = new ConversationIndex();
+    index.addAll([loaded[0]!, alone, loaded[1]!, loaded[2]!]);
+    for (const record of loaded.slice(1)) {
+      expect(sameMap(loaded[0]!.secrets, record.secrets)).toBe(true);
+      expect(sameMap(loaded[0]!.metadata!, record.metadata!)).toBe(true);
+    }
+    expect(fast(loaded[0]!.secrets)).toBe(true);
+    expect(fast(alone.secrets)).toBe(false);
+    // Held as copies with what they held, ordinary objects for whoever reads them.
+    expect(loaded.map((record) => [record.secrets, record.metadata])).toEqual([0, 1, 2].map((i) => [{ [name]: `value-${i}` }, { [`${name}_meta`]: `m-${i}` }]));
+    expect(Object.getPrototypeOf(loaded[0]!.secrets)).toBe(Object.prototype);
   });
 });
 

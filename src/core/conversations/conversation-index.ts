@@ -2,7 +2,7 @@ import { decodePageId, encodePageId, isKeyCursor, type Page } from '../paginatio
 import type { ConversationStatus } from '../schemas/event.js';
 import type { ConversationRecord } from './conversation-record.js';
 import { SortedIndex } from './sorted-index.js';
-import { holdUserKeyed, shareCommonKeyLists } from './user-keyed.js';
+import { holdUserKeyed, shareFirstSights, type FirstSights } from './user-keyed.js';
 
 export interface ListConversationsQuery {
   status?: ConversationStatus | undefined;
@@ -75,16 +75,17 @@ export class ConversationIndex {
     // Loaded records mostly name the same model and endpoint: each parsed its own copy; they share one (~70 bytes each less).
     const strings = new Map<string, string>();
     const shared = (value: string) => strings.get(value) ?? (strings.set(value, value), value);
-    shareCommonKeyLists(records);
+    const firstSights: FirstSights = new Map();
     for (const record of records) {
       record.tools = this.sharedTools(record.tools);
       if (record.llm) {
         record.llm.model = shared(record.llm.model);
         if (record.llm.base_url) record.llm.base_url = shared(record.llm.base_url);
       }
-      this.byId.set(record.id, holdUserKeyed(record));
+      this.byId.set(record.id, holdUserKeyed(record, firstSights));
       if (record.quarantine) this.damaged.add(record);
     }
+    shareFirstSights(firstSights);
     this.unsortedCreated = this.unsortedCreated.concat(records);
     this.unsortedUpdated = this.unsortedUpdated.concat(records);
   }

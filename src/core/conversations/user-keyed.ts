@@ -38,6 +38,9 @@ function keyListOf(keys: readonly string[]): string {
   return keys.length === 1 ? keys[0]! : keys.join('\u0000');
 }
 
+/** The key list the last userKeyed call saw for the first time (its copy then in dictionary mode), else null. */
+let firstSight: string | null = null;
+
 /** Whether the key list is (now) one held on a shared map: at its second sight, while the bound allows. */
 function sharesMap(keyList: string): boolean {
   if (sharedKeyLists.has(keyList)) return true;
@@ -45,6 +48,7 @@ function sharesMap(keyList: string): boolean {
   if (!candidates.has(keyList)) {
     if (candidates.size >= MAX_CANDIDATES) candidates.clear();
     candidates.add(keyList);
+    firstSight = keyList;
     return false;
   }
   candidates.delete(keyList);
@@ -54,6 +58,7 @@ function sharesMap(keyList: string): boolean {
 
 /** A copy to hold (see above). */
 export function userKeyed<T extends object>(source: T): T {
+  firstSight = null;
   const keys = Object.keys(source);
   const values = source as Record<string, unknown>;
   if (!sharesMap(keyListOf(keys))) {
@@ -71,31 +76,38 @@ export function userKeyed<T extends object>(source: T): T {
 }
 
 /**
- * Records loaded together (start-up): the key lists of their secrets and metadata that several of
- * them have are shared from the first record on, not the second.
+ * Records held together (start-up, ConversationIndex.addAll): per key list of their secrets or
+ * metadata first seen among them, where the object held then is (in dictionary mode, as a first
+ * sight is). See shareFirstSights.
  */
-export function shareCommonKeyLists(records: Iterable<ConversationRecord>): void {
-  const counts = new Map<string, number>();
-  const count = (object: object | undefined) => {
-    if (!object) return;
-    const keyList = keyListOf(Object.keys(object));
-    counts.set(keyList, (counts.get(keyList) ?? 0) + 1);
-  };
-  for (const record of records) {
-    count(record.secrets);
-    count(record.metadata);
-  }
-  const common = [...counts].filter(([, n]) => n > 1).sort((a, b) => b[1] - a[1]);
-  for (const [keyList] of common) {
-    if (sharedKeyLists.size >= MAX_SHARED_KEY_LISTS) break;
-    sharedKeyLists.add(keyList);
+export type FirstSights = Map<string, { record: ConversationRecord; field: 'secrets' | 'metadata' }>;
+
+/**
+ * After records held together: each whose key list was first seen among them and is shared now
+ * (a later record had it too) is held again, on the shared map. The key lists most records have
+ * are then shared from the first record on, not the second, without a walk of the records before
+ * (an `Object.keys` of each record's secrets and metadata: ~9 ms at 10,000 conversations). Past
+ * MAX_SHARED_KEY_LISTS, the lists seen twice first are the ones shared.
+ */
+export function shareFirstSights(firstSights: FirstSights): void {
+  for (const [keyList, { record, field }] of firstSights) {
+    if (!sharedKeyLists.has(keyList)) continue;
+    if (field === 'secrets') record.secrets = userKeyed(record.secrets);
+    else if (record.metadata) record.metadata = userKeyed(record.metadata);
   }
 }
 
-/** The record's maps keyed by users, as held (see userKeyed); the record is changed in place and returned. */
-export function holdUserKeyed(record: ConversationRecord): ConversationRecord {
+/**
+ * The record's maps keyed by users, as held (see userKeyed); the record is changed in place and
+ * returned. `together`: it is held with others (see FirstSights).
+ */
+export function holdUserKeyed(record: ConversationRecord, together?: FirstSights): ConversationRecord {
   record.secrets = userKeyed(record.secrets);
-  if (record.metadata) record.metadata = userKeyed(record.metadata);
+  if (together && firstSight !== null) together.set(firstSight, { record, field: 'secrets' });
+  if (record.metadata) {
+    record.metadata = userKeyed(record.metadata);
+    if (together && firstSight !== null) together.set(firstSight, { record, field: 'metadata' });
+  }
   if (record.llm?.extra_headers) record.llm.extra_headers = userKeyed(record.llm.extra_headers);
   if (record.llm?.extra_body) record.llm.extra_body = userKeyed(record.llm.extra_body);
   if (record.mcp_servers) {
