@@ -2,7 +2,7 @@ import { decodePageId, encodePageId, isKeyCursor, type Page } from '../paginatio
 import type { ConversationStatus } from '../schemas/event.js';
 import type { ConversationRecord } from './conversation-record.js';
 import { SortedIndex } from './sorted-index.js';
-import { holdUserKeyed, shareFirstSights, type FirstSights } from './user-keyed.js';
+import { holdUserKeyed, holdUserKeyedTogether, shareFirstSights, type FirstSights } from './user-keyed.js';
 
 export interface ListConversationsQuery {
   status?: ConversationStatus | undefined;
@@ -82,7 +82,7 @@ export class ConversationIndex {
         record.llm.model = shared(record.llm.model);
         if (record.llm.base_url) record.llm.base_url = shared(record.llm.base_url);
       }
-      this.byId.set(record.id, holdUserKeyed(record, firstSights));
+      this.byId.set(record.id, holdUserKeyedTogether(record, firstSights));
       if (record.quarantine) this.damaged.add(record);
     }
     shareFirstSights(firstSights);

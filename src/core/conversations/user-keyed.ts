@@ -97,11 +97,17 @@ export function shareFirstSights(firstSights: FirstSights): void {
   }
 }
 
-/**
- * The record's maps keyed by users, as held (see userKeyed); the record is changed in place and
- * returned. `together`: it is held with others (see FirstSights).
- */
-export function holdUserKeyed(record: ConversationRecord, together?: FirstSights): ConversationRecord {
+/** The record's maps keyed by users, as held (see userKeyed); the record is changed in place and returned. */
+export function holdUserKeyed(record: ConversationRecord): ConversationRecord {
+  return hold(record, null);
+}
+
+/** As holdUserKeyed, for a record held with others (see FirstSights); shareFirstSights once all are held. */
+export function holdUserKeyedTogether(record: ConversationRecord, firstSights: FirstSights): ConversationRecord {
+  return hold(record, firstSights);
+}
+
+function hold(record: ConversationRecord, together: FirstSights | null): ConversationRecord {
   record.secrets = userKeyed(record.secrets);
   if (together && firstSight !== null) together.set(firstSight, { record, field: 'secrets' });
   if (record.metadata) {
