@@ -96,13 +96,6 @@ export class SecretMasker {
     };
   }
 
-  /** The same masker, made `perTurn` values a step with a turn of the event loop between steps (see inSteps). */
-  static async inSlices(secrets: Iterable<readonly [string, string]>, perTurn: number): Promise<SecretMasker> {
-    const steps = SecretMasker.inSteps(secrets[Symbol.iterator]());
-    while (steps.step(perTurn)) await new Promise((resolve) => setImmediate(resolve));
-    return steps.finish();
-  }
-
   /** Indexes up to `count` more of the pending values, in order; whether any are left. */
   private index(count: number): boolean {
     const end = Math.min(this.indexed + count, this.pending.length);
