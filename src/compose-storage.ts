@@ -24,7 +24,7 @@ export async function composeStorage(options: {
   if (config.cluster) return (await import('./compose-postgres.js')).composePostgres(config.cluster, logger, box);
   const conversationsDir = path.join(config.dataDir, 'conversations');
   const log = new FileEventLog({ conversationsDir, firehoseFile: path.join(config.dataDir, 'firehose.idx'), fsync: config.fsync, storageError, onDamaged: options.onDamaged });
-  const repository = new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError, snapshotFile: path.join(config.dataDir, 'conversations.snapshot') });
+  const repository = new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError, snapshotFile: path.join(config.dataDir, 'conversations.snapshot'), workdirBase: config.workdirBase });
   const runs = new FileRunStore(conversationsDir, { storageError, onDamaged: options.onDamaged });
   return {
     kind: 'files',

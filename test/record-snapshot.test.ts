@@ -28,7 +28,7 @@ function record(title: string, secret: string): ConversationRecord {
   return storedRecord(randomUUID(), { title, tools: ['bash', 'glob'], secrets: { TOKEN: secret } });
 }
 
-const repository = (key = box) => new FileConversationRepository(conversationsDir, key, { snapshotFile });
+const repository = (key = box, workdirBase?: string) => new FileConversationRepository(conversationsDir, key, { snapshotFile, ...(workdirBase !== undefined && { workdirBase }) });
 const titles = (records: readonly ConversationRecord[]) => Object.fromEntries(records.map((r) => [r.id, r.title]));
 
 beforeEach(() => {
@@ -37,6 +37,15 @@ beforeEach(() => {
   snapshotFile = path.join(dataDir, 'conversations.snapshot');
 });
 afterEach(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+
+/** The snapshot's parts (iv | stamps' byte length | stamps in clear | sealed lines | tag): the stamps, and the lines' text. */
+function openSnapshot(bytes: Buffer): { stamps: Float64Array; text: string } {
+  const stampBytes = bytes.readUInt32LE(12);
+  const clear = bytes.subarray(12, 16 + stampBytes);
+  const opening = box.opening(bytes.subarray(0, 12), bytes.subarray(bytes.length - 16), clear);
+  const text = Buffer.concat([opening.update(bytes.subarray(16 + stampBytes, bytes.length - 16)), opening.final()]).toString('utf8');
+  return { stamps: new Float64Array(Uint8Array.from(clear.subarray(4)).buffer), text };
+}
 
 /** Three records saved to their files, then held in memory with a title the files do not have (as usage or updated_at are held). */
 async function shutDownCleanly(): Promise<ConversationRecord[]> {
@@ -81,32 +90,38 @@ describe('the records snapshot of a clean shutdown', () => {
     expect(records[1]!.llm).toMatchObject({ model: 'model-1', api_key: 'sk-1', temperature: 0.5, top_p: null, extra_body: { n: 1 } });
     expect(records[5]!.llm!.temperature, 'a zero is a value, not an unset field').toBe(0);
     // The unset fields themselves are not in it: a third less to decrypt and parse at a start.
-    const sealed = fs.readFileSync(snapshotFile);
-    const opening = box.opening(sealed.subarray(0, 12), sealed.subarray(sealed.length - 16));
-    const text = Buffer.concat([opening.update(sealed.subarray(12, sealed.length - 16)), opening.final()]).toString('utf8');
+    const { text } = openSnapshot(fs.readFileSync(snapshotFile));
     expect(text).toContain('"temperature":0.5');
     expect(text).not.toContain('"top_p":null');
   });
 
-  it('of 1,500 records: its first line, with every record\'s stamps, spans three of its 64 KiB pieces and is read whole', async () => {
+  it('of 1,500 records: their stamps (longer than a 64 KiB piece, in clear) are checked after a crash, and a line longer than three pieces is read whole', async () => {
     const repo = repository();
     const created = (i: number) => new Date(Date.parse(now) + i * 1000).toISOString();
-    const held = Array.from({ length: 1_500 }, (_, i) => storedRecord(randomUUID(), { created_at: created(i), updated_at: created(i) }));
+    const held = Array.from({ length: 1_500 }, (_, i) => storedRecord(randomUUID(), { created_at: created(i), updated_at: created(i), ...(i === 700 && { metadata: { notes: 'n'.repeat(150_000) } }) }));
     for (const r of held) repo.save(r);
     await repo.saveSnapshot(held, new Map());
-    const sealed = fs.readFileSync(snapshotFile);
-    const opening = box.opening(sealed.subarray(0, 12), sealed.subarray(sealed.length - 16));
-    const text = Buffer.concat([opening.update(sealed.subarray(12, sealed.length - 16)), opening.final()]).toString('utf8');
-    expect(text.indexOf('\n')).toBeGreaterThan(2 * 64 * 1024);
+    const { stamps, text } = openSnapshot(fs.readFileSync(snapshotFile));
+    expect(stamps.length * 8).toBeGreaterThan(64 * 1024);
+    // Each record's file stamp (inode, size, mtime, ctime) first among its nine numbers.
+    const stat = fs.statSync(path.join(conversationsDir, held[1_499]!.id, 'conversation.json'));
+    expect([...stamps.subarray(1_499 * 9, 1_499 * 9 + 4)]).toEqual([stat.ino, stat.size, stat.mtimeMs, stat.ctimeMs]);
+    expect(Math.max(...text.split('\n').map((line) => line.length))).toBeGreaterThan(2 * 64 * 1024);
     const readdir = vi.spyOn(fs.promises, 'readdir');
+    const readFile = vi.spyOn(fs, 'readFile');
     try {
       const { records, damaged } = await repository().loadAll({ afterCleanStop: true });
       expect(damaged).toEqual([]);
       expect(records).toEqual(held);
       // Every record taken from the snapshot (no directory listed, no record file read).
       expect(readdir).not.toHaveBeenCalled();
+      // After a crash: each file's stamp checked against the snapshot's, and none read (all unchanged).
+      const afterCrash = await repository().loadAll({ afterCleanStop: false, snapshotToken: 'another-token' });
+      expect(afterCrash.records).toEqual(held);
+      expect(readFile).not.toHaveBeenCalled();
     } finally {
       readdir.mockRestore();
+      readFile.mockRestore();
     }
   });
 
@@ -229,9 +244,7 @@ describe('the records snapshot of a clean shutdown', () => {
     for (const r of held) repo.save(r);
     await repo.saveSnapshot(held, new Map());
 
-    const bytes = fs.readFileSync(snapshotFile);
-    const opening = box.opening(bytes.subarray(0, 12), bytes.subarray(bytes.length - 16));
-    const text = Buffer.concat([opening.update(bytes.subarray(12, bytes.length - 16)), opening.final()]).toString('utf8');
+    const { text } = openSnapshot(fs.readFileSync(snapshotFile));
     const lines = text.trimEnd().split('\n').slice(1).map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(lines.map((line) => [line.title, line.tools, line.usage, line.pending_actions])).toEqual([
       ['a', ['bash', 'glob'], 0, 0],
@@ -250,6 +263,28 @@ describe('the records snapshot of a clean shutdown', () => {
     expect(records[3]!.pending_actions).toEqual([]);
     records[0]!.usage.prompt_tokens += 1;
     expect(records[3]!.usage.prompt_tokens).toBe(0);
+  });
+
+  it('writes 0 for a workdir in the server\'s workdir base (`<base>/<id>`, the base in its first line), which a server with another base gives back as it was', async () => {
+    const base = path.join(dataDir, 'workspaces');
+    const at = (i: number) => `2026-11-23T01:00:0${i}.000Z`;
+    const ids = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+    // The third is named after another conversation's id: not `<base>/<its id>`, kept in full.
+    const workdirs = [path.join(base, ids[0]!), '/srv/project', path.join(base, ids[0]!), path.join(base, ids[3]!)];
+    const held = ids.map((id, i) => storedRecord(id, { title: String(i), workdir: workdirs[i], created_at: at(i) }));
+    const repo = repository(box, base);
+    for (const r of held) repo.save(r);
+    await repo.saveSnapshot(held, new Map());
+    const [first, ...lines] = openSnapshot(fs.readFileSync(snapshotFile)).text.trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect((first as unknown as unknown[])[3]).toBe(base);
+    expect(lines.map((line) => line.workdir)).toEqual([0, '/srv/project', path.join(base, ids[0]!), 0]);
+    const { records } = await repository(box, '/another/base').loadAll({ afterCleanStop: true });
+    expect(records).toEqual(held);
+    expect(records[3]!.workdir).toBe(path.join(base, ids[3]!));
+    // A server that names no base writes every workdir in full.
+    await repository().saveSnapshot(held, new Map());
+    const plain = openSnapshot(fs.readFileSync(snapshotFile)).text.trimEnd().split('\n').slice(1);
+    expect(plain.map((line) => (JSON.parse(line) as { workdir: string }).workdir)).toEqual(held.map((r) => r.workdir));
   });
 
   it('holds no secret in clear', async () => {
@@ -307,6 +342,9 @@ describe('the records snapshot of a clean shutdown', () => {
   it('is ignored when damaged, torn or sealed with another key: the files are read, the snapshot removed', async () => {
     for (const spoil of [
       (bytes: Buffer) => bytes.fill(0x41, bytes.length >> 1, (bytes.length >> 1) + 8),
+      // The stamps are in clear, and authenticated all the same: one changed, or their length.
+      (bytes: Buffer) => ((bytes[16 + 9 * 8 + 1] ^= 1), bytes),
+      (bytes: Buffer) => (bytes.writeUInt32LE(bytes.readUInt32LE(12) - 72, 12), bytes),
       (bytes: Buffer) => bytes.subarray(0, bytes.length - 20),
       (bytes: Buffer) => bytes.subarray(0, 10),
     ]) {

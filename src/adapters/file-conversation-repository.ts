@@ -29,10 +29,10 @@ export class FileConversationRepository implements ConversationRepository {
   constructor(
     private readonly dir: string,
     private readonly box: SecretBox,
-    private readonly options: { fsync?: boolean; storageError?: (error: unknown) => unknown; snapshotFile?: string } = {},
+    private readonly options: { fsync?: boolean; storageError?: (error: unknown) => unknown; snapshotFile?: string; workdirBase?: string } = {},
   ) {
     fs.mkdirSync(dir, { recursive: true });
-    this.snapshot = options.snapshotFile ? new RecordSnapshot(options.snapshotFile, box) : null;
+    this.snapshot = options.snapshotFile ? new RecordSnapshot(options.snapshotFile, box, options.workdirBase ?? null) : null;
   }
 
   async loadAll(options: { afterCleanStop?: boolean; snapshotToken?: string } = {}): Promise<LoadedConversations> {

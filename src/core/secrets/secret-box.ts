@@ -25,18 +25,21 @@ export class SecretBox {
 
   /**
    * Large data sealed piece by piece (AES-256-GCM as above): `update` each piece, then `final`
-   * gives the tag. Store `iv`, the pieces and the tag; `opening` takes them back.
+   * gives the tag. Store `iv`, the pieces and the tag; `opening` takes them back. `clear`: data
+   * stored beside them in clear that the tag authenticates too (GCM's additional data).
    */
-  sealing(): { iv: Buffer; update(piece: Buffer): Buffer; final(): { rest: Buffer; tag: Buffer } } {
+  sealing(clear?: Buffer): { iv: Buffer; update(piece: Buffer): Buffer; final(): { rest: Buffer; tag: Buffer } } {
     const iv = randomBytes(12);
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);
+    if (clear) cipher.setAAD(clear);
     return { iv, update: (piece) => cipher.update(piece), final: () => ({ rest: cipher.final(), tag: cipher.getAuthTag() }) };
   }
 
-  /** The reverse of `sealing`: `final` throws when the pieces were sealed with another key or changed since. */
-  opening(iv: Buffer, tag: Buffer): { update(piece: Buffer): Buffer; final(): Buffer } {
+  /** The reverse of `sealing` (with the same `clear`): `final` throws when the pieces or `clear` were sealed with another key or changed since. */
+  opening(iv: Buffer, tag: Buffer, clear?: Buffer): { update(piece: Buffer): Buffer; final(): Buffer } {
     const decipher = createDecipheriv('aes-256-gcm', this.key, iv);
     decipher.setAuthTag(tag);
+    if (clear) decipher.setAAD(clear);
     return { update: (piece) => decipher.update(piece), final: () => decipher.final() };
   }
 
