@@ -296,8 +296,8 @@ function readHeader(text: string): Header {
  * usage when it is all zero, the pending actions when there are none, the workdir when it is
  * `<workdir base>/<id>` (the base in the first line: a conversation without a workdir of its own).
  * At 10,000 records: 8.8 → 6.8 MB to decrypt at the next start, and no array or object to parse
- * for them (a start ready 30-40 ms sooner); the workdir's 0, 5.8 MB, and a workdir held as its
- * base and id joined (32 bytes, the base's text shared) rather than a text of its own.
+ * for them (a start ready 30-40 ms sooner); the workdir's 0, 5.8 → 5.2 MB of record lines, and a
+ * workdir held as its base and id joined (the base's text shared) rather than a text of its own.
  */
 type CompactRecord = Omit<ConversationRecord, 'workdir' | 'llm' | 'tools' | 'usage' | 'pending_actions'> & {
   workdir: string | 0;
