@@ -41,16 +41,15 @@ export class FileConversationRepository implements ConversationRepository {
     const saved = this.snapshot?.load() ?? null;
     // Unchanged since the snapshot was saved: no directory was added or removed since, and its records named them all then.
     const listed = saved && hasStamp(dirStat, saved.dirStamp) ? null : await this.list();
-    const ids = listed ?? saved!.records.map((record) => record.id);
     const loaded: LoadedConversations = { records: [], damaged: [] };
-    const snapshot = saved && this.takeFromSnapshot(saved, listed && new Set(listed), options.snapshotToken);
-    let unread = ids;
-    if (snapshot) {
-      const { taken, current } = snapshot;
+    // Not listed: the snapshot's records name every directory.
+    let unread = listed!;
+    if (saved) {
+      const { taken, untaken, current } = this.takeFromSnapshot(saved, listed, options.snapshotToken);
       // In the snapshot's order (created_at: see saveSnapshot), which the index then need not sort.
-      for (const i of taken.values()) loaded.records.push(saved.records[i]!);
-      unread = ids.filter((id) => !taken.has(id));
-      loaded.summaryOf = (id) => this.summaryFromSnapshot(saved, taken.get(id), current);
+      for (const i of taken) loaded.records.push(saved.records[i]!);
+      unread = untaken;
+      loaded.summaryAt = (at) => (at < taken.length ? this.summaryFromSnapshot(saved, taken[at]!, current) : undefined);
       if (current) loaded.rightAfterCleanStop = true;
     }
     // Reads overlap (the disk may be slow to answer one at a time); parsing each is synchronous.
@@ -67,7 +66,7 @@ export class FileConversationRepository implements ConversationRepository {
       }
     }
     // After a clean shutdown no save was cut short: nothing to sweep.
-    if (!options.afterCleanStop) void this.sweepTemporaryFiles(ids);
+    if (!options.afterCleanStop) void this.sweepTemporaryFiles(listed ?? saved!.records.map((record) => record.id));
     return loaded;
   }
 
@@ -79,24 +78,32 @@ export class FileConversationRepository implements ConversationRepository {
   }
 
   /**
-   * From the snapshot (one to trust): by id, the place in it of each record whose directory is
-   * here (`listed`; null: not listed, the directory unchanged since the snapshot) and whose file is
-   * as the snapshot saw it (no read, decrypt or validation); and whether the snapshot is `current`:
+   * From the snapshot (one to trust): the place in it of each record whose directory is here
+   * (`listed`; null: not listed, the directory unchanged since the snapshot) and whose file is as
+   * the snapshot saw it (no read, decrypt or validation), in its order; the directories to read
+   * (`untaken`: listed and not taken, or not listed and changed); and whether the snapshot is `current`:
    * written by the clean shutdown just before this start (its summaries say so, and are gone once
    * read), so that no server has saved a record or appended to a log since. A current snapshot's
    * records are taken as its logs' summaries are, without a look at their files; otherwise (a start
    * after a crash) with one stat of each file (10,000 of them ~70 ms on a virtual machine).
    */
-  private takeFromSnapshot(saved: SavedSnapshot, listed: ReadonlySet<string> | null, snapshotToken: string | undefined): { taken: Map<string, number>; current: boolean } {
+  private takeFromSnapshot(saved: SavedSnapshot, listed: readonly string[] | null, snapshotToken: string | undefined): { taken: number[]; untaken: string[]; current: boolean } {
     const current = saved.token === snapshotToken;
-    const taken = new Map<string, number>();
+    const here = listed && new Set(listed);
+    const taken: number[] = [];
+    const untaken: string[] = [];
     saved.records.forEach(({ id }, i) => {
-      if (listed && !listed.has(id)) return;
-      if (current) return void taken.set(id, i);
+      if (here && !here.has(id)) return;
+      if (current) return void taken.push(i);
       const stat = fs.statSync(`${this.dir}/${id}/${FILE}`, { throwIfNoEntry: false });
-      if (stat && saved.recordUnchanged(i, stat)) taken.set(id, i);
+      if (stat && saved.recordUnchanged(i, stat)) taken.push(i);
+      else if (!here) untaken.push(id);
     });
-    return { taken, current };
+    if (here) {
+      const takenIds = new Set(taken.map((i) => saved.records[i]!.id));
+      untaken.push(...listed!.filter((id) => !takenIds.has(id)));
+    }
+    return { taken, untaken, current };
   }
 
   /**
@@ -104,8 +111,8 @@ export class FileConversationRepository implements ConversationRepository {
    * file is unchanged (its stamp), or without a look at it when the snapshot is `current` (the
    * clean shutdown just before this start wrote it, as it wrote summaries.json before).
    */
-  private summaryFromSnapshot(saved: SavedSnapshot, i: number | undefined, current: boolean): ConversationSummary | undefined {
-    if (i === undefined || !saved.hadLog(i)) return undefined;
+  private summaryFromSnapshot(saved: SavedSnapshot, i: number, current: boolean): ConversationSummary | undefined {
+    if (!saved.hadLog(i)) return undefined;
     const record = saved.records[i]!;
     if (!current) {
       const stat = fs.statSync(`${this.dir}/${record.id}/${LOG_FILE}`, { throwIfNoEntry: false });

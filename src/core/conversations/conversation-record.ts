@@ -57,8 +57,11 @@ export type ConfigChange = Partial<
 export interface LoadedConversations {
   records: ConversationRecord[];
   damaged: { id: string; error: DamagedDataError }[];
-  /** A loaded conversation's summary as a snapshot kept it, when its log is provably as it was then (files); else undefined. */
-  summaryOf?: (id: string) => ConversationSummary | undefined;
+  /**
+   * The summary of `records[i]`'s log as a snapshot kept it, when the log is provably as it was
+   * then (files); else undefined. By place, not id: no map of every id to build and look up.
+   */
+  summaryAt?: (i: number) => ConversationSummary | undefined;
   /**
    * The records come from what the clean shutdown just before this start saved (files: its
    * snapshot, named by the token its summaries.json carried): that shutdown ended and recorded

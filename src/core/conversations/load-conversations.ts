@@ -34,13 +34,14 @@ export async function loadConversations(options: {
   const { saved, log } = options;
   const inSnapshot = saved !== null && 'inSnapshot' in saved ? saved.inSnapshot : undefined;
   const summaries = saved !== null && !('inSnapshot' in saved) ? saved : null;
-  const { records, damaged, summaryOf, rightAfterCleanStop = false } = await options.repository.loadAll({ afterCleanStop: saved !== null, ...(inSnapshot !== undefined && { snapshotToken: inSnapshot }) });
+  const { records, damaged, summaryAt, rightAfterCleanStop = false } = await options.repository.loadAll({ afterCleanStop: saved !== null, ...(inSnapshot !== undefined && { snapshotToken: inSnapshot }) });
   const quarantined = [...damaged];
   const eventCounts = new Map<string, number>();
-  for (const record of records) {
+  for (let i = 0; i < records.length; i++) {
+    const record = records[i]!;
     try {
       // Appends move updated_at in memory only (ConversationStore.touch): the summary, or else the log, says when the conversation last changed.
-      const summary = summaries?.get(record.id) ?? summaryOf?.(record.id) ?? (await summaryFromLog(log, record.id));
+      const summary = summaries?.get(record.id) ?? summaryAt?.(i) ?? (await summaryFromLog(log, record.id));
       keepSummary(record, summary);
       eventCounts.set(record.id, summary.event_count);
       // Right after a clean stop the other stores are checked at first use instead.
