@@ -82,13 +82,17 @@ describe('the end of a run that leaves the status as the record file has it', ()
     server = await spawn(dir);
     await expectShown(first);
 
+    // Loaded at start-up, its record file as it was: the run's end saves nothing either.
     const second = await runTurn(server, id, 2);
     expect(second.usage).toMatchObject({ prompt_tokens: 201 + 401, completion_tokens: 20 });
+    expect(fs.readFileSync(file, 'utf8'), 'no save at the run end after a restart').toBe(fileBefore);
     await stop(server, 'SIGTERM');
     server = await spawn(dir);
     await expectShown(second);
 
+    // Loaded from the snapshot of the clean stop: the same.
     const third = await runTurn(server, id, 3);
+    expect(fs.readFileSync(file, 'utf8'), 'no save at the run end after a clean stop').toBe(fileBefore);
     await stop(server, 'SIGKILL');
     server = await spawn(dir);
     await expectShown(third);

@@ -80,8 +80,7 @@ export class ConversationStore {
     // Held as loading counted them (a copy took ~10 ms at 10,000 conversations), with any counted before.
     for (const [id, count] of this.eventCounts) if (!loaded.eventCounts.has(id)) loaded.eventCounts.set(id, count);
     this.eventCounts = loaded.eventCounts;
-    // Their files say what they hold now but for what only grows (see setStatus).
-    for (const record of loaded.records) if (!record.quarantine) this.onDisk.saved(record);
+    // Their files say what they hold now but for what only grows (see setStatus): onDisk takes a record it has not seen as its file has it.
     this.indexAll(loaded.records);
     this.loaded = true;
     this.loadedAfterCleanStop = loaded.rightAfterCleanStop;
@@ -170,6 +169,7 @@ export class ConversationStore {
 
   /** A new conversation, indexed now and persisted by `persist` (after its first message is in the log). */
   add(record: ConversationRecord): void {
+    this.onDisk.unsaved(record);
     this.index(record);
   }
 
@@ -345,6 +345,7 @@ export class ConversationStore {
     const record = this.records.get(id);
     if (!record) throw new NotFoundError('conversation', id);
     this.views.drop(record);
+    this.onDisk.changing(record);
     return record;
   }
 
