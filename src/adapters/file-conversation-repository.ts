@@ -42,8 +42,8 @@ export class FileConversationRepository implements ConversationRepository {
     // Unchanged since the snapshot was saved: no directory was added or removed since, and its records named them all then.
     const listed = saved && hasStamp(dirStat, saved.dirStamp) ? null : await this.list();
     const loaded: LoadedConversations = { records: [], damaged: [] };
-    // Not listed: the snapshot's records name every directory.
-    let unread = listed!;
+    // Without a snapshot, every directory listed; with one, those it does not give (takeFromSnapshot).
+    let unread = listed ?? [];
     if (saved) {
       const { taken, untaken, current } = this.takeFromSnapshot(saved, listed, options.snapshotToken);
       // In the snapshot's order (created_at: see saveSnapshot), which the index then need not sort.
