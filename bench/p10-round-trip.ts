@@ -66,6 +66,8 @@ export const p10RoundTrip: Benchmark = {
       floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir'), shells: ownShells! });
 
       const turns = { fresh: [] as TurnFigures[], later: [] as TurnFigures[] };
+      /** When each round's conversation was created: the pace at which the warm shells are taken. */
+      const createdAt: number[] = [];
       for (let round = 0; round < rounds; round++) {
         // The floor is sampled once the server has done with the conversation closed just before
         // (its SSE stream's end and the run's tail): sampled at once, the first sample of each
@@ -73,6 +75,7 @@ export const p10RoundTrip: Benchmark = {
         await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
         await floor.sample(2);
         for (let i = 0; i < 2; i++) hops.push((await client.ask({ type: 'hop', url: bare.url, content: `Turn ${i + 1}: run true.` }, 'hopped')).ms);
+        createdAt.push(performance.now());
         const conversation = await Conversation.create(client, server, fake, timeline);
         for (const kind of ['fresh', 'later'] as const) {
           timeline.reset();
@@ -109,6 +112,7 @@ export const p10RoundTrip: Benchmark = {
       const floorMs = 2 * summarize(floor.firstLlmMs).p50 + summarize(floor.shellMs).p50;
       if (!Number.isFinite(floorMs)) throw new Error('P10: no floor samples');
       const hop = summarize(hops);
+      const paceMs = summarize(createdAt.slice(1).map((at, i) => at - createdAt[i]!)).p50;
       const hopFloorMs = floorMs + hop.p50;
       const total = (kind: 'fresh' | 'later') => summarize(turns[kind].map((turn) => turn.totalMs));
       const freshSummary = total('fresh');
@@ -154,7 +158,7 @@ export const p10RoundTrip: Benchmark = {
         notes: [
           `A new conversation's round trip is ${ratio(freshSummary.p50, floorMs)} its floor at the median (${fmt(freshSummary.p50)} ms vs ${fmt(floorMs)} ms); a later turn ${ratio(laterSummary.p50, floorMs)} (${fmt(laterSummary.p50)} ms).`,
           `A client pays one HTTP request and reads one SSE event whatever the server does: from the same client process, a POST like a turn's answered at once by a bare node:http server (in the benchmark's process, as the server is) takes ${fmt(hop.p50)} ms at the median. Against the floor plus that hop (${fmt(hopFloorMs)} ms) a later turn is ${ratio(laterSummary.p50, hopFloorMs)}, a new conversation ${ratio(freshSummary.p50, hopFloorMs)}.`,
-          `A new conversation created with the server's defaults takes the oldest of the shells the server started ahead for the next such conversations (AGENTD_WARM_SHELLS, two by default; another starts 100 ms after a take): its first tool call waited ${fmt(freshWait)} ms at the median from the LLM's answer. These conversations come about every 100 ms here; the start of the one made after each take lands on the turns around it. One in a workdir of the client's has no warm shell: its shell starts at its creation and, with the fake LLM answering at once, its first tool call waited ${fmt(coldWait)} ms for it (${fmt(coldSummary.p50)} ms in all). With an LLM answering after ${SLOW_LLM_MS} ms, the wait from the answer to the tool's start is ${fmt(slowWait)} ms at the median (a later turn's: ${fmt(laterWait)} ms), and the round trip ${fmt(slowSummary.p50)} ms against its floor of ${fmt(slowFloorMs)} ms (${ratio(slowSummary.p50, slowFloorMs)}).`,
+          `A new conversation created with the server's defaults takes the oldest of the shells the server started ahead for the next such conversations (AGENTD_WARM_SHELLS, two by default; after a take the next starts 100 ms later, or at once when the take left none ready, one start at a time until the count is ready): its first tool call waited ${fmt(freshWait)} ms at the median from the LLM's answer. These conversations come every ${fmt(paceMs)} ms here at the median, quicker than the delay: the pool is refilled at the pace a sandbox starts, and those starts land on the turns around each take. One in a workdir of the client's has no warm shell: its shell starts at its creation and, with the fake LLM answering at once, its first tool call waited ${fmt(coldWait)} ms for it (${fmt(coldSummary.p50)} ms in all). With an LLM answering after ${SLOW_LLM_MS} ms, the wait from the answer to the tool's start is ${fmt(slowWait)} ms at the median (a later turn's: ${fmt(laterWait)} ms), and the round trip ${fmt(slowSummary.p50)} ms against its floor of ${fmt(slowFloorMs)} ms (${ratio(slowSummary.p50, slowFloorMs)}).`,
           `The agent's shells, the floor's too, run ${shellsRunAs(server.services.sandbox)}: the server's own, as \`agentd\` runs them on this machine.`,
           'The client (its POST through fetch, its SSE stream) runs in a process of its own, as a real client does; the server, the fake LLM and the floor\'s samples share the benchmark\'s process. The two processes\' instants are compared on CLOCK_MONOTONIC. Until round 2\'s thirteenth session the client ran in the server\'s process and its CPU was on the path (RESULTS.md).',
         ],

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
+import { afterThisTurn } from '../after-this-turn.js';
 import type { Workdirs } from '../conversations/workdirs.js';
 import type { ShellCreateOptions, ShellFactory, ShellSession } from '../tools/shell-session.js';
 
@@ -24,7 +25,7 @@ export interface WarmShellsDeps {
   remember?: (workdirs: readonly string[]) => Promise<void>;
 }
 
-/** How long after a warm shell was taken (or the last one made) the next one starts: off the path of the start that took it. */
+/** How long after a warm shell was taken the next one starts, while one is still ready: off the path of the start that took it. */
 const REFILL_DELAY_MS = 100;
 /** A taken shell that no run or early start of its conversation asked for within this is closed. */
 const CLAIM_MS = 30_000;
@@ -43,9 +44,12 @@ interface Warm {
  * workdir given to the agent's uid only before its first command). A conversation created with
  * the server's defaults (no workdir, the default network, an LLM and the bash tool) takes the
  * oldest (`take`), and its first shell is that one, given the conversation's secrets (`factory`):
- * the sandbox's start (40 ms here) is then behind it. Another starts a moment later, one at a
- * time, until `count` are ready again: conversations created one right after the other (a client
- * starting several tasks) each find one.
+ * the sandbox's start (40 ms here) is then behind it. The next starts a moment later, off the
+ * path of the conversation that took one; at once when that take left none ready (the next
+ * creation would find none). Shells start one at a time, each as soon as the one before has
+ * started, until `count` are ready again: conversations created one right after the other (a
+ * client starting several tasks) each find one, and so do conversations created at a steady pace
+ * quicker than the delay (the pool keeps up at the pace a sandbox starts).
  *
  * Only while conversations are being created: none before the first, and each one left unused for
  * the idle timeout is closed, its workdir removed (none is made again until the next creation).
@@ -55,6 +59,8 @@ export class WarmShells {
   private readonly ready: Warm[] = [];
   /** Being made (its note written, its workdir made): counts as ready for the refill. */
   private making = 0;
+  /** A shell is being made or starting: the next one waits for it (one sandbox start at a time). */
+  private starting = false;
   private readonly taken = new Map<string, Warm>();
   private refill: NodeJS.Timeout | undefined;
   private closed = false;
@@ -73,7 +79,9 @@ export class WarmShells {
    */
   take(): { id: string; workdir: string } | null {
     const warm = this.ready.shift();
-    this.fillSoon();
+    // Emptied by this take: the next creation would find none, so the next one starts now. None
+    // was ready: this conversation starts a shell of its own now, and the next waits a moment.
+    this.fillSoon(warm && this.ready.length === 0 ? 0 : REFILL_DELAY_MS);
     if (!warm) return null;
     clearTimeout(warm.timer);
     warm.timer = setTimeout(() => void this.giveUp(warm), CLAIM_MS);
@@ -111,28 +119,44 @@ export class WarmShells {
     return this.deps.shells.create(options);
   }
 
-  /** The next one is made a moment from now, unless enough are ready or being made. */
-  private fillSoon(): void {
-    if (this.closed || this.refill || this.ready.length + this.making >= this.deps.count) return;
-    this.refill = setTimeout(() => {
+  /**
+   * The next one is made `delayMs` from now (0: once this turn's work is on its way), unless
+   * enough are ready or being made. While one is starting, its start brings the next.
+   */
+  private fillSoon(delayMs: number): void {
+    if (this.closed || this.starting || this.ready.length + this.making >= this.deps.count) return;
+    if (this.refill && delayMs > 0) return;
+    clearTimeout(this.refill);
+    const fill = () => {
       this.refill = undefined;
       void this.fill();
-    }, REFILL_DELAY_MS);
+    };
+    if (delayMs === 0) {
+      this.refill = undefined;
+      afterThisTurn(fill);
+      return;
+    }
+    this.refill = setTimeout(fill, delayMs);
     this.refill.unref();
   }
 
-  /** Its workdir noted first (a crash then leaves nothing unnoted), made, and its shell started. */
+  /**
+   * Its workdir noted first (a crash then leaves nothing unnoted), made, and its shell started;
+   * once started (or failed), the next one if fewer than `count` are ready.
+   */
   private async fill(): Promise<void> {
-    if (this.closed || this.ready.length + this.making >= this.deps.count) return;
+    if (this.closed || this.starting || this.ready.length + this.making >= this.deps.count) return;
+    this.starting = true;
     const id = randomUUID();
     const planned = path.join(this.deps.workdirBase, id);
     this.making += 1;
     let workdir: string;
     try {
       await this.note(planned);
-      if (this.closed) return;
+      if (this.closed) throw new Error('closed');
       workdir = this.deps.workdirs.prepare(planned, { isDefault: true }).workdir;
     } catch {
+      this.starting = false;
       return;
     } finally {
       this.making -= 1;
@@ -140,6 +164,11 @@ export class WarmShells {
     const shell = this.deps.shells
       .create({ conversationId: id, workdir, env: {}, sandbox: { network: this.deps.network }, ahead: true })
       .catch(() => null);
+    void shell.then((started) => {
+      this.starting = false;
+      // A start that failed brings no other: the next take tries again.
+      if (started) this.fillSoon(0);
+    });
     const warm: Warm = { id, workdir, shell, timer: undefined };
     warm.timer = setTimeout(() => {
       const at = this.ready.indexOf(warm);
@@ -152,7 +181,6 @@ export class WarmShells {
     }, this.deps.idleTimeoutMs);
     warm.timer.unref();
     this.ready.push(warm);
-    this.fillSoon();
   }
 
   /**
