@@ -142,7 +142,8 @@ export class WarmShells {
 
   /**
    * Its workdir noted first (a crash then leaves nothing unnoted), made, and its shell started;
-   * once started (or failed), the next one if fewer than `count` are ready.
+   * once started, the next one if fewer than `count` are ready (a failed start brings none: the
+   * next take tries again).
    */
   private async fill(): Promise<void> {
     if (this.closed || this.starting || this.ready.length + this.making >= this.deps.count) return;
@@ -150,23 +151,24 @@ export class WarmShells {
     const id = randomUUID();
     const planned = path.join(this.deps.workdirBase, id);
     this.making += 1;
-    let workdir: string;
+    let workdir: string | undefined;
     try {
       await this.note(planned);
-      if (this.closed) throw new Error('closed');
-      workdir = this.deps.workdirs.prepare(planned, { isDefault: true }).workdir;
+      if (!this.closed) workdir = this.deps.workdirs.prepare(planned, { isDefault: true }).workdir;
     } catch {
-      this.starting = false;
-      return;
+      // not noted, or not made: none this time
     } finally {
       this.making -= 1;
+    }
+    if (workdir === undefined) {
+      this.starting = false;
+      return;
     }
     const shell = this.deps.shells
       .create({ conversationId: id, workdir, env: {}, sandbox: { network: this.deps.network }, ahead: true })
       .catch(() => null);
     void shell.then((started) => {
       this.starting = false;
-      // A start that failed brings no other: the next take tries again.
       if (started) this.fillSoon(0);
     });
     const warm: Warm = { id, workdir, shell, timer: undefined };
