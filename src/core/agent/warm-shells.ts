@@ -57,9 +57,7 @@ interface Warm {
 export class WarmShells {
   /** Ready or starting, oldest first. */
   private readonly ready: Warm[] = [];
-  /** Being made (its note written, its workdir made): counts as ready for the refill. */
-  private making = 0;
-  /** A shell is being made or starting: the next one waits for it (one sandbox start at a time). */
+  /** A shell is being made (its note written, its workdir made) or starting: the next one waits for it (one sandbox start at a time). */
   private starting = false;
   private readonly taken = new Map<string, Warm>();
   private refill: NodeJS.Timeout | undefined;
@@ -121,23 +119,20 @@ export class WarmShells {
 
   /**
    * The next one is made `delayMs` from now (0: once this turn's work is on its way), unless
-   * enough are ready or being made. While one is starting, its start brings the next.
+   * enough are ready. While one is being made or starting, its start brings the next.
    */
   private fillSoon(delayMs: number): void {
-    if (this.closed || this.starting || this.ready.length + this.making >= this.deps.count) return;
-    if (this.refill && delayMs > 0) return;
-    clearTimeout(this.refill);
-    const fill = () => {
-      this.refill = undefined;
-      void this.fill();
-    };
+    if (this.closed || this.starting || this.ready.length >= this.deps.count) return;
     if (delayMs === 0) {
+      clearTimeout(this.refill);
       this.refill = undefined;
-      afterThisTurn(fill);
+      afterThisTurn(() => void this.fill());
       return;
     }
-    this.refill = setTimeout(fill, delayMs);
-    this.refill.unref();
+    this.refill ??= setTimeout(() => {
+      this.refill = undefined;
+      void this.fill();
+    }, delayMs).unref();
   }
 
   /**
@@ -146,19 +141,16 @@ export class WarmShells {
    * next take tries again).
    */
   private async fill(): Promise<void> {
-    if (this.closed || this.starting || this.ready.length + this.making >= this.deps.count) return;
+    if (this.closed || this.starting || this.ready.length >= this.deps.count) return;
     this.starting = true;
     const id = randomUUID();
     const planned = path.join(this.deps.workdirBase, id);
-    this.making += 1;
     let workdir: string | undefined;
     try {
       await this.note(planned);
       if (!this.closed) workdir = this.deps.workdirs.prepare(planned, { isDefault: true }).workdir;
     } catch {
       // not noted, or not made: none this time
-    } finally {
-      this.making -= 1;
     }
     if (workdir === undefined) {
       this.starting = false;
