@@ -94,15 +94,14 @@ export class FileConversationRepository implements ConversationRepository {
     const untaken: string[] = [];
     saved.records.forEach(({ id }, i) => {
       if (here && !here.has(id)) return;
-      if (current) return void taken.push(i);
-      const stat = fs.statSync(`${this.dir}/${id}/${FILE}`, { throwIfNoEntry: false });
-      if (stat && saved.recordUnchanged(i, stat)) taken.push(i);
-      else if (!here) untaken.push(id);
+      const stat = current ? undefined : fs.statSync(`${this.dir}/${id}/${FILE}`, { throwIfNoEntry: false });
+      if (current || (stat && saved.recordUnchanged(i, stat))) {
+        taken.push(i);
+        here?.delete(id);
+      } else if (!here) untaken.push(id);
     });
-    if (here) {
-      const takenIds = new Set(taken.map((i) => saved.records[i]!.id));
-      untaken.push(...listed!.filter((id) => !takenIds.has(id)));
-    }
+    // Listed: what is left of the list, in its order.
+    if (here) untaken.push(...here);
     return { taken, untaken, current };
   }
 
