@@ -132,8 +132,9 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     await this.owner.ensureAsync({ workdir: sandbox.workdir, uid: identity.uid, gid: identity.gid });
   }
 
+  /** What a start needs made before it (prepare): the cgroups, and as root the agent's identity files, off the event loop. */
   async beforeStart(sandbox: SandboxRequest): Promise<void> {
-    await this.cgroups?.makeDirectories(cgroupKey(sandbox.workdir));
+    await Promise.all([this.cgroups?.makeDirectories(cgroupKey(sandbox.workdir)), this.asRoot ? this.identities.prepare(sandbox.workdir) : undefined]);
   }
 
   forget(workdir: string): void {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -35,6 +36,8 @@ export class SandboxIdentityFiles {
    * content itself (a copy of the host's passwd and group, ~2 KB, per workdir ever used).
    */
   private readonly known = new Map<string, string>();
+  /** Per file, how many times it was forgotten: a write through the thread pool that a forget overtook is undone. */
+  private readonly forgets = new Map<string, number>();
   private readonly hostPasswd: string;
   private readonly hostGroup: string;
   private readonly gitconfig: string;
@@ -49,12 +52,33 @@ export class SandboxIdentityFiles {
 
   /** The identity for a workdir when the agent runs as a uid of its own (root server). */
   forWorkdir(workdir: string): SandboxIdentity {
+    const { uid, files } = this.filesOf(workdir);
+    const [passwd, group] = files.map(({ name, variant, content }) => this.write(name, variant, content));
+    return { uid, gid: uid, files: { passwd: passwd!, group: group!, gitconfig: this.gitconfig } };
+  }
+
+  /**
+   * forWorkdir's files written through the thread pool, so that forWorkdir then finds them known:
+   * a sandbox's start awaits this first (BwrapLauncher.beforeStart). Creating a file held the
+   * event loop 0.3 ms on this machine's ext4, two of them (and their renames) per new uid: every
+   * conversation's first sandbox, a warm shell's too, on the path of the runs going on meanwhile.
+   */
+  async prepare(workdir: string): Promise<void> {
+    await Promise.all(this.filesOf(workdir).files.map((file) => this.writeAsync(file.name, file.variant, file.content)));
+  }
+
+  /** The uid's two files: name, what their content depends on besides the host's files, and the content. */
+  private filesOf(workdir: string): { uid: number; files: { name: string; variant: string; content: () => string }[] } {
     const uid = sandboxUid(workdir);
     // passwd fields cannot hold ':' or a newline; HOME is set in the environment anyway.
     const home = /[:\n]/.test(workdir) ? '/tmp' : workdir;
-    const passwd = this.write(`passwd-${uid}`, home, () => `${withNewline(this.hostPasswd)}${SANDBOX_USER}:x:${uid}:${uid}:agentd sandbox:${home}:/bin/bash\n`);
-    const group = this.write(`group-${uid}`, '', () => `${withNewline(this.hostGroup)}${SANDBOX_USER}:x:${uid}:\n`);
-    return { uid, gid: uid, files: { passwd, group, gitconfig: this.gitconfig } };
+    return {
+      uid,
+      files: [
+        { name: `passwd-${uid}`, variant: home, content: () => `${withNewline(this.hostPasswd)}${SANDBOX_USER}:x:${uid}:${uid}:agentd sandbox:${home}:/bin/bash\n` },
+        { name: `group-${uid}`, variant: '', content: () => `${withNewline(this.hostGroup)}${SANDBOX_USER}:x:${uid}:\n` },
+      ],
+    };
   }
 
   /**
@@ -66,6 +90,7 @@ export class SandboxIdentityFiles {
     const uid = sandboxUid(workdir);
     for (const name of [`passwd-${uid}`, `group-${uid}`]) {
       this.known.delete(name);
+      this.forgets.set(name, (this.forgets.get(name) ?? 0) + 1);
       fs.rmSync(path.join(this.dir, name), { force: true });
     }
   }
@@ -87,6 +112,23 @@ export class SandboxIdentityFiles {
     if (readOrEmpty(file) !== text) writeAtomically(file, text);
     this.known.set(name, variant);
     return file;
+  }
+
+  private async writeAsync(name: string, variant: string, content: () => string): Promise<void> {
+    if (this.known.get(name) === variant) return;
+    const file = path.join(this.dir, name);
+    const forgets = this.forgets.get(name) ?? 0;
+    const text = content();
+    const found = await fs.promises.readFile(file, 'utf8').catch(() => '');
+    if (found !== text) {
+      // A temporary name of its own: two starts of one uid may write at once.
+      const temp = `${file}.${process.pid}.${randomUUID()}.tmp`;
+      await fs.promises.writeFile(temp, text, { mode: 0o644 });
+      await fs.promises.rename(temp, file);
+    }
+    // The conversation was deleted meanwhile: its file goes, as forget() meant.
+    if ((this.forgets.get(name) ?? 0) !== forgets) await fs.promises.rm(file, { force: true });
+    else this.known.set(name, variant);
   }
 }
 
