@@ -36,8 +36,8 @@ export class SandboxIdentityFiles {
    * content itself (a copy of the host's passwd and group, ~2 KB, per workdir ever used).
    */
   private readonly known = new Map<string, string>();
-  /** Per file, how many times it was forgotten: a write through the thread pool that a forget overtook is undone. */
-  private readonly forgets = new Map<string, number>();
+  /** Per file, its writes through the thread pool under way: a forget marks them, and a marked write is undone (kept only while under way). */
+  private readonly writing = new Map<string, Set<{ forgotten: boolean }>>();
   private readonly hostPasswd: string;
   private readonly hostGroup: string;
   private readonly gitconfig: string;
@@ -59,7 +59,7 @@ export class SandboxIdentityFiles {
 
   /**
    * forWorkdir's files written through the thread pool, so that forWorkdir then finds them known:
-   * a sandbox's start awaits this first (BwrapLauncher.beforeStart). Creating a file held the
+   * a sandbox's start awaits this first (BwrapProcessLauncher.beforeStart). Creating a file held the
    * event loop 0.3 ms on this machine's ext4, two of them (and their renames) per new uid: every
    * conversation's first sandbox, a warm shell's too, on the path of the runs going on meanwhile.
    */
@@ -90,7 +90,7 @@ export class SandboxIdentityFiles {
     const uid = sandboxUid(workdir);
     for (const name of [`passwd-${uid}`, `group-${uid}`]) {
       this.known.delete(name);
-      this.forgets.set(name, (this.forgets.get(name) ?? 0) + 1);
+      for (const write of this.writing.get(name) ?? []) write.forgotten = true;
       fs.rmSync(path.join(this.dir, name), { force: true });
     }
   }
@@ -117,18 +117,30 @@ export class SandboxIdentityFiles {
   private async writeAsync(name: string, variant: string, content: () => string): Promise<void> {
     if (this.known.get(name) === variant) return;
     const file = path.join(this.dir, name);
-    const forgets = this.forgets.get(name) ?? 0;
-    const text = content();
-    const found = await fs.promises.readFile(file, 'utf8').catch(() => '');
-    if (found !== text) {
-      // A temporary name of its own: two starts of one uid may write at once.
-      const temp = `${file}.${process.pid}.${randomUUID()}.tmp`;
-      await fs.promises.writeFile(temp, text, { mode: 0o644 });
-      await fs.promises.rename(temp, file);
+    const write = { forgotten: false };
+    const writes = this.writing.get(name) ?? new Set();
+    this.writing.set(name, writes.add(write));
+    try {
+      const text = content();
+      const found = await fs.promises.readFile(file, 'utf8').catch(() => '');
+      if (found !== text) {
+        // A temporary name of its own: two starts of one uid may write at once.
+        const temp = `${file}.${process.pid}.${randomUUID()}.tmp`;
+        try {
+          await fs.promises.writeFile(temp, text, { mode: 0o644 });
+          await fs.promises.rename(temp, file);
+        } catch (error) {
+          await fs.promises.rm(temp, { force: true });
+          throw error;
+        }
+      }
+      // The conversation was deleted meanwhile: its file goes, as forget() meant.
+      if (write.forgotten) await fs.promises.rm(file, { force: true });
+      else this.known.set(name, variant);
+    } finally {
+      writes.delete(write);
+      if (writes.size === 0) this.writing.delete(name);
     }
-    // The conversation was deleted meanwhile: its file goes, as forget() meant.
-    if ((this.forgets.get(name) ?? 0) !== forgets) await fs.promises.rm(file, { force: true });
-    else this.known.set(name, variant);
   }
 }
 
