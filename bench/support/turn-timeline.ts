@@ -1,5 +1,5 @@
 import type { CheckpointService } from '../../src/core/checkpoints/checkpoint-service.js';
-import type { LlmClient } from '../../src/core/agent/llm.js';
+import type { LlmClient, LlmSettings } from '../../src/core/agent/llm.js';
 import type { AppendedEvent } from '../../src/core/events/event-log.js';
 import type { ShellFactory } from '../../src/core/tools/shell-session.js';
 import type { EventTap } from './instrumented.js';
@@ -49,8 +49,17 @@ export class TurnTimeline {
     }
   }
 
+  /**
+   * The client, timed; with its codec, as the server uses it unwrapped: without it, every request
+   * of a run decoded the history kept in the client's wire form and encoded it again (the path of
+   * a client that keeps messages its own way), which the server given the client itself never takes.
+   */
   llm(inner: LlmClient): LlmClient {
-    return { complete: (request) => this.time('llm', () => inner.complete(request)) };
+    return {
+      ...(inner.codec && { codec: inner.codec }),
+      ...(inner.supportsJsonSchema && { supportsJsonSchema: (settings: LlmSettings) => inner.supportsJsonSchema!(settings) }),
+      complete: (request) => this.time('llm', () => inner.complete(request)),
+    };
   }
 
   shells(inner: ShellFactory): ShellFactory {
