@@ -26,6 +26,12 @@ const SETTLE_MS = 25;
 const SLOW_LLM_MS = 300;
 
 /**
+ * How long the later turns measured alone wait after their conversation's creation: the warm
+ * shells' refill it set going (one or two sandbox starts, ~35 ms each here) is over by then.
+ */
+const REFILL_SETTLE_MS = 300;
+
+/**
  * P10: what a client feels. One round trip is `POST /conversations/{id}/messages` until the
  * run's end is seen on the conversation's SSE stream, for a two-step run (one `bash true` call,
  * then a text answer) with the fake LLM answering at once. Measured on a new conversation (its
@@ -43,6 +49,7 @@ export const p10RoundTrip: Benchmark = {
     const rounds = quick ? 12 : 40;
     const slowRounds = quick ? 3 : 8;
     const coldRounds = quick ? 4 : 12;
+    const aloneTurns = quick ? 8 : 20;
     const timeline = new TurnTimeline();
     const tap = new EventTap();
     timeline.tap(tap);
@@ -87,6 +94,23 @@ export const p10RoundTrip: Benchmark = {
         }
         conversation.close();
       }
+      // Later turns with no conversation created meanwhile. In the rounds above, each creation takes
+      // a warm shell and the refill's sandbox start (15-30 ms of CPU across bwrap, bash and pasta)
+      // runs beside that round's turns, on the later one about every other round (RESULTS.md,
+      // thirty-second session); here no sandbox starts beside the turn.
+      const alone: TurnFigures[] = [];
+      {
+        const conversation = await Conversation.create(client, server, fake, timeline);
+        await conversation.turn();
+        await new Promise((resolve) => setTimeout(resolve, REFILL_SETTLE_MS));
+        for (let i = 0; i < aloneTurns; i++) {
+          await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+          timeline.reset();
+          const { totalMs, httpMs, clientCpuMs } = await conversation.turn();
+          alone.push({ totalMs, httpMs, cpuMs: 0, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
+        }
+        conversation.close();
+      }
       // New conversations in workdirs of the client's: no warm shell (server-chosen workdirs only), the shell started at creation.
       const cold: TurnFigures[] = [];
       for (let round = 0; round < coldRounds; round++) {
@@ -117,6 +141,7 @@ export const p10RoundTrip: Benchmark = {
       const total = (kind: 'fresh' | 'later') => summarize(turns[kind].map((turn) => turn.totalMs));
       const freshSummary = total('fresh');
       const laterSummary = total('later');
+      const aloneSummary = summarize(alone.map((turn) => turn.totalMs));
       const slowSummary = summarize(slow.map((turn) => turn.totalMs));
       const coldSummary = summarize(cold.map((turn) => turn.totalMs));
       const coldWait = summarize(cold.map((turn) => turn.segments['answer → tool starts'])).p50;
@@ -128,7 +153,7 @@ export const p10RoundTrip: Benchmark = {
       const p50 = (kind: 'fresh' | 'later', value: (turn: TurnFigures) => number) => fmt(summarize(turns[kind].map(value)).p50);
       const SPENT = ['append', 'checkpoint atRunStart', 'checkpoint beforeTool', 'checkpoint atRunEnd', 'shell start'];
       return {
-        sizes: `${rounds} new conversations, each with a first and a second turn, alternating with floor samples (after a 3-turn warm-up); then ${coldRounds} new conversations in workdirs of the client's and ${slowRounds} with an LLM answering after ${SLOW_LLM_MS} ms`,
+        sizes: `${rounds} new conversations, each with a first and a second turn, alternating with floor samples (after a 3-turn warm-up); then ${aloneTurns} later turns of one conversation; ${coldRounds} new conversations in workdirs of the client's and ${slowRounds} with an LLM answering after ${SLOW_LLM_MS} ms`,
         tables: [
           {
             caption: 'Round trip: POST .../messages → run end seen on SSE',
@@ -136,6 +161,7 @@ export const p10RoundTrip: Benchmark = {
             rows: [
               row('new conversation (first turn)', freshSummary),
               row('later turn of the same conversation', laterSummary),
+              row(`later turns of one conversation, none created meanwhile (${aloneTurns} in a row)`, aloneSummary),
               row("new conversation in a workdir of the client's (no warm shell)", coldSummary),
               ['floor: 2 fake-LLM round trips + `true` in a running shell', fmt(floorMs), '', '', '×1'],
               [`the client's own hop: a POST like a turn's, answered at once by a bare node:http server`, fmt(hop.p50), fmt(hop.mean), fmt(hop.p99), ''],
@@ -157,6 +183,7 @@ export const p10RoundTrip: Benchmark = {
         ],
         notes: [
           `A new conversation's round trip is ${ratio(freshSummary.p50, floorMs)} its floor at the median (${fmt(freshSummary.p50)} ms vs ${fmt(floorMs)} ms); a later turn ${ratio(laterSummary.p50, floorMs)} (${fmt(laterSummary.p50)} ms).`,
+          `Each round above creates a conversation, which takes one of the warm shells; the refill's sandbox start (15-30 ms of CPU across bwrap, bash and pasta on this machine's two cores) runs beside that round's turns, and on about every other round beside its later turn. The same later turn with no conversation created meanwhile (${aloneTurns} turns of one conversation, ${SETTLE_MS} ms apart, after its refill was over) takes ${fmt(aloneSummary.p50)} ms at the median (${ratio(aloneSummary.p50, floorMs)} the floor, ${ratio(aloneSummary.p50, hopFloorMs)} the floor plus the client's hop).`,
           `A client pays one HTTP request and reads one SSE event whatever the server does: from the same client process, a POST like a turn's answered at once by a bare node:http server (in the benchmark's process, as the server is) takes ${fmt(hop.p50)} ms at the median. Against the floor plus that hop (${fmt(hopFloorMs)} ms) a later turn is ${ratio(laterSummary.p50, hopFloorMs)}, a new conversation ${ratio(freshSummary.p50, hopFloorMs)}.`,
           `A new conversation created with the server's defaults takes the oldest of the shells the server started ahead for the next such conversations (AGENTD_WARM_SHELLS, two by default; after a take the next starts 100 ms later, or at once when the take left none ready, one start at a time until the count is ready): its first tool call waited ${fmt(freshWait)} ms at the median from the LLM's answer. These conversations come every ${fmt(paceMs)} ms here at the median, quicker than the delay: the pool is refilled at the pace a sandbox starts, and those starts land on the turns around each take. One in a workdir of the client's has no warm shell: its shell starts at its creation and, with the fake LLM answering at once, its first tool call waited ${fmt(coldWait)} ms for it (${fmt(coldSummary.p50)} ms in all). With an LLM answering after ${SLOW_LLM_MS} ms, the wait from the answer to the tool's start is ${fmt(slowWait)} ms at the median (a later turn's: ${fmt(laterWait)} ms), and the round trip ${fmt(slowSummary.p50)} ms against its floor of ${fmt(slowFloorMs)} ms (${ratio(slowSummary.p50, slowFloorMs)}).`,
           `The agent's shells, the floor's too, run ${shellsRunAs(server.services.sandbox)}: the server's own, as \`agentd\` runs them on this machine.`,
