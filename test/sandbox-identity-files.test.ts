@@ -70,6 +70,17 @@ describe('the sandbox identity files', () => {
     await writing;
     expect(fs.readdirSync(state).filter((name) => name.endsWith(`-${otherUid}`) || name.includes(`-${otherUid}.`))).toEqual([]);
     expect(files.held).toBe(2);
+
+    // Deleted while its files are being written, then a new conversation in the same workdir at
+    // once: the new start's files are there (the undoing of the first write came before them).
+    const again = files.prepare(other);
+    files.forget(other);
+    const renewed = files.prepare(other);
+    await Promise.all([again, renewed]);
+    const identity = files.forWorkdir(other);
+    expect(fs.readFileSync(identity.files.passwd, 'utf8')).toContain(`${SANDBOX_USER}:x:${otherUid}:`);
+    expect(fs.readFileSync(identity.files.group, 'utf8')).toContain(`${SANDBOX_USER}:x:${otherUid}:`);
+    expect(files.held).toBe(4);
     // Nothing is kept about writes once they are done (a server's life of deleted conversations).
     expect((files as unknown as { writing: Map<string, unknown> }).writing.size).toBe(0);
   });

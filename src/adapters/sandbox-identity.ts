@@ -36,8 +36,12 @@ export class SandboxIdentityFiles {
    * content itself (a copy of the host's passwd and group, ~2 KB, per workdir ever used).
    */
   private readonly known = new Map<string, string>();
-  /** Per file, its writes through the thread pool under way: a forget marks them, and a marked write is undone (kept only while under way). */
-  private readonly writing = new Map<string, Set<{ forgotten: boolean }>>();
+  /**
+   * Per file, its writes through the thread pool, one after the other (kept only while any is
+   * queued or under way): a forget marks those it overtakes, which undo themselves, before a write
+   * queued after the forget (a new sandbox of the same uid) makes the file again.
+   */
+  private readonly writing = new Map<string, { tail: Promise<void>; writes: Set<{ forgotten: boolean }> }>();
   private readonly hostPasswd: string;
   private readonly hostGroup: string;
   private readonly gitconfig: string;
@@ -90,7 +94,7 @@ export class SandboxIdentityFiles {
     const uid = sandboxUid(workdir);
     for (const name of [`passwd-${uid}`, `group-${uid}`]) {
       this.known.delete(name);
-      for (const write of this.writing.get(name) ?? []) write.forgotten = true;
+      for (const write of this.writing.get(name)?.writes ?? []) write.forgotten = true;
       fs.rmSync(path.join(this.dir, name), { force: true });
     }
   }
@@ -114,33 +118,44 @@ export class SandboxIdentityFiles {
     return file;
   }
 
-  private async writeAsync(name: string, variant: string, content: () => string): Promise<void> {
-    if (this.known.get(name) === variant) return;
-    const file = path.join(this.dir, name);
+  private writeAsync(name: string, variant: string, content: () => string): Promise<void> {
+    if (this.known.get(name) === variant) return Promise.resolve();
+    const queue = this.writing.get(name) ?? { tail: Promise.resolve(), writes: new Set() };
+    this.writing.set(name, queue);
     const write = { forgotten: false };
-    const writes = this.writing.get(name) ?? new Set();
-    this.writing.set(name, writes.add(write));
-    try {
-      const text = content();
-      const found = await fs.promises.readFile(file, 'utf8').catch(() => '');
-      if (found !== text) {
-        // A temporary name of its own: two starts of one uid may write at once.
-        const temp = `${file}.${process.pid}.${randomUUID()}.tmp`;
-        try {
-          await fs.promises.writeFile(temp, text, { mode: 0o644 });
-          await fs.promises.rename(temp, file);
-        } catch (error) {
-          await fs.promises.rm(temp, { force: true });
-          throw error;
-        }
+    queue.writes.add(write);
+    const written = queue.tail.then(() => this.writeNow(name, variant, content, write));
+    queue.tail = written.then(
+      () => this.settled(name, queue, write),
+      () => this.settled(name, queue, write),
+    );
+    return written;
+  }
+
+  private async writeNow(name: string, variant: string, content: () => string, write: { forgotten: boolean }): Promise<void> {
+    // Forgotten before its turn (forget removed the file), or written by the write before it.
+    if (write.forgotten || this.known.get(name) === variant) return;
+    const file = path.join(this.dir, name);
+    const text = content();
+    const found = await fs.promises.readFile(file, 'utf8').catch(() => '');
+    if (found !== text) {
+      const temp = `${file}.${process.pid}.${randomUUID()}.tmp`;
+      try {
+        await fs.promises.writeFile(temp, text, { mode: 0o644 });
+        await fs.promises.rename(temp, file);
+      } catch (error) {
+        await fs.promises.rm(temp, { force: true });
+        throw error;
       }
-      // The conversation was deleted meanwhile: its file goes, as forget() meant.
-      if (write.forgotten) await fs.promises.rm(file, { force: true });
-      else this.known.set(name, variant);
-    } finally {
-      writes.delete(write);
-      if (writes.size === 0) this.writing.delete(name);
     }
+    // The conversation was deleted meanwhile: its file goes, as forget() meant.
+    if (write.forgotten) await fs.promises.rm(file, { force: true });
+    else this.known.set(name, variant);
+  }
+
+  private settled(name: string, queue: { writes: Set<{ forgotten: boolean }> }, write: { forgotten: boolean }): void {
+    queue.writes.delete(write);
+    if (queue.writes.size === 0 && this.writing.get(name) === queue) this.writing.delete(name);
   }
 }
 
