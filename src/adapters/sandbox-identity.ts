@@ -139,6 +139,7 @@ export class SandboxIdentityFiles {
     const text = content();
     const found = await fs.promises.readFile(file, 'utf8').catch(() => '');
     if (found !== text) {
+      // A name of its own: forWorkdir's synchronous write of the same file (a start that did not await prepare) may run meanwhile.
       const temp = `${file}.${process.pid}.${randomUUID()}.tmp`;
       try {
         await fs.promises.writeFile(temp, text, { mode: 0o644 });
