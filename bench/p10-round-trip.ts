@@ -95,9 +95,9 @@ export const p10RoundTrip: Benchmark = {
         conversation.close();
       }
       // Later turns with no conversation created meanwhile. In the rounds above, each creation takes
-      // a warm shell and the refill's sandbox start (15-30 ms of CPU across bwrap, bash and pasta)
-      // runs beside that round's turns, on the later one about every other round (RESULTS.md,
-      // thirty-second session); here no sandbox starts beside the turn.
+      // a warm shell and the refill's sandbox start may run beside the turns around it (RESULTS.md,
+      // thirty-second session: 15-30 ms of CPU here, on about every other later turn); here no
+      // sandbox starts beside the turn.
       const alone: TurnFigures[] = [];
       {
         const conversation = await Conversation.create(client, server, fake, timeline);
@@ -183,7 +183,7 @@ export const p10RoundTrip: Benchmark = {
         ],
         notes: [
           `A new conversation's round trip is ${ratio(freshSummary.p50, floorMs)} its floor at the median (${fmt(freshSummary.p50)} ms vs ${fmt(floorMs)} ms); a later turn ${ratio(laterSummary.p50, floorMs)} (${fmt(laterSummary.p50)} ms).`,
-          `Each round above creates a conversation, which takes one of the warm shells; the refill's sandbox start (15-30 ms of CPU across bwrap, bash and pasta on this machine's two cores) runs beside that round's turns, and on about every other round beside its later turn. The same later turn with no conversation created meanwhile (${aloneTurns} turns of one conversation, ${SETTLE_MS} ms apart, after its refill was over) takes ${fmt(aloneSummary.p50)} ms at the median (${ratio(aloneSummary.p50, floorMs)} the floor, ${ratio(aloneSummary.p50, hopFloorMs)} the floor plus the client's hop).`,
+          `Each round above creates a conversation, which takes one of the warm shells; the refill's sandbox start (bwrap, bash, pasta) may run beside the turns of the rounds around it (RESULTS.md, thirty-second session). The same later turn with no conversation created meanwhile (${aloneTurns} turns of one conversation, ${SETTLE_MS} ms apart, after its refill was over) takes ${fmt(aloneSummary.p50)} ms at the median (${ratio(aloneSummary.p50, floorMs)} the floor, ${ratio(aloneSummary.p50, hopFloorMs)} the floor plus the client's hop).`,
           `A client pays one HTTP request and reads one SSE event whatever the server does: from the same client process, a POST like a turn's answered at once by a bare node:http server (in the benchmark's process, as the server is) takes ${fmt(hop.p50)} ms at the median. Against the floor plus that hop (${fmt(hopFloorMs)} ms) a later turn is ${ratio(laterSummary.p50, hopFloorMs)}, a new conversation ${ratio(freshSummary.p50, hopFloorMs)}.`,
           `A new conversation created with the server's defaults takes the oldest of the shells the server started ahead for the next such conversations (AGENTD_WARM_SHELLS, two by default; after a take the next starts 100 ms later, or at once when the take left none ready, one start at a time until the count is ready): its first tool call waited ${fmt(freshWait)} ms at the median from the LLM's answer. These conversations come every ${fmt(paceMs)} ms here at the median, quicker than the delay: the pool is refilled at the pace a sandbox starts, and those starts land on the turns around each take. One in a workdir of the client's has no warm shell: its shell starts at its creation and, with the fake LLM answering at once, its first tool call waited ${fmt(coldWait)} ms for it (${fmt(coldSummary.p50)} ms in all). With an LLM answering after ${SLOW_LLM_MS} ms, the wait from the answer to the tool's start is ${fmt(slowWait)} ms at the median (a later turn's: ${fmt(laterWait)} ms), and the round trip ${fmt(slowSummary.p50)} ms against its floor of ${fmt(slowFloorMs)} ms (${ratio(slowSummary.p50, slowFloorMs)}).`,
           `The agent's shells, the floor's too, run ${shellsRunAs(server.services.sandbox)}: the server's own, as \`agentd\` runs them on this machine.`,
