@@ -26,6 +26,16 @@ const SETTLE_MS = 25;
 const SLOW_LLM_MS = 300;
 
 /**
+ * The warm-up: conversations of this many turns each, before anything is measured. Until round 2's
+ * thirty-third session it was one conversation of 3 turns: most of the code a turn runs was still
+ * in V8's baseline tier (perf: inline-cache builtins the largest leaf of the server's thread), and
+ * 200 turns more took 2-3 ms of the server's CPU off each later turn (RESULTS.md). A server that
+ * has served a few hundred turns is past that; P10 measures the warm round trip.
+ */
+const WARM_CONVERSATIONS = 20;
+const WARM_TURNS = 10;
+
+/**
  * How long the later turns measured alone wait after their conversation's creation: the warm
  * shells' refill it set going (one or two sandbox starts, ~35 ms each here) is over by then.
  */
@@ -66,10 +76,13 @@ export const p10RoundTrip: Benchmark = {
     const hops: number[] = [];
     try {
       bare = await BareServer.start();
-      // Warm-up: the first conversation pays for JIT and first-use costs nobody sees twice.
-      const warm = await Conversation.create(client, server, fake, timeline);
-      for (let i = 0; i < 3; i++) await warm.turn();
-      warm.close();
+      // Warm-up: conversations like the measured ones pay for first-use costs nobody sees twice and
+      // for V8's tiering of the code a turn runs (see WARM_CONVERSATIONS).
+      for (let i = 0; i < WARM_CONVERSATIONS; i++) {
+        const warm = await Conversation.create(client, server, fake, timeline);
+        for (let turn = 0; turn < WARM_TURNS; turn++) await warm.turn();
+        warm.close();
+      }
       floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir'), shells: ownShells! });
 
       const turns = { fresh: [] as TurnFigures[], later: [] as TurnFigures[] };
@@ -153,7 +166,7 @@ export const p10RoundTrip: Benchmark = {
       const p50 = (kind: 'fresh' | 'later', value: (turn: TurnFigures) => number) => fmt(summarize(turns[kind].map(value)).p50);
       const SPENT = ['append', 'checkpoint atRunStart', 'checkpoint beforeTool', 'checkpoint atRunEnd', 'shell start'];
       return {
-        sizes: `${rounds} new conversations, each with a first and a second turn, alternating with floor samples (after a 3-turn warm-up); then ${aloneTurns} later turns of one conversation; ${coldRounds} new conversations in workdirs of the client's and ${slowRounds} with an LLM answering after ${SLOW_LLM_MS} ms`,
+        sizes: `${rounds} new conversations, each with a first and a second turn, alternating with floor samples (after a warm-up of ${WARM_CONVERSATIONS} conversations of ${WARM_TURNS} turns); then ${aloneTurns} later turns of one conversation; ${coldRounds} new conversations in workdirs of the client's and ${slowRounds} with an LLM answering after ${SLOW_LLM_MS} ms`,
         tables: [
           {
             caption: 'Round trip: POST .../messages → run end seen on SSE',
