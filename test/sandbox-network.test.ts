@@ -6,6 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NO_LIMITS } from '../src/adapters/resource-limits.js';
 import { selectProcessLauncher } from '../src/adapters/select-process-launcher.js';
+import { findNetworkHelper } from '../src/adapters/sandbox-network.js';
 import { BwrapProcessLauncher } from '../src/adapters/bwrap-launcher.js';
 import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { findInPath } from '../src/adapters/sandbox-mounts.js';
@@ -108,7 +109,7 @@ describe.skipIf(Boolean(skipReason))('sandbox network', () => {
   it('a finished command leaves no network helper behind', async () => {
     const id = (await harness.post('/conversations', {})).body.id as string;
     // Helpers of this (in-process) server: children of a wrapper that is a child of this process.
-    const ours = () => helpersOf(process.pid, selection.networkHelper!.kind);
+    const ours = () => helpersOf(process.pid, path.basename(selection.networkHelper!.path));
     // Agents' persistent shells of the other tests hold helpers of their own: those stay.
     const before = ours().filter(alive);
     const during = await harness.post(`/conversations/${id}/commands`, { command: `cat /proc/net/route | wc -l` });
@@ -127,7 +128,7 @@ describe.skipIf(Boolean(skipReason))('sandbox network', () => {
   });
 });
 
-/** Processes started as `name` (pasta re-executes itself as passt.avx2) whose parent's parent is `ancestor`. */
+/** Processes started as `name` (argv[0]'s base name: pasta keeps it when it re-executes itself as passt.avx2) whose parent's parent is `ancestor`. */
 function helpersOf(ancestor: number, name: string): number[] {
   const parentOf = (pid: number) => Number(/^PPid:\s+(\d+)$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
   return fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).map(Number).filter((pid) => {
@@ -297,11 +298,12 @@ describe.skipIf(Boolean(skipReason))('a running user-mode sandbox', () => {
     const child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, detached: true, stdio: ['pipe', 'pipe', 'inherit'] });
     try {
       await new Promise((resolve) => child.stdout!.once('data', resolve));
-      const helperName = selection.networkHelper!.kind === 'pasta' ? 'passt' : 'slirp4netns';
+      // pasta's comm: `pasta`, `pasta.avx2` (started as its AVX2 build) or `passt.avx2` (re-executed as it).
+      const helperNames = selection.networkHelper!.kind === 'pasta' ? /^pas(ta|st)/ : /^slirp4netns/;
       const children = (pid: number) => fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);
       const named = (pid: number) => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
       const wrapper = child.pid!;
-      const helper = children(wrapper).find((pid) => named(pid).startsWith(helperName.slice(0, 5)));
+      const helper = children(wrapper).find((pid) => helperNames.test(named(pid)));
       expect(helper, `the helper among ${children(wrapper).map(named).join(', ')}`).toBeDefined();
       const opened = (pid: number) => fs.readdirSync(`/proc/${pid}/fd`).map((fd) => {
         try {
@@ -365,7 +367,7 @@ describe.skipIf(Boolean(skipReason))('sandbox network helper lifetime', () => {
   it('a server killed with -9 leaves no network helper and no sandbox behind', async () => {
     const dataDir = tempDir();
     const server = await spawnServer({ dataDir, env: { AGENTD_SANDBOX: 'bwrap' } });
-    const helperName = selection.networkHelper!.kind;
+    const helperName = path.basename(selection.networkHelper!.path);
     try {
       const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
       const created = await fetch(`${server.url}/conversations`, { method: 'POST', headers: auth, body: '{}' }).then((response) => response.json() as Promise<any>);
@@ -510,4 +512,30 @@ describe('network policy and connection caps', () => {
       await server.close();
     }
   }, 60_000);
+});
+
+describe('the network helper found at start-up', () => {
+  const dirs: string[] = [];
+  afterAll(() => dirs.forEach((dir) => fs.rmSync(dir, { recursive: true, force: true })));
+
+  /** A directory of executables by these names (they are never run). */
+  function programs(...names: string[]): string {
+    const dir = tempDir('agentd-network-helpers-');
+    dirs.push(dir);
+    for (const name of names) fs.writeFileSync(path.join(dir, name), '#!/bin/sh\nexit 1\n', { mode: 0o755 });
+    return dir;
+  }
+
+  it("is passt's AVX2 build when the CPU has AVX2 and the package ships it beside pasta (pasta would exec it first thing), else pasta itself", () => {
+    const both = programs('pasta', 'pasta.avx2', 'slirp4netns');
+    expect(findNetworkHelper(both, true)).toEqual({ kind: 'pasta', path: path.join(both, 'pasta.avx2') });
+    expect(findNetworkHelper(both, false)).toEqual({ kind: 'pasta', path: path.join(both, 'pasta') });
+    const plain = programs('pasta');
+    expect(findNetworkHelper(plain, true)).toEqual({ kind: 'pasta', path: path.join(plain, 'pasta') });
+    // Only beside the pasta found first in the search path.
+    expect(findNetworkHelper(`${plain}:${both}`, true)).toEqual({ kind: 'pasta', path: path.join(plain, 'pasta') });
+    const slirp = programs('slirp4netns', 'slirp4netns.avx2');
+    expect(findNetworkHelper(slirp, true)).toEqual({ kind: 'slirp4netns', path: path.join(slirp, 'slirp4netns') });
+    expect(findNetworkHelper(programs(), true)).toBeNull();
+  });
 });

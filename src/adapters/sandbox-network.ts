@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { CONTROL_FD, tickPipe, tickWait } from './sandbox-entry-script.js';
 import { findInPath, shellWord } from './sandbox-mounts.js';
 
@@ -18,12 +20,31 @@ export interface NetworkHelper {
 }
 
 /** pasta (package passt) first, slirp4netns second; null when neither is installed. */
-export function findNetworkHelper(searchPath: string): NetworkHelper | null {
+export function findNetworkHelper(searchPath: string, cpuHasAvx2: boolean = hostCpuHasAvx2()): NetworkHelper | null {
   for (const kind of ['pasta', 'slirp4netns'] as const) {
     const found = findInPath(kind, searchPath);
-    if (found !== null) return { kind, path: found };
+    if (found !== null) return { kind, path: kind === 'pasta' && cpuHasAvx2 ? (avx2Build(found) ?? found) : found };
   }
   return null;
+}
+
+/**
+ * passt's AVX2 build beside `pasta` (Debian ships `pasta.avx2`), or null. Started as `pasta`
+ * on a CPU with AVX2, passt execs that build first thing: one exec more in every sandbox's start
+ * (1.3-2.2 ms of CPU and ~1.5 ms before the network comes up, here: `perf stat` of
+ * `pasta --version` against `pasta.avx2 --version`). Named `pasta…`, it still runs as pasta.
+ */
+function avx2Build(pasta: string): string | null {
+  return findInPath(`${path.basename(pasta)}.avx2`, path.dirname(pasta));
+}
+
+/** Whether the kernel reports AVX2 (it leaves the flag out when it cannot save the registers' state): passt's own test before it execs its AVX2 build. */
+function hostCpuHasAvx2(): boolean {
+  try {
+    return /^flags\s*:.*\bavx2\b/m.test(fs.readFileSync('/proc/cpuinfo', 'utf8'));
+  } catch {
+    return false;
+  }
 }
 
 /** The fd bwrap writes its `--info-fd` JSON to (the sandbox's pid on the host) in the wrapper. */
