@@ -7,10 +7,11 @@ import type { ShellFactory } from '../src/core/tools/shell-session.js';
 import { startFakeLlm, type FakeLlm } from '../test/fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from '../test/support/agentd.js';
 import type { TurnClientReply, TurnClientRequest } from './children/turn-client.js';
-import type { Benchmark } from './support/benchmark.js';
+import { ensureRuntime, NODE_RUNTIME_VERSION } from '../scripts/binary-runtime.mjs';
+import type { Benchmark, BenchOptions, BenchReport } from './support/benchmark.js';
 import { EventTap } from './support/instrumented.js';
 import { SEGMENTS, TurnTimeline, type SegmentName } from './support/turn-timeline.js';
-import { childScript } from './support/processes.js';
+import { childScript, ROOT, RUNNER } from './support/processes.js';
 import { shellsRunAs } from './support/machine.js';
 import { fmt, monotonicMs, ratio, summarize } from './support/stats.js';
 import { StepFloor } from './support/step-floor.js';
@@ -54,164 +55,207 @@ export const p10RoundTrip: Benchmark = {
   id: 'P10',
   title: 'client round trip',
   measures:
-    'ms from `POST .../messages` to the run\'s end seen on SSE, for a run of one `bash true` call then an answer, on a new conversation and on a later turn (and on a new conversation with an LLM answering after 300 ms), with a breakdown (HTTP, LLM, shell start, tool, the rest), versus the floor: two fake-LLM round trips plus one command in a running shell.',
-  async run({ quick, tmp }) {
-    const rounds = quick ? 12 : 40;
-    const slowRounds = quick ? 3 : 8;
-    const coldRounds = quick ? 4 : 12;
-    const aloneTurns = quick ? 8 : 20;
-    const timeline = new TurnTimeline();
-    const tap = new EventTap();
-    timeline.tap(tap);
-    const fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
-    // The server's own shells (its sandbox when it has one, spawned by its spawner), timed.
-    let ownShells: ShellFactory | undefined;
-    const server = await startServer({ overrides: { llm: timeline.llm(new OpenAiLlmClient()), wrapShells: (shells) => timeline.shells((ownShells = shells)), readers: [tap] } });
-    timeline.checkpoints(server.services.checkpoints);
-    const record = server.services.recorder.append.bind(server.services.recorder);
-    server.services.recorder.append = (conversationId, event) => timeline.time('append', () => record(conversationId, event));
-    const client = new TurnClient();
-    let bare: BareServer | undefined;
-    let floor: StepFloor | undefined;
-    const hops: number[] = [];
-    try {
-      bare = await BareServer.start();
-      // Warm-up: conversations like the measured ones pay for first-use costs nobody sees twice and
-      // for V8's tiering of the code a turn runs (see WARM_CONVERSATIONS).
-      for (let i = 0; i < WARM_CONVERSATIONS; i++) {
-        const warm = await Conversation.create(client, server, fake, timeline);
-        for (let turn = 0; turn < WARM_TURNS; turn++) await warm.turn();
-        warm.close();
-      }
-      floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir'), shells: ownShells! });
-
-      const turns = { fresh: [] as TurnFigures[], later: [] as TurnFigures[] };
-      /** When each round's conversation was created: the pace at which the warm shells are taken. */
-      const createdAt: number[] = [];
-      for (let round = 0; round < rounds; round++) {
-        // The floor is sampled once the server has done with the conversation closed just before
-        // (its SSE stream's end and the run's tail): sampled at once, the first sample of each
-        // round took that work's CPU (5.4-6.0 ms p50 against 3.4-3.6 ms for the second).
-        await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
-        await floor.sample(2);
-        for (let i = 0; i < 2; i++) hops.push((await client.ask({ type: 'hop', url: bare.url, content: `Turn ${i + 1}: run true.` }, 'hopped')).ms);
-        createdAt.push(performance.now());
-        const conversation = await Conversation.create(client, server, fake, timeline);
-        for (const kind of ['fresh', 'later'] as const) {
-          timeline.reset();
-          const cpuBefore = process.cpuUsage();
-          const { totalMs, httpMs, clientCpuMs } = await conversation.turn();
-          const cpu = process.cpuUsage(cpuBefore);
-          turns[kind].push({ totalMs, httpMs, cpuMs: (cpu.user + cpu.system) / 1000, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
-          if (process.env.P10_DEBUG && round === rounds - 1) console.log(kind, timeline.dump());
-        }
-        conversation.close();
-      }
-      // Later turns with no conversation created meanwhile. In the rounds above, each creation takes
-      // a warm shell and the refill's sandbox start may run beside the turns around it (RESULTS.md,
-      // thirty-second session: 15-30 ms of CPU here, on about every other later turn); here no
-      // sandbox starts beside the turn.
-      const alone: TurnFigures[] = [];
-      {
-        const conversation = await Conversation.create(client, server, fake, timeline);
-        await conversation.turn();
-        await new Promise((resolve) => setTimeout(resolve, REFILL_SETTLE_MS));
-        for (let i = 0; i < aloneTurns; i++) {
-          await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
-          timeline.reset();
-          const { totalMs, httpMs, clientCpuMs } = await conversation.turn();
-          alone.push({ totalMs, httpMs, cpuMs: 0, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
-        }
-        conversation.close();
-      }
-      // New conversations in workdirs of the client's: no warm shell (server-chosen workdirs only), the shell started at creation.
-      const cold: TurnFigures[] = [];
-      for (let round = 0; round < coldRounds; round++) {
-        await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
-        const conversation = await Conversation.create(client, server, fake, timeline, path.join(tmp, `client-workdir-${round}`));
-        timeline.reset();
-        const { totalMs, httpMs, clientCpuMs } = await conversation.turn();
-        cold.push({ totalMs, httpMs, cpuMs: 0, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
-        conversation.close();
-      }
-      // New conversations again, the LLM answering each request after SLOW_LLM_MS.
-      const slow: TurnFigures[] = [];
-      for (let round = 0; round < slowRounds; round++) {
-        await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
-        const conversation = await Conversation.create(client, server, fake, timeline);
-        timeline.reset();
-        const { totalMs, httpMs, clientCpuMs } = await conversation.turn(SLOW_LLM_MS);
-        slow.push({ totalMs, httpMs, cpuMs: 0, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
-        conversation.close();
-      }
-      // sample() times a request like the run's first (system prompt and one user message): a P10
-      // turn's two requests are that small. (llmMs holds P1's replayed requests; empty here.)
-      const floorMs = 2 * summarize(floor.firstLlmMs).p50 + summarize(floor.shellMs).p50;
-      if (!Number.isFinite(floorMs)) throw new Error('P10: no floor samples');
-      const hop = summarize(hops);
-      const paceMs = summarize(createdAt.slice(1).map((at, i) => at - createdAt[i]!)).p50;
-      const hopFloorMs = floorMs + hop.p50;
-      const total = (kind: 'fresh' | 'later') => summarize(turns[kind].map((turn) => turn.totalMs));
-      const freshSummary = total('fresh');
-      const laterSummary = total('later');
-      const aloneSummary = summarize(alone.map((turn) => turn.totalMs));
-      const slowSummary = summarize(slow.map((turn) => turn.totalMs));
-      const coldSummary = summarize(cold.map((turn) => turn.totalMs));
-      const coldWait = summarize(cold.map((turn) => turn.segments['answer → tool starts'])).p50;
-      const freshWait = summarize(turns.fresh.map((turn) => turn.segments['answer → tool starts'])).p50;
-      const slowFloorMs = floorMs + 2 * SLOW_LLM_MS;
-      const slowWait = summarize(slow.map((turn) => turn.segments['answer → tool starts'])).p50;
-      const laterWait = summarize(turns.later.map((turn) => turn.segments['answer → tool starts'])).p50;
-      const row = (label: string, summary: ReturnType<typeof summarize>, floor = floorMs) => [label, fmt(summary.p50), fmt(summary.mean), fmt(summary.p99), ratio(summary.p50, floor)];
-      const p50 = (kind: 'fresh' | 'later', value: (turn: TurnFigures) => number) => fmt(summarize(turns[kind].map(value)).p50);
-      const SPENT = ['append', 'checkpoint atRunStart', 'checkpoint beforeTool', 'checkpoint atRunEnd', 'shell start'];
-      return {
-        sizes: `${rounds} new conversations, each with a first and a second turn, alternating with floor samples (after a warm-up of ${WARM_CONVERSATIONS} conversations of ${WARM_TURNS} turns); then ${aloneTurns} later turns of one conversation; ${coldRounds} new conversations in workdirs of the client's and ${slowRounds} with an LLM answering after ${SLOW_LLM_MS} ms`,
-        tables: [
-          {
-            caption: 'Round trip: POST .../messages → run end seen on SSE',
-            columns: ['', 'p50 ms', 'mean ms', 'p99 ms', 'p50 vs floor'],
-            rows: [
-              row('new conversation (first turn)', freshSummary),
-              row('later turn of the same conversation', laterSummary),
-              row(`later turns of one conversation, none created meanwhile (${aloneTurns} in a row)`, aloneSummary),
-              row("new conversation in a workdir of the client's (no warm shell)", coldSummary),
-              ['floor: 2 fake-LLM round trips + `true` in a running shell', fmt(floorMs), '', '', '×1'],
-              [`the client's own hop: a POST like a turn's, answered at once by a bare node:http server`, fmt(hop.p50), fmt(hop.mean), fmt(hop.p99), ''],
-              ['floor + the client\'s hop', fmt(hopFloorMs), '', '', ratio(hopFloorMs, floorMs)],
-              row(`new conversation, the LLM answering after ${SLOW_LLM_MS} ms`, slowSummary, slowFloorMs),
-              [`its floor: the floor + 2 × ${SLOW_LLM_MS} ms`, fmt(slowFloorMs), '', '', '×1'],
-            ],
-          },
-          {
-            caption: 'The critical path, consecutive segments (p50 ms each; they add up to about the total)',
-            columns: ['', ...SEGMENTS],
-            rows: (['fresh', 'later'] as const).map((kind) => [kind === 'fresh' ? 'new conversation' : 'later turn', ...SEGMENTS.map((name) => p50(kind, (turn) => turn.segments[name]))]),
-          },
-          {
-            caption: 'Parts that overlap the path (p50 ms per turn): HTTP answer, event appends (sum), workdir checkpoints, shell start; and the CPU time per round trip of the server\'s process (with the fake LLM) and of the client\'s',
-            columns: ['', 'POST → 202', ...SPENT, 'server CPU', 'client CPU'],
-            rows: (['fresh', 'later'] as const).map((kind) => [kind === 'fresh' ? 'new conversation' : 'later turn', p50(kind, (turn) => turn.httpMs), ...SPENT.map((name) => p50(kind, (turn) => turn.spent.get(name) ?? 0)), p50(kind, (turn) => turn.cpuMs), p50(kind, (turn) => turn.clientCpuMs)]),
-          },
-        ],
-        notes: [
-          `A new conversation's round trip is ${ratio(freshSummary.p50, floorMs)} its floor at the median (${fmt(freshSummary.p50)} ms vs ${fmt(floorMs)} ms); a later turn ${ratio(laterSummary.p50, floorMs)} (${fmt(laterSummary.p50)} ms).`,
-          `Each round above creates a conversation, which takes one of the warm shells; the refill's sandbox start (bwrap, bash, pasta) may run beside the turns of the rounds around it (RESULTS.md, thirty-second session). The same later turn with no conversation created meanwhile (${aloneTurns} turns of one conversation, ${SETTLE_MS} ms apart, after its refill was over) takes ${fmt(aloneSummary.p50)} ms at the median (${ratio(aloneSummary.p50, floorMs)} the floor, ${ratio(aloneSummary.p50, hopFloorMs)} the floor plus the client's hop).`,
-          `A client pays one HTTP request and reads one SSE event whatever the server does: from the same client process, a POST like a turn's answered at once by a bare node:http server (in the benchmark's process, as the server is) takes ${fmt(hop.p50)} ms at the median. Against the floor plus that hop (${fmt(hopFloorMs)} ms) a later turn is ${ratio(laterSummary.p50, hopFloorMs)}, a new conversation ${ratio(freshSummary.p50, hopFloorMs)}.`,
-          `A new conversation created with the server's defaults takes the oldest of the shells the server started ahead for the next such conversations (AGENTD_WARM_SHELLS, two by default; after a take the next starts 100 ms later, or at once when the take left none ready, one start at a time until the count is ready): its first tool call waited ${fmt(freshWait)} ms at the median from the LLM's answer. These conversations come every ${fmt(paceMs)} ms here at the median, quicker than the delay: the pool is refilled at the pace a sandbox starts, and those starts land on the turns around each take. One in a workdir of the client's has no warm shell: its shell starts at its creation and, with the fake LLM answering at once, its first tool call waited ${fmt(coldWait)} ms for it (${fmt(coldSummary.p50)} ms in all). With an LLM answering after ${SLOW_LLM_MS} ms, the wait from the answer to the tool's start is ${fmt(slowWait)} ms at the median (a later turn's: ${fmt(laterWait)} ms), and the round trip ${fmt(slowSummary.p50)} ms against its floor of ${fmt(slowFloorMs)} ms (${ratio(slowSummary.p50, slowFloorMs)}).`,
-          `The agent's shells, the floor's too, run ${shellsRunAs(server.services.sandbox)}: the server's own, as \`agentd\` runs them on this machine.`,
-          'The client (its POST through fetch, its SSE stream) runs in a process of its own, as a real client does; the server, the fake LLM and the floor\'s samples share the benchmark\'s process. The two processes\' instants are compared on CLOCK_MONOTONIC. Until round 2\'s thirteenth session the client ran in the server\'s process and its CPU was on the path (RESULTS.md).',
-        ],
-      };
-    } finally {
-      client.close();
-      await bare?.close();
-      await floor?.close();
-      await server.close();
-      await fake.close();
-    }
+    'ms from `POST .../messages` to the run\'s end seen on SSE, for a run of one `bash true` call then an answer, on a new conversation and on a later turn (and on a new conversation with an LLM answering after 300 ms), with a breakdown (HTTP, LLM, shell start, tool, the rest), versus the floor: two fake-LLM round trips plus one command in a running shell; the round trips again on the Node agentd ships (its Docker image and single executable).',
+  async run(options) {
+    const here = await measure(options);
+    return process.env[SHIPPED_PASS] ? here : withShippedRuntime(here, options.quick);
   },
 };
+
+type P10Report = Awaited<ReturnType<Benchmark['run']>>;
+
+/** Set in the pass on the runtime agentd ships: it measures, and starts no pass of its own. */
+const SHIPPED_PASS = 'AGENTD_BENCH_P10_SHIPPED_PASS';
+
+/**
+ * The same measurements again on the Node that agentd ships on (the Docker image's and the single
+ * executable's, scripts/binary-runtime.mjs), in a fresh process of the runner: the machines
+ * develop on Node 20, while a user's server runs the current LTS, whose V8 runs a turn's code
+ * differently. That pass's round-trip table is added to this report.
+ */
+async function withShippedRuntime(here: P10Report, quick: boolean): Promise<P10Report> {
+  if (process.version === `v${NODE_RUNTIME_VERSION}`) return here;
+  let report: BenchReport;
+  try {
+    report = await runOn(ensureRuntime({ root: ROOT }), quick);
+  } catch (error) {
+    return { ...here, notes: [...here.notes, `Not measured again on the runtime agentd ships (Node ${NODE_RUNTIME_VERSION}): ${error instanceof Error ? error.message : String(error)}.`] };
+  }
+  const roundTrips = report.tables[0]!;
+  const p50 = (label: string) => roundTrips.rows.find((row) => row[0]!.startsWith(label))?.[1] ?? '?';
+  const table = { ...roundTrips, caption: `The same round trips on the runtime agentd ships (Node ${NODE_RUNTIME_VERSION}: the Docker image's and the single executable's), measured after this run by the same code in a process of its own (${report.seconds.toFixed(1)} s)` };
+  const note = `On the runtime agentd ships (Node ${NODE_RUNTIME_VERSION}; this run's is ${process.version}), a later turn takes ${p50('later turn of the same conversation')} ms at the median, a new conversation ${p50('new conversation (first turn)')} ms, against a floor plus the client's hop of ${p50('floor + the client')} ms there.`;
+  return { ...here, tables: [...here.tables, table], notes: [...here.notes, note] };
+}
+
+/** P10's measurements by the runner on `runtime` (its report; its printed tables are not shown). */
+function runOn(runtime: string, quick: boolean): Promise<BenchReport> {
+  return new Promise((resolve, reject) => {
+    const child = fork(RUNNER, ['--child', 'P10', ...(quick ? ['--quick'] : [])], { execPath: runtime, env: { ...process.env, [SHIPPED_PASS]: '1' }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+    let report: BenchReport | undefined;
+    child.on('message', (message: { report?: BenchReport }) => (report = message.report ?? report));
+    child.on('error', reject);
+    child.on('exit', (code) => (report ? resolve(report) : reject(new Error(`the run on ${runtime} ended without a report (exit ${code})`))));
+  });
+}
+
+/** The measurements, on the Node running this process. */
+async function measure({ quick, tmp }: BenchOptions): Promise<P10Report> {
+  const rounds = quick ? 12 : 40;
+  const slowRounds = quick ? 3 : 8;
+  const coldRounds = quick ? 4 : 12;
+  const aloneTurns = quick ? 8 : 20;
+  const timeline = new TurnTimeline();
+  const tap = new EventTap();
+  timeline.tap(tap);
+  const fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
+  // The server's own shells (its sandbox when it has one, spawned by its spawner), timed.
+  let ownShells: ShellFactory | undefined;
+  const server = await startServer({ overrides: { llm: timeline.llm(new OpenAiLlmClient()), wrapShells: (shells) => timeline.shells((ownShells = shells)), readers: [tap] } });
+  timeline.checkpoints(server.services.checkpoints);
+  const record = server.services.recorder.append.bind(server.services.recorder);
+  server.services.recorder.append = (conversationId, event) => timeline.time('append', () => record(conversationId, event));
+  const client = new TurnClient();
+  let bare: BareServer | undefined;
+  let floor: StepFloor | undefined;
+  const hops: number[] = [];
+  try {
+    bare = await BareServer.start();
+    // Warm-up: conversations like the measured ones pay for first-use costs nobody sees twice and
+    // for V8's tiering of the code a turn runs (see WARM_CONVERSATIONS).
+    for (let i = 0; i < WARM_CONVERSATIONS; i++) {
+      const warm = await Conversation.create(client, server, fake, timeline);
+      for (let turn = 0; turn < WARM_TURNS; turn++) await warm.turn();
+      warm.close();
+    }
+    floor = await StepFloor.start({ fake, firstRequest: fake.requests[0]!, workdir: path.join(tmp, 'floor-workdir'), shells: ownShells! });
+
+    const turns = { fresh: [] as TurnFigures[], later: [] as TurnFigures[] };
+    /** When each round's conversation was created: the pace at which the warm shells are taken. */
+    const createdAt: number[] = [];
+    for (let round = 0; round < rounds; round++) {
+      // The floor is sampled once the server has done with the conversation closed just before
+      // (its SSE stream's end and the run's tail): sampled at once, the first sample of each
+      // round took that work's CPU (5.4-6.0 ms p50 against 3.4-3.6 ms for the second).
+      await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+      await floor.sample(2);
+      for (let i = 0; i < 2; i++) hops.push((await client.ask({ type: 'hop', url: bare.url, content: `Turn ${i + 1}: run true.` }, 'hopped')).ms);
+      createdAt.push(performance.now());
+      const conversation = await Conversation.create(client, server, fake, timeline);
+      for (const kind of ['fresh', 'later'] as const) {
+        timeline.reset();
+        const cpuBefore = process.cpuUsage();
+        const { totalMs, httpMs, clientCpuMs } = await conversation.turn();
+        const cpu = process.cpuUsage(cpuBefore);
+        turns[kind].push({ totalMs, httpMs, cpuMs: (cpu.user + cpu.system) / 1000, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
+        if (process.env.P10_DEBUG && round === rounds - 1) console.log(kind, timeline.dump());
+      }
+      conversation.close();
+    }
+    // Later turns with no conversation created meanwhile. In the rounds above, each creation takes
+    // a warm shell and the refill's sandbox start may run beside the turns around it (RESULTS.md,
+    // thirty-second session: 15-30 ms of CPU here, on about every other later turn); here no
+    // sandbox starts beside the turn.
+    const alone: TurnFigures[] = [];
+    {
+      const conversation = await Conversation.create(client, server, fake, timeline);
+      await conversation.turn();
+      await new Promise((resolve) => setTimeout(resolve, REFILL_SETTLE_MS));
+      for (let i = 0; i < aloneTurns; i++) {
+        await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+        timeline.reset();
+        const { totalMs, httpMs, clientCpuMs } = await conversation.turn();
+        alone.push({ totalMs, httpMs, cpuMs: 0, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
+      }
+      conversation.close();
+    }
+    // New conversations in workdirs of the client's: no warm shell (server-chosen workdirs only), the shell started at creation.
+    const cold: TurnFigures[] = [];
+    for (let round = 0; round < coldRounds; round++) {
+      await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+      const conversation = await Conversation.create(client, server, fake, timeline, path.join(tmp, `client-workdir-${round}`));
+      timeline.reset();
+      const { totalMs, httpMs, clientCpuMs } = await conversation.turn();
+      cold.push({ totalMs, httpMs, cpuMs: 0, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
+      conversation.close();
+    }
+    // New conversations again, the LLM answering each request after SLOW_LLM_MS.
+    const slow: TurnFigures[] = [];
+    for (let round = 0; round < slowRounds; round++) {
+      await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+      const conversation = await Conversation.create(client, server, fake, timeline);
+      timeline.reset();
+      const { totalMs, httpMs, clientCpuMs } = await conversation.turn(SLOW_LLM_MS);
+      slow.push({ totalMs, httpMs, cpuMs: 0, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
+      conversation.close();
+    }
+    // sample() times a request like the run's first (system prompt and one user message): a P10
+    // turn's two requests are that small. (llmMs holds P1's replayed requests; empty here.)
+    const floorMs = 2 * summarize(floor.firstLlmMs).p50 + summarize(floor.shellMs).p50;
+    if (!Number.isFinite(floorMs)) throw new Error('P10: no floor samples');
+    const hop = summarize(hops);
+    const paceMs = summarize(createdAt.slice(1).map((at, i) => at - createdAt[i]!)).p50;
+    const hopFloorMs = floorMs + hop.p50;
+    const total = (kind: 'fresh' | 'later') => summarize(turns[kind].map((turn) => turn.totalMs));
+    const freshSummary = total('fresh');
+    const laterSummary = total('later');
+    const aloneSummary = summarize(alone.map((turn) => turn.totalMs));
+    const slowSummary = summarize(slow.map((turn) => turn.totalMs));
+    const coldSummary = summarize(cold.map((turn) => turn.totalMs));
+    const coldWait = summarize(cold.map((turn) => turn.segments['answer → tool starts'])).p50;
+    const freshWait = summarize(turns.fresh.map((turn) => turn.segments['answer → tool starts'])).p50;
+    const slowFloorMs = floorMs + 2 * SLOW_LLM_MS;
+    const slowWait = summarize(slow.map((turn) => turn.segments['answer → tool starts'])).p50;
+    const laterWait = summarize(turns.later.map((turn) => turn.segments['answer → tool starts'])).p50;
+    const row = (label: string, summary: ReturnType<typeof summarize>, floor = floorMs) => [label, fmt(summary.p50), fmt(summary.mean), fmt(summary.p99), ratio(summary.p50, floor)];
+    const p50 = (kind: 'fresh' | 'later', value: (turn: TurnFigures) => number) => fmt(summarize(turns[kind].map(value)).p50);
+    const SPENT = ['append', 'checkpoint atRunStart', 'checkpoint beforeTool', 'checkpoint atRunEnd', 'shell start'];
+    return {
+      sizes: `${rounds} new conversations, each with a first and a second turn, alternating with floor samples (after a warm-up of ${WARM_CONVERSATIONS} conversations of ${WARM_TURNS} turns); then ${aloneTurns} later turns of one conversation; ${coldRounds} new conversations in workdirs of the client's and ${slowRounds} with an LLM answering after ${SLOW_LLM_MS} ms`,
+      tables: [
+        {
+          caption: 'Round trip: POST .../messages → run end seen on SSE',
+          columns: ['', 'p50 ms', 'mean ms', 'p99 ms', 'p50 vs floor'],
+          rows: [
+            row('new conversation (first turn)', freshSummary),
+            row('later turn of the same conversation', laterSummary),
+            row(`later turns of one conversation, none created meanwhile (${aloneTurns} in a row)`, aloneSummary),
+            row("new conversation in a workdir of the client's (no warm shell)", coldSummary),
+            ['floor: 2 fake-LLM round trips + `true` in a running shell', fmt(floorMs), '', '', '×1'],
+            [`the client's own hop: a POST like a turn's, answered at once by a bare node:http server`, fmt(hop.p50), fmt(hop.mean), fmt(hop.p99), ''],
+            ['floor + the client\'s hop', fmt(hopFloorMs), '', '', ratio(hopFloorMs, floorMs)],
+            row(`new conversation, the LLM answering after ${SLOW_LLM_MS} ms`, slowSummary, slowFloorMs),
+            [`its floor: the floor + 2 × ${SLOW_LLM_MS} ms`, fmt(slowFloorMs), '', '', '×1'],
+          ],
+        },
+        {
+          caption: 'The critical path, consecutive segments (p50 ms each; they add up to about the total)',
+          columns: ['', ...SEGMENTS],
+          rows: (['fresh', 'later'] as const).map((kind) => [kind === 'fresh' ? 'new conversation' : 'later turn', ...SEGMENTS.map((name) => p50(kind, (turn) => turn.segments[name]))]),
+        },
+        {
+          caption: 'Parts that overlap the path (p50 ms per turn): HTTP answer, event appends (sum), workdir checkpoints, shell start; and the CPU time per round trip of the server\'s process (with the fake LLM) and of the client\'s',
+          columns: ['', 'POST → 202', ...SPENT, 'server CPU', 'client CPU'],
+          rows: (['fresh', 'later'] as const).map((kind) => [kind === 'fresh' ? 'new conversation' : 'later turn', p50(kind, (turn) => turn.httpMs), ...SPENT.map((name) => p50(kind, (turn) => turn.spent.get(name) ?? 0)), p50(kind, (turn) => turn.cpuMs), p50(kind, (turn) => turn.clientCpuMs)]),
+        },
+      ],
+      notes: [
+        `A new conversation's round trip is ${ratio(freshSummary.p50, floorMs)} its floor at the median (${fmt(freshSummary.p50)} ms vs ${fmt(floorMs)} ms); a later turn ${ratio(laterSummary.p50, floorMs)} (${fmt(laterSummary.p50)} ms).`,
+        `Each round above creates a conversation, which takes one of the warm shells; the refill's sandbox start (bwrap, bash, pasta) may run beside the turns of the rounds around it (RESULTS.md, thirty-second session). The same later turn with no conversation created meanwhile (${aloneTurns} turns of one conversation, ${SETTLE_MS} ms apart, after its refill was over) takes ${fmt(aloneSummary.p50)} ms at the median (${ratio(aloneSummary.p50, floorMs)} the floor, ${ratio(aloneSummary.p50, hopFloorMs)} the floor plus the client's hop).`,
+        `A client pays one HTTP request and reads one SSE event whatever the server does: from the same client process, a POST like a turn's answered at once by a bare node:http server (in the benchmark's process, as the server is) takes ${fmt(hop.p50)} ms at the median. Against the floor plus that hop (${fmt(hopFloorMs)} ms) a later turn is ${ratio(laterSummary.p50, hopFloorMs)}, a new conversation ${ratio(freshSummary.p50, hopFloorMs)}.`,
+        `A new conversation created with the server's defaults takes the oldest of the shells the server started ahead for the next such conversations (AGENTD_WARM_SHELLS, two by default; after a take the next starts 100 ms later, or at once when the take left none ready, one start at a time until the count is ready): its first tool call waited ${fmt(freshWait)} ms at the median from the LLM's answer. These conversations come every ${fmt(paceMs)} ms here at the median, quicker than the delay: the pool is refilled at the pace a sandbox starts, and those starts land on the turns around each take. One in a workdir of the client's has no warm shell: its shell starts at its creation and, with the fake LLM answering at once, its first tool call waited ${fmt(coldWait)} ms for it (${fmt(coldSummary.p50)} ms in all). With an LLM answering after ${SLOW_LLM_MS} ms, the wait from the answer to the tool's start is ${fmt(slowWait)} ms at the median (a later turn's: ${fmt(laterWait)} ms), and the round trip ${fmt(slowSummary.p50)} ms against its floor of ${fmt(slowFloorMs)} ms (${ratio(slowSummary.p50, slowFloorMs)}).`,
+        `The agent's shells, the floor's too, run ${shellsRunAs(server.services.sandbox)}: the server's own, as \`agentd\` runs them on this machine.`,
+        'The client (its POST through fetch, its SSE stream) runs in a process of its own, as a real client does; the server, the fake LLM and the floor\'s samples share the benchmark\'s process. The two processes\' instants are compared on CLOCK_MONOTONIC. Until round 2\'s thirteenth session the client ran in the server\'s process and its CPU was on the path (RESULTS.md).',
+      ],
+    };
+  } finally {
+    client.close();
+    await bare?.close();
+    await floor?.close();
+    await server.close();
+    await fake.close();
+  }
+}
 
 interface TurnFigures {
   totalMs: number;

@@ -16,6 +16,9 @@ export function childScript(name: string): string {
   return path.join(BUNDLE_DIR, 'children', `${name}.mjs`);
 }
 
+/** The runner itself (run.ts, bundled): `--child <id>` runs one benchmark in a fresh process. */
+export const RUNNER = path.join(BUNDLE_DIR, 'run.mjs');
+
 export interface StartedProcess {
   child: ChildProcess;
   url: string;
