@@ -163,9 +163,7 @@ async function measure({ quick, tmp }: BenchOptions): Promise<P10Report> {
       await new Promise((resolve) => setTimeout(resolve, REFILL_SETTLE_MS));
       for (let i = 0; i < aloneTurns; i++) {
         await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
-        timeline.reset();
-        const { totalMs, httpMs, clientCpuMs } = await conversation.turn();
-        alone.push({ totalMs, httpMs, cpuMs: 0, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
+        alone.push(await timedTurn(conversation, timeline));
       }
       conversation.close();
     }
@@ -174,9 +172,7 @@ async function measure({ quick, tmp }: BenchOptions): Promise<P10Report> {
     for (let round = 0; round < coldRounds; round++) {
       await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
       const conversation = await Conversation.create(client, server, fake, timeline, path.join(tmp, `client-workdir-${round}`));
-      timeline.reset();
-      const { totalMs, httpMs, clientCpuMs } = await conversation.turn();
-      cold.push({ totalMs, httpMs, cpuMs: 0, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
+      cold.push(await timedTurn(conversation, timeline));
       conversation.close();
     }
     // New conversations again, the LLM answering each request after SLOW_LLM_MS.
@@ -184,9 +180,7 @@ async function measure({ quick, tmp }: BenchOptions): Promise<P10Report> {
     for (let round = 0; round < slowRounds; round++) {
       await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
       const conversation = await Conversation.create(client, server, fake, timeline);
-      timeline.reset();
-      const { totalMs, httpMs, clientCpuMs } = await conversation.turn(SLOW_LLM_MS);
-      slow.push({ totalMs, httpMs, cpuMs: 0, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) });
+      slow.push(await timedTurn(conversation, timeline, SLOW_LLM_MS));
       conversation.close();
     }
     // sample() times a request like the run's first (system prompt and one user message): a P10
@@ -255,6 +249,13 @@ async function measure({ quick, tmp }: BenchOptions): Promise<P10Report> {
     await server.close();
     await fake.close();
   }
+}
+
+/** One turn of `conversation` on a fresh timeline (no CPU figure: only the rounds' turns read it). */
+async function timedTurn(conversation: Conversation, timeline: TurnTimeline, llmDelayMs = 0): Promise<TurnFigures> {
+  timeline.reset();
+  const { totalMs, httpMs, clientCpuMs } = await conversation.turn(llmDelayMs);
+  return { totalMs, httpMs, cpuMs: 0, clientCpuMs, segments: timeline.segments(), spent: new Map(timeline.spent) };
 }
 
 interface TurnFigures {
