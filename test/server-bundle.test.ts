@@ -89,6 +89,16 @@ describe('node dist/cli.js', () => {
     expect(asked.has('yaml')).toBe(true);
   });
 
+  it('is ASCII throughout, so that V8 holds each file\'s source as one-byte text: a character above U+00FF, even in a comment, doubles it', () => {
+    const files = fs.readdirSync(DIST).filter((name) => /^cli(\..+)?\.js$/.test(name));
+    expect(files).toContain('cli.js');
+    for (const name of files) {
+      const text = fs.readFileSync(path.join(DIST, name), 'utf8');
+      const found = /[^\x00-\x7f]/.exec(text);
+      expect(found && { name, near: text.slice(Math.max(0, found.index - 60), found.index + 10) }).toBeNull();
+    }
+  });
+
   it("leaves every package our code loads with import() to Node's loader", () => {
     const dynamic = new Set<string>();
     for (const entry of fs.readdirSync(path.join(ROOT, 'src'), { recursive: true, withFileTypes: true })) {
