@@ -11,7 +11,7 @@ import { ensureRuntime, NODE_RUNTIME_VERSION } from '../scripts/binary-runtime.m
 import type { Benchmark, BenchOptions, BenchReport } from './support/benchmark.js';
 import { EventTap } from './support/instrumented.js';
 import { SEGMENTS, TurnTimeline, type SegmentName } from './support/turn-timeline.js';
-import { childScript, ROOT, RUNNER } from './support/processes.js';
+import { childScript, ROOT, runBenchmarkInChild } from './support/processes.js';
 import { shellsRunAs } from './support/machine.js';
 import { fmt, monotonicMs, ratio, summarize } from './support/stats.js';
 import { StepFloor } from './support/step-floor.js';
@@ -77,7 +77,7 @@ async function withShippedRuntime(here: P10Report, quick: boolean): Promise<P10R
   if (process.version === `v${NODE_RUNTIME_VERSION}`) return here;
   let report: BenchReport;
   try {
-    report = await runOn(ensureRuntime({ root: ROOT }), quick);
+    report = await runBenchmarkInChild('P10', { quick, execPath: ensureRuntime({ root: ROOT }), env: { ...process.env, [SHIPPED_PASS]: '1' }, quiet: true });
   } catch (error) {
     return { ...here, notes: [...here.notes, `Not measured again on the runtime agentd ships (Node ${NODE_RUNTIME_VERSION}): ${error instanceof Error ? error.message : String(error)}.`] };
   }
@@ -86,17 +86,6 @@ async function withShippedRuntime(here: P10Report, quick: boolean): Promise<P10R
   const table = { ...roundTrips, caption: `The same round trips on the runtime agentd ships (Node ${NODE_RUNTIME_VERSION}: the Docker image's and the single executable's), measured after this run by the same code in a process of its own (${report.seconds.toFixed(1)} s)` };
   const note = `On the runtime agentd ships (Node ${NODE_RUNTIME_VERSION}; this run's is ${process.version}), a later turn takes ${p50('later turn of the same conversation')} ms at the median, a new conversation ${p50('new conversation (first turn)')} ms, against a floor plus the client's hop of ${p50('floor + the client')} ms there.`;
   return { ...here, tables: [...here.tables, table], notes: [...here.notes, note] };
-}
-
-/** P10's measurements by the runner on `runtime` (its report; its printed tables are not shown). */
-function runOn(runtime: string, quick: boolean): Promise<BenchReport> {
-  return new Promise((resolve, reject) => {
-    const child = fork(RUNNER, ['--child', 'P10', ...(quick ? ['--quick'] : [])], { execPath: runtime, env: { ...process.env, [SHIPPED_PASS]: '1' }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
-    let report: BenchReport | undefined;
-    child.on('message', (message: { report?: BenchReport }) => (report = message.report ?? report));
-    child.on('error', reject);
-    child.on('exit', (code) => (report ? resolve(report) : reject(new Error(`the run on ${runtime} ended without a report (exit ${code})`))));
-  });
 }
 
 /** The measurements, on the Node running this process. */

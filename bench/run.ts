@@ -8,7 +8,6 @@
  *   npm run bench -- --quick           all, reduced sizes (86-98 s on one quiet 2-core machine, 131-150 s on another, Nov 2026; the aim is under two minutes)
  *   npm run bench -- --only P3,P5      some
  */
-import { fork } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,7 +17,7 @@ import type { BenchReport } from './support/benchmark.js';
 import { loadAverage, machineInfo } from './support/machine.js';
 import { reportText } from './support/report-format.js';
 import { writeResults } from './support/results-file.js';
-import { ROOT } from './support/processes.js';
+import { ROOT, runBenchmarkInChild } from './support/processes.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -55,16 +54,6 @@ async function runChild(id: string): Promise<void> {
   }
 }
 
-function runInChild(id: string): Promise<BenchReport> {
-  return new Promise((resolve, reject) => {
-    const child = fork(import.meta.filename, ['--child', id, ...(flags.quick ? ['--quick'] : [])], { stdio: 'inherit' });
-    let report: BenchReport | undefined;
-    child.on('message', (message: { report?: BenchReport }) => (report = message.report ?? report));
-    child.on('error', reject);
-    child.on('exit', (code) => (report ? resolve(report) : reject(new Error(`${id} failed (exit ${code})`))));
-  });
-}
-
 async function main(): Promise<void> {
   if (flags.help) return void process.stdout.write(await usage());
   if (flags.child) return runChild(flags.child);
@@ -80,7 +69,7 @@ async function main(): Promise<void> {
   let failed = 0;
   for (const bench of selected) {
     try {
-      reports.push(await runInChild(bench.id));
+      reports.push(await runBenchmarkInChild(bench.id, { quick: flags.quick }));
       loads.push(loadAverage());
     } catch (error) {
       failed += 1;

@@ -1,9 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { request } from 'undici';
+import type { BenchReport } from './benchmark.js';
 
 /** Where this code runs from: dist/bench/ (scripts/bench.mjs bundles bench/ there), two levels below the repository. */
 const BUNDLE_DIR = import.meta.dirname;
@@ -17,7 +18,26 @@ export function childScript(name: string): string {
 }
 
 /** The runner itself (run.ts, bundled): `--child <id>` runs one benchmark in a fresh process. */
-export const RUNNER = path.join(BUNDLE_DIR, 'run.mjs');
+const RUNNER = path.join(BUNDLE_DIR, 'run.mjs');
+
+/**
+ * One benchmark run by the runner in a fresh process, so that one's heap and JIT state do not
+ * colour the next: its report. `execPath`: another Node to run it on; `quiet`: its printed tables
+ * not shown (the report still comes).
+ */
+export function runBenchmarkInChild(id: string, options: { quick: boolean; execPath?: string; env?: NodeJS.ProcessEnv; quiet?: boolean }): Promise<BenchReport> {
+  return new Promise((resolve, reject) => {
+    const child = fork(RUNNER, ['--child', id, ...(options.quick ? ['--quick'] : [])], {
+      ...(options.execPath !== undefined && { execPath: options.execPath }),
+      ...(options.env !== undefined && { env: options.env }),
+      stdio: options.quiet ? ['ignore', 'ignore', 'inherit', 'ipc'] : 'inherit',
+    });
+    let report: BenchReport | undefined;
+    child.on('message', (message: { report?: BenchReport }) => (report = message.report ?? report));
+    child.on('error', reject);
+    child.on('exit', (code) => (report ? resolve(report) : reject(new Error(`${id} failed (exit ${code})`))));
+  });
+}
 
 export interface StartedProcess {
   child: ChildProcess;
