@@ -175,9 +175,8 @@ function asciiOnly(file) {
   try {
     acorn.parse(text, {
       ecmaVersion: 'latest',
-      sourceType: file.endsWith('.cjs') ? 'script' : 'module',
+      sourceType: 'module',
       allowHashBang: true,
-      allowReturnOutsideFunction: true,
       onComment: (_block, _text, start, end) => comments.push([start, end]),
       onToken: (token) => token.type === acorn.tokTypes.regexp && regexes.push([token.start, token.end]),
     });
