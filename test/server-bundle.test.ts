@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { ensureRuntime, NODE_RUNTIME_VERSION } from '../scripts/binary-runtime.mjs';
 import { spawnServer } from './support/agentd.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -64,6 +65,11 @@ async function requiredByServing(visit: (url: string) => Promise<void>): Promise
   return new Set(server.output().split('\n').filter((line) => line.startsWith('REQUIRED ') && line.includes('/node_modules/')).map((line) => packageOf(line.slice('REQUIRED '.length))));
 }
 
+/** Writes the Node built-in modules the process loaded to stderr as it exits. */
+const BUILTINS_HOOK = `
+process.on('exit', () => { for (const name of process.moduleLoadList) process.stderr.write('BUILTIN ' + name + '\\n'); });
+`;
+
 describe('node dist/cli.js', () => {
   it('loads the server from its bundle: no module tsc compiled, and neither Fastify nor zod from node_modules', () => {
     const loaded = loadedByVersion();
@@ -97,6 +103,28 @@ describe('node dist/cli.js', () => {
       const found = /[^\x00-\x7f]/.exec(text);
       expect(found && { name, near: text.slice(Math.max(0, found.index - 60), found.index + 10) }).toBeNull();
     }
+  });
+
+  // Since Node 22, an ES module import of `node:http` (any name from it) reads every export of the
+  // module for its namespace, among them the getters of its WebSocket, CloseEvent and MessageEvent,
+  // which load Node's own copy of undici (760 KB of source, ~2 MiB of an empty server's RSS on the
+  // Node the Docker image runs). The server's own HTTP client is the undici package, loaded when
+  // first needed: built-in modules whose namespace costs more than the module are reached through
+  // process.getBuiltinModule.
+  it(`starts on the Node agentd ships (${NODE_RUNTIME_VERSION}, the Docker image's) without loading Node's own undici`, { timeout: 300_000 }, async () => {
+    const runtime = ensureRuntime({ root: ROOT });
+    const hook = path.join(tmp, 'builtins-hook.mjs');
+    fs.writeFileSync(hook, BUILTINS_HOOK);
+    const server = await spawnServer({ dataDir: fs.mkdtempSync(path.join(tmp, 'data-')), command: [runtime, '--import', hook, path.join(DIST, 'cli.js')] });
+    try {
+      expect((await fetch(`${server.url}/alive`)).status).toBe(200);
+    } finally {
+      server.child.kill('SIGTERM');
+    }
+    expect(await server.exited).toBe(0);
+    const builtins = server.output().split('\n').filter((line) => line.startsWith('BUILTIN NativeModule ')).map((line) => line.slice('BUILTIN NativeModule '.length));
+    expect(builtins).toContain('http');
+    expect(builtins.filter((name) => name.includes('undici'))).toEqual([]);
   });
 
   it("leaves every package our code loads with import() to Node's loader", () => {

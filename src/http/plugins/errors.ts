@@ -1,4 +1,3 @@
-import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { ConnectionError, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
@@ -86,7 +85,8 @@ export function clientErrorHandler(error: ConnectionError, socket: Socket): void
   const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   if (socket.writable && inFlight?.headersSent !== true) {
     const text = JSON.stringify(body);
-    socket.write(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`);
+    // node:http is taken as its CommonJS exports: an ES module import of it loads Node's own undici (server-bundle.test.ts).
+    socket.write(`HTTP/1.1 ${status} ${process.getBuiltinModule('node:http').STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`);
   }
   socket.destroy(error);
 }
