@@ -177,7 +177,7 @@ export function asciiOnly(file, sourceType = 'module') {
       ecmaVersion: 'latest',
       sourceType,
       allowHashBang: true,
-      // esbuild's CommonJS bundle is a script; a module's top level may `return`.
+      // A CommonJS bundle is a script that Node runs inside its module wrapper, where the top level may `return`.
       allowReturnOutsideFunction: sourceType === 'script',
       onComment: (_block, _text, start, end) => comments.push([start, end]),
       onToken: (token) => token.type === acorn.tokTypes.regexp && regexes.push([token.start, token.end]),
