@@ -4,6 +4,9 @@ import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } fro
 import { AppError, StorageFullError } from '../../core/errors.js';
 import { statusOf } from '../http-error.js';
 
+/** node:http's reason phrases, from its CommonJS exports: an ES module import of it loads Node's own undici (server-bundle.test.ts). */
+const REASON_PHRASES = process.getBuiltinModule('node:http').STATUS_CODES;
+
 /** Fastify's own 4xx errors, as the contract's machine codes. */
 const FRAMEWORK_CODES: Record<string, string> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
@@ -85,8 +88,7 @@ export function clientErrorHandler(error: ConnectionError, socket: Socket): void
   const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   if (socket.writable && inFlight?.headersSent !== true) {
     const text = JSON.stringify(body);
-    // node:http is taken as its CommonJS exports: an ES module import of it loads Node's own undici (server-bundle.test.ts).
-    socket.write(`HTTP/1.1 ${status} ${process.getBuiltinModule('node:http').STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`);
+    socket.write(`HTTP/1.1 ${status} ${REASON_PHRASES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`);
   }
   socket.destroy(error);
 }
