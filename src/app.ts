@@ -40,11 +40,11 @@ const CONVERSATION_ROUTE = '/conversations/:id';
 /** Builds the Fastify instance around the services. Never listens (cli.ts does). */
 export async function buildApp(services: Services): Promise<FastifyInstance> {
   // The fields operators need, flat, in one line written through the root logger (no child per request), and the request metrics.
-  const logger = services.logger;
+  const { logger, metrics } = services;
   const writeRequestLine = requestLineWriter(logger);
   const track = requestCompletion((reply, route, ms) => {
     const request = reply.request;
-    services.metrics.observeRequest(request.method, route, reply.statusCode, ms / 1000);
+    metrics.observeRequest(request.method, route, reply.statusCode, ms / 1000);
     if (logger.isLevelEnabled('info')) writeRequestLine({ reqId: request.id, conversationId: conversationOf(request, route), method: request.method, url: request.url, route, status: reply.statusCode, ms: Math.round(ms * 100) / 100, ip: request.ip });
   });
   const app = Fastify({
@@ -69,9 +69,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   // First thing for every request: its id on the answer, also on those given in an onRequest
   // hook (401, CORS preflights), rather than in an onSend hook, a second pass per response; its
   // logger, whose lines carry the id and the conversation's id from the URL (for Fastify's own
-  // lines about it too); its completion; and its key. Fastify builds `routeOptions` anew at each
-  // read: read once.
+  // lines about it too); its completion; and its key; and the server has work (the event loop's
+  // delay is measured meanwhile). Fastify builds `routeOptions` anew at each read: read once.
   app.addHook('onRequest', (request, reply, done) => {
+    metrics.requestArrived();
     const route = request.routeOptions;
     reply.header('x-request-id', request.id);
     request.log = reply.log = new RequestLogger(logger, { reqId: request.id }, request.url);

@@ -384,6 +384,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       streams.closeAll('server_shutting_down');
       await storage.close();
       checkpointStore.close();
+      metrics.stop();
       // The next start reads no logs: each conversation's summary is saved once nothing appends any
       // more; and (files) no record file: the records in one snapshot, with the summaries (then
       // summaries.json only names that snapshot).

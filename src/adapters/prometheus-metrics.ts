@@ -1,6 +1,7 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { AgentEvent } from '../core/schemas/event.js';
 import { HttpRequestMetrics } from './http-request-metrics.js';
+import { EventLoopLag, LAG_FIGURES, type LagFigures } from './event-loop-lag.js';
 
 export interface ClusterFigures {
   leasesHeld(): number;
@@ -19,6 +20,21 @@ export interface ClusterFigures {
   publishFailures(): number;
   pendingWrites(): number;
 }
+
+const PROCESS_PREFIX = 'agentd_process_';
+/** prom-client's own event-loop monitor samples once in this long (the longest a timer takes, ~25 days): its figures are replaced by EventLoopLag's. */
+const NEVER_MS = 2 ** 31 - 1;
+
+/** prom-client's help and aggregation of each event-loop figure (lib/metrics/eventLoopLag.js). */
+const LAG_GAUGES: Record<keyof LagFigures, { help: string; aggregator: 'min' | 'max' | 'average' }> = {
+  min: { help: 'The minimum recorded event loop delay.', aggregator: 'min' },
+  max: { help: 'The maximum recorded event loop delay.', aggregator: 'max' },
+  mean: { help: 'The mean of the recorded event loop delays.', aggregator: 'average' },
+  stddev: { help: 'The standard deviation of the recorded event loop delays.', aggregator: 'average' },
+  p50: { help: 'The 50th percentile of the recorded event loop delays.', aggregator: 'average' },
+  p90: { help: 'The 90th percentile of the recorded event loop delays.', aggregator: 'average' },
+  p99: { help: 'The 99th percentile of the recorded event loop delays.', aggregator: 'average' },
+};
 
 /** Upper bounds of `agentd_http_request_duration_seconds`, in seconds. */
 export const HTTP_DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5] as const;
@@ -39,10 +55,13 @@ export class Metrics {
   private readonly llmErrors: Counter<'code'>;
   private readonly toolExecutions: Counter<'tool' | 'outcome'>;
   readonly webhookDeliveries: Counter<'outcome'>;
+  private readonly lag: EventLoopLag;
 
   constructor(gauges: { conversationsByStatus: () => Record<string, number>; sseSubscribers: () => number; historyCache?: () => { bytes: number; released: number } }) {
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry, prefix: 'agentd_process_' });
+    collectDefaultMetrics({ register: this.registry, prefix: PROCESS_PREFIX, eventLoopMonitoringPrecision: NEVER_MS });
+    this.lag = new EventLoopLag();
+    this.replaceLagFigures();
     // Written as prom-client's Counter and Histogram write them, counted more cheaply (once per request).
     this.http = new HttpRequestMetrics(this.registry, { requests: 'agentd_http_requests_total', duration: 'agentd_http_request_duration_seconds' }, HTTP_DURATION_BUCKETS);
     this.eventsAppended = new Counter({ name: 'agentd_events_appended_total', help: 'Events appended to the durable log, by kind', labelNames: ['kind'], registers });
@@ -123,7 +142,29 @@ export class Metrics {
     gauge('agentd_storage_pending_writes', 'Record writes queued for the database', source.pendingWrites);
   }
 
+  /**
+   * prom-client's `nodejs_eventloop_lag_{min,…,p99}_seconds`, same names and help, read from
+   * EventLoopLag: its collector's own monitor never samples (NEVER_MS). The first figure's
+   * collect reads them all, as prom-client's does; `nodejs_eventloop_lag_seconds` (a
+   * setImmediate timed at each scrape) stays prom-client's.
+   */
+  private replaceLagFigures(): void {
+    const registers = [this.registry];
+    const gauges = new Map<keyof LagFigures, Gauge>();
+    const collect = () => {
+      const figures = this.lag.read();
+      for (const [figure, gauge] of gauges) gauge.set(figures[figure]);
+    };
+    for (const figure of LAG_FIGURES) {
+      const name = `${PROCESS_PREFIX}nodejs_eventloop_lag_${figure}_seconds`;
+      this.registry.removeSingleMetric(name);
+      const { help, aggregator } = LAG_GAUGES[figure];
+      gauges.set(figure, new Gauge({ name, help, registers, aggregator, ...(figure === LAG_FIGURES[0] && { collect }) }));
+    }
+  }
+
   observeEvent(event: AgentEvent): void {
+    this.lag.busy();
     this.eventsAppended.inc({ kind: event.kind });
     switch (event.kind) {
       case 'state_update':
@@ -144,6 +185,16 @@ export class Metrics {
       default:
         return;
     }
+  }
+
+  /** A request arrived (the loop's delay is sampled while the server has work, event-loop-lag.ts). */
+  requestArrived(): void {
+    this.lag.busy();
+  }
+
+  /** The server stops. */
+  stop(): void {
+    this.lag.stop();
   }
 
   /** One HTTP request answered: `route` is its pattern (`/conversations/:id`), `unmatched` when none. */
