@@ -168,7 +168,7 @@ export class RecordSnapshot {
     const records: ConversationRecord[] = [];
     const line = (text: string) => {
       if (header === null) return void (header = readHeader(text));
-      records.push(fullRecord(JSON.parse(text) as CompactRecord, records.at(-1), header.workdirBase));
+      records.push(fullRecord(JSON.parse(text) as CompactRecord, records.at(-1), header.workdirPrefix));
     };
     // The pieces of a line that later pieces end (one longer than a piece): copied once, when it ends.
     const partial: Buffer[] = [];
@@ -280,14 +280,15 @@ function readClear(fd: number, size: number): { bytes: Buffer; stamps: Float64Ar
 interface Header {
   token: string;
   dirStamp: FileStamp | null;
-  workdirBase: string | null;
+  /** The workdir base and a slash: each workdir in it is this string and the id joined (one string of V8's each, not two). */
+  workdirPrefix: string | null;
 }
 
 /** The first line: the tag of the server that wrote it, the save's token, the directory's stamp, the workdir base. */
 function readHeader(text: string): Header {
   const [tag, token, dirStamp, workdirBase] = JSON.parse(text) as [unknown, unknown, unknown, unknown];
   if (tag !== snapshotTag() || typeof token !== 'string' || (workdirBase !== null && typeof workdirBase !== 'string')) throw new Error('written by another server version or record schema');
-  return { token, dirStamp: Array.isArray(dirStamp) && dirStamp.length === 4 ? (dirStamp as unknown as FileStamp) : null, workdirBase };
+  return { token, dirStamp: Array.isArray(dirStamp) && dirStamp.length === 4 ? (dirStamp as unknown as FileStamp) : null, workdirPrefix: workdirBase === null ? null : `${workdirBase}/` };
 }
 
 /**
@@ -320,15 +321,15 @@ function compactRecord(record: ConversationRecord, previous: ConversationRecord 
 }
 
 /**
- * The record of a line (`previous`: the line before's; `workdirBase`: the first line's). A line
+ * The record of a line (`previous`: the line before's; `workdirPrefix`: the first line's base, and a slash). A line
  * that says "the previous line's tools" first, or "in the workdir base" with none, is damage: the
  * snapshot is not used.
  */
-function fullRecord(line: CompactRecord, previous: ConversationRecord | undefined, workdirBase: string | null): ConversationRecord {
+function fullRecord(line: CompactRecord, previous: ConversationRecord | undefined, workdirPrefix: string | null): ConversationRecord {
   const record = line as unknown as ConversationRecord;
   if (line.workdir === 0) {
-    if (workdirBase === null) throw new Error('a workdir in a workdir base the snapshot does not name');
-    record.workdir = `${workdirBase}/${line.id}`;
+    if (workdirPrefix === null) throw new Error('a workdir in a workdir base the snapshot does not name');
+    record.workdir = workdirPrefix + line.id;
   }
   if (line.llm) record.llm = withUnsetLlmFields(line.llm);
   if (line.tools === 0) {
