@@ -1,7 +1,8 @@
 // The conversations held in memory (conversation-index.ts, sorted-index.ts) as start-up fills them
 // at once (addAll): listed in the same order, whatever order they were loaded in, as when added
 // one by one; by updated_at too when it is not the order of created_at; onto records already
-// held; and records share one tool list per distinct list, never another record's different one.
+// held; and records share one tool list per distinct list, never another record's different one
+// (and one sandbox settings object per network).
 // Loaded records are found at once, and sorted at the first listing or change, or once the server
 // listens (one order per turn of the event loop). Quarantined records are held apart for /health.
 import v8 from 'node:v8';
@@ -84,6 +85,20 @@ describe('the conversations index filled at start-up', () => {
     for (const record of grep) expect(record.tools).toBe(grep[0]!.tools);
     expect(glob[0]!.tools).toEqual(['bash', 'glob']);
     expect(grep[0]!.tools).toEqual(['bash', 'grep']);
+  });
+
+  it('gives records with the same sandbox settings one shared, frozen object, and each network its own', () => {
+    const networks = [true, false, 'host'] as const;
+    const loaded = records().map((record, i) => ({ ...record, sandbox: { network: networks[i % 3]! } }));
+    const index = new ConversationIndex();
+    index.addAll(loaded);
+    for (const network of networks) {
+      const alike = loaded.filter((record) => record.sandbox.network === network);
+      for (const record of alike) expect(record.sandbox).toBe(alike[0]!.sandbox);
+      expect(alike[0]!.sandbox).toEqual({ network });
+      expect(Object.isFrozen(alike[0]!.sandbox)).toBe(true);
+    }
+    expect(new Set(loaded.map((record) => record.sandbox)).size).toBe(3);
   });
 });
 

@@ -1,6 +1,7 @@
 import { decodePageId, encodePageId, isKeyCursor, type Page } from '../pagination.js';
 import type { ConversationStatus } from '../schemas/event.js';
 import type { ConversationRecord } from './conversation-record.js';
+import type { SandboxSettings } from '../schemas/conversation.js';
 import { SortedIndex } from './sorted-index.js';
 import { holdUserKeyed, holdUserKeyedTogether, shareFirstSights, type FirstSights } from './user-keyed.js';
 
@@ -23,6 +24,8 @@ export class ConversationIndex {
   private readonly byUpdated = new SortedIndex<ConversationRecord>((record) => record.updated_at);
   /** Conversations mostly have the same tool list: loaded records share one frozen array per list (~140 bytes each less). */
   private readonly toolLists = new Map<string, string[]>();
+  /** Sandbox settings by their network: records loaded with the same settings share one object (they are replaced, never changed). */
+  private readonly sandboxes = new Map<SandboxSettings['network'], SandboxSettings>();
   /** The list sharedTools gave last. */
   private lastToolList: string[] | undefined;
   /** Records added together (addAll) and not yet in each sorted order: put there at the first need, or by sortLoaded. */
@@ -78,6 +81,7 @@ export class ConversationIndex {
     const firstSights: FirstSights = new Map();
     for (const record of records) {
       record.tools = this.sharedTools(record.tools);
+      if (record.sandbox) record.sandbox = this.sharedSandbox(record.sandbox);
       if (record.llm) {
         record.llm.model = shared(record.llm.model);
         if (record.llm.base_url) record.llm.base_url = shared(record.llm.base_url);
@@ -161,6 +165,13 @@ export class ConversationIndex {
     return counts;
   }
 
+  /** The shared copy of these settings, compared by their one field (SANDBOX_FIELDS: a field added to them is a compile error there). */
+  private sharedSandbox(sandbox: SandboxSettings): SandboxSettings {
+    let shared = this.sandboxes.get(sandbox.network);
+    if (!shared) this.sandboxes.set(sandbox.network, (shared = Object.freeze({ ...sandbox })));
+    return shared;
+  }
+
   /** The shared copy of this list: most records have the one the previous record had (compared element by element, no key built). */
   private sharedTools(tools: string[]): string[] {
     const last = this.lastToolList;
@@ -171,6 +182,10 @@ export class ConversationIndex {
     return (this.lastToolList = shared);
   }
 }
+
+/** Every field of SandboxSettings: sharedSandbox compares by `network` alone. */
+const SANDBOX_FIELDS: Record<keyof SandboxSettings, true> = { network: true };
+void SANDBOX_FIELDS;
 
 /** The same names in the same order. */
 export function sameList(a: readonly string[], b: readonly string[]): boolean {
