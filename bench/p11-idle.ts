@@ -22,6 +22,7 @@ export const p11Idle: Benchmark = {
   async run({ quick, tmp }) {
     const sizes = quick ? [10] : [50, 200, 500, 1000];
     const windowMs = quick ? 500 : 10_000;
+    const settleMs = quick ? 250 : SETTLE_MS;
     const fake = await startFakeLlm({ whenExhausted: bashThenAnswer });
     const rows: string[][] = [];
     const notes: string[] = [];
@@ -43,33 +44,29 @@ export const p11Idle: Benchmark = {
       // Before the timeout: one server, conversations added up to each size. Their sandboxes have
       // no network (at 1,000, the network helper alone would hold ~30 GB); the helper's own cost
       // is measured on a second server with the default network.
-      // The baseline is the server idle, not finishing its start: V8's memory reducer collects
-      // about 8-10 s after start-up's allocations stop (two full GCs, ~30 ms of CPU), which
-      // landed in a window taken at once.
-      if (!quick) await sleep(START_SETTLE_MS);
-      const empty = await idleWindow(server, windowMs);
+      const empty = await idleWindow(server, windowMs, settleMs);
       rows.push(row('empty server (baseline)', 0, empty, empty));
       let created = 0;
       for (const size of sizes) {
         await createIdleConversations(server, fake, created, size, { network: false });
         created = size;
-        const figures = await idleWindow(server, windowMs);
+        const figures = await idleWindow(server, windowMs, settleMs);
         rows.push(row(`${size} idle conversations, no network`, size, figures, empty));
         largest = { size, figures };
       }
       await server.stop();
-      const networkedEmpty = await idleWindow(networked, windowMs);
+      const networkedEmpty = await idleWindow(networked, windowMs, settleMs);
       await createIdleConversations(networked, fake, 0, networkSize);
-      const figures = await idleWindow(networked, windowMs);
+      const figures = await idleWindow(networked, windowMs, settleMs);
       rows.push(row(`${networkSize} idle conversations, default network (pasta)`, networkSize, figures, networkedEmpty));
       withNetwork = { size: networkSize, figures };
       await networked.stop();
       // After the timeout: a server whose conversations are released idleTimeoutS after their run.
-      const afterEmpty = await idleWindow(after, windowMs);
+      const afterEmpty = await idleWindow(after, windowMs, settleMs);
       await createIdleConversations(after, fake, 0, networkSize);
       const deadline = performance.now() + 120_000;
       while (census(after.child.pid!).processes > 0 && performance.now() < deadline) await sleep(200);
-      rows.push(row(`${networkSize} conversations (default network) after AGENTD_IDLE_TIMEOUT_S (${idleTimeoutS} s)`, networkSize, await idleWindow(after, windowMs), afterEmpty));
+      rows.push(row(`${networkSize} conversations (default network) after AGENTD_IDLE_TIMEOUT_S (${idleTimeoutS} s)`, networkSize, await idleWindow(after, windowMs, settleMs), afterEmpty));
     } finally {
       // stop() of a stopped server returns at once.
       await Promise.all(servers.map((server) => server.stop()));
@@ -78,7 +75,9 @@ export const p11Idle: Benchmark = {
     notes.push(
       'Per conversation: (figure with N conversations − figure of the empty server) / N. CPU and wakeups are over an idle window of ' +
         `${windowMs / 1000} s with nothing running; wakeups are context switches of the server and of every process below it.` +
-        (quick ? '' : ` The empty server's window starts ${START_SETTLE_MS / 1000} s after it first answered, past V8's collections after start-up.`),
+        (quick
+          ? ''
+          : ` Each window starts ${SETTLE_MS / 1000} s after the server answered or its last conversation's run ended, after the collections V8's memory reducer makes 8-10 s after a burst of allocations; a window can still catch a later one (7.9-12 ms/s of CPU and 3-6 wakeups/s in all, in three of the six windows without pasta of one run; 0 ms/s and 0.1-0.3 wakeups/s in the others).`),
       "Before the timeout each conversation keeps its sandboxed shell (bwrap, the pid namespace's init, the watchdog, bash; with the default network also a wrapper and pasta): the watchdog sleeps in a blocking read while no command runs, so agentd's own processes cause no wakeup; pasta wakes about once a second.",
     );
     return {
@@ -146,13 +145,18 @@ async function spawnServer(tmp: string, name: string, idleTimeoutS: string): Pro
   });
 }
 
-/** How long the first server idles after it answered before its empty window (full runs). */
-const START_SETTLE_MS = 10_000;
+/**
+ * How long a server idles before a window (full runs): idle, not finishing its start or the
+ * conversations' creation. V8's memory reducer collects 8-10 s after a burst of allocations
+ * stops (two full collections, ~30 ms of CPU): a window taken 1 s after read 7-8 ms/s of CPU and
+ * 8 wakeups/s with 200 conversations, and 0 ms/s and 0.1/s in the next two windows. (P11's full
+ * run takes ~70 s longer for it.)
+ */
+const SETTLE_MS = 10_000;
 
 /** Settles, then samples the server and its processes over an idle window. */
-async function idleWindow(server: StartedProcess, windowMs: number): Promise<IdleFigures> {
-  // Half the window to settle, at most a second (--quick: 0.25 s of its 0.5 s windows).
-  await sleep(Math.min(1000, windowMs / 2));
+async function idleWindow(server: StartedProcess, windowMs: number, settleMs: number): Promise<IdleFigures> {
+  await sleep(settleMs);
   const before = census(server.child.pid!);
   const started = performance.now();
   await sleep(windowMs);
