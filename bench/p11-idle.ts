@@ -77,7 +77,7 @@ export const p11Idle: Benchmark = {
         `${windowMs / 1000} s with nothing running; wakeups are context switches of the server and of every process below it.` +
         (quick
           ? ''
-          : ` Each window starts ${SETTLE_MS / 1000} s after the server answered or its last conversation's run ended, after the collections V8's memory reducer makes 8-10 s after a burst of allocations; a window can still catch a later one (7.9-12 ms/s of CPU and 3-6 wakeups/s in all, in three of the six windows without pasta of one run; 0 ms/s and 0.1-0.3 wakeups/s in the others).`),
+          : ` Each window starts ${SETTLE_MS / 1000} s after the server answered or its last conversation's run ended, after the collections V8's memory reducer makes 8-10 s after a burst of allocations; a window can still catch a later one, a few ms/s of CPU and wakeups/s for the whole server once, which does not grow with the conversations (RESULTS.md, round 2's thirty-fifth session).`),
       "Before the timeout each conversation keeps its sandboxed shell (bwrap, the pid namespace's init, the watchdog, bash; with the default network also a wrapper and pasta): the watchdog sleeps in a blocking read while no command runs, so agentd's own processes cause no wakeup; pasta wakes about once a second.",
     );
     return {
