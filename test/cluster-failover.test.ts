@@ -79,7 +79,10 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
     // Another instance holds the lease and paused the run: seen through B and C.
     const paused = await until('the run paused after failover', 30_000, async () => {
       const runs = (await api(b!.url, `/conversations/${id}/runs`)).body?.items as { status: string; outcome: string }[] | undefined;
-      return runs?.[0]?.status === 'paused' ? runs[0] : undefined;
+      if (runs?.[0]?.status !== 'paused') return undefined;
+      // The takeover's last write comes after the run record: the state_update that says so.
+      const stored = (await api(b!.url, `/conversations/${id}/events?limit=1000`)).body.items as { kind: string; status?: string }[];
+      return stored.some((event) => event.kind === 'state_update' && event.status === 'paused') ? runs[0] : undefined;
     });
     const tookMs = Date.now() - killedAt;
     console.info(`kill -9 of the owner mid-run: the run paused by another instance ${tookMs} ms after (lease 3 s)`);
@@ -115,11 +118,14 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
 
     // The conversation carries on from whichever instance is asked.
     expect((await api(b!.url, `/conversations/${id}/run`, { method: 'POST', body: '{}' })).status).toBe(202);
-    await until('the resumed run completed', 30_000, async () => {
+    // The run's record says completed before its last write, the state_update that says so: the
+    // stored events are compared once that is in (read before it, the streams would be one ahead).
+    const final = await until('the resumed run completed', 30_000, async () => {
       const runs = (await api(c!.url, `/conversations/${id}/runs`)).body?.items as { status: string }[] | undefined;
-      return runs?.length === 2 && runs[1]!.status === 'completed';
+      if (runs?.length !== 2 || runs[1]!.status !== 'completed') return undefined;
+      const stored = (await api(b!.url, `/conversations/${id}/events?limit=1000`)).body.items as { seq: number; kind: string; status?: string }[];
+      return stored.at(-1)?.kind === 'state_update' && stored.at(-1)?.status === 'idle' ? stored : undefined;
     });
-    const final = (await api(b!.url, `/conversations/${id}/events?limit=1000`)).body.items as { seq: number }[];
     expect(final.map((event) => event.seq)).toEqual(final.map((_, i) => i + 1));
     for (const stream of streams) {
       await stream.waitFor(() => seqsOf(stream).at(-1) === final.at(-1)!.seq, 15_000);

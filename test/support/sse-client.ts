@@ -88,11 +88,16 @@ export async function connectSse(url: string, headers: Record<string, string> = 
         };
         const timer = setTimeout(() => {
           waiters.delete(check);
-          reject(new Error(`timed out waiting on the stream (${messages.length} messages)`));
+          reject(new Error(`timed out waiting on the stream (${messages.length} messages; the last: ${describeTail(messages)})`));
         }, timeoutMs);
         waiters.add(check);
         check();
       });
     },
   };
+}
+
+/** The last few messages as `id:event`, for a timeout's message: which one the stream stopped after. */
+function describeTail(messages: SseMessage[]): string {
+  return messages.slice(-8).map((message) => `${message.id ?? '-'}:${message.event}`).join(' ') || 'none';
 }
