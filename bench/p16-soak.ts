@@ -5,7 +5,7 @@ import { startFakeLlm } from '../test/fake-llm/fake-llm-server.js';
 import { connectSse } from '../test/support/sse-client.js';
 import type { Benchmark } from './support/benchmark.js';
 import { call, sleep } from './support/idle-conversations.js';
-import { census, type Census } from './support/process-census.js';
+import { census, glibcHeapRss, type Census } from './support/process-census.js';
 import { BENCH_KEY, CLI, childScript, startProcess, type StartedProcess } from './support/processes.js';
 import { fmt } from './support/stats.js';
 import { SteppingModel } from './support/stepping-llm.js';
@@ -86,6 +86,7 @@ export const p16Soak: Benchmark = {
         await runRound(server, ids, round);
         await sleep(restMs);
         const now = census(server.child.pid!);
+        const glibcHeap = glibcHeapRss(server.child.pid!);
         const report = await memory();
         if (process.env.AGENTD_BENCH_FDS) console.log(`round ${round} fds:`, fdKinds(server.child.pid!));
         const clients = clientConnections(server);
@@ -97,6 +98,7 @@ export const p16Soak: Benchmark = {
             `after round ${round}${round === 1 ? ' (baseline)' : ''}`,
             fmt(now.rootRss / 2 ** 20),
             `${fmt(((now.rootRss - first.rootRss) / first.rootRss) * 100)} %`,
+            fmt(glibcHeap / 2 ** 20),
             String(now.rootFds),
             String(now.rootFds - first.rootFds),
             String(clients),
@@ -113,13 +115,14 @@ export const p16Soak: Benchmark = {
         tables: [
           {
             caption: 'Server resources over the soak',
-            columns: ['', 'RSS MiB', 'RSS vs round 1', 'fds', 'fds vs round 1', 'of them, the bench\'s idle HTTP connections', 'fds vs round 1 without those', 'child processes', 'vs round 1', 'JS heap live after a full GC MiB', 'JS heap used MiB', 'JS heap total MiB', 'new space MiB', 'old space MiB', 'of it used', 'large objects MiB', 'of it used', 'external MiB', 'external after a full GC MiB'],
+            columns: ['', 'RSS MiB', 'RSS vs round 1', "of it, glibc's main heap MiB", 'fds', 'fds vs round 1', 'of them, the bench\'s idle HTTP connections', 'fds vs round 1 without those', 'child processes', 'vs round 1', 'JS heap live after a full GC MiB', 'JS heap used MiB', 'JS heap total MiB', 'new space MiB', 'old space MiB', 'of it used', 'large objects MiB', 'of it used', 'external MiB', 'external after a full GC MiB'],
             rows,
           },
         ],
         notes: [
           'Target: RSS within +15 % of round 1, no growth in fds or child processes (every conversation keeps its one shell throughout).',
-          'The server\'s fds include the connections the bench\'s HTTP client keeps alive to it (counted with `ss`), which vary with the client\'s pool; the last column leaves them out.',
+          "glibc's main heap is the `[heap]` mapping of the server's smaps: what its main thread's malloc holds (Buffers' memory, Node's and V8's native objects), in use or freed and kept. The JS heap is in the columns on the right.",
+          'The server\'s fds include the connections the bench\'s HTTP client keeps alive to it (counted with `ss`), which vary with the client\'s pool; "fds vs round 1 without those" leaves them out.',
         ],
       };
     } finally {

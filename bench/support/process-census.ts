@@ -164,3 +164,16 @@ function cpuMs(pid: number): number {
     return 0;
   }
 }
+
+/**
+ * The resident part of glibc's main heap (the `[heap]` mapping, grown with brk): what the main
+ * thread's malloc keeps, blocks in use and freed ones it has not given back. Bytes; 0 if none.
+ */
+export function glibcHeapRss(pid: number): number {
+  let inHeap = false;
+  for (const line of fs.readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inHeap = line.endsWith('[heap]');
+    else if (inHeap && line.startsWith('Rss:')) return Number(/(\d+) kB/.exec(line)![1]) * 1024;
+  }
+  return 0;
+}

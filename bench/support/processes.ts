@@ -60,6 +60,9 @@ export async function freePort(): Promise<number> {
 /** As scripts/start.mjs and the Dockerfile set it (test/malloc-tunables.test.ts checks they agree). */
 export const SERVER_GLIBC_TUNABLES = 'glibc.malloc.mmap_threshold=131072';
 
+/** AGENTD_BENCH_GLIBC_TUNABLES=<tunables>: the benchmarks' servers run with these instead (to weigh another allocator setting). */
+const benchGlibcTunables = process.env.AGENTD_BENCH_GLIBC_TUNABLES ?? SERVER_GLIBC_TUNABLES;
+
 /**
  * Starts a server process (`node dist/cli.js`, the single executable, a bench child) on a free
  * loopback port and polls `probe` every 2 ms until it answers 200. Output goes to /dev/null
@@ -79,7 +82,7 @@ export async function startProcess(options: {
   const child = spawn(program!, [...leading, ...(options.args?.(port) ?? ['--port', String(port)])], {
     cwd: options.cwd ?? os.tmpdir(),
     // The allocator's setting the Docker image and `npm start` run the server with (README, "Memory").
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.homedir(), AGENTD_MASTER_KEY: BENCH_KEY, GLIBC_TUNABLES: SERVER_GLIBC_TUNABLES, ...options.env },
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.homedir(), AGENTD_MASTER_KEY: BENCH_KEY, GLIBC_TUNABLES: benchGlibcTunables, ...options.env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
