@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { COMPACT_WHEN_IDLE_AFTER_MS } from '../src/cli/compact-when-idle.js';
 import { startFakeLlm } from '../test/fake-llm/fake-llm-server.js';
 import { connectSse } from '../test/support/sse-client.js';
 import type { Benchmark } from './support/benchmark.js';
@@ -27,7 +28,9 @@ export const p16Soak: Benchmark = {
     const rounds = sized?.[1] ?? (quick ? 3 : 10);
     const steps = sized?.[2] ?? (quick ? 5 : 10);
     const v8Flags = process.env.AGENTD_BENCH_P16_V8?.split(' ').filter(Boolean) ?? [];
-    const restMs = Number(process.env.AGENTD_BENCH_P16_REST_MS ?? 500);
+    // Each round's figures are read once the server has compacted its heap, as it does when no run
+    // has been in progress for COMPACT_WHEN_IDLE_AFTER_MS (what an idle server holds).
+    const restMs = Number(process.env.AGENTD_BENCH_P16_REST_MS ?? COMPACT_WHEN_IDLE_AFTER_MS + 1000);
     // AGENTD_BENCH_P16_IDLE_S=<s>: the server's AGENTD_IDLE_TIMEOUT_S (default 0: nothing released, every history held and growing).
     const idleS = process.env.AGENTD_BENCH_P16_IDLE_S ?? '0';
     // AGENTD_BENCH_P16_HISTORY_MB=<MiB>: the server's AGENTD_HISTORY_CACHE_MB (default: the server's default).
@@ -81,9 +84,11 @@ export const p16Soak: Benchmark = {
       const rows: string[][] = [];
       let first: Census | undefined;
       let firstClients: number | undefined;
-      const started = performance.now();
+      let runningMs = 0;
       for (let round = 1; round <= rounds; round++) {
+        const roundStarted = performance.now();
         await runRound(server, ids, round);
+        runningMs += performance.now() - roundStarted;
         await sleep(restMs);
         const now = census(server.child.pid!);
         const glibcHeap = glibcHeapRss(server.child.pid!);
@@ -109,7 +114,8 @@ export const p16Soak: Benchmark = {
           ]);
         }
       }
-      const seconds = (performance.now() - started) / 1000;
+      // The rounds' own time: the rests between them are left out.
+      const seconds = runningMs / 1000;
       return {
         sizes: `${count} conversations × ${rounds} runs × ${steps} steps, 8 conversations at a time, an SSE subscriber per run (sandboxes without network)${idleS !== '0' ? `, AGENTD_IDLE_TIMEOUT_S=${idleS} and ${restMs} ms after each round` : ''}${historyMb !== undefined ? `, AGENTD_HISTORY_CACHE_MB=${historyMb}` : ''}; ${fmt((count * rounds * steps) / seconds)} steps/s`,
         tables: [
@@ -121,6 +127,7 @@ export const p16Soak: Benchmark = {
         ],
         notes: [
           'Target: RSS within +15 % of round 1, no growth in fds or child processes (every conversation keeps its one shell throughout).',
+          `Each round's figures are read ${fmt(restMs)} ms after it ends, once the server has compacted its heap (it does when no run has been in progress for ${fmt(COMPACT_WHEN_IDLE_AFTER_MS)} ms). Steps/s count the rounds' own time.`,
           "glibc's main heap is the `[heap]` mapping of the server's smaps: what its main thread's malloc holds (Buffers' memory, Node's and V8's native objects), in use or freed and kept. The JS heap is in the columns on the right.",
           'The server\'s fds include the connections the bench\'s HTTP client keeps alive to it (counted with `ss`), which vary with the client\'s pool; "fds vs round 1 without those" leaves them out.',
         ],

@@ -4,7 +4,7 @@
  * twice without a run ending between, and not when nothing ran. Timers are vitest's fake ones.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { CompactWhenIdle } from '../src/cli/compact-when-idle.js';
+import { COMPACT_AFTER_START_MS, COMPACT_WHEN_IDLE_AFTER_MS, CompactWhenIdle } from '../src/cli/compact-when-idle.js';
 import type { AppendedEvent } from '../src/core/events/event-log.js';
 
 const A = '00000000-0000-4000-8000-00000000000a';
@@ -45,7 +45,7 @@ describe('CompactWhenIdle', () => {
 
   it('compacts what start-up left once the server is quiet after it, not while a run is in progress', () => {
     const compact = vi.fn(async () => undefined);
-    const reader = new CompactWhenIdle({ compact, quietMs: 100 });
+    const reader = new CompactWhenIdle({ compact, startQuietMs: 100 });
     reader.afterStart();
     vi.advanceTimersByTime(99);
     expect(compact).not.toHaveBeenCalled();
@@ -61,6 +61,26 @@ describe('CompactWhenIdle', () => {
     busy.read(stateUpdate(A, 'idle'));
     vi.advanceTimersByTime(100);
     expect(compactBusy).toHaveBeenCalledTimes(1);
+  });
+
+  it('by default waits 2 s after runs (a client pausing less between turns keeps its optimized code) and 250 ms after start-up', () => {
+    expect([COMPACT_WHEN_IDLE_AFTER_MS, COMPACT_AFTER_START_MS]).toEqual([2000, 250]);
+    const compact = vi.fn(async () => undefined);
+    const reader = new CompactWhenIdle({ compact });
+    reader.afterStart();
+    vi.advanceTimersByTime(249);
+    expect(compact).not.toHaveBeenCalled();
+    vi.advanceTimersByTime(1);
+    expect(compact).toHaveBeenCalledTimes(1);
+    // Turns 1.5 s apart: none is followed by a compaction until the client stops.
+    for (let turn = 0; turn < 5; turn++) {
+      reader.read(stateUpdate(A, 'running'));
+      reader.read(stateUpdate(A, 'idle'));
+      vi.advanceTimersByTime(1500);
+    }
+    expect(compact).toHaveBeenCalledTimes(1);
+    vi.advanceTimersByTime(500);
+    expect(compact).toHaveBeenCalledTimes(2);
   });
 
   it('does not compact when a run starts again within the quiet time', () => {
