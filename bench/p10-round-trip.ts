@@ -14,6 +14,8 @@ import { SEGMENTS, TurnTimeline, type SegmentName } from './support/turn-timelin
 import { childScript, ROOT, runBenchmarkInChild } from './support/processes.js';
 import { shellsRunAs } from './support/machine.js';
 import { fmt, monotonicMs, ratio, summarize } from './support/stats.js';
+import { compactHeap } from '../src/cli/compact-heap.js';
+import { CompactWhenIdle } from '../src/cli/compact-when-idle.js';
 import { StepFloor } from './support/step-floor.js';
 
 /** A pause for the server's leftover work of the previous round before the floor is sampled. */
@@ -41,6 +43,8 @@ const WARM_TURNS = 10;
  * shells' refill it set going (one or two sandbox starts, ~35 ms each here) is over by then.
  */
 const REFILL_SETTLE_MS = 300;
+/** The pause before each of the paced later turns: a client that reads an answer before it sends the next message. */
+const PACED_GAP_MS = 400;
 
 /**
  * P10: what a client feels. One round trip is `POST /conversations/{id}/messages` until the
@@ -94,13 +98,18 @@ async function measure({ quick, tmp }: BenchOptions): Promise<P10Report> {
   const slowRounds = quick ? 3 : 8;
   const coldRounds = quick ? 4 : 12;
   const aloneTurns = quick ? 8 : 20;
+  const pacedTurns = quick ? 6 : 16;
   const timeline = new TurnTimeline();
   const tap = new EventTap();
   timeline.tap(tap);
   const fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
   // The server's own shells (its sandbox when it has one, spawned by its spawner), timed.
   let ownShells: ShellFactory | undefined;
-  const server = await startServer({ overrides: { llm: timeline.llm(new OpenAiLlmClient()), wrapShells: (shells) => timeline.shells((ownShells = shells)), readers: [tap] } });
+  // The heap compaction `agentd serve` makes once runs are over (and after start-up), counted.
+  let compactions = 0;
+  const compactor = new CompactWhenIdle({ compact: () => (compactions++, compactHeap()) });
+  const server = await startServer({ overrides: { llm: timeline.llm(new OpenAiLlmClient()), wrapShells: (shells) => timeline.shells((ownShells = shells)), readers: [tap, compactor] } });
+  compactor.afterStart();
   timeline.checkpoints(server.services.checkpoints);
   const record = server.services.recorder.append.bind(server.services.recorder);
   server.services.recorder.append = (conversationId, event) => timeline.time('append', () => record(conversationId, event));
@@ -156,6 +165,21 @@ async function measure({ quick, tmp }: BenchOptions): Promise<P10Report> {
       }
       conversation.close();
     }
+    // Later turns PACED_GAP_MS apart: the server compacts its heap once no run has been in
+    // progress for a while, and a compaction costs the turns after it V8's optimized code
+    // (RESULTS.md, thirty-sixth session); it must not come between turns this close.
+    const paced: TurnFigures[] = [];
+    const compactionsBefore = compactions;
+    {
+      const conversation = await Conversation.create(client, server, fake, timeline);
+      await conversation.turn();
+      for (let i = 0; i < pacedTurns; i++) {
+        await new Promise((resolve) => setTimeout(resolve, PACED_GAP_MS));
+        paced.push(await timedTurn(conversation, timeline));
+      }
+      conversation.close();
+    }
+    const pacedCompactions = compactions - compactionsBefore;
     // New conversations in workdirs of the client's: no warm shell (server-chosen workdirs only), the shell started at creation.
     const cold: TurnFigures[] = [];
     for (let round = 0; round < coldRounds; round++) {
@@ -183,6 +207,7 @@ async function measure({ quick, tmp }: BenchOptions): Promise<P10Report> {
     const freshSummary = total('fresh');
     const laterSummary = total('later');
     const aloneSummary = summarize(alone.map((turn) => turn.totalMs));
+    const pacedSummary = summarize(paced.map((turn) => turn.totalMs));
     const slowSummary = summarize(slow.map((turn) => turn.totalMs));
     const coldSummary = summarize(cold.map((turn) => turn.totalMs));
     const coldWait = summarize(cold.map((turn) => turn.segments['answer → tool starts'])).p50;
@@ -194,7 +219,7 @@ async function measure({ quick, tmp }: BenchOptions): Promise<P10Report> {
     const p50 = (kind: 'fresh' | 'later', value: (turn: TurnFigures) => number) => fmt(summarize(turns[kind].map(value)).p50);
     const SPENT = ['append', 'checkpoint atRunStart', 'checkpoint beforeTool', 'checkpoint atRunEnd', 'shell start'];
     return {
-      sizes: `${rounds} new conversations, each with a first and a second turn, alternating with floor samples (after a warm-up of ${WARM_CONVERSATIONS} conversations of ${WARM_TURNS} turns); then ${aloneTurns} later turns of one conversation; ${coldRounds} new conversations in workdirs of the client's and ${slowRounds} with an LLM answering after ${SLOW_LLM_MS} ms`,
+      sizes: `${rounds} new conversations, each with a first and a second turn, alternating with floor samples (after a warm-up of ${WARM_CONVERSATIONS} conversations of ${WARM_TURNS} turns); then ${aloneTurns} later turns of one conversation and ${pacedTurns} of another ${PACED_GAP_MS} ms apart; ${coldRounds} new conversations in workdirs of the client's and ${slowRounds} with an LLM answering after ${SLOW_LLM_MS} ms`,
       tables: [
         {
           caption: 'Round trip: POST .../messages → run end seen on SSE',
@@ -203,6 +228,7 @@ async function measure({ quick, tmp }: BenchOptions): Promise<P10Report> {
             row('new conversation (first turn)', freshSummary),
             row('later turn of the same conversation', laterSummary),
             row(`later turns of one conversation, none created meanwhile (${aloneTurns} in a row)`, aloneSummary),
+            row(`later turns of one conversation, ${PACED_GAP_MS} ms apart (${pacedTurns} in a row)`, pacedSummary),
             row("new conversation in a workdir of the client's (no warm shell)", coldSummary),
             ['floor: 2 fake-LLM round trips + `true` in a running shell', fmt(floorMs), '', '', '×1'],
             [`the client's own hop: a POST like a turn's, answered at once by a bare node:http server`, fmt(hop.p50), fmt(hop.mean), fmt(hop.p99), ''],
@@ -224,6 +250,7 @@ async function measure({ quick, tmp }: BenchOptions): Promise<P10Report> {
       ],
       notes: [
         `A new conversation's round trip is ${ratio(freshSummary.p50, floorMs)} its floor at the median (${fmt(freshSummary.p50)} ms vs ${fmt(floorMs)} ms); a later turn ${ratio(laterSummary.p50, floorMs)} (${fmt(laterSummary.p50)} ms).`,
+        `The server compacts its heap as \`agentd serve\` does, once no run has been in progress for a while (compact-when-idle.ts); between the ${pacedTurns} later turns ${PACED_GAP_MS} ms apart it compacted ${pacedCompactions} time(s) (each compaction costs the turns after it V8's optimized code).`,
         `Each round above creates a conversation, which takes one of the warm shells; the refill's sandbox start (bwrap, bash, pasta) may run beside the turns of the rounds around it (RESULTS.md, thirty-second session). The same later turn with no conversation created meanwhile (${aloneTurns} turns of one conversation, ${SETTLE_MS} ms apart, after its refill was over) takes ${fmt(aloneSummary.p50)} ms at the median (${ratio(aloneSummary.p50, floorMs)} the floor, ${ratio(aloneSummary.p50, hopFloorMs)} the floor plus the client's hop).`,
         `A client pays one HTTP request and reads one SSE event whatever the server does: from the same client process, a POST like a turn's answered at once by a bare node:http server (in the benchmark's process, as the server is) takes ${fmt(hop.p50)} ms at the median. Against the floor plus that hop (${fmt(hopFloorMs)} ms) a later turn is ${ratio(laterSummary.p50, hopFloorMs)}, a new conversation ${ratio(freshSummary.p50, hopFloorMs)}.`,
         `A new conversation created with the server's defaults takes the oldest of the shells the server started ahead for the next such conversations (AGENTD_WARM_SHELLS, two by default; after a take the next starts 100 ms later, or at once when the take left none ready, one start at a time until the count is ready): its first tool call waited ${fmt(freshWait)} ms at the median from the LLM's answer. These conversations come every ${fmt(paceMs)} ms here at the median, quicker than the delay: the pool is refilled at the pace a sandbox starts, and those starts land on the turns around each take. One in a workdir of the client's has no warm shell: its shell starts at its creation and, with the fake LLM answering at once, its first tool call waited ${fmt(coldWait)} ms for it (${fmt(coldSummary.p50)} ms in all). With an LLM answering after ${SLOW_LLM_MS} ms, the wait from the answer to the tool's start is ${fmt(slowWait)} ms at the median (a later turn's: ${fmt(laterWait)} ms), and the round trip ${fmt(slowSummary.p50)} ms against its floor of ${fmt(slowFloorMs)} ms (${ratio(slowSummary.p50, slowFloorMs)}).`,
@@ -232,6 +259,7 @@ async function measure({ quick, tmp }: BenchOptions): Promise<P10Report> {
       ],
     };
   } finally {
+    compactor.close();
     client.close();
     await bare?.close();
     await floor?.close();
