@@ -3,13 +3,12 @@ import type { AppendedEvent } from '../core/events/event-log.js';
 
 /**
  * How long no run must be in progress before the heap is compacted after runs. A compaction is a
- * full collection, and V8 throws away the optimized code that held objects it frees: the closures
- * and maps of the runs just ended. After each of P16's rounds one deoptimized ~110 functions
- * (Node's streams and timers among them), and the next turn ran slower code while V8 optimized it
- * again: with 400 ms between
- * a client's turns, P10's later turn took 7.6-8.1 ms against 6.0-6.6 without compactions (Node 20;
- * 6.8-8.3 against 5.2 on Node 24). A client pausing less than this between turns no longer pays
- * it; a server that has gone idle still gives its pages back two seconds after its last run.
+ * full collection, and V8 throws away optimized code that held objects the collection frees
+ * ("weak objects" in --log-deopt): after each of P16's rounds ~110 functions, Node's streams and
+ * timers among them, and the next turns ran slower code while V8 optimized it again. With 400 ms
+ * between a client's turns, P10's later turn took 7.6-8.1 ms against 6.0-6.6 without
+ * compactions (Node 20; 6.8-8.3 against 5.2 on Node 24). A client pausing less than this between
+ * turns no longer pays it; a server that has gone idle gives its pages back 2 s after its last run.
  */
 export const COMPACT_WHEN_IDLE_AFTER_MS = 2000;
 
