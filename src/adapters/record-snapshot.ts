@@ -3,7 +3,7 @@ import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { ConversationRecord } from '../core/conversations/conversation-record.js';
 import type { SecretBox } from '../core/secrets/secret-box.js';
-import { withoutUnsetLlmFields, withUnsetLlmFields, type CompactLlmConfig } from '../core/schemas/llm-config.js';
+import { normalizeLlmConfig, withoutUnsetLlmFields, type CompactLlmConfig } from '../core/schemas/llm-config.js';
 import { sameList } from '../core/conversations/conversation-index.js';
 import { VERSION } from '../version.js';
 import { zeroUsage } from '../core/schemas/usage.js';
@@ -331,7 +331,7 @@ function fullRecord(line: CompactRecord, previous: ConversationRecord | undefine
     if (workdirPrefix === null) throw new Error('a workdir in a workdir base the snapshot does not name');
     record.workdir = workdirPrefix + line.id;
   }
-  if (line.llm) record.llm = withUnsetLlmFields(line.llm);
+  if (line.llm) record.llm = normalizeLlmConfig(line.llm);
   if (line.tools === 0) {
     if (!previous) throw new Error('the first record names no tools');
     record.tools = previous.tools;

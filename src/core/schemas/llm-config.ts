@@ -95,27 +95,24 @@ export type LlmConfig = z.infer<typeof LlmConfig>;
  */
 export const StoredLlmConfig = LlmConfig.partial()
   .extend({ model: z.string() })
-  .transform(withUnsetLlmFields);
+  .transform((stored) => normalizeLlmConfig(stored));
 
 /** An LlmConfig as kept compactly: without the fields that are unset (null). */
 export type CompactLlmConfig = Partial<LlmConfig> & { model: string };
 
-/**
- * A stored LlmConfig as the server holds it: what it lacks is unset (null). Built by
- * normalizeLlmConfig's literal, every field in the object itself: a copy of a template with the
- * stored fields spread over it kept most of them in a second array (23-37 bytes more each).
- */
-export function withUnsetLlmFields(stored: CompactLlmConfig): LlmConfig {
-  return normalizeLlmConfig(stored);
-}
-
-/** The config without its unset fields (most of them, usually), as withUnsetLlmFields takes it back. */
+/** The config without its unset fields (most of them, usually), as normalizeLlmConfig takes it back. */
 export function withoutUnsetLlmFields(config: LlmConfig): CompactLlmConfig {
   const compact: CompactLlmConfig = { model: config.model };
   for (const [key, value] of Object.entries(config)) if (value !== null) (compact as Record<string, unknown>)[key] = value;
   return compact;
 }
 
+/**
+ * The config with every field set, unset ones null: from a request, and from a stored or compact
+ * config (fields it lacks are unset). One literal, every field in the object itself: a copy of a
+ * template with the given fields spread over it kept most of them in a second array (23-37 bytes
+ * more for each loaded record).
+ */
 export function normalizeLlmConfig(input: LlmConfigInput): LlmConfig {
   return {
     model: input.model,
