@@ -25,6 +25,17 @@ else if ('missing' in nats) console.warn(`test/cluster-failover.test.ts: runs on
 const api = (base: string, path: string, init: RequestInit = {}) => clusterRequest(base, path, init, 5_000);
 
 
+/**
+ * The first run's record once another instance has paused it and written its last write, the
+ * state_update that says so (it comes after the run record); undefined before.
+ */
+async function takenOver(base: string, id: string): Promise<{ status: string; outcome: string } | undefined> {
+  const runs = (await api(base, `/conversations/${id}/runs`)).body?.items as { status: string; outcome: string }[] | undefined;
+  if (runs?.[0]?.status !== 'paused') return undefined;
+  const events = (await api(base, `/conversations/${id}/events?limit=1000`)).body.items as { kind: string; status?: string }[];
+  return events.some((event) => event.kind === 'state_update' && event.status === 'paused') ? runs[0] : undefined;
+}
+
 /** The stored events an SSE connection received (deltas and comments left out), by seq. */
 const seqsOf = (connection: SseConnection) => connection.messages.filter((message) => message.id !== undefined).map((message) => (JSON.parse(message.data) as { seq: number }).seq);
 
@@ -77,13 +88,7 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
     await a!.exited;
 
     // Another instance holds the lease and paused the run: seen through B and C.
-    const paused = await until('the run paused after failover', 30_000, async () => {
-      const runs = (await api(b!.url, `/conversations/${id}/runs`)).body?.items as { status: string; outcome: string }[] | undefined;
-      if (runs?.[0]?.status !== 'paused') return undefined;
-      // The takeover's last write comes after the run record: the state_update that says so.
-      const stored = (await api(b!.url, `/conversations/${id}/events?limit=1000`)).body.items as { kind: string; status?: string }[];
-      return stored.some((event) => event.kind === 'state_update' && event.status === 'paused') ? runs[0] : undefined;
-    });
+    const paused = await until('the run paused after failover', 30_000, () => takenOver(b!.url, id));
     const tookMs = Date.now() - killedAt;
     console.info(`kill -9 of the owner mid-run: the run paused by another instance ${tookMs} ms after (lease 3 s)`);
     expect(paused.outcome).toBe('failover');
@@ -159,13 +164,7 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
       const inWorkdir = () => liveDescendants(a!.child.pid!).filter((pid) => runsIn(pid, workdir));
       expect(inWorkdir().length).toBeGreaterThan(0);
       a!.child.kill('SIGSTOP');
-      const paused = await until('B took the run over', 30_000, async () => {
-        const runs = (await api(b!.url, `/conversations/${id}/runs`)).body?.items as { status: string; outcome: string }[] | undefined;
-        if (runs?.[0]?.status !== 'paused') return undefined;
-        // The takeover's last write comes after the run record: the state_update that says so.
-        const events = (await api(b!.url, `/conversations/${id}/events?limit=100`)).body.items as { kind: string; status?: string }[];
-        return events.some((event) => event.kind === 'state_update' && event.status === 'paused') ? runs[0] : undefined;
-      });
+      const paused = await until('B took the run over', 30_000, () => takenOver(b!.url, id));
       expect(paused.outcome).toBe('failover');
       const afterTakeover = (await api(b!.url, `/conversations/${id}/events?limit=100`)).body.items;
       // A wakes up: its bash call has ended meanwhile and its run wants to carry on.
