@@ -23,6 +23,7 @@ export const p11Idle: Benchmark = {
     const sizes = quick ? [10] : [50, 200, 500, 1000];
     const windowMs = quick ? 500 : 10_000;
     const settleMs = quick ? 250 : SETTLE_MS;
+    const idle = (server: StartedProcess) => idleWindow(server, windowMs, settleMs);
     const fake = await startFakeLlm({ whenExhausted: bashThenAnswer });
     const rows: string[][] = [];
     const notes: string[] = [];
@@ -44,29 +45,29 @@ export const p11Idle: Benchmark = {
       // Before the timeout: one server, conversations added up to each size. Their sandboxes have
       // no network (at 1,000, the network helper alone would hold ~30 GB); the helper's own cost
       // is measured on a second server with the default network.
-      const empty = await idleWindow(server, windowMs, settleMs);
+      const empty = await idle(server);
       rows.push(row('empty server (baseline)', 0, empty, empty));
       let created = 0;
       for (const size of sizes) {
         await createIdleConversations(server, fake, created, size, { network: false });
         created = size;
-        const figures = await idleWindow(server, windowMs, settleMs);
+        const figures = await idle(server);
         rows.push(row(`${size} idle conversations, no network`, size, figures, empty));
         largest = { size, figures };
       }
       await server.stop();
-      const networkedEmpty = await idleWindow(networked, windowMs, settleMs);
+      const networkedEmpty = await idle(networked);
       await createIdleConversations(networked, fake, 0, networkSize);
-      const figures = await idleWindow(networked, windowMs, settleMs);
+      const figures = await idle(networked);
       rows.push(row(`${networkSize} idle conversations, default network (pasta)`, networkSize, figures, networkedEmpty));
       withNetwork = { size: networkSize, figures };
       await networked.stop();
       // After the timeout: a server whose conversations are released idleTimeoutS after their run.
-      const afterEmpty = await idleWindow(after, windowMs, settleMs);
+      const afterEmpty = await idle(after);
       await createIdleConversations(after, fake, 0, networkSize);
       const deadline = performance.now() + 120_000;
       while (census(after.child.pid!).processes > 0 && performance.now() < deadline) await sleep(200);
-      rows.push(row(`${networkSize} conversations (default network) after AGENTD_IDLE_TIMEOUT_S (${idleTimeoutS} s)`, networkSize, await idleWindow(after, windowMs, settleMs), afterEmpty));
+      rows.push(row(`${networkSize} conversations (default network) after AGENTD_IDLE_TIMEOUT_S (${idleTimeoutS} s)`, networkSize, await idle(after), afterEmpty));
     } finally {
       // stop() of a stopped server returns at once.
       await Promise.all(servers.map((server) => server.stop()));
