@@ -107,7 +107,12 @@ async function measure({ quick, tmp }: BenchOptions): Promise<P10Report> {
   let ownShells: ShellFactory | undefined;
   // The heap compaction `agentd serve` makes once runs are over (and after start-up), counted.
   let compactions = 0;
-  const compactor = new CompactWhenIdle({ compact: () => (compactions++, compactHeap()) });
+  const compactor = new CompactWhenIdle({
+    compact: () => {
+      compactions += 1;
+      return compactHeap();
+    },
+  });
   const server = await startServer({ overrides: { llm: timeline.llm(new OpenAiLlmClient()), wrapShells: (shells) => timeline.shells((ownShells = shells)), readers: [tap, compactor] } });
   compactor.afterStart();
   timeline.checkpoints(server.services.checkpoints);
