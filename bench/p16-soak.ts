@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { request } from 'undici';
 import { COMPACT_WHEN_IDLE_AFTER_MS } from '../src/cli/compact-when-idle.js';
 import { startFakeLlm } from '../test/fake-llm/fake-llm-server.js';
 import { connectSse } from '../test/support/sse-client.js';
@@ -90,6 +91,8 @@ export const p16Soak: Benchmark = {
         await runRound(server, ids, round);
         runningMs += performance.now() - roundStarted;
         await sleep(restMs);
+        // Read before the census, so that its connection is among the client's from round 1 on.
+        const histories = await historyCacheBytes(server);
         const now = census(server.child.pid!);
         const glibcHeap = glibcHeapRss(server.child.pid!);
         const report = await memory();
@@ -110,7 +113,7 @@ export const p16Soak: Benchmark = {
             String(now.rootFds - clients - (first.rootFds - firstClients!)),
             String(now.processes),
             String(now.processes - first.processes),
-            ...(report ? [report.liveAfterGc === null ? '–' : mib(report.liveAfterGc), mib(report.heapUsed), mib(report.heapTotal), mib(report.spaces.new_space?.size ?? 0), mib(report.spaces.old_space?.size ?? 0), mib(report.spaces.old_space?.used ?? 0), mib(report.spaces.large_object_space?.size ?? 0), mib(report.spaces.large_object_space?.used ?? 0), mib(report.external), report.externalAfterGc === null ? '–' : mib(report.externalAfterGc)] : ['–', '–', '–', '–', '–', '–', '–', '–', '–', '–']),
+            ...(report ? [report.liveAfterGc === null ? '–' : mib(report.liveAfterGc), histories === null ? '–' : mib(histories), mib(report.heapUsed), mib(report.heapTotal), mib(report.spaces.new_space?.size ?? 0), mib(report.spaces.old_space?.size ?? 0), mib(report.spaces.old_space?.used ?? 0), mib(report.spaces.large_object_space?.size ?? 0), mib(report.spaces.large_object_space?.used ?? 0), mib(report.external), report.externalAfterGc === null ? '–' : mib(report.externalAfterGc)] : ['–', '–', '–', '–', '–', '–', '–', '–', '–', '–', '–']),
           ]);
         }
       }
@@ -121,13 +124,14 @@ export const p16Soak: Benchmark = {
         tables: [
           {
             caption: 'Server resources over the soak',
-            columns: ['', 'RSS MiB', 'RSS vs round 1', "of it, glibc's main heap MiB", 'fds', 'fds vs round 1', 'of them, the bench\'s idle HTTP connections', 'fds vs round 1 without those', 'child processes', 'vs round 1', 'JS heap live after a full GC MiB', 'JS heap used MiB', 'JS heap total MiB', 'new space MiB', 'old space MiB', 'of it used', 'large objects MiB', 'of it used', 'external MiB', 'external after a full GC MiB'],
+            columns: ['', 'RSS MiB', 'RSS vs round 1', "of it, glibc's main heap MiB", 'fds', 'fds vs round 1', 'of them, the bench\'s idle HTTP connections', 'fds vs round 1 without those', 'child processes', 'vs round 1', 'JS heap live after a full GC MiB', 'of it, LLM histories kept MiB (as counted)', 'JS heap used MiB', 'JS heap total MiB', 'new space MiB', 'old space MiB', 'of it used', 'large objects MiB', 'of it used', 'external MiB', 'external after a full GC MiB'],
             rows,
           },
         ],
         notes: [
           'Target: RSS within +15 % of round 1, no growth in fds or child processes (every conversation keeps its one shell throughout).',
           `Each round's figures are read ${fmt(restMs)} ms after it ends, once the server has compacted its heap (it does when no run has been in progress for ${fmt(COMPACT_WHEN_IDLE_AFTER_MS)} ms). Steps/s count the rounds' own time.`,
+          'LLM histories kept are what the server counts against AGENTD_HISTORY_CACHE_MB (its agentd_history_cache_bytes gauge): the histories of conversations between runs, the ones used longest ago dropped past that budget.',
           "glibc's main heap is the `[heap]` mapping of the server's smaps: what its main thread's malloc holds (Buffers' memory, Node's and V8's native objects), in use or freed and kept. The JS heap is in the columns on the right.",
           'The server\'s fds include the connections the bench\'s HTTP client keeps alive to it (counted with `ss`), which vary with the client\'s pool; "fds vs round 1 without those" leaves them out.',
         ],
@@ -174,6 +178,14 @@ function fdKinds(pid: number): Record<string, number> {
     kinds[kind] = (kinds[kind] ?? 0) + 1;
   }
   return kinds;
+}
+
+/** The server's agentd_history_cache_bytes gauge (GET /metrics), or null when it has none. */
+async function historyCacheBytes(server: StartedProcess): Promise<number | null> {
+  const response = await request(`${server.url}/metrics`, { headers: { authorization: `Bearer ${BENCH_KEY}` } });
+  const text = await response.body.text();
+  const found = /^agentd_history_cache_bytes (\d+)$/m.exec(text);
+  return found ? Number(found[1]) : null;
 }
 
 function mib(bytes: number): string {
