@@ -84,6 +84,20 @@ describe('ProcessSpawner', () => {
     expect(await Promise.all(exits)).toEqual(children.map(() => ({ code: 0, signal: null })));
   });
 
+  it('lets go of the pipes of a process that exited, as child_process does: a shell killed with its stdin open leaves no descriptor here', async () => {
+    const spawner = await readySpawner();
+    const sockets = () => fs.readdirSync('/proc/self/fd').filter((fd) => linkOf(`/proc/self/fd/${fd}`).startsWith('socket:')).length;
+    const before = sockets();
+    // As the agent's shells: stdin and a fourth pipe written to, never read; killed, not ended.
+    const children = await Promise.all(Array.from({ length: 10 }, () => spawner.spawn(request('sleep', ['30'], ['pipe', 'pipe', 'pipe', 'pipe']))));
+    expect(sockets()).toBe(before + 40);
+    const exits = children.map(exitOf);
+    for (const child of children) process.kill(-child.pid!, 'SIGKILL');
+    expect(await Promise.all(exits)).toEqual(children.map(() => ({ code: null, signal: 'SIGKILL' })));
+    await until('every pipe of theirs to be closed here', () => sockets() === before);
+    for (const child of children) expect(child.stdio.every((stream) => !stream || stream.destroyed)).toBe(true);
+  });
+
   it('tells the exit of a process that ends at once (its exit can come in the same read as its spawn)', async () => {
     const spawner = await readySpawner();
     for (let round = 0; round < 40; round += 1) {
@@ -239,6 +253,15 @@ setInterval(() => undefined, 1000);
     }
   });
 });
+
+/** Where a descriptor points ('' when it was closed meanwhile: the listing's own, say). */
+function linkOf(file: string): string {
+  try {
+    return fs.readlinkSync(file);
+  } catch {
+    return '';
+  }
+}
 
 /** The processes whose whole command line is `commandLine`. */
 function processesMatching(commandLine: string): number[] {

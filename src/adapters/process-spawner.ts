@@ -79,6 +79,11 @@ class RemoteProcess extends EventEmitter implements SpawnedProcess {
   end(code: number | null, signal: NodeJS.Signals | null): void {
     if (this.ended) return;
     this.ended = true;
+    // Its stdin goes now, as child_process lets a child's go at its exit: only written to, never
+    // read, it sees no end of file, and a shell killed rather than ended (released when idle,
+    // deleted) kept its descriptor here for as long as the server ran. The other pipes are read
+    // from, and close at their end of file.
+    this.stdio[0]?.destroy();
     setImmediate(() => this.emit('exit', code, signal));
   }
 }
