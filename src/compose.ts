@@ -256,7 +256,13 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     projectFiles,
     shells,
     shellEnv: (record) => secrets.environment(record),
-    idleTimeoutMs: config.idleTimeoutMs, onReleased: (conversationId) => { checkpointStore.release(conversationId); catalogs.forget(conversationId); },
+    idleTimeoutMs: config.idleTimeoutMs,
+    // With its shell and history, what else it holds open: its event log's files (else closed a minute after their last use), its checkpoints' and its catalog.
+    onReleased: (conversationId) => {
+      log.release?.(conversationId);
+      checkpointStore.release(conversationId);
+      catalogs.forget(conversationId);
+    },
     hookTransport: (record) => ({
       command: async (hook) => {
         const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: { ...secrets.environment(record), CLAUDE_PROJECT_DIR: record.workdir, AGENTD_CONVERSATION_ID: record.id }, timeoutMs: hook.timeoutMs, sandbox: store.sandboxOf(record), stdin: hook.stdin });
