@@ -17,7 +17,7 @@ import type { LlmConfigInput } from './core/schemas/llm-config.js';
 export interface Config {
   /** How the LLM client waits: 429s retried for this long in total; a silent stream retried after this. */
   llmClient: { rateLimitWaitMs: number; idleTimeoutMs: number };
-  /** After this long without a run a conversation's shell and cached history are released; 0: never. */
+  /** After this long without a run a conversation's shell, cached history and open log files are released; 0: never. */
   idleTimeoutMs: number;
   /** How many of the next conversations created with the defaults get a shell started before they are asked for (AGENTD_WARM_SHELLS; see agent/warm-shells.ts). */
   warmShells: number;
