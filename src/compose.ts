@@ -257,7 +257,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     shells,
     shellEnv: (record) => secrets.environment(record),
     idleTimeoutMs: config.idleTimeoutMs,
-    // With its shell and history, what else it holds open: its event log's files (else closed a minute after their last use), its checkpoints' and its catalog.
+    // With its shell and history, a released conversation lets go of its event log's open files (else closed a minute after their last use), its checkpoint records and its project catalog.
     onReleased: (conversationId) => {
       log.release?.(conversationId);
       checkpointStore.release(conversationId);
