@@ -95,7 +95,7 @@ export type LlmConfig = z.infer<typeof LlmConfig>;
  */
 export const StoredLlmConfig = LlmConfig.partial()
   .extend({ model: z.string() })
-  .transform((stored) => normalizeLlmConfig(stored));
+  .transform(normalizeLlmConfig);
 
 /** An LlmConfig as kept compactly: without the fields that are unset (null). */
 export type CompactLlmConfig = Partial<LlmConfig> & { model: string };
