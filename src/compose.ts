@@ -20,6 +20,8 @@ import type { Ownership } from './cluster/ownership.js';
 import { OpenAiLlmClient } from './adapters/openai-llm.js';
 import { BashShellFactory } from './adapters/bash-shell.js';
 import { composeWarmShells } from './compose-warm-shells.js';
+import { composeCheckpoints } from './compose-checkpoints.js';
+import type { CheckpointService } from './core/checkpoints/checkpoint-service.js';
 import { ShellLedger } from './adapters/shell-ledger.js';
 import { ProcessSpawner } from './adapters/process-spawner.js';
 import { Metrics } from './adapters/prometheus-metrics.js';
@@ -49,11 +51,7 @@ import { detectRipgrep } from './adapters/ripgrep-searcher.js';
 import { DiskSpace } from './adapters/disk-space.js';
 import { HostWorkdirs } from './adapters/host-workdirs.js';
 import { describeDamage, type Damage } from './core/errors.js';
-import { CheckpointService } from './core/checkpoints/checkpoint-service.js';
 import { ConversationForks } from './core/conversations/conversation-fork.js';
-import { FileCheckpointStore } from './adapters/file-checkpoint-store.js';
-import { FileIntentStore } from './adapters/file-intent-store.js';
-import { GitShadowRepository } from './adapters/git-shadow-repository.js';
 import { ServerStatus } from './core/health/server-status.js';
 
 /** Everything the HTTP layer calls: built once, in one place (the composition root). */
@@ -209,24 +207,12 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     sandboxOf: (record) => store.sandboxOf(record),
     mask: (conversationId, text) => secrets.maskText(conversationId, text),
   });
-  const intents = new FileIntentStore(path.join(config.dataDir, 'intents'));
-  // Several instances: checkpoints and the rewinds under way live beside the workdirs, on the storage they share.
-  const { shared } = config.checkpoints;
-  const checkpointStore = new FileCheckpointStore(config.checkpoints.dir, { ownDirectory: shared });
-  const rewindIntents = shared ? new FileIntentStore(path.join(config.checkpoints.dir, '.intents'), { shared }) : intents;
   const pausePoint = testPausePoint(config.testPauseAt, logger);
-  const checkpoints = new CheckpointService({
-    conversations: store,
-    log,
-    recorder,
-    store: checkpointStore,
-    shadow: new GitShadowRepository({ maxFileBytes: config.checkpoints.maxFileBytes, spawn: spawner.spawn }),
-    intents: rewindIntents,
-    enabled: config.checkpoints.enabled,
-    isRunning: (conversationId) => Boolean(sessions.peek(conversationId)?.active),
-    maskText: (conversationId, text) => secrets.maskText(conversationId, text),
-    onError: (error, context) => logger.warn({ err: error, ...context }, 'workdir checkpoint failed; the run goes on without it'),
-    ...(pausePoint && { pausePoint }),
+  const { intents, store: checkpointStore, checkpoints } = composeCheckpoints({
+    config,
+    logger,
+    spawn: spawner.spawn,
+    deps: { conversations: store, log, recorder, isRunning: (conversationId) => Boolean(sessions.peek(conversationId)?.active), maskText: (conversationId, text) => secrets.maskText(conversationId, text), ...(pausePoint && { pausePoint }) },
   });
   const workdirFs = new NodeWorkdirFileSystem();
   const files = new WorkspaceFiles({ workdirFs, workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) });
@@ -321,7 +307,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   // Forks and rewinds a crash interrupted: undone (a fork without its record) or finished (a rewind).
   await forks.recover();
   // Several instances: a rewind is finished by whichever instance takes its conversation over.
-  if (!shared) await checkpoints.recover();
+  if (!config.checkpoints.shared) await checkpoints.recover();
   const quarantined = () => ({ conversations: store.quarantined(), callbacks: webhooks.damaged() });
   const startedAt = Date.now();
 
