@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { findInPath } from '../src/adapters/sandbox-mounts.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
+import { openFilesWith } from './support/open-files.js';
 import { commandLineOf, processAlive, waitForProcess } from './support/processes.js';
 
 let harness: AgentHarness;
@@ -46,7 +47,7 @@ describe('AGENTD_IDLE_TIMEOUT_S', () => {
     await waitForNoProcess(marker, 15_000);
     await waitForNoProcess(workdir, 5_000);
     // Nor does the server keep its event log open (the server runs in this process).
-    await until(() => openFilesUnder(`${harness.server.dataDir}/conversations/${id}`).length === 0, 5_000);
+    await until(() => openFilesWith(`${harness.server.dataDir}/conversations/${id}/`).length === 0, 5_000);
 
     expect((await harness.post(`/conversations/${id}/messages`, { content: 'again' })).status).toBe(202);
     await harness.waitForStatus(id, ['idle', 'error']);
@@ -63,20 +64,6 @@ describe('AGENTD_IDLE_TIMEOUT_S', () => {
     expect(JSON.stringify(toolMessages.at(-1)?.content)).toContain('The shell was stopped after 1 s idle');
   });
 });
-
-/** This process's descriptors open on files under `dir`. */
-function openFilesUnder(dir: string): string[] {
-  const open: string[] = [];
-  for (const fd of fs.readdirSync('/proc/self/fd')) {
-    try {
-      const target = fs.readlinkSync(`/proc/self/fd/${fd}`);
-      if (target.startsWith(`${dir}/`)) open.push(target);
-    } catch {
-      // closed meanwhile
-    }
-  }
-  return open;
-}
 
 /** The server's (this process's) children whose command line contains `pattern`: the outermost process of each shell. */
 /** The processes the server spawned (its children, or its spawner's: see ProcessSpawner) whose command line contains `pattern`. */

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ProcessSpawner, type SpawnedProcess, type SpawnRequest } from '../src/adapters/process-spawner.js';
 import { readProcess } from '../src/adapters/process-tree.js';
 import { CLI, tempDir } from './support/agentd.js';
+import { openFilesWith } from './support/open-files.js';
 
 const spawners: ProcessSpawner[] = [];
 const dirs: string[] = [];
@@ -86,7 +87,7 @@ describe('ProcessSpawner', () => {
 
   it('lets go of the pipes of a process that exited, as child_process does: a shell killed with its stdin open leaves no descriptor here', async () => {
     const spawner = await readySpawner();
-    const sockets = () => fs.readdirSync('/proc/self/fd').filter((fd) => linkOf(`/proc/self/fd/${fd}`).startsWith('socket:')).length;
+    const sockets = () => openFilesWith('socket:').length;
     const before = sockets();
     // As the agent's shells: stdin and a fourth pipe written to, never read; killed, not ended.
     const children = await Promise.all(Array.from({ length: 10 }, () => spawner.spawn(request('sleep', ['30'], ['pipe', 'pipe', 'pipe', 'pipe']))));
@@ -253,15 +254,6 @@ setInterval(() => undefined, 1000);
     }
   });
 });
-
-/** Where a descriptor points ('' when it was closed meanwhile: the listing's own, say). */
-function linkOf(file: string): string {
-  try {
-    return fs.readlinkSync(file);
-  } catch {
-    return '';
-  }
-}
 
 /** The processes whose whole command line is `commandLine`. */
 function processesMatching(commandLine: string): number[] {
