@@ -33,6 +33,7 @@ export async function composeSandbox(config: Config, logger: Logger): Promise<{ 
     extraReadOnlyPaths: config.sandbox.readOnlyPaths,
     stateDir: path.join(config.dataDir, 'sandbox'),
     useCgroups: config.sandbox.cgroups,
+    networkHelper: config.sandbox.network.helper,
   });
   let warning: string | null = null;
   if (launcher.mode === 'none') {

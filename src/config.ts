@@ -99,7 +99,7 @@ export interface Config {
    */
   sandbox: {
     mode: 'auto' | 'bwrap' | 'none';
-    network: { default: boolean | 'host'; hostAllowed: boolean };
+    network: { default: boolean | 'host'; hostAllowed: boolean; helper: 'auto' | 'slirp4netns' | 'pasta' };
     readOnlyPaths: readonly string[];
     /** Whole-sandbox memory and process limits with cgroups where the host allows (AGENTD_SANDBOX_CGROUPS). */
     cgroups: boolean;
@@ -295,6 +295,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
         default: ({ isolated: true, none: false, host: 'host' } as const)[e.AGENTD_SANDBOX_NETWORK],
         // A server default of `host` is the operator's opt-in too.
         hostAllowed: e.AGENTD_SANDBOX_NETWORK_HOST || e.AGENTD_SANDBOX_NETWORK === 'host',
+        helper: e.AGENTD_SANDBOX_NETWORK_HELPER,
       }),
       // The server's skills directory is readable in the sandbox: a skill's scripts and references sit beside its SKILL.md.
       readOnlyPaths: Object.freeze([...(e.AGENTD_SANDBOX_RO_PATHS ?? []), ...(e.AGENTD_SKILLS_DIR ? [e.AGENTD_SKILLS_DIR] : [])]),

@@ -198,7 +198,7 @@ describe('sandbox modes', () => {
     const config = loadConfig({ AGENTD_PASS_ENV: 'A_B, C', A_B: '1', PATH: '/x', OTHER: 'no', AGENTD_LIMIT_CPU_S: '0', AGENTD_SANDBOX_RO_PATHS: '/opt/tools' });
     expect(config.sandbox).toEqual({
       mode: 'auto',
-      network: { default: true, hostAllowed: false },
+      network: { default: true, hostAllowed: false, helper: 'auto' },
       readOnlyPaths: ['/opt/tools'],
       cgroups: true,
       limits: { cpuSeconds: null, memoryMb: 4096, processes: 1024, fileMb: 4096, tmpMb: 1024, workdirMb: 20_480 },

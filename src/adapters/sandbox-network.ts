@@ -19,9 +19,23 @@ export interface NetworkHelper {
   path: string;
 }
 
-/** pasta (package passt) first, slirp4netns second; null when neither is installed. */
-export function findNetworkHelper(searchPath: string, cpuHasAvx2: boolean = hostCpuHasAvx2()): NetworkHelper | null {
-  for (const kind of ['pasta', 'slirp4netns'] as const) {
+/** Which helper the server uses (AGENTD_SANDBOX_NETWORK_HELPER): `auto` takes slirp4netns, else pasta. */
+export type NetworkHelperChoice = 'auto' | NetworkHelper['kind'];
+
+/**
+ * The helper to use: `auto`, slirp4netns first and pasta second; a named one only. Null when none
+ * of those is installed.
+ *
+ * Why slirp4netns first: both give the same network (the internet, no host loopback, no port
+ * forwarded), but pasta (Debian 12's passt 2023-03) writes ~29 MB of tables as it starts, where
+ * slirp4netns touches ~0.3 MB. Every networked sandbox pays that at its start (7,500 page faults,
+ * 20 ms of CPU on one machine and 90-120 ms on another, where a page fault costs a hypercall), and
+ * holds it while it lives: ~30 MB and ~200 descriptors per conversation with a shell, against
+ * ~3 MB and 7 (bench/RESULTS.md, round 2's thirty-eighth session). pasta has IPv6 and more
+ * throughput; an operator who needs those names it.
+ */
+export function findNetworkHelper(searchPath: string, choice: NetworkHelperChoice = 'auto', cpuHasAvx2: boolean = hostCpuHasAvx2()): NetworkHelper | null {
+  for (const kind of choice === 'auto' ? (['slirp4netns', 'pasta'] as const) : [choice]) {
     const found = findInPath(kind, searchPath);
     if (found !== null) return { kind, path: kind === 'pasta' && cpuHasAvx2 ? (avx2Build(found) ?? found) : found };
   }
@@ -65,7 +79,10 @@ const WAIT_FOR_NETWORK_S = 10;
  * namespace) and is handed the namespace as an open fd: it drops capabilities before it opens
  * the namespace, and with fewer capabilities than the sandbox's init it could not open
  * /proc/PID/ns/net itself. slirp4netns: --disable-host-loopback, no
- * port forwarding unless asked through its API socket (none is given).
+ * port forwarding unless asked through its API socket (none is given); it parses what the agent
+ * sends, so it confines itself once attached as pasta does (`--enable-sandbox`: a mount namespace
+ * with only /etc and /run, every capability but binding low ports dropped; `--enable-seccomp`: a
+ * syscall filter).
  */
 function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
   const bin = shellWord(helper.path);
@@ -74,7 +91,7 @@ function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
     return asRoot ? `${common} --runas 0 --netns "/proc/self/fd/$ns" --netns-only` : `${common} "$pid"`;
   }
   const userns = asRoot ? '' : ' --userns-path="/proc/$pid/ns/user"';
-  return `${bin} --configure --mtu=65520 --disable-host-loopback${userns} "$pid" ${SLIRP_INTERFACE}`;
+  return `${bin} --configure --mtu=65520 --disable-host-loopback --enable-sandbox --enable-seccomp${userns} "$pid" ${SLIRP_INTERFACE}`;
 }
 
 /**

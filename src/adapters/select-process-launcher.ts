@@ -7,7 +7,7 @@ import { HostProcessLauncher, type ProcessLauncher } from './process-launcher.js
 import type { ResourceLimits } from './resource-limits.js';
 import { detectSandboxCgroups } from './sandbox-cgroups.js';
 import { findInPath } from './sandbox-mounts.js';
-import { findNetworkHelper, type NetworkHelper } from './sandbox-network.js';
+import { findNetworkHelper, type NetworkHelper, type NetworkHelperChoice } from './sandbox-network.js';
 
 export type RequestedSandbox = 'auto' | 'bwrap' | 'none';
 
@@ -41,6 +41,8 @@ export interface SelectLauncherOptions {
   stateDir: string;
   /** Whole-sandbox limits with cgroups when the host allows (default true). */
   useCgroups?: boolean;
+  /** The user-mode network stack behind `network: true` (AGENTD_SANDBOX_NETWORK_HELPER; default auto: see findNetworkHelper). */
+  networkHelper?: NetworkHelperChoice;
 }
 
 const PROBE_TIMEOUT_MS = 10_000;
@@ -84,7 +86,8 @@ export async function selectProcessLauncher(options: SelectLauncherOptions): Pro
     // without one run, to tell a network stack that cannot attach (the sandbox still runs) from a
     // sandbox that cannot. Start-up takes one sandbox's start, and its CPU, not two at once beside
     // the records it loads.
-    const helper = findNetworkHelper(searchPath);
+    const choice = options.networkHelper ?? 'auto';
+    const helper = findNetworkHelper(searchPath, choice);
     let networkFailure: string | null = null;
     if (helper !== null) {
       const networked = make(helper);
@@ -93,11 +96,17 @@ export async function selectProcessLauncher(options: SelectLauncherOptions): Pro
     }
     const plain = make(null);
     const failure = await probe(plain, { searchPath, network: false });
-    if (failure === null) return selected(plain, null, helper === null ? 'neither pasta (package passt) nor slirp4netns is installed' : `${helper.kind} cannot attach to a sandbox here: ${networkFailure}`);
+    if (failure === null) return selected(plain, null, helper === null ? helperMissing(choice) : `${helper.kind} cannot attach to a sandbox here: ${networkFailure}`);
     reason = failure;
   }
   if (options.requested === 'bwrap') throw new SandboxUnavailableError(reason);
   return host(reason);
+}
+
+/** Why no network helper was found: none of those the choice allows is installed. */
+function helperMissing(choice: NetworkHelperChoice): string {
+  if (choice === 'auto') return 'neither slirp4netns nor pasta (package passt) is installed';
+  return `AGENTD_SANDBOX_NETWORK_HELPER=${choice}, but ${choice === 'pasta' ? 'pasta (package passt)' : 'slirp4netns'} is not installed`;
 }
 
 /**

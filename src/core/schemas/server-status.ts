@@ -41,7 +41,7 @@ export const SandboxInfo = z
         user_mode: z
           .enum(['pasta', 'slirp4netns'])
           .nullable()
-          .describe('The user-mode network stack behind `network: true`; null: `true` gets no network (none works here, or mode is none).'),
+          .describe('The user-mode network stack behind `network: true` (AGENTD_SANDBOX_NETWORK_HELPER: slirp4netns, else pasta, by default); null: `true` gets no network (none works here, or mode is none).'),
         host_allowed: z.boolean().describe('Whether conversations may ask for `network: "host"` (AGENTD_SANDBOX_NETWORK_HOST).'),
         note: z.string().nullable().describe('Why the policy in force differs from the one configured, if it does.'),
       })
