@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NO_LIMITS } from '../src/adapters/resource-limits.js';
 import { selectProcessLauncher } from '../src/adapters/select-process-launcher.js';
-import { findNetworkHelper } from '../src/adapters/sandbox-network.js';
+import { findNetworkHelper, noNetworkHelper } from '../src/adapters/sandbox-network.js';
 import { BwrapProcessLauncher } from '../src/adapters/bwrap-launcher.js';
 import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { findInPath } from '../src/adapters/sandbox-mounts.js';
@@ -578,6 +578,9 @@ describe('the network helper found at start-up', () => {
     expect(findNetworkHelper(slirpOnly, 'pasta', false)).toBeNull();
     expect(findNetworkHelper(pastaOnly, 'slirp4netns', false)).toBeNull();
     expect(findNetworkHelper(programs(), 'auto', false)).toBeNull();
+    // What start-up then says (network: true gets no network).
+    expect(noNetworkHelper('auto')).toBe('neither slirp4netns nor pasta (package passt) is installed');
+    expect(noNetworkHelper('pasta')).toBe('AGENTD_SANDBOX_NETWORK_HELPER=pasta, but pasta (package passt) is not installed');
   });
 
   it("is passt's AVX2 build when the CPU has AVX2 and the package ships it beside pasta (pasta would exec it first thing), else pasta itself", () => {

@@ -42,6 +42,12 @@ export function findNetworkHelper(searchPath: string, choice: NetworkHelperChoic
   return null;
 }
 
+/** Why findNetworkHelper found none: no helper the choice allows is installed. */
+export function noNetworkHelper(choice: NetworkHelperChoice): string {
+  if (choice === 'auto') return 'neither slirp4netns nor pasta (package passt) is installed';
+  return `AGENTD_SANDBOX_NETWORK_HELPER=${choice}, but ${choice === 'pasta' ? 'pasta (package passt)' : 'slirp4netns'} is not installed`;
+}
+
 /**
  * passt's AVX2 build beside `pasta` (Debian ships `pasta.avx2`), or null. Started as `pasta`
  * on a CPU with AVX2, passt execs that build first thing: one exec more in every sandbox's start

@@ -7,7 +7,7 @@ import { HostProcessLauncher, type ProcessLauncher } from './process-launcher.js
 import type { ResourceLimits } from './resource-limits.js';
 import { detectSandboxCgroups } from './sandbox-cgroups.js';
 import { findInPath } from './sandbox-mounts.js';
-import { findNetworkHelper, type NetworkHelper, type NetworkHelperChoice } from './sandbox-network.js';
+import { findNetworkHelper, noNetworkHelper, type NetworkHelper, type NetworkHelperChoice } from './sandbox-network.js';
 
 export type RequestedSandbox = 'auto' | 'bwrap' | 'none';
 
@@ -96,17 +96,11 @@ export async function selectProcessLauncher(options: SelectLauncherOptions): Pro
     }
     const plain = make(null);
     const failure = await probe(plain, { searchPath, network: false });
-    if (failure === null) return selected(plain, null, helper === null ? helperMissing(choice) : `${helper.kind} cannot attach to a sandbox here: ${networkFailure}`);
+    if (failure === null) return selected(plain, null, helper === null ? noNetworkHelper(choice) : `${helper.kind} cannot attach to a sandbox here: ${networkFailure}`);
     reason = failure;
   }
   if (options.requested === 'bwrap') throw new SandboxUnavailableError(reason);
   return host(reason);
-}
-
-/** Why no network helper was found: none of those the choice allows is installed. */
-function helperMissing(choice: NetworkHelperChoice): string {
-  if (choice === 'auto') return 'neither slirp4netns nor pasta (package passt) is installed';
-  return `AGENTD_SANDBOX_NETWORK_HELPER=${choice}, but ${choice === 'pasta' ? 'pasta (package passt)' : 'slirp4netns'} is not installed`;
 }
 
 /**
