@@ -4,7 +4,8 @@ import { startFakeLlm } from '../test/fake-llm/fake-llm-server.js';
 import { bashThenAnswer, createIdleConversations, sleep } from './support/idle-conversations.js';
 import type { Benchmark } from './support/benchmark.js';
 import { census, wakeupsBetween, wakeupsByName, type Census } from './support/process-census.js';
-import { CLI, settled, startProcess, type StartedProcess } from './support/processes.js';
+import { BENCH_KEY, CLI, settled, startProcess, type StartedProcess } from './support/processes.js';
+import { findNetworkHelper } from '../src/adapters/sandbox-network.js';
 import { fmt } from './support/stats.js';
 
 /**
@@ -28,20 +29,23 @@ export const p11Idle: Benchmark = {
     const rows: string[][] = [];
     const notes: string[] = [];
     let largest: { size: number; figures: IdleFigures } | undefined;
-    let withNetwork: { size: number; figures: IdleFigures } | undefined;
+    let withNetwork: { size: number; figures: IdleFigures; helper: string } | undefined;
+    let withPasta: { size: number; figures: IdleFigures } | undefined;
+    // pasta's own row beside the default helper's (slirp4netns where installed): what AGENTD_SANDBOX_NETWORK_HELPER=pasta costs.
+    const pastaToo = findNetworkHelper(process.env.PATH ?? '', 'pasta') !== null && findNetworkHelper(process.env.PATH ?? '')?.kind !== 'pasta';
     const networkSize = quick ? 5 : 50;
     // AGENTD_IDLE_TIMEOUT_S of the server measured after it (--quick: one second less to wait).
     const idleTimeoutS = quick ? 1 : 2;
     // The three servers start together (set-up: nothing is measured until each one's phase, and
     // each phase reads its own server's process tree); each is stopped after its phase.
     const servers: StartedProcess[] = [];
-    const start = async (name: string, idleTimeout: string) => {
-      const server = await spawnServer(tmp, name, idleTimeout);
+    const start = async (name: string, idleTimeout: string, env: Record<string, string> = {}) => {
+      const server = await spawnServer(tmp, name, idleTimeout, env);
       servers.push(server);
       return server;
     };
     try {
-      const [server, networked, after] = await settled([start('before', '3600'), start('network', '3600'), start('after', String(idleTimeoutS))] as const);
+      const [server, networked, after, pasta] = await settled([start('before', '3600'), start('network', '3600'), start('after', String(idleTimeoutS)), pastaToo ? start('network-pasta', '3600', { AGENTD_SANDBOX_NETWORK_HELPER: 'pasta' }) : Promise.resolve(null)] as const);
       // Before the timeout: one server, conversations added up to each size. Their sandboxes have
       // no network (at 1,000, the network helper alone would hold ~30 GB); the helper's own cost
       // is measured on a second server with the default network.
@@ -57,11 +61,20 @@ export const p11Idle: Benchmark = {
       }
       await server.stop();
       const networkedEmpty = await idle(networked);
+      const helper = await networkHelperOf(networked);
       await createIdleConversations(networked, fake, 0, networkSize);
       const figures = await idle(networked);
-      rows.push(row(`${networkSize} idle conversations, default network (pasta)`, networkSize, figures, networkedEmpty));
-      withNetwork = { size: networkSize, figures };
+      rows.push(row(`${networkSize} idle conversations, default network (${helper})`, networkSize, figures, networkedEmpty));
+      withNetwork = { size: networkSize, figures, helper };
       await networked.stop();
+      if (pasta) {
+        const pastaEmpty = await idle(pasta);
+        await createIdleConversations(pasta, fake, 0, networkSize);
+        const pastaFigures = await idle(pasta);
+        rows.push(row(`${networkSize} idle conversations, network through pasta (AGENTD_SANDBOX_NETWORK_HELPER=pasta)`, networkSize, pastaFigures, pastaEmpty));
+        withPasta = { size: networkSize, figures: pastaFigures };
+        await pasta.stop();
+      }
       // After the timeout: a server whose conversations are released idleTimeoutS after their run.
       const afterEmpty = await idle(after);
       await createIdleConversations(after, fake, 0, networkSize);
@@ -82,13 +95,14 @@ export const p11Idle: Benchmark = {
         (quick
           ? ''
           : ` Each window starts ${SETTLE_MS / 1000} s after the server answered or its last conversation's run ended, after the collections V8's memory reducer makes 8-10 s after a burst of allocations; a window can still catch a later one, a few ms/s of CPU and wakeups/s for the whole server once, which does not grow with the conversations (RESULTS.md, round 2's thirty-fifth session).`),
-      "Before the timeout each conversation keeps its sandboxed shell (bwrap, the pid namespace's init, the watchdog, bash; with the default network also a wrapper and pasta): the watchdog sleeps in a blocking read while no command runs, so agentd's own processes cause no wakeup; pasta wakes about once a second.",
+      "Before the timeout each conversation keeps its sandboxed shell (bwrap, the pid namespace's init, the watchdog, bash; with the default network also a wrapper and its user-mode network helper): the watchdog sleeps in a blocking read while no command runs, so agentd's own processes cause no wakeup; pasta wakes about once a second.",
     );
     return {
       sizes: `${sizes.join(', ')} conversations after one run each (one \`bash true\`, then an answer); idle windows of ${windowMs / 1000} s`,
       tables: [
         ...(largest ? [byProcessTable(largest.size, largest.figures, 'no network')] : []),
-        ...(withNetwork ? [byProcessTable(withNetwork.size, withNetwork.figures, 'default network')] : []),
+        ...(withNetwork ? [byProcessTable(withNetwork.size, withNetwork.figures, `default network, ${withNetwork.helper}`)] : []),
+        ...(withPasta ? [byProcessTable(withPasta.size, withPasta.figures, 'network through pasta')] : []),
         {
           caption: 'Idle cost per conversation',
           columns: ['', 'processes', 'fds (server + children)', 'server RSS MiB', 'children PSS KiB / conv', 'server RSS KiB / conv', 'idle CPU ms/s (all)', 'idle CPU µs/s / conv', 'wakeups/s (all)', 'wakeups/s / conv'],
@@ -138,15 +152,21 @@ function byProcessTable(size: number, figures: IdleFigures, label: string) {
   };
 }
 
-async function spawnServer(tmp: string, name: string, idleTimeoutS: string): Promise<StartedProcess> {
+async function spawnServer(tmp: string, name: string, idleTimeoutS: string, env: Record<string, string> = {}): Promise<StartedProcess> {
   const dataDir = path.join(tmp, name);
   fs.mkdirSync(dataDir, { recursive: true });
   return startProcess({
     command: [process.execPath, CLI],
     args: (port) => ['--port', String(port), '--data-dir', dataDir],
-    env: { AGENTD_IDLE_TIMEOUT_S: idleTimeoutS, AGENTD_LOG_LEVEL: 'warn' },
+    env: { AGENTD_IDLE_TIMEOUT_S: idleTimeoutS, AGENTD_LOG_LEVEL: 'warn', ...env },
     probe: '/health',
   });
+}
+
+/** The user-mode network helper the server uses (`/info`), or `none`. */
+async function networkHelperOf(server: StartedProcess): Promise<string> {
+  const info = (await (await fetch(`${server.url}/info`, { headers: { authorization: `Bearer ${BENCH_KEY}` } })).json()) as { sandbox: { network: { user_mode: string | null } } };
+  return info.sandbox.network.user_mode ?? 'none';
 }
 
 /**

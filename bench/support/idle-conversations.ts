@@ -10,7 +10,7 @@ export function bashThenAnswer(recorded: RecordedRequest) {
 
 /**
  * Creates conversations `from`..`to` on a spawned server, each with one run (8 at a time); returns
- * their ids. `network: false` spares the user-mode network helper (pasta holds ~30 MB a sandbox).
+ * their ids. `network: false` spares the user-mode network helper (slirp4netns holds ~3 MB a sandbox, pasta ~30 MB).
  */
 export async function createIdleConversations(server: StartedProcess, fake: FakeLlm, from: number, to: number, options: { network?: boolean } = {}): Promise<string[]> {
   let next = from;
