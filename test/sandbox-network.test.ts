@@ -12,7 +12,7 @@ import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { findInPath } from '../src/adapters/sandbox-mounts.js';
 import { loadConfig } from '../src/config.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
-import { spawnServer, startServer, tempDir, TEST_KEY } from './support/agentd.js';
+import { CLI, spawnServer, startServer, tempDir, TEST_KEY } from './support/agentd.js';
 
 /**
  * The agent's network: by default a namespace with user-mode networking (slirp4netns, else pasta;
@@ -434,6 +434,37 @@ describe.skipIf(Boolean(skipReason))('sandbox network helper lifetime', () => {
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
   }, 60_000);
+});
+
+/** The uid and gid a root test runs a server as to see what a server that is not root does (the Docker image's runs as `node`). */
+const NOBODY = 65534;
+const setpriv = findInPath('setpriv', process.env.PATH ?? '');
+describe.skipIf(Boolean(skipReason) || process.getuid?.() !== 0 || setpriv === null).each(installedHelpers)('a server that is not root, through $kind', (networkHelper) => {
+  it('gives its sandboxes the network, and still no way to the host loopback (bwrap, unprivileged, used to put the program in a user namespace from which no helper could join the network namespace)', async () => {
+    const dataDir = tempDir();
+    // Its own temp dir, given to the server's user; the directory above it lets others through, not list.
+    fs.chownSync(dataDir, NOBODY, NOBODY);
+    const listener = await listen('127.0.0.1');
+    const server = await spawnServer({ dataDir, command: [setpriv!, `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, CLI], env: { AGENTD_SANDBOX: 'bwrap', AGENTD_SANDBOX_NETWORK_HELPER: networkHelper.kind, HOME: dataDir } });
+    try {
+      const headers = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
+      const info = (await (await fetch(`${server.url}/info`, { headers })).json()) as any;
+      expect(info.sandbox.mode).toBe('bwrap');
+      // Start-up's probe ran a sandbox with the helper attached and found its default route.
+      expect(info.sandbox.network).toMatchObject({ default: true, user_mode: networkHelper.kind, note: null });
+      const created = (await (await fetch(`${server.url}/conversations`, { method: 'POST', headers, body: '{}' })).json()) as any;
+      // The agent is the server's user, with a terminal device of its own (devpts, which made bwrap nest user namespaces).
+      const command = `id -u; test -c /dev/ptmx && echo ptmx; awk '$2 == "00000000" { print "default via " $1 }' /proc/net/route\n${reachScript([{ host: '127.0.0.1', port: listener.port }])}`;
+      const result = (await (await fetch(`${server.url}/conversations/${created.id}/commands`, { method: 'POST', headers, body: JSON.stringify({ command, timeout_s: 60 }) })).json()) as any;
+      expect(result.stdout).toMatch(new RegExp(`^${NOBODY}\nptmx\ndefault via \\S+\n127\\.0\\.0\\.1:${listener.port} refused\n$`));
+      expect(result.stderr).not.toContain('did not come up');
+    } finally {
+      listener.server.close();
+      server.child.kill('SIGKILL');
+      await server.exited;
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 90_000);
 });
 
 describe('network policy and connection caps', () => {

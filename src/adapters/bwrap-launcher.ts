@@ -8,7 +8,7 @@ import { SANDBOX_USER, SandboxIdentityFiles, sandboxUid } from './sandbox-identi
 import { copiedFileRedirections, sandboxPrograms, shellWord, systemMountArgs, type SandboxPrograms } from './sandbox-mounts.js';
 import { setIdSeccompFilter } from './seccomp-filter.js';
 import { WorkdirOwner } from './workdir-owner.js';
-import { BWRAP_INFO_FD, userModeWrapperScript, waitForNetworkScript, type NetworkHelper } from './sandbox-network.js';
+import { BWRAP_INFO_FD, BWRAP_USERNS_BLOCK_FD, userModeWrapperScript, waitForNetworkScript, type NetworkHelper } from './sandbox-network.js';
 
 export interface BwrapLauncherOptions {
   /** Absolute path of the bwrap binary. */
@@ -168,7 +168,8 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       '--unshare-cgroup-try',
       // See sandbox-network.ts: 'host' shares the host's network; anything else gets a namespace.
       ...(network === 'host' ? [] : ['--unshare-net']),
-      ...(userMode ? ['--info-fd', String(BWRAP_INFO_FD)] : []),
+      // Not root: bwrap waits for the wrapper to map the server's ids in the sandbox's user namespace (userModeWrapperScript).
+      ...(userMode ? ['--info-fd', String(BWRAP_INFO_FD), ...(this.asRoot ? [] : ['--userns-block-fd', String(BWRAP_USERNS_BLOCK_FD)])] : []),
       ...(this.asRoot
         ? ['--cap-drop', 'ALL', ...['CAP_SETUID', 'CAP_SETGID', 'CAP_SETPCAP', 'CAP_KILL', 'CAP_DAC_READ_SEARCH'].flatMap((cap) => ['--cap-add', cap])]
         : ['--unshare-user', '--cap-drop', 'ALL']),

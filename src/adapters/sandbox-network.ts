@@ -70,6 +70,12 @@ function hostCpuHasAvx2(): boolean {
 /** The fd bwrap writes its `--info-fd` JSON to (the sandbox's pid on the host) in the wrapper. */
 export const BWRAP_INFO_FD = 9;
 
+/**
+ * The fd bwrap waits on (`--userns-block-fd`) right after it made the sandbox's user namespace,
+ * when the server is not root (see userModeWrapperScript).
+ */
+export const BWRAP_USERNS_BLOCK_FD = 8;
+
 /** The interface slirp4netns creates; pasta names its own after the host's outbound interface. */
 const SLIRP_INTERFACE = 'tap0';
 
@@ -94,10 +100,11 @@ function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
   const bin = shellWord(helper.path);
   if (helper.kind === 'pasta') {
     const common = `${bin} --foreground --quiet --config-net --no-map-gw -t none -u none -T none -U none`;
-    return asRoot ? `${common} --runas 0 --netns "/proc/self/fd/$ns" --netns-only` : `${common} "$pid"`;
+    return asRoot ? `${common} --runas 0 --netns "/proc/self/fd/$ns" --netns-only` : `${common} --userns "/proc/self/fd/$uns" --netns "/proc/self/fd/$ns"`;
   }
-  const userns = asRoot ? '' : ' --userns-path="/proc/$pid/ns/user"';
-  return `${bin} --configure --mtu=65520 --disable-host-loopback --enable-sandbox --enable-seccomp${userns} "$pid" ${SLIRP_INTERFACE}`;
+  const common = `${bin} --configure --mtu=65520 --disable-host-loopback --enable-seccomp`;
+  // --enable-sandbox switches to uid 0 in the sandbox's user namespace, where only the server's own uid is mapped when it is not root.
+  return asRoot ? `${common} --enable-sandbox "$pid" ${SLIRP_INTERFACE}` : `${common} --userns-path="/proc/self/fd/$uns" --netns-type=path "/proc/self/fd/$ns" ${SLIRP_INTERFACE}`;
 }
 
 /**
@@ -108,27 +115,51 @@ function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
  * that pid's network namespace (with a parent-death signal of its own), waits for bwrap and then
  * kills the helper, which does not quit by itself. All of them stay in the spawned process group
  * with SIGINT ignored, like bwrap in the other modes; a SIGKILL to the group ends them all.
+ *
+ * Not root (`ids`: the server's uid and gid), bwrap gives the sandbox a user namespace of its own,
+ * and left to itself it maps uid 0 there (to mount `--dev`'s devpts) and then makes a second one
+ * inside it that maps the server's uid back for the program. The network namespace belongs to the
+ * first, and from the sandbox's pid only the second is reachable: a helper that joined it could not
+ * join the network namespace (setns: EPERM), and such sandboxes had no network. So bwrap waits
+ * (`--userns-block-fd`) right after it made the first, with its uid and gid maps left to the
+ * wrapper: it writes them as the one mapping the program gets (the server's ids to themselves;
+ * bwrap then needs no second namespace, and devpts mounts all the same), opens the sandbox's user
+ * and network namespaces, lets bwrap go on, and hands the helper both as descriptors.
  */
-export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: boolean; forBwrap?: readonly number[]; programs: { setpriv: string; sleep: string } }): string {
+export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: boolean; ids?: { uid: number; gid: number }; forBwrap?: readonly number[]; programs: { setpriv: string; sleep: string } }): string {
   const { setpriv, sleep } = options.programs;
   const fd = BWRAP_INFO_FD;
   // Descriptors the launch opened for bwrap alone (the copied /etc files, the seccomp program):
   // closed here once bwrap has its own, or this shell and the helper held them all along.
   const handedOver = options.forBwrap?.length ? [`exec ${options.forBwrap.map((n) => `${n}<&-`).join(' ')}`] : [];
+  const ids = options.asRoot ? null : (options.ids ?? { uid: process.geteuid?.() ?? 0, gid: process.getegid?.() ?? 0 });
   return [
     "trap '' INT",
     // bwrap writes on a pipe (tickPipe's, read-write); this shell reads it through a read-only
     // end of its own once bwrap has the other: a bwrap that ends before it writes gives end of file.
     `${tickPipe('p')} || exit 125`,
+    // Not root: bwrap waits for a byte on another pipe, through a read-only end of its own (were this shell gone first, end of file lets it go on).
+    ...(ids ? [`${tickPipe('b')} || exit 125`] : []),
     // An explicit stdin: a background job's would be /dev/null (the agent's shell reads stdin).
-    `"$@" ${fd}>&"$p" {p}>&- <&0 &`,
+    ids ? `"$@" ${fd}>&"$p" ${BWRAP_USERNS_BLOCK_FD}</proc/self/fd/"$b" {p}>&- {b}>&- <&0 &` : `"$@" ${fd}>&"$p" {p}>&- <&0 &`,
     'bw=$!',
     ...handedOver,
     `exec ${fd}</proc/self/fd/"$p" {p}>&-`,
     `IFS= read -r -d '}' -t 30 -u ${fd} info`,
     `exec ${fd}<&-`,
     'helper=',
-    'if [[ $info =~ \\"child-pid\\":\\ *([0-9]+) ]]; then',
+    ...(ids
+      ? [
+          'uns= ns=',
+          'if [[ $info =~ \\"child-pid\\":\\ *([0-9]+) ]]; then',
+          '  m=/proc/${BASH_REMATCH[1]}',
+          `  { echo '${ids.uid} ${ids.uid} 1' >"$m/uid_map" && echo deny >"$m/setgroups" && echo '${ids.gid} ${ids.gid} 1' >"$m/gid_map" && exec {uns}<"$m/ns/user" {ns}<"$m/ns/net"; } 2>/dev/null`,
+          'fi',
+          // bwrap goes on whatever the above gave (without its maps it stops: no sandbox starts).
+          '{ printf x >&"$b"; exec {b}>&-; } 2>/dev/null',
+        ]
+      : []),
+    `if [[ $info =~ \\"child-pid\\":\\ *([0-9]+) ]]${ids ? ' && [[ -n $ns ]]' : ''}; then`,
     '  pid=${BASH_REMATCH[1]}',
     // bwrap brings the namespace's loopback up itself (RTM_NEWADDR, then link up) and dies if
     // the address already exists: the helper, which brings lo up too, starts once it is done.
@@ -140,15 +171,14 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     `    for ((i = 0; i < 5000; i++)); do ${tickWait('tick', sleep)}; lo_up && break; kill -0 "$bw" 2>/dev/null || break; done`,
     '    { exec {tick}<&-; } 2>/dev/null',
     '  fi',
-    '  exec {ns}<"/proc/$pid/ns/net"',
+    ...(ids ? [] : ['  exec {ns}<"/proc/$pid/ns/net"']),
     // The helper holds none of the sandbox's descriptors (the watchdog's control channel included).
     `  ${shellWord(setpriv)} --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- &`,
     '  helper=$!',
     // Not a job of this shell: bash would report its end by signal ("Killed") on the stderr it
     // shares with the sandboxed program.
     '  disown "$helper"',
-    '  exec {ns}<&-',
-    'fi',
+    ...(ids ? ['fi', '{ exec {ns}<&- {uns}<&-; } 2>/dev/null'] : ['  exec {ns}<&-', 'fi']),
     'wait "$bw"; code=$?',
     '[ -n "$helper" ] && kill -KILL "$helper" 2>/dev/null',
     'exit "$code"',
