@@ -29,7 +29,7 @@ export type NetworkHelperChoice = 'auto' | NetworkHelper['kind'];
  * Why slirp4netns first: both give the same network (the internet, no host loopback, no port
  * forwarded), but pasta (Debian 12's passt 2023-03) writes ~29 MB of tables as it starts, where
  * slirp4netns touches ~0.3 MB. Every networked sandbox pays that at its start (7,500 page faults,
- * 20 ms of CPU on one machine and 90-120 ms on another, where a page fault costs a hypercall), and
+ * 20 ms of CPU on one machine and 120-170 ms on another, where a page fault costs a hypercall), and
  * holds it while it lives: ~30 MB and ~200 descriptors per conversation with a shell, against
  * ~3 MB and 7 (bench/RESULTS.md, round 2's thirty-eighth session). pasta has IPv6 and more
  * throughput; an operator who needs those names it.
