@@ -116,7 +116,7 @@ function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
  * kills the helper, which does not quit by itself. All of them stay in the spawned process group
  * with SIGINT ignored, like bwrap in the other modes; a SIGKILL to the group ends them all.
  *
- * Not root (`ids`: the server's uid and gid), bwrap gives the sandbox a user namespace of its own,
+ * Not root, bwrap gives the sandbox a user namespace of its own,
  * and left to itself it maps uid 0 there (to mount `--dev`'s devpts) and then makes a second one
  * inside it that maps the server's uid back for the program. The network namespace belongs to the
  * first, and from the sandbox's pid only the second is reachable: a helper that joined it could not
@@ -126,13 +126,13 @@ function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
  * bwrap then needs no second namespace, and devpts mounts all the same), opens the sandbox's user
  * and network namespaces, lets bwrap go on, and hands the helper both as descriptors.
  */
-export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: boolean; ids?: { uid: number; gid: number }; forBwrap?: readonly number[]; programs: { setpriv: string; sleep: string } }): string {
+export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: boolean; forBwrap?: readonly number[]; programs: { setpriv: string; sleep: string } }): string {
   const { setpriv, sleep } = options.programs;
   const fd = BWRAP_INFO_FD;
   // Descriptors the launch opened for bwrap alone (the copied /etc files, the seccomp program):
   // closed here once bwrap has its own, or this shell and the helper held them all along.
   const handedOver = options.forBwrap?.length ? [`exec ${options.forBwrap.map((n) => `${n}<&-`).join(' ')}`] : [];
-  const ids = options.asRoot ? null : (options.ids ?? { uid: process.geteuid?.() ?? 0, gid: process.getegid?.() ?? 0 });
+  const ids = options.asRoot ? null : { uid: process.geteuid?.() ?? 0, gid: process.getegid?.() ?? 0 };
   return [
     "trap '' INT",
     // bwrap writes on a pipe (tickPipe's, read-write); this shell reads it through a read-only
@@ -147,20 +147,17 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     `exec ${fd}</proc/self/fd/"$p" {p}>&-`,
     `IFS= read -r -d '}' -t 30 -u ${fd} info`,
     `exec ${fd}<&-`,
-    'helper=',
+    'helper= pid=',
+    '[[ $info =~ \\"child-pid\\":\\ *([0-9]+) ]] && pid=${BASH_REMATCH[1]}',
     ...(ids
       ? [
+          // The server's ids mapped to themselves, then bwrap goes on whatever that gave (without its maps it stops: no sandbox starts).
           'uns= ns=',
-          'if [[ $info =~ \\"child-pid\\":\\ *([0-9]+) ]]; then',
-          '  m=/proc/${BASH_REMATCH[1]}',
-          `  { echo '${ids.uid} ${ids.uid} 1' >"$m/uid_map" && echo deny >"$m/setgroups" && echo '${ids.gid} ${ids.gid} 1' >"$m/gid_map" && exec {uns}<"$m/ns/user" {ns}<"$m/ns/net"; } 2>/dev/null`,
-          'fi',
-          // bwrap goes on whatever the above gave (without its maps it stops: no sandbox starts).
+          `[ -n "$pid" ] && { echo '${ids.uid} ${ids.uid} 1' >"/proc/$pid/uid_map" && echo deny >"/proc/$pid/setgroups" && echo '${ids.gid} ${ids.gid} 1' >"/proc/$pid/gid_map" && exec {uns}<"/proc/$pid/ns/user" {ns}<"/proc/$pid/ns/net"; } 2>/dev/null`,
           '{ printf x >&"$b"; exec {b}>&-; } 2>/dev/null',
         ]
       : []),
-    `if [[ $info =~ \\"child-pid\\":\\ *([0-9]+) ]]${ids ? ' && [[ -n $ns ]]' : ''}; then`,
-    '  pid=${BASH_REMATCH[1]}',
+    `if [ -n "$pid" ]${ids ? ' && [ -n "$ns" ]' : ''}; then`,
     // bwrap brings the namespace's loopback up itself (RTM_NEWADDR, then link up) and dies if
     // the address already exists: the helper, which brings lo up too, starts once it is done.
     // Read by bash itself (a grep per look took as long as the rest of the look here: 10-18 ms),
