@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NO_LIMITS } from '../src/adapters/resource-limits.js';
 import { selectProcessLauncher } from '../src/adapters/select-process-launcher.js';
-import { findNetworkHelper, noNetworkHelper } from '../src/adapters/sandbox-network.js';
+import { findNetworkHelper, noNetworkHelper, type NetworkHelper } from '../src/adapters/sandbox-network.js';
 import { BwrapProcessLauncher } from '../src/adapters/bwrap-launcher.js';
 import { BashShellFactory } from '../src/adapters/bash-shell.js';
 import { findInPath } from '../src/adapters/sandbox-mounts.js';
@@ -157,6 +157,36 @@ async function until(condition: () => boolean, what: string, timeoutMs = 20_000)
   }
 }
 
+/**
+ * A sandbox through `networkHelper` (its state dir, with a decoy file, hidden from it as a server's
+ * data dir is) whose program waits, and `inspect` given the launch's wrapper (the spawned process)
+ * and the helper (the wrapper's child); every process of it is killed after.
+ */
+async function inRunningSandbox(networkHelper: NetworkHelper, inspect: (pids: { wrapper: number; helper: number }) => Promise<void> | void): Promise<void> {
+  const stateDir = tempDir();
+  const workdir = fs.realpathSync(tempDir());
+  fs.writeFileSync(path.join(stateDir, 'decoy'), 'not for the sandbox or its helper');
+  const launcher = new BwrapProcessLauncher({ bwrapPath: findInPath('bwrap', process.env.PATH ?? '')!, limits: NO_LIMITS, hiddenPaths: [stateDir], stateDir, searchPath: process.env.PATH ?? '', networkHelper });
+  await launcher.ready({ workdir, network: true });
+  const spec = launcher.prepare({ command: 'bash', args: ['-c', 'echo up; read -r line'], cwd: workdir, env: { PATH: process.env.PATH ?? '', HOME: workdir }, sandbox: { workdir, network: true } });
+  const child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, detached: true, stdio: ['pipe', 'pipe', 'inherit'] });
+  try {
+    await new Promise((resolve) => child.stdout!.once('data', resolve));
+    // pasta's comm: `pasta`, `pasta.avx2` (started as its AVX2 build) or `passt.avx2` (re-executed as it).
+    const helperNames = networkHelper.kind === 'pasta' ? /^pas(ta|st)/ : /^slirp4netns/;
+    const children = (pid: number) => fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);
+    const named = (pid: number) => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    const wrapper = child.pid!;
+    const helper = children(wrapper).find((pid) => helperNames.test(named(pid)));
+    expect(helper, `the helper among ${children(wrapper).map(named).join(', ')}`).toBeDefined();
+    await inspect({ wrapper, helper: helper! });
+  } finally {
+    process.kill(-child.pid!, 'SIGKILL');
+    fs.rmSync(stateDir, { recursive: true, force: true });
+    fs.rmSync(workdir, { recursive: true, force: true });
+  }
+}
+
 const slirp = findInPath('slirp4netns', process.env.PATH ?? '');
 describe.skipIf(Boolean(skipReason) || slirp === null)('slirp4netns', () => {
   it('gives a configured tap interface and no way to the host loopback, not even through its gateway 10.0.2.2', async () => {
@@ -180,31 +210,16 @@ describe.skipIf(Boolean(skipReason) || slirp === null)('slirp4netns', () => {
   }, 60_000);
 
   it('confines itself once attached (it parses what the agent sends): a syscall filter, no capability but binding low ports, a root with only /etc and /run', async () => {
-    const stateDir = tempDir();
-    const workdir = fs.realpathSync(tempDir());
-    // A file the helper could reach on the host (the server's data dir is hidden the same way): not in its root.
-    fs.writeFileSync(path.join(stateDir, 'decoy'), 'not for the helper');
-    const launcher = new BwrapProcessLauncher({ bwrapPath: findInPath('bwrap', process.env.PATH ?? '')!, limits: NO_LIMITS, hiddenPaths: [stateDir], stateDir, searchPath: process.env.PATH ?? '', networkHelper: { kind: 'slirp4netns', path: slirp! } });
-    await launcher.ready({ workdir, network: true });
-    const spec = launcher.prepare({ command: 'bash', args: ['-c', 'echo up; read -r line'], cwd: workdir, env: { PATH: process.env.PATH ?? '', HOME: workdir }, sandbox: { workdir, network: true } });
-    const child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, detached: true, stdio: ['pipe', 'pipe', 'inherit'] });
-    try {
-      await new Promise((resolve) => child.stdout!.once('data', resolve));
-      const children = (pid: number) => fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);
-      const helper = children(child.pid!).find((pid) => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'slirp4netns');
-      expect(helper).toBeDefined();
+    await inRunningSandbox({ kind: 'slirp4netns', path: slirp! }, async ({ helper }) => {
       const status = () => fs.readFileSync(`/proc/${helper}/status`, 'utf8');
       // It filters its syscalls once the tap device is set up: the program's first line may come before.
       await until(() => /^Seccomp:\s+2$/m.test(status()), 'the helper filters its syscalls');
       const effective = BigInt(`0x${/^CapEff:\s+([0-9a-f]+)$/m.exec(status())![1]}`);
       const NET_BIND_SERVICE = 1n << 10n;
       expect(effective & ~NET_BIND_SERVICE).toBe(0n);
+      // Not even the (hidden) state dir with its decoy: nothing of the host but /etc and /run.
       expect(fs.readdirSync(`/proc/${helper}/root`).sort()).toEqual(['etc', 'run']);
-    } finally {
-      process.kill(-child.pid!, 'SIGKILL');
-      fs.rmSync(stateDir, { recursive: true, force: true });
-      fs.rmSync(workdir, { recursive: true, force: true });
-    }
+    });
   }, 60_000);
 });
 
@@ -324,21 +339,7 @@ describe.skipIf(Boolean(skipReason))("a shell's start", () => {
 
 describe.skipIf(Boolean(skipReason)).each(installedHelpers)('a running user-mode sandbox through $kind', (networkHelper) => {
   it("holds what the launch opened for bwrap (the copied /etc files, the seccomp program) in bwrap's hands only: not in the wrapper's, not in the helper's", async () => {
-    const stateDir = tempDir();
-    const workdir = fs.realpathSync(tempDir());
-    const launcher = new BwrapProcessLauncher({ bwrapPath: findInPath('bwrap', process.env.PATH ?? '')!, limits: NO_LIMITS, hiddenPaths: [], stateDir, searchPath: process.env.PATH ?? '', networkHelper });
-    await launcher.ready({ workdir, network: true });
-    const spec = launcher.prepare({ command: 'bash', args: ['-c', 'echo up; read -r line'], cwd: workdir, env: { PATH: process.env.PATH ?? '', HOME: workdir }, sandbox: { workdir, network: true } });
-    const child = spawn(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, detached: true, stdio: ['pipe', 'pipe', 'inherit'] });
-    try {
-      await new Promise((resolve) => child.stdout!.once('data', resolve));
-      // pasta's comm: `pasta`, `pasta.avx2` (started as its AVX2 build) or `passt.avx2` (re-executed as it).
-      const helperNames = networkHelper.kind === 'pasta' ? /^pas(ta|st)/ : /^slirp4netns/;
-      const children = (pid: number) => fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);
-      const named = (pid: number) => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
-      const wrapper = child.pid!;
-      const helper = children(wrapper).find((pid) => helperNames.test(named(pid)));
-      expect(helper, `the helper among ${children(wrapper).map(named).join(', ')}`).toBeDefined();
+    await inRunningSandbox(networkHelper, ({ wrapper, helper }) => {
       const opened = (pid: number) => fs.readdirSync(`/proc/${pid}/fd`).map((fd) => {
         try {
           return fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
@@ -346,14 +347,10 @@ describe.skipIf(Boolean(skipReason)).each(installedHelpers)('a running user-mode
           return '';
         }
       });
-      for (const pid of [wrapper, helper!]) {
+      for (const pid of [wrapper, helper]) {
         expect(opened(pid).filter((target) => target.startsWith('/etc/') || target.endsWith('.bpf'))).toEqual([]);
       }
-    } finally {
-      process.kill(-child.pid!, 'SIGKILL');
-      fs.rmSync(stateDir, { recursive: true, force: true });
-      fs.rmSync(workdir, { recursive: true, force: true });
-    }
+    });
   }, 60_000);
 });
 
