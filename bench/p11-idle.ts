@@ -95,7 +95,7 @@ export const p11Idle: Benchmark = {
         (quick
           ? ''
           : ` Each window starts ${SETTLE_MS / 1000} s after the server answered or its last conversation's run ended, after the collections V8's memory reducer makes 8-10 s after a burst of allocations; a window can still catch a later one, a few ms/s of CPU and wakeups/s for the whole server once, which does not grow with the conversations (RESULTS.md, round 2's thirty-fifth session).`),
-      "Before the timeout each conversation keeps its sandboxed shell (bwrap, the pid namespace's init, the watchdog, bash; with the default network also a wrapper and its user-mode network helper): the watchdog sleeps in a blocking read while no command runs, so agentd's own processes cause no wakeup; pasta wakes about once a second.",
+      "Before the timeout each conversation keeps its sandboxed shell (bwrap, the pid namespace's init, the watchdog, bash; with the default network also a wrapper and its user-mode network helper): the watchdog sleeps in a blocking read while no command runs, so agentd's own processes cause no wakeup; the network helper (slirp4netns or pasta alike) wakes about once a second.",
     );
     return {
       sizes: `${sizes.join(', ')} conversations after one run each (one \`bash true\`, then an answer); idle windows of ${windowMs / 1000} s`,
