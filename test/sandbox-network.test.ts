@@ -356,6 +356,7 @@ describe.skipIf(Boolean(skipReason)).each(installedHelpers)('a running user-mode
 
 describe.skipIf(Boolean(skipReason))('a network helper that cannot attach', () => {
   // The probe runs one sandbox with the helper attached; only when it fails does it run one without.
+  // The helper here exits at once.
   it.each([
     { kind: 'slirp4netns', choice: 'auto' },
     { kind: 'pasta', choice: 'pasta' },
@@ -369,6 +370,8 @@ describe.skipIf(Boolean(skipReason))('a network helper that cannot attach', () =
       expect(broken.fallbackReason).toBeNull();
       expect(broken.networkHelper).toBeNull();
       expect(broken.networkFallbackReason).toMatch(new RegExp(`^${kind} cannot attach to a sandbox here: the probe `));
+      // The wrapper saw the helper end and let the sandbox go on at once (it used to wait out its 10 s, and start-up with it).
+      expect(broken.networkFallbackReason).toContain('the sandbox network helper ended before the network came up');
     } finally {
       fs.rmSync(helpers, { recursive: true, force: true });
       fs.rmSync(stateDir, { recursive: true, force: true });

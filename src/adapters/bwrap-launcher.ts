@@ -159,7 +159,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     // A one-off program waits for it before it starts; the shell starts meanwhile and waits for it
     // before its first line (shellPrelude): the 4-6 ms wait overlaps the 5-8 ms its exec chain
     // (env, setpriv, an interactive bash) takes here.
-    const networkWait = userMode ? waitForNetworkScript(this.programs.sleep) : null;
+    const networkWait = userMode ? waitForNetworkScript() : null;
     const tmpSize = this.limits.tmpMb === null ? [] : ['--size', String(this.limits.tmpMb * 1024 * 1024)];
     const args = [
       '--die-with-parent',

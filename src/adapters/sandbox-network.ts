@@ -83,6 +83,13 @@ const SLIRP_INTERFACE = 'tap0';
 const WAIT_FOR_NETWORK_S = 10;
 
 /**
+ * The fd on which the sandbox waits for its network (waitForNetworkScript): a pipe whose only
+ * writer is the wrapper, which closes it once the sandbox has its default route, or, when the
+ * helper ended before that, writes `e` first (userModeWrapperScript).
+ */
+export const NETWORK_WAIT_FD = 7;
+
+/**
  * The command line that attaches the helper to the network namespace of host pid `$pid`.
  * pasta: tap interface configured from the host's addresses and routes (--config-net); the
  * gateway address is not mapped to the host (--no-map-gw); no port forwarded either way
@@ -138,10 +145,16 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     // bwrap writes on a pipe (tickPipe's, read-write); this shell reads it through a read-only
     // end of its own once bwrap has the other: a bwrap that ends before it writes gives end of file.
     `${tickPipe('p')} || exit 125`,
+    // The sandbox's wait for its network (NETWORK_WAIT_FD, read-only in bwrap): this shell holds
+    // the only writing end. Nobody writes to it until the wait is over, so it is also this shell's
+    // millisecond tick between two looks.
+    `${tickPipe('nw')} || exit 125`,
     // Not root: bwrap waits for a byte on another pipe, through a read-only end of its own (were this shell gone first, end of file lets it go on).
     ...(ids ? [`${tickPipe('b')} || exit 125`] : []),
     // An explicit stdin: a background job's would be /dev/null (the agent's shell reads stdin).
-    ids ? `"$@" ${fd}>&"$p" ${BWRAP_USERNS_BLOCK_FD}</proc/self/fd/"$b" {p}>&- {b}>&- <&0 &` : `"$@" ${fd}>&"$p" {p}>&- <&0 &`,
+    ids
+      ? `"$@" ${fd}>&"$p" ${BWRAP_USERNS_BLOCK_FD}</proc/self/fd/"$b" ${NETWORK_WAIT_FD}</proc/self/fd/"$nw" {p}>&- {b}>&- {nw}>&- <&0 &`
+      : `"$@" ${fd}>&"$p" ${NETWORK_WAIT_FD}</proc/self/fd/"$nw" {p}>&- {nw}>&- <&0 &`,
     'bw=$!',
     ...handedOver,
     `exec ${fd}</proc/self/fd/"$p" {p}>&-`,
@@ -163,19 +176,22 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     // Read by bash itself (a grep per look took as long as the rest of the look here: 10-18 ms),
     // every millisecond (a `sleep 0.01` between looks took 12 ms, a process each).
     '  lo_up() { lo=; while read -r line; do [[ $line == *127.0.0.1* ]] && lo=1; done 2>/dev/null <"/proc/$pid/net/fib_trie"; [[ -n $lo ]]; }',
-    '  if ! lo_up; then',
-    `    ${tickPipe('tick')}`,
-    `    for ((i = 0; i < 5000; i++)); do ${tickWait('tick', sleep)}; lo_up && break; kill -0 "$bw" 2>/dev/null || break; done`,
-    '    { exec {tick}<&-; } 2>/dev/null',
-    '  fi',
+    '  lo_up || for ((i = 0; i < 5000; i++)); do ' + tickWait('nw', sleep) + '; lo_up && break; kill -0 "$bw" 2>/dev/null || break; done',
     ...(ids ? [] : ['  exec {ns}<"/proc/$pid/ns/net"']),
     // The helper holds none of the sandbox's descriptors (the watchdog's control channel included).
-    `  ${shellWord(setpriv)} --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- &`,
+    `  ${shellWord(setpriv)} --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- {nw}>&- &`,
     '  helper=$!',
     // Not a job of this shell: bash would report its end by signal ("Killed") on the stderr it
     // shares with the sandboxed program.
     '  disown "$helper"',
+    // The sandbox waits until its default route is there (read by bash itself, as lo above) or the
+    // helper is gone: a helper that cannot attach ends the wait at once, where the sandbox waited
+    // out its 10 s and start-up's probe with it.
+    '  route_up() { up=; while read -r _ dest _; do [[ $dest == 00000000 ]] && up=1; done 2>/dev/null <"/proc/$pid/net/route"; [[ -n $up ]]; }',
+    `  for ((i = 0; i < ${WAIT_FOR_NETWORK_S * 1000}; i++)); do route_up && break; kill -0 "$helper" 2>/dev/null || { printf e >&"$nw"; break; }; kill -0 "$bw" 2>/dev/null || break; ${tickWait('nw', sleep)}; done`,
     ...(ids ? ['fi', '{ exec {ns}<&- {uns}<&-; } 2>/dev/null'] : ['  exec {ns}<&-', 'fi']),
+    // No helper started (bwrap gave no pid) ends the sandbox's wait too.
+    'exec {nw}>&-',
     'wait "$bw"; code=$?',
     '[ -n "$helper" ] && kill -KILL "$helper" 2>/dev/null',
     'exit "$code"',
@@ -186,19 +202,20 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
  * Inside a `user_mode` sandbox, before the program's first command: wait (at most 10 s) until the
  * namespace has an IPv4 default route (pasta and slirp4netns both set one), so that command
  * already has the network. Prepended to the entry script for a one-off program; the shell's
- * first lines instead (bwrap-launcher.ts), run by the agent's bash, which starts meanwhile. The route is looked for every millisecond, the wait between
- * two looks a `read -t` on a pipe nobody writes to (tickPipe): a `sleep 0.01` was a process
- * each time, 12 ms a look, and the route usually comes a millisecond or two after the first.
+ * first lines instead (bwrap-launcher.ts), run by the agent's bash, which starts meanwhile. The
+ * wait is one blocking read on NETWORK_WAIT_FD, which the wrapper outside ends once it sees the
+ * route, or with `e` when the helper ended first (userModeWrapperScript); the fd is closed after.
  */
-export function waitForNetworkScript(sleep: string): string {
+export function waitForNetworkScript(): string {
+  const fd = NETWORK_WAIT_FD;
   return [
     'agentd_route() { agentd_up=; while read -r agentd_if agentd_dest agentd_rest; do [ "$agentd_dest" = 00000000 ] && agentd_up=1; done </proc/net/route; [ -n "$agentd_up" ]; }',
     'if ! agentd_route; then',
-    `  ${tickPipe('agentd_tick')}`,
-    `  for ((agentd_i = 0; agentd_i < ${WAIT_FOR_NETWORK_S * 1000}; agentd_i++)); do ${tickWait('agentd_tick', sleep)}; agentd_route && break; done`,
-    '  { exec {agentd_tick}<&-; } 2>/dev/null',
-    `  agentd_route || echo '[agentd: the sandbox network did not come up; running without network.]' >&2`,
+    `  agentd_why=; read -r -N 1 -t ${WAIT_FOR_NETWORK_S} -u ${fd} agentd_why 2>/dev/null`,
+    `  if agentd_route; then :; elif [ "$agentd_why" = e ]; then echo '[agentd: the sandbox network helper ended before the network came up; running without network.]' >&2`,
+    `  else echo '[agentd: the sandbox network did not come up; running without network.]' >&2; fi`,
     'fi',
-    'unset -f agentd_route; unset agentd_i agentd_up agentd_if agentd_dest agentd_rest agentd_tick',
+    `{ exec ${fd}<&-; } 2>/dev/null`,
+    'unset -f agentd_route; unset agentd_up agentd_if agentd_dest agentd_rest agentd_why',
   ].join('\n');
 }
