@@ -118,7 +118,7 @@ export const p3EventPages: Benchmark = {
       notes: [
         'Pages cost O(limit): the fixed-width index finds seq N at byte 32·(N−1), so the head, the tail and the middle of a long log are as fast as those of a short one.',
         '`kind=` pages read the per-kind seq files (events.kinds/<kind>.seq, 4 bytes an event, the latest still in memory): a binary search for the cursor, then `limit` seqs, whatever the kind\'s share of the log.',
-        `Writing the ${long} events through FileEventLog took ${fmt(generateMs / 1000)} s (${fmt(longCount / (generateMs / 1000))} events/s, three write(2) calls each: the log line, its index entry and the firehose record; the kinds' seqs are written 4,096 at a time).`,
+        `Writing the ${long} events through FileEventLog took ${fmt(generateMs / 1000)} s (${fmt(longCount / (generateMs / 1000))} events/s, two write(2) calls each: the log line and the firehose record; the index entries are written 128 at a time, the kinds' seqs 512 events' worth at a time).`,
       ],
     };
   },

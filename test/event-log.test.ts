@@ -62,6 +62,34 @@ describe('FileEventLog appends', () => {
     expect((await log.lastSeq(randomUUID()))).toBe(0);
   });
 
+  it('writes index entries 128 at a time: those not yet written are read from memory, and a crash leaves the log to make them again', async () => {
+    const log = openLog();
+    const id = randomUUID();
+    await fill(log, id, 200);
+    // One write of the index for 128 appends; the last 72 entries are held.
+    expect(fs.statSync(indexFile(id)).size).toBe(128 * 32);
+    const lines = fs.readFileSync(logFile(id), 'utf8').split('\n').slice(0, -1);
+    expect((await all(log, id)).map((stored) => stored.json)).toEqual(lines);
+    // Pages across the boundary, either way, with and without a kind, and by id.
+    expect((await log.read(id, { order: 'asc', afterSeq: 120, limit: 20 })).map((s) => s.event.seq)).toEqual(range(121, 140));
+    expect((await log.read(id, { order: 'desc', cursorSeq: 135, limit: 10 })).map((s) => s.event.seq)).toEqual(range(125, 134).reverse());
+    expect((await log.read(id, { order: 'desc', limit: 5, kinds: ['state_update'] })).map((s) => s.event.seq)).toEqual([198, 195, 192, 189, 186]);
+    expect((await log.count(id, { kinds: ['state_update'], afterSeq: 120 }))).toBe(26);
+    // A second log on the same files, the first never closed: what a kill -9 leaves to the next process.
+    const next = openLog();
+    expect((await all(next, id)).map((stored) => stored.json)).toEqual(lines);
+    expect(fs.statSync(indexFile(id)).size).toBe(200 * 32);
+    expect((await next.read(id, { order: 'desc', limit: 5, kinds: ['state_update'] })).map((s) => s.event.seq)).toEqual([198, 195, 192, 189, 186]);
+    await close(next);
+    // A clean close writes what it holds.
+    const other = randomUUID();
+    const closing = openLog();
+    await fill(closing, other, 10);
+    expect(fs.statSync(indexFile(other)).size).toBe(0);
+    await close(closing);
+    expect(fs.statSync(indexFile(other)).size).toBe(10 * 32);
+  });
+
   it('never lets timestamps go backwards, even when the clock does', async () => {
     const log = openLog();
     const id = randomUUID();

@@ -15,7 +15,13 @@ const ENTRY_SPAN = 256;
 const LINE_GAP = 4096;
 const LINE_SPAN = 1 << 20;
 
-/** Write all of a buffer at the end of a file opened for appending. */
+/**
+ * Index entries are written this many at a time (4 KiB), and on close: an append is one write(2)
+ * of its line, not two. The log is the truth, so entries lost with the process are made again
+ * from its lines on the next open (recover, verifyLog), as for a crash between the two writes.
+ */
+const INDEX_BATCH_ENTRIES = 128;
+
 /**
  * One conversation's `events.jsonl` (the log: one JSON event a line, append-only),
  * `events.idx` (fixed-width entries, see index-entry.ts) and `events.kinds/` (the seqs of each
@@ -26,6 +32,9 @@ export class ConversationLogFile {
   private logSize: number;
   private lastTimestampMs: number;
   count: number;
+  /** Entries in the index file; those of seqs after it are in `pending`, written INDEX_BATCH_ENTRIES at a time. */
+  private indexed: number;
+  private pending: Buffer | null = null;
   private constructor(
     private readonly logFd: number,
     private readonly indexFd: number,
@@ -35,6 +44,7 @@ export class ConversationLogFile {
     state: { count: number; logSize: number; lastTimestampMs: number },
   ) {
     this.count = state.count;
+    this.indexed = state.count;
     this.logSize = state.logSize;
     this.lastTimestampMs = state.lastTimestampMs;
   }
@@ -82,22 +92,52 @@ export class ConversationLogFile {
       timestampMs: Date.parse(event.timestamp),
       idPrefix: idPrefixOf(event.id),
     });
+    const before = this.state();
     try {
       writeAll(this.logFd, line);
-      writeAll(this.indexFd, entry);
-      this.kinds.append(kindCode(event.kind), this.count + 1);
+      const waiting = this.count - this.indexed;
+      this.pending ??= Buffer.allocUnsafe(INDEX_BATCH_ENTRIES * ENTRY_SIZE);
+      entry.copy(this.pending, waiting * ENTRY_SIZE);
+      this.count += 1;
+      this.kinds.append(kindCode(event.kind), this.count);
       if (this.fsync) {
+        this.writeIndex();
         fs.fsyncSync(this.logFd);
         fs.fsyncSync(this.indexFd);
-      }
+      } else if (waiting + 1 === INDEX_BATCH_ENTRIES) this.writeIndex();
     } catch (error) {
       // A write cut short (the disk is full) must not leave a partial line for the next append to follow.
-      this.rollback(this.state());
+      this.rollback(before);
       throw error;
     }
     this.logSize += line.length;
     this.lastTimestampMs = Date.parse(event.timestamp);
-    this.count += 1;
+  }
+
+  /** The pending index entries, at the end of the index file. */
+  private writeIndex(): void {
+    if (this.count === this.indexed) return;
+    writeAll(this.indexFd, this.pending!.subarray(0, (this.count - this.indexed) * ENTRY_SIZE));
+    this.indexed = this.count;
+  }
+
+  /** At close: the pending entries written if they can be; if not, the next open makes them again from the log. */
+  private writePendingIndex(): void {
+    try {
+      this.writeIndex();
+    } catch {
+      // (recover/verifyLog index the log's lines that the index misses)
+    }
+  }
+
+  /** The index entries of seqs first..last (within 1..count): from the file, then from those pending. */
+  private readIndex(first: number, last: number): Buffer {
+    const fromFile = Math.min(last, this.indexed) - first + 1;
+    const filePart = fromFile > 0 ? readAt(this.indexFd, fromFile * ENTRY_SIZE, (first - 1) * ENTRY_SIZE) : null;
+    if (last <= this.indexed) return filePart!;
+    const pendingPart = this.pending!.subarray((Math.max(first, this.indexed + 1) - this.indexed - 1) * ENTRY_SIZE, (last - this.indexed) * ENTRY_SIZE);
+    // A copy: later appends write over the pending buffer.
+    return filePart ? Buffer.concat([filePart, pendingPart]) : Buffer.from(pendingPart);
   }
 
   /** Where the files end now: give it to `rollback` to undo appends made after. */
@@ -107,7 +147,9 @@ export class ConversationLogFile {
 
   rollback(state: LogState): void {
     fs.ftruncateSync(this.logFd, state.logSize);
-    fs.ftruncateSync(this.indexFd, state.count * ENTRY_SIZE);
+    // Entries past the state's go from the file (and a partial one a failed write left) or from those pending.
+    this.indexed = Math.min(this.indexed, state.count);
+    fs.ftruncateSync(this.indexFd, this.indexed * ENTRY_SIZE);
     this.count = state.count;
     this.logSize = state.logSize;
     this.lastTimestampMs = state.lastTimestampMs;
@@ -119,7 +161,7 @@ export class ConversationLogFile {
     const first = Math.max(1, fromSeq);
     const last = Math.min(this.count, fromSeq + n - 1);
     if (last < first) return [];
-    const buffer = readAt(this.indexFd, (last - first + 1) * ENTRY_SIZE, (first - 1) * ENTRY_SIZE);
+    const buffer = this.readIndex(first, last);
     const out: IndexEntry[] = [];
     for (let at = 0; at + ENTRY_SIZE <= buffer.length; at += ENTRY_SIZE) out.push(decodeEntry(buffer, at));
     return out;
@@ -133,7 +175,7 @@ export class ConversationLogFile {
       let j = i;
       while (j + 1 < seqs.length && seqs[j + 1]! - seqs[i]! < ENTRY_SPAN) j++;
       const first = seqs[i]!;
-      const buffer = readAt(this.indexFd, (seqs[j]! - first + 1) * ENTRY_SIZE, (first - 1) * ENTRY_SIZE);
+      const buffer = this.readIndex(first, Math.min(seqs[j]!, this.count));
       for (let k = i; k <= j; k++) {
         const at = (seqs[k]! - first) * ENTRY_SIZE;
         if (at + ENTRY_SIZE <= buffer.length) out.push(decodeEntry(buffer, at));
@@ -199,6 +241,7 @@ export class ConversationLogFile {
 
   /** Close the files; false when the kind index could not be written (the next open must check it whole). */
   close(): boolean {
+    this.writePendingIndex();
     const kindsWritten = this.kinds.close();
     fs.closeSync(this.logFd);
     fs.closeSync(this.indexFd);
@@ -207,6 +250,10 @@ export class ConversationLogFile {
 
   /** close() with every system call made by the thread pool (closing all at shutdown); nothing may use the file meanwhile. */
   async closeAsync(): Promise<boolean> {
+    if (this.count > this.indexed) {
+      const entries = this.pending!.subarray(0, (this.count - this.indexed) * ENTRY_SIZE);
+      await new Promise<void>((resolve) => fs.write(this.indexFd, entries, 0, entries.length, null, () => resolve()));
+    }
     const kindsWritten = await this.kinds.closeAsync();
     await Promise.all([closeFd(this.logFd), closeFd(this.indexFd)]);
     return kindsWritten;
