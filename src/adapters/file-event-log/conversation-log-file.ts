@@ -132,6 +132,7 @@ export class ConversationLogFile {
 
   /** The index entries of seqs first..last (within 1..count): from the file, then from those pending. */
   private readIndex(first: number, last: number): Buffer {
+    if (last < first) return Buffer.alloc(0);
     const fromFile = Math.min(last, this.indexed) - first + 1;
     const filePart = fromFile > 0 ? readAt(this.indexFd, fromFile * ENTRY_SIZE, (first - 1) * ENTRY_SIZE) : null;
     if (last <= this.indexed) return filePart!;
