@@ -114,10 +114,15 @@ export class ConversationLogFile {
     this.lastTimestampMs = Date.parse(event.timestamp);
   }
 
+  /** The index entries not yet in the file (those of seqs indexed+1..count). */
+  private pendingEntries(): Buffer {
+    return this.pending?.subarray(0, (this.count - this.indexed) * ENTRY_SIZE) ?? Buffer.alloc(0);
+  }
+
   /** The pending index entries, at the end of the index file. */
   private writeIndex(): void {
     if (this.count === this.indexed) return;
-    writeAll(this.indexFd, this.pending!.subarray(0, (this.count - this.indexed) * ENTRY_SIZE));
+    writeAll(this.indexFd, this.pendingEntries());
     this.indexed = this.count;
   }
 
@@ -136,7 +141,7 @@ export class ConversationLogFile {
     const fromFile = Math.min(last, this.indexed) - first + 1;
     const filePart = fromFile > 0 ? readAt(this.indexFd, fromFile * ENTRY_SIZE, (first - 1) * ENTRY_SIZE) : null;
     if (last <= this.indexed) return filePart!;
-    const pendingPart = this.pending!.subarray((Math.max(first, this.indexed + 1) - this.indexed - 1) * ENTRY_SIZE, (last - this.indexed) * ENTRY_SIZE);
+    const pendingPart = this.pendingEntries().subarray(Math.max(first - this.indexed - 1, 0) * ENTRY_SIZE, (last - this.indexed) * ENTRY_SIZE);
     // A copy: later appends write over the pending buffer.
     return filePart ? Buffer.concat([filePart, pendingPart]) : Buffer.from(pendingPart);
   }
@@ -251,10 +256,8 @@ export class ConversationLogFile {
 
   /** close() with every system call made by the thread pool (closing all at shutdown); nothing may use the file meanwhile. */
   async closeAsync(): Promise<boolean> {
-    if (this.count > this.indexed) {
-      const entries = this.pending!.subarray(0, (this.count - this.indexed) * ENTRY_SIZE);
-      await new Promise<void>((resolve) => fs.write(this.indexFd, entries, 0, entries.length, null, () => resolve()));
-    }
+    const entries = this.pendingEntries();
+    if (entries.length > 0) await new Promise<void>((resolve) => fs.write(this.indexFd, entries, 0, entries.length, null, () => resolve()));
     const kindsWritten = await this.kinds.closeAsync();
     await Promise.all([closeFd(this.logFd), closeFd(this.indexFd)]);
     return kindsWritten;
