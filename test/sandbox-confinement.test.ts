@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { NO_LIMITS } from '../src/adapters/resource-limits.js';
 import { detectSandboxCgroups } from '../src/adapters/sandbox-cgroups.js';
 import { sandboxUid } from '../src/adapters/sandbox-identity.js';
@@ -101,6 +101,9 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
   beforeAll(async () => {
     harness = await startAgentHarness([], { env: ENV });
   });
+
+  // A test that failed midway leaves turns of its own unanswered: the next test starts on an empty script.
+  beforeEach(() => harness?.llm.setScript([]));
 
   afterAll(async () => {
     await harness?.close();
@@ -439,8 +442,9 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
       before = written();
       await new Promise((resolve) => setTimeout(resolve, 1_500));
     }
-    // Stopped past the limit (50 MB: 25 files of 2 MB), within a few measurements of it.
-    expect(before).toBeGreaterThan(25);
+    // Stopped past the limit, within a few measurements of it: 25 whole files of 2 MiB and the
+    // directory's own block are already past 50 MiB (a slow disk can be measured right there).
+    expect(before).toBeGreaterThanOrEqual(25);
     expect(before).toBeLessThan(100);
 
     expect((await harness.post(`/conversations/${id}/messages`, { content: 'go on' })).status).toBe(202);
