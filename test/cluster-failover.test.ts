@@ -6,6 +6,7 @@
  * see every event once, in order, with no gap.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import postgres from 'postgres';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { freePort, spawnServer, tempDir, type SpawnedServer } from './support/agentd.js';
 import { findNatsServer, startNatsServer, type NatsServer } from './support/nats-server.js';
@@ -180,6 +181,51 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
       expect((await api(a!.url, `/conversations/${id}`)).body.status).toBe('paused');
     } finally {
       await llm2.close();
+    }
+  });
+
+  it('a request that reaches an instance while it takes a conversation over waits for the takeover to finish: the callbacks are there', { timeout: 120_000 }, async () => {
+    const databaseUrl = await cluster.createDatabase();
+    const options = { databaseUrl, workdirs: tempDir('agentd-cluster-workdirs-'), leaseTtlS: 2 };
+    const [a, b] = await Promise.all([startInstance(options, { dataDir: tempDir() }), startInstance(options, { dataDir: tempDir() })]);
+    servers.push(a, b);
+    const created = await api(a.url, '/conversations', { method: 'POST', body: JSON.stringify({ title: 'taken over' }) });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    const callback = await api(a.url, `/conversations/${id}/callbacks`, { method: 'POST', body: JSON.stringify({ url: receiver.url }) });
+    expect(callback.status).toBe(201);
+
+    // The takeover reads the webhook subscriptions last: a lock on their table holds it there.
+    const sql = postgres(databaseUrl, { max: 2, onnotice: () => {} });
+    try {
+      const [held] = await sql<{ owner: string }[]>`SELECT owner FROM agentd_leases WHERE conversation_id = ${id}`;
+      const owner = held!.owner;
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let locked!: () => void;
+      const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+      const holding = sql.begin(async (tx) => {
+        await tx`LOCK TABLE agentd_webhooks IN ACCESS EXCLUSIVE MODE`;
+        locked();
+        await released;
+      });
+      await lockTaken;
+      a.child.kill('SIGKILL');
+      // B's sweep finds A dead and takes the lease: the takeover has begun, and waits on the lock.
+      await until('B took the lease', 30_000, async () => {
+        const [lease] = await sql<{ owner: string }[]>`SELECT owner FROM agentd_leases WHERE conversation_id = ${id}`;
+        return lease && lease.owner !== owner ? true : undefined;
+      });
+      // Asked meanwhile, B answers once the conversation is taken over whole (an answer before it had no callbacks).
+      const asked = api(b.url, `/conversations/${id}/callbacks`);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      release();
+      await holding;
+      const answer = await asked;
+      expect(answer.status).toBe(200);
+      expect(answer.body.items.map((item: { id: string }) => item.id)).toEqual([callback.body.id]);
+    } finally {
+      await sql.end();
     }
   });
 });

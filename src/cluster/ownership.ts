@@ -115,9 +115,11 @@ export class Ownership {
 
   /** Where a request about this conversation is served: here (taking the lease if free or expired), or at its holder. */
   route(conversationId: string): Promise<Route> {
-    if (this.held.has(conversationId)) return Promise.resolve({ local: true });
+    // Held from the start of a takeover (adopt): a request meanwhile waits for the takeover to
+    // finish, not served from a conversation half read (its runs or webhooks not yet loaded).
     const pending = this.adopting.get(conversationId);
     if (pending) return pending;
+    if (this.held.has(conversationId)) return Promise.resolve({ local: true });
     const routing = this.takeOrFind(conversationId).finally(() => this.adopting.delete(conversationId));
     this.adopting.set(conversationId, routing);
     return routing;
