@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { GitShadowRepository } from '../src/adapters/git-shadow-repository.js';
 import { runGit } from '../src/adapters/git-program.js';
-import { ProcessSpawner } from '../src/adapters/process-spawner.js';
+import { ProcessSpawner, spawnHere, type SpawnProcess } from '../src/adapters/process-spawner.js';
 import { EMPTY_TREE } from '../src/core/checkpoints/shadow-repository.js';
 import { tempDir } from './support/agentd.js';
 
@@ -279,5 +279,149 @@ describe.skipIf(gitMissing)('the server\'s git', () => {
       fs.rmSync(workdir, { recursive: true, force: true });
       fs.rmSync(gitDir, { recursive: true, force: true });
     }
+  });
+});
+
+describe.skipIf(gitMissing)('a checkpoint with few git processes', () => {
+  /** The paths between two trees as git itself tells them. */
+  async function gitChanges(from: string, to: string): Promise<{ path: string; status: string }[]> {
+    const out = (await runGit({ gitDir, args: ['diff-tree', '-r', '-z', '--no-renames', '--name-status', from, to] })).stdout.split('\0');
+    const changes: { path: string; status: string }[] = [];
+    for (let i = 0; i + 1 < out.length; i += 2) changes.push({ path: out[i + 1]!, status: out[i] === 'A' ? 'added' : out[i] === 'D' ? 'deleted' : 'modified' });
+    return changes;
+  }
+
+  /** changes() answered with no git on the PATH (from the snapshot's own status), or null when it needed git. */
+  async function changesWithoutGit(shadow: GitShadowRepository, from: string, to: string): Promise<unknown[] | null> {
+    const noGit = path.join(base, 'no-git-here');
+    fs.mkdirSync(noGit, { recursive: true });
+    setEnv({ PATH: noGit });
+    try {
+      return await shadow.changes({ gitDir, workdir }, from, to);
+    } catch {
+      return null;
+    } finally {
+      setEnv({ PATH: savedEnv.PATH! });
+    }
+  }
+
+  it('writes the commits and the branch that `git commit-tree` and `git update-ref` would, byte for byte', async () => {
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024 });
+    const target = { gitDir, workdir };
+    const commits: string[] = [];
+    const trees: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      write(`file-${i}.txt`, `content ${i}\n`);
+      const tree = await shadow.snapshot(target);
+      trees.push(tree);
+      commits.push(await shadow.keep(target, tree, `tool before seq ${i + 1}`));
+    }
+    // git reads them as its own: the branch, the chain, and a strict check of the objects.
+    expect((await runGit({ gitDir, args: ['rev-parse', 'refs/heads/checkpoints'] })).stdout.trim()).toBe(commits[2]);
+    expect((await runGit({ gitDir, args: ['log', '--format=%H %T %s', 'refs/heads/checkpoints'] })).stdout.trim().split('\n')).toEqual(
+      [2, 1, 0].map((i) => `${commits[i]} ${trees[i]} tool before seq ${i + 1}`),
+    );
+    await runGit({ gitDir, args: ['fsck', '--strict', '--no-dangling'] });
+    // The very bytes git makes of the same commit (same author, date and message).
+    const date = (await runGit({ gitDir, args: ['log', '-1', '--format=%at', commits[1]!] })).stdout.trim();
+    const byGit = execFileSync('git', ['--git-dir', gitDir, 'commit-tree', trees[1]!, '-p', commits[0]!, '-m', 'tool before seq 2'], {
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH!, HOME: path.join(base, 'nohome'), GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 'agentd', GIT_AUTHOR_EMAIL: 'agentd@localhost', GIT_COMMITTER_NAME: 'agentd', GIT_COMMITTER_EMAIL: 'agentd@localhost', GIT_AUTHOR_DATE: `${date} +0000`, GIT_COMMITTER_DATE: `${date} +0000` },
+    });
+    expect(byGit.trim()).toBe(commits[1]);
+    // Nothing half-written is left beside them.
+    expect(fs.readdirSync(gitDir).filter((name) => name.endsWith('.tmp'))).toEqual([]);
+  });
+
+  it('a repository in another format (SHA-256 objects) has its commits made by git', async () => {
+    fs.mkdirSync(path.dirname(gitDir), { recursive: true });
+    await runGit({ gitDir, args: ['init', '-q', '--object-format=sha256', '--initial-branch=checkpoints'] });
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024 });
+    const target = { gitDir, workdir };
+    write('a.txt', 'a\n');
+    const tree = await shadow.snapshot(target);
+    const commit = await shadow.keep(target, tree, 'first');
+    expect(commit).toMatch(/^[0-9a-f]{64}$/);
+    expect((await runGit({ gitDir, args: ['log', '--format=%H %T', 'refs/heads/checkpoints'] })).stdout.trim()).toBe(`${commit} ${tree}`);
+  });
+
+  it('tells what changed since the previous snapshot from its own git status, as `git diff-tree` does, over random changes', async () => {
+    const shadow = new GitShadowRepository({ maxFileBytes: 2048 });
+    const target = { gitDir, workdir };
+    write('.gitignore', '*.log\nbuild/\n');
+    let previous = await shadow.snapshot(target);
+    // A seeded generator: the same sequence each run.
+    let seed = 7;
+    const random = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return Math.floor(seed / 65536) % n;
+    };
+    // `g` and `g/h.txt` turn a file into a directory and back; `dir.txt` sorts between `dir` and `dir/…` by bytes.
+    const names = ['a.txt', 'b.txt', 'dir/c.txt', 'dir/sub/d.txt', 'e.log', 'build/f.js', 'g', 'g/h.txt', 'dir.txt', 'link'];
+    const done = new Set<string>();
+    let answered = 0;
+    for (let round = 0; round < 40; round++) {
+      for (let k = 0; k < 1 + random(3); k++) {
+        const name = names[random(names.length)]!;
+        const full = path.join(workdir, name);
+        // A parent that is a file now goes first (`g` before `g/h.txt`).
+        const parent = fs.lstatSync(path.dirname(full), { throwIfNoEntry: false });
+        if (parent && !parent.isDirectory()) fs.rmSync(path.dirname(full));
+        const existing = fs.lstatSync(full, { throwIfNoEntry: false });
+        const action = random(6);
+        if (existing?.isDirectory()) {
+          fs.rmSync(full, { recursive: true });
+          done.add('directory removed');
+        } else if (action === 0 && existing) {
+          fs.rmSync(full);
+          done.add('deleted');
+        } else if (action === 1 && existing?.isFile()) {
+          fs.chmodSync(full, existing.mode & 0o100 ? 0o644 : 0o755);
+          done.add('mode');
+        } else if (action === 2) {
+          done.add('symlink');
+          if (existing) fs.rmSync(full);
+          fs.mkdirSync(path.dirname(full), { recursive: true });
+          fs.symlinkSync(`target-${round}`, full);
+        } else if (action === 3) {
+          if (existing) fs.rmSync(full);
+          write(name, 'x'.repeat(4096)); // past the size cap
+          done.add(existing ? 'grew past the cap' : 'new past the cap');
+        } else {
+          done.add('written');
+          if (existing && !existing.isFile()) fs.rmSync(full);
+          write(name, `round ${round} ${random(3)}\n`);
+        }
+      }
+      const tree = await shadow.snapshot(target);
+      const fromStatus = await changesWithoutGit(shadow, previous, tree);
+      const expected = await gitChanges(previous, tree);
+      if (fromStatus !== null) {
+        answered++;
+        expect(fromStatus, `round ${round}`).toEqual(expected);
+      }
+      expect(await shadow.changes(target, previous, tree), `round ${round}`).toEqual(expected);
+      previous = tree;
+    }
+    expect([...done].sort()).toEqual(['deleted', 'directory removed', 'grew past the cap', 'mode', 'new past the cap', 'symlink', 'written']);
+    // Most rounds were answered without git (the others changed a file into a directory or back).
+    expect(answered).toBeGreaterThan(20);
+  });
+
+  it('a file that a background job deletes while the snapshot runs leaves the answer to git', async () => {
+    // The job's moment: just before git stages what its status listed.
+    const spawn: SpawnProcess = async (request) => {
+      if (request.args.includes('update-index')) fs.rmSync(path.join(workdir, 'fleeting.txt'), { force: true });
+      return spawnHere(request);
+    };
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024, spawn });
+    const target = { gitDir, workdir };
+    write('kept.txt', 'kept\n');
+    const first = await shadow.snapshot(target);
+    write('kept.txt', 'changed\n');
+    write('fleeting.txt', 'here a moment\n');
+    const second = await shadow.snapshot(target);
+    expect(await changesWithoutGit(shadow, first, second)).toBeNull();
+    expect(await shadow.changes(target, first, second)).toEqual([{ path: 'kept.txt', status: 'modified' }]);
   });
 });
