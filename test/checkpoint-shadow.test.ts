@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { GitShadowRepository } from '../src/adapters/git-shadow-repository.js';
 import { runGit } from '../src/adapters/git-program.js';
 import { ProcessSpawner, spawnHere, type SpawnProcess } from '../src/adapters/process-spawner.js';
@@ -349,7 +349,10 @@ describe.skipIf(gitMissing)('a checkpoint with few git processes', () => {
     const shadow = new GitShadowRepository({ maxFileBytes: 2048 });
     const target = { gitDir, workdir };
     write('.gitignore', '*.log\nbuild/\n');
+    write('e.log', 'ignored\n');
     let previous = await shadow.snapshot(target);
+    // The first snapshot of a new repository: what it added to the empty tree.
+    expect(await changesWithoutGit(shadow, EMPTY_TREE, previous)).toEqual([{ path: '.gitignore', status: 'added' }]);
     // A seeded generator: the same sequence each run.
     let seed = 7;
     const random = (n: number) => {
@@ -406,6 +409,30 @@ describe.skipIf(gitMissing)('a checkpoint with few git processes', () => {
     expect([...done].sort()).toEqual(['deleted', 'directory removed', 'grew past the cap', 'mode', 'new past the cap', 'symlink', 'written']);
     // Most rounds were answered without git (the others changed a file into a directory or back).
     expect(answered).toBeGreaterThan(20);
+  });
+
+  it('a file written just before a snapshot and left alone needs no git at the next one, after its young moments', async () => {
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024 });
+    const target = { gitDir, workdir };
+    write('a.txt', 'a\n');
+    const first = await shadow.snapshot(target);
+    // Seconds on (an agent's next step): the file's stamps are old now, its content as it was.
+    const later = Date.now() + 3_000;
+    vi.spyOn(Date, 'now').mockReturnValue(later);
+    try {
+      const noGit = path.join(base, 'no-git-here');
+      fs.mkdirSync(noGit);
+      setEnv({ PATH: noGit });
+      expect(await shadow.snapshot(target)).toBe(first);
+      setEnv({ PATH: savedEnv.PATH! });
+      // A change is still one.
+      write('a.txt', 'b\n');
+      const second = await shadow.snapshot(target);
+      expect(second).not.toBe(first);
+      expect(await shadow.changes(target, first, second)).toEqual([{ path: 'a.txt', status: 'modified' }]);
+    } finally {
+      vi.restoreAllMocks();
+    }
   });
 
   it('a file that a background job deletes while the snapshot runs leaves the answer to git', async () => {

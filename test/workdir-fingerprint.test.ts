@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { DirectoryListings, workdirFingerprint } from '../src/adapters/workdir-fingerprint.js';
+import { DirectoryListings, unchangedSince, workdirFingerprint } from '../src/adapters/workdir-fingerprint.js';
 import { tempDir } from './support/agentd.js';
 import { turnsDuring } from './support/event-loop-turns.js';
 
@@ -108,5 +108,38 @@ describe('the workdir fingerprint', () => {
     expect(stat).not.toHaveBeenCalled();
     fs.writeFileSync(path.join(workdir, 'top.txt'), 'top\n');
     expect(await workdirFingerprint(workdir, listings)).not.toEqual(first);
+  });
+
+  it('a file leaving its young moments is no change (its content is read once more), and a rewrite its stat data missed still is one', async () => {
+    // (populate() would make young files too: setting their times back stamps their ctime now.)
+    fs.mkdirSync(path.join(workdir, 'd3'));
+    const file = path.join(workdir, 'd3', 'young.txt');
+    fs.writeFileSync(file, 'first\n');
+    const first = await workdirFingerprint(workdir);
+    // Written a moment ago: its stat data could miss a rewrite in the same tick, so its content counts.
+    expect(first.kind === 'print' && [...first.young.keys()]).toEqual(['d3/young.txt']);
+    // Three seconds on, unchanged: no longer young, read once more against the earlier print.
+    const later = Date.now() + 3_000;
+    vi.spyOn(Date, 'now').mockReturnValue(later);
+    const second = await workdirFingerprint(workdir, new DirectoryListings(), first);
+    expect(second.kind === 'print' && [...second.young.keys()]).toEqual([]);
+    expect(second.kind === 'print' && [...second.rechecked.keys()]).toEqual(['d3/young.txt']);
+    expect(unchangedSince(first, second)).toBe(true);
+    // From then on its stat data tell: nothing is read again.
+    const read = vi.spyOn(fs, 'openSync');
+    const third = await workdirFingerprint(workdir, new DirectoryListings(), second);
+    expect(read).not.toHaveBeenCalled();
+    expect(unchangedSince(second, third)).toBe(true);
+    read.mockRestore();
+
+    // A rewrite of the same size in the tick of the first write, on a filesystem whose stamps did
+    // not move (its stat data as they were): its content tells.
+    const stamped = fs.lstatSync(file);
+    fs.writeFileSync(file, 'FIRST\n');
+    const lstat = fs.lstatSync;
+    vi.spyOn(fs, 'lstatSync').mockImplementation(((target: fs.PathLike, options?: fs.StatSyncOptions) => (String(target) === file ? stamped : lstat(target, options))) as typeof fs.lstatSync);
+    const rewritten = await workdirFingerprint(workdir, new DirectoryListings(), first);
+    expect(rewritten.kind === 'print' && rewritten.digest).toBe(second.kind === 'print' && second.digest);
+    expect(unchangedSince(first, rewritten)).toBe(false);
   });
 });

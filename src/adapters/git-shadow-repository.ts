@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import type { ChangedPath, ShadowRepository, ShadowTarget } from '../core/checkpoints/shadow-repository.js';
 import { GitError, runGit } from './git-program.js';
 import type { SpawnProcess } from './process-spawner.js';
-import { DirectoryListings, workdirFingerprint } from './workdir-fingerprint.js';
+import { DirectoryListings, unchangedSince, workdirFingerprint, type Fingerprint } from './workdir-fingerprint.js';
 import { supportsLooseWrites, writeCommit, writeRef } from './git-loose-writes.js';
 import { EMPTY_TREE } from '../core/checkpoints/shadow-repository.js';
 
@@ -36,7 +36,7 @@ export class GitShadowRepository implements ShadowRepository {
   private readonly indexTree = new Map<string, string>();
   private readonly lastCommit = new Map<string, string>();
   /** The workdir's fingerprint taken just before the snapshot that produced lastTree. */
-  private readonly lastPrint = new Map<string, string>();
+  private readonly lastPrint = new Map<string, Fingerprint>();
   /** Workdirs too large for a fingerprint: git alone decides. */
   private readonly large = new Set<string>();
   /**
@@ -69,16 +69,17 @@ export class GitShadowRepository implements ShadowRepository {
 
   async snapshot(target: ShadowTarget): Promise<string> {
     // Taken before git looks: a change after it is either in git's answer or in the next print.
-    const print = this.large.has(target.gitDir) ? { kind: 'large' as const } : await workdirFingerprint(target.workdir, this.listingsOf(target.gitDir));
+    const earlier = this.lastPrint.get(target.gitDir);
+    const print: Fingerprint = this.large.has(target.gitDir) ? { kind: 'large' } : await workdirFingerprint(target.workdir, this.listingsOf(target.gitDir), earlier);
     if (print.kind === 'large') this.large.add(target.gitDir);
     if (print.kind === 'print') {
       const known = this.lastTree.get(target.gitDir);
-      if (known !== undefined && this.lastPrint.get(target.gitDir) === print.digest) return this.remember(target, known, print.digest);
+      if (known !== undefined && earlier !== undefined && unchangedSince(earlier, print)) return this.remember(target, known, print);
       // An empty workdir needs no git at all (the empty tree is every repository's).
-      if (print.empty) return this.remember(target, EMPTY_TREE, print.digest);
+      if (print.empty) return this.remember(target, EMPTY_TREE, print);
     }
     const tree = await this.snapshotWithGit(target);
-    return this.remember(target, tree, print.kind === 'print' ? print.digest : undefined);
+    return this.remember(target, tree, print.kind === 'print' ? print : undefined);
   }
 
   /** The conversation is deleted: its trees, commit, fingerprint and listings leave memory (they stayed for the process's life). */
@@ -101,7 +102,7 @@ export class GitShadowRepository implements ShadowRepository {
     return listings;
   }
 
-  private remember(target: ShadowTarget, tree: string, print: string | undefined): string {
+  private remember(target: ShadowTarget, tree: string, print: Fingerprint | undefined): string {
     this.lastTree.set(target.gitDir, tree);
     if (print === undefined) this.lastPrint.delete(target.gitDir);
     else this.lastPrint.set(target.gitDir, print);
@@ -110,7 +111,8 @@ export class GitShadowRepository implements ShadowRepository {
 
   private async snapshotWithGit(target: ShadowTarget): Promise<string> {
     await this.ensureRepository(target.gitDir);
-    const before = this.indexTree.get(target.gitDir);
+    // No index yet (a repository new to this workdir): it holds the empty tree.
+    const before = this.indexTree.get(target.gitDir) ?? (fs.existsSync(path.join(target.gitDir, 'index')) ? undefined : EMPTY_TREE);
     this.lastChanges.delete(target.gitDir);
     const status = await this.git(target, ['status', '--porcelain=v1', '-z', '--no-renames', '--untracked-files=all', '--ignore-submodules=all']);
     // Only the work tree against the index counts (`?X`, `??`): the index against HEAD is the shadow's own business.

@@ -1,4 +1,4 @@
-import { createHash, type Hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -10,13 +10,22 @@ const MAX_ENTRIES = 2000;
  * Linux stamps files from a coarse clock (a jiffy, 1-10 ms); 2 s covers coarser filesystems.
  */
 const RACY_MS = 2000;
-/** Racy files are read whole: past this many bytes of them, no fingerprint. */
+/** Young (racy) files are read whole, and those rechecked: past this many bytes of them, no fingerprint. */
 const MAX_RACY_BYTES = 1024 * 1024;
 /** Entries walked in one turn of the event loop (about a millisecond of lstat calls). */
 const SLICE_ENTRIES = 256;
 
 export type Fingerprint =
-  | { kind: 'print'; digest: string; empty: boolean }
+  | {
+      kind: 'print';
+      /** The stat data of every entry. */
+      digest: string;
+      /** The content (SHA-1) of each file changed in the last RACY_MS, by path: its stat data alone could miss a rewrite. */
+      young: ReadonlyMap<string, string>;
+      /** The content now of the files young at the print this one was taken after (`earlier`) and no longer young. */
+      rechecked: ReadonlyMap<string, string>;
+      empty: boolean;
+    }
   /** Too many entries: not worth walking again. */
   | { kind: 'large' }
   /** Could not be taken this time (unreadable, a racy file too big, a race with the agent). */
@@ -72,29 +81,48 @@ interface Listing {
 }
 
 /**
- * A digest of everything a snapshot of `workdir` depends on, from stat data alone (plus the
- * content of files changed in the last moments): if two fingerprints are equal, nothing in the
- * workdir changed in between, so its tree is the one recorded last time and git need not look.
- * Bounded (MAX_ENTRIES lstat calls), made with synchronous calls in slices of SLICE_ENTRIES: the
- * event loop serves the server's other work between slices instead of waiting for the whole walk
- * (1,500 entries took 6-16 ms). A change made while it walks is in this print or in the next one,
- * as with a change made while git looks. `.git` entries are skipped as the shadow repository skips
- * them. Symlinks are never followed. `listings`: the directories read by the previous walk of the
- * same workdir, reused where unchanged (see DirectoryListings).
+ * What a snapshot of `workdir` depends on, from stat data (plus the content of files changed in
+ * the last moments): if a print is unchangedSince() an earlier one, nothing in the workdir changed
+ * in between, so its tree is the one recorded then and git need not look. Bounded (MAX_ENTRIES
+ * lstat calls), made with synchronous calls in slices of SLICE_ENTRIES: the event loop serves the
+ * server's other work between slices instead of waiting for the whole walk (1,500 entries took
+ * 6-16 ms). A change made while it walks is in this print or in the next one, as with a change
+ * made while git looks. `.git` entries are skipped as the shadow repository skips them. Symlinks
+ * are never followed. `listings`: the directories read by the previous walk of the same workdir,
+ * reused where unchanged (see DirectoryListings). `earlier`: the print this one will be compared
+ * with; the files young then are read again (see unchangedSince).
  */
-export async function workdirFingerprint(workdir: string, listings: DirectoryListings = new DirectoryListings()): Promise<Fingerprint> {
+export async function workdirFingerprint(workdir: string, listings: DirectoryListings = new DirectoryListings(), earlier?: Fingerprint): Promise<Fingerprint> {
   // What this walk reads for the next one (its own map: two walks of one workdir never mix theirs).
   const kept = new Map<string, Listing>();
-  const print = await walk(workdir, listings, kept);
+  const print = await walk({ workdir, listings, kept, recheck: earlier?.kind === 'print' ? earlier.young : new Map() });
   listings.settle(kept, print.kind === 'print');
   return print;
 }
 
-async function walk(workdir: string, listings: DirectoryListings, kept: Map<string, Listing>): Promise<Fingerprint> {
+/**
+ * Whether nothing in the workdir changed from `earlier` to `later` (taken after it, with it as
+ * `earlier`): the same stat data, and each file young at `earlier` holds what it held then. A file
+ * that is no longer young has stamps older than RACY_MS: a write from now on stamps it anew, so
+ * its stat data alone tell from then on (later's `young` leaves it out for the next comparison).
+ * Without its recheck, a file leaving its young moments would look like a change (and cost a
+ * `git status`) at the first print after it, which on an agent's timescale (seconds between
+ * steps) is most prints after a file-changing step.
+ */
+export function unchangedSince(earlier: Fingerprint, later: Fingerprint): boolean {
+  if (earlier.kind !== 'print' || later.kind !== 'print' || earlier.digest !== later.digest) return false;
+  for (const [file, content] of earlier.young) if ((later.young.get(file) ?? later.rechecked.get(file)) !== content) return false;
+  return true;
+}
+
+async function walk(options: { workdir: string; listings: DirectoryListings; kept: Map<string, Listing>; recheck: ReadonlyMap<string, string> }): Promise<Fingerprint> {
+  const { workdir, listings, kept, recheck } = options;
   const hash = createHash('sha1');
+  const young = new Map<string, string>();
+  const rechecked = new Map<string, string>();
   const now = Date.now();
   let entries = 0;
-  let racyBytes = 0;
+  let readBytes = 0;
   try {
     // Each directory with its stat data (the root's followed, as its readdir follows it).
     const pending: [string, fs.Stats | null][] = [['', listings.rootStat(workdir, now)]];
@@ -111,28 +139,33 @@ async function walk(workdir: string, listings: DirectoryListings, kept: Map<stri
         const stat = fs.lstatSync(absolute);
         hash.update(`${name}\0${stat.mode}\0${stat.size}\0${Math.trunc(stat.mtimeMs)}\0${Math.trunc(stat.ctimeMs)}\0${stat.ino}\0${stat.dev}\n`);
         if (stat.isDirectory()) pending.push([child, stat]);
-        else if (stat.isFile() && (stat.mtimeMs >= now - RACY_MS || stat.ctimeMs >= now - RACY_MS)) {
-          racyBytes += stat.size;
-          if (racyBytes > MAX_RACY_BYTES || !hashContent(hash, absolute, stat)) return { kind: 'none' };
+        else if (stat.isFile()) {
+          const isYoung = stat.mtimeMs >= now - RACY_MS || stat.ctimeMs >= now - RACY_MS;
+          if (!isYoung && !recheck.has(child)) continue;
+          readBytes += stat.size;
+          const content = readBytes > MAX_RACY_BYTES ? null : contentDigest(absolute, stat);
+          if (content === null) return { kind: 'none' };
+          (isYoung ? young : rechecked).set(child, content);
         }
       }
     }
   } catch {
     return { kind: 'none' };
   }
-  return { kind: 'print', digest: hash.digest('hex'), empty: entries === 0 };
+  return { kind: 'print', digest: hash.digest('hex'), young, rechecked, empty: entries === 0 };
 }
 
-/** Adds a regular file's content; false when it is no longer the file that was stat'ed (never blocks, never follows a link). */
-function hashContent(hash: Hash, file: string, stat: fs.Stats): boolean {
+/** A regular file's content digest; null when it is no longer the file that was stat'ed (never blocks, never follows a link). */
+function contentDigest(file: string, stat: fs.Stats): string | null {
   const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
   try {
     const opened = fs.fstatSync(fd);
-    if (!opened.isFile() || opened.ino !== stat.ino || opened.dev !== stat.dev) return false;
+    if (!opened.isFile() || opened.ino !== stat.ino || opened.dev !== stat.dev) return null;
+    const hash = createHash('sha1');
     const buffer = Buffer.allocUnsafe(64 * 1024);
     let read: number;
     while ((read = fs.readSync(fd, buffer, 0, buffer.length, null)) > 0) hash.update(buffer.subarray(0, read));
-    return true;
+    return hash.digest('hex');
   } finally {
     fs.closeSync(fd);
   }
