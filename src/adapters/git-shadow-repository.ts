@@ -6,7 +6,7 @@ import type { ChangedPath, ShadowRepository, ShadowTarget } from '../core/checkp
 import { GitError, runGit } from './git-program.js';
 import type { SpawnProcess } from './process-spawner.js';
 import { DirectoryListings, unchangedSince, workdirFingerprint, type Fingerprint } from './workdir-fingerprint.js';
-import { supportsLooseWrites, writeCommit, writeRef } from './git-loose-writes.js';
+import { diffTrees, inDefaultFormats, writeCommit, writeRef } from './git-loose-objects.js';
 import { EMPTY_TREE } from '../core/checkpoints/shadow-repository.js';
 
 /**
@@ -39,14 +39,8 @@ export class GitShadowRepository implements ShadowRepository {
   private readonly lastPrint = new Map<string, Fingerprint>();
   /** Workdirs too large for a fingerprint: git alone decides. */
   private readonly large = new Set<string>();
-  /**
-   * What the last snapshot by git changed, told by its own `git status`: the paths between the
-   * tree the index held before (`from`) and the one written (`to`). changes() answers from it
-   * when asked for those two trees (a checkpoint's "files changed"), without a `git diff-tree`.
-   */
-  private readonly lastChanges = new Map<string, { from: string; to: string; paths: ChangedPath[] }>();
-  /** Repositories whose commits and branch are written here (git's default formats), not by git. */
-  private readonly looseWrites = new Map<string, boolean>();
+  /** Repositories in git's default formats (SHA-1, refs as files): their objects and branch are read and written here. */
+  private readonly defaultFormats = new Map<string, boolean>();
   /** The directory listings of the last walk of the workdirs fingerprinted most recently (at most LISTINGS_KEPT of them). */
   private readonly listings = new Map<string, DirectoryListings>();
   private checked: Promise<{ ok: true } | { ok: false; reason: string }> | null = null;
@@ -84,13 +78,13 @@ export class GitShadowRepository implements ShadowRepository {
 
   /** The conversation is deleted: its trees, commit, fingerprint and listings leave memory (they stayed for the process's life). */
   forget(gitDir: string): void {
-    for (const map of [this.lastTree, this.indexTree, this.lastCommit, this.lastPrint, this.listings, this.lastChanges, this.looseWrites]) map.delete(gitDir);
+    for (const map of [this.lastTree, this.indexTree, this.lastCommit, this.lastPrint, this.listings, this.defaultFormats]) map.delete(gitDir);
     this.large.delete(gitDir);
   }
 
   /** How many repositories something is kept in memory about (tests). */
   get held(): number {
-    return new Set([...this.lastTree.keys(), ...this.indexTree.keys(), ...this.lastCommit.keys(), ...this.lastPrint.keys(), ...this.listings.keys(), ...this.lastChanges.keys(), ...this.looseWrites.keys(), ...this.large]).size;
+    return new Set([...this.lastTree.keys(), ...this.indexTree.keys(), ...this.lastCommit.keys(), ...this.lastPrint.keys(), ...this.listings.keys(), ...this.defaultFormats.keys(), ...this.large]).size;
   }
 
   /** A workdir's listings, most recently used last; the least recently used go past LISTINGS_KEPT. */
@@ -111,40 +105,21 @@ export class GitShadowRepository implements ShadowRepository {
 
   private async snapshotWithGit(target: ShadowTarget): Promise<string> {
     await this.ensureRepository(target.gitDir);
-    // No index yet (a repository new to this workdir): it holds the empty tree.
-    const before = this.indexTree.get(target.gitDir) ?? (fs.existsSync(path.join(target.gitDir, 'index')) ? undefined : EMPTY_TREE);
-    this.lastChanges.delete(target.gitDir);
     const status = await this.git(target, ['status', '--porcelain=v1', '-z', '--no-renames', '--untracked-files=all', '--ignore-submodules=all']);
     // Only the work tree against the index counts (`?X`, `??`): the index against HEAD is the shadow's own business.
     const entries = status.stdout.split('\0').filter((entry) => entry.length > 3 && (entry[1] !== ' ' || entry.startsWith('??')));
-    if (entries.length === 0 && before) return before;
+    const known = this.indexTree.get(target.gitDir);
+    if (entries.length === 0 && known) return known;
     const stage: string[] = [];
     const drop: string[] = [];
-    const changed: ChangedPath[] = [];
-    // What each path was when looked at: unchanged after the tree is written, git's status held all along.
-    const seen = new Map<string, string>();
-    let statusHeld = true;
     for (const entry of entries) {
       const relative = entry.slice(3);
       // A nested repository (`sub/`): its files are its own repository's business.
       if (relative.endsWith('/')) continue;
-      const absolute = path.join(target.workdir, relative);
-      const stat = fs.lstatSync(absolute, { bigint: true, throwIfNoEntry: false });
-      seen.set(absolute, statKey(stat));
-      const untracked = entry.startsWith('??');
-      const deleted = entry[1] === 'D';
-      // Created or deleted since git looked (a background job): git's answer no longer holds.
-      if ((stat === undefined) !== deleted) statusHeld = false;
-      if (stat?.isFile() && Number(stat.size) > this.options.maxFileBytes) {
-        drop.push(relative);
-        // Past the size cap: a file the index held leaves the tree; a new one never enters it.
-        if (!untracked) changed.push({ path: relative, status: 'deleted' });
-      } else {
-        stage.push(relative);
-        changed.push({ path: relative, status: untracked ? 'added' : deleted ? 'deleted' : 'modified' });
-      }
+      const stat = fs.lstatSync(path.join(target.workdir, relative), { throwIfNoEntry: false });
+      if (stat?.isFile() && stat.size > this.options.maxFileBytes) drop.push(relative);
+      else stage.push(relative);
     }
-    let staged = true;
     if (stage.length > 0) {
       try {
         await this.git(target, ['update-index', '--add', '--remove', '-z', '--stdin'], { input: joinZ(stage) });
@@ -152,14 +127,11 @@ export class GitShadowRepository implements ShadowRepository {
         if (!(error instanceof GitError)) throw error;
         // A path changed kind under us (a file became a directory): stage everything instead, past errors.
         await this.git(target, ['add', '-A', '--ignore-errors', '--', '.'], { allowExit: [1] });
-        staged = false;
       }
     }
     if (drop.length > 0) await this.git(target, ['update-index', '--force-remove', '-z', '--stdin'], { input: joinZ(drop) });
     const tree = (await this.git(target, ['write-tree'])).stdout.trim();
     this.indexTree.set(target.gitDir, tree);
-    // The index held `before` and took exactly these paths (git's order: their bytes'), none of them touched meanwhile.
-    if (before !== undefined && staged && statusHeld && [...seen].every(([absolute, key]) => statKey(fs.lstatSync(absolute, { bigint: true, throwIfNoEntry: false })) === key)) this.lastChanges.set(target.gitDir, { from: before, to: tree, paths: changed.sort((a, b) => byGitOrder(a.path, b.path)) });
     return tree;
   }
 
@@ -173,7 +145,7 @@ export class GitShadowRepository implements ShadowRepository {
       parent = head.stdout.trim();
     }
     let commit: string;
-    if (this.writesLoose(target.gitDir)) {
+    if (this.inDefaultFormats(target.gitDir)) {
       commit = writeCommit(target.gitDir, { tree, parent, message, date: new Date() });
       writeRef(target.gitDir, 'refs/heads/checkpoints', commit);
     } else {
@@ -184,16 +156,17 @@ export class GitShadowRepository implements ShadowRepository {
     return commit;
   }
 
-  private writesLoose(gitDir: string): boolean {
-    let loose = this.looseWrites.get(gitDir);
-    if (loose === undefined) this.looseWrites.set(gitDir, (loose = supportsLooseWrites(gitDir)));
-    return loose;
+  private inDefaultFormats(gitDir: string): boolean {
+    let known = this.defaultFormats.get(gitDir);
+    if (known === undefined) this.defaultFormats.set(gitDir, (known = inDefaultFormats(gitDir)));
+    return known;
   }
 
   async changes(target: ShadowTarget, from: string, to: string): Promise<ChangedPath[]> {
     if (from === to) return [];
-    const known = this.lastChanges.get(target.gitDir);
-    if (known && known.from === from && known.to === to) return known.paths.map((change) => ({ ...change }));
+    // Read from the trees' own objects; git when one is not loose (a `git gc` packed it).
+    const read = this.inDefaultFormats(target.gitDir) ? diffTrees(target.gitDir, from, to) : null;
+    if (read !== null) return read;
     const out = (await this.git(target, ['diff-tree', '-r', '-z', '--no-renames', '--name-status', from, to])).stdout.split('\0');
     const changes: ChangedPath[] = [];
     for (let i = 0; i + 1 < out.length; i += 2) {
@@ -266,11 +239,6 @@ export class GitShadowRepository implements ShadowRepository {
       if (!fs.existsSync(path.join(gitDir, 'HEAD'))) throw error;
     }
   }
-}
-
-/** A path's kind, identity, size and times to the nanosecond (`-` when absent): any write changes it. */
-function statKey(stat: fs.BigIntStats | undefined): string {
-  return stat ? `${stat.mode}:${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}` : '-';
 }
 
 function joinZ(paths: readonly string[]): string {
