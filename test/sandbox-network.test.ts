@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { NO_LIMITS } from '../src/adapters/resource-limits.js';
 import { selectProcessLauncher } from '../src/adapters/select-process-launcher.js';
 import { findNetworkHelper, noNetworkHelper, type NetworkHelper } from '../src/adapters/sandbox-network.js';
@@ -51,6 +51,9 @@ describe.skipIf(Boolean(skipReason)).each(installedHelpers)('sandbox network thr
   let v4: { server: net.Server; port: number };
   let v6: { server: net.Server; port: number } | null = null;
   let targets: { host: string; port: number }[];
+
+  // A test that failed midway leaves turns of its own unanswered: the next test starts on an empty script.
+  beforeEach(() => harness?.llm.setScript([]));
 
   beforeAll(async () => {
     harness = await startAgentHarness([], { env: { AGENTD_SANDBOX: 'bwrap', AGENTD_SANDBOX_NETWORK_HOST: 'true', AGENTD_SANDBOX_NETWORK_HELPER: networkHelper.kind } });

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { NO_LIMITS } from '../src/adapters/resource-limits.js';
 import { detectSandboxCgroups } from '../src/adapters/sandbox-cgroups.js';
 import { loadConfig } from '../src/config.js';
@@ -78,6 +78,9 @@ describe.skipIf(fallbackReason !== null)('bwrap sandbox', () => {
     otherWorkdir = other.body.workdir;
     fs.writeFileSync(path.join(otherWorkdir, 'other-secret.txt'), 'other conversation\n');
   });
+
+  // A test that failed midway leaves turns of its own unanswered: the next test starts on an empty script.
+  beforeEach(() => harness?.llm.setScript([]));
 
   afterAll(async () => {
     if (saved.canary === undefined) delete process.env.AGENTD_CANARY;
