@@ -228,4 +228,51 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
       await sql.end();
     }
   });
+
+  it('a takeover that fails midway (its query cancelled) is made again by the next request: the callbacks are not lost', { timeout: 120_000 }, async () => {
+    const databaseUrl = await cluster.createDatabase();
+    const options = { databaseUrl, workdirs: tempDir('agentd-cluster-workdirs-'), leaseTtlS: 2 };
+    const [a, b] = await Promise.all([startInstance(options, { dataDir: tempDir() }), startInstance(options, { dataDir: tempDir() })]);
+    servers.push(a, b);
+    const id = (await api(a.url, '/conversations', { method: 'POST', body: JSON.stringify({ title: 'taken over twice' }) })).body.id as string;
+    const callback = await api(a.url, `/conversations/${id}/callbacks`, { method: 'POST', body: JSON.stringify({ url: receiver.url }) });
+    expect(callback.status).toBe(201);
+
+    const sql = postgres(databaseUrl, { max: 2, onnotice: () => {} });
+    try {
+      const [held] = await sql<{ owner: string }[]>`SELECT owner FROM agentd_leases WHERE conversation_id = ${id}`;
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let locked!: () => void;
+      const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+      const holding = sql.begin(async (tx) => {
+        await tx`LOCK TABLE agentd_webhooks IN ACCESS EXCLUSIVE MODE`;
+        locked();
+        await released;
+      });
+      await lockTaken;
+      a.child.kill('SIGKILL');
+      // B's takeover waits on the lock, reading the subscriptions; its query is cancelled there.
+      const waiting = await until("B's takeover waiting on the lock", 30_000, async () => {
+        const rows = await sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM agentd_webhooks WHERE conversation_id%'`;
+        return rows[0];
+      });
+      const asked = api(b.url, `/conversations/${id}/callbacks`);
+      await sql`SELECT pg_cancel_backend(${waiting.pid})`;
+      release();
+      await holding;
+      // Told to retry, or served by a takeover made again: never an answer without the callback.
+      const first = await asked;
+      if (first.status === 200) expect(first.body.items.map((item: { id: string }) => item.id)).toEqual([callback.body.id]);
+      else expect([first.status, first.body.error, first.headers.get('retry-after')]).toEqual([503, 'takeover_failed', '1']);
+      const again = await until('B serves the conversation', 30_000, async () => {
+        const answer = await api(b.url, `/conversations/${id}/callbacks`);
+        return answer.status === 200 ? answer : undefined;
+      });
+      expect(again.body.items.map((item: { id: string }) => item.id)).toEqual([callback.body.id]);
+      expect(held!.owner).not.toBe((await sql<{ owner: string }[]>`SELECT owner FROM agentd_leases WHERE conversation_id = ${id}`)[0]!.owner);
+    } finally {
+      await sql.end();
+    }
+  });
 });

@@ -48,6 +48,12 @@ export class OwnerUnavailableError extends AppError {
   }
 }
 
+export class TakeoverFailedError extends AppError {
+  constructor(id: string) {
+    super({ code: 'takeover_failed', kind: 'unavailable', message: 'Taking this conversation over from an instance that stopped did not finish (the database failed meanwhile); the next request tries again. Retry in a moment.', details: { id, retry_after_s: 1 } });
+  }
+}
+
 export class Ownership {
   readonly instances: PgInstances;
   readonly replica: Replica;
@@ -173,7 +179,15 @@ export class Ownership {
   private async takeOrFind(conversationId: string, waited = false): Promise<Route> {
     const { acquired, lease } = await this.deps.pg.leases.acquire(conversationId, this.id, this.deps.ttlMs);
     if (acquired) {
-      await this.adopt(lease);
+      try {
+        await this.adopt(lease);
+      } catch (error) {
+        // Not held here until taken over whole: the next request (or sweep) takes it over again.
+        this.held.delete(conversationId);
+        this.deps.pg.fences.delete(conversationId);
+        this.deps.logger.warn({ err: error, conversation_id: conversationId }, 'taking a conversation over failed midway (tried again with the next request)');
+        throw new TakeoverFailedError(conversationId);
+      }
       return { local: true };
     }
     const row = await this.instances.lookup(lease.owner);
