@@ -40,6 +40,21 @@ async function takenOver(base: string, id: string): Promise<{ status: string; ou
 /** The stored events an SSE connection received (deltas and comments left out), by seq. */
 const seqsOf = (connection: SseConnection) => connection.messages.filter((message) => message.id !== undefined).map((message) => (JSON.parse(message.data) as { seq: number }).seq);
 
+/** Locks the webhook subscriptions' table (a takeover reads them last) until `release()`; `holding` ends with the lock's transaction. */
+async function lockWebhooks(sql: postgres.Sql): Promise<{ release: () => void; holding: Promise<unknown> }> {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let locked!: () => void;
+  const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+  const holding = sql.begin(async (tx) => {
+    await tx`LOCK TABLE agentd_webhooks IN ACCESS EXCLUSIVE MODE`;
+    locked();
+    await released;
+  });
+  await lockTaken;
+  return { release, holding };
+}
+
 describe.skipIf(skipReason !== null)('three instances on one database', () => {
   let cluster: PostgresCluster;
   let natsServer: NatsServer | null = null;
@@ -200,16 +215,7 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
     try {
       const [held] = await sql<{ owner: string }[]>`SELECT owner FROM agentd_leases WHERE conversation_id = ${id}`;
       const owner = held!.owner;
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => (release = resolve));
-      let locked!: () => void;
-      const lockTaken = new Promise<void>((resolve) => (locked = resolve));
-      const holding = sql.begin(async (tx) => {
-        await tx`LOCK TABLE agentd_webhooks IN ACCESS EXCLUSIVE MODE`;
-        locked();
-        await released;
-      });
-      await lockTaken;
+      const { release, holding } = await lockWebhooks(sql);
       a.child.kill('SIGKILL');
       // B's sweep finds A dead and takes the lease: the takeover has begun, and waits on the lock.
       await until('B took the lease', 30_000, async () => {
@@ -241,16 +247,7 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
     const sql = postgres(databaseUrl, { max: 2, onnotice: () => {} });
     try {
       const [held] = await sql<{ owner: string }[]>`SELECT owner FROM agentd_leases WHERE conversation_id = ${id}`;
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => (release = resolve));
-      let locked!: () => void;
-      const lockTaken = new Promise<void>((resolve) => (locked = resolve));
-      const holding = sql.begin(async (tx) => {
-        await tx`LOCK TABLE agentd_webhooks IN ACCESS EXCLUSIVE MODE`;
-        locked();
-        await released;
-      });
-      await lockTaken;
+      const { release, holding } = await lockWebhooks(sql);
       a.child.kill('SIGKILL');
       // B's takeover waits on the lock, reading the subscriptions; its query is cancelled there.
       const waiting = await until("B's takeover waiting on the lock", 30_000, async () => {
