@@ -21,7 +21,7 @@ import type { request as undiciRequest } from 'undici';
 import { loadUndici } from '../adapters/lazy-undici.js';
 import { isRefused } from './address-probe.js';
 import type { Ownership } from './ownership.js';
-import { OwnerUnavailableError, TakeoverFailedError } from './ownership.js';
+import { OwnerUnavailableError, RetryLaterError } from './ownership.js';
 
 const FORWARDED = 'x-agentd-forwarded-by';
 /** Routes any instance serves from the shared log. */
@@ -65,8 +65,7 @@ export function registerForwarding(app: FastifyInstance, ownership: Ownership): 
         throw new OwnerUnavailableError(id, await ownership.retryAfterS(id, where.owner));
       }
     } catch (error) {
-      if (error instanceof OwnerUnavailableError && !reply.sent) void reply.header('retry-after', String(error.retryAfterS));
-      if (error instanceof TakeoverFailedError && !reply.sent) void reply.header('retry-after', '1');
+      if (error instanceof RetryLaterError && !reply.sent) void reply.header('retry-after', String(error.retryAfterS));
       throw error;
     }
   });

@@ -38,19 +38,26 @@ export interface OwnershipDeps {
   checkpoints: { adopt(conversationId: string): Promise<void> };
 }
 
-export class OwnerUnavailableError extends AppError {
+/** The conversation cannot be served here right now: the client retries after `retryAfterS` (the Retry-After header). */
+export abstract class RetryLaterError extends AppError {
   constructor(
-    id: string,
-    /** Seconds a client should wait before retrying (the Retry-After header). */
-    readonly retryAfterS = 1,
+    init: { code: string; message: string; id: string },
+    /** Seconds a client should wait before retrying. */
+    readonly retryAfterS: number,
   ) {
-    super({ code: 'owner_unavailable', kind: 'unavailable', message: 'The instance running this conversation does not answer and its lease has not expired yet. Retry in a few seconds.', details: { id, retry_after_s: retryAfterS } });
+    super({ code: init.code, kind: 'unavailable', message: init.message, details: { id: init.id, retry_after_s: retryAfterS } });
   }
 }
 
-export class TakeoverFailedError extends AppError {
+export class OwnerUnavailableError extends RetryLaterError {
+  constructor(id: string, retryAfterS = 1) {
+    super({ code: 'owner_unavailable', message: 'The instance running this conversation does not answer and its lease has not expired yet. Retry in a few seconds.', id }, retryAfterS);
+  }
+}
+
+export class TakeoverFailedError extends RetryLaterError {
   constructor(id: string) {
-    super({ code: 'takeover_failed', kind: 'unavailable', message: 'Taking this conversation over from an instance that stopped did not finish (the database failed meanwhile); the next request tries again. Retry in a moment.', details: { id, retry_after_s: 1 } });
+    super({ code: 'takeover_failed', message: 'Taking this conversation over from an instance that stopped did not finish (the database failed meanwhile); the next request tries again. Retry in a moment.', id }, 1);
   }
 }
 
