@@ -199,29 +199,31 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
     }
   });
 
-  it('a request that reaches an instance while it takes a conversation over waits for the takeover to finish: the callbacks are there', { timeout: 120_000 }, async () => {
+  /** Two instances on a new database, a conversation on A with a callback to the receiver, and a connection to the database (end it). */
+  async function twoInstancesAndACallback(title: string) {
     const databaseUrl = await cluster.createDatabase();
     const options = { databaseUrl, workdirs: tempDir('agentd-cluster-workdirs-'), leaseTtlS: 2 };
     const [a, b] = await Promise.all([startInstance(options, { dataDir: tempDir() }), startInstance(options, { dataDir: tempDir() })]);
     servers.push(a, b);
-    const created = await api(a.url, '/conversations', { method: 'POST', body: JSON.stringify({ title: 'taken over' }) });
+    const created = await api(a.url, '/conversations', { method: 'POST', body: JSON.stringify({ title }) });
     expect(created.status).toBe(201);
     const id = created.body.id as string;
     const callback = await api(a.url, `/conversations/${id}/callbacks`, { method: 'POST', body: JSON.stringify({ url: receiver.url }) });
     expect(callback.status).toBe(201);
-
-    // The takeover reads the webhook subscriptions last: a lock on their table holds it there.
     const sql = postgres(databaseUrl, { max: 2, onnotice: () => {} });
+    const leaseOwner = async () => (await sql<{ owner: string }[]>`SELECT owner FROM agentd_leases WHERE conversation_id = ${id}`)[0]?.owner;
+    return { a, b, id, callbackId: callback.body.id as string, sql, leaseOwner };
+  }
+
+  it('a request that reaches an instance while it takes a conversation over waits for the takeover to finish: the callbacks are there', { timeout: 120_000 }, async () => {
+    const { a, b, id, callbackId, sql, leaseOwner } = await twoInstancesAndACallback('taken over');
+    // The takeover reads the webhook subscriptions last: a lock on their table holds it there.
     try {
-      const [held] = await sql<{ owner: string }[]>`SELECT owner FROM agentd_leases WHERE conversation_id = ${id}`;
-      const owner = held!.owner;
+      const owner = await leaseOwner();
       const { release, holding } = await lockWebhooks(sql);
       a.child.kill('SIGKILL');
       // B's sweep finds A dead and takes the lease: the takeover has begun, and waits on the lock.
-      await until('B took the lease', 30_000, async () => {
-        const [lease] = await sql<{ owner: string }[]>`SELECT owner FROM agentd_leases WHERE conversation_id = ${id}`;
-        return lease && lease.owner !== owner ? true : undefined;
-      });
+      await until('B took the lease', 30_000, async () => (await leaseOwner()) !== owner);
       // Asked meanwhile, B answers once the conversation is taken over whole (an answer before it had no callbacks).
       const asked = api(b.url, `/conversations/${id}/callbacks`);
       await new Promise((resolve) => setTimeout(resolve, 500));
@@ -229,24 +231,16 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
       await holding;
       const answer = await asked;
       expect(answer.status).toBe(200);
-      expect(answer.body.items.map((item: { id: string }) => item.id)).toEqual([callback.body.id]);
+      expect(answer.body.items.map((item: { id: string }) => item.id)).toEqual([callbackId]);
     } finally {
       await sql.end();
     }
   });
 
   it('a takeover that fails midway (its query cancelled) is made again by the next request: the callbacks are not lost', { timeout: 120_000 }, async () => {
-    const databaseUrl = await cluster.createDatabase();
-    const options = { databaseUrl, workdirs: tempDir('agentd-cluster-workdirs-'), leaseTtlS: 2 };
-    const [a, b] = await Promise.all([startInstance(options, { dataDir: tempDir() }), startInstance(options, { dataDir: tempDir() })]);
-    servers.push(a, b);
-    const id = (await api(a.url, '/conversations', { method: 'POST', body: JSON.stringify({ title: 'taken over twice' }) })).body.id as string;
-    const callback = await api(a.url, `/conversations/${id}/callbacks`, { method: 'POST', body: JSON.stringify({ url: receiver.url }) });
-    expect(callback.status).toBe(201);
-
-    const sql = postgres(databaseUrl, { max: 2, onnotice: () => {} });
+    const { a, b, id, callbackId, sql, leaseOwner } = await twoInstancesAndACallback('taken over twice');
     try {
-      const [held] = await sql<{ owner: string }[]>`SELECT owner FROM agentd_leases WHERE conversation_id = ${id}`;
+      const owner = await leaseOwner();
       const { release, holding } = await lockWebhooks(sql);
       a.child.kill('SIGKILL');
       // B's takeover waits on the lock, reading the subscriptions; its query is cancelled there.
@@ -260,14 +254,14 @@ describe.skipIf(skipReason !== null)('three instances on one database', () => {
       await holding;
       // Told to retry, or served by a takeover made again: never an answer without the callback.
       const first = await asked;
-      if (first.status === 200) expect(first.body.items.map((item: { id: string }) => item.id)).toEqual([callback.body.id]);
+      if (first.status === 200) expect(first.body.items.map((item: { id: string }) => item.id)).toEqual([callbackId]);
       else expect([first.status, first.body.error, first.headers.get('retry-after')]).toEqual([503, 'takeover_failed', '1']);
       const again = await until('B serves the conversation', 30_000, async () => {
         const answer = await api(b.url, `/conversations/${id}/callbacks`);
         return answer.status === 200 ? answer : undefined;
       });
-      expect(again.body.items.map((item: { id: string }) => item.id)).toEqual([callback.body.id]);
-      expect(held!.owner).not.toBe((await sql<{ owner: string }[]>`SELECT owner FROM agentd_leases WHERE conversation_id = ${id}`)[0]!.owner);
+      expect(again.body.items.map((item: { id: string }) => item.id)).toEqual([callbackId]);
+      expect(await leaseOwner()).not.toBe(owner);
     } finally {
       await sql.end();
     }
