@@ -175,6 +175,28 @@ describe('errors', () => {
     expect(response.json().error).toBe('payload_too_large');
   });
 
+  it('a validation error quotes what was sent only clipped, and lists at most 20 issues', async () => {
+    const longKey = 'k'.repeat(3000);
+    const cases = [
+      { body: { title: 't', [longKey]: 1 }, where: 'an unknown key' },
+      { body: { secrets: { [`bad-${longKey}`]: 'v' } }, where: 'a record key' },
+      { body: { secrets: Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`b-${i}`, 'v'])) }, where: 'an issue per secret name' },
+    ];
+    for (const { body, where } of cases) {
+      const response = await request('POST', '/conversations', { headers: json(), body: JSON.stringify(body) });
+      expect(response.status, where).toBe(400);
+      expectErrorShape(response.json());
+      expect(response.text.length, where).toBeLessThan(6000);
+    }
+    const unknown = (await request('POST', '/conversations', { headers: json(), body: JSON.stringify(cases[0]!.body) })).json();
+    expect(unknown.message).toBe(`Invalid body: Unrecognized key: "${'k'.repeat(200)}… (3,000 characters)".`);
+    const record = (await request('POST', '/conversations', { headers: json(), body: JSON.stringify(cases[1]!.body) })).json();
+    expect(record.details.issues[0].path).toEqual(['secrets', `bad-${'k'.repeat(196)}… (3,004 characters)`]);
+    const many = (await request('POST', '/conversations', { headers: json(), body: JSON.stringify(cases[2]!.body) })).json();
+    expect(many.details.issues).toHaveLength(20);
+    expect(many.details.omitted_issues).toBe(280);
+  });
+
   it('unknown route → 404 with the key (401 without), unknown method → 404', async () => {
     const unknown = await request('GET', '/no/such/route', { headers: auth() });
     expect(unknown.status).toBe(404);

@@ -18,6 +18,8 @@ import { apiClient } from './support/reliability.js';
 const BODY_LIMIT = 8 * 1024 * 1024;
 const FIVE_MB = 'x'.repeat(5 * 1024 * 1024);
 const DEEP = 10_000;
+/** No error answer is larger: none repeats what was sent. */
+const MAX_ERROR_BYTES = 16 * 1024;
 
 interface Operation {
   method: string;
@@ -129,6 +131,8 @@ async function probe(what: string, options: Parameters<typeof send>[0], expectSt
       shapeOk = false;
     }
     if (!shapeOk) failures.push(`${label} → ${response.status} without the error shape: ${response.text.slice(0, 200)}`);
+    // An error quotes what was sent only clipped: a 5 MB key was once answered with 10 MB.
+    if (response.text.length > MAX_ERROR_BYTES) failures.push(`${label} → ${response.status} of ${response.text.length} bytes: an error echoes the request`);
   }
   return response;
 }

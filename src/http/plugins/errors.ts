@@ -100,17 +100,18 @@ export function toErrorResponse(error: FastifyError | AppError, request: { conte
     return { status: statusOf(error), body: { error: error.code, message: error.message, details: error.details } };
   }
   if (hasZodFastifySchemaValidationErrors(error)) {
-    const issues = error.validation.map((issue) => ({
-      path: issue.instancePath.split('/').filter(Boolean),
+    const issues = error.validation.slice(0, MAX_ISSUES).map((issue) => ({
+      path: issue.instancePath.split('/').filter(Boolean).map((segment) => clip(segment)),
       code: issue.keyword,
-      message: issue.message,
+      message: issue.message === undefined ? undefined : clip(issue.message.replace(LONG_QUOTE, (_quote, inner: string) => `"${clip(inner)}"`), MAX_MESSAGE),
     }));
+    const omitted = error.validation.length - issues.length;
     const where = error.validationContext ?? 'request';
     const first = issues[0];
     const at = first && first.path.length > 0 ? ` at ${first.path.join('.')}` : '';
     return {
       status: 400,
-      body: { error: 'validation_error', message: `Invalid ${where}${at}: ${first?.message ?? 'invalid input'}.`, details: { location: where, issues } },
+      body: { error: 'validation_error', message: `Invalid ${where}${at}: ${first?.message ?? 'invalid input'}.`, details: { location: where, issues, ...(omitted > 0 ? { omitted_issues: omitted } : {}) } },
     };
   }
   if (!(error instanceof Error) || isResponseSerializationError(error as never) || !error.statusCode || error.statusCode >= 500) {
@@ -123,6 +124,21 @@ export function toErrorResponse(error: FastifyError | AppError, request: { conte
     return { status, body: { error: code, message: 'Unsupported Media Type: send the files as multipart/form-data (curl -F file=@name).', details: { accepted: ['multipart/form-data'] } } };
   }
   return { status, body: { error: code, message: sentence(error.message), details: null } };
+}
+
+/**
+ * A validation message can quote what was sent (zod names an unknown key; a path names a record's
+ * key): each is clipped, and at most MAX_ISSUES are listed, so that an error never echoes a body
+ * back (a 5 MB key was answered with 10 MB: in the message and in the issue's).
+ */
+const MAX_ISSUES = 20;
+const MAX_QUOTED = 200;
+/** An issue's message: several keys (`Unrecognized keys: "a", "b", ...`), each clipped, then the whole. */
+const MAX_MESSAGE = 1000;
+const LONG_QUOTE = new RegExp(`"([^"]{${MAX_QUOTED + 1},})"`, 'g');
+
+function clip(text: string, max = MAX_QUOTED): string {
+  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length.toLocaleString('en-US')} characters)`;
 }
 
 /** Says what was sent and what to send instead. */
