@@ -10,6 +10,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { ConversationIndex } from '../src/core/conversations/conversation-index.js';
 import type { ConversationRecord } from '../src/core/conversations/conversation-record.js';
 import { SortedIndex } from '../src/core/conversations/sorted-index.js';
+import { keyListsSeen, MAX_CANDIDATES, MAX_SHARED_KEY_LISTS, userKeyed } from '../src/core/conversations/user-keyed.js';
 import { storedRecord } from './support/stored-record.js';
 
 const at = (second: number) => new Date(Date.UTC(2026, 10, 23, 1, 0, second)).toISOString();
@@ -161,10 +162,12 @@ describe('the records loaded together, sorted once the server listens', () => {
 });
 
 describe('the user-keyed maps of records loaded together', () => {
+  // The key lists seen are per process (user-keyed.ts): this file runs in a process of its own (vitest.config.ts).
+  v8.setFlagsFromString('--allow-natives-syntax');
+  const sameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
+  const fast = new Function('a', 'return %HasFastProperties(a)') as (a: object) => boolean;
+
   it('are held on one shared hidden class from the first record on, a list seen once in dictionary mode', () => {
-    v8.setFlagsFromString('--allow-natives-syntax');
-    const sameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
-    const fast = new Function('a', 'return %HasFastProperties(a)') as (a: object) => boolean;
     // Key names this process has not seen: their first sight is among these records.
     const name = `LOADED_TOGETHER_${process.pid}_${Date.now()}`;
     const loaded = [0, 1, 2].map((i) => storedRecord(`c-k${i}`, { secrets: { [name]: `value-${i}` }, metadata: { [`${name}_meta`]: `m-${i}` } }));
@@ -180,6 +183,20 @@ describe('the user-keyed maps of records loaded together', () => {
     // Held as copies with what they held, ordinary objects for whoever reads them.
     expect(loaded.map((record) => [record.secrets, record.metadata])).toEqual([0, 1, 2].map((i) => [{ [name]: `value-${i}` }, { [`${name}_meta`]: `m-${i}` }]));
     expect(Object.getPrototypeOf(loaded[0]!.secrets)).toBe(Object.prototype);
+  });
+
+  it('share it from every first sight when the lists seen once were forgotten between two sights', () => {
+    expect(keyListsSeen().shared).toBeLessThan(MAX_SHARED_KEY_LISTS);
+    // Two before the bound: the first record's two lists reach it, and the next record's sight forgets them.
+    for (let i = 0; keyListsSeen().candidates !== MAX_CANDIDATES - 2; i++) userKeyed({ [`FILLER_${process.pid}_${i}`]: 1 });
+    const name = `FORGOTTEN_${process.pid}_${Date.now()}`;
+    const loaded = [0, 1, 2].map((i) => storedRecord(`c-f${i}`, { secrets: { [name]: `value-${i}` }, metadata: { [`${name}_meta`]: `m-${i}` } }));
+    const alone = storedRecord('c-f-alone', { secrets: { [`${name}_ALONE`]: 'value-alone' } });
+    new ConversationIndex().addAll([loaded[0]!, alone, loaded[1]!, loaded[2]!]);
+    expect(keyListsSeen().candidates).toBeLessThan(MAX_CANDIDATES - 2);
+    for (const record of loaded) expect([fast(record.secrets), fast(record.metadata!)]).toEqual([true, true]);
+    for (const record of loaded.slice(1)) expect([sameMap(loaded[0]!.secrets, record.secrets), sameMap(loaded[0]!.metadata!, record.metadata!)]).toEqual([true, true]);
+    expect(loaded.map((record) => record.secrets)).toEqual([0, 1, 2].map((i) => ({ [name]: `value-${i}` })));
   });
 });
 

@@ -22,9 +22,9 @@ import type { ConversationRecord } from './conversation-record.js';
  * with one secret and one metadata key each, of the same names: the JS heap held 4.1 MiB less
  * than with every copy in dictionary mode.
  */
-const MAX_SHARED_KEY_LISTS = 512;
+export const MAX_SHARED_KEY_LISTS = 512;
 /** Key lists seen once, to be shared when seen again; forgotten when it grows past this. */
-const MAX_CANDIDATES = 4_096;
+export const MAX_CANDIDATES = 4_096;
 
 /** The root of shared copies' hidden classes: its instances have Object.prototype, and maps of their own lineage. */
 const HeldObject = function HeldObject() {} as unknown as new () => object;
@@ -77,10 +77,11 @@ export function userKeyed<T extends object>(source: T): T {
 
 /**
  * Records held together (start-up, ConversationIndex.addAll): per key list of their secrets or
- * metadata first seen among them, where the object held then is (in dictionary mode, as a first
- * sight is). See shareFirstSights.
+ * metadata first seen among them, where the objects held then are (in dictionary mode, as a first
+ * sight is). Usually one; more when the candidates were forgotten (MAX_CANDIDATES) between two
+ * sights of the list, each of which was then a first. See shareFirstSights.
  */
-export type FirstSights = Map<string, { record: ConversationRecord; field: 'secrets' | 'metadata' }>;
+export type FirstSights = Map<string, { record: ConversationRecord; field: 'secrets' | 'metadata' }[]>;
 
 /**
  * After records held together: each whose key list was first seen among them and is shared now
@@ -90,11 +91,26 @@ export type FirstSights = Map<string, { record: ConversationRecord; field: 'secr
  * MAX_SHARED_KEY_LISTS, the lists seen twice first are the ones shared.
  */
 export function shareFirstSights(firstSights: FirstSights): void {
-  for (const [keyList, { record, field }] of firstSights) {
+  for (const [keyList, sights] of firstSights) {
     if (!sharedKeyLists.has(keyList)) continue;
-    if (field === 'secrets') record.secrets = userKeyed(record.secrets);
-    else if (record.metadata) record.metadata = userKeyed(record.metadata);
+    for (const { record, field } of sights) {
+      if (field === 'secrets') record.secrets = userKeyed(record.secrets);
+      else if (record.metadata) record.metadata = userKeyed(record.metadata);
+    }
   }
+}
+
+/** After a userKeyed call for a record held with others: where its key list was first seen, if it was. */
+function noteFirstSight(together: FirstSights, record: ConversationRecord, field: 'secrets' | 'metadata'): void {
+  if (firstSight === null) return;
+  const sights = together.get(firstSight);
+  if (sights) sights.push({ record, field });
+  else together.set(firstSight, [{ record, field }]);
+}
+
+/** How many key lists are held on shared maps and how many were seen once: per process (tests, diagnostics). */
+export function keyListsSeen(): { shared: number; candidates: number } {
+  return { shared: sharedKeyLists.size, candidates: candidates.size };
 }
 
 /** The record's maps keyed by users, as held (see userKeyed); the record is changed in place and returned. */
@@ -109,10 +125,10 @@ export function holdUserKeyedTogether(record: ConversationRecord, firstSights: F
 
 function hold(record: ConversationRecord, together: FirstSights | null): ConversationRecord {
   record.secrets = userKeyed(record.secrets);
-  if (together && firstSight !== null) together.set(firstSight, { record, field: 'secrets' });
+  if (together) noteFirstSight(together, record, 'secrets');
   if (record.metadata) {
     record.metadata = userKeyed(record.metadata);
-    if (together && firstSight !== null) together.set(firstSight, { record, field: 'metadata' });
+    if (together) noteFirstSight(together, record, 'metadata');
   }
   if (record.llm?.extra_headers) record.llm.extra_headers = userKeyed(record.llm.extra_headers);
   if (record.llm?.extra_body) record.llm.extra_body = userKeyed(record.llm.extra_body);
