@@ -378,12 +378,12 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
 
   it.skipIf(!cgroups)('three processes that together pass the sandbox memory limit are OOM-killed; its cgroup goes when the sandbox ends', async () => {
     const { body } = await harness.post('/conversations', {});
-    // Each perl holds about 85 MB: one fits in 200 MB, three together do not.
-    const allocate = `perl -e '$x = "a" x (40 * 1024 * 1024); print "allocated\\n"; sleep 5'`;
-    const alone = await harness.post(`/conversations/${body.id}/commands`, { command: `${allocate}; echo "alone exit $?"`, timeout_s: 60 });
+    // Each perl holds about 85 MB: one fits in 200 MB, three together do not (each holds it for 5 s, so that all three do at once).
+    const allocate = (seconds: number) => `perl -e '$x = "a" x (40 * 1024 * 1024); print "allocated\\n"; sleep ${seconds}'`;
+    const alone = await harness.post(`/conversations/${body.id}/commands`, { command: `${allocate(0)}; echo "alone exit $?"`, timeout_s: 60 });
     expect(alone.body.stdout).toBe('allocated\nalone exit 0\n');
     const together = await harness.post(`/conversations/${body.id}/commands`, {
-      command: `for i in 1 2 3; do ( ${allocate}; echo "exit $?" ) & done; wait`,
+      command: `for i in 1 2 3; do ( ${allocate(5)}; echo "exit $?" ) & done; wait`,
       timeout_s: 60,
     });
     const exits = (together.body.stdout as string).match(/^exit \d+$/gm) ?? [];
