@@ -3,6 +3,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { spawnServer, startServer, tempDir, TEST_KEY } from './support/agentd.js';
+import { commandLineOf, liveDescendants, runsIn } from './support/processes.js';
 import { sleep, until } from './support/reliability.js';
 
 /**
@@ -23,6 +24,16 @@ const ticksNow = () => Number(fs.readFileSync('/proc/uptime', 'utf8').split(' ')
 
 /** The bash call's output: the start of the shell's bash (ticks since boot), whether it has the secret, its directory. */
 const PROBE = `cut -d' ' -f22 /proc/$$/stat; { [ "$TOKEN" = warm-secret-value ] && echo has-the-secret || echo no-secret; }; pwd`;
+
+/**
+ * Waits until the shell started ahead in `dir` runs: its interactive bash (`bash … -i`, this
+ * process's descendant, there) exists, not only the sandbox's setup (bash -c, bwrap). Under load
+ * its start can take longer than any fixed wait.
+ */
+async function shellRunsIn(dir: string): Promise<void> {
+  const bashIn = () => liveDescendants(process.pid).some((pid) => runsIn(pid, dir) && /^(\S*\/)?bash( \S+)* -i( |$)/.test(commandLineOf(pid) ?? ''));
+  await until(bashIn, `a bash in ${dir}`);
+}
 
 async function firstCommand(harness: AgentHarness, id: string): Promise<string[]> {
   harness.llm.setScript([{ toolCalls: [{ name: 'bash', arguments: { command: PROBE } }] }, { text: 'done' }]);
@@ -51,15 +62,15 @@ describe('the warm shell', () => {
     const elsewhere = await harness.createConversation({ workdir: own });
     expect(elsewhere).not.toBe(path.basename(warmDir));
     expect(noted(note)).toEqual([warmDir]);
-    // Give it time to start (a start takes ~40 ms here), then take it.
-    await sleep(500);
+    // Once it runs, take it.
+    await shellRunsIn(warmDir);
     const createdAt = ticksNow();
     const second = await harness.createConversation({ secrets: { TOKEN: 'warm-secret-value' } });
     expect(second).toBe(path.basename(warmDir));
     expect((await harness.get(`/conversations/${second}`)).body.workdir).toBe(warmDir);
     const [started, secret, cwd] = await firstCommand(harness, second);
-    // Its bash is older than the conversation: started ahead.
-    expect(Number(started)).toBeLessThan(createdAt);
+    // Its bash is older than the conversation: started ahead (in the tick it was seen running at the latest).
+    expect(Number(started)).toBeLessThanOrEqual(createdAt);
     expect([secret, cwd]).toEqual(['has-the-secret', warmDir]);
     // The conversation in its own workdir started its shell once created.
     const [ownStarted, ownSecret, ownCwd] = await firstCommand(harness, elsewhere);
@@ -80,14 +91,14 @@ describe('the warm shell', () => {
     await harness.createConversation();
     await until(() => noted(note).length === 2 && noted(note).every((dir) => fs.existsSync(dir)), 'two warm workdirs');
     const warmDirs = noted(note);
-    // Give them time to start, then take both at once.
-    await sleep(500);
+    // Once both run, take both at once.
+    for (const dir of warmDirs) await shellRunsIn(dir);
     const createdAt = ticksNow();
     const [first, second] = await Promise.all([harness.createConversation(), harness.createConversation()]);
     expect([first, second].sort()).toEqual(warmDirs.map((dir) => path.basename(dir)).sort());
     for (const id of [first!, second!]) {
       const [started, , cwd] = await firstCommand(harness, id);
-      expect(Number(started)).toBeLessThan(createdAt);
+      expect(Number(started)).toBeLessThanOrEqual(createdAt);
       expect(cwd).toBe(warmDirs.find((dir) => path.basename(dir) === id));
     }
     // And two more are made for the next ones.
