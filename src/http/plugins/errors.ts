@@ -103,7 +103,7 @@ export function toErrorResponse(error: FastifyError | AppError, request: { conte
     const issues = error.validation.slice(0, MAX_ISSUES).map((issue) => ({
       path: issue.instancePath.split('/').filter(Boolean).map((segment) => clip(segment)),
       code: issue.keyword,
-      message: issue.message === undefined ? undefined : clip(issue.message.replace(LONG_QUOTE, (_quote, inner: string) => `"${clip(inner)}"`), MAX_MESSAGE),
+      message: issue.message === undefined ? undefined : clip(clipQuotes(issue.message), MAX_MESSAGE),
     }));
     const omitted = error.validation.length - issues.length;
     const where = error.validationContext ?? 'request';
@@ -135,10 +135,25 @@ const MAX_ISSUES = 20;
 const MAX_QUOTED = 200;
 /** An issue's message: several keys (`Unrecognized keys: "a", "b", ...`), each clipped, then the whole. */
 const MAX_MESSAGE = 1000;
-const LONG_QUOTE = new RegExp(`"([^"]{${MAX_QUOTED + 1},})"`, 'g');
 
 function clip(text: string, max = MAX_QUOTED): string {
   return text.length <= max ? text : `${text.slice(0, max)}… (${text.length.toLocaleString('en-US')} characters)`;
+}
+
+/**
+ * Each quoted part of a message clipped, quotes paired in order. Found with indexOf, not a regular
+ * expression: V8 ran `"([^"]{201,})"` over a 5 MB key at ~100 ns a character (0.5-0.7 s a request).
+ */
+function clipQuotes(message: string): string {
+  let clipped = '';
+  let from = 0;
+  for (;;) {
+    const open = message.indexOf('"', from);
+    const close = open < 0 ? -1 : message.indexOf('"', open + 1);
+    if (close < 0) return clipped + message.slice(from);
+    clipped += `${message.slice(from, open + 1)}${clip(message.slice(open + 1, close))}"`;
+    from = close + 1;
+  }
 }
 
 /** Says what was sent and what to send instead. */
