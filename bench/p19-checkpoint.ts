@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { runGit } from '../src/adapters/git-program.js';
 import { GitShadowRepository } from '../src/adapters/git-shadow-repository.js';
-import { ProcessSpawner, type SpawnProcess } from '../src/adapters/process-spawner.js';
+import { ProcessSpawner, type RunProcess } from '../src/adapters/process-spawner.js';
 import type { Benchmark } from './support/benchmark.js';
 import { fmt, ratio, summarize } from './support/stats.js';
 
@@ -106,12 +106,12 @@ async function smallWorkdir(options: { tmp: string; rounds: number }) {
   }
   const spawner = new ProcessSpawner();
   let gitProcesses = 0;
-  const spawn: SpawnProcess = (request) => {
+  const run: RunProcess = (request) => {
     gitProcesses++;
-    return spawner.spawn(request);
+    return spawner.run(request);
   };
   try {
-    const shadow = new GitShadowRepository({ maxFileBytes: 10 * 1024 * 1024, spawn });
+    const shadow = new GitShadowRepository({ maxFileBytes: 10 * 1024 * 1024, run });
     const target = { gitDir, workdir };
     let previous = await shadow.snapshot(target);
     await shadow.keep(target, previous, 'first');
@@ -131,7 +131,7 @@ async function smallWorkdir(options: { tmp: string; rounds: number }) {
       await checkpoint();
       const ms = performance.now() - started;
       started = performance.now();
-      await runGit({ gitDir, workTree: workdir, args: ['status', '--porcelain=v1', '-z', '--untracked-files=all'], spawn: spawner.spawn });
+      await runGit({ gitDir, workTree: workdir, args: ['status', '--porcelain=v1', '-z', '--untracked-files=all'], run: spawner.run });
       // The first round warms up.
       if (round === 0) continue;
       changed.push(ms);

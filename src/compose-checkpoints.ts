@@ -5,7 +5,7 @@ import { CheckpointService, type CheckpointServiceDeps } from './core/checkpoint
 import { FileCheckpointStore } from './adapters/file-checkpoint-store.js';
 import { FileIntentStore } from './adapters/file-intent-store.js';
 import { GitShadowRepository } from './adapters/git-shadow-repository.js';
-import type { SpawnProcess } from './adapters/process-spawner.js';
+import type { RunProcess } from './adapters/process-spawner.js';
 
 /**
  * Workdir checkpoints (core/checkpoints): their records, the shadow git repositories, and the
@@ -16,7 +16,7 @@ import type { SpawnProcess } from './adapters/process-spawner.js';
 export function composeCheckpoints(options: {
   config: Config;
   logger: Logger;
-  spawn: SpawnProcess;
+  run: RunProcess;
   deps: Pick<CheckpointServiceDeps, 'conversations' | 'log' | 'recorder' | 'isRunning' | 'maskText' | 'pausePoint'>;
 }): { intents: FileIntentStore; store: FileCheckpointStore; checkpoints: CheckpointService } {
   const { config, logger } = options;
@@ -26,7 +26,7 @@ export function composeCheckpoints(options: {
   const checkpoints = new CheckpointService({
     ...options.deps,
     store,
-    shadow: new GitShadowRepository({ maxFileBytes: config.checkpoints.maxFileBytes, spawn: options.spawn }),
+    shadow: new GitShadowRepository({ maxFileBytes: config.checkpoints.maxFileBytes, run: options.run }),
     intents: shared ? new FileIntentStore(path.join(dir, '.intents'), { shared }) : intents,
     enabled: config.checkpoints.enabled,
     onError: (error, context) => logger.warn({ err: error, ...context }, 'workdir checkpoint failed; the run goes on without it'),

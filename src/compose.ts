@@ -211,7 +211,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const { intents, store: checkpointStore, checkpoints } = composeCheckpoints({
     config,
     logger,
-    spawn: spawner.spawn,
+    run: spawner.run,
     deps: { conversations: store, log, recorder, isRunning: (conversationId) => Boolean(sessions.peek(conversationId)?.active), maskText: (conversationId, text) => secrets.maskText(conversationId, text), ...(pausePoint && { pausePoint }) },
   });
   const workdirFs = new NodeWorkdirFileSystem();

@@ -80,8 +80,8 @@ afterAll(() => spawner.close());
 
 describe.skipIf(gitMissing).each([
   ['git spawned here', undefined],
-  ['git through a spawner', spawner.spawn],
-] as const)('shadow repository (%s)', (_name, spawn) => {
+  ['git through a spawner', spawner.run],
+] as const)('shadow repository (%s)', (_name, run) => {
   it('a hostile workdir cannot make the server\'s git run anything (filters, diff drivers, fsmonitor, hooks, env config)', async () => {
     const decoy = (name: string) => path.join(base, `PWNED-${name}`);
     const home = path.join(base, 'home');
@@ -121,7 +121,7 @@ describe.skipIf(gitMissing).each([
 
     // The server's environment carries the hostile config every way git reads it.
     setEnv({ HOME: home, GIT_CONFIG_GLOBAL: path.join(home, '.gitconfig'), GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'filter.pwn.clean', GIT_CONFIG_VALUE_0: `touch ${decoy('envconfig')}; cat`, GIT_DIR: path.join(workdir, '.git') });
-    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024, ...(spawn && { spawn }) });
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024, ...(run && { run }) });
     const target = { gitDir, workdir };
     const first = await shadow.snapshot(target);
     await shadow.keep(target, first, 'first');
@@ -155,7 +155,7 @@ describe.skipIf(gitMissing).each([
     const outsideBefore = fingerprint(outside);
     write('dir/file.txt', 'inside\n');
     fs.symlinkSync('../outside/canary.txt', path.join(workdir, 'file-link'));
-    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024, ...(spawn && { spawn }) });
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024, ...(run && { run }) });
     const target = { gitDir, workdir };
     const withDir = await shadow.snapshot(target);
     expect((await treeEntries(withDir))['file-link']).toBe('120000');
@@ -190,7 +190,7 @@ describe.skipIf(gitMissing).each([
     write('huge.bin', 'x'.repeat(4096));
     execFileSync('git', ['init', '-q', workdir], { env: { PATH: process.env.PATH!, HOME: path.join(base, 'nohome') } });
     const userGit = fingerprint(path.join(workdir, '.git'));
-    const shadow = new GitShadowRepository({ maxFileBytes: 1024, ...(spawn && { spawn }) });
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024, ...(run && { run }) });
     const target = { gitDir, workdir };
     const first = await shadow.snapshot(target);
     expect(Object.keys(await treeEntries(first)).sort()).toEqual(['.gitignore', 'src/main.ts']);
@@ -217,7 +217,7 @@ describe.skipIf(gitMissing).each([
   });
 
   it('answers from the workdir\'s stat fingerprint when nothing changed (no git runs), and still sees every change', async () => {
-    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024, ...(spawn && { spawn }) });
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024 * 1024, ...(run && { run }) });
     const target = { gitDir, workdir };
     const noGit = path.join(base, 'no-git-here');
     fs.mkdirSync(noGit);

@@ -3,10 +3,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ProcessSpawner, type SpawnedProcess, type SpawnRequest } from '../src/adapters/process-spawner.js';
+import { ProcessSpawner, runHere, type RunRequest, type SpawnedProcess, type SpawnRequest } from '../src/adapters/process-spawner.js';
 import { readProcess } from '../src/adapters/process-tree.js';
 import { CLI, tempDir } from './support/agentd.js';
 import { openFilesWith } from './support/open-files.js';
+import { liveDescendants } from './support/processes.js';
 
 const spawners: ProcessSpawner[] = [];
 const dirs: string[] = [];
@@ -191,6 +192,49 @@ describe('ProcessSpawner', () => {
       expect(out.trim()).toBe(String(process.pid));
       expect(spawner.ready).toBe(false);
     }
+  });
+
+  describe('run: a short program run to its end by the spawner, its output in one answer', () => {
+    const runRequest = (script: string, more: Partial<RunRequest> = {}): RunRequest => ({ command: 'bash', args: ['--norc', '-c', script], cwd: process.cwd(), env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, maxOutputBytes: 1024 * 1024, timeoutMs: 10_000, ...more });
+
+    it('its stdout, stderr and exit code, its input on stdin; run by the spawner, and no pipe of it comes here', async () => {
+      const spawner = await readySpawner();
+      const descriptors = () => fs.readdirSync('/proc/self/fd').length;
+      const before = descriptors();
+      const script = 'echo "out:$(cat)"; echo "parent:$PPID"; echo err >&2; exit 3';
+      const ran = await spawner.run(runRequest(script, { input: 'the input' }));
+      expect(ran).toEqual({ stdout: `out:the input\nparent:${spawner.pid}\n`, stderr: 'err\n', exitCode: 3 });
+      // Run here (no spawner), the same answer from this process.
+      expect(await runHere(runRequest(script, { input: 'the input' }))).toEqual({ stdout: `out:the input\nparent:${process.pid}\n`, stderr: 'err\n', exitCode: 3 });
+      // Without input, stdin is empty: not this process's.
+      expect((await spawner.run(runRequest('cat; echo done'))).stdout).toBe('done\n');
+      expect(descriptors()).toBe(before);
+    });
+
+    it('past its limits it is killed and says so (exit code -1); a program that cannot start is -1 with the reason', async () => {
+      const spawner = await readySpawner();
+      for (const run of [spawner.run, runHere]) {
+        const loud = await run(runRequest('head -c 100000 /dev/zero; sleep 60', { maxOutputBytes: 1000 }));
+        expect([loud.exitCode, loud.stderr]).toEqual([-1, 'bash printed more than 1000 bytes']);
+        const slow = await run(runRequest('sleep 60', { timeoutMs: 200 }));
+        expect([slow.exitCode, slow.stderr]).toEqual([-1, 'bash timed out after 0.2 s']);
+        const missing = await run({ ...runRequest(''), command: '/nonexistent/agentd-no-such-program' });
+        expect(missing.exitCode).toBe(-1);
+        expect(missing.stderr).toContain('ENOENT');
+      }
+    });
+
+    it('a spawner killed while it runs one: reported killed, and the next one runs in the next spawner', async () => {
+      const spawner = await readySpawner();
+      const running = spawner.run(runRequest('sleep 60'));
+      const first = spawner.pid!;
+      await until('the program to run', () => liveDescendants(first).length > 0);
+      // The spawner's whole group: it and what it runs (their group is its own).
+      process.kill(-first, 'SIGKILL');
+      expect(await running).toEqual({ stdout: '', stderr: 'bash was killed (the spawner went)', exitCode: -1 });
+      expect(await spawner.run(runRequest('echo $PPID'))).toEqual({ stdout: `${spawner.pid}\n`, stderr: '', exitCode: 0 });
+      expect(spawner.pid).not.toBe(first);
+    });
   });
 
   it('a spawner killed with what it spawned still running: they are killed and reported killed', async () => {

@@ -1,7 +1,5 @@
 import path from 'node:path';
-import type { Readable, Writable } from 'node:stream';
-import { onClose, spawnHere, type SpawnedProcess, type SpawnProcess } from './process-spawner.js';
-import { signalQuietly } from './process-tree.js';
+import { runHere, type RunProcess, type RunResult } from './process-spawner.js';
 
 const TIMEOUT_MS = 300_000;
 
@@ -40,11 +38,8 @@ export const SAFE_CONFIG = [
   'user.email=agentd@localhost',
 ];
 
-export interface GitResult {
-  stdout: string;
-  stderr: string;
-  exitCode: number;
-}
+/** Exit code -1: git could not be started, was killed (at the time limit, past the output limit), or died of a signal. */
+export type GitResult = RunResult;
 
 export class GitError extends Error {
   constructor(
@@ -66,8 +61,8 @@ export async function runGit(options: {
   input?: string;
   indexFile?: string;
   allowExit?: readonly number[];
-  /** Spawns git (the server's ProcessSpawner). Default: spawned by this process. */
-  spawn?: SpawnProcess;
+  /** Runs git (the server's ProcessSpawner: git runs there to its end). Default: run by this process. */
+  run?: RunProcess;
 }): Promise<GitResult> {
   const args = [
     '--git-dir', options.gitDir,
@@ -76,63 +71,17 @@ export async function runGit(options: {
     ...SAFE_CONFIG.flatMap((entry) => ['-c', entry]),
     ...options.args,
   ];
-  let out: GitResult;
-  try {
-    const child = await (options.spawn ?? spawnHere)({
-      command: 'git',
-      args,
-      cwd: options.workTree ?? path.dirname(options.gitDir),
-      env: gitEnv(options.gitDir, options.indexFile),
-      detached: false,
-      stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
-    });
-    out = await collect(child, options.input);
-  } catch (error) {
-    out = { stdout: '', stderr: error instanceof Error ? error.message : String(error), exitCode: -1 };
-  }
+  const out = await (options.run ?? runHere)({
+    command: 'git',
+    args,
+    cwd: options.workTree ?? path.dirname(options.gitDir),
+    env: gitEnv(options.gitDir, options.indexFile),
+    ...(options.input !== undefined && { input: options.input }),
+    maxOutputBytes: MAX_OUTPUT_BYTES,
+    timeoutMs: TIMEOUT_MS,
+  });
   if (out.exitCode !== 0 && !(options.allowExit ?? []).includes(out.exitCode)) throw new GitError(options.args, out);
   return out;
-}
-
-/**
- * git's output and exit code, `input` written to its stdin. Exit code -1: git could not be
- * started (not installed, a bad cwd), was killed (at the time limit, past the output limit), or
- * died of a signal; stderr then says why when git said nothing.
- */
-function collect(child: SpawnedProcess, input: string | undefined): Promise<GitResult> {
-  return new Promise((resolve) => {
-    const [stdin, stdout, stderr] = child.stdio as [Writable | null, Readable, Readable];
-    const outChunks: Buffer[] = [];
-    const errChunks: Buffer[] = [];
-    let outBytes = 0;
-    let stopped = '';
-    const stop = (reason: string): void => {
-      stopped ||= reason;
-      if (child.pid !== undefined) signalQuietly(child.pid, 'SIGKILL');
-    };
-    const timer = setTimeout(() => stop(`git timed out after ${TIMEOUT_MS / 1000} s`), TIMEOUT_MS);
-    child.once('error', (error) => {
-      clearTimeout(timer);
-      resolve({ stdout: '', stderr: error.message, exitCode: -1 });
-    });
-    stdout.on('data', (chunk: Buffer) => {
-      outBytes += chunk.length;
-      if (outBytes > MAX_OUTPUT_BYTES) stop(`git printed more than ${MAX_OUTPUT_BYTES} bytes`);
-      else outChunks.push(chunk);
-    });
-    stderr.on('data', (chunk: Buffer) => errChunks.push(chunk));
-    onClose(child, (code, signal) => {
-      clearTimeout(timer);
-      const text = Buffer.concat(errChunks).toString('utf8');
-      const failed = stopped || (code === null ? `git was killed (${signal ?? 'signal'})` : '');
-      resolve({ stdout: Buffer.concat(outChunks).toString('utf8'), stderr: text || failed, exitCode: failed ? -1 : (code ?? -1) });
-    });
-    if (stdin) {
-      // git may exit before it read everything (a bad argument): its stdin is then closed.
-      stdin.on('error', () => undefined);
-      stdin.end(input);
-    }
-  });
 }
 
 /**

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { ChangedPath, ShadowRepository, ShadowTarget } from '../core/checkpoints/shadow-repository.js';
 import { GitError, runGit } from './git-program.js';
-import type { SpawnProcess } from './process-spawner.js';
+import type { RunProcess } from './process-spawner.js';
 import { DirectoryListings, unchangedSince, workdirFingerprint, type Fingerprint } from './workdir-fingerprint.js';
 import { diffTrees, inDefaultFormats, writeCommit, writeRef } from './git-loose-objects.js';
 import { EMPTY_TREE } from '../core/checkpoints/shadow-repository.js';
@@ -45,12 +45,12 @@ export class GitShadowRepository implements ShadowRepository {
   private readonly listings = new Map<string, DirectoryListings>();
   private checked: Promise<{ ok: true } | { ok: false; reason: string }> | null = null;
 
-  /** `spawn`: spawns git (the server's ProcessSpawner); default: spawned by this process. */
-  constructor(private readonly options: { maxFileBytes: number; spawn?: SpawnProcess }) {}
+  /** `run`: runs git (the server's ProcessSpawner); default: run by this process. */
+  constructor(private readonly options: { maxFileBytes: number; run?: RunProcess }) {}
 
-  /** git's spawner for runGit (the one-off `git --version` at start-up is spawned here). */
-  private spawner(): { spawn?: SpawnProcess } {
-    return this.options.spawn ? { spawn: this.options.spawn } : {};
+  /** Where runGit runs git (the one-off `git --version` at start-up runs here). */
+  private runner(): { run?: RunProcess } {
+    return this.options.run ? { run: this.options.run } : {};
   }
 
   available(): Promise<{ ok: true } | { ok: false; reason: string }> {
@@ -207,14 +207,14 @@ export class GitShadowRepository implements ShadowRepository {
     if (tree === EMPTY_TREE) return;
     const indexFile = path.join(gitDir, `export-${randomBytes(6).toString('hex')}.index`);
     try {
-      await runGit({ gitDir, workTree: intoDir, indexFile, args: ['read-tree', '--reset', '-u', tree], ...this.spawner() });
+      await runGit({ gitDir, workTree: intoDir, indexFile, args: ['read-tree', '--reset', '-u', tree], ...this.runner() });
     } finally {
       fs.rmSync(indexFile, { force: true });
     }
   }
 
   private git(target: ShadowTarget, args: string[], options: { input?: string; allowExit?: number[] } = {}) {
-    return runGit({ gitDir: target.gitDir, workTree: target.workdir, args, ...options, ...this.spawner() });
+    return runGit({ gitDir: target.gitDir, workTree: target.workdir, args, ...options, ...this.runner() });
   }
 
   /** Created whole or not at all: a temp directory renamed into place once it is set up. */
@@ -227,7 +227,7 @@ export class GitShadowRepository implements ShadowRepository {
     for (const name of fs.readdirSync(parent)) if (name.startsWith(prefix)) fs.rmSync(path.join(parent, name), { recursive: true, force: true });
     const temp = path.join(parent, `${prefix}${randomBytes(6).toString('hex')}`);
     try {
-      await runGit({ gitDir: temp, args: ['init', '-q', '--template=', '--initial-branch=checkpoints'], ...this.spawner() });
+      await runGit({ gitDir: temp, args: ['init', '-q', '--template=', '--initial-branch=checkpoints'], ...this.runner() });
       fs.mkdirSync(path.join(temp, 'info'), { recursive: true });
       fs.writeFileSync(path.join(temp, 'info', 'attributes'), ATTRIBUTES);
       fs.writeFileSync(path.join(temp, 'info', 'exclude'), EXCLUDE);

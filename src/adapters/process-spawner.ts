@@ -29,6 +29,28 @@ export interface SpawnedProcess {
 
 export type SpawnProcess = (request: SpawnRequest) => Promise<SpawnedProcess>;
 
+/** A short program run to its end (the checkpoints' git): `input` on its stdin, its output collected. */
+export interface RunRequest {
+  command: string;
+  args: readonly string[];
+  cwd: string;
+  env: Record<string, string>;
+  input?: string;
+  /** Past this much on stdout it is killed. */
+  maxOutputBytes: number;
+  /** Past this it is killed. */
+  timeoutMs: number;
+}
+
+/** Exit code -1: not started, killed at a limit, or by a signal; stderr then says why when the program said nothing. */
+export interface RunResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+}
+
+export type RunProcess = (request: RunRequest) => Promise<RunResult>;
+
 /**
  * Calls `listener` once the process has exited and each of its output pipes has closed (what a
  * ChildProcess's 'close' event says), with its exit code and signal.
@@ -61,6 +83,54 @@ export const spawnHere: SpawnProcess = (request) => {
     }),
   );
 };
+
+/** Run by this process itself: spawned here, its output collected. */
+export const runHere: RunProcess = async (request) => {
+  try {
+    const child = await spawnHere({ command: request.command, args: request.args, cwd: request.cwd, env: request.env, detached: false, stdio: [request.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    return await collect(child, request);
+  } catch (error) {
+    return { stdout: '', stderr: error instanceof Error ? error.message : String(error), exitCode: -1 };
+  }
+};
+
+/** A spawned program's output and exit code, `input` written to its stdin; killed at the request's limits. */
+function collect(child: SpawnedProcess, request: RunRequest): Promise<RunResult> {
+  const name = request.command.split('/').pop();
+  return new Promise((resolve) => {
+    const [stdin, stdout, stderr] = child.stdio as [Writable | null, Readable, Readable];
+    const outChunks: Buffer[] = [];
+    const errChunks: Buffer[] = [];
+    let outBytes = 0;
+    let stopped = '';
+    const stop = (reason: string): void => {
+      stopped ||= reason;
+      if (child.pid !== undefined) signalQuietly(child.pid, 'SIGKILL');
+    };
+    const timer = setTimeout(() => stop(`${name} timed out after ${request.timeoutMs / 1000} s`), request.timeoutMs);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      resolve({ stdout: '', stderr: error.message, exitCode: -1 });
+    });
+    stdout.on('data', (chunk: Buffer) => {
+      outBytes += chunk.length;
+      if (outBytes > request.maxOutputBytes) stop(`${name} printed more than ${request.maxOutputBytes} bytes`);
+      else outChunks.push(chunk);
+    });
+    stderr.on('data', (chunk: Buffer) => errChunks.push(chunk));
+    onClose(child, (code, signal) => {
+      clearTimeout(timer);
+      const text = Buffer.concat(errChunks).toString('utf8');
+      const failed = stopped || (code === null ? `${name} was killed (${signal ?? 'signal'})` : '');
+      resolve({ stdout: Buffer.concat(outChunks).toString('utf8'), stderr: text || failed, exitCode: failed ? -1 : (code ?? -1) });
+    });
+    if (stdin) {
+      // It may exit before it read everything (a bad argument): its stdin is then closed.
+      stdin.on('error', () => undefined);
+      stdin.end(request.input);
+    }
+  });
+}
 
 /** The spawner's child, as the server sees it. */
 class RemoteProcess extends EventEmitter implements SpawnedProcess {
@@ -97,12 +167,21 @@ interface Pending {
   sent: boolean;
 }
 
+interface PendingRun {
+  request: RunRequest;
+  resolve: (result: RunResult) => void;
+  /** Sent to the spawner (false: waiting for it to start). */
+  sent: boolean;
+}
+
 /** One run of the spawner, with the spawns it was given and the processes it runs. */
 interface Helper {
   child: ChildProcess;
   ready: boolean;
   pending: Map<number, Pending>;
   live: Map<number, RemoteProcess>;
+  /** Programs it runs to their end (`run`), until answered. */
+  runs: Map<number, PendingRun>;
 }
 
 type HelperMessage =
@@ -110,7 +189,8 @@ type HelperMessage =
   | { t: 'fd'; id: number; index: number; readable: boolean; writable: boolean }
   | { t: 'spawned'; id: number; pid: number }
   | { t: 'error'; id: number; message: string; code: string | null; thrown: boolean }
-  | { t: 'exit'; id: number; code: number | null; signal: NodeJS.Signals | null };
+  | { t: 'exit'; id: number; code: number | null; signal: NodeJS.Signals | null }
+  | ({ t: 'ran'; id: number } & RunResult);
 
 export interface ProcessSpawnerOptions {
   /** How long the spawner stays once nothing it spawned runs. Default 2 s. */
@@ -166,6 +246,23 @@ export class ProcessSpawner {
     return spawned;
   };
 
+  /**
+   * A short program run to its end by the spawner, which collects its output and answers once: no
+   * pipe is handed over, so nothing waits for this process's event loop to acknowledge one.
+   */
+  readonly run: RunProcess = (request) => {
+    clearTimeout(this.idleTimer);
+    const helper = this.spawnHere ? undefined : (this.helper ?? this.startHelper());
+    if (!helper) return runHere(request);
+    const id = this.nextId++;
+    const pending: PendingRun = { request, resolve: () => undefined, sent: false };
+    const ran = new Promise<RunResult>((resolve) => (pending.resolve = resolve));
+    helper.runs.set(id, pending);
+    this.holdOn(helper);
+    if (helper.ready) this.sendRun(helper, id, pending);
+    return ran;
+  };
+
   /** Lets the spawner go now (it kills what it still runs); later spawns are done here. */
   close(): void {
     this.spawnHere = true;
@@ -181,6 +278,13 @@ export class ProcessSpawner {
     helper.child.send({ t: 'spawn', id, command: request.command, args: request.args, cwd: request.cwd, env: request.env, detached: request.detached, stdio: request.stdio, ...spare }, (error) => error && this.onHelperGone(helper));
   }
 
+  private sendRun(helper: Helper, id: number, pending: PendingRun): void {
+    const { request } = pending;
+    pending.sent = true;
+    const input = request.input === undefined ? {} : { input: request.input };
+    helper.child.send({ t: 'run', id, command: request.command, args: request.args, cwd: request.cwd, env: request.env, maxOutputBytes: request.maxOutputBytes, timeoutMs: request.timeoutMs, ...input }, (error) => error && this.onHelperGone(helper));
+  }
+
   private startHelper(): Helper | undefined {
     // Spawned detached: a Ctrl-C at the terminal (SIGINT to the server's process group) is the
     // server's to handle; the spawner goes when the server does.
@@ -193,7 +297,7 @@ export class ProcessSpawner {
       this.spawnHere = true;
       return undefined;
     }
-    const helper: Helper = { child, ready: false, pending: new Map(), live: new Map() };
+    const helper: Helper = { child, ready: false, pending: new Map(), live: new Map(), runs: new Map() };
     this.helper = helper;
     // Neither the process, its stdin nor its channel keeps the server running (but see holdOn).
     child.unref();
@@ -223,6 +327,15 @@ export class ProcessSpawner {
     if (message.t === 'ready') {
       helper.ready = true;
       for (const [id, pending] of helper.pending) if (!pending.sent) this.send(helper, id, pending);
+      for (const [id, pending] of helper.runs) if (!pending.sent) this.sendRun(helper, id, pending);
+      return;
+    }
+    if (message.t === 'ran') {
+      const run = helper.runs.get(message.id);
+      if (!run) return;
+      helper.runs.delete(message.id);
+      run.resolve({ stdout: message.stdout, stderr: message.stderr, exitCode: message.exitCode });
+      this.afterExit(helper);
       return;
     }
     const pending = helper.pending.get(message.id);
@@ -271,17 +384,17 @@ export class ProcessSpawner {
 
   /** Like a ChildProcess, a spawn under way or a process running keeps this process running. */
   private holdOn(helper: Helper): void {
-    if (helper.pending.size > 0 || helper.live.size > 0) helper.child.channel?.ref();
+    if (helper.pending.size > 0 || helper.live.size > 0 || helper.runs.size > 0) helper.child.channel?.ref();
     else helper.child.channel?.unref();
   }
 
   /** The spawner goes `idleMs` after the last of its processes, unless it is given another spawn. */
   private afterExit(helper: Helper): void {
     this.holdOn(helper);
-    if (helper.live.size > 0 || helper.pending.size > 0) return;
+    if (helper.live.size > 0 || helper.pending.size > 0 || helper.runs.size > 0) return;
     clearTimeout(this.idleTimer);
     this.idleTimer = setTimeout(() => {
-      if (this.helper === helper && helper.live.size === 0 && helper.pending.size === 0) this.stopHelper();
+      if (this.helper === helper && helper.live.size === 0 && helper.pending.size === 0 && helper.runs.size === 0) this.stopHelper();
     }, this.options.idleMs ?? 2000);
     this.idleTimer.unref();
   }
@@ -317,6 +430,14 @@ export class ProcessSpawner {
       } catch (error) {
         reject(error);
       }
+    }
+    // A program it was running is reported as killed (it may have done part of its work); one it
+    // was not given yet is run here.
+    const runs = [...helper.runs.values()];
+    helper.runs.clear();
+    for (const { request, resolve, sent } of runs) {
+      if (sent) resolve({ stdout: '', stderr: `${request.command.split('/').pop()} was killed (the spawner went)`, exitCode: -1 });
+      else void runHere(request).then(resolve);
     }
   }
 }

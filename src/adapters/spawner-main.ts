@@ -16,6 +16,12 @@
  *   a null byte; else the process did not start), or
  * - one `{ t: 'fd', id, index, readable, writable }` per pipe (with the pipe's handle), then
  *   `{ t: 'spawned', id, pid }`, and later `{ t: 'exit', id, code, signal }`.
+ * `{ t: 'run', id, command, args, cwd, env, input?, maxOutputBytes, timeoutMs }`: a short program
+ * (the checkpoints' git) run to its end here, `input` written to its stdin, its output collected
+ * here and answered in one `{ t: 'ran', id, stdout, stderr, exitCode }` (-1: not started, killed
+ * at the limits, or by a signal; stderr then says why when the program said nothing). No pipe is
+ * handed over: the server's CPU per git run is ~0.17 ms instead of 1.2-2.1 ms (two pipes made
+ * into sockets, four messages, each pipe acknowledged).
  * When the server goes (the end of its stdin, `kill -9` included, or the channel's disconnect),
  * every process still running is killed (its whole group when it was spawned detached) and the
  * spawner exits.
@@ -32,6 +38,17 @@ export function spawnerMain(load: NodeJS.Require): void {
     detached: boolean;
     stdio: Array<'pipe' | 'ignore'>;
     spare?: { command: string; args: string[]; scriptFd: number; script: string };
+  }
+  interface RunMessage {
+    t: 'run';
+    id: number;
+    command: string;
+    args: string[];
+    cwd: string;
+    env: Record<string, string>;
+    input?: string;
+    maxOutputBytes: number;
+    timeoutMs: number;
   }
   /** A pipe's stream as child_process makes it: a net.Socket over a libuv pipe handle. */
   interface PipeStream {
@@ -128,8 +145,64 @@ export function spawnerMain(load: NodeJS.Require): void {
     });
   };
 
+  /** A program run to its end here, killed at the request's limits; its output in the one answer. */
+  const run = (message: RunMessage): void => {
+    const { id } = message;
+    const name = message.command.split('/').pop();
+    let answered = false;
+    const answer = (stdout: string, stderr: string, exitCode: number): void => {
+      if (answered) return;
+      answered = true;
+      live.delete(id);
+      try {
+        send({ t: 'ran', id, stdout, stderr, exitCode });
+      } catch (error) {
+        // An output past what one message can hold (JSON's string limit): said, not lost.
+        send({ t: 'ran', id, stdout: '', stderr: `${name}'s output could not be handed over: ${(error as Error).message}`, exitCode: -1 });
+      }
+    };
+    let child: Child;
+    try {
+      child = spawn(message.command, message.args, { cwd: message.cwd, env: message.env, stdio: [message.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    } catch (error) {
+      return answer('', (error as Error).message, -1);
+    }
+    if (child.pid !== undefined) live.set(id, { pid: child.pid, detached: false });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let outBytes = 0;
+    let stopped = '';
+    const stop = (reason: string): void => {
+      stopped ||= reason;
+      child.kill('SIGKILL');
+    };
+    const timer = setTimeout(() => stop(`${name} timed out after ${message.timeoutMs / 1000} s`), message.timeoutMs);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      answer('', error.message, -1);
+    });
+    child.stdout?.on('data', (chunk: Buffer) => {
+      outBytes += chunk.length;
+      if (outBytes > message.maxOutputBytes) stop(`${name} printed more than ${message.maxOutputBytes} bytes`);
+      else out.push(chunk);
+    });
+    child.stderr?.on('data', (chunk: Buffer) => err.push(chunk));
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      const text = Buffer.concat(err).toString('utf8');
+      const failed = stopped || (code === null ? `${name} was killed (${signal ?? 'signal'})` : '');
+      answer(Buffer.concat(out).toString('utf8'), text || failed, failed ? -1 : (code ?? -1));
+    });
+    if (child.stdin) {
+      // It may exit before it read everything (a bad argument): its stdin is then closed.
+      child.stdin.on('error', () => undefined);
+      child.stdin.end(message.input);
+    }
+  };
+
   process.on('message', (message: { t?: unknown }) => {
     if (message?.t === 'spawn') start(message as SpawnMessage);
+    else if (message?.t === 'run') run(message as RunMessage);
   });
   const serverGone = (): void => {
     // A spare also ends by itself: its script's pipe closes with this process (end of file: nothing to run).
