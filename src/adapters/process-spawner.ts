@@ -206,7 +206,8 @@ export interface ProcessSpawnerOptions {
  * (bench/RESULTS.md, round 2).
  * The spawner (spawner-main.ts) stays at ~40 MiB, forks there, and hands each pipe of the new
  * process back over its IPC channel: the server then reads and writes the process's pipes itself
- * and signals it by pid, as if it had spawned it.
+ * and signals it by pid, as if it had spawned it. A short program whose output is all the server
+ * wants (the checkpoints' git) is `run` there to its end instead, and answered in one message.
  *
  * The spawner runs while something it spawned runs: it starts with the first spawn (which waits
  * for it, some tens of milliseconds) and goes `idleMs` after the last of its processes exited.
