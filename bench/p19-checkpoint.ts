@@ -157,7 +157,7 @@ async function smallWorkdir(options: { tmp: string; rounds: number }) {
           ['baseline: one `git status`', fmt(baseline.p50), fmt(baseline.mean), '1', '×1'],
         ],
       },
-      notes: [`On a small workdir a checkpoint costs its git processes (${fmt(processes / options.rounds)} per checkpoint after a change: status, stage, write-tree; the commit, the branch and the list of changed files are written or told without one).`],
+      notes: [`On a small workdir a checkpoint costs its git processes (${fmt(processes / options.rounds)} per checkpoint after a change: git add -A and write-tree, as the walk saw no file over the size cap and no nested repository; else status, stage and write-tree; the commit, the branch and the list of changed files are written or told without one).`],
     };
   } finally {
     spawner.close();

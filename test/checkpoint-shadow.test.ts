@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { GitShadowRepository } from '../src/adapters/git-shadow-repository.js';
 import { runGit } from '../src/adapters/git-program.js';
-import { ProcessSpawner } from '../src/adapters/process-spawner.js';
+import { ProcessSpawner, runHere, type RunProcess } from '../src/adapters/process-spawner.js';
 import { EMPTY_TREE } from '../src/core/checkpoints/shadow-repository.js';
 import { tempDir } from './support/agentd.js';
 
@@ -214,6 +214,54 @@ describe.skipIf(gitMissing).each([
     write('src/main.ts', 'z'.repeat(2048));
     const third = await shadow.snapshot(target);
     expect(await shadow.changes(target, first, third)).toEqual([{ path: 'src/main.ts', status: 'deleted' }]);
+  });
+
+  it('stages with one `git add -A` when the walk saw nothing over the size cap and no nested repository, else through `git status`', async () => {
+    const subcommands: string[] = [];
+    const counted: RunProcess = (request) => {
+      subcommands.push(request.args.find((arg, index) => !arg.startsWith('-') && !['-c', '--git-dir', '--work-tree'].includes(request.args[index - 1]!))!);
+      return (run ?? runHere)(request);
+    };
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024, run: counted });
+    const target = { gitDir, workdir };
+    const entries = async (tree: string) => Object.keys(await treeEntries(tree)).sort();
+    write('a.txt', 'a\n');
+    write('sub/b.txt', 'b\n');
+    const first = await shadow.snapshot(target);
+    expect(subcommands).toEqual(['init', 'add', 'write-tree']);
+    // Added, modified, deleted: one add stages them all, then the tree.
+    subcommands.length = 0;
+    write('a.txt', 'changed\n');
+    fs.rmSync(path.join(workdir, 'sub/b.txt'));
+    write('c.txt', 'c\n');
+    const second = await shadow.snapshot(target);
+    expect(subcommands).toEqual(['add', 'write-tree']);
+    expect(await shadow.changes(target, first, second)).toEqual([
+      { path: 'a.txt', status: 'modified' },
+      { path: 'c.txt', status: 'added' },
+      { path: 'sub/b.txt', status: 'deleted' },
+    ]);
+    // The same content written again: its stat data changed, nothing to stage, the last tree stands.
+    subcommands.length = 0;
+    write('c.txt', 'c\n');
+    expect(await shadow.snapshot(target)).toBe(second);
+    expect(subcommands).toEqual(['add']);
+    // A file over the cap: through status (what changed staged, the file over the cap kept out of the index), and it stays out.
+    subcommands.length = 0;
+    write('big.bin', 'x'.repeat(2048));
+    write('a.txt', 'again\n');
+    const third = await shadow.snapshot(target);
+    expect(subcommands).toEqual(['status', 'update-index', 'update-index', 'write-tree']);
+    expect(await entries(third)).toEqual(['a.txt', 'c.txt']);
+    // A repository nested below the top: through status, and it stays out (`git add -A` would add it as a gitlink).
+    fs.rmSync(path.join(workdir, 'big.bin'));
+    execFileSync('git', ['init', '-q', path.join(workdir, 'nested')], { env: { PATH: process.env.PATH!, HOME: path.join(base, 'nohome') } });
+    write('nested/x.txt', 'x\n');
+    write('d.txt', 'd\n');
+    subcommands.length = 0;
+    const fourth = await shadow.snapshot(target);
+    expect(subcommands[0]).toBe('status');
+    expect(await entries(fourth)).toEqual(['a.txt', 'c.txt', 'd.txt']);
   });
 
   it('answers from the workdir\'s stat fingerprint when nothing changed (no git runs), and still sees every change', async () => {

@@ -64,7 +64,7 @@ export class GitShadowRepository implements ShadowRepository {
   async snapshot(target: ShadowTarget): Promise<string> {
     // Taken before git looks: a change after it is either in git's answer or in the next print.
     const earlier = this.lastPrint.get(target.gitDir);
-    const print: Fingerprint = this.large.has(target.gitDir) ? { kind: 'large' } : await workdirFingerprint(target.workdir, this.listingsOf(target.gitDir), earlier);
+    const print: Fingerprint = this.large.has(target.gitDir) ? { kind: 'large' } : await workdirFingerprint(target.workdir, this.listingsOf(target.gitDir), earlier, this.options.maxFileBytes);
     if (print.kind === 'large') this.large.add(target.gitDir);
     if (print.kind === 'print') {
       const known = this.lastTree.get(target.gitDir);
@@ -72,7 +72,7 @@ export class GitShadowRepository implements ShadowRepository {
       // An empty workdir needs no git at all (the empty tree is every repository's).
       if (print.empty) return this.remember(target, EMPTY_TREE, print);
     }
-    const tree = await this.snapshotWithGit(target);
+    const tree = await this.snapshotWithGit(target, print.kind === 'print' && print.wholeStageable);
     return this.remember(target, tree, print.kind === 'print' ? print : undefined);
   }
 
@@ -103,8 +103,19 @@ export class GitShadowRepository implements ShadowRepository {
     return tree;
   }
 
-  private async snapshotWithGit(target: ShadowTarget): Promise<string> {
+  /**
+   * `wholeStageable`: the walk just now saw no file over the size limit and no nested repository:
+   * one `git add -A` stages what changed (what `git status` would list and `update-index` stage),
+   * a process less. It names what it staged (`-v`): nothing, and the last tree still stands.
+   */
+  private async snapshotWithGit(target: ShadowTarget, wholeStageable: boolean): Promise<string> {
     await this.ensureRepository(target.gitDir);
+    if (wholeStageable) {
+      const staged = await this.git(target, ['add', '-A', '-v', '--ignore-errors', '--', '.'], { allowExit: [1] });
+      const known = this.indexTree.get(target.gitDir);
+      if (staged.stdout === '' && staged.exitCode === 0 && known) return known;
+      return this.writeTree(target);
+    }
     const status = await this.git(target, ['status', '--porcelain=v1', '-z', '--no-renames', '--untracked-files=all', '--ignore-submodules=all']);
     // Only the work tree against the index counts (`?X`, `??`): the index against HEAD is the shadow's own business.
     const entries = status.stdout.split('\0').filter((entry) => entry.length > 3 && (entry[1] !== ' ' || entry.startsWith('??')));
@@ -130,6 +141,10 @@ export class GitShadowRepository implements ShadowRepository {
       }
     }
     if (drop.length > 0) await this.git(target, ['update-index', '--force-remove', '-z', '--stdin'], { input: joinZ(drop) });
+    return this.writeTree(target);
+  }
+
+  private async writeTree(target: ShadowTarget): Promise<string> {
     const tree = (await this.git(target, ['write-tree'])).stdout.trim();
     this.indexTree.set(target.gitDir, tree);
     return tree;
@@ -195,7 +210,7 @@ export class GitShadowRepository implements ShadowRepository {
     const changed = await this.changes(target, from, to);
     if (changed.length === 0) return;
     // read-tree moves the workdir from what the index holds: a snapshot by fingerprint left it as it was.
-    if (this.indexTree.get(target.gitDir) !== from) await this.snapshotWithGit(target);
+    if (this.indexTree.get(target.gitDir) !== from) await this.snapshotWithGit(target, false);
     // `-m -u from to`: git's own checkout: it never writes through a symlink it finds on the way.
     await this.git(target, ['read-tree', '--reset', '-u', to]);
     this.indexTree.set(target.gitDir, to);

@@ -25,6 +25,12 @@ export type Fingerprint =
       /** The content now of the files young at the print this one was taken after (`earlier`) and no longer young. */
       rechecked: ReadonlyMap<string, string>;
       empty: boolean;
+      /**
+       * Whether git may stage the whole workdir as it is (`git add -A`): no regular file larger
+       * than the walk's `maxFileBytes`, and no repository nested below the top (git would add it
+       * as a gitlink).
+       */
+      wholeStageable: boolean;
     }
   /** Too many entries: not worth walking again. */
   | { kind: 'large' }
@@ -92,10 +98,10 @@ interface Listing {
  * reused where unchanged (see DirectoryListings). `earlier`: the print this one will be compared
  * with; the files young then are read again (see unchangedSince).
  */
-export async function workdirFingerprint(workdir: string, listings: DirectoryListings = new DirectoryListings(), earlier?: Fingerprint): Promise<Fingerprint> {
+export async function workdirFingerprint(workdir: string, listings: DirectoryListings = new DirectoryListings(), earlier?: Fingerprint, maxFileBytes = Infinity): Promise<Fingerprint> {
   // What this walk reads for the next one (its own map: two walks of one workdir never mix theirs).
   const kept = new Map<string, Listing>();
-  const print = await walk({ workdir, listings, kept, recheck: earlier?.kind === 'print' ? earlier.young : new Map() });
+  const print = await walk({ workdir, listings, kept, recheck: earlier?.kind === 'print' ? earlier.young : new Map(), maxFileBytes });
   listings.settle(kept, print.kind === 'print');
   return print;
 }
@@ -115,8 +121,9 @@ export function unchangedSince(earlier: Fingerprint, later: Fingerprint): boolea
   return true;
 }
 
-async function walk(options: { workdir: string; listings: DirectoryListings; kept: Map<string, Listing>; recheck: ReadonlyMap<string, string> }): Promise<Fingerprint> {
-  const { workdir, listings, kept, recheck } = options;
+async function walk(options: { workdir: string; listings: DirectoryListings; kept: Map<string, Listing>; recheck: ReadonlyMap<string, string>; maxFileBytes: number }): Promise<Fingerprint> {
+  const { workdir, listings, kept, recheck, maxFileBytes } = options;
+  let wholeStageable = true;
   const hash = createHash('sha1');
   const young = new Map<string, string>();
   const rechecked = new Map<string, string>();
@@ -131,7 +138,10 @@ async function walk(options: { workdir: string; listings: DirectoryListings; kep
       const names = listings.namesOf(path.join(workdir, relative), relative, dirStat, now, kept);
       hash.update(`D${relative}\0${names.length}\n`);
       for (const name of names) {
-        if (name === '.git') continue;
+        if (name === '.git') {
+          if (relative !== '') wholeStageable = false;
+          continue;
+        }
         if (++entries > MAX_ENTRIES) return { kind: 'large' };
         if (entries % SLICE_ENTRIES === 0) await new Promise((resolve) => setImmediate(resolve));
         const child = relative === '' ? name : `${relative}/${name}`;
@@ -140,6 +150,7 @@ async function walk(options: { workdir: string; listings: DirectoryListings; kep
         hash.update(`${name}\0${stat.mode}\0${stat.size}\0${Math.trunc(stat.mtimeMs)}\0${Math.trunc(stat.ctimeMs)}\0${stat.ino}\0${stat.dev}\n`);
         if (stat.isDirectory()) pending.push([child, stat]);
         else if (stat.isFile()) {
+          if (stat.size > maxFileBytes) wholeStageable = false;
           const isYoung = stat.mtimeMs >= now - RACY_MS || stat.ctimeMs >= now - RACY_MS;
           if (!isYoung && !recheck.has(child)) continue;
           readBytes += stat.size;
@@ -152,7 +163,7 @@ async function walk(options: { workdir: string; listings: DirectoryListings; kep
   } catch {
     return { kind: 'none' };
   }
-  return { kind: 'print', digest: hash.digest('hex'), young, rechecked, empty: entries === 0 };
+  return { kind: 'print', digest: hash.digest('hex'), young, rechecked, empty: entries === 0, wholeStageable };
 }
 
 /** A regular file's content digest; null when it is no longer the file that was stat'ed (never blocks, never follows a link). */
