@@ -228,7 +228,8 @@ describe.skipIf(gitMissing).each([
     write('a.txt', 'a\n');
     write('sub/b.txt', 'b\n');
     const first = await shadow.snapshot(target);
-    expect(subcommands).toEqual(['init', 'add', 'write-tree']);
+    // The repository is made without git (initRepository).
+    expect(subcommands).toEqual(['add', 'write-tree']);
     // Added, modified, deleted: one add stages them all, then the tree.
     subcommands.length = 0;
     write('a.txt', 'changed\n');
@@ -262,6 +263,21 @@ describe.skipIf(gitMissing).each([
     const fourth = await shadow.snapshot(target);
     expect(subcommands[0]).toBe('status');
     expect(await entries(fourth)).toEqual(['a.txt', 'c.txt', 'd.txt']);
+  });
+
+  it('makes its repository as `git init` would: the same HEAD and config, a repository `git fsck` finds sound', async () => {
+    const shadow = new GitShadowRepository({ maxFileBytes: 1024, ...(run && { run }) });
+    write('a.txt', 'a\n');
+    const tree = await shadow.snapshot({ gitDir, workdir });
+    await shadow.keep({ gitDir, workdir }, tree, 'first');
+    const byGit = path.join(base, 'by-git.git');
+    await runGit({ gitDir: byGit, args: ['init', '-q', '--template=', '--initial-branch=checkpoints'] });
+    for (const file of ['HEAD', 'config']) expect(fs.readFileSync(path.join(gitDir, file), 'utf8')).toBe(fs.readFileSync(path.join(byGit, file), 'utf8'));
+    const local = async (dir: string) => (await runGit({ gitDir: dir, args: ['config', '--list', '--local'] })).stdout;
+    expect(await local(gitDir)).toBe(await local(byGit));
+    for (const dir of ['objects/info', 'objects/pack', 'refs/heads', 'refs/tags']) expect(fs.statSync(path.join(gitDir, dir)).isDirectory()).toBe(true);
+    expect((await runGit({ gitDir, args: ['fsck', '--strict', '--no-dangling'] })).exitCode).toBe(0);
+    expect((await runGit({ gitDir, args: ['log', '--format=%s', 'checkpoints'] })).stdout).toBe('first\n');
   });
 
   it('answers from the workdir\'s stat fingerprint when nothing changed (no git runs), and still sees every change', async () => {

@@ -26,6 +26,19 @@ export function inDefaultFormats(gitDir: string): boolean {
   return !/^\s*(objectformat|refstorage)\s*=/im.test(config);
 }
 
+/**
+ * What `git init --template= --initial-branch=<branch>` makes of a `--git-dir` (a bare repository,
+ * SHA-1 objects, refs in files): its directories, config and HEAD (written last: git takes a
+ * directory with a HEAD for a repository). Not a git process per new shadow repository. What the
+ * config leaves to git's probes of the filesystem (filemode, symlinks, case) every run of the
+ * server's git sets anyway (git-program.ts: SAFE_CONFIG).
+ */
+export function initRepository(gitDir: string, branch: string): void {
+  for (const dir of ['objects/info', 'objects/pack', 'refs/heads', 'refs/tags']) fs.mkdirSync(path.join(gitDir, dir), { recursive: true });
+  fs.writeFileSync(path.join(gitDir, 'config'), '[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n', { mode: 0o644 });
+  fs.writeFileSync(path.join(gitDir, 'HEAD'), `ref: refs/heads/${branch}\n`, { mode: 0o644 });
+}
+
 /** Writes a commit of `tree` (on `parent`, if any) by agentd with `message`; returns its id. */
 export function writeCommit(gitDir: string, options: { tree: string; parent?: string | undefined; message: string; date: Date }): string {
   const seconds = Math.floor(options.date.getTime() / 1000);

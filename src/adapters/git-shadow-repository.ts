@@ -6,7 +6,7 @@ import type { ChangedPath, ShadowRepository, ShadowTarget } from '../core/checkp
 import { GitError, runGit } from './git-program.js';
 import type { RunProcess } from './process-spawner.js';
 import { DirectoryListings, unchangedSince, workdirFingerprint, type Fingerprint } from './workdir-fingerprint.js';
-import { diffTrees, inDefaultFormats, writeCommit, writeRef } from './git-loose-objects.js';
+import { diffTrees, inDefaultFormats, initRepository, writeCommit, writeRef } from './git-loose-objects.js';
 import { EMPTY_TREE } from '../core/checkpoints/shadow-repository.js';
 
 /**
@@ -242,7 +242,7 @@ export class GitShadowRepository implements ShadowRepository {
     for (const name of fs.readdirSync(parent)) if (name.startsWith(prefix)) fs.rmSync(path.join(parent, name), { recursive: true, force: true });
     const temp = path.join(parent, `${prefix}${randomBytes(6).toString('hex')}`);
     try {
-      await runGit({ gitDir: temp, args: ['init', '-q', '--template=', '--initial-branch=checkpoints'], ...this.runner() });
+      initRepository(temp, 'checkpoints');
       fs.mkdirSync(path.join(temp, 'info'), { recursive: true });
       fs.writeFileSync(path.join(temp, 'info', 'attributes'), ATTRIBUTES);
       fs.writeFileSync(path.join(temp, 'info', 'exclude'), EXCLUDE);
