@@ -247,13 +247,20 @@ describe.skipIf(gitMissing).each([
     write('c.txt', 'c\n');
     expect(await shadow.snapshot(target)).toBe(second);
     expect(subcommands).toEqual(['add']);
-    // A file over the cap: through status (what changed staged, the file over the cap kept out of the index), and it stays out.
+    // A new file over the cap: through status, and it stays out (never in the index: nothing to remove from it).
     subcommands.length = 0;
     write('big.bin', 'x'.repeat(2048));
     write('a.txt', 'again\n');
     const third = await shadow.snapshot(target);
-    expect(subcommands).toEqual(['status', 'update-index', 'update-index', 'write-tree']);
+    expect(subcommands).toEqual(['status', 'update-index', 'write-tree']);
     expect(await entries(third)).toEqual(['a.txt', 'c.txt']);
+    // A file in the index that grows past the cap is removed from it.
+    subcommands.length = 0;
+    write('c.txt', 'y'.repeat(2048));
+    const grown = await shadow.snapshot(target);
+    expect(subcommands).toEqual(['status', 'update-index', 'write-tree']);
+    expect(await entries(grown)).toEqual(['a.txt']);
+    write('c.txt', 'c\n');
     // A repository nested below the top: through status, and it stays out (`git add -A` would add it as a gitlink).
     fs.rmSync(path.join(workdir, 'big.bin'));
     execFileSync('git', ['init', '-q', path.join(workdir, 'nested')], { env: { PATH: process.env.PATH!, HOME: path.join(base, 'nohome') } });
