@@ -5,7 +5,8 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { GitShadowRepository } from '../src/adapters/git-shadow-repository.js';
 import { runGit } from '../src/adapters/git-program.js';
-import { ProcessSpawner, runHere, type RunProcess } from '../src/adapters/process-spawner.js';
+import { ProcessSpawner, type RunProcess } from '../src/adapters/process-spawner.js';
+import { runHere } from '../src/adapters/spawn-here.js';
 import { EMPTY_TREE } from '../src/core/checkpoints/shadow-repository.js';
 import { tempDir } from './support/agentd.js';
 

@@ -1,7 +1,8 @@
 import { constants as osConstants } from 'node:os';
 import { Readable, Writable } from 'node:stream';
 import type { PreparedProcess, ProcessLauncher, SandboxRequest } from './process-launcher.js';
-import { spawnHere, type SpawnedProcess, type SpawnProcess } from './process-spawner.js';
+import type { SpawnedProcess, SpawnProcess } from './process-spawner.js';
+import { spawnHere } from './spawn-here.js';
 import { sandboxCleanup } from './spread-work.js';
 import { childProcesses, descendantsByChildren, descendantsOf, listProcesses, readProcess, signalQuietly } from './process-tree.js';
 

@@ -1,5 +1,6 @@
 import path from 'node:path';
-import { runHere, type RunProcess, type RunResult } from './process-spawner.js';
+import type { RunProcess, RunResult } from './process-spawner.js';
+import { runHere } from './spawn-here.js';
 
 const TIMEOUT_MS = 300_000;
 

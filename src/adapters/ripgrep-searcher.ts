@@ -9,7 +9,8 @@
  */
 import { spawn } from 'node:child_process';
 import type { ProcessLauncher } from './process-launcher.js';
-import { onClose, spawnHere, type SpawnProcess } from './process-spawner.js';
+import type { SpawnProcess } from './process-spawner.js';
+import { onClose, spawnHere } from './spawn-here.js';
 import { signalQuietly } from './process-tree.js';
 import { stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
