@@ -159,6 +159,21 @@ describe('errors', () => {
     expect(response.json().error).toBe(code);
   });
 
+  it('nesting: 64 levels pass the parser, 65 do not, whether the brackets are few or many; brackets inside strings do not count', async () => {
+    const nested = (depth: number) => `{"metadata":${'{"a":'.repeat(depth - 1)}1${'}'.repeat(depth - 1)}}`;
+    const inStrings = (depth: number) => `{"title":"${'[{'.repeat(200)}","metadata":${'{"a":'.repeat(depth - 1)}"${'{['.repeat(200)}"${'}'.repeat(depth - 1)}}`;
+    for (const [name, body] of [['64 levels', nested(64)], ['64 levels and 800 brackets in strings', inStrings(64)], ['800 brackets in strings only', `{"title":"${'[{'.repeat(400)}"}`]]) {
+      // Past the parser: what validation says of it (the metadata is an object), never invalid_json.
+      const response = await request('POST', '/conversations', { headers: json(), body });
+      expect(response.json().error, name).not.toBe('invalid_json');
+    }
+    for (const [name, body] of [['65 levels', nested(65)], ['65 levels and 800 brackets in strings', inStrings(65)]]) {
+      const response = await request('POST', '/conversations', { headers: json(), body });
+      expect(response.status, name).toBe(400);
+      expect(response.json(), name).toMatchObject({ error: 'invalid_json', details: { max_depth: 64 } });
+    }
+  });
+
   it('wrong content type → 415', async () => {
     for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml']) {
       const response = await request('POST', '/conversations', { headers: { ...auth(), 'content-type': type }, body: 'title=x' });

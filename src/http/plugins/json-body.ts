@@ -16,8 +16,7 @@ export function registerJsonBodyParser(app: FastifyInstance): void {
     // An empty body is no body: fine where the body is optional (see optionalBody) or absent
     // (POST /run, /pause...), a validation error naming the missing body where one is required.
     if (text.trim() === '') return done(null, undefined);
-    const depth = nestingDepth(text);
-    if (depth > MAX_DEPTH) {
+    if (nestedTooDeep(text)) {
       return done(new InvalidRequestError('invalid_json', `JSON nested deeper than ${MAX_DEPTH} levels is not accepted.`, { max_depth: MAX_DEPTH }), undefined);
     }
     let value: unknown;
@@ -45,6 +44,17 @@ function refuseProtoKey(key: string, value: unknown): unknown {
   return value;
 }
 
+/**
+ * Whether objects and arrays in `text` nest deeper than MAX_DEPTH (brackets in strings skipped).
+ * A text with no more than MAX_DEPTH opening brackets in all cannot: those are counted first, with
+ * indexOf (a large body of text, a file's content, has few), and the walk a character at a time
+ * (~18 ms for 5 MB on a 2-core machine) is only for the texts that have more.
+ */
+function nestedTooDeep(text: string): boolean {
+  return openingBrackets(text, MAX_DEPTH + 1) > MAX_DEPTH && nestingDepth(text) > MAX_DEPTH;
+}
+
+/** The deepest nesting of objects and arrays in `text` (strings skipped), stopping once past MAX_DEPTH. */
 function nestingDepth(text: string): number {
   let depth = 0;
   let max = 0;
@@ -64,4 +74,13 @@ function nestingDepth(text: string): number {
     } else if (c === 0x7d || c === 0x5d) depth--;
   }
   return max;
+}
+
+/** How many `{` and `[` the text holds, counting stopped at `enough`. */
+function openingBrackets(text: string, enough: number): number {
+  let count = 0;
+  for (const bracket of ['{', '[']) {
+    for (let at = text.indexOf(bracket); at >= 0 && count < enough; at = text.indexOf(bracket, at + 1)) count++;
+  }
+  return count;
 }
