@@ -1,6 +1,7 @@
 /**
  * R5 malformed input, against a spawned server (dist/cli.js) over real sockets: for every JSON
- * route of the OpenAPI document, bodies with missing fields, wrong types, 5 MB strings, nesting
+ * route of the OpenAPI document, bodies with missing fields, wrong types, strings of 1 MB (5 MB with
+ * `AGENTD_HEAVY_TESTS=1`: 95 of them took ~20 s of a 2-core machine, ~40 s beside the rest), nesting
  * 10,000 deep, invalid UTF-8, the wrong content type, nothing at all or more than the limit; for
  * every route with a query, huge, repeated and odd parameters; bytes that are not HTTP. No answer
  * is a 5xx, every error has the contract's shape, a refused request changes nothing, and the
@@ -13,10 +14,13 @@ import net from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
-import { apiClient } from './support/reliability.js';
+import { apiClient, scaled } from './support/reliability.js';
 
 const BODY_LIMIT = 8 * 1024 * 1024;
-const FIVE_MB = 'x'.repeat(5 * 1024 * 1024);
+/** Far past every field's limit, under the body limit. */
+const LARGE_BYTES = scaled(1, 5) * 1024 * 1024;
+const LARGE_LABEL = `${LARGE_BYTES / 1024 / 1024} MB`;
+const LARGE = 'x'.repeat(LARGE_BYTES);
 const DEEP = 10_000;
 /** No error answer is larger: none repeats what was sent. */
 const MAX_ERROR_BYTES = 16 * 1024;
@@ -162,12 +166,12 @@ function bodyVariants(base: Record<string, unknown>): Array<[string, string]> {
     variants.push([`without ${name}`, withValue(path, undefined, true)]);
     for (const value of WRONG_VALUES) variants.push([`${name}=${JSON.stringify(value)}`, withValue(path, value)]);
     const original = path.length === 1 ? base[path[0]!] : (base[path[0]!] as Record<string, unknown>)[path[1]!];
-    if (typeof original === 'string') variants.push([`${name} of 5 MB`, withValue(path, FIVE_MB)]);
+    if (typeof original === 'string') variants.push([`${name} of ${LARGE_LABEL}`, withValue(path, LARGE)]);
     variants.push([`${name} nested ${DEEP} deep`, withValue(path, 'DEEP').replace('"DEEP"', `${'['.repeat(DEEP)}${']'.repeat(DEEP)}`)]);
   }
-  variants.push(['a 5 MB unknown field', JSON.stringify({ ...base, zz_unknown: FIVE_MB })], ['a 5 MB field name', JSON.stringify({ ...base, [FIVE_MB]: 1 })]);
+  variants.push([`a ${LARGE_LABEL} unknown field`, JSON.stringify({ ...base, zz_unknown: LARGE })], [`a ${LARGE_LABEL} field name`, JSON.stringify({ ...base, [LARGE]: 1 })]);
   variants.push([`objects nested ${DEEP} deep`, `${'{"a":'.repeat(DEEP)}1${'}'.repeat(DEEP)}`], [`arrays nested ${DEEP} deep`, `${'['.repeat(DEEP)}${']'.repeat(DEEP)}`]);
-  variants.push([`unclosed nesting ${DEEP} deep`, '{"a":'.repeat(DEEP)], ['a 5 MB number', `{"n":${'9'.repeat(5 * 1024 * 1024)}}`], ['5 MB of whitespace', `${' '.repeat(5 * 1024 * 1024)}{}`]);
+  variants.push([`unclosed nesting ${DEEP} deep`, '{"a":'.repeat(DEEP)], [`a ${LARGE_LABEL} number`, `{"n":${'9'.repeat(LARGE_BYTES)}}`], [`${LARGE_LABEL} of whitespace`, `${' '.repeat(LARGE_BYTES)}{}`]);
   return variants;
 }
 
@@ -219,7 +223,7 @@ describe('malformed input never gets a 5xx, always gets the error shape, and nev
     expect(jsonRoutes.sort()).toEqual(Object.keys(BASE_BODIES).sort());
   });
 
-  it('JSON bodies: missing fields, wrong types, 5 MB strings, deep nesting, invalid UTF-8', { timeout: PROBE_BUDGET_MS }, async () => {
+  it(`JSON bodies: missing fields, wrong types, ${LARGE_LABEL} strings, deep nesting, invalid UTF-8`, { timeout: PROBE_BUDGET_MS }, async () => {
     for (const operation of operations.filter((op) => op.jsonBody)) {
       const path = pathOf(operation);
       const json = { 'content-type': 'application/json' };
@@ -245,7 +249,7 @@ describe('malformed input never gets a 5xx, always gets the error shape, and nev
       const over = `{"content":"${'y'.repeat(BODY_LIMIT)}"}`;
       await probe('past the body limit', { method: operation.method, path, body: over.slice(0, 65_536), declaredLength: over.length, headers: { 'content-type': 'application/json' } }, 413);
       await probe('past the body limit, chunked', { method: operation.method, path, body: over, headers: { 'content-type': 'application/json' }, chunked: true }, 413);
-      await probe('a 5 MB string', { method: operation.method, path, body: `{"content":"${FIVE_MB}","run":false}`, headers: { 'content-type': 'application/json' } });
+      await probe(`a ${LARGE_LABEL} string`, { method: operation.method, path, body: `{"content":"${LARGE}","run":false}`, headers: { 'content-type': 'application/json' } });
       await probe('nested 10,000 deep', { method: operation.method, path, body: `${'['.repeat(DEEP)}${']'.repeat(DEEP)}`, headers: { 'content-type': 'application/json' } });
     }
     // Routes that take no body are not bothered by one either.
