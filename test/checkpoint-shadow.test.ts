@@ -79,6 +79,28 @@ async function treeEntries(tree: string): Promise<Record<string, string>> {
 const spawner = new ProcessSpawner();
 afterAll(() => spawner.close());
 
+describe.skipIf(gitMissing)('whether git is there', () => {
+  it('is a look-up on the PATH git runs with, its absolute entries only: a git on a relative entry does not count', async () => {
+    const gitPath = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
+    expect(await new GitShadowRepository({ maxFileBytes: 1024 }).available()).toEqual({ ok: true });
+    // A PATH without git, but for a relative entry holding one: the agent's workdir is git's cwd.
+    const relative = path.join(base, 'rel');
+    fs.mkdirSync(path.join(relative, 'bin'), { recursive: true });
+    fs.copyFileSync(gitPath, path.join(relative, 'bin', 'git'));
+    fs.chmodSync(path.join(relative, 'bin', 'git'), 0o755);
+    const cwd = process.cwd();
+    process.chdir(relative);
+    try {
+      setEnv({ PATH: `bin:${path.join(base, 'empty')}` });
+      expect(await new GitShadowRepository({ maxFileBytes: 1024 }).available()).toEqual({ ok: false, reason: 'git is not installed (apt-get install git)' });
+      setEnv({ PATH: `bin:${path.join(relative, 'bin')}` });
+      expect(await new GitShadowRepository({ maxFileBytes: 1024 }).available()).toEqual({ ok: true });
+    } finally {
+      process.chdir(cwd);
+    }
+  });
+});
+
 describe.skipIf(gitMissing).each([
   ['git spawned here', undefined],
   ['git through a spawner', spawner.run],

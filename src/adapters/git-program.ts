@@ -1,6 +1,7 @@
 import path from 'node:path';
 import type { RunProcess, RunResult } from './process-spawner.js';
 import { runHere } from './spawn-here.js';
+import { findInPath } from './sandbox-mounts.js';
 
 const TIMEOUT_MS = 300_000;
 
@@ -83,6 +84,15 @@ export async function runGit(options: {
   });
   if (out.exitCode !== 0 && !(options.allowExit ?? []).includes(out.exitCode)) throw new GitError(options.args, out);
   return out;
+}
+
+/**
+ * Where runGit's `git` is, or null when it is not installed: looked up on the PATH git runs with,
+ * by a stat of each entry, where running `git --version` forked the server (a pause of its event
+ * loop that grows with its heap) at its first checkpoint.
+ */
+export function installedGit(): string | null {
+  return findInPath('git', serverPath());
 }
 
 /**

@@ -1,9 +1,8 @@
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { ChangedPath, ShadowRepository, ShadowTarget } from '../core/checkpoints/shadow-repository.js';
-import { GitError, runGit } from './git-program.js';
+import { GitError, installedGit, runGit } from './git-program.js';
 import type { RunProcess } from './process-spawner.js';
 import { DirectoryListings, unchangedSince, workdirFingerprint, type Fingerprint } from './workdir-fingerprint.js';
 import { diffTrees, inDefaultFormats, initRepository, writeCommit, writeRef } from './git-loose-objects.js';
@@ -48,16 +47,14 @@ export class GitShadowRepository implements ShadowRepository {
   /** `run`: runs git (the server's ProcessSpawner); default: run by this process. */
   constructor(private readonly options: { maxFileBytes: number; run?: RunProcess }) {}
 
-  /** Where runGit runs git (the one-off `git --version` at start-up runs here). */
+  /** Where runGit runs git. */
   private runner(): { run?: RunProcess } {
     return this.options.run ? { run: this.options.run } : {};
   }
 
+  /** Whether git is installed (a look-up on its PATH, no process). One that is there but fails says so at each use. */
   available(): Promise<{ ok: true } | { ok: false; reason: string }> {
-    this.checked ??= runGit({ gitDir: os.tmpdir(), args: ['--version'] }).then(
-      () => ({ ok: true as const }),
-      (error: unknown) => ({ ok: false as const, reason: error instanceof GitError ? error.message : 'git is not installed (apt-get install git)' }),
-    );
+    this.checked ??= Promise.resolve(installedGit() === null ? { ok: false as const, reason: 'git is not installed (apt-get install git)' } : { ok: true as const });
     return this.checked;
   }
 
