@@ -125,11 +125,10 @@ export class GitShadowRepository implements ShadowRepository {
       // A nested repository (`sub/`): its files are its own repository's business.
       if (relative.endsWith('/')) continue;
       const stat = fs.lstatSync(path.join(target.workdir, relative), { throwIfNoEntry: false });
+      const pastCap = stat?.isFile() === true && stat.size > this.options.maxFileBytes;
+      if (!pastCap) stage.push(relative);
       // Past the cap: out of the index; one not in it (`??`, untracked) needs no git to stay out.
-      if (stat?.isFile() && stat.size > this.options.maxFileBytes) {
-        if (!entry.startsWith('??')) drop.push(relative);
-      }
-      else stage.push(relative);
+      else if (!entry.startsWith('??')) drop.push(relative);
     }
     if (stage.length > 0) {
       try {

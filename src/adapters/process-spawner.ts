@@ -61,6 +61,11 @@ interface Helper {
   runs: Map<number, PendingRun>;
 }
 
+/** A spawn under way, a process running or a program being run. */
+function busy(helper: Helper): boolean {
+  return helper.pending.size > 0 || helper.live.size > 0 || helper.runs.size > 0;
+}
+
 type HelperMessage =
   | { t: 'ready' }
   | { t: 'fd'; id: number; index: number; readable: boolean; writable: boolean }
@@ -262,17 +267,17 @@ export class ProcessSpawner {
 
   /** Like a ChildProcess, a spawn under way or a process running keeps this process running. */
   private holdOn(helper: Helper): void {
-    if (helper.pending.size > 0 || helper.live.size > 0 || helper.runs.size > 0) helper.child.channel?.ref();
+    if (busy(helper)) helper.child.channel?.ref();
     else helper.child.channel?.unref();
   }
 
   /** The spawner goes `idleMs` after the last of its processes, unless it is given another spawn. */
   private afterExit(helper: Helper): void {
     this.holdOn(helper);
-    if (helper.live.size > 0 || helper.pending.size > 0 || helper.runs.size > 0) return;
+    if (busy(helper)) return;
     clearTimeout(this.idleTimer);
     this.idleTimer = setTimeout(() => {
-      if (this.helper === helper && helper.live.size === 0 && helper.pending.size === 0 && helper.runs.size === 0) this.stopHelper();
+      if (this.helper === helper && !busy(helper)) this.stopHelper();
     }, this.options.idleMs ?? 2000);
     this.idleTimer.unref();
   }
