@@ -91,7 +91,7 @@ export const NETWORK_WAIT_FD = 7;
 
 /**
  * The command line that attaches the helper to the network namespace of host pid `$pid`
- * (slirp4netns: and says when it is configured on fd `$ready`).
+ * (slirp4netns: and says when it is configured on fd `$nw`).
  * pasta: tap interface configured from the host's addresses and routes (--config-net); the
  * gateway address is not mapped to the host (--no-map-gw); no port forwarded either way
  * (`-t/-u/-T/-U none`: pasta's default `auto` would forward the host's bound ports into the
@@ -110,8 +110,9 @@ function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
     const common = `${bin} --foreground --quiet --config-net --no-map-gw -t none -u none -T none -U none`;
     return asRoot ? `${common} --runas 0 --netns "/proc/self/fd/$ns" --netns-only` : `${common} --userns "/proc/self/fd/$uns" --netns "/proc/self/fd/$ns"`;
   }
-  // --ready-fd: it writes `1` there once the interface, its address and the default route are set.
-  const common = `${bin} --configure --mtu=65520 --disable-host-loopback --enable-seccomp --ready-fd="$ready"`;
+  // --ready-fd: it writes `1` there once the interface, its address and the default route are set:
+  // on the sandbox's wait (NETWORK_WAIT_FD), whose reader then goes on (userModeWrapperScript).
+  const common = `${bin} --configure --mtu=65520 --disable-host-loopback --enable-seccomp --ready-fd="$nw"`;
   // --enable-sandbox switches to uid 0 in the sandbox's user namespace, where only the server's own uid is mapped when it is not root.
   return asRoot ? `${common} --enable-sandbox "$pid" ${SLIRP_INTERFACE}` : `${common} --userns-path="/proc/self/fd/$uns" --netns-type=path "/proc/self/fd/$ns" ${SLIRP_INTERFACE}`;
 }
@@ -181,35 +182,29 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     '  lo_up() { lo=; while read -r line; do [[ $line == *127.0.0.1* ]] && lo=1; done 2>/dev/null <"/proc/$pid/net/fib_trie"; [[ -n $lo ]]; }',
     '  lo_up || for ((i = 0; i < 5000; i++)); do ' + tickWait('nw', sleep) + '; lo_up && break; kill -0 "$bw" 2>/dev/null || break; done',
     ...(ids ? [] : ['  exec {ns}<"/proc/$pid/ns/net"']),
-    // slirp4netns says when it has configured the namespace on a pipe of its own (`ready`): this
-    // shell keeps a read-only end and the helper the only writing one.
-    ...(slirp ? [`  ${tickPipe('ready')} || exit 125`] : []),
-    // The helper holds none of the sandbox's descriptors (the watchdog's control channel included).
-    `  ${shellWord(setpriv)} --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- {nw}>&- &`,
+    // The helper holds none of the sandbox's descriptors (the watchdog's control channel included),
+    // but slirp4netns the sandbox's wait (NETWORK_WAIT_FD's other end), where it writes `1` once
+    // it has set the namespace's route (--ready-fd): the sandbox goes on at once, and once it and
+    // this shell are gone, the sandbox's wait ends (end of file) too. pasta says nothing: this
+    // shell looks for the route, below.
+    `  ${shellWord(setpriv)} --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- ${slirp ? '' : '{nw}>&- '}&`,
     '  helper=$!',
     // Not a job of this shell: bash would report its end by signal ("Killed") on the stderr it
     // shares with the sandboxed program.
     '  disown "$helper"',
-    // The sandbox waits until it has its default route or the helper is gone: a helper that cannot
-    // attach ends the wait at once, where the sandbox waited out its 10 s and start-up's probe with it.
+    // pasta: the sandbox waits until its default route is there (read by bash itself, as lo above)
+    // or the helper is gone: a helper that cannot attach ends the wait at once, where the sandbox
+    // waited out its 10 s and start-up's probe with it. (slirp4netns's own word replaced this look:
+    // 10-20 looks a start here, each a millisecond apart, and ~6 ms of the sandbox's CPU.)
     ...(slirp
-      ? [
-          // One blocking read: `1` once slirp4netns has set the route; end of file when it ended
-          // first (a sandbox gone before it attached ends it too). A look at the route every
-          // millisecond, as pasta gets below, took 10-20 looks a start here, and the sandbox's
-          // processes ~6 ms more CPU (86 against 80 ms), beside the helper it waited for.
-          `  exec {rd}</proc/self/fd/"$ready" {ready}>&-`,
-          `  IFS= read -r -n 1 -t ${WAIT_FOR_NETWORK_S} -u "$rd" up; s=$?`,
-          '  (( s > 0 && s <= 128 )) && printf e >&"$nw"',
-          '  exec {rd}<&-',
-        ]
+      ? []
       : [
-          // pasta says nothing: the route is looked for (read by bash itself, as lo above) every millisecond.
           '  route_up() { up=; while read -r _ dest _; do [[ $dest == 00000000 ]] && up=1; done 2>/dev/null <"/proc/$pid/net/route"; [[ -n $up ]]; }',
           `  for ((i = 0; i < ${WAIT_FOR_NETWORK_S * 1000}; i++)); do route_up && break; kill -0 "$helper" 2>/dev/null || { printf e >&"$nw"; break; }; kill -0 "$bw" 2>/dev/null || break; ${tickWait('nw', sleep)}; done`,
         ]),
     ...(ids ? ['fi', '{ exec {ns}<&- {uns}<&-; } 2>/dev/null'] : ['  exec {ns}<&-', 'fi']),
-    // No helper started (bwrap gave no pid) ends the sandbox's wait too.
+    // No helper started (bwrap gave no pid) ends the sandbox's wait too, as does slirp4netns ending
+    // before it said it was ready (it then holds the only writing end).
     'exec {nw}>&-',
     'wait "$bw"; code=$?',
     '[ -n "$helper" ] && kill -KILL "$helper" 2>/dev/null',
@@ -222,19 +217,21 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
  * namespace has an IPv4 default route (pasta and slirp4netns both set one), so that command
  * already has the network. Prepended to the entry script for a one-off program; the shell's
  * first lines instead (bwrap-launcher.ts), run by the agent's bash, which starts meanwhile. The
- * wait is one blocking read on NETWORK_WAIT_FD, which the wrapper outside ends once it sees the
- * route, or with `e` when the helper ended first (userModeWrapperScript); the fd is closed after.
+ * wait is one blocking read on NETWORK_WAIT_FD: slirp4netns writes `1` there once it has set the
+ * route; for pasta the wrapper outside closes it once it sees the route, or writes `e` when the
+ * helper ended first (userModeWrapperScript); the fd is closed after.
  */
 export function waitForNetworkScript(): string {
   const fd = NETWORK_WAIT_FD;
   return [
     'agentd_route() { agentd_up=; while read -r agentd_if agentd_dest agentd_rest; do [ "$agentd_dest" = 00000000 ] && agentd_up=1; done </proc/net/route; [ -n "$agentd_up" ]; }',
     'if ! agentd_route; then',
-    `  agentd_why=; read -r -N 1 -t ${WAIT_FOR_NETWORK_S} -u ${fd} agentd_why 2>/dev/null`,
-    `  if agentd_route; then :; elif [ "$agentd_why" = e ]; then echo '[agentd: the sandbox network helper ended before the network came up; running without network.]' >&2`,
+    // `1`: slirp4netns set the route; `e` or end of file: the helper, or the wrapper watching it, ended first; past the time: neither.
+    `  agentd_why=; read -r -N 1 -t ${WAIT_FOR_NETWORK_S} -u ${fd} agentd_why 2>/dev/null; agentd_s=$?`,
+    `  if agentd_route; then :; elif [ "$agentd_why" = e ] || [ "$agentd_s" -le 128 ]; then echo '[agentd: the sandbox network helper ended before the network came up; running without network.]' >&2`,
     `  else echo '[agentd: the sandbox network did not come up; running without network.]' >&2; fi`,
     'fi',
     `{ exec ${fd}<&-; } 2>/dev/null`,
-    'unset -f agentd_route; unset agentd_up agentd_if agentd_dest agentd_rest agentd_why',
+    'unset -f agentd_route; unset agentd_up agentd_if agentd_dest agentd_rest agentd_why agentd_s',
   ].join('\n');
 }
