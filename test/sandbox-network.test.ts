@@ -33,7 +33,7 @@ if (!skipReason && installedHelpers.length < 2) console.warn(`test/sandbox-netwo
 
 const bash = (command: string) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] });
 
-// The tests above skip when no helper attaches here; that must be the host's doing, not ours: a
+// The tests below skip when no helper attaches here; that must be the host's doing, not ours: a
 // helper installed beside a working bwrap and the tun device attaches (a broken wait in the
 // launch script made every one of these tests skip instead of fail).
 describe.skipIf(installedHelpers.length === 0 || selection.fallbackReason !== null || !fs.existsSync('/dev/net/tun'))('where a helper is installed, bwrap runs and /dev/net/tun exists', () => {

@@ -79,6 +79,9 @@ export const BWRAP_USERNS_BLOCK_FD = 8;
 /** The interface slirp4netns creates; pasta names its own after the host's outbound interface. */
 const SLIRP_INTERFACE = 'tap0';
 
+/** slirp4netns's `--ready-fd`: a writing end of the sandbox's wait (NETWORK_WAIT_FD), write-only. */
+const SLIRP_READY_FD = 3;
+
 /** How long the sandbox waits for its interface before running the program without network. */
 const WAIT_FOR_NETWORK_S = 10;
 
@@ -91,7 +94,7 @@ export const NETWORK_WAIT_FD = 7;
 
 /**
  * The command line that attaches the helper to the network namespace of host pid `$pid`
- * (slirp4netns: and says when it is configured on fd `$nw`).
+ * (slirp4netns: and says when it is configured on fd SLIRP_READY_FD).
  * pasta: tap interface configured from the host's addresses and routes (--config-net); the
  * gateway address is not mapped to the host (--no-map-gw); no port forwarded either way
  * (`-t/-u/-T/-U none`: pasta's default `auto` would forward the host's bound ports into the
@@ -112,7 +115,7 @@ function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
   }
   // --ready-fd: it writes `1` there once the interface, its address and the default route are set:
   // on the sandbox's wait (NETWORK_WAIT_FD), whose reader then goes on (userModeWrapperScript).
-  const common = `${bin} --configure --mtu=65520 --disable-host-loopback --enable-seccomp --ready-fd="$nw"`;
+  const common = `${bin} --configure --mtu=65520 --disable-host-loopback --enable-seccomp --ready-fd=${SLIRP_READY_FD}`;
   // --enable-sandbox switches to uid 0 in the sandbox's user namespace, where only the server's own uid is mapped when it is not root.
   return asRoot ? `${common} --enable-sandbox "$pid" ${SLIRP_INTERFACE}` : `${common} --userns-path="/proc/self/fd/$uns" --netns-type=path "/proc/self/fd/$ns" ${SLIRP_INTERFACE}`;
 }
@@ -183,11 +186,11 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     '  lo_up || for ((i = 0; i < 5000; i++)); do ' + tickWait('nw', sleep) + '; lo_up && break; kill -0 "$bw" 2>/dev/null || break; done',
     ...(ids ? [] : ['  exec {ns}<"/proc/$pid/ns/net"']),
     // The helper holds none of the sandbox's descriptors (the watchdog's control channel included),
-    // but slirp4netns the sandbox's wait (NETWORK_WAIT_FD's other end), where it writes `1` once
-    // it has set the namespace's route (--ready-fd): the sandbox goes on at once, and once it and
-    // this shell are gone, the sandbox's wait ends (end of file) too. pasta says nothing: this
-    // shell looks for the route, below.
-    `  ${shellWord(setpriv)} --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- ${slirp ? '' : '{nw}>&- '}&`,
+    // but slirp4netns a write-only end of the sandbox's wait (NETWORK_WAIT_FD's pipe), where it
+    // writes `1` once it has set the namespace's route (--ready-fd): the sandbox goes on at once,
+    // and once it and this shell are gone, the sandbox's wait ends (end of file) too. pasta says
+    // nothing: this shell looks for the route, below.
+    `  ${shellWord(setpriv)} --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- ${slirp ? `${SLIRP_READY_FD}>/proc/self/fd/"$nw" ` : ''}{nw}>&- &`,
     '  helper=$!',
     // Not a job of this shell: bash would report its end by signal ("Killed") on the stderr it
     // shares with the sandboxed program.
