@@ -86,9 +86,9 @@ const SLIRP_READY_FD = 3;
 const WAIT_FOR_NETWORK_S = 10;
 
 /**
- * The fd on which the sandbox waits for its network (waitForNetworkScript): a pipe whose only
- * writer is the wrapper, which closes it once the sandbox has its default route, or, when the
- * helper ended before that, writes `e` first (userModeWrapperScript).
+ * The fd on which the sandbox waits for its network (waitForNetworkScript): a pipe written by
+ * slirp4netns once it has set the route; for pasta, closed by the wrapper once it sees the route
+ * or the helper gone (userModeWrapperScript).
  */
 export const NETWORK_WAIT_FD = 7;
 
@@ -203,7 +203,7 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
       ? []
       : [
           '  route_up() { up=; while read -r _ dest _; do [[ $dest == 00000000 ]] && up=1; done 2>/dev/null <"/proc/$pid/net/route"; [[ -n $up ]]; }',
-          `  for ((i = 0; i < ${WAIT_FOR_NETWORK_S * 1000}; i++)); do route_up && break; kill -0 "$helper" 2>/dev/null || { printf e >&"$nw"; break; }; kill -0 "$bw" 2>/dev/null || break; ${tickWait('nw', sleep)}; done`,
+          `  for ((i = 0; i < ${WAIT_FOR_NETWORK_S * 1000}; i++)); do route_up && break; kill -0 "$helper" 2>/dev/null || break; kill -0 "$bw" 2>/dev/null || break; ${tickWait('nw', sleep)}; done`,
         ]),
     ...(ids ? ['fi', '{ exec {ns}<&- {uns}<&-; } 2>/dev/null'] : ['  exec {ns}<&-', 'fi']),
     // No helper started (bwrap gave no pid) ends the sandbox's wait too, as does slirp4netns ending
@@ -221,20 +221,20 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
  * already has the network. Prepended to the entry script for a one-off program; the shell's
  * first lines instead (bwrap-launcher.ts), run by the agent's bash, which starts meanwhile. The
  * wait is one blocking read on NETWORK_WAIT_FD: slirp4netns writes `1` there once it has set the
- * route; for pasta the wrapper outside closes it once it sees the route, or writes `e` when the
- * helper ended first (userModeWrapperScript); the fd is closed after.
+ * route; for pasta the wrapper outside closes it once it sees the route or the helper gone
+ * (userModeWrapperScript); the fd is closed after.
  */
 export function waitForNetworkScript(): string {
   const fd = NETWORK_WAIT_FD;
   return [
     'agentd_route() { agentd_up=; while read -r agentd_if agentd_dest agentd_rest; do [ "$agentd_dest" = 00000000 ] && agentd_up=1; done </proc/net/route; [ -n "$agentd_up" ]; }',
     'if ! agentd_route; then',
-    // `1`: slirp4netns set the route; `e` or end of file: the helper, or the wrapper watching it, ended first; past the time: neither.
-    `  agentd_why=; read -r -N 1 -t ${WAIT_FOR_NETWORK_S} -u ${fd} agentd_why 2>/dev/null; agentd_s=$?`,
-    `  if agentd_route; then :; elif [ "$agentd_why" = e ] || [ "$agentd_s" -le 128 ]; then echo '[agentd: the sandbox network helper ended before the network came up; running without network.]' >&2`,
+    // A byte or end of file (no writer left) without the route: the helper, or the wrapper watching it, ended first; past the time: neither.
+    `  read -r -N 1 -t ${WAIT_FOR_NETWORK_S} -u ${fd} 2>/dev/null; agentd_s=$?`,
+    `  if agentd_route; then :; elif [ "$agentd_s" -le 128 ]; then echo '[agentd: the sandbox network helper ended before the network came up; running without network.]' >&2`,
     `  else echo '[agentd: the sandbox network did not come up; running without network.]' >&2; fi`,
     'fi',
     `{ exec ${fd}<&-; } 2>/dev/null`,
-    'unset -f agentd_route; unset agentd_up agentd_if agentd_dest agentd_rest agentd_why agentd_s',
+    'unset -f agentd_route; unset agentd_up agentd_if agentd_dest agentd_rest agentd_s REPLY',
   ].join('\n');
 }
