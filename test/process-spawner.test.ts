@@ -101,6 +101,21 @@ describe('ProcessSpawner', () => {
     for (const child of children) expect(child.stdio.every((stream) => !stream || stream.destroyed)).toBe(true);
   });
 
+  it('keeps its copy of a held pipe until the process exits: the server closing its own is no end of file', async () => {
+    const spawner = await readySpawner();
+    const descriptors = () => fs.readdirSync(`/proc/${spawner.pid}/fd`).length;
+    const before = descriptors();
+    const child = await spawner.spawn({ ...request('cat', [], ['pipe', 'pipe', 'pipe', 'pipe']), held: [0] });
+    const exited = exitOf(child);
+    await until('the spawner to close the copies it does not hold', () => descriptors() === before + 1);
+    (child.stdio[0] as Writable).destroy();
+    await sleep(300);
+    expect(running(child.pid!)).toBe(true);
+    process.kill(-child.pid!, 'SIGKILL');
+    expect(await exited).toEqual({ code: null, signal: 'SIGKILL' });
+    await until('the held copy to be closed at the exit', () => descriptors() === before);
+  });
+
   it('tells the exit of a process that ends at once (its exit can come in the same read as its spawn)', async () => {
     const spawner = await readySpawner();
     for (let round = 0; round < 40; round += 1) {
@@ -296,6 +311,62 @@ setInterval(() => undefined, 1000);
       await until('the spawner, its processes and the background job to be gone', () => ![spawner, group, ...sleeps].some(running));
     } finally {
       for (const pid of [spawner, group, ...sleeps]) if (running(pid)) process.kill(pid, 'SIGKILL');
+    }
+  });
+});
+
+describe('a server exiting with held pipes', () => {
+  it("is no end of file for them while it lives; once it is gone, its spawner ends the process and lets go of them", async () => {
+    const dir = tempDir('agentd-spawner-');
+    dirs.push(dir);
+    const eof = path.join(dir, 'eof');
+    const marker = `60${Math.floor(Math.random() * 9)}.${process.pid}${Date.now() % 1000}`;
+    // As a sandbox: a process that ends at its script's end of file. Here a reader in a session of
+    // its own (out of reach of the spawner's kill) notes when the held pipe (stdin, as fd 3: bash
+    // gives a background job /dev/null for its stdin) ends.
+    const script = path.join(dir, 'server.mjs');
+    fs.writeFileSync(
+      script,
+      `import fs from 'node:fs';
+import { ProcessSpawner } from ${JSON.stringify(path.join(path.dirname(CLI), 'adapters', 'process-spawner.js'))};
+const spawner = new ProcessSpawner();
+const env = { PATH: process.env.PATH };
+const child = await spawner.spawn({ command: 'bash', args: ['--norc', '-c', 'exec 3<&0; setsid bash --norc -c "cat <&3 > /dev/null; echo ended > ${eof}" & sleep ${marker}'], cwd: '/', env, detached: true, stdio: ['pipe', 'ignore', 'ignore'], held: [0] });
+process.stdout.write(JSON.stringify({ spawner: spawner.pid, child: child.pid }) + '\\n');
+process.stdin.once('data', () => {
+  // The server's own copy goes: as at its exit, but it lives on for a while.
+  child.stdio[0].destroy();
+  setTimeout(() => {
+    process.stdout.write(JSON.stringify({ endedWhileAlive: fs.existsSync(${JSON.stringify(eof)}) }) + '\\n');
+    process.exit(0);
+  }, 500);
+});
+`,
+    );
+    const server = spawn(process.execPath, [script], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const lines: string[] = [];
+    let text = '';
+    server.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      text += chunk;
+      while (text.includes('\n')) {
+        lines.push(text.slice(0, text.indexOf('\n')));
+        text = text.slice(text.indexOf('\n') + 1);
+      }
+    });
+    const serverExit = new Promise((resolve) => server.once('exit', resolve));
+    await until('the server script to spawn', () => lines.length === 1);
+    const { spawner, child } = JSON.parse(lines[0]!) as { spawner: number; child: number };
+    await until('the sleep', () => processesMatching(`sleep ${marker}`).length === 1);
+    const [sleeper] = processesMatching(`sleep ${marker}`);
+    try {
+      server.stdin.write('go\n');
+      await serverExit;
+      expect(JSON.parse(lines[1]!)).toEqual({ endedWhileAlive: false });
+      await until('the end of file, once the server is gone', () => fs.existsSync(eof));
+      await until('the spawner and its process to be gone', () => ![spawner, child, sleeper!].some(running));
+    } finally {
+      for (const pid of [spawner, child, sleeper!]) if (running(pid)) process.kill(pid, 'SIGKILL');
+      server.kill('SIGKILL');
     }
   });
 });

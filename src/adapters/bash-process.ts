@@ -58,7 +58,11 @@ export class BashProcess {
       while (stdio.length < spec.controlFd) stdio.push('ignore');
       stdio[spec.controlFd] = 'pipe';
     }
-    const child = await (options.spawn ?? spawnHere)({ command: spec.command, args: spec.args, cwd: spec.cwd, env: spec.env, detached: true, stdio, ...(spec.spare && { spare: spec.spare }) });
+    // A sandbox ends at the end of its script (bash's stdin) or of its control pipe. Held by the
+    // spawner too, the server's exit does not end it: the spawner does, once the server is gone,
+    // so that a thousand sandboxes' teardowns do not share the machine with that exit (P13).
+    const held = spec.programDepth > 0 ? [0, ...(spec.controlFd === undefined ? [] : [spec.controlFd])] : [];
+    const child = await (options.spawn ?? spawnHere)({ command: spec.command, args: spec.args, cwd: spec.cwd, env: spec.env, detached: true, stdio, ...(spec.spare && { spare: spec.spare }), ...(held.length > 0 && { held }) });
     return new BashProcess(options, spec, child);
   }
 

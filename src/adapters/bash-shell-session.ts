@@ -138,11 +138,12 @@ export class BashShellSession implements ShellSession {
   /**
    * The server exits next: SIGKILL to bash's processes and to its background jobs' groups, as
    * close() sends, but nothing is waited for: the exits are left to the kernel. A sandbox whose
-   * shell answered is not signalled: it dies with the server's process (bwrap armed
-   * --die-with-parent before it started the shell, and the sandbox's watchdog stops everything at
-   * the end of the control pipe), so its teardown runs after the event loop is gone instead of
-   * preempting the server at each kill (P13: ~0.4-0.6 ms of wall time a sandbox on a loaded
-   * machine). One still starting may not have armed it yet: it is killed.
+   * shell answered is not signalled: the server's spawner ends it once the server's process is
+   * gone (it holds the sandbox's script and control pipes too: BashProcess.start; bwrap armed
+   * --die-with-parent before it started the shell), so its teardown runs after the server's exit
+   * instead of preempting the server at each kill (P13: ~0.4-0.6 ms of wall time a sandbox on a
+   * loaded machine) or sharing the machine with the exit. One still starting may not have armed
+   * it yet: it is killed.
    */
   killForExit(): void {
     if (this.answered && this.proc?.sandboxed) return;

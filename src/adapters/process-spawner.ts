@@ -94,7 +94,8 @@ export interface ProcessSpawnerOptions {
  * The spawner runs while something it spawned runs: it starts with the first spawn (which waits
  * for it, some tens of milliseconds) and goes `idleMs` after the last of its processes exited.
  * It dies with the server (the end of its stdin): it kills what it spawned, and a sandbox
- * (bwrap --die-with-parent) dies with it. Should the spawner die first, its processes are killed
+ * (bwrap --die-with-parent) dies with it; holding pipes of the sandboxes' (SpawnRequest.held), it
+ * does so once the server's process is gone. Should the spawner die first, its processes are killed
  * here and reported as killed. If it cannot start, spawns are done here.
  */
 export class ProcessSpawner {
@@ -158,7 +159,8 @@ export class ProcessSpawner {
     pending.sent = true;
     // A channel closed meanwhile: the spawner is going, and its exit hands this spawn back here.
     const spare = request.spare && { spare: request.spare };
-    helper.child.send({ t: 'spawn', id, command: request.command, args: request.args, cwd: request.cwd, env: request.env, detached: request.detached, stdio: request.stdio, ...spare }, (error) => error && this.onHelperGone(helper));
+    const held = request.held?.length ? { held: request.held } : {};
+    helper.child.send({ t: 'spawn', id, command: request.command, args: request.args, cwd: request.cwd, env: request.env, detached: request.detached, stdio: request.stdio, ...spare, ...held }, (error) => error && this.onHelperGone(helper));
   }
 
   private sendRun(helper: Helper, id: number, pending: PendingRun): void {
@@ -286,6 +288,8 @@ export class ProcessSpawner {
     const helper = this.helper;
     if (!helper) return;
     this.helper = undefined;
+    // Said first: a spawner holding pipes would otherwise wait for this process's exit (spawner-main.ts).
+    if (helper.child.connected) helper.child.send({ t: 'close' }, () => undefined);
     helper.child.stdin?.destroy();
     if (helper.child.connected) helper.child.disconnect();
     // Not started yet: it has nothing of ours to take down when it goes.

@@ -15,6 +15,13 @@ export interface SpawnRequest {
   stdio: ReadonlyArray<'pipe' | 'ignore'>;
   /** The same start from a spare process, which the spawner may hold (see SpareStart); spawnHere ignores it. */
   spare?: SpareStart;
+  /**
+   * Pipes (by descriptor) whose end the spawner keeps a copy of until the process exits, so that
+   * the server's exit is no end of file for them: the spawner ends the process once the server is
+   * gone (spawner-main.ts). Only for pipes whose end of file the server never uses as a message
+   * while it runs. spawnHere ignores it.
+   */
+  held?: readonly number[];
 }
 
 /** A spawned process: a ChildProcess, or the spawner's stand-in for one (the same events, pid and pipes). */

@@ -22,9 +22,15 @@
  * at the limits, or by a signal; stderr then says why when the program said nothing). No pipe is
  * handed over: the server's CPU per git run is ~0.17 ms instead of 1.2-2.1 ms (two pipes made
  * into sockets, four messages, each pipe acknowledged).
+ * `held` (SpawnRequest.held): the pipes of the process whose end this spawner keeps a copy of
+ * too, closed at the process's exit: the server's exit is then no end of file for them.
  * When the server goes (the end of its stdin, `kill -9` included, or the channel's disconnect),
  * every process still running is killed (its whole group when it was spawned detached) and the
- * spawner exits.
+ * spawner exits. While it holds pipes, that waits until the server is gone (this process's parent
+ * changed; at most SERVER_EXIT_WAIT_MS): the sandboxes those pipes keep would otherwise end as
+ * the server's exit closes its descriptors, and their teardown (namespaces, four processes each)
+ * would share the machine with that exit. `{ t: 'close' }`: the server lets this process go while
+ * it goes on itself: the same at once.
  */
 export function spawnerMain(load: NodeJS.Require): void {
   const { spawn } = load('node:child_process') as typeof import('node:child_process');
@@ -38,6 +44,7 @@ export function spawnerMain(load: NodeJS.Require): void {
     detached: boolean;
     stdio: Array<'pipe' | 'ignore'>;
     spare?: { command: string; args: string[]; scriptFd: number; script: string };
+    held?: number[];
   }
   interface RunMessage {
     t: 'run';
@@ -57,15 +64,25 @@ export function spawnerMain(load: NodeJS.Require): void {
     _handle: { readStop?: () => number; close: () => void } | null;
   }
   const live = new Map<number, { pid: number; detached: boolean }>();
+  /** By spawn: the ends of its pipes kept here too (`held`), until its exit (and until sent: Node writes a handle when the server has taken the one before). */
+  const held = new Map<number, Array<{ handle: { close: () => void }; sent: boolean; exited: boolean }>>();
+  /** The server: once this process's parent is another, the server's exit is over. */
+  const serverPid = process.ppid;
+  const SERVER_EXIT_WAIT_MS = 2000;
   type Child = ReturnType<typeof spawn>;
   /** By kind (command, arguments, descriptors): the spare ready for the next start of that kind. */
   const spares = new Map<string, { child: Child; detached: boolean }>();
   /** How long after a spare was used the next one is started: off the path of the start that used it. */
   const SPARE_DELAY_MS = 100;
-  /** A handle sent is closed here once written (Node keeps a raw handle it sent open). */
-  const send = (message: object, handle?: { close: () => void }): void => {
-    if (!process.connected) return handle?.close();
-    process.send?.(message, handle as never, handle ? () => handle.close() : undefined);
+  /** A handle sent is closed here once written (Node keeps a raw handle it sent open); a kept one is marked sent. */
+  const send = (message: object, handle?: { close: () => void }, kept?: { sent: boolean; exited: boolean }): void => {
+    const written = (): void => {
+      if (!kept) return handle?.close();
+      kept.sent = true;
+      if (kept.exited) handle?.close();
+    };
+    if (!process.connected) return written();
+    process.send?.(message, handle as never, handle ? written : undefined);
   };
 
   /** The spare's pipes: the request's, the script's at its descriptor (those between unused). */
@@ -128,7 +145,9 @@ export function spawnerMain(load: NodeJS.Require): void {
     // Each pipe's end goes to the server before this process reads a byte from it: child_process
     // starts reading the output pipes as it makes them, so that is stopped here, in the same tick
     // (what this process read would never reach the server). Once sent, this copy is closed: the
-    // server's is then the only one, and its close is an end of file for the process.
+    // server's is then the only one, and its close is an end of file for the process. A held one
+    // stays here too, until the process exits.
+    const kept: Array<{ handle: { close: () => void }; sent: boolean; exited: boolean }> = [];
     child.stdio.forEach((stream, index) => {
       const pipe = stream as unknown as PipeStream | null;
       const handle = pipe?._handle;
@@ -136,11 +155,19 @@ export function spawnerMain(load: NodeJS.Require): void {
       if (!pipe || !handle || index >= message.stdio.length) return;
       handle.readStop?.();
       pipe._handle = null;
-      send({ t: 'fd', id, index, readable: pipe.readable, writable: pipe.writable }, handle);
+      const keep = message.held?.includes(index) ? { handle, sent: false, exited: false } : undefined;
+      if (keep) kept.push(keep);
+      send({ t: 'fd', id, index, readable: pipe.readable, writable: pipe.writable }, handle, keep);
     });
+    if (kept.length > 0) held.set(id, kept);
     send({ t: 'spawned', id, pid });
     child.once('exit', (code, signal) => {
       live.delete(id);
+      for (const entry of held.get(id) ?? []) {
+        entry.exited = true;
+        if (entry.sent) entry.handle.close();
+      }
+      held.delete(id);
       send({ t: 'exit', id, code, signal });
     });
   };
@@ -200,11 +227,7 @@ export function spawnerMain(load: NodeJS.Require): void {
     }
   };
 
-  process.on('message', (message: { t?: unknown }) => {
-    if (message?.t === 'spawn') start(message as SpawnMessage);
-    else if (message?.t === 'run') run(message as RunMessage);
-  });
-  const serverGone = (): void => {
+  const killAll = (): void => {
     // A spare also ends by itself: its script's pipe closes with this process (end of file: nothing to run).
     for (const { pid, detached } of [...live.values(), ...[...spares.values()].map((spare) => ({ pid: spare.child.pid as number, detached: spare.detached }))]) {
       try {
@@ -215,6 +238,23 @@ export function spawnerMain(load: NodeJS.Require): void {
     }
     process.exit(0);
   };
+  let going = false;
+  const serverGone = (): void => {
+    if (going) return;
+    going = true;
+    if (held.size === 0) return killAll();
+    const deadline = Date.now() + SERVER_EXIT_WAIT_MS;
+    const wait = (): void => {
+      if (process.ppid !== serverPid || held.size === 0 || Date.now() > deadline) killAll();
+      else setTimeout(wait, 5);
+    };
+    wait();
+  };
+  process.on('message', (message: { t?: unknown }) => {
+    if (message?.t === 'spawn') start(message as SpawnMessage);
+    else if (message?.t === 'run') run(message as RunMessage);
+    else if (message?.t === 'close') killAll();
+  });
   process.once('disconnect', serverGone);
   // The server holds the other end of stdin: its end of file is the server's exit. The channel's
   // own 'disconnect' does not come while a pipe handed over waits for the server's acknowledgement
