@@ -64,8 +64,14 @@ export function spawnerMain(load: NodeJS.Require): void {
     _handle: { readStop?: () => number; close: () => void } | null;
   }
   const live = new Map<number, { pid: number; detached: boolean }>();
-  /** By spawn: the ends of its pipes kept here too (`held`), until its exit (and until sent: Node writes a handle when the server has taken the one before). */
-  const held = new Map<number, Array<{ handle: { close: () => void }; sent: boolean; exited: boolean }>>();
+  /** A pipe's end kept here too (`held`): closed once both its process exited and Node wrote it (it writes a handle when the server has taken the one before). */
+  interface KeptHandle {
+    handle: { close: () => void };
+    sent: boolean;
+    exited: boolean;
+  }
+  /** By spawn: the ends of its pipes kept here too. */
+  const held = new Map<number, KeptHandle[]>();
   /** The server: once this process's parent is another, the server's exit is over. */
   const serverPid = process.ppid;
   const SERVER_EXIT_WAIT_MS = 2000;
@@ -75,7 +81,7 @@ export function spawnerMain(load: NodeJS.Require): void {
   /** How long after a spare was used the next one is started: off the path of the start that used it. */
   const SPARE_DELAY_MS = 100;
   /** A handle sent is closed here once written (Node keeps a raw handle it sent open); a kept one is marked sent. */
-  const send = (message: object, handle?: { close: () => void }, kept?: { sent: boolean; exited: boolean }): void => {
+  const send = (message: object, handle?: { close: () => void }, kept?: KeptHandle): void => {
     const written = (): void => {
       if (!kept) return handle?.close();
       kept.sent = true;
@@ -147,7 +153,7 @@ export function spawnerMain(load: NodeJS.Require): void {
     // (what this process read would never reach the server). Once sent, this copy is closed: the
     // server's is then the only one, and its close is an end of file for the process. A held one
     // stays here too, until the process exits.
-    const kept: Array<{ handle: { close: () => void }; sent: boolean; exited: boolean }> = [];
+    const kept: KeptHandle[] = [];
     child.stdio.forEach((stream, index) => {
       const pipe = stream as unknown as PipeStream | null;
       const handle = pipe?._handle;
