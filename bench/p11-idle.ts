@@ -31,8 +31,9 @@ export const p11Idle: Benchmark = {
     let largest: { size: number; figures: IdleFigures } | undefined;
     let withNetwork: { size: number; figures: IdleFigures; helper: string } | undefined;
     let withPasta: { size: number; figures: IdleFigures } | undefined;
-    // pasta's own row beside the default helper's (slirp4netns where installed): what AGENTD_SANDBOX_NETWORK_HELPER=pasta costs.
-    const pastaToo = findNetworkHelper(process.env.PATH ?? '', 'pasta') !== null && findNetworkHelper(process.env.PATH ?? '')?.kind !== 'pasta';
+    // pasta's own row beside the default helper's (slirp4netns where installed): what AGENTD_SANDBOX_NETWORK_HELPER=pasta costs
+    // (--quick: a full run's row only; its server and phase took 3-4 s of a run meant to take two minutes).
+    const pastaToo = !quick && findNetworkHelper(process.env.PATH ?? '', 'pasta') !== null && findNetworkHelper(process.env.PATH ?? '')?.kind !== 'pasta';
     const networkSize = quick ? 5 : 50;
     // AGENTD_IDLE_TIMEOUT_S of the server measured after it (--quick: one second less to wait).
     const idleTimeoutS = quick ? 1 : 2;
