@@ -84,6 +84,30 @@ export const yamlOnDemand = {
   },
 };
 
+/**
+ * zod with its English messages only. Its main module re-exports every locale it has (`locales`,
+ * ~40 languages): 366 KB of the 760 KB that zod puts in the bundle, parsed and run at every start
+ * for messages in languages the server never sets (its errors are English; zod's own default is
+ * `en`, imported on its own). The locales' index is replaced by one that has `en` alone. Medians of
+ * alternating empty starts, with the server's malloc setting (GLIBC_TUNABLES, scripts/start.mjs):
+ * `node dist/cli.js` took ~50 ms less CPU to ready (1.07 s vs 1.125), its RSS 0.3 MB less (3.5
+ * without the setting); the single executable's RSS a second after ready 106.8 MB instead of
+ * 112.1. Shared with the binary's bundle (build-binary.mjs).
+ */
+export const zodEnglishOnly = {
+  name: 'zod-english-only',
+  setup(esbuild) {
+    esbuild.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
+      /[\\/]node_modules[\\/]zod[\\/]v4[\\/](classic|core|mini)[\\/]/.test(args.importer) ? { path: path.join(path.dirname(args.importer), '..', 'locales', 'index.js'), namespace: 'zod-english-only' } : undefined,
+    );
+    esbuild.onLoad({ filter: /.*/, namespace: 'zod-english-only' }, (args) => ({
+      contents: "export { default as en } from './en.js';\n",
+      loader: 'js',
+      resolveDir: path.dirname(args.path),
+    }));
+  },
+};
+
 /** `a-package` of `a-package/sub/path.js`, `@scope/a-package` of `@scope/a-package/sub`. */
 function packageOf(specifier) {
   const parts = specifier.split('/');
@@ -132,7 +156,7 @@ export async function bundleOptions(entryPoints, urlOf) {
     entryPoints,
     // The CommonJS packages inside call require() for Node's own modules: an ES module has none.
     banner: { js: "import { createRequire as __agentdCreateRequire } from 'node:module';\nconst require = __agentdCreateRequire(import.meta.url);" },
-    plugins: [moduleUrls(urlOf), yamlOnDemand, lazyPackages(await lazilyImportedPackages(entryPoints))],
+    plugins: [moduleUrls(urlOf), yamlOnDemand, zodEnglishOnly, lazyPackages(await lazilyImportedPackages(entryPoints))],
     legalComments: 'none',
   };
 }
