@@ -91,8 +91,9 @@ export const yamlOnDemand = {
  * `en`, imported on its own). The locales' index is replaced by one that has `en` alone. Medians of
  * alternating empty starts, with the server's malloc setting (GLIBC_TUNABLES, scripts/start.mjs):
  * `node dist/cli.js` took ~50 ms less CPU to ready (1.07 s vs 1.125), its RSS 0.3 MB less (3.5
- * without the setting); the single executable's RSS a second after ready 106.8 MB instead of
- * 112.1. Shared with the binary's bundle (build-binary.mjs).
+ * without the setting); the single executable's anonymous memory 0.6 MB less (its RSS also counts
+ * the pages of its own file that it touched, which moved by more than that from build to build).
+ * Shared with the binary's bundle (build-binary.mjs).
  */
 export const zodEnglishOnly = {
   name: 'zod-english-only',
@@ -104,6 +105,26 @@ export const zodEnglishOnly = {
       contents: "export { default as en } from './en.js';\n",
       loader: 'js',
       resolveDir: path.dirname(args.path),
+    }));
+  },
+};
+
+/**
+ * @fastify/static (Swagger UI serves its files with it) without `glob`, 137 KB of minified code that
+ * it requires at its top for one option the server never sets (`wildcard: false`: a route per file,
+ * found by globbing the directory at start). Bundled, every start loaded it: an empty server's RSS
+ * was ~2 MB more (72.2 MB against 70.3 a moment after ready, 82.3 against 80.3 at ready, and ~20 ms
+ * more CPU to ready; medians of 12 alternating starts; all of it anonymous memory, 25.9 MB against
+ * 28.3), and the single executable's anonymous memory ~0.5 MB. Should that option ever be set, the
+ * start says why it fails. Shared with the binary's bundle (build-binary.mjs).
+ */
+export const staticWithoutGlob = {
+  name: 'static-without-glob',
+  setup(esbuild) {
+    esbuild.onResolve({ filter: /^glob$/ }, (args) => (/[\\/]node_modules[\\/]@fastify[\\/]static[\\/]/.test(args.importer) ? { path: 'glob', namespace: 'static-without-glob' } : undefined));
+    esbuild.onLoad({ filter: /.*/, namespace: 'static-without-glob' }, () => ({
+      contents: "module.exports = { glob: async () => { throw new Error(\"@fastify/static's wildcard: false needs the glob package, which agentd's bundle leaves out (scripts/build-server.mjs)\"); } };\n",
+      loader: 'js',
     }));
   },
 };
@@ -156,7 +177,7 @@ export async function bundleOptions(entryPoints, urlOf) {
     entryPoints,
     // The CommonJS packages inside call require() for Node's own modules: an ES module has none.
     banner: { js: "import { createRequire as __agentdCreateRequire } from 'node:module';\nconst require = __agentdCreateRequire(import.meta.url);" },
-    plugins: [moduleUrls(urlOf), yamlOnDemand, zodEnglishOnly, lazyPackages(await lazilyImportedPackages(entryPoints))],
+    plugins: [moduleUrls(urlOf), yamlOnDemand, zodEnglishOnly, staticWithoutGlob, lazyPackages(await lazilyImportedPackages(entryPoints))],
     legalComments: 'none',
   };
 }
