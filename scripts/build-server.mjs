@@ -110,20 +110,37 @@ export const zodEnglishOnly = {
 };
 
 /**
- * @fastify/static (Swagger UI serves its files with it) without `glob`, 137 KB of minified code that
- * it requires at its top for one option the server never sets (`wildcard: false`: a route per file,
- * found by globbing the directory at start). Bundled, every start loaded it: an empty server's RSS
- * was ~2 MB more (72.2 MB against 70.3 a moment after ready, 82.3 against 80.3 at ready, and ~20 ms
- * more CPU to ready; medians of 12 alternating starts; all of it anonymous memory, 25.9 MB against
- * 28.3), and the single executable's anonymous memory ~0.5 MB. Should that option ever be set, the
- * start says why it fails. Shared with the binary's bundle (build-binary.mjs).
+ * Packages that a bundled package requires at its top for a feature the server never uses: each is
+ * left out of the bundle, and what stands in throws, saying so, if that feature is ever reached
+ * (any property of it is itself, any call throws). Bundled, every start loaded them. Shared with the
+ * binary's bundle (build-binary.mjs).
+ *
+ * - `glob` (137 KB minified), of @fastify/static (Swagger UI serves its files with it): only for
+ *   `wildcard: false` (a route per file, found by globbing the directory at start). An empty
+ *   server's RSS was ~2 MB more (72.2 MB against 70.3 a moment after ready, 82.3 against 80.3 at
+ *   ready, ~20 ms more CPU to ready; medians of 12 alternating starts; all of it anonymous memory,
+ *   25.9 MB against 28.3), the single executable's anonymous memory ~0.5 MB.
+ * - `@opentelemetry/api` (63 KB), of prom-client's CPU metric: only for exemplars, which the
+ *   server's metrics do not enable. Anonymous memory 0.16 MB less (25.75 MB against 25.91).
  */
-export const staticWithoutGlob = {
-  name: 'static-without-glob',
+const LEFT_OUT = [
+  { name: 'glob', importer: /[\\/]node_modules[\\/]@fastify[\\/]static[\\/]/, needed: "@fastify/static's wildcard: false" },
+  { name: '@opentelemetry/api', importer: /[\\/]node_modules[\\/]prom-client[\\/]/, needed: "prom-client's exemplars" },
+];
+
+export const leftOut = {
+  name: 'left-out',
   setup(esbuild) {
-    esbuild.onResolve({ filter: /^glob$/ }, (args) => (/[\\/]node_modules[\\/]@fastify[\\/]static[\\/]/.test(args.importer) ? { path: 'glob', namespace: 'static-without-glob' } : undefined));
-    esbuild.onLoad({ filter: /.*/, namespace: 'static-without-glob' }, () => ({
-      contents: "module.exports = { glob: async () => { throw new Error(\"@fastify/static's wildcard: false needs the glob package, which agentd's bundle leaves out (scripts/build-server.mjs)\"); } };\n",
+    for (const { name, importer, needed } of LEFT_OUT) {
+      const filter = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}$`);
+      esbuild.onResolve({ filter }, (args) => (importer.test(args.importer) ? { path: name, namespace: 'left-out', pluginData: needed } : undefined));
+    }
+    esbuild.onLoad({ filter: /.*/, namespace: 'left-out' }, (args) => ({
+      contents: [
+        `const fail = () => { throw new Error(${JSON.stringify(`${args.pluginData} needs the ${args.path} package, which agentd's bundle leaves out (scripts/build-server.mjs)`)}); };`,
+        "const stand = new Proxy(fail, { get: (_, key) => (typeof key === 'symbol' || key === '__esModule' || key === 'then' ? undefined : stand), apply: fail });",
+        'module.exports = stand;',
+      ].join('\n'),
       loader: 'js',
     }));
   },
@@ -177,7 +194,7 @@ export async function bundleOptions(entryPoints, urlOf) {
     entryPoints,
     // The CommonJS packages inside call require() for Node's own modules: an ES module has none.
     banner: { js: "import { createRequire as __agentdCreateRequire } from 'node:module';\nconst require = __agentdCreateRequire(import.meta.url);" },
-    plugins: [moduleUrls(urlOf), yamlOnDemand, zodEnglishOnly, staticWithoutGlob, lazyPackages(await lazilyImportedPackages(entryPoints))],
+    plugins: [moduleUrls(urlOf), yamlOnDemand, zodEnglishOnly, leftOut, lazyPackages(await lazilyImportedPackages(entryPoints))],
     legalComments: 'none',
   };
 }

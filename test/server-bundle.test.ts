@@ -8,14 +8,16 @@
  * Swagger UI and pino are bundled, and the `yaml` they require is loaded only when a YAML document
  * is asked for: through Node's CommonJS loader they cost an empty start ~65 ms. zod is bundled with
  * its English messages only (the other ~40 languages were 366 KB of source run at every start), and
- * @fastify/static without the `glob` it requires for an option the server never sets.
+ * without packages that bundled ones require for what the server never uses (build-server.mjs, leftOut).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { build } from 'esbuild';
 import { ensureRuntime, NODE_RUNTIME_VERSION } from '../scripts/binary-runtime.mjs';
+import { leftOut } from '../scripts/build-server.mjs';
 import { spawnServer, TEST_KEY } from './support/agentd.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -97,13 +99,13 @@ describe('node dist/cli.js', () => {
     expect(asked.has('yaml')).toBe(true);
   });
 
-  it("leaves out what the server never uses (zod's other locales, @fastify/static's glob), and still answers in English and serves Swagger UI's files", { timeout: 60_000 }, async () => {
+  it("leaves out what the server never uses (zod's other locales, @fastify/static's glob, prom-client's OpenTelemetry), and still answers in English, serves Swagger UI's files and its metrics", { timeout: 60_000 }, async () => {
     const names = fs.readdirSync(DIST).filter((name) => /^cli(\.[^/]+)?\.js$/.test(name));
     const sources = names.flatMap((name) => (JSON.parse(fs.readFileSync(path.join(DIST, `${name}.map`), 'utf8')) as { sources: string[] }).sources);
     // zod's locales' index is the build's own (a module that exports `en` alone).
     const locales = sources.filter((source) => /node_modules\/zod\/v4\/locales\/[^/]+\.js$/.test(source)).map((source) => path.basename(source));
     expect(locales.filter((name) => name !== 'index.js')).toEqual(['en.js']);
-    expect(sources.filter((source) => source.includes('node_modules/') && packageOf(source) === 'glob')).toEqual([]);
+    expect(sources.filter((source) => source.includes('node_modules/') && ['glob', '@opentelemetry/api'].includes(packageOf(source)))).toEqual([]);
     const server = await spawnServer({ dataDir: fs.mkdtempSync(path.join(tmp, 'data-')), command: [process.execPath, path.join(DIST, 'cli.js')] });
     try {
       const refused = await fetch(`${server.url}/conversations`, { method: 'POST', headers: { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' }, body: JSON.stringify({ llm: { model: 3 } }) });
@@ -112,10 +114,35 @@ describe('node dist/cli.js', () => {
       const css = await fetch(`${server.url}/docs/static/swagger-ui.css`);
       expect(css.status).toBe(200);
       expect(css.headers.get('content-type')).toMatch(/^text\/css/);
+      const metrics = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${TEST_KEY}` } });
+      expect(metrics.status).toBe(200);
+      expect(await metrics.text()).toMatch(/^agentd_process_process_cpu_seconds_total \d/m);
     } finally {
       server.child.kill('SIGTERM');
     }
     expect(await server.exited).toBe(0);
+  });
+
+  it('stands in for a left-out package with something that throws, saying what needed it, when that is reached', async () => {
+    const dir = fs.mkdtempSync(path.join(tmp, 'left-out-'));
+    const write = (file: string, text: string) => {
+      fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+      fs.writeFileSync(path.join(dir, file), text);
+    };
+    write('node_modules/@fastify/static/index.js', "const { glob } = require('glob');\nmodule.exports = glob;\n");
+    write('node_modules/prom-client/lib/cpu.js', "module.exports = require('@opentelemetry/api');\n");
+    write(
+      'entry.js',
+      "const glob = require('./node_modules/@fastify/static/index.js');\nconst otel = require('./node_modules/prom-client/lib/cpu.js');\n" +
+        "for (const reach of [() => glob('**'), () => otel.trace.getSpan(otel.context.active())]) { try { reach(); console.log('reached'); } catch (error) { console.log(error.message); } }\n",
+    );
+    await build({ entryPoints: [path.join(dir, 'entry.js')], outfile: path.join(dir, 'out.cjs'), bundle: true, platform: 'node', format: 'cjs', plugins: [leftOut], logLevel: 'silent' });
+    const run = spawnSync(process.execPath, [path.join(dir, 'out.cjs')], { encoding: 'utf8' });
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout.trim().split('\n')).toEqual([
+      "@fastify/static's wildcard: false needs the glob package, which agentd's bundle leaves out (scripts/build-server.mjs)",
+      "prom-client's exemplars needs the @opentelemetry/api package, which agentd's bundle leaves out (scripts/build-server.mjs)",
+    ]);
   });
 
   it('is ASCII throughout, so that V8 holds each file\'s source as one-byte text: a character above U+00FF, even in a comment, doubles it', () => {
