@@ -17,7 +17,7 @@
 // given the directory of its static files (src/http/plugins/openapi.ts), and pino's transports
 // (worker threads started from its files), the one part of pino that would, are not used: the
 // server's log goes to a stream in its own thread. Bundled rather than loaded by Node's CommonJS
-// loader at every start, Swagger UI and pino (with the `yaml` they require, see yamlOnDemand)
+// loader at every start, Swagger UI and pino (with the `yaml` they require, see onDemand)
 // made an empty start ~65 ms shorter here (606 → 539 ms, medians of 16 alternating starts).
 import fs from 'node:fs';
 import path from 'node:path';
@@ -65,21 +65,32 @@ function moduleUrls(urlOf) {
 }
 
 /**
- * `yaml` as @fastify/swagger and @fastify/swagger-ui require it: a module that loads the package
- * at its first use (a YAML document asked for at /docs/yaml), not at start-up, where both require
- * it at the top of their modules: ~75 modules, 45-50 ms of every start on this project's machines
- * for a document nobody may ask for. Shared with the binary's bundle (build-binary.mjs), where the
- * package's own code runs at that first use too.
+ * Packages that bundled ones require at the top of their modules but use only on some request: a
+ * module that loads the package at its first use stands in (its own require of the package
+ * resolved as the importer's would be). Shared with the binary's bundle (build-binary.mjs), where
+ * the package's own code runs at that first use too.
+ *
+ * - `yaml`, of @fastify/swagger and @fastify/swagger-ui: for a YAML document asked for at
+ *   /docs/yaml. ~75 modules, 45-50 ms of every start on this project's machines.
+ * - `http-errors`, of @fastify/send (Swagger UI's files, through @fastify/static): for a file it
+ *   cannot send. Its top makes a class for each HTTP status: 14 ms of an empty start's 120 ms of
+ *   bundled CommonJS modules run (timed through esbuild's module wrapper, on an AMD EPYC guest).
  */
-export const yamlOnDemand = {
-  name: 'yaml-on-demand',
+const ON_DEMAND = [
+  { name: 'yaml', importer: /[\\/]node_modules[\\/]@fastify[\\/]swagger(-ui)?[\\/]/, exports: '{ parse: (...args) => load().parse(...args), stringify: (...args) => load().stringify(...args) }' },
+  { name: 'http-errors', importer: /[\\/]node_modules[\\/]@fastify[\\/]send[\\/]/, exports: '(...args) => load()(...args)' },
+];
+
+export const onDemand = {
+  name: 'on-demand',
   setup(esbuild) {
-    esbuild.onResolve({ filter: /^yaml$/ }, (args) => (/[\\/]node_modules[\\/]@fastify[\\/]swagger(-ui)?[\\/]/.test(args.importer) ? { path: 'yaml', namespace: 'yaml-on-demand' } : undefined));
-    esbuild.onLoad({ filter: /.*/, namespace: 'yaml-on-demand' }, () => ({
-      contents: "let yaml;\nconst load = () => (yaml ??= require('yaml'));\nmodule.exports = { parse: (...args) => load().parse(...args), stringify: (...args) => load().stringify(...args) };\n",
+    for (const { name, importer, exports } of ON_DEMAND) {
+      esbuild.onResolve({ filter: new RegExp(`^${name}$`) }, (args) => (args.namespace === 'file' && importer.test(args.importer) ? { path: args.importer, namespace: 'on-demand', pluginData: { name, exports } } : undefined));
+    }
+    esbuild.onLoad({ filter: /.*/, namespace: 'on-demand' }, (args) => ({
+      contents: `let loaded;\nconst load = () => (loaded ??= require(${JSON.stringify(args.pluginData.name)}));\nmodule.exports = ${args.pluginData.exports};\n`,
       loader: 'js',
-      // Its own require('yaml') resolved as any other: the package itself.
-      resolveDir: root,
+      resolveDir: path.dirname(args.path),
     }));
   },
 };
@@ -194,7 +205,7 @@ export async function bundleOptions(entryPoints, urlOf) {
     entryPoints,
     // The CommonJS packages inside call require() for Node's own modules: an ES module has none.
     banner: { js: "import { createRequire as __agentdCreateRequire } from 'node:module';\nconst require = __agentdCreateRequire(import.meta.url);" },
-    plugins: [moduleUrls(urlOf), yamlOnDemand, zodEnglishOnly, leftOut, lazyPackages(await lazilyImportedPackages(entryPoints))],
+    plugins: [moduleUrls(urlOf), onDemand, zodEnglishOnly, leftOut, lazyPackages(await lazilyImportedPackages(entryPoints))],
     legalComments: 'none',
   };
 }

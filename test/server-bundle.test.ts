@@ -114,6 +114,8 @@ describe('node dist/cli.js', () => {
       const css = await fetch(`${server.url}/docs/static/swagger-ui.css`);
       expect(css.status).toBe(200);
       expect(css.headers.get('content-type')).toMatch(/^text\/css/);
+      // A file @fastify/send cannot find: its http-errors, loaded on demand (build-server.mjs, onDemand).
+      expect((await fetch(`${server.url}/docs/static/no-such-file.css`)).status).toBe(404);
       const metrics = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${TEST_KEY}` } });
       expect(metrics.status).toBe(200);
       expect(await metrics.text()).toMatch(/^agentd_process_process_cpu_seconds_total \d/m);
