@@ -17,7 +17,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { build } from 'esbuild';
 import { ensureRuntime, NODE_RUNTIME_VERSION } from '../scripts/binary-runtime.mjs';
-import { leftOut } from '../scripts/build-server.mjs';
+import { leftOut, onDemand } from '../scripts/build-server.mjs';
 import { spawnServer, TEST_KEY } from './support/agentd.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -74,6 +74,19 @@ const BUILTINS_HOOK = `
 process.on('exit', () => { for (const name of process.moduleLoadList) process.stderr.write('BUILTIN ' + name + '\\n'); });
 `;
 
+/** Writes `files` into a temp dir, bundles its entry.js with the build's stand-ins (as the server's bundle is made), runs it, and returns its lines. */
+async function bundleAndRun(files: Record<string, string>): Promise<string[]> {
+  const dir = fs.mkdtempSync(path.join(tmp, 'stand-ins-'));
+  for (const [file, text] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+    fs.writeFileSync(path.join(dir, file), text);
+  }
+  await build({ entryPoints: [path.join(dir, 'entry.js')], outfile: path.join(dir, 'out.cjs'), bundle: true, platform: 'node', format: 'cjs', plugins: [onDemand, leftOut], logLevel: 'silent' });
+  const run = spawnSync(process.execPath, [path.join(dir, 'out.cjs')], { encoding: 'utf8' });
+  expect(run.status, run.stderr).toBe(0);
+  return run.stdout.trim().split('\n');
+}
+
 describe('node dist/cli.js', () => {
   it('loads the server from its bundle: no module tsc compiled, and neither Fastify nor zod from node_modules', () => {
     const loaded = loadedByVersion();
@@ -126,25 +139,26 @@ describe('node dist/cli.js', () => {
   });
 
   it('stands in for a left-out package with something that throws, saying what needed it, when that is reached', async () => {
-    const dir = fs.mkdtempSync(path.join(tmp, 'left-out-'));
-    const write = (file: string, text: string) => {
-      fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
-      fs.writeFileSync(path.join(dir, file), text);
-    };
-    write('node_modules/@fastify/static/index.js', "const { glob } = require('glob');\nmodule.exports = glob;\n");
-    write('node_modules/prom-client/lib/cpu.js', "module.exports = require('@opentelemetry/api');\n");
-    write(
-      'entry.js',
-      "const glob = require('./node_modules/@fastify/static/index.js');\nconst otel = require('./node_modules/prom-client/lib/cpu.js');\n" +
+    const output = await bundleAndRun({
+      'node_modules/@fastify/static/index.js': "const { glob } = require('glob');\nmodule.exports = glob;\n",
+      'node_modules/prom-client/lib/cpu.js': "module.exports = require('@opentelemetry/api');\n",
+      'entry.js':
+        "const glob = require('./node_modules/@fastify/static/index.js');\nconst otel = require('./node_modules/prom-client/lib/cpu.js');\n" +
         "for (const reach of [() => glob('**'), () => otel.trace.getSpan(otel.context.active())]) { try { reach(); console.log('reached'); } catch (error) { console.log(error.message); } }\n",
-    );
-    await build({ entryPoints: [path.join(dir, 'entry.js')], outfile: path.join(dir, 'out.cjs'), bundle: true, platform: 'node', format: 'cjs', plugins: [leftOut], logLevel: 'silent' });
-    const run = spawnSync(process.execPath, [path.join(dir, 'out.cjs')], { encoding: 'utf8' });
-    expect(run.status, run.stderr).toBe(0);
-    expect(run.stdout.trim().split('\n')).toEqual([
+    });
+    expect(output).toEqual([
       "@fastify/static's wildcard: false needs the glob package, which agentd's bundle leaves out (scripts/build-server.mjs)",
       "prom-client's exemplars needs the @opentelemetry/api package, which agentd's bundle leaves out (scripts/build-server.mjs)",
     ]);
+  });
+
+  it('runs a package loaded on demand at its first use, not where it is required', async () => {
+    const output = await bundleAndRun({
+      'node_modules/http-errors/index.js': "console.log('http-errors runs');\nmodule.exports = (status) => Object.assign(new Error('status ' + status), { status });\n",
+      'node_modules/@fastify/send/lib/error.js': "const createError = require('http-errors');\nmodule.exports = (status) => createError(status);\n",
+      'entry.js': "const error = require('./node_modules/@fastify/send/lib/error.js');\nconsole.log('required');\nconsole.log(error(404).message);\nconsole.log(error(403).message);\n",
+    });
+    expect(output).toEqual(['required', 'http-errors runs', 'status 404', 'status 403']);
   });
 
   it('is ASCII throughout, so that V8 holds each file\'s source as one-byte text: a character above U+00FF, even in a comment, doubles it', () => {
