@@ -85,7 +85,8 @@ export const onDemand = {
   name: 'on-demand',
   setup(esbuild) {
     for (const { name, importer, exports } of ON_DEMAND) {
-      esbuild.onResolve({ filter: new RegExp(`^${name}$`) }, (args) => (args.namespace === 'file' && importer.test(args.importer) ? { path: args.importer, namespace: 'on-demand', pluginData: { name, exports } } : undefined));
+      // One stand-in per importer and package (named by both); its require is resolved from the importer's directory.
+      esbuild.onResolve({ filter: exactly(name) }, (args) => (args.namespace === 'file' && importer.test(args.importer) ? { path: `${args.importer}#${name}`, namespace: 'on-demand', pluginData: { name, exports } } : undefined));
     }
     esbuild.onLoad({ filter: /.*/, namespace: 'on-demand' }, (args) => ({
       contents: `let loaded;\nconst load = () => (loaded ??= require(${JSON.stringify(args.pluginData.name)}));\nmodule.exports = ${args.pluginData.exports};\n`,
@@ -143,8 +144,7 @@ export const leftOut = {
   name: 'left-out',
   setup(esbuild) {
     for (const { name, importer, needed } of LEFT_OUT) {
-      const filter = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}$`);
-      esbuild.onResolve({ filter }, (args) => (importer.test(args.importer) ? { path: name, namespace: 'left-out', pluginData: needed } : undefined));
+      esbuild.onResolve({ filter: exactly(name) }, (args) => (importer.test(args.importer) ? { path: name, namespace: 'left-out', pluginData: needed } : undefined));
     }
     esbuild.onLoad({ filter: /.*/, namespace: 'left-out' }, (args) => ({
       contents: [
@@ -156,6 +156,11 @@ export const leftOut = {
     }));
   },
 };
+
+/** An esbuild filter matching the import of `name` exactly. */
+function exactly(name) {
+  return new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}$`);
+}
 
 /** `a-package` of `a-package/sub/path.js`, `@scope/a-package` of `@scope/a-package/sub`. */
 function packageOf(specifier) {
