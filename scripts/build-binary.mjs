@@ -19,7 +19,7 @@ import { build } from 'esbuild';
 import { inject } from 'postject';
 import { ensureRuntime } from './binary-runtime.mjs';
 import { buildUi } from './build-ui.mjs';
-import { asciiOnly, leftOut, onDemand, zodEnglishOnly } from './build-server.mjs';
+import { asciiOnly, standIns } from './build-server.mjs';
 import { root } from './prepare.mjs';
 
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
@@ -110,7 +110,7 @@ async function main() {
       // Only our own modules use import.meta.url, to find files beside them: in the binary those
       // are SEA assets (src/assets.ts) and the version is defined here.
       define: { AGENTD_VERSION: JSON.stringify(version), 'import.meta.url': 'undefined' },
-      plugins: [absentModules, onDemand, zodEnglishOnly, leftOut],
+      plugins: [absentModules, ...standIns],
       legalComments: 'none',
       logLevel: 'warning',
     });

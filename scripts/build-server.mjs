@@ -157,6 +157,9 @@ export const leftOut = {
   },
 };
 
+/** What both bundles, the server's and the binary's (build-binary.mjs), leave out of a start or load later. */
+export const standIns = [onDemand, zodEnglishOnly, leftOut];
+
 /** An esbuild filter matching the import of `name` exactly. */
 function exactly(name) {
   return new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}$`);
@@ -210,7 +213,7 @@ export async function bundleOptions(entryPoints, urlOf) {
     entryPoints,
     // The CommonJS packages inside call require() for Node's own modules: an ES module has none.
     banner: { js: "import { createRequire as __agentdCreateRequire } from 'node:module';\nconst require = __agentdCreateRequire(import.meta.url);" },
-    plugins: [moduleUrls(urlOf), onDemand, zodEnglishOnly, leftOut, lazyPackages(await lazilyImportedPackages(entryPoints))],
+    plugins: [moduleUrls(urlOf), ...standIns, lazyPackages(await lazilyImportedPackages(entryPoints))],
     legalComments: 'none',
   };
 }

@@ -74,6 +74,12 @@ const BUILTINS_HOOK = `
 process.on('exit', () => { for (const name of process.moduleLoadList) process.stderr.write('BUILTIN ' + name + '\\n'); });
 `;
 
+/** Every file bundled into dist/cli.js and its chunks, as their source maps name them. */
+function bundledSources(): string[] {
+  const names = fs.readdirSync(DIST).filter((name) => /^cli(\.[^/]+)?\.js$/.test(name));
+  return names.flatMap((name) => (JSON.parse(fs.readFileSync(path.join(DIST, `${name}.map`), 'utf8')) as { sources: string[] }).sources);
+}
+
 /** Writes `files` into a temp dir, bundles its entry.js with the build's stand-ins (as the server's bundle is made), runs it, and returns its lines. */
 async function bundleAndRun(files: Record<string, string>): Promise<string[]> {
   const dir = fs.mkdtempSync(path.join(tmp, 'stand-ins-'));
@@ -113,8 +119,7 @@ describe('node dist/cli.js', () => {
   });
 
   it("leaves out what the server never uses (zod's other locales, @fastify/static's glob, prom-client's OpenTelemetry), and still answers in English, serves Swagger UI's files and its metrics", { timeout: 60_000 }, async () => {
-    const names = fs.readdirSync(DIST).filter((name) => /^cli(\.[^/]+)?\.js$/.test(name));
-    const sources = names.flatMap((name) => (JSON.parse(fs.readFileSync(path.join(DIST, `${name}.map`), 'utf8')) as { sources: string[] }).sources);
+    const sources = bundledSources();
     // zod's locales' index is the build's own (a module that exports `en` alone).
     const locales = sources.filter((source) => /node_modules\/zod\/v4\/locales\/[^/]+\.js$/.test(source)).map((source) => path.basename(source));
     expect(locales.filter((name) => name !== 'index.js')).toEqual(['en.js']);
@@ -208,11 +213,7 @@ describe('node dist/cli.js', () => {
     // Nor is any of them in the bundle besides (imported statically by a module loaded on demand:
     // undici by the LLM client's fetch), where it would be loaded and held twice. The source maps
     // name every file bundled.
-    const bundled = new Set<string>();
-    for (const name of names) {
-      const map = JSON.parse(fs.readFileSync(path.join(DIST, `${name}.map`), 'utf8')) as { sources: string[] };
-      for (const source of map.sources) if (source.includes('node_modules/')) bundled.add(packageOf(source));
-    }
+    const bundled = new Set(bundledSources().filter((source) => source.includes('node_modules/')).map(packageOf));
     expect(bundled.has('fastify')).toBe(true);
     expect([...dynamic].map(packageOf).filter((name) => bundled.has(name))).toEqual([]);
   });
