@@ -5,7 +5,7 @@
  * A full run of every benchmark writes bench/RESULTS.md.
  *
  *   npm run bench                      all, full sizes, writes bench/RESULTS.md
- *   npm run bench -- --quick           all, reduced sizes (86-98 s on one quiet 2-core machine, 147 s on an AMD EPYC guest, Nov 2026; the aim is under two minutes)
+ *   npm run bench -- --quick           all, reduced sizes (86-98 s on one quiet 2-core machine, 147 s and 85 s on two AMD EPYC guests, Nov 2026; the aim is under two minutes)
  *   npm run bench -- --only P3,P5      some
  */
 import fs from 'node:fs';
