@@ -38,9 +38,14 @@ async function turns(count = 30): Promise<void> {
   for (let i = 0; i < count; i++) await new Promise((resolve) => setImmediate(resolve));
 }
 
-/** Lets the event loop go round until `done` holds (a shell's start takes a few dozen turns of its own). */
+/**
+ * Lets the event loop go round until `done` holds (a shell's start takes a few dozen turns of its
+ * own), for up to 10 s of real time: a bound in turns alone ran out on a fast machine (5,000 idle
+ * turns in ~80 ms) while a real bash start under the suite's load took longer.
+ */
 async function turnsUntil(done: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 5_000 && !done(); i++) await new Promise((resolve) => setImmediate(resolve));
+  const deadline = performance.now() + 10_000;
+  while (!done() && performance.now() < deadline) await new Promise((resolve) => setImmediate(resolve));
   if (!done()) throw new Error(`not seen: ${what}`);
 }
 
