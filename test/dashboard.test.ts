@@ -285,6 +285,9 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
         async () => {
           await callback.getByRole('button', { name: 'hide log' }).click();
           await callback.getByRole('button', { name: 'delivery log' }).click();
+          // The log, opened again, fetches the deliveries: counted once it shows them or says there are none
+          // (counted at once, a fast machine read the rows before they came, every time).
+          await callback.locator('[data-testid=deliveries]').or(callback.getByText('No deliveries yet.')).waitFor();
           return callback.locator('[data-testid=deliveries] tbody tr').count();
         },
         { timeout: 20_000 },
