@@ -96,6 +96,14 @@ describe.skipIf(skipReason !== null)('random kills across instances', () => {
       }
     };
     const writers = [writer(1), writer(2)];
+    // The kills begin once every conversation holds an acknowledged message: each has something to lose.
+    // (A conversation whose owner was killed answers 503 until its lease is taken over; one that had
+    // no message before such a kill could end the run with none, and nothing of it to check.)
+    const everyOneWritten = Date.now() + 30_000;
+    while (ids.some((id) => acknowledged.get(id)!.length === 0)) {
+      if (Date.now() > everyOneWritten) throw new Error(`no message acknowledged in 30 s for ${ids.filter((id) => acknowledged.get(id)!.length === 0).join(', ')}`);
+      await sleep(20);
+    }
 
     const restartMs: number[] = [];
     for (let kill = 0; kill < KILLS; kill++) {
