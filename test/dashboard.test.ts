@@ -286,7 +286,7 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
           await callback.getByRole('button', { name: 'hide log' }).click();
           await callback.getByRole('button', { name: 'delivery log' }).click();
           // The log, opened again, fetches the deliveries: counted once it shows them or says there are none
-          // (counted at once, a fast machine read the rows before they came, every time).
+          // (counted at once, right after the click, a fast machine could read it before they came, poll after poll).
           await callback.locator('[data-testid=deliveries]').or(callback.getByText('No deliveries yet.')).waitFor();
           return callback.locator('[data-testid=deliveries] tbody tr').count();
         },
