@@ -12,6 +12,7 @@ import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { freePort, tempDir, type SpawnedServer } from './support/agentd.js';
 import { findNatsServer, startNatsServer, type NatsServer } from './support/nats-server.js';
 import { findPostgres, startPostgres, type PostgresCluster } from './support/postgres-cluster.js';
+import { sleep, until } from './support/reliability.js';
 import { WebhookReceiver } from './support/webhook-receiver.js';
 import { clusterRequest, startInstance } from './support/cluster-instances.js';
 
@@ -21,7 +22,6 @@ const skipReason = 'missing' in pg ? pg.missing : null;
 if (skipReason) console.warn(`test/cluster-chaos.test.ts: skipped (${skipReason})`);
 const KILLS = Number(process.env.AGENTD_CHAOS_KILLS ?? 2);
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)]!;
 
 const call = (base: string, path: string, init: RequestInit = {}) => clusterRequest(base, path, init, 20_000);
@@ -99,11 +99,7 @@ describe.skipIf(skipReason !== null)('random kills across instances', () => {
     // The kills begin once every conversation holds an acknowledged message: each has something to lose.
     // (A conversation whose owner was killed answers 503 until its lease is taken over; one that had
     // no message before such a kill could end the run with none, and nothing of it to check.)
-    const everyOneWritten = Date.now() + 30_000;
-    while (ids.some((id) => acknowledged.get(id)!.length === 0)) {
-      if (Date.now() > everyOneWritten) throw new Error(`no message acknowledged in 30 s for ${ids.filter((id) => acknowledged.get(id)!.length === 0).join(', ')}`);
-      await sleep(20);
-    }
+    await until(() => ids.every((id) => acknowledged.get(id)!.length > 0), 'an acknowledged message in every conversation', 30_000);
 
     const restartMs: number[] = [];
     for (let kill = 0; kill < KILLS; kill++) {
