@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
+import { OpenAiLlmClient } from '../src/adapters/llm/openai-llm.js';
 import type { ShellFactory } from '../src/core/tools/shell-session.js';
 import type { AgentEvent } from '../src/core/schemas/event.js';
 import { startFakeLlm, type FakeLlm, type FakeTurn } from '../test/fake-llm/fake-llm-server.js';

@@ -2,7 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
+import { OpenAiLlmClient } from '../src/adapters/llm/openai-llm.js';
 import type { ShellFactory } from '../src/core/tools/shell-session.js';
 import { startFakeLlm, type FakeLlm } from '../test/fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from '../test/support/agentd.js';
@@ -14,8 +14,8 @@ import { SEGMENTS, TurnTimeline, type SegmentName } from './support/turn-timelin
 import { childScript, ROOT, runBenchmarkInChild } from './support/processes.js';
 import { shellsRunAs } from './support/machine.js';
 import { fmt, monotonicMs, ratio, summarize } from './support/stats.js';
-import { compactHeap } from '../src/cli/compact-heap.js';
-import { CompactWhenIdle } from '../src/cli/compact-when-idle.js';
+import { compactHeap } from '../src/perf/compact-heap.js';
+import { CompactWhenIdle } from '../src/perf/compact-when-idle.js';
 import { StepFloor } from './support/step-floor.js';
 
 /** A pause for the server's leftover work of the previous round before the floor is sampled. */

@@ -5,7 +5,7 @@ import { bashThenAnswer, createIdleConversations, sleep } from './support/idle-c
 import type { Benchmark } from './support/benchmark.js';
 import { census, wakeupsBetween, wakeupsByName, type Census } from './support/process-census.js';
 import { BENCH_KEY, CLI, settled, startProcess, type StartedProcess } from './support/processes.js';
-import { findNetworkHelper } from '../src/adapters/sandbox-network.js';
+import { findNetworkHelper } from '../src/adapters/sandbox/network.js';
 import { fmt } from './support/stats.js';
 
 /**

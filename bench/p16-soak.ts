@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
-import { COMPACT_WHEN_IDLE_AFTER_MS } from '../src/cli/compact-when-idle.js';
+import { COMPACT_WHEN_IDLE_AFTER_MS } from '../src/perf/compact-when-idle.js';
 import { startFakeLlm } from '../test/fake-llm/fake-llm-server.js';
 import { connectSse } from '../test/support/sse-client.js';
 import type { Benchmark } from './support/benchmark.js';

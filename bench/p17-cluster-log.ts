@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import postgres, { type Sql } from 'postgres';
-import { FileEventLog } from '../src/adapters/file-event-log/file-event-log.js';
+import { FileEventLog } from '../src/adapters/files/event-log/file-event-log.js';
 import { JetStreamEventFeed } from '../src/adapters/cluster/jetstream-event-feed.js';
 import { PgNotifyEventFeed } from '../src/adapters/cluster/pg-notify-event-feed.js';
 import { clusterId, migrate } from '../src/adapters/postgres/migrations.js';

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { runGit } from '../src/adapters/git-program.js';
-import { GitShadowRepository } from '../src/adapters/git-shadow-repository.js';
-import { ProcessSpawner, type RunProcess } from '../src/adapters/process-spawner.js';
+import { runGit } from '../src/adapters/git/git-program.js';
+import { GitShadowRepository } from '../src/adapters/git/git-shadow-repository.js';
+import { ProcessSpawner, type RunProcess } from '../src/adapters/process/process-spawner.js';
 import type { Benchmark } from './support/benchmark.js';
 import { fmt, ratio, summarize } from './support/stats.js';
 

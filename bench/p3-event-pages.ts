@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { FileEventLog } from '../src/adapters/file-event-log/file-event-log.js';
+import { FileEventLog } from '../src/adapters/files/event-log/file-event-log.js';
 import type { EventKind, NewEvent } from '../src/core/schemas/event.js';
 import { startServer } from '../test/support/agentd.js';
 import type { Benchmark } from './support/benchmark.js';

@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BashShellFactory } from '../src/adapters/bash-shell.js';
-import { ProcessSpawner } from '../src/adapters/process-spawner.js';
+import { BashShellFactory } from '../src/adapters/shell/bash-shell.js';
+import { ProcessSpawner } from '../src/adapters/process/process-spawner.js';
 import { executeTool } from '../src/core/agent/tool-executor.js';
 import { bashTool } from '../src/core/tools/bash.js';
 import type { ShellSession } from '../src/core/tools/shell-session.js';

@@ -2,7 +2,7 @@
 // openapi/asyncapi.json (the SSE streams and webhook payloads) from the same zod schemas.
 import fs from 'node:fs';
 import { generateAsyncApi } from '../dist/http/asyncapi-document.js';
-import { generateOpenApi } from '../dist/openapi-document.js';
+import { generateOpenApi } from '../dist/cli/openapi-document.js';
 import { VERSION } from '../dist/version.js';
 
 const document = await generateOpenApi();

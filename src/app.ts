@@ -10,7 +10,7 @@ import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
 import { requestCompletion } from './http/request-completion.js';
 import { RequestLogger } from './http/request-logger.js';
-import { requestLineWriter } from './http/request-log-line.js';
+import { requestLineWriter } from './perf/request-log-line.js';
 import { requestIdGenerator } from './http/request-ids.js';
 import { responseSerializerCompiler } from './http/response-serializer.js';
 import { callbackRoutes } from './http/routes/callbacks.js';
@@ -95,7 +95,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   }
   registerJsonBodyParser(app);
   // Several instances: a conversation's requests go to the instance that runs it (after authentication).
-  if (services.ownership) (await import('./cluster/forwarding.js')).registerForwarding(app, services.ownership);
+  if (services.ownership) (await import('./adapters/cluster/forwarding.js')).registerForwarding(app, services.ownership);
   await registerOpenApi(app, services);
   // Heartbeats are the stream routes' own (one timer for all streams, sse-heartbeats.ts), not the plugin's.
   await app.register(fastifySSE);

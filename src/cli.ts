@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { CLIENT_COMMANDS } from './cli/client-commands.js';
-import { keepTickObjectShapes } from './cli/tick-shapes.js';
+import { keepTickObjectShapes } from './perf/tick-shapes.js';
 
 // The one binary: `agentd [serve] [options]` serves (the default); `agentd run|chat|conversations|events`
 // are clients of a server (src/cli/program.ts). The built entry is dist/cli.js.
@@ -27,7 +27,7 @@ async function client(argv: readonly string[]): Promise<void> {
 
 /** The server's spawner (src/adapters/process-spawner.ts), when the server is this single executable. */
 async function spawner(): Promise<void> {
-  const [{ spawnerMain }, { createRequire }] = await Promise.all([import('./adapters/spawner-main.js'), import('node:module')]);
+  const [{ spawnerMain }, { createRequire }] = await Promise.all([import('./adapters/process/spawner-main.js'), import('node:module')]);
   // Only built-in modules are loaded through it (the single executable has no import.meta.url to start from).
   spawnerMain(createRequire(process.execPath));
 }

@@ -1,5 +1,5 @@
 import pino, { type Logger } from 'pino';
-import { TurnBatchedOutput } from './turn-batched-output.js';
+import { TurnBatchedOutput } from './perf/turn-batched-output.js';
 
 /** Fields censored wherever they appear in a log record, whatever their value. */
 const REDACTED_KEYS = new Set(['authorization', 'api_key', 'apiKey', 'secret', 'secrets', 'masterKeys']);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { processAlive } from './support/processes.js';
-import { ShellLedger } from '../src/adapters/shell-ledger.js';
+import { ShellLedger } from '../src/adapters/shell/shell-ledger.js';
 
 let harness: AgentHarness;
 afterEach(async () => harness?.close());

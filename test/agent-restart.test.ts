@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { listProcesses, readProcess } from '../src/adapters/process-tree.js';
-import { ShellLedger } from '../src/adapters/shell-ledger.js';
-import { findInPath } from '../src/adapters/sandbox-mounts.js';
+import { listProcesses, readProcess } from '../src/adapters/process/process-tree.js';
+import { ShellLedger } from '../src/adapters/shell/shell-ledger.js';
+import { findInPath } from '../src/adapters/sandbox/mounts.js';
 import { tempDir, TEST_KEY } from './support/agentd.js';
 import { RESTART_TEST_TIMEOUT, restartableServer } from './support/restartable-server.js';
 import { processAlive, waitForProcess } from './support/processes.js';

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AppendFiles, appendLine } from '../src/adapters/append-line.js';
+import { AppendFiles, appendLine } from '../src/adapters/files/append-line.js';
 import { tempDir } from './support/agentd.js';
 import { fillFilesystem } from './support/fill-filesystem.js';
 import { openFilesWith } from './support/open-files.js';

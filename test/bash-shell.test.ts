@@ -2,10 +2,10 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { BashShellFactory } from '../src/adapters/bash-shell.js';
-import { buildCleanEnv, HostProcessLauncher, type ProcessLauncher } from '../src/adapters/process-launcher.js';
-import { NO_LIMITS } from '../src/adapters/resource-limits.js';
-import { descendantsOf, listProcesses, signalQuietly } from '../src/adapters/process-tree.js';
+import { BashShellFactory } from '../src/adapters/shell/bash-shell.js';
+import { buildCleanEnv, HostProcessLauncher, type ProcessLauncher } from '../src/adapters/process/process-launcher.js';
+import { NO_LIMITS } from '../src/adapters/sandbox/resource-limits.js';
+import { descendantsOf, listProcesses, signalQuietly } from '../src/adapters/process/process-tree.js';
 import type { ShellSession } from '../src/core/tools/shell-session.js';
 import { hostPidOf, sandboxed, testLauncher } from './support/test-launcher.js';
 

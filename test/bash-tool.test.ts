@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { BashShellFactory } from '../src/adapters/bash-shell.js';
+import { BashShellFactory } from '../src/adapters/shell/bash-shell.js';
 import { bashTool, createBashTool } from '../src/core/tools/bash.js';
 import type { ShellSession } from '../src/core/tools/shell-session.js';
 import type { ToolContext } from '../src/core/tools/tool.js';

@@ -1,9 +1,9 @@
 // The body encoded from kept pieces is the body shaped and stringified whole, byte for byte,
 // whatever the provider's quirks, and stays so while the history grows, is condensed or rolled back.
 import { describe, expect, it } from 'vitest';
-import { WIRE_MESSAGE_CODEC } from '../src/adapters/chat-message-codec.js';
-import { encodeChatRequest } from '../src/adapters/chat-request-body.js';
-import { shapeChatRequest } from '../src/adapters/chat-request-shape.js';
+import { WIRE_MESSAGE_CODEC } from '../src/adapters/llm/chat-message-codec.js';
+import { encodeChatRequest } from '../src/adapters/llm/chat-request-body.js';
+import { shapeChatRequest } from '../src/adapters/llm/chat-request-shape.js';
 import { ConversationHistory } from '../src/core/agent/conversation-history.js';
 import type { LlmMessage, LlmRequest, LlmSettings, LlmToolSchema } from '../src/core/agent/llm.js';
 import type { AgentEvent } from '../src/core/schemas/event.js';

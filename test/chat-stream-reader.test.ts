@@ -2,7 +2,7 @@ import { PassThrough } from 'node:stream';
 import { APIError } from 'openai';
 import { Stream } from 'openai/streaming';
 import { describe, expect, it } from 'vitest';
-import { EventDecoder, readChatChunks } from '../src/adapters/chat-stream-reader.js';
+import { EventDecoder, readChatChunks } from '../src/adapters/llm/chat-stream-reader.js';
 
 /**
  * readChatChunks reads an answer's events itself instead of through the openai SDK's Stream: it

@@ -3,10 +3,10 @@ import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { GitShadowRepository } from '../src/adapters/git-shadow-repository.js';
-import { runGit } from '../src/adapters/git-program.js';
-import { ProcessSpawner, type RunProcess } from '../src/adapters/process-spawner.js';
-import { runHere } from '../src/adapters/spawn-here.js';
+import { GitShadowRepository } from '../src/adapters/git/git-shadow-repository.js';
+import { runGit } from '../src/adapters/git/git-program.js';
+import { ProcessSpawner, type RunProcess } from '../src/adapters/process/process-spawner.js';
+import { runHere } from '../src/adapters/process/spawn-here.js';
 import { EMPTY_TREE } from '../src/core/checkpoints/shadow-repository.js';
 import { tempDir } from './support/agentd.js';
 

@@ -6,7 +6,7 @@
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { compactHeap } from '../src/cli/compact-heap.js';
+import { compactHeap } from '../src/perf/compact-heap.js';
 
 function oldSpace(): { size: number; used: number } {
   const space = v8.getHeapSpaceStatistics().find((entry) => entry.space_name === 'old_space')!;

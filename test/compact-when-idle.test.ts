@@ -4,7 +4,7 @@
  * twice without a run ending between, and not when nothing ran. Timers are vitest's fake ones.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { COMPACT_AFTER_START_MS, COMPACT_WHEN_IDLE_AFTER_MS, CompactWhenIdle } from '../src/cli/compact-when-idle.js';
+import { COMPACT_AFTER_START_MS, COMPACT_WHEN_IDLE_AFTER_MS, CompactWhenIdle } from '../src/perf/compact-when-idle.js';
 import type { AppendedEvent } from '../src/core/events/event-log.js';
 
 const A = '00000000-0000-4000-8000-00000000000a';

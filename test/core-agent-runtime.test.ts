@@ -11,7 +11,7 @@ import type { Run, RunStore } from '../src/core/agent/run-record.js';
 import type { ConversationRecord, ConversationRepository } from '../src/core/conversations/conversation-record.js';
 import { ConversationService } from '../src/core/conversations/conversation-service.js';
 import { ConversationStore } from '../src/core/conversations/conversation-store.js';
-import { HostWorkdirs } from '../src/adapters/host-workdirs.js';
+import { HostWorkdirs } from '../src/adapters/files/host-workdirs.js';
 import { AgentSessions } from '../src/core/agent/agent-sessions.js';
 import { DeltaChannel } from '../src/core/events/delta-channel.js';
 import { EventRecorder } from '../src/core/events/event-recorder.js';

@@ -7,8 +7,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { spawn, spawnSync } from 'node:child_process';
-import { DataDirInUseError, DataDirLock } from '../src/adapters/data-dir-lock.js';
-import { readProcess } from '../src/adapters/process-tree.js';
+import { DataDirInUseError, DataDirLock } from '../src/adapters/files/data-dir-lock.js';
+import { readProcess } from '../src/adapters/process/process-tree.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
 

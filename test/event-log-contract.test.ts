@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { FileEventLog } from '../src/adapters/file-event-log/file-event-log.js';
+import { FileEventLog } from '../src/adapters/files/event-log/file-event-log.js';
 import { MemoryEventLog } from '../src/core/events/memory-event-log.js';
 import type { EventLog } from '../src/core/events/event-log.js';
 import { eventLogContract } from './contract/event-log-contract.js';

@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { FileEventLog } from '../src/adapters/file-event-log/file-event-log.js';
-import { KINDS_DIR } from '../src/adapters/file-event-log/kind-index.js';
+import { FileEventLog } from '../src/adapters/files/event-log/file-event-log.js';
+import { KINDS_DIR } from '../src/adapters/files/event-log/kind-index.js';
 import type { EventFilter, EventPageQuery } from '../src/core/events/event-log.js';
 import type { AgentEvent, EventKind, EventSource, NewEvent } from '../src/core/schemas/event.js';
 import { tempDir } from './support/agentd.js';
@@ -275,7 +275,7 @@ describe('kind indexes after a crash', () => {
 
 describe('kind indexes after a real kill -9', () => {
   it('a process killed while appending leaves logs whose kind= pages match a plain filter after a restart', { timeout: 60_000 }, async () => {
-    const dist = path.resolve('dist/adapters/file-event-log/file-event-log.js');
+    const dist = path.resolve('dist/adapters/files/event-log/file-event-log.js');
     if (!fs.existsSync(dist)) {
       console.warn('test/event-log-kind-index.test.ts: kill -9 case skipped (run `npm run build` first: the child runs dist/)');
       return;

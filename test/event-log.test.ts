@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FileEventLog } from '../src/adapters/file-event-log/file-event-log.js';
+import { FileEventLog } from '../src/adapters/files/event-log/file-event-log.js';
 import type { NewEvent } from '../src/core/schemas/event.js';
 import { DamagedDataError } from '../src/core/errors.js';
 import { tempDir } from './support/agentd.js';

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { EventLoopLag, LAG_IDLE_MS } from '../src/adapters/event-loop-lag.js';
+import { EventLoopLag, LAG_IDLE_MS } from '../src/adapters/metrics/event-loop-lag.js';
 import { spawnServer, TEST_KEY } from './support/agentd.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-event-loop-lag-'));

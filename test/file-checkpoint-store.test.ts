@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FileCheckpointStore } from '../src/adapters/file-checkpoint-store.js';
+import { FileCheckpointStore } from '../src/adapters/git/file-checkpoint-store.js';
 import type { CheckpointRecord } from '../src/core/checkpoints/checkpoint-schemas.js';
 import { tempDir } from './support/agentd.js';
 import { openFilesWith } from './support/open-files.js';

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FileRunStore } from '../src/adapters/file-run-store.js';
+import { FileRunStore } from '../src/adapters/files/file-run-store.js';
 import type { Run } from '../src/core/agent/run-record.js';
 import { DamagedDataError } from '../src/core/errors.js';
 import { CreateConversationBody } from '../src/core/schemas/conversation.js';

@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fileEditorTool } from '../src/core/tools/file-editor.js';
-import { findInPath } from '../src/adapters/sandbox-mounts.js';
+import { findInPath } from '../src/adapters/sandbox/mounts.js';
 import { startAgentHarness } from './support/agent-harness.js';
 import { startServer, tempDir, type TestServer } from './support/agentd.js';
 

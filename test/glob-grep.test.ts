@@ -2,13 +2,13 @@ import { mkdir, mkdtemp, readFile, realpath, rm, utimes, writeFile } from 'node:
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createRipgrepSearcher, detectRipgrep, selectTextSearcher } from '../src/adapters/ripgrep-searcher.js';
-import { ProcessSpawner } from '../src/adapters/process-spawner.js';
+import { createRipgrepSearcher, detectRipgrep, selectTextSearcher } from '../src/adapters/search/ripgrep-searcher.js';
+import { ProcessSpawner } from '../src/adapters/process/process-spawner.js';
 import { globTool } from '../src/core/tools/glob.js';
 import { createGrepTool } from '../src/core/tools/grep.js';
 import type { ToolContext } from '../src/core/tools/tool.js';
 import { compileGlob, expandBraces, splitGlobBase } from '../src/core/workspace/glob-match.js';
-import { jsTextSearcher } from '../src/adapters/workspace/js-searcher.js';
+import { jsTextSearcher } from '../src/adapters/search/js-searcher.js';
 import type { TextSearcher } from '../src/core/workspace/text-searcher.js';
 import { walkDirectory } from '../src/adapters/workspace/walk.js';
 import type { WalkLimit } from '../src/core/workspace/walk-entry.js';

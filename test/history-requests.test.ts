@@ -3,7 +3,7 @@
 // conversation that is released while idle, condensed, rewound and forked, and of conversations
 // whose histories are dropped between their runs to stay within AGENTD_HISTORY_CACHE_MB.
 import { afterEach, describe, expect, it } from 'vitest';
-import { shapeChatRequest } from '../src/adapters/chat-request-shape.js';
+import { shapeChatRequest } from '../src/adapters/llm/chat-request-shape.js';
 import { AgentSession } from '../src/core/agent/agent-session.js';
 import type { EventLog } from '../src/core/events/event-log.js';
 import type { AgentEvent } from '../src/core/schemas/event.js';

@@ -1,7 +1,7 @@
 import { Counter, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { HttpRequestMetrics } from '../src/adapters/http-request-metrics.js';
-import { HTTP_DURATION_BUCKETS, Metrics } from '../src/adapters/prometheus-metrics.js';
+import { HttpRequestMetrics } from '../src/adapters/metrics/http-request-metrics.js';
+import { HTTP_DURATION_BUCKETS, Metrics } from '../src/adapters/metrics/prometheus-metrics.js';
 
 const NAMES = { requests: 'agentd_http_requests_total', duration: 'agentd_http_request_duration_seconds' };
 

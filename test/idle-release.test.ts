@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { findInPath } from '../src/adapters/sandbox-mounts.js';
+import { findInPath } from '../src/adapters/sandbox/mounts.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { openFilesWith } from './support/open-files.js';
 import { commandLineOf, processAlive, waitForProcess } from './support/processes.js';

@@ -4,7 +4,7 @@
  * does that), and one that stops is cut `idleMs` after its last chunk. Driven on fake timers.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { AttemptController } from '../src/adapters/llm-retry.js';
+import { AttemptController } from '../src/adapters/llm/llm-retry.js';
 
 beforeEach(() => {
   vi.useFakeTimers();

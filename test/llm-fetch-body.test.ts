@@ -4,7 +4,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { answerBodyOf, llmFetch } from '../src/adapters/undici-llm-fetch.js';
+import { answerBodyOf, llmFetch } from '../src/adapters/llm/undici-llm-fetch.js';
 
 let server: http.Server;
 let base = '';

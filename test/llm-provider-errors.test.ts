@@ -3,7 +3,7 @@
  * quota, rate limits with reset headers, Gemini's array-wrapped errors) and how long it waits.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
+import { OpenAiLlmClient } from '../src/adapters/llm/openai-llm.js';
 import { LlmError, type LlmRequest, type LlmRetry } from '../src/core/agent/llm.js';
 import { startFakeLlm, type FakeLlm, type FakeTurn } from './fake-llm/fake-llm-server.js';
 import { PROVIDER_ERRORS } from './fake-llm/provider-errors.js';

@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { shapeChatRequest, toGeminiSchema } from '../src/adapters/chat-request-shape.js';
+import { shapeChatRequest, toGeminiSchema } from '../src/adapters/llm/chat-request-shape.js';
 import type { LlmRequest } from '../src/core/agent/llm.js';
 import { PROVIDER_NAMES, type ProviderName } from './fake-llm/provider-profiles.js';
 import type { FakeLlm, FakeTurn } from './fake-llm/fake-llm-server.js';

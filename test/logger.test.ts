@@ -4,7 +4,7 @@ import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../src/logger.js';
-import { TurnBatchedOutput } from '../src/turn-batched-output.js';
+import { TurnBatchedOutput } from '../src/perf/turn-batched-output.js';
 import { SecretMasker } from '../src/core/secrets/secret-masker.js';
 import { CLI, tempDir } from './support/agentd.js';
 

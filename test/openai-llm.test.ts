@@ -1,6 +1,6 @@
 import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isAbortError, OpenAiLlmClient, type OpenAiLlmClientOptions } from '../src/adapters/openai-llm.js';
+import { isAbortError, OpenAiLlmClient, type OpenAiLlmClientOptions } from '../src/adapters/llm/openai-llm.js';
 import { LlmError, type LlmMessage, type LlmRequest, type LlmSettings } from '../src/core/agent/llm.js';
 import { startFakeLlm, type FakeLlm, type FakeLlmOptions, type FakeTurn } from './fake-llm/fake-llm-server.js';
 

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateOpenApi } from '../src/openapi-document.js';
+import { generateOpenApi } from '../src/cli/openapi-document.js';
 import { startServer, type TestServer } from './support/agentd.js';
 import { CONTRACT_ROUTES } from './support/contract-routes.js';
 

@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { FileConversationRepository } from '../src/adapters/file-conversation-repository.js';
+import { FileConversationRepository } from '../src/adapters/files/file-conversation-repository.js';
 import type { ConversationRecord, LoadedConversations } from '../src/core/conversations/conversation-record.js';
 import type { ConversationSummary } from '../src/core/conversations/summary-store.js';
 import { SecretBox } from '../src/core/secrets/secret-box.js';
@@ -376,7 +376,7 @@ describe('the records snapshot of a clean shutdown', () => {
 
 describe('the summaries of a clean shutdown', () => {
   it('with fsync (AGENTD_FSYNC), are gone on disk once taken: the data dir is synced after the removal', async () => {
-    const { FileSummaryStore } = await import('../src/adapters/file-summary-store.js');
+    const { FileSummaryStore } = await import('../src/adapters/files/file-summary-store.js');
     const file = path.join(dataDir, 'summaries.json');
     await new FileSummaryStore(file).save(new Map(), { inSnapshot: 'token-1' });
     const fsyncSync = vi.spyOn(fs, 'fsyncSync');
@@ -397,7 +397,7 @@ describe('the summaries of a clean shutdown', () => {
   });
 
   it('come back as saved and are taken; any entry of the wrong shape makes them untrusted (each log is read)', async () => {
-    const { FileSummaryStore } = await import('../src/adapters/file-summary-store.js');
+    const { FileSummaryStore } = await import('../src/adapters/files/file-summary-store.js');
     const file = path.join(dataDir, 'summaries.json');
     const store = new FileSummaryStore(file);
     const saved = new Map([['a', { updated_at: now, event_count: 3 }], ['b', { updated_at: now, event_count: 0 }]]);

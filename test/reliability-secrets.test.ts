@@ -11,7 +11,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
+import { OpenAiLlmClient } from '../src/adapters/llm/openai-llm.js';
 import { SecretMasker } from '../src/core/secrets/secret-masker.js';
 import { StreamingMasker } from '../src/core/secrets/streaming-masker.js';
 import { startFakeLlm, type FakeLlm, type FakeTurn } from './fake-llm/fake-llm-server.js';

@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
+import { OpenAiLlmClient } from '../src/adapters/llm/openai-llm.js';
 import { startFakeLlm, type FakeLlm, type FakeToolCall } from './fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from './support/agentd.js';
 import { allEvents, apiClient, until, type Api } from './support/reliability.js';

@@ -6,7 +6,7 @@
  * stored event byte for byte, each signature valid under an HMAC computed here.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
+import { OpenAiLlmClient } from '../src/adapters/llm/openai-llm.js';
 import { startFakeLlm, type FakeLlm, type FakeTurn } from './fake-llm/fake-llm-server.js';
 import { freePort, startServer, type TestServer } from './support/agentd.js';
 import { allEvents, apiClient, expectedSignature, sleep, until, type Api } from './support/reliability.js';

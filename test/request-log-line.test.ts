@@ -4,10 +4,10 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../src/logger.js';
-import { TurnBatchedOutput } from '../src/turn-batched-output.js';
+import { TurnBatchedOutput } from '../src/perf/turn-batched-output.js';
 import { tempDir } from './support/agentd.js';
 import { SecretMasker } from '../src/core/secrets/secret-masker.js';
-import { REQUEST_COMPLETED, requestLineWriter, type CompletedRequest } from '../src/http/request-log-line.js';
+import { REQUEST_COMPLETED, requestLineWriter, type CompletedRequest } from '../src/perf/request-log-line.js';
 
 const SECRET = 'sk-live-0123456789abcdef';
 

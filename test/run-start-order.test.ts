@@ -5,7 +5,7 @@
 import diagnostics from 'node:diagnostics_channel';
 import { Agent, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
 import { afterEach, expect, it } from 'vitest';
-import { OpenAiLlmClient } from '../src/adapters/openai-llm.js';
+import { OpenAiLlmClient } from '../src/adapters/llm/openai-llm.js';
 import type { ShadowRepository } from '../src/core/checkpoints/shadow-repository.js';
 import { startFakeLlm, type FakeLlm } from './fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from './support/agentd.js';

@@ -3,12 +3,12 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { NO_LIMITS } from '../src/adapters/resource-limits.js';
-import { detectSandboxCgroups } from '../src/adapters/sandbox-cgroups.js';
-import { sandboxUid } from '../src/adapters/sandbox-identity.js';
-import { selectProcessLauncher } from '../src/adapters/select-process-launcher.js';
-import { isSystemPath } from '../src/adapters/workdir-owner.js';
-import { copiedFileRedirections, findInPath } from '../src/adapters/sandbox-mounts.js';
+import { NO_LIMITS } from '../src/adapters/sandbox/resource-limits.js';
+import { detectSandboxCgroups } from '../src/adapters/sandbox/cgroups.js';
+import { sandboxUid } from '../src/adapters/sandbox/identity.js';
+import { selectProcessLauncher } from '../src/adapters/sandbox/select-process-launcher.js';
+import { isSystemPath } from '../src/adapters/sandbox/workdir-owner.js';
+import { copiedFileRedirections, findInPath } from '../src/adapters/sandbox/mounts.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { tempDir } from './support/agentd.js';
 

@@ -1,13 +1,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { BwrapProcessLauncher } from '../src/adapters/bwrap-launcher.js';
-import { NO_LIMITS } from '../src/adapters/resource-limits.js';
-import { SANDBOX_USER, SandboxIdentityFiles, sandboxUid } from '../src/adapters/sandbox-identity.js';
+import { BwrapProcessLauncher } from '../src/adapters/sandbox/bwrap-launcher.js';
+import { NO_LIMITS } from '../src/adapters/sandbox/resource-limits.js';
+import { SANDBOX_USER, SandboxIdentityFiles, sandboxUid } from '../src/adapters/sandbox/identity.js';
 import { tempDir } from './support/agentd.js';
 
 /**
- * The sandbox user's passwd and group files (adapters/sandbox-identity.ts) are written through the
+ * The sandbox user's passwd and group files (adapters/sandbox/identity.ts) are written through the
  * thread pool before a sandbox starts, so that the start's own (synchronous) preparation finds them
  * written and creates no file on the event loop. Files only in the test's temp directory.
  */

@@ -1,5 +1,5 @@
 /**
- * tickPipe (sandbox-entry-script.ts): the pipes the sandbox's scripts wait on, made in bash itself.
+ * tickPipe (sandbox/entry-script.ts): the pipes the sandbox's scripts wait on, made in bash itself.
  * bash 5.1 and later give a here-string's text through a pipe, which becomes the pipe without a
  * process; an older bash's temporary file is not a pipe, and a process substitution makes it then.
  * Both ways must give the same thing: an empty pipe, open read-write once, that a reader waits on
@@ -7,7 +7,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { tickPipe } from '../src/adapters/sandbox-entry-script.js';
+import { tickPipe } from '../src/adapters/sandbox/entry-script.js';
 
 /** Runs `statement` in a plain bash, then reports what it opened and how reads on it end. */
 function tryPipe(statement: string): { made: boolean; kind: string; fdsAdded: number; emptyRead: number; afterLastWriter: number } {

@@ -3,10 +3,10 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { NO_LIMITS } from '../src/adapters/resource-limits.js';
-import { detectSandboxCgroups } from '../src/adapters/sandbox-cgroups.js';
+import { NO_LIMITS } from '../src/adapters/sandbox/resource-limits.js';
+import { detectSandboxCgroups } from '../src/adapters/sandbox/cgroups.js';
 import { loadConfig } from '../src/config.js';
-import { selectProcessLauncher } from '../src/adapters/select-process-launcher.js';
+import { selectProcessLauncher } from '../src/adapters/sandbox/select-process-launcher.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 import { spawnServer, startServer, tempDir } from './support/agentd.js';
 

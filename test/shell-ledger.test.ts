@@ -3,8 +3,8 @@ import { once } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { readProcess } from '../src/adapters/process-tree.js';
-import { ShellLedger } from '../src/adapters/shell-ledger.js';
+import { readProcess } from '../src/adapters/process/process-tree.js';
+import { ShellLedger } from '../src/adapters/shell/shell-ledger.js';
 import { tempDir } from './support/agentd.js';
 
 let dir: string | undefined;

@@ -8,9 +8,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { BashShellFactory } from '../src/adapters/bash-shell.js';
-import { HostProcessLauncher, type PreparedProcess, type ProcessLauncher, type ProcessSpec } from '../src/adapters/process-launcher.js';
-import { StartSlots } from '../src/adapters/start-slots.js';
+import { BashShellFactory } from '../src/adapters/shell/bash-shell.js';
+import { HostProcessLauncher, type PreparedProcess, type ProcessLauncher, type ProcessSpec } from '../src/adapters/process/process-launcher.js';
+import { StartSlots } from '../src/adapters/shell/start-slots.js';
 import type { ShellSession } from '../src/core/tools/shell-session.js';
 
 let dir: string;

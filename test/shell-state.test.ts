@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { EXPORTS_COMMAND, shellStateFrom } from '../src/adapters/shell-state.js';
+import { EXPORTS_COMMAND, shellStateFrom } from '../src/adapters/shell/shell-state.js';
 
 describe('shellStateFrom', () => {
   it("reads bash's own `export -p`: changed and new values (quotes, newlines, $, backslashes), unsets; unchanged server values are left out", () => {

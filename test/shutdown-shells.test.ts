@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ShellLedger } from '../src/adapters/shell-ledger.js';
-import { readProcess } from '../src/adapters/process-tree.js';
+import { ShellLedger } from '../src/adapters/shell/shell-ledger.js';
+import { readProcess } from '../src/adapters/process/process-tree.js';
 import { startFakeLlm, type FakeLlm, type RecordedRequest } from './fake-llm/fake-llm-server.js';
 import { CLI, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/agentd.js';
 import { processAlive, waitForProcess } from './support/processes.js';

@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
 import { afterEach, expect, it } from 'vitest';
-import { FileEventLog } from '../src/adapters/file-event-log/file-event-log.js';
+import { FileEventLog } from '../src/adapters/files/event-log/file-event-log.js';
 import { tempDir } from './support/agentd.js';
 
 const closers: (() => Promise<unknown>)[] = [];

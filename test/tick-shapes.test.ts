@@ -12,7 +12,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
-const TICK_SHAPES = pathToFileURL(path.resolve(import.meta.dirname, '../dist/cli/tick-shapes.js')).href;
+const TICK_SHAPES = pathToFileURL(path.resolve(import.meta.dirname, '../dist/perf/tick-shapes.js')).href;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-tick-shapes-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { BashShellFactory } from '../src/adapters/bash-shell.js';
-import { HostWorkdirs } from '../src/adapters/host-workdirs.js';
+import { BashShellFactory } from '../src/adapters/shell/bash-shell.js';
+import { HostWorkdirs } from '../src/adapters/files/host-workdirs.js';
 import { WarmShells } from '../src/core/agent/warm-shells.js';
 import type { ShellCreateOptions, ShellFactory, ShellSession } from '../src/core/tools/shell-session.js';
 import { tempDir } from './support/agentd.js';

@@ -8,7 +8,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { UndiciWebhookClient } from '../src/adapters/undici-webhook-client.js';
+import { UndiciWebhookClient } from '../src/adapters/webhooks/undici-webhook-client.js';
 import { WebhookTargets } from '../src/core/webhooks/webhook-targets.js';
 import { startServer, type TestServer } from './support/agentd.js';
 import { expectError } from './support/expect-error.js';

@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { DirectoryListings, unchangedSince, workdirFingerprint } from '../src/adapters/workdir-fingerprint.js';
+import { DirectoryListings, unchangedSince, workdirFingerprint } from '../src/adapters/git/workdir-fingerprint.js';
 import { tempDir } from './support/agentd.js';
 import { turnsDuring } from './support/event-loop-turns.js';
 

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WorkdirOwner } from '../src/adapters/workdir-owner.js';
+import { WorkdirOwner } from '../src/adapters/sandbox/workdir-owner.js';
 import { tempDir } from './support/agentd.js';
 
 const asRoot = process.getuid?.() === 0;

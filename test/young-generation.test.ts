@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-const MODULE = path.resolve(import.meta.dirname, '../dist/adapters/young-generation.js');
+const MODULE = path.resolve(import.meta.dirname, '../dist/perf/young-generation.js');
 
 /** Keeps 400,000 small objects (as a start-up keeps its records), held or not, then as many more after; the young generation's size (KiB) at each point. */
 function run(hold: boolean): { before: number; kept: number; after: number } {

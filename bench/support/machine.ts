@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
-import type { SandboxInfo } from '../../src/compose-sandbox.js';
+import type { SandboxInfo } from '../../src/adapters/sandbox/index.js';
 
 /** What the figures were measured on: they only compare within one run on one machine. */
 export interface MachineInfo {

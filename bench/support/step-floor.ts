@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { OpenAiLlmClient } from '../../src/adapters/openai-llm.js';
+import { OpenAiLlmClient } from '../../src/adapters/llm/openai-llm.js';
 import type { LlmMessage, LlmRequest, LlmToolSchema } from '../../src/core/agent/llm.js';
 import type { ShellFactory, ShellSession } from '../../src/core/tools/shell-session.js';
 import type { FakeLlm, RecordedRequest } from '../../test/fake-llm/fake-llm-server.js';

@@ -2,11 +2,11 @@ import v8 from 'node:v8';
 import { ConfigError, helpText, parseCli } from '../config.js';
 import { buildApp } from '../app.js';
 import { composeServices } from '../compose.js';
-import { DataDirInUseError, DataDirLock } from '../adapters/data-dir-lock.js';
+import { DataDirInUseError, DataDirLock } from '../adapters/files/data-dir-lock.js';
 import { createLogger, terminalDestination } from '../logger.js';
 import { VERSION } from '../version.js';
-import { compactHeap } from './compact-heap.js';
-import { CompactWhenIdle } from './compact-when-idle.js';
+import { compactHeap } from '../perf/compact-heap.js';
+import { CompactWhenIdle } from '../perf/compact-when-idle.js';
 
 /** `agentd [serve] [--host H] [--port P] ...`: argv + env → config → services → HTTP, until SIGTERM/SIGINT. */
 export async function serve(argv: readonly string[]): Promise<void> {

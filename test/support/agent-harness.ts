@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import { OpenAiLlmClient } from '../../src/adapters/openai-llm.js';
+import { OpenAiLlmClient } from '../../src/adapters/llm/openai-llm.js';
 import { startFakeLlm, type FakeLlm, type FakeLlmOptions, type FakeTurn } from '../fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from './agentd.js';
 

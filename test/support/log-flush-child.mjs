@@ -3,7 +3,7 @@
 // and a request line (kept as its fields until written out), with the flush window given, then
 // ends as told.
 import { createLogger } from '../../dist/logger.js';
-import { requestLineWriter } from '../../dist/http/request-log-line.js';
+import { requestLineWriter } from '../../dist/perf/request-log-line.js';
 
 const [flushMs, end] = process.argv.slice(2);
 const logger = createLogger({ level: 'info', flushMs: Number(flushMs) });

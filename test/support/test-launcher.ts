@@ -1,10 +1,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BwrapProcessLauncher } from '../../src/adapters/bwrap-launcher.js';
-import type { ProcessLauncher } from '../../src/adapters/process-launcher.js';
-import { listProcesses } from '../../src/adapters/process-tree.js';
-import { findInPath } from '../../src/adapters/sandbox-mounts.js';
+import { BwrapProcessLauncher } from '../../src/adapters/sandbox/bwrap-launcher.js';
+import type { ProcessLauncher } from '../../src/adapters/process/process-launcher.js';
+import { listProcesses } from '../../src/adapters/process/process-tree.js';
+import { findInPath } from '../../src/adapters/sandbox/mounts.js';
 
 /**
  * For tests that build shells without a server: `AGENTD_SANDBOX=bwrap npx vitest run ...` runs

@@ -10,7 +10,7 @@
 // during the load decided the answer (in about one run of fifteen, 14 entries were free after the
 // raw load, enough for the single property this probe tried before).
 import fs from 'node:fs';
-import { FileConversationRepository } from '../../dist/adapters/file-conversation-repository.js';
+import { FileConversationRepository } from '../../dist/adapters/files/file-conversation-repository.js';
 import { holdUserKeyedTogether, shareFirstSights } from '../../dist/core/conversations/user-keyed.js';
 import { SecretBox } from '../../dist/core/secrets/secret-box.js';
 

@@ -8,7 +8,7 @@ import type { Sql } from 'postgres';
 import { ConversationRecord, type ConversationRepository, type LoadedConversations } from '../../core/conversations/conversation-record.js';
 import { DamagedDataError } from '../../core/errors.js';
 import type { SecretBox } from '../../core/secrets/secret-box.js';
-import { sealConversationRecord, unsealConversationRecord, type SealedConversationRecord } from '../sealed-conversation-record.js';
+import { sealConversationRecord, unsealConversationRecord, type SealedConversationRecord } from '../files/sealed-conversation-record.js';
 import type { WritePipeline } from './write-pipeline.js';
 
 const TABLE = 'agentd_conversations';

@@ -1,0 +1,124 @@
+import path from 'node:path';
+import type { RunProcess, RunResult } from '../process/process-spawner.js';
+import { runHere } from '../process/spawn-here.js';
+import { findInPath } from '../sandbox/mounts.js';
+
+const TIMEOUT_MS = 300_000;
+
+/**
+ * Runs the server's own git (never the agent's: not in the sandbox, on the data dir) with
+ * nothing from the outside world that could make it execute something: no system or global
+ * config, no config from the environment (GIT_CONFIG_*), no hooks, no fsmonitor, no attribute
+ * files but the shadow's own `info/attributes`, literal pathspecs. The workdir it reads is
+ * written by the agent, so every knob that would run a program is pinned off here.
+ */
+export const SAFE_CONFIG = [
+  'core.hooksPath=/dev/null',
+  'core.fsmonitor=false',
+  'core.attributesFile=/dev/null',
+  'core.excludesFile=/dev/null',
+  'core.symlinks=true',
+  'core.autocrlf=false',
+  'core.safecrlf=false',
+  'core.filemode=true',
+  'core.ignoreCase=false',
+  'core.quotePath=false',
+  'core.untrackedCache=true',
+  'core.splitIndex=false',
+  'core.sparseCheckout=false',
+  'core.bare=false',
+  'gc.auto=0',
+  'diff.external=',
+  'diff.noprefix=false',
+  'diff.mnemonicPrefix=false',
+  'diff.relative=false',
+  'status.showUntrackedFiles=all',
+  'safe.directory=*',
+  'protocol.allow=never',
+  'submodule.recurse=false',
+  'user.name=agentd',
+  'user.email=agentd@localhost',
+];
+
+/** Exit code -1: git could not be started, was killed (at the time limit, past the output limit), or died of a signal. */
+export type GitResult = RunResult;
+
+export class GitError extends Error {
+  constructor(
+    readonly args: readonly string[],
+    readonly result: GitResult,
+  ) {
+    super(`git ${args.find((arg) => !arg.startsWith('-') && !arg.includes('=')) ?? ''} failed (exit ${result.exitCode}): ${result.stderr.trim().slice(0, 500)}`);
+    this.name = 'GitError';
+  }
+}
+
+/** What git may print before it is stopped (a diff of a large tree is the most it prints). */
+const MAX_OUTPUT_BYTES = 512 * 1024 * 1024;
+
+export async function runGit(options: {
+  gitDir: string;
+  workTree?: string;
+  args: readonly string[];
+  input?: string;
+  indexFile?: string;
+  allowExit?: readonly number[];
+  /** Runs git (the server's ProcessSpawner: git runs there to its end). Default: run by this process. */
+  run?: RunProcess;
+}): Promise<GitResult> {
+  const args = [
+    '--git-dir', options.gitDir,
+    ...(options.workTree ? ['--work-tree', options.workTree] : []),
+    '--no-replace-objects',
+    ...SAFE_CONFIG.flatMap((entry) => ['-c', entry]),
+    ...options.args,
+  ];
+  const out = await (options.run ?? runHere)({
+    command: 'git',
+    args,
+    cwd: options.workTree ?? path.dirname(options.gitDir),
+    env: gitEnv(options.gitDir, options.indexFile),
+    ...(options.input !== undefined && { input: options.input }),
+    maxOutputBytes: MAX_OUTPUT_BYTES,
+    timeoutMs: TIMEOUT_MS,
+  });
+  if (out.exitCode !== 0 && !(options.allowExit ?? []).includes(out.exitCode)) throw new GitError(options.args, out);
+  return out;
+}
+
+/**
+ * Where runGit's `git` is, or null when it is not installed: looked up on the PATH git runs with,
+ * by a stat of each entry, where running `git --version` forked the server (a pause of its event
+ * loop that grows with its heap) at its first checkpoint.
+ */
+export function installedGit(): string | null {
+  return findInPath('git', serverPath());
+}
+
+/**
+ * The server's PATH, its absolute entries only: git runs (and is looked up) with the agent's
+ * workdir as its current directory, where a relative or empty entry (`.`, `a::b`) would find a
+ * `git` (or a program git runs) that the agent wrote.
+ */
+function serverPath(): string {
+  return (process.env.PATH ?? '/usr/bin:/bin').split(':').filter((dir) => path.isAbsolute(dir)).join(':');
+}
+
+/** A clean environment: PATH to find git, and the switches that shut out every outside config. */
+function gitEnv(gitDir: string, indexFile: string | undefined): Record<string, string> {
+  return {
+    PATH: serverPath(),
+    HOME: gitDir,
+    XDG_CONFIG_HOME: `${gitDir}/no-xdg`,
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_CONFIG_GLOBAL: '/dev/null',
+    GIT_CONFIG_SYSTEM: '/dev/null',
+    GIT_ATTR_NOSYSTEM: '1',
+    GIT_TERMINAL_PROMPT: '0',
+    GIT_LITERAL_PATHSPECS: '1',
+    GIT_NO_REPLACE_OBJECTS: '1',
+    GIT_OPTIONAL_LOCKS: '1',
+    LC_ALL: 'C',
+    ...(indexFile ? { GIT_INDEX_FILE: indexFile } : {}),
+  };
+}

@@ -1,0 +1,45 @@
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { Config } from '../../config.js';
+import { FileConversationRepository } from '../files/file-conversation-repository.js';
+import { FileEventLog } from '../files/event-log/file-event-log.js';
+import { FileRunStore } from '../files/file-run-store.js';
+import { FileSummaryStore } from '../files/file-summary-store.js';
+import { FileWebhookStore } from '../files/file-webhook-store.js';
+import type { DamagedDataError } from '../../core/errors.js';
+import type { Storage } from './storage.js';
+import type { SecretBox } from '../../core/secrets/secret-box.js';
+
+export type { PostgresStorage, Storage, StorageCheck } from './storage.js';
+
+export async function composeStorage(options: {
+  config: Config;
+  logger: Logger;
+  box: SecretBox;
+  storageError: (error: unknown) => unknown;
+  onDamaged: (conversationId: string, error: DamagedDataError) => void;
+}): Promise<Storage> {
+  const { config, logger, box, storageError } = options;
+  // The PostgreSQL client, the NATS client and the cluster's stores load only for a cluster.
+  if (config.cluster) return (await import('../postgres/index.js')).composePostgres(config.cluster, logger, box);
+  const conversationsDir = path.join(config.dataDir, 'conversations');
+  const log = new FileEventLog({ conversationsDir, firehoseFile: path.join(config.dataDir, 'firehose.idx'), fsync: config.fsync, storageError, onDamaged: options.onDamaged });
+  const repository = new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError, snapshotFile: path.join(config.dataDir, 'conversations.snapshot'), workdirBase: config.workdirBase });
+  const runs = new FileRunStore(conversationsDir, { storageError, onDamaged: options.onDamaged });
+  return {
+    kind: 'files',
+    log,
+    runs,
+    repository,
+    summaries: new FileSummaryStore(path.join(config.dataDir, 'summaries.json'), { fsync: config.fsync }),
+    webhooks: new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box, fsync: config.fsync, storageError }),
+    // Appends and saves are synchronous; a DELETE awaits its conversation's removal itself.
+    durable: async () => {},
+    checks: async () => ({}),
+    postgres: null,
+    close: async () => {
+      runs.close();
+      await log.close();
+    },
+  };
+}
