@@ -95,7 +95,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   }
   registerJsonBodyParser(app);
   // Several instances: a conversation's requests go to the instance that runs it (after authentication).
-  if (services.ownership) (await import('./adapters/cluster/forwarding.js')).registerForwarding(app, services.ownership);
+  if (services.ownership) (await import('./adapters/cluster/index.js')).registerForwarding(app, services.ownership);
   await registerOpenApi(app, services);
   // Heartbeats are the stream routes' own (one timer for all streams, sse-heartbeats.ts), not the plugin's.
   await app.register(fastifySSE);

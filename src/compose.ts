@@ -1,64 +1,53 @@
 import fs from 'node:fs';
-import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import { loadOrCreateKeyFile } from './adapters/files/key-file.js';
-import { holdingYoungGeneration } from './perf/young-generation.js';
+import { VERSION } from './version.js';
+import type { Ownership } from './adapters/cluster/index.js';
+import { DiskSpace, HostWorkdirs, loadServerKeys } from './adapters/files/index.js';
+import { createCheckpoints } from './adapters/git/index.js';
+import { createHookTransport } from './adapters/hooks/index.js';
+import { OpenAiLlmClient } from './adapters/llm/index.js';
+import { SdkMcpConnector } from './adapters/mcp/index.js';
+import { Metrics } from './adapters/metrics/index.js';
+import { ExecaCommandRunner, ProcessSpawner, testPausePoint } from './adapters/process/index.js';
+import { createSandbox, sandboxReport, type SandboxInfo } from './adapters/sandbox/index.js';
+import { detectRipgrep } from './adapters/search/index.js';
+import { createShells } from './adapters/shell/index.js';
+import { createStorage, type Storage } from './adapters/storage/index.js';
+import { createTools } from './adapters/tools/index.js';
+import { createWebhooks } from './adapters/webhooks/index.js';
+import { HostProjectFiles, NodeWorkdirFileSystem } from './adapters/workspace/index.js';
+import { AgentRuntime } from './core/agent/agent-runtime.js';
+import { AgentSessions } from './core/agent/agent-sessions.js';
+import type { LlmClient } from './core/agent/llm.js';
+import { CatalogCache } from './core/catalog/catalog-cache.js';
+import { mayHoldProjectCatalog } from './core/catalog/project-catalog.js';
+import { workspaceCatalogFiles } from './core/catalog/workspace-catalog-files.js';
+import { CommandService } from './core/commands/command-service.js';
+import { ConversationForks } from './core/conversations/conversation-fork.js';
 import { ConversationService } from './core/conversations/conversation-service.js';
 import { ConversationStore } from './core/conversations/conversation-store.js';
-import { AgentSessions } from './core/agent/agent-sessions.js';
+import { imageReader } from './core/conversations/message-images.js';
+import { describeDamage, type DamagedDataError, type Damage } from './core/errors.js';
 import { DeltaChannel } from './core/events/delta-channel.js';
 import { EventQueries } from './core/events/event-queries.js';
 import { EventRecorder, type EventReader } from './core/events/event-recorder.js';
 import { EventStreams } from './core/events/event-streams.js';
-import { SecretBox } from './core/secrets/secret-box.js';
-import { normalizeLlmConfig } from './core/schemas/llm-config.js';
-import { VERSION } from './version.js';
-import { composeStorage, type Storage } from './adapters/storage/index.js';
-import { testPausePoint } from './adapters/process/test-pause-point.js';
-import type { Ownership } from './adapters/cluster/ownership.js';
-import { OpenAiLlmClient } from './adapters/llm/openai-llm.js';
-import { BashShellFactory } from './adapters/shell/bash-shell.js';
-import { composeWarmShells } from './adapters/shell/warm-shells.js';
-import { composeCheckpoints } from './adapters/git/index.js';
-import type { CheckpointService } from './core/checkpoints/checkpoint-service.js';
-import { ShellLedger } from './adapters/shell/shell-ledger.js';
-import { ProcessSpawner } from './adapters/process/process-spawner.js';
-import { Metrics } from './adapters/metrics/prometheus-metrics.js';
-import { ExecaCommandRunner } from './adapters/process/execa-command-runner.js';
-import { UndiciHookClient } from './adapters/webhooks/undici-hook-client.js';
-import { SdkMcpConnector } from './adapters/mcp/mcp-sdk-connector.js';
-import { McpRegistry } from './core/mcp/mcp-registry.js';
-import { WebhookTargets } from './core/webhooks/webhook-targets.js';
-import { CommandService } from './core/commands/command-service.js';
-import { AgentRuntime } from './core/agent/agent-runtime.js';
-import { SecretService } from './core/secrets/secret-service.js';
-import type { LlmClient } from './core/agent/llm.js';
-import type { ShellFactory } from './core/tools/shell-session.js';
-import { CatalogCache } from './core/catalog/catalog-cache.js';
-import { mayHoldProjectCatalog } from './core/catalog/project-catalog.js';
-import { workspaceCatalogFiles } from './core/catalog/workspace-catalog-files.js';
-import { WorkspaceFiles } from './core/workspace/workspace-files.js';
-import { NodeWorkdirFileSystem } from './adapters/workspace/node-workdir-file-system.js';
-import { HostProjectFiles } from './adapters/workspace/host-project-files.js';
-import { MAX_IMAGE_BYTES, sniffImageType } from './core/schemas/message-content.js';
-import { imageTooLarge } from './core/conversations/message-images.js';
-import type { CallbackService } from './core/webhooks/callback-service.js';
-import { composeWebhooks } from './adapters/webhooks/index.js';
-import { composeTools } from './adapters/tools/index.js';
-import { composeSandbox, sandboxReport, type SandboxInfo } from './adapters/sandbox/index.js';
-import { detectRipgrep } from './adapters/search/ripgrep-searcher.js';
-import { DiskSpace } from './adapters/files/disk-space.js';
-import { HostWorkdirs } from './adapters/files/host-workdirs.js';
-import { describeDamage, type Damage } from './core/errors.js';
-import { ConversationForks } from './core/conversations/conversation-fork.js';
 import { ServerStatus } from './core/health/server-status.js';
+import { McpRegistry } from './core/mcp/mcp-registry.js';
+import { normalizeLlmConfig } from './core/schemas/llm-config.js';
+import { SecretBox } from './core/secrets/secret-box.js';
+import { SecretService } from './core/secrets/secret-service.js';
+import type { ShellFactory } from './core/tools/shell-session.js';
+import { WebhookTargets } from './core/webhooks/webhook-targets.js';
+import { WorkspaceFiles } from './core/workspace/workspace-files.js';
+import type { HttpServices } from './http/services.js';
+import { holdingYoungGeneration } from './perf/young-generation.js';
 
-/** Everything the HTTP layer calls: built once, in one place (the composition root). */
-export interface Services {
+/** Everything the server holds: what the HTTP layer calls (HttpServices) and what start and shutdown need. */
+export interface Services extends HttpServices {
   config: Config;
   logger: Logger;
-  version: string;
   startedAt: number;
   masterKeys: readonly string[];
   toolNames: readonly string[];
@@ -67,24 +56,10 @@ export interface Services {
   masterKeyCreated: boolean;
   /** How agent processes run (bwrap or none) and their limits. */
   sandbox: SandboxInfo;
-  conversations: ConversationService;
-  /** The conversation records, their one owner (read by most services). */
-  store: ConversationStore;
-  agent: AgentRuntime;
-  mcp: McpRegistry;
-  secrets: SecretService;
-  commands: CommandService;
   metrics: Metrics;
-  events: EventQueries;
-  streams: EventStreams;
   recorder: EventRecorder;
   /** Streaming-only deltas, beside the log. */
   deltas: DeltaChannel;
-  callbacks: CallbackService;
-  files: WorkspaceFiles;
-  /** Workdir checkpoints, rewind and changes. */
-  checkpoints: CheckpointService;
-  forks: ConversationForks;
   /** Whether the data dir takes writes (out of space, read-only). */
   disk: DiskSpace;
   /** Several instances: who serves each conversation (null on files). */
@@ -93,8 +68,6 @@ export interface Services {
   storage: Storage;
   /** Stored data found damaged at start-up and quarantined (kept as found, never written). */
   quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[] };
-  /** What /health and /info report. */
-  status: ServerStatus;
   /** `exiting`: the process exits next; the shells are left to killShellsForExit (see AgentRuntime.stopAll). */
   close(options?: { exiting?: boolean }): Promise<void>;
   /** Every shell made to end with the process, nothing waited for: the last step before it exits (ShellFactory.killAllForExit). */
@@ -116,39 +89,30 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   fs.mkdirSync(config.workdirBase, { recursive: true });
   // The sandbox probe (a bwrap process or two, mostly waiting) runs while the records load: start-up
   // takes the longer of the two, not their sum. Awaited below, where a failure is thrown.
-  const sandboxReady = composeSandbox(config, logger);
+  const sandboxReady = createSandbox(config, logger);
   sandboxReady.catch(() => {});
-  // So does grep's look for ripgrep (`rg --version`, remembered for composeTools below): spawned
-  // from a process that has not yet grown by the records, and waited for beside their load.
+  // So does grep's look for ripgrep (remembered for createTools below).
   void detectRipgrep();
 
-  let masterKeys = config.masterKeys;
-  let masterKeyFile: string | null = null;
-  let masterKeyCreated = false;
-  if (masterKeys.length === 0) {
-    masterKeyFile = path.join(config.dataDir, 'master.key');
-    const { key, created } = loadOrCreateKeyFile(masterKeyFile);
-    masterKeys = [key];
-    masterKeyCreated = created;
-  }
-  const secretKeyText = config.secretKey ?? loadOrCreateKeyFile(path.join(config.dataDir, 'secret.key')).key;
-  const box = new SecretBox(SecretBox.keyFromText(secretKeyText));
-
+  // Keys and storage: the data dir's files, or PostgreSQL for several instances.
+  const keys = loadServerKeys(config);
+  const box = new SecretBox(SecretBox.keyFromText(keys.secretKeyText));
   const disk = new DiskSpace(config.dataDir);
-  const storageError = (error: unknown) => disk.storageError(error);
-  const storage = await composeStorage({
+  const storage = await createStorage({
     config,
     logger,
     box,
-    storageError,
+    storageError: (error: unknown) => disk.storageError(error),
     onDamaged: (conversationId, error) => {
       if (!store.quarantineFound(conversationId, error)) return;
       // Found in its runs (first read after a clean stop): its log is written no more either, as when found at start-up.
       log.quarantine(conversationId, error);
-      logger.error({ conversation_id: conversationId, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
+      logQuarantined(logger, conversationId, error);
     },
   });
-  const { log, runs } = storage;
+  const { log, runs, summaries } = storage;
+
+  // Conversations, their histories and secrets, and the one way into the event log.
   const deltas = new DeltaChannel();
   const store = new ConversationStore({
     repository: storage.repository,
@@ -175,40 +139,45 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     readers: [store.summaryReader, sessions, { name: 'metrics', read: ({ event }) => metrics.observeEvent(event) }, ...(overrides.readers ?? [])],
   });
   const events = new EventQueries(log, (id) => void store.record(id));
-  const summaries = storage.summaries;
-  // Everything loaded is kept: the young generation need not grow for it (young-generation.ts).
+  // Everything loaded is kept: the young generation need not grow for it (perf/young-generation.ts).
   const saved = await summaries.take();
-  for (const { id, error } of await holdingYoungGeneration(() => store.load(saved))) {
-    logger.error({ conversation_id: id, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
-  }
+  for (const { id, error } of await holdingYoungGeneration(() => store.load(saved))) logQuarantined(logger, id, error);
   const { launcher, info: sandbox } = await sandboxReady;
-  let ownership: Ownership | null = null;
-  const webhooks = await composeWebhooks({ config, logger, log, conversations: store, store: storage.webhooks, version: VERSION, ...(storage.postgres && { owns: (id: string) => ownership?.holds(id) ?? false }) });
 
-  const shellLedger = new ShellLedger(path.join(config.dataDir, 'shells.jsonl'), path.join(config.dataDir, 'shells.json'));
-  const reaped = shellLedger.reapOrphans();
-  if (reaped > 0) logger.warn({ reaped }, 'stopped shells left running by a previous server process');
+  // Webhooks, and the one address policy for everything the server sends out.
+  const targets = new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs });
+  let ownership: Ownership | null = null;
+  const webhooks = await createWebhooks({ config, logger, log, conversations: store, store: storage.webhooks, version: VERSION, targets, ...(storage.postgres && { owns: (id: string) => ownership?.holds(id) ?? false }) });
+
+  // The agent's processes: tools, shells, one-off commands, hooks, MCP servers.
   const spawner = new ProcessSpawner();
-  const { tools, close: closeTools } = await composeTools(config, launcher, spawner.spawn);
-  const ownShells = overrides.shells ?? new BashShellFactory({ launcher, spawn: spawner.spawn, ...config.agentEnv });
-  const trackedShells = shellLedger.track(overrides.wrapShells ? overrides.wrapShells(ownShells) : ownShells);
-  const workdirs = new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase, ...(config.checkpoints.shared && { checkpointsDir: config.checkpoints.dir }) });
-  const warmShells = config.warmShells > 0 && config.idleTimeoutMs > 0 ? composeWarmShells({ config, shells: trackedShells, workdirs, inUse: (workdir) => [...store.all()].some((record) => record.workdir === workdir) }) : null;
-  const shells = warmShells?.factory ?? trackedShells;
+  const { tools, close: closeTools } = await createTools(config, launcher, spawner.spawn);
   const toolNames: readonly string[] = tools.map((tool) => tool.name);
+  const workdirs = new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase, ...(config.checkpoints.shared && { checkpointsDir: config.checkpoints.dir }) });
+  const shells = createShells(config, {
+    logger,
+    launcher,
+    spawn: spawner.spawn,
+    workdirs,
+    inUse: (workdir) => [...store.all()].some((record) => record.workdir === workdir),
+    ...(overrides.shells && { shells: overrides.shells }),
+    ...(overrides.wrapShells && { wrapShells: overrides.wrapShells }),
+  });
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
-  const hookClient = new UndiciHookClient({ targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), userAgent: `agentd/${VERSION}` });
+  const hooks = createHookTransport({ commandRunner, targets, userAgent: `agentd/${VERSION}`, environment: (record) => secrets.environment(record), sandboxOf: (record) => store.sandboxOf(record) });
   const projectFiles = new HostProjectFiles();
   const mcp = new McpRegistry({
     projectFiles,
-    connector: new SdkMcpConnector({ launcher, targets: new WebhookTargets({ allowPrivate: config.webhooks.allowPrivate, allowCidrs: config.webhooks.allowCidrs }), version: VERSION, ...config.agentEnv }),
+    connector: new SdkMcpConnector({ launcher, targets, version: VERSION, ...config.agentEnv }),
     serverDefaults: config.mcpServers,
     secretsOf: (record) => secrets.environment(record),
     sandboxOf: (record) => store.sandboxOf(record),
     mask: (conversationId, text) => secrets.maskText(conversationId, text),
   });
+
+  // Workdirs: checkpoints, files, the project catalog (skills, agents, commands).
   const pausePoint = testPausePoint(config.testPauseAt, logger);
-  const { intents, store: checkpointStore, checkpoints } = composeCheckpoints({
+  const { intents, store: checkpointStore, checkpoints } = createCheckpoints({
     config,
     logger,
     run: spawner.run,
@@ -218,14 +187,12 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const files = new WorkspaceFiles({ workdirFs, workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) });
   const skillsDir = config.skillsDir;
   const catalogs = new CatalogCache({ stamp: (file) => projectFiles.stamp(file), now: () => Date.now(), server: skillsDir ? workspaceCatalogFiles({ files: new WorkspaceFiles({ workdirFs, workdirOf: () => skillsDir }), key: 'server', root: skillsDir }) : null });
+
+  // The agent, and the conversations' service in front of it.
   const agent = new AgentRuntime({
     mcp,
     checkpoints,
-    readImage: async (conversationId, imagePath) => {
-      const read = await files.readSmallFile(conversationId, imagePath, { maxBytes: MAX_IMAGE_BYTES, tooLarge: (size) => imageTooLarge(size, imagePath) });
-      if (!sniffImageType(read.bytes)) throw new Error('not an image any more');
-      return read.bytes.toString('base64');
-    },
+    readImage: imageReader((conversationId, ...args) => files.readSmallFile(conversationId, ...args)),
     catalog: (record) =>
       catalogs.load(record.id, {
         project: (record.setting_sources ?? ['project']).includes('project') && mayHoldProjectCatalog(projectFiles, record.workdir) ? workspaceCatalogFiles({ files, key: record.id, root: record.workdir }) : null,
@@ -240,7 +207,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     tools,
     workdirFs,
     projectFiles,
-    shells,
+    shells: shells.factory,
     shellEnv: (record) => secrets.environment(record),
     idleTimeoutMs: config.idleTimeoutMs,
     // With its shell and history, a released conversation lets go of its event log's open files (else closed a minute after their last use), its checkpoint records and its project catalog.
@@ -249,13 +216,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       checkpointStore.release(conversationId);
       catalogs.forget(conversationId);
     },
-    hookTransport: (record) => ({
-      command: async (hook) => {
-        const result = await commandRunner.run({ command: hook.command, cwd: record.workdir, workdir: record.workdir, env: { ...secrets.environment(record), CLAUDE_PROJECT_DIR: record.workdir, AGENTD_CONVERSATION_ID: record.id }, timeoutMs: hook.timeoutMs, sandbox: store.sandboxOf(record), stdin: hook.stdin });
-        return { exitCode: result.exit_code, stdout: result.stdout, stderr: result.stderr, timedOut: result.timed_out };
-      },
-      http: (hook) => hookClient.post(hook),
-    }),
+    hookTransport: hooks.transport,
     onError: (error, context) => logger.error({ err: error, ...context }, 'agent run failed'),
     onLlmRetry: (retry, context) =>
       logger.warn({ ...context, attempt: retry.attempt, code: retry.code, status: retry.status, retry_in_ms: retry.delayMs }, `LLM attempt ${retry.attempt} failed, retrying: ${retry.message}`),
@@ -269,8 +230,15 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     log,
     recorder,
     runtime: agent,
-    ...(warmShells && { warmShells }),
-    onDeleted: [(conversationId) => secrets.forget(conversationId), (conversationId) => webhooks.callbacks.removeConversation(conversationId), (conversationId) => checkpointStore.forget(conversationId), (conversationId) => checkpoints.forget(conversationId), (_, record) => launcher.forget?.(record.workdir)],
+    ...(shells.warm && { warmShells: shells.warm }),
+    // What a deleted conversation leaves behind elsewhere: its secrets, webhooks, checkpoints and sandbox state.
+    onDeleted: [
+      (conversationId) => secrets.forget(conversationId),
+      (conversationId) => webhooks.callbacks.removeConversation(conversationId),
+      (conversationId) => checkpointStore.forget(conversationId),
+      (conversationId) => checkpoints.forget(conversationId),
+      (_, record) => launcher.forget?.(record.workdir),
+    ],
     defaults: {
       llm: config.defaultLlm ? normalizeLlmConfig(config.defaultLlm) : null,
       workdirBase: config.workdirBase,
@@ -280,10 +248,12 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   });
   const commands = new CommandService({ conversations: store, secrets, runner: commandRunner, workdirFs });
   const forks = new ConversationForks({ conversations, store, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
+
+  // Several instances: who serves each conversation. One instance: its runs resume here.
   if (storage.postgres && config.cluster) {
     // The cluster layer (and its HTTP client) loads only for several instances.
-    const { composeOwnership } = await import('./adapters/cluster/index.js');
-    ownership = composeOwnership({
+    const { createOwnership } = await import('./adapters/cluster/index.js');
+    ownership = createOwnership({
       cluster: config.cluster,
       metrics,
       deps: {
@@ -316,10 +286,10 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     logger,
     version: VERSION,
     startedAt,
-    masterKeys,
+    masterKeys: keys.masterKeys,
     toolNames,
-    masterKeyFile,
-    masterKeyCreated,
+    masterKeyFile: keys.masterKeyFile,
+    masterKeyCreated: keys.masterKeyCreated,
     sandbox,
     conversations,
     store,
@@ -339,53 +309,80 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     disk,
     storage,
     quarantined,
-    status: new ServerStatus({
-      version: VERSION,
-      startedAt,
-      toolNames,
-      conversations: store,
-      dataDirWritable: () => disk.check(),
-      quarantined,
-      sseSubscribers: () => streams.size,
-      firehoseHead: () => events.firehoseHead(),
-      storageChecks: () => storage.checks(),
-      limits: {
-        max_body_bytes: config.maxBodyBytes,
-        max_upload_bytes: config.maxUploadBytes,
-        max_page_limit: 1000,
-        default_max_iterations_per_run: 500,
-        sse_heartbeat_s: config.sseHeartbeatMs / 1000,
-        sse_max_buffered_events: config.sseMaxBuffered,
-        max_connections: config.connections.max || null,
-        max_connections_per_client: config.connections.perClient || null,
-      },
-      sandbox: sandboxReport(sandbox),
-    }),
+    status: serverStatus({ config, startedAt, toolNames, store, disk, quarantined, streams, events, storage, sandbox }),
     ownership,
-    killShellsForExit: () => shells.killAllForExit?.(),
+    killShellsForExit: () => shells.killAllForExit(),
     async close(options = {}) {
-      await warmShells?.close();
+      await shells.stopWarm();
       await agent.stopAll(options);
       // A process about to exit keeps it: it goes with the process, and takes the shells with it.
       if (!options.exiting) spawner.close();
-      shellLedger.close();
+      shells.close();
       await ownership?.close();
       await webhooks.close();
-      await hookClient.close();
+      await hooks.close();
       await closeTools();
       streams.closeAll('server_shutting_down');
       await storage.close();
       checkpointStore.close();
       metrics.stop();
-      // The next start reads no logs: each conversation's summary is saved once nothing appends any
-      // more; and (files) no record file: the records in one snapshot, with the summaries (then
-      // summaries.json only names that snapshot).
-      const held = store.summaries();
-      const inSnapshot = await storage.repository.saveSnapshot?.(store.all(), held).catch((error: unknown) => {
-        logger.warn({ err: error }, 'conversation records snapshot not saved: the next start reads each record');
-        return undefined;
-      });
-      await summaries.save(held, inSnapshot === undefined ? {} : { inSnapshot }).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
+      await saveForNextStart({ store, storage, logger });
     },
   };
+}
+
+function logQuarantined(logger: Logger, conversationId: string, error: DamagedDataError): void {
+  logger.error({ conversation_id: conversationId, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
+}
+
+/** What /health and /info report. */
+function serverStatus(deps: {
+  config: Config;
+  startedAt: number;
+  toolNames: readonly string[];
+  store: ConversationStore;
+  disk: DiskSpace;
+  quarantined: Services['quarantined'];
+  streams: EventStreams;
+  events: EventQueries;
+  storage: Storage;
+  sandbox: SandboxInfo;
+}): ServerStatus {
+  const { config } = deps;
+  return new ServerStatus({
+    version: VERSION,
+    startedAt: deps.startedAt,
+    toolNames: deps.toolNames,
+    conversations: deps.store,
+    dataDirWritable: () => deps.disk.check(),
+    quarantined: deps.quarantined,
+    sseSubscribers: () => deps.streams.size,
+    firehoseHead: () => deps.events.firehoseHead(),
+    storageChecks: () => deps.storage.checks(),
+    limits: {
+      max_body_bytes: config.maxBodyBytes,
+      max_upload_bytes: config.maxUploadBytes,
+      max_page_limit: 1000,
+      default_max_iterations_per_run: 500,
+      sse_heartbeat_s: config.sseHeartbeatMs / 1000,
+      sse_max_buffered_events: config.sseMaxBuffered,
+      max_connections: config.connections.max || null,
+      max_connections_per_client: config.connections.perClient || null,
+    },
+    sandbox: sandboxReport(deps.sandbox),
+  });
+}
+
+/**
+ * The next start reads no logs: each conversation's summary is saved once nothing appends any more;
+ * and (files) no record file: the records in one snapshot, with the summaries (then summaries.json
+ * only names that snapshot).
+ */
+async function saveForNextStart({ store, storage, logger }: { store: ConversationStore; storage: Storage; logger: Logger }): Promise<void> {
+  const held = store.summaries();
+  const inSnapshot = await storage.repository.saveSnapshot?.(store.all(), held).catch((error: unknown) => {
+    logger.warn({ err: error }, 'conversation records snapshot not saved: the next start reads each record');
+    return undefined;
+  });
+  await storage.summaries.save(held, inSnapshot === undefined ? {} : { inSnapshot }).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
 }

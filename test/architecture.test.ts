@@ -12,8 +12,7 @@ const core = [...graph].filter(([file]) => file.startsWith(`src${path.sep}core${
 const offending = (files: [string, ImportEdge[]][], bad: (edge: ImportEdge) => boolean) =>
   files.flatMap(([file, edges]) => edges.filter(bad).map((edge) => `${file} imports ${edge.specifier}`));
 
-/** The SDK's query helpers take the client's type while the client calls them (issue 17's code). */
-const KNOWN_TYPE_CYCLES = ['src/client/agentd-client.ts -> src/client/query.ts -> src/client/agentd-client.ts'];
+const posix = (file: string) => file.split(path.sep).join('/');
 
 describe('the import graph of src/', () => {
   it('reads the whole tree', () => {
@@ -25,9 +24,9 @@ describe('the import graph of src/', () => {
     expect(findCycles(graph, { includeTypeOnly: false })).toEqual([]);
   });
 
-  it('has no cycles through type-only imports either, but the listed one (which may only go)', () => {
-    const cycles = findCycles(graph, { includeTypeOnly: true }).map((cycle) => cycle.map((file) => file.split(path.sep).join('/')).join(' -> '));
-    expect(cycles).toEqual(KNOWN_TYPE_CYCLES);
+  it('has no cycles through type-only imports either', () => {
+    const cycles = findCycles(graph, { includeTypeOnly: true }).map((cycle) => cycle.map(posix).join(' -> '));
+    expect(cycles).toEqual([]);
   });
 
   it('keeps vendors, transports and processes out of core/', () => {
@@ -53,5 +52,27 @@ describe('the import graph of src/', () => {
         .flatMap((line, index) => (statusLike.test(line) ? [`${file.split(path.sep).join('/')}:${index + 1}: ${line.trim()}`] : [])),
     );
     expect(found).toEqual([]);
+  });
+
+  it('keeps src/ itself to the entry points, the config and the composition root (at most 8 files)', () => {
+    const loose = fs.readdirSync(path.join(root, 'src'), { withFileTypes: true }).filter((entry) => entry.isFile());
+    expect(loose.length, loose.map((entry) => entry.name).join(', ')).toBeLessThanOrEqual(8);
+  });
+
+  it('keeps adapters/ to one folder per outside thing, with no loose file but an index', () => {
+    const loose = fs.readdirSync(path.join(root, 'src', 'adapters'), { withFileTypes: true }).filter((entry) => entry.isFile() && entry.name !== 'index.ts');
+    expect(loose.map((entry) => entry.name)).toEqual([]);
+  });
+
+  it('gives each subsystem of adapters/ one front door: the rest of src/ imports it through its index.ts', () => {
+    const outside = [...graph].filter(([file]) => !posix(file).startsWith('src/adapters/'));
+    const throughBack = offending(outside, (edge) => !edge.dynamic && edge.target !== null && /^src\/adapters\/[^/]+\/(?!index\.ts$)/.test(posix(edge.target)));
+    expect(throughBack).toEqual([]);
+  });
+
+  it('keeps http/ to core/ and itself: the services it calls are a type declared in http/', () => {
+    const http = [...graph].filter(([file]) => posix(file).startsWith('src/http/'));
+    const outer = /^src\/(adapters|perf|cli)\/|^src\/(compose|app|cli|config|config-variables|logger)\.ts$/;
+    expect(offending(http, (edge) => edge.target !== null && outer.test(posix(edge.target)))).toEqual([]);
   });
 });

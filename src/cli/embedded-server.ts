@@ -1,7 +1,7 @@
 import { buildApp } from '../app.js';
 import { composeServices } from '../compose.js';
 import { parseCli } from '../config.js';
-import { DataDirInUseError, DataDirLock } from '../adapters/files/data-dir-lock.js';
+import { DataDirInUseError, DataDirLock } from '../adapters/files/index.js';
 import { createLogger } from '../logger.js';
 
 export interface EmbeddedServer {

@@ -2,7 +2,7 @@ import v8 from 'node:v8';
 import { ConfigError, helpText, parseCli } from '../config.js';
 import { buildApp } from '../app.js';
 import { composeServices } from '../compose.js';
-import { DataDirInUseError, DataDirLock } from '../adapters/files/data-dir-lock.js';
+import { DataDirInUseError, DataDirLock } from '../adapters/files/index.js';
 import { createLogger, terminalDestination } from '../logger.js';
 import { VERSION } from '../version.js';
 import { compactHeap } from '../perf/compact-heap.js';

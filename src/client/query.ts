@@ -1,6 +1,21 @@
-import type { AgentdClient } from './agentd-client.js';
-import type { StreamItem } from './event-stream.js';
+import type { StreamItem, StreamOptions } from './event-stream.js';
+import type * as T from './types.js';
 import type { AgentEvent, Conversation, ConversationStatus, CreateConversationInput, EventOf, PendingAction, StreamEvent, Usage } from './types.js';
+
+/** The calls a query makes: AgentdClient has them (declared here so that the client and its helpers do not import each other). */
+export interface QueryClient {
+  conversations: { get(id: string): Promise<Conversation>; create(body: CreateConversationInput): Promise<Conversation> };
+  events: { list(id: string, query: T.EventListQuery): Promise<T.EventPage>; streamItems(id: string, options: StreamOptions): AsyncGenerator<StreamItem> };
+  messages: { send(id: string, body: T.SendMessageInput): Promise<T.MessageAccepted> };
+  runs: {
+    start(id: string): Promise<T.RunStarted>;
+    pause(id: string): Promise<Conversation>;
+    approve(id: string): Promise<T.RunStarted>;
+    reject(id: string, body: T.RejectInput): Promise<T.RunStarted>;
+    answer(id: string, body: T.AnswerInput): Promise<T.AnswerAccepted>;
+    get(id: string, runId: string): Promise<T.Run>;
+  };
+}
 
 /** What to do with actions awaiting approval: `leave` ends the query with them still pending. */
 export type ApprovalDecision = 'approve' | 'reject' | { reject: string } | 'leave';
@@ -57,7 +72,7 @@ const TERMINAL: ReadonlySet<string> = new Set(['idle', 'finished', 'paused', 'wa
  * opened before the message is sent, so nothing is missed, which resumes by itself after a
  * dropped connection.
  */
-export async function* query(client: AgentdClient, options: QueryOptions): AsyncGenerator<StreamEvent, void, undefined> {
+export async function* query(client: QueryClient, options: QueryOptions): AsyncGenerator<StreamEvent, void, undefined> {
   const { prompt, conversation_id, signal, onApproval, onQuestion, onConversation, onEvent: _onEvent, reconnectBudgetMs, onReconnect, ...create } = options;
   const conversation = conversation_id ? await client.conversations.get(conversation_id) : await client.conversations.create(create);
   onConversation?.(conversation);
@@ -130,7 +145,7 @@ export async function* query(client: AgentdClient, options: QueryOptions): Async
 }
 
 /** Follows a query to its end and sums it up (see RunResult). */
-export async function runToEnd(client: AgentdClient, options: QueryOptions): Promise<RunResult> {
+export async function runToEnd(client: QueryClient, options: QueryOptions): Promise<RunResult> {
   let conversationId = options.conversation_id ?? '';
   const events: StreamEvent[] = [];
   const runIds = new Set<string>();

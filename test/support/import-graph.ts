@@ -7,6 +7,8 @@ export interface ImportEdge {
   specifier: string;
   target: string | null;
   typeOnly: boolean;
+  /** An `import()` call: loaded when first needed, not with the file. */
+  dynamic: boolean;
 }
 
 /** Every .ts file under `dir` (paths relative to `root`) with its imports and re-exports, read with the TypeScript parser. */
@@ -26,9 +28,9 @@ export function importGraph(root: string, dir = 'src'): Map<string, ImportEdge[]
 function importsOf(root: string, file: string): ImportEdge[] {
   const source = ts.createSourceFile(file, fs.readFileSync(path.join(root, file), 'utf8'), ts.ScriptTarget.ES2022, false);
   const edges: ImportEdge[] = [];
-  const add = (specifier: string, typeOnly: boolean) => {
+  const add = (specifier: string, typeOnly: boolean, dynamic = false) => {
     const target = specifier.startsWith('.') ? path.join(path.dirname(file), specifier).replace(/\.js$/, '.ts') : null;
-    edges.push({ specifier, target, typeOnly });
+    edges.push({ specifier, target, typeOnly, dynamic });
   };
   const visit = (node: ts.Node) => {
     if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
@@ -38,7 +40,7 @@ function importsOf(root: string, file: string): ImportEdge[] {
     } else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
       add(node.moduleSpecifier.text, node.isTypeOnly);
     } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments[0] && ts.isStringLiteral(node.arguments[0])) {
-      add(node.arguments[0].text, false);
+      add(node.arguments[0].text, false, true);
     }
     ts.forEachChild(node, visit);
   };

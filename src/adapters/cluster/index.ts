@@ -1,6 +1,8 @@
 import type { Config } from '../../config.js';
 import type { Metrics } from '../metrics/prometheus-metrics.js';
 import { Ownership, type OwnershipDeps } from './ownership.js';
+export type { Ownership } from './ownership.js';
+export { registerForwarding } from './forwarding.js';
 
 /**
  * Several instances: who serves each conversation (leases on the shared database), with its
@@ -9,7 +11,7 @@ import { Ownership, type OwnershipDeps } from './ownership.js';
  * included) is recovered by whichever takes its lease. Loaded by compose.ts only for a cluster,
  * with the cluster layer and its HTTP client.
  */
-export function composeOwnership(options: {
+export function createOwnership(options: {
   cluster: NonNullable<Config['cluster']>;
   metrics: Metrics;
   deps: Omit<OwnershipDeps, 'instanceUrl' | 'ttlMs' | 'resumeOnFailover'>;

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 
 /**
@@ -20,4 +21,27 @@ export function loadOrCreateKeyFile(file: string): { key: string; created: boole
     throw error;
   }
   return { key, created: true };
+}
+
+/**
+ * The server's keys: the master keys from the environment, or else one kept in `<dataDir>/master.key`;
+ * the secrets' encryption key from the environment, or else `<dataDir>/secret.key`.
+ */
+export function loadServerKeys(options: { dataDir: string; masterKeys: readonly string[]; secretKey: string | null }): {
+  masterKeys: readonly string[];
+  masterKeyFile: string | null;
+  masterKeyCreated: boolean;
+  secretKeyText: string;
+} {
+  let masterKeys = options.masterKeys;
+  let masterKeyFile: string | null = null;
+  let masterKeyCreated = false;
+  if (masterKeys.length === 0) {
+    masterKeyFile = path.join(options.dataDir, 'master.key');
+    const { key, created } = loadOrCreateKeyFile(masterKeyFile);
+    masterKeys = [key];
+    masterKeyCreated = created;
+  }
+  const secretKeyText = options.secretKey ?? loadOrCreateKeyFile(path.join(options.dataDir, 'secret.key')).key;
+  return { masterKeys, masterKeyFile, masterKeyCreated, secretKeyText };
 }

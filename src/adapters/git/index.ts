@@ -13,7 +13,7 @@ import type { RunProcess } from '../process/process-spawner.js';
  * With several instances the checkpoints and the rewinds under way live beside the workdirs, on
  * the storage they share.
  */
-export function composeCheckpoints(options: {
+export function createCheckpoints(options: {
   config: Config;
   logger: Logger;
   run: RunProcess;

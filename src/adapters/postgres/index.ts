@@ -18,7 +18,7 @@ import type { SecretBox } from '../../core/secrets/secret-box.js';
 import type { Storage, StorageCheck } from '../storage/storage.js';
 
 /** Storage on PostgreSQL (several instances): loaded by adapters/storage/index.ts only when a database is configured. */
-export async function composePostgres(cluster: NonNullable<Config['cluster']>, logger: Logger, box: SecretBox): Promise<Storage> {
+export async function createPostgres(cluster: NonNullable<Config['cluster']>, logger: Logger, box: SecretBox): Promise<Storage> {
   // A process stalled inside a transaction (stopped, swapped out) would hold the lease row it
   // checked and keep a takeover waiting: the database ends such a transaction after a while.
   const sql = postgres(cluster.databaseUrl, {

@@ -24,7 +24,7 @@ export interface SandboxInfo {
  * The launcher every agent process goes through, chosen once at start-up (AGENTD_SANDBOX). A
  * forced `bwrap` that cannot run throws (SandboxUnavailableError): the server does not start.
  */
-export async function composeSandbox(config: Config, logger: Logger): Promise<{ launcher: ProcessLauncher; info: SandboxInfo }> {
+export async function createSandbox(config: Config, logger: Logger): Promise<{ launcher: ProcessLauncher; info: SandboxInfo }> {
   const { launcher, fallbackReason, cgroupReason, networkHelper, networkFallbackReason } = await selectProcessLauncher({
     requested: config.sandbox.mode,
     limits: config.sandbox.limits,

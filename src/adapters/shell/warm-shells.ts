@@ -10,7 +10,7 @@ import type { ShellFactory } from '../../core/tools/shell-session.js';
  * are noted in <data dir>/warm-workdir, one per line: those a crash left behind (empty, in the
  * workdir base, no conversation's) are removed at the next start.
  */
-export function composeWarmShells(options: { config: Config; shells: ShellFactory; workdirs: Workdirs; inUse: (workdir: string) => boolean }): WarmShells {
+export function createWarmShells(options: { config: Config; shells: ShellFactory; workdirs: Workdirs; inUse: (workdir: string) => boolean }): WarmShells {
   const { config } = options;
   const note = path.join(config.dataDir, 'warm-workdir');
   removeLeftovers(note, config.workdirBase, options.inUse);

@@ -12,7 +12,7 @@ import type { SecretBox } from '../../core/secrets/secret-box.js';
 
 export type { PostgresStorage, Storage, StorageCheck } from './storage.js';
 
-export async function composeStorage(options: {
+export async function createStorage(options: {
   config: Config;
   logger: Logger;
   box: SecretBox;
@@ -21,7 +21,7 @@ export async function composeStorage(options: {
 }): Promise<Storage> {
   const { config, logger, box, storageError } = options;
   // The PostgreSQL client, the NATS client and the cluster's stores load only for a cluster.
-  if (config.cluster) return (await import('../postgres/index.js')).composePostgres(config.cluster, logger, box);
+  if (config.cluster) return (await import('../postgres/index.js')).createPostgres(config.cluster, logger, box);
   const conversationsDir = path.join(config.dataDir, 'conversations');
   const log = new FileEventLog({ conversationsDir, firehoseFile: path.join(config.dataDir, 'firehose.idx'), fsync: config.fsync, storageError, onDamaged: options.onDamaged });
   const repository = new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError, snapshotFile: path.join(config.dataDir, 'conversations.snapshot'), workdirBase: config.workdirBase });

@@ -23,7 +23,7 @@ import { createWebSearchTool } from '../../core/tools/web-search.js';
  * The built-in tools, in the order the LLM is offered them: grep searches with ripgrep when the
  * machine has it, and web_search exists only when the operator configured a provider.
  */
-export async function composeTools(config: Config, launcher: ProcessLauncher, spawn?: SpawnProcess): Promise<{ tools: ToolDefinition[]; close(): Promise<void> }> {
+export async function createTools(config: Config, launcher: ProcessLauncher, spawn?: SpawnProcess): Promise<{ tools: ToolDefinition[]; close(): Promise<void> }> {
   const webFetcher = new UndiciWebFetcher({ ...config.web.fetch, userAgent: `agentd/${VERSION} (web_fetch)` });
   const webSearcher = config.web.search ? new ProviderWebSearcher({ ...config.web.search, timeoutMs: config.web.fetch.timeoutMs, userAgent: `agentd/${VERSION}` }) : null;
   const grep = createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv }, ...(spawn && { spawn }) }));

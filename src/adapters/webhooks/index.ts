@@ -8,7 +8,7 @@ import type { SubscriptionState, WebhookStore } from '../../core/webhooks/subscr
 import { CallbackService } from '../../core/webhooks/callback-service.js';
 import { systemScheduler, type Scheduler } from '../../core/webhooks/scheduler.js';
 import { ServerCallbacks } from '../../core/webhooks/server-callbacks.js';
-import { WebhookTargets } from '../../core/webhooks/webhook-targets.js';
+import type { WebhookTargets } from '../../core/webhooks/webhook-targets.js';
 import { WebhookDispatcher } from '../../core/webhooks/webhook-dispatcher.js';
 
 export interface Webhooks {
@@ -28,7 +28,7 @@ export interface Webhooks {
  * worker per subscription reading the event log after its own cursor. A subscription to the log's
  * firehose is only a wake-up; what is delivered always comes from the log.
  */
-export async function composeWebhooks(options: {
+export async function createWebhooks(options: {
   config: Config;
   logger: Logger;
   log: EventLog;
@@ -36,6 +36,8 @@ export async function composeWebhooks(options: {
   /** Where subscriptions and delivery logs persist (the data dir's files, or PostgreSQL). */
   store: WebhookStore & { damaged(): { id: string; damage: Damage; path: string }[] };
   version: string;
+  /** The address policy every outgoing request of the server follows (webhooks, hooks, MCP). */
+  targets: WebhookTargets;
   scheduler?: Scheduler;
   /**
    * Several instances: whether this one holds a conversation's lease. Only the holder delivers
@@ -47,7 +49,7 @@ export async function composeWebhooks(options: {
   const settings = config.webhooks;
   const scheduler = options.scheduler ?? systemScheduler;
   const { store } = options;
-  const targets = new WebhookTargets({ allowPrivate: settings.allowPrivate, allowCidrs: settings.allowCidrs });
+  const { targets } = options;
   const client = new UndiciWebhookClient({ timeoutMs: settings.timeoutMs, targets });
   const bindings = (state: { id: string; conversation_id: string }) => ({ conversation_id: state.conversation_id, callback_id: state.id });
   const dispatcher = new WebhookDispatcher({

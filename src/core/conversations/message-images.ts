@@ -44,3 +44,15 @@ export async function prepareMessageParts(parts: readonly ContentPart[], readIma
   if (text.trim() === '') throw new InvalidRequestError('empty_message', 'The message has no text and no image.');
   return { content: text, parts: images > 0 ? stored : null };
 }
+
+/**
+ * A workdir image of an earlier message, read again for an LLM request (its bytes as base64): still
+ * inside the workdir, still small enough, and still an image, or the request says it is gone.
+ */
+export function imageReader(readSmallFile: (conversationId: string, ...args: Parameters<ReadWorkdirImage>) => ReturnType<ReadWorkdirImage>): (conversationId: string, imagePath: string) => Promise<string> {
+  return async (conversationId, imagePath) => {
+    const read = await readSmallFile(conversationId, imagePath, { maxBytes: MAX_IMAGE_BYTES, tooLarge: (size) => imageTooLarge(size, imagePath) });
+    if (!sniffImageType(read.bytes)) throw new Error('not an image any more');
+    return read.bytes.toString('base64');
+  };
+}

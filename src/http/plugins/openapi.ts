@@ -6,7 +6,7 @@ import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import { assetGroupDir } from '../../assets.js';
-import type { Services } from '../../compose.js';
+import type { HttpServices } from '../services.js';
 
 export const API_TAGS = [
   { name: 'health', description: 'Liveness, readiness, server info' },
@@ -22,7 +22,7 @@ export const API_TAGS = [
 ];
 
 /** OpenAPI 3.1 generated from the routes' zod schemas; served at /openapi.json and /docs. */
-export async function registerOpenApi(app: FastifyInstance, services: Services): Promise<void> {
+export async function registerOpenApi(app: FastifyInstance, services: HttpServices): Promise<void> {
   await app.register(fastifySwagger, {
     openapi: {
       openapi: '3.1.0',

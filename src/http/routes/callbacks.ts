@@ -1,12 +1,12 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Services } from '../../compose.js';
+import type { HttpServices } from '../services.js';
 import { PageQuery } from '../../core/schemas/common.js';
 import { Callback, CreateCallbackBody } from '../../core/webhooks/callback-schemas.js';
 import { CallbackDeliveryPage, CallbackPage, CallbackParams } from '../contract/callbacks.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function callbackRoutes(services: Pick<Services, 'callbacks'>): FastifyPluginAsyncZod {
+export function callbackRoutes(services: Pick<HttpServices, 'callbacks'>): FastifyPluginAsyncZod {
   const callbacks = services.callbacks;
   const tags = ['callbacks'];
   return async (app) => {

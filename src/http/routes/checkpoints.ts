@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Services } from '../../compose.js';
+import type { HttpServices } from '../services.js';
 import { ChangesPage, ChangesQuery, CheckpointListQuery, CheckpointPage, ForkBody, RewindBody, RewindResult } from '../../core/checkpoints/checkpoint-schemas.js';
 import { Conversation } from '../../core/schemas/conversation.js';
 import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
 
 /** Time travel: a conversation's workdir checkpoints, rewinding to one, the changes since one, and forks. */
-export function checkpointRoutes(services: Pick<Services, 'checkpoints' | 'forks' | 'agent'>): FastifyPluginAsyncZod {
+export function checkpointRoutes(services: Pick<HttpServices, 'checkpoints' | 'forks' | 'agent'>): FastifyPluginAsyncZod {
   const { checkpoints, forks, agent } = services;
   const tags = ['checkpoints'];
   return async (app) => {

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Services } from '../../compose.js';
+import type { HttpServices } from '../services.js';
 import { CommandResult, RunCommandBody } from '../../core/commands/command-runner.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function commandRoutes(services: Pick<Services, 'commands'>): FastifyPluginAsyncZod {
+export function commandRoutes(services: Pick<HttpServices, 'commands'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.post(
       '/conversations/:id/commands',

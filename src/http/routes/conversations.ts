@@ -1,13 +1,13 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Services } from '../../compose.js';
+import type { HttpServices } from '../services.js';
 import { CountResponse } from '../../core/schemas/common.js';
 import { Conversation, CreateConversationBody, UpdateConversationConfigBody } from '../../core/schemas/conversation.js';
 import { ConversationListQuery, ConversationPage, DeleteConversationQuery, StatusFilter } from '../contract/conversations.js';
 import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
 import { snapshotSender } from '../snapshot-body.js';
 
-export function conversationRoutes(services: Pick<Services, 'conversations'>): FastifyPluginAsyncZod {
+export function conversationRoutes(services: Pick<HttpServices, 'conversations'>): FastifyPluginAsyncZod {
   const conversations = services.conversations;
   const sendConversation = snapshotSender(Conversation);
   return async (app) => {

@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Services } from '../../compose.js';
+import type { HttpServices } from '../services.js';
 import { CountResponse } from '../../core/schemas/common.js';
 import { AgentEvent } from '../../core/schemas/event.js';
 import { EventFilters, EventListQuery, EventPage, EventParams } from '../contract/events.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function eventRoutes(services: Pick<Services, 'events'>): FastifyPluginAsyncZod {
+export function eventRoutes(services: Pick<HttpServices, 'events'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/conversations/:id/events',

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { z } from 'zod';
 import fastifyMultipart from '@fastify/multipart';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Services } from '../../compose.js';
+import type { HttpServices } from '../services.js';
 import { HttpError } from '../http-error.js';
 import { FileEntry } from '../../core/schemas/file-entry.js';
 import { parseRange } from '../byte-range.js';
@@ -25,7 +25,7 @@ const MULTIPART_BODY = {
   required: ['file'],
 };
 
-export function fileRoutes(services: Pick<Services, 'config' | 'files'>): FastifyPluginAsyncZod {
+export function fileRoutes(services: Pick<HttpServices, 'config' | 'files'>): FastifyPluginAsyncZod {
   const files = services.files;
   const maxFileBytes = services.config.maxUploadBytes;
   const tags = ['files'];

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Services } from '../../compose.js';
+import type { HttpServices } from '../services.js';
 import { McpStatusList } from '../../core/schemas/mcp-servers.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function mcpRoutes(services: Pick<Services, 'mcp' | 'store'>): FastifyPluginAsyncZod {
+export function mcpRoutes(services: Pick<HttpServices, 'mcp' | 'store'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/conversations/:id/mcp',

@@ -1,11 +1,11 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Services } from '../../compose.js';
+import type { HttpServices } from '../services.js';
 import { PostMessageBody } from '../../core/schemas/conversation.js';
 import { MessageAccepted } from '../contract/runs.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function messageRoutes(services: Pick<Services, 'conversations'>): FastifyPluginAsyncZod {
+export function messageRoutes(services: Pick<HttpServices, 'conversations'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.post(
       '/conversations/:id/messages',

@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Services } from '../../compose.js';
+import type { HttpServices } from '../services.js';
 import { errors } from '../route-schemas.js';
 
 /** GET /metrics: Prometheus text (HTTP requests are counted by a root hook in app.ts). */
-export function metricsRoutes(services: Pick<Services, 'config' | 'metrics'>): FastifyPluginAsyncZod {
+export function metricsRoutes(services: Pick<HttpServices, 'config' | 'metrics'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/metrics',

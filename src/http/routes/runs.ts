@@ -1,12 +1,12 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Services } from '../../compose.js';
+import type { HttpServices } from '../services.js';
 import { Run } from '../../core/agent/run-record.js';
 import { CondenseAccepted, CondenseBody, Conversation } from '../../core/schemas/conversation.js';
 import { AnswerAccepted, AnswerBody, ConfirmationBody, RejectBody, RunListQuery, RunPage, RunParams, RunStarted } from '../contract/runs.js';
 import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
 
 /** A conversation's runs: start, pause, confirmation (approve, reject), and the run records. */
-export function runRoutes(services: Pick<Services, 'agent' | 'conversations'>): FastifyPluginAsyncZod {
+export function runRoutes(services: Pick<HttpServices, 'agent' | 'conversations'>): FastifyPluginAsyncZod {
   const agent = services.agent;
   const tags = ['messages'];
   return async (app) => {

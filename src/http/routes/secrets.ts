@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Services } from '../../compose.js';
+import type { HttpServices } from '../services.js';
 import { PutSecrets, SecretNames } from '../contract/secrets.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function secretRoutes(services: Pick<Services, 'secrets'>): FastifyPluginAsyncZod {
+export function secretRoutes(services: Pick<HttpServices, 'secrets'>): FastifyPluginAsyncZod {
   const tags = ['secrets'];
   return async (app) => {
     app.put(

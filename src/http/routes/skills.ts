@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { Services } from '../../compose.js';
+import type { HttpServices } from '../services.js';
 import { publicCatalog } from '../../core/catalog/project-catalog.js';
 import { SkillCatalog } from '../../core/schemas/catalog.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 
-export function skillsRoutes(services: Pick<Services, 'agent' | 'store'>): FastifyPluginAsyncZod {
+export function skillsRoutes(services: Pick<HttpServices, 'agent' | 'store'>): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/conversations/:id/skills',

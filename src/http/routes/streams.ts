@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { FastifyReply } from 'fastify';
-import type { Services } from '../../compose.js';
+import type { HttpServices } from '../services.js';
 import { InvalidRequestError } from '../../core/errors.js';
 import type { EventStream } from '../../core/events/event-stream.js';
 import { StreamQuery } from '../contract/events.js';
@@ -61,7 +61,7 @@ async function pipeStream(options: { reply: FastifyReply; stream: EventStream; h
 
 const rawSerializer = (data: unknown) => (typeof data === 'string' ? data : JSON.stringify(data));
 
-export function streamRoutes(services: Pick<Services, 'store' | 'streams'> & { heartbeatMs: number }): FastifyPluginAsyncZod {
+export function streamRoutes(services: Pick<HttpServices, 'store' | 'streams'> & { heartbeatMs: number }): FastifyPluginAsyncZod {
   return async (app) => {
     // One timer for the heartbeats of every stream of this server.
     const heartbeats = new SseHeartbeats(services.heartbeatMs);

@@ -3,7 +3,7 @@ import dns from 'node:dns';
 import { isIP } from 'node:net';
 import { webhookHeaders } from '../../core/webhooks/webhook-signature.js';
 import type { WebhookTargets } from '../../core/webhooks/webhook-targets.js';
-import { checkedLookup } from './undici-webhook-client.js';
+import { checkedLookup } from '../webhooks/undici-webhook-client.js';
 import { LazyAgent } from '../web/lazy-undici.js';
 
 /** The most of a hook receiver's answer that is read (decision JSON is small). */
