@@ -7,12 +7,15 @@ import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/ag
 import { WebhookReceiver } from './support/webhook-receiver.js';
 
 /**
- * The README's "Using the API" examples, run in order by bash against a real server, as a new
- * user would paste them. Only what would leave this machine is swapped: the LLM (a scripted
- * fake on 127.0.0.1), the webhook URL (a receiver on 127.0.0.1), and streams get a time limit.
+ * The API tour's examples (docs/api-tour.md, once the README's "Using the API"), run in order by
+ * bash against a real server, as a new user would paste them. Only what would leave this machine
+ * is swapped: the LLM (a scripted fake on 127.0.0.1), the webhook URL (a receiver on 127.0.0.1),
+ * and streams get a time limit.
  */
 const ROOT = path.resolve(import.meta.dirname, '..');
 const tools = ['bash', 'curl', 'jq'].filter((tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0);
+/** The tour's `sh` blocks: a block removed from the page must be removed here too, never dropped unnoticed. */
+const TOUR_BLOCKS = 13;
 /** Answers an example may get by design: nothing to approve or answer, a run already over or still going, a history too short to condense. */
 const EXPECTED_CONFLICTS = new Set(['no_pending_actions', 'run_not_active', 'run_in_progress', 'no_open_question', 'nothing_to_condense']);
 
@@ -35,11 +38,10 @@ afterAll(async () => {
   await receiver?.close();
 });
 
-function readmeScript(): string {
-  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('## Using the API'), readme.indexOf('\n## ', readme.indexOf('## Using the API') + 5));
-  const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!);
-  expect(blocks.length).toBeGreaterThanOrEqual(8);
+function tourScript(): string {
+  const tour = fs.readFileSync(path.join(ROOT, 'docs', 'api-tour.md'), 'utf8');
+  const blocks = [...tour.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!);
+  expect(blocks).toHaveLength(TOUR_BLOCKS);
   const replaced = blocks
     .join('\n')
     .replaceAll('"api_key": "sk-..."', `"base_url": "${llm.url}", "api_key": "sk-readme"`)
@@ -51,9 +53,9 @@ function readmeScript(): string {
   return `set -u\n${replaced}\n`;
 }
 
-describe.skipIf(tools.length > 0)("the README's API examples", () => {
+describe.skipIf(tools.length > 0)("the API tour's examples", () => {
   it('run in order, verbatim but for the LLM and webhook URLs, with no unexpected error', () => {
-    const result = spawnSync('bash', ['-c', readmeScript()], { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: cwd, AGENTD_KEY: TEST_KEY }, encoding: 'utf8', timeout: 120_000 });
+    const result = spawnSync('bash', ['-c', tourScript()], { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: cwd, AGENTD_KEY: TEST_KEY }, encoding: 'utf8', timeout: 120_000 });
     expect(result.status, result.stderr).toBe(0);
     expect(result.stderr).toBe('');
     const codes = [...result.stdout.matchAll(/"error":"([a-z_]+)"/g)].map((match) => match[1]!);
