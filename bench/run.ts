@@ -2,10 +2,11 @@
  * The benchmark runner (`npm run bench`, see scripts/bench.mjs). Each benchmark runs in a fresh
  * Node process (this file with `--child <id>`), so that one's heap and JIT state do not colour
  * the next; it prints its tables and the ratios to its own baseline, measured in the same run.
- * A full run of every benchmark writes bench/RESULTS.md.
+ * A full run of every benchmark writes its reports to bench/full-run.md, from which people bring
+ * the figures of bench/RESULTS.md up to date.
  *
- *   npm run bench                      all, full sizes, writes bench/RESULTS.md
- *   npm run bench -- --quick           all, reduced sizes (86-98 s on one quiet 2-core machine, 147 s and 85 s on two AMD EPYC guests, Nov 2026; the aim is under two minutes)
+ *   npm run bench                      all, full sizes, writes bench/full-run.md
+ *   npm run bench -- --quick           all, reduced sizes (the aim: under two minutes; its time is in bench/RESULTS.md)
  *   npm run bench -- --only P3,P5      some
  */
 import fs from 'node:fs';
@@ -16,7 +17,7 @@ import { BENCHMARKS } from './benchmarks.js';
 import type { BenchReport } from './support/benchmark.js';
 import { loadAverage, machineInfo } from './support/machine.js';
 import { reportText } from './support/report-format.js';
-import { writeResults } from './support/results-file.js';
+import { writeFullRun } from './support/results-file.js';
 import { ROOT, runBenchmarkInChild } from './support/processes.js';
 
 const { values: flags } = parseArgs({
@@ -79,9 +80,9 @@ async function main(): Promise<void> {
   const seconds = (performance.now() - started) / 1000;
   process.stdout.write(`${reports.length} benchmark(s) in ${seconds.toFixed(1)} s${failed ? `, ${failed} failed` : ''}\n`);
   if (!flags.quick && !wanted && failed === 0) {
-    const file = path.join(ROOT, 'bench', 'RESULTS.md');
-    writeResults({ file, machine, reports, loadsAfter: loads, seconds });
-    process.stdout.write(`wrote ${path.relative(process.cwd(), file)}\n`);
+    const file = path.join(ROOT, 'bench', 'full-run.md');
+    writeFullRun({ file, machine, reports, loadsAfter: loads, seconds });
+    process.stdout.write(`wrote ${path.relative(process.cwd(), file)}; bring the figures of bench/RESULTS.md up to date from it\n`);
   }
   if (failed) process.exitCode = 1;
 }

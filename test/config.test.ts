@@ -83,12 +83,6 @@ describe('every variable the server reads is documented', () => {
     expect([...listed].filter((name) => !names.includes(name)), '.env.example lists variables the server does not read').toEqual([]);
   });
 
-  it("the README's configuration tables have a row for each", () => {
-    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-    const rows = new Set([...readme.matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((match) => match[1]!));
-    expect(names.filter((name) => !rows.has(name)), 'README tables miss these').toEqual([]);
-  });
-
   it('--help prints each with its default and meaning', () => {
     const help = helpText();
     for (const [name, variable] of Object.entries(VARIABLES)) {

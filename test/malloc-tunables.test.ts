@@ -1,6 +1,6 @@
-// The allocator's setting the server runs with (README, "Memory"): the Docker image, `npm start`
-// and the benchmarks' servers use the same one, and `npm start` really hands it to the server
-// (a caller's own GLIBC_TUNABLES wins).
+// The allocator's setting the server runs with (docs/operations.md, "Memory"): the Docker image,
+// `npm start` and the benchmarks' servers use the same one, and `npm start` really hands it to the
+// server (a caller's own GLIBC_TUNABLES wins).
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -54,10 +54,10 @@ async function serverEnvironment(env: Record<string, string>): Promise<Map<strin
 }
 
 describe('GLIBC_TUNABLES', () => {
-  it('is the same in the Dockerfile, scripts/start.mjs, the benchmarks and the README', () => {
+  it('is the same in the Dockerfile, scripts/start.mjs, the benchmarks and the documents', () => {
     expect(fs.readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8')).toContain(`GLIBC_TUNABLES=${SERVER_GLIBC_TUNABLES}`);
     expect(fs.readFileSync(path.join(ROOT, 'scripts', 'start.mjs'), 'utf8')).toContain(`'${SERVER_GLIBC_TUNABLES}'`);
-    expect(fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')).toContain(`GLIBC_TUNABLES=${SERVER_GLIBC_TUNABLES}`);
+    for (const page of ['docs/operations.md', 'docs/deploy.md']) expect(fs.readFileSync(path.join(ROOT, page), 'utf8')).toContain(`GLIBC_TUNABLES=${SERVER_GLIBC_TUNABLES}`);
   });
 
   it('is what npm start runs the server with, unless the caller set one', async () => {

@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,12 +7,15 @@ import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from './support/ag
 import { WebhookReceiver } from './support/webhook-receiver.js';
 
 /**
- * The README's "Using the API" examples, run in order by bash against a real server, as a new
- * user would paste them. Only what would leave this machine is swapped: the LLM (a scripted
- * fake on 127.0.0.1), the webhook URL (a receiver on 127.0.0.1), and streams get a time limit.
+ * The examples a new user pastes, run by bash against a real server: the API tour's
+ * (docs/api-tour.md, once the README's "Using the API"), in order, and the README's quick start.
+ * Only what would leave this machine is swapped: the LLM (a scripted fake on 127.0.0.1), the
+ * webhook URL (a receiver on 127.0.0.1), and streams get a time limit.
  */
 const ROOT = path.resolve(import.meta.dirname, '..');
 const tools = ['bash', 'curl', 'jq'].filter((tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0);
+/** The tour's `sh` blocks: a block removed from the page must be removed here too, never dropped unnoticed. */
+const TOUR_BLOCKS = 13;
 /** Answers an example may get by design: nothing to approve or answer, a run already over or still going, a history too short to condense. */
 const EXPECTED_CONFLICTS = new Set(['no_pending_actions', 'run_not_active', 'run_in_progress', 'no_open_question', 'nothing_to_condense']);
 
@@ -35,11 +38,10 @@ afterAll(async () => {
   await receiver?.close();
 });
 
-function readmeScript(): string {
-  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('## Using the API'), readme.indexOf('\n## ', readme.indexOf('## Using the API') + 5));
-  const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!);
-  expect(blocks.length).toBeGreaterThanOrEqual(8);
+function tourScript(): string {
+  const tour = fs.readFileSync(path.join(ROOT, 'docs', 'api-tour.md'), 'utf8');
+  const blocks = [...tour.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!);
+  expect(blocks).toHaveLength(TOUR_BLOCKS);
   const replaced = blocks
     .join('\n')
     .replaceAll('"api_key": "sk-..."', `"base_url": "${llm.url}", "api_key": "sk-readme"`)
@@ -51,9 +53,9 @@ function readmeScript(): string {
   return `set -u\n${replaced}\n`;
 }
 
-describe.skipIf(tools.length > 0)("the README's API examples", () => {
+describe.skipIf(tools.length > 0)("the API tour's examples", () => {
   it('run in order, verbatim but for the LLM and webhook URLs, with no unexpected error', () => {
-    const result = spawnSync('bash', ['-c', readmeScript()], { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: cwd, AGENTD_KEY: TEST_KEY }, encoding: 'utf8', timeout: 120_000 });
+    const result = spawnSync('bash', ['-c', tourScript()], { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: cwd, AGENTD_KEY: TEST_KEY }, encoding: 'utf8', timeout: 120_000 });
     expect(result.status, result.stderr).toBe(0);
     expect(result.stderr).toBe('');
     const codes = [...result.stdout.matchAll(/"error":"([a-z_]+)"/g)].map((match) => match[1]!);
@@ -64,4 +66,51 @@ describe.skipIf(tools.length > 0)("the README's API examples", () => {
     expect(result.stdout).toContain('{"names":["GITHUB_TOKEN","NPM_TOKEN"]}');
     expect(llm.violations).toEqual([]);
   }, 150_000);
+});
+
+function runBash(script: string, options: { cwd: string; env: Record<string, string> }): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', ['-c', script], { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+/**
+ * The README's quick start once `npm start` runs with a model: the key generated into ~/.agentd,
+ * `/info`, and a first conversation on the server's default LLM whose events stream in.
+ */
+describe.skipIf(tools.length > 0)("the README's quick start", () => {
+  it('reads the generated key, and a first conversation runs on the default LLM while its events stream', async () => {
+    const home = tempDir('agentd-readme-home-');
+    const quick = await spawnServer({ dataDir: path.join(home, '.agentd'), cwd: home, env: { AGENTD_MASTER_KEY: '', AGENTD_LLM_MODEL: 'gpt-5-mini', OPENAI_API_KEY: 'sk-readme', AGENTD_LLM_BASE_URL: llm.url } });
+    try {
+      llm.setScript([{ toolCalls: [{ name: 'file_editor', arguments: { command: 'create', path: 'haiku.txt', file_text: 'servers hum at night\n' } }] }, { text: 'The haiku is in haiku.txt.' }]);
+      const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+      const start = readme.indexOf('## Quick start');
+      const section = readme.slice(start, readme.indexOf('\n## ', start + 5));
+      // The blocks that talk to the running server (the others start it: `npm start`, `npm test`).
+      const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((match) => match[1]!).filter((block) => block.includes('curl'));
+      expect(blocks).toHaveLength(2);
+      const script = blocks.join('\n').replaceAll('localhost:8000', quick.url.replace('http://', '')).replaceAll('curl -N ', 'curl -s -N --max-time 5 ');
+      // Asynchronously: the fake LLM answers from this process, which spawnSync would block.
+      const result = await runBash(`set -u\n${script}`, { cwd: home, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home } });
+      expect(result.stderr).toBe('');
+      expect(result.status, 'the stream is cut by its time limit, nothing else fails').toBe(28);
+      expect(result.stdout).toMatch(/^\{"name":"agentd","version":/);
+      expect(result.stdout).toContain('event: action');
+      expect(result.stdout).toContain('The haiku is in haiku.txt.');
+      const workspaces = path.join(home, '.agentd', 'workspaces');
+      expect(fs.readdirSync(workspaces).filter((name) => fs.existsSync(path.join(workspaces, name, 'haiku.txt')))).toHaveLength(1);
+      expect(llm.violations).toEqual([]);
+    } finally {
+      quick.child.kill('SIGTERM');
+      await quick.exited;
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  }, 90_000);
 });

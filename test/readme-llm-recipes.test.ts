@@ -1,9 +1,9 @@
 /**
- * Issue 22: each recipe of the README's "Pointing it at an LLM" runs as written. The variables of
- * a provider's recipe configure a real server (its default LLM); the recipe's host is answered by
- * the fake LLM's profile of that provider, which rejects what the real provider rejects. The
- * host is redirected, not rewritten in the settings: what agentd detects from it (Gemini, Azure,
- * OpenRouter, OpenAI's own API) is what a user of the recipe gets.
+ * Issue 22: each recipe of docs/providers.md (once the README's "Pointing it at an LLM") runs as
+ * written. The variables of a provider's recipe configure a real server (its default LLM); the
+ * recipe's host is answered by the fake LLM's profile of that provider, which rejects what the
+ * real provider rejects. The host is redirected, not rewritten in the settings: what agentd
+ * detects from it (Gemini, Azure, OpenRouter, OpenAI's own API) is what a user of the recipe gets.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -12,9 +12,9 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PROVIDER_NAMES, type ProviderName } from './fake-llm/provider-profiles.js';
 import { startAgentHarness, type AgentHarness } from './support/agent-harness.js';
 
-const README = fs.readFileSync(path.resolve(import.meta.dirname, '../README.md'), 'utf8');
+const PROVIDERS = fs.readFileSync(path.resolve(import.meta.dirname, '../docs/providers.md'), 'utf8');
 
-/** The README's recipe headings, and the fake profile each is run against. */
+/** The page's recipe headings, and the fake profile each is run against. */
 const PROFILE_OF: Record<string, ProviderName> = {
   OpenAI: 'openai',
   'Azure OpenAI': 'azure-legacy',
@@ -32,10 +32,9 @@ interface Recipe {
   env: Record<string, string>;
 }
 
+/** Each `## ` section of the page is one provider's recipe. */
 function recipes(): Recipe[] {
-  const start = README.indexOf('## Pointing it at an LLM');
-  const section = README.slice(start, README.indexOf('\n## ', start + 5));
-  return section.split(/^### /m).slice(1).map((part) => {
+  return PROVIDERS.split(/^## /m).slice(1).map((part) => {
     const heading = part.slice(0, part.indexOf('\n')).trim();
     const block = /```sh\n([\s\S]*?)```/.exec(part)?.[1] ?? '';
     const env: Record<string, string> = {};
@@ -83,7 +82,7 @@ const TWO_STEPS = [
   { text: 'notes.txt has one line.' },
 ];
 
-describe("the README's LLM recipes", () => {
+describe("docs/providers.md's LLM recipes", () => {
   it('cover every provider profile, and every recipe is run here', () => {
     const headings = recipes().map((recipe) => recipe.heading);
     expect(headings).toEqual(Object.keys(PROFILE_OF));

@@ -4,29 +4,20 @@ import { loadAverage, type MachineInfo } from './machine.js';
 import { reportMarkdown } from './report-format.js';
 
 /**
- * Where the narrative part of bench/RESULTS.md starts: the sections written by hand after runs
- * ("## Round 2 ..." and later), which a full run keeps as they are, after its own reports.
+ * bench/full-run.md: the machine, the date and every report of one full run, replacing the
+ * previous run's whole. bench/RESULTS.md, the current figures beside their targets, is a page
+ * people write from it: a run never touches it, so its size and wording stay what people made them.
  */
-export const NARRATIVE_MARKER = '<!-- Written by hand below this line: `npm run bench` keeps it. -->';
-
-/** The hand-written part of an existing results file (from the marker, else from the first "## Round " heading), or ''. */
-export function narrativeOf(text: string): string {
-  const marker = text.indexOf(NARRATIVE_MARKER);
-  if (marker >= 0) return text.slice(marker);
-  const heading = text.search(/^## Round /m);
-  return heading >= 0 ? `${NARRATIVE_MARKER}\n\n${text.slice(heading)}` : '';
-}
-
-/** bench/RESULTS.md: the machine, the date and every report of one full run, then the hand-written part of the file it replaces. */
-export function writeResults(options: { file: string; machine: MachineInfo; reports: BenchReport[]; loadsAfter: string[]; seconds: number }): void {
+export function writeFullRun(options: { file: string; machine: MachineInfo; reports: BenchReport[]; loadsAfter: string[]; seconds: number }): void {
   const { machine, reports } = options;
   const header = [
-    '# agentd benchmark results',
+    '# The newest full benchmark run',
     '',
-    'Written by `npm run bench` (a full run of every benchmark). Ratios compare with a baseline measured',
-    'in the same run, on the same machine: compare ratios, not absolute figures, across runs. The machine',
-    'is shared (other work raises the load average below), so single figures carry noise of ±20% or so.',
-    'The sections after the reports (from "Round 2" on) are written by hand after targeted runs, and kept by a full run.',
+    'Written by `npm run bench` (a full run of every benchmark), which replaces this whole file. The',
+    'current figures beside their targets are in [RESULTS.md](RESULTS.md), brought up to date from',
+    'this file by hand. Ratios compare with a baseline measured in the same run, on the same machine:',
+    'compare ratios, not absolute figures, across runs. Other work on the machine raises the load',
+    'average below, and single figures carry noise of ±20% or so.',
     '',
     '| | |',
     '| --- | --- |',
@@ -41,11 +32,5 @@ export function writeResults(options: { file: string; machine: MachineInfo; repo
     `| total time | ${options.seconds.toFixed(0)} s |`,
     '',
   ].join('\n');
-  let kept = '';
-  try {
-    kept = narrativeOf(fs.readFileSync(options.file, 'utf8'));
-  } catch {
-    // no earlier file
-  }
-  fs.writeFileSync(options.file, `${header}\n${reports.map(reportMarkdown).join('\n')}${kept ? `\n${kept}` : ''}`);
+  fs.writeFileSync(options.file, `${header}\n${reports.map(reportMarkdown).join('\n')}`);
 }
