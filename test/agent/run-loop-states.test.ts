@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ConversationHistory } from '../../src/core/agent/conversation-history.js';
 import { LlmError, type LlmClient, type LlmRequest, type LlmResponse } from '../../src/core/agent/llm.js';
-import type { RunContext, RunOutcome } from '../../src/core/agent/run-context.js';
+import type { RunContext } from '../../src/core/agent/run-context.js';
+import { replyOf } from '../../src/core/agent/llm-turn.js';
 import { executeRun } from '../../src/core/agent/run-loop.js';
 import type { Run } from '../../src/core/agent/run-record.js';
 import { ToolGate } from '../../src/core/agent/tool-gate.js';
@@ -131,15 +132,7 @@ function setUp(options: { turns: Turn[]; tools?: ToolDefinition[]; maxIterations
     gate,
     sessionStart: options.sessionStart ?? false,
   };
-  /** The run's end: its outcome, or the agent error an LlmError ends it in. */
-  const end = async (): Promise<RunOutcome | { kind: 'error'; code: string; message: string }> => {
-    try {
-      return await executeRun(context);
-    } catch (error) {
-      if (error instanceof LlmError) return { kind: 'error', code: error.code, message: error.message };
-      throw error;
-    }
-  };
+  const end = () => executeRun(context);
   /** The events as recorded, without what the log adds (id, seq, time) and the random response ids. */
   const events = async () => (await log.read(conversationId, { order: 'asc', limit: 1000 })).map(({ event }) => recorded(event));
   const userMessage = (content: string, extra: Partial<NewEvent> = {}) => append({ kind: 'message', source: 'user', role: 'user', content, ...extra } as NewEvent);
@@ -301,7 +294,7 @@ describe('the run loop: each turn ends in one named outcome', () => {
     });
   });
 
-  describe('empty (not one of the named eight: an answer with nothing in it)', () => {
+  describe('empty (beside the eight: a reply with nothing in it)', () => {
     it('the model is told and asked again; three times in a row and the run fails', async () => {
       const empty = reply({ content: '  ' });
       const { userMessage, end, events } = setUp({ turns: [empty, empty, empty] });
@@ -398,7 +391,7 @@ describe('the run loop: each turn ends in one named outcome', () => {
     });
   });
 
-  describe('interrupted (not one of the named eight: a user message stopped the turn)', () => {
+  describe('interrupted (beside the eight: a user message stopped the turn)', () => {
     it('an interrupt during the LLM request drops the answer and asks again with the message in view', async () => {
       let setup: ReturnType<typeof setUp>;
       const interrupted: Turn = async (request) => {
@@ -439,7 +432,7 @@ describe('the run loop: each turn ends in one named outcome', () => {
     });
   });
 
-  describe('prompt blocked (not one of the named eight: a UserPromptSubmit hook refused the message)', () => {
+  describe('prompt_blocked (beside the eight: a UserPromptSubmit hook refused the message)', () => {
     it('the model is told not to act on it and the run goes idle without asking it', async () => {
       const { userMessage, end, events, llm } = setUp({ turns: [], hooks: { UserPromptSubmit: [{ hooks: [{ type: 'command', command: 'check-prompt' }] }] }, hookExits: [{ exitCode: 2, stderr: 'no secrets in prompts' }] });
       await userMessage('my password is hunter2');
@@ -450,6 +443,30 @@ describe('the run loop: each turn ends in one named outcome', () => {
         note("The user's last message was blocked by a UserPromptSubmit hook and must not be acted on: no secrets in prompts"),
       ]);
       expect(llm.requests).toEqual([]);
+    });
+  });
+});
+
+describe('replyOf: what the model replied, before the turn is played out', () => {
+  const response = (fields: Partial<LlmResponse>): LlmResponse => ({ content: null, toolCalls: [], usage, finishReason: 'stop', ...fields });
+
+  it('tells calls, answers, refusals, cut-off and empty replies apart', () => {
+    expect(replyOf(response({ content: 'Hi.' }))).toEqual({ kind: 'answer', text: 'Hi.' });
+    expect(replyOf(response({ content: ' ', refusal: 'No.' }))).toEqual({ kind: 'refused', text: 'No.' });
+    expect(replyOf(response({ content: 'Hi.', refusal: 'No.' }))).toEqual({ kind: 'answer', text: 'Hi.' });
+    expect(replyOf(response({ content: 'Hal', finishReason: 'length' }))).toEqual({ kind: 'cut_off', why: 'cut_off' });
+    expect(replyOf(response({ refusal: 'N', finishReason: 'length' }))).toEqual({ kind: 'cut_off', why: 'cut_off' });
+    expect(replyOf(response({ finishReason: 'length' }))).toEqual({ kind: 'cut_off', why: 'cut_off_empty' });
+    expect(replyOf(response({ content: '\n' }))).toEqual({ kind: 'empty' });
+    expect(replyOf(response({ content: 'Let me look.', toolCalls: [call('echo', '{"text": "a"}', 'c1'), call('echo', 'not json', 'c2')], finishReason: 'length' }))).toEqual({
+      kind: 'calls',
+      calls: [
+        { call: call('echo', '{"text": "a"}', 'c1'), args: { ok: true, value: { text: 'a' } } },
+        { call: call('echo', 'not json', 'c2'), args: { ok: false, error: expect.stringMatching(/^The arguments are not valid JSON/) } },
+      ],
+      responseId: expect.any(String),
+      thought: 'Let me look.',
+      cutOff: true,
     });
   });
 });
