@@ -142,6 +142,10 @@ export class AgentRuntime implements ConversationRuntime {
       cancel: (id) => driver.pause(id, 'canceled'),
       startRun: (id) => driver.startRun(id),
       append: (id, event) => journal.append(id, event),
+      appendMessage: async (id, message) => {
+        conversations.refuseIfQuarantined(id);
+        return (await journal.append(id, message)).event;
+      },
     });
   }
 

@@ -1,38 +1,36 @@
 import { randomUUID } from 'node:crypto';
-import { LlmError, type LlmToolCall } from './llm.js';
+import { LlmError, type LlmResponse } from './llm.js';
 import { askLlm } from './llm-request.js';
-import type { RunContext, RunOutcome } from './run-context.js';
-import { appendNote, recordAction, recordNotRun } from './run-records.js';
+import type { RunContext } from './run-context.js';
+import { recordAction, recordNotRun } from './run-records.js';
 import type { OutputRequirement } from './structured-output.js';
-import { parseArguments, type ParsedArguments } from './tool-executor.js';
+import { parseArguments } from './tool-executor.js';
+import type { Reply, TurnOutcome } from './turn-outcome.js';
 
 // One request to the LLM inside a run, and what its answer becomes: text, calls to run, or a note asking again.
 
 const BUDGET_SPENT_RESULT = 'Not run: this run has used all its steps (max_iterations_per_run). Only a text summary was asked for.';
 
-/** The last step: the model is asked for a summary, with tools offered but not allowed; the run then pauses. */
-export async function summaryTurn(context: RunContext, settings: ReturnType<RunContext['settings']>, note: string): Promise<RunOutcome> {
-  await appendNote(context, note);
-  const limit: RunOutcome = { kind: 'max_iterations', limit: settings.maxIterations };
-  context.history.hold();
-  try {
-    const response = await askLlm(context, { settings: settings.llm, signal: context.signal, noTools: context.toolSchemas.length > 0 });
-    if (context.signal.aborted) return { kind: 'aborted' };
-    const text = response.content?.trim() ? response.content : null;
-    if (response.toolCalls.length === 0) {
-      if (text) await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
-      return limit;
-    }
-    // Calls made anyway are recorded and answered (the history stays valid), never run.
-    const responseId = randomUUID();
-    for (const call of response.toolCalls) {
-      await recordAction(context, { call, args: parseArguments(call.arguments), responseId, thought: text });
-      await recordNotRun(context, call, BUDGET_SPENT_RESULT, 'budget_spent');
-    }
-    return limit;
-  } finally {
-    context.history.release();
+/**
+ * The `summing_up` state, the run's last step: the model is asked for a summary, with tools
+ * offered but not allowed; the run then pauses.
+ */
+export async function summaryTurn(context: RunContext, settings: ReturnType<RunContext['settings']>): Promise<Extract<TurnOutcome, { kind: 'budget_spent' | 'aborted' }>> {
+  const spent = { kind: 'budget_spent', limit: settings.maxIterations } as const;
+  const response = await askLlm(context, { settings: settings.llm, signal: context.signal, noTools: context.toolSchemas.length > 0 });
+  if (context.signal.aborted) return { kind: 'aborted' };
+  const text = response.content?.trim() ? response.content : null;
+  if (response.toolCalls.length === 0) {
+    if (text) await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
+    return spent;
   }
+  // Calls made anyway are recorded and answered (the history stays valid), never run.
+  const responseId = randomUUID();
+  for (const call of response.toolCalls) {
+    await recordAction(context, { call, args: parseArguments(call.arguments), responseId, thought: text });
+    await recordNotRun(context, call, BUDGET_SPENT_RESULT, 'budget_spent');
+  }
+  return spent;
 }
 
 export type NoteReason = 'cut_off' | 'cut_off_empty' | 'empty';
@@ -66,37 +64,45 @@ export class NoteBudget {
   }
 }
 
-export type TurnResult =
-  | { kind: 'aborted' }
-  | { kind: 'interrupted' }
-  | { kind: 'answered'; text: string }
-  | { kind: 'note'; why: NoteReason }
-  | { kind: 'calls'; calls: { call: LlmToolCall; args: ParsedArguments }[]; responseId: string; thought: string | null; cutOff: boolean };
+/** The text a reply without calls is recorded with: its content, else the model's refusal; null when both are blank. */
+function textOf(response: LlmResponse): string | null {
+  return response.content?.trim() ? response.content : response.refusal?.trim() ? response.refusal : null;
+}
+
+/** A reply by what it holds: calls; else its text, cut at the output limit or not, an answer or a refusal; else nothing. */
+export function replyOf(response: LlmResponse): Reply {
+  const cutOff = response.finishReason === 'length';
+  if (response.toolCalls.length > 0) {
+    const calls = response.toolCalls.map((call) => ({ call, args: parseArguments(call.arguments) }));
+    return { kind: 'calls', calls, responseId: randomUUID(), thought: response.content, cutOff };
+  }
+  const text = textOf(response);
+  if (cutOff) return { kind: 'cut_off', why: text === null ? 'cut_off_empty' : 'cut_off' };
+  if (text === null) return { kind: 'empty' };
+  return { kind: response.content?.trim() ? 'answer' : 'refused', text };
+}
 
 /**
- * Ask the LLM once and record its answer (text, or actions awaiting confirmation). `signal`: the
- * turn's (`context.interrupts.signal(context.signal)`), aborted when the run stops or an interrupt
- * comes; its calls run under it too (after an interrupt, the turn's calls left are not run).
+ * The `asking` state of a turn: ask the LLM once and record the text it answered. `turn.signal`:
+ * the turn's (`context.interrupts.signal(context.signal)`), aborted when the run stops or an
+ * interrupt comes; its calls run under it too (after an interrupt, the turn's calls left are not run).
  */
-export async function llmTurn(context: RunContext, settings: ReturnType<RunContext['settings']>, output: OutputRequirement | null, signal: AbortSignal): Promise<TurnResult> {
+export async function llmTurn(
+  context: RunContext,
+  turn: { settings: ReturnType<RunContext['settings']>; output: OutputRequirement | null; signal: AbortSignal },
+): Promise<Reply | Extract<TurnOutcome, { kind: 'aborted' | 'interrupted' }>> {
   let response;
   try {
-    response = await askLlm(context, { settings: settings.llm, signal, output });
+    response = await askLlm(context, { settings: turn.settings.llm, signal: turn.signal, output: turn.output });
   } catch (error) {
     if (context.signal.aborted) return { kind: 'aborted' };
     // The answer being streamed is dropped: the model answers again, the new message in view.
-    if (context.interrupts.pending !== null) return { kind: 'interrupted' };
+    if (context.interrupts.pending !== null) return { kind: 'interrupted', stopped: 'llm', toolCallIds: [], unrun: [] };
     throw error;
   }
   if (context.signal.aborted) return { kind: 'aborted' };
-  const cutOff = response.finishReason === 'length';
-  if (response.toolCalls.length === 0) {
-    const text = response.content?.trim() ? response.content : response.refusal?.trim() ? response.refusal : null;
-    if (text === null) return { kind: 'note', why: cutOff ? 'cut_off_empty' : 'empty' };
-    await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
-    return cutOff ? { kind: 'note', why: 'cut_off' } : { kind: 'answered', text };
-  }
-  const responseId = randomUUID();
-  const calls = response.toolCalls.map((call) => ({ call, args: parseArguments(call.arguments) }));
-  return { kind: 'calls', calls, responseId, thought: response.content, cutOff };
+  const reply = replyOf(response);
+  const text = reply.kind === 'calls' ? null : textOf(response);
+  if (text !== null) await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
+  return reply;
 }

@@ -5,8 +5,8 @@ import type { AgentSession } from './agent-session.js';
 export interface TakeMessageOptions {
   run: boolean;
   strategy: MultitaskStrategy;
-  /** Appends the message, marked with the strategy it was taken with during a run. */
-  append(strategy: MultitaskStrategy | null): Promise<AgentEvent>;
+  /** The user's message, appended as it is; during a run, marked with the strategy it was taken with. */
+  message: Extract<NewEvent, { kind: 'message' }>;
 }
 
 /** What taking a message needs of the runtime. */
@@ -17,6 +17,8 @@ export interface MessageIntakeDeps {
   cancel(conversationId: string): Promise<void>;
   startRun(conversationId: string): Promise<string>;
   append(conversationId: string, event: NewEvent): Promise<unknown>;
+  /** Appends a user's message (refused once the conversation is quarantined): the stored event. */
+  appendMessage(conversationId: string, message: Extract<NewEvent, { kind: 'message' }>): Promise<AgentEvent>;
 }
 
 /**
@@ -43,19 +45,20 @@ export class MessageIntake {
   }
 
   private async takeNow(conversationId: string, options: TakeMessageOptions): Promise<{ event: AgentEvent; runId: string | null }> {
+    const append = (strategy: MultitaskStrategy | null) => this.deps.appendMessage(conversationId, { ...options.message, ...(strategy && { multitask_strategy: strategy }) });
     const session = await this.deps.session(conversationId);
     const active = session.active;
     if (!active || !options.run) {
-      const event = await options.append(null);
+      const event = await append(null);
       return { event, runId: await this.deps.onUserMessage(conversationId, { run: options.run }) };
     }
     switch (options.strategy) {
       case 'reject':
         throw new ConflictError('run_in_progress', "A run is in progress and this message's multitask_strategy is `reject`: send it again when the run has ended, or with another strategy.", { run_id: active.run.id });
       case 'enqueue':
-        return { event: await options.append('enqueue'), runId: active.run.id };
+        return { event: await append('enqueue'), runId: active.run.id };
       case 'interrupt': {
-        const event = await options.append('interrupt');
+        const event = await append('interrupt');
         if (session.active === active) active.interrupts.trigger(event.seq);
         return { event, runId: active.run.id };
       }
@@ -66,7 +69,7 @@ export class MessageIntake {
         // stay within budget (see AgentSessions.use), and is folded again here.
         const lastSeq = (await this.deps.session(conversationId)).history.lastSeq;
         await this.deps.append(conversationId, { kind: 'rollback', source: 'user', run_id: active.run.id, forgotten_from_seq: active.inputFromSeq, forgotten_to_seq: lastSeq });
-        const event = await options.append('rollback');
+        const event = await append('rollback');
         return { event, runId: await this.deps.startRun(conversationId) };
       }
     }

@@ -58,17 +58,17 @@ export async function finalOutputOutcome(context: RunContext, output: OutputRequ
   return null;
 }
 
-/** UserPromptSubmit on the messages the model has not seen: context is added; a block ends the run. */
-export async function checkPrompts(context: RunContext): Promise<RunOutcome | null> {
+/** UserPromptSubmit on the messages the model has not seen: context is added; a block (the model told so) ends the run. */
+export async function promptBlocked(context: RunContext): Promise<boolean> {
   for (const prompt of context.history.takePrompts()) {
     const checked = await context.gate.onPrompt(prompt);
     if (checked.blocked !== null) {
       await appendNote(context, `The user's last message was blocked by a UserPromptSubmit hook and must not be acted on: ${checked.blocked}`);
-      return { kind: 'idle' };
+      return true;
     }
     for (const note of checked.context) await appendNote(context, note);
   }
-  return null;
+  return false;
 }
 
 /** Stop hooks may keep the run going (a bounded number of times): the model hears why. */

@@ -10,14 +10,16 @@ import type { TurnInterrupts } from './turn-interrupts.js';
 
 export const FINISH_TOOL = 'finish';
 
-/** How a run ends: each turn of the loop ends in exactly one of these, or goes round again. */
+/** How a run ends: the handler of a turn's outcome (see TurnOutcome) ends it in one of these, or starts the next turn. */
 export type RunOutcome =
   | { kind: 'idle' }
   | { kind: 'finished'; message: string }
   | { kind: 'max_iterations'; limit: number }
   | { kind: 'stuck'; reason: string }
   | { kind: 'waiting_for_confirmation' }
-  | { kind: 'aborted' };
+  | { kind: 'aborted' }
+  /** An agent error: `code` is the LlmError's (or the runtime's own, e.g. `internal_error`). */
+  | { kind: 'error'; code: string; message: string };
 
 export interface RunContext extends LlmRequestContext {
   conversationId: string;

@@ -165,7 +165,7 @@ export class RunDriver {
         if (!controller.signal.aborted) shell().catch(() => {});
       });
     }
-    let outcome: RunOutcome | { kind: 'error'; code: string; message: string };
+    let outcome: RunOutcome;
     try {
       // After the request that started the run was answered: the prompt reads AGENTS.md and git.
       active.catalog = await catalog;

@@ -1,148 +1,222 @@
-import type { PendingAction } from '../schemas/conversation.js';
-import { FINISH_TOOL, finishLast, type RunContext, type RunOutcome } from './run-context.js';
+import type { ToolDefinition } from '../tools/tool.js';
 import { iterationBudgetNote } from './iteration-budget.js';
-import { llmTurn, NOTES, NoteBudget, summaryTurn } from './llm-turn.js';
-import { checkPrompts, continuedByStopHook, finalOutputOutcome, runCall } from './run-call.js';
+import { LlmError } from './llm.js';
+import { llmTurn, NOTES, NoteBudget, summaryTurn, type NoteReason } from './llm-turn.js';
+import type { RunContext, RunOutcome } from './run-context.js';
+import { continuedByStopHook, promptBlocked } from './run-call.js';
 import { runApproved } from './approved-actions.js';
-import { appendNote, CUT_CALL_RESULT, FINISH_NOT_ALONE, INTERRUPTED_NOT_RUN, recordAction, recordInterrupt, recordNotRun } from './run-records.js';
-import { StuckDetector, type StuckStep } from './stuck-detector.js';
+import { appendNote, INTERRUPTED_NOT_RUN, recordInterrupt, recordNotRun } from './run-records.js';
+import { StuckDetector } from './stuck-detector.js';
 import { FINAL_OUTPUT_TOOL, OutputRequirement } from './structured-output.js';
+import { runCalls } from './turn-calls.js';
+import { callsOutcome, type CallsReply, type TurnOutcome } from './turn-outcome.js';
 
-/** One run of the agent: LLM turn, tool calls in order, repeat, until an outcome. Throws LlmError / abort. */
+type TurnSettings = ReturnType<RunContext['settings']>;
+
+/** What a turn works with once it asks the model: read when it starts (the config may change mid-run). */
+interface Turn {
+  settings: TurnSettings;
+  /** What the final answer owes, when the last user message carried an `output_schema`. */
+  output: OutputRequirement | null;
+  tools: ReadonlyMap<string, ToolDefinition>;
+  /** The seq of the last user message when the turn started: a later one arrived during the turn. */
+  userSeqBefore: number;
+  /** Aborted when the run stops or an interrupt comes: the LLM request and the calls it makes run under it. */
+  signal: AbortSignal;
+}
+
+/**
+ * Where a run is. It opens once (SessionStart hooks, the actions approved before it), then each
+ * turn goes `before_turn` → `asking` → `acting` (the reply's calls), or `before_turn` →
+ * `summing_up` on the last step, and reaches `turn_over` with exactly one outcome, whose handler
+ * starts the next turn or ends the run.
+ */
+type RunState =
+  | { name: 'opening' }
+  | { name: 'before_turn' }
+  | { name: 'asking'; turn: Turn }
+  | { name: 'acting'; turn: Turn; reply: CallsReply }
+  | { name: 'summing_up'; settings: TurnSettings }
+  | { name: 'turn_over'; outcome: TurnOutcome }
+  | { name: 'ended'; outcome: RunOutcome };
+
+const NEXT_TURN: RunState = { name: 'before_turn' };
+const over = (outcome: TurnOutcome): RunState => ({ name: 'turn_over', outcome });
+const end = (outcome: RunOutcome): RunState => ({ name: 'ended', outcome });
+
+/** One run of the agent: turns until one ends it. An LlmError ends it as `error`; anything else (a full disk) is thrown. */
 export async function executeRun(context: RunContext): Promise<RunOutcome> {
-  const stuck = new StuckDetector(4);
-  if (context.sessionStart) for (const note of await context.gate.onSessionStart()) await appendNote(context, note);
-  const approvedOutcome = await runApproved(context, stuck);
-  if (approvedOutcome) return approvedOutcome;
+  const loop = new RunLoop(context);
+  let state: RunState = { name: 'opening' };
+  try {
+    while (state.name !== 'ended') state = await loop.step(state);
+  } finally {
+    loop.releaseMessages();
+  }
+  return state.outcome;
+}
 
-  const notes = new NoteBudget();
-  let output = null as OutputRequirement | null;
-  for (;;) {
-    if (context.signal.aborted) return { kind: 'aborted' };
-    const prompts = await checkPrompts(context);
-    if (prompts) return prompts;
+type Handlers = { [K in TurnOutcome['kind']]: (outcome: Extract<TurnOutcome, { kind: K }>) => Promise<RunState> | RunState };
+
+class RunLoop {
+  private readonly stuck = new StuckDetector(4);
+  private readonly notes = new NoteBudget();
+  /** Kept from turn to turn while the last user message's output_schema stays the same (it counts the invalid answers). */
+  private output: OutputRequirement | null = null;
+  /** Whether user messages that arrive now wait in the history until the turn is recorded. */
+  private holding = false;
+
+  constructor(private readonly context: RunContext) {}
+
+  async step(state: Exclude<RunState, { name: 'ended' }>): Promise<RunState> {
+    try {
+      switch (state.name) {
+        case 'opening':
+          return await this.open();
+        case 'before_turn':
+          return await this.beforeTurn();
+        case 'asking':
+          return await this.ask(state.turn);
+        case 'acting':
+          return await this.act(state.turn, state.reply);
+        case 'summing_up':
+          return over(await summaryTurn(this.context, state.settings));
+        case 'turn_over': {
+          const next = await this.handle(state.outcome);
+          this.releaseMessages();
+          return next;
+        }
+      }
+    } catch (error) {
+      // The LLM request failed, or the model's replies stayed unusable past their bound (see NoteBudget, OutputRequirement).
+      if (error instanceof LlmError) return over({ kind: 'failed', error });
+      throw error;
+    }
+  }
+
+  releaseMessages(): void {
+    if (!this.holding) return;
+    this.holding = false;
+    this.context.history.release();
+  }
+
+  private holdMessages(): void {
+    this.holding = true;
+    this.context.history.hold();
+  }
+
+  private async open(): Promise<RunState> {
+    const { context } = this;
+    if (context.sessionStart) for (const note of await context.gate.onSessionStart()) await appendNote(context, note);
+    if (context.approved.length === 0) return NEXT_TURN;
+    // The actions approved before the run: their outcome is read as that of a turn's calls.
+    return over(callsOutcome(await runApproved(context), { interrupted: false, stuck: this.stuck }));
+  }
+
+  /** Before the model is asked: a stop, a blocked prompt or the spent step budget ends the turn here. */
+  private async beforeTurn(): Promise<RunState> {
+    const { context } = this;
+    if (context.signal.aborted) return over({ kind: 'aborted' });
+    if (await promptBlocked(context)) return over({ kind: 'prompt_blocked' });
     const settings = context.settings();
-    if (context.run.iterations >= settings.maxIterations) return { kind: 'max_iterations', limit: settings.maxIterations };
+    if (context.run.iterations >= settings.maxIterations) return over({ kind: 'budget_spent', limit: settings.maxIterations });
     context.onIteration();
     const budgetNote = iterationBudgetNote(context.run.iterations, settings.maxIterations);
-    if (budgetNote?.last) return summaryTurn(context, settings, budgetNote.text);
     if (budgetNote) await appendNote(context, budgetNote.text);
-
+    if (budgetNote?.last) {
+      this.holdMessages();
+      return { name: 'summing_up', settings };
+    }
     // The last user message's output_schema decides what the final answer owes (kept while it stays the same).
     const schema = context.history.outputSchema;
-    if (output?.schema !== schema) output = schema ? new OutputRequirement(schema, { llm: context.llm, settings: settings.llm }) : null;
+    if (this.output?.schema !== schema) this.output = schema ? new OutputRequirement(schema, { llm: context.llm, settings: settings.llm }) : null;
+    const output = this.output;
     const tools = output?.tool ? new Map([...context.tools, [FINAL_OUTPUT_TOOL, output.tool]]) : context.tools;
     const userSeqBefore = context.history.lastUserSeq;
     // An interrupt that came between steps: the message is in the history this turn sends.
     await recordInterrupt(context, 'none', []);
     // Messages that arrive during the turn (its LLM request, its calls) follow its results.
-    context.history.hold();
-    try {
-      // One signal for the LLM turn and the calls it makes (an interrupt taken above made a fresh one).
-      const signal = context.interrupts.signal(context.signal);
-      const turn = await llmTurn(context, settings, output, signal);
-      if (turn.kind === 'aborted') return turn;
-      if (turn.kind === 'interrupted') {
-        await recordInterrupt(context, 'llm', []);
-        continue;
-      }
-      if (turn.kind === 'note') {
-        // The answer was cut off or empty: tell the model and ask again, a bounded number of times.
-        notes.spend(turn.why);
-        await appendNote(context, NOTES[turn.why]);
-        continue;
-      }
-      if (turn.kind === 'answered') {
-        notes.reset();
-        // A message that arrived while the LLM was answering gets its turn.
-        if (context.history.lastUserSeq > userSeqBefore) continue;
-        if (output) {
-          const check = output.checkAnswer(turn.text);
-          if (!check.ok) {
-            await appendNote(context, output.fail(check.errors));
-            continue;
-          }
-          context.run.output = check.value;
-        }
-        if (await continuedByStopHook(context, turn.text)) continue;
-        return { kind: 'idle' };
-      }
-      if (turn.cutOff) notes.spend('cut_off');
-      else notes.reset();
-      // `finish` beside other calls runs after them and is refused: the model has not seen their results yet.
-      const others = turn.calls.filter(({ call }) => call.name !== FINISH_TOOL);
-      const ordered = finishLast(turn.calls, ({ call }) => call.name);
-      const steps: StuckStep[] = [];
-      const pending: PendingAction[] = [];
-      const interrupted = { stopped: null as string | null, skipped: [] as string[] };
-      // Calls of a concurrent tool (`task`) start and run side by side; any other call waits for them first.
-      const running: Promise<RunOutcome | null>[] = [];
-      const joined = async (): Promise<RunOutcome | null> => {
-        const outcomes = await Promise.all(running.splice(0));
-        return outcomes.find((outcome) => outcome !== null) ?? null;
-      };
-      for (const { call, args } of ordered) {
-        if (context.signal.aborted) return (await joined()) ?? { kind: 'aborted' };
-        if (context.interrupts.pending !== null) {
-          // The user interrupted: the calls left are recorded (the history stays valid), never run.
-          await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
-          await recordNotRun(context, call, INTERRUPTED_NOT_RUN, 'interrupted');
-          interrupted.skipped.push(call.id);
-          continue;
-        }
-        let outcome: RunOutcome | null;
-        if (call.name === FINISH_TOOL && output) {
-          await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
-          outcome = await recordNotRun(context, call, output.finishRefusal, 'output_required');
-        } else if (!args.ok || (call.name === FINISH_TOOL && others.length > 0)) {
-          await recordAction(context, { call, args, responseId: turn.responseId, thought: turn.thought });
-          // Arguments cut at the output limit are not run: the model hears why and writes them shorter.
-          if (turn.cutOff && !args.ok) outcome = await recordNotRun(context, call, CUT_CALL_RESULT, 'output_truncated');
-          else if (args.ok) outcome = await recordNotRun(context, call, FINISH_NOT_ALONE, 'finish_not_alone');
-          else outcome = await runCall(context, steps, { id: call.id, name: call.name, args }, tools, signal);
-        } else {
-          const verdict = await context.gate.beforeTool({ id: call.id, name: call.name, args: args.value });
-          // The checkpoint before a call that runs is taken before its action is recorded: the tool starts right after it.
-          if (verdict.kind !== 'deny' && verdict.kind !== 'ask') await context.beforeTool?.({ name: call.name, args: verdict.args });
-          const event = await recordAction(context, { call, args: { ok: true, value: verdict.args }, original: verdict.original, responseId: turn.responseId, thought: turn.thought });
-          if (verdict.kind === 'deny') {
-            await context.append({ kind: 'rejection', source: 'system', tool_call_id: call.id, tool_name: call.name, reason: verdict.reason, run_id: context.run.id, ...(verdict.rule && { rule: verdict.rule }), ...(verdict.hookPoint && { hook_point: verdict.hookPoint }) });
-            continue;
-          }
-          if (verdict.kind === 'ask') {
-            // The arguments as recorded (secret values masked): what the user approves is what runs.
-            pending.push({ tool_call_id: call.id, tool_name: call.name, arguments: event.kind === 'action' ? event.arguments : {}, event_id: event.id });
-            continue;
-          }
-          const run = () => runCall(context, steps, { id: call.id, name: call.name, args: { ok: true, value: verdict.args } }, tools, signal);
-          if (tools.get(call.name)?.concurrent) {
-            running.push(run());
-            continue;
-          }
-          outcome = (await joined()) ?? (await run());
-          if (!outcome && call.name === FINAL_OUTPUT_TOOL && output) outcome = await finalOutputOutcome(context, output, verdict.args);
-          if (context.interrupts.pending !== null && interrupted.stopped === null) interrupted.stopped = call.id;
-        }
-        if (outcome) return (await joined()) ?? outcome;
-      }
-      const joinedOutcome = await joined();
-      if (joinedOutcome) return joinedOutcome;
-      if (context.interrupts.pending !== null) {
-        for (const action of pending) await recordNotRun(context, { id: action.tool_call_id, name: action.tool_name, arguments: '' }, INTERRUPTED_NOT_RUN, 'interrupted');
-        const ids = [...(interrupted.stopped ? [interrupted.stopped] : []), ...interrupted.skipped, ...pending.map((action) => action.tool_call_id)];
-        await recordInterrupt(context, interrupted.stopped ? 'tool' : 'none', ids);
-        continue;
-      }
-      if (pending.length > 0) {
-        context.setPendingActions(pending);
-        return { kind: 'waiting_for_confirmation' };
-      }
-      // Loops are judged per reply: a batch of parallel calls failing alike is not a loop, the same reply again and again is.
-      const verdict = stuck.observeTurn(steps);
-      if (verdict.kind === 'stop') return { kind: 'stuck', reason: verdict.reason };
-      if (verdict.kind === 'nudge') await appendNote(context, verdict.message);
-    } finally {
-      context.history.release();
+    this.holdMessages();
+    // One signal for the LLM turn and the calls it makes (an interrupt taken above made a fresh one).
+    return { name: 'asking', turn: { settings, output, tools, userSeqBefore, signal: context.interrupts.signal(context.signal) } };
+  }
+
+  private async ask(turn: Turn): Promise<RunState> {
+    const reply = await llmTurn(this.context, turn);
+    switch (reply.kind) {
+      case 'calls':
+        return { name: 'acting', turn, reply };
+      case 'answer':
+      case 'refused':
+        // Read as the answer is recorded: a message that came while the model answered gets a turn of its own.
+        return over({ ...reply, messageArrived: this.context.history.lastUserSeq > turn.userSeqBefore });
+      default:
+        return over(reply);
     }
+  }
+
+  private async act(turn: Turn, reply: CallsReply): Promise<RunState> {
+    // Calls cut at the output limit still run (those whose arguments were cut are refused), and count as a cut-off reply.
+    if (reply.cutOff) this.notes.spend('cut_off');
+    else this.notes.reset();
+    const done = await runCalls(this.context, reply, turn);
+    return over(callsOutcome(done, { interrupted: this.context.interrupts.pending !== null, stuck: this.stuck }));
+  }
+
+  /** The one place each outcome is handled. */
+  private handle(outcome: TurnOutcome): Promise<RunState> | RunState {
+    return (this.handlers[outcome.kind] as (outcome: TurnOutcome) => Promise<RunState> | RunState)(outcome);
+  }
+
+  private readonly handlers: Handlers = {
+    tool_calls: async ({ ended, pending, nudge }) => {
+      if (ended) return end(ended);
+      if (pending.length > 0) {
+        this.context.setPendingActions(pending);
+        return end({ kind: 'waiting_for_confirmation' });
+      }
+      if (nudge !== null) await appendNote(this.context, nudge);
+      return NEXT_TURN;
+    },
+    answer: (outcome) => this.answered(outcome),
+    // The model's refusal is its answer: recorded, and checked as one.
+    refused: (outcome) => this.answered(outcome),
+    cut_off: ({ why }) => this.askAgain(why),
+    stuck: ({ reason }) => end({ kind: 'stuck', reason }),
+    budget_spent: ({ limit }) => end({ kind: 'max_iterations', limit }),
+    aborted: () => end({ kind: 'aborted' }),
+    // A stop that came meanwhile wins: the run was paused or canceled, not failed.
+    failed: ({ error }) => end(this.context.signal.aborted ? { kind: 'aborted' } : { kind: 'error', code: error.code, message: error.message }),
+    empty: () => this.askAgain('empty'),
+    interrupted: async ({ stopped, toolCallIds, unrun }) => {
+      // Calls that waited for approval are answered too: the user's new message comes first.
+      for (const action of unrun) await recordNotRun(this.context, { id: action.tool_call_id, name: action.tool_name, arguments: '' }, INTERRUPTED_NOT_RUN, 'interrupted');
+      await recordInterrupt(this.context, stopped, [...toolCallIds, ...unrun.map((action) => action.tool_call_id)]);
+      return NEXT_TURN;
+    },
+    prompt_blocked: () => end({ kind: 'idle' }),
+  };
+
+  private async answered({ text, messageArrived }: { text: string; messageArrived: boolean }): Promise<RunState> {
+    const { context, output } = this;
+    this.notes.reset();
+    if (messageArrived) return NEXT_TURN;
+    if (output) {
+      const check = output.checkAnswer(text);
+      if (!check.ok) {
+        await appendNote(context, output.fail(check.errors));
+        return NEXT_TURN;
+      }
+      context.run.output = check.value;
+    }
+    if (await continuedByStopHook(context, text)) return NEXT_TURN;
+    return end({ kind: 'idle' });
+  }
+
+  /** The reply could not be used: the model is told and asked again, a bounded number of times. */
+  private async askAgain(why: NoteReason): Promise<RunState> {
+    this.notes.spend(why);
+    await appendNote(this.context, NOTES[why]);
+    return NEXT_TURN;
   }
 }

@@ -5,8 +5,6 @@ import type { ActiveRun, AgentSession } from './agent-session.js';
 import type { Run, RunStatus } from './run-record.js';
 import type { RunOutcome } from './run-context.js';
 
-type Outcome = RunOutcome | { kind: 'error'; code: string; message: string };
-
 const STOP_REASONS: Record<NonNullable<ActiveRun['stopAs']>, string> = {
   paused: 'Paused by the user.',
   canceled: 'The run was canceled.',
@@ -20,7 +18,7 @@ const STOP_REASONS: Record<NonNullable<ActiveRun['stopAs']>, string> = {
  * status with a `state_update` saying why.
  */
 export async function settleRun(options: {
-  outcome: Outcome;
+  outcome: RunOutcome;
   active: ActiveRun;
   record: ConversationRecord;
   session: AgentSession;
@@ -67,7 +65,7 @@ export async function settleRun(options: {
   await options.setStatus(status, { runId: run.id, ...(reason ? { reason } : {}) });
 }
 
-function describe(outcome: Outcome, active: ActiveRun, stopReason: string, record: ConversationRecord): [RunStatus, ConversationStatus, string | undefined] {
+function describe(outcome: RunOutcome, active: ActiveRun, stopReason: string, record: ConversationRecord): [RunStatus, ConversationStatus, string | undefined] {
   switch (outcome.kind) {
     case 'idle':
       return ['completed', 'idle', undefined];

@@ -86,7 +86,7 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
   };
   const childRun: Run = { ...host.run, iterations: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0 } };
   let pending: { tool_call_id: string; tool_name: string }[] = [];
-  const work = (async (): Promise<{ outcome: RunOutcome | { kind: 'error'; code: string; message: string } }> => {
+  const work = (async (): Promise<{ outcome: RunOutcome }> => {
     await append({ kind: 'system_prompt', source: 'system', content: await host.systemPrompt(definition, toolList.map((tool) => tool.name)), tools: host.schemasOf(toolList) as unknown as Record<string, unknown>[] });
     await append({ kind: 'message', source: 'agent', role: 'user', content: request.prompt, run_id: host.run.id });
     try {
@@ -162,7 +162,7 @@ async function closeCalls(child: AgentSession, append: (event: NewEvent) => Prom
 }
 
 function result(
-  outcome: RunOutcome | { kind: 'error'; code: string; message: string },
+  outcome: RunOutcome,
   facts: { definition: AgentDefinition; iterations: number; lastText: string | null; pending: { tool_name: string }[] },
 ): ToolResult {
   const data = { agent: facts.definition.name, outcome: outcome.kind, iterations: facts.iterations };

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
-import { ConversationQuarantinedError, InvalidRequestError, UnprocessableError } from '../errors.js';
+import { InvalidRequestError, UnprocessableError } from '../errors.js';
 import { outputSchemaProblem } from '../agent/output-schema.js';
 import { prepareMessageParts, type ReadWorkdirImage } from './message-images.js';
 import type { ContentPart } from '../schemas/message-content.js';
@@ -25,12 +25,15 @@ export interface ConversationDefaults {
   network?: { default: SandboxNetwork; hostAllowed: boolean };
 }
 
+/** A user's message as the conversation service hands it on, to be appended as it is. */
+export type UserMessage = Extract<NewEvent, { kind: 'message' }>;
+
 /** What the agent runtime (the agent issue) plugs in: told about messages and deletions. */
 export interface ConversationRuntime {
   /** A user message was appended; start a run or feed the running one. Returns the run id it went to. */
   onUserMessage(conversationId: string, options: { run: boolean }): Promise<string | null>;
-  /** A user message arrives: appended (with `append`) and routed by its multitask strategy; may refuse it (409). */
-  takeMessage(conversationId: string, options: { run: boolean; strategy: MultitaskStrategy; append(strategy: MultitaskStrategy | null): Promise<AgentEvent> }): Promise<{ event: AgentEvent; runId: string | null }>;
+  /** A user message arrives: routed by its multitask strategy and appended (the stored event returned); may refuse it (409). */
+  takeMessage(conversationId: string, options: { run: boolean; strategy: MultitaskStrategy; message: UserMessage }): Promise<{ event: AgentEvent; runId: string | null }>;
   /** A message while an `ask_user` question is open answers it: the question's call and run, or null when none is open. */
   answerWithMessage?(conversationId: string, content: string): { tool_call_id: string; run_id: string } | null;
   /** A conversation was created without a run: what its first run will need may start now, in the background (its shell). */
@@ -224,10 +227,10 @@ export class ConversationService {
       const appended = await this.append(id, { kind: 'message', source: 'user', role: 'user', content: prepared.content, answers_tool_call_id: answered.tool_call_id });
       return { event: appended.event, run_id: answered.run_id };
     }
-    const append = async (strategy: MultitaskStrategy | null) =>
-      (await this.append(id, { kind: 'message', source: 'user', role: 'user', content: prepared.content, ...(prepared.parts && { parts: prepared.parts }), ...(body.output_schema && { output_schema: body.output_schema }), ...(strategy && { multitask_strategy: strategy }) })).event;
-    if (!this.runtime) return { event: await append(null), run_id: null };
-    const taken = await this.runtime.takeMessage(id, { run: body.run, strategy: body.multitask_strategy ?? record.multitask_strategy ?? 'enqueue', append });
+    const message: UserMessage = { kind: 'message', source: 'user', role: 'user', content: prepared.content, ...(prepared.parts && { parts: prepared.parts }), ...(body.output_schema && { output_schema: body.output_schema }) };
+    if (!this.runtime) return { event: (await this.append(id, message)).event, run_id: null };
+    // The runtime appends it: during a run, its strategy decides whether it is appended at all, and it is marked with it.
+    const taken = await this.runtime.takeMessage(id, { run: body.run, strategy: body.multitask_strategy ?? record.multitask_strategy ?? 'enqueue', message });
     return { event: taken.event, run_id: taken.runId };
   }
 
@@ -237,8 +240,7 @@ export class ConversationService {
   }
 
   async append(id: string, event: NewEvent): Promise<AppendedEvent> {
-    const record = this.store.has(id) ? this.store.find(id) : null;
-    if (record?.quarantine) throw new ConversationQuarantinedError(id, record.quarantine);
+    this.store.refuseIfQuarantined(id);
     return this.deps.recorder.append(id, event);
   }
 

@@ -127,6 +127,12 @@ export class ConversationStore {
     return this.records.has(id);
   }
 
+  /** Refuses a write to a conversation quarantined (its stored data found damaged); one that is gone is not refused here. */
+  refuseIfQuarantined(id: string): void {
+    const record = this.records.get(id);
+    if (record?.quarantine) throw new ConversationQuarantinedError(id, record.quarantine);
+  }
+
   list(query: ListConversationsQuery): Page<Conversation> {
     const page = this.records.page(query);
     // Made for the page and not kept: a listing of every conversation would push the kept views out.
