@@ -5,7 +5,7 @@ import { defineConfig } from 'vitest/config';
 // first import of its module does once per process (start-up-overlap), or count on the key lists
 // that this process has seen (conversation-index, user-keyed-records: user-keyed.ts shares hidden
 // classes for at most 512 lists, and forgets the lists seen once at 4,096, which other files fill).
-const ownProcess = ['test/auth-key-check.test.ts', 'test/compact-heap.test.ts', 'test/start-up-overlap.test.ts', 'test/conversation-index.test.ts', 'test/user-keyed-records.test.ts'];
+const ownProcess = ['test/http/auth-key-check.test.ts', 'test/perf/compact-heap.test.ts', 'test/cli/start-up-overlap.test.ts', 'test/events/conversation-index.test.ts', 'test/perf/user-keyed-records.test.ts'];
 
 export default defineConfig({
   test: {

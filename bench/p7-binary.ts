@@ -7,7 +7,7 @@ import { fmt, median, megabytes, ratio, spread } from './support/stats.js';
 
 const BINARY = path.join(ROOT, 'dist', 'agentd');
 const BUILD_SCRIPT = path.join(ROOT, 'scripts', 'build-binary.mjs');
-/** What dist/agentd is built from: as test/binary.test.ts lists them. */
+/** What dist/agentd is built from: as test/cli/binary.test.ts lists them. */
 const BUILD_INPUTS = ['src', 'package-lock.json', 'scripts/build-binary.mjs', 'scripts/binary-runtime.mjs', 'scripts/build-ui.mjs'].map((name) => path.join(ROOT, name));
 
 /**

@@ -57,7 +57,7 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** As scripts/start.mjs and the Dockerfile set it (test/malloc-tunables.test.ts checks they agree). */
+/** As scripts/start.mjs and the Dockerfile set it (test/cli/malloc-tunables.test.ts checks they agree). */
 export const SERVER_GLIBC_TUNABLES = 'glibc.malloc.mmap_threshold=131072';
 
 /** AGENTD_BENCH_GLIBC_TUNABLES=<tunables>: the benchmarks' servers run with these instead (to weigh another allocator setting). */

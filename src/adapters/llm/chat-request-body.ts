@@ -5,7 +5,7 @@
  * encoded once, when a request first carries it (by the message object's identity: the history
  * never changes a message it made), each tool schema once, and only the rest of the body (model,
  * settings, provider quirks: chat-request-shape.ts) is encoded anew. The text is byte for byte
- * `JSON.stringify(shapeChatRequest(request, options).body)` (test/chat-request-body.test.ts).
+ * `JSON.stringify(shapeChatRequest(request, options).body)` (test/llm/chat-request-body.test.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type { EncodedMessages, LlmMessage, LlmRequest, LlmToolSchema } from '../../core/agent/llm.js';

@@ -1,0 +1,220 @@
+/**
+ * `node dist/cli.js` is a bundle (scripts/build-server.mjs): the server starts without Node
+ * resolving, reading and compiling its ~800 modules one at a time. What a start loads of dist/ is
+ * dist/cli.js and its chunks, never a module tsc compiled beside them; of node_modules, only the
+ * packages the bundle leaves to Node. Every package our code loads with `import()` stays Node's
+ * to load, wherever it is imported: bundled as a chunk, a CommonJS one would lose its named
+ * exports (undici's `Agent`: no webhook would be delivered); bundled beside, it would be loaded twice.
+ * Swagger UI and pino are bundled, and the `yaml` they require is loaded only when a YAML document
+ * is asked for: through Node's CommonJS loader they cost an empty start ~65 ms. zod is bundled with
+ * its English messages only (the other ~40 languages were 366 KB of source run at every start), and
+ * without packages that bundled ones require for what the server never uses (build-server.mjs, leftOut).
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { build } from 'esbuild';
+import { ensureRuntime, NODE_RUNTIME_VERSION } from '../../scripts/binary-runtime.mjs';
+import { leftOut, onDemand } from '../../scripts/build-server.mjs';
+import { spawnServer, TEST_KEY } from '../support/agentd.js';
+
+const ROOT = path.resolve(import.meta.dirname, '../../..');
+const DIST = path.join(ROOT, 'dist');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-server-bundle-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+/** Writes the URL of every module that goes through Node's ES module loader to stderr. */
+const HOOK = `
+import { register } from 'node:module';
+register('data:text/javascript,' + encodeURIComponent('export async function load(url, context, next) { process.stderr.write("LOADED " + url + "\\\\n"); return next(url, context); }'));
+`;
+
+/** The file: URLs a `--version` loads (the serve path imports the whole server before it reads its arguments). */
+function loadedByVersion(): string[] {
+  const hook = path.join(tmp, 'hook.mjs');
+  fs.writeFileSync(hook, HOOK);
+  const run = spawnSync(process.execPath, ['--import', hook, path.join(DIST, 'cli.js'), '--version'], { cwd: tmp, encoding: 'utf8' });
+  expect(run.status, run.stderr).toBe(0);
+  expect(run.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+  return run.stderr.split('\n').filter((line) => line.startsWith('LOADED file:')).map((line) => decodeURIComponent(line.slice('LOADED file://'.length)));
+}
+
+/** A package's name from a file under node_modules, or from an import's specifier. */
+function packageOf(file: string): string {
+  const at = file.lastIndexOf('node_modules/');
+  const parts = (at === -1 ? file : file.slice(at + 'node_modules/'.length)).split('/');
+  return parts[0]!.startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0]!;
+}
+
+/** Writes the file of every module in Node's CommonJS cache to stderr as the process exits. */
+const REQUIRED_HOOK = `
+import { createRequire } from 'node:module';
+const cache = createRequire(import.meta.url).cache;
+process.on('exit', () => { for (const file of Object.keys(cache)) process.stderr.write('REQUIRED ' + file + '\\n'); });
+`;
+
+/** The packages a served-then-stopped server loaded through Node's CommonJS loader, after `visit` asked it what it does. */
+async function requiredByServing(visit: (url: string) => Promise<void>): Promise<Set<string>> {
+  const hook = path.join(tmp, 'required-hook.mjs');
+  fs.writeFileSync(hook, REQUIRED_HOOK);
+  const server = await spawnServer({ dataDir: fs.mkdtempSync(path.join(tmp, 'data-')), command: [process.execPath, '--import', hook, path.join(DIST, 'cli.js')] });
+  try {
+    await visit(server.url);
+  } finally {
+    server.child.kill('SIGTERM');
+  }
+  expect(await server.exited).toBe(0);
+  return new Set(server.output().split('\n').filter((line) => line.startsWith('REQUIRED ') && line.includes('/node_modules/')).map((line) => packageOf(line.slice('REQUIRED '.length))));
+}
+
+/** Writes the Node built-in modules the process loaded to stderr as it exits. */
+const BUILTINS_HOOK = `
+process.on('exit', () => { for (const name of process.moduleLoadList) process.stderr.write('BUILTIN ' + name + '\\n'); });
+`;
+
+/** Every file bundled into dist/cli.js and its chunks, as their source maps name them. */
+function bundledSources(): string[] {
+  const names = fs.readdirSync(DIST).filter((name) => /^cli(\.[^/]+)?\.js$/.test(name));
+  return names.flatMap((name) => (JSON.parse(fs.readFileSync(path.join(DIST, `${name}.map`), 'utf8')) as { sources: string[] }).sources);
+}
+
+/** Writes `files` into a temp dir, bundles its entry.js with the build's stand-ins (as the server's bundle is made), runs it, and returns its lines. */
+async function bundleAndRun(files: Record<string, string>): Promise<string[]> {
+  const dir = fs.mkdtempSync(path.join(tmp, 'stand-ins-'));
+  for (const [file, text] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+    fs.writeFileSync(path.join(dir, file), text);
+  }
+  await build({ entryPoints: [path.join(dir, 'entry.js')], outfile: path.join(dir, 'out.cjs'), bundle: true, platform: 'node', format: 'cjs', plugins: [onDemand, leftOut], logLevel: 'silent' });
+  const run = spawnSync(process.execPath, [path.join(dir, 'out.cjs')], { encoding: 'utf8' });
+  expect(run.status, run.stderr).toBe(0);
+  return run.stdout.trim().split('\n');
+}
+
+describe('node dist/cli.js', () => {
+  it('loads the server from its bundle: no module tsc compiled, and neither Fastify nor zod from node_modules', () => {
+    const loaded = loadedByVersion();
+    const ours = loaded.filter((file) => file.startsWith(`${DIST}/`)).map((file) => path.relative(DIST, file));
+    expect(ours).toContain('cli.js');
+    expect(ours.length).toBeGreaterThan(1);
+    expect(ours.filter((file) => !/^cli(\.[^/]+)?\.js$/.test(file))).toEqual([]);
+    const packages = new Set(loaded.filter((file) => file.includes('/node_modules/')).map(packageOf));
+    for (const bundled of ['fastify', 'zod', 'fastify-type-provider-zod', 'prom-client', 'ajv']) expect(packages.has(bundled), bundled).toBe(false);
+  });
+
+  it('starts without loading Swagger UI, pino or yaml through Node\'s CommonJS loader; yaml only once a YAML document is asked for', { timeout: 120_000 }, async () => {
+    const started = await requiredByServing(async (url) => {
+      expect((await fetch(`${url}/alive`)).status).toBe(200);
+      expect((await fetch(`${url}/docs/json`)).status).toBe(200);
+    });
+    for (const bundled of ['@fastify/swagger-ui', '@fastify/static', 'pino', 'yaml']) expect(started.has(bundled), bundled).toBe(false);
+    const asked = await requiredByServing(async (url) => {
+      const document = await fetch(`${url}/docs/yaml`);
+      expect(document.status).toBe(200);
+      expect(await document.text()).toMatch(/^openapi: 3\.1\.0$/m);
+    });
+    expect(asked.has('yaml')).toBe(true);
+  });
+
+  it("leaves out what the server never uses (zod's other locales, @fastify/static's glob, prom-client's OpenTelemetry), and still answers in English, serves Swagger UI's files and its metrics", { timeout: 60_000 }, async () => {
+    const sources = bundledSources();
+    // zod's locales' index is the build's own (a module that exports `en` alone).
+    const locales = sources.filter((source) => /node_modules\/zod\/v4\/locales\/[^/]+\.js$/.test(source)).map((source) => path.basename(source));
+    expect(locales.filter((name) => name !== 'index.js')).toEqual(['en.js']);
+    expect(sources.filter((source) => source.includes('node_modules/') && ['glob', '@opentelemetry/api'].includes(packageOf(source)))).toEqual([]);
+    const server = await spawnServer({ dataDir: fs.mkdtempSync(path.join(tmp, 'data-')), command: [process.execPath, path.join(DIST, 'cli.js')] });
+    try {
+      const refused = await fetch(`${server.url}/conversations`, { method: 'POST', headers: { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' }, body: JSON.stringify({ llm: { model: 3 } }) });
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { message: string }).message).toBe('Invalid body at llm.model: Invalid input: expected string, received number.');
+      const css = await fetch(`${server.url}/docs/static/swagger-ui.css`);
+      expect(css.status).toBe(200);
+      expect(css.headers.get('content-type')).toMatch(/^text\/css/);
+      // A file @fastify/send cannot find: its http-errors, loaded on demand (build-server.mjs, onDemand).
+      expect((await fetch(`${server.url}/docs/static/no-such-file.css`)).status).toBe(404);
+      const metrics = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${TEST_KEY}` } });
+      expect(metrics.status).toBe(200);
+      expect(await metrics.text()).toMatch(/^agentd_process_process_cpu_seconds_total \d/m);
+    } finally {
+      server.child.kill('SIGTERM');
+    }
+    expect(await server.exited).toBe(0);
+  });
+
+  it('stands in for a left-out package with something that throws, saying what needed it, when that is reached', async () => {
+    const output = await bundleAndRun({
+      'node_modules/@fastify/static/index.js': "const { glob } = require('glob');\nmodule.exports = glob;\n",
+      'node_modules/prom-client/lib/cpu.js': "module.exports = require('@opentelemetry/api');\n",
+      'entry.js':
+        "const glob = require('./node_modules/@fastify/static/index.js');\nconst otel = require('./node_modules/prom-client/lib/cpu.js');\n" +
+        "for (const reach of [() => glob('**'), () => otel.trace.getSpan(otel.context.active())]) { try { reach(); console.log('reached'); } catch (error) { console.log(error.message); } }\n",
+    });
+    expect(output).toEqual([
+      "@fastify/static's wildcard: false needs the glob package, which agentd's bundle leaves out (scripts/build-server.mjs)",
+      "prom-client's exemplars needs the @opentelemetry/api package, which agentd's bundle leaves out (scripts/build-server.mjs)",
+    ]);
+  });
+
+  it('runs a package loaded on demand at its first use, not where it is required', async () => {
+    const output = await bundleAndRun({
+      'node_modules/http-errors/index.js': "console.log('http-errors runs');\nmodule.exports = (status) => Object.assign(new Error('status ' + status), { status });\n",
+      'node_modules/@fastify/send/lib/error.js': "const createError = require('http-errors');\nmodule.exports = (status) => createError(status);\n",
+      'entry.js': "const error = require('./node_modules/@fastify/send/lib/error.js');\nconsole.log('required');\nconsole.log(error(404).message);\nconsole.log(error(403).message);\n",
+    });
+    expect(output).toEqual(['required', 'http-errors runs', 'status 404', 'status 403']);
+  });
+
+  it('is ASCII throughout, so that V8 holds each file\'s source as one-byte text: a character above U+00FF, even in a comment, doubles it', () => {
+    const files = fs.readdirSync(DIST).filter((name) => /^cli(\..+)?\.js$/.test(name));
+    expect(files).toContain('cli.js');
+    for (const name of files) {
+      const text = fs.readFileSync(path.join(DIST, name), 'utf8');
+      const found = /[^\x00-\x7f]/.exec(text);
+      expect(found && { name, near: text.slice(Math.max(0, found.index - 60), found.index + 10) }).toBeNull();
+    }
+  });
+
+  // Since Node 22, an ES module import of `node:http` (any name from it) reads every export of the
+  // module for its namespace, among them the getters of its WebSocket, CloseEvent and MessageEvent,
+  // which load Node's own copy of undici (760 KB of source, ~2 MiB of an empty server's RSS on the
+  // Node the Docker image runs). The server's own HTTP client is the undici package, loaded when
+  // first needed: built-in modules whose namespace costs more than the module are reached through
+  // process.getBuiltinModule.
+  it(`starts on the Node agentd ships (${NODE_RUNTIME_VERSION}, the Docker image's) without loading Node's own undici`, { timeout: 300_000 }, async () => {
+    const runtime = ensureRuntime({ root: ROOT });
+    const hook = path.join(tmp, 'builtins-hook.mjs');
+    fs.writeFileSync(hook, BUILTINS_HOOK);
+    const server = await spawnServer({ dataDir: fs.mkdtempSync(path.join(tmp, 'data-')), command: [runtime, '--import', hook, path.join(DIST, 'cli.js')] });
+    try {
+      expect((await fetch(`${server.url}/alive`)).status).toBe(200);
+    } finally {
+      server.child.kill('SIGTERM');
+    }
+    expect(await server.exited).toBe(0);
+    const builtins = server.output().split('\n').filter((line) => line.startsWith('BUILTIN NativeModule ')).map((line) => line.slice('BUILTIN NativeModule '.length));
+    expect(builtins).toContain('http');
+    expect(builtins.filter((name) => name.includes('undici'))).toEqual([]);
+  });
+
+  it("leaves every package our code loads with import() to Node's loader", () => {
+    const dynamic = new Set<string>();
+    for (const entry of fs.readdirSync(path.join(ROOT, 'src'), { recursive: true, withFileTypes: true })) {
+      if (!entry.isFile() || !entry.name.endsWith('.ts') || entry.parentPath.includes(`${path.sep}ui`)) continue;
+      const text = fs.readFileSync(path.join(entry.parentPath, entry.name), 'utf8');
+      // Not a type's `typeof import('x')`, `<import('x').T>` or `import('x').T`.
+      for (const match of text.matchAll(/(?<!typeof |<)\bimport\('([^.'][^']*)'\)(?!\.[A-Za-z])/g)) if (!match[1]!.startsWith('node:')) dynamic.add(match[1]!);
+    }
+    expect(dynamic.has('undici')).toBe(true);
+    const names = fs.readdirSync(DIST).filter((name) => /^cli(\.[^/]+)?\.js$/.test(name));
+    const bundle = names.map((name) => fs.readFileSync(path.join(DIST, name), 'utf8')).join('\n');
+    for (const name of dynamic) expect(bundle.includes(`import(${JSON.stringify(name)})`), name).toBe(true);
+    // Nor is any of them in the bundle besides (imported statically by a module loaded on demand:
+    // undici by the LLM client's fetch), where it would be loaded and held twice. The source maps
+    // name every file bundled.
+    const bundled = new Set(bundledSources().filter((source) => source.includes('node_modules/')).map(packageOf));
+    expect(bundled.has('fastify')).toBe(true);
+    expect([...dynamic].map(packageOf).filter((name) => bundled.has(name))).toEqual([]);
+  });
+});

@@ -1,0 +1,260 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { NO_LIMITS } from '../../src/adapters/sandbox/resource-limits.js';
+import { detectSandboxCgroups } from '../../src/adapters/sandbox/cgroups.js';
+import { loadConfig } from '../../src/config.js';
+import { selectProcessLauncher } from '../../src/adapters/sandbox/select-process-launcher.js';
+import { startAgentHarness, type AgentHarness } from '../support/agent-harness.js';
+import { spawnServer, startServer, tempDir } from '../support/agentd.js';
+
+/** Does bubblewrap run here (installed, allowed)? The suite is skipped, with the reason, when not. */
+const probeDir = tempDir('agentd-sandbox-probe-state-');
+const { fallbackReason } = await selectProcessLauncher({ requested: 'auto', limits: NO_LIMITS, searchPath: process.env.PATH ?? '', hiddenPaths: [], extraReadOnlyPaths: [], stateDir: probeDir });
+fs.rmSync(probeDir, { recursive: true, force: true });
+if (fallbackReason) console.warn(`test/sandbox/sandbox.test.ts skipped: bubblewrap cannot run here (${fallbackReason})`);
+
+const PROCESS_LIMIT = 128;
+const SANDBOX_ENV = {
+  AGENTD_SANDBOX: 'bwrap',
+  AGENTD_LIMIT_PROCESSES: String(PROCESS_LIMIT),
+  AGENTD_LIMIT_MEMORY_MB: '1024',
+  AGENTD_LIMIT_CPU_S: '60',
+  // Server variables: only the one named in AGENTD_PASS_ENV may reach the agent.
+  AGENTD_CANARY: 'canary-7c1e',
+  OPENAI_API_KEY: 'sk-canary-7c1e',
+  AGENTD_PASS_ENV: 'PASSED_VAR',
+  PASSED_VAR: 'passed-value',
+};
+
+const bash = (command: string, extra: Record<string, unknown> = {}) => ({ toolCalls: [{ name: 'bash', arguments: { command, ...extra } }] });
+const observations = (events: any[]) => events.filter((event) => event.kind === 'observation');
+const processesMatching = (pattern: string): string => {
+  try {
+    return execFileSync('pgrep', ['-a', '-f', pattern], { encoding: 'utf8' });
+  } catch {
+    return '';
+  }
+};
+
+/** A script that reports what of the server it can see: nothing must come out as VISIBLE. */
+function snoopScript(options: { dataDir: string; otherWorkdir: string }): string {
+  const targets = ['master.key', 'secret.key', 'conversations', 'shells.jsonl'].map((name) => path.join(options.dataDir, name));
+  targets.push(path.join(options.otherWorkdir, 'other-secret.txt'), `/proc/${process.pid}/environ`, `/proc/${process.pid}/cmdline`);
+  return [
+    `for f in ${targets.map((target) => `'${target}'`).join(' ')}; do if [ -e "$f" ] || cat "$f" >/dev/null 2>&1; then echo "VISIBLE $f"; else echo "hidden $f"; fi; done`,
+    `echo "datadir: $(ls -A '${options.dataDir}' | tr '\\n' ' ')"`,
+    `echo "workspaces: $(ls -A '${path.join(options.dataDir, 'workspaces')}' | tr '\\n' ' ')"`,
+    'echo "canary in /proc: $(grep -l canary-7c1e /proc/[0-9]*/environ 2>/dev/null | wc -l)"',
+    "env | grep -E '^(AGENTD_|OPENAI_|PASSED_VAR)' | sed 's/^/env: /'",
+    'echo "uid: $(id -u)"',
+  ].join('\n');
+}
+
+function expectNothingOfTheServer(output: string, options: { ownId: string }): void {
+  expect(output).not.toContain('VISIBLE');
+  expect(output).toContain('hidden');
+  expect(output).toMatch(/^datadir: workspaces $/m);
+  expect(output).toMatch(new RegExp(`^workspaces: ${options.ownId} $`, 'm'));
+  expect(output).toContain('canary in /proc: 0');
+  expect(output.match(/^env: .*/gm)).toEqual(['env: PASSED_VAR=passed-value']);
+  if (process.geteuid?.() === 0) expect(output).not.toMatch(/^uid: 0$/m);
+}
+
+describe.skipIf(fallbackReason !== null)('bwrap sandbox', () => {
+  let harness: AgentHarness;
+  let otherWorkdir: string;
+  const saved = { canary: process.env.AGENTD_CANARY };
+
+  beforeAll(async () => {
+    // The in-process server shares this process's environment: a leak through process.env would show.
+    process.env.AGENTD_CANARY = 'canary-7c1e';
+    // Its data dir is under os.tmpdir() (like every test's), where a bound /tmp would expose it.
+    harness = await startAgentHarness([], { env: SANDBOX_ENV });
+    fs.writeFileSync(path.join(harness.server.dataDir, 'master.key'), 'decoy-master-key\n', { mode: 0o600 });
+    const other = await harness.post('/conversations', {});
+    otherWorkdir = other.body.workdir;
+    fs.writeFileSync(path.join(otherWorkdir, 'other-secret.txt'), 'other conversation\n');
+  });
+
+  // A test that failed midway leaves turns of its own unanswered: the next test starts on an empty script.
+  beforeEach(() => harness?.llm.setScript([]));
+
+  afterAll(async () => {
+    if (saved.canary === undefined) delete process.env.AGENTD_CANARY;
+    else process.env.AGENTD_CANARY = saved.canary;
+    await harness?.close();
+  });
+
+  it('/info reports the bwrap mode and the limits', async () => {
+    const { body } = await harness.get('/info');
+    const wholeSandbox = detectSandboxCgroups({ limits: { memoryBytes: 1024 * 1024 * 1024, pids: PROCESS_LIMIT } }).cgroups ? 'cgroup' : 'rlimit';
+    expect(body.sandbox).toMatchObject({ mode: 'bwrap', network: { default: true, host_allowed: false } });
+    expect(body.sandbox.limits).toMatchObject({
+      cpu_s: { value: 60, enforced_by: 'rlimit' },
+      memory_mb: { value: 1024, enforced_by: wholeSandbox },
+      processes: { value: PROCESS_LIMIT, enforced_by: wholeSandbox },
+    });
+  });
+
+  it('POST /commands sees nothing of the server: data dir, keys, other workdirs, server /proc, server env', async () => {
+    const id = (await harness.post('/conversations', {})).body.id as string;
+    const { body } = await harness.post(`/conversations/${id}/commands`, { command: snoopScript({ dataDir: harness.server.dataDir, otherWorkdir }) });
+    expectNothingOfTheServer(body.stdout, { ownId: id });
+  });
+
+  it("the agent's bash sees nothing of the server either, and deleting the conversation leaves no process", async () => {
+    const marker = `sleep 97${Date.now() % 1000}`;
+    harness.llm.push(bash(snoopScript({ dataDir: harness.server.dataDir, otherWorkdir })), bash(`${marker} &`), { text: 'done' });
+    const id = await harness.createConversation({ initial_message: 'look around' });
+    await harness.waitForStatus(id, ['idle', 'error']);
+    const [snoop, background] = observations(await harness.events(id));
+    expectNothingOfTheServer(snoop.content, { ownId: id });
+    const uid = /^uid: (\d+)$/m.exec(snoop.content)?.[1] as string;
+    expect(typeof background.data.pid).toBe('number');
+    expect(processesMatching(marker)).not.toBe('');
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    expect((await fetch(`${harness.server.url}/conversations/${id}`, { method: 'DELETE', headers: harness.server.auth })).status).toBe(204);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(processesMatching(marker)).toBe('');
+    // Nothing of the sandbox either: bwrap (its arguments name the workdir) and the agent's uid.
+    expect(processesMatching(workdir)).toBe('');
+    if (uid !== '0') expect(execFileSync('ps', ['-e', '-o', 'uid='], { encoding: 'utf8' }).split('\n').map((line) => line.trim())).not.toContain(uid);
+  });
+
+  it('a fork bomb and a 10 GB allocation end with an error while the server keeps serving (/commands)', async () => {
+    const id = (await harness.post('/conversations', {})).body.id as string;
+    const started = Date.now();
+    const bomb = await harness.post(`/conversations/${id}/commands`, { command: 'bomb() { bomb | bomb & }; bomb; sleep 30', timeout_s: 60 });
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(bomb.body.exit_code).not.toBe(0);
+    expect(bomb.body.stdout).toContain(`limit of ${PROCESS_LIMIT} processes`);
+    const allocation = await harness.post(`/conversations/${id}/commands`, {
+      command: `node -e 'const chunks = []; for (let i = 0; i < 10; i++) chunks.push(Buffer.alloc(2 ** 30, 1)); console.log("allocated 10 GB")'`,
+      timeout_s: 60,
+    });
+    expect(allocation.body.exit_code).not.toBe(0);
+    expect(allocation.body.stdout).not.toContain('allocated');
+    expect((await fetch(`${harness.server.url}/alive`)).status).toBe(200);
+    expect((await harness.post(`/conversations/${id}/commands`, { command: 'echo still-works' })).body.stdout).toBe('still-works\n');
+  });
+
+  it("a fork bomb in the agent's shell ends with an error observation; the next command gets a fresh shell", async () => {
+    harness.llm.push(bash(':(){ :|:& };:; sleep 30', { timeout_s: 40 }), bash('echo alive-after'), { text: 'done' });
+    const id = await harness.createConversation({ initial_message: 'bomb' });
+    await harness.waitForStatus(id, ['idle', 'error'], 30_000);
+    const [bombed, after] = observations(await harness.events(id));
+    expect(bombed.content).toContain(`limit of ${PROCESS_LIMIT} processes`);
+    expect(bombed.data.exit_code).toBe(137);
+    expect(after.content).toContain('alive-after');
+    expect((await fetch(`${harness.server.url}/alive`)).status).toBe(200);
+  });
+
+  it('sandbox.network=false leaves only a loopback of its own; the default reaches no host loopback service either', async () => {
+    const listener = net.createServer((socket) => socket.on('error', () => undefined).end('hello\n'));
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+    const port = (listener.address() as net.AddressInfo).port;
+    const probe = `grep -c : /proc/net/dev; if exec 3<>/dev/tcp/127.0.0.1/${port}; then echo connected; else echo refused; fi`;
+    try {
+      const offline = await harness.post('/conversations', { sandbox: { network: false } });
+      expect(offline.body.sandbox).toEqual({ network: false });
+      const isolated = await harness.post(`/conversations/${offline.body.id}/commands`, { command: probe });
+      expect(isolated.body.stdout).toMatch(/^1\n(.|\n)*refused\n$/);
+      const online = await harness.post('/conversations', {});
+      expect(online.body.sandbox).toEqual({ network: true });
+      // The default network (user-mode, sandbox-network.test.ts) does not reach the host's loopback.
+      expect((await harness.post(`/conversations/${online.body.id}/commands`, { command: probe })).body.stdout).toContain('refused');
+
+      harness.llm.push(bash(probe), { text: 'done' });
+      const agentId = await harness.createConversation({ sandbox: { network: false }, initial_message: 'net' });
+      await harness.waitForStatus(agentId, ['idle', 'error']);
+      expect(observations(await harness.events(agentId))[0].content).toContain('refused');
+    } finally {
+      listener.close();
+    }
+  });
+});
+
+describe.skipIf(fallbackReason !== null)('a read-only path inside /tmp (AGENTD_SANDBOX_RO_PATHS)', () => {
+  it('is visible, and read-only, over the sandbox\'s private /tmp (a checkout under /tmp holding a tool or an MCP server)', async () => {
+    // os.tmpdir() is the directory the sandbox covers with its own tmpfs (where CI may clone the repository).
+    const tools = tempDir('agentd-ro-tools-');
+    fs.chmodSync(tools, 0o755); // like any installed tree: the agent's uid may read it
+    fs.writeFileSync(path.join(tools, 'tool.sh'), 'echo tool-ran\n', { mode: 0o755 });
+    const harness = await startAgentHarness([], { env: { ...SANDBOX_ENV, AGENTD_SANDBOX_RO_PATHS: tools } });
+    try {
+      const id = (await harness.post('/conversations', {})).body.id as string;
+      const { body } = await harness.post(`/conversations/${id}/commands`, { command: `bash ${tools}/tool.sh; touch ${tools}/written 2>/dev/null && echo writable || echo read-only` });
+      expect(body.stdout, body.stderr).toBe('tool-ran\nread-only\n');
+      expect(fs.existsSync(path.join(tools, 'written'))).toBe(false);
+    } finally {
+      await harness.close();
+      fs.rmSync(tools, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('sandbox modes', () => {
+  it('config: AGENTD_SANDBOX, the limits and AGENTD_PASS_ENV are parsed once, with clear errors', () => {
+    const config = loadConfig({ AGENTD_PASS_ENV: 'A_B, C', A_B: '1', PATH: '/x', OTHER: 'no', AGENTD_LIMIT_CPU_S: '0', AGENTD_SANDBOX_RO_PATHS: '/opt/tools' });
+    expect(config.sandbox).toEqual({
+      mode: 'auto',
+      network: { default: true, hostAllowed: false, helper: 'auto' },
+      readOnlyPaths: ['/opt/tools'],
+      cgroups: true,
+      limits: { cpuSeconds: null, memoryMb: 4096, processes: 1024, fileMb: 4096, tmpMb: 1024, workdirMb: 20_480 },
+    });
+    expect(config.agentEnv).toEqual({ passEnv: ['A_B', 'C'], hostEnv: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', A_B: '1' } });
+    expect(() => loadConfig({ AGENTD_SANDBOX: 'docker' })).toThrow(/invalid AGENTD_SANDBOX/);
+    expect(() => loadConfig({ AGENTD_LIMIT_PROCESSES: '5' })).toThrow(/AGENTD_LIMIT_PROCESSES: must be 0 \(no limit\) or at least 16/);
+    expect(() => loadConfig({ AGENTD_PASS_ENV: 'BAD NAME' })).toThrow(/AGENTD_PASS_ENV/);
+    expect(() => loadConfig({ AGENTD_SANDBOX_RO_PATHS: 'relative/path' })).toThrow(/AGENTD_SANDBOX_RO_PATHS/);
+  });
+
+  it('none: /info says so and the limits still apply to commands; sandbox settings survive a restart', async () => {
+    const dataDir = tempDir();
+    let server = await startServer({ dataDir, env: { AGENTD_SANDBOX: 'none', AGENTD_LIMIT_MEMORY_MB: '2048' } });
+    const offline = (await server.services.conversations.create({ max_iterations_per_run: 1, confirmation_mode: false, sandbox: { network: false } })).conversation.id;
+    await server.close();
+    server = await startServer({ dataDir, env: { AGENTD_SANDBOX: 'none', AGENTD_LIMIT_MEMORY_MB: '2048' } });
+    try {
+      expect(server.services.conversations.get(offline).sandbox).toEqual({ network: false });
+      expect(server.services.sandbox.warning).toMatch(/unsandboxed on the host/);
+      const info = await fetch(`${server.url}/info`, { headers: server.auth }).then((response) => response.json() as Promise<any>);
+      expect(info.sandbox).toMatchObject({ mode: 'none', limits: { memory_mb: { value: 2048, enforced_by: 'rlimit' }, tmp_mb: { value: 1024, enforced_by: 'none' } } });
+      const id = (await server.services.conversations.create({ max_iterations_per_run: 1, confirmation_mode: false })).conversation.id;
+      const result = await server.services.commands.run(id, { command: 'ulimit -v', timeout_s: 10 });
+      expect(result.stdout).toBe(`${2048 * 1024}\n`);
+    } finally {
+      await server.close();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('auto without bubblewrap falls back to none with one warning at start-up', async () => {
+    const dataDir = tempDir();
+    const server = await spawnServer({ dataDir, env: { AGENTD_SANDBOX: 'auto', AGENTD_AGENT_PATH: '/nonexistent' } });
+    try {
+      const warnings = server.output().split('\n').filter((line) => line.startsWith('agentd: WARNING'));
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatch(/bwrap program is not installed.*unsandboxed on the host/);
+      const info = await fetch(`${server.url}/info`, { headers: { authorization: 'Bearer test-master-key' } }).then((response) => response.json() as Promise<any>);
+      expect(info.sandbox.mode).toBe('none');
+    } finally {
+      server.child.kill('SIGTERM');
+      await server.exited;
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('bwrap that cannot start is a start-up error, not a silent downgrade', async () => {
+    const dataDir = tempDir();
+    try {
+      await expect(spawnServer({ dataDir, env: { AGENTD_SANDBOX: 'bwrap', AGENTD_AGENT_PATH: '/nonexistent' } })).rejects.toThrow(/failed to start: AGENTD_SANDBOX=bwrap, but bubblewrap cannot run here/);
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
