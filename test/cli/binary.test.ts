@@ -13,7 +13,7 @@ import { runCli } from '../support/cli.js';
  * The single executable (`npm run build:binary`), run from an empty directory with no
  * node_modules around: every file it reads at run time must be inside it.
  */
-const ROOT = path.resolve(import.meta.dirname, '../../..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const BINARY = path.join(ROOT, 'dist', 'agentd');
 const BUILD_INPUTS = ['src', 'package-lock.json', 'scripts/build-binary.mjs', 'scripts/build-server.mjs', 'scripts/binary-runtime.mjs', 'scripts/build-ui.mjs'].map((name) => path.join(ROOT, name));
 

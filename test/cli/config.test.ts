@@ -62,7 +62,7 @@ describe('the command line', () => {
 });
 
 describe('every variable the server reads is documented', () => {
-  const ROOT = path.resolve(import.meta.dirname, '../../..');
+  const ROOT = path.resolve(import.meta.dirname, '../..');
   const names = Object.keys(EnvSchema.shape);
 
   it('the variable data is the schema, and every entry has a default and a one-line meaning', () => {

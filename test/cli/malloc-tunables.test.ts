@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SERVER_GLIBC_TUNABLES } from '../../bench/support/processes.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../../..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const started: ChildProcess[] = [];
 const dirs: string[] = [];
 afterEach(async () => {

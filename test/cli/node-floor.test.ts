@@ -14,7 +14,7 @@ const semver = createRequire(import.meta.url)('semver') as {
   minVersion(range: string): { version: string } | null;
   satisfies(version: string, range: string): boolean;
 };
-const ROOT = path.resolve(import.meta.dirname, '../../..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { engines: { node: string } };
 const lock = JSON.parse(fs.readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as {
   packages: Record<string, { engines?: { node?: string } | string[]; dev?: boolean }>;

@@ -20,7 +20,7 @@ import { ensureRuntime, NODE_RUNTIME_VERSION } from '../../scripts/binary-runtim
 import { leftOut, onDemand } from '../../scripts/build-server.mjs';
 import { spawnServer, TEST_KEY } from '../support/agentd.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../../..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const DIST = path.join(ROOT, 'dist');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-server-bundle-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
  * `agentd/client` bundled for the browser: it must build without Node's builtins and contain
  * nothing but the client and its SSE parser (no server code, no fastify, pino, zod or fs).
  */
-const ROOT = path.resolve(import.meta.dirname, '../../..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 
 describe('the client bundle for browsers', () => {
   it('holds only src/client and eventsource-parser, and no node: builtin', async () => {

@@ -10,7 +10,7 @@ import { tempDir } from '../support/agentd.js';
  * "exports", typecheck for a browser (DOM lib, no Node types), and refuse a body the server would
  * refuse (the types come from the server's zod schemas).
  */
-const ROOT = path.resolve(import.meta.dirname, '../../..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const dir = tempDir('agentd-client-types-');
 
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));

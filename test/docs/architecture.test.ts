@@ -6,7 +6,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { findCycles, importGraph, type ImportEdge } from '../support/import-graph.js';
 
-const root = path.resolve(import.meta.dirname, '../../..');
+const root = path.resolve(import.meta.dirname, '../..');
 const graph = importGraph(root);
 const core = [...graph].filter(([file]) => file.startsWith(`src${path.sep}core${path.sep}`));
 const offending = (files: [string, ImportEdge[]][], bad: (edge: ImportEdge) => boolean) =>

@@ -10,7 +10,7 @@ import { BENCHMARKS } from '../../bench/benchmarks.js';
 import { writeFullRun } from '../../bench/support/results-file.js';
 import { tempDir } from '../support/agentd.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../../..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 
 let dir: string | undefined;
 afterEach(() => {

@@ -12,7 +12,7 @@ import { WebhookReceiver } from '../support/webhook-receiver.js';
  * Only what would leave this machine is swapped: the LLM (a scripted fake on 127.0.0.1), the
  * webhook URL (a receiver on 127.0.0.1), and streams get a time limit.
  */
-const ROOT = path.resolve(import.meta.dirname, '../../..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const tools = ['bash', 'curl', 'jq'].filter((tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0);
 /** The tour's `sh` blocks: a block removed from the page must be removed here too, never dropped unnoticed. */
 const TOUR_BLOCKS = 13;

@@ -9,7 +9,7 @@ import { VERSION } from '../../src/version.js';
 import { startServer, type TestServer } from '../support/agentd.js';
 import { WebhookReceiver } from '../support/webhook-receiver.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../../..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const COMMITTED = path.join(ROOT, 'openapi', 'asyncapi.json');
 const SPEC = path.join(ROOT, 'node_modules', '@asyncapi', 'specs', 'schemas', '3.0.0-without-$id.json');
 
