@@ -132,3 +132,16 @@ describe("the README's figures", () => {
     expect(figures.filter((figure) => !results.includes(figure)), 'figures that bench/RESULTS.md does not hold').toEqual([]);
   });
 });
+
+describe('the README', () => {
+  it("stays a newcomer's first hour: at most 400 lines, the rest in docs/", () => {
+    const lines = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8').split('\n').length;
+    expect(lines).toBeLessThanOrEqual(400);
+  });
+
+  it('links every page of docs/', () => {
+    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const unlinked = PAGES.filter((page) => page.startsWith('docs/') && !readme.includes(`](${page}`));
+    expect(unlinked).toEqual([]);
+  });
+});
