@@ -31,7 +31,7 @@ COPY --from=build /app/dist ./dist
 COPY package.json ./
 RUN mkdir -p /data && chown node:node /data
 USER node
-# glibc's malloc returns freed blocks of 128 KiB and more at once instead of keeping them (README, "Memory").
+# glibc's malloc returns freed blocks of 128 KiB and more at once instead of keeping them (docs/operations.md, "Memory").
 ENV NODE_ENV=production \
     GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072 \
     AGENTD_HOST=0.0.0.0 \

@@ -1,5 +1,5 @@
-// `npm run bench [-- --quick] [-- --only P3,P5]`: the benchmarks in bench/ (see bench/README text
-// in the main README). Builds dist/ when it is older than src/ (scripts/prepare.mjs), compiles
+// `npm run bench [-- --quick] [-- --only P3,P5]`: the benchmarks in bench/ (docs/benchmarks.md says what each
+// measures). Builds dist/ when it is older than src/ (scripts/prepare.mjs), compiles
 // bench/*.ts with esbuild into dist/bench/ (split: each benchmark's module is loaded only by the
 // process that runs it; again only when one of its inputs changed) and runs dist/bench/run.mjs.
 //

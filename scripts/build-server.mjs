@@ -4,7 +4,7 @@
 //
 // Why: Node 20 loads each module on its own (resolve, read, compile, link): the server's ~780 at
 // start-up (300 of ours) took about half a second before it did anything else on this project's
-// machines. One file and a few chunks take a fraction of that (bench P7; README, "How it is built").
+// machines. One file and a few chunks take a fraction of that (bench P7; docs/development.md, "What the build makes").
 // The rest of dist/ is tsc's output as before: the client SDK (`agentd/client`), its types, the
 // modules the tests and benchmarks import, and the prompts and tool descriptions that
 // copy-assets.mjs put beside them, which the bundle reads from there.

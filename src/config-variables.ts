@@ -4,8 +4,8 @@ import { ExtraBody, ExtraHeaders, MaxTokensParam } from './core/schemas/llm-conf
 /**
  * Every environment variable the server reads, as data: its zod schema (parsing and the default
  * applied), the default as shown to people, one line of meaning, and the flag that overrides it.
- * `--help`, and the test that checks `.env.example` and the README's tables, read this list.
- * Adding a variable: one entry here, one line in `.env.example`, one row in a README table.
+ * `--help`, and the tests that check `.env.example` and docs/configuration.md, read this list.
+ * Adding a variable: one entry here, one line in `.env.example`, one row in docs/configuration.md.
  */
 export interface VariableSpec {
   schema: z.ZodType;

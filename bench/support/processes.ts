@@ -81,7 +81,7 @@ export async function startProcess(options: {
   const started = performance.now();
   const child = spawn(program!, [...leading, ...(options.args?.(port) ?? ['--port', String(port)])], {
     cwd: options.cwd ?? os.tmpdir(),
-    // The allocator's setting the Docker image and `npm start` run the server with (README, "Memory").
+    // The allocator's setting the Docker image and `npm start` run the server with (docs/operations.md, "Memory").
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.homedir(), AGENTD_MASTER_KEY: BENCH_KEY, GLIBC_TUNABLES: benchGlibcTunables, ...options.env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -31,7 +31,7 @@ export type NetworkHelperChoice = 'auto' | NetworkHelper['kind'];
  * slirp4netns touches ~0.3 MB. Every networked sandbox pays that at its start (7,500 page faults,
  * 20 ms of CPU on one machine and 120-170 ms on another, where a page fault costs a hypercall), and
  * holds it while it lives: ~30 MB and ~200 descriptors per conversation with a shell, against
- * ~3 MB and 7 (bench/RESULTS.md, round 2's thirty-eighth session). pasta has IPv6 and more
+ * ~3 MB and 7 (measured when it was chosen; see git history). pasta has IPv6 and more
  * throughput; an operator who needs those names it.
  */
 export function findNetworkHelper(searchPath: string, choice: NetworkHelperChoice = 'auto', cpuHasAvx2: boolean = hostCpuHasAvx2()): NetworkHelper | null {
