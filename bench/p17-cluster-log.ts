@@ -13,6 +13,10 @@ import { findPostgres, startPostgres, type PostgresCluster } from '../test/suppo
 import type { Benchmark } from './support/benchmark.js';
 import { measureServers } from './p17-cluster-servers.js';
 import { fmt, ratio, summarize } from './support/stats.js';
+import { NoticeSeal } from '../src/adapters/cluster/notice-seal.js';
+
+/** The key every instance of one cluster derives from its shared AGENTD_SECRET_KEY. */
+const SEAL = new NoticeSeal(Buffer.alloc(32, 7));
 
 const message = (i: number): NewEvent => ({ kind: 'message', source: 'user', role: 'user', content: `benchmark message ${i} ${'x'.repeat(200)}` });
 
@@ -52,7 +56,7 @@ export const p17ClusterLog: Benchmark = {
           const sql = postgres(url, { max: 8, onnotice: () => {} });
           pools.push(sql);
           await migrate(sql);
-          logs.push(await PgEventLog.open({ sql, feed: feed === 'nats' ? await JetStreamEventFeed.connect(nats!.url, { cluster: await clusterId(sql) }) : new PgNotifyEventFeed(sql), pollMs: 1000 }));
+          logs.push(await PgEventLog.open({ sql, feed: feed === 'nats' ? await JetStreamEventFeed.connect(nats!.url, { cluster: await clusterId(sql), seal: SEAL }) : new PgNotifyEventFeed(sql, SEAL), pollMs: 1000 }));
         }
         return logs;
       };

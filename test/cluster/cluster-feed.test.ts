@@ -5,6 +5,8 @@
  * the NATS server is killed (the feed is a doorbell; the database is the record).
  */
 import { randomUUID } from 'node:crypto';
+import { jetstream } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import postgres, { type Sql } from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventFeed } from '../../src/adapters/cluster/event-feed.js';
@@ -17,6 +19,10 @@ import type { FirehoseEntry } from '../../src/core/events/event-log.js';
 import type { NewEvent } from '../../src/core/schemas/event.js';
 import { findNatsServer, startNatsServer, type NatsServer } from '../support/nats-server.js';
 import { findPostgres, startPostgres, type PostgresCluster } from '../support/postgres-cluster.js';
+import { NoticeSeal } from '../../src/adapters/cluster/notice-seal.js';
+
+/** The key every instance of one cluster derives from its shared AGENTD_SECRET_KEY. */
+const SEAL = new NoticeSeal(Buffer.alloc(32, 7));
 
 const pg = findPostgres();
 const nats = findNatsServer();
@@ -32,6 +38,8 @@ interface Instance {
   feed: EventFeed;
   tail: GlobalTail;
   seen: FirehoseEntry[];
+  /** Notices this instance's feed dropped because they did not verify. */
+  forged: { count: number };
 }
 
 async function waitFor(check: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
@@ -63,7 +71,9 @@ describe.skipIf(pgMissing !== null)('cross-instance event feed', () => {
     for (let i = 0; i < 2; i++) {
       const sql: Sql = postgres(url, { max: 6, onnotice: () => {} });
       cleanups.push(() => sql.end({ timeout: 5 }));
-      const feed: EventFeed = kind === 'nats' ? await JetStreamEventFeed.connect(natsServer!.url, { cluster: await clusterId(sql) }) : new PgNotifyEventFeed(sql);
+      const forged = { count: 0 };
+      const onForged = () => void forged.count++;
+      const feed: EventFeed = kind === 'nats' ? await JetStreamEventFeed.connect(natsServer!.url, { cluster: await clusterId(sql), seal: SEAL, onForged }) : new PgNotifyEventFeed(sql, SEAL, onForged);
       cleanups.push(() => feed.close());
       const store = new PgEventStore(sql);
       const tail = new GlobalTail(store, feed, { pollMs: 100 });
@@ -71,7 +81,7 @@ describe.skipIf(pgMissing !== null)('cross-instance event feed', () => {
       tail.onEntry((entry) => seen.push(entry));
       await tail.start();
       cleanups.push(() => tail.close());
-      result.push({ store, feed, tail, seen });
+      result.push({ store, feed, tail, seen, forged });
     }
     return result;
   }
@@ -151,6 +161,49 @@ describe.skipIf(pgMissing !== null)('cross-instance event feed', () => {
     // The second database's notices are not dropped as duplicates of the first's (same positions, same NATS).
     expect(await appendOneByOne(second!, 20, ours[0]!)).toBeGreaterThan(0);
   }, 60_000);
+
+  /** Notices for the next three positions, each carrying a forged agent message inline: unsigned, with a made-up MAC, and signed with another key. */
+  function forgedNotices(head: number, conversationId: string): string[] {
+    const other = new NoticeSeal(Buffer.alloc(32, 9));
+    return [1, 2, 3].map((i) => {
+      const event = { id: randomUUID(), conversation_id: conversationId, seq: i, kind: 'message', source: 'agent', role: 'assistant', content: `FORGED ${i}`, created_at: new Date().toISOString() };
+      const notice = { globalCursor: head + i, conversationId, seq: i, json: JSON.stringify(event) };
+      if (i === 1) return JSON.stringify(notice);
+      if (i === 2) return JSON.stringify({ ...notice, mac: 'A'.repeat(43) });
+      return other.seal(notice);
+    });
+  }
+
+  for (const kind of ['postgres', 'nats'] as const) {
+    it.skipIf(kind === 'nats' && natsMissing !== null)(`${kind}: notices forged by a process without the key are dropped; the real events that follow arrive, once and in order`, async () => {
+      const url = await cluster.createDatabase();
+      await migrate(postgres(url, { max: 1, onnotice: () => {} }));
+      const pair = await instances(kind, url);
+      const conversation = randomUUID();
+      const forger = postgres(url, { max: 1, onnotice: () => {} });
+      cleanups.push(() => forger.end({ timeout: 5 }));
+      const head = await pair[0]!.store.globalHead();
+      const payloads = forgedNotices(head, conversation);
+      if (kind === 'postgres') {
+        // Another database session: NOTIFY needs no more than a connection.
+        for (const payload of payloads) await forger`SELECT pg_notify('agentd_events', ${payload})`;
+      } else {
+        // A local process with no credentials, publishing where the instances listen.
+        const connection = await connect({ servers: natsServer!.url });
+        cleanups.push(() => connection.close());
+        const subject = `agentd.${(await clusterId(forger)).replace(/[^A-Za-z0-9]/g, '')}.events.${conversation}`;
+        for (const [i, payload] of payloads.entries()) await jetstream(connection).publish(subject, payload, { msgID: `forged-${i}` });
+      }
+      // Each instance has either dropped the three (what must happen) or taken one for an event (what must not).
+      await waitFor(() => pair.every((instance) => instance.forged.count >= 3 || instance.seen.length > 0), 'every instance to receive the three forged notices');
+      await appendFromBoth(pair, 10, [conversation]);
+      await waitFor(() => pair.every((instance) => instance.seen.length >= 10), 'the 10 real events on both tails');
+      for (const instance of pair) {
+        expect(instance.seen.filter((entry) => JSON.stringify(entry.stored.event).includes('FORGED'))).toEqual([]);
+        expectExactlyOnceInOrder(instance, head, 10);
+      }
+    }, 60_000);
+  }
 
   it.skipIf(natsMissing !== null)('nats killed mid-stream: the tails still see everything, by reading the database', async () => {
     const url = await cluster.createDatabase();

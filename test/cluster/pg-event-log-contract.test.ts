@@ -13,6 +13,10 @@ import type { EventLog } from '../../src/core/events/event-log.js';
 import { eventLogContract } from '../contract/event-log-contract.js';
 import { findNatsServer, startNatsServer, type NatsServer } from '../support/nats-server.js';
 import { findPostgres, startPostgres, type PostgresCluster } from '../support/postgres-cluster.js';
+import { NoticeSeal } from '../../src/adapters/cluster/notice-seal.js';
+
+/** The key every instance of one cluster derives from its shared AGENTD_SECRET_KEY. */
+const SEAL = new NoticeSeal(Buffer.alloc(32, 7));
 
 const pg = findPostgres();
 const nats = findNatsServer();
@@ -43,7 +47,7 @@ function subject(withNats: boolean) {
     const sql = postgres(url, { max: 8, onnotice: () => {} });
     pools.add(sql);
     await migrate(sql);
-    const feed = withNats ? await JetStreamEventFeed.connect(natsServer!.url, { cluster: await clusterId(sql) }) : new PgNotifyEventFeed(sql);
+    const feed = withNats ? await JetStreamEventFeed.connect(natsServer!.url, { cluster: await clusterId(sql), seal: SEAL }) : new PgNotifyEventFeed(sql, SEAL);
     return PgEventLog.open({ sql, feed });
   };
   return {

@@ -72,8 +72,9 @@ export class GlobalTail {
 
   private async onNotice(notice: FeedNotice): Promise<void> {
     if (notice.globalCursor <= this.last) return;
-    if (notice.globalCursor === this.last + 1 && notice.json !== undefined) {
-      this.deliver({ globalCursor: notice.globalCursor, stored: { event: JSON.parse(notice.json) as AgentEvent, json: notice.json } });
+    const inline = notice.globalCursor === this.last + 1 ? inlineEvent(notice) : null;
+    if (inline) {
+      this.deliver({ globalCursor: notice.globalCursor, stored: { event: inline, json: notice.json! } });
       this.stats.inline++;
       return;
     }
@@ -96,5 +97,16 @@ export class GlobalTail {
     if (entry.globalCursor <= this.last) return;
     this.last = entry.globalCursor;
     for (const listener of this.listeners) listener(entry);
+  }
+}
+
+/** A notice's own JSON, when it is the event the notice names; anything else is read from the store. */
+function inlineEvent(notice: FeedNotice): AgentEvent | null {
+  if (notice.json === undefined) return null;
+  try {
+    const event = JSON.parse(notice.json) as AgentEvent;
+    return event.conversation_id === notice.conversationId && event.seq === notice.seq ? event : null;
+  } catch {
+    return null;
   }
 }

@@ -10,6 +10,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
 import type { EventFeed, FeedNotice } from './event-feed.js';
+import type { NoticeSeal } from './notice-seal.js';
 
 /** JetStream's default max message size is 1 MiB; larger events travel as a bare notice. */
 const MAX_INLINE_BYTES = 512 * 1024;
@@ -22,9 +23,11 @@ export class JetStreamEventFeed implements EventFeed {
     private readonly connection: NatsConnection,
     private readonly stream: string,
     private readonly prefix: string,
+    private readonly seal: NoticeSeal,
+    private readonly onForged: () => void,
   ) {}
 
-  static async connect(url: string, options: { cluster: string; maxAgeS?: number }): Promise<JetStreamEventFeed> {
+  static async connect(url: string, options: { cluster: string; seal: NoticeSeal; onForged?: () => void; maxAgeS?: number }): Promise<JetStreamEventFeed> {
     const name = options.cluster.replace(/[^A-Za-z0-9]/g, '');
     const stream = `AGENTD_EVENTS_${name}`;
     const prefix = `agentd.${name}.events.`;
@@ -43,12 +46,13 @@ export class JetStreamEventFeed implements EventFeed {
         });
       }
     }
-    return new JetStreamEventFeed(connection, stream, prefix);
+    return new JetStreamEventFeed(connection, stream, prefix, options.seal, options.onForged ?? (() => {}));
   }
 
   async publish(notice: FeedNotice): Promise<void> {
     const inline = notice.json !== undefined && Buffer.byteLength(notice.json) <= MAX_INLINE_BYTES;
-    const payload = JSON.stringify(inline ? notice : { ...notice, json: undefined });
+    const { json, ...bare } = notice;
+    const payload = this.seal.seal(inline && json !== undefined ? { ...bare, json } : bare);
     await jetstream(this.connection).publish(`${this.prefix}${notice.conversationId}`, payload, { msgID: String(notice.globalCursor) });
   }
 
@@ -58,13 +62,10 @@ export class JetStreamEventFeed implements EventFeed {
     const messages = this.messages;
     void (async () => {
       for await (const message of messages) {
-        let notice: FeedNotice;
-        try {
-          notice = JSON.parse(message.string()) as FeedNotice;
-        } catch {
-          continue;
-        }
-        listener(notice);
+        // A notice that does not verify was not sent by an instance holding the key: dropped.
+        const notice = this.seal.open(message.string());
+        if (notice) listener(notice);
+        else this.onForged();
       }
     })();
   }

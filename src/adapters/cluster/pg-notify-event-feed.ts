@@ -5,6 +5,7 @@
  */
 import type { Sql } from 'postgres';
 import type { EventFeed, FeedNotice } from './event-feed.js';
+import type { NoticeSeal } from './notice-seal.js';
 
 const CHANNEL = 'agentd_events';
 
@@ -12,19 +13,22 @@ export class PgNotifyEventFeed implements EventFeed {
   readonly name = 'postgres' as const;
   private unlisten: (() => Promise<void>) | null = null;
 
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    private readonly seal: NoticeSeal,
+    private readonly onForged: () => void = () => {},
+  ) {}
 
   async publish(notice: FeedNotice): Promise<void> {
-    await this.sql`SELECT pg_notify(${CHANNEL}, ${JSON.stringify({ globalCursor: notice.globalCursor, conversationId: notice.conversationId, seq: notice.seq })})`;
+    await this.sql`SELECT pg_notify(${CHANNEL}, ${this.seal.seal({ globalCursor: notice.globalCursor, conversationId: notice.conversationId, seq: notice.seq })})`;
   }
 
   async listen(listener: (notice: FeedNotice) => void): Promise<void> {
     const { unlisten } = await this.sql.listen(CHANNEL, (payload) => {
-      try {
-        listener(JSON.parse(payload) as FeedNotice);
-      } catch {
-        // not ours
-      }
+      // Any database session may NOTIFY this channel: only a notice that verifies is believed.
+      const notice = this.seal.open(payload);
+      if (notice) listener(notice);
+      else this.onForged();
     });
     this.unlisten = unlisten;
   }

@@ -5,6 +5,7 @@ import type { Config } from '../../config.js';
 import { JetStreamEventFeed } from '../cluster/jetstream-event-feed.js';
 import { PgNotifyEventFeed } from '../cluster/pg-notify-event-feed.js';
 import type { EventFeed } from '../cluster/event-feed.js';
+import { NoticeSeal } from '../cluster/notice-seal.js';
 import { clusterId, migrate } from './migrations.js';
 import { PgConversationRepository } from './pg-conversation-repository.js';
 import { PgEventLog } from './pg-event-log.js';
@@ -29,7 +30,13 @@ export async function createPostgres(cluster: NonNullable<Config['cluster']>, lo
   });
   const applied = await migrate(sql);
   if (applied.length > 0) logger.info({ versions: applied }, 'database migrations applied');
-  const feed: EventFeed = cluster.natsUrl ? await JetStreamEventFeed.connect(cluster.natsUrl, { cluster: await clusterId(sql) }) : new PgNotifyEventFeed(sql);
+  // Notices are signed with a key derived from the shared AGENTD_SECRET_KEY; one that does not verify is dropped, and said once.
+  const seal = new NoticeSeal(box.deriveKey('cluster notices'));
+  let forged = 0;
+  const onForged = () => {
+    if (forged++ === 0) logger.warn({ feed: cluster.natsUrl ? 'nats' : 'postgres' }, 'dropped an event notice that does not verify: a process without AGENTD_SECRET_KEY is publishing to the feed');
+  };
+  const feed: EventFeed = cluster.natsUrl ? await JetStreamEventFeed.connect(cluster.natsUrl, { cluster: await clusterId(sql), seal, onForged }) : new PgNotifyEventFeed(sql, seal, onForged);
   const fences = new Map<string, Fence>();
   // Each process is a new instance: leases of a previous process expire and are taken over.
   const instanceId = randomUUID();

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 
 /** AES-256-GCM encryption of small values at rest. Output: `v1:<base64 iv|tag|ciphertext>`. */
 export class SecretBox {
@@ -7,6 +7,11 @@ export class SecretBox {
   constructor(key: Buffer) {
     if (key.length !== 32) throw new Error('SecretBox needs a 32-byte key');
     this.key = key;
+  }
+
+  /** A key of its own for another use (e.g. signing the cluster's notices), derived so that neither reveals the other. */
+  deriveKey(label: string): Buffer {
+    return Buffer.from(hkdfSync('sha256', this.key, Buffer.alloc(0), `agentd ${label}`, 32));
   }
 
   /** A 32-byte key from configuration text: base64 of 32 bytes is used as is, anything else is hashed. */
