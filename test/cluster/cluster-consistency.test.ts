@@ -17,6 +17,7 @@ import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { tempDir, type SpawnedServer } from '../support/agentd.js';
 import { findNatsServer, startNatsServer, type NatsServer } from '../support/nats-server.js';
 import { findPostgres, startPostgres, type PostgresCluster } from '../support/postgres-cluster.js';
+import { rawRequest } from '../support/raw-http.js';
 import { clusterHeaders as headers, clusterRequest as api, eventually as until, startInstance, type ClusterAnswer as Answer } from '../support/cluster-instances.js';
 
 const pg = findPostgres();
@@ -120,6 +121,15 @@ describe.skipIf(skipReason !== null)('three instances answer alike', () => {
     // A change through C (forwarded to A) is seen by B at once.
     expect((await api(c.url, `/conversations/${id}/config`, { method: 'PUT', body: JSON.stringify({ title: 'renamed' }) })).status).toBe(200);
     expect((await expectAlike(id)).title).toBe('renamed');
+    // A request target in absolute form names a host of the client's choosing: forwarded by its path alone.
+    for (const server of [a, b, c]) {
+      const absolute = await rawRequest({ url: server.url, method: 'GET', path: `http://elsewhere.invalid:1/conversations/${id}?limit=1`, headers: { authorization: headers.authorization } });
+      expect(absolute.status, absolute.text).toBe(200);
+      expect(JSON.parse(absolute.text).id).toBe(id);
+    }
+    const renamed = await rawRequest({ url: c.url, method: 'PUT', path: `http://elsewhere.invalid:1/conversations/${id}/config`, headers, body: JSON.stringify({ title: 'renamed again' }) });
+    expect(renamed.status, renamed.text).toBe(200);
+    expect((await expectAlike(id)).title).toBe('renamed again');
     // Deleted through B: gone everywhere, list included.
     expect((await api(b.url, `/conversations/${id}`, { method: 'DELETE' })).status).toBe(204);
     for (const server of [a, b, c]) {

@@ -102,7 +102,7 @@ async function relay(request: FastifyRequest, reply: FastifyReply, where: { url:
     : null;
   let answer: Awaited<ReturnType<typeof undiciRequest>>;
   try {
-    answer = await (await loadUndici()).request(`${where.url}${request.url}`, { method: request.method as 'GET', headers, body, headersTimeout: 0, bodyTimeout: 0, signal: controller.signal });
+    answer = await (await loadUndici()).request(`${where.url}${pathAndQuery(request.url)}`, { method: request.method as 'GET', headers, body, headersTimeout: 0, bodyTimeout: 0, signal: controller.signal });
   } catch (error) {
     if (controller.signal.reason === 'silent') {
       request.log.warn({ owner: where.url }, "the conversation's instance stopped answering: request abandoned");
@@ -123,4 +123,14 @@ async function relay(request: FastifyRequest, reply: FastifyReply, where: { url:
   reply.raw.once('close', () => answer.body.destroy());
   await pipeline(answer.body, reply.raw).catch(() => reply.raw.destroy());
   return 'relayed';
+}
+
+/**
+ * The target's path and query only: a request in absolute form (`GET http://host/path`) names a
+ * host of the client's choosing, and the owner is reached by its own address, never that one.
+ */
+function pathAndQuery(target: string): string {
+  if (target.startsWith('/')) return target;
+  const url = new URL(target, 'http://forwarded.invalid');
+  return `${url.pathname}${url.search}`;
 }
