@@ -9,6 +9,7 @@ import { loadConfig } from '../../src/config.js';
 import { selectProcessLauncher } from '../../src/adapters/sandbox/select-process-launcher.js';
 import { startAgentHarness, type AgentHarness } from '../support/agent-harness.js';
 import { spawnServer, startServer, tempDir } from '../support/agentd.js';
+import { runsIn } from '../support/processes.js';
 
 /** Does bubblewrap run here (installed, allowed)? The suite is skipped, with the reason, when not. */
 const probeDir = tempDir('agentd-sandbox-probe-state-');
@@ -31,6 +32,8 @@ const SANDBOX_ENV = {
 
 const bash = (command: string, extra: Record<string, unknown> = {}) => ({ toolCalls: [{ name: 'bash', arguments: { command, ...extra } }] });
 const observations = (events: any[]) => events.filter((event) => event.kind === 'observation');
+/** The processes whose current directory lies in `dir`, read from /proc (also once `dir` is deleted: the kernel then adds " (deleted)"). */
+const processesIn = (dir: string): string[] => fs.readdirSync('/proc').filter((pid) => /^\d+$/.test(pid) && (runsIn(pid, dir) || runsIn(pid, `${dir} (deleted)`)));
 const processesMatching = (pattern: string): string => {
   try {
     return execFileSync('pgrep', ['-a', '-f', pattern], { encoding: 'utf8' });
@@ -116,12 +119,20 @@ describe.skipIf(fallbackReason !== null)('bwrap sandbox', () => {
     expect(typeof background.data.pid).toBe('number');
     expect(processesMatching(marker)).not.toBe('');
     const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    expect(processesIn(workdir)).not.toEqual([]);
     expect((await fetch(`${harness.server.url}/conversations/${id}`, { method: 'DELETE', headers: harness.server.auth })).status).toBe(204);
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(processesMatching(marker)).toBe('');
-    // Nothing of the sandbox either: bwrap (its arguments name the workdir) and the agent's uid.
+    // Nothing of the sandbox either: bwrap (its arguments name the workdir), no process in the workdir,
     expect(processesMatching(workdir)).toBe('');
-    if (uid !== '0') expect(execFileSync('ps', ['-e', '-o', 'uid='], { encoding: 'utf8' }).split('\n').map((line) => line.trim())).not.toContain(uid);
+    expect(processesIn(workdir)).toEqual([]);
+    // and, when the server is root, nothing of the agent's uid (not root, the agent runs as the server's own uid).
+    if (process.getuid?.() === 0) {
+      expect(uid).not.toBe('0');
+      expect(execFileSync('ps', ['-e', '-o', 'uid='], { encoding: 'utf8' }).split('\n').map((line) => line.trim())).not.toContain(uid);
+    } else {
+      expect(uid).toBe(String(process.getuid?.()));
+    }
   });
 
   it('a fork bomb and a 10 GB allocation end with an error while the server keeps serving (/commands)', async () => {
