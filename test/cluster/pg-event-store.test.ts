@@ -125,6 +125,71 @@ describe.skipIf(skipReason !== null)('PostgreSQL event store', () => {
     expect(events.map((entry) => entry.event.seq)).toEqual([1, 2]);
   });
 
+  /** Lets a held lease run out (a last renewal of 1 ms) and waits until the database sees it expired. */
+  async function lapse(leases: PgLeases, lease: { conversationId: string; owner: string; token: number }): Promise<void> {
+    expect(await leases.renew(lease, 1)).toBe(true);
+    for (let tries = 0; tries < 500; tries++) {
+      if ((await leases.expired(10_000)).some((expired) => expired.conversationId === lease.conversationId)) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    throw new Error(`the lease of ${lease.conversationId} never expired`);
+  }
+
+  it('fencing is by token, not owner: the same instance re-acquiring a lapsed lease cannot append under its old token', async () => {
+    const sql = pool();
+    const leases = new PgLeases(sql);
+    const store = new PgEventStore(sql);
+    const conversation = randomUUID();
+
+    const first = await leases.acquire(conversation, 'instance-a', 60_000);
+    expect(first.acquired).toBe(true);
+    const old = { owner: 'instance-a', token: first.lease.token };
+    await store.append(conversation, message('under n'), old);
+    await lapse(leases, { conversationId: conversation, ...old });
+    const second = await leases.acquire(conversation, 'instance-a', 60_000);
+    expect(second).toMatchObject({ acquired: true, lease: { owner: 'instance-a', token: first.lease.token + 1 } });
+    // The owner is the same; only the token tells the paused writer of lease n from the holder of n+1.
+    await expect(store.append(conversation, message('stale write under n'), old)).rejects.toBeInstanceOf(LeaseLostError);
+    expect(await leases.renew({ conversationId: conversation, ...old }, 60_000)).toBe(false);
+    await store.append(conversation, message('under n+1'), { owner: 'instance-a', token: second.lease.token });
+    const events = await store.read(conversation, { order: 'asc', limit: 10 });
+    expect(events.map((entry) => (entry.event as { content?: string }).content)).toEqual(['under n', 'under n+1']);
+  });
+
+  it('fencing after A -> B -> A: neither A\'s first token nor B\'s can append, only A\'s newest', async () => {
+    const sqlA = pool();
+    const sqlB = pool();
+    const leasesA = new PgLeases(sqlA);
+    const leasesB = new PgLeases(sqlB);
+    const storeA = new PgEventStore(sqlA);
+    const storeB = new PgEventStore(sqlB);
+    const conversation = randomUUID();
+
+    const a1 = await leasesA.acquire(conversation, 'instance-a', 60_000);
+    expect(a1.acquired).toBe(true);
+    const fenceA1 = { owner: 'instance-a', token: a1.lease.token };
+    await storeA.append(conversation, message('a first'), fenceA1);
+    await lapse(leasesA, { conversationId: conversation, ...fenceA1 });
+    const b = await leasesB.acquire(conversation, 'instance-b', 60_000);
+    expect(b).toMatchObject({ acquired: true, lease: { owner: 'instance-b', token: a1.lease.token + 1 } });
+    const fenceB = { owner: 'instance-b', token: b.lease.token };
+    await storeB.append(conversation, message('b'), fenceB);
+    await lapse(leasesB, { conversationId: conversation, ...fenceB });
+    const a2 = await leasesA.acquire(conversation, 'instance-a', 60_000);
+    expect(a2).toMatchObject({ acquired: true, lease: { owner: 'instance-a', token: a1.lease.token + 2 } });
+    const fenceA2 = { owner: 'instance-a', token: a2.lease.token };
+
+    // A's first lease has A's name on it again, yet its token is two behind: refused.
+    await expect(storeA.append(conversation, message('stale a first'), fenceA1)).rejects.toBeInstanceOf(LeaseLostError);
+    await expect(storeB.append(conversation, message('stale b'), fenceB)).rejects.toBeInstanceOf(LeaseLostError);
+    expect(await leasesA.renew({ conversationId: conversation, ...fenceA1 }, 60_000)).toBe(false);
+    expect(await leasesB.renew({ conversationId: conversation, ...fenceB }, 60_000)).toBe(false);
+    await storeA.append(conversation, message('a second'), fenceA2);
+    const events = await storeB.read(conversation, { order: 'asc', limit: 10 });
+    expect(events.map((entry) => (entry.event as { content?: string }).content)).toEqual(['a first', 'b', 'a second']);
+    expect(events.map((entry) => entry.event.seq)).toEqual([1, 2, 3]);
+  });
+
   it('a lease renewed by its holder stays; released, the next holder gets a larger token', async () => {
     const leases = new PgLeases(pool());
     const conversation = randomUUID();

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { EventLog } from '../../src/core/events/event-log.js';
+import type { AppendedEvent, EventLog } from '../../src/core/events/event-log.js';
 import type { EventSubscription, SubscriptionItem } from '../../src/core/events/event-subscription.js';
 import type { NewEvent } from '../../src/core/schemas/event.js';
 
@@ -32,6 +32,35 @@ async function collect(subscription: EventSubscription, done: (items: Subscripti
 }
 
 const cursors = (items: SubscriptionItem[]) => items.flatMap((item) => (item.type === 'event' ? [item.cursor] : []));
+
+/** Waits for a condition with a generous bound, failing with a clear message instead of hanging. */
+async function until(condition: () => boolean, what = 'the subscription to go live'): Promise<void> {
+  for (let tries = 0; !condition(); tries++) {
+    if (tries > 1000) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+type EventItem = Extract<SubscriptionItem, { type: 'event' }>;
+
+/**
+ * The event items of a subscription until `count` have come or a generous bound passes (then it is
+ * closed), so a stream that stalls fails on the caller's assertion rather than on the test's timeout.
+ */
+async function drain(subscription: EventSubscription, iterator: AsyncGenerator<SubscriptionItem[]>, first: Promise<IteratorResult<SubscriptionItem[]>>, count: number): Promise<EventItem[]> {
+  const items: EventItem[] = [];
+  const giveUp = setTimeout(() => subscription.close(), 10_000);
+  try {
+    for (let next = await first; !next.done; next = await iterator.next()) {
+      for (const item of next.value) if (item.type === 'event') items.push(item);
+      if (items.length >= count) break;
+    }
+  } finally {
+    clearTimeout(giveUp);
+    subscription.close();
+  }
+  return items;
+}
 
 /** The guarantees every EventLog keeps (file, memory, and later PostgreSQL). */
 export function eventLogContract(name: string, subject: EventLogSubject): void {
@@ -113,6 +142,31 @@ export function eventLogContract(name: string, subject: EventLogSubject): void {
       expect(cursors(items)).toEqual(range(5, 20));
       const contents = items.flatMap((item) => (item.type === 'event' && item.stored.event.kind === 'message' ? [item.stored.event.content] : []));
       expect(contents).toEqual(range(4, 19).map((i) => `x${i}`));
+    });
+
+    it('hands the firehose\'s live items their global cursor, never their conversation\'s seq', async () => {
+      const [a, b] = [randomUUID(), randomUUID()];
+      for (let i = 0; i < 5; i++) await log.append(a, message(`before ${i}`));
+      const head = await log.globalHead();
+      const subscription = log.subscribe({ conversationId: null, after: head });
+      const iterator = subscription.batches();
+      const first = iterator.next();
+      await until(() => subscription.live);
+      // Appended only once live, so every item comes through the live path, not a history read.
+      const appended: AppendedEvent[] = [];
+      for (let i = 0; i < 10; i++) appended.push(await log.append(i % 3 ? b : a, message(`live ${i}`)));
+      expect(appended.map((x) => x.globalCursor)).toEqual(range(head + 1, head + 10));
+      const items = await drain(subscription, iterator, first, appended.length);
+      expect(items.map((item) => [item.stored.event.id, item.cursor])).toEqual(appended.map((x) => [x.event.id, x.globalCursor]));
+      // b's seqs start at 1 while the firehose is past 5: the two numberings really differ here.
+      expect(items.filter((item) => item.cursor !== item.stored.event.seq).length).toBeGreaterThan(0);
+      expect(subscription.cursor).toBe(head + 10);
+
+      // A client resuming from a live item's cursor gets exactly what followed it.
+      const resumed = log.subscribe({ conversationId: null, after: items[6]!.cursor });
+      const resumedIterator = resumed.batches();
+      const rest = await drain(resumed, resumedIterator, resumedIterator.next(), 3);
+      expect(rest.map((item) => [item.stored.event.id, item.cursor])).toEqual(appended.slice(7).map((x) => [x.event.id, x.globalCursor]));
     });
 
     it('ends a conversation\'s subscriptions when it is dropped', async () => {

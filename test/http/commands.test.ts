@@ -1,8 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type TestServer } from '../support/agentd.js';
+import { startServer, tempDir, type TestServer } from '../support/agentd.js';
 import { expectError } from '../support/expect-error.js';
+import { killMatching } from '../support/processes.js';
+import { NO_LIMITS } from '../../src/adapters/sandbox/resource-limits.js';
+import { selectProcessLauncher } from '../../src/adapters/sandbox/select-process-launcher.js';
 
 let server: TestServer;
 let id: string;
@@ -91,43 +94,80 @@ describe('POST /conversations/{id}/commands', () => {
   });
 });
 
+/** Whether bubblewrap runs here: the `bwrap` variant below needs it (`auto` falls back to none without it). */
+const probeDir = tempDir('agentd-commands-probe-');
+const { fallbackReason } = await selectProcessLauncher({ requested: 'auto', limits: NO_LIMITS, searchPath: process.env.PATH ?? '', hiddenPaths: [], extraReadOnlyPaths: [], stateDir: probeDir });
+fs.rmSync(probeDir, { recursive: true, force: true });
+if (fallbackReason) console.warn(`test/http/commands.test.ts: the AGENTD_SANDBOX=bwrap timeout variant skipped (${fallbackReason})`);
+
+/** How long a command with a 1 s timeout may take to answer, and its tree to be gone after: generous, for a loaded machine. */
+const ANSWER_BOUND_MS = 15_000;
+const GONE_BOUND_MS = 10_000;
+/** Heartbeats every 50 ms: this long without one means the writer is gone. */
+const QUIET_MS = 1_000;
+
 /**
- * The timeout's process-tree kill, with the sandbox off and on: with bubblewrap, the pid
- * namespace's end would hide a kill that reached only the direct child, so `none` is the case
- * that proves the tree kill itself. A grandchild that ignores SIGTERM appends a heartbeat to a
- * file in the workdir: the file growing proves it ran; the file no longer growing after the
- * timeout proves it is gone (not a process search that could fail silently).
+ * The timeout's process-tree kill in every sandbox mode: with bubblewrap, the pid namespace's end
+ * would hide a kill that reached only the direct child, so `none` is the case that proves the
+ * tree kill itself. A grandchild that ignores SIGTERM appends a heartbeat to a file in the
+ * workdir: the file growing proves it ran; the file no longer growing proves it is gone (not a
+ * process search that could fail silently). Each wait has a bound, so a tree that outlives its
+ * command fails an assertion naming it rather than the test's own time limit.
  */
-describe.each(['none', 'auto'] as const)('a command timeout kills the whole tree (AGENTD_SANDBOX=%s)', (sandbox) => {
+describe.each(['none', 'auto', 'bwrap'] as const)('a command timeout kills the whole tree (AGENTD_SANDBOX=%s)', (sandbox) => {
   let treeServer: TestServer;
   let treeId: string;
   let treeWorkdir: string;
+  const marker = `agentd-tree-${sandbox}-${process.pid}-${Date.now()}`;
 
   beforeAll(async () => {
+    if (sandbox === 'bwrap' && fallbackReason) return;
     treeServer = await startServer({ env: { AGENTD_SANDBOX: sandbox } });
     const created = await fetch(`${treeServer.url}/conversations`, { method: 'POST', headers: { ...treeServer.auth, 'content-type': 'application/json' }, body: '{}' });
     ({ id: treeId, workdir: treeWorkdir } = (await created.json()) as { id: string; workdir: string });
   });
   afterAll(async () => {
-    await treeServer.close();
+    // A tree kill that failed leaves the heartbeat loops running: they carry this test's marker.
+    killMatching(marker);
+    await treeServer?.close();
   });
 
-  it('even a grandchild that ignores SIGTERM', { timeout: 30_000 }, async () => {
-    const beats = path.join(treeWorkdir, 'beats');
-    const command = `bash -c 'trap "" TERM; while :; do echo beat >> beats; sleep 0.05; done' & wait`;
+  /** Runs `command` with a 1 s timeout; fails if no answer comes within the bound. */
+  async function runTimingOut(command: string): Promise<{ timed_out: boolean; exit_code: number | null }> {
     const response = await fetch(`${treeServer.url}/conversations/${treeId}/commands`, {
       method: 'POST',
       headers: { ...treeServer.auth, 'content-type': 'application/json' },
       body: JSON.stringify({ command, timeout_s: 1 }),
-    });
-    const body = (await response.json()) as { timed_out: boolean; exit_code: number | null };
-    expect(body).toMatchObject({ timed_out: true, exit_code: null });
-    // It existed: a second of heartbeats.
-    expect(fs.readFileSync(beats, 'utf8').split('\n').length).toBeGreaterThan(3);
-    // It is gone: after a moment to settle, no heartbeat for 20 of its periods.
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    const sizeAfter = fs.statSync(beats).size;
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-    expect(fs.statSync(beats).size).toBe(sizeAfter);
+      signal: AbortSignal.timeout(ANSWER_BOUND_MS),
+    }).catch((error: unknown) => error as Error);
+    if (response instanceof Error) expect.fail(`no answer within ${ANSWER_BOUND_MS / 1000} s of a 1 s timeout: a process of the tree still holds the output open (${response.message})`);
+    return (await response.json()) as { timed_out: boolean; exit_code: number | null };
+  }
+
+  /** Waits until `file` stops growing for QUIET_MS; fails if it still grows GONE_BOUND_MS after the answer. */
+  async function expectHeartbeatsStop(file: string): Promise<void> {
+    // It existed: at least a few heartbeats during the second before the timeout.
+    expect(fs.readFileSync(file, 'utf8').split('\n').length).toBeGreaterThan(3);
+    const deadline = Date.now() + GONE_BOUND_MS;
+    let size = fs.statSync(file).size;
+    let quietSince = Date.now();
+    while (Date.now() - quietSince < QUIET_MS) {
+      if (Date.now() > deadline) expect.fail(`${path.basename(file)} still grows ${GONE_BOUND_MS / 1000} s after the timeout: a grandchild outlived its command`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const now = fs.statSync(file).size;
+      if (now !== size) [size, quietSince] = [now, Date.now()];
+    }
+  }
+
+  it.skipIf(sandbox === 'bwrap' && fallbackReason !== null)('even a grandchild that ignores SIGTERM and holds the output open', { timeout: 60_000 }, async () => {
+    const command = `bash -c 'trap "" TERM; while :; do echo beat >> beats; sleep 0.05; done; : ${marker}' & wait`;
+    expect(await runTimingOut(command)).toMatchObject({ timed_out: true, exit_code: null });
+    await expectHeartbeatsStop(path.join(treeWorkdir, 'beats'));
+  });
+
+  it.skipIf(sandbox === 'bwrap' && fallbackReason !== null)('even a grandchild that ignores SIGTERM with its output elsewhere (the answer does not wait for it)', { timeout: 60_000 }, async () => {
+    const command = `bash -c 'trap "" TERM; while :; do echo beat >> quiet-beats; sleep 0.05; done; : ${marker}' >/dev/null 2>&1 & wait`;
+    expect(await runTimingOut(command)).toMatchObject({ timed_out: true, exit_code: null });
+    await expectHeartbeatsStop(path.join(treeWorkdir, 'quiet-beats'));
   });
 });

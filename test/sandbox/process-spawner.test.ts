@@ -280,7 +280,7 @@ describe('ProcessSpawner', () => {
     const script = path.join(dir, 'server.mjs');
     fs.writeFileSync(
       script,
-      `import { ProcessSpawner } from ${JSON.stringify(path.join(path.dirname(CLI), 'adapters', 'process-spawner.js'))};
+      `import { ProcessSpawner } from ${JSON.stringify(path.join(path.dirname(CLI), 'adapters', 'process', 'process-spawner.js'))};
 const spawner = new ProcessSpawner();
 const env = { PATH: process.env.PATH };
 const group = await spawner.spawn({ command: 'bash', args: ['--norc', '-c', 'sleep ${marker}1 & sleep ${marker}2; wait'], cwd: '/', env, detached: true, stdio: ['ignore', 'pipe', 'ignore'] });
@@ -328,7 +328,7 @@ describe('a server exiting with held pipes', () => {
     fs.writeFileSync(
       script,
       `import fs from 'node:fs';
-import { ProcessSpawner } from ${JSON.stringify(path.join(path.dirname(CLI), 'adapters', 'process-spawner.js'))};
+import { ProcessSpawner } from ${JSON.stringify(path.join(path.dirname(CLI), 'adapters', 'process', 'process-spawner.js'))};
 const spawner = new ProcessSpawner();
 const env = { PATH: process.env.PATH };
 const child = await spawner.spawn({ command: 'bash', args: ['--norc', '-c', 'exec 3<&0; setsid bash --norc -c "cat <&3 > /dev/null; echo ended > ${eof}" & sleep ${marker}'], cwd: '/', env, detached: true, stdio: ['pipe', 'ignore', 'ignore'], held: [0] });

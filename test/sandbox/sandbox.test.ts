@@ -9,6 +9,7 @@ import { loadConfig } from '../../src/config.js';
 import { selectProcessLauncher } from '../../src/adapters/sandbox/select-process-launcher.js';
 import { startAgentHarness, type AgentHarness } from '../support/agent-harness.js';
 import { spawnServer, startServer, tempDir } from '../support/agentd.js';
+import { runsIn } from '../support/processes.js';
 
 /** Does bubblewrap run here (installed, allowed)? The suite is skipped, with the reason, when not. */
 const probeDir = tempDir('agentd-sandbox-probe-state-');
@@ -31,6 +32,8 @@ const SANDBOX_ENV = {
 
 const bash = (command: string, extra: Record<string, unknown> = {}) => ({ toolCalls: [{ name: 'bash', arguments: { command, ...extra } }] });
 const observations = (events: any[]) => events.filter((event) => event.kind === 'observation');
+/** The processes whose current directory lies in `dir`, read from /proc (also once `dir` is deleted: the kernel then adds " (deleted)"). */
+const processesIn = (dir: string): string[] => fs.readdirSync('/proc').filter((pid) => /^\d+$/.test(pid) && (runsIn(pid, dir) || runsIn(pid, `${dir} (deleted)`)));
 const processesMatching = (pattern: string): string => {
   try {
     return execFileSync('pgrep', ['-a', '-f', pattern], { encoding: 'utf8' });
@@ -116,12 +119,20 @@ describe.skipIf(fallbackReason !== null)('bwrap sandbox', () => {
     expect(typeof background.data.pid).toBe('number');
     expect(processesMatching(marker)).not.toBe('');
     const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    expect(processesIn(workdir)).not.toEqual([]);
     expect((await fetch(`${harness.server.url}/conversations/${id}`, { method: 'DELETE', headers: harness.server.auth })).status).toBe(204);
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(processesMatching(marker)).toBe('');
-    // Nothing of the sandbox either: bwrap (its arguments name the workdir) and the agent's uid.
+    // Nothing of the sandbox either: bwrap (its arguments name the workdir), no process in the workdir,
     expect(processesMatching(workdir)).toBe('');
-    if (uid !== '0') expect(execFileSync('ps', ['-e', '-o', 'uid='], { encoding: 'utf8' }).split('\n').map((line) => line.trim())).not.toContain(uid);
+    expect(processesIn(workdir)).toEqual([]);
+    // and, when the server is root, nothing of the agent's uid (not root, the agent runs as the server's own uid).
+    if (process.getuid?.() === 0) {
+      expect(uid).not.toBe('0');
+      expect(execFileSync('ps', ['-e', '-o', 'uid='], { encoding: 'utf8' }).split('\n').map((line) => line.trim())).not.toContain(uid);
+    } else {
+      expect(uid).toBe(String(process.getuid?.()));
+    }
   });
 
   it('a fork bomb and a 10 GB allocation end with an error while the server keeps serving (/commands)', async () => {
@@ -195,6 +206,90 @@ describe.skipIf(fallbackReason !== null)('a read-only path inside /tmp (AGENTD_S
     }
   });
 });
+
+describe.skipIf(fallbackReason !== null)('every read-only path of the sandbox refuses a write', () => {
+  it('system dirs, the /etc allowlist, the identity files, AGENTD_SANDBOX_RO_PATHS and a tool installed outside the system dirs', async () => {
+    // Decoys anyone on the host may write (0777 dirs, 0666 files): only the read-only mount can refuse the agent.
+    const base = tempDir('agentd-ro-every-');
+    fs.chmodSync(base, 0o755);
+    const extra = path.join(base, 'extra');
+    const tool = path.join(base, 'tool');
+    for (const dir of [extra, path.join(tool, 'bin'), path.join(tool, 'lib')]) fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(extra, 'data.txt'), 'extra-original\n');
+    fs.writeFileSync(path.join(tool, 'lib', 'module.js'), 'tool-original\n');
+    // An `rg` on the agent's PATH outside the system dirs: its installation (the dir above bin/) is bound.
+    fs.writeFileSync(path.join(tool, 'bin', 'rg'), '#!/bin/sh\nPATH=/usr/bin:/bin exec rg "$@"\n');
+    for (const dir of [extra, tool, path.join(tool, 'bin'), path.join(tool, 'lib')]) fs.chmodSync(dir, 0o777);
+    for (const file of [path.join(extra, 'data.txt'), path.join(tool, 'lib', 'module.js')]) fs.chmodSync(file, 0o666);
+    fs.chmodSync(path.join(tool, 'bin', 'rg'), 0o777);
+    const before = snapshot(base);
+
+    const systemDirs = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/nix/store'].filter((dir) => fs.existsSync(dir));
+    const etcDirs = ['/etc/ssl', '/etc/alternatives', '/etc/ca-certificates', '/etc/ld.so.conf.d'].filter((dir) => fs.existsSync(dir));
+    const dirs = ['/', '/etc', ...systemDirs, ...etcDirs, extra, tool, path.join(tool, 'bin'), path.join(tool, 'lib')];
+    // Files are checked by their mount (a write to one the agent may not write fails before the mount is asked).
+    const files = ['/etc/passwd', '/etc/group', '/etc/gitconfig', '/etc/hosts', path.join(extra, 'data.txt'), path.join(tool, 'lib', 'module.js'), path.join(tool, 'bin', 'rg')];
+    const writable = [path.join(extra, 'data.txt'), path.join(tool, 'lib', 'module.js')];
+    const probe = `agentd-ro-probe-${Date.now()}`;
+    const script = [
+      // mkdir of a new name: a read-only mount answers EROFS before any permission check.
+      ...dirs.map((dir) => `r=$(mkdir '${dir}/${probe}' 2>&1) && r=WRITABLE; echo "dir ${dir} $(readlink -f '${dir}') \${r##*: }"`),
+      ...files.map((file) => `echo "file ${file} $(readlink -f '${file}')"`),
+      // Decoys the agent's uid may write: only the mount stands in the way.
+      ...writable.map((file) => `r=$( { echo pwned >> '${file}'; } 2>&1) && r=WRITABLE; echo "write ${file} \${r##*: }"`),
+      'sed "s/^/mount /" /proc/self/mountinfo',
+    ].join('\n');
+
+    const harness = await startAgentHarness([], { env: { ...SANDBOX_ENV, AGENTD_SANDBOX_RO_PATHS: extra, AGENTD_AGENT_PATH: `${path.join(tool, 'bin')}:/usr/local/bin:/usr/bin:/bin` } });
+    try {
+      const id = (await harness.post('/conversations', {})).body.id as string;
+      const { body } = await harness.post(`/conversations/${id}/commands`, { command: script, timeout_s: 30 });
+      const out = body.stdout as string;
+      const mounts = out.split('\n').filter((line) => line.startsWith('mount ')).map((line) => {
+        const fields = line.split(' ');
+        return { point: fields[5]!.replace(/\\040/g, ' '), options: fields[6]!.split(',') };
+      });
+      /** The mount a path lives on (the last mounted over it wins), by its path inside the sandbox. */
+      const mountOf = (real: string) => mounts.filter((mount) => real === mount.point || real.startsWith(mount.point === '/' ? '/' : `${mount.point}/`)).sort((a, b) => a.point.length - b.point.length).at(-1);
+      const report: string[] = [];
+      for (const dir of dirs) {
+        const line = new RegExp(`^dir ${escape(dir)} (\\S+) (.*)$`, 'm').exec(out);
+        expect(line, `${dir} in ${out}`).not.toBeNull();
+        const [, real, result] = line!;
+        report.push(`${dir}: ${result} [${mountOf(real!)?.options.includes('ro') ? 'ro' : 'rw'}]`);
+      }
+      for (const file of files) {
+        const real = new RegExp(`^file ${escape(file)} (\\S+)$`, 'm').exec(out)?.[1];
+        expect(real, `${file} in ${out}`).toBeDefined();
+        report.push(`${file}: [${mountOf(real!)?.options.includes('ro') ? 'ro' : 'rw'}]`);
+      }
+      for (const file of writable) report.push(`write ${file}: ${new RegExp(`^write ${escape(file)} (.*)$`, 'm').exec(out)?.[1]}`);
+      expect(report).toEqual([
+        ...dirs.map((dir) => `${dir}: Read-only file system [ro]`),
+        ...files.map((file) => `${file}: [ro]`),
+        ...writable.map((file) => `write ${file}: Read-only file system`),
+      ]);
+      // And on the host: not a byte changed, nothing added.
+      expect(snapshot(base)).toEqual(before);
+    } finally {
+      await harness.close();
+      fs.rmSync(base, { recursive: true, force: true });
+    }
+  });
+});
+
+/** Every entry under `dir` with its mode and content (files), to compare before and after. */
+function snapshot(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    const file = path.join(entry.parentPath, entry.name);
+    const stat = fs.lstatSync(file);
+    out[file] = `${stat.mode.toString(8)} ${stat.isFile() ? fs.readFileSync(file, 'utf8') : ''}`;
+  }
+  return out;
+}
+
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 
 describe('sandbox modes', () => {
   it('config: AGENTD_SANDBOX, the limits and AGENTD_PASS_ENV are parsed once, with clear errors', () => {

@@ -131,11 +131,20 @@ export class BashProcess {
     if (this.exited || this.controlFd === undefined) return;
     clearTimeout(this.watchTimer);
     if (busy) {
-      this.watchTimer = setTimeout(() => {
+      const since = performance.now();
+      const tell = (): void => {
         if (this.exited) return;
+        // Timers count on the event loop's clock, whole milliseconds: one may fire up to a millisecond early.
+        const left = WATCH_AFTER_MS - (performance.now() - since);
+        if (left > 0) {
+          this.watchTimer = setTimeout(tell, Math.ceil(left));
+          this.watchTimer.unref();
+          return;
+        }
         this.watching = true;
         this.control()?.write('r');
-      }, WATCH_AFTER_MS);
+      };
+      this.watchTimer = setTimeout(tell, WATCH_AFTER_MS);
       this.watchTimer.unref();
       return;
     }
