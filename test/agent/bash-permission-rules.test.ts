@@ -42,6 +42,7 @@ export const DENIED_VARIANTS = [
   "$'\\x72m' -rf victim",
   'find . -name victim -exec rm -rf {} +',
   'true && ls | rm -rf victim',
+  'export CLEAN="$(rm -rf victim)"',
 ];
 
 /** Each can run `rm -rf victim` but no parse can tell before it runs: asked (refused under default: deny). */
@@ -93,6 +94,8 @@ describe('bash rules on a parse of the command', () => {
     expect(await decide(echoOnly, 'git status --porcelain')).toBe('ask');
     expect(await decide(echoOnly, 'git $SUB')).toBe('ask');
     expect(await decide(echoOnly, 'PATH=/tmp/bin')).toBe('ask');
+    expect(await decide(echoOnly, 'export PATH=/tmp/bin')).toBe('ask');
+    expect(await decide(policy({ default: 'ask', allow: ['bash(export *)', 'bash(echo *)'] }), 'export A=1 && echo $A')).toBe('allow');
     expect(await decide(policy({ default: 'deny', allow: ['bash(echo *)'] }), "echo ${x:=$'\\x24(touch pwn)'} ${x@P}")).toBe('deny');
   });
 

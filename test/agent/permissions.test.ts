@@ -166,7 +166,7 @@ describe('permission rules', () => {
   });
 
   it("the project's rules are kept with the conversation: rewriting .claude/settings.json does not lift them for the next run", async () => {
-    harness = await startAgentHarness([bash("echo '{}' > .claude/settings.json"), { text: 'rules gone' }, bash('rm -rf victim'), { text: 'done' }]);
+    harness = await startAgentHarness([bash("echo '{}' > .claude/settings.json"), { text: 'rules gone' }, bash('rm -rf victim'), { text: 'done' }, bash('rm -rf victim'), { text: 'removed' }]);
     const id = await harness.createConversation({});
     const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
     fs.mkdirSync(path.join(workdir, '.claude'));
@@ -182,6 +182,13 @@ describe('permission rules', () => {
     await harness.waitForStatus(id, ['idle']);
     expect(fs.readFileSync(path.join(workdir, 'victim', 'keep.txt'), 'utf8')).toBe('still here');
     expect((await harness.events(id)).filter((event) => event.kind === 'rejection')).toMatchObject([{ tool_name: 'bash', rule: 'deny: bash(rm -rf*)' }]);
+
+    // The client setting setting_sources again is its approval of the file as it is now: read again at the next run.
+    expect((await harness.put(`/conversations/${id}/config`, { setting_sources: ['project'] })).status).toBe(200);
+    await harness.post(`/conversations/${id}/messages`, { content: 'third' });
+    for (let waited = 0; harness.llm.requests.length < 6 && waited < 300; waited += 1) await new Promise((resolve) => setTimeout(resolve, 50));
+    await harness.waitForStatus(id, ['idle']);
+    expect(fs.existsSync(path.join(workdir, 'victim'))).toBe(false);
   });
 
   it('rules are validated, returned, and replaced with PUT /config', async () => {

@@ -94,6 +94,18 @@ function walk(node: ShellSyntaxNode, state: WalkState): void {
       if (node.type === 'variable_assignment') state.analysis.assignments.push(node.text);
       for (const child of node.children) walk(child, state);
       return;
+    case 'declaration_command':
+    case 'unset_command': {
+      // `export`, `declare`, `local`, `readonly`, `unset`: a command an allow rule must cover; their assignments are its arguments, not bare assignments.
+      const args: string[] = [];
+      for (const child of node.children) {
+        if (child.type === 'variable_assignment') for (const part of child.children) walk(part, state);
+        else walk(child, state);
+        args.push(child.type === 'variable_assignment' ? child.text : wordValue(child));
+      }
+      state.analysis.commands.push({ name: node.text.split(/\s/, 1)[0]!, args });
+      return;
+    }
     case 'expansion':
       if (EVALUATING_EXPANSION.test(node.text)) state.analysis.undecidable.push(`${node.text} expands a value as shell text`);
       break;
