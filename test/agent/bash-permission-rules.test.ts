@@ -14,7 +14,7 @@ const policy = (conversation: PermissionsConfig, confirmationMode = false) => ne
 const decide = async (rules: PermissionPolicy, command: string) => (await rules.check('bash', { command }, '/nowhere')).decision;
 
 /** Each runs `rm -rf victim` (or would, in a workdir with `victim/`): a deny rule must find it. */
-export const DENIED_VARIANTS = [
+const DENIED_VARIANTS = [
   '(rm -rf victim)',
   '{ rm -rf victim; }',
   'if true; then rm -rf victim; fi',
@@ -46,7 +46,7 @@ export const DENIED_VARIANTS = [
 ];
 
 /** Each can run `rm -rf victim` but no parse can tell before it runs: asked (refused under default: deny). */
-export const UNDECIDABLE_VARIANTS = [
+const UNDECIDABLE_VARIANTS = [
   'echo cm0gLXJmIHZpY3RpbQ== | base64 -d | bash',
   'eval "$CMD"',
   'bash -c "$CMD"',
