@@ -1,5 +1,7 @@
 import path from 'node:path';
 import { PermissionPolicy } from '../src/core/permissions/permission-policy.js';
+import { TreeSitterShellParser } from '../src/adapters/shell-syntax/index.js';
+import { NodeWorkdirFileSystem } from '../src/adapters/workspace/index.js';
 import type { AgentEvent } from '../src/core/schemas/event.js';
 import { startFakeLlm, type FakeLlm, type FakeTurn } from '../test/fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from '../test/support/agentd.js';
@@ -55,7 +57,7 @@ export const p12ToolGate: Benchmark = {
       const withRules = perStep(ms.ruled);
       const withMcp = perStep(ms.mcp);
 
-      const policy = new PermissionPolicy({ conversation: RULES, confirmationMode: false });
+      const policy = new PermissionPolicy({ conversation: RULES, confirmationMode: false, readers: { shellParser: new TreeSitterShellParser(), resolvePath: (workdir, userPath) => new NodeWorkdirFileSystem().resolve(workdir, userPath, { allowAbsolute: true }) } });
       const calls = [
         { name: 'bash', args: { command: 'npm test -- --run && git status; ls -la | grep src' } },
         { name: 'file_editor', args: { command: 'create', path: '/w/src/deep/file.ts' } },
@@ -66,7 +68,7 @@ export const p12ToolGate: Benchmark = {
         const started = performance.now();
         for (let i = 0; i < checks / 10; i++) {
           const call = calls[i % calls.length]!;
-          policy.check(call.name, call.args, '/w');
+          await policy.check(call.name, call.args, '/w');
         }
         samples.push(((performance.now() - started) * 1000) / (checks / 10));
       }

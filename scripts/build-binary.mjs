@@ -2,7 +2,8 @@
 //   1. esbuild bundles src/cli.ts into one CommonJS file (dist/agentd.cjs), the version defined in.
 //   2. The runtime's `node --experimental-sea-config` makes the SEA blob: that bundle plus, as
 //      assets, every file the server reads at run time (src/**/*.md|txt under their own name,
-//      Swagger UI's static files under `swagger-ui/`, the dashboard's under `ui/`) and `assets.json` listing them (see
+//      Swagger UI's static files under `swagger-ui/`, the dashboard's under `ui/`, the bash
+//      parser's WebAssembly under `tree-sitter/`) and `assets.json` listing them (see
 //      src/assets.ts). The runtime is a current LTS Node fetched from the npm registry
 //      (scripts/binary-runtime.mjs), not the node running this script: the blob must be made by
 //      the same node it is injected into.
@@ -63,6 +64,9 @@ function collectAssets(uiFiles) {
   const swaggerUiStatic = path.join(path.dirname(require.resolve('@fastify/swagger-ui')), 'static');
   for (const file of filesUnder(swaggerUiStatic)) assets[`swagger-ui/${path.relative(swaggerUiStatic, file)}`] = file;
   for (const file of uiFiles) assets[`ui/${path.basename(file)}`] = file;
+  // The bash parser of the permission rules (src/adapters/shell-syntax): its runtime and grammar, read as bytes on first use.
+  const treeSitter = path.join(path.dirname(require.resolve('@vscode/tree-sitter-wasm')));
+  for (const name of ['tree-sitter.wasm', 'tree-sitter-bash.wasm']) assets[`tree-sitter/${name}`] = path.join(treeSitter, name);
   return assets;
 }
 

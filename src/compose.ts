@@ -16,6 +16,7 @@ import { createShells } from './adapters/shell/index.js';
 import { createStorage, type Storage } from './adapters/storage/index.js';
 import { createTools } from './adapters/tools/index.js';
 import { createWebhooks } from './adapters/webhooks/index.js';
+import { TreeSitterShellParser } from './adapters/shell-syntax/index.js';
 import { HostProjectFiles, NodeWorkdirFileSystem } from './adapters/workspace/index.js';
 import { AgentRuntime } from './core/agent/agent-runtime.js';
 import { AgentSessions } from './core/agent/agent-sessions.js';
@@ -207,6 +208,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     tools,
     workdirFs,
     projectFiles,
+    shellParser: new TreeSitterShellParser(),
     shells: shells.factory,
     shellEnv: (record) => secrets.environment(record),
     idleTimeoutMs: config.idleTimeoutMs,

@@ -24,6 +24,7 @@ import type { ShellFactory } from '../../src/core/tools/shell-session.js';
 import { tempDir } from '../support/agentd.js';
 import { NodeWorkdirFileSystem } from '../../src/adapters/workspace/node-workdir-file-system.js';
 import { HostProjectFiles } from '../../src/adapters/workspace/host-project-files.js';
+import { TreeSitterShellParser } from '../../src/adapters/shell-syntax/index.js';
 
 type Turn = (request: LlmRequest) => LlmResponse | Promise<LlmResponse>;
 
@@ -105,7 +106,7 @@ async function setUp(turns: Turn[], tools: ToolDefinition[] = [echoTool as ToolD
   fs.mkdirSync(path.join(dir, 'data'));
   await store.load();
   const runs = new MemoryRuns();
-  const agent = new AgentRuntime({ conversations: store, sessions, recorder, runs, llm, tools, workdirFs: new NodeWorkdirFileSystem(), projectFiles: new HostProjectFiles(), shells: options.shells ?? noShells, ...(options.idleTimeoutMs && { idleTimeoutMs: options.idleTimeoutMs }), shellEnv: () => ({}), hookTransport: () => ({ command: () => Promise.reject(new Error('no hooks in these tests')), http: () => Promise.reject(new Error('no hooks in these tests')) }) as never });
+  const agent = new AgentRuntime({ conversations: store, sessions, recorder, runs, llm, tools, workdirFs: new NodeWorkdirFileSystem(), projectFiles: new HostProjectFiles(), shellParser: new TreeSitterShellParser(), shells: options.shells ?? noShells, ...(options.idleTimeoutMs && { idleTimeoutMs: options.idleTimeoutMs }), shellEnv: () => ({}), hookTransport: () => ({ command: () => Promise.reject(new Error('no hooks in these tests')), http: () => Promise.reject(new Error('no hooks in these tests')) }) as never });
   const conversations = new ConversationService({
     store,
     workdirs: new HostWorkdirs({ dataDir: path.join(dir, 'data'), workdirBase: path.join(dir, 'workdirs') }),

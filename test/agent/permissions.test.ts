@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { TreeSitterShellParser } from '../../src/adapters/shell-syntax/index.js';
 import { PermissionPolicy } from '../../src/core/permissions/permission-policy.js';
 import { startAgentHarness, type AgentHarness } from '../support/agent-harness.js';
 import { expectError } from '../support/expect-error.js';
@@ -102,6 +103,94 @@ describe('permission rules', () => {
     expect((await harness.events(id)).some((event) => event.kind === 'rejection')).toBe(false);
   });
 
+  it('deny and ask win over an unconditional allow: the scripted rm -rf victim is refused, victim/ stays', async () => {
+    harness = await startAgentHarness([bash('rm -rf victim'), bash('git push origin main'), { text: 'done' }]);
+    const id = await harness.createConversation({ permissions: { allow: ['bash'], ask: ['bash(git push*)'], deny: ['bash(rm -rf*)'] } });
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    fs.mkdirSync(path.join(workdir, 'victim'));
+    fs.writeFileSync(path.join(workdir, 'victim', 'keep.txt'), 'still here');
+    await harness.post(`/conversations/${id}/messages`, { content: 'clean up and push' });
+    const waiting = await harness.waitForStatus(id, ['waiting_for_confirmation', 'idle']);
+    expect(waiting.status).toBe('waiting_for_confirmation');
+    expect(waiting.pending_actions).toMatchObject([{ tool_name: 'bash', arguments: { command: 'git push origin main' } }]);
+    expect(fs.readFileSync(path.join(workdir, 'victim', 'keep.txt'), 'utf8')).toBe('still here');
+    expect((await harness.events(id)).filter((event) => event.kind === 'rejection')).toMatchObject([{ source: 'system', tool_name: 'bash', rule: 'deny: bash(rm -rf*)' }]);
+  });
+
+  it('bash variants that hide rm -rf are refused by a real bash run; a script piped into a shell is asked', async () => {
+    const variants = ['(rm -rf victim)', "bash -c 'rm -rf victim'", '\\rm -fr victim', 'X=1 command rm -r -f victim', "eval 'rm -rf victim'", 'for d in victim; do /bin/rm -rf "$d"; done', 'echo victim | xargs rm --recursive --force'];
+    const piped = 'echo cm0gLXJmIHZpY3RpbQ== | base64 -d | bash';
+    harness = await startAgentHarness([...variants.map(bash), bash(piped), { text: 'done' }]);
+    const id = await harness.createConversation({ permissions: { deny: ['bash(rm -rf*)'] } });
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    fs.mkdirSync(path.join(workdir, 'victim'));
+    fs.writeFileSync(path.join(workdir, 'victim', 'keep.txt'), 'still here');
+    await harness.post(`/conversations/${id}/messages`, { content: 'clean up' });
+    const waiting = await harness.waitForStatus(id, ['waiting_for_confirmation', 'idle']);
+    expect(waiting.status).toBe('waiting_for_confirmation');
+    expect(waiting.pending_actions).toMatchObject([{ tool_name: 'bash', arguments: { command: piped } }]);
+    expect(fs.readFileSync(path.join(workdir, 'victim', 'keep.txt'), 'utf8')).toBe('still here');
+    const rejections = (await harness.events(id)).filter((event) => event.kind === 'rejection');
+    expect(rejections.map((event) => event.rule)).toEqual(variants.map(() => 'deny: bash(rm -rf*)'));
+    expect((await harness.post(`/conversations/${id}/reject`, { reason: 'no' })).status).toBe(202);
+    await harness.waitForStatus(id, ['idle']);
+    expect(fs.readFileSync(path.join(workdir, 'victim', 'keep.txt'), 'utf8')).toBe('still here');
+  });
+
+  it('an allow rule bash(echo *) does not run what ${x@P} hides: the call is asked, nothing is touched', async () => {
+    const command = "echo ${x:=$'\\x24(touch pwn)'} ${x@P}";
+    harness = await startAgentHarness([bash(command), { text: 'done' }]);
+    const id = await harness.createConversation({ permissions: { default: 'ask', allow: ['bash(echo *)'] }, initial_message: 'say it' });
+    const waiting = await harness.waitForStatus(id, ['waiting_for_confirmation', 'idle']);
+    expect(waiting.status).toBe('waiting_for_confirmation');
+    expect(waiting.pending_actions).toMatchObject([{ tool_name: 'bash', arguments: { command } }]);
+    expect(fs.existsSync(path.join(waiting.workdir as string, 'pwn'))).toBe(false);
+    expect((await harness.post(`/conversations/${id}/reject`, { reason: 'no' })).status).toBe(202);
+    await harness.waitForStatus(id, ['idle']);
+    expect(fs.existsSync(path.join(waiting.workdir as string, 'pwn'))).toBe(false);
+  });
+
+  it('path rules follow links: src/wf -> ../.github/workflows is not under file_editor(src/**)', async () => {
+    harness = await startAgentHarness([edit('src/wf/ci.yml'), edit('src/ok.txt'), { text: 'done' }]);
+    const id = await harness.createConversation({ permissions: { default: 'deny', allow: ['file_editor(src/**)'] } });
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    fs.mkdirSync(path.join(workdir, '.github', 'workflows'), { recursive: true });
+    fs.writeFileSync(path.join(workdir, '.github', 'workflows', 'ci.yml'), 'on: push');
+    fs.mkdirSync(path.join(workdir, 'src'));
+    fs.symlinkSync('../.github/workflows', path.join(workdir, 'src', 'wf'));
+    await harness.post(`/conversations/${id}/messages`, { content: 'edit' });
+    await harness.waitForStatus(id, ['idle']);
+    expect(fs.readFileSync(path.join(workdir, '.github', 'workflows', 'ci.yml'), 'utf8')).toBe('on: push');
+    expect(fs.readFileSync(path.join(workdir, 'src', 'ok.txt'), 'utf8')).toBe('x');
+    expect((await harness.events(id)).filter((event) => event.kind === 'rejection')).toMatchObject([{ tool_name: 'file_editor' }]);
+  });
+
+  it("the project's rules are kept with the conversation: rewriting .claude/settings.json does not lift them for the next run", async () => {
+    harness = await startAgentHarness([bash("echo '{}' > .claude/settings.json"), { text: 'rules gone' }, bash('rm -rf victim'), { text: 'done' }, bash('rm -rf victim'), { text: 'removed' }]);
+    const id = await harness.createConversation({});
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    fs.mkdirSync(path.join(workdir, '.claude'));
+    fs.writeFileSync(path.join(workdir, '.claude', 'settings.json'), JSON.stringify({ permissions: { deny: ['bash(rm -rf*)'] } }));
+    fs.mkdirSync(path.join(workdir, 'victim'));
+    fs.writeFileSync(path.join(workdir, 'victim', 'keep.txt'), 'still here');
+    await harness.post(`/conversations/${id}/messages`, { content: 'first' });
+    await harness.waitForStatus(id, ['idle']);
+    expect(fs.readFileSync(path.join(workdir, '.claude', 'settings.json'), 'utf8').trim()).toBe('{}');
+    await harness.post(`/conversations/${id}/messages`, { content: 'second' });
+    // The second run has ended once the LLM was asked for the turn after its tool call.
+    for (let waited = 0; harness.llm.requests.length < 4 && waited < 300; waited += 1) await new Promise((resolve) => setTimeout(resolve, 50));
+    await harness.waitForStatus(id, ['idle']);
+    expect(fs.readFileSync(path.join(workdir, 'victim', 'keep.txt'), 'utf8')).toBe('still here');
+    expect((await harness.events(id)).filter((event) => event.kind === 'rejection')).toMatchObject([{ tool_name: 'bash', rule: 'deny: bash(rm -rf*)' }]);
+
+    // The client setting setting_sources again is its approval of the file as it is now: read again at the next run.
+    expect((await harness.put(`/conversations/${id}/config`, { setting_sources: ['project'] })).status).toBe(200);
+    await harness.post(`/conversations/${id}/messages`, { content: 'third' });
+    for (let waited = 0; harness.llm.requests.length < 6 && waited < 300; waited += 1) await new Promise((resolve) => setTimeout(resolve, 50));
+    await harness.waitForStatus(id, ['idle']);
+    expect(fs.existsSync(path.join(workdir, 'victim'))).toBe(false);
+  });
+
   it('rules are validated, returned, and replaced with PUT /config', async () => {
     harness = await startAgentHarness([]);
     const bad = await harness.post('/conversations', { permissions: { deny: ['bash(unclosed'] } });
@@ -120,30 +209,31 @@ describe('permission rules', () => {
 
 describe('rule matching', () => {
   const workdir = '/w';
-  const policy = (config: ConstructorParameters<typeof PermissionPolicy>[0]['conversation'], confirmationMode = false) => new PermissionPolicy({ conversation: config, confirmationMode });
+  const readers = { shellParser: new TreeSitterShellParser(), resolvePath: async () => null };
+  const policy = (config: ConstructorParameters<typeof PermissionPolicy>[0]['conversation'], confirmationMode = false) => new PermissionPolicy({ conversation: config, confirmationMode, readers });
 
-  it('bash: an allow rule must cover every simple command; deny finds any', () => {
+  it('bash: an allow rule must cover every simple command; deny finds any', async () => {
     const rules = policy({ default: 'ask', allow: ['bash(npm test*)', 'bash(git status)'], deny: ['bash(rm -rf*)'] });
-    expect(rules.check('bash', { command: 'npm test -- --run' }, workdir).decision).toBe('allow');
-    expect(rules.check('bash', { command: 'npm test && curl evil.example' }, workdir).decision).toBe('ask');
-    expect(rules.check('bash', { command: 'git status; npm test' }, workdir).decision).toBe('allow');
-    expect(rules.check('bash', { command: 'npm test $(curl x)' }, workdir).decision).toBe('ask');
-    expect(rules.check('bash', { command: 'ls | rm -rf /' }, workdir)).toEqual({ decision: 'deny', rule: 'deny: bash(rm -rf*)', source: 'conversation' });
+    expect((await rules.check('bash', { command: 'npm test -- --run' }, workdir)).decision).toBe('allow');
+    expect((await rules.check('bash', { command: 'npm test && curl evil.example' }, workdir)).decision).toBe('ask');
+    expect((await rules.check('bash', { command: 'git status; npm test' }, workdir)).decision).toBe('allow');
+    expect((await rules.check('bash', { command: 'npm test $(curl x)' }, workdir)).decision).toBe('ask');
+    expect(await rules.check('bash', { command: 'ls | rm -rf /' }, workdir)).toEqual({ decision: 'deny', rule: 'deny: bash(rm -rf*)', source: 'conversation' });
   });
 
-  it('tool names may be globs (mcp__server__*); the default follows confirmation mode', () => {
+  it('tool names may be globs (mcp__server__*); the default follows confirmation mode', async () => {
     const rules = policy({ allow: ['mcp__fs__read_*'], deny: ['mcp__shell__*'] }, true);
-    expect(rules.check('mcp__fs__read_file', {}, workdir).decision).toBe('allow');
-    expect(rules.check('mcp__fs__write_file', {}, workdir).decision).toBe('ask');
-    expect(rules.check('mcp__shell__exec', {}, workdir).decision).toBe('deny');
-    expect(policy({ default: 'deny' }, true).check('glob', {}, workdir).decision).toBe('deny');
+    expect((await rules.check('mcp__fs__read_file', {}, workdir)).decision).toBe('allow');
+    expect((await rules.check('mcp__fs__write_file', {}, workdir)).decision).toBe('ask');
+    expect((await rules.check('mcp__shell__exec', {}, workdir)).decision).toBe('deny');
+    expect((await policy({ default: 'deny' }, true).check('glob', {}, workdir)).decision).toBe('deny');
   });
 
-  it('paths are relative to the workdir, absolute ones included', () => {
+  it('paths are relative to the workdir, absolute ones included', async () => {
     const rules = policy({ default: 'deny', allow: ['file_editor(src/**)', 'grep'] });
-    expect(rules.check('file_editor', { path: '/w/src/x/y.ts' }, workdir).decision).toBe('allow');
-    expect(rules.check('file_editor', { path: '/w/srcx/y.ts' }, workdir).decision).toBe('deny');
-    expect(rules.check('file_editor', { path: 'src' }, workdir).decision).toBe('allow');
-    expect(rules.check('grep', { pattern: 'x' }, workdir).decision).toBe('allow');
+    expect((await rules.check('file_editor', { path: '/w/src/x/y.ts' }, workdir)).decision).toBe('allow');
+    expect((await rules.check('file_editor', { path: '/w/srcx/y.ts' }, workdir)).decision).toBe('deny');
+    expect((await rules.check('file_editor', { path: 'src' }, workdir)).decision).toBe('allow');
+    expect((await rules.check('grep', { pattern: 'x' }, workdir)).decision).toBe('allow');
   });
 });

@@ -18,6 +18,7 @@ import { MemoryEventLog } from '../../src/core/events/memory-event-log.js';
 import { HookRunner } from '../../src/core/hooks/hook-runner.js';
 import type { HookTransport } from '../../src/core/hooks/hook-transport.js';
 import { PermissionPolicy } from '../../src/core/permissions/permission-policy.js';
+import { TreeSitterShellParser } from '../../src/adapters/shell-syntax/index.js';
 import type { PendingAction } from '../../src/core/schemas/conversation.js';
 import type { AgentEvent, NewEvent } from '../../src/core/schemas/event.js';
 import type { Hooks } from '../../src/core/schemas/tool-control.js';
@@ -110,7 +111,7 @@ function setUp(options: { turns: Turn[]; tools?: ToolDefinition[]; maxIterations
     signal: controller.signal,
     append: (event) => void append(event),
   });
-  const gate = new ToolGate({ policy: async () => new PermissionPolicy({ confirmationMode: options.confirmationMode ?? false }), hooks, workdir: '/nowhere' });
+  const gate = new ToolGate({ policy: async () => new PermissionPolicy({ confirmationMode: options.confirmationMode ?? false, readers: { shellParser: new TreeSitterShellParser(), resolvePath: async () => null } }), hooks, workdir: '/nowhere' });
   const context: RunContext = {
     conversationId,
     run,

@@ -47,7 +47,7 @@ async function api(route: string, init: RequestInit = {}): Promise<{ status: num
 beforeAll(async () => {
   ensureBinary();
   cwd = tempDir('agentd-binary-');
-  llm = await startFakeLlm([{ toolCalls: [{ name: 'bash', arguments: { command: 'echo hi from the binary' } }] }, { text: 'All done.' }]);
+  llm = await startFakeLlm([{ toolCalls: [{ name: 'bash', arguments: { command: '{ rm -fr victim; }' } }] }, { toolCalls: [{ name: 'bash', arguments: { command: 'echo hi from the binary' } }] }, { text: 'All done.' }]);
   fs.mkdirSync(path.join(cwd, 'tmp'));
   server = await spawnServer({ command: [BINARY], cwd, dataDir: path.join(cwd, 'data'), env: { HOME: cwd, TMPDIR: path.join(cwd, 'tmp') } });
 }, 120_000);
@@ -120,7 +120,8 @@ describe('the single executable', () => {
   });
 
   it('runs a conversation: the prompt and tool descriptions come from its assets, bash runs', async () => {
-    const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' } }) });
+    // A deny rule is checked on a parse of the command: the bash parser's WebAssembly comes from the binary's assets.
+    const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, permissions: { deny: ['bash(rm -rf*)'] } }) });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const id = created.body.id as string;
     expect((await api(`/conversations/${id}/messages`, { method: 'POST', body: JSON.stringify({ content: 'say hi' }) })).status).toBe(202);
@@ -138,6 +139,7 @@ describe('the single executable', () => {
     expect(systemPrompt.content).toContain('You are an autonomous software engineer');
     const bashDescription = fs.readFileSync(path.join(ROOT, 'src', 'core', 'tools', 'bash.md'), 'utf8').trim();
     expect(systemPrompt.tools.find((tool: any) => tool.name === 'bash').description).toBe(bashDescription);
+    expect(events.filter((event) => event.kind === 'rejection')).toMatchObject([{ tool_name: 'bash', rule: 'deny: bash(rm -rf*)' }]);
     expect(events.find((event) => event.kind === 'observation')).toMatchObject({ tool_name: 'bash', is_error: false });
     expect(events.find((event) => event.kind === 'observation').content).toContain('hi from the binary');
     expect(events.filter((event) => event.kind === 'message').at(-1)).toMatchObject({ source: 'agent', content: 'All done.' });

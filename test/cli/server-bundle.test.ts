@@ -18,6 +18,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { build } from 'esbuild';
 import { ensureRuntime, NODE_RUNTIME_VERSION } from '../../scripts/binary-runtime.mjs';
 import { leftOut, onDemand } from '../../scripts/build-server.mjs';
+import { startFakeLlm } from '../fake-llm/fake-llm-server.js';
 import { spawnServer, TEST_KEY } from '../support/agentd.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -196,6 +197,30 @@ describe('node dist/cli.js', () => {
     const builtins = server.output().split('\n').filter((line) => line.startsWith('BUILTIN NativeModule ')).map((line) => line.slice('BUILTIN NativeModule '.length));
     expect(builtins).toContain('http');
     expect(builtins.filter((name) => name.includes('undici'))).toEqual([]);
+  });
+
+  it('checks bash permission rules with the parser it loads on first use (its WebAssembly found beside the bundle)', { timeout: 60_000 }, async () => {
+    const llm = await startFakeLlm([{ toolCalls: [{ name: 'bash', arguments: { command: "bash -c 'cd . && (rm -fr victim)'" } }] }, { text: 'refused' }]);
+    const server = await spawnServer({ dataDir: fs.mkdtempSync(path.join(tmp, 'data-')), command: [process.execPath, path.join(DIST, 'cli.js')] });
+    const headers = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
+    try {
+      const created = await fetch(`${server.url}/conversations`, { method: 'POST', headers, body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, permissions: { deny: ['bash(rm -rf*)'] } }) });
+      const { id, workdir } = (await created.json()) as { id: string; workdir: string };
+      fs.mkdirSync(path.join(workdir, 'victim'));
+      fs.writeFileSync(path.join(workdir, 'victim', 'keep.txt'), 'still here');
+      expect((await fetch(`${server.url}/conversations/${id}/messages`, { method: 'POST', headers, body: JSON.stringify({ content: 'clean up' }) })).status).toBe(202);
+      let events: { kind: string; rule?: string }[] = [];
+      for (let tries = 0; tries < 400 && !events.some((event) => event.kind === 'message' && (event as { source?: string }).source === 'agent'); tries += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        events = ((await (await fetch(`${server.url}/conversations/${id}/events?limit=1000`, { headers })).json()) as { items: typeof events }).items;
+      }
+      expect(events.filter((event) => event.kind === 'rejection')).toMatchObject([{ rule: 'deny: bash(rm -rf*)' }]);
+      expect(fs.readFileSync(path.join(workdir, 'victim', 'keep.txt'), 'utf8')).toBe('still here');
+    } finally {
+      server.child.kill('SIGTERM');
+      await llm.close();
+    }
+    expect(await server.exited).toBe(0);
   });
 
   it("leaves every package our code loads with import() to Node's loader", () => {

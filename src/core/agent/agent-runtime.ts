@@ -17,6 +17,7 @@ import type { ProjectFiles } from '../workspace/project-files.js';
 import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
 import type { AgentSessions } from './agent-sessions.js';
 import { CondensationControl } from './condensation-control.js';
+import type { ShellParser } from '../permissions/shell-syntax.js';
 import { ConversationGates } from './conversation-gates.js';
 import type { LlmClient, LlmRetry } from './llm.js';
 import { MessageIntake, type TakeMessageOptions } from './message-intake.js';
@@ -46,6 +47,8 @@ export interface AgentRuntimeDeps {
   workdirFs: WorkdirFileSystem;
   /** The project's AGENTS.md/CLAUDE.md and `.claude/settings.json` around a workdir. */
   projectFiles: ProjectFiles;
+  /** Bash parsed for the permission rules (loaded on first use). */
+  shellParser: ShellParser;
   shells: ShellFactory;
   /** Environment for the conversation's shell (its secrets). */
   shellEnv: (record: ConversationRecord) => Record<string, string>;
@@ -98,7 +101,14 @@ export class AgentRuntime implements ConversationRuntime {
     const clock = deps.clock ?? systemClock;
     const journal = (this.journal = new RunJournal({ conversations, recorder: deps.recorder }));
     const offer = (this.offer = new ToolOffer({ tools: deps.tools, catalog: deps.catalog, maxSubagentDepth: deps.maxSubagentDepth, onError }));
-    const gates = new ConversationGates({ hookTransport: deps.hookTransport, projectFiles: deps.projectFiles, append: (id, event) => journal.append(id, event), onError });
+    const gates = new ConversationGates({
+      hookTransport: deps.hookTransport,
+      projectFiles: deps.projectFiles,
+      readers: { shellParser: deps.shellParser, resolvePath: (workdir, userPath) => deps.workdirFs.resolve(workdir, userPath, { allowAbsolute: true }) },
+      keepProjectPermissions: (id, rules) => conversations.configure(id, { project_permissions: rules }),
+      append: (id, event) => journal.append(id, event),
+      onError,
+    });
     const lifecycle = (this.lifecycle = new SessionLifecycle({ sessions, mcp: deps.mcp, idleTimeoutMs: deps.idleTimeoutMs, onReleased: (id) => { deps.runs.release?.(id); deps.onReleased?.(id); }, onError }));
     const condensation = (this.condensation = new CondensationControl({
       llm: deps.llm,

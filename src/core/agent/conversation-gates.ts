@@ -1,7 +1,8 @@
 import type { ConversationRecord } from '../conversations/conversation-record.js';
 import { HookRunner } from '../hooks/hook-runner.js';
 import type { HookTransport } from '../hooks/hook-transport.js';
-import { PermissionPolicy } from '../permissions/permission-policy.js';
+import { PermissionPolicy, type PermissionsConfig } from '../permissions/permission-policy.js';
+import type { SubjectReaders } from '../permissions/permission-rule.js';
 import { readProjectPermissions } from '../permissions/project-settings.js';
 import type { NewEvent, SubagentTags } from '../schemas/event.js';
 import type { ProjectFiles } from '../workspace/project-files.js';
@@ -13,6 +14,10 @@ export interface ConversationGatesDeps {
   hookTransport: (record: ConversationRecord) => HookTransport;
   /** Reads the project's `.claude/settings.json`. */
   projectFiles: ProjectFiles;
+  /** What rule checks read: bash parsed, paths resolved in the workdir. */
+  readers: SubjectReaders;
+  /** Keeps the project's rules with the conversation once read (they are never read again from the file the agent can rewrite). */
+  keepProjectPermissions: (conversationId: string, rules: { ask: string[]; deny: string[] }) => void;
   append: (conversationId: string, event: NewEvent) => Promise<unknown>;
   onError?: ((error: unknown, context: Record<string, unknown>) => void) | undefined;
 }
@@ -22,16 +27,16 @@ export class ConversationGates {
   constructor(private readonly deps: ConversationGatesDeps) {}
 
   gateFor(record: ConversationRecord, runId: string | null, signal: AbortSignal, subagent?: Required<SubagentTags>): ToolGate {
-    // The project's settings are read when the first tool call needs them, not before the first LLM turn.
-    let project: Promise<Awaited<ReturnType<typeof readProjectPermissions>> | null> | null = null;
+    // The project's settings are read when the first tool call of the conversation needs them (not before the first LLM turn), then kept with it.
+    let project: Promise<PermissionsConfig | null> | null = null;
     let cached: { key: unknown[]; policy: PermissionPolicy } | null = null;
     // The config may change mid-run (confirmation mode, PUT /config): the policy follows it.
     const policy = async () => {
-      project ??= readsProject(record) ? readProjectPermissions(this.deps.projectFiles, record.workdir) : Promise.resolve(null);
+      project ??= readsProject(record) ? this.projectRules(record) : Promise.resolve(null);
       const projectRules = await project;
       const key = [record.permissions, record.confirmation_mode];
       if (!cached || cached.key.some((value, index) => value !== key[index])) {
-        cached = { key, policy: new PermissionPolicy({ conversation: record.permissions, project: projectRules, confirmationMode: record.confirmation_mode }) };
+        cached = { key, policy: new PermissionPolicy({ conversation: record.permissions, project: projectRules, confirmationMode: record.confirmation_mode, readers: this.deps.readers }) };
       }
       return cached.policy;
     };
@@ -44,5 +49,19 @@ export class ConversationGates {
       append: (event) => void this.deps.append(record.id, { ...event, ...subagent }).catch((error: unknown) => this.deps.onError?.(error, { conversation_id: record.id, run_id: runId, stage: 'hook_event' })),
     });
     return new ToolGate({ policy, hooks, workdir: record.workdir, ...(subagent && { subagent: { agent_type: subagent.agent, agent_id: subagent.parent_tool_call_id } }) });
+  }
+
+  /** The rules kept with the conversation; read from the workdir (and kept) only the first time. */
+  private async projectRules(record: ConversationRecord): Promise<PermissionsConfig> {
+    if (record.project_permissions) return record.project_permissions;
+    const read = await readProjectPermissions(this.deps.projectFiles, record.workdir);
+    const rules = { ask: read.ask ?? [], deny: read.deny ?? [] };
+    try {
+      this.deps.keepProjectPermissions(record.id, rules);
+    } catch (error) {
+      // Not saved (a full disk): this run still uses what was read; the next one reads again.
+      this.deps.onError?.(error, { conversation_id: record.id, stage: 'project_permissions' });
+    }
+    return rules;
   }
 }

@@ -40,7 +40,7 @@ export class ToolGate {
       if (outcome.blocked !== null) return { kind: 'deny', args, original, reason: `Blocked by a PreToolUse hook: ${outcome.blocked}`, hookPoint: 'PreToolUse' };
       hookAsked = outcome.ask;
     }
-    const verdict = (await this.options.policy()).check(call.name, args, this.options.workdir);
+    const verdict = await (await this.options.policy()).check(call.name, args, this.options.workdir);
     if (verdict.decision === 'deny') return { kind: 'deny', args, original, ...denial(verdict) };
     if (verdict.decision === 'ask' || hookAsked) return { kind: 'ask', args, original };
     return { kind: 'run', args, original };
@@ -52,7 +52,7 @@ export class ToolGate {
    * still refuses it). Its PreToolUse hooks ran when it was proposed.
    */
   async beforeApproved(call: { name: string; args: Record<string, unknown> }): Promise<{ kind: 'run' } | { kind: 'deny'; reason: string; rule?: string }> {
-    const verdict = (await this.options.policy()).check(call.name, call.args, this.options.workdir);
+    const verdict = await (await this.options.policy()).check(call.name, call.args, this.options.workdir);
     return verdict.decision === 'deny' ? { kind: 'deny', ...denial(verdict) } : { kind: 'run' };
   }
 
@@ -101,8 +101,9 @@ export class ToolGate {
 }
 
 /** Why a rule (or the default) refused a call, as the model and the rejection event say it. */
-function denial(verdict: { rule?: string | null | undefined; source?: string | null | undefined }): { reason: string; rule?: string } {
+function denial(verdict: { rule?: string | null | undefined; source?: string | null | undefined; undecidable?: string | undefined }): { reason: string; rule?: string } {
   const where = verdict.source === 'project' ? " (from the project's .claude/settings.json)" : '';
-  const reason = verdict.rule ? `Denied by the permission rule \`${verdict.rule}\`${where}.` : 'Denied: the permission default for this conversation is deny.';
+  const unsure = verdict.undecidable ? `Denied: the command cannot be checked against the permission rules before it runs (${verdict.undecidable}), and the default for this conversation is deny.` : null;
+  const reason = unsure ?? (verdict.rule ? `Denied by the permission rule \`${verdict.rule}\`${where}.` : 'Denied: the permission default for this conversation is deny.');
   return { reason, ...(verdict.rule && { rule: verdict.rule }) };
 }

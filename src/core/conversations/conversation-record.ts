@@ -29,6 +29,12 @@ export const ConversationRecord = Conversation.omit({ event_count: true, llm: tr
   hooks: Hooks.optional(),
   /** Where project settings are read from (absent: `["project"]`). */
   setting_sources: SettingSources.optional(),
+  /**
+   * The project's ask and deny rules (`.claude/settings.json`) as read once, before the
+   * conversation's first tool call was checked: an agent that rewrites the file changes nothing
+   * for the next run. Absent: not read yet (a PUT /config of `setting_sources` has them read again).
+   */
+  project_permissions: z.object({ ask: z.array(z.string()), deny: z.array(z.string()) }).optional(),
   /** Condenser settings (absent: the defaults; null: automatic condensation off). */
   condenser: CondenserInput.optional(),
   /** What a message sent during a run does (absent: `enqueue`). */
@@ -50,7 +56,7 @@ export type ConversationRecord = z.infer<typeof ConversationRecord>;
 
 /** The config fields a client may change after creation (PUT /config), already checked. */
 export type ConfigChange = Partial<
-  Pick<ConversationRecord, 'llm' | 'workdir' | 'workdir_created' | 'max_iterations_per_run' | 'title' | 'mcp_servers' | 'permissions' | 'hooks' | 'setting_sources' | 'confirmation_mode' | 'condenser' | 'multitask_strategy' | 'agents'>
+  Pick<ConversationRecord, 'llm' | 'workdir' | 'workdir_created' | 'max_iterations_per_run' | 'title' | 'mcp_servers' | 'permissions' | 'hooks' | 'setting_sources' | 'project_permissions' | 'confirmation_mode' | 'condenser' | 'multitask_strategy' | 'agents'>
 >;
 
 /** What loading found: the records, and the conversations whose record could not be read. */

@@ -318,6 +318,8 @@ export class ConversationStore {
   configure(id: string, change: ConfigChange): void {
     const record = this.mutable(id);
     for (const [key, value] of Object.entries(change)) if (value !== undefined) (record as unknown as Record<string, unknown>)[key] = value;
+    // The client choosing where settings come from is its approval to read the project's rules again.
+    if (change.setting_sources !== undefined && change.project_permissions === undefined) delete record.project_permissions;
     holdUserKeyed(record);
     this.save(record);
   }
