@@ -166,9 +166,10 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hooks = createHookTransport({ commandRunner, targets, userAgent: `agentd/${VERSION}`, environment: (record) => secrets.environment(record), sandboxOf: (record) => store.sandboxOf(record) });
   const projectFiles = new HostProjectFiles();
+  const mcpConnector = new SdkMcpConnector({ launcher, targets, version: VERSION, ...config.agentEnv });
   const mcp = new McpRegistry({
     projectFiles,
-    connector: new SdkMcpConnector({ launcher, targets, version: VERSION, ...config.agentEnv }),
+    connector: mcpConnector,
     serverDefaults: config.mcpServers,
     secretsOf: (record) => secrets.environment(record),
     sandboxOf: (record) => store.sandboxOf(record),
@@ -321,6 +322,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await ownership?.close();
       await webhooks.close();
       await hooks.close();
+      await mcpConnector.close();
       await closeTools();
       streams.closeAll('server_shutting_down');
       await storage.close();
