@@ -70,7 +70,7 @@ export interface Services extends HttpServices {
   quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[] };
   /** `exiting`: the process exits next; the shells are left to killShellsForExit (see AgentRuntime.stopAll). */
   close(options?: { exiting?: boolean }): Promise<void>;
-  /** Every shell made to end with the process, nothing waited for: the last step before it exits (ShellFactory.killAllForExit). */
+  /** Every shell made to end with the process, nothing waited for: the last step before it exits (ShellFactory.killAllForExit); the sandboxes' cgroups are removed after it. */
   killShellsForExit(): void;
 }
 
@@ -313,7 +313,10 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     quarantined,
     status: serverStatus({ config, startedAt, toolNames, store, disk, quarantined, streams, events, storage, sandbox }),
     ownership,
-    killShellsForExit: () => shells.killAllForExit(),
+    killShellsForExit: () => {
+      shells.killAllForExit();
+      launcher.removeCgroupsAfterExit?.();
+    },
     async close(options = {}) {
       await shells.stopWarm();
       await agent.stopAll(options);
@@ -329,6 +332,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await storage.close();
       checkpointStore.close();
       metrics.stop();
+      // A process about to exit leaves that to removeCgroupsAfterExit: waiting here would hold its exit on its dying sandboxes.
+      if (!options.exiting) await launcher.removeCgroups?.();
       await saveForNextStart({ store, storage, logger });
     },
   };
