@@ -71,7 +71,7 @@ export interface Services extends HttpServices {
   quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[] };
   /** `exiting`: the process exits next; the shells are left to killShellsForExit (see AgentRuntime.stopAll). */
   close(options?: { exiting?: boolean }): Promise<void>;
-  /** Every shell made to end with the process, nothing waited for: the last step before it exits (ShellFactory.killAllForExit). */
+  /** Every shell made to end with the process, nothing waited for: the last step before it exits (ShellFactory.killAllForExit); the sandboxes' cgroups are removed after it. */
   killShellsForExit(): void;
 }
 
@@ -167,9 +167,10 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hooks = createHookTransport({ commandRunner, targets, userAgent: `agentd/${VERSION}`, environment: (record) => secrets.environment(record), sandboxOf: (record) => store.sandboxOf(record) });
   const projectFiles = new HostProjectFiles();
+  const mcpConnector = new SdkMcpConnector({ launcher, targets, version: VERSION, ...config.agentEnv });
   const mcp = new McpRegistry({
     projectFiles,
-    connector: new SdkMcpConnector({ launcher, targets, version: VERSION, ...config.agentEnv }),
+    connector: mcpConnector,
     serverDefaults: config.mcpServers,
     secretsOf: (record) => secrets.environment(record),
     sandboxOf: (record) => store.sandboxOf(record),
@@ -223,6 +224,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     onLlmRetry: (retry, context) =>
       logger.warn({ ...context, attempt: retry.attempt, code: retry.code, status: retry.status, retry_in_ms: retry.delayMs }, `LLM attempt ${retry.attempt} failed, retrying: ${retry.message}`),
     condenserMaxTokens: config.condenserMaxTokens,
+    maskText: (conversationId, text) => secrets.maskText(conversationId, text),
     onRunFailed: (failure, context) => logger.error({ ...context, code: failure.code }, `run ended in agent_error: ${failure.message}`),
   });
   const conversations = new ConversationService({
@@ -313,7 +315,10 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     quarantined,
     status: serverStatus({ config, startedAt, toolNames, store, disk, quarantined, streams, events, storage, sandbox }),
     ownership,
-    killShellsForExit: () => shells.killAllForExit(),
+    killShellsForExit: () => {
+      shells.killAllForExit();
+      launcher.removeCgroupsAfterExit?.();
+    },
     async close(options = {}) {
       await shells.stopWarm();
       await agent.stopAll(options);
@@ -323,11 +328,14 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await ownership?.close();
       await webhooks.close();
       await hooks.close();
+      await mcpConnector.close();
       await closeTools();
       streams.closeAll('server_shutting_down');
       await storage.close();
       checkpointStore.close();
       metrics.stop();
+      // A process about to exit leaves that to removeCgroupsAfterExit: waiting here would hold its exit on its dying sandboxes.
+      if (!options.exiting) await launcher.removeCgroups?.();
       await saveForNextStart({ store, storage, logger });
     },
   };

@@ -57,6 +57,8 @@ export function progressLine(event: StreamEvent): string | null {
       return pc.dim(`[interrupted by message #${event.message_seq}${event.stopped === 'tool' ? ': the running tool call was stopped' : event.stopped === 'llm' ? ': the answer being written was dropped' : ''}]`);
     case 'rollback':
       return pc.dim(`[run rolled back: events #${event.forgotten_from_seq}–#${event.forgotten_to_seq} no longer reach the model]`);
+    case 'mcp_refused':
+      return `  ${pc.red('✗')} MCP server ${event.server} refused: ${clip(event.reason, 300)}`;
     case 'question':
       return `${pc.yellow('?')} ${event.question}${event.options?.length ? pc.dim(` (${event.options.join(' / ')})`) : ''}`;
     default:

@@ -186,6 +186,12 @@ export function EventCard({ event, nested }: { event: AgentEvent; nested?: Compo
           {event.copy_workdir ? ' · own copy of the workdir' : ' · same workdir'}
         </Card>
       );
+    case 'mcp_refused':
+      return (
+        <Card event={event} className="is-error">
+          MCP server <strong>{str(event.server)}</strong> ({str(event.config_source)}) refused: {str(event.reason)}
+        </Card>
+      );
     case 'question':
       return (
         <Card event={event} className="question">

@@ -71,13 +71,13 @@ describe('stdio MCP servers (the npm server-everything, inside the sandbox)', ()
     expect(status.tools).toContain('mcp__everything__get-sum');
   });
 
-  it('servers come from AGENTD_MCP_CONFIG and the project .mcp.json (setting_sources), the conversation winning by name', { timeout: 60_000 }, async () => {
+  it('servers come from AGENTD_MCP_CONFIG and the project .mcp.json (setting_sources, project_mcp_servers), the conversation winning by name', { timeout: 60_000 }, async () => {
     const configDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-mcp-config-'));
     cleanups.push(async () => fs.rmSync(configDir, { recursive: true, force: true }));
     const configFile = path.join(configDir, 'mcp.json');
     fs.writeFileSync(configFile, JSON.stringify({ mcpServers: { everything: { command: 'node', args: [EVERYTHING] }, shared: { command: 'no-such-shared-server' } } }));
     harness = await startAgentHarness([], { env: { ...ENV, AGENTD_MCP_CONFIG: configFile } });
-    const id = await harness.createConversation({ mcp_servers: { shared: { command: 'node', args: [EVERYTHING] } } });
+    const id = await harness.createConversation({ mcp_servers: { shared: { command: 'node', args: [EVERYTHING] } }, project_mcp_servers: true });
     const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
     fs.writeFileSync(path.join(workdir, '.mcp.json'), JSON.stringify({ mcpServers: { local: { command: 'node', args: [EVERYTHING] }, 'bad entry': { nope: true } } }));
     const servers = await waitForMcp(id, (list) => list.filter((server: any) => server.status === 'connected').length === 3);
@@ -87,7 +87,7 @@ describe('stdio MCP servers (the npm server-everything, inside the sandbox)', ()
       ['local', 'project', 'connected'],
       ['bad entry', 'project', 'failed'],
     ]);
-    const other = await harness.createConversation({ setting_sources: [] });
+    const other = await harness.createConversation({ setting_sources: [], project_mcp_servers: true });
     const otherDir = (await harness.get(`/conversations/${other}`)).body.workdir as string;
     fs.writeFileSync(path.join(otherDir, '.mcp.json'), JSON.stringify({ mcpServers: { local: { command: 'node', args: [EVERYTHING] } } }));
     const only = await waitForMcp(other, (list) => list.every((server: any) => server.status !== 'connecting'));

@@ -1,10 +1,10 @@
-import dns from 'node:dns/promises';
-import { isIP } from 'node:net';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { McpCallResult, McpConnection, McpConnector, McpContent, McpLaunch, McpToolInfo } from '../../core/mcp/mcp-client.js';
+import type dns from 'node:dns';
+import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { McpRefusedError, type McpCallResult, type McpConnection, type McpConnector, type McpContent, type McpLaunch, type McpToolInfo } from '../../core/mcp/mcp-client.js';
 import type { WebhookTargets } from '../../core/webhooks/webhook-targets.js';
 import { buildCleanEnv, type ProcessLauncher } from '../process/process-launcher.js';
 import { lazyModule } from '../../perf/lazy-module.js';
+import { CheckedMcpFetch } from './checked-fetch.js';
 
 /** The SDK (~7 MB of heap with its schemas) loads at the first connection, not at start-up. */
 const loadSdk = lazyModule(async () => {
@@ -19,27 +19,50 @@ const loadSdk = lazyModule(async () => {
 });
 
 const STDERR_TAIL_CHARS = 2_000;
+const CONNECT_TIMEOUT_MS = 20_000;
 
 /**
  * MCP clients on the official SDK. Stdio servers are spawned through the ProcessLauncher, so they
  * run inside the conversation's sandbox, in its workdir, with a clean env plus its secrets.
  * Remote servers get Streamable HTTP first and the older HTTP+SSE transport when that fails;
- * their addresses follow the webhook policy (no loopback or private networks unless allowed).
+ * their addresses follow the webhook policy (no loopback or private networks unless allowed),
+ * checked on every connection as it is made (CheckedMcpFetch).
  */
 export class SdkMcpConnector implements McpConnector {
-  constructor(private readonly options: { launcher: ProcessLauncher; targets: WebhookTargets; version: string; passEnv?: readonly string[]; hostEnv?: Readonly<Record<string, string | undefined>> }) {}
+  private readonly http: CheckedMcpFetch;
+
+  /** `resolve`: how host names become addresses (dns.lookup; tests give their own). */
+  constructor(private readonly options: { launcher: ProcessLauncher; targets: WebhookTargets; version: string; passEnv?: readonly string[]; hostEnv?: Readonly<Record<string, string | undefined>>; resolve?: typeof dns.lookup }) {
+    this.http = new CheckedMcpFetch({ targets: options.targets, connectTimeoutMs: CONNECT_TIMEOUT_MS, ...(options.resolve && { resolve: options.resolve }) });
+  }
 
   async connect(launch: McpLaunch, events: { onToolsChanged: () => void; onClosed: (why: string) => void; timeoutMs: number }): Promise<McpConnection> {
-    const { SSEClientTransport, StreamableHTTPClientTransport } = await loadSdk();
     if (launch.kind === 'stdio') return this.connectStdio(launch, events);
-    await this.checkAddress(launch.url);
-    const headers = launch.headers;
-    if (launch.type === 'sse') return this.open(new SSEClientTransport(new URL(launch.url), { requestInit: { headers } }), 'sse', events, () => '');
+    const refusals: string[] = [];
+    const fetch = this.http.forAttempt((reason) => refusals.push(reason));
     try {
-      return await this.open(new StreamableHTTPClientTransport(new URL(launch.url), { requestInit: { headers } }), 'http', events, () => '');
+      return await this.connectRemote(launch, fetch, events);
+    } catch (error) {
+      // The SDK words the failure its own way: the refusal seen underneath is what the client needs to hear.
+      if (refusals.length > 0) throw new McpRefusedError(refusals[0]!);
+      throw error;
+    }
+  }
+
+  /** Stops the HTTP client of remote servers (the server is shutting down). */
+  async close(): Promise<void> {
+    await this.http.close();
+  }
+
+  private async connectRemote(launch: Extract<McpLaunch, { kind: 'remote' }>, fetch: FetchLike, events: { onToolsChanged: () => void; onClosed: (why: string) => void; timeoutMs: number }): Promise<McpConnection> {
+    const { SSEClientTransport, StreamableHTTPClientTransport } = await loadSdk();
+    const options = { requestInit: { headers: launch.headers }, fetch };
+    if (launch.type === 'sse') return this.open(new SSEClientTransport(new URL(launch.url), options), 'sse', events, () => '');
+    try {
+      return await this.open(new StreamableHTTPClientTransport(new URL(launch.url), options), 'http', events, () => '');
     } catch (streamable) {
       try {
-        return await this.open(new SSEClientTransport(new URL(launch.url), { requestInit: { headers } }), 'sse', events, () => '');
+        return await this.open(new SSEClientTransport(new URL(launch.url), options), 'sse', events, () => '');
       } catch (sse) {
         throw new Error(`Streamable HTTP: ${(streamable as Error).message}; HTTP+SSE: ${(sse as Error).message}`);
       }
@@ -103,16 +126,6 @@ export class SdkMcpConnector implements McpConnector {
         await client.close();
       },
     };
-  }
-
-  /** The same address policy as webhooks: a remote MCP server is reached from the server itself. */
-  private async checkAddress(url: string): Promise<void> {
-    const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
-    const addresses = isIP(host) ? [host] : (await dns.lookup(host, { all: true })).map((entry) => entry.address);
-    for (const address of addresses) {
-      const refusal = this.options.targets.refusal(address);
-      if (refusal !== null) throw new Error(`refused: ${host} is ${refusal} (AGENTD_WEBHOOK_ALLOW_PRIVATE / AGENTD_WEBHOOK_ALLOW_CIDRS allow it)`);
-    }
   }
 }
 

@@ -99,6 +99,10 @@ export interface ProcessLauncher {
   beforeStart?(sandbox: SandboxRequest): Promise<void>;
   /** The workdir's conversation is deleted: what was kept about the workdir goes (it stayed for the process's life). */
   forget?(workdir: string): void;
+  /** The server stops, its sandboxes killed: the cgroups it made for them are removed once empty (bounded wait). */
+  removeCgroups?(): Promise<void>;
+  /** The server exits next without waiting for its killed sandboxes: their cgroups are removed by a process that outlives it. */
+  removeCgroupsAfterExit?(): void;
 }
 
 /**

@@ -142,6 +142,14 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     if (this.asRoot) this.identities.forget(workdir);
   }
 
+  async removeCgroups(): Promise<void> {
+    await this.cgroups?.removeMade();
+  }
+
+  removeCgroupsAfterExit(): void {
+    this.cgroups?.removeMadeAfterExit(this.programs);
+  }
+
   /** What is kept about workdirs: how many are known given away, how many identity files known written (tests). */
   get held(): { owned: number; identityFiles: number } {
     return { owned: this.owner.held, identityFiles: this.identities.held };

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { shellWord } from './mounts.js';
@@ -10,13 +11,16 @@ import { shellWord } from './mounts.js';
  * `<server's cgroup>/agentd/<key>` per controller; every process of its sandboxes joins it before
  * bwrap starts (the launch script below, run by the spawned process itself, so nothing runs
  * outside it), which counts all of them together: processes, threads, their memory and their
- * tmpfs pages. Empty cgroups are removed when a sandbox ends and at start-up (leftovers of a
- * killed server); a cgroup still in use refuses removal (EBUSY), so removal is always safe.
+ * tmpfs pages. Empty cgroups are removed when a sandbox ends, at shutdown (every one this server
+ * made, once its processes are gone) and at start-up (leftovers of a killed server); a cgroup
+ * still in use refuses removal (EBUSY), so removal is always safe.
  */
 const RELEASE_RETRIES = 20;
 const RELEASE_RETRY_MS = 100;
 /** Leftover cgroups removed at once by the start-up sweep (libuv's pool has four threads). */
 const SWEEP_BATCH = 8;
+/** How long a shutdown waits for the sandboxes' last processes to leave their cgroups. */
+const SHUTDOWN_REMOVAL_S = 5;
 
 export interface CgroupLimits {
   memoryBytes: number | null;
@@ -59,6 +63,16 @@ export interface SandboxCgroups {
   directories(key: string): string[];
   /** Removes every empty child cgroup (start-up), off the event loop; resolves when done. */
   sweep(): Promise<void>;
+  /**
+   * Shutdown: removes every cgroup this server made, waiting (bounded) for the processes still in
+   * them to end; they are being killed by the shutdown, not here.
+   */
+  removeMade(): Promise<void>;
+  /**
+   * The server exits next, its sandboxes' processes killed but not waited for: a small detached
+   * bash outlives it to remove the cgroups it made once they are empty (bounded).
+   */
+  removeMadeAfterExit(programs: { bash: string; rmdir: string; sleep: string }): void;
 }
 
 interface MountEntry {
@@ -173,6 +187,9 @@ function probeControllers(controllers: ControllerDir[]): string | null {
 }
 
 class CgroupSet implements SandboxCgroups {
+  /** The keys whose cgroups this server made (or joined): removed at shutdown. */
+  private readonly made = new Set<string>();
+
   constructor(
     readonly version: 'v1' | 'v2',
     private readonly controllers: ControllerDir[],
@@ -180,6 +197,7 @@ class CgroupSet implements SandboxCgroups {
   ) {}
 
   joinScript(key: string, mkdir: string): string {
+    this.made.add(key);
     const dirs = this.directories(key).map(shellWord);
     // One mkdir (a process) for every directory missing, none when all are there (the
     // conversation's shell holds them while it runs).
@@ -212,12 +230,46 @@ class CgroupSet implements SandboxCgroups {
   }
 
   async makeDirectories(key: string): Promise<void> {
+    this.made.add(key);
     // A failure is the join script's to report (it tries mkdir itself).
     await Promise.all(this.directories(key).map((dir) => fs.promises.mkdir(dir, { recursive: true }).catch(() => undefined)));
   }
 
   directories(key: string): string[] {
     return this.controllers.map((controller) => path.join(controller.base, safeKey(key)));
+  }
+
+  async removeMade(): Promise<void> {
+    let left = [...this.made].flatMap((key) => this.directories(key));
+    const deadline = Date.now() + SHUTDOWN_REMOVAL_S * 1000;
+    for (;;) {
+      const removed = await Promise.all(left.map(removeSoon));
+      left = left.filter((_, index) => !removed[index]);
+      if (left.length === 0 || Date.now() > deadline) return;
+      await new Promise((resolve) => setTimeout(resolve, RELEASE_RETRY_MS / 2));
+    }
+  }
+
+  removeMadeAfterExit(programs: { bash: string; rmdir: string; sleep: string }): void {
+    const dirs = [...this.made].flatMap((key) => this.directories(key));
+    if (dirs.length === 0) return;
+    // Waiting here would reap the dying shells and hold the exit; the loop below does neither.
+    const script = [
+      `end=$((SECONDS + ${SHUTDOWN_REMOVAL_S}))`,
+      'while :; do',
+      '  left=0',
+      `  for dir in "$@"; do [ ! -d "$dir" ] || ${shellWord(programs.rmdir)} -- "$dir" 2>/dev/null || left=1; done`,
+      `  [ "$left" = 0 ] || [ "$SECONDS" -ge "$end" ] && exit 0`,
+      `  ${shellWord(programs.sleep)} 0.05`,
+      'done',
+    ].join('\n');
+    try {
+      const child = spawn(programs.bash, ['--norc', '--noprofile', '-p', '-c', script, 'agentd-cgroups', ...dirs], { detached: true, stdio: 'ignore', cwd: '/', env: {} });
+      child.on('error', () => undefined);
+      child.unref();
+    } catch {
+      // The next start's sweep removes them.
+    }
   }
 
   async sweep(): Promise<void> {

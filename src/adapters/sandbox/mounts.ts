@@ -228,6 +228,7 @@ export interface SandboxPrograms {
   setpriv: string;
   mkdir: string;
   sleep: string;
+  rmdir: string;
 }
 
 const SYSTEM_PATH = '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin';
@@ -240,7 +241,7 @@ const SYSTEM_PATH = '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbi
  */
 export function sandboxPrograms(searchPath: string): SandboxPrograms {
   const find = (name: string) => findInPath(name, searchPath) ?? findInPath(name, SYSTEM_PATH) ?? `/usr/bin/${name}`;
-  return { bash: find('bash'), env: find('env'), setpriv: find('setpriv'), mkdir: find('mkdir'), sleep: find('sleep') };
+  return { bash: find('bash'), env: find('env'), setpriv: find('setpriv'), mkdir: find('mkdir'), sleep: find('sleep'), rmdir: find('rmdir') };
 }
 
 /** Quotes any text as one word for bash (or sh): single quotes, each `'` inside closed and escaped. */

@@ -76,6 +76,8 @@ export interface AgentRuntimeDeps {
   onRunFailed?: (failure: { code: string; message: string }, context: { conversation_id: string; run_id: string }) => void;
   /** The condensation threshold for models whose context window agentd does not know (AGENTD_CONDENSER_MAX_TOKENS). */
   condenserMaxTokens?: number;
+  /** Masks the conversation's secret values in what run records show (the files a run changed, its output). */
+  maskText?: (conversationId: string, text: string) => string;
 }
 
 /**
@@ -144,7 +146,7 @@ export class AgentRuntime implements ConversationRuntime {
       onLlmRetry: deps.onLlmRetry,
       onRunFailed: deps.onRunFailed,
     }));
-    this.runBook = new RunBook({ conversations, runs, sessions, pause: (id, stopAs) => driver.pause(id, stopAs) });
+    this.runBook = new RunBook({ conversations, runs, sessions, pause: (id, stopAs) => driver.pause(id, stopAs), ...(deps.maskText && { maskText: deps.maskText }) });
     this.recovery = new RunRecovery({ conversations, runs, journal, session: (id) => lifecycle.session(id), clock });
     this.intake = new MessageIntake({
       session: (id) => lifecycle.session(id),

@@ -174,6 +174,10 @@ export class RunDriver {
       if (mcp?.configured(record)) {
         await mcp.prepare(record);
         unsubscribe = mcp.onToolsChanged(record.id, refreshTools);
+        // A server a policy refused is said in the log, not only in GET /mcp: the client sees why its tools are missing.
+        for (const refusal of mcp.refusals(record.id)) {
+          await journal.append(record.id, { kind: 'mcp_refused', source: 'system', server: refusal.name, config_source: refusal.source, reason: refusal.reason, run_id: run.id });
+        }
       }
       refreshTools();
       // The first LLM turn does not wait for it (nor does it start before the turn's request); the first file-changing tool call waits.

@@ -125,7 +125,7 @@ export class CheckpointService implements RunCheckpoints {
     const all = this.deps.store.list(conversationId);
     const ordered = query.order === 'asc' ? all : [...all].reverse();
     const start = query.pageId ? decodePageId(query.pageId, isIndexCursor).i : 0;
-    const items = ordered.slice(start, start + query.limit).map(toPublic);
+    const items = ordered.slice(start, start + query.limit).map((record) => this.toPublic(record));
     return { items, next_page_id: start + query.limit < ordered.length ? encodePageId({ i: start + query.limit }) : null };
   }
 
@@ -148,7 +148,7 @@ export class CheckpointService implements RunCheckpoints {
       const start = query.pageId ? decodePageId(query.pageId, isIndexCursor).i : 0;
       const page = changed.slice(start, start + query.limit);
       const diffs = await this.deps.shadow.diffs(target, base.tree, now, page.map((change) => change.path));
-      const items = page.map((change) => ({ ...change, diff: this.deps.maskText(conversationId, capDiff(diffs.get(change.path) ?? '')) }));
+      const items = page.map((change) => ({ ...change, path: this.deps.maskText(conversationId, change.path), diff: this.deps.maskText(conversationId, capDiff(diffs.get(change.path) ?? '')) }));
       return { items, next_page_id: start + query.limit < changed.length ? encodePageId({ i: start + query.limit }) : null };
     });
   }
@@ -171,7 +171,7 @@ export class CheckpointService implements RunCheckpoints {
         this.deps.intents.write(`rewind-${undo.id}`, { ...intent });
         await this.deps.pausePoint?.('rewind_before_restore');
         const event = await this.complete(record, intent, undo.tree);
-        return { event, undo_checkpoint: toPublic(undo) };
+        return { event, undo_checkpoint: this.toPublic(undo) };
       });
     } finally {
       const left = (this.rewinding.get(conversationId) ?? 1) - 1;
@@ -280,6 +280,11 @@ export class CheckpointService implements RunCheckpoints {
     if (reason !== null) throw new UnprocessableError('checkpoints_unavailable', `Checkpoints are not available: ${reason}.`);
   }
 
+  /** As listed: the paths the agent chose, a secret used as a file name included, masked like event text. */
+  private toPublic(record: CheckpointRecord): Checkpoint {
+    return { id: record.id, seq: record.seq, run_id: record.run_id, created_at: record.created_at, files_changed: record.files_changed.map((file) => this.deps.maskText(record.conversation_id, file)), trigger: record.trigger };
+  }
+
   private target(record: Readonly<ConversationRecord>): ShadowTarget {
     return { gitDir: this.deps.store.gitDirOf(record.id), workdir: record.workdir };
   }
@@ -290,10 +295,6 @@ export function changesFiles(name: string, args: Record<string, unknown>): boole
   if (name === 'bash') return true;
   if (name === 'file_editor') return FILE_EDITOR_WRITES.has(String(args.command));
   return false;
-}
-
-function toPublic(record: CheckpointRecord): Checkpoint {
-  return { id: record.id, seq: record.seq, run_id: record.run_id, created_at: record.created_at, files_changed: record.files_changed, trigger: record.trigger };
 }
 
 function capDiff(diff: string): string {

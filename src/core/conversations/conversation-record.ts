@@ -3,7 +3,7 @@ import { CondenserInput, Conversation, Quarantine, SandboxSettings } from '../sc
 import { MultitaskStrategy } from '../schemas/event.js';
 import { StoredLlmConfig } from '../schemas/llm-config.js';
 import { Hooks, Permissions, SettingSources } from '../schemas/tool-control.js';
-import { McpServers } from '../schemas/mcp-servers.js';
+import { McpServers, ProjectMcpServers } from '../schemas/mcp-servers.js';
 import { AgentDefinitions } from '../schemas/catalog.js';
 import type { DamagedDataError } from '../errors.js';
 import type { ConversationSummary } from './summary-store.js';
@@ -14,7 +14,7 @@ import type { ConversationSummary } from './summary-store.js';
  * the server. Stores parse what they read back with it; fields added after a record was
  * written are optional here (absent in older records).
  */
-export const ConversationRecord = Conversation.omit({ event_count: true, llm: true, sandbox: true, mcp_servers: true, permissions: true, hooks: true, setting_sources: true, agents: true, quarantine: true, condenser: true, multitask_strategy: true }).extend({
+export const ConversationRecord = Conversation.omit({ event_count: true, llm: true, sandbox: true, mcp_servers: true, project_mcp_servers: true, permissions: true, hooks: true, setting_sources: true, agents: true, quarantine: true, condenser: true, multitask_strategy: true }).extend({
   /** The server created the workdir, so `delete_workdir=true` may remove it. */
   workdir_created: z.boolean(),
   /** The key in plain text in memory only (sealed at rest). */
@@ -23,6 +23,8 @@ export const ConversationRecord = Conversation.omit({ event_count: true, llm: tr
   sandbox: SandboxSettings.optional(),
   /** MCP servers; env and header values are sealed at rest like secrets. */
   mcp_servers: McpServers.optional(),
+  /** Which of the workdir's `.mcp.json` servers may start (absent: none). */
+  project_mcp_servers: ProjectMcpServers.optional(),
   /** Permission rules (absent in records written before they existed: none). */
   permissions: Permissions.optional(),
   /** Lifecycle hooks; http hook secrets are sealed at rest like secrets. */
@@ -56,7 +58,7 @@ export type ConversationRecord = z.infer<typeof ConversationRecord>;
 
 /** The config fields a client may change after creation (PUT /config), already checked. */
 export type ConfigChange = Partial<
-  Pick<ConversationRecord, 'llm' | 'workdir' | 'workdir_created' | 'max_iterations_per_run' | 'title' | 'mcp_servers' | 'permissions' | 'hooks' | 'setting_sources' | 'project_permissions' | 'confirmation_mode' | 'condenser' | 'multitask_strategy' | 'agents'>
+  Pick<ConversationRecord, 'llm' | 'workdir' | 'workdir_created' | 'max_iterations_per_run' | 'title' | 'mcp_servers' | 'project_mcp_servers' | 'permissions' | 'hooks' | 'setting_sources' | 'project_permissions' | 'confirmation_mode' | 'condenser' | 'multitask_strategy' | 'agents'>
 >;
 
 /** What loading found: the records, and the conversations whose record could not be read. */

@@ -29,6 +29,7 @@ export function publicConversation(record: Readonly<ConversationRecord>, eventCo
     metadata: record.metadata,
     sandbox: { network: record.sandbox?.network ?? true },
     mcp_servers: publicMcpServers(record.mcp_servers),
+    project_mcp_servers: record.project_mcp_servers ?? false,
     permissions: record.permissions ?? {},
     hooks: publicHooks(record.hooks),
     setting_sources: record.setting_sources ?? ['project'],

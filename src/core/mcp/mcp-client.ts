@@ -37,3 +37,8 @@ export interface McpConnector {
    */
   connect(launch: McpLaunch, events: { onToolsChanged: () => void; onClosed: (why: string) => void; timeoutMs: number }): Promise<McpConnection>;
 }
+
+/** A connection a policy forbids (the conversation's network, the address policy): not retried until the next run. */
+export class McpRefusedError extends Error {
+  override readonly name = 'McpRefusedError';
+}

@@ -1,6 +1,6 @@
 import type { McpServerStatus } from '../schemas/mcp-servers.js';
 import type { ToolDefinition, ToolResult } from '../tools/tool.js';
-import type { McpConnection, McpConnector, McpLaunch, McpToolInfo } from './mcp-client.js';
+import { McpRefusedError, type McpConnection, type McpConnector, type McpLaunch, type McpToolInfo } from './mcp-client.js';
 import { mcpResultToObservation, mcpToolDefinition } from './mcp-tool.js';
 
 export interface McpServerEntry {
@@ -10,13 +10,17 @@ export interface McpServerEntry {
   /** Compared between runs: a changed config restarts the server. Holds no secret values. */
   fingerprint: string;
   launch: () => McpLaunch;
+  /** Set when the server may not start (a project server the client did not enable): why. */
+  disabled?: string;
 }
 
 interface ServerState {
   entry: McpServerEntry;
-  status: 'idle' | 'connecting' | 'connected' | 'failed';
+  status: 'idle' | 'connecting' | 'connected' | 'failed' | 'disabled';
   tools: McpToolInfo[];
   error: string | null;
+  /** Set when a policy refused the last connection (McpRefusedError): the reason, masked. */
+  refused: string | null;
   connection: McpConnection | null;
   starting: Promise<void> | null;
   failures: number;
@@ -58,7 +62,10 @@ export class McpSession {
       this.servers.delete(name);
     }
     for (const entry of entries) {
-      if (!this.servers.has(entry.name)) this.servers.set(entry.name, { entry, status: 'idle', tools: [], error: null, connection: null, starting: null, failures: 0, retryTimer: null, generation: 0 });
+      if (!this.servers.has(entry.name)) {
+        const disabled = entry.disabled ?? null;
+        this.servers.set(entry.name, { entry, status: disabled === null ? 'idle' : 'disabled', tools: [], error: disabled, refused: null, connection: null, starting: null, failures: 0, retryTimer: null, generation: 0 });
+      }
     }
   }
 
@@ -85,6 +92,11 @@ export class McpSession {
     return out;
   }
 
+  /** The servers a policy refused at their last attempt, with why. */
+  refusals(): { name: string; source: McpServerStatus['source']; reason: string }[] {
+    return [...this.servers.values()].flatMap((state) => (state.status === 'failed' && state.refused !== null ? [{ name: state.entry.name, source: state.entry.source, reason: state.refused }] : []));
+  }
+
   status(): McpServerStatus[] {
     return [...this.servers.values()].map((state) => ({
       name: state.entry.name,
@@ -106,6 +118,7 @@ export class McpSession {
     const generation = ++state.generation;
     state.status = 'connecting';
     state.error = null;
+    state.refused = null;
     const current = () => state.generation === generation && !this.closed;
     state.starting = (async () => {
       let connection: McpConnection | null = null;
@@ -131,12 +144,23 @@ export class McpSession {
         this.deps.onToolsChanged();
       } catch (error) {
         if (connection) await connection.close().catch(() => undefined);
-        if (current()) this.failed(state, describe(error));
+        if (!current()) return;
+        if (error instanceof McpRefusedError) this.refused(state, describe(error));
+        else this.failed(state, describe(error));
       } finally {
         if (state.generation === generation) state.starting = null;
       }
     })();
     return state.starting;
+  }
+
+  /** A policy refused it: retrying would be refused again, so the next run's start tries anew. */
+  private refused(state: ServerState, why: string): void {
+    state.status = 'failed';
+    state.error = this.deps.mask(why);
+    state.refused = state.error;
+    state.tools = [];
+    state.failures = this.limits.maxRestarts + 1;
   }
 
   private failed(state: ServerState, why: string): void {
@@ -190,6 +214,7 @@ export class McpSession {
   }
 
   private async stop(state: ServerState): Promise<void> {
+    if (state.status === 'disabled') return;
     state.generation += 1;
     if (state.retryTimer) clearTimeout(state.retryTimer);
     state.retryTimer = null;

@@ -5,7 +5,7 @@ import { MessageContent } from './message-content.js';
 import { ConversationStatus, MultitaskStrategy } from './event.js';
 import { LlmConfigInput, LlmConfigPublic } from './llm-config.js';
 import { Hooks, Permissions, SettingSources } from './tool-control.js';
-import { McpServers } from './mcp-servers.js';
+import { McpServers, ProjectMcpServers } from './mcp-servers.js';
 import { AgentDefinitions } from './catalog.js';
 
 export { LlmUsage, Usage } from './usage.js';
@@ -107,6 +107,7 @@ export const Conversation = z
     metadata: Metadata,
     sandbox: SandboxSettings,
     mcp_servers: McpServers,
+    project_mcp_servers: ProjectMcpServers,
     permissions: Permissions,
     hooks: Hooks.describe('Lifecycle hooks (an http hook\'s `secret` is shown as `********`).'),
     setting_sources: SettingSources,
@@ -134,6 +135,7 @@ export const CreateConversationBody = z
     metadata: MetadataInput.optional(),
     sandbox: NewSandboxSettings.optional().describe("How the agent's processes are sandboxed (when the server runs a sandbox); default: the server's network policy."),
     mcp_servers: McpServers.optional(),
+    project_mcp_servers: ProjectMcpServers.optional(),
     permissions: Permissions.optional(),
     hooks: Hooks.optional(),
     setting_sources: SettingSources.optional(),
@@ -152,6 +154,7 @@ export const UpdateConversationConfigBody = z
     max_iterations_per_run: MaxIterations.optional(),
     title: Title.nullable().optional(),
     mcp_servers: McpServers.optional().describe('Replaces the MCP servers (changed ones restart at the next run).'),
+    project_mcp_servers: ProjectMcpServers.optional(),
     permissions: Permissions.optional().describe('Replaces the permission rules.'),
     hooks: Hooks.optional().describe('Replaces the hooks.'),
     setting_sources: SettingSources.optional(),

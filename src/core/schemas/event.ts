@@ -28,6 +28,7 @@ export const EVENT_KINDS = [
   'question',
   'interrupt',
   'rollback',
+  'mcp_refused',
 ] as const;
 export const EventKind = z.enum(EVENT_KINDS).meta({ id: 'EventKind' });
 export type EventKind = z.infer<typeof EventKind>;
@@ -197,6 +198,14 @@ export const eventBodies = {
     forgotten_from_seq: z.int().min(1).describe('The first event taken out of the LLM history (the messages the run started from, else its first event).'),
     forgotten_to_seq: z.int().min(1).describe('The last event taken out of the LLM history (the end of the canceled run).'),
   }),
+  mcp_refused: z.object({
+    kind: z.literal('mcp_refused'),
+    source: z.literal('system'),
+    server: z.string().describe('The MCP server\'s name (its tools would be `mcp__<server>__<tool>`).'),
+    config_source: z.enum(['conversation', 'project', 'server']).describe('Where the server is configured: the conversation, the workdir\'s `.mcp.json`, or AGENTD_MCP_CONFIG.'),
+    reason: z.string().describe('Why the connection was not made (secret values masked): the conversation has no network, or the address is this machine, its network or a reserved range.'),
+    run_id: z.uuid().nullable().optional(),
+  }),
 } as const;
 
 function withEnvelope<K extends EventKind>(kind: K, id: string) {
@@ -218,6 +227,7 @@ export const ForkEvent = withEnvelope('fork', 'ForkEvent');
 export const QuestionEvent = withEnvelope('question', 'QuestionEvent');
 export const InterruptEvent = withEnvelope('interrupt', 'InterruptEvent');
 export const RollbackEvent = withEnvelope('rollback', 'RollbackEvent');
+export const McpRefusedEvent = withEnvelope('mcp_refused', 'McpRefusedEvent');
 
 export const AgentEvent = z
   .discriminatedUnion('kind', [
@@ -236,6 +246,7 @@ export const AgentEvent = z
     QuestionEvent,
     InterruptEvent,
     RollbackEvent,
+    McpRefusedEvent,
   ])
   .meta({ id: 'Event' });
 export type AgentEvent = z.infer<typeof AgentEvent>;

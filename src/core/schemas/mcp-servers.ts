@@ -36,6 +36,14 @@ export const McpServers = z
   .meta({ id: 'McpServers' });
 export type McpServers = z.infer<typeof McpServers>;
 
+export const ProjectMcpServers = z
+  .union([z.boolean(), z.array(ServerName).max(20)])
+  .describe(
+    "Which servers of the workdir's `.mcp.json` may start (with `setting_sources` holding `project`): `false` (default) none, `true` all, or a list of their names. The agent can write that file, so its servers are off until the client turns them on, and their `${NAME}` references are never expanded from the conversation's secrets.",
+  )
+  .meta({ id: 'ProjectMcpServers' });
+export type ProjectMcpServers = z.infer<typeof ProjectMcpServers>;
+
 export const McpServerStatus = z
   .object({
     name: z.string(),
@@ -43,7 +51,10 @@ export const McpServerStatus = z
     source: z.enum(['conversation', 'project', 'server']).describe('Where the server is configured: the conversation, the workdir\'s `.mcp.json`, or AGENTD_MCP_CONFIG.'),
     status: z.enum(['connecting', 'connected', 'failed', 'disabled']),
     tools: z.array(z.string()).describe('Tool names as the LLM sees them (`mcp__<server>__<tool>`).'),
-    error: z.string().optional().describe('Why the server failed (its tools are missing meanwhile); it is retried with backoff.'),
+    error: z
+      .string()
+      .optional()
+      .describe('Why the server failed (its tools are missing meanwhile; it is retried with backoff, or at the next run when a policy refused it), or why it is `disabled`.'),
   })
   .meta({ id: 'McpServerStatus' });
 export type McpServerStatus = z.infer<typeof McpServerStatus>;
