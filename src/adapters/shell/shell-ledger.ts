@@ -3,6 +3,7 @@ import type { ShellFactory, ShellSession } from '../../core/tools/shell-session.
 import { StorageFullError } from '../../core/errors.js';
 import { isOutOfSpace } from '../files/disk-space.js';
 import { descendantsOf, killRecordedGroup, listProcesses, readProcess, signalQuietly } from '../process/process-tree.js';
+import { writeFileAtomic } from '../files/index.js';
 
 interface Entry {
   pid: number;
@@ -210,14 +211,12 @@ export class ShellLedger {
    * ~0.25 s of the event loop at shutdown, when the close was synchronous).
    */
   private compact(): void {
-    const temp = `${this.file}.tmp`;
     const old = this.fd ?? openQuietly(this.file);
     this.fd = null;
     try {
-      fs.writeFileSync(temp, [...this.entries].map(([k, entry]) => `${JSON.stringify({ k, pid: entry.pid, t: entry.startTime })}\n`).join(''), { mode: 0o600 });
-      fs.renameSync(temp, this.file);
+      const lines = [...this.entries].map(([k, entry]) => `${JSON.stringify({ k, pid: entry.pid, t: entry.startTime })}\n`).join('');
+      writeFileAtomic(this.file, lines, { mode: 0o600, temp: `${this.file}.tmp` });
     } catch (error) {
-      fs.rmSync(temp, { force: true });
       throw isOutOfSpace(error) ? new StorageFullError() : error;
     } finally {
       if (old !== null) fs.close(old, () => undefined);
