@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from '../support/agent-harness.js';
 import { processAlive } from '../support/processes.js';
 import { ShellLedger } from '../../src/adapters/shell/shell-ledger.js';
+import { requestJson } from '../support/json-api.js';
 
 let harness: AgentHarness;
 afterEach(async () => harness?.close());
@@ -112,7 +113,7 @@ describe('changing the workdir', () => {
     // Paused while the LLM hangs on the first request (a pause before it leaves would leave the hang to the next run).
     await expect.poll(() => harness.llm.requests.length, { timeout: 15_000 }).toBe(1);
     const elsewhere = fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-new-workdir-'));
-    const put = (body: unknown) => fetch(`${harness.server.url}/conversations/${id}/config`, { method: 'PUT', headers: { ...harness.server.auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const put = (body: unknown) => requestJson(harness.server, 'PUT', `/conversations/${id}/config`, body);
     expect((await put({ workdir: elsewhere })).status).toBe(409);
     await harness.post(`/conversations/${id}/pause`);
     const changed = await put({ workdir: elsewhere });

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from '../support/agent-harness.js';
+import { requestJson } from '../support/json-api.js';
 
 let harness: AgentHarness;
 afterEach(async () => harness?.close());
@@ -11,10 +12,7 @@ function makeWorkdir(name: string): string {
   return fs.realpathSync(fs.mkdtempSync(path.join(harness.server.dataDir, '..', `agentd-${name}-`)));
 }
 
-async function put(url: string, body: unknown): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${harness.server.url}${url}`, { method: 'PUT', headers: { ...harness.server.auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: response.status, body: await response.json() };
-}
+const put = (url: string, body: unknown) => requestJson(harness.server, 'PUT', url, body);
 
 const prompts = async (id: string) => (await harness.events(id)).filter((event) => event.kind === 'system_prompt');
 

@@ -3,6 +3,7 @@ import { startAgentHarness, type AgentHarness } from '../support/agent-harness.j
 import { connectSse } from '../support/sse-client.js';
 import { expectError } from '../support/expect-error.js';
 import { processAlive, waitForProcess } from '../support/processes.js';
+import { requestJson } from '../support/json-api.js';
 
 let harness: AgentHarness;
 afterEach(async () => harness?.close());
@@ -12,8 +13,7 @@ const slowCommand = (tag: string) => `sleep 3${Math.floor(Math.random() * 9)}.${
 const marker = (command: string) => command.split(';')[0]!;
 
 async function put(id: string, body: unknown): Promise<void> {
-  const response = await fetch(`${harness.server.url}/conversations/${id}/config`, { method: 'PUT', headers: { ...harness.server.auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  expect(response.status).toBe(200);
+  expect((await requestJson(harness.server, 'PUT', `/conversations/${id}/config`, body)).status).toBe(200);
 }
 
 describe('double-texting: multitask_strategy', () => {

@@ -10,6 +10,7 @@ import type { AgentEvent } from '../../src/core/schemas/event.js';
 import type { RecordedRequest } from '../fake-llm/fake-llm-server.js';
 import { startAgentHarness, type AgentHarness } from '../support/agent-harness.js';
 import { processAlive } from '../support/processes.js';
+import { fetchWithKey } from '../support/json-api.js';
 
 let harness: AgentHarness;
 afterEach(async () => harness?.close());
@@ -140,7 +141,7 @@ describe('the history sent to the LLM', () => {
       return id;
     };
     const released = async () => {
-      const text = await (await fetch(`${harness.server.url}/metrics`, { headers: harness.server.auth })).text();
+      const text = await (await fetchWithKey(harness.server, '/metrics')).text();
       return Number(/^agentd_history_cache_released_total (\d+)/m.exec(text)?.[1]);
     };
 

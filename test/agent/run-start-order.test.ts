@@ -11,6 +11,7 @@ import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from '../support/agentd.js';
 import { processAlive } from '../support/processes.js';
 import { until } from '../support/reliability.js';
+import { requestJson } from '../support/json-api.js';
 
 const closers: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -56,10 +57,7 @@ it("writes the run's first LLM request before it walks the workdir for the start
   diagnostics.subscribe('undici:client:sendHeaders', written as (message: unknown) => void);
   closers.push(async () => diagnostics.unsubscribe('undici:client:sendHeaders', written as (message: unknown) => void));
 
-  const call = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`${server.url}${path}`, { method, headers: { ...server.auth, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-    return (await response.json()) as Record<string, unknown>;
-  };
+  const call = async (method: string, path: string, body?: unknown) => (await requestJson(server, method, path, body)).body as Record<string, unknown>;
   const turn = async (id: string) => {
     fake.setScript([{ toolCalls: [{ name: 'bash', arguments: { command: 'true' } }] }, { text: 'done' }]);
     order.length = 0;

@@ -8,6 +8,7 @@ import { ShellLedger } from '../../src/adapters/shell/shell-ledger.js';
 import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from '../support/agentd.js';
 import { runCli } from '../support/cli.js';
+import { requestJson } from '../support/json-api.js';
 
 /**
  * The single executable (`npm run build:binary`), run from an empty directory with no
@@ -33,16 +34,11 @@ function ensureBinary(): void {
   buildOutput = { stdout: built.stdout, stderr: built.stderr };
 }
 
-const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
 let cwd: string;
 let llm: FakeLlm;
 let server: SpawnedServer;
 
-async function api(route: string, init: RequestInit = {}): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${server.url}${route}`, { ...init, headers: auth });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : null };
-}
+const api = (route: string, body?: unknown) => requestJson(server, body === undefined ? 'GET' : 'POST', route, body);
 
 beforeAll(async () => {
   ensureBinary();
@@ -121,10 +117,10 @@ describe('the single executable', () => {
 
   it('runs a conversation: the prompt and tool descriptions come from its assets, bash runs', async () => {
     // A deny rule is checked on a parse of the command: the bash parser's WebAssembly comes from the binary's assets.
-    const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, permissions: { deny: ['bash(rm -rf*)'] } }) });
+    const created = await api('/conversations', { llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, permissions: { deny: ['bash(rm -rf*)'] } });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const id = created.body.id as string;
-    expect((await api(`/conversations/${id}/messages`, { method: 'POST', body: JSON.stringify({ content: 'say hi' }) })).status).toBe(202);
+    expect((await api(`/conversations/${id}/messages`, { content: 'say hi' })).status).toBe(202);
 
     const deadline = Date.now() + 20_000;
     let status = '';

@@ -5,6 +5,7 @@ import { startAgentHarness, type AgentHarness } from '../support/agent-harness.j
 import { startServer, type TestServer } from '../support/agentd.js';
 import { WebhookReceiver } from '../support/webhook-receiver.js';
 import { expectError } from '../support/expect-error.js';
+import { fetchWithKey } from '../support/json-api.js';
 
 /** What a new user runs into first: empty bodies, 415s, webhook history, the agent's PATH, LLM failures in the log. */
 let server: TestServer | undefined;
@@ -19,9 +20,8 @@ afterEach(async () => {
 });
 
 async function call(method: string, route: string, init: { body?: string; type?: string } = {}): Promise<{ status: number; body: any }> {
-  const headers: Record<string, string> = { ...server!.auth };
-  if (init.type !== undefined) headers['content-type'] = init.type;
-  const response = await fetch(`${server!.url}${route}`, { method, headers, ...(init.body !== undefined ? { body: init.body } : {}) });
+  const headers: Record<string, string> = init.type === undefined ? {} : { 'content-type': init.type };
+  const response = await fetchWithKey(server!, route, { method, headers, ...(init.body !== undefined ? { body: init.body } : {}) });
   const text = await response.text();
   return { status: response.status, body: text ? JSON.parse(text) : null };
 }

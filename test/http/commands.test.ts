@@ -6,19 +6,13 @@ import { expectError } from '../support/expect-error.js';
 import { killMatching } from '../support/processes.js';
 import { NO_LIMITS } from '../../src/adapters/sandbox/resource-limits.js';
 import { selectProcessLauncher } from '../../src/adapters/sandbox/select-process-launcher.js';
+import { requestJson } from '../support/json-api.js';
 
 let server: TestServer;
 let id: string;
 let workdir: string;
 
-async function run(body: Record<string, unknown>, conversation = id): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${server.url}/conversations/${conversation}/commands`, {
-    method: 'POST',
-    headers: { ...server.auth, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: response.status, body: await response.json() };
-}
+const run = (body: Record<string, unknown>, conversation = id) => requestJson(server, 'POST', `/conversations/${conversation}/commands`, body);
 
 beforeAll(async () => {
   process.env.AGENTD_TEST_LEAK = 'leaked-server-variable';

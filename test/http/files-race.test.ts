@@ -31,6 +31,7 @@ while time.time() < end:
     libc.renameat2(-100, a, -100, b, 2)
 `;
 import { NodeWorkdirFileSystem } from '../../src/adapters/workspace/node-workdir-file-system.js';
+import { fetchWithKey } from '../support/json-api.js';
 
 let server: TestServer;
 let base: string;
@@ -70,7 +71,7 @@ async function stopRacer(): Promise<void> {
 }
 
 async function call(method: string, route: string, init: { body?: FormData | string; headers?: Record<string, string> } = {}): Promise<{ status: number; text: string }> {
-  const response = await fetch(`${server.url}/conversations/${conversationId}${route}`, { method, headers: { ...server.auth, ...init.headers }, ...(init.body ? { body: init.body } : {}) });
+  const response = await fetchWithKey(server, `/conversations/${conversationId}${route}`, { method, ...init });
   return { status: response.status, text: await response.text() };
 }
 

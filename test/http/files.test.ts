@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type TestServer } from '../support/agentd.js';
 import { rawRequest } from '../support/raw-http.js';
+import { fetchWithKey } from '../support/json-api.js';
 
 const UPLOAD_LIMIT = 64 * 1024;
 
@@ -23,9 +24,7 @@ interface EntryPage {
   next_page_id: string | null;
 }
 
-function api(route: string, init: RequestInit = {}): Promise<Response> {
-  return fetch(`${server.url}/conversations/${conversationId}${route}`, { ...init, headers: { ...server.auth, ...(init.headers as Record<string, string>) } });
-}
+const api = (route: string, init: RequestInit = {}) => fetchWithKey(server, `/conversations/${conversationId}${route}`, init);
 
 function upload(files: Array<[name: string, content: Uint8Array | string]>, directory?: string): Promise<Response> {
   const form = new FormData();

@@ -6,14 +6,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type TestServer } from '../support/agentd.js';
 import { expectError } from '../support/expect-error.js';
+import { requestJson } from '../support/json-api.js';
 
 let server: TestServer;
 
-async function call(method: string, route: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${server.url}${route}`, { method, headers: { ...server.auth, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : null };
-}
+const call = (method: string, route: string, body?: unknown) => requestJson(server, method, route, body);
 
 beforeAll(async () => {
   server = await startServer({ env: { AGENTD_MAX_BODY_BYTES: String(12 * 1024 * 1024) } });

@@ -10,6 +10,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, TEST_KEY, type TestServer } from '../support/agentd.js';
 import { rawConnection, sseMessages, type RawConnection, type WireResponse } from '../support/raw-stream.js';
+import { requestJson } from '../support/json-api.js';
 
 let server: TestServer;
 const open: RawConnection[] = [];
@@ -46,7 +47,7 @@ const range = (from: number, to: number) => Array.from({ length: to - from + 1 }
 const heartbeats = (response: WireResponse | undefined) => response?.body.split(': heartbeat\n\n').length ?? 0;
 
 async function deleteConversation(id: string): Promise<void> {
-  expect((await fetch(`${server.url}/conversations/${id}`, { method: 'DELETE', headers: server.auth })).status).toBe(204);
+  expect((await requestJson(server, 'DELETE', `/conversations/${id}`)).status).toBe(204);
 }
 
 describe('an HTTP/1.1 stream', () => {

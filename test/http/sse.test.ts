@@ -3,6 +3,7 @@ import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, TEST_KEY, type TestServer } from '../support/agentd.js';
 import { connectSse, type SseConnection, type SseMessage } from '../support/sse-client.js';
+import { requestJson } from '../support/json-api.js';
 
 let server: TestServer;
 const open: SseConnection[] = [];
@@ -22,12 +23,7 @@ function append(id: string, content: string, target = server) {
 }
 
 async function postMessage(id: string, content: string): Promise<void> {
-  const response = await fetch(`${server.url}/conversations/${id}/messages`, {
-    method: 'POST',
-    headers: { ...server.auth, 'content-type': 'application/json' },
-    body: JSON.stringify({ content, run: false }),
-  });
-  expect(response.status).toBe(202);
+  expect((await requestJson(server, 'POST', `/conversations/${id}/messages`, { content, run: false })).status).toBe(202);
 }
 
 const ids = (messages: SseMessage[]) => messages.filter((m) => m.id !== undefined).map((m) => Number(m.id));

@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from '../support/agentd.js';
+import { requestJson } from '../support/json-api.js';
 
 const DEFAULT_KEY = 'sk-server-default-key-0000000000';
 const OWN_KEY = 'sk-conversation-own-key-11111111';
@@ -18,11 +19,7 @@ afterEach(async () => {
   for (const fake of fakes.splice(0)) await fake.close();
 });
 
-async function call(method: string, route: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${server!.url}${route}`, { method, headers: { ...server!.auth, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : null };
-}
+const call = (method: string, route: string, body?: unknown) => requestJson(server!, method, route, body);
 
 async function runOnce(id: string): Promise<void> {
   expect((await call('POST', `/conversations/${id}/messages`, { content: 'hello' })).status).toBe(202);

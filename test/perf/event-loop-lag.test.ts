@@ -8,7 +8,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EventLoopLag, LAG_IDLE_MS } from '../../src/adapters/metrics/event-loop-lag.js';
-import { spawnServer, TEST_KEY } from '../support/agentd.js';
+import { spawnServer } from '../support/agentd.js';
+import { fetchWithKey } from '../support/json-api.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-event-loop-lag-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -23,7 +24,7 @@ function wakeupsOf(pid: number): number {
 
 /** The event-loop figures of a scrape, by figure (`min`, `p99`...). */
 async function lagFigures(url: string): Promise<Record<string, number>> {
-  const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${TEST_KEY}` } })).text();
+  const text = await (await fetchWithKey(url, '/metrics')).text();
   const figures: Record<string, number> = {};
   for (const [, figure, value] of text.matchAll(/^agentd_process_nodejs_eventloop_lag_(\w+)_seconds (\S+)$/gm)) figures[figure!] = Number(value);
   return figures;

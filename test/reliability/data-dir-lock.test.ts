@@ -11,9 +11,9 @@ import { DataDirInUseError, DataDirLock } from '../../src/adapters/files/data-di
 import { readProcess } from '../../src/adapters/process/process-tree.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from '../support/agentd.js';
+import { requestJson } from '../support/json-api.js';
 
 const CLI = path.resolve(import.meta.dirname, '../../dist/cli.js');
-const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
 const running: SpawnedServer[] = [];
 const dirs: string[] = [];
 
@@ -53,10 +53,6 @@ async function startExpectingExit(dataDir: string): Promise<{ code: number | nul
   return { code, output };
 }
 
-async function post(server: SpawnedServer, url: string, body: unknown) {
-  const response = await fetch(`${server.url}${url}`, { method: 'POST', headers: auth, body: JSON.stringify(body) });
-  return { status: response.status, json: (await response.json()) as Record<string, unknown> };
-}
 
 describe('one server per data dir', () => {
   it('refuses a second server on a live data dir without touching it, and takes over after kill -9', { timeout: 60_000 }, async () => {
@@ -64,10 +60,10 @@ describe('one server per data dir', () => {
     dirs.push(dataDir);
     const first = await spawnServer({ dataDir });
     running.push(first);
-    const created = await post(first, '/conversations', { title: 'live', initial_message: 'hello', run: false });
+    const created = await requestJson(first, 'POST', '/conversations', { title: 'live', initial_message: 'hello', run: false });
     expect(created.status).toBe(201);
-    const id = created.json.id as string;
-    for (let i = 0; i < 5; i++) expect((await post(first, `/conversations/${id}/messages`, { content: `m${i}`, run: false })).status).toBe(202);
+    const id = created.body.id as string;
+    for (let i = 0; i < 5; i++) expect((await requestJson(first, 'POST', `/conversations/${id}/messages`, { content: `m${i}`, run: false })).status).toBe(202);
     const before = snapshot(dataDir);
     expect([...before.keys()]).toContain(`conversations/${id}/events.jsonl`);
 
@@ -79,9 +75,9 @@ describe('one server per data dir', () => {
 
     // Nothing of the live server's data changed, and it keeps answering and appending.
     expect(snapshot(dataDir)).toEqual(before);
-    const appended = await post(first, `/conversations/${id}/messages`, { content: 'after', run: false });
+    const appended = await requestJson(first, 'POST', `/conversations/${id}/messages`, { content: 'after', run: false });
     expect(appended.status).toBe(202);
-    expect((appended.json.event as { seq: number }).seq).toBe(7);
+    expect((appended.body.event as { seq: number }).seq).toBe(7);
 
     // kill -9: the kernel drops the lock with the process; the next start takes the dir.
     first.child.kill('SIGKILL');
@@ -89,7 +85,7 @@ describe('one server per data dir', () => {
     running.splice(running.indexOf(first), 1);
     const third = await spawnServer({ dataDir });
     running.push(third);
-    const events = (await (await fetch(`${third.url}/conversations/${id}/events?limit=100`, { headers: auth })).json()) as { items: { seq: number }[] };
+    const events = (await requestJson(third, 'GET', `/conversations/${id}/events?limit=100`)).body as { items: { seq: number }[] };
     expect(events.items.map((event) => event.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
   });
 

@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { spawnServer, startServer, tempDir, TEST_KEY, type SpawnedServer } from '../support/agentd.js';
+import { spawnServer, startServer, tempDir, type SpawnedServer } from '../support/agentd.js';
+import { requestJson } from '../support/json-api.js';
 
-const auth = { authorization: `Bearer ${TEST_KEY}` };
 const running: SpawnedServer[] = [];
 const dataDirs: string[] = [];
 
@@ -13,24 +13,15 @@ function dataDir(prefix: string): string {
   return dir;
 }
 
-async function api(server: SpawnedServer, method: string, path: string, body?: unknown) {
-  const response = await fetch(`${server.url}${path}`, {
-    method,
-    headers: { ...auth, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  return { status: response.status, text, json: () => JSON.parse(text) };
-}
 
 /** Every event of a conversation, as the exact JSON text of each item, walking pages. */
 async function eventTexts(server: SpawnedServer, id: string): Promise<string[]> {
   const texts: string[] = [];
   let pageId: string | null = null;
   do {
-    const page = await api(server, 'GET', `/conversations/${id}/events?limit=1000${pageId ? `&page_id=${pageId}` : ''}`);
+    const page = await requestJson(server, 'GET', `/conversations/${id}/events?limit=1000${pageId ? `&page_id=${pageId}` : ''}`);
     expect(page.status).toBe(200);
-    const body = page.json() as { items: unknown[]; next_page_id: string | null };
+    const body = page.body as { items: unknown[]; next_page_id: string | null };
     texts.push(...body.items.map((item) => JSON.stringify(item)));
     pageId = body.next_page_id;
   } while (pageId);
@@ -64,26 +55,26 @@ describe('restart after kill -9', () => {
 
     const ids: string[] = [];
     for (let i = 0; i < 4; i++) {
-      const created = await api(first, 'POST', '/conversations', {
+      const created = await requestJson(first, 'POST', '/conversations', {
         title: `conversation ${i}`,
         metadata: { n: i },
         llm: { model: 'some-model', api_key: `sk-${i}-secret`, temperature: 0.3 },
         ...(i === 0 ? {} : { initial_message: `first message of ${i}`, run: false }),
       });
       expect(created.status).toBe(201);
-      ids.push(created.json().id);
+      ids.push(created.body.id);
     }
     for (let round = 0; round < 15; round++) {
-      for (const id of ids.slice(1)) expect((await api(first, 'POST', `/conversations/${id}/messages`, { content: `round ${round} ✓ "quoted" \n newline`, run: false })).status).toBe(202);
+      for (const id of ids.slice(1)) expect((await requestJson(first, 'POST', `/conversations/${id}/messages`, { content: `round ${round} ✓ "quoted" \n newline`, run: false })).status).toBe(202);
     }
-    await api(first, 'PUT', `/conversations/${ids[2]}/config`, { title: 'renamed', llm: { temperature: 0.9 } });
+    await requestJson(first, 'PUT', `/conversations/${ids[2]}/config`, { title: 'renamed', llm: { temperature: 0.9 } });
 
-    const conversationsBefore = await Promise.all(ids.map(async (id) => (await api(first, 'GET', `/conversations/${id}`)).text));
+    const conversationsBefore = await Promise.all(ids.map(async (id) => (await requestJson(first, 'GET', `/conversations/${id}`)).text));
     const eventsBefore = await Promise.all(ids.map((id) => eventTexts(first, id)));
-    const listBefore = (await api(first, 'GET', '/conversations?limit=1000&sort=updated_at')).text;
+    const listBefore = (await requestJson(first, 'GET', '/conversations?limit=1000&sort=updated_at')).text;
 
     // A burst of appends to a fifth conversation, killed while requests are in flight.
-    const burstId = (await api(first, 'POST', '/conversations', { title: 'burst' })).json().id as string;
+    const burstId = (await requestJson(first, 'POST', '/conversations', { title: 'burst' })).body.id as string;
     const acknowledged: unknown[] = [];
     let stop = false;
     let attempted = 0;
@@ -91,8 +82,8 @@ describe('restart after kill -9', () => {
       while (!stop) {
         attempted += 1;
         try {
-          const response = await api(first, 'POST', `/conversations/${burstId}/messages`, { content: `burst ${attempted}`, run: false });
-          if (response.status === 202) acknowledged.push(response.json().event);
+          const response = await requestJson(first, 'POST', `/conversations/${burstId}/messages`, { content: `burst ${attempted}`, run: false });
+          if (response.status === 202) acknowledged.push(response.body.event);
         } catch {
           return; // the server is gone
         }
@@ -105,7 +96,7 @@ describe('restart after kill -9', () => {
     expect(attempted).toBeGreaterThan(acknowledged.length);
 
     const second = await spawn(dir);
-    expect(await Promise.all(ids.map(async (id) => (await api(second, 'GET', `/conversations/${id}`)).text))).toEqual(conversationsBefore);
+    expect(await Promise.all(ids.map(async (id) => (await requestJson(second, 'GET', `/conversations/${id}`)).text))).toEqual(conversationsBefore);
     expect(await Promise.all(ids.map((id) => eventTexts(second, id)))).toEqual(eventsBefore);
 
     const burst = (await eventTexts(second, burstId)).map((text) => JSON.parse(text) as { seq: number; id: string; timestamp: string });
@@ -113,15 +104,15 @@ describe('restart after kill -9', () => {
     expect(burst.length).toBeGreaterThanOrEqual(acknowledged.length);
     const byId = new Map(burst.map((event) => [event.id, event]));
     for (const event of acknowledged as { id: string }[]) expect(byId.get(event.id)).toEqual(event);
-    const burstConversation = (await api(second, 'GET', `/conversations/${burstId}`)).json();
+    const burstConversation = (await requestJson(second, 'GET', `/conversations/${burstId}`)).body;
     expect(burstConversation.event_count).toBe(burst.length);
     expect(burstConversation.updated_at).toBe(burst.at(-1)!.timestamp);
 
     // The list order (by updated_at) is the same too, and appends continue the seqs.
-    const listAfter = JSON.parse((await api(second, 'GET', '/conversations?limit=1000&sort=updated_at')).text);
+    const listAfter = JSON.parse((await requestJson(second, 'GET', '/conversations?limit=1000&sort=updated_at')).text);
     expect(listAfter.items.filter((c: { id: string }) => c.id !== burstId)).toEqual(JSON.parse(listBefore).items);
-    const next = await api(second, 'POST', `/conversations/${burstId}/messages`, { content: 'after restart', run: false });
-    expect(next.json().event.seq).toBe(burst.length + 1);
+    const next = await requestJson(second, 'POST', `/conversations/${burstId}/messages`, { content: 'after restart', run: false });
+    expect(next.body.event.seq).toBe(burst.length + 1);
 
     // A second kill -9 with nothing in flight changes nothing.
     const eventsAfter = await Promise.all([...ids, burstId].map((id) => eventTexts(second, id)));
@@ -150,12 +141,12 @@ describe('start-up with thousands of conversations', () => {
 
     // Reading 3,000 conversations at start-up: seconds alone, far longer on a loaded machine.
     const server = await spawn(dir, 150_000);
-    expect((await api(server, 'GET', '/conversations/count')).json()).toEqual({ count: 3000 });
-    expect((await api(server, 'GET', '/conversations/count?status=finished')).json()).toEqual({ count: 300 });
-    const info = (await api(server, 'GET', '/info')).json();
+    expect((await requestJson(server, 'GET', '/conversations/count')).body).toEqual({ count: 3000 });
+    expect((await requestJson(server, 'GET', '/conversations/count?status=finished')).body).toEqual({ count: 300 });
+    const info = (await requestJson(server, 'GET', '/info')).body;
     expect(info.conversations).toMatchObject({ total: 3000, by_status: { idle: 2700, finished: 300 } });
-    expect((await api(server, 'GET', `/conversations/${withEvents}`)).json().event_count).toBe(1);
-    expect((await api(server, 'GET', '/conversations?limit=1000')).json().items).toHaveLength(1000);
+    expect((await requestJson(server, 'GET', `/conversations/${withEvents}`)).body.event_count).toBe(1);
+    expect((await requestJson(server, 'GET', '/conversations?limit=1000')).body.items).toHaveLength(1000);
   });
 });
 
@@ -178,11 +169,11 @@ describe('start-up after a clean shutdown', () => {
     const first = await spawn(dir);
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const created = (await api(first, 'POST', '/conversations', { title: `s${i}`, initial_message: 'hello', run: false })).json() as { id: string };
+      const created = (await requestJson(first, 'POST', '/conversations', { title: `s${i}`, initial_message: 'hello', run: false })).body as { id: string };
       ids.push(created.id);
-      for (let j = 0; j <= i; j++) expect((await api(first, 'POST', `/conversations/${created.id}/messages`, { content: `m${j}`, run: false })).status).toBe(202);
+      for (let j = 0; j <= i; j++) expect((await requestJson(first, 'POST', `/conversations/${created.id}/messages`, { content: `m${j}`, run: false })).status).toBe(202);
     }
-    const before = await Promise.all(ids.map(async (id) => (await api(first, 'GET', `/conversations/${id}`)).json() as { event_count: number; updated_at: string }));
+    const before = await Promise.all(ids.map(async (id) => (await requestJson(first, 'GET', `/conversations/${id}`)).body as { event_count: number; updated_at: string }));
     expect(before.map((c) => c.event_count)).toEqual([2, 3, 4]);
     expect(openLogs(first).length).toBeGreaterThan(0);
     first.child.kill('SIGTERM');
@@ -194,15 +185,15 @@ describe('start-up after a clean shutdown', () => {
     expect(openLogs(second), 'start-up opened no log').toEqual([]);
     // Taken at start-up: a crash from now on cannot leave stale summaries behind.
     expect(fs.existsSync(`${dir}/summaries.json`)).toBe(false);
-    const after = await Promise.all(ids.map(async (id) => (await api(second, 'GET', `/conversations/${id}`)).json() as { event_count: number; updated_at: string }));
+    const after = await Promise.all(ids.map(async (id) => (await requestJson(second, 'GET', `/conversations/${id}`)).body as { event_count: number; updated_at: string }));
     expect(after.map((c) => [c.event_count, c.updated_at])).toEqual(before.map((c) => [c.event_count, c.updated_at]));
-    expect((await api(second, 'POST', `/conversations/${ids[0]}/messages`, { content: 'later', run: false })).json()).toMatchObject({ event: { seq: 3 } });
+    expect((await requestJson(second, 'POST', `/conversations/${ids[0]}/messages`, { content: 'later', run: false })).body).toMatchObject({ event: { seq: 3 } });
     await kill9(second);
 
     const third = await spawn(dir);
     // After the crash: only the log appended to since the clean shutdown was read; the others' summaries came from the snapshot (their logs unchanged).
     expect(new Set(openLogs(third).map((file) => path.basename(path.dirname(file)))), 'start-up after a crash opened only the changed log').toEqual(new Set([ids[0]]));
-    const counts = await Promise.all(ids.map(async (id) => ((await api(third, 'GET', `/conversations/${id}`)).json() as { event_count: number }).event_count));
+    const counts = await Promise.all(ids.map(async (id) => ((await requestJson(third, 'GET', `/conversations/${id}`)).body as { event_count: number }).event_count));
     expect(counts).toEqual([3, 3, 4]);
   });
 
@@ -211,13 +202,13 @@ describe('start-up after a clean shutdown', () => {
     const first = await spawn(dir);
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const created = await api(first, 'POST', '/conversations', { title: `r${i}`, llm: { model: 'm', api_key: `sk-snapshot-${i}` }, secrets: { TOKEN: `snapshot-secret-${i}` }, metadata: { n: String(i) }, initial_message: 'hi', run: false });
+      const created = await requestJson(first, 'POST', '/conversations', { title: `r${i}`, llm: { model: 'm', api_key: `sk-snapshot-${i}` }, secrets: { TOKEN: `snapshot-secret-${i}` }, metadata: { n: String(i) }, initial_message: 'hi', run: false });
       expect(created.status).toBe(201);
-      ids.push(created.json().id);
+      ids.push(created.body.id);
     }
-    expect((await api(first, 'PUT', `/conversations/${ids[1]}/config`, { title: 'renamed' })).status).toBe(200);
-    const shown = async (server: SpawnedServer) => Promise.all(ids.map(async (id) => (await api(server, 'GET', `/conversations/${id}`)).json()));
-    const secretNames = async (server: SpawnedServer) => Promise.all(ids.map(async (id) => (await api(server, 'GET', `/conversations/${id}/secrets`)).json()));
+    expect((await requestJson(first, 'PUT', `/conversations/${ids[1]}/config`, { title: 'renamed' })).status).toBe(200);
+    const shown = async (server: SpawnedServer) => Promise.all(ids.map(async (id) => (await requestJson(server, 'GET', `/conversations/${id}`)).body));
+    const secretNames = async (server: SpawnedServer) => Promise.all(ids.map(async (id) => (await requestJson(server, 'GET', `/conversations/${id}/secrets`)).body));
     const before = await shown(first);
     const namesBefore = await secretNames(first);
     first.child.kill('SIGTERM');
@@ -231,10 +222,10 @@ describe('start-up after a clean shutdown', () => {
     expect(await shown(second)).toEqual(before);
     expect(await secretNames(second)).toEqual(namesBefore);
     // The secrets came back in plain text in memory: a command sees the value, its output masks it.
-    const command = await api(second, 'POST', `/conversations/${ids[2]}/commands`, { command: 'test "$TOKEN" = snapshot-secret-2 && echo same' });
+    const command = await requestJson(second, 'POST', `/conversations/${ids[2]}/commands`, { command: 'test "$TOKEN" = snapshot-secret-2 && echo same' });
     expect(command.status).toBe(200);
-    expect(command.json()).toMatchObject({ exit_code: 0, stdout: 'same\n' });
-    expect((await api(second, 'PUT', `/conversations/${ids[0]}/config`, { title: 'after the snapshot' })).status).toBe(200);
+    expect(command.body).toMatchObject({ exit_code: 0, stdout: 'same\n' });
+    expect((await requestJson(second, 'PUT', `/conversations/${ids[0]}/config`, { title: 'after the snapshot' })).status).toBe(200);
     await kill9(second);
 
     const third = await spawn(dir);

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { readProcess } from '../../src/adapters/process/process-tree.js';
 import { ShellLedger } from '../../src/adapters/shell/shell-ledger.js';
+import { ConversationShells } from '../../src/adapters/shell/conversation-shells.js';
 import { tempDir } from '../support/agentd.js';
 
 let dir: string | undefined;
@@ -38,10 +39,13 @@ describe('shell ledger', () => {
     expect(ledger.reapOrphans()).toBe(0);
     expect(fs.existsSync(legacy)).toBe(false);
     const closed: string[] = [];
-    const factory = ledger.track({
+    const factory = new ConversationShells({
+      ledger,
+      bash: {
       create: async (options) => {
         options.onSpawn?.(process.pid);
-        return { run: async () => ({}) as never, setEnv: async () => {}, interrupt: async () => {}, close: async () => void closed.push(options.conversationId), pid: process.pid, alive: true };
+          return { run: async () => ({}) as never, setEnv: async () => {}, interrupt: async () => {}, close: async () => void closed.push(options.conversationId), pid: process.pid, alive: true };
+        },
       },
     });
     const one = await factory.create({ conversationId: 'one', workdir: dir, env: {} });
@@ -88,20 +92,23 @@ describe('shell ledger', () => {
     }
   });
 
-  it("killAllForExit is the factory's own, the journal unchanged; a factory without one gets none", async () => {
+  it("killAllForExit is the factory's own, the journal unchanged; a factory without one has nothing to kill", async () => {
     dir = tempDir('agentd-ledger-');
     const journal = path.join(dir, 'shells.jsonl');
     const ledger = new ShellLedger(journal);
     const killed: string[] = [];
     const started: string[] = [];
     const shellOf = () => ({ run: async () => ({}) as never, setEnv: async () => {}, interrupt: async () => {}, close: async () => {}, pid: process.pid, alive: true });
-    const factory = ledger.track({
-      create: async (options) => {
-        options.onSpawn?.(process.pid);
-        started.push(options.conversationId);
-        return shellOf();
+    const factory = new ConversationShells({
+      ledger,
+      bash: {
+        create: async (options) => {
+          options.onSpawn?.(process.pid);
+          started.push(options.conversationId);
+          return shellOf();
+        },
+        killAllForExit: () => void killed.push(...started),
       },
-      killAllForExit: () => void killed.push(...started),
     });
     await factory.create({ conversationId: 'one', workdir: dir, env: {} });
     await factory.create({ conversationId: 'two', workdir: dir, env: {} });
@@ -110,6 +117,7 @@ describe('shell ledger', () => {
     expect(killed).toEqual(['one', 'two']);
     // Still named: the next start stops any that outlived the server.
     expect(ShellLedger.read(journal)).toHaveLength(2);
-    expect(ledger.track({ create: async () => shellOf() }).killAllForExit).toBeUndefined();
+    // A factory of shells without one (a test's own) has nothing to kill.
+    expect(() => new ConversationShells({ ledger, bash: { create: async () => shellOf() } }).killAllForExit()).not.toThrow();
   });
 });

@@ -2,9 +2,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from '../support/agent-harness.js';
-import { spawnServer, startServer, tempDir, TEST_KEY } from '../support/agentd.js';
+import { spawnServer, startServer, tempDir } from '../support/agentd.js';
 import { commandLineOf, liveDescendants, runsIn } from '../support/processes.js';
 import { sleep, until } from '../support/reliability.js';
+import { requestJson } from '../support/json-api.js';
 
 /**
  * AGENTD_WARM_SHELLS: the next conversations created with the defaults have their ids, their
@@ -132,9 +133,8 @@ describe('the warm shell', () => {
   it('a note that cannot be written leaves the server running: the unused shells still go, and conversations are still created', async () => {
     const dataDir = tempDir();
     const server = await spawnServer({ dataDir, env: { AGENTD_IDLE_TIMEOUT_S: '1' } });
-    const api = (route: string, body?: unknown) =>
-      fetch(`${server.url}${route}`, { method: body === undefined ? 'GET' : 'POST', headers: { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' }, ...(body !== undefined && { body: JSON.stringify(body) }) });
-    const create = async () => ((await (await api('/conversations', { llm: { model: 'fake-model', base_url: 'http://127.0.0.1:9/v1', api_key: 'sk-test' } })).json()) as { id: string }).id;
+    const api = (route: string, body?: unknown) => requestJson(server, body === undefined ? 'GET' : 'POST', route, body);
+    const create = async () => (await api('/conversations', { llm: { model: 'fake-model', base_url: 'http://127.0.0.1:9/v1', api_key: 'sk-test' } })).body.id as string;
     try {
       const note = path.join(dataDir, 'warm-workdir');
       const base = path.join(dataDir, 'workspaces');

@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startServer, tempDir, type TestServer } from '../support/agentd.js';
+import { requestJson } from '../support/json-api.js';
 
 const OLD = 'old-value-rotated-away-4242';
 const NEW = 'new-value-after-rotation-77';
@@ -18,11 +19,7 @@ afterEach(async () => {
   server = undefined;
 });
 
-async function call(method: string, route: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${server!.url}${route}`, { method, headers: { ...server!.auth, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : null };
-}
+const call = (method: string, route: string, body?: unknown) => requestJson(server!, method, route, body);
 
 function filesUnder(dir: string): string[] {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => (entry.isDirectory() ? filesUnder(path.join(dir, entry.name)) : [path.join(dir, entry.name)]));

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from '../support/agent-harness.js';
+import { fetchWithKey } from '../support/json-api.js';
 
 let harness: AgentHarness;
 afterEach(async () => harness?.close());
@@ -107,7 +108,7 @@ describe('secret values in file names', () => {
     fs.mkdirSync(path.join(workdir, 'dir'));
     fs.writeFileSync(path.join(workdir, 'dir', `key-${value}.txt`), 'x');
     const call = async (method: string, route: string, body?: FormData) => {
-      const response = await fetch(`${harness.server.url}/conversations/${id}${route}`, { method, headers: harness.server.auth, ...(body ? { body } : {}) });
+      const response = await fetchWithKey(harness.server, `/conversations/${id}${route}`, { method, ...(body ? { body } : {}) });
       return { status: response.status, text: await response.text() };
     };
     const form = new FormData();

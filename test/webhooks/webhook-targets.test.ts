@@ -13,6 +13,7 @@ import { WebhookTargets } from '../../src/core/webhooks/webhook-targets.js';
 import { startServer, type TestServer } from '../support/agentd.js';
 import { expectError } from '../support/expect-error.js';
 import { WebhookReceiver } from '../support/webhook-receiver.js';
+import { requestJson } from '../support/json-api.js';
 
 let server: TestServer | undefined;
 const receivers: WebhookReceiver[] = [];
@@ -23,11 +24,7 @@ afterEach(async () => {
   for (const receiver of receivers.splice(0)) await receiver.close();
 });
 
-async function call(method: string, route: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${server!.url}${route}`, { method, headers: { ...server!.auth, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : null };
-}
+const call = (method: string, route: string, body?: unknown) => requestJson(server!, method, route, body);
 
 describe('webhook targets', () => {
   it('refuses loopback, private, link-local, metadata and unspecified targets by default, at creation', async () => {

@@ -9,6 +9,7 @@ import { DamagedDataError, StorageFullError } from '../../core/errors.js';
 import { isOutOfSpace } from './disk-space.js';
 import { hasStamp, RecordSnapshot, stampOf, type SavedSnapshot, type SnapshotEntry } from './record-snapshot.js';
 import { compareByKeyThenId } from '../../core/conversations/sorted-index.js';
+import { writeFileAtomic } from './atomic-write.js';
 
 const FILE = 'conversation.json';
 /** The conversation's event log (file-event-log), beside its record: its stamp says whether a snapshot's summary of it still holds. */
@@ -174,22 +175,10 @@ export class FileConversationRepository implements ConversationRepository {
   save(record: ConversationRecord): void {
     const dir = path.join(this.dir, record.id);
     fs.mkdirSync(dir, { recursive: true });
-    const target = path.join(dir, FILE);
-    const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
     try {
-      const fd = fs.openSync(temp, 'w', 0o600);
-      try {
-        const text = Buffer.from(JSON.stringify(this.seal(record)));
-        let written = 0;
-        while (written < text.length) written += fs.writeSync(fd, text, written);
-        if (this.options.fsync) fs.fsyncSync(fd);
-      } finally {
-        fs.closeSync(fd);
-      }
-      fs.renameSync(temp, target);
+      // The old record stays as it was when this fails; the partial temp file goes.
+      writeFileAtomic(path.join(dir, FILE), JSON.stringify(this.seal(record)), { mode: 0o600, fsync: this.options.fsync });
     } catch (error) {
-      // The old record stays as it was; the partial temp file goes.
-      fs.rmSync(temp, { force: true });
       throw this.options.storageError ? this.options.storageError(error) : isOutOfSpace(error) ? new StorageFullError() : error;
     }
   }

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { syncDirectory } from './sync-directory.js';
 import type { ConversationSummary, SavedSummaries, SummaryStore } from '../../core/conversations/summary-store.js';
+import { writeFileAtomicAsync } from './atomic-write.js';
 
 /**
  * `<dataDir>/summaries.json`: written at a clean shutdown, removed when start-up reads it. Either
@@ -36,15 +36,8 @@ export class FileSummaryStore implements SummaryStore {
   }
 
   async save(summaries: ReadonlyMap<string, ConversationSummary>, options: { inSnapshot?: string } = {}): Promise<void> {
-    const temp = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
     const saved = options.inSnapshot === undefined ? { version: 1, summaries: Object.fromEntries(summaries) } : { version: 2, snapshot: options.inSnapshot };
-    try {
-      await fs.promises.writeFile(temp, JSON.stringify(saved), { mode: 0o600 });
-      await fs.promises.rename(temp, this.file);
-    } catch (error) {
-      await fs.promises.rm(temp, { force: true });
-      throw error;
-    }
+    await writeFileAtomicAsync(this.file, JSON.stringify(saved), { mode: 0o600 });
   }
 }
 

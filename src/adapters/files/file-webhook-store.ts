@@ -1,12 +1,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import type { SecretBox } from '../../core/secrets/secret-box.js';
 import { z } from 'zod';
 import { DeliveryRecord, SubscriptionState, type WebhookStore } from '../../core/webhooks/subscription-state.js';
 import { DamagedDataError, StorageFullError, type Damage } from '../../core/errors.js';
 import { appendLine } from './append-line.js';
 import { isOutOfSpace } from './disk-space.js';
+import { writeFileAtomic } from './atomic-write.js';
 
 const STATE_SUFFIX = '.json';
 const DELIVERIES_SUFFIX = '.deliveries.jsonl';
@@ -167,20 +167,9 @@ export class FileWebhookStore implements WebhookStore {
   }
 
   private writeAtomically(target: string, content: string): void {
-    const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
     try {
-      const fd = fs.openSync(temp, 'w', 0o600);
-      try {
-        const bytes = Buffer.from(content, 'utf8');
-        let written = 0;
-        while (written < bytes.length) written += fs.writeSync(fd, bytes, written);
-        if (this.options.fsync) fs.fsyncSync(fd);
-      } finally {
-        fs.closeSync(fd);
-      }
-      fs.renameSync(temp, target);
+      writeFileAtomic(target, content, { mode: 0o600, fsync: this.options.fsync });
     } catch (error) {
-      fs.rmSync(temp, { force: true });
       throw this.storageError(error);
     }
   }

@@ -4,3 +4,4 @@ export { DataDirInUseError, DataDirLock } from './data-dir-lock.js';
 export { DiskSpace } from './disk-space.js';
 export { HostWorkdirs } from './host-workdirs.js';
 export { loadOrCreateKeyFile, loadServerKeys } from './key-file.js';
+export { writeFileAtomic, writeFileAtomicAsync, type AtomicWriteOptions } from './atomic-write.js';

@@ -8,6 +8,7 @@ import { sameList } from '../../core/conversations/conversation-index.js';
 import { VERSION } from '../../version.js';
 import { zeroUsage } from '../../core/schemas/usage.js';
 import { schemaShape } from './zod-schema-shape.js';
+import { writeFileAtomicAsync } from './atomic-write.js';
 
 /**
  * What a file was when the snapshot was written: a save replaces the file (a new inode, a new
@@ -221,7 +222,6 @@ export class RecordSnapshot {
    * Resolves to its token.
    */
   async save(entries: readonly SnapshotEntry[], dirStamp: FileStamp | null): Promise<string> {
-    const temp = `${this.file}.${randomBytes(6).toString('hex')}.tmp`;
     const token = randomBytes(12).toString('base64url');
     const stamps = new Float64Array(entries.length * STAMP_NUMBERS);
     entries.forEach(({ stamp, log }, i) => {
@@ -234,30 +234,27 @@ export class RecordSnapshot {
     clear.writeUInt32LE(stamps.byteLength, 0);
     clear.set(new Uint8Array(stamps.buffer), LENGTH_BYTES);
     const sealing = this.box.sealing(clear);
-    const handle = await fs.promises.open(temp, 'w', 0o600);
-    try {
-      await handle.write(Buffer.concat([sealing.iv, clear]));
-      let lines = `${JSON.stringify([snapshotTag(), token, dirStamp, this.workdirBase])}\n`;
-      let previous: ConversationRecord | undefined;
-      for (const { record } of entries) {
-        lines += `${JSON.stringify(compactRecord(record, previous, this.workdirBase))}\n`;
-        previous = record;
-        if (lines.length < PIECE_BYTES) continue;
-        await handle.write(sealing.update(Buffer.from(lines)));
-        lines = '';
-      }
-      const last = sealing.update(Buffer.from(lines));
-      const { rest, tag } = sealing.final();
-      await handle.write(Buffer.concat([last, rest, tag]));
-      await handle.close();
-      await fs.promises.rename(temp, this.file);
-      this.discarding = undefined;
-      return token;
-    } catch (error) {
-      await handle.close().catch(() => undefined);
-      await fs.promises.rm(temp, { force: true });
-      throw error;
-    }
+    await writeFileAtomicAsync(
+      this.file,
+      async (handle) => {
+        await handle.write(Buffer.concat([sealing.iv, clear]));
+        let lines = `${JSON.stringify([snapshotTag(), token, dirStamp, this.workdirBase])}\n`;
+        let previous: ConversationRecord | undefined;
+        for (const { record } of entries) {
+          lines += `${JSON.stringify(compactRecord(record, previous, this.workdirBase))}\n`;
+          previous = record;
+          if (lines.length < PIECE_BYTES) continue;
+          await handle.write(sealing.update(Buffer.from(lines)));
+          lines = '';
+        }
+        const last = sealing.update(Buffer.from(lines));
+        const { rest, tag } = sealing.final();
+        await handle.write(Buffer.concat([last, rest, tag]));
+      },
+      { mode: 0o600 },
+    );
+    this.discarding = undefined;
+    return token;
   }
 }
 

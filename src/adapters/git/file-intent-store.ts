@@ -1,8 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import type { IntentStore } from '../../core/checkpoints/checkpoint-store.js';
-import { syncDirectory } from '../files/sync-directory.js';
+import { writeFileAtomic } from '../files/index.js';
 
 /**
  * `<dir>/<id>.json`, each written to a temp file, fsynced and renamed into place. `dir` is the
@@ -19,17 +18,7 @@ export class FileIntentStore implements IntentStore {
   }
 
   write(id: string, intent: Record<string, unknown>): void {
-    const target = path.join(this.dir, `${id}.json`);
-    const temp = `${target}.${randomBytes(6).toString('hex')}.tmp`;
-    const fd = fs.openSync(temp, 'w', 0o600);
-    try {
-      fs.writeSync(fd, JSON.stringify(intent));
-      fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
-    fs.renameSync(temp, target);
-    syncDirectory(this.dir);
+    writeFileAtomic(path.join(this.dir, `${id}.json`), JSON.stringify(intent), { mode: 0o600, fsync: true, syncDirectory: true });
   }
 
   remove(id: string): void {

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import { deflateSync, inflateSync } from 'node:zlib';
 import { EMPTY_TREE, type ChangedPath } from '../../core/checkpoints/shadow-repository.js';
+import { writeFileAtomic } from '../files/index.js';
 
 /**
  * A checkpoint's git work that needs no git process (each costs ~15 ms on a small VM, on the path
@@ -67,14 +68,7 @@ function writeObject(gitDir: string, type: string, content: Buffer): string {
 
 /** Written beside the repository's own files (a crash leaves no half ref or object among them), then renamed into place. */
 function replaceFile(gitDir: string, file: string, data: string | Buffer, mode: number): void {
-  const temp = path.join(gitDir, `agentd-write-${randomBytes(6).toString('hex')}.tmp`);
-  try {
-    fs.writeFileSync(temp, data, { mode, flag: 'wx' });
-    fs.renameSync(temp, file);
-  } catch (error) {
-    fs.rmSync(temp, { force: true });
-    throw error;
-  }
+  writeFileAtomic(file, data, { mode, exclusive: true, temp: path.join(gitDir, `agentd-write-${randomBytes(6).toString('hex')}.tmp`) });
 }
 
 /**

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { writeFileAtomic, writeFileAtomicAsync } from '../files/index.js';
 
 /**
  * Who the agent is inside the sandbox when the server runs as root. Root ignores RLIMIT_NPROC,
@@ -140,14 +141,7 @@ export class SandboxIdentityFiles {
     const found = await fs.promises.readFile(file, 'utf8').catch(() => '');
     if (found !== text) {
       // A name of its own: forWorkdir's synchronous write of the same file (a start that did not await prepare) may run meanwhile.
-      const temp = `${file}.${process.pid}.${randomUUID()}.tmp`;
-      try {
-        await fs.promises.writeFile(temp, text, { mode: 0o644 });
-        await fs.promises.rename(temp, file);
-      } catch (error) {
-        await fs.promises.rm(temp, { force: true });
-        throw error;
-      }
+      await writeFileAtomicAsync(file, text, { mode: 0o644, temp: `${file}.${process.pid}.${randomUUID()}.tmp` });
     }
     // The conversation was deleted meanwhile: its file goes, as forget() meant.
     if (write.forgotten) await fs.promises.rm(file, { force: true });
@@ -173,7 +167,5 @@ function withNewline(text: string): string {
 }
 
 function writeAtomically(file: string, content: string): void {
-  const temp = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(temp, content, { mode: 0o644 });
-  fs.renameSync(temp, file);
+  writeFileAtomic(file, content, { mode: 0o644, temp: `${file}.${process.pid}.tmp` });
 }

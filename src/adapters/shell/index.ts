@@ -8,10 +8,12 @@ import type { ProcessLauncher } from '../process/process-launcher.js';
 import type { SpawnProcess } from '../process/process-spawner.js';
 import { BashShellFactory } from './bash-shell.js';
 import { ShellLedger } from './shell-ledger.js';
+import { ConversationShells } from './conversation-shells.js';
 import { createWarmShells } from './warm-shells.js';
 
 export { BashShellFactory } from './bash-shell.js';
 export { ShellLedger } from './shell-ledger.js';
+export { ConversationShells } from './conversation-shells.js';
 
 export interface Shells {
   /** What the agent's conversations get their shell from: warm ones first when kept. */
@@ -27,9 +29,10 @@ export interface Shells {
 }
 
 /**
- * The agent's persistent bash shells, wired: each shell is a bash in the sandbox, noted in the
- * data dir's shell ledger (so shells a crashed server left running are stopped at the next start),
- * and with warm shells kept ahead for new conversations when the config asks for them.
+ * The agent's persistent bash shells, wired: one factory (ConversationShells) whose shells are a
+ * bash in the sandbox, noted in the data dir's shell ledger (so shells a crashed server left
+ * running are stopped at the next start), with warm shells kept ahead for new conversations when
+ * the config asks for them.
  */
 export function createShells(
   config: Config,
@@ -47,10 +50,14 @@ export function createShells(
   const ledger = new ShellLedger(path.join(config.dataDir, 'shells.jsonl'), path.join(config.dataDir, 'shells.json'));
   const reaped = ledger.reapOrphans();
   if (reaped > 0) deps.logger.warn({ reaped }, 'stopped shells left running by a previous server process');
-  const own = deps.shells ?? new BashShellFactory({ launcher: deps.launcher, spawn: deps.spawn, ...config.agentEnv });
-  const tracked = ledger.track(deps.wrapShells ? deps.wrapShells(own) : own);
-  const warm = config.warmShells > 0 && config.idleTimeoutMs > 0 ? createWarmShells({ config, shells: tracked, workdirs: deps.workdirs, inUse: deps.inUse }) : null;
-  const factory = warm?.factory ?? tracked;
+  const bash = deps.shells ?? new BashShellFactory({ launcher: deps.launcher, spawn: deps.spawn, ...config.agentEnv });
+  const keepWarm = config.warmShells > 0 && config.idleTimeoutMs > 0;
+  const factory = new ConversationShells({
+    bash: deps.wrapShells ? deps.wrapShells(bash) : bash,
+    ledger,
+    ...(keepWarm && { warm: (start: ShellFactory) => createWarmShells({ config, shells: start, workdirs: deps.workdirs, inUse: deps.inUse }) }),
+  });
+  const { warm } = factory;
   return {
     factory,
     warm,
@@ -58,6 +65,6 @@ export function createShells(
       await warm?.close();
     },
     close: () => ledger.close(),
-    killAllForExit: () => factory.killAllForExit?.(),
+    killAllForExit: () => factory.killAllForExit(),
   };
 }

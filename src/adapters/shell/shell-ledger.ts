@@ -1,8 +1,9 @@
 import fs from 'node:fs';
-import type { ShellFactory, ShellSession } from '../../core/tools/shell-session.js';
+import type { ShellCreateOptions, ShellFactory, ShellSession } from '../../core/tools/shell-session.js';
 import { StorageFullError } from '../../core/errors.js';
 import { isOutOfSpace } from '../files/disk-space.js';
 import { descendantsOf, killRecordedGroup, listProcesses, readProcess, signalQuietly } from '../process/process-tree.js';
+import { writeFileAtomic } from '../files/index.js';
 
 interface Entry {
   pid: number;
@@ -88,30 +89,25 @@ export class ShellLedger {
   }
 
   /**
-   * A factory whose shells are recorded while they live. Its killAllForExit (when the factory has
-   * one) is the factory's: the journal keeps naming the shells, as close() left it, so that the
-   * next start stops any that outlived this process (it finds the others gone).
+   * A shell started by `factory`, recorded from its spawn until it is closed. An exit of the
+   * process (killAllForExit) leaves it named, as close() does, so that the next start stops it if
+   * it outlived this process (it finds the others gone).
    */
-  track(factory: ShellFactory): ShellFactory {
-    return {
-      ...(factory.killAllForExit && { killAllForExit: factory.killAllForExit.bind(factory) }),
-      create: async (options) => {
-        // Recorded at spawn: a sandbox can take seconds to answer, and a server killed meanwhile
-        // must still find it at the next start.
-        const onSpawn = (pid: number) => {
-          options.onSpawn?.(pid);
-          this.record(key, pid);
-        };
-        const key = options.shellId ?? options.conversationId;
-        try {
-          const shell = await factory.create({ ...options, onSpawn });
-          return this.wrap(key, shell);
-        } catch (error) {
-          if (this.entries.delete(key)) this.append({ k: key });
-          throw error;
-        }
-      },
+  async start(factory: ShellFactory, options: ShellCreateOptions): Promise<ShellSession> {
+    // Recorded at spawn: a sandbox can take seconds to answer, and a server killed meanwhile
+    // must still find it at the next start.
+    const onSpawn = (pid: number) => {
+      options.onSpawn?.(pid);
+      this.record(key, pid);
     };
+    const key = options.shellId ?? options.conversationId;
+    try {
+      const shell = await factory.create({ ...options, onSpawn });
+      return this.wrap(key, shell);
+    } catch (error) {
+      if (this.entries.delete(key)) this.append({ k: key });
+      throw error;
+    }
   }
 
   private wrap(key: string, shell: ShellSession): ShellSession {
@@ -210,14 +206,12 @@ export class ShellLedger {
    * ~0.25 s of the event loop at shutdown, when the close was synchronous).
    */
   private compact(): void {
-    const temp = `${this.file}.tmp`;
     const old = this.fd ?? openQuietly(this.file);
     this.fd = null;
     try {
-      fs.writeFileSync(temp, [...this.entries].map(([k, entry]) => `${JSON.stringify({ k, pid: entry.pid, t: entry.startTime })}\n`).join(''), { mode: 0o600 });
-      fs.renameSync(temp, this.file);
+      const lines = [...this.entries].map(([k, entry]) => `${JSON.stringify({ k, pid: entry.pid, t: entry.startTime })}\n`).join('');
+      writeFileAtomic(this.file, lines, { mode: 0o600, temp: `${this.file}.tmp` });
     } catch (error) {
-      fs.rmSync(temp, { force: true });
       throw isOutOfSpace(error) ? new StorageFullError() : error;
     } finally {
       if (old !== null) fs.close(old, () => undefined);

@@ -1,3 +1,5 @@
+import type { LlmConfigInput } from '../schemas/llm-config.js';
+
 /**
  * The LLM as the agent loop sees it: vendor-free. The OpenAI-compatible adapter lives in
  * adapters/openai-llm.ts; tests drive it against a scripted fake server.
@@ -44,29 +46,8 @@ export interface LlmResponse {
   refusal?: string | null;
 }
 
-export interface LlmSettings {
-  model: string;
-  api_key?: string | null | undefined;
-  base_url?: string | null | undefined;
-  api_version?: string | null | undefined;
-  temperature?: number | null | undefined;
-  top_p?: number | null | undefined;
-  max_output_tokens?: number | null | undefined;
-  reasoning_effort?: 'low' | 'medium' | 'high' | 'none' | null | undefined;
-  timeout_s?: number | null | undefined;
-  num_retries?: number | null | undefined;
-  input_cost_per_token?: number | null | undefined;
-  output_cost_per_token?: number | null | undefined;
-  cached_input_cost_per_token?: number | null | undefined;
-  stream?: boolean | null | undefined;
-  stream_usage?: boolean | null | undefined;
-  max_tokens_param?: 'auto' | 'max_tokens' | 'max_completion_tokens' | null | undefined;
-  drop_params?: string[] | null | undefined;
-  extra_body?: Record<string, unknown> | null | undefined;
-  extra_headers?: Record<string, string> | null | undefined;
-  prompt_cache?: boolean | null | undefined;
-  structured_output?: 'auto' | 'json_schema' | 'tool' | null | undefined;
-}
+/** The LLM settings a request is made with: a conversation's config, or one a client sent (llm-config.ts). */
+export type LlmSettings = LlmConfigInput;
 
 /**
  * How a client writes one message as text (its own wire form) and reads it back. The history

@@ -5,7 +5,7 @@ import type { Workdirs } from '../conversations/workdirs.js';
 import type { ShellCreateOptions, ShellFactory, ShellSession } from '../tools/shell-session.js';
 
 export interface WarmShellsDeps {
-  /** The shells of every conversation (tracked by the shell ledger). */
+  /** What the warm shells are started with (a new shell, noted in the shell ledger). */
   shells: ShellFactory;
   workdirs: Workdirs;
   /** Where conversations without a workdir of their own get one: `<base>/<id>`. */
@@ -43,7 +43,7 @@ interface Warm {
  * ahead, the workdir made, and its sandboxed shell started there as a shell started ahead is (its
  * workdir given to the agent's uid only before its first command). A conversation created with
  * the server's defaults (no workdir, the default network, an LLM and the bash tool) takes the
- * oldest (`take`), and its first shell is that one, given the conversation's secrets (`factory`):
+ * oldest (`take`), and its first shell is that one, given the conversation's secrets (`claim`):
  * the sandbox's start (40 ms here) is then behind it. The next starts a moment later, off the
  * path of the conversation that took one; at once when that take left none ready (the next
  * creation would find none). Shells start one at a time, each as soon as the one before has
@@ -65,15 +65,12 @@ export class WarmShells {
   /** The note's writes, one after the other. */
   private noting: Promise<void> = Promise.resolve();
 
-  constructor(private readonly deps: WarmShellsDeps) {
-    const { shells } = deps;
-    this.factory = { create: (options) => this.create(options), ...(shells.killAllForExit && { killAllForExit: () => shells.killAllForExit?.() }) };
-  }
+  constructor(private readonly deps: WarmShellsDeps) {}
 
   /**
    * The id and workdir for a conversation being created with the defaults, whose shell is
    * starting or started; null when there is none ready (more are started for the next). The
-   * conversation must then be created with them (its first shell comes from `factory`).
+   * conversation must then be created with them (its first shell comes from `claim`).
    */
   take(): { id: string; workdir: string } | null {
     const warm = this.ready.shift();
@@ -88,9 +85,6 @@ export class WarmShells {
     return { id: warm.id, workdir: warm.workdir };
   }
 
-  /** The factory for conversations' shells: a taken conversation's first shell is its warm one. */
-  readonly factory: ShellFactory;
-
   /**
    * Server shutdown: the next conversations' shells are closed and their workdirs removed; a taken
    * one its conversation has not asked for yet is closed (the workdir is the conversation's).
@@ -103,9 +97,13 @@ export class WarmShells {
     await this.note().catch(() => undefined);
   }
 
-  private async create(options: ShellCreateOptions): Promise<ShellSession> {
+  /**
+   * A taken conversation's first shell: its warm one, given the conversation's variables, when it
+   * still fits what is asked (else closed); null when a new shell must be started.
+   */
+  async claim(options: ShellCreateOptions): Promise<ShellSession | null> {
     const warm = options.shellId === undefined && !options.restore ? this.taken.get(options.conversationId) : undefined;
-    if (!warm) return this.deps.shells.create(options);
+    if (!warm) return null;
     this.taken.delete(warm.id);
     clearTimeout(warm.timer);
     const shell = await warm.shell;
@@ -114,7 +112,7 @@ export class WarmShells {
       return shell;
     }
     await shell?.close();
-    return this.deps.shells.create(options);
+    return null;
   }
 
   /**

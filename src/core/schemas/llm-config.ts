@@ -23,32 +23,86 @@ export const ExtraHeaders = z
     message: `extra_headers cannot set ${[...RESERVED_HEADERS].join(', ')}`,
   });
 
-const llmFields = {
-  model: z.string().min(1).max(256),
-  base_url: z.url({ protocol: /^https?$/ }).max(2048).nullable().optional(),
-  api_version: z.string().max(64).nullable().optional(),
-  temperature: z.number().min(0).max(2).nullable().optional(),
-  top_p: z.number().min(0).max(1).nullable().optional(),
-  max_output_tokens: z.int().min(1).max(10_000_000).nullable().optional(),
-  reasoning_effort: ReasoningEffort.nullable().optional(),
-  timeout_s: z.number().positive().max(3600).nullable().optional(),
-  num_retries: z.int().min(0).max(20).nullable().optional(),
-  input_cost_per_token: z.number().min(0).nullable().optional(),
-  output_cost_per_token: z.number().min(0).nullable().optional(),
-  cached_input_cost_per_token: z.number().min(0).nullable().optional(),
-  stream: z.boolean().nullable().optional(),
-  stream_usage: z.boolean().nullable().optional(),
-  max_tokens_param: MaxTokensParam.nullable().optional(),
-  drop_params: z.array(z.string().min(1).max(128)).max(64).nullable().optional(),
-  extra_body: ExtraBody.nullable().optional(),
-  extra_headers: ExtraHeaders.nullable().optional(),
-  prompt_cache: z.boolean().nullable().optional(),
-  structured_output: StructuredOutputMode.nullable().optional(),
-};
+/**
+ * Every LLM setting but the model and the key, declared once: what a client may send (`accepts`),
+ * how a response shows it (`shows`, with its `description`). Every one is optional and nullable
+ * (null: unset, the provider's or the server's default applies); the request, the response, the
+ * stored config, their types and normalizeLlmConfig all derive from this list.
+ */
+const LLM_SETTINGS = {
+  base_url: { accepts: z.url({ protocol: /^https?$/ }).max(2048), shows: z.string() },
+  api_version: { accepts: z.string().max(64), shows: z.string() },
+  temperature: { accepts: z.number().min(0).max(2), shows: z.number() },
+  top_p: { accepts: z.number().min(0).max(1), shows: z.number() },
+  max_output_tokens: { accepts: z.int().min(1).max(10_000_000), shows: z.int() },
+  reasoning_effort: { accepts: ReasoningEffort, shows: ReasoningEffort },
+  timeout_s: { accepts: z.number().positive().max(3600), shows: z.number() },
+  num_retries: { accepts: z.int().min(0).max(20), shows: z.int() },
+  input_cost_per_token: { accepts: z.number().min(0), shows: z.number() },
+  output_cost_per_token: { accepts: z.number().min(0), shows: z.number() },
+  cached_input_cost_per_token: {
+    accepts: z.number().min(0),
+    shows: z.number(),
+    description: 'Price of a prompt token read from the provider\'s cache (default: input_cost_per_token).',
+  },
+  stream: { accepts: z.boolean(), shows: z.boolean(), description: 'Stream answers (default true).' },
+  stream_usage: {
+    accepts: z.boolean(),
+    shows: z.boolean(),
+    description: 'Ask for usage in the stream with `stream_options` (default true; off for Azure api_version before 2024-10-21).',
+  },
+  max_tokens_param: {
+    accepts: MaxTokensParam,
+    shows: MaxTokensParam,
+    description: 'Which field carries max_output_tokens (default auto: max_completion_tokens for OpenAI, Azure and reasoning models, max_tokens elsewhere).',
+  },
+  drop_params: {
+    accepts: z.array(z.string().min(1).max(128)).max(64),
+    shows: z.array(z.string()),
+    description: 'Top-level request fields never sent, e.g. ["temperature"].',
+  },
+  extra_body: {
+    accepts: ExtraBody,
+    shows: z.record(z.string(), z.unknown()),
+    description: 'Fields added to every request body (e.g. OpenRouter `provider`, vLLM `chat_template_kwargs`).',
+  },
+  extra_headers: {
+    accepts: ExtraHeaders,
+    shows: z.record(z.string(), z.string()),
+    description: 'Headers sent with every request; values of auth/key/token-like names are shown as `**********`.',
+  },
+  prompt_cache: {
+    accepts: z.boolean(),
+    shows: z.boolean(),
+    description: 'Mark the prompt prefix with `cache_control` (default: on for Claude models behind OpenRouter or LiteLLM).',
+  },
+  structured_output: {
+    accepts: StructuredOutputMode,
+    shows: StructuredOutputMode,
+    description:
+      'How a message\'s `output_schema` is asked for: `json_schema` (the provider\'s `response_format`), `tool` (a `final_output` tool whose parameters are the schema), `auto` (default: json_schema for OpenAI\'s and Azure\'s models that take it, else tool).',
+  },
+} satisfies Record<string, { accepts: z.ZodType; shows: z.ZodType; description?: string }>;
+
+type Settings = typeof LLM_SETTINGS;
+type SettingName = keyof Settings;
+const SETTING_NAMES = Object.keys(LLM_SETTINGS) as SettingName[];
+
+function settingsShape<Shape>(schemaOf: (name: SettingName) => z.ZodType): Shape {
+  return Object.fromEntries(SETTING_NAMES.map((name) => [name, schemaOf(name)])) as Shape;
+}
+
+const acceptedSettings = settingsShape<{ [K in SettingName]: z.ZodOptional<z.ZodNullable<Settings[K]['accepts']>> }>((name) =>
+  LLM_SETTINGS[name].accepts.nullable().optional(),
+);
+const shownSettings = settingsShape<{ [K in SettingName]: z.ZodNullable<Settings[K]['shows']> }>((name) => {
+  const setting: { shows: z.ZodType; description?: string } = LLM_SETTINGS[name];
+  return setting.description === undefined ? setting.shows.nullable() : setting.shows.nullable().describe(setting.description);
+});
 
 /** LLM settings as a client sends them (create body, PUT /config). */
 export const LlmConfigInput = z
-  .object({ ...llmFields, api_key: z.string().min(1).max(4096).nullable().optional() })
+  .object({ model: z.string().min(1).max(256), ...acceptedSettings, api_key: z.string().min(1).max(4096).nullable().optional() })
   .strict()
   .meta({ id: 'LlmConfigRequest' });
 export type LlmConfigInput = z.infer<typeof LlmConfigInput>;
@@ -60,27 +114,7 @@ export const LlmConfigPublic = z
   .object({
     model: z.string(),
     api_key: z.literal(REDACTED).nullable().describe('`**********` when a key is set, null when not.'),
-    base_url: z.string().nullable(),
-    api_version: z.string().nullable(),
-    temperature: z.number().nullable(),
-    top_p: z.number().nullable(),
-    max_output_tokens: z.int().nullable(),
-    reasoning_effort: ReasoningEffort.nullable(),
-    timeout_s: z.number().nullable(),
-    num_retries: z.int().nullable(),
-    input_cost_per_token: z.number().nullable(),
-    output_cost_per_token: z.number().nullable(),
-    cached_input_cost_per_token: z.number().nullable().describe('Price of a prompt token read from the provider\'s cache (default: input_cost_per_token).'),
-    stream: z.boolean().nullable().describe('Stream answers (default true).'),
-    stream_usage: z.boolean().nullable().describe('Ask for usage in the stream with `stream_options` (default true; off for Azure api_version before 2024-10-21).'),
-    max_tokens_param: MaxTokensParam.nullable().describe('Which field carries max_output_tokens (default auto: max_completion_tokens for OpenAI, Azure and reasoning models, max_tokens elsewhere).'),
-    drop_params: z.array(z.string()).nullable().describe('Top-level request fields never sent, e.g. ["temperature"].'),
-    extra_body: z.record(z.string(), z.unknown()).nullable().describe('Fields added to every request body (e.g. OpenRouter `provider`, vLLM `chat_template_kwargs`).'),
-    extra_headers: z.record(z.string(), z.string()).nullable().describe('Headers sent with every request; values of auth/key/token-like names are shown as `**********`.'),
-    prompt_cache: z.boolean().nullable().describe('Mark the prompt prefix with `cache_control` (default: on for Claude models behind OpenRouter or LiteLLM).'),
-    structured_output: StructuredOutputMode.nullable().describe(
-      'How a message\'s `output_schema` is asked for: `json_schema` (the provider\'s `response_format`), `tool` (a `final_output` tool whose parameters are the schema), `auto` (default: json_schema for OpenAI\'s and Azure\'s models that take it, else tool).',
-    ),
+    ...shownSettings,
   })
   .meta({ id: 'LlmConfig' });
 export type LlmConfigPublic = z.infer<typeof LlmConfigPublic>;
@@ -95,7 +129,7 @@ export type LlmConfig = z.infer<typeof LlmConfig>;
  */
 export const StoredLlmConfig = LlmConfig.partial()
   .extend({ model: z.string() })
-  .transform(normalizeLlmConfig);
+  .transform((stored) => normalizeLlmConfig(stored));
 
 /** An LlmConfig as kept compactly: without the fields that are unset (null). */
 export type CompactLlmConfig = Partial<LlmConfig> & { model: string };
@@ -108,35 +142,21 @@ export function withoutUnsetLlmFields(config: LlmConfig): CompactLlmConfig {
 }
 
 /**
+ * One object literal with every field, compiled once from the list above: a held config keeps all
+ * its fields in the object itself, where one built key by key keeps most in a second array or
+ * turns into a hash table (every loaded record holds one). The names are this file's own.
+ */
+const normalizeFields = new Function(
+  'input',
+  `return { ${['model', 'api_key', ...SETTING_NAMES].map((name) => (name === 'model' ? 'model: input.model' : `${name}: input.${name} ?? null`)).join(', ')} };`,
+) as (input: LlmConfigInput) => LlmConfig;
+
+/**
  * The config with every field set, unset ones null: from a request, and from a stored or compact
- * config (fields it lacks are unset). One literal, every field in the object itself: a copy of a
- * template with the given fields spread over it kept most of them in a second array (23-37 bytes
- * more for each loaded record).
+ * config (fields it lacks are unset).
  */
 export function normalizeLlmConfig(input: LlmConfigInput): LlmConfig {
-  return {
-    model: input.model,
-    api_key: input.api_key ?? null,
-    base_url: input.base_url ?? null,
-    api_version: input.api_version ?? null,
-    temperature: input.temperature ?? null,
-    top_p: input.top_p ?? null,
-    max_output_tokens: input.max_output_tokens ?? null,
-    reasoning_effort: input.reasoning_effort ?? null,
-    timeout_s: input.timeout_s ?? null,
-    num_retries: input.num_retries ?? null,
-    input_cost_per_token: input.input_cost_per_token ?? null,
-    output_cost_per_token: input.output_cost_per_token ?? null,
-    cached_input_cost_per_token: input.cached_input_cost_per_token ?? null,
-    stream: input.stream ?? null,
-    stream_usage: input.stream_usage ?? null,
-    max_tokens_param: input.max_tokens_param ?? null,
-    drop_params: input.drop_params ?? null,
-    extra_body: input.extra_body ?? null,
-    extra_headers: input.extra_headers ?? null,
-    prompt_cache: input.prompt_cache ?? null,
-    structured_output: input.structured_output ?? null,
-  };
+  return normalizeFields(input);
 }
 
 /**

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { EVENT_KINDS } from '../../../core/schemas/event.js';
 import { ENTRY_SIZE } from './index-entry.js';
 import { readAt, writeAt } from './whole-io.js';
+import { writeFileAtomic } from '../atomic-write.js';
 
 /**
  * The per-kind indexes of one conversation: `events.kinds/<kind>.seq` holds the seqs of that
@@ -207,9 +208,7 @@ export class KindIndex {
       }
       if (!have || !have.equals(want)) {
         // Rewritten beside and renamed over: a crash here leaves the old file or the new, never half of one.
-        const temporary = `${target}.tmp`;
-        fs.writeFileSync(temporary, want);
-        fs.renameSync(temporary, target);
+        writeFileAtomic(target, want, { temp: `${target}.tmp` });
       }
       this.files.set(kind, { length: seqs.length, last: seqs.at(-1)! });
     }
