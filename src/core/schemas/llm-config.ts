@@ -141,22 +141,10 @@ export function withoutUnsetLlmFields(config: LlmConfig): CompactLlmConfig {
   return compact;
 }
 
-/**
- * One object literal with every field, compiled once from the list above: a held config keeps all
- * its fields in the object itself, where one built key by key keeps most in a second array or
- * turns into a hash table (every loaded record holds one). The names are this file's own.
- */
-const normalizeFields = new Function(
-  'input',
-  `return { ${['model', 'api_key', ...SETTING_NAMES].map((name) => (name === 'model' ? 'model: input.model' : `${name}: input.${name} ?? null`)).join(', ')} };`,
-) as (input: LlmConfigInput) => LlmConfig;
-
-/**
- * The config with every field set, unset ones null: from a request, and from a stored or compact
- * config (fields it lacks are unset).
- */
 export function normalizeLlmConfig(input: LlmConfigInput): LlmConfig {
-  return normalizeFields(input);
+  const config: Record<string, unknown> = { model: input.model, api_key: input.api_key ?? null };
+  for (const name of SETTING_NAMES) config[name] = input[name] ?? null;
+  return config as LlmConfig;
 }
 
 /**
