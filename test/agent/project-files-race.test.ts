@@ -83,7 +83,7 @@ describe.skipIf(!available)('project instructions read while the agent swaps a d
       expect((await harness.post(`/conversations/${id}/messages`, { content: `run ${run}` })).status).toBe(202);
       await harness.waitForStatus(id, ['idle', 'error'], 30_000);
     }
-    const systemPrompts = harness.llm.requests.slice(first).map((request) => JSON.stringify(request.body.messages[0]));
+    const systemPrompts = harness.llm.requests.slice(first).map((request) => JSON.stringify(request.body.messages?.[0]));
     expect(systemPrompts).toHaveLength(RUNS);
     expect(systemPrompts.filter((prompt) => prompt.includes(DECOY_SECRET))).toEqual([]);
     // The race ran: the file was read while `d` was the workdir's own directory in some runs.
