@@ -1,9 +1,12 @@
 import path from 'node:path';
+import type { ProcessLauncher } from '../process/process-launcher.js';
 import type { RunProcess, RunResult } from '../process/process-spawner.js';
 import { runHere } from '../process/spawn-here.js';
 import { findInPath } from '../sandbox/mounts.js';
 
 const TIMEOUT_MS = 300_000;
+/** Where the shadow repository is bound inside a conversation's sandbox (a name no host path is needed for). */
+export const SANDBOX_GIT_DIR = '/.agentd-shadow.git';
 
 /**
  * Runs the server's own git (never the agent's: not in the sandbox, on the data dir) with
@@ -65,23 +68,45 @@ export async function runGit(options: {
   allowExit?: readonly number[];
   /** Runs git (the server's ProcessSpawner: git runs there to its end). Default: run by this process. */
   run?: RunProcess;
+  /**
+   * Runs git inside the work tree's sandbox: the agent's uid, a mount namespace holding the work
+   * tree and the shadow repository (at SANDBOX_GIT_DIR) and nothing else of the host. A symlink
+   * the agent swaps in then leads only to what the agent can reach itself.
+   */
+  sandbox?: ProcessLauncher;
 }): Promise<GitResult> {
+  const sandboxed = options.sandbox !== undefined && options.workTree !== undefined && options.indexFile === undefined;
+  const gitDir = sandboxed ? SANDBOX_GIT_DIR : options.gitDir;
   const args = [
-    '--git-dir', options.gitDir,
+    '--git-dir', gitDir,
     ...(options.workTree ? ['--work-tree', options.workTree] : []),
     '--no-replace-objects',
     ...SAFE_CONFIG.flatMap((entry) => ['-c', entry]),
     ...options.args,
   ];
-  const out = await (options.run ?? runHere)({
+  const request = {
     command: 'git',
     args,
     cwd: options.workTree ?? path.dirname(options.gitDir),
-    env: gitEnv(options.gitDir, options.indexFile),
+    env: gitEnv(gitDir, options.indexFile),
     ...(options.input !== undefined && { input: options.input }),
     maxOutputBytes: MAX_OUTPUT_BYTES,
     timeoutMs: TIMEOUT_MS,
-  });
+  };
+  const run = options.run ?? runHere;
+  let out: GitResult;
+  if (sandboxed) {
+    const launcher = options.sandbox as ProcessLauncher;
+    const sandbox = { workdir: options.workTree as string, network: false };
+    await launcher.ready?.(sandbox);
+    await launcher.beforeStart?.(sandbox);
+    const prepared = launcher.prepare({ ...request, sandbox, binds: [{ source: options.gitDir, target: SANDBOX_GIT_DIR }] });
+    try {
+      out = await run({ ...request, command: prepared.command, args: prepared.args, cwd: prepared.cwd, env: prepared.env });
+    } finally {
+      prepared.release?.();
+    }
+  } else out = await run(request);
   if (out.exitCode !== 0 && !(options.allowExit ?? []).includes(out.exitCode)) throw new GitError(options.args, out);
   return out;
 }
