@@ -2,7 +2,7 @@ import path from 'node:path';
 import type { ProcessLauncher } from '../process/process-launcher.js';
 import type { RunProcess, RunResult } from '../process/process-spawner.js';
 import { runHere } from '../process/spawn-here.js';
-import { findInPath } from '../sandbox/mounts.js';
+import { findInPath, shellWord } from '../sandbox/mounts.js';
 
 const TIMEOUT_MS = 300_000;
 /** Where the shadow repository is bound inside a conversation's sandbox (a name no host path is needed for). */
@@ -74,6 +74,8 @@ export async function runGit(options: {
    * the agent swaps in then leads only to what the agent can reach itself.
    */
   sandbox?: ProcessLauncher;
+  /** A bash script to run instead of git (runGitPair), with the repository's path in $AGENTD_GIT_DIR. */
+  shell?: string;
 }): Promise<GitResult> {
   const sandboxed = options.sandbox !== undefined && options.workTree !== undefined && options.indexFile === undefined;
   const gitDir = sandboxed ? SANDBOX_GIT_DIR : options.gitDir;
@@ -85,10 +87,10 @@ export async function runGit(options: {
     ...options.args,
   ];
   const request = {
-    command: 'git',
-    args,
+    command: options.shell === undefined ? 'git' : 'bash',
+    args: options.shell === undefined ? args : ['--norc', '--noprofile', '-c', options.shell, 'agentd-git'],
     cwd: options.workTree ?? path.dirname(options.gitDir),
-    env: gitEnv(gitDir, options.indexFile),
+    env: { ...gitEnv(gitDir, options.indexFile), ...(options.shell !== undefined && { AGENTD_GIT_DIR: gitDir }) },
     ...(options.input !== undefined && { input: options.input }),
     maxOutputBytes: MAX_OUTPUT_BYTES,
     timeoutMs: TIMEOUT_MS,
@@ -109,6 +111,31 @@ export async function runGit(options: {
   } else out = await run(request);
   if (out.exitCode !== 0 && !(options.allowExit ?? []).includes(out.exitCode)) throw new GitError(options.args, out);
   return out;
+}
+
+/** Printed between the two commands of runGitPair: git never prints a NUL around a line of its own. */
+const PAIR_SEPARATOR = '\0agentd-next\0';
+
+/**
+ * Two git commands on the same repository and work tree in one process start (in a sandbox a
+ * start is most of a small checkpoint's cost): `second` runs when `first` exits 0 or 1, and each
+ * answers with its own output. A failure of either throws GitError as runGit does.
+ */
+export async function runGitPair(options: {
+  gitDir: string;
+  workTree: string;
+  first: readonly string[];
+  second: readonly string[];
+  run?: RunProcess;
+  sandbox?: ProcessLauncher;
+}): Promise<{ first: GitResult; second: GitResult }> {
+  const prefix = (args: readonly string[]) => ['git', '--git-dir', '"$AGENTD_GIT_DIR"', '--work-tree', shellWord(options.workTree), '--no-replace-objects', ...SAFE_CONFIG.flatMap((entry) => ['-c', shellWord(entry)]), ...args.map(shellWord)].join(' ');
+  const script = [`${prefix(options.first)}`, 's=$?', 'if [ "$s" -gt 1 ]; then exit "$s"; fi', `printf '\\0agentd-next\\0'`, `${prefix(options.second)} || exit`, 'exit "$s"'].join('\n');
+  const out = await runGit({ ...options, args: options.first, shell: script, allowExit: [1] });
+  const at = out.stdout.indexOf(PAIR_SEPARATOR);
+  if (at < 0) throw new GitError(options.first, out);
+  const first = { ...out, stdout: out.stdout.slice(0, at), exitCode: out.exitCode };
+  return { first, second: { ...out, stdout: out.stdout.slice(at + PAIR_SEPARATOR.length), exitCode: 0 } };
 }
 
 /**
