@@ -3,6 +3,9 @@ import path from 'node:path';
 import { runGit } from '../src/adapters/git/git-program.js';
 import { GitShadowRepository } from '../src/adapters/git/git-shadow-repository.js';
 import { ProcessSpawner, type RunProcess } from '../src/adapters/process/process-spawner.js';
+import type { ProcessLauncher } from '../src/adapters/process/process-launcher.js';
+import { NO_LIMITS } from '../src/adapters/sandbox/resource-limits.js';
+import { selectProcessLauncher } from '../src/adapters/sandbox/select-process-launcher.js';
 import type { Benchmark } from './support/benchmark.js';
 import { fmt, ratio, summarize } from './support/stats.js';
 
@@ -15,6 +18,7 @@ const PER_DIR = 100;
  * any change detector must do) and `git status` alone, in the same run. Then on a small workdir
  * (an agent's usual), where the git processes it starts are most of the cost: counted, and timed
  * against one `git status`; and the checkpoint after that, seconds later with nothing changed.
+ * Where bubblewrap runs, git works on the workdir inside a sandbox, as the server runs it.
  */
 export const p19Checkpoint: Benchmark = {
   id: 'P19',
@@ -31,7 +35,8 @@ export const p19Checkpoint: Benchmark = {
       fs.mkdirSync(dirPath, { recursive: true });
       for (let file = 0; file < PER_DIR; file++) fs.writeFileSync(path.join(dirPath, `mod${file}.ts`), `export const value${file} = ${dir * PER_DIR + file};\n`.repeat(4));
     }
-    const shadow = new GitShadowRepository({ maxFileBytes: 10 * 1024 * 1024 });
+    const sandbox = await benchSandbox(tmp);
+    const shadow = new GitShadowRepository({ maxFileBytes: 10 * 1024 * 1024, ...(sandbox && { sandbox }) });
     const target = { gitDir, workdir };
     let started = performance.now();
     let previous = await shadow.snapshot(target);
@@ -83,11 +88,12 @@ export const p19Checkpoint: Benchmark = {
       return [variant.name, fmt(s.p50), fmt(s.p99), fmt(s.mean), ratio(s.mean, baseline.mean)];
     });
     const one = summarize(variants[0]!.samples);
-    const small = await smallWorkdir({ tmp: path.join(tmp, 'small'), rounds: quick ? 10 : 30 });
+    const small = await smallWorkdir({ tmp: path.join(tmp, 'small'), rounds: quick ? 10 : 30, sandbox });
     return {
       sizes: `${fileCount.toLocaleString('en-US')} files in ${fileCount / PER_DIR} directories; ${rounds} interleaved rounds per variant`,
       tables: [{ columns: ['variant', 'p50 ms', 'p99 ms', 'mean ms', 'mean vs baseline'], rows }, small.table],
       notes: [
+        sandbox ? 'git that reads or writes the workdir runs in a bubblewrap sandbox, as the server runs it.' : 'No bubblewrap here: git runs in the process, as the server runs it without a sandbox.',
         ...small.notes,
         `A checkpoint after one change costs ${ratio(one.mean, baseline.mean)} a plain lstat walk of the tree (${fmt(one.mean)} ms vs ${fmt(baseline.mean)} ms): it hashes only the changed file; git's index keeps the stat data of the others.`,
         `The first checkpoint of the workdir (every file hashed) took ${fmt(firstMs)} ms.`,
@@ -97,7 +103,7 @@ export const p19Checkpoint: Benchmark = {
 };
 
 /** A 20-file workdir through the server's own spawner: the checkpoint after one change, its git processes, against one `git status`. */
-async function smallWorkdir(options: { tmp: string; rounds: number }) {
+async function smallWorkdir(options: { tmp: string; rounds: number; sandbox: ProcessLauncher | null }) {
   const workdir = path.join(options.tmp, 'workdir');
   const gitDir = path.join(options.tmp, 'data', 'shadow.git');
   for (let file = 0; file < 20; file++) {
@@ -111,7 +117,7 @@ async function smallWorkdir(options: { tmp: string; rounds: number }) {
     return spawner.run(request);
   };
   try {
-    const shadow = new GitShadowRepository({ maxFileBytes: 10 * 1024 * 1024, run });
+    const shadow = new GitShadowRepository({ maxFileBytes: 10 * 1024 * 1024, run, ...(options.sandbox && { sandbox: options.sandbox }) });
     const target = { gitDir, workdir };
     let previous = await shadow.snapshot(target);
     await shadow.keep(target, previous, 'first');
@@ -162,4 +168,12 @@ async function smallWorkdir(options: { tmp: string; rounds: number }) {
   } finally {
     spawner.close();
   }
+}
+
+/** The bubblewrap launcher the server would pick here (no limits, no cgroups), or null without one. */
+async function benchSandbox(tmp: string): Promise<ProcessLauncher | null> {
+  const stateDir = path.join(tmp, 'sandbox-state');
+  fs.mkdirSync(stateDir, { recursive: true });
+  const { launcher } = await selectProcessLauncher({ requested: 'auto', limits: NO_LIMITS, searchPath: process.env.PATH ?? '', hiddenPaths: [path.join(tmp, 'data')], extraReadOnlyPaths: [], stateDir, useCgroups: false });
+  return launcher.mode === 'bwrap' ? launcher : null;
 }

@@ -183,6 +183,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     config,
     logger,
     run: spawner.run,
+    launcher,
     deps: { conversations: store, log, recorder, isRunning: (conversationId) => Boolean(sessions.peek(conversationId)?.active), maskText: (conversationId, text) => secrets.maskText(conversationId, text), ...(pausePoint && { pausePoint }) },
   });
   const workdirFs = new NodeWorkdirFileSystem();

@@ -59,9 +59,11 @@ describe('HostProjectFiles', () => {
     expect(files.present(project, 'plain/AGENTS.md')).toBe(true); // not "no such entry": the read says what it is
     expect(await read('NONE.md', { symlinks: 'never' })).toEqual({ kind: 'missing' });
     expect(await read('nodir/NONE.md', { symlinks: 'inside' })).toEqual({ kind: 'missing' });
-    expect(await read('DANGLING.md', { symlinks: 'inside' })).toEqual({ kind: 'missing' });
+    // Its target lies outside the directory: refused like any link that leaves it, dangling or not.
+    expect(await read('DANGLING.md', { symlinks: 'inside' })).toEqual({ kind: 'refused' });
     expect(await read('DANGLING.md', { symlinks: 'never' })).toMatchObject({ kind: 'unreadable' });
-    expect(await read('plain/AGENTS.md', { symlinks: 'never' })).toMatchObject({ kind: 'unreadable' });
+    // A file where a directory should be: nothing is at the path (the pinned walk finds no entry below a file).
+    expect(await read('plain/AGENTS.md', { symlinks: 'never' })).toEqual({ kind: 'missing' });
   });
 
   it('cuts a large file at the limit or refuses it, as asked', async () => {

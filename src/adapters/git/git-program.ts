@@ -1,9 +1,12 @@
 import path from 'node:path';
+import type { ProcessLauncher } from '../process/process-launcher.js';
 import type { RunProcess, RunResult } from '../process/process-spawner.js';
 import { runHere } from '../process/spawn-here.js';
-import { findInPath } from '../sandbox/mounts.js';
+import { findInPath, shellWord } from '../sandbox/mounts.js';
 
 const TIMEOUT_MS = 300_000;
+/** Where the shadow repository is bound inside a conversation's sandbox (a name no host path is needed for). */
+export const SANDBOX_GIT_DIR = '/.agentd-shadow.git';
 
 /**
  * Runs the server's own git (never the agent's: not in the sandbox, on the data dir) with
@@ -65,25 +68,74 @@ export async function runGit(options: {
   allowExit?: readonly number[];
   /** Runs git (the server's ProcessSpawner: git runs there to its end). Default: run by this process. */
   run?: RunProcess;
+  /**
+   * Runs git inside the work tree's sandbox: the agent's uid, a mount namespace holding the work
+   * tree and the shadow repository (at SANDBOX_GIT_DIR) and nothing else of the host. A symlink
+   * the agent swaps in then leads only to what the agent can reach itself.
+   */
+  sandbox?: ProcessLauncher;
+  /** A bash script to run instead of git (runGitPair), with the repository's path in $AGENTD_GIT_DIR. */
+  shell?: string;
 }): Promise<GitResult> {
+  const sandboxed = options.sandbox !== undefined && options.workTree !== undefined && options.indexFile === undefined;
+  const gitDir = sandboxed ? SANDBOX_GIT_DIR : options.gitDir;
   const args = [
-    '--git-dir', options.gitDir,
+    '--git-dir', gitDir,
     ...(options.workTree ? ['--work-tree', options.workTree] : []),
     '--no-replace-objects',
     ...SAFE_CONFIG.flatMap((entry) => ['-c', entry]),
     ...options.args,
   ];
-  const out = await (options.run ?? runHere)({
-    command: 'git',
-    args,
+  const request = {
+    command: options.shell === undefined ? 'git' : 'bash',
+    args: options.shell === undefined ? args : ['--norc', '--noprofile', '-c', options.shell, 'agentd-git'],
     cwd: options.workTree ?? path.dirname(options.gitDir),
-    env: gitEnv(options.gitDir, options.indexFile),
+    env: { ...gitEnv(gitDir, options.indexFile), ...(options.shell !== undefined && { AGENTD_GIT_DIR: gitDir }) },
     ...(options.input !== undefined && { input: options.input }),
     maxOutputBytes: MAX_OUTPUT_BYTES,
     timeoutMs: TIMEOUT_MS,
-  });
+  };
+  const run = options.run ?? runHere;
+  let out: GitResult;
+  if (sandboxed) {
+    const launcher = options.sandbox as ProcessLauncher;
+    const sandbox = { workdir: options.workTree as string, network: false };
+    await launcher.ready?.(sandbox);
+    await launcher.beforeStart?.(sandbox);
+    const prepared = launcher.prepare({ ...request, sandbox, binds: [{ source: options.gitDir, target: SANDBOX_GIT_DIR }] });
+    try {
+      out = await run({ ...request, command: prepared.command, args: prepared.args, cwd: prepared.cwd, env: prepared.env });
+    } finally {
+      prepared.release?.();
+    }
+  } else out = await run(request);
   if (out.exitCode !== 0 && !(options.allowExit ?? []).includes(out.exitCode)) throw new GitError(options.args, out);
   return out;
+}
+
+/** Printed between the two commands of runGitPair: git never prints a NUL around a line of its own. */
+const PAIR_SEPARATOR = '\0agentd-next\0';
+
+/**
+ * Two git commands on the same repository and work tree in one process start (in a sandbox a
+ * start is most of a small checkpoint's cost): `second` runs when `first` exits 0 or 1, and each
+ * answers with its own output. A failure of either throws GitError as runGit does.
+ */
+export async function runGitPair(options: {
+  gitDir: string;
+  workTree: string;
+  first: readonly string[];
+  second: readonly string[];
+  run?: RunProcess;
+  sandbox?: ProcessLauncher;
+}): Promise<{ first: GitResult; second: GitResult }> {
+  const prefix = (args: readonly string[]) => ['git', '--git-dir', '"$AGENTD_GIT_DIR"', '--work-tree', shellWord(options.workTree), '--no-replace-objects', ...SAFE_CONFIG.flatMap((entry) => ['-c', shellWord(entry)]), ...args.map(shellWord)].join(' ');
+  const script = [`${prefix(options.first)}`, 's=$?', 'if [ "$s" -gt 1 ]; then exit "$s"; fi', `printf '\\0agentd-next\\0'`, `${prefix(options.second)} || exit`, 'exit "$s"'].join('\n');
+  const out = await runGit({ ...options, args: options.first, shell: script, allowExit: [1] });
+  const at = out.stdout.indexOf(PAIR_SEPARATOR);
+  if (at < 0) throw new GitError(options.first, out);
+  const first = { ...out, stdout: out.stdout.slice(0, at), exitCode: out.exitCode };
+  return { first, second: { ...out, stdout: out.stdout.slice(at + PAIR_SEPARATOR.length), exitCode: 0 } };
 }
 
 /**

@@ -2,11 +2,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { ChangedPath, ShadowRepository, ShadowTarget } from '../../core/checkpoints/shadow-repository.js';
-import { GitError, installedGit, runGit } from './git-program.js';
+import { GitError, installedGit, runGit, runGitPair } from './git-program.js';
 import type { RunProcess } from '../process/process-spawner.js';
+import type { ProcessLauncher } from '../process/process-launcher.js';
+import { ShadowOwner } from './shadow-owner.js';
 import { DirectoryListings, unchangedSince, workdirFingerprint, type Fingerprint } from './workdir-fingerprint.js';
 import { diffTrees, inDefaultFormats, initRepository, writeCommit, writeRef } from './loose-objects.js';
 import { EMPTY_TREE } from '../../core/checkpoints/shadow-repository.js';
+import { WorkdirChangedError } from '../../core/checkpoints/workdir-changed-error.js';
 
 /**
  * Attributes that win over any `.gitattributes` the agent writes in its workdir: no filter or
@@ -27,6 +30,12 @@ const EXCLUDE = '/.agentd/\n.git\n';
  * Symlinks are stored as symlinks, never followed. Before asking git, a snapshot compares the
  * workdir's stat fingerprint with the one taken at the previous snapshot: when nothing changed
  * (most steps of most runs) the previous tree is the answer and no git runs.
+ *
+ * With a sandbox, every git that reads or writes the workdir (status, add, update-index,
+ * write-tree, read-tree) runs inside the conversation's sandbox as the agent's uid
+ * (git-program.ts), where the data dir and the rest of the host do not exist: a directory the
+ * agent swaps for a link to them mid-snapshot or mid-rewind leads nowhere. The repository is then
+ * the agent's uid's (shadow-owner.ts); what git only reads from it (diff-tree) runs here.
  */
 export class GitShadowRepository implements ShadowRepository {
   /** The tree of the last snapshot (by git or by fingerprint). */
@@ -43,9 +52,13 @@ export class GitShadowRepository implements ShadowRepository {
   /** The directory listings of the last walk of the workdirs fingerprinted most recently (at most LISTINGS_KEPT of them). */
   private readonly listings = new Map<string, DirectoryListings>();
   private checked: Promise<{ ok: true } | { ok: false; reason: string }> | null = null;
+  private readonly owner = new ShadowOwner();
 
-  /** `run`: runs git (the server's ProcessSpawner); default: run by this process. */
-  constructor(private readonly options: { maxFileBytes: number; run?: RunProcess }) {}
+  /**
+   * `run`: runs git (the server's ProcessSpawner); default: run by this process. `sandbox`: the
+   * conversations' sandbox, where git runs whenever it touches the workdir; none: here.
+   */
+  constructor(private readonly options: { maxFileBytes: number; run?: RunProcess; sandbox?: ProcessLauncher }) {}
 
   /** Where runGit runs git. */
   private runner(): { run?: RunProcess } {
@@ -69,7 +82,7 @@ export class GitShadowRepository implements ShadowRepository {
       // An empty workdir needs no git at all (the empty tree is every repository's).
       if (print.empty) return this.remember(target, EMPTY_TREE, print);
     }
-    const tree = await this.snapshotWithGit(target, print.kind === 'print' && print.wholeStageable);
+    const tree = await this.snapshotWithGit(target, print.kind === 'print' && print.wholeStageable).catch(changedUnder('checkpoint'));
     return this.remember(target, tree, print.kind === 'print' ? print : undefined);
   }
 
@@ -77,6 +90,7 @@ export class GitShadowRepository implements ShadowRepository {
   forget(gitDir: string): void {
     for (const map of [this.lastTree, this.indexTree, this.lastCommit, this.lastPrint, this.listings, this.defaultFormats]) map.delete(gitDir);
     this.large.delete(gitDir);
+    this.owner.forget(gitDir);
   }
 
   /** How many repositories something is kept in memory about (tests). */
@@ -106,7 +120,14 @@ export class GitShadowRepository implements ShadowRepository {
    * a process less. It names what it staged (`-v`): nothing, and the last tree still stands.
    */
   private async snapshotWithGit(target: ShadowTarget, wholeStageable: boolean): Promise<string> {
-    await this.ensureRepository(target.gitDir);
+    await this.ensureRepository(target.gitDir, target.workdir);
+    if (wholeStageable && this.options.sandbox) {
+      // One sandbox start for both: in a sandbox the start costs more than either command.
+      const { second } = await runGitPair({ gitDir: target.gitDir, workTree: target.workdir, first: ['add', '-A', '--ignore-errors', '--', '.'], second: ['write-tree'], ...this.runner(), sandbox: this.options.sandbox });
+      const tree = second.stdout.trim();
+      this.indexTree.set(target.gitDir, tree);
+      return tree;
+    }
     if (wholeStageable) {
       const staged = await this.git(target, ['add', '-A', '-v', '--ignore-errors', '--', '.'], { allowExit: [1] });
       const known = this.indexTree.get(target.gitDir);
@@ -152,16 +173,18 @@ export class GitShadowRepository implements ShadowRepository {
   async keep(target: ShadowTarget, tree: string, message: string): Promise<string> {
     // The empty tree is known to every repository: there is nothing to keep (and no repository yet, maybe).
     if (tree === EMPTY_TREE) return '';
-    await this.ensureRepository(target.gitDir);
+    await this.ensureRepository(target.gitDir, target.workdir);
     let parent: string | undefined = this.lastCommit.get(target.gitDir);
     if (parent === undefined) {
-      const head = await this.git(target, ['rev-parse', '--verify', '-q', 'refs/heads/checkpoints'], { allowExit: [1] });
+      const head = await this.readGit(target, ['rev-parse', '--verify', '-q', 'refs/heads/checkpoints'], { allowExit: [1] });
       parent = head.stdout.trim();
     }
     let commit: string;
     if (this.inDefaultFormats(target.gitDir)) {
       commit = writeCommit(target.gitDir, { tree, parent, message, date: new Date() });
       writeRef(target.gitDir, 'refs/heads/checkpoints', commit);
+      // Written by the server: given to the uid the sandboxed git writes the rest of the repository as.
+      if (this.options.sandbox) this.owner.give(target.gitDir, target.workdir, [`objects/${commit.slice(0, 2)}`, `objects/${commit.slice(0, 2)}/${commit.slice(2)}`, 'refs/heads/checkpoints']);
     } else {
       commit = (await this.git(target, ['commit-tree', tree, ...(parent ? ['-p', parent] : []), '-m', message])).stdout.trim();
       await this.git(target, ['update-ref', 'refs/heads/checkpoints', commit]);
@@ -181,7 +204,7 @@ export class GitShadowRepository implements ShadowRepository {
     // Read from the trees' own objects; git when one is not loose (a `git gc` packed it).
     const read = this.inDefaultFormats(target.gitDir) ? diffTrees(target.gitDir, from, to) : null;
     if (read !== null) return read;
-    const out = (await this.git(target, ['diff-tree', '-r', '-z', '--no-renames', '--name-status', from, to])).stdout.split('\0');
+    const out = (await this.readGit(target, ['diff-tree', '-r', '-z', '--no-renames', '--name-status', from, to])).stdout.split('\0');
     const changes: ChangedPath[] = [];
     for (let i = 0; i + 1 < out.length; i += 2) {
       const letter = out[i]!;
@@ -195,11 +218,11 @@ export class GitShadowRepository implements ShadowRepository {
     const out = new Map<string, string>();
     for (let i = 0; i < paths.length; i += 100) {
       const batch = [...paths.slice(i, i + 100)].sort(byGitOrder);
-      const text = (await this.git(target, ['diff-tree', '-r', '-p', '--no-renames', '--no-ext-diff', '--no-textconv', '--no-color', from, to, '--', ...batch])).stdout;
+      const text = (await this.readGit(target, ['diff-tree', '-r', '-p', '--no-renames', '--no-ext-diff', '--no-textconv', '--no-color', from, to, '--', ...batch])).stdout;
       const chunks = text.split(/^(?=diff --git )/m).filter((chunk) => chunk.startsWith('diff --git '));
       if (chunks.length === batch.length) batch.forEach((file, index) => out.set(file, chunks[index]!));
       else {
-        for (const file of batch) out.set(file, (await this.git(target, ['diff-tree', '-r', '-p', '--no-renames', '--no-ext-diff', '--no-textconv', '--no-color', from, to, '--', file])).stdout);
+        for (const file of batch) out.set(file, (await this.readGit(target, ['diff-tree', '-r', '-p', '--no-renames', '--no-ext-diff', '--no-textconv', '--no-color', from, to, '--', file])).stdout);
       }
     }
     return out;
@@ -209,12 +232,14 @@ export class GitShadowRepository implements ShadowRepository {
     const changed = await this.changes(target, from, to);
     if (changed.length === 0) return;
     // read-tree moves the workdir from what the index holds: a snapshot by fingerprint left it as it was.
-    if (this.indexTree.get(target.gitDir) !== from) await this.snapshotWithGit(target, false);
+    if (this.indexTree.get(target.gitDir) !== from) await this.snapshotWithGit(target, false).catch(changedUnder('restore'));
     // `-m -u from to`: git's own checkout: it never writes through a symlink it finds on the way.
-    await this.git(target, ['read-tree', '--reset', '-u', to]);
+    await this.ensureRepository(target.gitDir, target.workdir);
+    await this.git(target, ['read-tree', '--reset', '-u', to]).catch(changedUnder('restore'));
     this.indexTree.set(target.gitDir, to);
     this.remember(target, to, undefined);
-    reown(target.workdir, changed.filter((change) => change.status !== 'deleted').map((change) => change.path));
+    // In the sandbox git wrote as the agent's uid already; here (no sandbox) the agent runs as the server.
+    if (!this.options.sandbox) reown(target.workdir, changed.filter((change) => change.status !== 'deleted').map((change) => change.path));
   }
 
   async exportTree(gitDir: string, tree: string, intoDir: string): Promise<void> {
@@ -227,12 +252,29 @@ export class GitShadowRepository implements ShadowRepository {
     }
   }
 
+  /** git on the workdir: in the conversation's sandbox when there is one. */
   private git(target: ShadowTarget, args: string[], options: { input?: string; allowExit?: number[] } = {}) {
-    return runGit({ gitDir: target.gitDir, workTree: target.workdir, args, ...options, ...this.runner() });
+    return runGit({ gitDir: target.gitDir, workTree: target.workdir, args, ...options, ...this.runner(), ...(this.options.sandbox && { sandbox: this.options.sandbox }) });
+  }
+
+  /** git that only reads the repository (never the workdir, never writing): here, without a sandbox's start. */
+  private readGit(target: ShadowTarget, args: string[], options: { allowExit?: number[] } = {}) {
+    return runGit({ gitDir: target.gitDir, args, ...options, ...this.runner() });
   }
 
   /** Created whole or not at all: a temp directory renamed into place once it is set up. */
-  private async ensureRepository(gitDir: string): Promise<void> {
+  private async ensureRepository(gitDir: string, workdir: string): Promise<void> {
+    if (this.options.sandbox) {
+      // The sandbox gives the workdir to the agent's uid first: that is whom the repository goes to.
+      await this.options.sandbox.ready?.({ workdir, network: false });
+      await this.createRepository(gitDir);
+      this.owner.ensure(gitDir, workdir);
+      return;
+    }
+    await this.createRepository(gitDir);
+  }
+
+  private async createRepository(gitDir: string): Promise<void> {
     if (fs.existsSync(path.join(gitDir, 'HEAD'))) return;
     const parent = path.dirname(gitDir);
     fs.mkdirSync(parent, { recursive: true });
@@ -253,6 +295,18 @@ export class GitShadowRepository implements ShadowRepository {
       if (!fs.existsSync(path.join(gitDir, 'HEAD'))) throw error;
     }
   }
+}
+
+/**
+ * git's fatal exit (128) on a workdir whose entries moved while it read or wrote them (a
+ * directory swapped for a link, a file gone between listing and reading) as the client's
+ * conflict; git that could not run at all stays an internal error.
+ */
+function changedUnder(step: 'checkpoint' | 'restore'): (error: unknown) => never {
+  return (error) => {
+    if (error instanceof GitError && error.result.exitCode === 128) throw new WorkdirChangedError(step);
+    throw error;
+  };
 }
 
 function joinZ(paths: readonly string[]): string {

@@ -25,6 +25,12 @@ export interface ProcessSpec {
    * a shell started ahead of its first command. Default false: done here when not done yet.
    */
   setupLater?: boolean;
+  /**
+   * Host directories bound read-write at `target` inside the sandbox, for work the server does
+   * there on the agent's side of the boundary (the shadow repository of checkpoints). Ignored
+   * without a sandbox.
+   */
+  binds?: readonly { source: string; target: string }[];
 }
 
 export interface SandboxRequest {

@@ -195,6 +195,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       // The workdir's parents are created searchable (bwrap's default for them is 0700).
       ...(path.dirname(workdir) === workdir ? [] : ['--perms', '0755', '--dir', path.dirname(workdir)]),
       '--bind', workdir, workdir,
+      ...(spec.binds ?? []).flatMap((bind) => ['--bind', bind.source, bind.target]),
       // Nothing but the workdir, /tmp and /dev/shm is writable: the root and /dev are tmpfs
       // mounts that count against no limit.
       '--remount-ro', '/dev',

@@ -1,15 +1,24 @@
 /**
  * The project's configuration files (core/workspace/project-files.ts) on the host's disk. They
- * may lie above the workdir (AGENTS.md up to the repository root), so they are not read through
- * the workdir's pinned file system: each read opens without blocking (a FIFO swapped in cannot
- * hang the server), checks that what it opened is a regular file, and reads at most what the
- * request allows. A symlink is refused (O_NOFOLLOW) or followed only to a target inside the
- * directory it was found in.
+ * may lie above the workdir (AGENTS.md up to the repository root), with the directory they are
+ * found in as the root of a pinned walk (pin-path.ts): every directory on the way is held open
+ * and every symlink expanded by hand, only while it stays inside that directory, and the file
+ * is opened through its pinned parent with O_NOFOLLOW. A directory the agent swaps for a link
+ * to the data dir between the check and the open changes nothing: the open never goes through
+ * names again. Each open does not block (a FIFO swapped in cannot hang the server), checks that
+ * what it opened is a regular file, and reads at most what the request allows.
  */
 import fs from 'node:fs';
-import { open, realpath } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import path from 'node:path';
 import type { FileStamp, ProjectFileRead, ProjectFileRequest, ProjectFiles } from '../../core/workspace/project-files.js';
+import { InvalidPathError } from '../../core/workspace/invalid-path-error.js';
+import { PathNotFoundError } from '../../core/workspace/path-not-found-error.js';
+import { PathOutsideWorkdirError } from '../../core/workspace/path-outside-workdir-error.js';
+import { pinInWorkdir, type PinnedPath } from './pin-path.js';
+
+/** O_NONBLOCK: a FIFO opens without waiting for a writer, and is then refused as not a regular file. */
+const READ_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
 
 export class HostProjectFiles implements ProjectFiles {
   async gitRoot(dir: string): Promise<string | null> {
@@ -38,11 +47,10 @@ export class HostProjectFiles implements ProjectFiles {
     // queued to the thread pool. Nothing at the path means the open (or realpath) below could
     // only fail with ENOENT too; anything there, a dangling symlink included, takes the full read.
     if (!this.present(request.dir, request.name)) return { kind: 'missing' };
+    const pinned = await this.pin(request);
+    if (pinned.kind !== 'pinned') return pinned;
     try {
-      const file = await this.target(request);
-      if (file === null) return { kind: 'refused' };
-      const noFollow = request.symlinks === 'never' ? fs.constants.O_NOFOLLOW : 0;
-      const handle = await open(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | noFollow);
+      const handle = await open(pinned.path.at(), READ_FLAGS);
       try {
         const stats = await handle.stat();
         if (!stats.isFile() || (request.oversize === 'refuse' && stats.size > request.maxBytes)) return { kind: 'refused' };
@@ -58,8 +66,13 @@ export class HostProjectFiles implements ProjectFiles {
         await handle.close();
       }
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { kind: 'missing' };
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return { kind: 'missing' };
+      // A link where the walk found a file: planted since (a swap), or `never` kept the final link to refuse it here.
+      if (code === 'ELOOP' && request.symlinks === 'inside') return { kind: 'refused' };
       return { kind: 'unreadable', message: (error as Error).message };
+    } finally {
+      await pinned.path.release();
     }
   }
 
@@ -79,14 +92,19 @@ export class HostProjectFiles implements ProjectFiles {
     }
   }
 
-  /** The path to open: as given, or (`inside`) the symlink's real target when it stays inside `dir`; null when it leaves it. */
-  private async target(request: ProjectFileRequest): Promise<string | null> {
-    const file = path.join(request.dir, request.name);
-    if (request.symlinks === 'never') return file;
-    const real = await realpath(file);
-    const realDir = await realpath(request.dir);
-    if (real !== path.join(realDir, request.name) && !real.startsWith(`${realDir}${path.sep}`)) return null;
-    return real;
+  /**
+   * `name` resolved inside `dir` with its parent held open: `inside` follows links that stay in
+   * `dir`; `never` keeps a final link as it is, for the O_NOFOLLOW open to refuse.
+   */
+  private async pin(request: ProjectFileRequest): Promise<{ kind: 'pinned'; path: PinnedPath } | Exclude<ProjectFileRead, { kind: 'text' }>> {
+    try {
+      return { kind: 'pinned', path: await pinInWorkdir(request.dir, request.name, { mustExist: true, keepFinalSymlink: request.symlinks === 'never' }) };
+    } catch (error) {
+      if (error instanceof PathNotFoundError) return { kind: 'missing' };
+      if (error instanceof PathOutsideWorkdirError || error instanceof InvalidPathError) return { kind: 'refused' };
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { kind: 'missing' };
+      return { kind: 'unreadable', message: (error as Error).message };
+    }
   }
 }
 
