@@ -1,17 +1,10 @@
 import { z } from 'zod';
-import { readingHint, saveFullOutput } from '../tools/agent-area.js';
+import { saveFullOutput } from '../tools/agent-area.js';
 import type { ToolContext, ToolDefinition, ToolResult } from '../tools/tool.js';
+import { cutOutput, joinCut, MAX_OBSERVATION_CHARS, savedText, type ToolOutput } from '../tools/tool-output.js';
 
-export const MAX_OBSERVATION_CHARS = 60_000;
+export { MAX_OBSERVATION_CHARS } from '../tools/tool-output.js';
 const ABORT_GRACE_MS = 3_000;
-
-/** Cut the middle out of text longer than `max`, with a marker saying how much went. */
-export function truncateMiddle(text: string, max: number): { text: string; truncated: boolean } {
-  if (text.length <= max) return { text, truncated: false };
-  const keep = Math.floor((max - 80) / 2);
-  const cut = text.length - 2 * keep;
-  return { text: `${text.slice(0, keep)}\n[... ${cut} characters truncated ...]\n${text.slice(text.length - keep)}`, truncated: true };
-}
 
 export type ParsedArguments = { ok: true; value: Record<string, unknown> } | { ok: false; error: string };
 
@@ -56,11 +49,31 @@ export async function executeTool(options: {
   } catch (error) {
     result = { isError: true, content: `${name} failed: ${(error as Error).message ?? String(error)}`, data: { error: 'tool_failed' } };
   }
-  const capped = truncateMiddle(result.content, MAX_OBSERVATION_CHARS);
-  if (!capped.truncated) return result;
-  const saved = await saveFullOutput(result.content, context).catch(() => null);
-  const content = saved ? `${capped.text}\n${readingHint(saved, true)}` : capped.text;
-  return { ...result, content, data: { ...result.data, truncated: true, ...(saved ? { full_output: saved } : {}) } };
+  return capOutput(name, result, context);
+}
+
+/**
+ * The one place tool output is capped: a result longer than MAX_OBSERVATION_CHARS (its raw
+ * output, when the tool set one, else all of it) keeps its first and last lines, with a marker
+ * between them giving the lines cut and the file under .agentd/outputs/ that holds the full text.
+ */
+async function capOutput(tool: string, result: ToolResult, context: ToolContext): Promise<ToolResult> {
+  const { output: raw, ...rest } = result;
+  const output: ToolOutput = raw ?? { text: result.content, frame: (shown) => shown };
+  const cut = cutOutput(output.text, output.omitted, MAX_OBSERVATION_CHARS);
+  if (!cut) return rest;
+  // A workdir that refuses the write (a planted symlink, a full disk) still gets the cut result.
+  const saved = await saveFullOutput(savedText(output), { tool, context }).catch(() => null);
+  const where = !saved
+    ? 'the full output could not be saved'
+    : output.omitted
+      ? `its first and last parts are in ${saved.relative} (it was too long to keep whole)`
+      : `full output in ${saved.relative}`;
+  const shown = joinCut(cut, where);
+  const hint = saved
+    ? `\n[To read the cut part: \`sed -n '${cut.from.line},${cut.from.line + 199}p' ${saved.absolute}\` (or file_editor view with view_range); to search it: \`grep -n PATTERN ${saved.absolute}\`.]`
+    : '';
+  return { ...rest, content: `${output.frame(shown)}${hint}`, data: { ...rest.data, truncated: true, ...(saved && { full_output: saved.absolute }) } };
 }
 
 /** Names other agents use for the same parameter: accepted when the tool has the target and not the alias. */
