@@ -1,7 +1,8 @@
 /**
  * One place caps every tool's output for the model (the tool executor): a marker with line
  * numbers between the first and last lines, and the full text saved once under
- * .agentd/outputs/.
+ * .agentd/outputs/. And what the model sent is shown back when its arguments are malformed, and
+ * a tool name that differs only in case is taken for the tool.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -94,5 +95,43 @@ describe('tool output is capped in one place', () => {
     expect(view.data.truncated).toBeUndefined();
     expect(view.content.length).toBeLessThan(30_000);
     expect(view.content).toMatch(/Output capped: showed lines 1-\d+ of 300\. Use view_range/);
+  });
+});
+
+describe('malformed arguments and tool names', () => {
+  it('shows the model the arguments it sent when they are not JSON, cut when long', async () => {
+    const long = `{"command": "echo ${'z'.repeat(5_000)}`;
+    const { observations, actions } = await run([call('bash', '{"command": "echo hi"'), call('bash', long), finish]);
+    expect(observations[0]).toMatchObject({ is_error: true, data: { error: 'invalid_arguments' } });
+    expect(observations[0].content).toContain('not valid JSON');
+    expect(observations[0].content).toContain('You sent:\n{"command": "echo hi"');
+    expect(actions[0].arguments).toEqual({});
+    expect(observations[1].content).toContain(`You sent:\n{"command": "echo ${'z'.repeat(900)}`);
+    expect(observations[1].content).toMatch(/\n\[characters 1,001-4,0\d\d of line 1 \(of 1\) cut: the line is too long to show whole; not shown again\]\n/);
+    expect(observations[1].content.length).toBeLessThan(2_500);
+    expect(toolMessages()[0]).toBe(observations[0].content);
+  });
+
+  it('takes a tool name that differs only in case for the tool, recorded under its own name', async () => {
+    const { done, observations, actions } = await run([call('Bash', { command: 'echo case-ok' }), call('FILE_EDITOR', { command: 'create', path: 'a.txt', file_text: 'x\n' }), finish]);
+    expect(done.status).toBe('finished');
+    expect(actions.map((action) => action.tool_name)).toEqual(['bash', 'file_editor', 'finish']);
+    expect(observations.map((observation) => observation.tool_name)).toEqual(['bash', 'file_editor', 'finish']);
+    expect(observations[0].content).toBe('case-ok');
+    expect(fs.readFileSync(path.join(done.workdir, 'a.txt'), 'utf8')).toBe('x\n');
+    const later = harness.llm.requests[1]!.body as any;
+    expect(later.messages.find((message: any) => message.role === 'assistant').tool_calls[0].function.name).toBe('bash');
+    expect(harness.llm.violations).toEqual([]);
+  });
+
+  it('a deny rule on a tool holds against its name in another case', async () => {
+    const { observations, events } = await run([call('BASH', { command: 'echo should-not-run > ran.txt' }), finish], { permissions: { default: 'allow', deny: ['bash(echo*)'] } });
+    expect(events.filter((event) => event.kind === 'rejection')).toMatchObject([{ tool_name: 'bash', rule: 'deny: bash(echo*)' }]);
+    expect(observations.map((observation) => observation.tool_name)).toEqual(['finish']);
+  });
+
+  it('a name that matches no tool, in any case, is still refused', async () => {
+    const { observations } = await run([call('Bashh', { command: 'echo x' }), finish]);
+    expect(observations[0]).toMatchObject({ is_error: true, tool_name: 'Bashh', data: { error: 'unknown_tool' } });
   });
 });

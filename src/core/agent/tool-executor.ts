@@ -5,19 +5,38 @@ import { cutOutput, joinCut, MAX_OBSERVATION_CHARS, savedText, type ToolOutput }
 
 export { MAX_OBSERVATION_CHARS } from '../tools/tool-output.js';
 const ABORT_GRACE_MS = 3_000;
+/** Malformed arguments are shown back to the model up to this many characters (their ends kept). */
+const MAX_ECHOED_ARGUMENT_CHARS = 2_000;
 
 export type ParsedArguments = { ok: true; value: Record<string, unknown> } | { ok: false; error: string };
 
-/** The LLM's argument text as an object, or a message it can act on. */
+/** The LLM's argument text as an object, or a message it can act on that shows what it sent. */
 export function parseArguments(raw: string): ParsedArguments {
   if (raw.trim() === '') return { ok: true, value: {} };
   try {
     const value: unknown = JSON.parse(raw);
     if (typeof value === 'object' && value !== null && !Array.isArray(value)) return { ok: true, value: value as Record<string, unknown> };
-    return { ok: false, error: 'The arguments must be a JSON object.' };
+    return { ok: false, error: `The arguments must be a JSON object. You sent:\n${echoed(raw)}` };
   } catch (error) {
-    return { ok: false, error: `The arguments are not valid JSON (${(error as Error).message}). Send a JSON object that matches the tool's parameters.` };
+    return { ok: false, error: `The arguments are not valid JSON (${(error as Error).message}). Send a JSON object that matches the tool's parameters. You sent:\n${echoed(raw)}` };
   }
+}
+
+/** Argument text as the model is shown it: whole, or its ends around a marker (one the secret masker knows). */
+function echoed(raw: string): string {
+  const cut = cutOutput(raw, undefined, MAX_ECHOED_ARGUMENT_CHARS);
+  return cut ? joinCut(cut, 'not shown again') : raw;
+}
+
+/**
+ * The enabled tool a call names: its own name, or the one tool whose name it matches but for
+ * case (models write `Bash` or `GREP`); else the name as sent, which the executor refuses.
+ */
+export function canonicalToolName(tools: ReadonlyMap<string, unknown>, name: string): string {
+  if (tools.has(name)) return name;
+  const lower = name.toLowerCase();
+  const matches = [...tools.keys()].filter((candidate) => candidate.toLowerCase() === lower);
+  return matches.length === 1 ? matches[0]! : name;
 }
 
 /**
