@@ -53,4 +53,21 @@ describe('a secret cut by truncation leaks no piece of itself', () => {
     const seen = JSON.stringify(harness.llm.requests.map((request) => request.body));
     for (let length = 4; length < TOKEN.length; length++) expect(seen).not.toContain(TOKEN.slice(0, length));
   });
+
+  it('in malformed arguments shown back to the model, cut at either end of what is shown', async () => {
+    // The first and last 1,000 characters of the raw text are shown: the value straddles each cut.
+    const opening = '{"command": "';
+    harness = await startAgentHarness([
+      { toolCalls: [{ name: 'bash', arguments: `${opening}${'a'.repeat(1000 - opening.length - 7)}${TOKEN}${'b'.repeat(3000)}` }] },
+      { toolCalls: [{ name: 'bash', arguments: `${opening}${'a'.repeat(3000)}${TOKEN}${'b'.repeat(1000 - 7)}` }] },
+      { text: 'done' },
+    ]);
+    const id = await harness.createConversation({ secrets: { TOKEN }, initial_message: 'send it' });
+    await harness.waitForStatus(id, ['idle', 'finished']);
+    const observations = (await harness.get(`/conversations/${id}/events?kind=observation`)).body.items;
+    expect(observations).toHaveLength(2);
+    for (const observation of observations) expectNoPiece(observation.content, /\n\[characters 1,001-[\d,]+ of line 1 \(of 1\) cut: /);
+    const seen = JSON.stringify(harness.llm.requests.slice(1).map((request) => request.body));
+    for (let length = 4; length < TOKEN.length; length++) expect(seen).not.toContain(TOKEN.slice(0, length));
+  });
 });
