@@ -157,6 +157,30 @@ describe('bash tool', () => {
     expect(status).not.toContain('.agentd');
   });
 
+  it('an output past what the shell holds is still cut by line numbers, and its two ends are saved with what fell out', async () => {
+    const small = await new BashShellFactory({ heldOutputChars: 2000 }).create({ conversationId: 'c1', workdir, env: { TMPDIR: join(workdir, '.tmp') } });
+    try {
+      const held = { ...context, shell: async () => small };
+      const result = await executeTool({ tools: new Map([['bash', tool]]), name: 'bash', args: { ok: true, value: { command: 'seq 1 20000' } }, context: held });
+      const whole = Array.from({ length: 20000 }, (_, i) => `${i + 1}\n`).join('');
+      const [head, marker, tail] = result.content.split(/\n(\[lines [^\n]*\])\n/);
+      const headLines = head!.split('\n');
+      const tailLines = tail!.split('\n').filter((line) => /^\d+$/.test(line));
+      expect(headLines).toEqual(Array.from({ length: headLines.length }, (_, i) => String(i + 1)));
+      expect(tailLines.at(-1)).toBe('20000');
+      expect(tailLines[0]).toBe(String(20000 - tailLines.length + 1));
+      const file = result.data?.full_output as string;
+      const relative = file.slice(workdir.length + 1);
+      expect(marker).toBe(`[lines ${headLines.length + 1}-${(20000 - tailLines.length).toLocaleString('en-US')} of 20,000 cut; its first and last parts are in ${relative} (it was too long to keep whole)]`);
+      const saved = readFileSync(file, 'utf8');
+      expect(saved.startsWith(whole.slice(0, 1000))).toBe(true);
+      expect(saved.endsWith(whole.slice(whole.length - 1000))).toBe(true);
+      expect(saved).toContain(`[${(whole.length - 2000).toLocaleString('en-US')} characters (`);
+    } finally {
+      await small.close();
+    }
+  });
+
   it('a background job logs into .agentd/bg-<pid>.log, which git ignores', async () => {
     execFileSync('git', ['init', '-q'], { cwd: workdir });
     const result = await tool.execute({ command: '(echo from-job; sleep 30) &' }, context);
