@@ -163,7 +163,8 @@ export class SecretMasker {
 
   maskText(text: string): string {
     if (this.namesByValue.size === 0 || text.length < MIN_MASKED_LENGTH) return text;
-    if (TRUNCATION_MARKER.test(text)) return this.maskAroundCuts(text);
+    // Every marker starts a line with `[`: most texts are passed over without running the pattern.
+    if (text.includes('\n[') && TRUNCATION_MARKER.test(text)) return this.maskAroundCuts(text);
     return this.maskWhole(text);
   }
 
