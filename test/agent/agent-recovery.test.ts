@@ -153,7 +153,9 @@ describe('where output goes', () => {
     const pid = observations[0].data.pid as number;
     expect(observations[0].content).toContain(path.join(done.workdir, '.agentd', `bg-${pid}.log`));
     const file = observations[1].data.full_output as string;
-    expect(observations[1].content).toContain(`sed -n '100,200p' ${file}`);
+    expect(path.dirname(file)).toBe(path.join(done.workdir, '.agentd', 'outputs'));
+    expect(observations[1].content).toContain(`full output in .agentd/outputs/${path.basename(file)}]`);
+    expect(observations[1].content).toContain(`grep -n PATTERN ${file}`);
     expect(fs.readFileSync(file, 'utf8').trim().split('\n')).toHaveLength(100000);
     expect(fs.readFileSync(path.join(done.workdir, '.agentd', '.gitignore'), 'utf8')).toBe('*\n');
   });

@@ -13,9 +13,9 @@ const quick = { timeoutMs: 5000, idleTimeoutMs: 3000 };
 let workdir: string;
 let shell: ShellSession;
 
-async function openShell(options: { maxOutputChars?: number; env?: Record<string, string> } = {}): Promise<ShellSession> {
+async function openShell(options: { heldOutputChars?: number; env?: Record<string, string> } = {}): Promise<ShellSession> {
   const launcher = testLauncher();
-  const factory = new BashShellFactory({ ...(options.maxOutputChars ? { maxOutputChars: options.maxOutputChars } : {}), ...(launcher ? { launcher } : {}) });
+  const factory = new BashShellFactory({ ...(options.heldOutputChars ? { heldOutputChars: options.heldOutputChars } : {}), ...(launcher ? { launcher } : {}) });
   // TMPDIR inside the workdir: background logs go away with it.
   return factory.create({ conversationId: 'c1', workdir, env: { TMPDIR: join(workdir, '.tmp'), ...options.env } });
 }
@@ -161,15 +161,15 @@ describe('BashShellSession', () => {
     expect(await waitUntil(() => !isRunning(pid))).toBe(true);
   });
 
-  it('cuts long output in the middle with a marker', async () => {
+  it('holds only the start and end of a long output, counting what fell out between them', async () => {
     await shell.close();
-    shell = await openShell({ maxOutputChars: 1000 });
+    shell = await openShell({ heldOutputChars: 1000 });
+    const whole = Array.from({ length: 20_000 }, (_, i) => `${i + 1}\n`).join('');
     const result = await shell.run('seq 1 20000', quick);
-    expect(result.truncated).toBe(true);
-    expect(result.output.startsWith('1\n2\n3\n')).toBe(true);
-    expect(result.output.endsWith('19999\n20000\n')).toBe(true);
-    expect(result.output).toMatch(/\[\.\.\. \d+ characters truncated \.\.\.\]/);
-    expect(result.output.length).toBeLessThan(1100);
+    expect(result.output).toBe(whole.slice(0, 500) + whole.slice(whole.length - 500));
+    const dropped = whole.slice(500, whole.length - 500);
+    expect(result.omitted).toEqual({ at: 500, chars: dropped.length, newlines: dropped.split('\n').length - 1, column: whole.length - 500 - (whole.lastIndexOf('\n', whole.length - 501) + 1) });
+    expect((await shell.run('echo next', quick)).omitted).toBeUndefined();
   });
 
   it('restarts a shell that exited or was killed, in the workdir, with restarted set', async () => {

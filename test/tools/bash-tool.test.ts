@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { BashShellFactory } from '../../src/adapters/shell/bash-shell.js';
 import { bashTool, createBashTool } from '../../src/core/tools/bash.js';
+import { executeTool } from '../../src/core/agent/tool-executor.js';
 import type { ShellSession } from '../../src/core/tools/shell-session.js';
 import type { ToolContext } from '../../src/core/tools/tool.js';
 import { NodeWorkdirFileSystem } from '../../src/adapters/workspace/node-workdir-file-system.js';
@@ -140,15 +141,44 @@ describe('bash tool', () => {
     expect(next.content).toContain('free-again');
   });
 
-  it('keeps the whole of a cut output in .agentd/ (ignored by git) and says how to read it', async () => {
+  it('hands the executor its raw output, which keeps the whole of a cut one in .agentd/outputs/ (ignored by git)', async () => {
     execFileSync('git', ['init', '-q'], { cwd: workdir });
-    const result = await tool.execute({ command: 'seq 1 20000' }, context);
+    const raw = await tool.execute({ command: 'seq 1 20000; (exit 3)' }, context);
+    const whole = Array.from({ length: 20000 }, (_, i) => `${i + 1}\n`).join('');
+    expect(raw.output?.text).toBe(whole);
+    expect(raw.data?.full_output).toBeUndefined();
+    const result = await executeTool({ tools: new Map([['bash', tool]]), name: 'bash', args: { ok: true, value: { command: 'seq 1 20000; (exit 3)' } }, context });
     const file = result.data?.full_output as string;
-    expect(file.startsWith(join(workdir, '.agentd', 'output-'))).toBe(true);
-    expect(result.content).toContain(`sed -n '100,200p' ${file}`);
-    expect(readFileSync(file, 'utf8').split('\n').slice(0, 20000)).toEqual(Array.from({ length: 20000 }, (_, i) => String(i + 1)));
+    expect(file.startsWith(join(workdir, '.agentd', 'outputs', 'bash-'))).toBe(true);
+    expect(readFileSync(file, 'utf8')).toBe(whole);
+    // The notes after the output are kept whole.
+    expect(result.content).toMatch(/\n20000\n\[Exit code 3\]\n\[To read the cut part: /);
     const status = execFileSync('git', ['status', '--porcelain', '--untracked-files=all'], { cwd: workdir, encoding: 'utf8' });
     expect(status).not.toContain('.agentd');
+  });
+
+  it('an output past what the shell holds is still cut by line numbers, and its two ends are saved with what fell out', async () => {
+    const small = await new BashShellFactory({ heldOutputChars: 2000 }).create({ conversationId: 'c1', workdir, env: { TMPDIR: join(workdir, '.tmp') } });
+    try {
+      const held = { ...context, shell: async () => small };
+      const result = await executeTool({ tools: new Map([['bash', tool]]), name: 'bash', args: { ok: true, value: { command: 'seq 1 20000' } }, context: held });
+      const whole = Array.from({ length: 20000 }, (_, i) => `${i + 1}\n`).join('');
+      const [head, marker, tail] = result.content.split(/\n(\[lines [^\n]*\])\n/);
+      const headLines = head!.split('\n');
+      const tailLines = tail!.split('\n').filter((line) => /^\d+$/.test(line));
+      expect(headLines).toEqual(Array.from({ length: headLines.length }, (_, i) => String(i + 1)));
+      expect(tailLines.at(-1)).toBe('20000');
+      expect(tailLines[0]).toBe(String(20000 - tailLines.length + 1));
+      const file = result.data?.full_output as string;
+      const relative = file.slice(workdir.length + 1);
+      expect(marker).toBe(`[lines ${headLines.length + 1}-${(20000 - tailLines.length).toLocaleString('en-US')} of 20,000 cut; its first and last parts are in ${relative} (it was too long to keep whole)]`);
+      const saved = readFileSync(file, 'utf8');
+      expect(saved.startsWith(whole.slice(0, 1000))).toBe(true);
+      expect(saved.endsWith(whole.slice(whole.length - 1000))).toBe(true);
+      expect(saved).toContain(`[${(whole.length - 2000).toLocaleString('en-US')} characters (`);
+    } finally {
+      await small.close();
+    }
   });
 
   it('a background job logs into .agentd/bg-<pid>.log, which git ignores', async () => {

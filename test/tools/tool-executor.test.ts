@@ -16,6 +16,7 @@ beforeEach(() => {
 afterEach(() => fs.rmSync(workdir, { recursive: true, force: true }));
 
 const lines = Array.from({ length: 20_000 }, (_, i) => `line ${i + 1}`).join('\n');
+const formatted = (n: number) => n.toLocaleString('en-US');
 const chatty = defineTool({
   name: 'chatty',
   description: 'prints a lot',
@@ -25,14 +26,32 @@ const chatty = defineTool({
 const tools = new Map([[chatty.name, chatty]]);
 
 describe('executeTool', () => {
-  it('cuts a long result, keeps the whole of it in .agentd/ and says how to read it', async () => {
+  it('cuts a long result on line boundaries, marks the lines cut, keeps the whole of it in .agentd/outputs/ and says how to read it', async () => {
     const result = await executeTool({ tools, name: 'chatty', args: { ok: true, value: {} }, context });
     expect(result.content.length).toBeLessThan(MAX_OBSERVATION_CHARS + 500);
     const file = result.data?.full_output as string;
-    expect(path.dirname(file)).toBe(path.join(workdir, '.agentd'));
+    expect(path.dirname(file)).toBe(path.join(workdir, '.agentd', 'outputs'));
+    expect(path.basename(file)).toMatch(/^chatty-.+\.txt$/);
     expect(fs.readFileSync(file, 'utf8')).toBe(lines);
     expect(fs.readFileSync(path.join(workdir, '.agentd', '.gitignore'), 'utf8')).toBe('*\n');
+    const [head, marker, ...rest] = result.content.split(/\n(\[lines [^\n]*\])\n/);
+    const headLines = head!.split('\n');
+    const tailLines = rest.join('').split('\n').slice(0, -1);
+    expect(headLines[0]).toBe('line 1');
+    expect(headLines.at(-1)).toBe(`line ${headLines.length}`);
+    expect(tailLines.at(-1)).toBe('line 20000');
+    expect(tailLines[0]).toBe(`line ${20_000 - tailLines.length + 1}`);
+    const relative = path.relative(workdir, file);
+    expect(marker).toBe(`[lines ${formatted(headLines.length + 1)}-${formatted(20_000 - tailLines.length)} of 20,000 cut; full output in ${relative}]`);
+    expect(result.content).toContain(`sed -n '${headLines.length + 1},${headLines.length + 200}p' ${file}`);
     expect(result.content).toContain(`grep -n PATTERN ${file}`);
+  });
+
+  it('saves each cut output once, in a file of its own', async () => {
+    const first = await executeTool({ tools, name: 'chatty', args: { ok: true, value: {} }, context });
+    const second = await executeTool({ tools, name: 'chatty', args: { ok: true, value: {} }, context });
+    expect(first.data?.full_output).not.toBe(second.data?.full_output);
+    expect(fs.readdirSync(path.join(workdir, '.agentd', 'outputs'))).toHaveLength(2);
   });
 
   it('never writes the full output through a planted symlink', async () => {
@@ -43,6 +62,7 @@ describe('executeTool', () => {
       expect(fs.readdirSync(decoy)).toEqual([]);
       expect(result.data?.full_output).toBeUndefined();
       expect(result.data?.truncated).toBe(true);
+      expect(result.content).toMatch(/\n\[lines [\d,]+-[\d,]+ of 20,000 cut; the full output could not be saved\]\n/);
     } finally {
       fs.rmSync(decoy, { recursive: true, force: true });
     }

@@ -1,5 +1,5 @@
 import type { CommandResult, CommandRunner } from '../../core/commands/command-runner.js';
-import { OutputWindow } from '../shell/output-window.js';
+import { OutputWindow, markedText } from '../shell/output-window.js';
 import { buildCleanEnv, type ProcessLauncher } from './process-launcher.js';
 import { descendantsByChildren, descendantsOf, listProcesses, signalQuietly } from './process-tree.js';
 import { WorkdirGuard } from '../shell/workdir-guard.js';
@@ -70,11 +70,11 @@ export class ExecaCommandRunner implements CommandRunner {
     return {
       // Stopped by the workdir guard: SIGKILL, as a shell reports it.
       exit_code: timedOut ? null : (result.exitCode ?? (stoppedByGuard ? 137 : null)),
-      stdout: out.text,
-      stderr: err.text,
+      stdout: markedText(out),
+      stderr: markedText(err),
       execution_time_s: Math.round(performance.now() - started) / 1000,
       timed_out: timedOut,
-      truncated: out.truncated || err.truncated,
+      truncated: out.omitted !== undefined || err.omitted !== undefined,
     };
   }
 }

@@ -96,7 +96,7 @@ export function waitForCommand(running: RunningCommand, options: ShellRunOptions
 
 /** What a command did so far (taken from its output window): the tool's result. */
 export function commandResult(running: RunningCommand, context: { cwd: string; restarted: boolean }): ShellRunResult {
-  const { text, truncated, full } = running.window.take();
+  const { text, omitted } = running.window.take();
   const completion = running.completion;
   running.collecting = false;
   const result: ShellRunResult = {
@@ -107,21 +107,20 @@ export function commandResult(running: RunningCommand, context: { cwd: string; r
     stillRunning: completion === undefined,
     elapsedMs: (running.endedAt ?? Date.now()) - running.startedAt,
   };
-  if (full) result.fullOutput = full;
+  if (omitted) result.omitted = omitted;
   if (running.interrupted) result.interrupted = running.interrupted;
   running.interrupted = undefined;
   if (completion?.pid !== undefined) result.pid = completion.pid;
   if (completion?.logFile !== undefined) result.logFile = completion.logFile;
   if (context.restarted) result.restarted = true;
-  if (truncated) result.truncated = true;
   return result;
 }
 
 /** A result when no command runs: what the shell printed meanwhile (background jobs), and a note. */
 export function idleResult(idleOutput: OutputWindow, context: { cwd: string; note: string; restarted: boolean }): ShellRunResult {
-  const { text, truncated } = idleOutput.take();
+  const { text, omitted } = idleOutput.take();
   const result: ShellRunResult = { output: joinOutput(text, context.note), exitCode: null, cwd: context.cwd, timedOut: false, stillRunning: false };
   if (context.restarted) result.restarted = true;
-  if (truncated) result.truncated = true;
+  if (omitted) result.omitted = omitted;
   return result;
 }

@@ -6,14 +6,12 @@ import type { ProcessLauncher, SandboxRequest } from '../process/process-launche
 import type { SpawnProcess } from '../process/process-spawner.js';
 import { killRecordedGroup, readProcess } from '../process/process-tree.js';
 import { INIT_SCRIPT, SentinelScanner, bashQuote, commandLines } from './bash-protocol.js';
-import { OutputWindow, joinOutput } from './output-window.js';
+import { OutputWindow, joinOutput, markedText } from './output-window.js';
 import type { WorkdirGuard } from './workdir-guard.js';
 import type { StartSlots } from './start-slots.js';
 import { INTERRUPT_GRACE_MS, commandResult, idleResult, stopCommand, waitForCommand, type Completion, type RunningCommand } from './bash-command.js';
 import { ShellJobsWatch } from './jobs-watch.js';
 
-/** A cut result keeps up to this much of the command's output, for the bash tool to save in a file. */
-const KEEP_FULL_OUTPUT_CHARS = 4 * 1024 * 1024;
 const VALID_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 export interface SessionConfig {
@@ -22,7 +20,8 @@ export interface SessionConfig {
   launcher: ProcessLauncher;
   /** Default: spawned by the server itself. */
   spawn?: SpawnProcess;
-  maxOutputChars: number;
+  /** How much of an output the shell holds (its start and end): what the tool executor caps for the model and saves. */
+  heldOutputChars: number;
   bashPath: string;
   startTimeoutMs: number;
   sandbox?: { network: boolean | 'host' };
@@ -74,7 +73,7 @@ export class BashShellSession implements ShellSession {
     this.jobsWatch = config.guard && new ShellJobsWatch(config.guard);
     this.cwd = config.workdir;
     this.env = { ...config.env };
-    this.idleOutput = new OutputWindow(config.maxOutputChars);
+    this.idleOutput = new OutputWindow(config.heldOutputChars);
   }
 
   get pid(): number | undefined {
@@ -167,7 +166,7 @@ export class BashShellSession implements ShellSession {
     // A shell started ahead that never ran a command has nothing to record (and its workdir stays as it is).
     if (this.alive && !this.setupPending) {
       const result = await this.run(EXPORTS_COMMAND, { timeoutMs: 5000, idleTimeoutMs: 5000 });
-      if (result.exitCode === 0) state = shellStateFrom({ cwd: result.cwd, exports: result.fullOutput?.text ?? result.output, serverEnv: this.env });
+      if (result.exitCode === 0) state = shellStateFrom({ cwd: result.cwd, exports: result.output, serverEnv: this.env });
     }
     if (this.running) return null;
     await this.close();
@@ -208,7 +207,7 @@ export class BashShellSession implements ShellSession {
     this.envQueue = [];
     this.cwd = this.config.workdir;
     const nonce = randomBytes(8).toString('hex');
-    this.running = { nonce, window: new OutputWindow(this.config.maxOutputChars), collecting: true, startedAt: Date.now(), interrupts: 0 };
+    this.running = { nonce, window: new OutputWindow(this.config.heldOutputChars), collecting: true, startedAt: Date.now(), interrupts: 0 };
     proc.setBusy(true);
     this.writeControl(`${proc.prelude && `${proc.prelude}\n`}${INIT_SCRIPT}\n__agentd_done ${nonce}\n`);
     const timeoutMs = this.config.startTimeoutMs;
@@ -250,7 +249,7 @@ export class BashShellSession implements ShellSession {
       this.unreported = undefined;
       if (!unreported) return this.idleResult({ note: note || '[No command is running.]', restarted });
       const result = this.result(unreported, { restarted });
-      return { ...result, output: joinOutput(result.output + this.idleOutput.take().text, note) };
+      return { ...result, output: joinOutput(result.output + markedText(this.idleOutput.take()), note) };
     }
     const note = isInput
       ? this.sendInput(command)
@@ -292,14 +291,14 @@ export class BashShellSession implements ShellSession {
 
   private startCommand(command: string): void {
     const nonce = randomBytes(8).toString('hex');
-    const window = new OutputWindow(this.config.maxOutputChars, KEEP_FULL_OUTPUT_CHARS);
+    const window = new OutputWindow(this.config.heldOutputChars);
     const unreported = this.unreported;
     this.unreported = undefined;
     if (unreported) {
       const note = `[The previous command finished with exit code ${unreported.completion?.exitCode}.]`;
-      this.idleOutput.append(joinOutput(unreported.window.take().text, note));
+      this.idleOutput.append(joinOutput(markedText(unreported.window.take()), note));
     }
-    const earlier = this.idleOutput.take().text;
+    const earlier = markedText(this.idleOutput.take());
     if (earlier !== '') window.append(`[Output since the last command (previous command, background processes):]\n${earlier}\n[End of that output.]\n`);
     const running: RunningCommand = { nonce, window, collecting: false, startedAt: Date.now(), interrupts: 0 };
     this.running = running;

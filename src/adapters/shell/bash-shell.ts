@@ -8,14 +8,21 @@ import { StartSlots } from './start-slots.js';
 
 export { BashShellSession } from './bash-shell-session.js';
 
+/** Enough to keep whole any output a model would be pointed at, small enough that many shells at once stay cheap. */
+export const HELD_OUTPUT_CHARS = 4 * 1024 * 1024;
+
 /** Starts one long-lived bash per conversation (see bash-shell-session.ts), through the launcher (the sandbox). */
 export interface BashShellFactoryOptions {
   /** Wraps every spawn (the sandbox hooks in here). Default: HostProcessLauncher. */
   launcher?: ProcessLauncher;
   /** Spawns each bash (the server's ProcessSpawner). Default: the server spawns it itself. */
   spawn?: SpawnProcess;
-  /** Output past this many characters is cut in the middle. Default 30,000. */
-  maxOutputChars?: number;
+  /**
+   * How much of a command's output a shell holds: its start and end, half each, with what falls
+   * between them counted, not kept. The tool executor cuts it for the model and saves it. Default
+   * HELD_OUTPUT_CHARS.
+   */
+  heldOutputChars?: number;
   /** Default `bash` (looked up on the clean PATH). */
   bashPath?: string;
   /** Server variables passed through to the shell (AGENTD_PASS_ENV). */
@@ -61,7 +68,7 @@ export class BashShellFactory implements ShellFactory {
       launcher,
       ...(this.options.spawn && { spawn: this.options.spawn }),
       ...(workdirMb !== null && { guard: new WorkdirGuard({ workdir: options.workdir, limitMb: workdirMb }) }),
-      maxOutputChars: this.options.maxOutputChars ?? 30_000,
+      heldOutputChars: this.options.heldOutputChars ?? HELD_OUTPUT_CHARS,
       bashPath: this.options.bashPath ?? 'bash',
       startTimeoutMs: this.options.startTimeoutMs ?? 10_000,
       ...(options.sandbox !== undefined && { sandbox: options.sandbox }),

@@ -4,7 +4,7 @@ import { askLlm } from './llm-request.js';
 import type { RunContext } from './run-context.js';
 import { recordAction, recordNotRun } from './run-records.js';
 import type { OutputRequirement } from './structured-output.js';
-import { parseArguments } from './tool-executor.js';
+import { canonicalToolName, parseArguments } from './tool-executor.js';
 import type { Reply, TurnOutcome } from './turn-outcome.js';
 
 // One request to the LLM inside a run, and what its answer becomes: text, calls to run, or a note asking again.
@@ -26,7 +26,8 @@ export async function summaryTurn(context: RunContext, settings: ReturnType<RunC
   }
   // Calls made anyway are recorded and answered (the history stays valid), never run.
   const responseId = randomUUID();
-  for (const call of response.toolCalls) {
+  for (const sent of response.toolCalls) {
+    const call = { ...sent, name: canonicalToolName(context.tools, sent.name) };
     await recordAction(context, { call, args: parseArguments(call.arguments), responseId, thought: text });
     await recordNotRun(context, call, BUDGET_SPENT_RESULT, 'budget_spent');
   }

@@ -1,30 +1,42 @@
 import { z } from 'zod';
-import { readingHint, saveFullOutput } from '../tools/agent-area.js';
+import { saveFullOutput } from '../tools/agent-area.js';
 import type { ToolContext, ToolDefinition, ToolResult } from '../tools/tool.js';
+import { cutOutput, joinCut, MAX_OBSERVATION_CHARS, savedText, type ToolOutput } from '../tools/tool-output.js';
 
-export const MAX_OBSERVATION_CHARS = 60_000;
+export { MAX_OBSERVATION_CHARS } from '../tools/tool-output.js';
 const ABORT_GRACE_MS = 3_000;
-
-/** Cut the middle out of text longer than `max`, with a marker saying how much went. */
-export function truncateMiddle(text: string, max: number): { text: string; truncated: boolean } {
-  if (text.length <= max) return { text, truncated: false };
-  const keep = Math.floor((max - 80) / 2);
-  const cut = text.length - 2 * keep;
-  return { text: `${text.slice(0, keep)}\n[... ${cut} characters truncated ...]\n${text.slice(text.length - keep)}`, truncated: true };
-}
+/** Malformed arguments are shown back to the model up to this many characters (their ends kept). */
+const MAX_ECHOED_ARGUMENT_CHARS = 2_000;
 
 export type ParsedArguments = { ok: true; value: Record<string, unknown> } | { ok: false; error: string };
 
-/** The LLM's argument text as an object, or a message it can act on. */
+/** The LLM's argument text as an object, or a message it can act on that shows what it sent. */
 export function parseArguments(raw: string): ParsedArguments {
   if (raw.trim() === '') return { ok: true, value: {} };
   try {
     const value: unknown = JSON.parse(raw);
     if (typeof value === 'object' && value !== null && !Array.isArray(value)) return { ok: true, value: value as Record<string, unknown> };
-    return { ok: false, error: 'The arguments must be a JSON object.' };
+    return { ok: false, error: `The arguments must be a JSON object. You sent:\n${echoed(raw)}` };
   } catch (error) {
-    return { ok: false, error: `The arguments are not valid JSON (${(error as Error).message}). Send a JSON object that matches the tool's parameters.` };
+    return { ok: false, error: `The arguments are not valid JSON (${(error as Error).message}). Send a JSON object that matches the tool's parameters. You sent:\n${echoed(raw)}` };
   }
+}
+
+/** Argument text as the model is shown it: whole, or its ends around a marker (one the secret masker knows). */
+function echoed(raw: string): string {
+  const cut = cutOutput(raw, undefined, MAX_ECHOED_ARGUMENT_CHARS);
+  return cut ? joinCut(cut, 'not shown again') : raw;
+}
+
+/**
+ * The enabled tool a call names: its own name, or the one tool whose name it matches but for
+ * case (models write `Bash` or `GREP`); else the name as sent, which the executor refuses.
+ */
+export function canonicalToolName(tools: ReadonlyMap<string, unknown>, name: string): string {
+  if (tools.has(name)) return name;
+  const lower = name.toLowerCase();
+  const matches = [...tools.keys()].filter((candidate) => candidate.toLowerCase() === lower);
+  return matches.length === 1 ? matches[0]! : name;
 }
 
 /**
@@ -56,11 +68,31 @@ export async function executeTool(options: {
   } catch (error) {
     result = { isError: true, content: `${name} failed: ${(error as Error).message ?? String(error)}`, data: { error: 'tool_failed' } };
   }
-  const capped = truncateMiddle(result.content, MAX_OBSERVATION_CHARS);
-  if (!capped.truncated) return result;
-  const saved = await saveFullOutput(result.content, context).catch(() => null);
-  const content = saved ? `${capped.text}\n${readingHint(saved, true)}` : capped.text;
-  return { ...result, content, data: { ...result.data, truncated: true, ...(saved ? { full_output: saved } : {}) } };
+  return capOutput(name, result, context);
+}
+
+/**
+ * The one place tool output is capped: a result longer than MAX_OBSERVATION_CHARS (its raw
+ * output, when the tool set one, else all of it) keeps its first and last lines, with a marker
+ * between them giving the lines cut and the file under .agentd/outputs/ that holds the full text.
+ */
+async function capOutput(tool: string, result: ToolResult, context: ToolContext): Promise<ToolResult> {
+  const { output: raw, ...rest } = result;
+  const output: ToolOutput = raw ?? { text: result.content, frame: (shown) => shown };
+  const cut = cutOutput(output.text, output.omitted, MAX_OBSERVATION_CHARS);
+  if (!cut) return rest;
+  // A workdir that refuses the write (a planted symlink, a full disk) still gets the cut result.
+  const saved = await saveFullOutput(savedText(output), { tool, context }).catch(() => null);
+  const where = !saved
+    ? 'the full output could not be saved'
+    : output.omitted
+      ? `its first and last parts are in ${saved.relative} (it was too long to keep whole)`
+      : `full output in ${saved.relative}`;
+  const shown = joinCut(cut, where);
+  const hint = saved
+    ? `\n[To read the cut part: \`sed -n '${cut.from.line},${cut.from.line + 199}p' ${saved.absolute}\` (or file_editor view with view_range); to search it: \`grep -n PATTERN ${saved.absolute}\`.]`
+    : '';
+  return { ...rest, content: `${output.frame(shown)}${hint}`, data: { ...rest.data, truncated: true, ...(saved && { full_output: saved.absolute }) } };
 }
 
 /** Names other agents use for the same parameter: accepted when the tool has the target and not the alias. */

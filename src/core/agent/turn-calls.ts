@@ -3,6 +3,7 @@ import { FINISH_TOOL, finishLast, type RunContext, type RunOutcome } from './run
 import { finalOutputOutcome, runCall } from './run-call.js';
 import { CUT_CALL_RESULT, FINISH_NOT_ALONE, INTERRUPTED_NOT_RUN, recordAction, recordNotRun } from './run-records.js';
 import { FINAL_OUTPUT_TOOL, type OutputRequirement } from './structured-output.js';
+import { canonicalToolName } from './tool-executor.js';
 import type { CallsDone, CallsReply } from './turn-outcome.js';
 
 /**
@@ -17,8 +18,10 @@ export async function runCalls(
 ): Promise<CallsDone> {
   const { tools, output, signal } = turn;
   const { responseId, thought } = reply;
+  // Named as the tools are before anything sees them: the action, the permission rules and hooks get the canonical name.
+  const calls = reply.calls.map(({ call, args }) => ({ call: { ...call, name: canonicalToolName(tools, call.name) }, args }));
   // `finish` beside other calls runs after them and is refused: the model has not seen their results yet.
-  const others = reply.calls.filter(({ call }) => call.name !== FINISH_TOOL);
+  const others = calls.filter(({ call }) => call.name !== FINISH_TOOL);
   const done: CallsDone = { ended: null, pending: [], steps: [], stopped: null, skipped: [] };
   // Calls of a concurrent tool (`task`) start and run side by side; any other call waits for them first.
   const running: Promise<RunOutcome | null>[] = [];
@@ -26,7 +29,7 @@ export async function runCalls(
     const outcomes = await Promise.all(running.splice(0));
     return outcomes.find((outcome) => outcome !== null) ?? null;
   };
-  for (const { call, args } of finishLast(reply.calls, ({ call }) => call.name)) {
+  for (const { call, args } of finishLast(calls, ({ call }) => call.name)) {
     if (context.signal.aborted) return { ...done, ended: (await joined()) ?? { kind: 'aborted' } };
     if (context.interrupts.pending !== null) {
       // The user interrupted: the calls left are recorded (the history stays valid), never run.

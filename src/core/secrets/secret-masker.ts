@@ -1,9 +1,14 @@
+import { CUT_MARKER } from '../tools/tool-output.js';
+
 /** The most prefix bits a masker has (128 KiB): enough to stay sparse for 16,384 values. */
 const MAX_PREFIX_BITS = 1 << 20;
 /** Values shorter than this are not masked: masking "a" or "1" would shred every text. */
 export const MIN_MASKED_LENGTH = 4;
-/** The marker output windows put where they cut text (captured, so split() keeps it). */
-const TRUNCATION_MARKER = /(\n\[\.\.\. \d+ characters truncated \.\.\.\]\n)/;
+/**
+ * The markers put where text was cut (captured, so split() keeps them): the commands API's, and
+ * the line-numbered one of tool output.
+ */
+const TRUNCATION_MARKER = new RegExp(`(\\n\\[\\.\\.\\. \\d+ characters truncated \\.\\.\\.\\]\\n|${CUT_MARKER.source.slice(1, -1)})`);
 
 /**
  * A hash of the 4 characters at `at`: the key of the prefix index (a hit is confirmed with
@@ -158,12 +163,13 @@ export class SecretMasker {
 
   maskText(text: string): string {
     if (this.namesByValue.size === 0 || text.length < MIN_MASKED_LENGTH) return text;
-    if (text.includes(' characters truncated ...]')) return this.maskAroundCuts(text);
+    // Every marker starts a line with `[`: most texts are passed over without running the pattern.
+    if (text.includes('\n[') && TRUNCATION_MARKER.test(text)) return this.maskAroundCuts(text);
     return this.maskWhole(text);
   }
 
   /**
-   * Output cut in the middle (`[... N characters truncated ...]`) may have cut a secret too: the
+   * Output cut in the middle (`[... N characters truncated ...]`, `[lines A-B of N cut; …]`) may have cut a secret too: the
    * piece before a cut can end with the start of a value and the piece after it begin with the
    * end of one, neither of which is a whole value. Each piece is masked on its own, and such a
    * partial value beside a cut is masked as well.

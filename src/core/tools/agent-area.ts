@@ -2,8 +2,8 @@ import type { ToolContext } from './tool.js';
 import { PinScope, pinnedOf, resolveToolPath } from './tool-paths.js';
 
 /**
- * The agent's own corner of the workdir: background job logs (written by the shell) and the full
- * output of cut results. `.agentd/.gitignore` holds `*`, so git ignores all of it.
+ * The agent's own corner of the workdir: background job logs (written by the shell) and, under
+ * outputs/, the full text of cut tool outputs. `.agentd/.gitignore` holds `*`, so git ignores all of it.
  */
 export const AGENT_AREA = '.agentd';
 
@@ -35,27 +35,34 @@ export async function removeInWorkdir(context: Pick<ToolContext, 'workdir' | 'wo
   }
 }
 
-const OUTPUTS_STATE_KEY = 'bash.savedOutputs';
+const OUTPUTS_STATE_KEY = 'agent.savedOutputs';
 const KEEP_SAVED_OUTPUTS = 20;
-
-/** The note under a cut result: where the rest is and how to read it. */
-export function readingHint(file: string, complete: boolean): string {
-  const whole = complete ? 'the whole output' : 'the first part of the output (it was too large to keep whole)';
-  return `[The output above was cut in the middle; ${whole} is in ${file}. Read a range with \`sed -n '100,200p' ${file}\` or search it with \`grep -n PATTERN ${file}\`.]`;
+/** The conversation's saved outputs, oldest first, and how many were ever saved (each file's number). */
+interface SavedOutputs {
+  files: string[];
+  count: number;
 }
+/** Where the full text of cut tool outputs goes, in the agent area. */
+export const OUTPUTS_DIR = `${AGENT_AREA}/outputs`;
 
 /**
- * Saves a cut result's full text as .agentd/output-<n>.txt in the workdir (the agent area, which
- * git ignores through .agentd/.gitignore); only the newest few are kept. Writes go through the
- * workdir resolver, so a planted symlink cannot redirect them.
+ * Saves a cut output's full text as .agentd/outputs/<tool>-<n>.txt in the workdir (the agent area,
+ * which git ignores through .agentd/.gitignore); only the newest few are kept. Writes go through
+ * the workdir resolver, so a planted symlink cannot redirect them. Returns the path relative to
+ * the workdir and the absolute one.
  */
-export async function saveFullOutput(text: string, context: Pick<ToolContext, 'workdir' | 'workdirFs' | 'state'>): Promise<string> {
-  const saved = (context.state.get(OUTPUTS_STATE_KEY) as string[] | undefined) ?? [];
+export async function saveFullOutput(
+  text: string,
+  options: { tool: string; context: Pick<ToolContext, 'workdir' | 'workdirFs' | 'state'> },
+): Promise<{ relative: string; absolute: string }> {
+  const { context } = options;
+  const saved = (context.state.get(OUTPUTS_STATE_KEY) as SavedOutputs | undefined) ?? { files: [], count: 0 };
   context.state.set(OUTPUTS_STATE_KEY, saved);
-  const name = `${AGENT_AREA}/output-${Date.now().toString(36)}-${saved.length}.txt`;
+  const tool = options.tool.replace(/[^A-Za-z0-9_-]+/g, '_').slice(0, 40) || 'tool';
+  const relative = `${OUTPUTS_DIR}/${tool}-${Date.now().toString(36)}-${saved.count++}.txt`;
   await writeInWorkdir(context, `${AGENT_AREA}/.gitignore`, '*\n', { keepExisting: true });
-  const file = await writeInWorkdir(context, name, text, {});
-  saved.push(name);
-  while (saved.length > KEEP_SAVED_OUTPUTS) await removeInWorkdir(context, saved.shift()!);
-  return file;
+  const absolute = await writeInWorkdir(context, relative, text, {});
+  saved.files.push(relative);
+  while (saved.files.length > KEEP_SAVED_OUTPUTS) await removeInWorkdir(context, saved.files.shift()!);
+  return { relative, absolute };
 }

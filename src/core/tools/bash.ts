@@ -2,7 +2,6 @@ import { z } from 'zod';
 import { loadDescription } from './load-description.js';
 import type { ShellRunResult } from './shell-session.js';
 import { defineTool, type ToolResult } from './tool.js';
-import { readingHint, saveFullOutput } from './agent-area.js';
 
 export interface BashToolOptions {
   /** Hard limit when the model gives no `timeout_s`. Default 120 s. */
@@ -60,21 +59,21 @@ export function createBashTool(options: BashToolOptions = {}) {
         const result = await shell.run(input.command, { ...limits, signal: context.signal, isInput });
         const previousCwd = context.state.get(CWD_STATE_KEY) ?? context.workdir;
         context.state.set(CWD_STATE_KEY, result.cwd);
-        const saved = result.fullOutput ? await saveFullOutput(result.fullOutput.text, context).catch(() => null) : null;
-        const content = describeResult(result, {
+        const described: DescribeContext = {
           ...limits,
           isInput,
-          savedOutput: saved,
           elapsedMs: Date.now() - startedAt,
           aborted: context.signal.aborted,
           abortReason: context.signal.aborted && context.signal.reason instanceof Error ? context.signal.reason.message : null,
           shellAlive: shell.alive,
           cwdChanged: typeof previousCwd === 'string' && previousCwd !== result.cwd,
-        });
+        };
+        // The executor caps the output and saves it whole; the notes around it are kept whole.
+        const frame = (shown: string): string => describeResult(result, shown, described);
         const data: Record<string, unknown> = { exit_code: result.exitCode, cwd: result.cwd, timed_out: result.timedOut, still_running: result.stillRunning };
-        if (saved) data.full_output = saved;
         if (result.pid !== undefined) data.pid = result.pid;
-        return { content, isError: result.busy === true, data };
+        const output = { text: result.output, frame, ...(result.omitted && { omitted: result.omitted }) };
+        return { content: frame(result.output), isError: result.busy === true, data, output };
       } catch (error) {
         return { content: `The shell failed: ${error instanceof Error ? error.message : String(error)}`, isError: true };
       }
@@ -87,8 +86,6 @@ export const bashTool = createBashTool();
 
 interface DescribeContext {
   isInput: boolean;
-  /** Where the full output of a cut result was saved (absolute path). */
-  savedOutput: string | null;
   timeoutMs: number;
   idleTimeoutMs: number;
   elapsedMs: number;
@@ -108,8 +105,8 @@ function formatSeconds(ms: number): string {
   return seconds < 60 ? `${seconds} s` : `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
 }
 
-/** What the LLM reads: the output, then short bracketed notes on anything unusual. */
-function describeResult(result: ShellRunResult, context: DescribeContext): string {
+/** What the LLM reads: the output (`shown`: as the executor cut it), then short bracketed notes on anything unusual. */
+function describeResult(result: ShellRunResult, shown: string, context: DescribeContext): string {
   const notes: string[] = [];
   if (result.pid !== undefined) {
     const log = result.logFile ?? 'its log file';
@@ -131,9 +128,6 @@ function describeResult(result: ShellRunResult, context: DescribeContext): strin
     const how = result.interrupted === 'killed' ? ' (killed by a repeated C-c)' : result.interrupted === 'interrupt' ? ' (after C-c)' : '';
     notes.push(`[The command finished${how} with exit code ${result.exitCode}${ranFor(result)}.]`);
   } else if (result.exitCode !== null && result.exitCode !== 0) notes.push(`[Exit code ${result.exitCode}]`);
-  if (context.savedOutput) {
-    notes.push(readingHint(context.savedOutput, result.fullOutput?.complete !== false));
-  }
   if (context.cwdChanged && !result.stillRunning) notes.push(`[Current directory: ${result.cwd}]`);
   if (!context.shellAlive) notes.push('[The shell exited. A fresh one starts in the workdir with the next command; directory, variables and functions set before are lost.]');
   const parts: string[] = [];
@@ -142,7 +136,7 @@ function describeResult(result: ShellRunResult, context: DescribeContext): strin
     const idle = result.resumed.idleSeconds >= 120 ? `${Math.round(result.resumed.idleSeconds / 60)} min` : `${result.resumed.idleSeconds} s`;
     parts.push(`[The shell was stopped after ${idle} idle and restarted: the directory (${result.resumed.cwd}) and exported variables were restored; background processes, shell functions, aliases and unexported variables are gone.]`);
   }
-  const output = result.output.replace(/^\n+|\n+$/g, '');
+  const output = shown.replace(/^\n+|\n+$/g, '');
   if (output !== '') parts.push(output);
   else if (!result.stillRunning && result.pid === undefined && notes.length === 0) parts.push('(no output)');
   return [...parts, ...notes].join('\n');

@@ -2,8 +2,10 @@
 import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
 import { formatNumberedLine, splitLines } from './text-edits.js';
 import type { ToolResult } from './tool.js';
+import { MAX_OBSERVATION_CHARS } from './tool-output.js';
 
-const MAX_VIEW_CHARS = 50_000;
+/** A view pages itself below the executor's cap, so a long file is read on with view_range rather than cut in the middle. */
+const MAX_VIEW_CHARS = MAX_OBSERVATION_CHARS - 2_000;
 const MAX_LISTED_ENTRIES = 500;
 /** Listed by `view` on a directory but not expanded (hidden names are skipped altogether). */
 const NOISE_DIRECTORIES = new Set(['node_modules', '__pycache__', 'venv', 'site-packages', 'target', 'dist', 'build', 'coverage']);

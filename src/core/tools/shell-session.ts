@@ -1,3 +1,5 @@
+import type { OmittedStretch } from './tool-output.js';
+
 /**
  * The conversation's long-lived shell, as core sees it. The implementation (a real bash process,
  * possibly inside a sandbox) lives in adapters/ and is created through a ProcessLauncher.
@@ -11,6 +13,7 @@ export interface ShellRunOptions {
 }
 
 export interface ShellRunResult {
+  /** What the command printed (all of it, unless `omitted`): the tool executor caps it for the model. */
   output: string;
   /** null while the command is still running (timed out, or backgrounded). */
   exitCode: number | null;
@@ -22,16 +25,14 @@ export interface ShellRunResult {
   pid?: number;
   /** True when the shell had died and was restarted before this command ran. */
   restarted?: boolean;
-  /** Output was cut in the middle because it went past the limit. */
-  truncated?: boolean;
   /** For a background command: the file its output goes to. */
   logFile?: string;
   /** True when nothing was run because a previous command is still running (output says what to do). */
   busy?: boolean;
   /** How long the command (still running, or just finished) has been running, from its start. */
   elapsedMs?: number;
-  /** When `output` was cut: the command's output in full (up to a cap; `complete` false past it). */
-  fullOutput?: { text: string; complete: boolean };
+  /** Set when the output was too long for the shell to hold whole: the stretch that fell out of the middle of `output`. */
+  omitted?: OmittedStretch;
   /** What a `C-c` did: `interrupt` (SIGINT sent), `killed` (a second C-c: SIGKILL to the foreground processes). */
   interrupted?: 'interrupt' | 'killed';
   /** The first result of a shell started in place of one stopped while idle (see ShellSession.suspend). */

@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import type { ProjectCatalog } from '../catalog/project-catalog.js';
 import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
 import type { ShellSession } from './shell-session.js';
+import type { ToolOutput } from './tool-output.js';
 
 /** What a tool can reach while it runs: the conversation's workdir, its shell, an abort signal. */
 export interface ToolContext {
@@ -56,6 +57,8 @@ export interface ToolResult {
   content: string;
   isError: boolean;
   data?: Record<string, unknown>;
+  /** The raw output inside `content` (a command's), when the tool has one: what the executor caps and saves. */
+  output?: ToolOutput;
 }
 
 /**
