@@ -7,6 +7,7 @@ import { readProcess } from '../../src/adapters/process/process-tree.js';
 import { ShellLedger } from '../../src/adapters/shell/shell-ledger.js';
 import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from '../support/agentd.js';
+import { startLocalSite, type LocalSite } from '../support/local-site.js';
 import { runCli } from '../support/cli.js';
 
 /**
@@ -37,6 +38,7 @@ const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application
 let cwd: string;
 let llm: FakeLlm;
 let server: SpawnedServer;
+let site: LocalSite;
 
 async function api(route: string, init: RequestInit = {}): Promise<{ status: number; body: any }> {
   const response = await fetch(`${server.url}${route}`, { ...init, headers: auth });
@@ -47,15 +49,21 @@ async function api(route: string, init: RequestInit = {}): Promise<{ status: num
 beforeAll(async () => {
   ensureBinary();
   cwd = tempDir('agentd-binary-');
-  llm = await startFakeLlm([{ toolCalls: [{ name: 'bash', arguments: { command: 'echo hi from the binary' } }] }, { text: 'All done.' }]);
+  site = await startLocalSite((_request, res) => void res.writeHead(200, { 'content-type': 'text/html' }).end(`<html><body><h1>From the worker</h1>${'<div>'.repeat(2_000)}deep${'</div>'.repeat(2_000)}</body></html>`));
+  llm = await startFakeLlm([
+    { toolCalls: [{ name: 'bash', arguments: { command: 'echo hi from the binary' } }] },
+    { toolCalls: [{ name: 'web_fetch', arguments: { url: `${site.url}/page` } }] },
+    { text: 'All done.' },
+  ]);
   fs.mkdirSync(path.join(cwd, 'tmp'));
-  server = await spawnServer({ command: [BINARY], cwd, dataDir: path.join(cwd, 'data'), env: { HOME: cwd, TMPDIR: path.join(cwd, 'tmp') } });
+  server = await spawnServer({ command: [BINARY], cwd, dataDir: path.join(cwd, 'data'), env: { HOME: cwd, TMPDIR: path.join(cwd, 'tmp'), AGENTD_WEB_FETCH_ALLOW_PRIVATE: 'true' } });
 }, 120_000);
 
 afterAll(async () => {
   server?.child.kill('SIGTERM');
   await server?.exited;
   await llm?.close();
+  await site?.close();
   if (cwd) fs.rmSync(cwd, { recursive: true, force: true });
 });
 
@@ -119,7 +127,7 @@ describe('the single executable', () => {
     expect((await fetch(`${server.url}/ui/app.css`)).status).toBe(200);
   });
 
-  it('runs a conversation: the prompt and tool descriptions come from its assets, bash runs', async () => {
+  it('runs a conversation: the prompt and tool descriptions come from its assets, bash runs, a page converts in its HTML worker', async () => {
     const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' } }) });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const id = created.body.id as string;
@@ -140,6 +148,10 @@ describe('the single executable', () => {
     expect(systemPrompt.tools.find((tool: any) => tool.name === 'bash').description).toBe(bashDescription);
     expect(events.find((event) => event.kind === 'observation')).toMatchObject({ tool_name: 'bash', is_error: false });
     expect(events.find((event) => event.kind === 'observation').content).toContain('hi from the binary');
+    // The HTML worker's script is an asset of the binary (no node_modules here to load turndown from).
+    const page = events.find((event) => event.kind === 'observation' && event.tool_name === 'web_fetch');
+    expect(page).toMatchObject({ is_error: false, data: { format: 'markdown', cut: 'nesting deeper than 512; what lies deeper is left out' } });
+    expect(page.content).toContain('# From the worker');
     expect(events.filter((event) => event.kind === 'message').at(-1)).toMatchObject({ source: 'agent', content: 'All done.' });
     expect(llm.violations).toEqual([]);
 
