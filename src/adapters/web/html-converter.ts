@@ -36,6 +36,7 @@ const WORKER_HEAP_MB = 512;
  */
 export class HtmlConverter {
   private readonly idle: Worker[] = [];
+  private readonly all = new Set<Worker>();
   private readonly waiting: Array<(worker: Worker) => void> = [];
   private started = 0;
   private nextId = 1;
@@ -83,11 +84,11 @@ export class HtmlConverter {
     });
   }
 
-  /** Ends every worker. */
+  /** Ends every worker, those converting too (their pages are answered as not shown). */
   async close(): Promise<void> {
     this.closed = true;
-    const idle = this.idle.splice(0);
-    await Promise.all(idle.map((worker) => worker.terminate()));
+    this.idle.splice(0);
+    await Promise.all([...this.all].map((worker) => worker.terminate()));
   }
 
   private acquire(signal: AbortSignal): Promise<Worker> {
@@ -139,7 +140,9 @@ export class HtmlConverter {
     });
     // An 'error' with no conversion listening (a worker that failed while idle) is not the server's crash.
     worker.on('error', () => undefined);
+    this.all.add(worker);
     worker.once('exit', () => {
+      this.all.delete(worker);
       // One that ended while idle is not handed out again.
       const index = this.idle.indexOf(worker);
       if (index === -1) return;
