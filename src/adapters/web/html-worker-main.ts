@@ -74,7 +74,8 @@ export function htmlWorkerMain(load: NodeJS.Require, libraries: () => HtmlLibrar
    * void elements and the parser's implied closes are followed); null: nowhere.
    */
   function scan(html: string, maxDepth: number, maxElements: number): { at: number; reason: 'depth' | 'elements' } | null {
-    const lower = html.toLowerCase();
+    // ASCII letters only: a full toLowerCase can change the text's length (a dotted capital I becomes two), and so every index after it.
+    const lower = html.replace(/[A-Z]+/g, (letters) => letters.toLowerCase());
     const stack: string[] = [];
     const open = new Map<string, number>();
     let foreign = 0;
