@@ -3,7 +3,8 @@
 //   2. The runtime's `node --experimental-sea-config` makes the SEA blob: that bundle plus, as
 //      assets, every file the server reads at run time (src/**/*.md|txt under their own name,
 //      Swagger UI's static files under `swagger-ui/`, the dashboard's under `ui/`, the bash
-//      parser's WebAssembly under `tree-sitter/`) and `assets.json` listing them (see
+//      parser's WebAssembly under `tree-sitter/`, the HTML worker's script as `html-worker.cjs`)
+//      and `assets.json` listing them (see
 //      src/assets.ts). The runtime is a current LTS Node fetched from the npm registry
 //      (scripts/binary-runtime.mjs), not the node running this script: the blob must be made by
 //      the same node it is injected into.
@@ -120,8 +121,23 @@ async function main() {
     });
     // One-byte throughout, so that V8 holds the bundle's 8 MB of source as 8 MB, not 16 (see asciiOnly).
     asciiOnly(bundle, 'script');
+    // The HTML worker's program with turndown and domino in it (src/adapters/web/html-converter.ts):
+    // a worker thread runs a script, and the binary has no node_modules to load them from.
+    const htmlWorker = path.join(work, 'html-worker.cjs');
+    await build({
+      entryPoints: [path.join(root, 'src', 'adapters', 'web', 'html-worker-entry.ts')],
+      outfile: htmlWorker,
+      bundle: true,
+      platform: 'node',
+      target: `node${runtimeVersion.replace(/^v/, '').split('.')[0]}`,
+      format: 'cjs',
+      legalComments: 'none',
+      logLevel: 'warning',
+    });
+    asciiOnly(htmlWorker, 'script');
 
     const assets = collectAssets(await buildUi(path.join(work, 'ui')));
+    assets['html-worker.cjs'] = htmlWorker;
     const manifest = path.join(work, 'assets.json');
     fs.writeFileSync(manifest, JSON.stringify(Object.keys(assets)));
     assets['assets.json'] = manifest;

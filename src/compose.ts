@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { VERSION } from './version.js';
@@ -165,7 +166,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     ...(overrides.wrapShells && { wrapShells: overrides.wrapShells }),
   });
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
-  const hooks = createHookTransport({ commandRunner, targets, userAgent: `agentd/${VERSION}`, environment: (record) => secrets.environment(record), sandboxOf: (record) => store.sandboxOf(record) });
+  const hooks = createHookTransport({ commandRunner, homeDir: path.join(config.dataDir, 'hook-home'), targets, userAgent: `agentd/${VERSION}`, environment: (record) => secrets.environment(record), sandboxOf: (record) => store.sandboxOf(record) });
   const projectFiles = new HostProjectFiles();
   const mcpConnector = new SdkMcpConnector({ launcher, targets, version: VERSION, ...config.agentEnv });
   const mcp = new McpRegistry({

@@ -82,7 +82,7 @@ export interface Config {
   };
   /** The web tools: where web_fetch may go (see web-fetch-policy.ts), and the web_search provider (null: no web_search). */
   web: {
-    fetch: { allowPrivate: boolean; allowCidrs: readonly string[]; timeoutMs: number };
+    fetch: { allowPrivate: boolean; allowCidrs: readonly string[]; timeoutMs: number; html: { maxBytes: number; maxDepth: number; maxElements: number; timeoutMs: number } };
     search: { provider: 'tavily' | 'brave' | 'searxng'; apiKey: string | null; url: string | null } | null;
   };
   /** How agent processes run: the mode asked for, extra read-only paths, per-process limits (null: none). */
@@ -280,7 +280,12 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       allowCidrs: Object.freeze(e.AGENTD_WEBHOOK_ALLOW_CIDRS ?? []),
     }),
     web: Object.freeze({
-      fetch: Object.freeze({ allowPrivate: e.AGENTD_WEB_FETCH_ALLOW_PRIVATE, allowCidrs: Object.freeze(e.AGENTD_WEB_FETCH_ALLOW_CIDRS ?? []), timeoutMs: Math.round(e.AGENTD_WEB_FETCH_TIMEOUT_S * 1000) }),
+      fetch: Object.freeze({
+        allowPrivate: e.AGENTD_WEB_FETCH_ALLOW_PRIVATE,
+        allowCidrs: Object.freeze(e.AGENTD_WEB_FETCH_ALLOW_CIDRS ?? []),
+        timeoutMs: Math.round(e.AGENTD_WEB_FETCH_TIMEOUT_S * 1000),
+        html: Object.freeze({ maxBytes: e.AGENTD_WEB_FETCH_HTML_MAX_BYTES, maxDepth: e.AGENTD_WEB_FETCH_HTML_MAX_DEPTH, maxElements: e.AGENTD_WEB_FETCH_HTML_MAX_ELEMENTS, timeoutMs: Math.round(e.AGENTD_WEB_FETCH_HTML_TIMEOUT_S * 1000) }),
+      }),
       search: searchConfig(e.AGENTD_SEARCH_PROVIDER, e.AGENTD_SEARCH_API_KEY, e.AGENTD_SEARCH_URL),
     }),
     connections: Object.freeze({

@@ -142,6 +142,46 @@ describe('command hooks (inside the sandbox, event JSON on stdin)', () => {
   });
 });
 
+describe('command hooks the agent cannot switch off', () => {
+  it("run without the workdir's startup files: an agent's .bashrc, .bash_profile, .profile and BASH_ENV do not turn a block into an allow", async () => {
+    // The agent plants every file a bash could read at start, each ending the shell with success, and a
+    // .bashrc that points BASH_ENV (and ENV) at one more, read by any bash the hook starts.
+    const plant = [
+      `printf 'exit 0\\n' > .bash_profile`,
+      'cp .bash_profile .profile',
+      'cp .bash_profile .bash_env',
+      `printf 'export BASH_ENV="$HOME/.bash_env" ENV="$HOME/.bash_env"\\nexit 0\\n' > .bashrc`,
+    ].join(' && ');
+    harness = await startAgentHarness([bash(plant), bash('echo FORBIDDEN > pwned.txt'), { text: 'done' }]);
+    const guard = 'grep -q FORBIDDEN && { echo "that command is not allowed" >&2; exit 2; }; exit 0';
+    // A bash started by the hook, as a hook script is: it would read BASH_ENV if the hook's shell had set it.
+    const nested = `bash -c 'grep -q FORBIDDEN && { echo "not allowed either" >&2; exit 2; }; exit 0'`;
+    // What the hook's shell sees: its HOME and its open descriptors (listed by a child, so that the listing's own is not among them).
+    const report = 'cat >/dev/null; echo "$HOME" > "$CLAUDE_PROJECT_DIR/hook-home.txt"; ls /proc/$$/fd > "$CLAUDE_PROJECT_DIR/hook-fds.txt"';
+    const { id, workdir } = await start({ hooks: { PreToolUse: [{ matcher: 'bash', hooks: [{ type: 'command', command: guard }, { type: 'command', command: nested }] }], PostToolUse: [{ matcher: 'bash', hooks: [{ type: 'command', command: report }] }] } }, {});
+    await harness.waitForStatus(id, ['idle']);
+
+    for (const name of ['.bashrc', '.bash_profile', '.profile', '.bash_env']) expect(fs.existsSync(path.join(workdir, name)), name).toBe(true);
+    expect(fs.existsSync(path.join(workdir, 'pwned.txt'))).toBe(false);
+    const events = await harness.events(id);
+    expect(events.find((event) => event.kind === 'rejection')).toMatchObject({ source: 'system', hook_point: 'PreToolUse', tool_name: 'bash' });
+    const pre = events.filter((event) => event.kind === 'hook' && event.hook_point === 'PreToolUse');
+    // The hooks of one call run side by side: in either order.
+    const decisions = (decision: string) => pre.filter((event) => event.decision === decision).map((event) => event.hook).sort();
+    expect(decisions('allow')).toEqual([guard, nested].sort());
+    expect(decisions('block')).toEqual([guard, nested].sort());
+    expect(pre.find((event) => event.hook === guard && event.decision === 'block')).toMatchObject({ reason: 'that command is not allowed' });
+    const tool = lastMessages().filter((message) => message.role === 'tool');
+    expect(tool[1].content).toBe('Blocked by a PreToolUse hook: that command is not allowed. It was not executed.');
+
+    // HOME is the server's empty directory for hooks, outside the workdir; only stdin, stdout and stderr are open.
+    const home = path.join(harness.server.dataDir, 'hook-home');
+    expect(fs.readFileSync(path.join(workdir, 'hook-home.txt'), 'utf8').trim()).toBe(home);
+    expect(fs.readdirSync(home)).toEqual([]);
+    expect(fs.readFileSync(path.join(workdir, 'hook-fds.txt'), 'utf8').split('\n').filter(Boolean)).toEqual(['0', '1', '2']);
+  });
+});
+
 describe('http hooks', () => {
   it('POSTs the event signed like webhooks and obeys the decision; a timeout blocks a PreToolUse call', async () => {
     const secret = 'hook-signing-secret';

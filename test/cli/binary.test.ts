@@ -7,6 +7,7 @@ import { readProcess } from '../../src/adapters/process/process-tree.js';
 import { ShellLedger } from '../../src/adapters/shell/shell-ledger.js';
 import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { spawnServer, tempDir, TEST_KEY, type SpawnedServer } from '../support/agentd.js';
+import { startLocalSite, type LocalSite } from '../support/local-site.js';
 import { runCli } from '../support/cli.js';
 import { requestJson } from '../support/json-api.js';
 
@@ -37,21 +38,29 @@ function ensureBinary(): void {
 let cwd: string;
 let llm: FakeLlm;
 let server: SpawnedServer;
+let site: LocalSite;
 
 const api = (route: string, body?: unknown) => requestJson(server, body === undefined ? 'GET' : 'POST', route, body);
 
 beforeAll(async () => {
   ensureBinary();
   cwd = tempDir('agentd-binary-');
-  llm = await startFakeLlm([{ toolCalls: [{ name: 'bash', arguments: { command: '{ rm -fr victim; }' } }] }, { toolCalls: [{ name: 'bash', arguments: { command: 'echo hi from the binary' } }] }, { text: 'All done.' }]);
+  site = await startLocalSite((_request, res) => void res.writeHead(200, { 'content-type': 'text/html' }).end(`<html><body><h1>From the worker</h1>${'<div>'.repeat(2_000)}deep${'</div>'.repeat(2_000)}</body></html>`));
+  llm = await startFakeLlm([
+    { toolCalls: [{ name: 'bash', arguments: { command: '{ rm -fr victim; }' } }] },
+    { toolCalls: [{ name: 'bash', arguments: { command: 'echo hi from the binary' } }] },
+    { toolCalls: [{ name: 'web_fetch', arguments: { url: `${site.url}/page` } }] },
+    { text: 'All done.' },
+  ]);
   fs.mkdirSync(path.join(cwd, 'tmp'));
-  server = await spawnServer({ command: [BINARY], cwd, dataDir: path.join(cwd, 'data'), env: { HOME: cwd, TMPDIR: path.join(cwd, 'tmp') } });
+  server = await spawnServer({ command: [BINARY], cwd, dataDir: path.join(cwd, 'data'), env: { HOME: cwd, TMPDIR: path.join(cwd, 'tmp'), AGENTD_WEB_FETCH_ALLOW_PRIVATE: 'true' } });
 }, 120_000);
 
 afterAll(async () => {
   server?.child.kill('SIGTERM');
   await server?.exited;
   await llm?.close();
+  await site?.close();
   if (cwd) fs.rmSync(cwd, { recursive: true, force: true });
 });
 
@@ -115,7 +124,7 @@ describe('the single executable', () => {
     expect((await fetch(`${server.url}/ui/app.css`)).status).toBe(200);
   });
 
-  it('runs a conversation: the prompt and tool descriptions come from its assets, bash runs', async () => {
+  it('runs a conversation: the prompt and tool descriptions come from its assets, bash runs, a page converts in its HTML worker', async () => {
     // A deny rule is checked on a parse of the command: the bash parser's WebAssembly comes from the binary's assets.
     const created = await api('/conversations', { llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, permissions: { deny: ['bash(rm -rf*)'] } });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
@@ -138,6 +147,10 @@ describe('the single executable', () => {
     expect(events.filter((event) => event.kind === 'rejection')).toMatchObject([{ tool_name: 'bash', rule: 'deny: bash(rm -rf*)' }]);
     expect(events.find((event) => event.kind === 'observation')).toMatchObject({ tool_name: 'bash', is_error: false });
     expect(events.find((event) => event.kind === 'observation').content).toContain('hi from the binary');
+    // The HTML worker's script is an asset of the binary (no node_modules here to load turndown from).
+    const page = events.find((event) => event.kind === 'observation' && event.tool_name === 'web_fetch');
+    expect(page).toMatchObject({ is_error: false, data: { format: 'markdown', cut: 'nesting deeper than 512; what lies deeper is left out' } });
+    expect(page.content).toContain('# From the worker');
     expect(events.filter((event) => event.kind === 'message').at(-1)).toMatchObject({ source: 'agent', content: 'All done.' });
     expect(llm.violations).toEqual([]);
 

@@ -20,6 +20,7 @@ import { ensureRuntime, NODE_RUNTIME_VERSION } from '../../scripts/binary-runtim
 import { leftOut, onDemand } from '../../scripts/build-server.mjs';
 import { startFakeLlm } from '../fake-llm/fake-llm-server.js';
 import { spawnServer, TEST_KEY } from '../support/agentd.js';
+import { startLocalSite } from '../support/local-site.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const DIST = path.join(ROOT, 'dist');
@@ -221,6 +222,32 @@ describe('node dist/cli.js', () => {
       await llm.close();
     }
     expect(await server.exited).toBe(0);
+  });
+
+  it('converts a fetched page in its HTML worker: the worker runs from the bundle, turndown from node_modules', { timeout: 120_000 }, async () => {
+    const site = await startLocalSite((_request, res) => void res.writeHead(200, { 'content-type': 'text/html' }).end(`<html><head><title>Bundled</title></head><body><h1>From the worker</h1>${'<div>'.repeat(20_000)}deep${'</div>'.repeat(20_000)}</body></html>`));
+    const llm = await startFakeLlm([{ toolCalls: [{ name: 'web_fetch', arguments: { url: `${site.url}/page` } }] }, { text: 'read' }]);
+    const server = await spawnServer({ dataDir: fs.mkdtempSync(path.join(tmp, 'data-')), env: { AGENTD_WEB_FETCH_ALLOW_PRIVATE: 'true' } });
+    const api = async (route: string, init: RequestInit = {}) => (await fetch(`${server.url}${route}`, { ...init, headers: { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' } })).json() as Promise<any>;
+    try {
+      const { id } = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'read it' }) });
+      let status = '';
+      for (let look = 0; look < 1_200 && !['idle', 'error', 'stuck'].includes(status); look++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        status = (await api(`/conversations/${id}`)).status;
+      }
+      expect(status).toBe('idle');
+      const page = ((await api(`/conversations/${id}/events?limit=1000`)).items as any[]).find((event) => event.kind === 'observation');
+      expect(page).toMatchObject({ tool_name: 'web_fetch', is_error: false, data: { format: 'markdown', cut: 'nesting deeper than 512; what lies deeper is left out' } });
+      expect(page.content).toContain('Title: Bundled');
+      expect(page.content).toContain('# From the worker');
+      expect(llm.violations).toEqual([]);
+    } finally {
+      server.child.kill('SIGTERM');
+      await server.exited;
+      await llm.close();
+      await site.close();
+    }
   });
 
   it("leaves every package our code loads with import() to Node's loader", () => {

@@ -74,6 +74,18 @@ describe('POST /conversations/{id}/commands', () => {
     expect(other.body.stdout).not.toContain('<secret:GITHUB_TOKEN>');
   });
 
+  it('runs the command as written: no startup file of the workdir, no BASH_ENV, nothing open but stdin, stdout and stderr', async () => {
+    // A BASH_ENV in the conversation's environment, and files the agent could have written, each ending the shell with success.
+    const created = await fetch(`${server.url}/conversations`, { method: 'POST', headers: { ...server.auth, 'content-type': 'application/json' }, body: JSON.stringify({ secrets: { BASH_ENV: './.bash_env' } }) });
+    const other = (await created.json()) as { id: string; workdir: string };
+    for (const name of ['.bashrc', '.bash_profile', '.profile', '.bash_env']) fs.writeFileSync(path.join(other.workdir, name), `echo "ran ${name}"; exit 0\n`);
+    // The listing by a child, written to a file: a command substitution would hold a pipe open in the shell listed.
+    const { status, body } = await run({ command: 'bash -c "echo nested bash ran"; ls /proc/$$/fd > open-fds.txt; exit 3' }, other.id);
+    expect(status).toBe(200);
+    expect(body).toMatchObject({ exit_code: 3, stdout: 'nested bash ran\n', stderr: '' });
+    expect(fs.readFileSync(path.join(other.workdir, 'open-fds.txt'), 'utf8').split('\n').filter(Boolean)).toEqual(['0', '1', '2']);
+  });
+
   it('caps huge output with a truncation flag', async () => {
     const { body } = await run({ command: 'yes abcdefghij | head -c 2000000' });
     expect(body.truncated).toBe(true);

@@ -3,10 +3,7 @@ import { WebFetchError, type FetchedPage, type WebFetcher } from '../../core/too
 import { WebhookTargets } from '../../core/webhooks/webhook-targets.js';
 import { checkedLookup } from '../webhooks/undici-webhook-client.js';
 import { LazyAgent } from './lazy-undici.js';
-import { lazyModule } from '../../perf/lazy-module.js';
-
-/** turndown and its DOM (domino, ~0.5 MB of source) load at the first fetch, not at start-up. */
-const loadHtmlToMarkdown = lazyModule(() => import('./html-to-markdown.js'));
+import { HtmlConverter, type HtmlLimits } from './html-converter.js';
 
 const MAX_REDIRECTS = 5;
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -24,8 +21,10 @@ export class UndiciWebFetcher implements WebFetcher {
   private readonly targets: WebhookTargets;
   private readonly publicAgent: LazyAgent;
   private readonly hostAgent: LazyAgent;
+  private readonly converter: HtmlConverter;
 
-  constructor(private readonly options: { allowPrivate: boolean; allowCidrs: readonly string[]; timeoutMs: number; userAgent: string; resolve?: typeof dns.lookup }) {
+  constructor(private readonly options: { allowPrivate: boolean; allowCidrs: readonly string[]; timeoutMs: number; html: HtmlLimits; userAgent: string; resolve?: typeof dns.lookup }) {
+    this.converter = new HtmlConverter(options.html);
     this.targets = new WebhookTargets({ allowPrivate: options.allowPrivate, allowCidrs: options.allowCidrs });
     const common = { headersTimeout: options.timeoutMs, bodyTimeout: options.timeoutMs, keepAliveTimeout: 4_000 };
     this.publicAgent = new LazyAgent({ ...common, connect: { timeout: options.timeoutMs, lookup: checkedLookup(this.targets, options.resolve ?? dns.lookup) } });
@@ -37,7 +36,7 @@ export class UndiciWebFetcher implements WebFetcher {
     const signal = AbortSignal.any([timeout, fetchRequest.signal]);
     let url = parseUrl(fetchRequest.url);
     try {
-      const [{ agent: dispatcher, request }, { htmlToMarkdown }] = await Promise.all([(fetchRequest.network === 'host' ? this.hostAgent : this.publicAgent).use(), loadHtmlToMarkdown()]);
+      const { agent: dispatcher, request } = await (fetchRequest.network === 'host' ? this.hostAgent : this.publicAgent).use();
       for (let redirects = 0; ; redirects++) {
         if (fetchRequest.network !== 'host') {
           const refusal = this.targets.urlRefusal(url);
@@ -58,7 +57,7 @@ export class UndiciWebFetcher implements WebFetcher {
         }
         const { bytes, truncated } = await readCapped(response.body, fetchRequest.maxBytes);
         const contentType = headerText(response.headers['content-type']);
-        return { url: url.href, status: response.statusCode, contentType, bytes: bytes.length, truncated, redirects, ...render(bytes, contentType, htmlToMarkdown) };
+        return { url: url.href, status: response.statusCode, contentType, bytes: bytes.length, truncated, redirects, ...(await this.render(bytes, contentType, fetchRequest.signal)) };
       }
     } catch (error) {
       if (error instanceof WebFetchError) throw error;
@@ -72,7 +71,23 @@ export class UndiciWebFetcher implements WebFetcher {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.publicAgent.destroy(), this.hostAgent.destroy()]);
+    await Promise.all([this.publicAgent.destroy(), this.hostAgent.destroy(), this.converter.close()]);
+  }
+
+  /** HTML becomes Markdown in a worker (at most its first html.maxBytes); text passes through. */
+  private async render(bytes: Buffer, contentType: string | null, signal: AbortSignal): Promise<Pick<FetchedPage, 'format' | 'title' | 'text' | 'cut'>> {
+    const mime = contentType?.split(';')[0]?.trim().toLowerCase() ?? '';
+    const text = decode(bytes, contentType);
+    const looksHtml = mime === '' && /^\s*(<!doctype html|<html)/i.test(text.slice(0, 1024));
+    if (mime === 'text/html' || mime === 'application/xhtml+xml' || looksHtml) {
+      const limit = this.options.html.maxBytes;
+      const over = bytes.length > limit;
+      const page = await this.converter.convert(over ? decode(bytes.subarray(0, limit), contentType) : text, signal);
+      const cut = over && page.cut === null ? `HTML longer than ${limit} bytes; only its start is converted` : page.cut;
+      return { format: 'markdown', title: page.title, text: page.markdown, cut };
+    }
+    if (TEXT_TYPES.test(mime) || (mime === '' && !text.includes('\u0000') && !text.includes('\uFFFD'))) return { format: 'text', title: null, text, cut: null };
+    return { format: 'binary', title: null, text: '', cut: null };
   }
 }
 
@@ -113,18 +128,6 @@ async function readCapped(body: AsyncIterable<Buffer> & { destroy(): void }, max
 }
 
 const TEXT_TYPES = /^(text\/|application\/(json|[\w.+-]+\+json|xml|[\w.+-]+\+xml|javascript|ecmascript|x-yaml|yaml|toml|x-sh|sql|graphql|x-ndjson))/i;
-
-function render(bytes: Buffer, contentType: string | null, htmlToMarkdown: (html: string) => { markdown: string; title: string | null }): Pick<FetchedPage, 'format' | 'title' | 'text'> {
-  const mime = contentType?.split(';')[0]?.trim().toLowerCase() ?? '';
-  const text = decode(bytes, contentType);
-  const looksHtml = mime === '' && /^\s*(<!doctype html|<html)/i.test(text.slice(0, 1024));
-  if (mime === 'text/html' || mime === 'application/xhtml+xml' || looksHtml) {
-    const { markdown, title } = htmlToMarkdown(text);
-    return { format: 'markdown', title, text: markdown };
-  }
-  if (TEXT_TYPES.test(mime) || (mime === '' && !text.includes('\u0000') && !text.includes('\uFFFD'))) return { format: 'text', title: null, text };
-  return { format: 'binary', title: null, text: '' };
-}
 
 function decode(bytes: Buffer, contentType: string | null): string {
   const charset = /charset="?([\w.:-]+)"?/i.exec(contentType ?? '')?.[1];

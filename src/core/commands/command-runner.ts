@@ -24,5 +24,6 @@ export type CommandResult = z.infer<typeof CommandResult>;
 
 /** Runs one shell command to completion (an adapter: core never spawns processes itself). */
 export interface CommandRunner {
-  run(options: { command: string; cwd: string; workdir: string; env: Record<string, string>; timeoutMs: number; signal?: AbortSignal; sandbox?: { network: boolean | 'host' }; stdin?: string }): Promise<CommandResult>;
+  /** `homeDir`: HOME for this command (default: the workdir, as for the agent's shell). */
+  run(options: { command: string; cwd: string; workdir: string; env: Record<string, string>; timeoutMs: number; signal?: AbortSignal; sandbox?: { network: boolean | 'host' }; stdin?: string; homeDir?: string }): Promise<CommandResult>;
 }

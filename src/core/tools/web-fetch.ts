@@ -21,6 +21,8 @@ export interface FetchedPage {
   /** The body went on past max_bytes: `text` holds its start. */
   truncated: boolean;
   redirects: number;
+  /** The conversion left part of the page out (a limit on its size, nesting, elements or time): what and why. */
+  cut: string | null;
 }
 
 /** Why a fetch did not happen or failed, in words the model can act on. */
@@ -56,7 +58,7 @@ export function createWebFetchTool(fetcher: WebFetcher): ToolDefinition<typeof w
       }
       try {
         const page = await fetcher.fetch({ url: input.url, maxBytes: input.max_bytes ?? DEFAULT_FETCH_BYTES, network, signal: context.signal });
-        return { isError: page.status >= 400, content: describePage(page), data: { url: page.url, status: page.status, content_type: page.contentType, bytes: page.bytes, truncated: page.truncated, redirects: page.redirects, format: page.format } };
+        return { isError: page.status >= 400, content: describePage(page), data: { url: page.url, status: page.status, content_type: page.contentType, bytes: page.bytes, truncated: page.truncated, redirects: page.redirects, format: page.format, cut: page.cut } };
       } catch (error) {
         if (error instanceof WebFetchError) return { isError: true, content: `web_fetch ${input.url}: ${error.message}`, data: { error: error.code } };
         throw error;
@@ -71,6 +73,7 @@ function describePage(page: FetchedPage): string {
   if (page.redirects > 0) facts.push(`after ${page.redirects} redirect(s)`);
   const head = [`URL: ${page.url} (${facts.join(', ')})`];
   if (page.title) head.push(`Title: ${page.title}`);
-  const body = page.format === 'binary' ? `(binary content, not shown: ${page.contentType ?? 'unknown type'})` : page.text.trim() || '(empty body)';
-  return `${head.join('\n')}\n\n${body}${page.truncated ? `\n\n[... cut: the page is longer than ${page.bytes} bytes; raise max_bytes to read more]` : ''}`;
+  const body = page.format === 'binary' ? `(binary content, not shown: ${page.contentType ?? 'unknown type'})` : page.text.trim() || (page.cut ? '(nothing shown)' : '(empty body)');
+  const notes = [...(page.cut ? [`[page cut: ${page.cut}]`] : []), ...(page.truncated ? [`[... cut: the page is longer than ${page.bytes} bytes; raise max_bytes to read more]`] : [])];
+  return `${head.join('\n')}\n\n${body}${notes.map((note) => `\n\n${note}`).join('')}`;
 }
