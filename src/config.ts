@@ -69,6 +69,8 @@ export interface Config {
   skillsDir: string | null;
   /** Levels of subagents below the main agent (AGENTD_SUBAGENT_MAX_DEPTH). */
   subagentMaxDepth: number;
+  /** AGENTD_SUBAGENT_MODELS: models a workdir's agent file may pick besides the conversation's own (`*`: any). */
+  subagentModels: readonly string[];
   webhooks: {
     urls: readonly string[];
     secret: string | null;
@@ -252,6 +254,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     mcpServers: e.AGENTD_MCP_CONFIG ? readMcpConfig(e.AGENTD_MCP_CONFIG) : {},
     skillsDir: e.AGENTD_SKILLS_DIR ?? null,
     subagentMaxDepth: e.AGENTD_SUBAGENT_MAX_DEPTH,
+    subagentModels: Object.freeze((e.AGENTD_SUBAGENT_MODELS ?? '').split(',').map((model) => model.trim()).filter(Boolean)),
     fsync: e.AGENTD_FSYNC,
     cluster: clusterFrom(e),
     checkpoints: Object.freeze({
