@@ -24,6 +24,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
   if (parsed.action === 'version') return void process.stdout.write(`${VERSION}\n`);
 
   const { config } = parsed;
+  for (const warning of parsed.warnings) process.stderr.write(`agentd: WARNING: ${warning}\n`);
   // A busy server's heap otherwise grows to 3-4× its live data before V8 collects (P16: +94 % RSS
   // over 6 rounds by default, +12 % at 50); read by V8 at each collection.
   if (config.heapGrowthPercent > 0) v8.setFlagsFromString(`--heap-growing-percent=${config.heapGrowthPercent}`);
