@@ -32,7 +32,13 @@ export async function chatCommand(flags: ChatFlags): Promise<number> {
   let running: AbortController | null = null;
   let lastInterrupt = 0;
   let exiting = false;
-  const closed = new Promise<void>((resolve) => rl.once('close', () => resolve()));
+  let isClosed = false;
+  const closed = new Promise<void>((resolve) =>
+    rl.once('close', () => {
+      isClosed = true;
+      resolve();
+    }),
+  );
 
   rl.on('SIGINT', () => {
     const now = Date.now();
@@ -59,7 +65,8 @@ export async function chatCommand(flags: ChatFlags): Promise<number> {
     }
     out.write(pc.dim(`${HELP}\n`));
     while (!exiting) {
-      const line = await Promise.race([rl.question(pc.bold('> ')), closed.then(() => null)]);
+      // Ctrl-D closes the interface, which rejects the question ("Aborted with Ctrl+D"): a way out, as the banner says.
+      const line = await Promise.race([rl.question(pc.bold('> ')).catch(() => null), closed.then(() => null)]);
       if (line === null || exiting) break;
       const text = line.trim();
       if (!text) continue;
@@ -77,6 +84,7 @@ export async function chatCommand(flags: ChatFlags): Promise<number> {
       try {
         conversationId = await converse(client, { prompt: text, conversationId, flags, signal: running.signal, rl, embedded: connection.embedded !== null });
       } catch (error) {
+        if (isClosed) break;
         out.write(`${pc.red('error')} ${(error as Error).message}\n`);
       } finally {
         running = null;

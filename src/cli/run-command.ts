@@ -121,7 +121,7 @@ function outcomeLine(result: RunResult): string {
     case 'waiting_for_confirmation':
       return `actions await approval and there is no terminal to ask: rerun with --yes (agentd run --resume ${result.conversation_id} --yes)`;
     case 'waiting_for_input':
-      return `the agent asked a question and there is no terminal to ask: answer with POST /conversations/${result.conversation_id}/answer`;
+      return `the agent asked a question and there is no terminal to ask: answer with agentd run --resume ${result.conversation_id} "your answer"`;
     default:
       return `the run ended with status ${result.status}`;
   }
