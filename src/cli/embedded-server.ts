@@ -8,6 +8,8 @@ export interface EmbeddedServer {
   url: string;
   apiKey: string;
   dataDir: string;
+  /** Whether new conversations get an LLM (AGENTD_LLM_MODEL is set). */
+  hasDefaultLlm: boolean;
   close(): Promise<void>;
 }
 
@@ -46,6 +48,7 @@ export async function startEmbeddedServer(options: { dataDir?: string } = {}): P
       url,
       apiKey: services.masterKeys[0]!,
       dataDir: config.dataDir,
+      hasDefaultLlm: config.defaultLlm !== null,
       close: () =>
         (closing ??= (async () => {
           await services.agent.stopAll();
