@@ -203,6 +203,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
         agents: record.agents,
       }),
     maxSubagentDepth: config.subagentMaxDepth,
+    subagentModels: config.subagentModels,
     conversations: store,
     sessions,
     recorder,

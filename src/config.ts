@@ -69,6 +69,8 @@ export interface Config {
   skillsDir: string | null;
   /** Levels of subagents below the main agent (AGENTD_SUBAGENT_MAX_DEPTH). */
   subagentMaxDepth: number;
+  /** AGENTD_SUBAGENT_MODELS: models a workdir's agent file may pick besides the conversation's own (`*`: any). */
+  subagentModels: readonly string[];
   webhooks: {
     urls: readonly string[];
     secret: string | null;
@@ -155,11 +157,22 @@ export function helpText(): string {
   ].join('\n');
 }
 
-export type CliAction = { action: 'help' } | { action: 'version' } | { action: 'serve'; config: Config };
+export type CliAction = { action: 'help' } | { action: 'version' } | { action: 'serve'; config: Config; warnings: string[] };
 
 export interface ParseCliOptions {
   /** Where `.env` is looked for; default process.cwd(). */
   cwd?: string;
+  /**
+   * Which `.env` is read: `project` (the operator's `agentd serve`: `./.env` or `--env-file`), or
+   * `user` (`agentd run/chat`: `~/.agentd/.env` only, never the directory the client runs in, whose
+   * files belong to whatever repository was cloned there).
+   */
+  envFile?: 'project' | 'user';
+}
+
+/** The config dir of a user's `agentd run/chat`: its `.env` is the only file they read variables from. */
+export function userConfigDir(env: NodeJS.ProcessEnv): string {
+  return path.join(env.HOME || os.homedir(), '.agentd');
 }
 
 export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv, options: ParseCliOptions = {}): CliAction {
@@ -185,26 +198,55 @@ export function parseCli(argv: readonly string[], env: NodeJS.ProcessEnv, option
   if (flags.version) return { action: 'version' };
   // An empty variable counts as unset (see loadConfig), so the file's value applies.
   const merged: NodeJS.ProcessEnv = { ...env };
-  for (const [name, value] of Object.entries(readEnvFile(flags['env-file'], options.cwd ?? process.cwd()))) {
+  const fromUser = options.envFile === 'user';
+  const file = fromUser ? readEnvFile(path.join(userConfigDir(env), '.env'), '/', { optional: true }) : readEnvFile(flags['env-file'], options.cwd ?? process.cwd());
+  for (const [name, value] of Object.entries(file.variables)) {
     if (merged[name] === undefined || merged[name] === '') merged[name] = value;
   }
   if (flags.host !== undefined) merged.AGENTD_HOST = flags.host;
   if (flags.port !== undefined) merged.AGENTD_PORT = flags.port;
   if (flags['data-dir'] !== undefined) merged.AGENTD_DATA_DIR = flags['data-dir'];
-  return { action: 'serve', config: loadConfig(merged) };
+  return { action: 'serve', config: loadConfig(merged), warnings: file.warnings };
 }
 
-/** The variables of `--env-file PATH` (which must exist), else of `./.env` when there is one. */
-function readEnvFile(explicit: string | undefined, cwd: string): NodeJS.ProcessEnv {
+/** The variables of `--env-file PATH` (which must exist unless optional), else of `./.env` when there is one; with a warning per line it ignores. */
+function readEnvFile(explicit: string | undefined, cwd: string, options: { optional?: boolean } = {}): { variables: NodeJS.ProcessEnv; warnings: string[] } {
   const file = path.resolve(cwd, explicit ?? '.env');
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (error) {
-    if (explicit === undefined && (error as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    if ((explicit === undefined || options.optional) && (error as NodeJS.ErrnoException).code === 'ENOENT') return { variables: {}, warnings: [] };
     throw new ConfigError(`cannot read the env file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
-  return parseEnv(text);
+  const warnings = malformedEnvLines(text).map((line) => `${file}, line ${line}: not NAME=value, ignored`);
+  return { variables: parseEnv(text), warnings };
+}
+
+const ENV_ASSIGNMENT = /^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_.-]*\s*=(.*)$/;
+
+/**
+ * The numbers of the lines node's parseEnv skips without a word: neither blank, nor a comment,
+ * nor `NAME=value` (a quoted value may go on over the following lines).
+ */
+export function malformedEnvLines(text: string): number[] {
+  const lines = text.split(/\r?\n/);
+  const bad: number[] = [];
+  let openQuote: string | null = null;
+  lines.forEach((line, index) => {
+    if (openQuote !== null) {
+      if (line.includes(openQuote)) openQuote = null;
+      return;
+    }
+    const trimmed = line.trim();
+    if (trimmed === '' || trimmed.startsWith('#')) return;
+    const assignment = ENV_ASSIGNMENT.exec(line);
+    if (!assignment) return void bad.push(index + 1);
+    const value = assignment[1]!.trim();
+    const quote = value[0];
+    if ((quote === '"' || quote === "'" || quote === '`') && !value.slice(1).includes(quote)) openQuote = quote;
+  });
+  return bad;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv): Config {
@@ -252,6 +294,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     mcpServers: e.AGENTD_MCP_CONFIG ? readMcpConfig(e.AGENTD_MCP_CONFIG) : {},
     skillsDir: e.AGENTD_SKILLS_DIR ?? null,
     subagentMaxDepth: e.AGENTD_SUBAGENT_MAX_DEPTH,
+    subagentModels: Object.freeze((e.AGENTD_SUBAGENT_MODELS ?? '').split(',').map((model) => model.trim()).filter(Boolean)),
     fsync: e.AGENTD_FSYNC,
     cluster: clusterFrom(e),
     checkpoints: Object.freeze({

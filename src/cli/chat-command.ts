@@ -2,7 +2,8 @@ import path from 'node:path';
 import readline from 'node:readline/promises';
 import pc from 'picocolors';
 import type { AgentdClient, ApprovalDecision, PendingAction, StreamEvent } from '../client/index.js';
-import { connect, UsageError, type ConnectionFlags } from './connection.js';
+import { connect, noLlmMessage, UsageError, type ConnectionFlags } from './connection.js';
+import { undoWithoutLlm } from './run-command.js';
 import { describePending, progressLine, transcriptLines } from './render-events.js';
 
 export interface ChatFlags extends ConnectionFlags {
@@ -25,6 +26,10 @@ const HELP = 'Type a message. /new starts a new conversation, /exit (or Ctrl-D) 
 export async function chatCommand(flags: ChatFlags): Promise<number> {
   if (flags.continue && flags.resume) throw new UsageError('--continue and --resume cannot be used together');
   const connection = await connect(flags);
+  if (!flags.resume && !flags.continue && connection.embedded && !connection.embedded.hasDefaultLlm) {
+    await connection.close();
+    throw new UsageError(noLlmMessage(null));
+  }
   const client = connection.client;
   const out = process.stdout;
   const rl = readline.createInterface({ input: process.stdin, output: out, terminal: Boolean(process.stdin.isTTY), historySize: 1000 });
@@ -32,7 +37,13 @@ export async function chatCommand(flags: ChatFlags): Promise<number> {
   let running: AbortController | null = null;
   let lastInterrupt = 0;
   let exiting = false;
-  const closed = new Promise<void>((resolve) => rl.once('close', () => resolve()));
+  let isClosed = false;
+  const closed = new Promise<void>((resolve) =>
+    rl.once('close', () => {
+      isClosed = true;
+      resolve();
+    }),
+  );
 
   rl.on('SIGINT', () => {
     const now = Date.now();
@@ -59,7 +70,8 @@ export async function chatCommand(flags: ChatFlags): Promise<number> {
     }
     out.write(pc.dim(`${HELP}\n`));
     while (!exiting) {
-      const line = await Promise.race([rl.question(pc.bold('> ')), closed.then(() => null)]);
+      // Ctrl-D closes the interface, which rejects the question ("Aborted with Ctrl+D"): a way out, as the banner says.
+      const line = await Promise.race([rl.question(pc.bold('> ')).catch(() => null), closed.then(() => null)]);
       if (line === null || exiting) break;
       const text = line.trim();
       if (!text) continue;
@@ -74,9 +86,17 @@ export async function chatCommand(flags: ChatFlags): Promise<number> {
         continue;
       }
       running = new AbortController();
+      let created: string | undefined;
       try {
-        conversationId = await converse(client, { prompt: text, conversationId, flags, signal: running.signal, rl, embedded: connection.embedded !== null });
+        conversationId = await converse(client, { prompt: text, conversationId, flags, signal: running.signal, rl, embedded: connection.embedded !== null, onCreated: (id) => (created = id) }).catch((error: unknown) =>
+          undoWithoutLlm(error, connection, created),
+        );
       } catch (error) {
+        if (isClosed) break;
+        if (error instanceof UsageError) {
+          out.write(`${pc.red('error')} ${error.message}\n`);
+          return 2;
+        }
         out.write(`${pc.red('error')} ${(error as Error).message}\n`);
       } finally {
         running = null;
@@ -91,7 +111,7 @@ export async function chatCommand(flags: ChatFlags): Promise<number> {
 
 async function converse(
   client: AgentdClient,
-  options: { prompt: string; conversationId: string | undefined; flags: ChatFlags; signal: AbortSignal; rl: readline.Interface; embedded: boolean },
+  options: { prompt: string; conversationId: string | undefined; flags: ChatFlags; signal: AbortSignal; rl: readline.Interface; embedded: boolean; onCreated: (id: string) => void },
 ): Promise<string | undefined> {
   const { flags, rl } = options;
   const out = process.stdout;
@@ -160,7 +180,10 @@ async function converse(
     onApproval: approve,
     onQuestion: answerQuestion,
     onConversation: (conversation) => {
-      if (!id) out.write(pc.dim(`(conversation ${conversation.id})\n`));
+      if (!id) {
+        out.write(pc.dim(`(conversation ${conversation.id})\n`));
+        options.onCreated(conversation.id);
+      }
       id = conversation.id;
     },
   })) {

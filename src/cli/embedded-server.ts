@@ -8,19 +8,24 @@ export interface EmbeddedServer {
   url: string;
   apiKey: string;
   dataDir: string;
+  /** Whether new conversations get an LLM (AGENTD_LLM_MODEL is set). */
+  hasDefaultLlm: boolean;
   close(): Promise<void>;
 }
 
 /**
  * The server inside the client's own process, on a private loopback port, over the data dir a
  * served agentd would use (`--data-dir`, AGENTD_DATA_DIR, ~/.agentd): `agentd run` works with no
- * server running. The key is the data dir's key (or AGENTD_MASTER_KEY). Logs go to stderr, errors
+ * server running. Its variables come from the user's environment and `~/.agentd/.env`, never from
+ * a `.env` in the current directory. The key is the data dir's key (or AGENTD_MASTER_KEY). Logs go to stderr, errors
  * only unless AGENTD_LOG_LEVEL says otherwise.
  */
 export async function startEmbeddedServer(options: { dataDir?: string } = {}): Promise<EmbeddedServer> {
   const env = { ...process.env, AGENTD_LOG_LEVEL: process.env.AGENTD_LOG_LEVEL || 'error' };
-  const parsed = parseCli(['--host', '127.0.0.1', '--port', '0', ...(options.dataDir ? ['--data-dir', options.dataDir] : [])], env);
+  // The directory the client runs in is the project's (often a cloned repository): its .env is data, never the server's configuration.
+  const parsed = parseCli(['--host', '127.0.0.1', '--port', '0', ...(options.dataDir ? ['--data-dir', options.dataDir] : [])], env, { envFile: 'user' });
   if (parsed.action !== 'serve') throw new Error('unreachable: the embedded server is always served');
+  for (const warning of parsed.warnings) process.stderr.write(`agentd: WARNING: ${warning}\n`);
   const { config } = parsed;
   let lock: DataDirLock;
   try {
@@ -43,6 +48,7 @@ export async function startEmbeddedServer(options: { dataDir?: string } = {}): P
       url,
       apiKey: services.masterKeys[0]!,
       dataDir: config.dataDir,
+      hasDefaultLlm: config.defaultLlm !== null,
       close: () =>
         (closing ??= (async () => {
           await services.agent.stopAll();

@@ -7,8 +7,14 @@ import { runCommand } from './run-command.js';
 export { CLIENT_COMMANDS } from './client-commands.js';
 
 const CONNECTION_HELP = `
-Where it connects: --url/--key, else AGENTD_URL/AGENTD_KEY; with neither, a server embedded in
-this process on a private loopback port, over --data-dir (AGENTD_DATA_DIR, default ~/.agentd).`;
+Where it connects: --url/--key, else AGENTD_URL/AGENTD_KEY (a key alone: http://127.0.0.1:8000
+when agentd answers there); with neither, a server embedded in this process on a private
+loopback port, over --data-dir (AGENTD_DATA_DIR, default ~/.agentd), configured by your
+environment and ~/.agentd/.env (never the current directory's .env).
+
+Where the agent works: with the embedded server, the current directory; against a server
+(--url, AGENTD_URL), a fresh workdir on that server, not the current directory, unless
+--workdir DIR names one (a path on the server's machine).`;
 
 function withConnection(command: Command): Command {
   return command
@@ -37,7 +43,7 @@ export async function runClientCommand(argv: readonly string[]): Promise<number>
     .option('--confirm', 'new conversation in confirmation mode (every action awaits approval)')
     .option('--json', 'print every event as a JSON line on stdout')
     .option('--model <model>', 'the model of a new conversation')
-    .option('--workdir <dir>', 'the workdir of a new conversation')
+    .option('--workdir <dir>', 'the workdir of a new conversation (default: the current directory when embedded, a fresh one on a server)')
     .option('--title <title>', 'the title of a new conversation')
     .action(async (words: string[], flags) => void (code = await runCommand(words, flags)));
   withConnection(program.command('chat'))
@@ -46,7 +52,7 @@ export async function runClientCommand(argv: readonly string[]): Promise<number>
     .option('-r, --resume <id>', 'continue conversation ID')
     .option('--confirm', 'new conversations in confirmation mode (actions are approved inline)')
     .option('--model <model>', 'the model of new conversations')
-    .option('--workdir <dir>', 'the workdir of new conversations')
+    .option('--workdir <dir>', 'the workdir of new conversations (default: the current directory when embedded, a fresh one on a server)')
     .action(async (flags) => void (code = await chatCommand(flags)));
   withConnection(program.command('conversations'))
     .description('list conversations, most recently updated first')

@@ -50,6 +50,8 @@ export function progressLine(event: StreamEvent): string | null {
       return `${pc.red('error')} ${event.error}: ${clip(event.message, 300)}`;
     case 'state_update':
       if (event.status === 'running' || event.status === 'idle' || event.status === 'finished') return null;
+      // The question line above says it already; its reason is written for API clients.
+      if (event.status === 'waiting_for_input') return null;
       return pc.dim(`[${event.status}${event.reason ? `: ${clip(event.reason)}` : ''}]`);
     case 'condensation':
       return pc.dim(`[events #${event.forgotten_from_seq}–#${event.forgotten_to_seq} condensed into a summary: ~${event.tokens_before} → ~${event.tokens_after} tokens]`);

@@ -1,8 +1,8 @@
 import path from 'node:path';
 import readline from 'node:readline/promises';
 import pc from 'picocolors';
-import type { AgentdClient, ApprovalDecision, CreateConversationInput, PendingAction, RunResult } from '../client/index.js';
-import { connect, UsageError, type ConnectionFlags } from './connection.js';
+import { AgentdError, type AgentdClient, type ApprovalDecision, type CreateConversationInput, type PendingAction, type RunResult } from '../client/index.js';
+import { connect, noLlmMessage, UsageError, type Connection, type ConnectionFlags } from './connection.js';
 import { EXIT, exitCodeOf } from './exit-codes.js';
 import { readPrompt } from './read-prompt.js';
 import { describePending, progressLine } from './render-events.js';
@@ -46,6 +46,8 @@ export async function runCommand(words: string[], flags: RunFlags): Promise<numb
   try {
     const client = connection.client;
     const conversationId = flags.resume ?? (flags.continue ? await mostRecentConversation(client) : undefined);
+    if (!conversationId && connection.embedded && !connection.embedded.hasDefaultLlm) throw new UsageError(noLlmMessage(null));
+    let created: string | undefined;
     const create: CreateConversationInput = {
       ...(flags.confirm ? { confirmation_mode: true } : {}),
       ...(flags.title ? { title: flags.title } : {}),
@@ -53,12 +55,14 @@ export async function runCommand(words: string[], flags: RunFlags): Promise<numb
       // The embedded server works where the user is; a remote one picks its own workdir unless told.
       ...(flags.workdir ? { workdir: path.resolve(flags.workdir) } : connection.embedded ? { workdir: process.cwd() } : {}),
     };
-    const result: RunResult = await client.run({
+    const result: RunResult = await client
+      .run({
       ...create,
       ...(prompt !== undefined ? { prompt } : {}),
       ...(conversationId ? { conversation_id: conversationId } : {}),
       signal: pause.signal,
       onConversation: (conversation) => {
+        if (!conversationId) created = conversation.id;
         if (!flags.json) process.stderr.write(pc.dim(`conversation ${conversation.id}\n`));
       },
       onApproval: (pending) => decideApproval(pending, flags),
@@ -69,7 +73,8 @@ export async function runCommand(words: string[], flags: RunFlags): Promise<numb
         const line = progressLine(event);
         if (line) process.stderr.write(`${line}\n`);
       },
-    });
+    })
+      .catch((error: unknown) => undoWithoutLlm(error, connection, created));
     if (!flags.json && result.final_text) process.stdout.write(`${result.final_text.replace(/\n*$/, '')}\n`);
     const code = exitCodeOf(result.status, interrupts > 0);
     if (code !== EXIT.ok && !flags.json) process.stderr.write(`agentd: ${outcomeLine(result)}\n`);
@@ -78,6 +83,13 @@ export async function runCommand(words: string[], flags: RunFlags): Promise<numb
     process.off('SIGINT', onSigint);
     await connection.close();
   }
+}
+
+/** A server without a default LLM refused the run of a conversation this command created: it goes, and the user reads what to set. */
+export async function undoWithoutLlm(error: unknown, connection: Connection, created: string | undefined): Promise<never> {
+  if (!(error instanceof AgentdError) || error.code !== 'llm_not_configured') throw error;
+  if (created) await connection.client.conversations.delete(created).catch(() => undefined);
+  throw new UsageError(noLlmMessage(connection.embedded ? null : connection.url));
 }
 
 async function mostRecentConversation(client: AgentdClient): Promise<string> {
@@ -121,7 +133,7 @@ function outcomeLine(result: RunResult): string {
     case 'waiting_for_confirmation':
       return `actions await approval and there is no terminal to ask: rerun with --yes (agentd run --resume ${result.conversation_id} --yes)`;
     case 'waiting_for_input':
-      return `the agent asked a question and there is no terminal to ask: answer with POST /conversations/${result.conversation_id}/answer`;
+      return `the agent asked a question and there is no terminal to ask: answer with agentd run --resume ${result.conversation_id} "your answer"`;
     default:
       return `the run ended with status ${result.status}`;
   }

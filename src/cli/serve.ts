@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import net from 'node:net';
 import v8 from 'node:v8';
 import { ConfigError, helpText, parseCli } from '../config.js';
 import { buildApp } from '../app.js';
@@ -24,9 +26,17 @@ export async function serve(argv: readonly string[]): Promise<void> {
   if (parsed.action === 'version') return void process.stdout.write(`${VERSION}\n`);
 
   const { config } = parsed;
+  for (const warning of parsed.warnings) process.stderr.write(`agentd: WARNING: ${warning}\n`);
   // A busy server's heap otherwise grows to 3-4× its live data before V8 collects (P16: +94 % RSS
   // over 6 rounds by default, +12 % at 50); read by V8 at each collection.
   if (config.heapGrowthPercent > 0) v8.setFlagsFromString(`--heap-growing-percent=${config.heapGrowthPercent}`);
+  // A port in use stops the start before the data dir is made or written (a new one would keep a key nobody uses).
+  const portProblem = await portInUse(config.host, config.port);
+  if (portProblem) {
+    process.stderr.write(`agentd: ${portProblem}\n`);
+    process.exit(1);
+  }
+  const dataDirExisted = fs.existsSync(config.dataDir);
   // Before anything reads, repairs or writes the data dir: a second server must not touch a live one's files.
   let lock: DataDirLock;
   try {
@@ -49,6 +59,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
   const app = await buildApp(services);
 
   if (services.sandbox.warning) process.stderr.write(`agentd: WARNING: ${services.sandbox.warning}\n`);
+  if (!config.defaultLlm) process.stderr.write('agentd: WARNING: no default LLM (AGENTD_LLM_MODEL is not set): a conversation created without its own `llm` cannot run\n');
   const how = services.masterKeyCreated ? 'generated a new API key' : 'using the API key';
   if (services.masterKeyFile) process.stderr.write(`agentd: AGENTD_MASTER_KEY is not set; ${how} stored in ${services.masterKeyFile}\n`);
 
@@ -103,7 +114,18 @@ export async function serve(argv: readonly string[]): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
 
-  const address = await app.listen({ host: config.host, port: config.port });
+  let address: string;
+  try {
+    address = await app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    // Taken between the check and now: the same hint, and a data dir this start made goes again.
+    const code = (error as NodeJS.ErrnoException).code;
+    process.stderr.write(`agentd: ${code === 'EADDRINUSE' || code === 'EACCES' ? portMessage(config.host, config.port, code) : (error as Error).message}\n`);
+    killShells();
+    lock.release();
+    if (!dataDirExisted) fs.rmSync(config.dataDir, { recursive: true, force: true });
+    return exit(1);
+  }
   // What start-up only used goes, the pages it was spread over with what stays, and the young
   // generation V8 grew while starting, once the server is quiet: a collection's time (tens of ms
   // with many records loaded) not spent before the server answers.
@@ -122,4 +144,19 @@ export async function serve(argv: readonly string[]): Promise<void> {
       logger.info({ address, data_dir: config.dataDir, version: VERSION }, 'agentd listening');
       return services.store.sortLoaded();
     });
+}
+
+function portMessage(host: string, port: number, code: string): string {
+  const why = code === 'EACCES' ? 'needs privileges this user lacks' : 'is in use';
+  return `cannot listen on ${host}:${port}: the port ${why} (${code}). Choose another with --port P (or AGENTD_PORT), or stop what holds it`;
+}
+
+/** Why the server could not listen on host:port, tried before anything is written; null when it can (or the port is picked by the system). */
+async function portInUse(host: string, port: number): Promise<string | null> {
+  if (port === 0) return null;
+  return new Promise((resolve) => {
+    const probe = net.createServer();
+    probe.once('error', (error: NodeJS.ErrnoException) => resolve(error.code === 'EADDRINUSE' || error.code === 'EACCES' ? portMessage(host, port, error.code) : null));
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve(null)));
+  });
 }

@@ -1,6 +1,9 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RecordedRequest } from '../fake-llm/fake-llm-server.js';
 import { startAgentHarness, type AgentHarness } from '../support/agent-harness.js';
+import { tempDir } from '../support/agentd.js';
 import { processAlive, waitForProcess } from '../support/processes.js';
 import { connectSse } from '../support/sse-client.js';
 
@@ -117,6 +120,36 @@ describe('subagents (task)', () => {
     const observations = (await harness.events(id)).filter((event) => event.kind === 'observation' && !event.parent_tool_call_id);
     expect(observations[0]).toMatchObject({ tool_name: 'task', content: 'found nothing', data: { agent: 'finder' } });
     expect(observations[1]).toMatchObject({ tool_name: 'task', is_error: true, content: expect.stringContaining('There is no subagent type "nobody". Available: finder, general-purpose.') });
+  });
+
+  it("a workdir's agent file cannot pick a model outside AGENTD_SUBAGENT_MODELS: it runs on the conversation's, and the task result says so", async () => {
+    const workdir = tempDir('agentd-subagent-model-');
+    try {
+      fs.mkdirSync(path.join(workdir, '.claude', 'agents'), { recursive: true });
+      fs.writeFileSync(path.join(workdir, '.claude', 'agents', 'pricey.md'), '---\nname: pricey\ndescription: Costs a lot\nmodel: very-expensive-model\n---\nPRICEY-PROMPT\n');
+      for (const [env, expected] of [[{}, 'fake-model'], [{ AGENTD_SUBAGENT_MODELS: 'other-model, very-expensive-model' }, 'very-expensive-model']] as const) {
+        harness = await startAgentHarness([{ toolCalls: [{ id: 'task_1', name: 'task', arguments: { description: 'spend', prompt: 'PRICEY-JOB', subagent_type: 'pricey' } }] }, { text: 'ok' }], { env });
+        harness.llm.route({ when: 'PRICEY-JOB', script: [{ text: 'spent' }] });
+        const id = await harness.createConversation({ workdir });
+        await harness.post(`/conversations/${id}/messages`, { content: 'go' });
+        await harness.waitForStatus(id, ['idle']);
+        const child = harness.llm.requests.find((request) => firstUser(request).includes('PRICEY-JOB'))!;
+        expect(String(child.body.messages![0]!.content)).toContain('PRICEY-PROMPT');
+        expect(child.body.model).toBe(expected);
+        const observation = (await harness.events(id)).find((event) => event.kind === 'observation' && event.tool_name === 'task');
+        if (expected === 'fake-model') {
+          expect(observation.data).toMatchObject({ agent: 'pricey', model_refused: 'very-expensive-model' });
+          expect(observation.content).toMatch(/^\[agentd: the agent file \.claude\/agents\/pricey\.md asks for the model "very-expensive-model", which the operator does not allow \(AGENTD_SUBAGENT_MODELS\); it ran on the conversation's model\.\]\n\nspent$/);
+        } else {
+          expect(observation).toMatchObject({ content: 'spent', data: { agent: 'pricey' } });
+          expect(observation.data.model_refused).toBeUndefined();
+        }
+        await harness.close();
+        harness = undefined;
+      }
+    } finally {
+      fs.rmSync(workdir, { recursive: true, force: true });
+    }
   });
 
   it('a subagent inherits the permission rules: a denied call is refused inside it', async () => {

@@ -95,6 +95,25 @@ describe.skipIf(!launcher)('agentd chat in a terminal', () => {
     expect(await chat.exited).toBe(0);
   });
 
+  it('asks the agent\'s question in plain words (no API status line), then Ctrl-D leaves quietly with exit 0', { timeout: 60_000 }, async () => {
+    harness.llm.setScript([{ toolCalls: [{ id: 'call_ask', name: 'ask_user', arguments: { question: 'Which branch?', options: ['main', 'dev'] } }] }, { text: 'Using dev.' }]);
+    const id = await harness.createConversation();
+    const chat = startPty(launcher!, [process.execPath, CLI, 'chat', '--resume', id], { env });
+    await chat.waitFor('Type a message');
+    const mark = chat.output().length;
+    chat.write('Pick a branch\r');
+    await chat.waitFor('? Which branch? (main / dev)', { from: mark });
+    await chat.waitFor('Answer:', { from: mark });
+    chat.write('dev\r');
+    await chat.waitFor('Using dev.', { from: mark });
+    await chat.waitFor(/> $/, { from: mark });
+    expect(chat.text(mark)).not.toContain('waiting_for_input');
+    expect(chat.text(mark)).not.toContain('POST /answer');
+    chat.write('\x04');
+    expect(await chat.exited).toBe(0);
+    expect(chat.text(mark)).not.toContain('Aborted');
+  });
+
   it('agentd run asks for approval on a terminal and continues with the answer', { timeout: 60_000 }, async () => {
     harness.llm.setScript([{ toolCalls: [{ name: 'bash', arguments: { command: 'echo approved on a tty' } }] }, { text: 'Approved on the terminal.' }]);
     const id = await harness.createConversation({ confirmation_mode: true });

@@ -135,6 +135,29 @@ describe('.env files', () => {
     return parsed.config;
   };
 
+  it('a malformed line is reported with its line number; comments, blanks, export and multi-line quoted values are not', () => {
+    const dir = tempDir('agentd-dotenv-bad-');
+    const file = path.join(dir, '.env');
+    fs.writeFileSync(file, '# fine\n\nexport AGENTD_PORT=9100\nAGENTD_HOST 10.0.0.1\nAGENTD_MASTER_KEY="multi\nline = not a variable\nvalue"\n  = oops\nAGENTD_LOG_LEVEL=warn\n');
+    const parsed = parseCli([], { AGENTD_DATA_DIR: dir }, { cwd: dir });
+    if (parsed.action !== 'serve') throw new Error('expected serve');
+    expect(parsed.warnings).toEqual([`${file}, line 4: not NAME=value, ignored`, `${file}, line 8: not NAME=value, ignored`]);
+    expect(parsed.config).toMatchObject({ port: 9100, host: '127.0.0.1', logLevel: 'warn' });
+  });
+
+  it("envFile 'user' reads ~/.agentd/.env (HOME) and never the working directory's .env", () => {
+    const home = tempDir('agentd-dotenv-home-');
+    const project = tempDir('agentd-dotenv-project-');
+    fs.mkdirSync(path.join(home, '.agentd'));
+    fs.writeFileSync(path.join(home, '.agentd', '.env'), 'AGENTD_LOG_LEVEL=debug\n');
+    fs.writeFileSync(path.join(project, '.env'), 'AGENTD_SANDBOX=none\nAGENTD_LLM_MODEL=m\nAGENTD_LLM_BASE_URL=http://127.0.0.1:9/v1\n');
+    const parsed = parseCli([], { HOME: home, AGENTD_DATA_DIR: home }, { cwd: project, envFile: 'user' });
+    if (parsed.action !== 'serve') throw new Error('expected serve');
+    expect(parsed.config).toMatchObject({ logLevel: 'debug', defaultLlm: null, sandbox: { mode: 'auto' } });
+    // The same directory read as the operator's (agentd serve): its .env applies.
+    expect(serveIn(project, [], { AGENTD_DATA_DIR: home }).sandbox.mode).toBe('none');
+  });
+
   it('./.env is read; the environment wins over it, flags win over both', () => {
     const dir = tempDir('agentd-dotenv-');
     fs.writeFileSync(path.join(dir, '.env'), '# a comment\nAGENTD_PORT=9100\nAGENTD_HOST=10.1.1.1\nAGENTD_LOG_LEVEL="warn"\nexport AGENTD_MASTER_KEY=from-file\n');

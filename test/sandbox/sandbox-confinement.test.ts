@@ -259,13 +259,16 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
     expect(fs.statSync(workdir).uid).toBe(uid);
   });
 
-  it.skipIf(!asRoot)('normal work still works: files, git; a client-given workdir is given to the agent, set-id bits cleared', async () => {
+  it.skipIf(!asRoot)("normal work still works: files, git; a client-given workdir stays its owner's, the agent working there as that uid", async () => {
     const existing = fs.realpathSync(tempDir('agentd-confinement-project-'));
     fs.mkdirSync(path.join(existing, 'src', 'deep'), { recursive: true });
     fs.writeFileSync(path.join(existing, 'src', 'deep', 'old.txt'), 'old\n', { mode: 0o644 });
     fs.writeFileSync(path.join(existing, 'tool'), '#!/bin/sh\n', { mode: 0o755 });
-    fs.chmodSync(path.join(existing, 'tool'), 0o4755);
     fs.symlinkSync('/nonexistent-agentd-target', path.join(existing, 'dangling'));
+    // The user's project, owned by the user (a uid of the test's choosing, inside its temp dir).
+    const owner = 23_457;
+    execFileSync('chown', ['-R', '-h', `${owner}:${owner}`, existing]);
+    fs.chmodSync(path.join(existing, 'tool'), 0o4755);
     try {
       const { body } = await harness.post('/conversations', { workdir: existing });
       const script = [
@@ -283,9 +286,9 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
       const result = await harness.post(`/conversations/${body.id}/commands`, { command: script, timeout_s: 60 });
       expect(result.body.stderr).toBe('');
       expect(result.body.stdout).toBe('edited\nold\nmore\nfirst\nALL_DONE\n');
-      const uid = sandboxUid(existing);
-      for (const file of ['.', 'src/deep', 'src/deep/old.txt', 'new.txt', 'repo/.git/HEAD']) expect(fs.statSync(path.join(existing, file)).uid, file).toBe(uid);
-      expect(fs.lstatSync(path.join(existing, 'dangling')).uid).toBe(uid);
+      expect((await harness.post(`/conversations/${body.id}/commands`, { command: 'id -u', timeout_s: 30 })).body.stdout).toBe(`${owner}\n`);
+      for (const file of ['.', 'src/deep', 'src/deep/old.txt', 'new.txt', 'repo/.git/HEAD']) expect(fs.statSync(path.join(existing, file)).uid, file).toBe(owner);
+      expect(fs.lstatSync(path.join(existing, 'dangling')).uid).toBe(owner);
       expect(setIdFiles(existing)).toEqual([]);
     } finally {
       fs.rmSync(existing, { recursive: true, force: true });

@@ -4,7 +4,7 @@ import type { PreparedProcess, ProcessLauncher, ProcessSpec, SandboxRequest, Spa
 import type { LimitEnforcement, ResourceLimits } from './resource-limits.js';
 import type { SandboxCgroups } from './cgroups.js';
 import { CONTROL_FD, sandboxEntryScript } from './entry-script.js';
-import { SANDBOX_USER, SandboxIdentityFiles, sandboxUid } from './identity.js';
+import { SANDBOX_USER, SandboxIdentityFiles, sandboxUid, type SandboxIdentity } from './identity.js';
 import { copiedFileRedirections, sandboxPrograms, shellWord, systemMountArgs, type SandboxPrograms } from './mounts.js';
 import { setIdSeccompFilter } from './seccomp-filter.js';
 import { WorkdirOwner } from './workdir-owner.js';
@@ -26,6 +26,12 @@ export interface BwrapLauncherOptions {
   tools?: string[];
   /** Whether the server runs as root (default: its effective uid is 0). */
   runningAsRoot?: boolean;
+  /**
+   * Where the workdirs agentd creates lie (AGENTD_WORKDIR_BASE): as root, only those get a uid of
+   * their own; any other workdir is the user's and the agent runs there as its owner. Unset: every
+   * workdir gets a uid of its own.
+   */
+  createdWorkdirBase?: string;
   /** Whole-sandbox memory and process limits, when the host lets the server create cgroups. */
   cgroups?: SandboxCgroups | null;
   /** The user-mode network stack for `network: true`; null: such sandboxes get no network. */
@@ -127,14 +133,33 @@ export class BwrapProcessLauncher implements ProcessLauncher {
   }
 
   async ready(sandbox: SandboxRequest): Promise<void> {
-    if (!this.asRoot) return;
+    if (!this.asRoot || !this.givesOwnUid(sandbox.workdir)) return;
     const identity = this.identities.forWorkdir(sandbox.workdir);
     await this.owner.ensureAsync({ workdir: sandbox.workdir, uid: identity.uid, gid: identity.gid });
   }
 
+  /**
+   * Whether a workdir is one agentd made (then given to a uid of its own), rather than one the
+   * user brought (the CLI's current directory, a client's `workdir`): chowning the user's
+   * repository to another uid made git refuse it and took the user's files away from them.
+   */
+  private givesOwnUid(workdir: string): boolean {
+    const base = this.options.createdWorkdirBase;
+    if (base === undefined) return true;
+    const relative = path.relative(base, workdir);
+    return relative !== '' && !relative.startsWith('..') && !path.isAbsolute(relative);
+  }
+
+  /** Who the agent runs as (server is root): a uid of its own in a workdir agentd made, else the workdir's owner. */
+  private identityFor(workdir: string): { uid: number; gid: number; files: SandboxIdentity['files']; own: boolean } {
+    if (this.givesOwnUid(workdir)) return { ...this.identities.forWorkdir(workdir), own: true };
+    const stats = fs.statSync(workdir);
+    return { uid: stats.uid, gid: stats.gid, files: this.identities.forServerUser(), own: false };
+  }
+
   /** What a start needs made before it (prepare): the cgroups, and as root the agent's identity files, off the event loop. */
   async beforeStart(sandbox: SandboxRequest): Promise<void> {
-    await Promise.all([this.cgroups?.makeDirectories(cgroupKey(sandbox.workdir)), this.asRoot ? this.identities.prepare(sandbox.workdir) : undefined]);
+    await Promise.all([this.cgroups?.makeDirectories(cgroupKey(sandbox.workdir)), this.asRoot && this.givesOwnUid(sandbox.workdir) ? this.identities.prepare(sandbox.workdir) : undefined]);
   }
 
   forget(workdir: string): void {
@@ -157,8 +182,8 @@ export class BwrapProcessLauncher implements ProcessLauncher {
 
   prepare(spec: ProcessSpec): PreparedProcess {
     const workdir = spec.sandbox?.workdir ?? spec.cwd;
-    const identity = this.asRoot ? this.identities.forWorkdir(workdir) : null;
-    if (identity && !spec.setupLater) this.owner.ensure({ workdir, uid: identity.uid, gid: identity.gid });
+    const identity = this.asRoot ? this.identityFor(workdir) : null;
+    if (identity?.own && !spec.setupLater) this.owner.ensure({ workdir, uid: identity.uid, gid: identity.gid });
     const files = identity?.files ?? this.identities.forServerUser();
     const network = spec.sandbox?.network ?? true;
     const userMode = network === true && this.options.networkHelper ? this.options.networkHelper : null;
@@ -206,7 +231,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       ...privilegedBash(this.programs.bash), '-c', networkWait && !spec.control ? `${networkWait}\n${entry}` : entry, 'agentd-sandbox',
       spec.command, ...spec.args,
     ];
-    const env = identity ? { ...spec.env, USER: SANDBOX_USER, LOGNAME: SANDBOX_USER } : { ...spec.env };
+    const env = identity?.own ? { ...spec.env, USER: SANDBOX_USER, LOGNAME: SANDBOX_USER } : { ...spec.env };
     const key = cgroupKey(workdir);
     // The launch script: it joins the cgroups, opens what bwrap reads (the copied /etc files, the
     // seccomp program), then execs bwrap, or (user-mode network) goes on as the wrapper that starts

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../../config.js';
@@ -32,6 +33,7 @@ export async function createSandbox(config: Config, logger: Logger): Promise<{ l
     hiddenPaths: [config.dataDir, config.workdirBase],
     extraReadOnlyPaths: config.sandbox.readOnlyPaths,
     stateDir: path.join(config.dataDir, 'sandbox'),
+    createdWorkdirBase: realpathOr(config.workdirBase),
     useCgroups: config.sandbox.cgroups,
     networkHelper: config.sandbox.network.helper,
   });
@@ -58,6 +60,15 @@ export async function createSandbox(config: Config, logger: Logger): Promise<{ l
   }
   const network = { default: config.sandbox.network.default, user_mode: networkHelper?.kind ?? null, host_allowed: config.sandbox.network.hostAllowed, note };
   return { launcher, info: { mode: launcher.mode, network, limits: launcher.limits, enforcement: launcher.enforcement, warning } };
+}
+
+/** Workdirs are compared by their real path (conversations keep theirs so). */
+function realpathOr(dir: string): string {
+  try {
+    return fs.realpathSync(dir);
+  } catch {
+    return dir;
+  }
 }
 
 /** The sandbox as /info reports it: its mode, network policy, and each limit with what enforces it. */

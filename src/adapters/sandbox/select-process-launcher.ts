@@ -39,6 +39,8 @@ export interface SelectLauncherOptions {
   hiddenPaths: readonly string[];
   extraReadOnlyPaths: readonly string[];
   stateDir: string;
+  /** Where the workdirs agentd creates lie: only those are given to a uid of their own (BwrapLauncherOptions). */
+  createdWorkdirBase?: string;
   /** Whole-sandbox limits with cgroups when the host allows (default true). */
   useCgroups?: boolean;
   /** The user-mode network stack behind `network: true` (AGENTD_SANDBOX_NETWORK_HELPER; default auto: see findNetworkHelper). */
@@ -78,6 +80,7 @@ export async function selectProcessLauncher(options: SelectLauncherOptions): Pro
         hiddenPaths: options.hiddenPaths,
         extraReadOnlyPaths: options.extraReadOnlyPaths,
         stateDir: options.stateDir,
+        ...(options.createdWorkdirBase !== undefined && { createdWorkdirBase: options.createdWorkdirBase }),
         searchPath,
         networkHelper,
       });

@@ -62,6 +62,8 @@ export interface AgentRuntimeDeps {
   catalog?: (record: ConversationRecord) => Promise<ProjectCatalog>;
   /** Levels of subagents below the main agent (default 1: a subagent has no `task` tool). */
   maxSubagentDepth?: number;
+  /** Models a workdir's agent file may pick besides the conversation's own (AGENTD_SUBAGENT_MODELS; default none). */
+  subagentModels?: readonly string[];
   /** Workdir checkpoints before each run and each file-changing tool call. */
   checkpoints?: RunCheckpoints;
   clock?: Clock;
@@ -102,7 +104,7 @@ export class AgentRuntime implements ConversationRuntime {
     const { conversations, sessions, runs, onError } = deps;
     const clock = deps.clock ?? systemClock;
     const journal = (this.journal = new RunJournal({ conversations, recorder: deps.recorder }));
-    const offer = (this.offer = new ToolOffer({ tools: deps.tools, catalog: deps.catalog, maxSubagentDepth: deps.maxSubagentDepth, onError }));
+    const offer = (this.offer = new ToolOffer({ tools: deps.tools, catalog: deps.catalog, maxSubagentDepth: deps.maxSubagentDepth, subagentModels: deps.subagentModels, onError }));
     const gates = new ConversationGates({
       hookTransport: deps.hookTransport,
       projectFiles: deps.projectFiles,

@@ -46,6 +46,7 @@ export class SubagentHosts {
       catalog: active.catalog,
       llm: this.deps.llm,
       maxDepth: offer.maxSubagentDepth,
+      allowedModels: offer.subagentModels,
       settings: () => ({ llm: record.llm!, maxIterations: record.max_iterations_per_run, confirmationMode: record.confirmation_mode }),
       startShell: (child) => child.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record), sandbox: conversations.sandboxOf(record) }),
       append: async (event) => (await journal.append(record.id, event)).event,

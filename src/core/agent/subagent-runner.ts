@@ -26,6 +26,8 @@ export interface SubagentHost {
   llm: LlmClient;
   /** How many levels of subagents may run below the main agent (1: subagents start no subagents). */
   maxDepth: number;
+  /** Models a workdir's agent file may pick besides the conversation's own (AGENTD_SUBAGENT_MODELS). */
+  allowedModels: readonly string[];
   settings: () => { llm: LlmSettings; maxIterations: number; confirmationMode: boolean };
   startShell: (session: AgentSession) => Promise<ShellSession>;
   append: (event: NewEvent) => Promise<AgentEvent>;
@@ -74,6 +76,7 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
     return { isError: true, content: `There is no subagent type "${type}". Available: ${host.catalog.agents.map((agent) => agent.name).join(', ')}.`, data: { error: 'unknown_subagent_type' } };
   }
   const tags = { parent_tool_call_id: request.toolCallId, agent: definition.name };
+  const refusedModel = refusedModelOf(definition, host.settings().llm.model, host.allowedModels);
   const tools = childTools(definition, parentTools, depth + 1 < host.maxDepth);
   const toolList = [...tools.values()];
   const child = new AgentSession(host.conversationId, { agent: definition.name, shellId: `${host.conversationId}/${request.toolCallId}`, codec: host.llm.codec });
@@ -100,7 +103,7 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
         llm: host.llm,
         settings: () => {
           const settings = host.settings();
-          return definition.model && definition.model !== 'inherit' ? { ...settings, llm: { ...settings.llm, model: definition.model } } : settings;
+          return definition.model && definition.model !== 'inherit' && refusedModel === null ? { ...settings, llm: { ...settings.llm, model: definition.model } } : settings;
         },
         tools,
         toolSchemas: host.schemasOf(toolList),
@@ -136,7 +139,21 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
   })();
   host.track(work);
   const { outcome } = await work;
-  return result(outcome, { definition, iterations: childRun.iterations, lastText, pending });
+  const done = result(outcome, { definition, iterations: childRun.iterations, lastText, pending });
+  if (refusedModel === null) return done;
+  const note = `[agentd: the agent file ${definition.path} asks for the model "${refusedModel}", which the operator does not allow (AGENTD_SUBAGENT_MODELS); it ran on the conversation's model.]`;
+  return { ...done, content: `${note}\n\n${done.content}`, data: { ...done.data, model_refused: refusedModel } };
+}
+
+/**
+ * The model a workdir's agent file asks for when the operator does not allow it, else null: a
+ * cloned repository's files must not spend the operator's key on another model (the client's own
+ * `agents` may, as the client sets the conversation's model anyway).
+ */
+export function refusedModelOf(definition: AgentDefinition, conversationModel: string, allowed: readonly string[]): string | null {
+  const model = definition.model;
+  if (!model || model === 'inherit' || definition.source !== 'path' || model === conversationModel) return null;
+  return allowed.includes(model) || allowed.includes('*') ? null : model;
 }
 
 /** The subagent's tools: those its definition names (Claude Code's names understood), all of its parent's when it names none. */

@@ -13,6 +13,8 @@ export interface ToolOfferDeps {
   catalog?: ((record: ConversationRecord) => Promise<ProjectCatalog>) | undefined;
   /** Levels of subagents below the main agent (default 1: a subagent has no `task` tool). */
   maxSubagentDepth?: number | undefined;
+  /** Models a workdir's agent file may pick besides the conversation's own (default: none). */
+  subagentModels?: readonly string[] | undefined;
   onError?: ((error: unknown, context: Record<string, unknown>) => void) | undefined;
 }
 
@@ -32,6 +34,10 @@ export class ToolOffer {
 
   get maxSubagentDepth(): number {
     return this.deps.maxSubagentDepth ?? 1;
+  }
+
+  get subagentModels(): readonly string[] {
+    return this.deps.subagentModels ?? [];
   }
 
   /** The skills, slash commands and subagent definitions a run of this conversation can use (GET /skills shows them). */
