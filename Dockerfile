@@ -1,6 +1,11 @@
 # agentd in a container, on Node 24 (the current LTS line).
 #   docker build -t agentd .
-#   docker run -p 8000:8000 -v agentd-data:/data -e AGENTD_MASTER_KEY=change-me agentd
+#   docker run -p 8000:8000 -v agentd-data:/data -e AGENTD_MASTER_KEY=change-me \
+#     --security-opt seccomp=deploy/seccomp-agentd.json --security-opt systempaths=unconfined \
+#     --device /dev/net/tun agentd
+# (plus --security-opt apparmor=unconfined on AppArmor hosts; podman: --security-opt unmask=/proc/*
+# --device /dev/net/tun). Without these the agent's sandbox cannot start and neither does the
+# server; AGENTD_SANDBOX=none runs the agent unsandboxed instead (docs/deploy.md).
 
 # Build: dev dependencies, TypeScript → dist/ (with the prompts and tool descriptions beside it),
 # the server bundled into dist/cli.js and its chunks (scripts/build-server.mjs).
@@ -19,11 +24,11 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
 
-# Runtime: what the agent's tools use (bash, git, ripgrep, bubblewrap), and tini as PID 1 so
+# Runtime: what the agent's tools use (bash, git, ripgrep, ps, bubblewrap), and tini as PID 1 so
 # that processes the agent leaves behind are reaped and signals reach the server.
 FROM node:24-bookworm-slim
 RUN apt-get update \
-  && apt-get install -y --no-install-recommends bash bubblewrap ca-certificates git passt ripgrep slirp4netns tini util-linux \
+  && apt-get install -y --no-install-recommends bash bubblewrap ca-certificates git passt procps ripgrep slirp4netns tini util-linux \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
@@ -31,10 +36,12 @@ COPY --from=build /app/dist ./dist
 COPY package.json ./
 RUN mkdir -p /data && chown node:node /data
 USER node
+# AGENTD_SANDBOX=bwrap: a container that cannot sandbox the agent refuses to start rather than run it unsandboxed.
 # glibc's malloc returns freed blocks of 128 KiB and more at once instead of keeping them (docs/operations.md, "Memory").
 ENV NODE_ENV=production \
     GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072 \
     AGENTD_HOST=0.0.0.0 \
+    AGENTD_SANDBOX=bwrap \
     AGENTD_PORT=8000 \
     AGENTD_DATA_DIR=/data
 VOLUME /data

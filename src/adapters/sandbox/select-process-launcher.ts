@@ -7,7 +7,7 @@ import { HostProcessLauncher, type ProcessLauncher } from '../process/process-la
 import type { ResourceLimits } from './resource-limits.js';
 import { detectSandboxCgroups } from './cgroups.js';
 import { findInPath } from './mounts.js';
-import { findNetworkHelper, noNetworkHelper, type NetworkHelper, type NetworkHelperChoice } from './network.js';
+import { findNetworkHelper, networkHelperFailure, noNetworkHelper, type NetworkHelper, type NetworkHelperChoice } from './network.js';
 
 export type RequestedSandbox = 'auto' | 'bwrap' | 'none';
 
@@ -21,12 +21,21 @@ export interface LauncherSelection {
   networkHelper: NetworkHelper | null;
   /** bwrap without a working network stack: why (`network: true` then means no network). */
   networkFallbackReason: string | null;
+  /** With networkFallbackReason: true when no helper is installed (installing one is the fix), false when one is but cannot attach. */
+  networkHelperMissing: boolean;
 }
+
+/** What a container needs for bubblewrap to run in it (docs/deploy.md), and the explicit way out. */
+export const CONTAINER_SANDBOX_OPTIONS =
+  'In a container, give bubblewrap what it needs: podman run --security-opt unmask=/proc/* --device /dev/net/tun; ' +
+  'docker run --security-opt seccomp=deploy/seccomp-agentd.json --security-opt systempaths=unconfined --device /dev/net/tun ' +
+  '(plus --security-opt apparmor=unconfined on AppArmor hosts); see docs/deploy.md. ' +
+  'To run the agent unsandboxed instead, with access to everything the server can read, set AGENTD_SANDBOX=none';
 
 /** AGENTD_SANDBOX=bwrap, but bubblewrap cannot run here: a start-up error, never a silent downgrade. */
 export class SandboxUnavailableError extends Error {
   constructor(reason: string) {
-    super(`AGENTD_SANDBOX=bwrap, but bubblewrap cannot run here: ${reason}`);
+    super(`AGENTD_SANDBOX=bwrap, but bubblewrap cannot run here: ${reason}. ${CONTAINER_SANDBOX_OPTIONS}`);
     this.name = 'SandboxUnavailableError';
   }
 }
@@ -58,7 +67,7 @@ const DEFAULT_SEARCH_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
  * uid switch); when it fails, `bwrap` throws and `auto` falls back to the host with the reason.
  */
 export async function selectProcessLauncher(options: SelectLauncherOptions): Promise<LauncherSelection> {
-  const host = (fallbackReason: string | null): LauncherSelection => ({ launcher: new HostProcessLauncher({ limits: options.limits }), fallbackReason, cgroupReason: null, networkHelper: null, networkFallbackReason: null });
+  const host = (fallbackReason: string | null): LauncherSelection => ({ launcher: new HostProcessLauncher({ limits: options.limits }), fallbackReason, cgroupReason: null, networkHelper: null, networkFallbackReason: null, networkHelperMissing: false });
   if (options.requested === 'none') return host(null);
   let reason: string;
   const searchPath = options.searchPath || DEFAULT_SEARCH_PATH;
@@ -84,7 +93,7 @@ export async function selectProcessLauncher(options: SelectLauncherOptions): Pro
         searchPath,
         networkHelper,
       });
-    const selected = (launcher: ProcessLauncher, networkHelper: NetworkHelper | null, networkFallbackReason: string | null): LauncherSelection => ({ launcher, fallbackReason: null, cgroupReason, networkHelper, networkFallbackReason });
+    const selected = (launcher: ProcessLauncher, networkHelper: NetworkHelper | null, networkFallbackReason: string | null): LauncherSelection => ({ launcher, fallbackReason: null, cgroupReason, networkHelper, networkFallbackReason, networkHelperMissing: networkFallbackReason !== null && helper === null });
     // One sandbox with the network stack attached proves both; only when it fails does a sandbox
     // without one run, to tell a network stack that cannot attach (the sandbox still runs) from a
     // sandbox that cannot. Start-up takes one sandbox's start, and its CPU, not two at once beside
@@ -99,7 +108,7 @@ export async function selectProcessLauncher(options: SelectLauncherOptions): Pro
     }
     const plain = make(null);
     const failure = await probe(plain, { searchPath, network: false });
-    if (failure === null) return selected(plain, null, helper === null ? noNetworkHelper(choice) : `${helper.kind} cannot attach to a sandbox here: ${networkFailure}`);
+    if (failure === null) return selected(plain, null, helper === null ? noNetworkHelper(choice) : networkHelperFailure(helper.kind, networkFailure));
     reason = failure;
   }
   if (options.requested === 'bwrap') throw new SandboxUnavailableError(reason);
