@@ -45,11 +45,14 @@ export class ServerStatus {
       conversations: conversations.map((entry) => entry.id),
       callbacks: callbacks.map((entry) => entry.id),
     };
+    // Unsandboxed still serves, but an operator (or a probe) must see it: the agent can read the keys and every conversation.
+    const sandboxed = this.deps.sandbox.mode !== 'none';
+    const sandbox = { ok: sandboxed, detail: sandboxed ? null : "no sandbox: the agent's commands run unsandboxed on the host, as the server's user (see the start-up warning)" };
     return {
       ready,
       report: {
-        status: !ready ? 'unavailable' : damaged > 0 || shared.nats?.ok === false ? 'degraded' : 'ok',
-        checks: { state_loaded: { ok: stateLoaded, detail: stateLoaded ? null : 'loading' }, data_dir_writable: writable, quarantined, ...shared },
+        status: !ready ? 'unavailable' : damaged > 0 || shared.nats?.ok === false || !sandboxed ? 'degraded' : 'ok',
+        checks: { state_loaded: { ok: stateLoaded, detail: stateLoaded ? null : 'loading' }, data_dir_writable: writable, quarantined, sandbox, ...shared },
       },
     };
   }

@@ -12,11 +12,12 @@ export const Health = z
   .object({
     status: z
       .enum(['ok', 'degraded', 'unavailable'])
-      .describe('`degraded` (still 200): the server is ready, but some stored data is damaged and quarantined; the rest is served.'),
+      .describe('`degraded` (still 200): the server is ready, but some stored data is damaged and quarantined, NATS does not answer, or the agent runs unsandboxed (sandbox mode `none`).'),
     checks: z.object({
       state_loaded: Check,
       data_dir_writable: Check,
       quarantined: QuarantineCheck,
+      sandbox: Check.describe('Agent processes run in the bubblewrap sandbox; not ok when they run unsandboxed on the host (sandbox mode `none`).'),
       database: Check.optional().describe('With AGENTD_DATABASE_URL: PostgreSQL answers.'),
       nats: Check.optional().describe('With AGENTD_NATS_URL: the NATS server answers (events still flow through the database without it).'),
     }),
