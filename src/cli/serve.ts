@@ -116,7 +116,8 @@ export async function serve(argv: readonly string[]): Promise<void> {
 
   let address: string;
   try {
-    address = await app.listen({ host: config.host, port: config.port });
+    await app.listen({ host: config.host, port: config.port });
+    address = boundAddress(app.server.address(), config.host);
   } catch (error) {
     // Taken between the check and now: the same hint, and a data dir this start made goes again.
     const code = (error as NodeJS.ErrnoException).code;
@@ -144,6 +145,15 @@ export async function serve(argv: readonly string[]): Promise<void> {
       logger.info({ address, data_dir: config.dataDir, version: VERSION }, 'agentd listening');
       return services.store.sortLoaded();
     });
+}
+
+/**
+ * The address the socket is bound to, as a URL: Fastify's listen() answers one of the machine's
+ * interfaces (127.0.0.1) for a wildcard host, which hid that the server listens on all of them.
+ */
+export function boundAddress(bound: string | net.AddressInfo | null, host: string): string {
+  if (bound === null || typeof bound === 'string') return bound ?? host;
+  return `http://${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}`;
 }
 
 function portMessage(host: string, port: number, code: string): string {
