@@ -26,7 +26,7 @@ export interface SandboxInfo {
  * forced `bwrap` that cannot run throws (SandboxUnavailableError): the server does not start.
  */
 export async function createSandbox(config: Config, logger: Logger): Promise<{ launcher: ProcessLauncher; info: SandboxInfo }> {
-  const { launcher, fallbackReason, cgroupReason, networkHelper, networkFallbackReason } = await selectProcessLauncher({
+  const { launcher, fallbackReason, cgroupReason, networkHelper, networkFallbackReason, networkHelperMissing } = await selectProcessLauncher({
     requested: config.sandbox.mode,
     limits: config.sandbox.limits,
     searchPath: config.agentEnv.hostEnv.PATH ?? '',
@@ -56,7 +56,8 @@ export async function createSandbox(config: Config, logger: Logger): Promise<{ l
     // Honest fallback: no network rather than the host's; the operator hears about it once.
     note = `\`network: true\` gives no network: ${networkFallbackReason}.`;
     logger.warn({ reason: networkFallbackReason }, note);
-    warning = `${note} Install passt (pasta) or slirp4netns for user-mode networking.`;
+    // Installing a package is the fix only when none is installed; otherwise the reason says what is missing.
+    warning = networkHelperMissing ? `${note} Install passt (pasta) or slirp4netns for user-mode networking.` : note;
   }
   const network = { default: config.sandbox.network.default, user_mode: networkHelper?.kind ?? null, host_allowed: config.sandbox.network.hostAllowed, note };
   return { launcher, info: { mode: launcher.mode, network, limits: launcher.limits, enforcement: launcher.enforcement, warning } };

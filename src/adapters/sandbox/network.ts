@@ -42,6 +42,18 @@ export function findNetworkHelper(searchPath: string, choice: NetworkHelperChoic
   return null;
 }
 
+/** The device both helpers open to give a sandbox its network interface. */
+export const TUN_DEVICE = '/dev/net/tun';
+
+/**
+ * Why an installed helper could not attach to a sandbox: a missing tun device first (a container
+ * started without `--device /dev/net/tun`), since then no package would help; else what the probe saw.
+ */
+export function networkHelperFailure(kind: NetworkHelper['kind'], probeFailure: string | null, tunDevice: string = TUN_DEVICE): string {
+  if (!fs.existsSync(tunDevice)) return `${kind} needs ${tunDevice}, which is missing here (in a container, run it with --device ${TUN_DEVICE})`;
+  return `${kind} cannot attach to a sandbox here: ${probeFailure}`;
+}
+
 /** Why findNetworkHelper found none: no helper the choice allows is installed. */
 export function noNetworkHelper(choice: NetworkHelperChoice): string {
   if (choice === 'auto') return 'neither slirp4netns nor pasta (package passt) is installed';
