@@ -330,13 +330,16 @@ describe('sandbox modes', () => {
 
   it('auto without bubblewrap falls back to none with one warning at start-up', async () => {
     const dataDir = tempDir();
-    const server = await spawnServer({ dataDir, env: { AGENTD_SANDBOX: 'auto', AGENTD_AGENT_PATH: '/nonexistent' } });
+    // A default LLM keeps the no-LLM warning out of the count: this test is about the sandbox's.
+    const server = await spawnServer({ dataDir, env: { AGENTD_SANDBOX: 'auto', AGENTD_AGENT_PATH: '/nonexistent', AGENTD_LLM_MODEL: 'test-model' } });
     try {
       const warnings = server.output().split('\n').filter((line) => line.startsWith('agentd: WARNING'));
       expect(warnings).toHaveLength(1);
       expect(warnings[0]).toMatch(/bwrap program is not installed.*unsandboxed on the host/);
       const info = await fetch(`${server.url}/info`, { headers: { authorization: 'Bearer test-master-key' } }).then((response) => response.json() as Promise<any>);
       expect(info.sandbox.mode).toBe('none');
+      const health = (await fetch(`${server.url}/health`).then((response) => response.json())) as any;
+      expect(health.status).toBe('degraded');
     } finally {
       server.child.kill('SIGTERM');
       await server.exited;
