@@ -60,7 +60,8 @@ describe('a later turn cut off by kill -9', () => {
     const llm = await agentd.fakeLlm([{ text: 'first turn done' }, { toolCalls: [{ name: 'bash', arguments: { command: marker } }] }, { text: 'resumed fine' }]);
     const dataDir = tempDir();
     let server = await agentd.start({ dataDir });
-    const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'first' }) });
+    // No project settings: their rules are kept with the record at the first tool call, which would save it mid-run.
+    const created = await api('/conversations', { method: 'POST', body: JSON.stringify({ llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'first', setting_sources: [] }) });
     const waitForStatus = async (status: string) => {
       const until = Date.now() + 15_000;
       while ((await api(`/conversations/${created.id}`)).status !== status && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));

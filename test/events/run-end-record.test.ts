@@ -62,7 +62,8 @@ describe('the end of a run that leaves the status as the record file has it', ()
     const dir = tempDir('agentd-run-end-');
     dataDirs.push(dir);
     let server = await spawn(dir);
-    const created = await api(server, 'POST', '/conversations', { llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-run-end' } });
+    // No project settings: their rules are kept with the record at the first tool call, a save of its own.
+    const created = await api(server, 'POST', '/conversations', { llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-run-end' }, setting_sources: [] });
     expect(created.status).toBe(201);
     const id = (created.body as { id: string }).id;
     const file = path.join(dir, 'conversations', id, 'conversation.json');
