@@ -69,15 +69,27 @@ function allObjects(gitDir: string): string {
   return execFileSync('git', ['--git-dir', gitDir, '-c', 'safe.directory=*', 'cat-file', '--batch-all-objects', '--batch'], { encoding: 'latin1', maxBuffer: 256 * 1024 * 1024 });
 }
 
-/** Files anywhere in the workdir whose content holds the decoy's secret (links never followed). */
+/**
+ * Files anywhere in the workdir whose content holds the decoy's secret (links never followed).
+ * The swapper is still renaming entries meanwhile: one gone between its listing and its read is skipped.
+ */
 function decoyInWorkdir(dir: string): string[] {
   const found: string[] = [];
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+  for (const entry of readIfThere(() => fs.readdirSync(dir, { withFileTypes: true })) ?? []) {
     const full = path.join(dir, entry.name);
     if (entry.isDirectory()) found.push(...decoyInWorkdir(full));
-    else if (entry.isFile() && fs.readFileSync(full, 'latin1').includes(DECOY_SECRET)) found.push(path.relative(workdir, full));
+    else if (entry.isFile() && readIfThere(() => fs.readFileSync(full, 'latin1'))?.includes(DECOY_SECRET)) found.push(path.relative(workdir, full));
   }
   return found;
+}
+
+function readIfThere<T>(read: () => T): T | undefined {
+  try {
+    return read();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT' || (error as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
+    throw error;
+  }
 }
 
 beforeAll(async () => {
