@@ -1,4 +1,6 @@
-import { AppError } from '../../core/errors.js';
+import { DatabaseUnavailableError } from '../../core/errors.js';
+
+export { DatabaseUnavailableError };
 
 /**
  * Writes to PostgreSQL behind the synchronous store ports (conversation records, runs, webhook
@@ -12,6 +14,8 @@ import { AppError } from '../../core/errors.js';
 export class WritePipeline {
   private readonly tails = new Map<string, Promise<void>>();
   private closed = false;
+  /** The last attempt of some write failed and nothing committed since: the barrier answers at once rather than wait. */
+  private failing = false;
   /** Writes committed, and attempts that failed and were retried (for /metrics). */
   readonly stats = { written: 0, retried: 0 };
 
@@ -34,10 +38,11 @@ export class WritePipeline {
   /** Resolves when every write queued so far is committed. */
   async settled(): Promise<void> {
     if (this.tails.size === 0) return;
+    if (this.failing) throw new DatabaseUnavailableError('The database is unreachable: this change is kept and its write retried until it is back. Retry the request later.');
     const all = Promise.all([...this.tails.values()]);
     let timer: NodeJS.Timeout | undefined;
     const limit = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new DatabaseUnavailableError()), this.options.barrierMs ?? 15_000);
+      timer = setTimeout(() => reject(new DatabaseUnavailableError('The database did not confirm the write in time; it keeps being retried. Retry the request later.')), this.options.barrierMs ?? 5_000);
     });
     try {
       await Promise.race([all, limit]);
@@ -57,19 +62,15 @@ export class WritePipeline {
       try {
         await write();
         this.stats.written++;
+        this.failing = false;
         return;
       } catch (error) {
         this.options.onError?.(error);
+        this.failing = true;
         if (this.closed) return;
         this.stats.retried++;
         await new Promise((resolve) => setTimeout(resolve, this.options.retryMs ?? 500));
       }
     }
-  }
-}
-
-export class DatabaseUnavailableError extends AppError {
-  constructor() {
-    super({ code: 'database_unavailable', kind: 'unavailable', message: 'The database did not confirm the write in time; it keeps being retried. Retry the request later.' });
   }
 }
