@@ -39,7 +39,7 @@ export async function createPostgres(cluster: NonNullable<Config['cluster']>, lo
   const onForged = () => {
     if (forged++ === 0) logger.warn({ feed: cluster.natsUrl ? 'nats' : 'postgres' }, 'dropped an event notice that does not verify: a process without AGENTD_SECRET_KEY is publishing to the feed');
   };
-  const feed: EventFeed = cluster.natsUrl ? await JetStreamEventFeed.connect(cluster.natsUrl, { cluster: await clusterId(sql), seal, onForged }) : new PgNotifyEventFeed(sql, seal, onForged);
+  const feed: EventFeed = cluster.natsUrl ? await JetStreamEventFeed.connect({ url: cluster.natsUrl, credsFile: cluster.natsCreds, tlsCaFile: cluster.natsTlsCa }, { cluster: await clusterId(sql), seal, onForged }) : new PgNotifyEventFeed(sql, seal, onForged);
   const fences = new Map<string, Fence>();
   // Each process is a new instance: leases of a previous process expire and are taken over.
   const instanceId = randomUUID();
