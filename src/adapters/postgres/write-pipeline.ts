@@ -8,8 +8,8 @@ export { DatabaseUnavailableError };
  * `settled()` is the durability barrier: it resolves once every write queued before the call
  * is committed, and the HTTP layer awaits it before any response leaves, so whatever a client
  * was told is stored is in the database (kill -9 included). A write that fails (database down)
- * is retried in order until it succeeds or the pipeline closes; meanwhile `settled()` waits up
- * to `barrierMs` and then reports the database unreachable.
+ * is retried in order until it succeeds or the pipeline closes; meanwhile `settled()` reports
+ * the database unreachable at once (a write is failing) or after `barrierMs` (none answered).
  */
 export class WritePipeline {
   private readonly tails = new Map<string, Promise<void>>();
