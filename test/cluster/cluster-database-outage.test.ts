@@ -90,7 +90,10 @@ describe.skipIf(skipReason !== null)('PostgreSQL stopped mid-run', () => {
     // Back: the run paused on its owner, which never stopped: the log says the database was unreachable, not a failover.
     const [run] = await until('the run paused after the outage', 90_000, async () => {
       const runs = (await api(b!.url, `/conversations/${id}/runs`)).body?.items as { status: string; outcome: string | null }[] | undefined;
-      return runs?.length && runs.every((item) => item.status !== 'running') ? runs : undefined;
+      if (!runs?.length || runs.some((item) => item.status === 'running')) return undefined;
+      // The run record is saved before the state_update that says why: both, before looking.
+      const events = (await api(c!.url, `/conversations/${id}/events?limit=1000`)).body.items as { kind: string; status?: string }[];
+      return events.some((event) => event.kind === 'state_update' && event.status === 'paused') ? runs : undefined;
     }).catch(async (error: unknown) => {
       // What each instance says, for the report.
       const runs = await api(b!.url, `/conversations/${id}/runs`).catch(() => null);
