@@ -56,7 +56,7 @@ export const p17ClusterLog: Benchmark = {
           const sql = postgres(url, { max: 8, onnotice: () => {} });
           pools.push(sql);
           await migrate(sql);
-          logs.push(await PgEventLog.open({ sql, feed: feed === 'nats' ? await JetStreamEventFeed.connect(nats!.url, { cluster: await clusterId(sql), seal: SEAL }) : new PgNotifyEventFeed(sql, SEAL), pollMs: 1000 }));
+          logs.push(await PgEventLog.open({ sql, feed: feed === 'nats' ? await JetStreamEventFeed.connect({ url: nats!.url }, { cluster: await clusterId(sql), seal: SEAL }) : new PgNotifyEventFeed(sql, SEAL), pollMs: 1000 }));
         }
         return logs;
       };

@@ -81,7 +81,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(responseSerializerCompiler);
-  registerErrorHandling(app);
+  registerErrorHandling(app, (error) => services.storage.unavailable(error));
   if (!authorizeFirst) {
     // Bearer keys, no cookies, so credentials stay off.
     await app.register(fastifyCors, {

@@ -43,7 +43,7 @@ export interface Config {
   secretKey: string | null;
   fsync: boolean;
   /** Several instances over PostgreSQL (and NATS): null without AGENTD_DATABASE_URL (files in the data dir). */
-  cluster: { databaseUrl: string; natsUrl: string | null; instanceUrl: string; leaseTtlMs: number; resumeOnFailover: boolean } | null;
+  cluster: { databaseUrl: string; natsUrl: string | null; natsCreds: string | null; natsTlsCa: string | null; instanceUrl: string; leaseTtlMs: number; resumeOnFailover: boolean } | null;
   /**
    * Workdir checkpoints in a shadow git repository (rewind, changes, fork with copy_workdir),
    * under `dir`: the data dir's conversations on one instance; with a database, beside the
@@ -374,16 +374,20 @@ function searchConfig(provider: 'tavily' | 'brave' | 'searxng' | undefined, apiK
 
 function clusterFrom(e: z.infer<typeof EnvSchema>): Config['cluster'] {
   if (!e.AGENTD_DATABASE_URL) {
+    if (e.AGENTD_NATS_CREDS || e.AGENTD_NATS_TLS_CA) throw new ConfigError('AGENTD_NATS_CREDS and AGENTD_NATS_TLS_CA are for AGENTD_NATS_URL, which needs AGENTD_DATABASE_URL');
     if (e.AGENTD_NATS_URL) throw new ConfigError('invalid AGENTD_NATS_URL: NATS fans events out between instances that share AGENTD_DATABASE_URL; set that too');
     return null;
   }
   // Every instance must open what the others sealed and accept the keys clients were given.
   if (!e.AGENTD_SECRET_KEY) throw new ConfigError('AGENTD_DATABASE_URL needs AGENTD_SECRET_KEY: every instance must seal secrets with the same key');
   if (!e.AGENTD_MASTER_KEY) throw new ConfigError('AGENTD_DATABASE_URL needs AGENTD_MASTER_KEY: every instance must accept the same API keys');
+  if ((e.AGENTD_NATS_CREDS || e.AGENTD_NATS_TLS_CA) && !e.AGENTD_NATS_URL) throw new ConfigError('AGENTD_NATS_CREDS and AGENTD_NATS_TLS_CA need AGENTD_NATS_URL');
   const host = e.AGENTD_HOST === '0.0.0.0' || e.AGENTD_HOST === '::' ? '127.0.0.1' : e.AGENTD_HOST;
   return Object.freeze({
     databaseUrl: e.AGENTD_DATABASE_URL,
     natsUrl: e.AGENTD_NATS_URL ?? null,
+    natsCreds: e.AGENTD_NATS_CREDS ?? null,
+    natsTlsCa: e.AGENTD_NATS_TLS_CA ?? null,
     instanceUrl: (e.AGENTD_INSTANCE_URL ?? `http://${host.includes(':') ? `[${host}]` : host}:${e.AGENTD_PORT}`).replace(/\/$/, ''),
     leaseTtlMs: Math.round(e.AGENTD_LEASE_TTL_S * 1000),
     resumeOnFailover: e.AGENTD_RESUME_ON_FAILOVER,

@@ -100,3 +100,13 @@ export class StorageFullError extends AppError {
     super({ code: 'insufficient_storage', kind: 'storage_full', message: 'The server is out of disk space: nothing was stored. Retry once space is freed.' });
   }
 }
+
+/**
+ * The database did not answer (stopped, unreachable, restarting): nothing was read or confirmed;
+ * the client retries after `details.retry_after_s` (the Retry-After header).
+ */
+export class DatabaseUnavailableError extends AppError {
+  constructor(message = 'The database is unreachable; retry the request later.', retryAfterS = 2) {
+    super({ code: 'database_unavailable', kind: 'unavailable', message, details: { retry_after_s: retryAfterS } });
+  }
+}

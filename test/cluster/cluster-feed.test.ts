@@ -73,7 +73,7 @@ describe.skipIf(pgMissing !== null)('cross-instance event feed', () => {
       cleanups.push(() => sql.end({ timeout: 5 }));
       const forged = { count: 0 };
       const onForged = () => void forged.count++;
-      const feed: EventFeed = kind === 'nats' ? await JetStreamEventFeed.connect(natsServer!.url, { cluster: await clusterId(sql), seal: SEAL, onForged }) : new PgNotifyEventFeed(sql, SEAL, onForged);
+      const feed: EventFeed = kind === 'nats' ? await JetStreamEventFeed.connect({ url: natsServer!.url }, { cluster: await clusterId(sql), seal: SEAL, onForged }) : new PgNotifyEventFeed(sql, SEAL, onForged);
       cleanups.push(() => feed.close());
       const store = new PgEventStore(sql);
       const tail = new GlobalTail(store, feed, { pollMs: 100 });

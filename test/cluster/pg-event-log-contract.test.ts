@@ -47,7 +47,7 @@ function subject(withNats: boolean) {
     const sql = postgres(url, { max: 8, onnotice: () => {} });
     pools.add(sql);
     await migrate(sql);
-    const feed = withNats ? await JetStreamEventFeed.connect(natsServer!.url, { cluster: await clusterId(sql), seal: SEAL }) : new PgNotifyEventFeed(sql, SEAL);
+    const feed = withNats ? await JetStreamEventFeed.connect({ url: natsServer!.url }, { cluster: await clusterId(sql), seal: SEAL }) : new PgNotifyEventFeed(sql, SEAL);
     return PgEventLog.open({ sql, feed });
   };
   return {

@@ -19,6 +19,9 @@ export interface NatsServer {
   stop(): Promise<void>;
 }
 
+/** Credentials the server requires (written to a config file in its own temp dir); none: anyone may connect. */
+export type NatsAuth = { user: string; password: string } | { token: string };
+
 export function findNatsServer(): { path: string } | { missing: string } {
   for (const dir of (process.env.PATH ?? '').split(':').concat(['/usr/sbin', '/usr/bin'])) {
     const candidate = path.join(dir, 'nats-server');
@@ -27,10 +30,17 @@ export function findNatsServer(): { path: string } | { missing: string } {
   return { missing: 'nats-server is not installed (`apt-get install nats-server`)' };
 }
 
-export async function startNatsServer(binary: string): Promise<NatsServer> {
+export async function startNatsServer(binary: string, options: { auth?: NatsAuth } = {}): Promise<NatsServer> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-nats-'));
   const port = await freePort();
-  const child: ChildProcess = spawn(binary, ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', root], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const args = ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', root];
+  if (options.auth) {
+    const config = path.join(root, 'auth.conf');
+    const block = 'token' in options.auth ? `token: ${JSON.stringify(options.auth.token)}` : `user: ${JSON.stringify(options.auth.user)}\n  password: ${JSON.stringify(options.auth.password)}`;
+    fs.writeFileSync(config, `authorization {\n  ${block}\n}\n`, { mode: 0o600 });
+    args.push('-c', config);
+  }
+  const child: ChildProcess = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   const guard = watchdog(`kill -9 ${child.pid} 2>/dev/null; rm -rf ${quote(root)}`);
   let output = '';
   await new Promise<void>((resolve, reject) => {

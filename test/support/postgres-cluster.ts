@@ -32,6 +32,10 @@ export interface PostgresCluster {
   port: number;
   /** A URL of a new, empty database on this cluster. */
   createDatabase(name?: string): Promise<string>;
+  /** Stops the server (`pg_ctl stop -m fast`): its port refuses connections until `resume()`. */
+  pause(): Promise<void>;
+  /** Starts it again on the same data dir and port. */
+  resume(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -87,6 +91,12 @@ export async function startPostgres(binaries: PostgresBinaries): Promise<Postgre
     async createDatabase(name = `test_${process.pid}_${++created}`) {
       await tool('psql', ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-d', 'postgres', '-v', 'ON_ERROR_STOP=1', '-c', `CREATE DATABASE ${name}`]);
       return `postgres://postgres@127.0.0.1:${port}/${name}`;
+    },
+    async pause() {
+      await tool('pg_ctl', ['stop', '-D', dataDir, '-m', 'fast', '-w', '-t', '60']);
+    },
+    async resume() {
+      await tool('pg_ctl', ['start', '-D', dataDir, '-w', '-t', '60', '-l', path.join(root, 'postgres.log'), '-o', options]);
     },
     async stop() {
       guard.cancel();

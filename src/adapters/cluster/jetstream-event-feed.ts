@@ -10,6 +10,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
 import type { EventFeed, FeedNotice } from './event-feed.js';
+import { natsConnectionOptions, type NatsAccess } from './nats-options.js';
 import type { NoticeSeal } from './notice-seal.js';
 
 /** JetStream's default max message size is 1 MiB; larger events travel as a bare notice. */
@@ -27,11 +28,11 @@ export class JetStreamEventFeed implements EventFeed {
     private readonly onForged: () => void,
   ) {}
 
-  static async connect(url: string, options: { cluster: string; seal: NoticeSeal; onForged?: () => void; maxAgeS?: number }): Promise<JetStreamEventFeed> {
+  static async connect(access: NatsAccess, options: { cluster: string; seal: NoticeSeal; onForged?: () => void; maxAgeS?: number }): Promise<JetStreamEventFeed> {
     const name = options.cluster.replace(/[^A-Za-z0-9]/g, '');
     const stream = `AGENTD_EVENTS_${name}`;
     const prefix = `agentd.${name}.events.`;
-    const connection = await connect({ servers: url, name: 'agentd', maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+    const connection = await connect({ ...natsConnectionOptions(access), name: 'agentd', maxReconnectAttempts: -1, reconnectTimeWait: 500 });
     const manager = await jetstreamManager(connection);
     const config = { subjects: [`${prefix}>`], max_age: (options.maxAgeS ?? 3600) * 1_000_000_000, duplicate_window: 120 * 1_000_000_000 };
     try {

@@ -14,6 +14,7 @@
  */
 import type { Logger } from 'pino';
 import type { Lease } from '../postgres/pg-leases.js';
+import { isConnectionError } from '../postgres/connection-errors.js';
 import { PgInstances } from '../postgres/pg-instances.js';
 import { addressRefuses } from './address-probe.js';
 import { Replica } from './replica.js';
@@ -72,6 +73,13 @@ export class Ownership {
   private timers: NodeJS.Timeout[] = [];
   private closed = false;
   private sweeps = 0;
+  /**
+   * The database as this instance's upkeep last found it: down (renewals and sweeps fail), and
+   * when it answered again. Every lease runs out during an outage longer than a lease; for a
+   * while after one, leases whose holders still answer are left to them to renew, so that a
+   * run on a live instance is not taken over as if that instance had died.
+   */
+  private readonly database = { down: false, backAt: 0 };
   /** For /metrics: takeovers of a dead instance's running conversation, leases lost, requests forwarded, instances found dead. */
   readonly stats = { failovers: 0, takeovers: 0, lost: 0, forwarded: 0, deadInstances: 0 };
 
@@ -116,7 +124,15 @@ export class Ownership {
       const timer = setInterval(() => {
         if (running || this.closed) return;
         running = true;
-        void work().catch(onError).finally(() => (running = false));
+        void work()
+          .then(
+            () => this.databaseAnswered(),
+            (error: unknown) => {
+              if (isConnectionError(error)) this.database.down = true;
+              onError(error);
+            },
+          )
+          .finally(() => (running = false));
       }, ms);
       timer.unref();
       this.timers.push(timer);
@@ -183,7 +199,31 @@ export class Ownership {
     return Math.max(1, Math.ceil((lease.expiresAt.getTime() - Date.now()) / 1000));
   }
 
+  private databaseAnswered(): void {
+    if (!this.database.down) return;
+    this.database.down = false;
+    this.database.backAt = Date.now();
+    this.deps.logger.info('the database answers again');
+  }
+
+  /** Whether the database is down or came back a moment ago: not long enough for every live holder to have renewed its leases. */
+  private get afterOutage(): boolean {
+    return this.database.down || Date.now() - this.database.backAt < this.deps.ttlMs + this.silenceMs;
+  }
+
+  /** Right after an outage, the holder of a lease that ran out meanwhile, while it still accepts connections: it renews the lease itself. */
+  private async liveHolderAfterOutage(conversationId: string): Promise<Route | null> {
+    if (!this.afterOutage) return null;
+    const lease = await this.deps.pg.leases.current(conversationId);
+    if (!lease || lease.owner === this.id) return null;
+    const row = await this.instances.lookup(lease.owner);
+    if (!row || row.url === this.deps.instanceUrl || (await addressRefuses(row.url))) return null;
+    return { local: false, url: row.url, owner: lease.owner };
+  }
+
   private async takeOrFind(conversationId: string, waited = false): Promise<Route> {
+    const holder = await this.liveHolderAfterOutage(conversationId);
+    if (holder) return holder;
     const { acquired, lease } = await this.deps.pg.leases.acquire(conversationId, this.id, this.deps.ttlMs);
     if (acquired) {
       try {
@@ -260,6 +300,8 @@ export class Ownership {
       if (this.closed) return;
       await this.confirmDead(silent.id);
     }
+    // Leases that ran out during an outage are their live holders' to renew first.
+    if (this.afterOutage) return;
     for (const id of await this.deps.pg.leases.orphaned(20)) {
       if (this.closed) return;
       await this.route(id).catch((error: unknown) => this.deps.logger.warn({ err: error, conversation_id: id }, 'failover attempt failed (retried)'));

@@ -6,6 +6,7 @@ import { JetStreamEventFeed } from '../cluster/jetstream-event-feed.js';
 import { PgNotifyEventFeed } from '../cluster/pg-notify-event-feed.js';
 import type { EventFeed } from '../cluster/event-feed.js';
 import { NoticeSeal } from '../cluster/notice-seal.js';
+import { asDatabaseUnavailable } from './connection-errors.js';
 import { clusterId, migrate } from './migrations.js';
 import { PgConversationRepository } from './pg-conversation-repository.js';
 import { PgEventLog } from './pg-event-log.js';
@@ -25,7 +26,9 @@ export async function createPostgres(cluster: NonNullable<Config['cluster']>, lo
   const sql = postgres(cluster.databaseUrl, {
     max: 10,
     onnotice: () => {},
-    connect_timeout: 10,
+    connect_timeout: 5,
+    // The driver's own backoff grows to many seconds while the database is down, and queries wait it out before failing: kept short, a request is refused at once.
+    backoff: () => 0.25,
     connection: { application_name: 'agentd', idle_in_transaction_session_timeout: Math.max(10_000, cluster.leaseTtlMs * 2) },
   });
   const applied = await migrate(sql);
@@ -36,7 +39,7 @@ export async function createPostgres(cluster: NonNullable<Config['cluster']>, lo
   const onForged = () => {
     if (forged++ === 0) logger.warn({ feed: cluster.natsUrl ? 'nats' : 'postgres' }, 'dropped an event notice that does not verify: a process without AGENTD_SECRET_KEY is publishing to the feed');
   };
-  const feed: EventFeed = cluster.natsUrl ? await JetStreamEventFeed.connect(cluster.natsUrl, { cluster: await clusterId(sql), seal, onForged }) : new PgNotifyEventFeed(sql, seal, onForged);
+  const feed: EventFeed = cluster.natsUrl ? await JetStreamEventFeed.connect({ url: cluster.natsUrl, credsFile: cluster.natsCreds, tlsCaFile: cluster.natsTlsCa }, { cluster: await clusterId(sql), seal, onForged }) : new PgNotifyEventFeed(sql, seal, onForged);
   const fences = new Map<string, Fence>();
   // Each process is a new instance: leases of a previous process expire and are taken over.
   const instanceId = randomUUID();
@@ -72,6 +75,7 @@ export async function createPostgres(cluster: NonNullable<Config['cluster']>, lo
       database: await check(async () => void (await sql`SELECT 1`)),
       ...(cluster.natsUrl && { nats: await check(async () => feed.ping?.()) }),
     }),
+    unavailable: asDatabaseUnavailable,
     postgres: { sql, log, runs, repository, webhooks, writes, feed, fences, leases, instanceId, onClaim: (listener) => (onClaim = listener) },
     async close() {
       await writes.close();

@@ -11,6 +11,7 @@
  * Appends are queued per conversation in this process (call order = seq order) and, when a
  * fence is given for the conversation, refused once another instance holds its lease.
  */
+import { asDatabaseUnavailable } from './connection-errors.js';
 import type { Sql } from 'postgres';
 import type { Clock } from '../../core/clock.js';
 import type { DamagedDataError } from '../../core/errors.js';
@@ -65,7 +66,10 @@ export class PgEventLog implements EventLog {
   append(conversationId: string, input: NewEvent): Promise<AppendedEvent> {
     this.check(conversationId);
     return this.queue.run(conversationId, async () => {
-      const appended = await this.store.append(conversationId, input, await this.options.fenceOf?.(conversationId));
+      // A database that does not answer is said so (a 503 to the client, a paused run), not an internal error.
+      const appended = await (async () => this.store.append(conversationId, input, await this.options.fenceOf?.(conversationId)))().catch((error: unknown) => {
+        throw asDatabaseUnavailable(error) ?? error;
+      });
       this.stats.appended++;
       const notice = { globalCursor: appended.globalCursor, conversationId, seq: appended.event.seq, json: appended.json };
       // This instance's own subscribers need no round trip through the feed.

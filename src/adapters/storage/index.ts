@@ -36,6 +36,7 @@ export async function createStorage(options: {
     // Appends and saves are synchronous; a DELETE awaits its conversation's removal itself.
     durable: async () => {},
     checks: async () => ({}),
+    unavailable: () => null,
     postgres: null,
     close: async () => {
       runs.close();

@@ -1,3 +1,4 @@
+import type { AppError } from '../../core/errors.js';
 import type { Sql } from 'postgres';
 import type { EventFeed } from '../cluster/event-feed.js';
 import type { PgConversationRepository } from '../postgres/pg-conversation-repository.js';
@@ -31,6 +32,8 @@ export interface Storage {
   durable(): Promise<void>;
   /** The database and the feed, for /health (empty on files). */
   checks(): Promise<Record<string, StorageCheck>>;
+  /** The contract's error for a failure to reach the store (a database that is down), or null when `error` is something else. */
+  unavailable(error: unknown): AppError | null;
   /** Set on PostgreSQL: what the cluster layer needs. */
   postgres: PostgresStorage | null;
   close(): Promise<void>;

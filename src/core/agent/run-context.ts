@@ -18,6 +18,8 @@ export type RunOutcome =
   | { kind: 'stuck'; reason: string }
   | { kind: 'waiting_for_confirmation' }
   | { kind: 'aborted' }
+  /** The database could not be reached to record the run's next step: paused, to continue once it is back. */
+  | { kind: 'database_unavailable' }
   /** An agent error: `code` is the LlmError's (or the runtime's own, e.g. `internal_error`). */
   | { kind: 'error'; code: string; message: string };
 

@@ -5,7 +5,7 @@ import { isoTimestamp, type Clock } from '../clock.js';
 import { afterThisTurn } from '../after-this-turn.js';
 import type { ConversationRecord } from '../conversations/conversation-record.js';
 import type { ConversationStore } from '../conversations/conversation-store.js';
-import { ConflictError, StorageFullError, UnprocessableError } from '../errors.js';
+import { ConflictError, DatabaseUnavailableError, StorageFullError, UnprocessableError } from '../errors.js';
 import type { McpRegistry } from '../mcp/mcp-registry.js';
 import type { ShellFactory } from '../tools/shell-session.js';
 import { TASK_TOOL_NAME } from '../tools/task.js';
@@ -227,6 +227,7 @@ export class RunDriver {
       });
     } catch (error) {
       if (controller.signal.aborted) outcome = { kind: 'aborted' };
+      else if (error instanceof DatabaseUnavailableError) outcome = { kind: 'database_unavailable' };
       else if (error instanceof LlmError || error instanceof StorageFullError) outcome = { kind: 'error', code: error.code, message: error.message };
       else {
         this.deps.onError?.(error, { conversation_id: record.id, run_id: run.id });
@@ -240,9 +241,11 @@ export class RunDriver {
     if (outcome.kind === 'error' && outcome.code !== 'internal_error') this.deps.onRunFailed?.({ code: outcome.code, message: outcome.message }, { conversation_id: record.id, run_id: run.id });
     try {
       if (active.stopAs !== 'deleted') {
-        const filesChanged = await this.deps.checkpoints?.atRunEnd(record, run.id);
+        // Cut off by the database: its end checkpoint is not taken (it waits on what the outage holds up); the next run's start covers the files.
+        const filesChanged = outcome.kind === 'database_unavailable' ? null : await this.deps.checkpoints?.atRunEnd(record, run.id);
         if (filesChanged) run.files_changed = filesChanged;
-        await settleRun({ outcome, active, record, session, clock: this.deps.clock, append: (event) => journal.append(record.id, event), saveRun: (r) => this.deps.runs.save(r), setStatus: (status, opts) => journal.setStatus(record, status, opts) });
+        const settle = () => settleRun({ outcome, active, record, session, clock: this.deps.clock, append: (event) => journal.append(record.id, event), saveRun: (r) => this.deps.runs.save(r), setStatus: (status, opts) => journal.setStatus(record, status, opts) });
+        await (outcome.kind === 'database_unavailable' ? untilReachable(settle) : settle());
       }
     } catch (error) {
       // Recording the end failed (e.g. the disk is full): the lock must still be released, and
@@ -270,3 +273,18 @@ export class RunDriver {
     await this.deps.journal.append(record.id, { kind: 'system_prompt', source: 'system', content, tools: schemas });
   }
 }
+
+/** Retries `work` (whose steps stand once done: an event appended is not appended again) while the database is unreachable, for a bounded time. */
+async function untilReachable(work: () => Promise<void>, attempts = DATABASE_RETRIES): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      if (!(error instanceof DatabaseUnavailableError) || attempt >= attempts) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+}
+
+/** How many seconds a run cut off by a database outage waits for it to come back to record that it paused. */
+const DATABASE_RETRIES = 600;

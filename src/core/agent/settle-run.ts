@@ -12,6 +12,8 @@ const STOP_REASONS: Record<NonNullable<ActiveRun['stopAs']>, string> = {
   shutdown: 'The server is shutting down.',
 };
 
+const DATABASE_UNAVAILABLE = 'The database was unreachable while the run was in progress; POST /run to continue.';
+
 /**
  * The end of a run, as events and state: every tool call left open gets an observation (so the
  * history stays valid for the provider), the run record gets its status, the conversation its
@@ -29,7 +31,7 @@ export async function settleRun(options: {
 }): Promise<void> {
   const { outcome, active, record, session } = options;
   const run = active.run;
-  const stopReason = STOP_REASONS[active.stopAs ?? 'paused'];
+  const stopReason = outcome.kind === 'database_unavailable' ? DATABASE_UNAVAILABLE : STOP_REASONS[active.stopAs ?? 'paused'];
 
   if (outcome.kind !== 'waiting_for_confirmation') {
     // A subagent that did not wind down in time: its open calls are closed too, tagged as its own.
@@ -77,6 +79,8 @@ function describe(outcome: RunOutcome, active: ActiveRun, stopReason: string, re
       return ['completed', 'stuck', outcome.reason];
     case 'waiting_for_confirmation':
       return ['paused', 'waiting_for_confirmation', `${record.pending_actions.length} action(s) await approval.`];
+    case 'database_unavailable':
+      return ['paused', 'paused', DATABASE_UNAVAILABLE];
     case 'aborted':
       return [active.stopAs === 'canceled' ? 'canceled' : 'paused', 'paused', stopReason];
     case 'error':

@@ -1,3 +1,4 @@
+import { DatabaseUnavailableError } from '../errors.js';
 import { GENERAL_PURPOSE_AGENT, type AgentDefinition, type ProjectCatalog } from '../catalog/project-catalog.js';
 import type { AgentEvent, NewEvent, SubagentTags } from '../schemas/event.js';
 import type { ShellSession } from '../tools/shell-session.js';
@@ -197,6 +198,9 @@ function result(
       return { isError: true, content: `The subagent stopped after ${outcome.limit} steps without finishing.${said}`, data };
     case 'stuck':
       return { isError: true, content: `The subagent stopped: ${outcome.reason}${said}`, data };
+    case 'database_unavailable':
+      // The parent's run pauses too: nothing of it can be recorded either.
+      throw new DatabaseUnavailableError();
     case 'error':
       return { isError: true, content: `The subagent failed: ${outcome.message}${said}`, data: { ...data, error: outcome.code } };
   }

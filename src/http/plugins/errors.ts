@@ -46,11 +46,16 @@ export interface ErrorBody {
 }
 
 /** The one place errors become HTTP responses. A 5xx never carries a stack, a path or a secret. */
-export function registerErrorHandling(app: FastifyInstance): void {
+export function registerErrorHandling(app: FastifyInstance, unavailable: (error: unknown) => AppError | null = () => null): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const { status, body } = toErrorResponse(error, { contentType: request.headers['content-type'] });
-    if (status >= 500) request.log.error({ err: error }, 'request failed');
+    // A store that could not be reached (the database down) is a 503 to retry, not a 500.
+    const translated = unavailable(error);
+    const { status, body } = toErrorResponse(translated ?? error, { contentType: request.headers['content-type'] });
+    if (status >= 500 && status !== 503) request.log.error({ err: error }, 'request failed');
+    else if (status === 503) request.log.warn({ code: body.error, err: translated ? error : undefined }, 'request answered 503');
     else request.log.debug({ code: body.error }, 'request rejected');
+    // Every 503 says when to come back: the error's own figure, else a second.
+    if (status === 503) void reply.header('retry-after', String(retryAfterOf(body.details)));
     return reply.code(status).type('application/json').send(body);
   });
 
@@ -61,6 +66,11 @@ export function registerErrorHandling(app: FastifyInstance): void {
       details: null,
     } satisfies ErrorBody);
   });
+}
+
+function retryAfterOf(details: Record<string, unknown> | null): number {
+  const seconds = details?.retry_after_s;
+  return typeof seconds === 'number' && Number.isFinite(seconds) && seconds >= 1 ? Math.ceil(seconds) : 1;
 }
 
 /**
