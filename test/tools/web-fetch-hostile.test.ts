@@ -11,7 +11,7 @@ import { startLocalSite, type LocalSite } from '../support/local-site.js';
 
 const nested = (depth: number) => `<!doctype html><html><head><title>Deep</title></head><body><p>Top of the page.</p>${'<div>'.repeat(depth)}the bottom${'</div>'.repeat(depth)}</body></html>`;
 /** Within every limit but slow to convert: turndown looks at each element's whole subtree, here 500 deep over thousands of paragraphs. */
-const slow = `<!doctype html><html><body>${'<div>'.repeat(500)}${'<p>word <b>bold</b></p>'.repeat(4_000)}${'</div>'.repeat(500)}</body></html>`;
+const slow = `<!doctype html><html><body>${'<div>'.repeat(500)}${'<p>word <b>bold</b></p>'.repeat(40_000)}${'</div>'.repeat(500)}</body></html>`;
 const PAGES: Record<string, string> = {
   '/nested-20000': nested(20_000),
   '/nested-200000': nested(200_000),
