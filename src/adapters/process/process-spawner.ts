@@ -84,9 +84,8 @@ export interface ProcessSpawnerOptions {
 /**
  * Spawns the server's programs (the shells, rg, the checkpoints' git) from a small process of its
  * own instead of from the server. Node spawns by forking the whole calling process, and copying a
- * large process's page tables blocks its event loop: 2 ms at 50 MiB, 13-20 ms at 240 MiB
- * (measured when it was chosen).
- * The spawner (spawner-main.ts) stays at ~40 MiB, forks there, and hands each pipe of the new
+ * large process's page tables blocks its event loop for longer the larger the server grows.
+ * The spawner (spawner-main.ts) stays small, forks there, and hands each pipe of the new
  * process back over its IPC channel: the server then reads and writes the process's pipes itself
  * and signals it by pid, as if it had spawned it. A short program whose output is all the server
  * wants (the checkpoints' git) is `run` there to its end instead, and answered in one message.

@@ -27,11 +27,9 @@ export type NetworkHelperChoice = 'auto' | NetworkHelper['kind'];
  * of those is installed.
  *
  * Why slirp4netns first: both give the same network (the internet, no host loopback, no port
- * forwarded), but pasta (Debian 12's passt 2023-03) writes ~29 MB of tables as it starts, where
- * slirp4netns touches ~0.3 MB. Every networked sandbox pays that at its start (7,500 page faults,
- * 20 ms of CPU on one machine and 120-170 ms on another, where a page fault costs a hypercall), and
- * holds it while it lives: ~30 MB and ~200 descriptors per conversation with a shell, against
- * ~3 MB and 7 (measured when it was chosen; see git history). pasta has IPv6 and more
+ * forwarded), but pasta (Debian 12's passt 2023-03) writes large tables as it starts, where
+ * slirp4netns touches little: every networked sandbox pays that in page faults at its start and in
+ * memory and descriptors while it lives (figures in bench/RESULTS.md's history). pasta has IPv6 and more
  * throughput; an operator who needs those names it.
  */
 export function findNetworkHelper(searchPath: string, choice: NetworkHelperChoice = 'auto', cpuHasAvx2: boolean = hostCpuHasAvx2()): NetworkHelper | null {
