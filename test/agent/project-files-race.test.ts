@@ -10,45 +10,19 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from '../support/agent-harness.js';
 import { tempDir } from '../support/agentd.js';
+import { ownedSnapshot, PYTHON, RACER } from '../support/rename-race.js';
 
-const PYTHON = '/usr/bin/python3';
 const available = fs.existsSync(PYTHON);
 if (!available) console.warn('test/agent/project-files-race.test.ts: skipped (/usr/bin/python3, which performs the renameat2 swaps in the sandbox, is not installed)');
 
 const DECOY_SECRET = 'DECOY-DATA-DIR-SECRET-KEY';
 const INSIDE_TEXT = 'Inside instructions: use tabs.';
 const RUNS = 40;
-/** Exchanges two paths with renameat2(RENAME_EXCHANGE) as fast as it can, for at most `seconds`. */
-const RACER = `import ctypes, sys, time
-libc = ctypes.CDLL(None, use_errno=True)
-a, b, end = sys.argv[1].encode(), sys.argv[2].encode(), time.time() + float(sys.argv[3])
-while time.time() < end:
-    libc.renameat2(-100, a, -100, b, 2)
-`;
 
 let harness: AgentHarness;
 let base: string;
 let workdir: string;
 let decoy: string;
-
-/** Entries, modes, owners and contents under a directory (links read, never followed). */
-function snapshot(directory: string): string {
-  const lines: string[] = [];
-  const visit = (dir: string, prefix: string) => {
-    for (const name of fs.readdirSync(dir).sort()) {
-      const full = path.join(dir, name);
-      const stats = fs.lstatSync(full);
-      const meta = `${stats.mode.toString(8)} ${stats.uid}:${stats.gid}`;
-      if (stats.isSymbolicLink()) lines.push(`${prefix}${name} -> ${fs.readlinkSync(full)}`);
-      else if (stats.isDirectory()) {
-        lines.push(`${prefix}${name}/ ${meta}`);
-        visit(full, `${prefix}${name}/`);
-      } else lines.push(`${prefix}${name} ${meta} ${fs.readFileSync(full, 'base64')}`);
-    }
-  };
-  visit(directory, '');
-  return lines.join('\n');
-}
 
 beforeAll(async () => {
   base = fs.realpathSync(tempDir());
@@ -70,7 +44,7 @@ afterAll(async () => {
 
 describe.skipIf(!available)('project instructions read while the agent swaps a directory for a link to the data dir', () => {
   it('never puts a file from outside the workdir into the system prompt', { timeout: 180_000 }, async () => {
-    const decoyBefore = snapshot(decoy);
+    const decoyBefore = ownedSnapshot(decoy);
     const outsideBefore = fs.readdirSync(base).sort();
     // The agent starts the swapper as a background job of its shell: it keeps running between runs.
     harness.llm.push({ toolCalls: [{ name: 'bash', arguments: { command: `${PYTHON} racer.py d swap 120 >/dev/null 2>&1 &` } }] });
@@ -88,7 +62,7 @@ describe.skipIf(!available)('project instructions read while the agent swaps a d
     expect(systemPrompts.filter((prompt) => prompt.includes(DECOY_SECRET))).toEqual([]);
     // The race ran: the file was read while `d` was the workdir's own directory in some runs.
     expect(systemPrompts.some((prompt) => prompt.includes(INSIDE_TEXT))).toBe(true);
-    expect(snapshot(decoy)).toBe(decoyBefore);
+    expect(ownedSnapshot(decoy)).toBe(decoyBefore);
     expect(fs.readdirSync(base).sort()).toEqual(outsideBefore);
   });
 });

@@ -12,45 +12,19 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAgentHarness, type AgentHarness } from '../support/agent-harness.js';
 import { tempDir } from '../support/agentd.js';
+import { ownedSnapshot, PYTHON, RACER } from '../support/rename-race.js';
 
-const PYTHON = '/usr/bin/python3';
 const available = fs.existsSync(PYTHON);
 if (!available) console.warn('test/checkpoints/checkpoint-race.test.ts: skipped (/usr/bin/python3, which performs the renameat2 swaps in the sandbox, is not installed)');
 
 const DECOY_SECRET = 'DECOY-DATA-DIR-SECRET-KEY';
 const SNAPSHOTS = 40;
 const REWINDS = 40;
-/** Exchanges two paths with renameat2(RENAME_EXCHANGE) as fast as it can, for at most `seconds`. */
-const RACER = `import ctypes, sys, time
-libc = ctypes.CDLL(None, use_errno=True)
-a, b, end = sys.argv[1].encode(), sys.argv[2].encode(), time.time() + float(sys.argv[3])
-while time.time() < end:
-    libc.renameat2(-100, a, -100, b, 2)
-`;
 
 let harness: AgentHarness;
 let base: string;
 let workdir: string;
 let decoy: string;
-
-/** Entries, modes, owners and contents under a directory (links read, never followed). */
-function snapshot(directory: string): string {
-  const lines: string[] = [];
-  const visit = (dir: string, prefix: string) => {
-    for (const name of fs.readdirSync(dir).sort()) {
-      const full = path.join(dir, name);
-      const stats = fs.lstatSync(full);
-      const meta = `${stats.mode.toString(8)} ${stats.uid}:${stats.gid}`;
-      if (stats.isSymbolicLink()) lines.push(`${prefix}${name} -> ${fs.readlinkSync(full)} ${stats.uid}:${stats.gid}`);
-      else if (stats.isDirectory()) {
-        lines.push(`${prefix}${name}/ ${meta}`);
-        visit(full, `${prefix}${name}/`);
-      } else lines.push(`${prefix}${name} ${meta} ${fs.readFileSync(full, 'base64')}`);
-    }
-  };
-  visit(directory, '');
-  return lines.join('\n');
-}
 
 /** Every shadow repository under the server's data dir (a directory holding HEAD and objects/). */
 function shadowRepositories(dir: string): string[] {
@@ -111,7 +85,7 @@ afterAll(async () => {
 
 describe.skipIf(!available)('checkpoints and rewinds while the agent swaps a directory for a link to the data dir', () => {
   it('never stores, shows or restores a file from outside the workdir, nor writes or chowns one there', { timeout: 300_000 }, async () => {
-    const decoyBefore = snapshot(decoy);
+    const decoyBefore = ownedSnapshot(decoy);
     const outsideBefore = fs.readdirSync(base).sort();
     const bash = (command: string) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] });
     // Two states to rewind between, taken before the race: `d` holds planted.txt in the first only.
@@ -144,7 +118,7 @@ describe.skipIf(!available)('checkpoints and rewinds while the agent swaps a dir
     for (const repository of repositories) expect.soft(allObjects(repository).includes(DECOY_SECRET), repository).toBe(false);
     expect.soft(JSON.stringify(changes.body)).not.toContain(DECOY_SECRET);
     expect.soft(decoyInWorkdir(workdir)).toEqual([]);
-    expect.soft(snapshot(decoy)).toBe(decoyBefore);
+    expect.soft(ownedSnapshot(decoy)).toBe(decoyBefore);
     expect.soft(fs.readdirSync(base).sort()).toEqual(outsideBefore);
     // No rewind ended in a server error; the race ran through them (some restored planted.txt into the real `d`).
     expect(statuses.filter((status) => status >= 500)).toEqual([]);

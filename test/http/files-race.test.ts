@@ -22,16 +22,9 @@ const DECOY_SECRET = 'DECOY-SECRET-never-served';
 const INSIDE_SECRET = 'inside-secret';
 const ROUNDS = 300;
 
-/** Exchanges two paths with renameat2(RENAME_EXCHANGE) as fast as it can, for at most `seconds`. */
-const RACER = `
-import ctypes, sys, time
-libc = ctypes.CDLL(None, use_errno=True)
-a, b, end = sys.argv[1].encode(), sys.argv[2].encode(), time.time() + float(sys.argv[3])
-while time.time() < end:
-    libc.renameat2(-100, a, -100, b, 2)
-`;
 import { NodeWorkdirFileSystem } from '../../src/adapters/workspace/node-workdir-file-system.js';
 import { fetchWithKey } from '../support/json-api.js';
+import { ownedSnapshot, RACER } from '../support/rename-race.js';
 
 let server: TestServer;
 let base: string;
@@ -40,24 +33,6 @@ let decoy: string;
 let conversationId: string;
 let decoyBefore: string;
 let racer: ChildProcess | undefined;
-
-/** Names, types and contents under a directory (links read, never followed). */
-function snapshot(directory: string): string {
-  const lines: string[] = [];
-  const visit = (dir: string, prefix: string) => {
-    for (const name of fs.readdirSync(dir).sort()) {
-      const full = path.join(dir, name);
-      const stats = fs.lstatSync(full);
-      if (stats.isSymbolicLink()) lines.push(`${prefix}${name} -> ${fs.readlinkSync(full)}`);
-      else if (stats.isDirectory()) {
-        lines.push(`${prefix}${name}/`);
-        visit(full, `${prefix}${name}/`);
-      } else lines.push(`${prefix}${name} ${stats.mode.toString(8)} ${fs.readFileSync(full, 'base64')}`);
-    }
-  };
-  visit(directory, '');
-  return lines.join('\n');
-}
 
 function startRacer(seconds: number): void {
   racer = spawn(python as string, ['-c', RACER, path.join(workdir, 'sub'), path.join(workdir, 'swap'), String(seconds)], { stdio: 'ignore' });
@@ -88,7 +63,7 @@ beforeAll(async () => {
   fs.writeFileSync(path.join(workdir, 'sub', 'secret.key'), INSIDE_SECRET);
   for (let index = 0; index < ROUNDS; index++) fs.writeFileSync(path.join(workdir, 'sub', `victim-${index}.txt`), 'inside victim');
   fs.symlinkSync(decoy, path.join(workdir, 'swap'));
-  decoyBefore = snapshot(decoy);
+  decoyBefore = ownedSnapshot(decoy);
   server = await startServer();
   const created = await fetch(`${server.url}/conversations`, { method: 'POST', headers: { ...server.auth, 'content-type': 'application/json' }, body: JSON.stringify({ workdir }) });
   expect(created.status).toBe(201);
@@ -124,7 +99,7 @@ describe.skipIf(!python)('a directory swapped with a symlink to the data dir in 
     }
     await stopRacer();
     expect(leaks).toEqual([]);
-    expect(snapshot(decoy)).toBe(decoyBefore);
+    expect(ownedSnapshot(decoy)).toBe(decoyBefore);
     // The race ran: the inside file was served in some rounds (and refused or 404 in others).
     expect(served).toBeGreaterThan(0);
   });
@@ -143,7 +118,7 @@ describe.skipIf(!python)('a directory swapped with a symlink to the data dir in 
     }
     await stopRacer();
     expect(leaks).toEqual([]);
-    expect(snapshot(decoy)).toBe(decoyBefore);
+    expect(ownedSnapshot(decoy)).toBe(decoyBefore);
   });
 
   it("the agent's grep, run in the sandbox, never finds text outside the workdir", { timeout: 120_000 }, async (context) => {
@@ -178,7 +153,7 @@ describe.skipIf(!python)('a directory swapped with a symlink to the data dir in 
       expect(observations).toHaveLength(calls + 1);
       expect(observations.filter((event) => JSON.stringify(event).includes(DECOY_SECRET))).toEqual([]);
       expect(observations.at(-1).content, observations.at(-1).content).toContain(INSIDE_SECRET);
-      expect(snapshot(decoy)).toBe(decoyBefore);
+      expect(ownedSnapshot(decoy)).toBe(decoyBefore);
     } finally {
       await stopRacer();
       await harness.close();
