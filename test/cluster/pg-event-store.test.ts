@@ -26,6 +26,11 @@ describe.skipIf(skipReason !== null)('PostgreSQL event store', () => {
     pools.push(sql);
     return sql;
   };
+  /** One instance's view of the database: its own pool, leases and event store. */
+  const instance = () => {
+    const sql = pool();
+    return { leases: new PgLeases(sql), store: new PgEventStore(sql) };
+  };
 
   beforeAll(async () => {
     cluster = await startPostgres(binaries as Exclude<typeof binaries, { missing: string }>);
@@ -92,12 +97,7 @@ describe.skipIf(skipReason !== null)('PostgreSQL event store', () => {
   });
 
   it('fencing: an instance whose lease was taken over can no longer append', async () => {
-    const sqlA = pool();
-    const sqlB = pool();
-    const leasesA = new PgLeases(sqlA);
-    const leasesB = new PgLeases(sqlB);
-    const storeA = new PgEventStore(sqlA);
-    const storeB = new PgEventStore(sqlB);
+    const [{ leases: leasesA, store: storeA }, { leases: leasesB, store: storeB }] = [instance(), instance()];
     const conversation = randomUUID();
 
     const first = await leasesA.acquire(conversation, 'instance-a', 60_000);
@@ -157,12 +157,7 @@ describe.skipIf(skipReason !== null)('PostgreSQL event store', () => {
   });
 
   it('fencing after A -> B -> A: neither A\'s first token nor B\'s can append, only A\'s newest', async () => {
-    const sqlA = pool();
-    const sqlB = pool();
-    const leasesA = new PgLeases(sqlA);
-    const leasesB = new PgLeases(sqlB);
-    const storeA = new PgEventStore(sqlA);
-    const storeB = new PgEventStore(sqlB);
+    const [{ leases: leasesA, store: storeA }, { leases: leasesB, store: storeB }] = [instance(), instance()];
     const conversation = randomUUID();
 
     const a1 = await leasesA.acquire(conversation, 'instance-a', 60_000);
