@@ -14,7 +14,7 @@ import { ExecaCommandRunner, ProcessSpawner, testPausePoint } from './adapters/p
 import { createSandbox, sandboxReport, type SandboxInfo } from './adapters/sandbox/index.js';
 import { detectRipgrep } from './adapters/search/index.js';
 import { createShells } from './adapters/shell/index.js';
-import { createStorage, type Storage } from './adapters/storage/index.js';
+import { createStorage, saveForNextStart, type Storage } from './adapters/storage/index.js';
 import { createTools } from './adapters/tools/index.js';
 import { createWebhooks } from './adapters/webhooks/index.js';
 import { TreeSitterShellParser } from './adapters/shell-syntax/index.js';
@@ -384,18 +384,4 @@ function serverStatus(deps: {
     },
     sandbox: sandboxReport(deps.sandbox),
   });
-}
-
-/**
- * The next start reads no logs: each conversation's summary is saved once nothing appends any more;
- * and (files) no record file: the records in one snapshot, with the summaries (then summaries.json
- * only names that snapshot).
- */
-async function saveForNextStart({ store, storage, logger }: { store: ConversationStore; storage: Storage; logger: Logger }): Promise<void> {
-  const held = store.summaries();
-  const inSnapshot = await storage.repository.saveSnapshot?.(store.all(), held).catch((error: unknown) => {
-    logger.warn({ err: error }, 'conversation records snapshot not saved: the next start reads each record');
-    return undefined;
-  });
-  await storage.summaries.save(held, inSnapshot === undefined ? {} : { inSnapshot }).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
 }

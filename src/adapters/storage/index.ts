@@ -9,6 +9,7 @@ import { FileWebhookStore } from '../files/file-webhook-store.js';
 import type { DamagedDataError } from '../../core/errors.js';
 import type { Storage } from './storage.js';
 import type { SecretBox } from '../../core/secrets/secret-box.js';
+import type { ConversationStore } from '../../core/conversations/conversation-store.js';
 
 export type { PostgresStorage, Storage, StorageCheck } from './storage.js';
 
@@ -43,4 +44,18 @@ export async function createStorage(options: {
       await log.close();
     },
   };
+}
+
+/**
+ * The next start reads no logs: each conversation's summary is saved once nothing appends any more;
+ * and (files) no record file: the records in one snapshot, with the summaries (then summaries.json
+ * only names that snapshot).
+ */
+export async function saveForNextStart({ store, storage, logger }: { store: ConversationStore; storage: Storage; logger: Logger }): Promise<void> {
+  const held = store.summaries();
+  const inSnapshot = await storage.repository.saveSnapshot?.(store.all(), held).catch((error: unknown) => {
+    logger.warn({ err: error }, 'conversation records snapshot not saved: the next start reads each record');
+    return undefined;
+  });
+  await storage.summaries.save(held, inSnapshot === undefined ? {} : { inSnapshot }).catch((error: unknown) => logger.warn({ err: error }, 'conversation summaries not saved: the next start reads each log'));
 }
