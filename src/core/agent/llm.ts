@@ -7,7 +7,7 @@ import type { LlmConfigInput } from '../schemas/llm-config.js';
 export type LlmMessage =
   | { role: 'system'; content: string }
   | { role: 'user'; content: string | LlmUserPart[] }
-  | { role: 'assistant'; content: string | null; tool_calls?: LlmToolCall[] }
+  | { role: 'assistant'; content: string | null; tool_calls?: LlmToolCall[]; reasoning?: LlmReasoning }
   | { role: 'tool'; tool_call_id: string; content: string };
 
 /**
@@ -15,6 +15,24 @@ export type LlmMessage =
  * (the run reads it then); `data` is its base64 bytes.
  */
 export type LlmUserPart = { type: 'text'; text: string } | { type: 'image'; mediaType: string; path?: string; data?: string };
+
+/** The wire protocol a request is made with (`llm.api`). */
+export type LlmApi = 'chat' | 'responses' | 'anthropic';
+
+/**
+ * What a model reasoned before it answered, as one provider gave it. The history keeps it on the
+ * assistant message; each protocol's client decides what to send back (DeepSeek's
+ * `reasoning_content` within a tool loop, Anthropic's signed thinking blocks, Responses'
+ * encrypted items) and drops what another provider would reject.
+ */
+export interface LlmReasoning {
+  /** The readable text; empty when the provider gave only an encrypted or redacted form. */
+  text: string;
+  /** Who produced it: a request to another protocol or model converts or drops `providerData`. */
+  origin?: { api: LlmApi; model: string; baseUrl?: string };
+  /** Opaque provider payloads kept verbatim (signatures, encrypted items, `reasoning_details`). */
+  providerData?: unknown;
+}
 
 export interface LlmToolCall {
   id: string;
@@ -44,6 +62,8 @@ export interface LlmResponse {
   finishReason: string | null;
   /** The model declined (OpenAI's `refusal`): its words, recorded as its answer. */
   refusal?: string | null;
+  /** What the model reasoned, when the provider sent any. */
+  reasoning?: LlmReasoning | null;
 }
 
 /** The LLM settings a request is made with: a conversation's config, or one a client sent (llm-config.ts). */
@@ -81,6 +101,8 @@ export interface LlmRequest {
   signal: AbortSignal;
   /** Called with each piece of assistant text as it streams in. */
   onTextDelta?: (delta: string) => void;
+  /** Called with each piece of reasoning text as it streams in. */
+  onReasoningDelta?: (delta: string) => void;
   /** Called when an attempt failed and another one follows (the last failure is the LlmError thrown). */
   onRetry?: (retry: LlmRetry) => void;
 }

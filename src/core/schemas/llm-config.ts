@@ -2,6 +2,14 @@ import { z } from 'zod';
 
 export const ReasoningEffort = z.enum(['low', 'medium', 'high', 'none']);
 export const MaxTokensParam = z.enum(['auto', 'max_tokens', 'max_completion_tokens']);
+export const LlmApiName = z.enum(['chat', 'responses', 'anthropic']);
+export const ReasoningSettings = z
+  .object({
+    effort: ReasoningEffort.optional(),
+    show: z.boolean().optional().describe('Record and stream the reasoning text (default true).'),
+    send_back: z.enum(['auto', 'always', 'never']).optional().describe('Send reasoning back in later requests: auto (as the provider requires), always, never.'),
+  })
+  .strict();
 export const StructuredOutputMode = z.enum(['auto', 'json_schema', 'tool']);
 
 /** Fields the request body is built from: `extra_body` may add fields, never replace these. */
@@ -36,6 +44,16 @@ const LLM_SETTINGS = {
   top_p: { accepts: z.number().min(0).max(1), shows: z.number() },
   max_output_tokens: { accepts: z.int().min(1).max(10_000_000), shows: z.int() },
   reasoning_effort: { accepts: ReasoningEffort, shows: ReasoningEffort },
+  api: {
+    accepts: LlmApiName,
+    shows: LlmApiName,
+    description: 'Wire protocol: `chat` (chat completions), `responses` (OpenAI Responses API), `anthropic` (Anthropic Messages API); default inferred from the provider.',
+  },
+  reasoning: {
+    accepts: ReasoningSettings,
+    shows: ReasoningSettings,
+    description: 'How reasoning is asked for, shown and sent back: `{effort?, show?, send_back?}`.',
+  },
   timeout_s: { accepts: z.number().positive().max(3600), shows: z.number() },
   num_retries: { accepts: z.int().min(0).max(20), shows: z.int() },
   input_cost_per_token: { accepts: z.number().min(0), shows: z.number() },
