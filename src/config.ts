@@ -20,6 +20,8 @@ export interface Config {
   llmClient: { rateLimitWaitMs: number; idleTimeoutMs: number };
   /** After this long without a run a conversation's shell, cached history and open log files are released; 0: never. */
   idleTimeoutMs: number;
+  /** How long no run must be in progress before the heap is compacted (0: never; compact-when-idle.ts). */
+  compactIdleMs: number;
   /** How many of the next conversations created with the defaults get a shell started before they are asked for (AGENTD_WARM_SHELLS; see agent/warm-shells.ts). */
   warmShells: number;
   /** Bytes of LLM history kept between runs (AGENTD_HISTORY_CACHE_MB): past it, the histories used longest ago are folded again at next use. */
@@ -256,6 +258,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     condenserMaxTokens: e.AGENTD_CONDENSER_MAX_TOKENS,
     llmClient: Object.freeze({ rateLimitWaitMs: Math.round(e.AGENTD_LLM_RATE_LIMIT_WAIT_S * 1000), idleTimeoutMs: Math.round(e.AGENTD_LLM_IDLE_TIMEOUT_S * 1000) }),
     idleTimeoutMs: Math.round(e.AGENTD_IDLE_TIMEOUT_S * 1000),
+    compactIdleMs: Math.round(e.AGENTD_COMPACT_IDLE_S * 1000),
     warmShells: e.AGENTD_WARM_SHELLS,
     historyCacheBytes: Math.round(e.AGENTD_HISTORY_CACHE_MB * 2 ** 20),
     shutdownTimeoutMs: Math.round(e.AGENTD_SHUTDOWN_TIMEOUT_S * 1000),

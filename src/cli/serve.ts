@@ -52,9 +52,9 @@ export async function serve(argv: readonly string[]): Promise<void> {
   const masker = { mask: (text: string) => text };
   const destination = await terminalDestination();
   const logger = createLogger({ level: config.logLevel, masker, flushMs: config.logFlushMs, ...(destination && { destination }) });
-  // Once a burst of runs is over, the pages its garbage was spread over go back (compact-when-idle.ts).
-  const compactWhenIdle = new CompactWhenIdle({ compact: compactHeap });
-  const services = await composeServices(config, logger, { readers: [compactWhenIdle] });
+  // Once the server has had no run for a while, the pages its garbage was spread over go back (compact-when-idle.ts).
+  const compactWhenIdle = config.compactIdleMs > 0 ? new CompactWhenIdle({ compact: compactHeap, quietMs: config.compactIdleMs }) : null;
+  const services = await composeServices(config, logger, { readers: compactWhenIdle ? [compactWhenIdle] : [] });
   masker.mask = (text) => services.secrets.maskAny(text);
   const app = await buildApp(services);
 
@@ -97,7 +97,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
     let code = 0;
     try {
       // Runs first, so that subscribers still receive the events saying they were paused.
-      compactWhenIdle.close();
+      compactWhenIdle?.close();
       await services.agent.stopAll({ exiting: true });
       await app.close();
       await services.close({ exiting: true });
@@ -130,7 +130,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
   // What start-up only used goes, the pages it was spread over with what stays, and the young
   // generation V8 grew while starting, once the server is quiet: a collection's time (tens of ms
   // with many records loaded) not spent before the server answers.
-  compactWhenIdle.afterStart();
+  compactWhenIdle?.afterStart();
   // What start-up leaves for after listen, a slice per turn of the event loop so that the first
   // requests (a probe's /health) wait for one slice at most: the index of every conversation's
   // secrets that log lines are masked against (built by the first log line in one go, it held the

@@ -2,15 +2,14 @@ import type { EventReader } from '../core/events/event-recorder.js';
 import type { AppendedEvent } from '../core/events/event-log.js';
 
 /**
- * How long no run must be in progress before the heap is compacted after runs. A compaction is a
- * full collection, and V8 throws away optimized code that held objects the collection frees
- * ("weak objects" in --log-deopt): after each of P16's rounds ~110 functions, Node's streams and
- * timers among them, and the next turns ran slower code while V8 optimized it again. With 400 ms
- * between a client's turns, P10's later turn took 7.6-8.1 ms against 6.0-6.6 without
- * compactions (Node 20; 6.8-8.3 against 5.2 on Node 24). A client pausing less than this between
- * turns no longer pays it; a server that has gone idle gives its pages back 2 s after its last run.
+ * How long no run must be in progress before the heap is compacted after runs (the default of
+ * AGENTD_COMPACT_IDLE_S). A compaction is two full collections, and V8 throws away optimized code
+ * that held objects they free, so the turns after one run slower code until V8 optimizes it again.
+ * A person reading an answer pauses seconds between turns: with a threshold of a few seconds every
+ * such pause paid for a compaction and its slower next turn (bench/RESULTS.md, P20). Only a server
+ * that has really gone quiet gives its pages back.
  */
-export const COMPACT_WHEN_IDLE_AFTER_MS = 2000;
+export const COMPACT_WHEN_IDLE_AFTER_MS = 30_000;
 
 /** The same after start-up (listening), which nothing follows that would pay for it. */
 export const COMPACT_AFTER_START_MS = 250;

@@ -63,8 +63,8 @@ describe('CompactWhenIdle', () => {
     expect(compactBusy).toHaveBeenCalledTimes(1);
   });
 
-  it('by default waits 2 s after runs (a client pausing less between turns keeps its optimized code) and 250 ms after start-up', () => {
-    expect([COMPACT_WHEN_IDLE_AFTER_MS, COMPACT_AFTER_START_MS]).toEqual([2000, 250]);
+  it('by default waits 30 s after runs (a person pausing between turns keeps its optimized code) and 250 ms after start-up', () => {
+    expect([COMPACT_WHEN_IDLE_AFTER_MS, COMPACT_AFTER_START_MS]).toEqual([30_000, 250]);
     const compact = vi.fn(async () => undefined);
     const reader = new CompactWhenIdle({ compact });
     reader.afterStart();
@@ -72,14 +72,14 @@ describe('CompactWhenIdle', () => {
     expect(compact).not.toHaveBeenCalled();
     vi.advanceTimersByTime(1);
     expect(compact).toHaveBeenCalledTimes(1);
-    // Turns 1.5 s apart: none is followed by a compaction until the client stops.
+    // Turns 10 s apart (a person reading each answer): none is followed by a compaction until the client stops.
     for (let turn = 0; turn < 5; turn++) {
       reader.read(stateUpdate(A, 'running'));
       reader.read(stateUpdate(A, 'idle'));
-      vi.advanceTimersByTime(1500);
+      vi.advanceTimersByTime(10_000);
     }
     expect(compact).toHaveBeenCalledTimes(1);
-    vi.advanceTimersByTime(500);
+    vi.advanceTimersByTime(20_000);
     expect(compact).toHaveBeenCalledTimes(2);
   });
 
