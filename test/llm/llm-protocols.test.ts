@@ -179,10 +179,11 @@ describe('Anthropic Messages API', () => {
     const first = await client.complete(request(settings, [{ role: 'user', content: 'go' }]));
     const tail: LlmMessage[] = first.toolCalls.map((call) => ({ role: 'tool', tool_call_id: call.id, content: 'ok' }));
     const altered = { ...first.reasoning!, providerData: (first.reasoning!.providerData as any[]).map((block) => ({ ...block, thinking: `${block.thinking} (edited)` })) };
+    const refusal = (answer: Promise<LlmResponse>) => answer.then(() => new LlmError('llm_error', 'not refused'), (error: unknown) => error as LlmError);
     const failures = await Promise.all([
-      client.complete(request(settings, [{ role: 'user', content: 'go' }, { ...(assistantOf(first) as any), reasoning: altered }, ...tail])).catch((error: unknown) => error as LlmError),
-      client.complete(request(settings, [{ role: 'user', content: 'go' }, { role: 'tool', tool_call_id: 'toolu_nowhere', content: 'x' }])).catch((error: unknown) => error as LlmError),
-      client.complete(request({ ...settings, reasoning: { effort: 'low', send_back: 'never' } }, [{ role: 'user', content: 'go' }, assistantOf(first), ...tail])).catch((error: unknown) => error as LlmError),
+      refusal(client.complete(request(settings, [{ role: 'user', content: 'go' }, { ...(assistantOf(first) as any), reasoning: altered }, ...tail]))),
+      refusal(client.complete(request(settings, [{ role: 'user', content: 'go' }, { role: 'tool', tool_call_id: 'toolu_nowhere', content: 'x' }]))),
+      refusal(client.complete(request({ ...settings, reasoning: { effort: 'low', send_back: 'never' } }, [{ role: 'user', content: 'go' }, assistantOf(first), ...tail]))),
     ]);
     expect(failures.map((failure) => failure.code)).toEqual(['llm_bad_request', 'llm_bad_request', 'llm_bad_request']);
     expect(failures[0]!.message).toContain('Invalid `signature` in `thinking` block');
