@@ -56,6 +56,7 @@ export class ProtocolLlmClient implements LlmClient {
 
   supportsJsonSchema(settings: LlmSettings): boolean {
     const api = llmApiOf(settings);
+    if (api !== 'chat' && settings.structured_output === 'tool') return false;
     if (api === 'responses') return this.responses.supportsJsonSchema();
     if (api === 'anthropic') return this.anthropic.supportsJsonSchema();
     return this.chat.supportsJsonSchema(settings);

@@ -6,7 +6,7 @@
  */
 import type { LlmMessage, LlmReasoning, LlmRequest, LlmSettings } from '../../core/agent/llm.js';
 import { effortOf, sendsReasoningBack } from './protocol-attempts.js';
-import { DEFAULT_BASE_URL } from './chat-request-shape.js';
+import { DEFAULT_BASE_URL, isReasoningModel } from './chat-request-shape.js';
 
 export interface ResponsesCall {
   url: string;
@@ -35,8 +35,11 @@ export function buildResponsesRequest(request: LlmRequest, options: { stream: bo
   if (settings.max_output_tokens != null) body.max_output_tokens = settings.max_output_tokens;
   const effort = effortOf(settings);
   if (effort !== undefined) body.reasoning = { effort, ...(effort !== 'none' && settings.reasoning?.show !== false ? { summary: 'auto' } : {}) };
-  else if (settings.temperature != null) body.temperature = settings.temperature;
-  if (effort === undefined && settings.top_p != null) body.top_p = settings.top_p;
+  // Reasoning models refuse sampling settings, as on chat completions.
+  if (effort === undefined && !isReasoningModel(settings.model)) {
+    if (settings.temperature != null) body.temperature = settings.temperature;
+    if (settings.top_p != null) body.top_p = settings.top_p;
+  }
   for (const name of settings.drop_params ?? []) delete body[name];
   return { ...endpointOf(settings), body, stream };
 }
@@ -72,7 +75,9 @@ function inputItems(message: LlmMessage, settings: LlmSettings): Record<string, 
 /** The reasoning items an answer of this API and model gave (another model cannot read their encrypted content). */
 function reasoningItems(reasoning: LlmReasoning | undefined, settings: LlmSettings): Record<string, unknown>[] {
   if (!reasoning || !sendsReasoningBack(settings)) return [];
-  if (reasoning.origin?.api !== 'responses' || reasoning.origin.model !== settings.model) return [];
+  // Encrypted content opens only for the model (and the organization behind the endpoint) that made it.
+  const origin = reasoning.origin;
+  if (origin?.api !== 'responses' || origin.model !== settings.model || (origin.baseUrl ?? null) !== (settings.base_url || null)) return [];
   const items = reasoning.providerData;
   return Array.isArray(items) ? items.filter((item): item is Record<string, unknown> => typeof item === 'object' && item !== null && (item as { type?: unknown }).type === 'reasoning') : [];
 }
