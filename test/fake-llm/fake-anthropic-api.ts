@@ -109,6 +109,10 @@ export const FAKE_ANTHROPIC_API: FakeProtocol = {
     const totalInput = turn.usage?.prompt_tokens ?? tokensOf([body.system, body.messages, body.tools]);
     const inputTokens = Math.max(1, totalInput - cacheRead - cacheWrite);
     emit('message_start', { message: { id: `msg_fake_${index}`, type: 'message', role: 'assistant', model: body.model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: inputTokens, cache_creation_input_tokens: cacheWrite, cache_read_input_tokens: cacheRead, output_tokens: 1 } } });
+    if (turn.failMidStream && body.stream === true) {
+      emit('error', { error: { type: 'overloaded_error', message: 'Overloaded' } });
+      return { events };
+    }
     const block = (start: Block, deltas: Block[], whole: Block) => {
       const at = content.length;
       emit('content_block_start', { index: at, content_block: start });

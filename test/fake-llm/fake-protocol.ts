@@ -11,6 +11,8 @@ import type { ChatRequestBody, FakeResponseTurn } from './fake-llm-types.js';
 export interface FakeProtocolTurn extends FakeResponseTurn {
   /** Anthropic: a `redacted_thinking` block (its `data` is opaque) before the answer. */
   redactedThinking?: boolean;
+  /** Streaming: after the opening event, the protocol's own error event (Anthropic `error` overloaded, Responses `response.failed`) ends the stream. */
+  failMidStream?: boolean;
 }
 
 /** What a fake remembers of its own answers, to check they come back unaltered. */

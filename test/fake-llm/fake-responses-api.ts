@@ -74,6 +74,10 @@ export const FAKE_RESPONSES_API: FakeProtocol = {
     const shell = (status: string) => ({ id: responseId, object: 'response', created_at: Math.floor(Date.now() / 1000), status, model: body.model, output: [] as Item[], usage: null });
     emit('response.created', { response: shell('in_progress') });
     emit('response.in_progress', { response: shell('in_progress') });
+    if (turn.failMidStream && body.stream === true) {
+      emit('response.failed', { response: { ...shell('failed'), error: { code: 'server_error', message: 'The model failed to generate a response.' } } });
+      return { events };
+    }
     if (turn.reasoning) {
       const id = `rs_fake_${index}_${++state.callCounter}`;
       const item: Item = { id, type: 'reasoning', summary: [{ type: 'summary_text', text: turn.reasoning }], encrypted_content: sign('rs', `${id}:${turn.reasoning}`) };

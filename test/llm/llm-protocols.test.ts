@@ -218,3 +218,21 @@ describe('Anthropic Messages API', () => {
     expect(overflow.message).not.toContain('sk-ant-key');
   });
 });
+
+describe('both protocols', () => {
+  for (const api of ['responses', 'anthropic'] as const) {
+    it(`${api}: a stream cut or failed before any text is retried; an answer without streaming is read whole`, async () => {
+      fake = await startFakeLlm({ protocol: api, script: [{ text: 'lost', dropAfterChunks: 2 }, { text: 'failed', failMidStream: true } as FakeTurn, { text: 'whole answer', toolCalls: [{ name: 'bash', arguments: { command: 'ls' } }] }, { text: 'not streamed', reasoning: 'Quietly.' }] });
+      const retries: LlmRetry[] = [];
+      const streamed = await client.complete(request(settingsFor(api, fake), [{ role: 'user', content: 'hi' }], { onRetry: (retry) => retries.push(retry) }));
+      expect(streamed).toMatchObject({ content: 'whole answer', finishReason: 'tool_calls' });
+      expect(retries.map((retry) => retry.code)).toEqual(['llm_connection_error', 'llm_server_error']);
+      expect(retries[1]!.message).toMatch(api === 'anthropic' ? /Overloaded/ : /failed to generate/);
+      const whole = await client.complete(request(settingsFor(api, fake, { stream: false }), [{ role: 'user', content: 'hi' }]));
+      expect(fake.requests[3]!.body.stream).toBe(false);
+      expect(whole).toMatchObject({ content: 'not streamed', finishReason: 'stop', reasoning: { text: 'Quietly.' } });
+      expect(whole.usage.prompt_tokens).toBeGreaterThan(0);
+    });
+  }
+});
+
