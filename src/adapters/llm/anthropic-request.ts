@@ -97,7 +97,8 @@ function toWireMessages(messages: readonly LlmMessage[], settings: LlmSettings):
   const push = (role: WireMessage['role'], blocks: Block[]): void => {
     if (blocks.length === 0) return;
     const last = out.at(-1);
-    if (last?.role === role) last.content.push(...blocks);
+    // Two turns of one role become one message; thinking may only open an assistant message.
+    if (last?.role === role) last.content.push(...blocks.filter((block) => block.type !== 'thinking' && block.type !== 'redacted_thinking'));
     else out.push({ role, content: blocks });
   };
   for (const message of messages) {

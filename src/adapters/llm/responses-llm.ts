@@ -8,7 +8,7 @@
 import type { LlmClient, LlmReasoning, LlmRequest, LlmResponse, LlmSettings, LlmToolCall } from '../../core/agent/llm.js';
 import { usageOf } from './chat-chunk-accumulator.js';
 import { AttemptFailure, classifyAnswer, completeWithRetries, originOf, postJson, readJsonEvents, type AttemptContext, type ErrorReading, type ProtocolClientOptions } from './protocol-attempts.js';
-import { buildResponsesRequest, endpointOf } from './responses-request.js';
+import { buildResponsesRequest } from './responses-request.js';
 
 /** The words and codes OpenAI and Azure answer an input longer than the context window with. */
 const CONTEXT_OVERFLOW = /context[_ ]length[_ ]exceeded|exceeds the context window|maximum context length|too many tokens/i;
@@ -60,7 +60,6 @@ export class ResponsesLlmClient implements LlmClient {
   }
 }
 
-export { endpointOf as responsesEndpointOf };
 
 interface OutputItem {
   type?: string;
