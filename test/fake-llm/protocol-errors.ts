@@ -29,6 +29,10 @@ export const PROTOCOL_ERRORS = {
       status: 529,
       body: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } },
     },
+    creditTooLow: {
+      status: 400,
+      body: { type: 'error', error: { type: 'invalid_request_error', message: 'Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.' } },
+    },
     rateLimited: {
       status: 429,
       body: { type: 'error', error: { type: 'rate_limit_error', message: 'This request would exceed the rate limit for your organization of 50 requests per minute.' } },

@@ -206,8 +206,8 @@ describe('Anthropic Messages API', () => {
     expect(fake.violations).toEqual([]);
   });
 
-  it('retries 529 overloaded and 429 (retry-after), and reads "prompt is too long" as llm_context_exceeded', async () => {
-    fake = await startFakeLlm({ protocol: 'anthropic', script: [PROTOCOL_ERRORS.anthropic.overloaded, PROTOCOL_ERRORS.anthropic.rateLimited, { text: 'finally' }, PROTOCOL_ERRORS.anthropic.contextOverflow] });
+  it('retries 529 overloaded and 429 (retry-after); "prompt is too long" is llm_context_exceeded, a spent credit balance llm_quota_exceeded', async () => {
+    fake = await startFakeLlm({ protocol: 'anthropic', script: [PROTOCOL_ERRORS.anthropic.overloaded, PROTOCOL_ERRORS.anthropic.rateLimited, { text: 'finally' }, PROTOCOL_ERRORS.anthropic.contextOverflow, PROTOCOL_ERRORS.anthropic.creditTooLow] });
     const retries: LlmRetry[] = [];
     const answered = await client.complete(request(settingsFor('anthropic', fake), [{ role: 'user', content: 'hi' }], { onRetry: (retry) => retries.push(retry) }));
     expect(answered.content).toBe('finally');
@@ -216,6 +216,9 @@ describe('Anthropic Messages API', () => {
     expect(overflow.code).toBe('llm_context_exceeded');
     expect(overflow.message).toContain('prompt is too long');
     expect(overflow.message).not.toContain('sk-ant-key');
+    const broke = (await client.complete(request(settingsFor('anthropic', fake), [{ role: 'user', content: 'hi' }])).catch((error: unknown) => error)) as LlmError;
+    expect(broke.code).toBe('llm_quota_exceeded');
+    expect(fake.requests).toHaveLength(5);
   });
 });
 

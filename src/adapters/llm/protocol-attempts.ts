@@ -148,7 +148,7 @@ export function classifyAnswer(args: { status: number | undefined; headers: Head
   const base = { detail, ...(status !== undefined ? { status } : {}), ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
   const kind = `${error.code ?? ''} ${error.type ?? ''}`;
   const failure: Failure =
-    /insufficient_quota|billing/.test(kind) || (status === 429 && /exceeded your current quota|insufficient credits|credit balance/i.test(error.message)) ? { ...base, code: 'llm_quota_exceeded', retryable: false }
+    /insufficient_quota|billing/.test(kind) || /exceeded your current quota|insufficient credits|credit balance is too low/i.test(error.message) ? { ...base, code: 'llm_quota_exceeded', retryable: false }
     : args.errors.isContextOverflow(error, status) ? { ...base, code: 'llm_context_exceeded', retryable: false }
     : status === 429 || /rate_limit/.test(kind) ? { ...base, code: 'llm_rate_limited', retryable: true }
     : status === 529 || /overloaded/.test(kind) ? { ...base, code: 'llm_server_error', retryable: true }
