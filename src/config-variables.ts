@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ExtraBody, ExtraHeaders, MaxTokensParam } from './core/schemas/llm-config.js';
+import { ExtraBody, ExtraHeaders, LlmApiName, MaxTokensParam } from './core/schemas/llm-config.js';
 
 /**
  * Every environment variable the server reads, as data: its zod schema (parsing and the default
@@ -57,6 +57,7 @@ export const VARIABLES = {
   AGENTD_LLM_API_KEY: spec({ schema: z.string().min(1).optional(), default: 'OPENAI_API_KEY', meaning: 'Default LLM API key (never returned, never logged)' }),
   OPENAI_BASE_URL: spec({ schema: z.url().optional(), default: 'none', meaning: 'Fallback for AGENTD_LLM_BASE_URL' }),
   OPENAI_API_KEY: spec({ schema: z.string().min(1).optional(), default: 'none', meaning: 'Fallback for AGENTD_LLM_API_KEY' }),
+  AGENTD_LLM_API: spec({ schema: LlmApiName.optional(), default: 'auto', meaning: 'Default api: chat, responses or anthropic (auto: anthropic for api.anthropic.com, else chat)' }),
   AGENTD_LLM_API_VERSION: spec({ schema: z.string().min(1).max(64).optional(), default: 'none', meaning: 'Default api_version (Azure OpenAI, e.g. 2024-10-21)' }),
   AGENTD_LLM_MAX_TOKENS_PARAM: spec({ schema: MaxTokensParam.optional(), default: 'auto', meaning: 'Default max_tokens_param: auto, max_tokens or max_completion_tokens' }),
   AGENTD_LLM_STREAM_USAGE: spec({ schema: boolText.optional(), default: 'auto', meaning: 'Default stream_usage: false stops sending stream_options (auto: off for old Azure api_versions)' }),

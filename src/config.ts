@@ -247,6 +247,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
           base_url: e.AGENTD_LLM_BASE_URL ?? e.OPENAI_BASE_URL ?? null,
           api_key: e.AGENTD_LLM_API_KEY ?? e.OPENAI_API_KEY ?? null,
           api_version: e.AGENTD_LLM_API_VERSION ?? null,
+          api: e.AGENTD_LLM_API ?? null,
           max_tokens_param: e.AGENTD_LLM_MAX_TOKENS_PARAM ?? null,
           stream_usage: e.AGENTD_LLM_STREAM_USAGE ?? null,
           drop_params: e.AGENTD_LLM_DROP_PARAMS ?? null,

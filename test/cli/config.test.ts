@@ -108,6 +108,7 @@ describe('the default LLM from AGENTD_LLM_*', () => {
       AGENTD_LLM_EXTRA_BODY: '{"provider": {"sort": "throughput"}}',
       AGENTD_LLM_EXTRA_HEADERS: '{"X-Title": "agentd"}',
       AGENTD_LLM_PROMPT_CACHE: 'true',
+      AGENTD_LLM_API: 'responses',
     });
     expect(config.defaultLlm).toEqual({
       model: 'gpt-4o-prod',
@@ -120,7 +121,10 @@ describe('the default LLM from AGENTD_LLM_*', () => {
       extra_body: { provider: { sort: 'throughput' } },
       extra_headers: { 'X-Title': 'agentd' },
       prompt_cache: true,
+      api: 'responses',
     });
+    expect(loadConfig({ AGENTD_LLM_MODEL: 'claude-sonnet-4-5' }).defaultLlm?.api).toBeNull();
+    expect(() => loadConfig({ AGENTD_LLM_API: 'grpc' })).toThrow(/invalid AGENTD_LLM_API/);
     expect(loadConfig({ AGENTD_LLM_API_VERSION: '2024-06-01' }).defaultLlm).toBeNull();
     expect(() => loadConfig({ AGENTD_LLM_EXTRA_BODY: '{not json' })).toThrow(/invalid AGENTD_LLM_EXTRA_BODY: must be a JSON object/);
     expect(() => loadConfig({ AGENTD_LLM_MAX_TOKENS_PARAM: 'tokens' })).toThrow(/invalid AGENTD_LLM_MAX_TOKENS_PARAM/);

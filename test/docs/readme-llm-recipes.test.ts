@@ -26,6 +26,13 @@ const PROFILE_OF: Record<string, ProviderName> = {
   LiteLLM: 'litellm',
 };
 
+/** Recipes of the other wire protocols, run against the fake speaking that protocol. */
+const PROTOCOL_OF: Record<string, 'responses' | 'anthropic'> = {
+  Anthropic: 'anthropic',
+  'OpenAI Responses API': 'responses',
+  'OpenAI Responses API on Azure': 'responses',
+};
+
 interface Recipe {
   heading: string;
   text: string;
@@ -85,12 +92,13 @@ const TWO_STEPS = [
 describe("docs/providers.md's LLM recipes", () => {
   it('cover every provider profile, and every recipe is run here', () => {
     const headings = recipes().map((recipe) => recipe.heading);
-    expect(headings).toEqual(Object.keys(PROFILE_OF));
+    expect(headings).toEqual([...Object.keys(PROFILE_OF), ...Object.keys(PROTOCOL_OF)]);
     expect(new Set(Object.values(PROFILE_OF))).toEqual(new Set(PROVIDER_NAMES));
   });
 
-  for (const [heading, provider] of Object.entries(PROFILE_OF)) {
-    it(`${heading}: a two-step tool run with the recipe's variables, against the ${provider} profile`, async () => {
+  const targets = [...Object.entries(PROFILE_OF).map(([heading, provider]) => ({ heading, provider, protocol: undefined })), ...Object.entries(PROTOCOL_OF).map(([heading, protocol]) => ({ heading, provider: undefined, protocol }))];
+  for (const { heading, provider, protocol } of targets) {
+    it(`${heading}: a two-step tool run with the recipe's variables, against the ${provider ?? protocol} ${provider ? 'profile' : 'fake'}`, async () => {
       const recipe = recipes().find((candidate) => candidate.heading === heading)!;
       expect(recipe.env.AGENTD_LLM_MODEL, 'a recipe names its model').toBeTruthy();
       const key = recipe.env.AGENTD_LLM_API_KEY ?? recipe.env.OPENAI_API_KEY;
@@ -99,7 +107,7 @@ describe("docs/providers.md's LLM recipes", () => {
       if (provider === 'ollama') expect(window, 'the Ollama recipe sets OLLAMA_CONTEXT_LENGTH').toBeDefined();
       harness = await startAgentHarness(TWO_STEPS, {
         env: recipe.env,
-        fake: { provider, ...(key ? { apiKey: key } : {}), ...(window ? { contextTokens: Number(window) } : {}) },
+        fake: { ...(provider ? { provider } : { protocol }), ...(key ? { apiKey: key } : {}), ...(window ? { contextTokens: Number(window) } : {}) },
       });
       const base = recipe.env.AGENTD_LLM_BASE_URL ?? recipe.env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1';
       redirect(new URL(base).origin, harness.llm.origin);
@@ -119,7 +127,9 @@ describe("docs/providers.md's LLM recipes", () => {
 
       // What the recipe's text promises for this provider, seen on the wire.
       const first = llm.requests[0]!;
-      if (heading.startsWith('Azure')) {
+      if (protocol === 'anthropic') expect(first.path).toBe('/v1/messages');
+      if (protocol === 'responses') expect(first.path).toBe(new URL(`${base}/responses`).pathname);
+      if (provider && heading.startsWith('Azure')) {
         expect(first.path).toBe(`/openai/deployments/${recipe.env.AGENTD_LLM_MODEL}/chat/completions`);
         expect(first.query['api-version']).toBe(recipe.env.AGENTD_LLM_API_VERSION);
         expect(first.headers['api-key']).toBe(key);

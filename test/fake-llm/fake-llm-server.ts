@@ -14,6 +14,12 @@ import { completionBody, streamChunks, type ResponseShape } from './chat-respons
 import type { ChatRequestBody, FakeFaultTurn, FakeResponseTurn, FakeStaticTurn, FakeTurn, FakeTurnFn, RecordedRequest } from './fake-llm-types.js';
 import { PROVIDER_PROFILES, type ProviderName, type ProviderProfile } from './provider-profiles.js';
 import { validateChatRequest } from './validate-chat-request.js';
+import { newProtocolState, type FakeProtocol } from './fake-protocol.js';
+import { FAKE_RESPONSES_API } from './fake-responses-api.js';
+import { FAKE_ANTHROPIC_API } from './fake-anthropic-api.js';
+
+/** The wire protocols the fake speaks besides chat completions (option `protocol`). */
+const FAKE_PROTOCOLS: Record<'responses' | 'anthropic', FakeProtocol> = { responses: FAKE_RESPONSES_API, anthropic: FAKE_ANTHROPIC_API };
 
 export type * from './fake-llm-types.js';
 export type { ProviderName } from './provider-profiles.js';
@@ -53,6 +59,8 @@ export interface FakeLlmOptions {
    * recorded in `requests` and `summaryRequests` and take no turn from the queue.
    */
   summarizer?: true | FakeTurnFn;
+  /** Speak OpenAI's Responses API or Anthropic's Messages API instead of chat completions (fake-responses-api.ts, fake-anthropic-api.ts). */
+  protocol?: 'responses' | 'anthropic';
 }
 
 /** agentd's condensation request: its system prompt (src/core/agent/condense-prompt.md) opens with these words. */
@@ -107,6 +115,8 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
   };
   /** Tool calls this fake made, with the fields it attached to them (Gemini's thought signatures). */
   const issued = new Map<string, Record<string, unknown>>();
+  const protocol = options.protocol ? FAKE_PROTOCOLS[options.protocol] : null;
+  const protocolState = newProtocolState();
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
@@ -118,6 +128,7 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     const azure = AZURE_PATH.exec(url.pathname);
+    if (protocol) return handleProtocol(req, res, url, protocol);
     if (req.method !== 'POST' || (!azure && !CHAT_PATH.test(url.pathname))) {
       sendJson(res, 404, { error: { message: `no route ${req.method} ${url.pathname}`, type: 'invalid_request_error' } });
       return;
@@ -164,6 +175,49 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
     const next = routed ? (routed.queue.shift() ?? routed.route.whenExhausted ?? options.whenExhausted ?? { text: 'done' }) : (queue.shift() ?? options.whenExhausted ?? { text: 'done' });
     const turn: FakeStaticTurn = typeof next === 'function' ? await next(recorded) : next;
     await answer({ turn, recorded, res });
+  }
+
+  /** A request of another protocol: the same script, queue, summarizer and faults; its own checks and answers. */
+  async function handleProtocol(req: IncomingMessage, res: ServerResponse, url: URL, speaking: FakeProtocol): Promise<void> {
+    if (req.method !== 'POST' || !speaking.path.test(url.pathname)) {
+      sendJson(res, 404, speaking.errorBody(`no route ${req.method} ${url.pathname}`));
+      return;
+    }
+    const raw = await readBody(req);
+    let body: unknown;
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      body = undefined;
+    }
+    const problems = speaking.validate(body, req.headers, protocolState);
+    const asSent = (typeof body === 'object' && body !== null ? body : {}) as ChatRequestBody;
+    const recorded: RecordedRequest = { index: requests.length, method: 'POST', path: url.pathname, query: Object.fromEntries(url.searchParams), headers: req.headers, body: asSent, deployment: null, violations: problems };
+    requests.push(recorded);
+    if (options.apiKey !== undefined && !speaking.carriesKey(req.headers, options.apiKey)) {
+      sendJson(res, 401, speaking.errorBody('invalid x-api-key'));
+      return;
+    }
+    if (problems.length > 0) {
+      violations.push(...problems.map((problem) => `request #${recorded.index}: ${problem}`));
+      sendJson(res, 400, speaking.errorBody(problems.join('; ')));
+      return;
+    }
+    const view = speaking.chatView(asSent);
+    let next: FakeTurn;
+    if (options.summarizer && isSummaryRequest(view)) {
+      summaryRequests.push(recorded);
+      next = options.summarizer === true ? { text: fakeSummary(view) } : options.summarizer;
+    } else next = queue.shift() ?? options.whenExhausted ?? { text: 'done' };
+    const turn: FakeStaticTurn = typeof next === 'function' ? await next(recorded) : next;
+    if ('hang' in turn) return waitForClose(res);
+    if ('delayMs' in turn && turn.delayMs) await delay(turn.delayMs, res);
+    if (res.destroyed) return;
+    if ('disconnect' in turn) return void res.socket?.destroy();
+    if ('status' in turn) return sendFault(res, turn);
+    const answered = speaking.answer({ turn, body: asSent, state: protocolState, index: recorded.index, chunkSize: options.textChunkSize ?? 4 });
+    if (answered.json !== undefined) return sendJson(res, 200, answered.json);
+    await sendNamedEvents(res, turn, answered.events ?? []);
   }
 
   async function answer(args: { turn: FakeStaticTurn; recorded: RecordedRequest; res: ServerResponse }): Promise<void> {
@@ -233,6 +287,20 @@ async function sendStream(res: ServerResponse, turn: FakeResponseTurn, chunks: u
   }
   if (turn.dropAfterChunks !== undefined && turn.dropAfterChunks >= chunks.length) return void res.socket?.destroy();
   res.end('data: [DONE]\n\n');
+}
+
+/** Server-sent events with their names, as the Responses and Messages APIs send them (no [DONE]). */
+async function sendNamedEvents(res: ServerResponse, turn: FakeResponseTurn, events: Array<{ event: string; data: unknown }>): Promise<void> {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  res.flushHeaders();
+  for (const [i, event] of events.entries()) {
+    if (turn.dropAfterChunks !== undefined && i >= turn.dropAfterChunks) return void res.socket?.destroy();
+    if (turn.hangAfterChunks !== undefined && i >= turn.hangAfterChunks) return waitForClose(res);
+    if (i > 0 && turn.chunkDelayMs) await delay(turn.chunkDelayMs, res);
+    if (res.destroyed) return;
+    await write(res, `event: ${event.event}\ndata: ${JSON.stringify(event.data)}\n\n`);
+  }
+  res.end();
 }
 
 function sendFault(res: ServerResponse, turn: FakeFaultTurn): void {

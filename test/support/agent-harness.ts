@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import { OpenAiLlmClient } from '../../src/adapters/llm/openai-llm.js';
+import { ProtocolLlmClient } from '../../src/adapters/llm/index.js';
 import { startFakeLlm, type FakeLlm, type FakeLlmOptions, type FakeTurn } from '../fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from './agentd.js';
 
@@ -23,7 +23,7 @@ export async function startAgentHarness(
   options: { env?: Record<string, string>; logStream?: NodeJS.WritableStream; fake?: Omit<FakeLlmOptions, 'script'> } = {},
 ): Promise<AgentHarness> {
   const llm = await startFakeLlm({ ...options.fake, script });
-  const server = await startServer({ ...(options.env ? { env: options.env } : {}), ...(options.logStream ? { logStream: options.logStream } : {}), overrides: { llm: new OpenAiLlmClient({ retryBaseDelayMs: 20, retryMaxDelayMs: 100 }) } });
+  const server = await startServer({ ...(options.env ? { env: options.env } : {}), ...(options.logStream ? { logStream: options.logStream } : {}), overrides: { llm: new ProtocolLlmClient({ retryBaseDelayMs: 20, retryMaxDelayMs: 100 }) } });
   const request = async (method: string, path: string, body?: unknown) => {
     const response = await fetch(`${server.url}${path}`, {
       method,

@@ -5,6 +5,16 @@ import { JSON_MESSAGE_CODEC, type EncodedMessages, type LlmMessage, type LlmMess
 import type { StoredPart } from '../schemas/message-content.js';
 
 const CONDENSED_HISTORY = readAsset(import.meta.url, 'condensed-history.md').trim();
+/** How every condensed summary's message opens (the template up to its first slot). */
+const CONDENSED_HISTORY_OPENING = CONDENSED_HISTORY.slice(0, CONDENSED_HISTORY.indexOf('{{'));
+
+/**
+ * Whether a user message's text is a condensation's summary: the stable start of the history
+ * after the system prompt, where a client that caches prompts puts a breakpoint.
+ */
+export function isCondensedSummary(text: string): boolean {
+  return CONDENSED_HISTORY_OPENING.length > 0 && text.startsWith(CONDENSED_HISTORY_OPENING);
+}
 
 type AssistantMessage = Extract<LlmMessage, { role: 'assistant' }>;
 

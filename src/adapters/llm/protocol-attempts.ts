@@ -1,0 +1,206 @@
+/**
+ * What the Responses and Anthropic clients share: one POST over undici, the classification of a
+ * failed answer into LlmError codes, and the retry loop around attempts (backoff with jitter, a
+ * server's retry-after wins, rate limits waited out for a budget, nothing retried once text was
+ * streamed to the caller). The chat client keeps its own loop over the openai SDK's errors.
+ */
+import { getGlobalDispatcher, request as undiciRequest, type Dispatcher } from 'undici';
+import { LlmError, type LlmRequest, type LlmResponse, type LlmSettings } from '../../core/agent/llm.js';
+import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, sleep } from './llm-retry.js';
+import { readChatChunks } from './chat-stream-reader.js';
+
+export interface ProtocolClientOptions {
+  retryBaseDelayMs?: number;
+  retryMaxDelayMs?: number;
+  maxRetryAfterMs?: number;
+  defaultNumRetries?: number;
+  defaultTimeoutS?: number;
+  idleTimeoutMs?: number;
+  rateLimitWaitMs?: number;
+  random?: () => number;
+}
+
+export interface Failure {
+  code: LlmError['code'];
+  retryable: boolean;
+  detail: string;
+  status?: number;
+  retryAfterMs?: number;
+}
+
+/** Thrown inside an attempt with its class already known. */
+export class AttemptFailure extends Error {
+  constructor(readonly failure: Failure) {
+    super(failure.detail);
+  }
+}
+
+/** What an attempt tells the loop: whether text reached the caller (then it is not retried). */
+export interface AttemptProgress {
+  textEmitted: boolean;
+}
+
+export interface AttemptContext {
+  signal: AbortSignal;
+  progress: AttemptProgress;
+  /** Call on each event of the stream: it restarts the idle timer. */
+  touch(): void;
+}
+
+/** How a protocol reads its error bodies. */
+export interface ErrorReading {
+  /** The provider's words and its error code/type, from a body (JSON or not). */
+  describe(body: unknown, text: string): { message: string; code?: string; type?: string };
+  /** Whether this error says the prompt does not fit the context window. */
+  isContextOverflow(error: { message: string; code?: string; type?: string }, status: number | undefined): boolean;
+}
+
+/** One completion with retries; `attempt` does one request and returns the answer or throws. */
+export async function completeWithRetries(args: {
+  request: LlmRequest;
+  options: ProtocolClientOptions;
+  origin: string;
+  attempt: (context: AttemptContext) => Promise<LlmResponse>;
+}): Promise<LlmResponse> {
+  const { request, options } = args;
+  const { settings, signal } = request;
+  const retries = Math.max(0, Math.floor(settings.num_retries ?? options.defaultNumRetries ?? 4));
+  const rateLimitWaitMs = options.rateLimitWaitMs ?? 60_000;
+  const timeoutMs = Math.max(1, (settings.timeout_s ?? options.defaultTimeoutS ?? 600) * 1000);
+  const idleMs = Math.min(timeoutMs, options.idleTimeoutMs ?? 120_000);
+  let waitedMs = 0;
+  for (let attempt = 0; ; attempt++) {
+    if (signal.aborted) throw new LlmAbortError(signal.reason);
+    const progress: AttemptProgress = { textEmitted: false };
+    const control = new AttemptController(signal, { idleMs, totalMs: timeoutMs });
+    let failure: Failure;
+    try {
+      return await args.attempt({ signal: control.signal, progress, touch: () => control.touch() });
+    } catch (err) {
+      if (signal.aborted) throw new LlmAbortError(signal.reason);
+      if (control.timedOut) {
+        const detail = control.timedOut === 'idle' ? `no data from the server for ${idleMs / 1000} s (AGENTD_LLM_IDLE_TIMEOUT_S)` : `the answer took longer than ${timeoutMs / 1000} s (timeout_s)`;
+        failure = { code: 'llm_timeout', retryable: true, detail };
+      } else failure = err instanceof AttemptFailure ? err.failure : classifyThrown(err);
+    } finally {
+      control.dispose();
+    }
+    const delay =
+      failure.retryAfterMs !== undefined
+        ? Math.min(failure.retryAfterMs, options.maxRetryAfterMs ?? 60_000)
+        : backoffDelayMs({ attempt, baseDelayMs: options.retryBaseDelayMs ?? 1000, maxDelayMs: options.retryMaxDelayMs ?? 30_000, ...(options.random ? { random: options.random } : {}) });
+    const rateLimitLeft = failure.code === 'llm_rate_limited' && waitedMs < rateLimitWaitMs;
+    if (!failure.retryable || progress.textEmitted || (attempt >= retries && !rateLimitLeft)) {
+      throw toLlmError({ failure, attempts: attempt + 1, settings, origin: args.origin, textEmitted: progress.textEmitted });
+    }
+    waitedMs += delay;
+    request.onRetry?.({ attempt: attempt + 1, code: failure.code, ...(failure.status !== undefined ? { status: failure.status } : {}), message: redact(failure.detail, [settings.api_key]), delayMs: delay });
+    await sleep(delay, signal);
+  }
+}
+
+export interface PostedAnswer {
+  status: number;
+  headers: Headers;
+  body: Dispatcher.ResponseData['body'];
+}
+
+/** POSTs a JSON text; a non-2xx answer throws its classified AttemptFailure. */
+export async function postJson(args: { url: string; headers: Record<string, string>; body: string; signal: AbortSignal; errors: ErrorReading }): Promise<PostedAnswer> {
+  const answer = await undiciRequest(args.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...args.headers },
+    body: args.body,
+    signal: args.signal,
+    dispatcher: getGlobalDispatcher(),
+  });
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(answer.headers)) {
+    if (Array.isArray(value)) for (const item of value) headers.append(name, item);
+    else if (value !== undefined) headers.append(name, value);
+  }
+  if (answer.statusCode >= 200 && answer.statusCode < 300) return { status: answer.statusCode, headers, body: answer.body };
+  const text = await answer.body.text().catch(() => '');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  throw new AttemptFailure(classifyAnswer({ status: answer.statusCode, headers, body: parsed, text, errors: args.errors }));
+}
+
+/** The JSON events of a streamed answer; an event with an `error` member throws its classified failure. */
+export function readJsonEvents(body: Dispatcher.ResponseData['body'], signal: AbortSignal, errors: ErrorReading): AsyncIterable<Record<string, unknown>> {
+  return readChatChunks({
+    body,
+    signal,
+    apiError: (error) => new AttemptFailure(classifyAnswer({ status: undefined, headers: new Headers(), body: { error }, text: JSON.stringify(error), errors })),
+  }) as AsyncIterable<Record<string, unknown>>;
+}
+
+/** An error answer (or an error event, without a status) as a Failure. */
+export function classifyAnswer(args: { status: number | undefined; headers: Headers; body: unknown; text: string; errors: ErrorReading }): Failure {
+  const { status, headers } = args;
+  const error = args.errors.describe(args.body, args.text);
+  const detail = truncate(`${status ?? 'error'} ${error.message || '(no body)'}`);
+  const retryAfterMs = parseRetryAfterMs(headers) ?? parseRateLimitResetMs(headers);
+  const base = { detail, ...(status !== undefined ? { status } : {}), ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+  const kind = `${error.code ?? ''} ${error.type ?? ''}`;
+  const failure: Failure =
+    /insufficient_quota|billing/.test(kind) || /exceeded your current quota|insufficient credits|credit balance is too low/i.test(error.message) ? { ...base, code: 'llm_quota_exceeded', retryable: false }
+    : args.errors.isContextOverflow(error, status) ? { ...base, code: 'llm_context_exceeded', retryable: false }
+    : status === 429 || /rate_limit/.test(kind) ? { ...base, code: 'llm_rate_limited', retryable: true }
+    : status === 529 || /overloaded/.test(kind) ? { ...base, code: 'llm_server_error', retryable: true }
+    : status === undefined ? { ...base, code: 'llm_server_error', retryable: true }
+    : status === 408 ? { ...base, code: 'llm_timeout', retryable: true }
+    : status === 409 ? { ...base, code: 'llm_error', retryable: true }
+    : status >= 500 ? { ...base, code: 'llm_server_error', retryable: true }
+    : status === 401 || status === 403 ? { ...base, code: 'llm_auth_error', retryable: false }
+    : status >= 400 ? { ...base, code: 'llm_bad_request', retryable: false }
+    : { ...base, code: 'llm_error', retryable: false };
+  const shouldRetry = headers.get('x-should-retry');
+  if (shouldRetry === 'false') failure.retryable = false;
+  if (shouldRetry === 'true' && failure.code !== 'llm_quota_exceeded' && failure.code !== 'llm_context_exceeded') failure.retryable = true;
+  return failure;
+}
+
+/** Failures that are not an answer: a socket closed, a bad event, something else. */
+function classifyThrown(err: unknown): Failure {
+  if (err instanceof SyntaxError) return { code: 'llm_server_error', retryable: true, detail: `malformed response: ${truncate(err.message)}` };
+  const message = err instanceof Error ? err.message : String(err);
+  const code = (err as { cause?: { code?: unknown } } | null)?.cause?.code ?? (err as { code?: unknown } | null)?.code;
+  if (err instanceof TypeError || typeof code === 'string') return { code: 'llm_connection_error', retryable: true, detail: `connection failed: ${truncate(message)}` };
+  return { code: 'llm_error', retryable: false, detail: truncate(message) };
+}
+
+function toLlmError(args: { failure: Failure; attempts: number; settings: LlmSettings; origin: string; textEmitted: boolean }): LlmError {
+  const { failure, attempts, settings, textEmitted } = args;
+  const tries = attempts > 1 ? ` after ${attempts} attempts` : '';
+  const midStream = textEmitted && failure.retryable ? ' (not retried: the response had started streaming)' : '';
+  const message = `LLM request to ${args.origin} for model "${settings.model}" failed${tries}: ${failure.detail}${midStream}`;
+  return new LlmError(failure.code, redact(message, [settings.api_key]), failure.status);
+}
+
+/** The origin of a URL for messages (never its path, query or user info). */
+export function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return 'the configured base_url';
+  }
+}
+
+/** What reasoning effort the settings ask for (`reasoning.effort` wins over `reasoning_effort`). */
+export function effortOf(settings: LlmSettings): 'low' | 'medium' | 'high' | 'none' | undefined {
+  return settings.reasoning?.effort ?? settings.reasoning_effort ?? undefined;
+}
+
+/** Whether reasoning from an earlier answer goes back in this request. */
+export function sendsReasoningBack(settings: LlmSettings): boolean {
+  return settings.reasoning?.send_back !== 'never';
+}
+
+export function truncate(text: string, max = 500): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}

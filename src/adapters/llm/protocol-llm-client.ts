@@ -1,0 +1,73 @@
+/**
+ * The one LlmClient compose.ts creates: each request goes to the client of its wire protocol
+ * (`llm.api`, else inferred from the provider: see llmApiOf). The history keeps every message
+ * in the chat client's wire form, the common form each protocol converts from at request time;
+ * a message that carries reasoning is kept as the message itself, so its provider payloads
+ * (signatures, encrypted items) reach the protocol that sends them back exactly as they came.
+ */
+import type { LlmApi, LlmClient, LlmMessageCodec, LlmRequest, LlmResponse, LlmSettings } from '../../core/agent/llm.js';
+import { AnthropicLlmClient } from './anthropic-llm.js';
+import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
+import { OpenAiLlmClient, type OpenAiLlmClientOptions } from './openai-llm.js';
+import type { ProtocolClientOptions } from './protocol-attempts.js';
+import { ResponsesLlmClient } from './responses-llm.js';
+
+/** The chat codec, but a message with reasoning stays an object (the chat wire form has no place for every provider's payload). */
+export const PROTOCOL_MESSAGE_CODEC: LlmMessageCodec = {
+  encode: (message) => (message.role === 'assistant' && message.reasoning ? null : WIRE_MESSAGE_CODEC.encode(message)),
+  decode: (text) => WIRE_MESSAGE_CODEC.decode(text),
+};
+
+/**
+ * The protocol of a request: `api` when set; Anthropic's own host speaks the Messages API;
+ * everything else chat completions (the Responses API is chosen with `api: responses`).
+ */
+export function llmApiOf(settings: LlmSettings): LlmApi {
+  if (settings.api) return settings.api;
+  const host = hostOf(settings.base_url);
+  if (host === 'api.anthropic.com' || host?.endsWith('.anthropic.com')) return 'anthropic';
+  return 'chat';
+}
+
+export class ProtocolLlmClient implements LlmClient {
+  readonly codec = PROTOCOL_MESSAGE_CODEC;
+  private readonly chat: OpenAiLlmClient;
+  private readonly responses: ResponsesLlmClient;
+  private readonly anthropic: AnthropicLlmClient;
+
+  constructor(options: OpenAiLlmClientOptions = {}) {
+    const shared: ProtocolClientOptions & { stream?: boolean } = {};
+    for (const name of ['retryBaseDelayMs', 'retryMaxDelayMs', 'maxRetryAfterMs', 'defaultNumRetries', 'defaultTimeoutS', 'idleTimeoutMs', 'rateLimitWaitMs', 'random', 'stream'] as const) {
+      if (options[name] !== undefined) (shared as Record<string, unknown>)[name] = options[name];
+    }
+    this.chat = new OpenAiLlmClient(options);
+    this.responses = new ResponsesLlmClient(shared);
+    this.anthropic = new AnthropicLlmClient(shared);
+  }
+
+  complete(request: LlmRequest): Promise<LlmResponse> {
+    const api = llmApiOf(request.settings);
+    if (api === 'responses') return this.responses.complete(request);
+    if (api === 'anthropic') return this.anthropic.complete(request);
+    // The chat client sends the history's texts as they are: they are its own codec's.
+    const encoded = request.encoded?.codec === PROTOCOL_MESSAGE_CODEC ? { ...request.encoded, codec: WIRE_MESSAGE_CODEC } : request.encoded;
+    return this.chat.complete(encoded ? { ...request, encoded } : request);
+  }
+
+  supportsJsonSchema(settings: LlmSettings): boolean {
+    const api = llmApiOf(settings);
+    if (api !== 'chat' && settings.structured_output === 'tool') return false;
+    if (api === 'responses') return this.responses.supportsJsonSchema();
+    if (api === 'anthropic') return this.anthropic.supportsJsonSchema();
+    return this.chat.supportsJsonSchema(settings);
+  }
+}
+
+function hostOf(url: string | null | undefined): string | undefined {
+  if (!url) return undefined;
+  try {
+    return new URL(url).hostname.toLowerCase();
+  } catch {
+    return undefined;
+  }
+}
