@@ -1,0 +1,75 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
+import { tempDir } from '../support/agentd.js';
+import { AcpEditor, expectGolden, normalise, updates } from './acp-editor.js';
+
+/**
+ * `agentd acp` driven by an editor built on the official ACP library (its client side, over the
+ * child's stdio), with a server embedded in the bridge's process and the scripted fake LLM. Each
+ * turn's transcript is compared with its golden file (test/acp/golden/).
+ */
+let base: string;
+let llm: FakeLlm;
+let env: Record<string, string>;
+let editor: AcpEditor | undefined;
+
+beforeAll(async () => {
+  base = tempDir('agentd-acp-');
+  llm = await startFakeLlm();
+  env = { AGENTD_DATA_DIR: path.join(base, 'data'), AGENTD_LLM_MODEL: 'fake-model', AGENTD_LLM_BASE_URL: llm.url, AGENTD_LLM_API_KEY: 'sk-fake', HOME: base };
+});
+
+afterEach(async () => {
+  await editor?.close();
+  editor = undefined;
+});
+
+afterAll(async () => {
+  await llm?.close();
+});
+
+function project(name: string): string {
+  const dir = path.join(base, name);
+  fs.mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+const USAGE = { prompt_tokens: 120, completion_tokens: 30 };
+
+describe('agentd acp with an embedded server', () => {
+  it('answers initialize with its capabilities, and a text turn streams the answer and ends with end_turn', { timeout: 60_000 }, async () => {
+    const cwd = project('text');
+    editor = new AcpEditor({ env, cwd });
+    const init = await editor.initialize();
+    expect(init.agentCapabilities).toMatchObject({ loadSession: true, promptCapabilities: { image: true, embeddedContext: true }, mcpCapabilities: { http: true }, sessionCapabilities: { list: {}, resume: {} } });
+    llm.setScript([{ text: 'Hello from agentd. The answer is 42.', usage: USAGE }]);
+    const session = await editor.newSession(cwd);
+    expect(session.modes?.currentModeId).toBe('default');
+    const answer = await editor.call('session/prompt', { sessionId: session.sessionId, prompt: [{ type: 'text', text: 'What is the answer?' }] });
+    expect(answer.stopReason).toBe('end_turn');
+    expect(llm.requests.at(-1)!.body.messages!.at(-1)).toMatchObject({ role: 'user', content: 'What is the answer?' });
+    expectGolden('text-turn', normalise(editor.transcript, { [cwd]: '<workdir>' }));
+  });
+
+  it('a tool turn: the edit is a tool call of kind edit with its diff, and its result completes it', { timeout: 60_000 }, async () => {
+    const cwd = project('edit');
+    fs.writeFileSync(path.join(cwd, 'greeting.txt'), 'hello world\n');
+    editor = new AcpEditor({ env, cwd });
+    await editor.initialize();
+    const session = await editor.newSession(cwd);
+    await editor.call('session/set_mode', { sessionId: session.sessionId, modeId: 'accept_edits' });
+    llm.setScript([
+      { text: 'I will edit the file.', toolCalls: [{ id: 'call_edit', name: 'file_editor', arguments: { command: 'str_replace', path: 'greeting.txt', old_str: 'hello world', new_str: 'hello editor' } }], usage: USAGE },
+      { text: 'Done: the greeting now says hello editor.', usage: USAGE },
+    ]);
+    const answer = await editor.call('session/prompt', { sessionId: session.sessionId, prompt: [{ type: 'text', text: 'Change the greeting' }] });
+    expect(answer.stopReason).toBe('end_turn');
+    expect(fs.readFileSync(path.join(cwd, 'greeting.txt'), 'utf8')).toBe('hello editor\n');
+    expect(editor.transcript.some((entry) => 'permission' in entry)).toBe(false);
+    const done = updates(editor.transcript).find((update) => update.sessionUpdate === 'tool_call_update');
+    expect(done).toMatchObject({ status: 'completed', content: [{ type: 'diff', path: path.join(cwd, 'greeting.txt'), oldText: 'hello world', newText: 'hello editor' }] });
+    expectGolden('edit-turn', normalise(editor.transcript, { [cwd]: '<workdir>' }));
+  });
+});
