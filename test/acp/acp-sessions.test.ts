@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { startServer, tempDir, TEST_KEY, type TestServer } from '../support/agentd.js';
-import { AcpEditor, expectGolden, normalise, updates, type TranscriptEntry } from './acp-editor.js';
+import { AcpEditor, agentText, expectGolden, normalise, updates, type TranscriptEntry } from './acp-editor.js';
 
 /**
  * `agentd acp` as a client of a running server (AGENTD_URL, AGENTD_KEY): permissions asked in the
@@ -147,5 +147,64 @@ describe('agentd acp against a running server', () => {
     const permission = second.transcript.find((entry) => 'permission' in entry);
     expect(permission).toMatchObject({ permission: { toolCallId: 'call_pending', kind: 'execute', title: 'echo later > later.txt' }, options: ['allow_once', 'allow_always', 'reject_once', 'reject_always'] });
     expect((await conversation(session.sessionId)).permissions.allow ?? []).not.toContain('bash(echo later > later.txt)');
+  });
+
+  it('ask_user: an elicitation form where the editor has them, else a message the next prompt answers', { timeout: 60_000 }, async () => {
+    const cwd = project('questions');
+    const asking = editorFor(cwd, { elicitation: ['blue'] });
+    await asking.initialize({ elicitation: true });
+    const session = await asking.newSession(cwd);
+    llm.setScript([
+      { toolCalls: [{ id: 'call_ask', name: 'ask_user', arguments: { question: 'Which colour?', options: ['red', 'blue'] } }], usage: USAGE },
+      { text: 'Blue it is.', usage: USAGE },
+    ]);
+    const answered = await asking.call('session/prompt', { sessionId: session.sessionId, prompt: [{ type: 'text', text: 'Pick a colour' }] });
+    expect(answered.stopReason).toBe('end_turn');
+    expect(asking.transcript.find((entry) => 'elicitation' in entry)).toEqual({ elicitation: 'Which colour?', answered: 'blue' });
+    expect(JSON.stringify(llm.requests.at(-1)!.body.messages!.at(-1))).toContain('blue');
+
+    const plain = editorFor(cwd);
+    await plain.initialize();
+    const second = await plain.newSession(cwd);
+    llm.setScript([
+      { toolCalls: [{ id: 'call_ask_plain', name: 'ask_user', arguments: { question: 'Which size?' } }], usage: USAGE },
+      { text: 'Large it is.', usage: USAGE },
+    ]);
+    const asked = await plain.call('session/prompt', { sessionId: second.sessionId, prompt: [{ type: 'text', text: 'Pick a size' }] });
+    expect(asked.stopReason).toBe('end_turn');
+    expect(agentText(plain.transcript)).toContain('Which size?');
+    expect((await conversation(second.sessionId)).status).toBe('waiting_for_input');
+    const done = await plain.call('session/prompt', { sessionId: second.sessionId, prompt: [{ type: 'text', text: 'large' }] });
+    expect(done.stopReason).toBe('end_turn');
+    expect(agentText(plain.transcript)).toContain('Large it is.');
+  });
+
+  it('session/new takes the MCP servers; set_config_option changes the model and the reasoning effort; resume follows without replay', { timeout: 60_000 }, async () => {
+    const cwd = project('config');
+    const editor = editorFor(cwd);
+    await editor.initialize();
+    const session = await editor.call('session/new', { cwd, mcpServers: [{ type: 'http', name: 'docs', url: 'https://mcp.example.com/mcp', headers: [{ name: 'Authorization', value: 'Bearer secret-token' }] }] });
+    const created = await conversation(session.sessionId);
+    expect(created.workdir).toBe(cwd);
+    expect(created.mcp_servers.docs).toMatchObject({ type: 'http', url: 'https://mcp.example.com/mcp' });
+    expect(JSON.stringify(created)).not.toContain('secret-token');
+
+    const effort = await editor.call('session/set_config_option', { sessionId: session.sessionId, configId: 'reasoning_effort', value: 'high' });
+    expect(effort.configOptions.find((option) => option.id === 'reasoning_effort')).toMatchObject({ currentValue: 'high' });
+    await editor.call('session/set_config_option', { sessionId: session.sessionId, configId: 'model', value: 'fake-model-2' });
+    expect((await conversation(session.sessionId)).llm).toMatchObject({ model: 'fake-model-2', reasoning_effort: 'high' });
+    await expect(editor.agent.request('session/set_config_option', { sessionId: session.sessionId, configId: 'reasoning_effort', value: 'extreme' })).rejects.toThrow(/reasoning_effort is one of/);
+    await expect(editor.agent.request('session/set_mode', { sessionId: session.sessionId, modeId: 'yolo' })).rejects.toThrow(/unknown mode/);
+
+    const other = editorFor(cwd);
+    await other.initialize();
+    const resumed = await other.call('session/resume', { sessionId: session.sessionId, cwd });
+    expect(resumed.configOptions?.find((option) => option.id === 'model')).toMatchObject({ currentValue: 'fake-model-2' });
+    llm.setScript([{ text: 'Resumed here.', usage: USAGE }]);
+    const answer = await other.call('session/prompt', { sessionId: session.sessionId, prompt: [{ type: 'text', text: 'Hello again' }] });
+    expect(answer.stopReason).toBe('end_turn');
+    expect(llm.requests.at(-1)!.body.model).toBe('fake-model-2');
+    expect(updates(other.transcript).filter((update) => update.sessionUpdate === 'user_message_chunk')).toEqual([]);
+    await expect(other.agent.request('session/load', { sessionId: '00000000-0000-4000-8000-000000000000', cwd, mcpServers: [] })).rejects.toThrow();
   });
 });

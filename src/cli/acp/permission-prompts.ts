@@ -65,8 +65,9 @@ export function rulesFor(action: Pick<PendingAction, 'tool_name' | 'arguments'>)
     const line = args.command.trim();
     if (/[`$()'"\\{}]/.test(line)) return [`bash(${line})`];
     const commands = line
+      .replace(/\s*\d*(>>?|<)(&\d+|\s*[^\s;&|]+)/g, '')
       .split(/&&|\|\||[;|&\n]/)
-      .map((part) => part.replace(/\s*\d*(>>?|<)&?\s*\S+/g, '').trim())
+      .map((part) => part.trim())
       .filter(Boolean);
     return commands.length > 0 ? [...new Set(commands)].map((command) => `bash(${command})`) : [`bash(${line})`];
   }
