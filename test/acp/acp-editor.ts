@@ -33,8 +33,8 @@ export class AcpEditor {
   readonly transcript: TranscriptEntry[] = [];
   readonly child: ChildProcess;
   readonly connection: acp.ClientConnection;
-  /** Bytes on stdout that were not ACP (must stay empty). */
   private stderrText = '';
+  private stdoutText = '';
   private readonly permissionAnswers: string[];
   private readonly elicitationAnswers: string[];
   private waiters: { check: () => boolean; resolve: () => void }[] = [];
@@ -49,6 +49,7 @@ export class AcpEditor {
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     this.child.stderr!.on('data', (chunk) => (this.stderrText += chunk));
+    this.child.stdout!.on('data', (chunk) => (this.stdoutText += chunk));
     this.exited = new Promise((resolve) => this.child.on('exit', (code) => resolve(code)));
     const app = acp
       .client({ name: 'test-editor' })
@@ -66,6 +67,18 @@ export class AcpEditor {
     const stream = acp.ndJsonStream(Writable.toWeb(this.child.stdin!) as WritableStream<Uint8Array>, Readable.toWeb(this.child.stdout!) as ReadableStream<Uint8Array>);
     this.connection = app.connect(stream);
     this.connection.closed.catch(() => {});
+  }
+
+  /** Lines on stdout that are not JSON-RPC messages (stdout is the protocol's alone). */
+  foreignStdoutLines(): string[] {
+    return this.stdoutText.split('\n').filter((line) => {
+      if (!line) return false;
+      try {
+        return (JSON.parse(line) as { jsonrpc?: unknown }).jsonrpc !== '2.0';
+      } catch {
+        return true;
+      }
+    });
   }
 
   stderr(): string {

@@ -51,6 +51,17 @@ describe('agentd acp with an embedded server', () => {
     expect(answer.stopReason).toBe('end_turn');
     expect(llm.requests.at(-1)!.body.messages!.at(-1)).toMatchObject({ role: 'user', content: 'What is the answer?' });
     expectGolden('text-turn', normalise(editor.transcript, { [cwd]: '<workdir>' }));
+    expect(editor.foreignStdoutLines()).toEqual([]);
+    expect(editor.stderr()).toContain('agentd acp: serving from the data dir');
+  });
+
+  it('refuses a prompt it cannot pass on, with the reason', { timeout: 60_000 }, async () => {
+    const cwd = project('refused');
+    editor = new AcpEditor({ env, cwd });
+    await editor.initialize();
+    const session = await editor.newSession(cwd);
+    await expect(editor.agent.request('session/prompt', { sessionId: session.sessionId, prompt: [{ type: 'audio', data: 'AAAA', mimeType: 'audio/wav' }] })).rejects.toThrow(/audio content is not supported/);
+    await expect(editor.agent.request('session/prompt', { sessionId: '00000000-0000-4000-8000-000000000000', prompt: [{ type: 'text', text: 'hi' }] })).rejects.toThrow();
   });
 
   it('a tool turn: the edit is a tool call of kind edit with its diff, and its result completes it', { timeout: 60_000 }, async () => {

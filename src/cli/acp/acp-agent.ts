@@ -1,6 +1,7 @@
 import * as acp from '@agentclientprotocol/sdk';
 import { AgentdError, type AgentdClient, type Conversation } from '../../client/index.js';
 import { VERSION } from '../../version.js';
+import { noLlmMessage } from '../connection.js';
 import { AcpSession } from './acp-session.js';
 import { mcpServers, UnsupportedContent } from './session-inputs.js';
 import { configChange, configOptions, isModeId, modeState, permissionsFor } from './session-modes.js';
@@ -9,6 +10,8 @@ export interface AcpAgentOptions {
   client: AgentdClient;
   /** Whether the server runs in this process (its workdirs are this machine's paths). */
   embedded: boolean;
+  /** The server's address (for messages). */
+  url: string;
   log: (line: string) => void;
 }
 
@@ -105,6 +108,8 @@ export function createAcpAgent(options: AcpAgentOptions): acp.AgentApp {
         return { stopReason: await session.runPrompt(params.prompt) };
       } catch (error) {
         if (error instanceof UnsupportedContent) throw acp.RequestError.invalidParams(undefined, error.message);
+        if (error instanceof AgentdError && error.code === 'llm_not_configured') throw acp.RequestError.internalError({ code: error.code }, noLlmMessage(options.embedded ? null : options.url));
+        if (error instanceof AgentdError) throw acp.RequestError.internalError({ code: error.code, status: error.status }, error.message);
         throw error;
       }
     })

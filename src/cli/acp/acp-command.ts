@@ -26,7 +26,7 @@ export async function acpCommand(flags: AcpFlags): Promise<number> {
   const log = (line: string) => void process.stderr.write(`agentd acp: ${line}\n`);
   log(connection.embedded ? `serving from the data dir ${connection.embedded.dataDir}` : `client of ${connection.url}`);
   try {
-    const agent = createAcpAgent({ client: connection.client, embedded: connection.embedded !== null, log });
+    const agent = createAcpAgent({ client: connection.client, embedded: connection.embedded !== null, url: connection.url, log });
     const stream = acp.ndJsonStream(Writable.toWeb(process.stdout) as WritableStream<Uint8Array>, Readable.toWeb(process.stdin) as ReadableStream<Uint8Array>);
     const open = agent.connect(stream);
     await open.closed;
