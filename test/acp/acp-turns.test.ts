@@ -37,6 +37,8 @@ function project(name: string): string {
 }
 
 const USAGE = { prompt_tokens: 120, completion_tokens: 30 };
+/** A 1x1 PNG. */
+const PIXEL = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==';
 
 describe('agentd acp with an embedded server', () => {
   it('answers initialize with its capabilities, and a text turn streams the answer and ends with end_turn', { timeout: 60_000 }, async () => {
@@ -62,6 +64,30 @@ describe('agentd acp with an embedded server', () => {
     const session = await editor.newSession(cwd);
     await expect(editor.agent.request('session/prompt', { sessionId: session.sessionId, prompt: [{ type: 'audio', data: 'AAAA', mimeType: 'audio/wav' }] })).rejects.toThrow(/audio content is not supported/);
     await expect(editor.agent.request('session/prompt', { sessionId: '00000000-0000-4000-8000-000000000000', prompt: [{ type: 'text', text: 'hi' }] })).rejects.toThrow();
+  });
+
+  it("passes images and attached files to the model, and announces the project's slash commands", { timeout: 60_000 }, async () => {
+    const cwd = project('context');
+    fs.mkdirSync(path.join(cwd, '.claude', 'commands'), { recursive: true });
+    fs.writeFileSync(path.join(cwd, '.claude', 'commands', 'review.md'), '---\ndescription: Review a file\nargument-hint: <file>\n---\nReview $ARGUMENTS carefully.\n');
+    editor = new AcpEditor({ env, cwd });
+    await editor.initialize();
+    const session = await editor.newSession(cwd);
+    expect(updates(editor.transcript).find((update) => update.sessionUpdate === 'available_commands_update')).toMatchObject({ availableCommands: [{ name: 'review', description: 'Review a file', input: { hint: '<file>' } }] });
+    llm.setScript([{ text: 'A red pixel and a constant.', usage: USAGE }]);
+    const answer = await editor.call('session/prompt', {
+      sessionId: session.sessionId,
+      prompt: [
+        { type: 'text', text: 'What are these?' },
+        { type: 'image', mimeType: 'image/png', data: PIXEL },
+        { type: 'resource', resource: { uri: `file://${cwd}/a.ts`, mimeType: 'text/typescript', text: 'export const a = 1;' } },
+      ],
+    });
+    expect(answer.stopReason).toBe('end_turn');
+    const sent = JSON.stringify(llm.requests.at(-1)!.body.messages!.at(-1));
+    expect(sent).toContain('What are these?');
+    expect(sent).toContain(`data:image/png;base64,${PIXEL}`);
+    expect(sent).toContain('export const a = 1;');
   });
 
   it('a tool turn: the edit is a tool call of kind edit with its diff, and its result completes it', { timeout: 60_000 }, async () => {
