@@ -3,6 +3,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { startServer, tempDir, TEST_KEY, type TestServer } from '../support/agentd.js';
+import { okJson } from '../support/json-api.js';
 import { AcpEditor, agentText, expectGolden, normalise, updates, type TranscriptEntry } from './acp-editor.js';
 
 /**
@@ -44,9 +45,8 @@ function project(name: string): string {
   return dir;
 }
 
-async function conversation(id: string): Promise<any> {
-  const response = await fetch(`${server.url}/conversations/${id}`, { headers: server.auth });
-  return response.json();
+function conversation(id: string): Promise<any> {
+  return okJson(server, 'GET', `/conversations/${id}`);
 }
 
 const USAGE = { prompt_tokens: 200, completion_tokens: 40 };
