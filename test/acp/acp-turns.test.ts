@@ -43,7 +43,9 @@ const PIXEL = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwH
 describe('agentd acp with an embedded server', () => {
   it('answers initialize with its capabilities, and a text turn streams the answer and ends with end_turn', { timeout: 60_000 }, async () => {
     const cwd = project('text');
-    editor = new AcpEditor({ env, cwd });
+    // --data-dir names the embedded server's data dir (the other tests use AGENTD_DATA_DIR).
+    const { AGENTD_DATA_DIR: dataDir, ...withoutDataDir } = env;
+    editor = new AcpEditor({ env: withoutDataDir, cwd, args: ['--data-dir', dataDir!] });
     const init = await editor.initialize();
     expect(init.agentCapabilities).toMatchObject({ loadSession: true, promptCapabilities: { image: true, embeddedContext: true }, mcpCapabilities: { http: true }, sessionCapabilities: { list: {}, resume: {} } });
     llm.setScript([{ text: 'Hello from agentd. The answer is 42.', usage: USAGE }]);
@@ -54,7 +56,7 @@ describe('agentd acp with an embedded server', () => {
     expect(llm.requests.at(-1)!.body.messages!.at(-1)).toMatchObject({ role: 'user', content: 'What is the answer?' });
     expectGolden('text-turn', normalise(editor.transcript, { [cwd]: '<workdir>' }));
     expect(editor.foreignStdoutLines()).toEqual([]);
-    expect(editor.stderr()).toContain('agentd acp: serving from the data dir');
+    expect(editor.stderr()).toContain(`agentd acp: serving from the data dir ${dataDir}`);
   });
 
   it('refuses a prompt it cannot pass on, with the reason', { timeout: 60_000 }, async () => {
