@@ -41,8 +41,8 @@ export class AcpSession {
   private prompt: OpenPrompt | null = null;
   /** The runs that ended before their prompt knew its run id (a fast run), by id. */
   private readonly ended = new Map<string, EventOf<'state_update'>>();
-  /** The user messages this bridge sent: the editor shows them already. */
-  private readonly ownMessages = new Set<number>();
+  /** User messages this bridge sent and has not seen on the stream yet: the editor shows them already. */
+  private ownPending = 0;
   private readonly asking = new Set<string>();
   private reconnected = false;
   private cursorWaiters: { seq: number; resolve: () => void }[] = [];
@@ -99,8 +99,9 @@ export class AcpSession {
   private async take(item: StreamItem): Promise<void> {
     if (item.cursor !== null && item.cursor <= this.cursor) return;
     const event = item.event as BridgeEvent;
-    const own = event.kind === 'message' && 'seq' in event && this.ownMessages.delete(event.seq);
-    if (!own) await this.send(event);
+    const own = event.kind === 'message' && event.source === 'user' && this.ownPending > 0;
+    if (own) this.ownPending -= 1;
+    else await this.send(event);
     if (item.cursor !== null) {
       this.cursor = item.cursor;
       this.cursorWaiters = this.cursorWaiters.filter((waiter) => (waiter.seq <= this.cursor ? (waiter.resolve(), false) : true));
@@ -122,8 +123,12 @@ export class AcpSession {
     });
     const prompt = this.prompt!;
     try {
-      const accepted = await this.deps.client.messages.send(this.id, { content });
-      this.ownMessages.add(accepted.event.seq);
+      // Counted before it is sent: its event may come on the stream before the answer does.
+      this.ownPending += 1;
+      const accepted = await this.deps.client.messages.send(this.id, { content }).catch((error: unknown) => {
+        this.ownPending -= 1;
+        throw error;
+      });
       if (!accepted.run_id) prompt.resolve('end_turn');
       else this.track(accepted.run_id);
       return await done;
