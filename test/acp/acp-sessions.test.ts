@@ -207,4 +207,19 @@ describe('agentd acp against a running server', () => {
     expect(updates(other.transcript).filter((update) => update.sessionUpdate === 'user_message_chunk')).toEqual([]);
     await expect(other.agent.request('session/load', { sessionId: '00000000-0000-4000-8000-000000000000', cwd, mcpServers: [] })).rejects.toThrow();
   });
+
+  it('a run that reaches max_iterations_per_run answers max_turn_requests', { timeout: 60_000 }, async () => {
+    const cwd = project('limit');
+    const editor = editorFor(cwd);
+    await editor.initialize();
+    const session = await editor.newSession(cwd);
+    await editor.call('session/set_mode', { sessionId: session.sessionId, modeId: 'bypass' });
+    await okJson(server, 'PUT', `/conversations/${session.sessionId}/config`, { max_iterations_per_run: 1 });
+    llm.setScript([
+      { toolCalls: [{ id: 'call_one', name: 'bash', arguments: { command: 'echo one' } }], usage: USAGE },
+      { toolCalls: [{ id: 'call_two', name: 'bash', arguments: { command: 'echo two' } }], usage: USAGE },
+    ]);
+    const answer = await editor.call('session/prompt', { sessionId: session.sessionId, prompt: [{ type: 'text', text: 'Keep going' }] });
+    expect(answer.stopReason).toBe('max_turn_requests');
+  });
 });
