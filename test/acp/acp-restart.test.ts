@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freePort, tempDir, TEST_KEY } from '../support/agentd.js';
+import { waitForProcess } from '../support/processes.js';
 import { restartableServer, RESTART_TEST_TIMEOUT } from '../support/restartable-server.js';
 import { AcpEditor, expectGolden, normalise, updates, type TranscriptEntry } from './acp-editor.js';
 
@@ -26,7 +27,7 @@ describe('agentd acp when the server is killed mid-turn', () => {
     const cwd = path.join(base, 'project');
     fs.mkdirSync(cwd);
     const llm = await servers.fakeLlm([
-      { text: 'Starting the long job.', toolCalls: [{ id: 'call_long', name: 'bash', arguments: { command: 'sleep 60' } }], usage: USAGE },
+      { text: 'Starting the long job.', toolCalls: [{ id: 'call_long', name: 'bash', arguments: { command: 'sleep 61.3' } }], usage: USAGE },
       { text: 'Recovered after the restart.', usage: USAGE },
     ]);
     // The same port after the restart: the bridge knows the server by its address.
@@ -41,6 +42,7 @@ describe('agentd acp when the server is killed mid-turn', () => {
 
     const prompt = editor.call('session/prompt', { sessionId: session.sessionId, prompt: [{ type: 'text', text: 'Run the long job' }] });
     await editor.until((entry) => 'update' in entry && entry.update.sessionUpdate === 'tool_call');
+    await waitForProcess('sleep 61.3');
     await servers.restart();
     expect((await prompt).stopReason).toBe('end_turn');
     expect(editor.stderr()).toContain('continuing it');

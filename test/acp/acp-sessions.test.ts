@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { startServer, tempDir, TEST_KEY, type TestServer } from '../support/agentd.js';
 import { okJson } from '../support/json-api.js';
+import { waitForProcess } from '../support/processes.js';
 import { AcpEditor, agentText, expectGolden, normalise, updates, type TranscriptEntry } from './acp-editor.js';
 
 /**
@@ -83,9 +84,11 @@ describe('agentd acp against a running server', () => {
     await editor.initialize();
     const session = await editor.newSession(cwd);
     await editor.call('session/set_mode', { sessionId: session.sessionId, modeId: 'bypass' });
-    llm.setScript([{ toolCalls: [{ id: 'call_sleep', name: 'bash', arguments: { command: 'sleep 30' } }], usage: USAGE }]);
+    llm.setScript([{ toolCalls: [{ id: 'call_sleep', name: 'bash', arguments: { command: 'sleep 31.7' } }], usage: USAGE }]);
     const prompt = editor.call('session/prompt', { sessionId: session.sessionId, prompt: [{ type: 'text', text: 'Wait a long time' }] });
     await editor.until(isUpdate('tool_call'));
+    // Cancelled while the command runs (the call is announced before it starts).
+    await waitForProcess('sleep 31.7');
     await editor.agent.notify('session/cancel', { sessionId: session.sessionId });
     expect((await prompt).stopReason).toBe('cancelled');
     expect((await conversation(session.sessionId)).status).toBe('paused');
