@@ -67,6 +67,17 @@ export async function runClientCommand(argv: readonly string[]): Promise<number>
     .option('--after <seq>', 'only events after this seq', positiveInt)
     .option('--json', 'one JSON line per event')
     .action(async (id: string, flags) => void (code = await eventsCommand(id, flags)));
+  program
+    .command('acp')
+    .description('an Agent Client Protocol agent on stdio, for editors (Zed, JetBrains, Neovim, Emacs)')
+    .option('--url <url>', 'the agentd server (AGENTD_URL); default: one embedded in this process')
+    .option('--key-env <name>', 'the environment variable holding its API key (default AGENTD_KEY)')
+    .option('--data-dir <dir>', "the embedded server's data dir (when no --url)")
+    .addHelpText('after', '\nstdout carries the protocol alone; logs go to stderr. Register it in an editor as the command `agentd acp` (docs/editors.md).')
+    .action(async (flags) => {
+      const { acpCommand } = await import('./acp/acp-command.js');
+      code = await acpCommand(flags);
+    });
   await program.parseAsync([...argv], { from: 'user' });
   return code;
 }
