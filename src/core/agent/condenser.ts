@@ -133,7 +133,9 @@ function tokensOfHistory(history: ConversationHistory, trigger: CondenseTrigger)
 
 function summaryRequest(forgotten: readonly HistoryEntry[], options: { instructions: string | undefined; maxInputChars: number }): LlmMessage[] {
   const { instructions } = options;
-  const limit = Math.max(MIN_MESSAGE_CHARS, Math.min(MAX_MESSAGE_CHARS, Math.floor(options.maxInputChars / Math.max(forgotten.length, 1))));
+  // A smaller input (the request was too long) cuts each message shorter too.
+  const perMessage = Math.floor((MAX_MESSAGE_CHARS * options.maxInputChars) / MAX_INPUT_CHARS);
+  const limit = Math.max(MIN_MESSAGE_CHARS, Math.min(perMessage, Math.floor(options.maxInputChars / Math.max(forgotten.length, 1))));
   const toolNames = new Map<string, string>();
   const parts: string[] = [];
   for (const { message, seq } of forgotten) {
