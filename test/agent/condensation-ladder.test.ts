@@ -3,16 +3,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { FakeTurn } from '../fake-llm/fake-llm-server.js';
+import type { FakeStaticTurn, FakeTurn } from '../fake-llm/fake-llm-server.js';
 import { startAgentHarness, type AgentHarness } from '../support/agent-harness.js';
 
 let harness: AgentHarness;
 afterEach(async () => harness?.close());
 
 const bash = (command: string): FakeTurn => ({ toolCalls: [{ name: 'bash', arguments: { command } }] });
-const tooLong: FakeTurn = { status: 400, body: { error: { message: "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", type: 'invalid_request_error', code: 'context_length_exceeded' } } };
-const agentRequests = () => harness.llm.requests.filter((request) => !harness.llm.summaryRequests.includes(request) && request.status !== 400);
-const toolContents = (messages: any[]) => messages.filter((message) => message.role === 'tool').map((message) => String(message.content));
+const tooLong: FakeStaticTurn = { status: 400, body: { error: { message: "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", type: 'invalid_request_error', code: 'context_length_exceeded' } } };
+const toolContents = (messages: any[] | undefined = []) => messages.filter((message) => message.role === 'tool').map((message) => String(message.content));
 
 describe('the overflow ladder', () => {
   it('clears old tool outputs to a pointer to their saved copy first, then summarises', async () => {
@@ -51,7 +50,7 @@ describe('the overflow ladder', () => {
 
   it('a summary request that is itself too long is made again with less of the history', async () => {
     let summaries = 0;
-    const summarizer = (): FakeTurn => (++summaries === 1 ? tooLong : { text: 'SHORTER SUMMARY' });
+    const summarizer = (): FakeStaticTurn => (++summaries === 1 ? tooLong : { text: 'SHORTER SUMMARY' });
     // The first output is cleared; the second is summarised, cut shorter the second time.
     harness = await startAgentHarness([bash('seq 1 3000; echo first'), bash('seq 1 3000; echo second'), bash('seq 1 3000; echo third'), tooLong, tooLong, { text: 'fits now' }], { fake: { summarizer } });
     const id = await harness.createConversation({ condenser: { keep_last: 2 }, initial_message: 'go' });

@@ -85,7 +85,8 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
   let lastText: string | null = null;
   const append = async (event: NewEvent) => {
     const stored = await host.append({ ...event, ...tags });
-    if (stored.kind === 'message' && stored.source === 'agent') lastText = stored.content;
+    // Its task arrives as a message from the agent too, with role user: only its own replies count.
+    if (stored.kind === 'message' && stored.source === 'agent' && stored.role === 'assistant') lastText = stored.content;
     return stored;
   };
   const childRun: Run = { ...host.run, iterations: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0 } };
