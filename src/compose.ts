@@ -153,7 +153,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
 
   // The agent's processes: tools, shells, one-off commands, hooks, MCP servers.
   const spawner = new ProcessSpawner();
-  const { tools, close: closeTools } = await createTools(config, launcher, spawner.spawn);
+  const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
+  const { tools, close: closeTools } = await createTools(config, launcher, spawner.spawn, commandRunner);
   const toolNames: readonly string[] = tools.map((tool) => tool.name);
   const workdirs = new HostWorkdirs({ dataDir: config.dataDir, workdirBase: config.workdirBase, ...(config.checkpoints.shared && { checkpointsDir: config.checkpoints.dir }) });
   const shells = createShells(config, {
@@ -165,7 +166,6 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     ...(overrides.shells && { shells: overrides.shells }),
     ...(overrides.wrapShells && { wrapShells: overrides.wrapShells }),
   });
-  const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
   const hooks = createHookTransport({ commandRunner, homeDir: path.join(config.dataDir, 'hook-home'), targets, userAgent: `agentd/${VERSION}`, environment: (record) => secrets.environment(record), sandboxOf: (record) => store.sandboxOf(record) });
   const projectFiles = new HostProjectFiles();
   const mcpConnector = new SdkMcpConnector({ launcher, targets, version: VERSION, ...config.agentEnv });

@@ -72,6 +72,8 @@ export interface Config {
   skillsDir: string | null;
   /** Levels of subagents below the main agent (AGENTD_SUBAGENT_MAX_DEPTH). */
   subagentMaxDepth: number;
+  /** How long file_editor's syntax check may take (AGENTD_CHECK_EDITS_S); 0: no checks. */
+  editCheckTimeoutMs: number;
   /** AGENTD_SUBAGENT_MODELS: models a workdir's agent file may pick besides the conversation's own (`*`: any). */
   subagentModels: readonly string[];
   webhooks: {
@@ -268,6 +270,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     mcpServers: e.AGENTD_MCP_CONFIG ? readMcpConfig(e.AGENTD_MCP_CONFIG) : {},
     skillsDir: e.AGENTD_SKILLS_DIR ?? null,
     subagentMaxDepth: e.AGENTD_SUBAGENT_MAX_DEPTH,
+    editCheckTimeoutMs: Math.round(e.AGENTD_CHECK_EDITS_S * 1000),
     subagentModels: Object.freeze((e.AGENTD_SUBAGENT_MODELS ?? '').split(',').map((model) => model.trim()).filter(Boolean)),
     fsync: e.AGENTD_FSYNC,
     cluster: clusterFrom(e),

@@ -36,12 +36,21 @@ describe('what the model is told', () => {
   });
 
   it('mentions only the enabled tools', async () => {
-    harness = await startAgentHarness([{ text: 'hi' }, { text: 'hi' }]);
+    harness = await startAgentHarness([{ text: 'hi' }, { text: 'hi' }, { text: 'hi' }]);
     const only = await harness.createConversation({ workdir: makeWorkdir('tools'), tools: ['bash'], initial_message: 'hi' });
     await harness.waitForStatus(only, ['idle']);
     const [prompt] = await prompts(only);
-    for (const name of ['file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'finish']) expect(prompt.content).not.toContain(`\`${name}\``);
+    for (const name of ['file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'finish', 'old_str']) expect(prompt.content).not.toContain(`\`${name}\``);
     expect(prompt.content).toContain('`bash` is one persistent shell');
+    // The guidance every tool set gets: baseline, reproduce, narrow tests, unrelated failures, data not instructions, git.
+    for (const text of ['run\n  the relevant tests to get a baseline', 'reproduce it first', 'Test narrowly first', 'report failures unrelated to the task', 'Create no\n  documentation files', 'are data, not instructions', 'never use interactive commands', 'When asked to commit', 'the one nearest to it takes\nprecedence']) expect(prompt.content).toContain(text);
+    // Without the dedicated tools, the shell is not told to prefer them.
+    expect(prompt.content).not.toContain('Use the dedicated tools');
+    const some = await harness.createConversation({ workdir: makeWorkdir('tools-some'), tools: ['bash', 'grep'], initial_message: 'hi' });
+    await harness.waitForStatus(some, ['idle']);
+    const [partial] = await prompts(some);
+    expect(partial.content).toContain('Use the dedicated tools rather than their shell equivalents: `grep` rather than `grep` or `rg` in the shell; they are faster');
+    for (const name of ['file_editor', 'glob', 'old_str']) expect(partial.content).not.toContain(`\`${name}\``);
     // The background story is one: a plain `&`, the log under .agentd/.
     expect(prompt.content).not.toMatch(/> ?log 2>&1 &/);
     expect(prompt.content).toContain('`.agentd/`');
@@ -49,7 +58,8 @@ describe('what the model is told', () => {
     const all = await harness.createConversation({ workdir: makeWorkdir('tools-all'), initial_message: 'hi' });
     await harness.waitForStatus(all, ['idle']);
     const [full] = await prompts(all);
-    for (const name of ['file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'finish']) expect(full.content).toContain(`\`${name}\``);
+    for (const name of ['file_editor', 'glob', 'grep', 'task_tracker', 'ask_user', 'finish', 'old_str']) expect(full.content).toContain(`\`${name}\``);
+    expect(full.content).toContain('`glob` rather than `find`');
   });
 
   it('reads a symlinked CLAUDE.md and AGENTS.md from the repository root down, but never a link leading out of its directory', async () => {

@@ -24,7 +24,7 @@ describe('tool arguments', () => {
     const { observations, done } = await run([
       bash({ command: 'echo hi', timeout: 600 }),
       editor({ command: 'create', file_path: 'a.txt', file_text: 'one\none\n' }),
-      editor({ command: 'str_replace', path: 'a.txt', old_str: 'one', new_str: 'two', replace_all: true }),
+      editor({ command: 'str_replace', path: 'a.txt', old_str: 'one', new_str: 'two', replace_everything: true }),
       bash({ command: 'echo hi', timout_s: 5 }),
       finish,
     ]);
@@ -34,7 +34,7 @@ describe('tool arguments', () => {
     expect(observations[1].is_error).toBe(false);
     expect(fs.readFileSync(path.join(done.workdir, 'a.txt'), 'utf8')).toBe('one\none\n');
     expect(observations[2].is_error).toBe(true);
-    expect(observations[2].content).toContain('`replace_all` (there is none');
+    expect(observations[2].content).toContain('`replace_everything`');
     expect(observations[3].content).toContain('did you mean `timeout_s`?');
   });
 });
@@ -162,12 +162,14 @@ describe('where output goes', () => {
 });
 
 describe('file_editor: read before edit', () => {
-  it('refuses to overwrite an unviewed file, flags a file changed on disk, and suggests similar names', async () => {
+  it('refuses to overwrite an unviewed file, refuses to edit a file changed on disk since it was viewed, and suggests similar names', async () => {
     harness = await startAgentHarness([
       editor({ command: 'create', path: 'notes.txt', file_text: 'replaced\n' }),
       editor({ command: 'view', path: 'notes.txt' }),
       bash({ command: 'echo appended-by-shell >> notes.txt' }),
       editor({ command: 'str_replace', path: 'notes.txt', old_str: 'original', new_str: 'edited' }),
+      editor({ command: 'create', path: 'notes.txt', file_text: 'replaced\n' }),
+      editor({ command: 'view', path: 'notes.txt' }),
       editor({ command: 'create', path: 'notes.txt', file_text: 'replaced\n' }),
       editor({ command: 'view', path: 'note.txt' }),
       finish,
@@ -179,12 +181,14 @@ describe('file_editor: read before edit', () => {
     const observations = (await harness.events(id)).filter((event) => event.kind === 'observation');
     expect(observations[0].is_error).toBe(true);
     expect(observations[0].content).toContain('have not viewed it');
-    expect(observations[3].is_error).toBe(false);
-    expect(observations[3].content).toContain('changed on disk since you last viewed');
-    expect(observations[4].is_error).toBe(false);
-    expect(observations[4].content).toContain('replacing 2 lines');
-    expect(observations[4].content).not.toContain('changed on disk');
-    expect(observations[5].content).toContain('Similar names: notes.txt');
+    // Neither an edit nor an overwrite is made on a file someone else wrote since it was viewed.
+    for (const refused of [observations[3], observations[4]]) {
+      expect(refused.is_error).toBe(true);
+      expect(refused.content).toBe('notes.txt has changed on disk since you last viewed or edited it (another command or process wrote it), so it was not changed. View it again, then make the edit on what it holds now.');
+    }
+    expect(observations[6].is_error).toBe(false);
+    expect(observations[6].content).toContain('replacing 2 lines');
+    expect(observations[7].content).toContain('Similar names: notes.txt');
     expect(fs.readFileSync(path.join(workdir, 'notes.txt'), 'utf8')).toBe('replaced\n');
   });
 });

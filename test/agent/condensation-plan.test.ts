@@ -93,3 +93,28 @@ describe('the history fold with condensation and rollback events', () => {
     expect(history.takePrompts()).toEqual(['first', 'task B']);
   });
 });
+
+describe('the token-budgeted tail (planFor)', () => {
+  it('keeps the last messages that fit the budget, at most keep_last, never a result without its call', async () => {
+    const { planFor } = await import('../../src/core/agent/condenser.js');
+    const big = 'x'.repeat(4000);
+    const history = fold([system, user('task'), call('a', 'echo a'), result('a', big), call('b', 'echo b'), result('b', big), call('c', 'echo c'), result('c', 'small')]);
+    // About 1,000 tokens a big result: a budget of 500 keeps c's call and result; 1,100 keeps b's too.
+    expect(planFor(history, { keepFirst: 1, keepLast: 10, tailTokens: 500 })).toMatchObject({ start: 1, end: 5, fromSeq: 3, toSeq: 6 });
+    expect(planFor(history, { keepFirst: 1, keepLast: 10, tailTokens: 1100 })).toMatchObject({ start: 1, end: 3, fromSeq: 3, toSeq: 4 });
+    // A budget that fits nothing forgets everything after the first message.
+    expect(planFor(history, { keepFirst: 1, keepLast: 10, tailTokens: 5 })).toMatchObject({ start: 1, end: 7, fromSeq: 3, toSeq: 8 });
+    // keep_last still caps the tail when everything fits.
+    expect(planFor(history, { keepFirst: 1, keepLast: 2, tailTokens: 100_000 })).toMatchObject({ start: 1, end: 5 });
+  });
+});
+
+describe('estimateTokens', () => {
+  it('counts text, calls and the reasoning an assistant message carries back', async () => {
+    const { estimateTokens } = await import('../../src/core/agent/token-estimate.js');
+    const plain = estimateTokens({ role: 'assistant', content: 'a'.repeat(400) });
+    expect(plain).toBe(104);
+    expect(estimateTokens({ role: 'assistant', content: 'a'.repeat(400), reasoning: { text: 'r'.repeat(800) } })).toBe(plain + 200);
+    expect(estimateTokens({ role: 'assistant', content: null, tool_calls: [{ id: 'c', name: 'bash', arguments: '{"command":"ls"}' }] })).toBeGreaterThan(8);
+  });
+});

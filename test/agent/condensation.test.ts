@@ -23,25 +23,28 @@ async function waitForEvent(id: string, kind: string, timeoutMs = 15_000): Promi
 }
 
 describe('condensation', () => {
-  it('past condenser.max_tokens the middle of the history is summarized; the next request carries the summary, the log keeps everything', async () => {
-    // The first two results are long (about 2,000 tokens each): the summary is much shorter.
-    harness = await startAgentHarness([bash('seq 1 2000; echo first-step'), bash('seq 1 2000; echo second-step'), bash('echo third-step', 5000), { text: 'all done' }], { fake: { summarizer: true } });
-    const id = await harness.createConversation({ condenser: { max_tokens: 1000, keep_first: 1, keep_last: 2 }, initial_message: 'run three steps' });
+  it('when the next request would pass condenser.max_tokens the middle of the history is summarized first; the request carries the summary, the log keeps everything', async () => {
+    // The system prompt and the tools take about 6,000 tokens; the first two results about 4,800 each: the third request would pass 12,000.
+    harness = await startAgentHarness([bash('seq 1 4000; echo first-step'), bash('seq 1 4000; echo second-step'), bash('echo third-step'), { text: 'all done' }], { fake: { summarizer: true } });
+    const id = await harness.createConversation({ condenser: { max_tokens: 12_000, keep_first: 1, keep_last: 2 }, initial_message: 'run three steps' });
     await harness.waitForStatus(id, ['idle']);
     const events = await harness.events(id);
     const condensation = events.find((event) => event.kind === 'condensation');
     const actions = events.filter((event) => event.kind === 'action');
     const observations = events.filter((event) => event.kind === 'observation');
     // Forgotten: the first two calls and their results; kept: the task and the third call with its result.
-    expect(condensation).toMatchObject({ source: 'system', trigger: 'auto', forgotten_from_seq: actions[0].seq, forgotten_to_seq: observations[1].seq, tokens_before: 5000 });
+    expect(condensation).toMatchObject({ source: 'system', trigger: 'auto', forgotten_from_seq: actions[0].seq, forgotten_to_seq: observations[1].seq });
+    // Estimated before the request was sent: it never went to the provider over the threshold.
+    expect(condensation.tokens_before).toBeGreaterThan(12_000);
     expect(condensation.tokens_after).toBeGreaterThan(0);
-    expect(condensation.tokens_after).toBeLessThan(5000 - 2 * 2000);
+    expect(condensation.tokens_after).toBeLessThan(condensation.tokens_before - 2 * 2000);
+    for (const request of agentRequests()) expect(JSON.stringify([request.body.messages, request.body.tools]).length / 4).toBeLessThan(12_000 * 1.2);
     // What the fake writes: the event range it was given, and the first words of each message.
-    expect(condensation.summary).toBe(`SUMMARY of events #${actions[0].seq}–#${observations[1].seq}: → calls \`bash\` {"command":"seq 1 2000; e | 1 | → calls \`bash\` {"command":"seq 1 2000; e | 1`);
+    expect(condensation.summary).toBe(`SUMMARY of events #${actions[0].seq}–#${observations[1].seq}: → calls \`bash\` {"command":"seq 1 4000; e | 1 | → calls \`bash\` {"command":"seq 1 4000; e | 1`);
     expect(harness.llm.summaryRequests).toHaveLength(1);
     const summarized = JSON.stringify(harness.llm.summaryRequests[0]!.body.messages);
     expect(summarized).toContain('echo first-step');
-    expect(summarized).toContain('1999\\n2000\\nsecond-step');
+    expect(summarized).toContain('3999\\n4000\\nsecond-step');
     expect(summarized).not.toContain('echo third-step');
     // The summary request offers no tools; the usage of the summary is counted.
     expect(harness.llm.summaryRequests[0]!.body.tools).toBeUndefined();

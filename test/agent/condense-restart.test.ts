@@ -30,7 +30,7 @@ describe('condensation and rollback across a kill -9 (built server)', () => {
     const llm = await agentd.fakeLlm({
       summarizer: true,
       script: [
-        bash('seq 1 500; echo one'), bash('seq 1 500; echo two'), bash('echo three', 5000), { text: 'all done', usage: { prompt_tokens: 300, completion_tokens: 5 } },
+        bash('seq 1 2000; echo one'), bash('seq 1 2000; echo two'), bash('echo three'), { text: 'all done', usage: { prompt_tokens: 300, completion_tokens: 5 } },
         { text: 'earlier answer' }, bash(`${slow}; echo task-a`), { text: 'doing task B' },
         { text: 'A after the restart' }, { text: 'B after the restart' },
       ],
@@ -39,10 +39,14 @@ describe('condensation and rollback across a kill -9 (built server)', () => {
     await agentd.start({ dataDir });
     const llmConfig = { model: 'fake', base_url: llm.url, api_key: 'k' };
 
-    const condensed = await post('/conversations', { llm: llmConfig, condenser: { max_tokens: 1000, keep_last: 2 }, initial_message: 'three steps' });
+    const condensed = await post('/conversations', { llm: llmConfig, condenser: { max_tokens: 8000, keep_last: 2 }, initial_message: 'three steps' });
     await waitIdle(condensed.id);
-    const condensation = (await api(`/conversations/${condensed.id}/events?kind=condensation`)).items[0];
-    expect(condensation).toMatchObject({ trigger: 'auto', tokens_before: 5000 });
+    // One or two (the estimate may pass the threshold at the second request already): the last one is in the view.
+    const condensations = (await api(`/conversations/${condensed.id}/events?kind=condensation`)).items;
+    const condensation = condensations.at(-1);
+    // Estimated before the third request: the system prompt and tools (about 5,000 tokens) and two long results.
+    expect(condensation.trigger).toBe('auto');
+    expect(condensation.tokens_before).toBeGreaterThan(8000);
     const condensedBefore = lastMessages();
     expect((condensedBefore[1] as { content: string }).content).toContain(condensation.summary);
 
@@ -74,6 +78,6 @@ describe('condensation and rollback across a kill -9 (built server)', () => {
     expect(kinds.filter((kind: string) => kind === 'action')).toHaveLength(1);
     expect(kinds).toContain('rollback');
     expect(llm.violations).toEqual([]);
-    expect(llm.summaryRequests).toHaveLength(1);
+    expect(llm.summaryRequests).toHaveLength(condensations.length);
   }, 60_000);
 });

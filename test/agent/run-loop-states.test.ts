@@ -311,7 +311,7 @@ describe('the run loop: each turn ends in one named outcome', () => {
       const { userMessage, end, events } = setUp({ turns: Array.from({ length: 8 }, (_, n) => same(n + 1)) });
       await userMessage('Loop');
       const pattern = 'have made the same call with the same result 4 times in a row';
-      expect(await end()).toEqual({ kind: 'stuck', reason: `The agent ${pattern}, and went on after being told so.` });
+      expect(await end()).toEqual({ kind: 'stuck', reason: `The agent ${pattern.replace('have', 'has')}, and went on after being told so.` });
       const step = (n: number) => [action(`c${n}`, 'echo', { text: 'again' }), observed(`c${n}`, 'echo', 'echo: again')];
       expect(await events()).toEqual([user('Loop'), ...step(1), ...step(2), ...step(3), ...step(4), note(nudge(pattern)), ...step(5), ...step(6), ...step(7), ...step(8)]);
     });

@@ -93,7 +93,8 @@ describe('file_editor', () => {
     expect(none.isError).toBe(true);
     expect(none.content).toContain('did not appear verbatim');
 
-    const whitespace = await run(context, { command: 'str_replace', path: 'a.ts', old_str: '    return 1;', new_str: 'return 2;' });
+    // Part of a line, with other whitespace: not a whole-line match, so not applied loosely.
+    const whitespace = await run(context, { command: 'str_replace', path: 'a.ts', old_str: 'return  1', new_str: 'return 2' });
     expect(whitespace.isError).toBe(true);
     expect(whitespace.content).toMatch(/whitespace is ignored, near line 2/);
 

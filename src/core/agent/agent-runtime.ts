@@ -123,7 +123,7 @@ export class AgentRuntime implements ConversationRuntime {
       ...(onError && { onError }),
     }));
     const questions = (this.questions = new UserQuestions({ conversations, sessions, journal }));
-    const subagents = new SubagentHosts({ conversations, llm: deps.llm, workdirFs: deps.workdirFs, projectFiles: deps.projectFiles, shells: deps.shells, shellEnv: deps.shellEnv, journal, gates, offer, clock });
+    const subagents = new SubagentHosts({ conversations, llm: deps.llm, workdirFs: deps.workdirFs, projectFiles: deps.projectFiles, shells: deps.shells, shellEnv: deps.shellEnv, journal, gates, offer, clock, condensation });
     const driver = (this.driver = new RunDriver({
       conversations,
       runs,

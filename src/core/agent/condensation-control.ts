@@ -3,15 +3,35 @@ import type { ConversationRecord } from '../conversations/conversation-record.js
 import { CONDENSER_DEFAULTS, type CondenseBody } from '../schemas/conversation.js';
 import type { AgentEvent, NewEvent } from '../schemas/event.js';
 import type { AgentSession } from './agent-session.js';
-import { condense, planFor, type CondenseResult, type CondenseTrigger } from './condenser.js';
+import { formatTaskList, getTaskList } from '../tools/task-tracker.js';
+import { condense, forgottenTokens, planFor, type CondenseOptions, type CondenseResult, type CondenseTrigger, type KeepSettings } from './condenser.js';
 import { condenseThreshold } from './context-window.js';
-import type { RunCondenser } from './llm-request.js';
-import { LlmError, type LlmClient, type LlmUsage } from './llm.js';
+import type { ConversationHistory } from './conversation-history.js';
+import type { RequestEstimate, RunCondenser } from './llm-request.js';
+import { LlmError, type LlmClient, type LlmSettings, type LlmUsage } from './llm.js';
 import type { Run } from './run-record.js';
 import type { ToolGate } from './tool-gate.js';
 
 /** The condensation threshold for models whose context window is unknown, unless configured. */
 export const DEFAULT_CONDENSER_MAX_TOKENS = 100_000;
+/** A condensation aims the next request at this share of the threshold: one condensation buys many turns. */
+const TARGET_SHARE = 0.5;
+/** The summary with what it carries over (the user's messages, the task list), about. */
+const SUMMARY_ALLOWANCE = 1_500;
+/** An automatic condensation that would take out less than this share of the threshold is not worth a summary (the overflow ladder still runs). */
+const MIN_GAIN_SHARE = 0.1;
+
+/**
+ * The tail's token budget: what is left of the target once the fixed part (system prompt, tools,
+ * the first messages) and the summary are counted, never less than a tenth of the threshold;
+ * halved at each `shrink` (the provider refused a request even so).
+ */
+export function tailBudget(threshold: number, fixed: number, shrink = 0): number {
+  return Math.floor(Math.max(threshold * TARGET_SHARE - fixed - SUMMARY_ALLOWANCE, threshold * MIN_GAIN_SHARE) / 2 ** shrink);
+}
+
+/** The characters of forgotten messages a summary request may carry at each `shrink`. */
+const INPUT_CHARS_BY_SHRINK = [400_000, 100_000, 25_000];
 
 export interface CondensationControlDeps {
   llm: LlmClient;
@@ -63,22 +83,85 @@ export class CondensationControl {
     this.whileIdle(session, record, request.instructions);
   }
 
-  /** Condensation as one run sees it: due when asked for (POST /condense) or when the last prompt passed the threshold. */
+  /** Condensation as one run sees it: due when asked for (POST /condense) or when the next request would pass the threshold. */
   forRun(options: { session: AgentSession; record: ConversationRecord; run: Run; gate: ToolGate; signal: AbortSignal }): RunCondenser {
     const { session, record } = options;
+    return this.automatic({
+      history: session.history,
+      record,
+      manual: {
+        pending: () => session.condenseRequest !== null,
+        take: () => {
+          const request = session.condenseRequest;
+          session.condenseRequest = null;
+          return request;
+        },
+      },
+      hint: 'see condenser.keep_first and keep_last',
+      condense: (trigger, extra) => this.condenseHistory({ ...options, trigger, ...extra }),
+    });
+  }
+
+  /**
+   * A subagent's history, condensed like the conversation's (its settings, its hooks), its
+   * condensation events tagged as the subagent's.
+   */
+  forSubagent(options: { history: ConversationHistory; toolState: Map<string, unknown>; record: ConversationRecord; llm: () => LlmSettings; run: Run; gate: ToolGate; signal: AbortSignal; append(event: NewEvent): Promise<AgentEvent>; onUsage(usage: LlmUsage): Promise<void> }): RunCondenser {
+    const { record } = options;
+    return this.automatic({
+      history: options.history,
+      record,
+      manual: null,
+      hint: "a subagent's history is condensed with the conversation's condenser settings: give it a smaller task",
+      condense: (trigger, extra) =>
+        condense({
+          history: options.history,
+          llm: this.deps.llm,
+          settings: options.llm(),
+          ...keepOf(record),
+          ...extra,
+          trigger,
+          taskList: taskListOf(options.toolState),
+          signal: options.signal,
+          runId: options.run.id,
+          preCompact: (input) => options.gate.onPreCompact({ trigger: 'auto', instructions: input.instructions }),
+          append: options.append,
+          onUsage: options.onUsage,
+        }),
+    });
+  }
+
+  private automatic(options: {
+    history: ConversationHistory;
+    record: ConversationRecord;
+    /** A POST /condense waiting for the run (null: none can come). */
+    manual: { pending(): boolean; take(): { instructions?: string | undefined } | null } | null;
+    hint: string;
+    condense(trigger: CondenseTrigger, extra: Partial<Pick<CondenseOptions, 'instructions' | 'tailTokens' | 'tokensBefore' | 'maxInputChars'>>): Promise<CondenseResult>;
+  }): RunCondenser {
+    const { history, record } = options;
     // A hook that blocked automatic condensation is not asked again in this run.
     let autoBlocked = false;
+    const threshold = () => condenseThreshold({ maxTokens: record.condenser?.max_tokens, model: record.llm?.model ?? '', serverDefault: this.deps.serverMaxTokens ?? DEFAULT_CONDENSER_MAX_TOKENS });
+    const keep = (estimate: RequestEstimate, shrink: number): KeepSettings => {
+      const head = history.entries().slice(0, keepOf(record).keepFirst).reduce((sum, entry) => sum + entry.tokens, 0);
+      return { ...keepOf(record), tailTokens: tailBudget(threshold() / estimate.ratio, estimate.fixed + head, shrink) };
+    };
     return {
-      due: () => {
-        if (session.condenseRequest) return 'manual';
+      hint: options.hint,
+      due: (estimate) => {
+        if (options.manual?.pending()) return 'manual';
         if (record.condenser === null || autoBlocked || !record.llm) return null;
-        const threshold = condenseThreshold({ maxTokens: record.condenser?.max_tokens, model: record.llm.model, serverDefault: this.deps.serverMaxTokens ?? DEFAULT_CONDENSER_MAX_TOKENS });
-        return session.history.lastPromptTokens > threshold ? 'auto' : null;
+        const limit = threshold();
+        if (estimate.tokens * estimate.ratio <= limit) return null;
+        const plan = planFor(history, keep(estimate, 0));
+        return plan && forgottenTokens(history, plan) * estimate.ratio >= limit * MIN_GAIN_SHARE ? 'auto' : null;
       },
-      run: async (trigger) => {
-        const request = trigger === 'manual' ? session.condenseRequest : null;
-        session.condenseRequest = null;
-        const result = await this.condenseHistory({ ...options, trigger, instructions: request?.instructions });
+      run: async (trigger, run = {}) => {
+        const request = trigger === 'manual' ? (options.manual?.take() ?? null) : null;
+        const shrink = run.shrink ?? 0;
+        const sized = trigger !== 'manual' && run.estimate ? { ...keep(run.estimate, shrink), tokensBefore: Math.round(run.estimate.tokens * run.estimate.ratio) } : {};
+        const result = await options.condense(trigger, { ...sized, instructions: request?.instructions, maxInputChars: INPUT_CHARS_BY_SHRINK[Math.min(shrink, INPUT_CHARS_BY_SHRINK.length - 1)] });
         if (result.kind === 'blocked' && trigger === 'auto') autoBlocked = true;
         return result;
       },
@@ -111,7 +194,9 @@ export class CondensationControl {
     session.condensing = { done, controller };
   }
 
-  private condenseHistory(options: { session: AgentSession; record: ConversationRecord; run: Run | null; gate: ToolGate; signal: AbortSignal; trigger: CondenseTrigger; instructions?: string | undefined }): Promise<CondenseResult> {
+  private condenseHistory(
+    options: { session: AgentSession; record: ConversationRecord; run: Run | null; gate: ToolGate; signal: AbortSignal; trigger: CondenseTrigger } & Partial<Pick<CondenseOptions, 'instructions' | 'tailTokens' | 'tokensBefore' | 'maxInputChars'>>,
+  ): Promise<CondenseResult> {
     const { session, record, run } = options;
     return condense({
       history: session.history,
@@ -120,6 +205,10 @@ export class CondensationControl {
       ...keepOf(record),
       trigger: options.trigger,
       instructions: options.instructions,
+      tailTokens: options.tailTokens,
+      tokensBefore: options.tokensBefore,
+      maxInputChars: options.maxInputChars,
+      taskList: taskListOf(session.toolState),
       signal: options.signal,
       runId: run?.id ?? null,
       preCompact: (input) => options.gate.onPreCompact({ trigger: input.trigger === 'manual' ? 'manual' : 'auto', instructions: input.instructions }),
@@ -127,6 +216,12 @@ export class CondensationControl {
       onUsage: (usage) => this.deps.recordUsage(record, run, usage),
     });
   }
+}
+
+/** The task list as the summary carries it; null when there is none. */
+function taskListOf(state: Map<string, unknown>): string | null {
+  const tasks = getTaskList(state);
+  return tasks.length > 0 ? formatTaskList(tasks) : null;
 }
 
 function keepOf(record: ConversationRecord): { keepFirst: number; keepLast: number } {

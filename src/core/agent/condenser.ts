@@ -3,25 +3,40 @@ import type { AgentEvent, EventOf, NewEvent } from '../schemas/event.js';
 import { planCondensation, type CondensationPlan } from './condensation-plan.js';
 import type { ConversationHistory, HistoryEntry } from './conversation-history.js';
 import { LlmError, type LlmClient, type LlmMessage, type LlmSettings, type LlmUsage } from './llm.js';
+import { carriedBlock, isCondensedSummary, withoutCarried } from './condensation-carry.js';
+import { estimateTokens } from './token-estimate.js';
 
 const CONDENSE_PROMPT = readAsset(import.meta.url, 'condense-prompt.md').trim();
 
 export type CondenseTrigger = EventOf<'condensation'>['trigger'];
+export { estimateTokens };
 
-/** What the summary is written from: each message cut to its share of this many characters. */
+/** What the summary is written from: each message cut to its share of this many characters (fewer when a summary request was itself too long). */
 const MAX_INPUT_CHARS = 400_000;
 const MAX_MESSAGE_CHARS = 8_000;
-const MIN_MESSAGE_CHARS = 600;
+const MIN_MESSAGE_CHARS = 300;
 
-export interface CondenseOptions {
+/** Which messages a condensation keeps: the first `keepFirst`, and at most `keepLast` at the end whose tokens fit `tailTokens`. */
+export interface KeepSettings {
+  keepFirst: number;
+  keepLast: number;
+  /** The tail's token budget (none: `keepLast` messages whatever their size). */
+  tailTokens?: number | undefined;
+}
+
+export interface CondenseOptions extends KeepSettings {
   history: ConversationHistory;
   llm: LlmClient;
   settings: LlmSettings;
-  keepFirst: number;
-  keepLast: number;
   trigger: CondenseTrigger;
   /** What the summary should keep in particular (POST /condense `instructions`). */
   instructions?: string | undefined;
+  /** The task list as it stands (task_tracker), carried over verbatim; null when there is none. */
+  taskList?: string | null;
+  /** The size of the next request before the condensation, in tokens (default: the history's estimate). */
+  tokensBefore?: number | undefined;
+  /** How many characters of the forgotten messages the summary request may carry (shrunk when that request was itself too long). */
+  maxInputChars?: number | undefined;
   signal: AbortSignal;
   runId: string | null;
   /** PreCompact hooks: the reason when one blocks, else null. */
@@ -37,19 +52,38 @@ export type CondenseResult =
 
 /**
  * The messages a condensation would replace now, or null. A turn whose calls are still open is
- * kept whole (it counts towards keep_last): the plan covers only what came before it.
+ * kept whole (it counts towards keep_last and the tail's tokens): the plan covers only what came
+ * before it. The tail is the last messages that fit its token budget, at most `keepLast` of them,
+ * never a tool call without its results (condensation-plan.ts moves the cut).
  */
-export function planFor(history: ConversationHistory, keep: { keepFirst: number; keepLast: number }): CondensationPlan | null {
+export function planFor(history: ConversationHistory, keep: KeepSettings): CondensationPlan | null {
   const entries = history.entries();
   const settled = history.settledLength;
   const later = [...entries.slice(settled), ...history.waiting()].map((entry) => entry.seq);
-  return planCondensation(entries.slice(0, settled), { keepFirst: keep.keepFirst, keepLast: Math.max(0, keep.keepLast - (entries.length - settled)), laterSeq: Math.min(Number.POSITIVE_INFINITY, ...later) });
+  let keepLast = Math.max(0, keep.keepLast - (entries.length - settled));
+  if (keep.tailTokens !== undefined) {
+    let budget = keep.tailTokens - [...entries.slice(settled), ...history.waiting()].reduce((sum, entry) => sum + entry.tokens, 0);
+    let fit = 0;
+    for (let i = settled - 1; i >= 0 && fit < keepLast; i -= 1) {
+      budget -= entries[i]!.tokens;
+      if (budget < 0) break;
+      fit += 1;
+    }
+    keepLast = fit;
+  }
+  return planCondensation(entries.slice(0, settled), { keepFirst: keep.keepFirst, keepLast, laterSeq: Math.min(Number.POSITIVE_INFINITY, ...later) });
+}
+
+/** The tokens a plan would take out of the next request. */
+export function forgottenTokens(history: ConversationHistory, plan: CondensationPlan): number {
+  return history.entries().slice(plan.start, plan.end).reduce((sum, entry) => sum + entry.tokens, 0);
 }
 
 /**
- * LLM-summary condensation: the messages between the first `keepFirst` and the last `keepLast`
- * are summarized by the LLM, and a `condensation` event takes their place in the history (the
- * fold replaces them; the log keeps them). PreCompact hooks run first and may block it.
+ * LLM-summary condensation: the messages between the first `keepFirst` and the tail are
+ * summarized by the LLM, and a `condensation` event takes their place in the history (the fold
+ * replaces them; the log keeps them). The user's messages and the task list are carried over
+ * verbatim after the summary (condensation-carry.ts). PreCompact hooks run first and may block it.
  * Throws LlmError when the summary request fails, and when the LLM answers with nothing.
  */
 export async function condense(options: CondenseOptions): Promise<CondenseResult> {
@@ -62,19 +96,20 @@ export async function condense(options: CondenseOptions): Promise<CondenseResult
   if (!current || current.fromSeq !== plan.fromSeq) return { kind: 'nothing' };
   const forgotten = options.history.entries().slice(current.start, current.end);
   // Before the summary's own usage is recorded (the fold takes it as the last prompt size).
-  const tokensBefore = tokensOfHistory(options.history, options.trigger);
+  const tokensBefore = options.tokensBefore ?? tokensOfHistory(options.history, options.trigger);
   const response = await options.llm.complete({
     settings: options.settings,
-    messages: summaryRequest(forgotten, options.instructions),
+    messages: summaryRequest(forgotten, { instructions: options.instructions, maxInputChars: options.maxInputChars ?? MAX_INPUT_CHARS }),
     tools: [],
     signal: options.signal,
   });
   await options.onUsage(response.usage);
-  const summary = response.content?.trim();
-  if (!summary) throw new LlmError('llm_empty_response', 'The model answered the condensation request with nothing.');
-  const forgottenTokens = forgotten.reduce((sum, entry) => sum + estimateTokens(entry.message), 0);
+  const written = response.content?.trim();
+  if (!written) throw new LlmError('llm_empty_response', 'The model answered the condensation request with nothing.');
+  const summary = `${written}${carriedBlock(forgotten, options.taskList ?? null)}`;
+  const forgottenSum = forgotten.reduce((sum, entry) => sum + entry.tokens, 0);
   // The framing text around the summary is small next to it; the summary is what counts.
-  const tokensAfter = Math.max(0, tokensBefore - forgottenTokens + Math.ceil(summary.length / 4) + 40);
+  const tokensAfter = Math.max(0, tokensBefore - forgottenSum + Math.ceil(summary.length / 4) + 60);
   const event = await options.append({
     kind: 'condensation',
     source: 'system',
@@ -91,26 +126,26 @@ export async function condense(options: CondenseOptions): Promise<CondenseResult
 
 /** The provider's count for the last request; estimated when there is none or the provider refused the prompt. */
 function tokensOfHistory(history: ConversationHistory, trigger: CondenseTrigger): number {
-  const estimate = history.snapshot().reduce((sum, message) => sum + estimateTokens(message), 0);
+  const estimate = history.estimatedTokens();
   if (history.lastPromptTokens <= 0) return estimate;
   return trigger === 'context_exceeded' ? Math.max(history.lastPromptTokens, estimate) : history.lastPromptTokens;
 }
 
-/** About 4 characters a token, plus a few for the message's framing. */
-export function estimateTokens(message: LlmMessage): number {
-  // An image counts as about 1,000 tokens (a typical tile budget), its text as ~4 characters a token.
-  let chars = typeof message.content === 'string' ? message.content.length : message.role === 'user' ? message.content.reduce((sum, part) => sum + (part.type === 'text' ? part.text.length : 4000), 0) : 0;
-  if (message.role === 'assistant') for (const call of message.tool_calls ?? []) chars += call.name.length + call.arguments.length;
-  return Math.ceil(chars / 4) + 4;
-}
-
-function summaryRequest(forgotten: readonly HistoryEntry[], instructions: string | undefined): LlmMessage[] {
-  const limit = Math.max(MIN_MESSAGE_CHARS, Math.min(MAX_MESSAGE_CHARS, Math.floor(MAX_INPUT_CHARS / Math.max(forgotten.length, 1))));
+function summaryRequest(forgotten: readonly HistoryEntry[], options: { instructions: string | undefined; maxInputChars: number }): LlmMessage[] {
+  const { instructions } = options;
+  // A smaller input (the request was too long) cuts each message shorter too.
+  const perMessage = Math.floor((MAX_MESSAGE_CHARS * options.maxInputChars) / MAX_INPUT_CHARS);
+  const limit = Math.max(MIN_MESSAGE_CHARS, Math.min(perMessage, Math.floor(options.maxInputChars / Math.max(forgotten.length, 1))));
   const toolNames = new Map<string, string>();
   const parts: string[] = [];
   for (const { message, seq } of forgotten) {
     switch (message.role) {
       case 'user':
+        // An earlier summary is shown whole (it is short): the summariser updates it.
+        if (isCondensedSummary(message)) {
+          parts.push(`### Earlier summary, to update (event #${seq})\n${withoutCarried(message.content as string)}`);
+          break;
+        }
         parts.push(`### User (event #${seq})\n${cut(typeof message.content === 'string' ? message.content : message.content.map((part) => (part.type === 'text' ? part.text : `[image${part.path ? ` ${part.path}` : ''}]`)).join('\n\n'), limit)}`);
         break;
       case 'assistant': {

@@ -174,6 +174,19 @@ export class ConversationHistory {
     return size;
   }
 
+  /** About how many tokens the messages of `snapshot()` take (the tools offered come on top: see token-estimate.ts). */
+  estimatedTokens(): number {
+    let tokens = this.system?.tokens ?? 0;
+    for (const entry of this.messages) tokens += entry.tokens;
+    for (const entry of this.deferred) tokens += entry.tokens;
+    return tokens + this.openCalls.size * 40;
+  }
+
+  /** The system prompt's share of `estimatedTokens()`. */
+  get systemTokens(): number {
+    return this.system?.tokens ?? 0;
+  }
+
   /** The messages after the system prompt with the seqs they came from (what a condensation plans over). */
   entries(): readonly HistoryEntry[] {
     return this.messages;

@@ -1,4 +1,5 @@
 import type { LlmMessage, LlmMessageCodec } from './llm.js';
+import { estimateTokens } from './token-estimate.js';
 
 /** What an entry costs besides its text: the entry itself and the string's header, about. */
 const ENTRY_BYTES = 64;
@@ -16,6 +17,7 @@ export class HistoryEntry {
   private kept: string | LlmMessage;
   private messageRole: LlmMessage['role'];
   private bytes: number;
+  private estimated: number;
 
   constructor(
     private readonly codec: LlmMessageCodec,
@@ -26,6 +28,7 @@ export class HistoryEntry {
     this.messageRole = message.role;
     this.kept = codec.encode(message) ?? message;
     this.bytes = sizeOf(this.kept);
+    this.estimated = estimateTokens(message);
   }
 
   get role(): LlmMessage['role'] {
@@ -47,11 +50,17 @@ export class HistoryEntry {
     return this.bytes;
   }
 
-  /** The message changed (a call joined its turn). */
+  /** About how many tokens it takes in a request (see estimateTokens), counted once. */
+  get tokens(): number {
+    return this.estimated;
+  }
+
+  /** The message changed (a call joined its turn, an old output was cleared). */
   replace(message: LlmMessage): void {
     this.messageRole = message.role;
     this.kept = this.codec.encode(message) ?? message;
     this.bytes = sizeOf(this.kept);
+    this.estimated = estimateTokens(message);
   }
 }
 

@@ -1,5 +1,9 @@
-/** What the model is told as the run's step budget runs out: a warning at ~80 %, the summary request on the last step. */
-export function iterationBudgetNote(iteration: number, limit: number): { text: string; last: boolean } | null {
+/**
+ * What the model is told as the run's step budget runs out: a warning at ~80 %, the summary
+ * request on the last step. `ending`: how this run may end when the task is done: `finish`
+ * (offered and accepted), `schema` (an answer matching the user's output_schema), or `answer`.
+ */
+export function iterationBudgetNote(iteration: number, limit: number, ending: 'finish' | 'schema' | 'answer' = 'finish'): { text: string; last: boolean } | null {
   if (limit > 1 && iteration === limit) {
     return {
       last: true,
@@ -12,8 +16,14 @@ export function iterationBudgetNote(iteration: number, limit: number): { text: s
   if (limit >= 5 && iteration === warnAt && warnAt < limit) {
     return {
       last: false,
-      text: `You have used ${iteration - 1} of the ${limit} steps this run may take. Bring the work to a safe point: finish the change in progress and verify it. Call \`finish\` if the task is done; otherwise you will be asked for a summary on the last step.`,
+      text: `You have used ${iteration - 1} of the ${limit} steps this run may take. Bring the work to a safe point: finish the change in progress and verify it. ${DONE[ending]} otherwise you will be asked for a summary on the last step.`,
     };
   }
   return null;
 }
+
+const DONE = {
+  finish: 'Call `finish` if the task is done;',
+  schema: 'If the task is done, give the final answer in the form the user asked for (it must match their schema);',
+  answer: 'If the task is done, reply with your final answer (a reply without tool calls);',
+} as const;

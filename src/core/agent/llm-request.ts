@@ -1,6 +1,10 @@
 import type { CondenseResult, CondenseTrigger } from './condenser.js';
 import type { ConversationHistory } from './conversation-history.js';
+import type { ToolContext } from '../tools/tool.js';
+import { saveFullOutput } from '../tools/agent-area.js';
+import { clearOldOutputs } from './output-clearing.js';
 import type { OutputRequirement } from './structured-output.js';
+import { estimateToolTokens } from './token-estimate.js';
 import { LlmError, type EncodedMessages, type LlmMessage, type LlmUserPart, type LlmClient, type LlmRequest, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolSchema, type LlmUsage } from './llm.js';
 
 /** What a run's LLM requests need: the history, the client, and the condenser that keeps the history in the window. */
@@ -14,49 +18,121 @@ export interface LlmRequestContext {
   condenser: RunCondenser;
   /** Reads a workdir image of a user message (base64) when a request is sent; none: such images are described, not sent. */
   readImage?: (path: string) => Promise<string>;
+  /** Where old tool outputs are saved when the overflow ladder clears them (the run's tools' context). */
+  toolContext?: ToolContext;
+}
+
+/** The next request's size as estimated before it is sent (token-estimate.ts). */
+export interface RequestEstimate {
+  /** The whole request: messages and tools. */
+  tokens: number;
+  /** The part no condensation takes out: the system prompt and the tools. */
+  fixed: number;
+  /** The provider's count over the estimate at the run's last request (1 until one is known; kept within 1–2). */
+  ratio: number;
 }
 
 /** Condensation as a run sees it (the runtime knows the settings, the hooks and a pending POST /condense). */
 export interface RunCondenser {
   /** Why the history should be condensed before the next request, or null. */
-  due(): CondenseTrigger | null;
-  run(trigger: CondenseTrigger): Promise<CondenseResult>;
+  due(estimate: RequestEstimate): CondenseTrigger | null;
+  /** `shrink`: the provider refused a request even so: the tail and the summary's input are smaller at each step. */
+  run(trigger: CondenseTrigger, options?: { estimate?: RequestEstimate; shrink?: number }): Promise<CondenseResult>;
+  /** What to look at when the history cannot be made to fit (named in the error). */
+  readonly hint?: string;
 }
 
+/** How many times a run summarises again, with smaller inputs, when the provider still refuses the prompt. */
+const SHRINK_STEPS = 3;
+
 /**
- * One request over the history as it stands, answer streamed as deltas, usage recorded. The
- * history is condensed first when it is due; when the provider refuses the prompt as too long,
- * it is condensed and the request is made once more. `noTools`: the tools stay in the request
- * (the cached prompt prefix holds) but the model may not call them.
+ * One request over the history as it stands, answer streamed as deltas, usage recorded. The next
+ * request is estimated first and the history condensed when it would pass the threshold. When
+ * the provider refuses the prompt as too long, the overflow ladder runs: old tool outputs are
+ * cleared to pointers, then the history is summarised with shrinking inputs, then the run fails
+ * with an error that says so. `noTools`: the tools stay in the request (the cached prompt prefix
+ * holds) but the model may not call them.
  */
 export async function askLlm(context: LlmRequestContext, options: { settings: LlmSettings; signal: AbortSignal; noTools?: boolean; output?: OutputRequirement | null }): Promise<LlmResponse> {
   const output = options.output ?? null;
-  const due = context.condenser.due();
-  if (due) await context.condenser.run(due);
+  const tools = output?.toolSchema ? [...context.toolSchemas, output.toolSchema] : context.toolSchemas;
+  const due = context.condenser.due(estimateRequest(context, tools));
+  if (due) await context.condenser.run(due, { estimate: estimateRequest(context, tools) });
   if (options.signal.aborted) throw options.signal.reason;
   const request = async () => {
+    const estimate = estimateRequest(context, tools);
     const response = await context.llm.complete(await withHistory(context, {
       settings: options.settings,
-      tools: output?.toolSchema ? [...context.toolSchemas, output.toolSchema] : context.toolSchemas,
+      tools,
       ...(output?.responseFormat ? { responseFormat: output.responseFormat } : {}),
       ...(options.noTools ? { toolChoice: 'none' as const } : {}),
       signal: options.signal,
       onTextDelta: (text) => context.delta(text),
       ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
     }));
+    if (response.usage.prompt_tokens > 0) ratios.set(context, Math.min(2, Math.max(1, response.usage.prompt_tokens / estimate.tokens)));
     await context.onUsage(response.usage);
     return response;
   };
   try {
     return await request();
   } catch (error) {
-    if (!(error instanceof LlmError) || error.code !== 'llm_context_exceeded' || options.signal.aborted) throw error;
-    const condensed = await context.condenser.run('context_exceeded');
-    if (condensed.kind === 'blocked') throw new LlmError(error.code, `${error.message} Condensing the history was blocked by a PreCompact hook: ${condensed.reason}`, error.status);
-    if (condensed.kind === 'nothing') throw new LlmError(error.code, `${error.message} There was nothing left to condense (see condenser.keep_first and keep_last).`, error.status);
-    return request();
+    if (!isOverflow(error) || options.signal.aborted) throw error;
+    return overflowLadder(context, { request, tools, refused: error, signal: options.signal });
   }
 }
+
+/** The next request's size, estimated (see RequestEstimate). */
+function estimateRequest(context: LlmRequestContext, tools: readonly LlmToolSchema[]): RequestEstimate {
+  const toolTokens = estimateToolTokens(tools);
+  return { tokens: context.history.estimatedTokens() + toolTokens, fixed: context.history.systemTokens + toolTokens, ratio: ratios.get(context) ?? 1 };
+}
+
+function isOverflow(error: unknown): error is LlmError {
+  return error instanceof LlmError && error.code === 'llm_context_exceeded';
+}
+
+/** The rungs after a refused prompt: clear old outputs, summarise (smaller each time), fail with a clear error. */
+async function overflowLadder(context: LlmRequestContext, options: { request: () => Promise<LlmResponse>; tools: readonly LlmToolSchema[]; refused: LlmError; signal: AbortSignal }): Promise<LlmResponse> {
+  let refused = options.refused;
+  const retry = async (): Promise<LlmResponse | null> => {
+    try {
+      return await options.request();
+    } catch (error) {
+      if (!isOverflow(error) || options.signal.aborted) throw error;
+      refused = error;
+      return null;
+    }
+  };
+  const toolContext = context.toolContext;
+  const save = toolContext ? async (text: string, tool: string) => (await saveFullOutput(text, { tool, context: toolContext })).relative : undefined;
+  if ((await clearOldOutputs(context.history, save)) > 0) {
+    const answered = await retry();
+    if (answered) return answered;
+  }
+  let condensed = 0;
+  for (let shrink = 0; shrink < SHRINK_STEPS; shrink += 1) {
+    let result: CondenseResult;
+    try {
+      result = await context.condenser.run('context_exceeded', { estimate: estimateRequest(context, options.tools), shrink });
+    } catch (error) {
+      // The summary request was itself too long: the next step gives it less.
+      if (!isOverflow(error) || options.signal.aborted) throw error;
+      refused = error;
+      continue;
+    }
+    if (result.kind === 'blocked') throw new LlmError(refused.code, `${refused.message} Condensing the history was blocked by a PreCompact hook: ${result.reason}`, refused.status);
+    if (result.kind === 'nothing') continue;
+    condensed += 1;
+    const answered = await retry();
+    if (answered) return answered;
+  }
+  const tried = condensed > 0 ? `after clearing old tool outputs and condensing the history ${condensed} time${condensed === 1 ? '' : 's'}` : 'and there was nothing left to condense';
+  throw new LlmError(refused.code, `${refused.message} The conversation does not fit the model's context window ${tried} (${context.condenser.hint ?? 'see condenser.keep_first and keep_last'}).`, refused.status);
+}
+
+/** Per run (its request context): the provider's count over the estimate at the last request. */
+const ratios = new WeakMap<LlmRequestContext, number>();
 
 /**
  * The history for a request. A client whose codec the history keeps its messages in gets them

@@ -2,7 +2,7 @@ import type { ToolDefinition } from '../tools/tool.js';
 import { iterationBudgetNote } from './iteration-budget.js';
 import { LlmError } from './llm.js';
 import { llmTurn, NOTES, NoteBudget, summaryTurn, type NoteReason } from './llm-turn.js';
-import type { RunContext, RunOutcome } from './run-context.js';
+import { FINISH_TOOL, type RunContext, type RunOutcome } from './run-context.js';
 import { continuedByStopHook, promptBlocked } from './run-call.js';
 import { runApproved } from './approved-actions.js';
 import { appendNote, INTERRUPTED_NOT_RUN, recordInterrupt, recordNotRun } from './run-records.js';
@@ -121,7 +121,8 @@ class RunLoop {
     const settings = context.settings();
     if (context.run.iterations >= settings.maxIterations) return over({ kind: 'budget_spent', limit: settings.maxIterations });
     context.onIteration();
-    const budgetNote = iterationBudgetNote(context.run.iterations, settings.maxIterations);
+    const ending = context.history.outputSchema ? 'schema' : context.tools.has(FINISH_TOOL) ? 'finish' : 'answer';
+    const budgetNote = iterationBudgetNote(context.run.iterations, settings.maxIterations, ending);
     if (budgetNote) await appendNote(context, budgetNote.text);
     if (budgetNote?.last) {
       this.holdMessages();

@@ -48,7 +48,8 @@ export class StuckDetector {
     if (!pattern) return { kind: 'ok' };
     this.steps = [];
     if (this.nudgedAt !== null && this.count - this.nudgedAt <= NUDGE_MEMORY) {
-      return { kind: 'stop', reason: `The agent ${pattern}, and went on after being told so.` };
+      // The patterns are written to the model ("You have…"); the reason speaks of it.
+      return { kind: 'stop', reason: `The agent ${pattern.replace(/^have /, 'has ')}, and went on after being told so.` };
     }
     this.nudgedAt = this.count;
     return {

@@ -5,6 +5,7 @@ import type { ShellFactory } from '../tools/shell-session.js';
 import type { ProjectFiles } from '../workspace/project-files.js';
 import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
 import type { ActiveRun, AgentSession } from './agent-session.js';
+import type { CondensationControl } from './condensation-control.js';
 import type { ConversationGates } from './conversation-gates.js';
 import type { LlmClient } from './llm.js';
 import type { RunJournal } from './run-journal.js';
@@ -24,6 +25,7 @@ export interface SubagentHostsDeps {
   gates: ConversationGates;
   offer: ToolOffer;
   clock: Clock;
+  condensation: CondensationControl;
 }
 
 /** How long a stopped run waits for its subagents to wind down before it settles. */
@@ -54,6 +56,18 @@ export class SubagentHosts {
       onUsage: (usage, tags) => journal.recordUsage(record, run, usage, tags),
       gate: (tags) => gates.gateFor(record, run.id, controller.signal, tags),
       schemasOf: (tools) => offer.schemasOf(tools),
+      condenser: (child, tags, gate) =>
+        this.deps.condensation.forSubagent({
+          history: child.history,
+          toolState: child.toolState,
+          record,
+          llm: () => record.llm!,
+          run,
+          gate,
+          signal: controller.signal,
+          append: async (event) => (await journal.append(record.id, { ...event, ...tags })).event,
+          onUsage: (usage) => journal.recordUsage(record, run, usage, tags),
+        }),
       systemPrompt: async (agent, tools) => {
         const project = await readProjectContext({ projectFiles: this.deps.projectFiles, workdir: record.workdir, instructions: readsProject(record) });
         return subagentSystemPrompt({ agent, tools, workdir: record.workdir, secretNames: Object.keys(record.secrets), now: new Date(clock.now()), project, catalog: active.catalog });

@@ -12,7 +12,7 @@ const SUBAGENT_SECTION = readAsset(import.meta.url, 'subagent-prompt.md').trim()
  */
 export function subagentSystemPrompt(inputs: { agent: AgentDefinition; tools: readonly string[]; workdir: string; secretNames: readonly string[]; now: Date; project: ProjectContext; catalog: ProjectCatalog }): string {
   if (inputs.agent.prompt.trim() === '') {
-    return `${buildSystemPrompt({ ...inputs, catalog: inputs.catalog }).trimEnd()}\n\n${SUBAGENT_SECTION}\n`;
+    return `${buildSystemPrompt({ ...inputs, catalog: inputs.catalog, subagent: true }).trimEnd()}\n\n${SUBAGENT_SECTION}\n`;
   }
   const parts = [inputs.agent.prompt.trim(), SUBAGENT_SECTION];
   const catalog = catalogSection(inputs.catalog, new Set(inputs.tools));

@@ -37,6 +37,8 @@ export interface SubagentHost {
   /** The permission rules and hooks of the conversation, for a subagent (SubagentStop at its end, hook events tagged). */
   gate: (tags: Required<SubagentTags>) => ToolGate;
   schemasOf: (tools: readonly ToolDefinition[]) => LlmToolSchema[];
+  /** Condenses the subagent's own history as the conversation's is (its events tagged as the subagent's). */
+  condenser: (child: AgentSession, tags: Required<SubagentTags>, gate: ToolGate) => RunCondenser;
   systemPrompt: (agent: AgentDefinition, tools: readonly string[]) => Promise<string>;
   /** A subagent that outlives its task call (the run was stopped while it wound down): the run waits for it. */
   track: (done: Promise<unknown>) => void;
@@ -68,8 +70,6 @@ const NEVER_IN_SUBAGENTS: ReadonlySet<string> = new Set(['ask_user']);
  * own shell and tool state, the tools its definition names (never more than its parent's), the
  * conversation's permission rules and hooks. Its final text is the call's result.
  */
-const NEVER_CONDENSED: RunCondenser = { due: () => null, run: async () => ({ kind: 'nothing' }) };
-
 export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<string, ToolDefinition>, depth: number, request: SubagentRequest): Promise<ToolResult> {
   const type = request.subagent_type ?? GENERAL_PURPOSE_AGENT;
   const definition = host.catalog.agents.find((agent) => agent.name === type);
@@ -85,7 +85,8 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
   let lastText: string | null = null;
   const append = async (event: NewEvent) => {
     const stored = await host.append({ ...event, ...tags });
-    if (stored.kind === 'message' && stored.source === 'agent') lastText = stored.content;
+    // Its task arrives as a message from the agent too, with role user: only its own replies count.
+    if (stored.kind === 'message' && stored.source === 'agent' && stored.role === 'assistant') lastText = stored.content;
     return stored;
   };
   const childRun: Run = { ...host.run, iterations: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0 } };
@@ -93,9 +94,10 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
   const work = (async (): Promise<{ outcome: RunOutcome }> => {
     await append({ kind: 'system_prompt', source: 'system', content: await host.systemPrompt(definition, toolList.map((tool) => tool.name)), tools: host.schemasOf(toolList) as unknown as Record<string, unknown>[] });
     await append({ kind: 'message', source: 'agent', role: 'user', content: request.prompt, run_id: host.run.id });
+    const gate = host.gate(tags);
     try {
       const outcome = await executeRun({
-        gate: host.gate(tags),
+        gate,
         sessionStart: false,
         conversationId: host.conversationId,
         run: childRun,
@@ -124,9 +126,9 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
         onIteration: () => void (childRun.iterations += 1),
         setPendingActions: (actions) => void (pending = actions),
         approved: [],
-        // A subagent takes no messages (nothing interrupts it) and its short history is not condensed.
+        // A subagent takes no messages (nothing interrupts it); its history is condensed like the conversation's.
         interrupts: new TurnInterrupts(),
-        condenser: NEVER_CONDENSED,
+        condenser: host.condenser(child, tags, gate),
       });
       return { outcome };
     } catch (error) {

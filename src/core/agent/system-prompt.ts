@@ -19,6 +19,8 @@ export interface SystemPromptInputs {
   project: ProjectContext;
   /** Skills, slash commands and subagents: listed (names and descriptions) for the tools that use them. */
   catalog?: ProjectCatalog;
+  /** A subagent's prompt: nobody reads its replies as they come or answers its questions (no `user` block). */
+  subagent?: boolean;
 }
 
 /**
@@ -31,6 +33,8 @@ export function buildSystemPrompt(inputs: SystemPromptInputs): string {
   const enabled = new Set(inputs.tools);
   if (enabled.has('glob') || enabled.has('grep')) enabled.add('search');
   if (enabled.has('web_fetch') || enabled.has('web_search')) enabled.add('web');
+  if (enabled.has('bash') && (enabled.has('glob') || enabled.has('grep') || enabled.has('file_editor'))) enabled.add('dedicated');
+  if (!inputs.subagent) enabled.add('user');
   const key = [...enabled].sort().join(',');
   let rules = renderedRules.get(key);
   if (rules === undefined) {
@@ -45,11 +49,14 @@ export function buildSystemPrompt(inputs: SystemPromptInputs): string {
   return `${parts.join('\n\n')}\n`;
 }
 
-/** Keeps `{{#name}}…{{/name}}` blocks whose name is enabled, drops the others (blocks of different names nest). */
+/**
+ * Keeps `{{#name}}…{{/name}}` blocks whose name is enabled and `{{^name}}…{{/name}}` blocks whose
+ * name is not, drops the others (blocks of different names nest).
+ */
 export function renderTemplate(template: string, enabled: ReadonlySet<string>): string {
   let text = template;
   for (;;) {
-    const next = text.replace(/\{\{#([a-z_]+)\}\}((?:(?!\{\{#)[\s\S])*?)\{\{\/\1\}\}/g, (_match, name: string, body: string) => (enabled.has(name) ? body : ''));
+    const next = text.replace(/\{\{([#^])([a-z_]+)\}\}((?:(?!\{\{[#^])[\s\S])*?)\{\{\/\2\}\}/g, (_match, sign: string, name: string, body: string) => (enabled.has(name) === (sign === '#') ? body : ''));
     if (next === text) return text.replace(/\n{3,}/g, '\n\n');
     text = next;
   }

@@ -103,3 +103,63 @@ export function snippetAround(text: string, range: { startLine: number; endLine:
   const last = Math.min(lines.length, Math.max(range.endLine, range.startLine) + context);
   return numberLines(lines.slice(first - 1, last), first);
 }
+
+/** A block of whole lines that matches a needle once indentation and runs of whitespace are ignored. */
+export interface LooseMatch {
+  /** Character span of the lines (without the last line's line break). */
+  start: number;
+  end: number;
+  /** The first line's number (1-based). */
+  line: number;
+}
+
+/**
+ * Where `needle` matches whole lines of `text` when each line's indentation and runs of
+ * whitespace are ignored (blank lines at the needle's ends do not count).
+ */
+export function findLooseLineMatches(text: string, needle: string): LooseMatch[] {
+  const normalize = (line: string) => line.trim().replace(/\s+/g, ' ');
+  const wanted = splitLines(needle.replace(/\r\n/g, '\n')).map(normalize);
+  while (wanted.length > 0 && wanted[0] === '') wanted.shift();
+  while (wanted.length > 0 && wanted[wanted.length - 1] === '') wanted.pop();
+  if (wanted.length === 0) return [];
+  const lines = text.split('\n');
+  const starts: number[] = [];
+  for (let i = 0, offset = 0; i < lines.length; offset += lines[i]!.length + 1, i += 1) starts.push(offset);
+  const normalized = lines.map(normalize);
+  const found: LooseMatch[] = [];
+  for (let i = 0; i + wanted.length <= lines.length; i += 1) {
+    if (!wanted.every((line, k) => normalized[i + k] === line)) continue;
+    const last = i + wanted.length - 1;
+    const lastLine = lines[last]!;
+    found.push({ start: starts[i]!, end: starts[last]! + lastLine.length - (lastLine.endsWith('\r') ? 1 : 0), line: i + 1 });
+  }
+  return found;
+}
+
+/**
+ * `replacement` moved from the needle's indentation to the file's: each indentation the needle's
+ * lines had becomes the one the matched lines of the file have (four spaces → a tab, eight → two),
+ * and a line indented otherwise keeps the first line's shift.
+ */
+export function reindent(replacement: string, options: { needle: string; matched: string; newline: string }): string {
+  const indentOf = (line: string) => /^[ \t]*/.exec(line)![0];
+  const needleLines = splitLines(options.needle.replace(/\r\n/g, '\n')).filter((line) => line.trim() !== '');
+  const fileLines = options.matched.replace(/\r\n/g, '\n').split('\n').filter((line) => line.trim() !== '');
+  const map = new Map<string, string>();
+  needleLines.forEach((line, index) => {
+    if (fileLines[index] !== undefined && !map.has(indentOf(line))) map.set(indentOf(line), indentOf(fileLines[index]!));
+  });
+  const from = indentOf(needleLines[0] ?? '');
+  const to = indentOf(fileLines[0] ?? '');
+  const lines = replacement.replace(/\r\n/g, '\n').replace(/\n$/, '').split('\n');
+  return lines
+    .map((line) => {
+      if (line.trim() === '') return line;
+      const indent = indentOf(line);
+      const mapped = map.get(indent);
+      if (mapped !== undefined) return mapped + line.slice(indent.length);
+      return line.startsWith(from) ? to + line.slice(from.length) : line;
+    })
+    .join(options.newline);
+}
