@@ -25,5 +25,6 @@ export const BENCHMARKS: readonly BenchmarkEntry[] = [
   { id: 'P17', load: async () => (await import('./p17-cluster-log.js')).p17ClusterLog },
   { id: 'P18', load: async () => (await import('./p18-subagents.js')).p18Subagents },
   { id: 'P19', load: async () => (await import('./p19-checkpoint.js')).p19Checkpoint },
-  { id: 'P20', load: async () => (await import('./p20-condensation-tokens.js')).p20CondensationTokens },
+  { id: 'P20', load: async () => (await import('./p20-peer.js')).p20Peer },
+  { id: 'P21', load: async () => (await import('./p21-condensation-tokens.js')).p21CondensationTokens },
 ];

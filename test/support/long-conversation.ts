@@ -12,7 +12,7 @@ function seeded(seed: number): () => number {
 }
 
 /**
- * A long scripted conversation (the condensation test and bench P20 share it): a task list
+ * A long scripted conversation (the condensation test and bench P21 share it): a task list
  * first, then `turns - 2` bash calls whose outputs have random (seeded) sizes, then an answer.
  */
 export function longScript(options: { seed: number; turns: number }): FakeTurn[] {

@@ -11,13 +11,13 @@ const SUMMARY_CHARS = 1200;
 const tokensOf = (body: { messages?: unknown; tools?: unknown }) => Math.ceil(JSON.stringify([body.messages ?? [], body.tools ?? []]).length / 4);
 
 /**
- * P20: tokens sent per turn over a long scripted conversation (a task list, then bash calls whose
+ * P21: tokens sent per turn over a long scripted conversation (a task list, then bash calls whose
  * outputs have random, seeded sizes: the script of test/agent/condensation-long.test.ts), with
  * condensation at 30,000 tokens, against a naive agent that sends the full history every turn
  * (the same messages, never condensed: computed from the log). Summary requests count for agentd.
  */
-export const p20CondensationTokens: Benchmark = {
-  id: 'P20',
+export const p21CondensationTokens: Benchmark = {
+  id: 'P21',
   title: 'tokens per turn with condensation',
   measures: 'prompt tokens sent per turn over a 200-turn scripted conversation with condensation at 30,000 tokens, against a naive full-history agent, and the number of condensations',
   async run({ quick }) {
