@@ -69,4 +69,17 @@ describe.skipIf(chromiumMissing)('dashboard first use', () => {
     await page.locator('tr[data-path="picked.txt"]').waitFor();
     expect(errors).toEqual([]);
   });
+
+  it('shows a masked secret in the agent text as a token, never as a link', { timeout: 60_000 }, async () => {
+    const value = `tok-${Date.now()}-9c1e`;
+    ui.llm.setScript([{ text: `Deployed with ${value}; see <secret:OTHER_TOKEN> and https://example.org/docs too.` }]);
+    const created = await api('POST', '/conversations', { title: 'secret in text', secrets: { DEPLOY_TOKEN: value }, initial_message: 'deploy' });
+    const { page } = await signedIn(`#/c/${created.id}/timeline`);
+    const answer = page.locator('.event-message.message-agent[data-seq] .markdown');
+    await answer.waitFor({ timeout: 30_000 });
+    expect(await answer.locator('.secret-mask').allInnerTexts()).toEqual(['<secret:DEPLOY_TOKEN>', '<secret:OTHER_TOKEN>']);
+    // Only the real URL is a link.
+    expect(await answer.locator('a').evaluateAll((links) => links.map((link) => link.getAttribute('href')))).toEqual(['https://example.org/docs']);
+    expect(await page.content()).not.toContain(value);
+  });
 });
