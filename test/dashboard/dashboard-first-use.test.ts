@@ -82,4 +82,25 @@ describe.skipIf(chromiumMissing)('dashboard first use', () => {
     expect(await answer.locator('a').evaluateAll((links) => links.map((link) => link.getAttribute('href')))).toEqual(['https://example.org/docs']);
     expect(await page.content()).not.toContain(value);
   });
+
+  it('folds each usage into the step its LLM call wrote, with no usage line of its own', { timeout: 60_000 }, async () => {
+    ui.llm.setScript([{ text: 'Looking.', toolCalls: [{ name: 'bash', arguments: { command: 'echo folded' } }] }, { text: 'All done.' }]);
+    const created = await api('POST', '/conversations', { title: 'usage folded', initial_message: 'go' });
+    const { page } = await signedIn(`#/c/${created.id}/timeline`);
+    const timeline = page.locator('[data-testid=timeline]');
+    await timeline.locator('.event-message.message-agent', { hasText: 'All done.' }).waitFor({ timeout: 30_000 });
+    await page.locator('.conversation-head [data-testid=status]', { hasText: /^(idle|finished)$/ }).waitFor({ timeout: 30_000 });
+
+    const usages = (await api('GET', `/conversations/${created.id}/events?kind=usage`)).items as { seq: number; prompt_tokens: number; completion_tokens: number }[];
+    expect(usages).toHaveLength(2);
+    await expect.poll(() => timeline.locator('[data-usage-seq]').count()).toBe(2);
+    expect(await timeline.locator('.event-usage').count()).toBe(0);
+    // Each in the card of the step right after it: the bash call, then the answer.
+    const action = timeline.locator('.event-action');
+    const message = timeline.locator('.event-message.message-agent[data-seq]');
+    expect(await action.locator('[data-usage-seq]').getAttribute('data-usage-seq')).toBe(String(usages[0]!.seq));
+    expect(await message.locator('[data-usage-seq]').getAttribute('data-usage-seq')).toBe(String(usages[1]!.seq));
+    expect(await action.getAttribute('data-seq')).toBe(String(usages[0]!.seq + 1));
+    expect(await action.locator('.event-meta').innerText()).toContain(`↑${usages[0]!.prompt_tokens} ↓${usages[0]!.completion_tokens}`);
+  });
 });
