@@ -2,7 +2,6 @@ import { Component, type ComponentChildren } from 'preact';
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { EventCard, Markdown } from './event-card.js';
 import type { TimelineStore } from './timeline-store.js';
-import { ConnectionState } from './widgets.js';
 import type { AgentEvent } from './types.js';
 
 /** Subagent events grouped under the `task` call that ran them (`parent_tool_call_id`). */
@@ -86,9 +85,6 @@ export function Timeline({ store }: { store: TimelineStore }) {
 
   return (
     <div class="timeline" ref={scroller} onScroll={onScroll} data-testid="timeline">
-      <div class="timeline-state">
-        <ConnectionState state={store.state} name="timeline" />
-      </div>
       {store.hasOlder ? (
         <button class="link older" onClick={() => void store.loadOlder()} disabled={store.loadingOlder}>
           {store.loadingOlder ? 'Loading older events…' : 'Load older events'}

@@ -103,4 +103,19 @@ describe.skipIf(chromiumMissing)('dashboard first use', () => {
     expect(await action.getAttribute('data-seq')).toBe(String(usages[0]!.seq + 1));
     expect(await action.locator('.event-meta').innerText()).toContain(`↑${usages[0]!.prompt_tokens} ↓${usages[0]!.completion_tokens}`);
   });
+
+  it('keeps the connection badge off the events\' timestamps wherever the timeline is scrolled', { timeout: 90_000 }, async () => {
+    const id = await longConversation(30);
+    const { page } = await signedIn(`#/c/${id}/timeline`);
+    const badge = page.locator('[data-testid=timeline-connection]');
+    await page.locator('[data-testid=timeline-connection][data-state=live]').waitFor();
+    const metas = page.locator('[data-testid=timeline] .event-meta');
+    await expect.poll(() => metas.count()).toBe(30);
+    for (const index of [0, 7, 15, 22]) {
+      // The card at the top of the timeline's visible area, where the badge used to sit over it.
+      await page.locator('[data-testid=timeline] .event').nth(index).evaluate((card) => card.scrollIntoView({ block: 'start' }));
+      const badgeBox = await box(badge);
+      for (let shown = index; shown < index + 4; shown += 1) expect(overlaps(badgeBox, await box(metas.nth(shown))), `badge over the timestamp of card ${shown}`).toBe(false);
+    }
+  });
 });
