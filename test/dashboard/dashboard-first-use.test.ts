@@ -118,4 +118,50 @@ describe.skipIf(chromiumMissing)('dashboard first use', () => {
       for (let shown = index; shown < index + 4; shown += 1) expect(overlaps(badgeBox, await box(metas.nth(shown))), `badge over the timestamp of card ${shown}`).toBe(false);
     }
   });
+
+  it('is usable 420 px wide: the list and a conversation in turn, nothing overlapping or cut off', { timeout: 90_000 }, async () => {
+    const id = await longConversation(12);
+    const width = 420;
+    const { page, errors } = await signedIn(`#/c/${id}/timeline`, { width, height: 800 });
+    await page.locator('[data-testid=timeline] .event').nth(11).waitFor();
+    const parts = {
+      title: page.locator('.conversation-head h2'),
+      status: page.locator('.conversation-head [data-testid=status]'),
+      controls: page.locator('.controls'),
+      tabs: page.locator('nav.tabs'),
+      timeline: page.locator('[data-testid=timeline]'),
+      composer: page.locator('.composer textarea'),
+      send: page.locator('.composer button[type=submit]'),
+    };
+    const boxes = Object.fromEntries(await Promise.all(Object.entries(parts).map(async ([name, locator]) => [name, await box(locator)] as const))) as Record<keyof typeof parts, Box>;
+    for (const [name, found] of Object.entries(boxes)) {
+      expect(found.x, `${name} starts inside the window`).toBeGreaterThanOrEqual(0);
+      expect(found.x + found.width, `${name} ends inside the window`).toBeLessThanOrEqual(width);
+    }
+    const blocks = ['controls', 'tabs', 'timeline', 'composer'] as const;
+    for (const [index, a] of blocks.entries()) for (const b of blocks.slice(index + 1)) expect(overlaps(boxes[a], boxes[b]), `${a} and ${b} overlap`).toBe(false);
+    expect(overlaps(boxes.title, boxes.status)).toBe(false);
+    expect(overlaps(boxes.composer, boxes.send)).toBe(false);
+    // The conversation has the width: the timeline and the message box are not squeezed beside the list.
+    expect(boxes.timeline.width).toBeGreaterThan(width - 40);
+    expect(boxes.timeline.height).toBeGreaterThan(300);
+    expect(boxes.composer.width).toBeGreaterThan(200);
+    expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(width);
+
+    // The message box works at this size.
+    await page.fill('.composer textarea', 'typed on a phone');
+    await page.locator('.composer button[type=submit]').click();
+    await page.locator('[data-testid=timeline] .event-message.message-user', { hasText: 'typed on a phone' }).waitFor();
+
+    // Back to the list, which then has the width, and into the conversation again.
+    await page.locator('[data-testid=back]').click();
+    const entry = page.locator(`[data-testid=conversation-list] li[data-id="${id}"]`);
+    await entry.waitFor();
+    expect((await box(page.locator('[data-testid=conversation-list]'))).width).toBeGreaterThan(width - 60);
+    expect((await box(page.locator('button.new'))).x + (await box(page.locator('button.new'))).width).toBeLessThanOrEqual(width);
+    await entry.click();
+    await page.locator(`[data-testid=conversation][data-id="${id}"]`).waitFor();
+    expect(await page.locator('[data-testid=conversation-list]').isVisible()).toBe(false);
+    expect(errors).toEqual([]);
+  });
 });
