@@ -164,4 +164,16 @@ describe.skipIf(chromiumMissing)('dashboard first use', () => {
     expect(await page.locator('[data-testid=conversation-list]').isVisible()).toBe(false);
     expect(errors).toEqual([]);
   });
+
+  it('lists a conversation created without a title by its first message, as the CLI creates them', { timeout: 60_000 }, async () => {
+    const { page } = await signedIn();
+    await page.waitForSelector('[data-testid=firehose-connection][data-state=live]');
+    // What `agentd run` does: create with no title, then send the prompt.
+    const created = await api('POST', '/conversations', {});
+    await api('POST', `/conversations/${created.id}/messages`, { content: `Rename the build step ${created.id.slice(0, 8)}\nand more lines`, run: false });
+    const entry = page.locator(`[data-testid=conversation-list] li[data-id="${created.id}"] .title`);
+    await expect.poll(() => entry.innerText(), { timeout: 20_000 }).toBe(`Rename the build step ${created.id.slice(0, 8)}`);
+    await entry.click();
+    expect(await page.locator('.conversation-head h2').innerText()).toBe(`Rename the build step ${created.id.slice(0, 8)}`);
+  });
 });
