@@ -65,7 +65,8 @@ export async function* streamItems(transport: HttpTransport, path: string, optio
       for await (const message of messages(response, connection.signal)) {
         if (message.event === 'stream_overflow') break;
         if (message.event === 'stream_closed') {
-          ended = true;
+          // The end only when the conversation is gone; a server shutting down (a restart) is reconnected to.
+          ended = closedForGood(message.data);
           break;
         }
         if (!message.data) continue;
@@ -123,4 +124,12 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }
     signal?.addEventListener('abort', done, { once: true });
   });
+}
+
+function closedForGood(data: string): boolean {
+  try {
+    return (JSON.parse(data) as { reason?: unknown }).reason === 'conversation_deleted';
+  } catch {
+    return true;
+  }
 }

@@ -117,7 +117,7 @@ function messages(): Record<string, unknown> {
   result.stream_closed = {
     name: 'stream_closed',
     title: 'stream_closed',
-    summary: 'The conversation was deleted: its stream ends after this.',
+    summary: 'The stream ends after this: its conversation was deleted (for good), or the server is shutting down (reconnect with Last-Event-ID once it is back).',
     contentType: 'application/json',
     payload: ref('components/schemas/StreamClosedNotice'),
     'x-sse-event': 'stream_closed',

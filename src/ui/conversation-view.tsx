@@ -7,7 +7,7 @@ import { TimelineStore } from './timeline-store.js';
 import type { AgentEvent, Conversation } from './types.js';
 import { useAction } from './use-action.js';
 import { WebhooksPanel } from './webhooks-panel.js';
-import { StatusBadge, UsageLine } from './widgets.js';
+import { ConnectionState, StatusBadge, UsageLine } from './widgets.js';
 
 const TABS = ['timeline', 'files', 'webhooks', 'secrets'] as const;
 type Tab = (typeof TABS)[number];
@@ -207,6 +207,10 @@ export function ConversationView({ api, features, id, tab, onTab }: { api: Api; 
             {name[0]!.toUpperCase() + name.slice(1)}
           </button>
         ))}
+        {/* In the tab row, not over the timeline, where it covered the events' timestamps. */}
+        <span class="tabs-state">
+          <ConnectionState state={store.state} name="timeline" />
+        </span>
       </nav>
       {tab === 'timeline' ? (
         <div class="timeline-pane">

@@ -1,4 +1,5 @@
-import type { ComponentChildren } from 'preact';
+import { createContext, type ComponentChildren } from 'preact';
+import { useContext } from 'preact/hooks';
 import { editDiff, type DiffLine } from './file-diff.js';
 import { renderMarkdown } from './markdown.js';
 import type { AgentEvent } from './types.js';
@@ -22,12 +23,26 @@ export function Diff({ lines }: { lines: DiffLine[] }) {
 const str = (value: unknown): string => (typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value));
 const time = (event: AgentEvent) => new Date(event.timestamp).toLocaleTimeString();
 
+/** The `usage` event of the LLM call that wrote the card's step, shown in the card (see timeline.tsx). */
+const StepUsage = createContext<AgentEvent | undefined>(undefined);
+
+function UsageOfStep({ usage }: { usage: AgentEvent }) {
+  return (
+    <span class="step-usage" data-usage-seq={usage.seq} title={`#${usage.seq}: tokens of the LLM call that wrote this (prompt ↑, completion ↓)`}>
+      {' · '}↑{str(usage.prompt_tokens)} ↓{str(usage.completion_tokens)}
+      {typeof usage.cost === 'number' && usage.cost > 0 ? ` · $${usage.cost.toFixed(4)}` : ''}
+    </span>
+  );
+}
+
 function Card({ event, className, children }: { event: AgentEvent; className?: string; children: ComponentChildren }) {
+  const usage = useContext(StepUsage);
   return (
     <div class={`event event-${event.kind} ${className ?? ''}`} data-seq={event.seq} data-kind={event.kind} id={`seq-${event.seq}`}>
       <span class="event-meta" title={event.timestamp}>
         #{event.seq} · {time(event)}
         {event.agent ? ` · ${event.agent}` : ''}
+        {usage ? <UsageOfStep usage={usage} /> : null}
       </span>
       {children}
     </div>
@@ -73,8 +88,19 @@ function Observation({ event }: { event: AgentEvent }) {
   );
 }
 
-/** One event of the timeline; `children` are the events of a subagent nested under its `task` call. */
-export function EventCard({ event, nested }: { event: AgentEvent; nested?: ComponentChildren }) {
+/**
+ * One event of the timeline; `nested` are the events of a subagent nested under its `task` call,
+ * `usage` the usage of the LLM call that wrote this step.
+ */
+export function EventCard({ event, nested, usage }: { event: AgentEvent; nested?: ComponentChildren; usage?: AgentEvent | undefined }) {
+  return (
+    <StepUsage.Provider value={usage}>
+      <EventBody event={event} nested={nested} />
+    </StepUsage.Provider>
+  );
+}
+
+function EventBody({ event, nested }: { event: AgentEvent; nested?: ComponentChildren }) {
   switch (event.kind) {
     case 'system_prompt':
       return (

@@ -128,8 +128,10 @@ export function FilesPanel({ api, features, conversationId }: { api: Api; featur
             hidden
             data-testid="upload-input"
             onChange={(event) => {
-              const files = event.currentTarget.files;
-              if (files) void upload(files).then(() => (event.currentTarget.value = ''));
+              // The element itself, not `event.currentTarget`: that is null once the handler has returned.
+              const picker = event.currentTarget;
+              const files = picker.files ? Array.from(picker.files) : [];
+              if (files.length) void upload(files).finally(() => (picker.value = ''));
             }}
           />
         </div>

@@ -3,6 +3,8 @@
  * Last-Event-ID while the server is unreachable; when it gives up (an error answer, e.g. 503
  * while starting), a new EventSource resumes with `?after_seq=<last id>`. Either way nothing is
  * missed, and the caller drops anything it has already seen (by seq), so nothing is shown twice.
+ * A `stream_closed` notice for any reason but a deletion (a server shutting down for a restart)
+ * is a cue to resume the same way, backing off, not the end of the stream.
  */
 export type StreamState = 'connecting' | 'live' | 'reconnecting';
 
@@ -63,6 +65,7 @@ export class LiveStream {
       } catch {
         return;
       }
+      if (message.type === 'stream_closed' && !isDeletion(data)) return this.retry();
       this.options.onEvent(message.type, data, message.lastEventId);
     };
     for (const kind of KINDS) source.addEventListener(kind, handle as EventListener);
@@ -70,9 +73,16 @@ export class LiveStream {
   }
 
   private retry(): void {
+    if (this.closed) return;
     this.source?.close();
+    this.options.onState('reconnecting');
     this.failures += 1;
     const delay = Math.min(5000, 500 * 2 ** Math.min(this.failures, 4));
     this.retryTimer = setTimeout(() => this.connect(), delay);
   }
+}
+
+/** The one `stream_closed` that ends a stream for good: its conversation is gone. */
+function isDeletion(data: unknown): boolean {
+  return typeof data === 'object' && data !== null && (data as { reason?: unknown }).reason === 'conversation_deleted';
 }

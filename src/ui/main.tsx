@@ -103,10 +103,16 @@ function App() {
     location.hash = `#/c/${id}/${tab}`;
   };
   return (
-    <div class="layout">
+    // On a narrow screen the list and a conversation take the whole width in turn (app.css).
+    <div class={route.id ? 'layout showing-conversation' : 'layout'}>
       <ConversationList api={api} selected={route.id} onSelect={(id) => go(id)} />
       <main class="main">
         <div class="topbar">
+          {route.id ? (
+            <a class="back" href="#/" data-testid="back">
+              ← Conversations
+            </a>
+          ) : null}
           <span class="spacer" />
           <a href="/docs" target="_blank" rel="noopener">
             API docs

@@ -90,6 +90,7 @@ export class TimelineStore {
       if (delta.parent_tool_call_id) return;
       this.streaming += delta.content_delta ?? '';
     } else if (kind === 'stream_closed') {
+      // LiveStream resumes by itself after any other close (a server restarting): only a deletion reaches here.
       this.deleted = true;
       this.stream?.close();
     } else if (kind === 'stream_overflow') {

@@ -2,7 +2,6 @@ import { Component, type ComponentChildren } from 'preact';
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { EventCard, Markdown } from './event-card.js';
 import type { TimelineStore } from './timeline-store.js';
-import { ConnectionState } from './widgets.js';
 import type { AgentEvent } from './types.js';
 
 /** Subagent events grouped under the `task` call that ran them (`parent_tool_call_id`). */
@@ -20,11 +19,21 @@ function nest(events: AgentEvent[]): { top: AgentEvent[]; children: Map<string, 
   return { top, children };
 }
 
+/** What an LLM answer writes: the step its `usage` event (recorded just before it) belongs to. */
+function isStep(event: AgentEvent | undefined): boolean {
+  if (!event) return false;
+  return event.kind === 'action' || event.kind === 'question' || event.kind === 'reasoning' || event.kind === 'condensation' || (event.kind === 'message' && event.source === 'agent');
+}
+
 function renderEvents(events: AgentEvent[], children: Map<string, AgentEvent[]>): ComponentChildren {
-  return events.map((event) => {
+  // A usage line between every step is noise: each is shown in the step right after it; one
+  // with no step after it (not arrived yet, or the call failed) keeps a line of its own.
+  return events.map((event, index) => {
+    if (event.kind === 'usage' && isStep(events[index + 1])) return null;
+    const usage = isStep(event) && events[index - 1]?.kind === 'usage' ? events[index - 1] : undefined;
     const callId = event.kind === 'action' && typeof event.tool_call_id === 'string' ? event.tool_call_id : null;
     const inner = callId ? children.get(callId) : undefined;
-    return <EventCard key={event.seq} event={event} nested={inner ? renderEvents(inner, children) : undefined} />;
+    return <EventCard key={event.seq} event={event} usage={usage} nested={inner ? renderEvents(inner, children) : undefined} />;
   });
 }
 
@@ -76,9 +85,6 @@ export function Timeline({ store }: { store: TimelineStore }) {
 
   return (
     <div class="timeline" ref={scroller} onScroll={onScroll} data-testid="timeline">
-      <div class="timeline-state">
-        <ConnectionState state={store.state} name="timeline" />
-      </div>
       {store.hasOlder ? (
         <button class="link older" onClick={() => void store.loadOlder()} disabled={store.loadingOlder}>
           {store.loadingOlder ? 'Loading older events…' : 'Load older events'}

@@ -88,4 +88,31 @@ describe('query() across a dropped connection', () => {
     expectEveryEventOnce(seen, log);
     expect(seen.at(-1)).toMatchObject({ kind: 'state_update', status: 'paused', reason: expect.stringContaining('restarted') });
   });
+
+  it('resumes after a clean stop (stream_closed: server_shutting_down) and a start on the same port', { timeout: 60_000 }, async () => {
+    const dataDir = tempDir('agentd-client-stop-');
+    cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+    const port = await freePort();
+    let server: SpawnedServer = await spawnServer({ dataDir: path.join(dataDir, 'data'), port });
+    cleanups.push(async () => {
+      server.child.kill('SIGTERM');
+      await server.exited;
+    });
+    const client = new AgentdClient({ url: server.url, apiKey: TEST_KEY });
+    const created = await client.conversations.create({ initial_message: 'before the stop', run: false });
+    const contents: string[] = [];
+    let opened = 0;
+    for await (const event of client.events.stream(created.id, { onOpen: () => (opened += 1) })) {
+      if (event.kind !== 'message') continue;
+      contents.push(event.content);
+      if (contents.length === 1) {
+        server.child.kill('SIGTERM');
+        expect(await server.exited).toBe(0);
+        server = await spawnServer({ dataDir: path.join(dataDir, 'data'), port });
+        await client.messages.send(created.id, { content: 'after the start', run: false });
+      } else break;
+    }
+    expect(contents).toEqual(['before the stop', 'after the start']);
+    expect(opened).toBe(2);
+  });
 });

@@ -35,8 +35,17 @@ afterAll(async () => {
 
 const api = (method: string, route: string, body?: unknown): Promise<any> => okJson(server!.url, method, route, body);
 
-/** The seqs of the events shown, in page order (subagent events included). */
-const shownSeqs = (page: Page): Promise<number[]> => page.locator('[data-testid=timeline] [data-seq]').evaluateAll((cards) => cards.map((card) => Number(card.getAttribute('data-seq'))));
+/**
+ * The seqs of the events shown, in page order (subagent events included); a `usage` event shown
+ * in the step it belongs to (the card right after it) counts just before that card.
+ */
+const shownSeqs = (page: Page): Promise<number[]> =>
+  page.locator('[data-testid=timeline] [data-seq]').evaluateAll((cards) =>
+    cards.flatMap((card) => {
+      const usage = card.querySelector(':scope > .event-meta [data-usage-seq]');
+      return [...(usage ? [Number(usage.getAttribute('data-usage-seq'))] : []), Number(card.getAttribute('data-seq'))];
+    }),
+  );
 
 async function allSeqs(id: string): Promise<number[]> {
   return (await api('GET', `/conversations/${id}/events?limit=1000`)).items.map((event: { seq: number }) => event.seq);

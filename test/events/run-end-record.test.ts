@@ -63,7 +63,8 @@ describe('the end of a run that leaves the status as the record file has it', ()
     dataDirs.push(dir);
     let server = await spawn(dir);
     // No project settings: their rules are kept with the record at the first tool call, a save of its own.
-    const created = await api(server, 'POST', '/conversations', { llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-run-end' }, setting_sources: [] });
+    // A title: an untitled conversation is saved once more when its first message names it.
+    const created = await api(server, 'POST', '/conversations', { title: 'run end', llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-run-end' }, setting_sources: [] });
     expect(created.status).toBe(201);
     const id = (created.body as { id: string }).id;
     const file = path.join(dir, 'conversations', id, 'conversation.json');

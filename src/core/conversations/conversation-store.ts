@@ -15,6 +15,7 @@ import { publicConversation } from './public-conversation.js';
 import type { ConversationSummary, SavedSummaries } from './summary-store.js';
 import { holdUserKeyed, userKeyed } from './user-keyed.js';
 import { SecretChanges } from './secret-changes.js';
+import { titleFromMessage } from './conversation-title.js';
 
 export type { ListConversationsQuery } from './conversation-index.js';
 export type { ConfigChange } from './conversation-record.js';
@@ -33,6 +34,8 @@ export class ConversationStore {
   private readonly views = new ConversationViews();
   /** Which records' files hold a settled status with nothing pending (a run end to the same status need not save). */
   private readonly onDisk = new SettledOnDisk();
+  /** Records added and not persisted yet (their first save is `persist`'s). */
+  private readonly unpersisted = new WeakSet<ConversationRecord>();
   /** The changes of the set of secret values held (a record added or removed, its secrets set). */
   readonly secretChanges = new SecretChanges();
   private loaded = false;
@@ -59,7 +62,11 @@ export class ConversationStore {
     return this.deps.clock ?? systemClock;
   }
 
-  /** The summary reader: each stored event moves its conversation's `updated_at` and `event_count`. */
+  /**
+   * The summary reader: each stored event moves its conversation's `updated_at` and `event_count`;
+   * an untitled conversation takes its title from the first user message (from any client: the CLI
+   * sends no title).
+   */
   readonly summaryReader: EventReader = {
     name: 'conversation summary',
     read: ({ event }: AppendedEvent) => {
@@ -67,8 +74,22 @@ export class ConversationStore {
       if (!record) return;
       this.eventCounts.set(record.id, event.seq);
       this.touch(record, event.timestamp);
+      if (record.title === null && event.kind === 'message' && event.source === 'user') this.nameAfter(record, event.content);
     },
   };
+
+  private nameAfter(record: ConversationRecord, content: string): void {
+    const title = titleFromMessage(content);
+    if (title === null || record.quarantine) return;
+    this.mutable(record.id).title = title;
+    // A record being created is saved with its title by `persist`.
+    if (this.unpersisted.has(record)) return;
+    try {
+      this.save(record);
+    } catch {
+      // The message is stored already: its title stays in memory and is saved with the record's next change.
+    }
+  }
 
   /**
    * Load every conversation (load-conversations.ts). One whose stored data is damaged is
@@ -176,6 +197,7 @@ export class ConversationStore {
   /** A new conversation, indexed now and persisted by `persist` (after its first message is in the log). */
   add(record: ConversationRecord): void {
     this.onDisk.unsaved(record);
+    this.unpersisted.add(record);
     this.index(record);
   }
 
@@ -184,6 +206,7 @@ export class ConversationStore {
     const record = this.mutable(id);
     this.deps.repository.save(record);
     this.onDisk.saved(record);
+    this.unpersisted.delete(record);
   }
 
   /**

@@ -1,3 +1,5 @@
+import type { z } from 'zod';
+import type { StreamClosedNotice } from '../schemas/event.js';
 import type { DeltaChannel } from './delta-channel.js';
 import type { EventLog } from './event-log.js';
 import { EventStream, noticeItem } from './event-stream.js';
@@ -37,8 +39,9 @@ export class EventStreams {
     return n;
   }
 
-  closeAll(reason: string): void {
-    for (const stream of this.open) stream.close(noticeItem('stream_closed', { reason }));
+  closeAll(reason: 'server_shutting_down'): void {
+    const notice: z.infer<typeof StreamClosedNotice> = { reason };
+    for (const stream of this.open) stream.close(noticeItem('stream_closed', notice));
     this.open.clear();
   }
 }

@@ -277,5 +277,10 @@ export const StreamOverflowNotice = z
     resume_after: z.string().describe('The last cursor sent: reconnect with `Last-Event-ID: <resume_after>` to miss nothing.'),
   });
 
-/** The last item of a conversation's SSE stream when the conversation is deleted (no id). */
-export const StreamClosedNotice = z.object({ reason: z.literal('conversation_deleted'), conversation_id: z.uuid() });
+/** The last item of an SSE stream the server ends (no id): its conversation was deleted, or the server is stopping. */
+export const StreamClosedNotice = z.object({
+  reason: z
+    .enum(['conversation_deleted', 'server_shutting_down'])
+    .describe('`conversation_deleted`: the stream is over for good; `server_shutting_down`: reconnect with `Last-Event-ID` once the server is back (a restart), to miss nothing.'),
+  conversation_id: z.uuid().optional().describe('The deleted conversation (with `conversation_deleted`).'),
+});
