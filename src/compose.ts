@@ -7,7 +7,7 @@ import type { Ownership } from './adapters/cluster/index.js';
 import { DiskSpace, HostWorkdirs, loadServerKeys } from './adapters/files/index.js';
 import { createCheckpoints } from './adapters/git/index.js';
 import { createHookTransport } from './adapters/hooks/index.js';
-import { OpenAiLlmClient } from './adapters/llm/index.js';
+import { FallbackLlmClient, OpenAiLlmClient } from './adapters/llm/index.js';
 import { SdkMcpConnector } from './adapters/mcp/index.js';
 import { Metrics } from './adapters/metrics/index.js';
 import { ExecaCommandRunner, ProcessSpawner, testPausePoint } from './adapters/process/index.js';
@@ -125,7 +125,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     persistUsage: storage.kind === 'postgres',
     persistRunStart: storage.kind === 'postgres',
   });
-  const llm = overrides.llm ?? new OpenAiLlmClient(config.llmClient);
+  // Fallback models around the protocol client; one cooldown table for the whole server.
+  const llm = new FallbackLlmClient(overrides.llm ?? new OpenAiLlmClient(config.llmClient));
   // Histories keep their messages in the LLM client's own encoding (sent as they are at each request).
   const sessions = new AgentSessions(log, { codec: llm.codec, historyBudget: config.historyCacheBytes });
   const secrets = new SecretService({ conversations: store, onChange: (conversationId, change) => sessions.updateShellEnv(conversationId, change) });

@@ -14,6 +14,7 @@ import { completionBody, streamChunks, type ResponseShape } from './chat-respons
 import type { ChatRequestBody, FakeFaultTurn, FakeResponseTurn, FakeStaticTurn, FakeTurn, FakeTurnFn, RecordedRequest } from './fake-llm-types.js';
 import { PROVIDER_PROFILES, type ProviderName, type ProviderProfile } from './provider-profiles.js';
 import { validateChatRequest } from './validate-chat-request.js';
+import { unknownFieldProblems } from './strict-fields.js';
 
 export type * from './fake-llm-types.js';
 export type { ProviderName } from './provider-profiles.js';
@@ -53,6 +54,8 @@ export interface FakeLlmOptions {
    * recorded in `requests` and `summaryRequests` and take no turn from the queue.
    */
   summarizer?: true | FakeTurnFn;
+  /** Refuse message and tool-call fields a plain Chat Completions server does not know (strict-fields.ts). */
+  strictFields?: boolean;
 }
 
 /** agentd's condensation request: its system prompt (src/core/agent/condense-prompt.md) opens with these words. */
@@ -143,6 +146,7 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
       violations: problems,
     };
     if (problems.length === 0 && profile.reject) problems.push(...profile.reject(recorded, issued));
+    if (problems.length === 0 && options.strictFields) problems.push(...unknownFieldProblems(asSent));
     requests.push(recorded);
     if (options.apiKey !== undefined && !carriesKey(req, options.apiKey)) {
       sendJson(res, 401, { error: { message: 'Incorrect API key provided.', type: 'invalid_request_error', code: 'invalid_api_key' } });

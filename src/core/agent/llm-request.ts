@@ -1,7 +1,7 @@
 import type { CondenseResult, CondenseTrigger } from './condenser.js';
 import type { ConversationHistory } from './conversation-history.js';
 import type { OutputRequirement } from './structured-output.js';
-import { LlmError, type EncodedMessages, type LlmMessage, type LlmUserPart, type LlmClient, type LlmRequest, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolSchema, type LlmUsage } from './llm.js';
+import { LlmError, type EncodedMessages, type LlmFallback, type LlmMessage, type LlmRouting, type LlmUserPart, type LlmClient, type LlmRequest, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolSchema, type LlmUsage } from './llm.js';
 
 /** What a run's LLM requests need: the history, the client, and the condenser that keeps the history in the window. */
 export interface LlmRequestContext {
@@ -9,8 +9,13 @@ export interface LlmRequestContext {
   llm: LlmClient;
   toolSchemas: LlmToolSchema[];
   delta(text: string): void;
-  onUsage(usage: LlmUsage): Promise<void>;
-  onLlmRetry?: (retry: LlmRetry) => void;
+  /** `model`: the one that answered. */
+  onUsage(usage: LlmUsage, model?: string): Promise<void>;
+  /** A retry or a move to a fallback model (recorded as events: the request waits for them before its usage). */
+  onLlmRetry?: (retry: LlmRetry) => void | Promise<unknown>;
+  onLlmFallback?: (fallback: LlmFallback) => void | Promise<unknown>;
+  /** The run's routing state (which fallback a `turn` or `sticky` scope stays on). */
+  routing?: LlmRouting;
   condenser: RunCondenser;
   /** Reads a workdir image of a user message (base64) when a request is sent; none: such images are described, not sent. */
   readImage?: (path: string) => Promise<string>;
@@ -35,16 +40,27 @@ export async function askLlm(context: LlmRequestContext, options: { settings: Ll
   if (due) await context.condenser.run(due);
   if (options.signal.aborted) throw options.signal.reason;
   const request = async () => {
-    const response = await context.llm.complete(await withHistory(context, {
-      settings: options.settings,
-      tools: output?.toolSchema ? [...context.toolSchemas, output.toolSchema] : context.toolSchemas,
-      ...(output?.responseFormat ? { responseFormat: output.responseFormat } : {}),
-      ...(options.noTools ? { toolChoice: 'none' as const } : {}),
-      signal: options.signal,
-      onTextDelta: (text) => context.delta(text),
-      ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
-    }));
-    await context.onUsage(response.usage);
+    // Events of the request's retries and fallbacks are written in order, before its usage.
+    const recorded: Promise<unknown>[] = [];
+    const record = (result: void | Promise<unknown>) => void (result && recorded.push(result));
+    if (context.routing) context.routing.turn = context.history.lastUserSeq;
+    let response: LlmResponse;
+    try {
+      response = await context.llm.complete(await withHistory(context, {
+        settings: options.settings,
+        tools: output?.toolSchema ? [...context.toolSchemas, output.toolSchema] : context.toolSchemas,
+        ...(output?.responseFormat ? { responseFormat: output.responseFormat } : {}),
+        ...(options.noTools ? { toolChoice: 'none' as const } : {}),
+        signal: options.signal,
+        onTextDelta: (text) => context.delta(text),
+        ...(context.onLlmRetry ? { onRetry: (retry: LlmRetry) => record(context.onLlmRetry!(retry)) } : {}),
+        ...(context.onLlmFallback ? { onFallback: (fallback: LlmFallback) => record(context.onLlmFallback!(fallback)) } : {}),
+        ...(context.routing ? { routing: context.routing } : {}),
+      }));
+    } finally {
+      await Promise.all(recorded);
+    }
+    await context.onUsage(response.usage, response.model ?? options.settings.model);
     return response;
   };
   try {
@@ -52,8 +68,8 @@ export async function askLlm(context: LlmRequestContext, options: { settings: Ll
   } catch (error) {
     if (!(error instanceof LlmError) || error.code !== 'llm_context_exceeded' || options.signal.aborted) throw error;
     const condensed = await context.condenser.run('context_exceeded');
-    if (condensed.kind === 'blocked') throw new LlmError(error.code, `${error.message} Condensing the history was blocked by a PreCompact hook: ${condensed.reason}`, error.status);
-    if (condensed.kind === 'nothing') throw new LlmError(error.code, `${error.message} There was nothing left to condense (see condenser.keep_first and keep_last).`, error.status);
+    if (condensed.kind === 'blocked') throw new LlmError(error.code, `${error.message} Condensing the history was blocked by a PreCompact hook: ${condensed.reason}`, error.status, error.more);
+    if (condensed.kind === 'nothing') throw new LlmError(error.code, `${error.message} There was nothing left to condense (see condenser.keep_first and keep_last).`, error.status, error.more);
     return request();
   }
 }

@@ -21,7 +21,7 @@ export type RunOutcome =
   /** The database could not be reached to record the run's next step: paused, to continue once it is back. */
   | { kind: 'database_unavailable' }
   /** An agent error: `code` is the LlmError's (or the runtime's own, e.g. `internal_error`). */
-  | { kind: 'error'; code: string; message: string };
+  | { kind: 'error'; code: string; message: string; details?: Record<string, unknown> };
 
 export interface RunContext extends LlmRequestContext {
   conversationId: string;

@@ -186,7 +186,7 @@ class RunLoop {
     budget_spent: ({ limit }) => end({ kind: 'max_iterations', limit }),
     aborted: () => end({ kind: 'aborted' }),
     // A stop that came meanwhile wins: the run was paused or canceled, not failed.
-    failed: ({ error }) => end(this.context.signal.aborted ? { kind: 'aborted' } : { kind: 'error', code: error.code, message: error.message }),
+    failed: ({ error }) => end(this.context.signal.aborted ? { kind: 'aborted' } : { kind: 'error', code: error.code, message: error.message, ...(error.more.details && { details: error.more.details }) }),
     empty: () => this.askAgain('empty'),
     interrupted: async ({ stopped, toolCallIds, unrun }) => {
       // Calls that waited for approval are answered too: the user's new message comes first.
