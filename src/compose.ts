@@ -228,6 +228,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     onLlmRetry: (retry, context) =>
       logger.warn({ ...context, attempt: retry.attempt, code: retry.code, status: retry.status, retry_in_ms: retry.delayMs }, `LLM attempt ${retry.attempt} failed, retrying: ${retry.message}`),
     condenserMaxTokens: config.condenserMaxTokens,
+    spending: config.spending,
     maskText: (conversationId, text) => secrets.maskText(conversationId, text),
     onRunFailed: (failure, context) => logger.error({ ...context, code: failure.code }, `run ended in agent_error: ${failure.message}`),
   });

@@ -17,6 +17,8 @@ import type { AgentSessions } from './agent-sessions.js';
 import type { CondensationControl } from './condensation-control.js';
 import type { ConversationGates } from './conversation-gates.js';
 import { withFallbackKeys } from './fallback-keys.js';
+import { BudgetGuard, currentBudgetLimit } from './budget-guard.js';
+import type { Budget } from '../schemas/budget.js';
 import { LlmError, type LlmClient, type LlmRetry, type LlmToolSchema } from './llm.js';
 import type { RunOutcome } from './run-context.js';
 import type { RunJournal } from './run-journal.js';
@@ -58,6 +60,8 @@ export interface RunDriverDeps {
   onError?: ((error: unknown, context: Record<string, unknown>) => void) | undefined;
   onLlmRetry?: ((retry: LlmRetry, context: { conversation_id: string; run_id: string }) => void) | undefined;
   onRunFailed?: ((failure: { code: string; message: string }, context: { conversation_id: string; run_id: string }) => void) | undefined;
+  /** The budget of conversations without their own (AGENTD_BUDGET). */
+  defaultBudget?: Budget | null;
 }
 
 /**
@@ -224,6 +228,10 @@ export class RunDriver {
         onLlmFallback: (fallback) =>
           journal.append(record.id, { kind: 'llm_fallback', source: 'system', from_model: fallback.fromModel, to_model: fallback.toModel, reason: fallback.reason, attempt: fallback.attempt, run_id: run.id }),
         routing: { turn: 0 },
+        checkBudget: (() => {
+          const guard = new BudgetGuard([currentBudgetLimit(() => record.budget ?? this.deps.defaultBudget ?? null)]);
+          return () => guard.check({ run: run.usage, conversation: this.deps.conversations.record(record.id).usage });
+        })(),
         onIteration: () => {
           run.iterations += 1;
           this.deps.runs.save(run);

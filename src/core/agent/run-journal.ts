@@ -4,11 +4,14 @@ import type { EventRecorder } from '../events/event-recorder.js';
 import type { ConversationStatus, NewEvent, SubagentTags } from '../schemas/event.js';
 import type { LlmUsage } from './llm.js';
 import type { Run } from './run-record.js';
+import type { PriceTable } from './price-table.js';
 import { addUsageTo, zeroUsage } from '../schemas/usage.js';
 
 export interface RunJournalDeps {
   conversations: ConversationStore;
   recorder: EventRecorder;
+  /** Gives a cost to usage that has none (no provider figure, no per-token prices in the settings). */
+  prices?: PriceTable;
 }
 
 /**
@@ -39,7 +42,8 @@ export class RunJournal {
   }
 
   /** Usage of one LLM answer: added to the conversation's and the run's (and a subagent's share), recorded as a `usage` event. */
-  async recordUsage(record: Readonly<ConversationRecord>, run: Run | null, usage: LlmUsage, tags: SubagentTags = {}, model?: string): Promise<void> {
+  async recordUsage(record: Readonly<ConversationRecord>, run: Run | null, reported: LlmUsage, tags: SubagentTags = {}, model?: string): Promise<void> {
+    const usage = model !== undefined && this.deps.prices ? this.deps.prices.priced(reported, model) : reported;
     if (run) {
       addUsageTo(run.usage, usage, model);
       if (model !== undefined && !(run.models_used ??= []).includes(model)) run.models_used.push(model);

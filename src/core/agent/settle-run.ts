@@ -85,6 +85,8 @@ function describe(outcome: RunOutcome, active: ActiveRun, stopReason: string, re
       return [active.stopAs === 'canceled' ? 'canceled' : 'paused', 'paused', stopReason];
     case 'error':
       return ['failed', 'error', outcome.message];
+    case 'budget_exceeded':
+      return ['paused', 'paused', outcome.reason];
   }
 }
 
