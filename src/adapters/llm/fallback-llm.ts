@@ -15,6 +15,8 @@ import { isAbortError } from './llm-retry.js';
 import { ModelCooldowns } from './model-cooldowns.js';
 
 const DEFAULT_COOLDOWN_S = 60;
+/** Failures that may pass when asked again. */
+const TRANSIENT = new Set<FallbackReason>(['overloaded', 'unavailable', 'timeout', 'server_error', 'rate_limited']);
 /** Default asks of one model for an answer that broke off mid-stream (when `retry.max_attempts` is not set). */
 const DEFAULT_STREAM_RETRIES = 2;
 
@@ -78,7 +80,8 @@ export class FallbackLlmClient implements LlmClient {
         if (!(error instanceof LlmError) || isAbortError(error) || request.signal.aborted) throw error;
         const failure = failureReasonOf(error);
         attempts.push({ model: candidate.settings.model, reason: failure ?? retryReasonOf(error), code: error.code, ...(error.status !== undefined ? { status: error.status } : {}), message: error.message });
-        if (failure === null || !fallbackOn.has(failure)) {
+        // An answer that had begun streaming is never finished by another model.
+        if (failure === null || !fallbackOn.has(failure) || error.more.outputStarted) {
           if (attempts.length === 1) throw error;
           throw unavailable(attempts, error);
         }
@@ -106,7 +109,9 @@ export class FallbackLlmClient implements LlmClient {
       try {
         return await this.inner.complete(attempt);
       } catch (error) {
-        if (!(error instanceof LlmError) || !error.more.outputStarted || ask >= maxAsks || request.signal.aborted) throw error;
+        // Only a transient failure is worth asking again (a content filter that cut the answer is not).
+        const transient = TRANSIENT.has(failureReasonOf(error as LlmError) ?? 'content_filtered');
+        if (!(error instanceof LlmError) || !error.more.outputStarted || !transient || ask >= maxAsks || request.signal.aborted) throw error;
         onRetry?.({ attempt: ask, model, reason: 'stream_interrupted', code: error.code, ...(error.status !== undefined ? { status: error.status } : {}), message: error.message, delayMs: 0 });
       }
     }

@@ -352,7 +352,7 @@ function toLlmError(args: { failure: Failure; attempts: number; settings: LlmSet
   const tries = attempts > 1 ? ` after ${attempts} attempts` : '';
   const midStream = textEmitted && failure.retryable ? ' (not retried: the response had started streaming)' : '';
   const message = `LLM request to ${origin} for model "${settings.model}" failed${tries}: ${failure.detail}${midStream}`;
-  return new LlmError(failure.code, redact(message, [settings.api_key]), failure.status, { outputStarted: textEmitted });
+    return new LlmError(failure.code, redact(message, [settings.api_key]), failure.status, { outputStarted: textEmitted });
 }
 
 /**
