@@ -2,6 +2,8 @@
 // the events a client reads. Each case of issue 78: which failures move a request to the next
 // model, per scope; which never do; a stream that broke after it began; a shared cooldown; a
 // history from another provider accepted by a strict fallback; every model failing.
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm, type FakeLlmOptions } from '../fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from '../support/agentd.js';
@@ -71,6 +73,10 @@ it('moves a request to the fallback on 503, and back to the primary for the next
   expect(Object.keys(usage.totals.by_model).sort()).toEqual(['fallback-model', 'primary-model']);
   expect(primary.violations).toEqual([]);
   expect(fallback.violations).toEqual([]);
+  // The fallback's key is sealed at rest like the primary's, and never shown.
+  const stored = fs.readdirSync(target.dataDir, { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile()).map((entry) => fs.readFileSync(path.join(entry.parentPath, entry.name), 'latin1'));
+  expect(stored.some((text) => text.includes('sk-fallback'))).toBe(false);
+  expect((await okJson(target, 'GET', `/conversations/${id}`)).llm.fallbacks).toEqual([{ model: 'fallback-model', base_url: fallback.url, api_key: '**********' }]);
 }, 30_000);
 
 it('stays on the fallback for the rest of the run after a 529 (scope sticky)', async () => {
