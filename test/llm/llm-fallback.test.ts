@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm, type FakeLlmOptions } from '../fake-llm/fake-llm-server.js';
-import { startServer, type TestServer } from '../support/agentd.js';
+import { startServer, tempDir, type TestServer } from '../support/agentd.js';
 import { okJson } from '../support/json-api.js';
 import { until } from '../support/reliability.js';
 
@@ -180,3 +180,23 @@ it("hands a Gemini history (thought signatures on its calls) to a strict fallbac
   expect(primary.requests[1]!.body.messages!.find((message) => message.tool_calls)!.tool_calls![0]).toHaveProperty('extra_content');
   expect(primary.violations).toEqual([]);
 }, 30_000);
+
+it("keeps a fallback's key, sealed, across a restart, and reads a ${NAME} key from the conversation's secrets", async () => {
+  const primary = await fake({ script: [{ status: 503 }, { status: 503 }] });
+  const fallback = await fake({ script: [{ text: 'Before.' }, { text: 'After.' }], apiKey: 'sk-from-secret' });
+  const dataDir = tempDir();
+  closers.push(async () => fs.rmSync(dataDir, { recursive: true, force: true }));
+  let target = await startServer({ dataDir, env: { AGENTD_WARM_SHELLS: '0' } });
+  const created = await okJson(target, 'POST', '/conversations', {
+    llm: { model: 'primary-model', base_url: primary.url, api_key: 'sk-primary', retry: { max_attempts: 1 }, cooldown_s: 0, fallbacks: [{ model: 'fallback-model', base_url: fallback.url, api_key: '${FALLBACK_KEY}' }] },
+    secrets: { FALLBACK_KEY: 'sk-from-secret' },
+  });
+  const id = created.id as string;
+  expect(ofKind(await runMessage(target, id, 'One.'), 'message').at(-1).content).toBe('Before.');
+  await target.close();
+  target = await startServer({ dataDir, env: { AGENTD_WARM_SHELLS: '0' } });
+  closers.push(() => target.close());
+  expect((await okJson(target, 'GET', `/conversations/${id}`)).llm.fallbacks[0].api_key).toBe('**********');
+  expect(ofKind(await runMessage(target, id, 'Two.'), 'message').at(-1).content).toBe('After.');
+  expect(fallback.violations).toEqual([]);
+}, 60_000);
