@@ -7,7 +7,7 @@ import type { Ownership } from './adapters/cluster/index.js';
 import { DiskSpace, HostWorkdirs, loadServerKeys } from './adapters/files/index.js';
 import { createCheckpoints } from './adapters/git/index.js';
 import { createHookTransport } from './adapters/hooks/index.js';
-import { ProtocolLlmClient } from './adapters/llm/index.js';
+import { FallbackLlmClient, ProtocolLlmClient } from './adapters/llm/index.js';
 import { SdkMcpConnector } from './adapters/mcp/index.js';
 import { Metrics } from './adapters/metrics/index.js';
 import { ExecaCommandRunner, ProcessSpawner, testPausePoint } from './adapters/process/index.js';
@@ -125,7 +125,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     persistUsage: storage.kind === 'postgres',
     persistRunStart: storage.kind === 'postgres',
   });
-  const llm = overrides.llm ?? new ProtocolLlmClient(config.llmClient);
+  // Fallback models around the protocol client; one cooldown table for the whole server.
+  const llm = new FallbackLlmClient(overrides.llm ?? new ProtocolLlmClient(config.llmClient));
   // Histories keep their messages in the LLM client's own encoding (sent as they are at each request).
   const sessions = new AgentSessions(log, { codec: llm.codec, historyBudget: config.historyCacheBytes });
   const secrets = new SecretService({ conversations: store, onChange: (conversationId, change) => sessions.updateShellEnv(conversationId, change) });
@@ -227,6 +228,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     onLlmRetry: (retry, context) =>
       logger.warn({ ...context, attempt: retry.attempt, code: retry.code, status: retry.status, retry_in_ms: retry.delayMs }, `LLM attempt ${retry.attempt} failed, retrying: ${retry.message}`),
     condenserMaxTokens: config.condenserMaxTokens,
+    spending: config.spending,
     maskText: (conversationId, text) => secrets.maskText(conversationId, text),
     onRunFailed: (failure, context) => logger.error({ ...context, code: failure.code }, `run ended in agent_error: ${failure.message}`),
   });

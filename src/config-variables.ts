@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ExtraBody, ExtraHeaders, LlmApiName, MaxTokensParam } from './core/schemas/llm-config.js';
+import { Budget } from './core/schemas/budget.js';
 
 /**
  * Every environment variable the server reads, as data: its zod schema (parsing and the default
@@ -66,6 +67,8 @@ export const VARIABLES = {
   AGENTD_LLM_EXTRA_HEADERS: spec({ schema: jsonObject(ExtraHeaders).optional(), default: 'none', meaning: 'Default extra_headers: a JSON object of headers sent with every request' }),
   AGENTD_LLM_PROMPT_CACHE: spec({ schema: boolText.optional(), default: 'auto', meaning: 'Default prompt_cache: true marks the prompt prefix with cache_control (auto: on for Claude behind OpenRouter or a LiteLLM host)' }),
   AGENTD_LLM_RATE_LIMIT_WAIT_S: spec({ schema: z.coerce.number().min(0).default(60), default: '60', meaning: 'How long an LLM request rate-limited (429) keeps being retried, in seconds in total' }),
+  AGENTD_BUDGET: spec({ schema: jsonObject(Budget).optional(), default: 'none', meaning: 'The budget of conversations created without one, as JSON: {"max_cost_usd", "max_tokens", "per": "run"|"conversation", "on_exceed": "pause"|"stop"|"notify"}' }),
+  AGENTD_PRICES_FILE: spec({ schema: z.string().min(1).optional(), default: 'none', meaning: 'A JSON file of model prices in US dollars per token ({"<model>": {"input_cost_per_token", "output_cost_per_token", "cached_input_cost_per_token"?}}) that add to and override the built-in table budgets use when a provider reports no cost' }),
   AGENTD_LLM_IDLE_TIMEOUT_S: spec({ schema: z.coerce.number().min(1).default(120), default: '120', meaning: 'Seconds a streaming LLM response may stay silent before the attempt is retried' }),
   AGENTD_CONDENSER_MAX_TOKENS: spec({ schema: z.coerce.number().int().min(1000).default(100_000), default: '100000', meaning: "Prompt tokens past which a conversation's history is condensed, for models whose context window agentd does not know (known ones: 75% of the window)" }),
   AGENTD_SECRET_KEY: spec({ schema: z.string().min(16, 'must be at least 16 characters').optional(), default: 'generated', meaning: 'Key that encrypts secrets at rest (unset: <data dir>/secret.key, mode 0600)' }),

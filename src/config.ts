@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { McpServers } from './core/schemas/mcp-servers.js';
+import { PricesFile, type Budget, type ModelPrice } from './core/agent/spending-config.js';
 import { parseArgs, parseEnv } from 'node:util';
 import { z } from 'zod';
 import { EnvSchema, LogLevel, VARIABLES } from './config-variables.js';
@@ -68,6 +69,8 @@ export interface Config {
   /** Webhook delivery: server-wide callback URLs and secret, attempt timeout, retry schedule. */
   /** MCP servers every conversation gets (AGENTD_MCP_CONFIG). */
   mcpServers: McpServers;
+  /** The default budget (AGENTD_BUDGET) and the prices that override the built-in table (AGENTD_PRICES_FILE). */
+  spending: { defaultBudget: Budget | null; prices: Readonly<Record<string, ModelPrice>> };
   /** Skills every conversation gets (AGENTD_SKILLS_DIR), or null. */
   skillsDir: string | null;
   /** Levels of subagents below the main agent (AGENTD_SUBAGENT_MAX_DEPTH). */
@@ -267,7 +270,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     shutdownTimeoutMs: Math.round(e.AGENTD_SHUTDOWN_TIMEOUT_S * 1000),
     heapGrowthPercent: e.AGENTD_HEAP_GROWTH_PERCENT,
     secretKey: e.AGENTD_SECRET_KEY ?? null,
-    mcpServers: e.AGENTD_MCP_CONFIG ? readMcpConfig(e.AGENTD_MCP_CONFIG) : {},
+    mcpServers: e.AGENTD_MCP_CONFIG ? readJsonFile('AGENTD_MCP_CONFIG', e.AGENTD_MCP_CONFIG, McpServers, 'mcpServers') : {},
+    spending: Object.freeze({ defaultBudget: e.AGENTD_BUDGET ?? null, prices: e.AGENTD_PRICES_FILE ? readJsonFile('AGENTD_PRICES_FILE', e.AGENTD_PRICES_FILE, PricesFile) : {} }),
     skillsDir: e.AGENTD_SKILLS_DIR ?? null,
     subagentMaxDepth: e.AGENTD_SUBAGENT_MAX_DEPTH,
     editCheckTimeoutMs: Math.round(e.AGENTD_CHECK_EDITS_S * 1000),
@@ -382,18 +386,15 @@ function agentEnvFrom({ env, passEnv, agentPath }: { env: NodeJS.ProcessEnv; pas
   return Object.freeze({ passEnv: Object.freeze([...passEnv]), hostEnv: Object.freeze(hostEnv) });
 }
 
-/** AGENTD_MCP_CONFIG: a file in the `.mcp.json` shape. A bad file stops the server with a clear message. */
-function readMcpConfig(file: string): McpServers {
+/** A JSON file a variable names (AGENTD_MCP_CONFIG, AGENTD_PRICES_FILE), checked by `schema` at `key`. A bad file stops the server with a clear message. */
+function readJsonFile<T>(variable: string, file: string, schema: z.ZodType<T>, key?: string): T {
   let parsed: unknown;
   try {
     parsed = JSON.parse(fs.readFileSync(path.resolve(file), 'utf8'));
   } catch (error) {
-    throw new ConfigError(`invalid AGENTD_MCP_CONFIG: cannot read ${file} as JSON (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    throw new ConfigError(`invalid ${variable}: cannot read ${file} as JSON (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
   }
-  const checked = McpServers.safeParse((parsed as { mcpServers?: unknown } | null)?.mcpServers ?? {});
-  if (!checked.success) {
-    const issue = checked.error.issues[0]!;
-    throw new ConfigError(`invalid AGENTD_MCP_CONFIG: mcpServers.${issue.path.join('.')}: ${issue.message}`);
-  }
+  const checked = schema.safeParse(key ? ((parsed as Record<string, unknown> | null)?.[key] ?? {}) : parsed);
+  if (!checked.success) throw new ConfigError(`invalid ${variable}: ${[key, ...checked.error.issues[0]!.path].filter((part) => part !== undefined).join('.')}: ${checked.error.issues[0]!.message}`);
   return checked.data;
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Usage } from '../core/schemas/usage.js';
+import { Usage, UsageCounts } from '../core/schemas/usage.js';
 import { WebhookHeaders, WebhookPayload } from '../core/webhooks/callback-schemas.js';
 import { AgentEvent, ConversationStatus, EVENT_KINDS, EventKind, EventSource, MessageDelta, MultitaskStrategy, StreamClosedNotice, StreamOverflowNotice } from '../core/schemas/event.js';
 
@@ -49,6 +49,9 @@ const KIND_SUMMARIES: Record<EventKind, string> = {
   interrupt: 'A message sent with multitask_strategy `interrupt` stopped the current tool call or LLM turn of the run.',
   rollback: 'A message sent with multitask_strategy `rollback` canceled the run: its events left the LLM history (they stay in the log).',
   mcp_refused: 'An MCP server was not connected to because a policy refused it (the conversation has no network, or the address is private); its tools are missing for the run.',
+  llm_fallback: 'A request moved to the next model of `llm.fallbacks`: the previous one failed (or is cooling down after failing).',
+  llm_retry: 'A failed LLM request is tried again on the same model after `wait_s`.',
+  budget_exceeded: 'The run or the conversation reached its `budget`: the run paused, stopped, or went on (notify).',
 };
 
 /** Schemas named only here (a global meta id would put them in the OpenAPI document too). */
@@ -69,7 +72,7 @@ function schemaId(schema: z.ZodType): string {
 /** JSON Schema (draft-07, the AsyncAPI schema format's base) for each named schema, with `$ref`s between them. */
 function componentSchemas(): Record<string, unknown> {
   const registry = z.registry<{ id: string }>();
-  const named = [...AgentEvent.options, AgentEvent, ConversationStatus, EventSource, EventKind, MultitaskStrategy, Usage, ...LOCAL_IDS.keys()];
+  const named = [...AgentEvent.options, AgentEvent, ConversationStatus, EventSource, EventKind, MultitaskStrategy, Usage, UsageCounts, ...LOCAL_IDS.keys()];
   for (const schema of named) registry.add(schema, { id: schemaId(schema) });
   const { schemas } = z.toJSONSchema(registry, { target: 'draft-7', uri: (id) => `#/components/schemas/${id}` });
   if ('__shared' in schemas) throw new Error(`schemas without an id are shared: ${Object.keys((schemas.__shared as { definitions?: object }).definitions ?? {}).join(', ')}`);

@@ -20,6 +20,7 @@ import { FAKE_ANTHROPIC_API } from './fake-anthropic-api.js';
 
 /** The wire protocols the fake speaks besides chat completions (option `protocol`). */
 const FAKE_PROTOCOLS: Record<'responses' | 'anthropic', FakeProtocol> = { responses: FAKE_RESPONSES_API, anthropic: FAKE_ANTHROPIC_API };
+import { unknownFieldProblems } from './strict-fields.js';
 
 export type * from './fake-llm-types.js';
 export type { ProviderName } from './provider-profiles.js';
@@ -61,6 +62,8 @@ export interface FakeLlmOptions {
   summarizer?: true | FakeTurnFn;
   /** Speak OpenAI's Responses API or Anthropic's Messages API instead of chat completions (fake-responses-api.ts, fake-anthropic-api.ts). */
   protocol?: 'responses' | 'anthropic';
+  /** Refuse message and tool-call fields a plain Chat Completions server does not know (strict-fields.ts). */
+  strictFields?: boolean;
 }
 
 /** agentd's condensation request: its system prompt (src/core/agent/condense-prompt.md) opens with these words. */
@@ -154,6 +157,7 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
       violations: problems,
     };
     if (problems.length === 0 && profile.reject) problems.push(...profile.reject(recorded, issued));
+    if (problems.length === 0 && options.strictFields) problems.push(...unknownFieldProblems(asSent));
     requests.push(recorded);
     if (options.apiKey !== undefined && !carriesKey(req, options.apiKey)) {
       sendJson(res, 401, { error: { message: 'Incorrect API key provided.', type: 'invalid_request_error', code: 'invalid_api_key' } });

@@ -17,7 +17,7 @@ export function sealConversationRecord(record: ConversationRecord, box: SecretBo
   const secrets: Record<string, string> = {};
   for (const [name, value] of Object.entries(record.secrets)) secrets[name] = box.encrypt(value);
   const llm = record.llm
-    ? { ...record.llm, api_key: record.llm.api_key ? box.encrypt(record.llm.api_key) : null, extra_headers: sealHeaders(record.llm.extra_headers, (value) => box.encrypt(value)) }
+    ? { ...record.llm, api_key: record.llm.api_key ? box.encrypt(record.llm.api_key) : null, extra_headers: sealHeaders(record.llm.extra_headers, (value) => box.encrypt(value)), fallbacks: sealFallbackKeys(record.llm.fallbacks, (value) => box.encrypt(value)) }
     : null;
   const retired = record.retired_secrets?.map(([name, value]): [string, string] => [name, box.encrypt(value)]);
   const hooks = record.hooks && sealHookSecrets(record.hooks, (value) => box.encrypt(value));
@@ -29,12 +29,18 @@ export function unsealConversationRecord(disk: SealedConversationRecord, box: Se
   const secrets: Record<string, string> = {};
   for (const [name, value] of Object.entries(disk.secrets ?? {})) secrets[name] = box.decrypt(value);
   const llm = disk.llm
-    ? { ...disk.llm, api_key: disk.llm.api_key ? box.decrypt(disk.llm.api_key) : null, extra_headers: sealHeaders(disk.llm.extra_headers, (value) => box.decrypt(value)) }
+    ? { ...disk.llm, api_key: disk.llm.api_key ? box.decrypt(disk.llm.api_key) : null, extra_headers: sealHeaders(disk.llm.extra_headers, (value) => box.decrypt(value)), fallbacks: sealFallbackKeys(disk.llm.fallbacks, (value) => box.decrypt(value)) }
     : null;
   const retired = disk.retired_secrets?.map(([name, value]): [string, string] => [name, box.decrypt(value)]);
   const hooks = disk.hooks && sealHookSecrets(disk.hooks, (value) => box.decrypt(value));
   const mcp = disk.mcp_servers && sealMcpValues(disk.mcp_servers, (value) => box.decrypt(value));
   return { ...disk, llm, secrets, ...(retired && { retired_secrets: retired }), ...(hooks && { hooks }), ...(mcp && { mcp_servers: mcp }) };
+}
+
+/** A fallback model's `api_key` is sealed like the primary's; a `${NAME}` reference is sealed too (it is no secret, but one rule is simpler). */
+function sealFallbackKeys<F extends { api_key?: string | undefined }>(fallbacks: F[] | null | undefined, transform: (value: string) => string): F[] | null {
+  if (!fallbacks) return null;
+  return fallbacks.map((fallback) => (fallback.api_key ? { ...fallback, api_key: transform(fallback.api_key) } : fallback));
 }
 
 /** Values of auth-like `extra_headers` are sealed at rest like `api_key`; a record from before they existed has none. */

@@ -90,10 +90,11 @@ export class OpenAiLlmClient implements LlmClient {
 
   async complete(request: LlmRequest): Promise<LlmResponse> {
     const { settings, signal } = request;
-    const retries = Math.max(0, Math.floor(settings.num_retries ?? this.options.defaultNumRetries ?? 4));
+    const policy = retryPolicyOf(settings, this.options);
     const client = this.clientFor(settings, await loadSdk());
     const shaped = encodeChatRequest(request, { stream: this.stream, ...(this.options.maxTokensParam ? { maxTokensParam: this.options.maxTokensParam } : {}) });
-    const rateLimitWaitMs = this.options.rateLimitWaitMs ?? 60_000;
+    const rateLimitWaitMs = policy.rateLimitWaitMs;
+    const retries = policy.retries;
     let waitedMs = 0;
     for (let attempt = 0; ; attempt++) {
       if (signal.aborted) throw new LlmAbortError(signal.reason);
@@ -104,12 +105,12 @@ export class OpenAiLlmClient implements LlmClient {
         if (signal.aborted) throw new LlmAbortError(signal.reason);
         const failure = err instanceof AttemptFailure ? err.failure : classify(err);
         const delay =
-          failure.retryAfterMs !== undefined
+          failure.retryAfterMs !== undefined && policy.honorRetryAfter
             ? Math.min(failure.retryAfterMs, this.options.maxRetryAfterMs ?? 60_000)
             : backoffDelayMs({
                 attempt,
-                baseDelayMs: this.options.retryBaseDelayMs ?? 1000,
-                maxDelayMs: this.options.retryMaxDelayMs ?? 30_000,
+                baseDelayMs: policy.baseDelayMs,
+                maxDelayMs: policy.maxDelayMs,
                 ...(this.options.random ? { random: this.options.random } : {}),
               });
         // A rate limit is waited out for the whole budget, however many attempts that takes.
@@ -217,6 +218,18 @@ export class OpenAiLlmClient implements LlmClient {
     this.clients.set(key, client);
     return client;
   }
+}
+
+/**
+ * How one model is retried: `llm.retry` when set (its `max_attempts` is then a hard bound, rate
+ * limits included, so a fallback can take over), else `num_retries` and the client's defaults.
+ */
+function retryPolicyOf(settings: LlmSettings, options: OpenAiLlmClientOptions): { retries: number; baseDelayMs: number; maxDelayMs: number; honorRetryAfter: boolean; rateLimitWaitMs: number } {
+  const retry = settings.retry ?? {};
+  const retries = retry.max_attempts !== undefined ? retry.max_attempts - 1 : Math.max(0, Math.floor(settings.num_retries ?? options.defaultNumRetries ?? 4));
+  const baseDelayMs = retry.min_wait_s !== undefined ? retry.min_wait_s * 1000 : (options.retryBaseDelayMs ?? 1000);
+  const maxDelayMs = Math.max(baseDelayMs, retry.max_wait_s !== undefined ? retry.max_wait_s * 1000 : (options.retryMaxDelayMs ?? 30_000));
+  return { retries, baseDelayMs, maxDelayMs, honorRetryAfter: retry.honor_retry_after ?? true, rateLimitWaitMs: retry.max_attempts !== undefined ? 0 : (options.rateLimitWaitMs ?? 60_000) };
 }
 
 function fromCompletion(completion: ChatCompletion, settings: LlmSettings): LlmResponse {
@@ -339,7 +352,7 @@ function toLlmError(args: { failure: Failure; attempts: number; settings: LlmSet
   const tries = attempts > 1 ? ` after ${attempts} attempts` : '';
   const midStream = textEmitted && failure.retryable ? ' (not retried: the response had started streaming)' : '';
   const message = `LLM request to ${origin} for model "${settings.model}" failed${tries}: ${failure.detail}${midStream}`;
-  return new LlmError(failure.code, redact(message, [settings.api_key]), failure.status);
+    return new LlmError(failure.code, redact(message, [settings.api_key]), failure.status, { outputStarted: textEmitted });
 }
 
 /**

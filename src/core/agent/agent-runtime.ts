@@ -1,4 +1,6 @@
 import { systemClock, type Clock } from '../clock.js';
+import type { Budget } from '../schemas/budget.js';
+import { PriceTable, type ModelPrice } from './price-table.js';
 import type { ProjectCatalog } from '../catalog/project-catalog.js';
 import type { RunCheckpoints } from '../checkpoints/checkpoint-service.js';
 import type { ConversationRecord } from '../conversations/conversation-record.js';
@@ -76,6 +78,8 @@ export interface AgentRuntimeDeps {
   onReleased?: (conversationId: string) => void;
   /** A run that ended in agent_error (for the server log, at error). */
   onRunFailed?: (failure: { code: string; message: string }, context: { conversation_id: string; run_id: string }) => void;
+  /** Budgets: the server's default (AGENTD_BUDGET) and the price table's overrides (AGENTD_PRICES_FILE). */
+  spending?: { defaultBudget: Budget | null; prices: Readonly<Record<string, ModelPrice>> };
   /** The condensation threshold for models whose context window agentd does not know (AGENTD_CONDENSER_MAX_TOKENS). */
   condenserMaxTokens?: number;
   /** Masks the conversation's secret values in what run records show (the files a run changed, its output). */
@@ -103,7 +107,7 @@ export class AgentRuntime implements ConversationRuntime {
   constructor(private readonly deps: AgentRuntimeDeps) {
     const { conversations, sessions, runs, onError } = deps;
     const clock = deps.clock ?? systemClock;
-    const journal = (this.journal = new RunJournal({ conversations, recorder: deps.recorder }));
+    const journal = (this.journal = new RunJournal({ conversations, recorder: deps.recorder, prices: new PriceTable(deps.spending?.prices) }));
     const offer = (this.offer = new ToolOffer({ tools: deps.tools, catalog: deps.catalog, maxSubagentDepth: deps.maxSubagentDepth, subagentModels: deps.subagentModels, onError }));
     const gates = new ConversationGates({
       hookTransport: deps.hookTransport,
@@ -147,6 +151,7 @@ export class AgentRuntime implements ConversationRuntime {
       onError,
       onLlmRetry: deps.onLlmRetry,
       onRunFailed: deps.onRunFailed,
+      defaultBudget: deps.spending?.defaultBudget ?? null,
     }));
     this.runBook = new RunBook({ conversations, runs, sessions, pause: (id, stopAs) => driver.pause(id, stopAs), ...(deps.maskText && { maskText: deps.maskText }) });
     this.recovery = new RunRecovery({ conversations, runs, journal, session: (id) => lifecycle.session(id), clock });

@@ -5,7 +5,7 @@ import { saveFullOutput } from '../tools/agent-area.js';
 import { clearOldOutputs } from './output-clearing.js';
 import type { OutputRequirement } from './structured-output.js';
 import { estimateToolTokens } from './token-estimate.js';
-import { LlmError, type EncodedMessages, type LlmMessage, type LlmUserPart, type LlmClient, type LlmRequest, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolSchema, type LlmUsage } from './llm.js';
+import { LlmError, type EncodedMessages, type LlmFallback, type LlmMessage, type LlmRouting, type LlmUserPart, type LlmClient, type LlmRequest, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolSchema, type LlmUsage } from './llm.js';
 
 /** What a run's LLM requests need: the history, the client, and the condenser that keeps the history in the window. */
 export interface LlmRequestContext {
@@ -13,8 +13,13 @@ export interface LlmRequestContext {
   llm: LlmClient;
   toolSchemas: LlmToolSchema[];
   delta(text: string): void;
-  onUsage(usage: LlmUsage): Promise<void>;
-  onLlmRetry?: (retry: LlmRetry) => void;
+  /** `model`: the one that answered. */
+  onUsage(usage: LlmUsage, model?: string): Promise<void>;
+  /** A retry or a move to a fallback model (recorded as events: the request waits for them before its usage). */
+  onLlmRetry?: (retry: LlmRetry) => void | Promise<unknown>;
+  onLlmFallback?: (fallback: LlmFallback) => void | Promise<unknown>;
+  /** The run's routing state (which fallback a `turn` or `sticky` scope stays on). */
+  routing?: LlmRouting;
   condenser: RunCondenser;
   /** Reads a workdir image of a user message (base64) when a request is sent; none: such images are described, not sent. */
   readImage?: (path: string) => Promise<string>;
@@ -61,17 +66,28 @@ export async function askLlm(context: LlmRequestContext, options: { settings: Ll
   if (options.signal.aborted) throw options.signal.reason;
   const request = async () => {
     const estimate = estimateRequest(context, tools);
-    const response = await context.llm.complete(await withHistory(context, {
-      settings: options.settings,
-      tools,
-      ...(output?.responseFormat ? { responseFormat: output.responseFormat } : {}),
-      ...(options.noTools ? { toolChoice: 'none' as const } : {}),
-      signal: options.signal,
-      onTextDelta: (text) => context.delta(text),
-      ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
-    }));
+    // Events of the request's retries and fallbacks are written in order, before its usage.
+    const recorded: Promise<unknown>[] = [];
+    const record = (result: void | Promise<unknown>) => void (result && recorded.push(result));
+    if (context.routing) context.routing.turn = context.history.lastUserSeq;
+    let response: LlmResponse;
+    try {
+      response = await context.llm.complete(await withHistory(context, {
+        settings: options.settings,
+        tools,
+        ...(output?.responseFormat ? { responseFormat: output.responseFormat } : {}),
+        ...(options.noTools ? { toolChoice: 'none' as const } : {}),
+        signal: options.signal,
+        onTextDelta: (text) => context.delta(text),
+        ...(context.onLlmRetry ? { onRetry: (retry: LlmRetry) => record(context.onLlmRetry!(retry)) } : {}),
+        ...(context.onLlmFallback ? { onFallback: (fallback: LlmFallback) => record(context.onLlmFallback!(fallback)) } : {}),
+        ...(context.routing ? { routing: context.routing } : {}),
+      }));
+    } finally {
+      await Promise.all(recorded);
+    }
     if (response.usage.prompt_tokens > 0) ratios.set(context, Math.min(2, Math.max(1, response.usage.prompt_tokens / estimate.tokens)));
-    await context.onUsage(response.usage);
+    await context.onUsage(response.usage, response.model ?? options.settings.model);
     return response;
   };
   try {
@@ -121,14 +137,14 @@ async function overflowLadder(context: LlmRequestContext, options: { request: ()
       refused = error;
       continue;
     }
-    if (result.kind === 'blocked') throw new LlmError(refused.code, `${refused.message} Condensing the history was blocked by a PreCompact hook: ${result.reason}`, refused.status);
+    if (result.kind === 'blocked') throw new LlmError(refused.code, `${refused.message} Condensing the history was blocked by a PreCompact hook: ${result.reason}`, refused.status, refused.more);
     if (result.kind === 'nothing') continue;
     condensed += 1;
     const answered = await retry();
     if (answered) return answered;
   }
   const tried = condensed > 0 ? `after clearing old tool outputs and condensing the history ${condensed} time${condensed === 1 ? '' : 's'}` : 'and there was nothing left to condense';
-  throw new LlmError(refused.code, `${refused.message} The conversation does not fit the model's context window ${tried} (${context.condenser.hint ?? 'see condenser.keep_first and keep_last'}).`, refused.status);
+  throw new LlmError(refused.code, `${refused.message} The conversation does not fit the model's context window ${tried} (${context.condenser.hint ?? 'see condenser.keep_first and keep_last'}).`, refused.status, refused.more);
 }
 
 /** Per run (its request context): the provider's count over the estimate at the last request. */

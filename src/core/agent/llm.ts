@@ -64,6 +64,8 @@ export interface LlmResponse {
   refusal?: string | null;
   /** What the model reasoned, when the provider sent any. */
   reasoning?: LlmReasoning | null;
+  /** The model that answered, when it is not the settings' own (a fallback answered). */
+  model?: string;
 }
 
 /** The LLM settings a request is made with: a conversation's config, or one a client sent (llm-config.ts). */
@@ -105,12 +107,40 @@ export interface LlmRequest {
   onReasoningDelta?: (delta: string) => void;
   /** Called when an attempt failed and another one follows (the last failure is the LlmError thrown). */
   onRetry?: (retry: LlmRetry) => void;
+  /** Called when the request moves to the next model of `settings.fallbacks`. */
+  onFallback?: (fallback: LlmFallback) => void;
+  /**
+   * The run's routing state, kept between its requests: which fallback a `turn` or `sticky`
+   * scope stays on. `turn` is the history's last user message (seq): a new one ends a `turn` stay.
+   */
+  routing?: LlmRouting;
+}
+
+/** A request's move to another model. */
+export interface LlmFallback {
+  fromModel: string;
+  toModel: string;
+  /** The failure class (one of `llm.fallback_on`). */
+  reason: string;
+  /** Attempts made so far across the models, 1-based. */
+  attempt: number;
+}
+
+/** Owned by a run, written by the fallback router. */
+export interface LlmRouting {
+  turn: number;
+  /** The fallback the run stays on (index in `[primary, ...fallbacks]`), and the turn it was chosen in. */
+  stay?: { index: number; turn: number };
 }
 
 /** One failed attempt that is retried: no API key, no request body. */
 export interface LlmRetry {
   /** 1 for the first attempt. */
   attempt: number;
+  /** The model retried (set by the fallback router). */
+  model?: string;
+  /** The failure class, in `fallback_on`'s words when it is one of them (set by the fallback router). */
+  reason?: string;
   code: LlmError['code'];
   status?: number;
   message: string;
@@ -142,13 +172,22 @@ export class LlmError extends Error {
       | 'llm_output_truncated'
       | 'llm_empty_response'
       | 'llm_output_invalid'
+      | 'llm_unavailable'
       | 'llm_error',
     message: string,
     readonly status?: number,
+    readonly more: LlmErrorDetails = {},
   ) {
     super(message);
     this.name = 'LlmError';
   }
+}
+
+export interface LlmErrorDetails {
+  /** The answer had started streaming when the request failed: it cannot move to another model, only be asked again. */
+  outputStarted?: boolean;
+  /** Shown in the `agent_error` event's `details` (e.g. `attempts` of llm_unavailable). */
+  details?: Record<string, unknown>;
 }
 
 /** The codec of a client without its own: a message as its JSON. */

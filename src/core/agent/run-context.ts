@@ -6,6 +6,7 @@ import type { LlmSettings } from './llm.js';
 import type { LlmRequestContext } from './llm-request.js';
 import type { Run } from './run-record.js';
 import type { ToolGate } from './tool-gate.js';
+import type { BudgetBreach } from './budget-guard.js';
 import type { TurnInterrupts } from './turn-interrupts.js';
 
 export const FINISH_TOOL = 'finish';
@@ -21,7 +22,9 @@ export type RunOutcome =
   /** The database could not be reached to record the run's next step: paused, to continue once it is back. */
   | { kind: 'database_unavailable' }
   /** An agent error: `code` is the LlmError's (or the runtime's own, e.g. `internal_error`). */
-  | { kind: 'error'; code: string; message: string };
+  | { kind: 'error'; code: string; message: string; details?: Record<string, unknown> }
+  /** The run or the conversation reached its budget (`on_exceed: pause`). */
+  | { kind: 'budget_exceeded'; reason: string };
 
 export interface RunContext extends LlmRequestContext {
   conversationId: string;
@@ -43,6 +46,8 @@ export interface RunContext extends LlmRequestContext {
   gate: ToolGate;
   /** The conversation's first run: SessionStart hooks run before it. */
   sessionStart: boolean;
+  /** Before each LLM request: a spending limit reached (recorded as `budget_exceeded`), or null. */
+  checkBudget?: () => BudgetBreach | null;
   /** Before a tool call runs (a workdir checkpoint), just before its action is recorded. */
   beforeTool?: (call: { name: string; args: Record<string, unknown> }) => Promise<void>;
 }

@@ -16,6 +16,9 @@ import type { ActiveRun, AgentSession } from './agent-session.js';
 import type { AgentSessions } from './agent-sessions.js';
 import type { CondensationControl } from './condensation-control.js';
 import type { ConversationGates } from './conversation-gates.js';
+import { withFallbackKeys } from './fallback-keys.js';
+import { BudgetGuard, currentBudgetLimit } from './budget-guard.js';
+import type { Budget } from '../schemas/budget.js';
 import { LlmError, type LlmClient, type LlmRetry, type LlmToolSchema } from './llm.js';
 import type { RunOutcome } from './run-context.js';
 import type { RunJournal } from './run-journal.js';
@@ -57,6 +60,8 @@ export interface RunDriverDeps {
   onError?: ((error: unknown, context: Record<string, unknown>) => void) | undefined;
   onLlmRetry?: ((retry: LlmRetry, context: { conversation_id: string; run_id: string }) => void) | undefined;
   onRunFailed?: ((failure: { code: string; message: string }, context: { conversation_id: string; run_id: string }) => void) | undefined;
+  /** The budget of conversations without their own (AGENTD_BUDGET). */
+  defaultBudget?: Budget | null;
 }
 
 /**
@@ -197,7 +202,7 @@ export class RunDriver {
         signal: controller.signal,
         history: session.history,
         llm: this.deps.llm,
-        settings: () => ({ llm: record.llm!, maxIterations: record.max_iterations_per_run, confirmationMode: record.confirmation_mode }),
+        settings: () => ({ llm: withFallbackKeys(record.llm!, record.secrets), maxIterations: record.max_iterations_per_run, confirmationMode: record.confirmation_mode }),
         tools: toolMap,
         toolSchemas,
         toolContext: {
@@ -215,8 +220,18 @@ export class RunDriver {
         ...(this.deps.readImage && { readImage: (path: string) => this.deps.readImage!(record.id, path) }),
         append: async (event) => (await journal.append(record.id, event)).event,
         delta: (text) => journal.delta(record.id, run.id, text),
-        onUsage: (usage) => journal.recordUsage(record, run, usage),
-        onLlmRetry: (retry) => this.deps.onLlmRetry?.(retry, { conversation_id: record.id, run_id: run.id }),
+        onUsage: (usage, model) => journal.recordUsage(record, run, usage, {}, model),
+        onLlmRetry: (retry) => {
+          this.deps.onLlmRetry?.(retry, { conversation_id: record.id, run_id: run.id });
+          return journal.append(record.id, { kind: 'llm_retry', source: 'system', model: retry.model ?? record.llm!.model, reason: retry.reason ?? retry.code.replace(/^llm_/, ''), wait_s: retry.delayMs / 1000, run_id: run.id });
+        },
+        onLlmFallback: (fallback) =>
+          journal.append(record.id, { kind: 'llm_fallback', source: 'system', from_model: fallback.fromModel, to_model: fallback.toModel, reason: fallback.reason, attempt: fallback.attempt, run_id: run.id }),
+        routing: { turn: 0 },
+        checkBudget: (() => {
+          const guard = new BudgetGuard([currentBudgetLimit(() => record.budget ?? this.deps.defaultBudget ?? null)]);
+          return () => guard.check({ run: run.usage, conversation: this.deps.conversations.record(record.id).usage });
+        })(),
         onIteration: () => {
           run.iterations += 1;
           this.deps.runs.save(run);
@@ -228,7 +243,8 @@ export class RunDriver {
     } catch (error) {
       if (controller.signal.aborted) outcome = { kind: 'aborted' };
       else if (error instanceof DatabaseUnavailableError) outcome = { kind: 'database_unavailable' };
-      else if (error instanceof LlmError || error instanceof StorageFullError) outcome = { kind: 'error', code: error.code, message: error.message };
+      else if (error instanceof LlmError) outcome = { kind: 'error', code: error.code, message: error.message, ...(error.more.details && { details: error.more.details }) };
+      else if (error instanceof StorageFullError) outcome = { kind: 'error', code: error.code, message: error.message };
       else {
         this.deps.onError?.(error, { conversation_id: record.id, run_id: run.id });
         outcome = { kind: 'error', code: 'internal_error', message: 'The agent stopped on an internal error.' };

@@ -4,11 +4,14 @@ import type { EventRecorder } from '../events/event-recorder.js';
 import type { ConversationStatus, NewEvent, SubagentTags } from '../schemas/event.js';
 import type { LlmUsage } from './llm.js';
 import type { Run } from './run-record.js';
-import { zeroUsage } from '../schemas/usage.js';
+import type { PriceTable } from './price-table.js';
+import { addUsageTo, zeroUsage } from '../schemas/usage.js';
 
 export interface RunJournalDeps {
   conversations: ConversationStore;
   recorder: EventRecorder;
+  /** Gives a cost to usage that has none (no provider figure, no per-token prices in the settings). */
+  prices?: PriceTable;
 }
 
 /**
@@ -39,23 +42,18 @@ export class RunJournal {
   }
 
   /** Usage of one LLM answer: added to the conversation's and the run's (and a subagent's share), recorded as a `usage` event. */
-  async recordUsage(record: Readonly<ConversationRecord>, run: Run | null, usage: LlmUsage, tags: SubagentTags = {}): Promise<void> {
+  async recordUsage(record: Readonly<ConversationRecord>, run: Run | null, reported: LlmUsage, tags: SubagentTags = {}, model?: string): Promise<void> {
+    const usage = model !== undefined && this.deps.prices ? this.deps.prices.priced(reported, model) : reported;
     if (run) {
-      addUsage(run.usage, usage);
+      addUsageTo(run.usage, usage, model);
+      if (model !== undefined && !(run.models_used ??= []).includes(model)) run.models_used.push(model);
       if (tags.agent !== undefined) {
         run.usage_by_agent ??= {};
-        addUsage((run.usage_by_agent[tags.agent] ??= zeroUsage()), usage);
+        addUsageTo((run.usage_by_agent[tags.agent] ??= zeroUsage()), usage);
       }
     }
-    const totals = this.deps.conversations.addUsage(record.id, usage);
-    await this.append(record.id, { kind: 'usage', source: 'system', ...usage, totals: { ...totals }, run_id: run?.id ?? null, ...tags });
+    const totals = this.deps.conversations.addUsage(record.id, usage, model);
+    const byModel = totals.by_model && Object.fromEntries(Object.entries(totals.by_model).map(([name, counts]) => [name, { ...counts }]));
+    await this.append(record.id, { kind: 'usage', source: 'system', ...usage, ...(model !== undefined && { model }), totals: { ...totals, ...(byModel && { by_model: byModel }) }, run_id: run?.id ?? null, ...tags });
   }
-}
-
-function addUsage(target: Run['usage'], usage: LlmUsage): void {
-  target.prompt_tokens += usage.prompt_tokens;
-  target.completion_tokens += usage.completion_tokens;
-  target.cost += usage.cost;
-  target.cached_tokens = (target.cached_tokens ?? 0) + usage.cached_tokens;
-  target.reasoning_tokens = (target.reasoning_tokens ?? 0) + usage.reasoning_tokens;
 }

@@ -118,6 +118,8 @@ class RunLoop {
     const { context } = this;
     if (context.signal.aborted) return over({ kind: 'aborted' });
     if (await promptBlocked(context)) return over({ kind: 'prompt_blocked' });
+    const spent = await this.overBudget();
+    if (spent) return end(spent);
     const settings = context.settings();
     if (context.run.iterations >= settings.maxIterations) return over({ kind: 'budget_spent', limit: settings.maxIterations });
     context.onIteration();
@@ -140,6 +142,19 @@ class RunLoop {
     this.holdMessages();
     // One signal for the LLM turn and the calls it makes (an interrupt taken above made a fresh one).
     return { name: 'asking', turn: { settings, output, tools, userSeqBefore, signal: context.interrupts.signal(context.signal) } };
+  }
+
+  /** Before the next LLM request: a budget reached is recorded, and pauses or stops the run (notify: it goes on). */
+  private async overBudget(): Promise<RunOutcome | null> {
+    const breach = this.context.checkBudget?.();
+    if (!breach) return null;
+    await this.context.append({ kind: 'budget_exceeded', source: 'system', ...breach, run_id: this.context.run.id });
+    const what = breach.per === 'run' ? 'This run' : 'The conversation';
+    const limit = [breach.limit.max_cost_usd !== undefined && `$${breach.limit.max_cost_usd}`, breach.limit.max_tokens !== undefined && `${breach.limit.max_tokens} tokens`].filter(Boolean).join(' / ');
+    const reason = `${what} reached its budget (${limit}): used $${breach.used.cost_usd.toFixed(4)} and ${breach.used.tokens} tokens.`;
+    if (breach.action === 'pause') return { kind: 'budget_exceeded', reason: `${reason} Raise the budget (PUT /config) and POST /run to continue.` };
+    if (breach.action === 'stop') return { kind: 'error', code: 'budget_exceeded', message: reason };
+    return null;
   }
 
   private async ask(turn: Turn): Promise<RunState> {
@@ -187,7 +202,7 @@ class RunLoop {
     budget_spent: ({ limit }) => end({ kind: 'max_iterations', limit }),
     aborted: () => end({ kind: 'aborted' }),
     // A stop that came meanwhile wins: the run was paused or canceled, not failed.
-    failed: ({ error }) => end(this.context.signal.aborted ? { kind: 'aborted' } : { kind: 'error', code: error.code, message: error.message }),
+    failed: ({ error }) => end(this.context.signal.aborted ? { kind: 'aborted' } : { kind: 'error', code: error.code, message: error.message, ...(error.more.details && { details: error.more.details }) }),
     empty: () => this.askAgain('empty'),
     interrupted: async ({ stopped, toolCallIds, unrun }) => {
       // Calls that waited for approval are answered too: the user's new message comes first.

@@ -18,6 +18,7 @@ export const Run = z
       .record(z.string(), Usage)
       .optional()
       .describe("The part of `usage` spent by subagents, by agent name (present once a subagent ran); the rest is the main agent's."),
+    models_used: z.array(z.string()).optional().describe('The models that answered in this run, in the order they first did (a fallback appears here).'),
     /** Why the run ended (e.g. `finished`, `max_iterations`, `stuck`, `paused`, `waiting_for_confirmation`). */
     outcome: z.string().nullable(),
     error: z.object({ code: z.string(), message: z.string() }).nullable().optional(),

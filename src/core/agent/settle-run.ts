@@ -54,7 +54,7 @@ export async function settleRun(options: {
     }
   }
   if (outcome.kind === 'error') {
-    const { event } = await options.append({ kind: 'agent_error', source: 'system', error: outcome.code, message: outcome.message, run_id: run.id });
+    const { event } = await options.append({ kind: 'agent_error', source: 'system', error: outcome.code, message: outcome.message, ...(outcome.details && { details: outcome.details }), run_id: run.id });
     // The run record keeps the message as recorded: secret values (a provider may quote them) masked.
     run.error = { code: outcome.code, message: event.kind === 'agent_error' ? event.message : outcome.message };
   }
@@ -85,6 +85,8 @@ function describe(outcome: RunOutcome, active: ActiveRun, stopReason: string, re
       return [active.stopAs === 'canceled' ? 'canceled' : 'paused', 'paused', stopReason];
     case 'error':
       return ['failed', 'error', outcome.message];
+    case 'budget_exceeded':
+      return ['paused', 'paused', outcome.reason];
   }
 }
 

@@ -5,6 +5,7 @@ import { StoredLlmConfig } from '../schemas/llm-config.js';
 import { Hooks, Permissions, SettingSources } from '../schemas/tool-control.js';
 import { McpServers, ProjectMcpServers } from '../schemas/mcp-servers.js';
 import { AgentDefinitions } from '../schemas/catalog.js';
+import { Budget } from '../schemas/budget.js';
 import type { DamagedDataError } from '../errors.js';
 import type { ConversationSummary } from './summary-store.js';
 
@@ -14,7 +15,7 @@ import type { ConversationSummary } from './summary-store.js';
  * the server. Stores parse what they read back with it; fields added after a record was
  * written are optional here (absent in older records).
  */
-export const ConversationRecord = Conversation.omit({ event_count: true, llm: true, sandbox: true, mcp_servers: true, project_mcp_servers: true, permissions: true, hooks: true, setting_sources: true, agents: true, quarantine: true, condenser: true, multitask_strategy: true }).extend({
+export const ConversationRecord = Conversation.omit({ event_count: true, llm: true, sandbox: true, mcp_servers: true, project_mcp_servers: true, permissions: true, hooks: true, setting_sources: true, agents: true, quarantine: true, condenser: true, multitask_strategy: true, budget: true }).extend({
   /** The server created the workdir, so `delete_workdir=true` may remove it. */
   workdir_created: z.boolean(),
   /** The key in plain text in memory only (sealed at rest). */
@@ -43,6 +44,8 @@ export const ConversationRecord = Conversation.omit({ event_count: true, llm: tr
   multitask_strategy: MultitaskStrategy.optional(),
   /** Subagent definitions (absent: none beyond the project's and the built-in one). */
   agents: AgentDefinitions.optional(),
+  /** What a run or the conversation may spend (absent or null: the server's default). */
+  budget: Budget.nullable().optional(),
   /** Secret values by name, in plain text in memory only; the repository encrypts them at rest. */
   secrets: z.record(z.string(), z.string()),
   /**
@@ -58,7 +61,7 @@ export type ConversationRecord = z.infer<typeof ConversationRecord>;
 
 /** The config fields a client may change after creation (PUT /config), already checked. */
 export type ConfigChange = Partial<
-  Pick<ConversationRecord, 'llm' | 'workdir' | 'workdir_created' | 'max_iterations_per_run' | 'title' | 'mcp_servers' | 'project_mcp_servers' | 'permissions' | 'hooks' | 'setting_sources' | 'project_permissions' | 'confirmation_mode' | 'condenser' | 'multitask_strategy' | 'agents'>
+  Pick<ConversationRecord, 'llm' | 'workdir' | 'workdir_created' | 'max_iterations_per_run' | 'title' | 'mcp_servers' | 'project_mcp_servers' | 'permissions' | 'hooks' | 'setting_sources' | 'project_permissions' | 'confirmation_mode' | 'condenser' | 'multitask_strategy' | 'agents' | 'budget'>
 >;
 
 /** What loading found: the records, and the conversations whose record could not be read. */

@@ -138,6 +138,7 @@ export class ConversationService {
       ...(body.setting_sources && { setting_sources: body.setting_sources }),
       ...(body.condenser !== undefined && { condenser: body.condenser }),
       ...(body.multitask_strategy && { multitask_strategy: body.multitask_strategy }),
+      ...(body.budget && { budget: body.budget }),
       secrets: { ...body.secrets },
     };
     this.store.add(record);
@@ -195,6 +196,7 @@ export class ConversationService {
       condenser: body.condenser,
       multitask_strategy: body.multitask_strategy,
       agents: body.agents,
+      budget: body.budget,
       ...(body.llm && { llm: mergeLlmConfig(record.llm, { model: record.llm?.model ?? body.llm.model!, ...body.llm }) }),
       ...(moved && { workdir: moved.workdir, workdir_created: moved.created }),
     };

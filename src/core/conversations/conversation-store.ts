@@ -2,6 +2,7 @@ import { isoTimestamp, systemClock, type Clock } from '../clock.js';
 import { ConversationQuarantinedError, NotFoundError, type DamagedDataError, type Damage } from '../errors.js';
 import type { Page } from '../pagination.js';
 import type { Conversation, LlmUsage, PendingAction, SandboxNetwork } from '../schemas/conversation.js';
+import { addUsageTo } from '../schemas/usage.js';
 import type { ConversationStatus } from '../schemas/event.js';
 import type { AppendedEvent, EventLog } from '../events/event-log.js';
 import type { EventReader } from '../events/event-recorder.js';
@@ -325,14 +326,10 @@ export class ConversationStore {
    * or at once with `persistUsage` (several instances: the others list it from the database).
    * Returns the totals.
    */
-  addUsage(id: string, usage: LlmUsage): Readonly<ConversationRecord['usage']> {
+  addUsage(id: string, usage: LlmUsage, model?: string): Readonly<ConversationRecord['usage']> {
     const record = this.mutable(id);
     const totals = record.usage;
-    totals.prompt_tokens += usage.prompt_tokens;
-    totals.completion_tokens += usage.completion_tokens;
-    totals.cost += usage.cost;
-    totals.cached_tokens = (totals.cached_tokens ?? 0) + usage.cached_tokens;
-    totals.reasoning_tokens = (totals.reasoning_tokens ?? 0) + usage.reasoning_tokens;
+    addUsageTo(totals, usage, model);
     if (this.deps.persistUsage && !record.quarantine) this.save(record);
     return totals;
   }

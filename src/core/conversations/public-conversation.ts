@@ -23,7 +23,7 @@ export function publicConversation(record: Readonly<ConversationRecord>, eventCo
     current_run_id: record.current_run_id,
     event_count: record.quarantine ? 0 : eventCount,
     // A copy: the record's totals grow in place (addUsage), a view is a snapshot (ConversationViews).
-    usage: { ...record.usage },
+    usage: { ...record.usage, ...(record.usage.by_model && { by_model: Object.fromEntries(Object.entries(record.usage.by_model).map(([model, counts]) => [model, { ...counts }])) }) },
     created_at: record.created_at,
     updated_at: record.updated_at,
     metadata: record.metadata,
@@ -36,6 +36,7 @@ export function publicConversation(record: Readonly<ConversationRecord>, eventCo
     condenser: record.condenser === null ? null : { max_tokens: record.condenser?.max_tokens ?? null, keep_first: record.condenser?.keep_first ?? CONDENSER_DEFAULTS.keep_first, keep_last: record.condenser?.keep_last ?? CONDENSER_DEFAULTS.keep_last },
     multitask_strategy: record.multitask_strategy ?? 'enqueue',
     agents: record.agents ?? {},
+    budget: record.budget ?? null,
     quarantine: record.quarantine ?? null,
   };
 }

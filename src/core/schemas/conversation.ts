@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Usage } from './usage.js';
+import { Budget } from './budget.js';
 import { Timestamp } from './common.js';
 import { MessageContent } from './message-content.js';
 import { ConversationStatus, MultitaskStrategy } from './event.js';
@@ -114,6 +115,7 @@ export const Conversation = z
     condenser: Condenser,
     multitask_strategy: MultitaskStrategy,
     agents: AgentDefinitions,
+    budget: Budget.nullable().describe("What a run or the conversation may spend (null: none; the server's default applies, AGENTD_BUDGET)."),
     quarantine: Quarantine.nullable().describe(
       'Set when stored data of this conversation is damaged (status `error`): its files are kept as found for inspection, and every request but reading this summary and DELETE answers 409 `conversation_quarantined`.',
     ),
@@ -142,6 +144,7 @@ export const CreateConversationBody = z
     condenser: CondenserInput.optional(),
     multitask_strategy: MultitaskStrategy.optional(),
     agents: AgentDefinitions.optional(),
+    budget: Budget.optional().describe("Default: the server's (AGENTD_BUDGET), if any."),
   })
   .strict()
   .meta({ id: 'CreateConversation' });
@@ -161,6 +164,7 @@ export const UpdateConversationConfigBody = z
     condenser: CondenserInput.optional().describe('Replaces the condenser settings; null turns automatic condensation off.'),
     multitask_strategy: MultitaskStrategy.optional(),
     agents: AgentDefinitions.optional().describe('Replaces the subagent definitions.'),
+    budget: Budget.nullable().optional().describe("Replaces the budget; null: the server's default."),
   })
   .strict()
   .meta({ id: 'UpdateConversationConfig' });

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Timestamp } from './common.js';
 import { StoredPart } from './message-content.js';
-import { Usage } from './usage.js';
+import { Usage, UsageCounts } from './usage.js';
 
 export const EventSource = z.enum(['user', 'agent', 'environment', 'system']).meta({ id: 'EventSource' });
 export type EventSource = z.infer<typeof EventSource>;
@@ -29,6 +29,9 @@ export const EVENT_KINDS = [
   'interrupt',
   'rollback',
   'mcp_refused',
+  'llm_fallback',
+  'llm_retry',
+  'budget_exceeded',
 ] as const;
 export const EventKind = z.enum(EVENT_KINDS).meta({ id: 'EventKind' });
 export type EventKind = z.infer<typeof EventKind>;
@@ -124,13 +127,15 @@ export const eventBodies = {
     source: z.literal('system'),
     error: z.string().describe('Machine code, e.g. `llm_rate_limited`.'),
     message: z.string(),
+    details: JsonObject.nullable().optional().describe('More about the error, e.g. `attempts[]` (`model`, `reason`, `code`, `status`, `message`) of `llm_unavailable`.'),
     run_id: z.uuid().nullable().optional(),
   }),
   usage: z.object({
     kind: z.literal('usage'),
     source: z.literal('system'),
-    ...Usage.shape,
-    cost: Usage.shape.cost.describe("The provider's figure when it reports one (OpenRouter), else computed from the per-token prices."),
+    ...UsageCounts.shape,
+    cost: UsageCounts.shape.cost.describe("The provider's figure when it reports one (OpenRouter), else computed from the per-token prices."),
+    model: z.string().optional().describe('The model that answered (a fallback when the primary failed).'),
     totals: Usage,
     run_id: z.uuid().nullable().optional(),
   }),
@@ -206,6 +211,32 @@ export const eventBodies = {
     reason: z.string().describe('Why the connection was not made (secret values masked): the conversation has no network, or the address is this machine, its network or a reserved range.'),
     run_id: z.uuid().nullable().optional(),
   }),
+  llm_fallback: z.object({
+    kind: z.literal('llm_fallback'),
+    source: z.literal('system'),
+    from_model: z.string(),
+    to_model: z.string(),
+    reason: z.string().describe('Why: a class of `llm.fallback_on` (`overloaded`, `unavailable`, `timeout`, ...), or `cooldown` (the model failed recently, for any conversation).'),
+    attempt: z.int().min(0).describe('Attempts failed (or skipped) so far in this request.'),
+    run_id: z.uuid().nullable().optional(),
+  }),
+  llm_retry: z.object({
+    kind: z.literal('llm_retry'),
+    source: z.literal('system'),
+    model: z.string(),
+    reason: z.string().describe('The failure class (`overloaded`, `rate_limited`, ...), or `stream_interrupted`: the answer broke off after it began and is asked again.'),
+    wait_s: z.number().min(0),
+    run_id: z.uuid().nullable().optional(),
+  }),
+  budget_exceeded: z.object({
+    kind: z.literal('budget_exceeded'),
+    source: z.literal('system'),
+    limit: z.object({ max_cost_usd: z.number().optional(), max_tokens: z.int().optional() }).describe('The limit reached.'),
+    used: z.object({ cost_usd: z.number(), tokens: z.int() }).describe('What the run or conversation has used.'),
+    per: z.enum(['run', 'conversation']),
+    action: z.enum(['pause', 'stop', 'notify']).describe('What happened: the run paused, stopped (status error), or went on (notify, once per run).'),
+    run_id: z.uuid().nullable().optional(),
+  }),
 } as const;
 
 function withEnvelope<K extends EventKind>(kind: K, id: string) {
@@ -228,6 +259,9 @@ export const QuestionEvent = withEnvelope('question', 'QuestionEvent');
 export const InterruptEvent = withEnvelope('interrupt', 'InterruptEvent');
 export const RollbackEvent = withEnvelope('rollback', 'RollbackEvent');
 export const McpRefusedEvent = withEnvelope('mcp_refused', 'McpRefusedEvent');
+export const LlmFallbackEvent = withEnvelope('llm_fallback', 'LlmFallbackEvent');
+export const LlmRetryEvent = withEnvelope('llm_retry', 'LlmRetryEvent');
+export const BudgetExceededEvent = withEnvelope('budget_exceeded', 'BudgetExceededEvent');
 
 export const AgentEvent = z
   .discriminatedUnion('kind', [
@@ -247,6 +281,9 @@ export const AgentEvent = z
     InterruptEvent,
     RollbackEvent,
     McpRefusedEvent,
+    LlmFallbackEvent,
+    LlmRetryEvent,
+    BudgetExceededEvent,
   ])
   .meta({ id: 'Event' });
 export type AgentEvent = z.infer<typeof AgentEvent>;

@@ -11,6 +11,29 @@ export const ReasoningSettings = z
   })
   .strict();
 export const StructuredOutputMode = z.enum(['auto', 'json_schema', 'tool']);
+/** Failure classes a request may fall back on (`llm.fallback_on`); authentication, billing and invalid requests are never among them. */
+export const FallbackReason = z.enum(['overloaded', 'unavailable', 'timeout', 'server_error', 'rate_limited', 'context_window', 'content_filtered']);
+export type FallbackReason = z.infer<typeof FallbackReason>;
+export const DEFAULT_FALLBACK_ON: readonly FallbackReason[] = ['overloaded', 'unavailable', 'timeout', 'server_error'];
+export const FallbackScope = z.enum(['call', 'turn', 'sticky']);
+const FallbackModelFields = {
+  model: z.string().min(1).max(256),
+  base_url: z.url({ protocol: /^https?$/ }).max(2048).optional().describe("Default: the primary's base_url (and then its api_key)."),
+  api: LlmApiName.optional(),
+};
+export const FallbackModelInput = z
+  .object({ ...FallbackModelFields, api_key: z.string().min(1).max(4096).optional().describe('The key, or `${NAME}` to read it from the conversation\'s secrets.') })
+  .strict();
+export const FallbackModelShown = z.object({ ...FallbackModelFields, base_url: z.string().optional(), api_key: z.literal('**********').optional() });
+export const RetryPolicy = z
+  .object({
+    max_attempts: z.int().min(1).max(20).optional().describe('Attempts per model, the first included (default: num_retries + 1).'),
+    min_wait_s: z.number().min(0).max(600).optional().describe('First backoff step (default 1).'),
+    max_wait_s: z.number().min(0).max(3600).optional().describe('Longest backoff step (default 30).'),
+    honor_retry_after: z.boolean().optional().describe("Wait what the provider's retry-after says (default true)."),
+  })
+  .strict();
+export type RetryPolicy = z.infer<typeof RetryPolicy>;
 
 /** Fields the request body is built from: `extra_body` may add fields, never replace these. */
 const RESERVED_BODY_FIELDS = new Set(['model', 'messages', 'tools', 'stream', 'tool_choice']);
@@ -53,6 +76,27 @@ const LLM_SETTINGS = {
     accepts: ReasoningSettings,
     shows: ReasoningSettings,
     description: 'How reasoning is asked for, shown and sent back: `{effort?, show?, send_back?}`.',
+  },
+  fallbacks: {
+    accepts: z.array(FallbackModelInput).max(8),
+    shows: z.array(FallbackModelShown),
+    description: 'Models tried in order when a request to the primary fails with a reason of `fallback_on`: `[{model, base_url?, api_key?, api?}]`.',
+  },
+  fallback_on: {
+    accepts: z.array(FallbackReason).max(7),
+    shows: z.array(FallbackReason),
+    description: 'Failures that move a request to the next model (default: overloaded, unavailable, timeout, server_error). Authentication, billing and invalid-request errors never do.',
+  },
+  fallback_scope: {
+    accepts: FallbackScope,
+    shows: FallbackScope,
+    description: '`call` (default): each request starts at the primary; `turn`: stay on the fallback until the next user message; `sticky`: for the rest of the run.',
+  },
+  retry: { accepts: RetryPolicy, shows: RetryPolicy, description: 'How one model is retried before falling back: `{max_attempts, min_wait_s, max_wait_s, honor_retry_after}`.' },
+  cooldown_s: {
+    accepts: z.number().min(0).max(86_400),
+    shows: z.number(),
+    description: 'A model that failed with a fallback reason is skipped by every conversation of this server for this long (default 60; 0: never).',
   },
   timeout_s: { accepts: z.number().positive().max(3600), shows: z.number() },
   num_retries: { accepts: z.int().min(0).max(20), shows: z.int() },
@@ -138,7 +182,10 @@ export const LlmConfigPublic = z
 export type LlmConfigPublic = z.infer<typeof LlmConfigPublic>;
 
 /** What the server keeps: every field present (null when unset), the key in plain text in memory only. */
-export const LlmConfig = LlmConfigPublic.extend({ api_key: z.string().nullable() });
+export const LlmConfig = LlmConfigPublic.extend({
+  api_key: z.string().nullable(),
+  fallbacks: z.array(z.object({ ...FallbackModelFields, base_url: z.string().optional(), api_key: z.string().optional() })).nullable(),
+});
 export type LlmConfig = z.infer<typeof LlmConfig>;
 
 /**
@@ -186,5 +233,6 @@ export function redactLlmConfig(config: LlmConfig): LlmConfigPublic {
   const headers = config.extra_headers
     ? Object.fromEntries(Object.entries(config.extra_headers).map(([name, value]) => [name, SENSITIVE_HEADER.test(name) ? REDACTED : value]))
     : null;
-  return { ...config, api_key: config.api_key ? REDACTED : null, extra_headers: headers };
+  const fallbacks = config.fallbacks ? config.fallbacks.map(({ api_key: key, ...rest }) => (key ? { ...rest, api_key: REDACTED } : rest) as z.infer<typeof FallbackModelShown>) : null;
+  return { ...config, api_key: config.api_key ? REDACTED : null, extra_headers: headers, fallbacks };
 }
