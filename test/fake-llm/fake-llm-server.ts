@@ -173,6 +173,7 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
     if (res.destroyed) return;
     if ('disconnect' in turn) return void res.socket?.destroy();
     if ('status' in turn) return sendFault(res, turn);
+    if ('chunks' in turn) return sendStream(res, {}, turn.chunks, profile.sseComments ?? []);
     const toolCallIds = (turn.toolCalls ?? []).map((call) => call.id ?? `call_fake_${++callCounter}`);
     const toolCallExtras = toolCallIds.map((id) => profile.toolCallExtra?.(id) ?? {});
     toolCallIds.forEach((id, i) => issued.set(id, toolCallExtras[i]!));

@@ -5,7 +5,8 @@
  */
 import type { APIError, OpenAI } from 'openai';
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions';
-import { LlmError, type LlmClient, type LlmRequest, type LlmResponse, type LlmSettings } from '../../core/agent/llm.js';
+import { LlmError, type LlmClient, type LlmReasoning, type LlmRequest, type LlmResponse, type LlmSettings } from '../../core/agent/llm.js';
+import { ReasoningAccumulator, readContent, type ReasoningSource } from './chat-reasoning.js';
 import { DEFAULT_BASE_URL, supportsJsonSchema } from './chat-request-shape.js';
 import { encodeChatRequest, type EncodedRequest } from './chat-request-body.js';
 import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
@@ -165,7 +166,11 @@ export class OpenAiLlmClient implements LlmClient {
       const accumulator = new ChatChunkAccumulator();
       for await (const chunk of chunks) {
         control.touch();
-        const text = accumulator.add(chunk);
+        const { text, reasoning } = accumulator.add(chunk);
+        if (reasoning && request.onReasoningDelta) {
+          progress.textEmitted = true;
+          request.onReasoningDelta(reasoning);
+        }
         if (text && request.onTextDelta) {
           progress.textEmitted = true;
           request.onTextDelta(text);
@@ -179,7 +184,7 @@ export class OpenAiLlmClient implements LlmClient {
       if (accumulator.finished === null) {
         throw new AttemptFailure({ code: 'llm_server_error', retryable: true, detail: 'the stream ended without a finish reason (a broken stream)' });
       }
-      return checkTruncation(checkFinish(accumulator.result(request.settings)), { fingerprint: accumulator.fingerprint, shaped, settings: request.settings });
+      return checkTruncation(checkFinish(accumulator.result(request.settings, originOf(request.settings))), { fingerprint: accumulator.fingerprint, shaped, settings: request.settings });
     } catch (err) {
       if (control.timedOut && !request.signal.aborted) {
         const detail = control.timedOut === 'idle' ? `no data from the server for ${idleMs / 1000} s (AGENTD_LLM_IDLE_TIMEOUT_S)` : `the answer took longer than ${timeoutMs / 1000} s (timeout_s)`;
@@ -219,6 +224,11 @@ export class OpenAiLlmClient implements LlmClient {
   }
 }
 
+/** Who made an answer's reasoning: a later request to another model does not send its opaque parts back. */
+function originOf(settings: LlmSettings): LlmReasoning['origin'] {
+  return { api: 'chat', model: settings.model, ...(settings.base_url ? { baseUrl: settings.base_url } : {}) };
+}
+
 function fromCompletion(completion: ChatCompletion, settings: LlmSettings): LlmResponse {
   const choice = completion.choices?.[0];
   if (!choice) throw new AttemptFailure({ code: 'llm_server_error', retryable: true, detail: 'the response has no choices' });
@@ -227,12 +237,19 @@ function fromCompletion(completion: ChatCompletion, settings: LlmSettings): LlmR
     const fn = (call as { function?: { name?: string; arguments?: unknown } }).function;
     return fn ? [normalizeToolCall({ id: call.id, name: fn.name ?? '', arguments: fn.arguments, extra: extraFieldsOf(call as unknown as Record<string, unknown>) })] : [];
   });
+  const message = choice.message as typeof choice.message & ReasoningSource;
+  const content = readContent(message.content);
+  const reasoning = new ReasoningAccumulator();
+  reasoning.add(message, content.thinking);
+  const refusal = (message.refusal ?? '') + content.refusal;
   return {
-    content: choice.message.content || null,
+    content: content.text || null,
     toolCalls,
     usage: usageOf(completion.usage, settings),
     finishReason: choice.finish_reason ?? null,
-    refusal: (choice.message as { refusal?: string | null }).refusal ?? null,
+    refusal: refusal || null,
+    reasoning: reasoning.result(originOf(settings)),
+    ...(content.otherParts.length > 0 ? { otherParts: content.otherParts } : {}),
   };
 }
 

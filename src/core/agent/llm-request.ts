@@ -9,6 +9,8 @@ export interface LlmRequestContext {
   llm: LlmClient;
   toolSchemas: LlmToolSchema[];
   delta(text: string): void;
+  /** The reasoning as it streams (none: not streamed). */
+  reasoningDelta?(text: string): void;
   onUsage(usage: LlmUsage): Promise<void>;
   onLlmRetry?: (retry: LlmRetry) => void;
   condenser: RunCondenser;
@@ -42,6 +44,8 @@ export async function askLlm(context: LlmRequestContext, options: { settings: Ll
       ...(options.noTools ? { toolChoice: 'none' as const } : {}),
       signal: options.signal,
       onTextDelta: (text) => context.delta(text),
+      // `llm.reasoning.show: false`: the reasoning is neither streamed nor recorded.
+      ...(context.reasoningDelta && options.settings.reasoning?.show !== false ? { onReasoningDelta: (text: string) => context.reasoningDelta!(text) } : {}),
       ...(context.onLlmRetry ? { onRetry: context.onLlmRetry } : {}),
     }));
     await context.onUsage(response.usage);

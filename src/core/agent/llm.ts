@@ -64,6 +64,8 @@ export interface LlmResponse {
   refusal?: string | null;
   /** What the model reasoned, when the provider sent any. */
   reasoning?: LlmReasoning | null;
+  /** Content parts the client could not read as text or reasoning (kept as they came, never stringified). */
+  otherParts?: unknown[];
 }
 
 /** The LLM settings a request is made with: a conversation's config, or one a client sent (llm-config.ts). */

@@ -310,6 +310,7 @@ export class ConversationStore {
     totals.cost += usage.cost;
     totals.cached_tokens = (totals.cached_tokens ?? 0) + usage.cached_tokens;
     totals.reasoning_tokens = (totals.reasoning_tokens ?? 0) + usage.reasoning_tokens;
+    if (usage.cache_write_tokens) totals.cache_write_tokens = (totals.cache_write_tokens ?? 0) + usage.cache_write_tokens;
     if (this.deps.persistUsage && !record.quarantine) this.save(record);
     return totals;
   }

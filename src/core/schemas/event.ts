@@ -29,6 +29,7 @@ export const EVENT_KINDS = [
   'interrupt',
   'rollback',
   'mcp_refused',
+  'reasoning',
 ] as const;
 export const EventKind = z.enum(EVENT_KINDS).meta({ id: 'EventKind' });
 export type EventKind = z.infer<typeof EventKind>;
@@ -130,7 +131,11 @@ export const eventBodies = {
     kind: z.literal('usage'),
     source: z.literal('system'),
     ...Usage.shape,
-    cost: Usage.shape.cost.describe("The provider's figure when it reports one (OpenRouter), else computed from the per-token prices."),
+    prompt_tokens: Usage.shape.prompt_tokens.nullable().describe('Null when the provider reported no usage for this call (unknown, not zero).'),
+    completion_tokens: Usage.shape.completion_tokens.nullable().describe('Includes reasoning tokens, whatever the provider\'s convention; null when unknown.'),
+    cost: Usage.shape.cost.nullable().describe("The provider's figure when it reports one (OpenRouter), else computed from the per-token prices; null when the usage is unknown."),
+    cached_tokens: z.int().min(0).nullable().optional().describe('Prompt tokens read from the provider\'s cache; null when unknown.'),
+    reasoning_tokens: z.int().min(0).nullable().optional().describe('Completion tokens spent reasoning; null when unknown.'),
     totals: Usage,
     run_id: z.uuid().nullable().optional(),
   }),
@@ -206,6 +211,21 @@ export const eventBodies = {
     reason: z.string().describe('Why the connection was not made (secret values masked): the conversation has no network, or the address is this machine, its network or a reserved range.'),
     run_id: z.uuid().nullable().optional(),
   }),
+  reasoning: z.object({
+    kind: z.literal('reasoning'),
+    source: z.literal('agent'),
+    content: z.string().describe('What the model reasoned before its answer or calls (secret values masked); empty when `llm.reasoning.show` is false or the provider gave only an opaque form.'),
+    provider_data: z
+      .unknown()
+      .optional()
+      .describe('Opaque provider payloads kept verbatim to be sent back (signatures, encrypted items, OpenRouter `reasoning_details`); never shown in the dashboard.'),
+    origin: z
+      .object({ api: z.enum(['chat', 'responses', 'anthropic']), model: z.string(), base_url: z.string().optional() })
+      .optional()
+      .describe('The protocol and model that produced it: `provider_data` goes back only to the same model.'),
+    llm_response_id: z.string().nullable().optional().describe('The LLM response it belongs to (the `llm_response_id` of its actions).'),
+    run_id: z.uuid().nullable().optional(),
+  }),
 } as const;
 
 function withEnvelope<K extends EventKind>(kind: K, id: string) {
@@ -228,6 +248,7 @@ export const QuestionEvent = withEnvelope('question', 'QuestionEvent');
 export const InterruptEvent = withEnvelope('interrupt', 'InterruptEvent');
 export const RollbackEvent = withEnvelope('rollback', 'RollbackEvent');
 export const McpRefusedEvent = withEnvelope('mcp_refused', 'McpRefusedEvent');
+export const ReasoningEvent = withEnvelope('reasoning', 'ReasoningEvent');
 
 export const AgentEvent = z
   .discriminatedUnion('kind', [
@@ -247,6 +268,7 @@ export const AgentEvent = z
     InterruptEvent,
     RollbackEvent,
     McpRefusedEvent,
+    ReasoningEvent,
   ])
   .meta({ id: 'Event' });
 export type AgentEvent = z.infer<typeof AgentEvent>;
@@ -269,6 +291,20 @@ export const MessageDelta = z
     ...subagentFields,
   });
 export type MessageDelta = z.infer<typeof MessageDelta>;
+
+/** Streaming-only, like `message_delta`: the next piece of the model's reasoning (never persisted, no seq). */
+export const ReasoningDelta = z.object({
+  kind: z.literal('reasoning_delta'),
+  conversation_id: z.uuid(),
+  run_id: z.uuid().nullable(),
+  content_delta: z.string().describe('The next piece of the reasoning text, as the LLM streams it (secret values masked).'),
+  ...subagentFields,
+});
+export type ReasoningDelta = z.infer<typeof ReasoningDelta>;
+
+/** What the delta channel carries beside the log. */
+export type StreamDelta = MessageDelta | ReasoningDelta;
+export const STREAM_DELTA_KINDS = ['message_delta', 'reasoning_delta'] as const;
 
 /** The last item of an SSE stream that ends because its subscriber fell behind (no id). */
 export const StreamOverflowNotice = z

@@ -7,13 +7,20 @@ export const Usage = z
     completion_tokens: z.int().min(0),
     cost: z.number().min(0),
     cached_tokens: z.int().min(0).optional().describe('Prompt tokens the provider read from its cache (part of prompt_tokens).'),
-    reasoning_tokens: z.int().min(0).optional().describe('Completion tokens spent reasoning (part of completion_tokens).'),
+    reasoning_tokens: z.int().min(0).optional().describe('Completion tokens spent reasoning (part of completion_tokens, whatever the provider\'s convention).'),
+    cache_write_tokens: z.int().min(0).optional().describe('Prompt tokens written to the provider\'s cache (part of prompt_tokens), where the provider reports them.'),
   })
   .meta({ id: 'Usage' });
 export type Usage = z.infer<typeof Usage>;
 
-/** The usage of one LLM call (or what is added to a total): every count present. */
-export const LlmUsage = Usage.required();
+/**
+ * The usage of one LLM call (or what is added to a total): every count present but
+ * `cache_write_tokens` (reported by few providers). `unknown`: the provider reported no usage at
+ * all; the counts are zeros that count nothing, and the `usage` event says null.
+ */
+export const LlmUsage = Usage.required({ prompt_tokens: true, completion_tokens: true, cost: true, cached_tokens: true, reasoning_tokens: true }).extend({
+  unknown: z.literal(true).optional(),
+});
 export type LlmUsage = z.infer<typeof LlmUsage>;
 
 /** A usage of nothing yet, every count present: a new conversation's, run's or subagent's. */
