@@ -8,7 +8,7 @@
 import type { ChatRequestBody, RecordedRequest } from './fake-llm-types.js';
 import { recordedBody } from './recordings.js';
 
-export const PROVIDER_NAMES = ['openai', 'azure-legacy', 'gemini', 'ollama', 'vllm', 'openrouter', 'litellm', 'deepseek', 'xai', 'groq', 'mistral'] as const;
+export const PROVIDER_NAMES = ['openai', 'azure-legacy', 'gemini', 'ollama', 'vllm', 'openrouter', 'litellm', 'deepseek', 'dashscope', 'xai', 'groq', 'mistral'] as const;
 export type ProviderName = (typeof PROVIDER_NAMES)[number];
 
 export interface ProviderProfile {
@@ -105,6 +105,10 @@ export const PROVIDER_PROFILES: Record<ProviderName, ProviderProfile> = {
       prompt_cache_hit_tokens: Math.floor(usage.prompt_tokens / 2),
       prompt_cache_miss_tokens: usage.prompt_tokens - Math.floor(usage.prompt_tokens / 2),
     }),
+  },
+  // Alibaba Cloud Model Studio (DashScope), Qwen3 with `enable_thinking`: reasoning in `reasoning_content`, none expected back.
+  dashscope: {
+    reasoningField: 'reasoning_content',
   },
   xai: {
     reasoningField: 'reasoning_content',

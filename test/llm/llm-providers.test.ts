@@ -30,13 +30,14 @@ const LLM_OF: Record<ProviderName, (fake: FakeLlm) => Record<string, unknown>> =
   openrouter: (fake) => ({ model: 'anthropic/claude-sonnet-4.5', base_url: fake.url, prompt_cache: true, extra_headers: { 'X-Title': 'agentd' } }),
   litellm: (fake) => ({ model: 'claude-sonnet-4-5', base_url: fake.url, prompt_cache: true }),
   deepseek: (fake) => ({ model: 'deepseek-v4-flash', base_url: fake.url }),
+  dashscope: (fake) => ({ model: 'qwen3-235b-a22b', base_url: fake.url, extra_body: { enable_thinking: true } }),
   xai: (fake) => ({ model: 'grok-3-mini', base_url: fake.url, reasoning: { effort: 'low' } }),
   groq: (fake) => ({ model: 'qwen/qwen3-32b', base_url: fake.url }),
   mistral: (fake) => ({ model: 'magistral-medium-2507', base_url: fake.url }),
 };
 
 /** Profiles of reasoning models: their scripted answers reason first (in the profile's field). */
-const REASONING: ReadonlySet<ProviderName> = new Set(['deepseek', 'xai', 'groq']);
+const REASONING: ReadonlySet<ProviderName> = new Set(['deepseek', 'dashscope', 'xai', 'groq']);
 
 const TWO_STEPS: FakeTurn[] = [
   {
