@@ -12,7 +12,7 @@ import { encodeChatRequest, type EncodedRequest } from './chat-request-body.js';
 import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
 import { readChatChunks } from './chat-stream-reader.js';
 import { ChatChunkAccumulator, extraFieldsOf, normalizeToolCall, usageOf } from './chat-chunk-accumulator.js';
-import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, sleep } from './llm-retry.js';
+import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, parseRetryHintMs, redact, sleep } from './llm-retry.js';
 import { lazyModule } from '../../perf/lazy-module.js';
 
 export { isAbortError, LlmAbortError } from './llm-retry.js';
@@ -296,11 +296,12 @@ function classify(err: unknown): Failure {
     const codeAsStatus = typeof err.code === 'string' && /^\d{3}$/.test(err.code) ? Number(err.code) : undefined;
     const status = err.status ?? codeAsStatus;
     const detail = truncate(errorDetail(err));
-    const retryAfterMs = parseRetryAfterMs(err.headers) ?? parseRateLimitResetMs(err.headers);
+    const bodyHintMs = parseRetryHintMs(err.error);
+    const retryAfterMs = parseRetryAfterMs(err.headers) ?? bodyHintMs ?? parseRateLimitResetMs(err.headers);
     const shouldRetry = err.headers?.get('x-should-retry');
     const base = { detail, ...(status !== undefined ? { status } : {}), ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
     const failure: Failure =
-      isQuotaError(err) ? { ...base, code: 'llm_quota_exceeded', retryable: false } // a 429 that waiting does not cure
+      isQuotaError(err, bodyHintMs !== undefined) ? { ...base, code: 'llm_quota_exceeded', retryable: false } // a 429 that waiting does not cure
       : isContextOverflow(err, status) ? { ...base, code: 'llm_context_exceeded', retryable: false }
       : status === undefined ? { ...base, code: 'llm_server_error', retryable: true } // an error event mid-stream
       : status === 429 ? { ...base, code: 'llm_rate_limited', retryable: true }
@@ -329,10 +330,15 @@ function errorDetail(err: InstanceType<typeof APIError>): string {
   return err.message;
 }
 
-/** `insufficient_quota` (OpenAI), billing and credit errors: retrying cannot help. */
-function isQuotaError(err: InstanceType<typeof APIError>): boolean {
+/**
+ * `insufficient_quota` (OpenAI), billing and credit errors: retrying cannot help. A 429 whose body
+ * says when to retry (Gemini's `RetryInfo` on a per-minute quota, worded "exceeded your current
+ * quota") is a rate limit: waiting does cure it.
+ */
+function isQuotaError(err: InstanceType<typeof APIError>, retryHinted: boolean): boolean {
   const code = String(err.code ?? (err.error as { code?: unknown } | undefined)?.code ?? '');
   if (code === 'insufficient_quota' || code === 'billing_hard_limit_reached') return true;
+  if (retryHinted && err.status === 429) return false;
   return (err.status === 429 || err.status === 402) && /insufficient[_ ]quota|exceeded your current quota|billing|out of credits|insufficient credits/i.test(errorDetail(err));
 }
 
@@ -344,10 +350,16 @@ function isQuotaError(err: InstanceType<typeof APIError>): boolean {
  */
 const CONTEXT_OVERFLOW = /context[_ ]length[_ ]exceeded|maximum context length|longer than the model'?s context|context window|prompt is too long|input token count.*exceeds|exceeds the maximum number of tokens|too many tokens|reduce the length of the messages|max_new_tokens.*must be <=/i;
 
+/** Machine codes providers give a prompt too long for the window (OpenAI, Azure, Groq, xAI, Mistral, LiteLLM). */
+const CONTEXT_OVERFLOW_CODES = new Set(['context_length_exceeded', 'context_window_exceeded', 'model_context_window_exceeded']);
+
+/** By its code (or `type`) where the body has one, else by its wording. */
 function isContextOverflow(err: InstanceType<typeof APIError>, status: number | undefined): boolean {
+  const body = (err.error ?? {}) as { code?: unknown; type?: unknown };
+  const codes = [err.code, body.code, err.type, body.type].filter((value): value is string => typeof value === 'string');
+  if (codes.some((code) => CONTEXT_OVERFLOW_CODES.has(code))) return status === undefined || (status >= 400 && status < 500);
   if (status !== undefined && status !== 400 && status !== 413 && status !== 422) return false;
-  const code = String(err.code ?? '');
-  return code === 'context_length_exceeded' || CONTEXT_OVERFLOW.test(errorDetail(err));
+  return CONTEXT_OVERFLOW.test(errorDetail(err));
 }
 
 function toLlmError(args: { failure: Failure; attempts: number; settings: LlmSettings; textEmitted: boolean }): LlmError {
