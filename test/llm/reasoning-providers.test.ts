@@ -93,6 +93,18 @@ describe('Groq (recorded stream): reasoning in `reasoning`', () => {
   });
 });
 
+describe('Qwen on DashScope (recorded stream)', () => {
+  it('reads reasoning_content and its usage (reasoning inside completion_tokens: total = prompt + completion)', async () => {
+    const { done, events, fake } = await run('dashscope', [{ toolCalls: [BASH], reasoning: 'Run it first.' }, replay('dashscope-reasoning')], { model: 'qwen3-max', extra_body: { enable_thinking: true } });
+    expect(fake.violations).toEqual([]);
+    expect(done.status).toBe('idle');
+    expect(ofKind(events, 'reasoning').map((event) => event.content)).toEqual(['Run it first.', 'We are asked:']);
+    expect(ofKind(events, 'message').at(-1)).toMatchObject({ source: 'agent', content: ' returns `3`).  \n\n**Answer: 3**' });
+    expect(ofKind(events, 'usage')[1]).toMatchObject({ prompt_tokens: 24, completion_tokens: 1355, reasoning_tokens: 1084 });
+    expect(replayedAssistant(fake).reasoning_content).toBeUndefined();
+  });
+});
+
 describe('Mistral magistral (recorded streams): content as arrays of parts', () => {
   it('joins text parts, takes thinking parts as reasoning, and streams strings only', async () => {
     const { done, events, fake } = await run('mistral', [replay('mistral-tool-call', { toolCall: BASH }), replay('mistral-reasoning')], { model: 'magistral-medium-2507' });
