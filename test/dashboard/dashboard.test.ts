@@ -129,7 +129,7 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
 
   it('folds the reasoning in a collapsed <details>, and never shows its provider_data', { timeout: 60_000 }, async () => {
     const delta = (fields: Record<string, unknown>, finish: string | null = null) => ({ id: 'gen-r', choices: [{ index: 0, delta: fields, finish_reason: finish }] });
-    const { page } = await openConversation(
+    const { page, id } = await openConversation(
       [
         {
           chunks: [
@@ -139,8 +139,10 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
           ],
         },
       ],
-      { initial_message: 'compare them' },
+      {},
     );
+    // Sent once the page is open: the reasoning card arrives live, over SSE.
+    await api('POST', `/conversations/${id}/messages`, { content: 'compare them' });
     const card = page.locator('[data-testid=timeline] .event-reasoning');
     await card.waitFor({ timeout: 30_000 });
     await page.locator('.message-agent', { hasText: 'Both files agree.' }).waitFor();
