@@ -119,14 +119,18 @@ async function converse(
   // A line of streamed text is open; the agent's next message was streamed (so is not printed again).
   let lineOpen = false;
   let streamed = false;
+  // The model's reasoning is streaming (shown dimmed, apart from its answer); it was streamed (so is not printed again).
+  let reasoningOpen = false;
+  let reasoningStreamed = false;
   const endLine = () => {
     if (lineOpen) out.write('\n');
     lineOpen = false;
+    reasoningOpen = false;
   };
   const show = (event: StreamEvent) => {
     // A subagent's steps are shown as indented progress lines under its task call, never as the agent's text.
     if (event.parent_tool_call_id) {
-      if (event.kind === 'message_delta' || event.kind === 'message' || event.kind === 'system_prompt') return;
+      if (event.kind === 'message_delta' || event.kind === 'reasoning_delta' || event.kind === 'reasoning' || event.kind === 'message' || event.kind === 'system_prompt') return;
       const line = progressLine(event);
       if (line) {
         endLine();
@@ -134,7 +138,20 @@ async function converse(
       }
       return;
     }
+    if (event.kind === 'reasoning_delta') {
+      if (!reasoningOpen) endLine();
+      lineOpen = reasoningOpen = reasoningStreamed = true;
+      out.write(pc.dim(event.content_delta));
+      return;
+    }
+    if (event.kind === 'reasoning') {
+      if (!reasoningStreamed && event.content) out.write(`${pc.dim(event.content)}\n`);
+      endLine();
+      reasoningStreamed = false;
+      return;
+    }
     if (event.kind === 'message_delta') {
+      if (reasoningOpen) endLine();
       lineOpen = streamed = true;
       out.write(event.content_delta);
       return;

@@ -43,7 +43,7 @@ export async function eventsCommand(conversationId: string, flags: EventsFlags):
   process.on('SIGINT', onSigint);
   const print = (event: StreamEvent) => {
     if (flags.json) return void process.stdout.write(`${JSON.stringify(event)}\n`);
-    if (event.kind === 'message_delta') return;
+    if (event.kind === 'message_delta' || event.kind === 'reasoning_delta') return;
     const line = transcriptLines(event as AgentEvent);
     if (line) process.stdout.write(`${pc.dim(`#${(event as AgentEvent).seq}`)} ${line}\n`);
   };

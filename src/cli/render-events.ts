@@ -45,7 +45,10 @@ export function progressLine(event: StreamEvent): string | null {
     case 'rejection':
       return `  ${pc.red('✗')} rejected ${event.tool_name}: ${clip(event.reason)}`;
     case 'usage':
+      if (event.prompt_tokens === null) return pc.dim('  tokens: unknown (the provider reported no usage)');
       return pc.dim(`  tokens: ${event.prompt_tokens} in, ${event.completion_tokens} out${event.cost ? `, $${event.cost.toFixed(4)}` : ''}`);
+    case 'reasoning':
+      return event.content ? pc.dim(`  ∴ ${clip(event.content, 300)}`) : null;
     case 'agent_error':
       return `${pc.red('error')} ${event.error}: ${clip(event.message, 300)}`;
     case 'state_update':

@@ -158,7 +158,7 @@ export async function runToEnd(client: QueryClient, options: QueryOptions): Prom
   } })) {
     events.push(event);
     options.onEvent?.(event);
-    if (event.kind === 'message_delta') continue;
+    if (!isPersisted(event)) continue;
     if ('run_id' in event && event.run_id) runIds.add(event.run_id);
     // The final text is the main agent's: a subagent's replies are results for it, not for the user.
     if (event.kind === 'message' && event.source === 'agent' && !event.parent_tool_call_id) finalText = event.content;
@@ -180,5 +180,5 @@ export async function runToEnd(client: QueryClient, options: QueryOptions): Prom
 }
 
 export function isPersisted(event: StreamEvent): event is AgentEvent {
-  return event.kind !== 'message_delta';
+  return event.kind !== 'message_delta' && event.kind !== 'reasoning_delta';
 }

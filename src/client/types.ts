@@ -18,7 +18,7 @@ import type {
   CondenseAccepted as CondenseAcceptedSchema,
   CondenseBody,
 } from '../core/schemas/conversation.js';
-import type { AgentEvent as AgentEventSchema, ConversationStatus as StatusSchema, EventKind as EventKindSchema, MessageDelta as MessageDeltaSchema } from '../core/schemas/event.js';
+import type { AgentEvent as AgentEventSchema, ConversationStatus as StatusSchema, EventKind as EventKindSchema, MessageDelta as MessageDeltaSchema, ReasoningDelta as ReasoningDeltaSchema } from '../core/schemas/event.js';
 import type { FileEntry as FileEntrySchema } from '../core/schemas/file-entry.js';
 import type { McpStatusList as McpStatusListSchema } from '../core/schemas/mcp-servers.js';
 import type { SkillCatalog as SkillCatalogSchema } from '../core/schemas/catalog.js';
@@ -80,8 +80,10 @@ export type AgentEvent = z.output<typeof AgentEventSchema>;
 export type EventKind = z.output<typeof EventKindSchema>;
 export type EventOf<K extends EventKind> = Extract<AgentEvent, { kind: K }>;
 export type MessageDelta = z.output<typeof MessageDeltaSchema>;
-/** What a conversation's stream carries: persisted events (with a seq) and streamed text deltas. */
-export type StreamEvent = AgentEvent | MessageDelta;
+/** A piece of the model's reasoning as it streams (never stored; its whole text is the `reasoning` event). */
+export type ReasoningDelta = z.output<typeof ReasoningDeltaSchema>;
+/** What a conversation's stream carries: persisted events (with a seq) and streamed text and reasoning deltas. */
+export type StreamEvent = AgentEvent | MessageDelta | ReasoningDelta;
 export type EventListQuery = QueryOf<typeof EventListQuerySchema>;
 export type EventFilters = QueryOf<typeof EventFiltersSchema>;
 export type EventPage = z.output<typeof EventPageSchema>;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Usage, UsageCounts } from '../core/schemas/usage.js';
 import { WebhookHeaders, WebhookPayload } from '../core/webhooks/callback-schemas.js';
-import { AgentEvent, ConversationStatus, EVENT_KINDS, EventKind, EventSource, MessageDelta, MultitaskStrategy, StreamClosedNotice, StreamOverflowNotice } from '../core/schemas/event.js';
+import { AgentEvent, ConversationStatus, EVENT_KINDS, EventKind, EventSource, MessageDelta, MultitaskStrategy, ReasoningDelta, StreamClosedNotice, StreamOverflowNotice } from '../core/schemas/event.js';
 
 /**
  * The AsyncAPI 3.0 document of what agentd pushes: the SSE streams and the webhook deliveries.
@@ -17,7 +17,7 @@ const STREAM_DESCRIPTION = [
   'To resume after a drop, reconnect with the header `Last-Event-ID: <last id received>` (browsers\' EventSource does it by itself)',
   'or `?after_seq=<cursor>`: every event after it arrives, in order, with no duplicates. `Last-Event-ID` wins over `after_seq`.',
   'The stream starts with `retry: 2000` and sends a comment line (`:`) as a heartbeat at least every AGENTD_SSE_HEARTBEAT_S seconds (15 by default).',
-  '`message_delta`, `stream_overflow` and `stream_closed` carry no `id`: they are never stored and do not move the cursor.',
+  '`message_delta`, `reasoning_delta`, `stream_overflow` and `stream_closed` carry no `id`: they are never stored and do not move the cursor.',
   'Authenticate with `Authorization: Bearer <key>`, or `?access_token=<key>` where headers cannot be set (EventSource).',
 ].join(' ');
 
@@ -48,6 +48,7 @@ const KIND_SUMMARIES: Record<EventKind, string> = {
   question: 'The agent asked the user a question (`ask_user`): the run waits until POST /answer or a message answers it.',
   interrupt: 'A message sent with multitask_strategy `interrupt` stopped the current tool call or LLM turn of the run.',
   rollback: 'A message sent with multitask_strategy `rollback` canceled the run: its events left the LLM history (they stay in the log).',
+  reasoning: 'What the model reasoned before its answer or its calls (masked; `provider_data` is opaque and sent back to the provider as it came).',
   mcp_refused: 'An MCP server was not connected to because a policy refused it (the conversation has no network, or the address is private); its tools are missing for the run.',
   llm_fallback: 'A request moved to the next model of `llm.fallbacks`: the previous one failed (or is cooling down after failing).',
   llm_retry: 'A failed LLM request is tried again on the same model after `wait_s`.',
@@ -57,6 +58,7 @@ const KIND_SUMMARIES: Record<EventKind, string> = {
 /** Schemas named only here (a global meta id would put them in the OpenAPI document too). */
 const LOCAL_IDS = new Map<z.ZodType, string>([
   [MessageDelta, 'MessageDelta'],
+  [ReasoningDelta, 'ReasoningDelta'],
   [StreamOverflowNotice, 'StreamOverflowNotice'],
   [StreamClosedNotice, 'StreamClosedNotice'],
   [WebhookPayload, 'WebhookPayload'],
@@ -109,6 +111,14 @@ function messages(): Record<string, unknown> {
     payload: ref('components/schemas/MessageDelta'),
     'x-sse-event': 'message_delta',
   };
+  result.reasoning_delta = {
+    name: 'reasoning_delta',
+    title: 'reasoning_delta',
+    summary: 'A piece of the model\'s reasoning while the LLM streams (SSE only; never stored, no id; none when `llm.reasoning.show` is false).',
+    contentType: 'application/json',
+    payload: ref('components/schemas/ReasoningDelta'),
+    'x-sse-event': 'reasoning_delta',
+  };
   result.stream_overflow = {
     name: 'stream_overflow',
     title: 'stream_overflow',
@@ -137,7 +147,7 @@ function messages(): Record<string, unknown> {
   return result;
 }
 
-const streamMessageNames = [...EVENT_KINDS, 'message_delta', 'stream_overflow'];
+const streamMessageNames = [...EVENT_KINDS, 'message_delta', 'reasoning_delta', 'stream_overflow'];
 
 export function generateAsyncApi(options: { version: string }): Record<string, unknown> {
   const streamMessages = (names: readonly string[]) => Object.fromEntries(names.map((name) => [name, ref(`components/messages/${name}`)]));

@@ -154,7 +154,24 @@ function EventBody({ event, nested }: { event: AgentEvent; nested?: ComponentChi
           <strong>{str(event.error)}</strong>: {str(event.message)}
         </Card>
       );
+    case 'reasoning':
+      // Folded: the model's reasoning is there to read on demand. `provider_data` (signatures, encrypted items) is never shown.
+      return (
+        <Card event={event} className="quiet reasoning">
+          <details>
+            <summary>Reasoning{event.content ? '' : ' (not shown: llm.reasoning.show is off, or the provider gave none in text)'}</summary>
+            {event.content ? <pre class="output">{str(event.content)}</pre> : null}
+          </details>
+        </Card>
+      );
     case 'usage':
+      if (event.prompt_tokens === null || event.prompt_tokens === undefined) {
+        return (
+          <Card event={event} className="quiet">
+            tokens unknown (the provider reported no usage)
+          </Card>
+        );
+      }
       return (
         <Card event={event} className="quiet">
           tokens ↑{str(event.prompt_tokens)} ↓{str(event.completion_tokens)}

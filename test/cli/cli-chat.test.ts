@@ -36,6 +36,28 @@ async function waitForStatus(id: string, status: string): Promise<void> {
 describe.skipIf(!launcher)('agentd chat in a terminal', () => {
   let conversationId: string;
 
+  it('streams the reasoning on its own lines before the answer, each once', { timeout: 60_000 }, async () => {
+    const id = await harness.createConversation();
+    const chat: PtySession = startPty(launcher!, [process.execPath, CLI, 'chat', '--resume', id], { env });
+    try {
+      await chat.waitFor('Type a message');
+      harness.llm.setScript([{ text: 'The answer is four.', reasoning: 'Two and two make four.', chunkDelayMs: 5 }]);
+      const mark = chat.output().length;
+      chat.write('Add two and two\r');
+      await chat.waitFor('The answer is four.', { from: mark });
+      await chat.waitFor(/> $/, { from: mark });
+      const text = chat.text(mark);
+      expect(text.split('Two and two make four.'), JSON.stringify(text)).toHaveLength(2);
+      expect(text.split('The answer is four.')).toHaveLength(2);
+      expect(text).toMatch(/Two and two make four\.\r?\nThe answer is four\./);
+    } finally {
+      chat.write('\x03');
+      chat.write('\x03');
+      await Promise.race([chat.exited, new Promise((resolve) => setTimeout(resolve, 5_000))]);
+      if (chat.child.exitCode === null) chat.child.kill();
+    }
+  });
+
   it('streams answers, approves inline, pauses on Ctrl-C, recalls history, exits on a second Ctrl-C', { timeout: 90_000 }, async () => {
     const id = await harness.createConversation({ confirmation_mode: true });
     conversationId = id;

@@ -98,6 +98,20 @@ describe('agentd run against a running server (AGENTD_URL, AGENTD_KEY)', () => {
     expect(events.at(-1)).toMatchObject({ kind: 'state_update', status: 'idle' });
   });
 
+  it('--json includes the reasoning events and deltas; without it the reasoning is a dim progress line', { timeout: 30_000 }, async () => {
+    harness.llm.setScript([{ text: 'Reasoned.', reasoning: 'Weighing the options first.' }, { text: 'Again.', reasoning: 'Still weighing.' }]);
+    const id = await harness.createConversation();
+    const result = await runCli(['run', '--json', '--resume', id, 'Think'], { env });
+    expect(result.code).toBe(0);
+    const events = result.stdout.trim().split('\n').map((line) => JSON.parse(line));
+    expect(events.find((event) => event.kind === 'reasoning')).toMatchObject({ content: 'Weighing the options first.' });
+    expect(events.filter((event) => event.kind === 'reasoning_delta').map((event) => event.content_delta).join('')).toBe('Weighing the options first.');
+    const plain = await runCli(['run', '--resume', id, 'Think again'], { env });
+    expect(plain.code).toBe(0);
+    expect(plain.stderr).toContain('∴ Still weighing.');
+    expect(plain.stdout).toBe('Again.\n');
+  });
+
   it('fails with one clear line and exit 1 when the run fails', { timeout: 30_000 }, async () => {
     harness.llm.setScript([{ status: 400, body: { error: { message: 'the model refuses this request', type: 'invalid_request_error' } } }]);
     const id = await harness.createConversation();

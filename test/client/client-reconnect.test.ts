@@ -10,7 +10,7 @@ import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from '..
  * query() in the middle of a run whose connection drops: it resumes with Last-Event-ID and
  * delivers every persisted event once, in order, then ends with the run.
  */
-const persisted = (events: StreamEvent[]) => events.filter((event): event is AgentEvent => event.kind !== 'message_delta');
+const persisted = (events: StreamEvent[]) => events.filter((event): event is AgentEvent => event.kind !== 'message_delta' && event.kind !== 'reasoning_delta');
 const cleanups: (() => Promise<void> | void)[] = [];
 
 afterAll(async () => {

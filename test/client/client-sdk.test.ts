@@ -22,7 +22,7 @@ afterAll(async () => {
   await harness?.close();
 });
 
-const persisted = (events: StreamEvent[]) => events.filter((event): event is AgentEvent => event.kind !== 'message_delta');
+const persisted = (events: StreamEvent[]) => events.filter((event): event is AgentEvent => event.kind !== 'message_delta' && event.kind !== 'reasoning_delta');
 
 function expectConsecutive(events: AgentEvent[], from: number): void {
   expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => from + index));
@@ -225,7 +225,7 @@ describe('every route', () => {
     const streamed: AgentEvent[] = [];
     const stop = new AbortController();
     for await (const event of client.events.stream(id, { after: 0, signal: stop.signal })) {
-      if (event.kind === 'message_delta') continue;
+      if (event.kind === 'message_delta' || event.kind === 'reasoning_delta') continue;
       streamed.push(event);
       if (event.seq === messages.at(-1)!.seq) stop.abort();
     }

@@ -29,6 +29,8 @@ export async function example(): Promise<RunResult> {
   for await (const event of client.query({ prompt: 'hi', conversation_id: conversation.id })) {
     if (event.kind === 'action') event.tool_name.toUpperCase();
     if (event.kind === 'message_delta') event.content_delta.trim();
+    if (event.kind === 'reasoning_delta') event.content_delta.trim();
+    if (event.kind === 'reasoning') event.content.trim();
   }
   try {
     await client.events.get(conversation.id, 'x');

@@ -127,6 +127,32 @@ describe.skipIf(chromiumMissing)('dashboard in Chromium', () => {
     await entry.locator('[data-testid=status]', { hasText: 'paused' }).waitFor({ timeout: 20_000 });
   });
 
+  it('folds the reasoning in a collapsed <details>, and never shows its provider_data', { timeout: 60_000 }, async () => {
+    const delta = (fields: Record<string, unknown>, finish: string | null = null) => ({ id: 'gen-r', choices: [{ index: 0, delta: fields, finish_reason: finish }] });
+    const { page, id } = await openConversation(
+      [
+        {
+          chunks: [
+            delta({ role: 'assistant', content: '', reasoning_content: 'Weighing the two files first.', reasoning_details: [{ type: 'reasoning.text', text: '', signature: 'sig-never-shown', index: 0 }] }),
+            delta({ content: 'Both files agree.' }),
+            delta({}, 'stop'),
+          ],
+        },
+      ],
+      {},
+    );
+    // Sent once the page is open: the reasoning card arrives live, over SSE.
+    await api('POST', `/conversations/${id}/messages`, { content: 'compare them' });
+    const card = page.locator('[data-testid=timeline] .event-reasoning');
+    await card.waitFor({ timeout: 30_000 });
+    await page.locator('.message-agent', { hasText: 'Both files agree.' }).waitFor();
+    expect(await card.locator('details').getAttribute('open')).toBeNull();
+    expect(await card.locator('summary').innerText()).toContain('Reasoning');
+    await card.locator('summary').click();
+    expect(await card.locator('pre').innerText()).toBe('Weighing the two files first.');
+    expect(await page.locator('[data-testid=timeline]').innerText()).not.toContain('sig-never-shown');
+  });
+
   it('approves a pending action from the page; the run continues', { timeout: 60_000 }, async () => {
     const { page, id } = await openConversation(
       [{ toolCalls: [{ name: 'bash', arguments: { command: 'echo approved-by-click > approved.txt' } }] }, { text: 'wrote it' }],

@@ -24,6 +24,11 @@ const PROFILE_OF: Record<string, ProviderName> = {
   vLLM: 'vllm',
   OpenRouter: 'openrouter',
   LiteLLM: 'litellm',
+  'DeepSeek (thinking mode)': 'deepseek',
+  'Qwen (DashScope)': 'dashscope',
+  Groq: 'groq',
+  xAI: 'xai',
+  Mistral: 'mistral',
 };
 
 /** Recipes of the other wire protocols, run against the fake speaking that protocol. */
@@ -32,6 +37,9 @@ const PROTOCOL_OF: Record<string, 'responses' | 'anthropic'> = {
   'OpenAI Responses API': 'responses',
   'OpenAI Responses API on Azure': 'responses',
 };
+
+/** Profiles of reasoning models: the scripted answers reason first, in the profile's field (DeepSeek wants it back). */
+const REASONING: ReadonlySet<ProviderName> = new Set(['deepseek', 'dashscope', 'xai', 'groq']);
 
 interface Recipe {
   heading: string;
@@ -105,7 +113,8 @@ describe("docs/providers.md's LLM recipes", () => {
       // Ollama's recipe says how large a window to start Ollama with: the fake gets that window.
       const window = /OLLAMA_CONTEXT_LENGTH=(\d+)/.exec(recipe.text)?.[1];
       if (provider === 'ollama') expect(window, 'the Ollama recipe sets OLLAMA_CONTEXT_LENGTH').toBeDefined();
-      harness = await startAgentHarness(TWO_STEPS, {
+      const script = provider && REASONING.has(provider) ? TWO_STEPS.map((turn) => ({ ...turn, reasoning: 'Thinking it over.' })) : TWO_STEPS;
+      harness = await startAgentHarness(script, {
         env: recipe.env,
         fake: { ...(provider ? { provider } : { protocol }), ...(key ? { apiKey: key } : {}), ...(window ? { contextTokens: Number(window) } : {}) },
       });
@@ -142,6 +151,12 @@ describe("docs/providers.md's LLM recipes", () => {
       }
       if (provider === 'openrouter' || provider === 'litellm') {
         expect(first.body.messages![0]!.content).toEqual([{ type: 'text', text: expect.any(String), cache_control: { type: 'ephemeral' } }]);
+      }
+      if (provider && REASONING.has(provider)) {
+        expect(events.filter((event) => event.kind === 'reasoning').map((event) => event.content)).toEqual(['Thinking it over.', 'Thinking it over.']);
+        const replayed = llm.requests[1]!.body.messages!.find((message) => message.role === 'assistant')!;
+        // Only DeepSeek wants the reasoning back; the others are not sent a field they may reject.
+        expect(replayed.reasoning_content).toBe(provider === 'deepseek' ? 'Thinking it over.' : undefined);
       }
       if (provider === 'openrouter') {
         expect(first.headers['x-title']).toBe('agentd');

@@ -219,6 +219,7 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
     if (res.destroyed) return;
     if ('disconnect' in turn) return void res.socket?.destroy();
     if ('status' in turn) return sendFault(res, turn);
+    if ('chunks' in turn) throw new Error('a recorded chat-completions stream ({ chunks }) cannot be replayed by the fake speaking another protocol');
     const answered = speaking.answer({ turn, body: asSent, state: protocolState, index: recorded.index, chunkSize: options.textChunkSize ?? 4 });
     if (answered.json !== undefined) return sendJson(res, 200, answered.json);
     await sendNamedEvents(res, turn, answered.events ?? []);
@@ -231,6 +232,7 @@ export async function startFakeLlm(scriptOrOptions: FakeTurn[] | FakeLlmOptions 
     if (res.destroyed) return;
     if ('disconnect' in turn) return void res.socket?.destroy();
     if ('status' in turn) return sendFault(res, turn);
+    if ('chunks' in turn) return sendStream(res, {}, turn.chunks, profile.sseComments ?? []);
     const toolCallIds = (turn.toolCalls ?? []).map((call) => call.id ?? `call_fake_${++callCounter}`);
     const toolCallExtras = toolCallIds.map((id) => profile.toolCallExtra?.(id) ?? {});
     toolCallIds.forEach((id, i) => issued.set(id, toolCallExtras[i]!));

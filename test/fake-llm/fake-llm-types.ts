@@ -59,7 +59,12 @@ export interface FakeDisconnectTurn {
   delayMs?: number;
 }
 
-export type FakeStaticTurn = FakeResponseTurn | FakeFaultTurn | FakeHangTurn | FakeDisconnectTurn;
+/** Streams these chunks as they are (a recorded answer: see recordings.ts). */
+export interface FakeReplayTurn {
+  chunks: unknown[];
+}
+
+export type FakeStaticTurn = FakeResponseTurn | FakeFaultTurn | FakeHangTurn | FakeDisconnectTurn | FakeReplayTurn;
 
 /** A dynamic turn: decides from the request it answers. */
 export type FakeTurnFn = (request: RecordedRequest) => FakeStaticTurn | Promise<FakeStaticTurn>;

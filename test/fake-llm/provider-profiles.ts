@@ -6,8 +6,9 @@
  *   const fake = await startFakeLlm({ script, provider: 'gemini' });
  */
 import type { ChatRequestBody, RecordedRequest } from './fake-llm-types.js';
+import { recordedBody } from './recordings.js';
 
-export const PROVIDER_NAMES = ['openai', 'azure-legacy', 'gemini', 'ollama', 'vllm', 'openrouter', 'litellm'] as const;
+export const PROVIDER_NAMES = ['openai', 'azure-legacy', 'gemini', 'ollama', 'vllm', 'openrouter', 'litellm', 'deepseek', 'dashscope', 'xai', 'groq', 'mistral'] as const;
 export type ProviderName = (typeof PROVIDER_NAMES)[number];
 
 export interface ProviderProfile {
@@ -90,6 +91,38 @@ export const PROVIDER_PROFILES: Record<ProviderName, ProviderProfile> = {
     }),
     reasoningField: 'reasoning',
   },
+  deepseek: {
+    // Thinking mode: every assistant message of a tool loop must carry its reasoning_content back
+    // (recordings/deepseek-reasoning-not-sent-back.json is the answer users reported).
+    reject({ body }) {
+      const missing = (body.messages ?? []).some((message) => message.role === 'assistant' && Array.isArray(message.tool_calls) && (typeof message.reasoning_content !== 'string' || message.reasoning_content === ''));
+      return missing ? [DEEPSEEK_NOT_SENT_BACK.error.message] : [];
+    },
+    errorBody: (message) => ({ error: { ...DEEPSEEK_NOT_SENT_BACK.error, message } }),
+    reasoningField: 'reasoning_content',
+    usageDetails: (usage) => ({
+      prompt_tokens_details: { cached_tokens: Math.floor(usage.prompt_tokens / 2) },
+      prompt_cache_hit_tokens: Math.floor(usage.prompt_tokens / 2),
+      prompt_cache_miss_tokens: usage.prompt_tokens - Math.floor(usage.prompt_tokens / 2),
+    }),
+  },
+  // Alibaba Cloud Model Studio (DashScope), Qwen3 with `enable_thinking`: reasoning in `reasoning_content`, none expected back.
+  dashscope: {
+    reasoningField: 'reasoning_content',
+  },
+  xai: {
+    reasoningField: 'reasoning_content',
+  },
+  groq: {
+    // Groq validates message fields: "property 'reasoning_content' is unsupported" (its own field is `reasoning`).
+    reject: ({ body }) => unsupportedMessageFields(body, ['reasoning_content', 'reasoning_details']).map(([i, field]) => `'messages.${i}' : for 'role:assistant' the following must be satisfied[('messages.${i}' : property '${field}' is unsupported)]`),
+    reasoningField: 'reasoning',
+  },
+  mistral: {
+    // Mistral's API forbids fields it does not know (pydantic: "Extra inputs are not permitted").
+    reject: ({ body }) => unsupportedMessageFields(body, ['reasoning_content', 'reasoning', 'reasoning_details']).map(([i, field]) => `Body.messages.${i}.assistant.${field}: Extra inputs are not permitted`),
+    wholeToolCalls: true,
+  },
   litellm: {
     usageOnFinishChunk: true,
     usageDetails: (usage) => ({
@@ -98,6 +131,18 @@ export const PROVIDER_PROFILES: Record<ProviderName, ProviderProfile> = {
     }),
   },
 };
+
+const DEEPSEEK_NOT_SENT_BACK = recordedBody('deepseek-reasoning-not-sent-back') as { error: { message: string; type: string; param: null; code: string } };
+
+/** The assistant messages that carry one of these fields: [index, field]. */
+function unsupportedMessageFields(body: ChatRequestBody, fields: string[]): [number, string][] {
+  const found: [number, string][] = [];
+  (body.messages ?? []).forEach((message, i) => {
+    if (message.role !== 'assistant') return;
+    for (const field of fields) if (message[field] !== undefined) found.push([i, field]);
+  });
+  return found;
+}
 
 function geminiSchemaProblems(body: ChatRequestBody): string[] {
   const problems: string[] = [];

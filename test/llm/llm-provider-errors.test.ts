@@ -7,6 +7,8 @@ import { OpenAiLlmClient } from '../../src/adapters/llm/openai-llm.js';
 import { LlmError, type LlmRequest, type LlmRetry } from '../../src/core/agent/llm.js';
 import { startFakeLlm, type FakeLlm, type FakeTurn } from '../fake-llm/fake-llm-server.js';
 import { PROVIDER_ERRORS } from '../fake-llm/provider-errors.js';
+import { recordedBody } from '../fake-llm/recordings.js';
+import { parseRetryHintMs } from '../../src/adapters/llm/llm-retry.js';
 
 let fake: FakeLlm | undefined;
 afterEach(async () => {
@@ -47,6 +49,14 @@ describe('context overflow', () => {
   }
 });
 
+describe('context overflow by code', () => {
+  it('is recognised by its code where the wording says nothing of a context', async () => {
+    const { error, requests } = await failWith([{ status: 400, body: { error: { message: 'Input is over the limit for this model.', type: 'invalid_request_error', code: 'context_window_exceeded' } } }, { text: 'never' }]);
+    expect(error.code).toBe('llm_context_exceeded');
+    expect(requests).toBe(1);
+  });
+});
+
 describe('Gemini', () => {
   it('has its array-wrapped error read, not "no body"', async () => {
     const { error } = await failWith([PROVIDER_ERRORS.gemini.badRequest]);
@@ -80,6 +90,28 @@ describe('rate limits', () => {
     const waited = retries.reduce((sum, retry) => sum + retry.delayMs, 0);
     expect(waited).toBeGreaterThanOrEqual(300);
     expect(waited - (retries.at(-1)?.delayMs ?? 0)).toBeLessThan(300);
+  });
+
+  it("Gemini's 429 with RetryInfo (recorded) is a rate limit waited out, though its message speaks of a quota", async () => {
+    const body = recordedBody('gemini-429-retry-info') as { error: unknown };
+    expect(parseRetryHintMs(body.error)).toBe(58_000);
+    // As Gemini's native API sends it, and wrapped in an array as its OpenAI-compatible endpoint does.
+    for (const shape of [body, [body]]) {
+      await fake?.close();
+      fake = await startFakeLlm([{ status: 429, body: shape }, { text: 'after the wait' }]);
+      const retries: LlmRetry[] = [];
+      // The hint is capped by maxRetryAfterMs: the test does not wait 58 s.
+      const answer = await new OpenAiLlmClient({ retryBaseDelayMs: 5, retryMaxDelayMs: 20, maxRetryAfterMs: 30 }).complete(request(fake, retries));
+      expect(answer.content).toBe('after the wait');
+      expect(retries.map((retry) => [retry.code, retry.delayMs])).toEqual([['llm_rate_limited', 30]]);
+    }
+  });
+
+  it('reads retry_after_ms from the error body', async () => {
+    fake = await startFakeLlm([{ status: 429, body: { error: { message: 'Too many requests', type: 'rate_limit', retry_after_ms: 40 } } }, { text: 'ok' }]);
+    const retries: LlmRetry[] = [];
+    await new OpenAiLlmClient({ retryBaseDelayMs: 5, retryMaxDelayMs: 20 }).complete(request(fake, retries));
+    expect(retries.map((retry) => retry.delayMs)).toEqual([40]);
   });
 
   it('still gives up on other retryable errors after num_retries', async () => {

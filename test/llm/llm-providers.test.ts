@@ -29,7 +29,15 @@ const LLM_OF: Record<ProviderName, (fake: FakeLlm) => Record<string, unknown>> =
   vllm: (fake) => ({ model: 'Qwen/Qwen3-Coder-30B-A3B-Instruct', base_url: fake.url, max_output_tokens: 4000 }),
   openrouter: (fake) => ({ model: 'anthropic/claude-sonnet-4.5', base_url: fake.url, prompt_cache: true, extra_headers: { 'X-Title': 'agentd' } }),
   litellm: (fake) => ({ model: 'claude-sonnet-4-5', base_url: fake.url, prompt_cache: true }),
+  deepseek: (fake) => ({ model: 'deepseek-v4-flash', base_url: fake.url }),
+  dashscope: (fake) => ({ model: 'qwen3-235b-a22b', base_url: fake.url, extra_body: { enable_thinking: true } }),
+  xai: (fake) => ({ model: 'grok-3-mini', base_url: fake.url, reasoning: { effort: 'low' } }),
+  groq: (fake) => ({ model: 'qwen/qwen3-32b', base_url: fake.url }),
+  mistral: (fake) => ({ model: 'magistral-medium-2507', base_url: fake.url }),
 };
+
+/** Profiles of reasoning models: their scripted answers reason first (in the profile's field). */
+const REASONING: ReadonlySet<ProviderName> = new Set(['deepseek', 'dashscope', 'xai', 'groq']);
 
 const TWO_STEPS: FakeTurn[] = [
   {
@@ -52,7 +60,8 @@ async function conversation(provider: ProviderName | undefined, script: FakeTurn
 describe('a two-step tool-calling run against every provider profile', () => {
   for (const provider of PROVIDER_NAMES) {
     it(provider, async () => {
-      const { done, events, llm } = await conversation(provider, TWO_STEPS, LLM_OF[provider]);
+      const script = REASONING.has(provider) ? TWO_STEPS.map((turn) => ({ ...turn, reasoning: 'Thinking it over.' })) : TWO_STEPS;
+      const { done, events, llm } = await conversation(provider, script, LLM_OF[provider]);
       expect(llm.violations).toEqual([]);
       expect(done.status, JSON.stringify(events.filter((event) => event.kind === 'agent_error'))).toBe('idle');
       expect(fs.readFileSync(path.join(done.workdir, 'notes.txt'), 'utf8')).toBe('from the model\n');

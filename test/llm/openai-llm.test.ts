@@ -210,7 +210,7 @@ describe('OpenAiLlmClient', () => {
     expect(isAbortError(err)).toBe(true);
   });
 
-  it('computes usage and cost; no usage means zeros', async () => {
+  it('computes usage and cost; no usage is unknown (zeros flagged as counting nothing)', async () => {
     const server = await start([{ text: 'a', usage: { prompt_tokens: 1000, completion_tokens: 200 } }, { text: 'b', usage: null }]);
     const client = fastClient();
     const settings = { input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 };
@@ -218,7 +218,7 @@ describe('OpenAiLlmClient', () => {
     expect(first.usage.prompt_tokens).toBe(1000);
     expect(first.usage.completion_tokens).toBe(200);
     expect(first.usage.cost).toBeCloseTo(0.0014, 10);
-    expect((await client.complete(makeRequest(server, { settings }))).usage).toEqual({ prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0 });
+    expect((await client.complete(makeRequest(server, { settings }))).usage).toEqual({ prompt_tokens: 0, completion_tokens: 0, cost: 0, cached_tokens: 0, reasoning_tokens: 0, unknown: true });
   });
 
   it('never puts the api key in an error message', async () => {

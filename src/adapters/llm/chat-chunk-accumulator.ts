@@ -3,13 +3,18 @@
  * only openai-llm.ts imports the SDK): text deltas, tool calls whose pieces arrive by `index`, the
  * finish reason and the usage chunk.
  */
-import type { LlmResponse, LlmSettings, LlmToolCall } from '../../core/agent/llm.js';
+import type { LlmReasoning, LlmResponse, LlmSettings, LlmToolCall } from '../../core/agent/llm.js';
+import { ReasoningAccumulator, readContent } from './chat-reasoning.js';
 
 export interface ChatChunkLike {
   choices?: Array<{
     delta?: {
-      content?: string | null;
+      /** Text, or (Mistral's magistral models) an array of `text` and `thinking` parts. */
+      content?: unknown;
       refusal?: string | null;
+      reasoning_content?: unknown;
+      reasoning?: unknown;
+      reasoning_details?: unknown;
       tool_calls?: Array<{ index?: number; id?: string; type?: string; function?: { name?: string; arguments?: unknown } }>;
     };
     finish_reason?: string | null;
@@ -21,8 +26,14 @@ export interface ChatChunkLike {
 export interface UsageLike {
   prompt_tokens?: number;
   completion_tokens?: number;
-  prompt_tokens_details?: { cached_tokens?: number | null } | null;
+  total_tokens?: number;
+  prompt_tokens_details?: { cached_tokens?: number | null; cache_write_tokens?: number | null } | null;
   completion_tokens_details?: { reasoning_tokens?: number | null } | null;
+  /** DeepSeek's name for cached prompt tokens. */
+  prompt_cache_hit_tokens?: number | null;
+  /** Anthropic's names, as LiteLLM passes them through. */
+  cache_creation_input_tokens?: number | null;
+  cache_read_input_tokens?: number | null;
   /** OpenRouter's price of the request, in credits (USD). */
   cost?: number | null;
 }
@@ -42,9 +53,17 @@ export function extraFieldsOf(call: Record<string, unknown>): Record<string, unk
   return extra.length > 0 ? Object.fromEntries(extra) : undefined;
 }
 
+/** What one chunk brought: assistant text and reasoning text ('' when none). */
+export interface ChunkDelta {
+  text: string;
+  reasoning: string;
+}
+
 export class ChatChunkAccumulator {
   private content = '';
   private refusal = '';
+  private readonly reasoning = new ReasoningAccumulator();
+  private readonly otherParts: unknown[] = [];
   private readonly calls: PartialCall[] = [];
   private readonly slotByIndex = new Map<number, number>();
   private finishReason: string | null = null;
@@ -59,13 +78,13 @@ export class ChatChunkAccumulator {
   /** Chunks seen so far. */
   chunkCount = 0;
 
-  /** Adds a chunk; returns its text delta ('' when none). */
-  add(chunk: ChatChunkLike): string {
+  /** Adds a chunk; returns the text and the reasoning it brought. */
+  add(chunk: ChatChunkLike): ChunkDelta {
     this.chunkCount++;
     if (chunk.usage) this.usage = chunk.usage;
     if (chunk.system_fingerprint) this.fingerprint = chunk.system_fingerprint;
     const choice = chunk.choices?.[0];
-    if (!choice) return '';
+    if (!choice) return NOTHING;
     if (choice.finish_reason) this.finishReason = choice.finish_reason;
     for (const [position, delta] of (choice.delta?.tool_calls ?? []).entries()) {
       const index = delta.index ?? position;
@@ -84,21 +103,29 @@ export class ChatChunkAccumulator {
       if (extra) call.extra = { ...call.extra, ...extra };
     }
     if (choice.delta?.refusal) this.refusal += choice.delta.refusal;
-    const text = choice.delta?.content ?? '';
-    this.content += text;
-    return text;
+    if (!choice.delta) return NOTHING;
+    const content = readContent(choice.delta.content);
+    this.content += content.text;
+    this.refusal += content.refusal;
+    this.otherParts.push(...content.otherParts);
+    const reasoning = this.reasoning.add(choice.delta, content.thinking);
+    return content.text === '' && reasoning === '' ? NOTHING : { text: content.text, reasoning };
   }
 
-  result(settings: LlmSettings): LlmResponse {
+  result(settings: LlmSettings, origin?: LlmReasoning['origin']): LlmResponse {
     return {
       content: this.content === '' ? null : this.content,
       toolCalls: this.calls.filter((call) => call.name || call.arguments).map(normalizeToolCall),
       usage: usageOf(this.usage, settings),
       finishReason: this.finishReason,
       refusal: this.refusal === '' ? null : this.refusal,
+      reasoning: this.reasoning.result(origin),
+      ...(this.otherParts.length > 0 ? { otherParts: this.otherParts } : {}),
     };
   }
 }
+
+const NOTHING: ChunkDelta = Object.freeze({ text: '', reasoning: '' });
 
 /** Arguments always as JSON text (some servers send objects); a missing id gets a fresh one. */
 export function normalizeToolCall(call: { id?: string | undefined; name: string; arguments: unknown; extra?: Record<string, unknown> | undefined }): LlmToolCall {
@@ -112,20 +139,39 @@ export function normalizeToolCall(call: { id?: string | undefined; name: string;
 }
 
 /**
- * Tokens as reported (0 when the server sent none). Cost: the provider's own figure when it
- * gives one (OpenRouter's `usage.cost`), else from the per-token prices, cached prompt tokens at
+ * Tokens as reported, by the provider's convention: reasoning tokens are part of
+ * `completion_tokens` (OpenAI, DeepSeek) or counted beside them (xAI: its `total_tokens` is
+ * prompt + completion + reasoning), and agentd's `completion_tokens` always includes them.
+ * Cached prompt tokens: `prompt_tokens_details.cached_tokens` (OpenAI), `prompt_cache_hit_tokens`
+ * (DeepSeek), `cache_read_input_tokens` (Anthropic through LiteLLM); tokens written to the cache:
+ * `cache_write_tokens` (OpenRouter) or `cache_creation_input_tokens`. An answer without usage is
+ * `unknown` (zeros that are not a count). Cost: the provider's own figure when it gives one
+ * (OpenRouter's `usage.cost`), else from the per-token prices, cached prompt tokens at
  * `cached_input_cost_per_token` (default: the input price).
  */
 export function usageOf(usage: UsageLike | null | undefined, settings: LlmSettings): LlmResponse['usage'] {
   const prompt = count(usage?.prompt_tokens);
-  const completion = count(usage?.completion_tokens);
-  const cached = Math.min(prompt, count(usage?.prompt_tokens_details?.cached_tokens));
-  const reasoning = Math.min(completion, count(usage?.completion_tokens_details?.reasoning_tokens));
+  let completion = count(usage?.completion_tokens);
+  const cached = Math.min(prompt, count(usage?.prompt_tokens_details?.cached_tokens) || count(usage?.prompt_cache_hit_tokens) || count(usage?.cache_read_input_tokens));
+  const cacheWrite = count(usage?.prompt_tokens_details?.cache_write_tokens) || count(usage?.cache_creation_input_tokens);
+  const reported = count(usage?.completion_tokens_details?.reasoning_tokens);
+  // xAI: the reasoning was not in completion_tokens; the total says so.
+  const total = count(usage?.total_tokens);
+  if (reported > 0 && total > 0 && total >= prompt + completion + reported) completion += reported;
+  const reasoning = Math.min(completion, reported);
   const inputPrice = settings.input_cost_per_token ?? 0;
   const computed = (prompt - cached) * inputPrice + cached * (settings.cached_input_cost_per_token ?? inputPrice) + completion * (settings.output_cost_per_token ?? 0);
-  const reported = usage?.cost;
-  const cost = typeof reported === 'number' && Number.isFinite(reported) && reported >= 0 ? reported : computed;
-  return { prompt_tokens: prompt, completion_tokens: completion, cost, cached_tokens: cached, reasoning_tokens: reasoning };
+  const reportedCost = usage?.cost;
+  const cost = typeof reportedCost === 'number' && Number.isFinite(reportedCost) && reportedCost >= 0 ? reportedCost : computed;
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    cost,
+    cached_tokens: cached,
+    reasoning_tokens: reasoning,
+    ...(cacheWrite > 0 ? { cache_write_tokens: cacheWrite } : {}),
+    ...(usage ? {} : { unknown: true as const }),
+  };
 }
 
 function count(value: unknown): number {

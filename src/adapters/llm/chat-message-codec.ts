@@ -3,7 +3,7 @@
  * LlmMessageCodec): the text is exactly what a request body carries for the message, so a
  * request joins the texts as they are (chat-request-body.ts). A message whose wire form would
  * not give it back exactly is kept as an object (images by path, an assistant message without
- * text or calls, provider fields named like the call's own).
+ * text or calls, provider fields named like the call's own, reasoning).
  */
 import type { LlmMessage, LlmMessageCodec, LlmToolCall } from '../../core/agent/llm.js';
 import { toWireMessage } from './chat-request-shape.js';
@@ -14,6 +14,8 @@ export const WIRE_MESSAGE_CODEC: LlmMessageCodec = {
   encode(message) {
     if (message.role === 'user' && Array.isArray(message.content)) return null;
     if (message.role === 'assistant') {
+      // Its reasoning goes back or not depending on the request's endpoint: kept as an object.
+      if (message.reasoning) return null;
       const calls = message.tool_calls;
       if (calls === undefined ? message.content === null : calls.length === 0) return null;
       if (calls?.some((call) => call.extra !== undefined && (Object.keys(call.extra).length === 0 || CALL_FIELDS.some((field) => field in call.extra!)))) return null;

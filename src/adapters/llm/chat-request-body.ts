@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import type { EncodedMessages, LlmMessage, LlmRequest, LlmToolSchema } from '../../core/agent/llm.js';
 import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
-import { cacheMarkIndexes, shapeWith, toWireMessage, toWireTool, withCacheMark, type ShapeOptions } from './chat-request-shape.js';
+import { cacheMarkIndexes, shapeWith, toWireMessage, toWireTool, withCacheMark, type Endpoint, type ShapeOptions } from './chat-request-shape.js';
 
 export interface EncodedRequest {
   /** The JSON body. */
@@ -42,7 +42,7 @@ export function encodeChatRequest(request: LlmRequest, options: ShapeOptions): E
     messages: (endpoint) => {
       // The history's own texts when it keeps them in the wire form; else the messages, encoded here.
       const encoded = request.encoded?.codec === WIRE_MESSAGE_CODEC ? request.encoded : null;
-      messagesText = encoded ? encodeItems(encoded, endpoint.promptCache) : encodeMessages(request.messages, endpoint.promptCache);
+      messagesText = encoded ? encodeItems(encoded, endpoint) : encodeMessages(request.messages, endpoint);
       return MESSAGES_SLOT;
     },
     tools: (endpoint) => {
@@ -56,15 +56,16 @@ export function encodeChatRequest(request: LlmRequest, options: ShapeOptions): E
   return { text, headers: shaped.headers, stream: shaped.stream, promptChars: messagesText.length + toolsText.length + 3, model: shaped.body.model };
 }
 
-function encodeMessages(messages: readonly LlmMessage[], promptCache: boolean): string {
-  const marks = promptCache ? cacheMarkIndexes(messages) : [];
-  const pieces = messages.map((message, index) => (marks.includes(index) ? JSON.stringify(withCacheMark(toWireMessage(message))) : messageText(message)));
+function encodeMessages(messages: readonly LlmMessage[], endpoint: Endpoint): string {
+  const marks = endpoint.promptCache ? cacheMarkIndexes(messages) : [];
+  const pieces = messages.map((message, index) => (marks.includes(index) ? JSON.stringify(withCacheMark(toWireMessage(message, endpoint.sendBack))) : messageText(message, endpoint)));
   return `[${pieces.join(',')}]`;
 }
 
 /** Texts of the wire codec go as they are; the (at most two) messages marked for the prompt cache are decoded and marked. */
-function encodeItems(encoded: EncodedMessages, promptCache: boolean): string {
+function encodeItems(encoded: EncodedMessages, endpoint: Endpoint): string {
   const { items, codec } = encoded;
+  const promptCache = endpoint.promptCache;
   const message = (item: string | LlmMessage) => (typeof item === 'string' ? codec.decode(item) : item);
   let marks: number[] = [];
   if (promptCache && items.length > 0) {
@@ -75,13 +76,15 @@ function encodeItems(encoded: EncodedMessages, promptCache: boolean): string {
     marks = cacheMarkIndexes(view);
   }
   const pieces = items.map((item, index) => {
-    if (marks.includes(index)) return JSON.stringify(withCacheMark(toWireMessage(message(item))));
-    return typeof item === 'string' ? item : messageText(item);
+    if (marks.includes(index)) return JSON.stringify(withCacheMark(toWireMessage(message(item), endpoint.sendBack)));
+    return typeof item === 'string' ? item : messageText(item, endpoint);
   });
   return `[${pieces.join(',')}]`;
 }
 
-function messageText(message: LlmMessage): string {
+function messageText(message: LlmMessage, endpoint: Endpoint): string {
+  // A message with reasoning goes as the endpoint wants it (the codec keeps it as an object for that).
+  if (message.role === 'assistant' && message.reasoning) return JSON.stringify(toWireMessage(message, endpoint.sendBack));
   let text = messageTexts.get(message);
   if (text === undefined) {
     text = JSON.stringify(toWireMessage(message));

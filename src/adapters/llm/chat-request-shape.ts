@@ -5,11 +5,15 @@
  * - Azure before api-version 2024-10-21 rejects `stream_options` and `max_completion_tokens`;
  * - Gemini rejects JSON Schema keywords outside its OpenAPI subset (`exclusiveMinimum`, `$schema`…)
  *   and needs each tool call's `extra_content` (its thought signature) sent back;
- * - Claude behind OpenRouter or LiteLLM caches a prompt prefix only where `cache_control` marks it.
+ * - Claude behind OpenRouter or LiteLLM caches a prompt prefix only where `cache_control` marks it;
+ * - DeepSeek's thinking mode refuses a tool loop whose assistant messages lack their
+ *   `reasoning_content`; OpenRouter wants `reasoning_details` back verbatim (signatures); other
+ *   providers get no reasoning back (some reject unknown message fields): `llm.reasoning.send_back`.
  * Per-conversation settings (`max_tokens_param`, `stream_usage`, `drop_params`, `extra_body`,
  * `extra_headers`, `prompt_cache`) override what is detected.
  */
 import type { LlmMessage, LlmRequest, LlmSettings, LlmToolSchema } from '../../core/agent/llm.js';
+import { reasoningDetailsOf, sameOrigin } from './chat-reasoning.js';
 
 export interface ShapedRequest {
   body: Record<string, unknown>;
@@ -29,7 +33,7 @@ export interface ShapeOptions {
 
 export function shapeChatRequest(request: LlmRequest, options: ShapeOptions): ShapedRequest {
   return shapeWith(request, options, {
-    messages: (endpoint) => withCacheMarks(request.messages.map(toWireMessage), endpoint.promptCache),
+    messages: (endpoint) => withCacheMarks(request.messages.map((message) => toWireMessage(message, endpoint.sendBack)), endpoint.promptCache),
     tools: (endpoint) => request.tools.map((tool) => toWireTool(tool, endpoint.gemini)),
   });
 }
@@ -60,7 +64,8 @@ export function shapeWith(request: LlmRequest, options: ShapeOptions, slots: Bod
   }
   if (settings.max_output_tokens != null) body[maxTokensField(settings.max_tokens_param ?? options.maxTokensParam ?? 'auto', endpoint)] = settings.max_output_tokens;
   // 'none' is sent as nothing: models without reasoning reject the field altogether.
-  if (settings.reasoning_effort && settings.reasoning_effort !== 'none') body.reasoning_effort = settings.reasoning_effort;
+  const effort = settings.reasoning?.effort ?? settings.reasoning_effort;
+  if (effort && effort !== 'none') body.reasoning_effort = effort;
   const stream = settings.stream ?? options.stream;
   body.stream = stream;
   if (stream && (settings.stream_usage ?? !endpoint.azureLegacy)) body.stream_options = { include_usage: true };
@@ -75,6 +80,19 @@ export interface Endpoint {
   promptCache: boolean;
   /** OpenAI's own API or Azure's: `max_completion_tokens` is understood. */
   openAiProper: boolean;
+  /** How reasoning goes back on assistant messages; null: it does not. */
+  sendBack: SendBack | null;
+}
+
+/**
+ * Reasoning sent back on the assistant messages of a request: as `reasoning_content` text
+ * (DeepSeek, and any provider when `send_back` is `always`), or as OpenRouter's
+ * `reasoning_details` as received (text as `reasoning` when there are none). `model`: opaque
+ * payloads go only to the model that made them.
+ */
+export interface SendBack {
+  field: 'reasoning_content' | 'reasoning_details';
+  model: string;
 }
 
 function describeEndpoint(settings: LlmSettings): Endpoint {
@@ -82,14 +100,25 @@ function describeEndpoint(settings: LlmSettings): Endpoint {
   const model = settings.model;
   const apiVersion = settings.api_version ?? '';
   const azureLegacy = /^\d{4}-\d{2}-\d{2}/.test(apiVersion) && apiVersion.slice(0, 10) < AZURE_MODERN_API_VERSION;
-  const viaGateway = host === 'openrouter.ai' || /litellm/i.test(host) || /litellm/i.test(settings.base_url ?? '');
+  const openRouter = host === 'openrouter.ai';
+  const viaGateway = openRouter || /litellm/i.test(host) || /litellm/i.test(settings.base_url ?? '');
   return {
+    sendBack: sendBackOf(settings, { openRouter, deepseek: host === 'api.deepseek.com' || (!viaGateway && /deepseek/i.test(model)) }),
     reasoningModel: isReasoningModel(model),
     azureLegacy,
     gemini: /(^|\.)googleapis\.com$/.test(host) || /(^|\/)gemini/i.test(model),
     promptCache: settings.prompt_cache ?? (/claude|anthropic/i.test(model) && viaGateway),
     openAiProper: !settings.base_url || host.endsWith('openai.com') || host.endsWith('.azure.com') || (Boolean(settings.api_version) && !azureLegacy),
   };
+}
+
+/** `llm.reasoning.send_back`: `auto` as the provider requires, `always` on every endpoint, `never`. */
+function sendBackOf(settings: LlmSettings, provider: { openRouter: boolean; deepseek: boolean }): SendBack | null {
+  const mode = settings.reasoning?.send_back ?? 'auto';
+  if (mode === 'never') return null;
+  if (provider.openRouter) return { field: 'reasoning_details', model: settings.model };
+  if (provider.deepseek || mode === 'always') return { field: 'reasoning_content', model: settings.model };
+  return null;
 }
 
 /**
@@ -121,8 +150,11 @@ export function toWireTool(tool: LlmToolSchema, gemini: boolean): Record<string,
   return { type: 'function', function: { name: tool.name, description: tool.description, parameters: gemini ? toGeminiSchema(tool.parameters) : tool.parameters } };
 }
 
-/** An assistant message's tool calls carry back whatever the provider attached to them (`extra_content`). */
-export function toWireMessage(message: LlmMessage): Record<string, unknown> {
+/**
+ * An assistant message's tool calls carry back whatever the provider attached to them
+ * (`extra_content`), and its reasoning as `sendBack` says.
+ */
+export function toWireMessage(message: LlmMessage, sendBack: SendBack | null = null): Record<string, unknown> {
   if (message.role === 'user' && Array.isArray(message.content)) {
     // Images go as OpenAI's image_url parts with a data URL (what every compatible server takes).
     const content = message.content.map((part) => {
@@ -134,12 +166,24 @@ export function toWireMessage(message: LlmMessage): Record<string, unknown> {
   }
   if (message.role !== 'assistant') return { ...message };
   const toolCalls = message.tool_calls ?? [];
-  if (toolCalls.length === 0) return { role: 'assistant', content: message.content ?? '' };
+  const reasoning = sendBack && message.reasoning ? wireReasoning(message.reasoning, sendBack) : {};
+  if (toolCalls.length === 0) return { role: 'assistant', content: message.content ?? '', ...reasoning };
   return {
     role: 'assistant',
     content: message.content,
+    ...reasoning,
     tool_calls: toolCalls.map((call) => ({ ...(call.extra ?? {}), id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } })),
   };
+}
+
+/** The fields an assistant message carries its reasoning in (none when there is nothing to send). */
+function wireReasoning(reasoning: NonNullable<Extract<LlmMessage, { role: 'assistant' }>['reasoning']>, sendBack: SendBack): Record<string, unknown> {
+  if (sendBack.field === 'reasoning_details') {
+    const details = sameOrigin(reasoning, sendBack.model) ? reasoningDetailsOf(reasoning) : undefined;
+    if (details) return { reasoning_details: details };
+    return reasoning.text ? { reasoning: reasoning.text } : {};
+  }
+  return reasoning.text ? { reasoning_content: reasoning.text } : {};
 }
 
 /**

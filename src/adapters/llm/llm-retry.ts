@@ -48,6 +48,29 @@ export function parseRetryAfterMs(headers: { get(name: string): string | null } 
 }
 
 /**
+ * Milliseconds an error body asks to wait: Google's `RetryInfo` detail (`"retryDelay": "58s"`,
+ * Gemini's 429 for a per-minute quota), `retry_after_ms`, or `retry_after` in seconds (as some
+ * gateways put them in the error object). Undefined when the body has none.
+ */
+export function parseRetryHintMs(error: unknown): number | undefined {
+  if (!error || typeof error !== 'object') return undefined;
+  const record = error as { details?: unknown; retry_after_ms?: unknown; retry_after?: unknown; metadata?: unknown };
+  if (Array.isArray(record.details)) {
+    for (const detail of record.details) {
+      const info = detail as { '@type'?: unknown; retryDelay?: unknown } | null;
+      if (typeof info?.['@type'] !== 'string' || !info['@type'].endsWith('google.rpc.RetryInfo')) continue;
+      const delay = typeof info.retryDelay === 'string' ? /^(\d+(?:\.\d+)?)s$/.exec(info.retryDelay.trim()) : null;
+      if (delay) return Math.round(Number(delay[1]) * 1000);
+    }
+  }
+  const ms = Number(record.retry_after_ms);
+  if (record.retry_after_ms !== undefined && record.retry_after_ms !== null && Number.isFinite(ms) && ms >= 0) return ms;
+  const seconds = Number(record.retry_after);
+  if (record.retry_after !== undefined && record.retry_after !== null && Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  return record.metadata && typeof record.metadata === 'object' && record.metadata !== error ? parseRetryHintMs(record.metadata) : undefined;
+}
+
+/**
  * OpenAI's `x-ratelimit-reset-requests` / `x-ratelimit-reset-tokens` ("1s", "6m0s", "20ms",
  * "1h2m3.5s"): the longer of the two, when a 429 carries no retry-after.
  */

@@ -5,13 +5,14 @@
  */
 import type { APIError, OpenAI } from 'openai';
 import type { ChatCompletion, ChatCompletionChunk } from 'openai/resources/chat/completions';
-import { LlmError, type LlmClient, type LlmRequest, type LlmResponse, type LlmSettings } from '../../core/agent/llm.js';
+import { LlmError, type LlmClient, type LlmReasoning, type LlmRequest, type LlmResponse, type LlmSettings } from '../../core/agent/llm.js';
+import { ReasoningAccumulator, readContent, type ReasoningSource } from './chat-reasoning.js';
 import { DEFAULT_BASE_URL, supportsJsonSchema } from './chat-request-shape.js';
 import { encodeChatRequest, type EncodedRequest } from './chat-request-body.js';
 import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
 import { readChatChunks } from './chat-stream-reader.js';
 import { ChatChunkAccumulator, extraFieldsOf, normalizeToolCall, usageOf } from './chat-chunk-accumulator.js';
-import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, sleep } from './llm-retry.js';
+import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, parseRetryHintMs, redact, sleep } from './llm-retry.js';
 import { lazyModule } from '../../perf/lazy-module.js';
 
 export { isAbortError, LlmAbortError } from './llm-retry.js';
@@ -166,7 +167,11 @@ export class OpenAiLlmClient implements LlmClient {
       const accumulator = new ChatChunkAccumulator();
       for await (const chunk of chunks) {
         control.touch();
-        const text = accumulator.add(chunk);
+        const { text, reasoning } = accumulator.add(chunk);
+        if (reasoning && request.onReasoningDelta) {
+          progress.textEmitted = true;
+          request.onReasoningDelta(reasoning);
+        }
         if (text && request.onTextDelta) {
           progress.textEmitted = true;
           request.onTextDelta(text);
@@ -180,7 +185,7 @@ export class OpenAiLlmClient implements LlmClient {
       if (accumulator.finished === null) {
         throw new AttemptFailure({ code: 'llm_server_error', retryable: true, detail: 'the stream ended without a finish reason (a broken stream)' });
       }
-      return checkTruncation(checkFinish(accumulator.result(request.settings)), { fingerprint: accumulator.fingerprint, shaped, settings: request.settings });
+      return checkTruncation(checkFinish(accumulator.result(request.settings, originOf(request.settings))), { fingerprint: accumulator.fingerprint, shaped, settings: request.settings });
     } catch (err) {
       if (control.timedOut && !request.signal.aborted) {
         const detail = control.timedOut === 'idle' ? `no data from the server for ${idleMs / 1000} s (AGENTD_LLM_IDLE_TIMEOUT_S)` : `the answer took longer than ${timeoutMs / 1000} s (timeout_s)`;
@@ -232,6 +237,11 @@ function retryPolicyOf(settings: LlmSettings, options: OpenAiLlmClientOptions): 
   return { retries, baseDelayMs, maxDelayMs, honorRetryAfter: retry.honor_retry_after ?? true, rateLimitWaitMs: retry.max_attempts !== undefined ? 0 : (options.rateLimitWaitMs ?? 60_000) };
 }
 
+/** Who made an answer's reasoning: a later request to another model does not send its opaque parts back. */
+function originOf(settings: LlmSettings): LlmReasoning['origin'] {
+  return { api: 'chat', model: settings.model, ...(settings.base_url ? { baseUrl: settings.base_url } : {}) };
+}
+
 function fromCompletion(completion: ChatCompletion, settings: LlmSettings): LlmResponse {
   const choice = completion.choices?.[0];
   if (!choice) throw new AttemptFailure({ code: 'llm_server_error', retryable: true, detail: 'the response has no choices' });
@@ -240,12 +250,19 @@ function fromCompletion(completion: ChatCompletion, settings: LlmSettings): LlmR
     const fn = (call as { function?: { name?: string; arguments?: unknown } }).function;
     return fn ? [normalizeToolCall({ id: call.id, name: fn.name ?? '', arguments: fn.arguments, extra: extraFieldsOf(call as unknown as Record<string, unknown>) })] : [];
   });
+  const message = choice.message as typeof choice.message & ReasoningSource;
+  const content = readContent(message.content);
+  const reasoning = new ReasoningAccumulator();
+  reasoning.add(message, content.thinking);
+  const refusal = (message.refusal ?? '') + content.refusal;
   return {
-    content: choice.message.content || null,
+    content: content.text || null,
     toolCalls,
     usage: usageOf(completion.usage, settings),
     finishReason: choice.finish_reason ?? null,
-    refusal: (choice.message as { refusal?: string | null }).refusal ?? null,
+    refusal: refusal || null,
+    reasoning: reasoning.result(originOf(settings)),
+    ...(content.otherParts.length > 0 ? { otherParts: content.otherParts } : {}),
   };
 }
 
@@ -292,11 +309,12 @@ function classify(err: unknown): Failure {
     const codeAsStatus = typeof err.code === 'string' && /^\d{3}$/.test(err.code) ? Number(err.code) : undefined;
     const status = err.status ?? codeAsStatus;
     const detail = truncate(errorDetail(err));
-    const retryAfterMs = parseRetryAfterMs(err.headers) ?? parseRateLimitResetMs(err.headers);
+    const bodyHintMs = parseRetryHintMs(err.error);
+    const retryAfterMs = parseRetryAfterMs(err.headers) ?? bodyHintMs ?? parseRateLimitResetMs(err.headers);
     const shouldRetry = err.headers?.get('x-should-retry');
     const base = { detail, ...(status !== undefined ? { status } : {}), ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
     const failure: Failure =
-      isQuotaError(err) ? { ...base, code: 'llm_quota_exceeded', retryable: false } // a 429 that waiting does not cure
+      isQuotaError(err, bodyHintMs !== undefined) ? { ...base, code: 'llm_quota_exceeded', retryable: false } // a 429 that waiting does not cure
       : isContextOverflow(err, status) ? { ...base, code: 'llm_context_exceeded', retryable: false }
       : status === undefined ? { ...base, code: 'llm_server_error', retryable: true } // an error event mid-stream
       : status === 429 ? { ...base, code: 'llm_rate_limited', retryable: true }
@@ -325,10 +343,15 @@ function errorDetail(err: InstanceType<typeof APIError>): string {
   return err.message;
 }
 
-/** `insufficient_quota` (OpenAI), billing and credit errors: retrying cannot help. */
-function isQuotaError(err: InstanceType<typeof APIError>): boolean {
+/**
+ * `insufficient_quota` (OpenAI), billing and credit errors: retrying cannot help. A 429 whose body
+ * says when to retry (Gemini's `RetryInfo` on a per-minute quota, worded "exceeded your current
+ * quota") is a rate limit: waiting does cure it.
+ */
+function isQuotaError(err: InstanceType<typeof APIError>, retryHinted: boolean): boolean {
   const code = String(err.code ?? (err.error as { code?: unknown } | undefined)?.code ?? '');
   if (code === 'insufficient_quota' || code === 'billing_hard_limit_reached') return true;
+  if (retryHinted && err.status === 429) return false;
   return (err.status === 429 || err.status === 402) && /insufficient[_ ]quota|exceeded your current quota|billing|out of credits|insufficient credits/i.test(errorDetail(err));
 }
 
@@ -340,10 +363,16 @@ function isQuotaError(err: InstanceType<typeof APIError>): boolean {
  */
 const CONTEXT_OVERFLOW = /context[_ ]length[_ ]exceeded|maximum context length|longer than the model'?s context|context window|prompt is too long|input token count.*exceeds|exceeds the maximum number of tokens|too many tokens|reduce the length of the messages|max_new_tokens.*must be <=/i;
 
+/** Machine codes providers give a prompt too long for the window (OpenAI, Azure, Groq, xAI, Mistral, LiteLLM). */
+const CONTEXT_OVERFLOW_CODES = new Set(['context_length_exceeded', 'context_window_exceeded', 'model_context_window_exceeded']);
+
+/** By its code (or `type`) where the body has one, else by its wording. */
 function isContextOverflow(err: InstanceType<typeof APIError>, status: number | undefined): boolean {
+  const body = (err.error ?? {}) as { code?: unknown; type?: unknown };
+  const codes = [err.code, body.code, err.type, body.type].filter((value): value is string => typeof value === 'string');
+  if (codes.some((code) => CONTEXT_OVERFLOW_CODES.has(code))) return status === undefined || (status >= 400 && status < 500);
   if (status !== undefined && status !== 400 && status !== 413 && status !== 422) return false;
-  const code = String(err.code ?? '');
-  return code === 'context_length_exceeded' || CONTEXT_OVERFLOW.test(errorDetail(err));
+  return CONTEXT_OVERFLOW.test(errorDetail(err));
 }
 
 function toLlmError(args: { failure: Failure; attempts: number; settings: LlmSettings; textEmitted: boolean }): LlmError {

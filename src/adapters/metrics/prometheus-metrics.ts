@@ -172,6 +172,7 @@ export class Metrics {
         else if (event.run_id) this.runsEnded.inc({ outcome: event.status });
         return;
       case 'usage':
+        if (event.prompt_tokens === null || event.completion_tokens === null || event.cost === null) return; // unknown: nothing to count
         this.llmTokens.inc({ type: 'prompt' }, event.prompt_tokens);
         this.llmTokens.inc({ type: 'completion' }, event.completion_tokens);
         this.llmCost.inc(event.cost);

@@ -61,7 +61,7 @@ export class EventUpdates {
       case 'question':
         return text('agent_message_chunk', questionText(event));
       case 'usage':
-        return [{ sessionUpdate: 'usage_update', used: event.prompt_tokens + event.completion_tokens, size: this.context.contextTokens, cost: { amount: event.totals.cost, currency: 'USD' } }];
+        return [{ sessionUpdate: 'usage_update', used: (event.prompt_tokens ?? 0) + (event.completion_tokens ?? 0), size: this.context.contextTokens, cost: { amount: event.totals.cost, currency: 'USD' } }];
       case 'agent_error':
         return text('agent_message_chunk', `\n\nagentd: ${event.error}: ${event.message}`);
       default:

@@ -1,7 +1,7 @@
 import type { AgentEvent } from '../schemas/event.js';
 import { readAsset } from '../../assets.js';
 import { HistoryEntry } from './history-entry.js';
-import { JSON_MESSAGE_CODEC, type EncodedMessages, type LlmMessage, type LlmMessageCodec, type LlmToolCall, type LlmUserPart } from './llm.js';
+import { JSON_MESSAGE_CODEC, type EncodedMessages, type LlmMessage, type LlmMessageCodec, type LlmReasoning, type LlmToolCall, type LlmUserPart } from './llm.js';
 import type { StoredPart } from '../schemas/message-content.js';
 
 const CONDENSED_HISTORY = readAsset(import.meta.url, 'condensed-history.md').trim();
@@ -77,6 +77,8 @@ export class ConversationHistory {
   /** User messages the UserPromptSubmit hooks have not seen yet (see takePrompts). */
   private prompts: { seq: number; content: string }[] = [];
   private lastAgentSeq = 0;
+  /** The reasoning of the answer being recorded: it goes on the assistant message its message or first action makes. */
+  private reasoning: LlmReasoning | null = null;
 
   apply(event: AgentEvent): void {
     if (event.seq <= this.lastSeq) return;
@@ -100,6 +102,8 @@ export class ConversationHistory {
             this.outputSchema = event.output_schema ?? null;
             if (this.prompts.length < 100) this.prompts.push({ seq: event.seq, content: event.content });
           }
+          // An answer that was nothing but reasoning (a note follows it): its reasoning goes nowhere.
+          this.reasoning = null;
           // Anything open (a turn's calls, a turn that may add calls, messages already waiting): it waits too.
           const waits = this.holding || this.openCalls.size > 0 || this.current !== null || this.deferred.length > 0;
           if (waits) this.deferred.push(this.entry({ role: 'user', content: event.parts ? event.parts.map(toLlmPart) : event.content }));
@@ -108,9 +112,16 @@ export class ConversationHistory {
           this.agentSpoke(event.seq);
           if (this.openCalls.size > 0) this.closeOpenCalls();
           else if (!this.holding) this.flushDeferred();
-          this.messages.push(this.entry({ role: 'assistant', content: event.content }));
+          this.messages.push(this.entry({ role: 'assistant', content: event.content, ...this.takeReasoning() }));
           this.current = null;
         }
+        return;
+      case 'reasoning':
+        this.reasoning = {
+          text: event.content,
+          ...(event.origin ? { origin: { api: event.origin.api, model: event.origin.model, ...(event.origin.base_url ? { baseUrl: event.origin.base_url } : {}) } } : {}),
+          ...(event.provider_data !== undefined ? { providerData: event.provider_data } : {}),
+        };
         return;
       case 'action':
         this.agentSpoke(event.seq);
@@ -130,7 +141,7 @@ export class ConversationHistory {
         else this.answer(event.tool_call_id, `The user rejected this action${event.reason ? `: ${sentenceEnd(event.reason)}` : '.'} It was not executed.`);
         return;
       case 'usage':
-        this.lastPromptTokens = event.prompt_tokens;
+        if (event.prompt_tokens !== null) this.lastPromptTokens = event.prompt_tokens;
         return;
       case 'condensation':
         this.forget({ fromSeq: event.forgotten_from_seq, toSeq: event.forgotten_to_seq, replacement: { role: 'user', content: condensedHistoryMessage(event) } });
@@ -287,6 +298,13 @@ export class ConversationHistory {
     return new HistoryEntry(this.codec, message, this.folding, this.folding);
   }
 
+  /** The pending reasoning as an assistant message's field (none when there is none). */
+  private takeReasoning(): { reasoning?: LlmReasoning } {
+    const reasoning = this.reasoning;
+    this.reasoning = null;
+    return reasoning ? { reasoning } : {};
+  }
+
   private agentSpoke(seq: number): void {
     this.lastAgentSeq = seq;
     this.firstUnansweredUserSeq = null;
@@ -302,7 +320,7 @@ export class ConversationHistory {
     } else {
       if (this.openCalls.size > 0) this.closeOpenCalls();
       else if (!this.holding) this.flushDeferred();
-      const message: AssistantMessage = { role: 'assistant', content: thought && thought.length > 0 ? thought : null, tool_calls: [call] };
+      const message: AssistantMessage = { role: 'assistant', content: thought && thought.length > 0 ? thought : null, tool_calls: [call], ...this.takeReasoning() };
       const entry = this.entry(message);
       this.messages.push(entry);
       this.current = { responseId, entry, message };

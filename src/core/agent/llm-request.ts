@@ -13,6 +13,8 @@ export interface LlmRequestContext {
   llm: LlmClient;
   toolSchemas: LlmToolSchema[];
   delta(text: string): void;
+  /** The reasoning as it streams (none: not streamed). */
+  reasoningDelta?(text: string): void;
   /** `model`: the one that answered. */
   onUsage(usage: LlmUsage, model?: string): Promise<void>;
   /** A retry or a move to a fallback model (recorded as events: the request waits for them before its usage). */
@@ -79,6 +81,8 @@ export async function askLlm(context: LlmRequestContext, options: { settings: Ll
         ...(options.noTools ? { toolChoice: 'none' as const } : {}),
         signal: options.signal,
         onTextDelta: (text) => context.delta(text),
+        // `llm.reasoning.show: false`: the reasoning is neither streamed nor recorded.
+        ...(context.reasoningDelta && options.settings.reasoning?.show !== false ? { onReasoningDelta: (text: string) => context.reasoningDelta!(text) } : {}),
         ...(context.onLlmRetry ? { onRetry: (retry: LlmRetry) => record(context.onLlmRetry!(retry)) } : {}),
         ...(context.onLlmFallback ? { onFallback: (fallback: LlmFallback) => record(context.onLlmFallback!(fallback)) } : {}),
         ...(context.routing ? { routing: context.routing } : {}),

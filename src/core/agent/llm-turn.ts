@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { LlmError, type LlmResponse } from './llm.js';
+import { LlmError, type LlmResponse, type LlmSettings } from './llm.js';
 import { askLlm } from './llm-request.js';
 import type { RunContext } from './run-context.js';
 import { recordAction, recordNotRun } from './run-records.js';
@@ -20,12 +20,13 @@ export async function summaryTurn(context: RunContext, settings: ReturnType<RunC
   const response = await askLlm(context, { settings: settings.llm, signal: context.signal, noTools: context.toolSchemas.length > 0 });
   if (context.signal.aborted) return { kind: 'aborted' };
   const text = response.content?.trim() ? response.content : null;
+  const responseId = randomUUID();
+  await recordReasoning(context, response, { settings: settings.llm, responseId });
   if (response.toolCalls.length === 0) {
     if (text) await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
     return spent;
   }
   // Calls made anyway are recorded and answered (the history stays valid), never run.
-  const responseId = randomUUID();
   for (const sent of response.toolCalls) {
     const call = { ...sent, name: canonicalToolName(context.tools, sent.name) };
     await recordAction(context, { call, args: parseArguments(call.arguments), responseId, thought: text });
@@ -63,6 +64,28 @@ export class NoteBudget {
     this.cutOffs = 0;
     this.empties = 0;
   }
+}
+
+/**
+ * The answer's reasoning as a `reasoning` event, before its message or its actions (the history
+ * folds it into the assistant message that follows, to send it back). `show: false` records no
+ * text; the opaque part, when there is one, is still kept to be sent back.
+ */
+async function recordReasoning(context: RunContext, response: LlmResponse, options: { settings: LlmSettings; responseId: string | null }): Promise<void> {
+  const reasoning = response.reasoning;
+  if (!reasoning) return;
+  const content = options.settings.reasoning?.show === false ? '' : reasoning.text;
+  if (content === '' && reasoning.providerData === undefined) return;
+  const origin = reasoning.origin;
+  await context.append({
+    kind: 'reasoning',
+    source: 'agent',
+    content,
+    ...(reasoning.providerData !== undefined ? { provider_data: reasoning.providerData } : {}),
+    ...(origin ? { origin: { api: origin.api, model: origin.model, ...(origin.baseUrl ? { base_url: origin.baseUrl } : {}) } } : {}),
+    llm_response_id: options.responseId,
+    run_id: context.run.id,
+  });
 }
 
 /** The text a reply without calls is recorded with: its content, else the model's refusal; null when both are blank. */
@@ -103,6 +126,7 @@ export async function llmTurn(
   }
   if (context.signal.aborted) return { kind: 'aborted' };
   const reply = replyOf(response);
+  await recordReasoning(context, response, { settings: turn.settings.llm, responseId: reply.kind === 'calls' ? reply.responseId : null });
   const text = reply.kind === 'calls' ? null : textOf(response);
   if (text !== null) await context.append({ kind: 'message', source: 'agent', role: 'assistant', content: text, run_id: context.run.id });
   return reply;

@@ -66,6 +66,8 @@ export interface LlmResponse {
   reasoning?: LlmReasoning | null;
   /** The model that answered, when it is not the settings' own (a fallback answered). */
   model?: string;
+  /** Content parts the client could not read as text or reasoning (kept as they came, never stringified). */
+  otherParts?: unknown[];
 }
 
 /** The LLM settings a request is made with: a conversation's config, or one a client sent (llm-config.ts). */

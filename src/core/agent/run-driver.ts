@@ -220,6 +220,7 @@ export class RunDriver {
         ...(this.deps.readImage && { readImage: (path: string) => this.deps.readImage!(record.id, path) }),
         append: async (event) => (await journal.append(record.id, event)).event,
         delta: (text) => journal.delta(record.id, run.id, text),
+        reasoningDelta: (text) => journal.reasoningDelta(record.id, run.id, text),
         onUsage: (usage, model) => journal.recordUsage(record, run, usage, {}, model),
         onLlmRetry: (retry) => {
           this.deps.onLlmRetry?.(retry, { conversation_id: record.id, run_id: run.id });

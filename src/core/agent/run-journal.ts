@@ -30,6 +30,11 @@ export class RunJournal {
     this.deps.recorder.delta({ kind: 'message_delta', conversation_id: conversationId, run_id: runId, content_delta: text, ...tags });
   }
 
+  /** Streaming-only reasoning of the answer being written (never stored). */
+  reasoningDelta(conversationId: string, runId: string, text: string, tags: SubagentTags = {}): void {
+    this.deps.recorder.delta({ kind: 'reasoning_delta', conversation_id: conversationId, run_id: runId, content_delta: text, ...tags });
+  }
+
   async setStatus(record: Readonly<ConversationRecord>, status: ConversationStatus, options: { runId?: string | null; reason?: string } = {}): Promise<void> {
     this.deps.conversations.setStatus(record.id, status, options.runId ?? null);
     await this.append(record.id, { kind: 'state_update', source: 'system', status, run_id: options.runId ?? null, reason: options.reason ?? null });
@@ -54,6 +59,13 @@ export class RunJournal {
     }
     const totals = this.deps.conversations.addUsage(record.id, usage, model);
     const byModel = totals.by_model && Object.fromEntries(Object.entries(totals.by_model).map(([name, counts]) => [name, { ...counts }]));
-    await this.append(record.id, { kind: 'usage', source: 'system', ...usage, ...(model !== undefined && { model }), totals: { ...totals, ...(byModel && { by_model: byModel }) }, run_id: run?.id ?? null, ...tags });
+    await this.append(record.id, { kind: 'usage', source: 'system', ...usageFields(usage), ...(model !== undefined && { model }), totals: { ...totals, ...(byModel && { by_model: byModel }) }, run_id: run?.id ?? null, ...tags });
   }
+}
+
+/** The call's own counts as the event shows them: null each when the provider reported none (unknown, never zeros). */
+function usageFields(usage: LlmUsage) {
+  const { unknown, ...counts } = usage;
+  if (!unknown) return counts;
+  return { prompt_tokens: null, completion_tokens: null, cost: null, cached_tokens: null, reasoning_tokens: null };
 }

@@ -53,6 +53,7 @@ export class SubagentHosts {
       startShell: (child) => child.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record), sandbox: conversations.sandboxOf(record) }),
       append: async (event) => (await journal.append(record.id, event)).event,
       delta: (text, tags) => journal.delta(record.id, run.id, text, tags),
+      reasoningDelta: (text, tags) => journal.reasoningDelta(record.id, run.id, text, tags),
       onUsage: (usage, tags) => journal.recordUsage(record, run, usage, tags),
       gate: (tags) => gates.gateFor(record, run.id, controller.signal, tags),
       schemasOf: (tools) => offer.schemasOf(tools),

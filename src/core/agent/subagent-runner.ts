@@ -33,6 +33,7 @@ export interface SubagentHost {
   startShell: (session: AgentSession) => Promise<ShellSession>;
   append: (event: NewEvent) => Promise<AgentEvent>;
   delta: (text: string, tags: SubagentTags) => void;
+  reasoningDelta?: (text: string, tags: SubagentTags) => void;
   onUsage: (usage: LlmUsage, tags: Required<SubagentTags>) => Promise<void>;
   /** The permission rules and hooks of the conversation, for a subagent (SubagentStop at its end, hook events tagged). */
   gate: (tags: Required<SubagentTags>) => ToolGate;
@@ -122,6 +123,7 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
         },
         append,
         delta: (text) => host.delta(text, tags),
+        ...(host.reasoningDelta && { reasoningDelta: (text: string) => host.reasoningDelta!(text, tags) }),
         onUsage: (usage) => host.onUsage(usage, tags),
         onIteration: () => void (childRun.iterations += 1),
         setPendingActions: (actions) => void (pending = actions),

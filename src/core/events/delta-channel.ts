@@ -1,9 +1,9 @@
-import type { MessageDelta } from '../schemas/event.js';
+import type { StreamDelta } from '../schemas/event.js';
 
-export type DeltaListener = (delta: MessageDelta) => void;
+export type DeltaListener = (delta: StreamDelta) => void;
 
 /**
- * Streaming-only `message_delta` text, beside the log: never stored, so it has no cursor and is
+ * Streaming-only `message_delta` and `reasoning_delta` text, beside the log: never stored, so it has no cursor and is
  * only seen by subscribers that are live when it is published. Publishing is synchronous and
  * never waits for a subscriber.
  */
@@ -29,7 +29,7 @@ export class DeltaChannel {
     };
   }
 
-  publish(delta: MessageDelta): void {
+  publish(delta: StreamDelta): void {
     const listeners = this.byConversation.get(delta.conversation_id);
     if (listeners) for (const listener of [...listeners]) listener(delta);
     for (const listener of [...this.everyConversation]) listener(delta);

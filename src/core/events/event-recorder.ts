@@ -1,6 +1,6 @@
 import type { DeltaChannel } from './delta-channel.js';
 import type { AppendedEvent, EventLog } from './event-log.js';
-import type { MessageDelta, NewEvent } from '../schemas/event.js';
+import type { NewEvent, StreamDelta } from '../schemas/event.js';
 
 /** Rewrites an event before it is stored (e.g. masks secret values). */
 export type EventMasker = (conversationId: string, event: NewEvent) => NewEvent;
@@ -40,7 +40,7 @@ export interface EventRecorderDeps {
  */
 export class EventRecorder {
   /** Per conversation: the masker of the text streaming now, and its last delta. */
-  private readonly streaming = new Map<string, { masker: DeltaMasker; last: MessageDelta }>();
+  private readonly streaming = new Map<string, { masker: DeltaMasker; last: StreamDelta }>();
 
   constructor(private readonly deps: EventRecorderDeps) {}
 
@@ -65,9 +65,13 @@ export class EventRecorder {
     this.streaming.delete(conversationId);
   }
 
-  /** Streaming-only text; never stored. */
-  delta(delta: MessageDelta): void {
+  /** Streaming-only text; never stored. Reasoning then answer: what the reasoning's masker held goes out first. */
+  delta(delta: StreamDelta): void {
     let stream = this.streaming.get(delta.conversation_id);
+    if (stream && stream.last.kind !== delta.kind) {
+      this.flushDeltas(delta.conversation_id);
+      stream = undefined;
+    }
     if (!stream) {
       const masker = this.deps.deltaMasker?.(delta.conversation_id) ?? null;
       if (!masker) return this.publishDelta(delta);
@@ -85,7 +89,7 @@ export class EventRecorder {
     this.publishDelta({ ...stream.last, content_delta: stream.masker.flush() });
   }
 
-  private publishDelta(delta: MessageDelta): void {
+  private publishDelta(delta: StreamDelta): void {
     if (delta.content_delta !== '') this.deps.deltas.publish(delta);
   }
 }

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { MessageDelta, StreamClosedNotice, StreamOverflowNotice } from '../schemas/event.js';
+import type { StreamClosedNotice, StreamDelta, StreamOverflowNotice } from '../schemas/event.js';
 import type { DeltaChannel } from './delta-channel.js';
 import type { EventLog, StoredEvent } from './event-log.js';
 import type { EventSubscription, SubscriptionItem, SubscriptionLimits } from './event-subscription.js';
@@ -37,7 +37,7 @@ export interface EventStreamOptions extends SubscriptionLimits {
  * log owns that switch) with streaming-only deltas woven in once it is live, encoded as frames.
  */
 export class EventStream implements AsyncIterable<StreamItem> {
-  private readonly subscription: EventSubscription<MessageDelta>;
+  private readonly subscription: EventSubscription<StreamDelta>;
   private readonly stopDeltas: () => void;
   private ended = false;
   private endNotice: StreamItem | null = null;
@@ -45,7 +45,7 @@ export class EventStream implements AsyncIterable<StreamItem> {
 
   constructor(private readonly options: EventStreamOptions) {
     const { log, conversationId, afterCursor } = options;
-    this.subscription = log.subscribe({ conversationId, after: afterCursor } as Parameters<EventLog['subscribe']>[0], options) as unknown as EventSubscription<MessageDelta>;
+    this.subscription = log.subscribe({ conversationId, after: afterCursor } as Parameters<EventLog['subscribe']>[0], options) as unknown as EventSubscription<StreamDelta>;
     this.stopDeltas = options.includeDeltas
       ? options.deltas.subscribe(conversationId, (delta) => this.subscription.interleave(delta, JSON.stringify(delta).length))
       : () => undefined;
@@ -98,14 +98,14 @@ export class EventStream implements AsyncIterable<StreamItem> {
     }
   }
 
-  private toItem(item: SubscriptionItem<MessageDelta>): StreamItem {
+  private toItem(item: SubscriptionItem<StreamDelta>): StreamItem {
     switch (item.type) {
       case 'event': {
         const frames = this.options.conversationId === null ? firehoseFrames : conversationFrames;
         return shared(frames, item.stored, () => eventItem(item.cursor, item.stored));
       }
       case 'side':
-        return shared(deltaFrames, item.value, () => noticeItem('message_delta', item.value));
+        return shared(deltaFrames, item.value, () => noticeItem(item.value.kind, item.value));
       case 'closed': {
         const notice: z.infer<typeof StreamClosedNotice> = { reason: 'conversation_deleted', conversation_id: item.conversationId };
         return noticeItem('stream_closed', notice);

@@ -32,6 +32,7 @@ export const EVENT_KINDS = [
   'llm_fallback',
   'llm_retry',
   'budget_exceeded',
+  'reasoning',
 ] as const;
 export const EventKind = z.enum(EVENT_KINDS).meta({ id: 'EventKind' });
 export type EventKind = z.infer<typeof EventKind>;
@@ -134,7 +135,11 @@ export const eventBodies = {
     kind: z.literal('usage'),
     source: z.literal('system'),
     ...UsageCounts.shape,
-    cost: UsageCounts.shape.cost.describe("The provider's figure when it reports one (OpenRouter), else computed from the per-token prices."),
+    prompt_tokens: UsageCounts.shape.prompt_tokens.nullable().describe('Null when the provider reported no usage for this call (unknown, not zero).'),
+    completion_tokens: UsageCounts.shape.completion_tokens.nullable().describe('Includes reasoning tokens, whatever the provider\'s convention; null when unknown.'),
+    cost: UsageCounts.shape.cost.nullable().describe("The provider's figure when it reports one (OpenRouter), else computed from the per-token prices; null when the usage is unknown."),
+    cached_tokens: z.int().min(0).nullable().optional().describe('Prompt tokens read from the provider\'s cache; null when unknown.'),
+    reasoning_tokens: z.int().min(0).nullable().optional().describe('Completion tokens spent reasoning; null when unknown.'),
     model: z.string().optional().describe('The model that answered (a fallback when the primary failed).'),
     totals: Usage,
     run_id: z.uuid().nullable().optional(),
@@ -237,6 +242,21 @@ export const eventBodies = {
     action: z.enum(['pause', 'stop', 'notify']).describe('What happened: the run paused, stopped (status error), or went on (notify, once per run).'),
     run_id: z.uuid().nullable().optional(),
   }),
+  reasoning: z.object({
+    kind: z.literal('reasoning'),
+    source: z.literal('agent'),
+    content: z.string().describe('What the model reasoned before its answer or calls (secret values masked); empty when `llm.reasoning.show` is false or the provider gave only an opaque form.'),
+    provider_data: z
+      .unknown()
+      .optional()
+      .describe('Opaque provider payloads kept verbatim to be sent back (signatures, encrypted items, OpenRouter `reasoning_details`); never shown in the dashboard.'),
+    origin: z
+      .object({ api: z.enum(['chat', 'responses', 'anthropic']), model: z.string(), base_url: z.string().optional() })
+      .optional()
+      .describe('The protocol and model that produced it: `provider_data` goes back only to the same model.'),
+    llm_response_id: z.string().nullable().optional().describe('The LLM response it belongs to (the `llm_response_id` of its actions).'),
+    run_id: z.uuid().nullable().optional(),
+  }),
 } as const;
 
 function withEnvelope<K extends EventKind>(kind: K, id: string) {
@@ -262,6 +282,7 @@ export const McpRefusedEvent = withEnvelope('mcp_refused', 'McpRefusedEvent');
 export const LlmFallbackEvent = withEnvelope('llm_fallback', 'LlmFallbackEvent');
 export const LlmRetryEvent = withEnvelope('llm_retry', 'LlmRetryEvent');
 export const BudgetExceededEvent = withEnvelope('budget_exceeded', 'BudgetExceededEvent');
+export const ReasoningEvent = withEnvelope('reasoning', 'ReasoningEvent');
 
 export const AgentEvent = z
   .discriminatedUnion('kind', [
@@ -284,6 +305,7 @@ export const AgentEvent = z
     LlmFallbackEvent,
     LlmRetryEvent,
     BudgetExceededEvent,
+    ReasoningEvent,
   ])
   .meta({ id: 'Event' });
 export type AgentEvent = z.infer<typeof AgentEvent>;
@@ -306,6 +328,20 @@ export const MessageDelta = z
     ...subagentFields,
   });
 export type MessageDelta = z.infer<typeof MessageDelta>;
+
+/** Streaming-only, like `message_delta`: the next piece of the model's reasoning (never persisted, no seq). */
+export const ReasoningDelta = z.object({
+  kind: z.literal('reasoning_delta'),
+  conversation_id: z.uuid(),
+  run_id: z.uuid().nullable(),
+  content_delta: z.string().describe('The next piece of the reasoning text, as the LLM streams it (secret values masked).'),
+  ...subagentFields,
+});
+export type ReasoningDelta = z.infer<typeof ReasoningDelta>;
+
+/** What the delta channel carries beside the log. */
+export type StreamDelta = MessageDelta | ReasoningDelta;
+export const STREAM_DELTA_KINDS = ['message_delta', 'reasoning_delta'] as const;
 
 /** The last item of an SSE stream that ends because its subscriber fell behind (no id). */
 export const StreamOverflowNotice = z

@@ -7,7 +7,8 @@ export const UsageCounts = z
     completion_tokens: z.int().min(0),
     cost: z.number().min(0),
     cached_tokens: z.int().min(0).optional().describe('Prompt tokens the provider read from its cache (part of prompt_tokens).'),
-    reasoning_tokens: z.int().min(0).optional().describe('Completion tokens spent reasoning (part of completion_tokens).'),
+    reasoning_tokens: z.int().min(0).optional().describe('Completion tokens spent reasoning (part of completion_tokens, whatever the provider\'s convention).'),
+    cache_write_tokens: z.int().min(0).optional().describe('Prompt tokens written to the provider\'s cache (part of prompt_tokens), where the provider reports them.'),
   })
   .meta({ id: 'UsageCounts' });
 
@@ -17,8 +18,14 @@ export const Usage = UsageCounts.extend({
 }).meta({ id: 'Usage' });
 export type Usage = z.infer<typeof Usage>;
 
-/** The usage of one LLM call (or what is added to a total): every count present. */
-export const LlmUsage = UsageCounts.required();
+/**
+ * The usage of one LLM call (or what is added to a total): every count present but
+ * `cache_write_tokens` (reported by few providers). `unknown`: the provider reported no usage at
+ * all; the counts are zeros that count nothing, and the `usage` event says null.
+ */
+export const LlmUsage = UsageCounts.required({ prompt_tokens: true, completion_tokens: true, cost: true, cached_tokens: true, reasoning_tokens: true }).extend({
+  unknown: z.literal(true).optional(),
+});
 export type LlmUsage = z.infer<typeof LlmUsage>;
 
 /** A usage of nothing yet, every count present: a new conversation's, run's or subagent's. */
@@ -40,4 +47,5 @@ function addCounts(target: z.infer<typeof UsageCounts>, usage: LlmUsage): void {
   target.cost += usage.cost;
   target.cached_tokens = (target.cached_tokens ?? 0) + usage.cached_tokens;
   target.reasoning_tokens = (target.reasoning_tokens ?? 0) + usage.reasoning_tokens;
+  if (usage.cache_write_tokens) target.cache_write_tokens = (target.cache_write_tokens ?? 0) + usage.cache_write_tokens;
 }
