@@ -7,7 +7,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { EVENT_KINDS } from '../../src/core/schemas/event.js';
 import type { FakeLlm, FakeTurn } from '../fake-llm/fake-llm-server.js';
 import type { FakeProtocolTurn } from '../fake-llm/fake-protocol.js';
 import { PROTOCOL_ERRORS } from '../fake-llm/protocol-errors.js';
@@ -103,10 +102,7 @@ for (const api of PROTOCOLS) {
   });
 }
 
-/** Reasoning reaches the history through the `reasoning` event (the reasoning part of issue 72): until it exists, this waits. */
-const historyKeepsReasoning = (EVENT_KINDS as readonly string[]).includes('reasoning');
-
-describe.skipIf(!historyKeepsReasoning)('reasoning carried across three turns through the server', () => {
+describe('reasoning carried across three turns through the server', () => {
   const THREE_TURNS: FakeProtocolTurn[] = [
     { reasoning: 'Two independent commands: run them together.', toolCalls: [{ name: 'bash', arguments: { command: 'echo first' } }, { name: 'bash', arguments: { command: 'echo second' } }] },
     { reasoning: 'Both printed; now one more check.', text: 'Checking once more.', toolCalls: [{ name: 'bash', arguments: { command: 'echo third' } }] },
