@@ -49,6 +49,7 @@ const KIND_SUMMARIES: Record<EventKind, string> = {
   interrupt: 'A message sent with multitask_strategy `interrupt` stopped the current tool call or LLM turn of the run.',
   rollback: 'A message sent with multitask_strategy `rollback` canceled the run: its events left the LLM history (they stay in the log).',
   mcp_refused: 'An MCP server was not connected to because a policy refused it (the conversation has no network, or the address is private); its tools are missing for the run.',
+  schedule_fire: 'A schedule fired into this conversation: its message follows (GET /schedules/{id}/fires has the fire\'s outcome).',
 };
 
 /** Schemas named only here (a global meta id would put them in the OpenAPI document too). */

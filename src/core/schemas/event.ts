@@ -29,6 +29,7 @@ export const EVENT_KINDS = [
   'interrupt',
   'rollback',
   'mcp_refused',
+  'schedule_fire',
 ] as const;
 export const EventKind = z.enum(EVENT_KINDS).meta({ id: 'EventKind' });
 export type EventKind = z.infer<typeof EventKind>;
@@ -206,6 +207,13 @@ export const eventBodies = {
     reason: z.string().describe('Why the connection was not made (secret values masked): the conversation has no network, or the address is this machine, its network or a reserved range.'),
     run_id: z.uuid().nullable().optional(),
   }),
+  schedule_fire: z.object({
+    kind: z.literal('schedule_fire'),
+    source: z.literal('system'),
+    schedule_id: z.uuid(),
+    fire_id: z.uuid().describe('Derived from the schedule and the slot (GET /schedules/{id}/fires).'),
+    scheduled_for: Timestamp.describe('The slot; a manual trigger: when it was asked for.'),
+  }),
 } as const;
 
 function withEnvelope<K extends EventKind>(kind: K, id: string) {
@@ -228,6 +236,7 @@ export const QuestionEvent = withEnvelope('question', 'QuestionEvent');
 export const InterruptEvent = withEnvelope('interrupt', 'InterruptEvent');
 export const RollbackEvent = withEnvelope('rollback', 'RollbackEvent');
 export const McpRefusedEvent = withEnvelope('mcp_refused', 'McpRefusedEvent');
+export const ScheduleFireEvent = withEnvelope('schedule_fire', 'ScheduleFireEvent');
 
 export const AgentEvent = z
   .discriminatedUnion('kind', [
@@ -247,6 +256,7 @@ export const AgentEvent = z
     InterruptEvent,
     RollbackEvent,
     McpRefusedEvent,
+    ScheduleFireEvent,
   ])
   .meta({ id: 'Event' });
 export type AgentEvent = z.infer<typeof AgentEvent>;
