@@ -16,16 +16,19 @@ it('finishes a fire claimed by a killed process, once', async () => {
   // Every second, once: the first slot's fire is claimed, then the server stops at the pause point.
   const schedule = (await post(`/conversations/${conversation}/schedules`, { cron: '* * * * * *', max_fires: 1, message: { content: 'scheduled work' } })).id as string;
   await until(() => agentd.server.output().includes('AGENTD_TEST_PAUSED schedule-fire-claimed'), 'the fire to be claimed');
-  const claimed = (await agentd.api(`/schedules/${schedule}/fires`)).items;
+  // On a loaded machine a tick may come a few slots late: the older slots are recorded missed (catch-up fires the newest).
+  const before = (await agentd.api(`/schedules/${schedule}/fires`)).items as { outcome: string | null }[];
+  const claimed = before.filter((fire) => fire.outcome === null) as any[];
   expect(claimed).toHaveLength(1);
   expect(claimed[0]).toMatchObject({ outcome: null, run_id: null });
+  expect(before.filter((fire) => fire.outcome !== null).every((fire) => fire.outcome === 'skipped_missed')).toBe(true);
   expect((await agentd.api(`/conversations/${conversation}/runs`)).items).toHaveLength(0);
 
   await agentd.kill();
   await agentd.start({ dataDir });
   await until(async () => (await agentd.api(`/schedules/${schedule}`)).status === 'completed', 'the claimed fire to be finished');
   await until(async () => (await agentd.api(`/conversations/${conversation}`)).status !== 'running', 'its run to end');
-  const fires = (await agentd.api(`/schedules/${schedule}/fires`)).items;
+  const fires = ((await agentd.api(`/schedules/${schedule}/fires`)).items as any[]).filter((fire) => fire.outcome !== 'skipped_missed');
   expect(fires).toHaveLength(1);
   expect(fires[0]).toMatchObject({ id: claimed[0].id, scheduled_for: claimed[0].scheduled_for, outcome: 'started', reason: null });
   expect(fires[0].run_id).toEqual(expect.any(String));
