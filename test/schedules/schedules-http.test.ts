@@ -247,3 +247,68 @@ describe('validation', () => {
     expect((await requestJson(server, 'GET', `/schedules/${schedule.id}`)).status).toBe(404);
   });
 });
+
+describe('on the clock', () => {
+  it('30 2 * * * in America/New_York fires at 03:30 EDT on the spring-forward night (gap: shift); 30 1 * * * with repeat: both fires twice on the fall-back night', async () => {
+    now = Date.parse('2026-03-07T12:00:00.000Z');
+    const schedule = await api('POST', '/schedules', { new: { llm: llm() }, cron: '30 2 * * *', timezone: 'America/New_York', overlap: 'allow', message: { content: 'nightly' } });
+    const slots: string[] = [];
+    for (const at of ['2026-03-08T07:30:00.000Z', '2026-03-09T06:30:00.000Z']) {
+      expect((await api('GET', `/schedules/${schedule.id}`)).next_fire_at).toBe(at);
+      now = Date.parse(at) + 1000;
+      await tick();
+      slots.push(...(await fires(schedule.id)).map((fire) => fire.scheduled_for));
+    }
+    expect([...new Set(slots)].sort()).toEqual(['2026-03-08T07:30:00.000Z', '2026-03-09T06:30:00.000Z']);
+    await api('PATCH', `/schedules/${schedule.id}`, { cron: '30 1 * * *', dst: { gap: 'shift', repeat: 'both' } });
+    now = Date.parse('2026-10-31T12:00:00.000Z');
+    await api('POST', `/schedules/${schedule.id}/pause`);
+    await api('POST', `/schedules/${schedule.id}/resume`);
+    for (const at of ['2026-11-01T05:30:00.000Z', '2026-11-01T06:30:00.000Z', '2026-11-02T06:30:00.000Z']) {
+      expect((await api('GET', `/schedules/${schedule.id}`)).next_fire_at).toBe(at);
+      now = Date.parse(at) + 1000;
+      await tick();
+    }
+    const started = (await fires(schedule.id)).filter((fire) => fire.outcome === 'started').map((fire) => fire.scheduled_for);
+    expect(started).toEqual(['2026-11-02T06:30:00.000Z', '2026-11-01T06:30:00.000Z', '2026-11-01T05:30:00.000Z', '2026-03-09T06:30:00.000Z', '2026-03-08T07:30:00.000Z']);
+  });
+
+  it('every PT1H stays an hour apart across the Berlin fall-back night', async () => {
+    now = Date.parse('2026-10-24T23:00:00.000Z');
+    const schedule = await api('POST', '/schedules', { new: { llm: llm() }, every: 'PT1H', timezone: 'Europe/Berlin', overlap: 'allow', message: { content: 'hourly' } });
+    for (let hour = 1; hour <= 4; hour++) {
+      now += HOUR;
+      await tick();
+    }
+    const got = (await fires(schedule.id)).map((fire) => Date.parse(fire.scheduled_for)).reverse();
+    expect(got.map((slot, i) => slot - Date.parse('2026-10-24T23:00:00.000Z') - (i + 1) * HOUR)).toEqual([0, 0, 0, 0]);
+  });
+
+  it('pauses itself after pause_after_failures failed fires, and completes at max_fires', async () => {
+    now = Date.parse('2026-08-01T00:00:00.000Z');
+    // No LLM: each fire fails with llm_not_configured.
+    const bare = (await api('POST', '/conversations', {})).id as string;
+    const failing = await api('POST', `/conversations/${bare}/schedules`, { every: 'PT1M', pause_after_failures: 2, message: { content: 'x' } });
+    for (let minute = 0; minute < 3; minute++) {
+      now += 60_000;
+      await tick();
+    }
+    const failed = await fires(failing.id);
+    expect(failed.map((fire) => fire.outcome)).toEqual(['failed', 'failed']);
+    expect(failed[0]!.reason).toContain('llm_not_configured');
+    expect(await api('GET', `/schedules/${failing.id}`)).toMatchObject({ status: 'paused', status_reason: 'paused after 2 failed fires in a row', consecutive_failures: 2 });
+
+    const conversation = await newConversation();
+    const counted = await api('POST', `/conversations/${conversation}/schedules`, { every: 'PT1M', max_fires: 2, jitter_s: 30, overlap: 'allow', message: { content: 'twice' } });
+    const first = Date.parse(counted.next_fire_at);
+    expect(first - Date.parse(counted.created_at)).toBeGreaterThanOrEqual(60_000);
+    expect(first - Date.parse(counted.created_at)).toBeLessThan(90_000);
+    for (let minute = 0; minute < 4; minute++) {
+      now += 60_000;
+      await tick();
+      await idle(conversation);
+    }
+    expect(await api('GET', `/schedules/${counted.id}`)).toMatchObject({ status: 'completed', status_reason: 'max_fires', fires_count: 2, next_fire_at: null });
+    expect((await fires(counted.id)).map((fire) => fire.outcome)).toEqual(['started', 'started']);
+  });
+});
