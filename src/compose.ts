@@ -259,7 +259,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   });
   const commands = new CommandService({ conversations: store, secrets, runner: commandRunner, workdirFs });
   const forks = new ConversationForks({ conversations, store, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
-  const schedules = createSchedules({ timezone: config.scheduleTimezone, clock: overrides.clock ?? systemClock, store: storage.schedules, owner: storage.instanceId, leaseMs: config.cluster?.leaseTtlMs, deps: { conversations, store, events }, pausePoint, onError: (error, context) => logger.error({ err: error, ...context }, 'schedule fire failed') });
+  const schedules = createSchedules({ timezone: config.scheduleTimezone, clock: overrides.clock ?? systemClock, store: storage.schedules, owner: storage.instanceId, leaseMs: config.cluster?.leaseTtlMs, deps: { conversations, store, events }, pausePoint, ...(storage.postgres && { servesHere: async (id: string) => !ownership || (await ownership.route(id)).local }), onError: (error, context) => logger.error({ err: error, ...context }, 'schedule fire failed') });
 
   // Several instances: who serves each conversation. One instance: its runs resume here.
   if (storage.postgres && config.cluster) {

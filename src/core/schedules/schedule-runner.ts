@@ -14,6 +14,11 @@ export interface ScheduleRunnerDeps {
   owner: string;
   /** How long a claim or a schedule's lease holds before another process may take it over. */
   leaseMs?: number;
+  /**
+   * Several instances: whether this one serves the conversation now (taking it when nobody does).
+   * A schedule whose target is served elsewhere is left to that instance, which ticks too.
+   */
+  servesHere?: (conversationId: string) => Promise<boolean>;
   /** Tests only: a named point to stop at (AGENTD_TEST_PAUSE_AT=schedule-fire-claimed). */
   pausePoint?: (point: string) => Promise<void>;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
@@ -53,6 +58,11 @@ export class ScheduleRunner {
   /** Works one leased schedule's due slots, then saves it and lets it go. Returns whether slots are left. */
   private async advance(record: ScheduleRecord): Promise<boolean> {
     const now = this.deps.clock.now();
+    const target = record.schedule.conversation_id;
+    if (target && this.deps.servesHere && this.deps.targets.exists(target) && !(await this.deps.servesHere(target).catch(() => false))) {
+      await this.deps.store.release(record, this.deps.owner);
+      return false;
+    }
     const plan = planDue(record.schedule, record.state, now);
     try {
       const why = `missed: catch-up fires at most ${record.schedule.catchup.max} of the newest slots within ${record.schedule.catchup.window_s} s`;

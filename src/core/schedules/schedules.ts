@@ -27,10 +27,12 @@ export function createSchedules(options: {
   leaseMs?: number;
   deps: { conversations: ConversationService; store: ConversationStore; events: EventQueries };
   pausePoint?: ((point: string) => Promise<void>) | undefined;
+  /** Several instances: see ScheduleRunnerDeps.servesHere. */
+  servesHere?: (conversationId: string) => Promise<boolean>;
   onError: (error: unknown, context: Record<string, unknown>) => void;
 }): Schedules {
   const targets = new ScheduleTargets(options.deps);
-  const runner = new ScheduleRunner({ store: options.store, targets, clock: options.clock, owner: options.owner, onError: options.onError, ...(options.leaseMs && { leaseMs: options.leaseMs }), ...(options.pausePoint && { pausePoint: options.pausePoint }) });
+  const runner = new ScheduleRunner({ store: options.store, targets, clock: options.clock, owner: options.owner, onError: options.onError, ...(options.leaseMs && { leaseMs: options.leaseMs }), ...(options.pausePoint && { pausePoint: options.pausePoint }), ...(options.servesHere && { servesHere: options.servesHere }) });
   const service = new ScheduleService({ store: options.store, runner, targets, clock: options.clock, defaultTimezone: options.timezone });
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
