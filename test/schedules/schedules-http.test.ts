@@ -5,20 +5,24 @@ import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from '../support/agentd.js';
 import { okJson, requestJson } from '../support/json-api.js';
 import { until } from '../support/reliability.js';
+import { WebhookReceiver } from '../support/webhook-receiver.js';
 
 const HOUR = 3_600_000;
 let now = Date.parse('2026-06-01T10:15:00.000Z');
 const clock = { now: () => now };
 let server: TestServer;
 let fake: FakeLlm;
-/** Released to let the LLM answer the requests it holds (a run that is "still going"). */
-let release: () => void = () => {};
+/** Lets the LLM answer every request it holds (runs that are "still going"). */
+const waiting: (() => void)[] = [];
+const release = () => {
+  for (const resolve of waiting.splice(0)) resolve();
+};
 let held = false;
 
 beforeAll(async () => {
   fake = await startFakeLlm({
     whenExhausted: async () => {
-      if (held) await new Promise<void>((resolve) => (release = resolve));
+      if (held) await new Promise<void>((resolve) => waiting.push(resolve));
       return { text: 'done' };
     },
   });
@@ -65,6 +69,24 @@ describe('a schedule on a conversation', () => {
     await idle(conversation);
     expect((await api('GET', `/conversations/${conversation}/runs`)).items).toHaveLength(1);
     expect((await api('GET', `/schedules?conversation_id=${conversation}`)).items.map((item: { id: string }) => item.id)).toEqual([schedule.id]);
+  });
+
+  it('webhooks receive the schedule_fire event like any other', async () => {
+    const receiver = await WebhookReceiver.start();
+    try {
+      const conversation = await newConversation();
+      await api('POST', `/conversations/${conversation}/callbacks`, { url: receiver.url, events: ['schedule_fire'] });
+      const schedule = await api('POST', `/conversations/${conversation}/schedules`, { cron: '*/10 * * * *', message: { content: 'ping' } });
+      now = Date.parse(schedule.next_fire_at);
+      await tick();
+      await receiver.waitFor(() => receiver.requests.length > 0, 'the schedule_fire delivery');
+      const [fire] = await fires(schedule.id);
+      expect(receiver.requests.map((request) => request.json.event)).toEqual([expect.objectContaining({ kind: 'schedule_fire', schedule_id: schedule.id, fire_id: fire!.id, scheduled_for: schedule.next_fire_at })]);
+      await idle(conversation);
+      await api('DELETE', `/schedules/${schedule.id}`);
+    } finally {
+      await receiver.close();
+    }
   });
 
   it('trigger fires now without using up the next slot; pause and resume record the slots that passed', async () => {
