@@ -118,7 +118,7 @@ export class AgentdClient {
   readonly schedules = {
     create: (body: T.CreateScheduleInput, o?: Signal) => this.post<T.Schedule>('/schedules', body, o),
     /** A schedule whose target is this conversation. */
-    createFor: (conversationId: string, body: T.CreateConversationScheduleInput, o?: Signal) => this.post<T.Schedule>(this.conversationPath(conversationId, '/schedules'), body, o),
+    createForConversation: (conversationId: string, body: T.CreateConversationScheduleInput, o?: Signal) => this.post<T.Schedule>(this.conversationPath(conversationId, '/schedules'), body, o),
     list: (query: T.ScheduleListQuery = {}, o?: Signal) => this.get<T.ScheduleList>('/schedules', { query, ...o }),
     get: (id: string, o?: Signal) => this.get<T.Schedule>(`/schedules/${pathParam(id)}`, o),
     update: (id: string, body: T.UpdateScheduleInput, o?: Signal) => this.http.json<T.Schedule>(`/schedules/${pathParam(id)}`, { method: 'PATCH', body, ...o }),

@@ -13,7 +13,7 @@ afterAll(async () => server?.close());
 
 it('creates, lists, changes, pauses, resumes, triggers, previews and deletes schedules', async () => {
   const conversation = await client.conversations.create({ title: 'scheduled' });
-  const schedule = await client.schedules.createFor(conversation.id, { cron: '0 3 * * *', timezone: 'Europe/Berlin', message: { content: 'nightly' } });
+  const schedule = await client.schedules.createForConversation(conversation.id, { cron: '0 3 * * *', timezone: 'Europe/Berlin', message: { content: 'nightly' } });
   expect(schedule).toMatchObject({ conversation_id: conversation.id, status: 'active', timezone: 'Europe/Berlin' });
   expect((await client.schedules.list({ conversation_id: conversation.id })).items.map((item) => item.id)).toEqual([schedule.id]);
   expect(await client.schedules.update(schedule.id, { cron: '0 4 * * *' })).toMatchObject({ cron: '0 4 * * *' });
