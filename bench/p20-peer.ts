@@ -327,6 +327,8 @@ class Opencode extends Subject {
       env: { HOME: home, XDG_CACHE_HOME: path.join(home, 'cache'), XDG_CONFIG_HOME: path.join(home, 'config'), XDG_DATA_HOME: path.join(this.project, '.data'), XDG_STATE_HOME: path.join(this.project, '.state'), OPENCODE_DISABLE_AUTOUPDATE: '1', OPENCODE_DISABLE_MODELS_FETCH: '1' },
       probe: '/config',
       timeoutMs: 180_000,
+      // Its first request made while it starts may never be answered (seen on 1.18): each probe gets 200 ms, then more.
+      probeTimeoutMs: 200,
     });
   }
 

@@ -218,9 +218,23 @@ export async function bundleOptions(entryPoints, urlOf) {
   };
 }
 
+/**
+ * dist/cli.js: the bundle's entry (dist/cli.main.js) loaded after V8's compile cache is turned on
+ * (Node 22.1 and later; the Node agentd ships on has it, Node 20 goes on without). Its modules, and
+ * the packages loaded from node_modules at the first LLM request, are compiled from the cache a
+ * start before wrote (in the system's temp dir, or NODE_COMPILE_CACHE): a restarted server and its
+ * first turn skip compiling them again (bench/RESULTS.md, P20). An entry that imports the bundle
+ * statically would have it compiled before any of its code could turn the cache on.
+ */
+const COMPILE_CACHE_ENTRY = `#!/usr/bin/env node
+import module from 'node:module';
+module.enableCompileCache?.();
+await import('./cli.main.js');
+`;
+
 export async function buildServer() {
   const { metafile } = await build({
-    ...(await bundleOptions({ cli: path.join(src, 'cli.ts') }, (compiled) => `new URL(${JSON.stringify(`./${compiled}`)}, import.meta.url).href`)),
+    ...(await bundleOptions({ 'cli.main': path.join(src, 'cli.ts') }, (compiled) => `new URL(${JSON.stringify(`./${compiled}`)}, import.meta.url).href`)),
     // Every output file lies in dist/ itself: the same relative URL holds in the entry and in any chunk.
     outdir: dist,
     chunkNames: 'cli.[name]-[hash]',
@@ -229,9 +243,12 @@ export async function buildServer() {
   });
   // The metafile's paths are relative to esbuild's working directory, this process's.
   for (const file of Object.keys(metafile.outputs)) if (file.endsWith('.js')) asciiOnly(path.resolve(file));
-  fs.chmodSync(path.join(dist, 'cli.js'), 0o755);
+
   // Then the previous builds' chunks (named by a hash of their contents): a build that fails leaves the last one whole.
   const written = new Set(Object.keys(metafile.outputs).map((file) => path.basename(file)));
+  fs.writeFileSync(path.join(dist, 'cli.js'), COMPILE_CACHE_ENTRY, { mode: 0o755 });
+  fs.chmodSync(path.join(dist, 'cli.js'), 0o755);
+  written.add('cli.js');
   for (const name of fs.readdirSync(dist)) if (CHUNK.test(name) && !written.has(name)) fs.rmSync(path.join(dist, name));
 }
 

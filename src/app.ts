@@ -27,6 +27,7 @@ import { messageRoutes } from './http/routes/messages.js';
 import { metricsRoutes } from './http/routes/metrics.js';
 import { runRoutes } from './http/routes/runs.js';
 import { secretRoutes } from './http/routes/secrets.js';
+import { scheduleRoutes } from './http/routes/schedules.js';
 import { streamRoutes } from './http/routes/streams.js';
 
 /** The conversation a request is about: the `id` of `/conversations/:id...`, the only routes with one. */
@@ -86,7 +87,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     // Bearer keys, no cookies, so credentials stay off.
     await app.register(fastifyCors, {
       origin: corsOrigins.includes('*') ? '*' : corsOrigins.map((origin) => new URL(origin).origin),
-      methods: ['GET', 'POST', 'PUT', 'DELETE'],
+      methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
       allowedHeaders: ['authorization', 'content-type', 'last-event-id', 'x-request-id'],
       exposedHeaders: ['x-request-id', 'content-disposition', 'content-range'],
       maxAge: 600,
@@ -127,6 +128,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(callbackRoutes({ callbacks }));
   await app.register(fileRoutes({ config, files }));
   await app.register(checkpointRoutes(services));
+  await app.register(scheduleRoutes(services));
   await app.register(dashboardRoutes());
   return app;
 }

@@ -42,6 +42,8 @@ import { SecretBox } from './core/secrets/secret-box.js';
 import { SecretService } from './core/secrets/secret-service.js';
 import type { ShellFactory } from './core/tools/shell-session.js';
 import { WebhookTargets } from './core/webhooks/webhook-targets.js';
+import { createSchedules } from './core/schedules/schedules.js';
+import { systemClock, type Clock } from './core/clock.js';
 import { WorkspaceFiles } from './core/workspace/workspace-files.js';
 import type { HttpServices } from './http/services.js';
 import { holdingYoungGeneration } from './perf/young-generation.js';
@@ -84,6 +86,8 @@ export interface ServiceOverrides {
   wrapShells?: (shells: ShellFactory) => ShellFactory;
   /** More in-process readers of every stored event, after the server's own (benchmarks time appends with one). */
   readers?: readonly EventReader[];
+  /** The time schedules fire by (tests move a fake clock). */
+  clock?: Clock;
 }
 
 export async function composeServices(config: Config, logger: Logger, overrides: ServiceOverrides = {}): Promise<Services> {
@@ -257,6 +261,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   });
   const commands = new CommandService({ conversations: store, secrets, runner: commandRunner, workdirFs });
   const forks = new ConversationForks({ conversations, store, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
+  const schedules = createSchedules({ timezone: config.scheduleTimezone, clock: overrides.clock ?? systemClock, store: storage.schedules, owner: storage.instanceId, leaseMs: config.cluster?.leaseTtlMs, deps: { conversations, store, events }, pausePoint, ...(storage.postgres && { servesHere: async (id: string) => !ownership || (await ownership.route(id)).local }), onError: (error, context) => logger.error({ err: error, ...context }, 'schedule fire failed') });
 
   // Several instances: who serves each conversation. One instance: its runs resume here.
   if (storage.postgres && config.cluster) {
@@ -287,6 +292,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   await forks.recover();
   // Several instances: a rewind is finished by whichever instance takes its conversation over.
   if (!config.checkpoints.shared) await checkpoints.recover();
+  await schedules.start();
   const quarantined = () => ({ conversations: store.quarantined(), callbacks: webhooks.damaged() });
   const startedAt = Date.now();
 
@@ -314,6 +320,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     callbacks: webhooks.callbacks,
     checkpoints,
     forks,
+    schedules: schedules.service,
     files,
     disk,
     storage,
@@ -325,6 +332,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       launcher.removeCgroupsAfterExit?.();
     },
     async close(options = {}) {
+      await schedules.close();
       await shells.stopWarm();
       await agent.stopAll(options);
       // A process about to exit keeps it: it goes with the process, and takes the shells with it.

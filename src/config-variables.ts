@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ExtraBody, ExtraHeaders, LlmApiName, MaxTokensParam } from './core/schemas/llm-config.js';
 import { Budget } from './core/schemas/budget.js';
+import { isKnownTimeZone } from './core/schedules/zone-offsets.js';
 
 /**
  * Every environment variable the server reads, as data: its zod schema (parsing and the default
@@ -75,6 +76,7 @@ export const VARIABLES = {
   AGENTD_FSYNC: spec({ schema: boolText.default(false), default: 'false', meaning: 'true: fsync every append (survives power loss, not only a crash)' }),
   AGENTD_CHECKPOINTS: spec({ schema: boolText.default(true), default: 'true', meaning: 'false: take no workdir checkpoints (rewind of files, /changes and fork with copy_workdir then answer 422)' }),
   AGENTD_CHECKPOINT_MAX_FILE_MB: spec({ schema: z.coerce.number().min(0).default(10), default: '10', meaning: 'Workdir files larger than this are left out of checkpoints (MiB)' }),
+  AGENTD_SCHEDULE_TIMEZONE: spec({ schema: z.string().refine(isKnownTimeZone, 'must be an IANA time zone, e.g. Europe/Berlin').default('UTC'), default: 'UTC', meaning: 'Time zone of schedules created without `timezone`' }),
   AGENTD_TEST_PAUSE_AT: spec({ schema: z.string().optional(), default: 'none', meaning: 'Tests only: a crash point (e.g. rewind_before_event) where the server logs it and waits forever, for kill -9 tests' }),
   AGENTD_MAX_BODY_BYTES: spec({ schema: z.coerce.number().int().min(1024).default(10 * 1024 * 1024), default: '10485760', meaning: 'Largest JSON request body' }),
   AGENTD_MAX_UPLOAD_BYTES: spec({ schema: z.coerce.number().int().min(1).default(100 * 1024 * 1024), default: '104857600', meaning: 'Largest uploaded file' }),

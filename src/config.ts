@@ -57,6 +57,8 @@ export interface Config {
   checkpoints: { enabled: boolean; maxFileBytes: number; dir: string; shared: boolean };
   /** Tests only: the crash point where the server waits forever (AGENTD_TEST_PAUSE_AT). */
   testPauseAt: string | null;
+  /** Time zone of schedules created without one (AGENTD_SCHEDULE_TIMEZONE). */
+  scheduleTimezone: string;
   maxBodyBytes: number;
   maxUploadBytes: number;
   sseHeartbeatMs: number;
@@ -286,6 +288,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
         : { dir: path.join(dataDir, 'conversations'), shared: false }),
     }),
     testPauseAt: e.AGENTD_TEST_PAUSE_AT ?? null,
+    scheduleTimezone: e.AGENTD_SCHEDULE_TIMEZONE,
     maxBodyBytes: e.AGENTD_MAX_BODY_BYTES,
     maxUploadBytes: e.AGENTD_MAX_UPLOAD_BYTES,
     sseHeartbeatMs: Math.round(e.AGENTD_SSE_HEARTBEAT_S * 1000),

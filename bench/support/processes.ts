@@ -75,6 +75,12 @@ export async function startProcess(options: {
   cwd?: string;
   probe: string;
   timeoutMs?: number;
+  /**
+   * Give each probe this long before it is dropped and sent again, doubling after each drop (up
+   * to 5 s): for a server that can leave a request made while it starts unanswered. Default: a
+   * probe waits for its answer.
+   */
+  probeTimeoutMs?: number;
 }): Promise<StartedProcess> {
   const port = await freePort();
   const [program, ...leading] = options.command;
@@ -90,9 +96,12 @@ export async function startProcess(options: {
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const url = `http://127.0.0.1:${port}`;
   const deadline = started + (options.timeoutMs ?? 60_000);
+  let probeTimeoutMs = options.probeTimeoutMs;
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${program} exited early (${child.exitCode ?? child.signalCode}): ${stderr.trim()}`);
-    if ((await statusOf(`${url}${options.probe}`)) === 200) break;
+    const status = await statusOf(`${url}${options.probe}`, probeTimeoutMs);
+    if (status === 200) break;
+    if (status === 'timeout' && probeTimeoutMs !== undefined) probeTimeoutMs = Math.min(5000, probeTimeoutMs * 2);
     if (performance.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`${program} did not answer ${options.probe}: ${stderr.trim()}`);
@@ -113,13 +122,13 @@ export async function startProcess(options: {
   };
 }
 
-async function statusOf(url: string): Promise<number | null> {
+async function statusOf(url: string, timeoutMs?: number): Promise<number | 'timeout' | null> {
   try {
-    const response = await request(url, { reset: true });
+    const response = await request(url, { reset: true, ...(timeoutMs !== undefined && { headersTimeout: timeoutMs, bodyTimeout: timeoutMs }) });
     await response.body.dump();
     return response.statusCode;
-  } catch {
-    return null;
+  } catch (error) {
+    return (error as { code?: string }).code === 'UND_ERR_HEADERS_TIMEOUT' || (error as { code?: string }).code === 'UND_ERR_BODY_TIMEOUT' ? 'timeout' : null;
   }
 }
 

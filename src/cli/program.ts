@@ -3,6 +3,7 @@ import { VERSION } from '../version.js';
 import { chatCommand } from './chat-command.js';
 import { conversationsCommand, eventsCommand } from './list-commands.js';
 import { runCommand } from './run-command.js';
+import { schedulesCommand, type ScheduleAction } from './schedule-commands.js';
 
 export { CLIENT_COMMANDS } from './client-commands.js';
 
@@ -78,6 +79,29 @@ export async function runClientCommand(argv: readonly string[]): Promise<number>
       const { acpCommand } = await import('./acp/acp-command.js');
       code = await acpCommand(flags);
     });
+  const schedules = program.command('schedules').description('list, create, pause, resume, trigger or delete schedules (docs/schedules.md)');
+  const scheduleCommand = (action: ScheduleAction, description: string) =>
+    withConnection(schedules.command(action))
+      .description(description)
+      .option('--json', 'print the JSON answer')
+      .action(async (...args: unknown[]) => {
+        const flags = args.find((arg) => typeof arg === 'object' && arg !== null && !(arg instanceof Command)) as Record<string, unknown>;
+        code = await schedulesCommand(action, typeof args[0] === 'string' ? args[0] : undefined, flags);
+      });
+  scheduleCommand('list', 'list schedules').option('--conversation <id>', 'only those targeting this conversation').option('--status <status>', 'only this status');
+  scheduleCommand('create', 'create a schedule')
+    .option('--cron <pattern>', 'a cron pattern, e.g. "30 2 * * *" or @hourly')
+    .option('--every <duration>', 'an ISO 8601 duration, e.g. PT1H or P1D')
+    .option('--timezone <zone>', 'IANA time zone (default: the server\'s AGENTD_SCHEDULE_TIMEZONE)')
+    .option('--message <text>', 'the message each fire sends')
+    .option('--conversation <id>', 'send it to this conversation')
+    .option('--new', 'send it to a new conversation at each fire')
+    .option('--overlap <policy>', 'skip | enqueue_one | interrupt | allow')
+    .option('--max-fires <n>', 'complete after this many fires', positiveInt);
+  scheduleCommand('pause', 'pause a schedule').argument('<id>', 'the schedule').option('--note <text>', 'why');
+  scheduleCommand('resume', 'resume a paused schedule').argument('<id>', 'the schedule');
+  scheduleCommand('trigger', 'fire a schedule now (the next slot still fires)').argument('<id>', 'the schedule');
+  scheduleCommand('delete', 'delete a schedule').argument('<id>', 'the schedule');
   await program.parseAsync([...argv], { from: 'user' });
   return code;
 }

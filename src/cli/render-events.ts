@@ -64,6 +64,8 @@ export function progressLine(event: StreamEvent): string | null {
       return pc.dim(`[run rolled back: events #${event.forgotten_from_seq}–#${event.forgotten_to_seq} no longer reach the model]`);
     case 'mcp_refused':
       return `  ${pc.red('✗')} MCP server ${event.server} refused: ${clip(event.reason, 300)}`;
+    case 'schedule_fire':
+      return pc.dim(`[schedule ${event.schedule_id} fired for ${event.scheduled_for}]`);
     case 'question':
       return `${pc.yellow('?')} ${event.question}${event.options?.length ? pc.dim(` (${event.options.join(' / ')})`) : ''}`;
     default:

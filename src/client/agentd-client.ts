@@ -115,6 +115,23 @@ export class AgentdClient {
     enable: (id: string, callbackId: string, o?: Signal) => this.post<T.Callback>(this.conversationPath(id, `/callbacks/${pathParam(callbackId)}/enable`), undefined, o),
   };
 
+  readonly schedules = {
+    create: (body: T.CreateScheduleInput, o?: Signal) => this.post<T.Schedule>('/schedules', body, o),
+    /** A schedule whose target is this conversation. */
+    createForConversation: (conversationId: string, body: T.CreateConversationScheduleInput, o?: Signal) => this.post<T.Schedule>(this.conversationPath(conversationId, '/schedules'), body, o),
+    list: (query: T.ScheduleListQuery = {}, o?: Signal) => this.get<T.ScheduleList>('/schedules', { query, ...o }),
+    get: (id: string, o?: Signal) => this.get<T.Schedule>(`/schedules/${pathParam(id)}`, o),
+    update: (id: string, body: T.UpdateScheduleInput, o?: Signal) => this.http.json<T.Schedule>(`/schedules/${pathParam(id)}`, { method: 'PATCH', body, ...o }),
+    delete: (id: string, o?: Signal) => this.http.json<null>(`/schedules/${pathParam(id)}`, { method: 'DELETE', ...o }),
+    /** Fire now; the next slot still fires. */
+    trigger: (id: string, o?: Signal) => this.post<T.ScheduleFire>(`/schedules/${pathParam(id)}/trigger`, undefined, o),
+    pause: (id: string, body: { note?: string } = {}, o?: Signal) => this.post<T.Schedule>(`/schedules/${pathParam(id)}/pause`, body, o),
+    resume: (id: string, o?: Signal) => this.post<T.Schedule>(`/schedules/${pathParam(id)}/resume`, undefined, o),
+    /** One record per slot, newest first. */
+    fires: (id: string, query: T.PageQuery = {}, o?: Signal) => this.get<T.ScheduleFireList>(`/schedules/${pathParam(id)}/fires`, { query, ...o }),
+    preview: (query: T.SchedulePreviewQuery, o?: Signal) => this.get<T.SchedulePreview>('/schedules/preview', { query, ...o }),
+  };
+
   readonly files = {
     upload: (id: string, files: UploadFile[], query: { path?: string } = {}, o?: Signal) => {
       const form = new FormData();

@@ -15,7 +15,7 @@ export interface ClientOptions {
 export type QueryValue = string | number | boolean | readonly (string | number)[] | null | undefined;
 
 export interface RequestOptions {
-  method?: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   query?: Record<string, QueryValue>;
   /** JSON-encoded unless it is FormData. */
   body?: unknown;

@@ -24,6 +24,16 @@ import type { McpStatusList as McpStatusListSchema } from '../core/schemas/mcp-s
 import type { SkillCatalog as SkillCatalogSchema } from '../core/schemas/catalog.js';
 import type { Callback as CallbackSchema, CallbackDelivery as CallbackDeliverySchema, CreateCallbackBody } from '../core/webhooks/callback-schemas.js';
 import type { CallbackDeliveryPage, CallbackPage } from '../http/contract/callbacks.js';
+import type {
+  CreateConversationScheduleBody,
+  CreateScheduleBody,
+  ListSchedulesQuery,
+  Preview as PreviewSchema,
+  PreviewQuery,
+  Schedule as ScheduleSchema,
+  ScheduleFire as ScheduleFireSchema,
+  UpdateScheduleBody,
+} from '../core/schedules/schedule-schemas.js';
 import type { ConversationListQuery as ConversationListQuerySchema, ConversationPage as ConversationPageSchema, DeleteConversationQuery } from '../http/contract/conversations.js';
 import type { EventFilters as EventFiltersSchema, EventListQuery as EventListQuerySchema, EventPage as EventPageSchema } from '../http/contract/events.js';
 import type { FileEntryPage, FileListQuery as FileListQuerySchema, FileSearchQuery as FileSearchQuerySchema, UploadedFiles as UploadedFilesSchema } from '../http/contract/files.js';
@@ -93,6 +103,17 @@ export type CallbackDelivery = z.output<typeof CallbackDeliverySchema>;
 export type CreateCallbackInput = z.input<typeof CreateCallbackBody>;
 export type CallbackList = z.output<typeof CallbackPage>;
 export type CallbackDeliveryList = z.output<typeof CallbackDeliveryPage>;
+
+export type Schedule = z.output<typeof ScheduleSchema>;
+export type ScheduleFire = z.output<typeof ScheduleFireSchema>;
+export type CreateScheduleInput = z.input<typeof CreateScheduleBody>;
+export type CreateConversationScheduleInput = z.input<typeof CreateConversationScheduleBody>;
+export type UpdateScheduleInput = z.input<typeof UpdateScheduleBody>;
+export type ScheduleListQuery = QueryOf<typeof ListSchedulesQuery>;
+export type ScheduleList = { items: Schedule[]; next_page_id: string | null };
+export type ScheduleFireList = { items: ScheduleFire[]; next_page_id: string | null };
+export type SchedulePreviewQuery = QueryOf<typeof PreviewQuery>;
+export type SchedulePreview = z.output<typeof PreviewSchema>;
 
 export type FileEntry = z.output<typeof FileEntrySchema>;
 export type FileList = z.output<typeof FileEntryPage>;

@@ -53,6 +53,7 @@ const KIND_SUMMARIES: Record<EventKind, string> = {
   llm_fallback: 'A request moved to the next model of `llm.fallbacks`: the previous one failed (or is cooling down after failing).',
   llm_retry: 'A failed LLM request is tried again on the same model after `wait_s`.',
   budget_exceeded: 'The run or the conversation reached its `budget`: the run paused, stopped, or went on (notify).',
+  schedule_fire: 'A schedule fired into this conversation: its message follows (GET /schedules/{id}/fires has the fire\'s outcome).',
 };
 
 /** Schemas named only here (a global meta id would put them in the OpenAPI document too). */

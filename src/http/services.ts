@@ -11,6 +11,7 @@ import type { McpRegistry } from '../core/mcp/mcp-registry.js';
 import type { SecretService } from '../core/secrets/secret-service.js';
 import type { CallbackService } from '../core/webhooks/callback-service.js';
 import type { WorkspaceFiles } from '../core/workspace/workspace-files.js';
+import type { ScheduleService } from '../core/schedules/schedule-service.js';
 
 /** The settings the routes read; the server's whole config satisfies it. */
 export interface HttpSettings {
@@ -41,5 +42,6 @@ export interface HttpServices {
   files: WorkspaceFiles;
   checkpoints: CheckpointService;
   forks: ConversationForks;
+  schedules: ScheduleService;
   status: ServerStatus;
 }

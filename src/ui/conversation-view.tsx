@@ -7,9 +7,10 @@ import { TimelineStore } from './timeline-store.js';
 import type { AgentEvent, Conversation } from './types.js';
 import { useAction } from './use-action.js';
 import { WebhooksPanel } from './webhooks-panel.js';
+import { SchedulesPanel } from './schedules-panel.js';
 import { ConnectionState, StatusBadge, UsageLine } from './widgets.js';
 
-const TABS = ['timeline', 'files', 'webhooks', 'secrets'] as const;
+const TABS = ['timeline', 'files', 'webhooks', 'schedules', 'secrets'] as const;
 type Tab = (typeof TABS)[number];
 
 function PendingActions({ api, conversation }: { api: Api; conversation: Conversation }) {
@@ -223,6 +224,8 @@ export function ConversationView({ api, features, id, tab, onTab }: { api: Api; 
         <FilesPanel api={api} features={features} conversationId={conversation.id} />
       ) : tab === 'webhooks' ? (
         <WebhooksPanel api={api} conversationId={conversation.id} />
+      ) : tab === 'schedules' ? (
+        <SchedulesPanel api={api} conversationId={conversation.id} />
       ) : (
         <SecretsPanel api={api} conversationId={conversation.id} />
       )}

@@ -235,6 +235,12 @@ function EventBody({ event, nested }: { event: AgentEvent; nested?: ComponentChi
           MCP server <strong>{str(event.server)}</strong> ({str(event.config_source)}) refused: {str(event.reason)}
         </Card>
       );
+    case 'schedule_fire':
+      return (
+        <Card event={event} className="quiet">
+          schedule <code>{str(event.schedule_id).slice(0, 8)}</code> fired for {new Date(str(event.scheduled_for)).toLocaleString()}
+        </Card>
+      );
     case 'question':
       return (
         <Card event={event} className="question">

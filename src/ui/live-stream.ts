@@ -10,7 +10,7 @@ export type StreamState = 'connecting' | 'live' | 'reconnecting';
 
 const KINDS = [
   'system_prompt', 'message', 'action', 'observation', 'rejection', 'state_update', 'agent_error', 'usage', 'condensation',
-  'hook', 'question', 'rewind', 'fork', 'interrupt', 'rollback', 'mcp_refused', 'reasoning', 'message_delta', 'stream_overflow', 'stream_closed',
+  'hook', 'question', 'rewind', 'fork', 'interrupt', 'rollback', 'mcp_refused', 'reasoning', 'schedule_fire', 'message_delta', 'stream_overflow', 'stream_closed',
 ];
 
 export interface LiveStreamOptions {

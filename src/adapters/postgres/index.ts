@@ -15,6 +15,7 @@ import { PgLeases } from './pg-leases.js';
 import { PgRunStore } from './pg-run-store.js';
 import { PgSummaryStore } from './pg-summary-store.js';
 import { PgWebhookStore } from './pg-webhook-store.js';
+import { PgScheduleStore } from './pg-schedule-store.js';
 import { WritePipeline } from './write-pipeline.js';
 import type { SecretBox } from '../../core/secrets/secret-box.js';
 import type { Storage, StorageCheck } from '../storage/storage.js';
@@ -70,6 +71,8 @@ export async function createPostgres(cluster: NonNullable<Config['cluster']>, lo
     repository,
     summaries: new PgSummaryStore(sql),
     webhooks,
+    schedules: new PgScheduleStore(sql, { leaseMs: cluster.leaseTtlMs }),
+    instanceId,
     durable: () => writes.settled(),
     checks: async () => ({
       database: await check(async () => void (await sql`SELECT 1`)),

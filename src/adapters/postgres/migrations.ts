@@ -107,6 +107,40 @@ export const MIGRATIONS: readonly Migration[] = [
       INSERT INTO agentd_cluster (singleton, id) VALUES (1, gen_random_uuid());
     `,
   },
+  {
+    version: 4,
+    name: 'schedules and their fires',
+    sql: `
+      -- A schedule as JSON, with what the due query reads beside it. A tick leases the row
+      -- (lease_owner, lease_until) so one instance at a time works on it; rev grows with every
+      -- change so that a tick's save never overwrites a change made through the API meanwhile.
+      CREATE TABLE agentd_schedules (
+        id uuid PRIMARY KEY,
+        conversation_id uuid,
+        status text NOT NULL,
+        next_fire_ms bigint,
+        rev bigint NOT NULL DEFAULT 1,
+        lease_owner text,
+        lease_until timestamptz,
+        body text NOT NULL
+      );
+      CREATE INDEX agentd_schedules_due ON agentd_schedules (next_fire_ms) WHERE status = 'active';
+      -- One row per slot, keyed by the fire id derived from schedule and slot: inserting it is
+      -- the claim, so a slot fires at most once whichever instance gets there first. A fire
+      -- claimed and not settled (outcome null) past its lease is finished by another instance.
+      CREATE TABLE agentd_schedule_fires (
+        id uuid PRIMARY KEY,
+        schedule_id uuid NOT NULL,
+        scheduled_ms bigint NOT NULL,
+        outcome text,
+        claimed_by text,
+        lease_until timestamptz,
+        body text NOT NULL
+      );
+      CREATE INDEX agentd_schedule_fires_list ON agentd_schedule_fires (schedule_id, scheduled_ms DESC, id DESC);
+      CREATE INDEX agentd_schedule_fires_unsettled ON agentd_schedule_fires (lease_until) WHERE outcome IS NULL;
+    `,
+  },
 ];
 
 /** The id migration 3 gave this database (see agentd_cluster). */

@@ -6,6 +6,8 @@ import { FileEventLog } from '../files/event-log/file-event-log.js';
 import { FileRunStore } from '../files/file-run-store.js';
 import { FileSummaryStore } from '../files/file-summary-store.js';
 import { FileWebhookStore } from '../files/file-webhook-store.js';
+import { FileScheduleStore } from '../files/file-schedule-store.js';
+import { randomUUID } from 'node:crypto';
 import type { DamagedDataError } from '../../core/errors.js';
 import type { Storage } from './storage.js';
 import type { SecretBox } from '../../core/secrets/secret-box.js';
@@ -34,6 +36,8 @@ export async function createStorage(options: {
     repository,
     summaries: new FileSummaryStore(path.join(config.dataDir, 'summaries.json'), { fsync: config.fsync }),
     webhooks: new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box, fsync: config.fsync, storageError }),
+    schedules: new FileScheduleStore(path.join(config.dataDir, 'schedules'), { fsync: config.fsync }),
+    instanceId: randomUUID(),
     // Appends and saves are synchronous; a DELETE awaits its conversation's removal itself.
     durable: async () => {},
     checks: async () => ({}),

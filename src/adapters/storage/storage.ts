@@ -14,6 +14,7 @@ import type { SummaryStore } from '../../core/conversations/summary-store.js';
 import type { Damage } from '../../core/errors.js';
 import type { EventLog } from '../../core/events/event-log.js';
 import type { WebhookStore } from '../../core/webhooks/subscription-state.js';
+import type { ScheduleStore } from '../../core/schedules/schedule-store.js';
 
 export interface StorageCheck {
   ok: boolean;
@@ -28,6 +29,9 @@ export interface Storage {
   repository: ConversationRepository;
   summaries: SummaryStore;
   webhooks: WebhookStore & { damaged(): { id: string; damage: Damage; path: string }[] };
+  schedules: ScheduleStore;
+  /** This process, as the holder of schedule leases and fire claims (the instance id on PostgreSQL). */
+  instanceId: string;
   /** Resolves once every write made so far is durable (at once for files: their writes are synchronous). */
   durable(): Promise<void>;
   /** The database and the feed, for /health (empty on files). */

@@ -33,6 +33,7 @@ export const EVENT_KINDS = [
   'llm_retry',
   'budget_exceeded',
   'reasoning',
+  'schedule_fire',
 ] as const;
 export const EventKind = z.enum(EVENT_KINDS).meta({ id: 'EventKind' });
 export type EventKind = z.infer<typeof EventKind>;
@@ -257,6 +258,13 @@ export const eventBodies = {
     llm_response_id: z.string().nullable().optional().describe('The LLM response it belongs to (the `llm_response_id` of its actions).'),
     run_id: z.uuid().nullable().optional(),
   }),
+  schedule_fire: z.object({
+    kind: z.literal('schedule_fire'),
+    source: z.literal('system'),
+    schedule_id: z.uuid(),
+    fire_id: z.uuid().describe('Derived from the schedule and the slot (GET /schedules/{id}/fires).'),
+    scheduled_for: Timestamp.describe('The slot; a manual trigger: when it was asked for.'),
+  }),
 } as const;
 
 function withEnvelope<K extends EventKind>(kind: K, id: string) {
@@ -283,6 +291,7 @@ export const LlmFallbackEvent = withEnvelope('llm_fallback', 'LlmFallbackEvent')
 export const LlmRetryEvent = withEnvelope('llm_retry', 'LlmRetryEvent');
 export const BudgetExceededEvent = withEnvelope('budget_exceeded', 'BudgetExceededEvent');
 export const ReasoningEvent = withEnvelope('reasoning', 'ReasoningEvent');
+export const ScheduleFireEvent = withEnvelope('schedule_fire', 'ScheduleFireEvent');
 
 export const AgentEvent = z
   .discriminatedUnion('kind', [
@@ -306,6 +315,7 @@ export const AgentEvent = z
     LlmRetryEvent,
     BudgetExceededEvent,
     ReasoningEvent,
+    ScheduleFireEvent,
   ])
   .meta({ id: 'Event' });
 export type AgentEvent = z.infer<typeof AgentEvent>;

@@ -18,6 +18,7 @@ export const API_TAGS = [
   { name: 'commands', description: 'Run commands in the workdir' },
   { name: 'secrets', description: 'Secrets the agent can use but nobody can read' },
   { name: 'checkpoints', description: 'Workdir checkpoints, rewind to one, changes since one' },
+  { name: 'schedules', description: 'Messages sent on a clock: cron or intervals, once per slot, with a record of every slot' },
   { name: 'callbacks', description: 'Webhooks: signed, ordered, retried' },
 ];
 

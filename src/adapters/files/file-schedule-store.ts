@@ -1,0 +1,137 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { appendLine } from './append-line.js';
+import { writeFileAtomic } from './atomic-write.js';
+import type { ScheduleFire } from '../../core/schedules/schedule-schemas.js';
+import type { ScheduleRecord, ScheduleStore, StoredFire } from '../../core/schedules/schedule-store.js';
+
+/**
+ * Schedules in the data dir (one instance): `schedules/<id>.json` written whole and renamed into
+ * place, and `schedules/<id>.fires.jsonl`, one line per claim or outcome (a fire's last line wins).
+ * A fire's claim line is written (and synced, with AGENTD_FSYNC) before its run starts.
+ */
+export class FileScheduleStore implements ScheduleStore {
+  private readonly records = new Map<string, ScheduleRecord>();
+  private readonly firesOf = new Map<string, Map<string, StoredFire>>();
+  private readonly leased = new Set<string>();
+
+  constructor(
+    private readonly dir: string,
+    private readonly options: { fsync: boolean },
+  ) {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    for (const name of fs.readdirSync(dir)) {
+      const file = path.join(dir, name);
+      if (name.endsWith('.fires.jsonl')) this.firesOf.set(name.slice(0, -'.fires.jsonl'.length), readFires(file));
+      else if (name.endsWith('.json')) {
+        const record = JSON.parse(fs.readFileSync(file, 'utf8')) as ScheduleRecord;
+        this.records.set(record.schedule.id, record);
+      }
+    }
+  }
+
+  async get(id: string): Promise<ScheduleRecord | null> {
+    const record = this.records.get(id);
+    return record ? structuredClone(record) : null;
+  }
+
+  async list(query: Parameters<ScheduleStore['list']>[0]): Promise<ScheduleRecord[]> {
+    const out: ScheduleRecord[] = [];
+    for (const id of [...this.records.keys()].sort()) {
+      const record = this.records.get(id)!;
+      if (query.afterId !== undefined && id <= query.afterId) continue;
+      if (query.conversationId !== undefined && record.schedule.conversation_id !== query.conversationId) continue;
+      if (query.status !== undefined && record.schedule.status !== query.status) continue;
+      out.push(structuredClone(record));
+      if (out.length >= query.limit) break;
+    }
+    return out;
+  }
+
+  async save(record: ScheduleRecord): Promise<void> {
+    writeFileAtomic(path.join(this.dir, `${record.schedule.id}.json`), JSON.stringify(record), { fsync: this.options.fsync, syncDirectory: this.options.fsync });
+    this.records.set(record.schedule.id, structuredClone(record));
+  }
+
+  async delete(id: string): Promise<void> {
+    this.records.delete(id);
+    this.firesOf.delete(id);
+    fs.rmSync(path.join(this.dir, `${id}.json`), { force: true });
+    fs.rmSync(path.join(this.dir, `${id}.fires.jsonl`), { force: true });
+  }
+
+  async takeDue(options: Parameters<ScheduleStore['takeDue']>[0]): Promise<ScheduleRecord[]> {
+    const due: ScheduleRecord[] = [];
+    for (const record of this.records.values()) {
+      const next = record.schedule.next_fire_at;
+      if (record.schedule.status !== 'active' || next === null || Date.parse(next) > options.now || this.leased.has(record.schedule.id)) continue;
+      this.leased.add(record.schedule.id);
+      due.push(structuredClone(record));
+      if (due.length >= options.limit) break;
+    }
+    return due;
+  }
+
+  async release(record: ScheduleRecord): Promise<void> {
+    this.leased.delete(record.schedule.id);
+    // Deleted while it was being worked on: stays deleted.
+    if (this.records.has(record.schedule.id)) await this.save(record);
+  }
+
+  async claimFire(stored: StoredFire): Promise<boolean> {
+    const fires = this.firesFor(stored.fire.schedule_id);
+    if (fires.has(stored.fire.id)) return false;
+    this.append(stored);
+    fires.set(stored.fire.id, stored);
+    return true;
+  }
+
+  async settleFire(fire: ScheduleFire): Promise<void> {
+    const fires = this.firesOf.get(fire.schedule_id);
+    if (!fires) return;
+    const stored = { fire, claimedBy: null, leaseUntil: null };
+    this.append(stored);
+    fires.set(fire.id, stored);
+  }
+
+  async fires(scheduleId: string, options: Parameters<ScheduleStore['fires']>[1]): Promise<ScheduleFire[]> {
+    const all = [...(this.firesOf.get(scheduleId)?.values() ?? [])].map((stored) => stored.fire).sort(newestFirst);
+    const start = options.before ? all.findIndex((fire) => newestFirst(fire, { scheduled_for: options.before!.scheduledFor, id: options.before!.id }) > 0) : 0;
+    return start < 0 ? [] : all.slice(start, start + options.limit);
+  }
+
+  async unsettled(options: { owner: string }): Promise<StoredFire[]> {
+    const out: StoredFire[] = [];
+    for (const fires of this.firesOf.values()) for (const stored of fires.values()) if (stored.fire.outcome === null && stored.claimedBy !== options.owner) out.push(stored);
+    return out;
+  }
+
+  private firesFor(scheduleId: string): Map<string, StoredFire> {
+    let fires = this.firesOf.get(scheduleId);
+    if (!fires) this.firesOf.set(scheduleId, (fires = new Map()));
+    return fires;
+  }
+
+  private append(stored: StoredFire): void {
+    appendLine(path.join(this.dir, `${stored.fire.schedule_id}.fires.jsonl`), JSON.stringify(stored), { fsync: this.options.fsync });
+  }
+}
+
+function newestFirst(a: Pick<ScheduleFire, 'scheduled_for' | 'id'>, b: Pick<ScheduleFire, 'scheduled_for' | 'id'>): number {
+  return a.scheduled_for === b.scheduled_for ? (a.id < b.id ? 1 : a.id > b.id ? -1 : 0) : a.scheduled_for < b.scheduled_for ? 1 : -1;
+}
+
+/** A line cut short by a crash (the last one) is left out: its fire was not claimed. */
+function readFires(file: string): Map<string, StoredFire> {
+  const fires = new Map<string, StoredFire>();
+  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    if (!line) continue;
+    try {
+      const stored = JSON.parse(line) as StoredFire;
+      fires.set(stored.fire.id, stored);
+    } catch {
+      // The torn last line of a crash.
+    }
+  }
+  return fires;
+}

@@ -1,0 +1,78 @@
+import type { ConversationService } from '../conversations/conversation-service.js';
+import type { ConversationStore } from '../conversations/conversation-store.js';
+import type { EventQueries } from '../events/event-queries.js';
+import type { MultitaskStrategy } from '../schemas/event.js';
+import type { ConversationTemplate, ScheduleMessage } from './schedule-schemas.js';
+import type { z } from 'zod';
+
+type Message = z.infer<typeof ScheduleMessage>;
+
+/** The fire being delivered, as the target conversation records it. */
+export interface FireMark {
+  schedule_id: string;
+  fire_id: string;
+  scheduled_for: string;
+}
+
+/** How fires reach conversations: through the conversations' own service, as a client's message would. */
+export class ScheduleTargets {
+  constructor(private readonly deps: { conversations: ConversationService; store: ConversationStore; events: EventQueries }) {}
+
+  exists(conversationId: string): boolean {
+    return this.deps.store.has(conversationId);
+  }
+
+  /** The run in progress in the conversation, if any. */
+  runningRun(conversationId: string): string | null {
+    const record = this.deps.store.record(conversationId);
+    return record.status === 'running' || record.status === 'waiting_for_confirmation' || record.status === 'waiting_for_input' ? (record.current_run_id ?? null) : null;
+  }
+
+  /** A new conversation from the template, marked with the fire. */
+  async create(template: ConversationTemplate, message: Message, mark: FireMark): Promise<string> {
+    const { on_complete: _, metadata, ...fields } = template;
+    const { conversation } = await this.deps.conversations.create({
+      ...fields,
+      ...(message.llm && { llm: message.llm }),
+      ...(message.tools && { tools: message.tools }),
+      max_iterations_per_run: fields.max_iterations_per_run ?? 500,
+      confirmation_mode: false,
+      metadata: { ...metadata, schedule_id: mark.schedule_id, fire_id: mark.fire_id },
+    });
+    return conversation.id;
+  }
+
+  /** The conversation a fire created (recovery after a crash), if any. */
+  createdBy(fireId: string): string | null {
+    for (const record of this.deps.store.all()) if (record.metadata?.fire_id === fireId) return record.id;
+    return null;
+  }
+
+  /** Records the `schedule_fire` event, then sends the message (a run starts or the running run takes it). */
+  async deliver(conversationId: string, message: Message, options: { mark: FireMark; strategy: MultitaskStrategy }): Promise<string | null> {
+    await this.deps.conversations.append(conversationId, { kind: 'schedule_fire', source: 'system', ...options.mark });
+    return this.send(conversationId, message, options.strategy);
+  }
+
+  async send(conversationId: string, message: Message, strategy: MultitaskStrategy): Promise<string | null> {
+    const sent = await this.deps.conversations.postMessage(conversationId, { content: message.content, run: true, multitask_strategy: strategy, ...(message.output_schema && { output_schema: message.output_schema }) });
+    return sent.run_id ?? null;
+  }
+
+  /**
+   * After a crash between claim and start: whether the fire's event is in the conversation, and
+   * whether its message followed it (then the run it started, or the conversation's latest).
+   */
+  async delivered(conversationId: string, fireId: string): Promise<{ marked: boolean; sent: boolean; runId: string | null }> {
+    const marks = await this.deps.events.list(conversationId, { kinds: ['schedule_fire'], order: 'desc', limit: 50 });
+    const mark = marks.items.find(({ event }) => event.kind === 'schedule_fire' && event.fire_id === fireId);
+    if (!mark) return { marked: false, sent: false, runId: null };
+    const next = await this.deps.events.list(conversationId, { afterSeq: mark.event.seq, kinds: ['message'], sources: ['user'], order: 'asc', limit: 1 });
+    const record = this.deps.store.record(conversationId);
+    return { marked: true, sent: next.items.length > 0, runId: record.current_run_id ?? null };
+  }
+
+  async delete(conversationId: string): Promise<void> {
+    if (this.exists(conversationId)) await this.deps.conversations.delete(conversationId, { deleteWorkdir: true });
+  }
+}

@@ -1,0 +1,60 @@
+import type { Clock } from '../clock.js';
+import type { ConversationService } from '../conversations/conversation-service.js';
+import type { ConversationStore } from '../conversations/conversation-store.js';
+import type { EventQueries } from '../events/event-queries.js';
+import { ScheduleRunner } from './schedule-runner.js';
+import { ScheduleService } from './schedule-service.js';
+import type { ScheduleStore } from './schedule-store.js';
+import { ScheduleTargets } from './schedule-targets.js';
+
+/** How often the timer looks for due schedules: slots are whole seconds, and other instances may add schedules. */
+const POLL_MS = 500;
+
+export interface Schedules {
+  service: ScheduleService;
+  runner: ScheduleRunner;
+  /** Finishes fires a crash left claimed, then ticks on a timer. */
+  start(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Schedules: the service the routes call and the timer that fires them (time read from `clock`). */
+export function createSchedules(options: {
+  timezone: string;
+  clock: Clock;
+  store: ScheduleStore;
+  owner: string;
+  leaseMs?: number;
+  deps: { conversations: ConversationService; store: ConversationStore; events: EventQueries };
+  pausePoint?: ((point: string) => Promise<void>) | undefined;
+  /** Several instances: see ScheduleRunnerDeps.servesHere. */
+  servesHere?: (conversationId: string) => Promise<boolean>;
+  onError: (error: unknown, context: Record<string, unknown>) => void;
+}): Schedules {
+  const targets = new ScheduleTargets(options.deps);
+  const runner = new ScheduleRunner({ store: options.store, targets, clock: options.clock, owner: options.owner, onError: options.onError, ...(options.leaseMs && { leaseMs: options.leaseMs }), ...(options.pausePoint && { pausePoint: options.pausePoint }), ...(options.servesHere && { servesHere: options.servesHere }) });
+  const service = new ScheduleService({ store: options.store, runner, targets, clock: options.clock, defaultTimezone: options.timezone });
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  let running: Promise<void> = Promise.resolve();
+  const loop = () => {
+    if (stopped) return;
+    running = runner.tick().catch((error: unknown) => options.onError(error, {}));
+    void running.finally(() => {
+      if (!stopped) timer = setTimeout(loop, POLL_MS);
+    });
+  };
+  return {
+    service,
+    runner,
+    async start() {
+      await runner.recover();
+      timer = setTimeout(loop, POLL_MS);
+    },
+    async close() {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}

@@ -1,0 +1,121 @@
+// Two instances' schedule runners on one PostgreSQL, each with its own connection pool, ticking
+// together on an accelerated (fake) clock: every slot fires exactly once. The runners and stores
+// are the server's own; the conversations they fire into are recorded instead of run, since the
+// question here is only who fires which slot.
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PgScheduleStore } from '../../src/adapters/postgres/pg-schedule-store.js';
+import { migrate } from '../../src/adapters/postgres/migrations.js';
+import { ScheduleRunner } from '../../src/core/schedules/schedule-runner.js';
+import { ScheduleService } from '../../src/core/schedules/schedule-service.js';
+import type { ScheduleTargets } from '../../src/core/schedules/schedule-targets.js';
+import { findPostgres, startPostgres, type PostgresCluster } from '../support/postgres-cluster.js';
+
+const pg = findPostgres();
+const skipReason = 'missing' in pg ? pg.missing : null;
+if (skipReason) console.warn(`test/schedules/schedules-postgres.test.ts: skipped (${skipReason})`);
+
+/** Where fires land: every delivery, by fire id, and which instance made it. */
+function recordingTargets(instance: string, deliveries: { fireId: string; instance: string; conversationId: string }[]): ScheduleTargets {
+  let created = 0;
+  const targets = {
+    exists: () => true,
+    runningRun: () => null,
+    create: async () => `00000000-0000-4000-8000-${String(++created).padStart(6, '0')}${instance === 'a' ? '000000' : '111111'}`,
+    createdBy: () => null,
+    deliver: async (conversationId: string, _message: unknown, options: { mark: { fire_id: string } }) => {
+      deliveries.push({ fireId: options.mark.fire_id, instance, conversationId });
+      return null;
+    },
+    send: async () => null,
+    delivered: async () => ({ marked: false, sent: false, runId: null }),
+    delete: async () => {},
+  };
+  return targets as unknown as ScheduleTargets;
+}
+
+describe.skipIf(skipReason !== null)('two instances on one PostgreSQL', () => {
+  let cluster: PostgresCluster;
+  const pools: postgres.Sql[] = [];
+
+  beforeAll(async () => {
+    cluster = await startPostgres(pg as Exclude<typeof pg, { missing: string }>);
+  }, 60_000);
+  afterAll(async () => {
+    for (const pool of pools) await pool.end({ timeout: 5 });
+    await cluster?.stop();
+  }, 60_000);
+
+  it('fires each of 100 one-second slots once, whichever instance gets there', async () => {
+    const url = await cluster.createDatabase('schedules_once');
+    let now = Date.parse('2026-05-01T00:00:00.000Z');
+    const clock = { now: () => now };
+    const deliveries: { fireId: string; instance: string; conversationId: string }[] = [];
+    const instances = ['a', 'b'].map((name) => {
+      const sql = postgres(url, { max: 4, onnotice: () => {} });
+      pools.push(sql);
+      const store = new PgScheduleStore(sql, { leaseMs: 30_000 });
+      const targets = recordingTargets(name, deliveries);
+      const runner = new ScheduleRunner({ store, targets, clock, owner: `instance-${name}` });
+      return { sql, store, runner, service: new ScheduleService({ store, runner, targets, clock, defaultTimezone: 'UTC' }) };
+    });
+    await migrate(instances[0]!.sql);
+    // Several schedules so that both instances have work at each tick.
+    const schedules = [];
+    for (let i = 0; i < 4; i++) schedules.push(await instances[i % 2]!.service.create({ every: 'PT1S', new: { on_complete: 'keep' }, overlap: 'allow', message: { content: `s${i}` }, catchup: { window_s: 3600, max: 1 }, dst: { gap: 'shift', repeat: 'once' }, jitter_s: 0 }));
+    for (let second = 1; second <= 100; second++) {
+      now += 1000;
+      await Promise.all(instances.map((instance) => instance.runner.tick()));
+    }
+    const fireIds = deliveries.map((delivery) => delivery.fireId);
+    expect(new Set(fireIds).size).toBe(fireIds.length);
+    expect(fireIds).toHaveLength(400);
+    for (const schedule of schedules) {
+      const fires = (await instances[0]!.service.fires(schedule.id, { limit: 1000 })).items;
+      expect(fires).toHaveLength(100);
+      expect(fires.every((fire) => fire.outcome === 'started')).toBe(true);
+      expect(new Set(fires.map((fire) => fire.scheduled_for)).size).toBe(100);
+      expect((await instances[1]!.service.get(schedule.id)).fires_count).toBe(100);
+    }
+    // Both instances fired (the lease moves between them), and neither waited for the other's lock.
+    expect(new Set(deliveries.map((delivery) => delivery.instance))).toEqual(new Set(['a', 'b']));
+  }, 120_000);
+
+  it('a fire claimed by an instance that died is finished by the other once its lease runs out', async () => {
+    const url = await cluster.createDatabase('schedules_takeover');
+    let now = Date.parse('2026-05-01T00:00:00.000Z');
+    const clock = { now: () => now };
+    const deliveries: { fireId: string; instance: string; conversationId: string }[] = [];
+    const make = (name: string, pausePoint?: (point: string) => Promise<void>) => {
+      const sql = postgres(url, { max: 4, onnotice: () => {} });
+      pools.push(sql);
+      const store = new PgScheduleStore(sql, { leaseMs: 300 });
+      const targets = recordingTargets(name, deliveries);
+      const runner = new ScheduleRunner({ store, targets, clock, owner: `instance-${name}`, leaseMs: 300, ...(pausePoint && { pausePoint }) });
+      return { sql, runner, service: new ScheduleService({ store, runner, targets, clock, defaultTimezone: 'UTC' }) };
+    };
+    let claimed!: () => void;
+    const wasClaimed = new Promise<void>((resolve) => (claimed = resolve));
+    // Instance a stops for good right after its claim, as a process killed there would.
+    const dying = make('a', async () => {
+      claimed();
+      await new Promise<never>(() => {});
+    });
+    await migrate(dying.sql);
+    const survivor = make('b');
+    const schedule = await dying.service.create({ every: 'PT1M', new: { on_complete: 'keep' }, overlap: 'allow', message: { content: 'once' }, catchup: { window_s: 3600, max: 1 }, dst: { gap: 'shift', repeat: 'once' }, jitter_s: 0 });
+    now += 60_000;
+    void dying.runner.tick();
+    await wasClaimed;
+    // While the claim's lease holds, the survivor neither repeats nor takes over the fire.
+    await survivor.runner.tick();
+    expect(deliveries).toEqual([]);
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    await survivor.runner.tick();
+    await survivor.runner.tick();
+    expect(deliveries.map((delivery) => delivery.instance)).toEqual(['b']);
+    const fires = (await survivor.service.fires(schedule.id, { limit: 10 })).items;
+    expect(fires).toHaveLength(1);
+    expect(fires[0]).toMatchObject({ outcome: 'started', id: deliveries[0]!.fireId });
+  }, 60_000);
+});
