@@ -14,6 +14,8 @@ import { ExecaCommandRunner, ProcessSpawner, testPausePoint } from './adapters/p
 import { createSandbox, sandboxReport, type SandboxInfo } from './adapters/sandbox/index.js';
 import { detectRipgrep } from './adapters/search/index.js';
 import { createShells } from './adapters/shell/index.js';
+import { createAccess } from './adapters/access/index.js';
+import type { Clock } from './core/clock.js';
 import { createStorage, saveForNextStart, type Storage } from './adapters/storage/index.js';
 import { createTools } from './adapters/tools/index.js';
 import { createWebhooks } from './adapters/webhooks/index.js';
@@ -84,6 +86,8 @@ export interface ServiceOverrides {
   wrapShells?: (shells: ShellFactory) => ShellFactory;
   /** More in-process readers of every stored event, after the server's own (benchmarks time appends with one). */
   readers?: readonly EventReader[];
+  /** The clock of keys, quotas and the audit log (tests move it by hand). */
+  clock?: Clock;
 }
 
 export async function composeServices(config: Config, logger: Logger, overrides: ServiceOverrides = {}): Promise<Services> {
@@ -113,6 +117,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     },
   });
   const { log, runs, summaries } = storage;
+  const access = createAccess(config, { storage, store: () => store, clock: overrides.clock });
 
   // Conversations, their histories and secrets, and the one way into the event log.
   const deltas = new DeltaChannel();
@@ -138,7 +143,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     deltas,
     mask: secrets.maskEvent,
     deltaMasker: secrets.deltaMasker,
-    readers: [store.summaryReader, sessions, { name: 'metrics', read: ({ event }) => metrics.observeEvent(event) }, ...(overrides.readers ?? [])],
+    readers: [store.summaryReader, sessions, { name: 'metrics', read: ({ event }) => metrics.observeEvent(event) }, access.spendReader, ...(overrides.readers ?? [])],
   });
   const events = new EventQueries(log, (id) => void store.record(id));
   // Everything loaded is kept: the young generation need not grow for it (perf/young-generation.ts).
@@ -227,6 +232,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     onLlmRetry: (retry, context) =>
       logger.warn({ ...context, attempt: retry.attempt, code: retry.code, status: retry.status, retry_in_ms: retry.delayMs }, `LLM attempt ${retry.attempt} failed, retrying: ${retry.message}`),
     condenserMaxTokens: config.condenserMaxTokens,
+    spendCheck: access.spendCheck,
     maskText: (conversationId, text) => secrets.maskText(conversationId, text),
     onRunFailed: (failure, context) => logger.error({ ...context, code: failure.code }, `run ended in agent_error: ${failure.message}`),
   });
@@ -294,6 +300,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     version: VERSION,
     startedAt,
     masterKeys: keys.masterKeys,
+    access: access.services,
     toolNames,
     masterKeyFile: keys.masterKeyFile,
     masterKeyCreated: keys.masterKeyCreated,

@@ -4,6 +4,7 @@ import type { ServerStatus } from '../../core/health/server-status.js';
 import { generateAsyncApi } from '../asyncapi-document.js';
 import { errors } from '../route-schemas.js';
 import { Alive, Health, Info } from '../contract/health.js';
+import { requires } from '../route-scopes.js';
 
 export function healthRoutes(services: { status: ServerStatus; version: string }): FastifyPluginAsyncZod {
   return async (app) => {
@@ -33,7 +34,7 @@ export function healthRoutes(services: { status: ServerStatus; version: string }
 
     app.get(
       '/info',
-      { schema: { tags: ['health'], operationId: 'health.info', summary: 'Version, uptime, conversation counts, tools and limits', response: { 200: Info, ...errors() } } },
+      { schema: { tags: ['health'], operationId: 'health.info', security: requires('conversations:read'), summary: 'Version, uptime, conversation counts, tools and limits', response: { 200: Info, ...errors() } } },
       async () => services.status.info(),
     );
 
