@@ -5,7 +5,7 @@ import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Services } from './compose.js';
 import { limitConnections } from './http/connection-limits.js';
 import { createAuthorizer, registerAuth } from './http/plugins/auth.js';
-import { principalResolver, quotaAnswer, registerAccessChecks, registerAuditTrail } from './http/plugins/access.js';
+import { auditRotatedUse, principalResolver, quotaAnswer, registerAccessChecks, registerAuditTrail } from './http/plugins/access.js';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './http/plugins/errors.js';
 import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
@@ -72,6 +72,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       const over = access.quotas.request(principal);
       return over ? quotaAnswer(over, access.now()) : null;
     },
+    onRotated: auditRotatedUse(access),
   });
   // Browser dashboards on other origins: CORS's own hook must answer preflights, and put its
   // headers on every answer (401s included), after the request's first hook and before

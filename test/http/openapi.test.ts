@@ -104,7 +104,7 @@ describe('the generated document', () => {
       // without one (at a merge, say) fails here, and the server lets only admins call it.
       expect(operation.security, `${where} declares no scope`).toBeDefined();
       expect(operation.security, `${where} must name one scope`).toHaveLength(1);
-      const scopes = operation.security![0]!.bearerAuth! as string[];
+      const scopes = (operation.security![0] as { bearerAuth: string[] }).bearerAuth;
       if (`${method.toUpperCase()} ${route}` === 'GET /keys/me') expect(scopes).toEqual([]);
       else {
         expect(scopes, `${where} must name one scope`).toHaveLength(1);

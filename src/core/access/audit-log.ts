@@ -13,7 +13,7 @@ export const AuditEntry = z
     method: z.string(),
     route: z.string().describe('The route pattern, e.g. `/conversations/:id/messages`.'),
     resource: z.string().nullable().describe('The resource acted on: a conversation or key id.'),
-    status: z.int(),
+    status: z.int().nullable().describe('The answer; null for the entry written as a request is let in (the use of a rotated secret: a stream answers much later).'),
     client: z.string().describe("The client's address."),
     note: z.string().nullable().describe('Why it is recorded when it is not a plain write: `refused:<code>`, `rotated_key`.'),
   })

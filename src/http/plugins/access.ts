@@ -88,7 +88,7 @@ function refuseOverQuota(request: FastifyRequest, reply: FastifyReply, answer: R
 
 const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-/** Every write, every refusal and every use of a rotated key's old secret goes to the audit log, after the answer. */
+/** Every write and every refusal goes to the audit log, after the answer. */
 export function registerAuditTrail(app: FastifyInstance, access: AccessServices): void {
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url;
@@ -96,21 +96,30 @@ export function registerAuditTrail(app: FastifyInstance, access: AccessServices)
     const status = reply.statusCode;
     if (route === undefined || request.routeOptions.config?.public) return done();
     if (READS.has(request.method) && note === null && status !== 401 && status !== 403 && status !== 429) return done();
-    const params = (request.params ?? {}) as { id?: string };
-    const principal = request.principal;
-    access.audit
-      .append({
-        at: isoTimestamp(access.now()),
-        key_id: principal?.keyId ?? request.audit?.keyId ?? null,
-        owner: principal?.owner ?? null,
-        method: request.method,
-        route,
-        resource: request.audit?.resource ?? params.id ?? null,
-        status,
-        client: request.ip,
-        note,
-      })
-      .catch((error: unknown) => request.log.error({ err: error }, 'audit entry not written'));
+    audit(access, request, status, note);
     done();
   });
+}
+
+/** A request let in with a rotated key's old secret: recorded as it is let in (status null), whatever it then does. */
+export function auditRotatedUse(access: AccessServices): (request: FastifyRequest) => void {
+  return (request) => audit(access, request, null, 'rotated_key');
+}
+
+function audit(access: AccessServices, request: FastifyRequest, status: number | null, note: string | null): void {
+  const params = (request.params ?? {}) as { id?: string };
+  const principal = request.principal;
+  access.audit
+    .append({
+      at: isoTimestamp(access.now()),
+      key_id: principal?.keyId ?? request.audit?.keyId ?? null,
+      owner: principal?.owner ?? null,
+      method: request.method,
+      route: request.routeOptions.url ?? request.url,
+      resource: request.audit?.resource ?? params.id ?? null,
+      status,
+      client: request.ip,
+      note,
+    })
+    .catch((error: unknown) => request.log.error({ err: error }, 'audit entry not written'));
 }

@@ -60,6 +60,8 @@ export interface AuthOptions {
   resolve?: (secret: string) => Promise<{ principal: Principal } | { refused: KeyRefusal; keyId: string | null }>;
   /** After authentication: the key's requests-per-minute (null: within its limit). */
   meter?: (principal: Principal) => { status: 429; body: ErrorBody; retryAfterS: number } | null;
+  /** A request let in with the secret a rotation replaced (still in its grace period). */
+  onRotated?: (request: FastifyRequest) => void;
 }
 
 /**
@@ -84,7 +86,7 @@ export function createAuthorizer(options: AuthOptions): Authorize {
   };
   const admit = (request: FastifyRequest, reply: FastifyReply, principal: Principal, done: () => void) => {
     request.principal = principal;
-    if (principal.rotated) request.audit = { note: 'rotated_key' };
+    if (principal.rotated) options.onRotated?.(request);
     const scopes = declaredScopes(request.routeOptions.schema);
     // A route that declares nothing is the admin's alone (a route added without its scope fails closed).
     const missing = scopes === undefined ? (principal.admin ? null : 'keys:admin') : scopes.length === 0 || scopes.some((scope) => principal.scopes.has(scope)) ? null : scopes[0]!;
