@@ -50,6 +50,7 @@ describe('owners', () => {
     const listed = await bob.call('GET', '/conversations');
     expect(listed.body.items.map((item: { id: string }) => item.id)).toEqual([own.body.id]);
     expect((await bob.call('GET', '/conversations/count')).body.count).toBe(1);
+    expect((await bob.call('GET', '/info')).body.conversations).toMatchObject({ total: 1, by_status: { idle: 1, finished: 0 } });
     expect((await bob.call('GET', `/conversations/${secretOfAlice.body.id}/events`)).status).toBe(404);
     // The admin sees all, and filters by owner.
     const admin = adminCall(server.url);

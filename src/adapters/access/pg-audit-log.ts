@@ -8,12 +8,10 @@ export class PgAuditLog implements AuditLog {
   constructor(private readonly sql: Sql) {}
 
   async append(entry: NewAuditEntry): Promise<void> {
-    const id = randomUUID();
-    // The seq is the row's own (bigserial), written into the body by the same statement.
-    await this.sql`
-      INSERT INTO agentd_audit (seq, owner, key_id, body)
-      SELECT next.seq, ${entry.owner}, ${entry.key_id}, jsonb_set(${JSON.stringify({ id, ...entry })}::jsonb, '{seq}', to_jsonb(next.seq))::text
-      FROM (SELECT nextval(pg_get_serial_sequence('agentd_audit', 'seq')) AS seq) next`;
+    // The seq is the row's own (bigserial), taken first so that the body carries it too.
+    const [row] = await this.sql<{ seq: string }[]>`SELECT nextval(pg_get_serial_sequence('agentd_audit', 'seq')) AS seq`;
+    const seq = Number(row!.seq);
+    await this.sql`INSERT INTO agentd_audit (seq, owner, key_id, body) VALUES (${seq}, ${entry.owner}, ${entry.key_id}, ${JSON.stringify({ id: randomUUID(), seq, ...entry })})`;
   }
 
   async page(query: AuditQuery): Promise<Page<AuditEntry>> {

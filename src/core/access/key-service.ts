@@ -96,8 +96,9 @@ export class KeyService {
       ...record,
       prefix: secret.slice(0, SHOWN_PREFIX_LENGTH),
       secret_hash: hashSecret(secret),
-      previous_hash: graceS > 0 ? record.secret_hash : null,
-      previous_valid_until: graceS > 0 ? isoTimestamp(now + graceS * 1000) : null,
+      // Kept even with no grace: a use of the old secret is then refused, and audited, as a rotated key's.
+      previous_hash: record.secret_hash,
+      previous_valid_until: isoTimestamp(now + graceS * 1000),
       rotated_at: isoTimestamp(now),
     };
     await this.store.put(next);
