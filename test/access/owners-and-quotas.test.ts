@@ -52,6 +52,8 @@ describe('owners', () => {
     expect((await bob.call('GET', '/conversations/count')).body.count).toBe(1);
     expect((await bob.call('GET', '/info')).body.conversations).toMatchObject({ total: 1, by_status: { idle: 1, finished: 0 } });
     expect((await bob.call('GET', `/conversations/${secretOfAlice.body.id}/events`)).status).toBe(404);
+    const hook = await alice.call('POST', `/conversations/${secretOfAlice.body.id}/callbacks`, { url: 'http://127.0.0.1:9/hook' });
+    expect(hook.body.owner).toBe('carol');
     // The admin sees all, and filters by owner.
     const admin = adminCall(server.url);
     const carols = await admin('GET', '/conversations?owner=carol');
