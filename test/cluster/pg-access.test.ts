@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir, TEST_KEY, type SpawnedServer } from '../support/agentd.js';
 import { startInstance } from '../support/cluster-instances.js';
 import { findPostgres, startPostgres, type PostgresCluster } from '../support/postgres-cluster.js';
-import { client, USER_SCOPES } from '../support/access-matrix.js';
+import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
+import { client, EVERYONE, expectedStatus, FIXTURES, keyedRoutes, USER_SCOPES, type MatrixWorld, type Who } from '../support/access-matrix.js';
 
 const pg = findPostgres();
 const skipReason = 'missing' in pg ? pg.missing : null;
@@ -68,5 +69,48 @@ describe.skipIf(skipReason !== null)('keys and owners on PostgreSQL, two instanc
     expect(lines).toContain(`DELETE /keys/:id 204 master`);
     const seqs = audit.body.items.map((entry: { seq: number }) => entry.seq);
     expect(seqs).toEqual([...seqs].sort((x: number, y: number) => x - y));
+  });
+
+  it('answers the access matrix the same, the world made on one instance and called on the other', { timeout: 90_000 }, async () => {
+    const [a, b] = instances as [SpawnedServer, SpawnedServer];
+    const admin = client(a.url, TEST_KEY);
+    const llm: FakeLlm = await startFakeLlm();
+    try {
+      const key = async (extra: Record<string, unknown> = {}, scopes = USER_SCOPES, owner = 'zoe') => (await admin('POST', '/keys', { name: owner, owner, scopes, ...extra })).body as { id: string; secret: string };
+      const owner = await key();
+      const other = await key({}, USER_SCOPES, 'yann');
+      const narrow = await key({}, ['schedules:write']);
+      // Real time here (separate processes): the expiry and the short grace are passed by waiting for them.
+      const expiring = await key({ expires_at: new Date(Date.now() + 1500).toISOString() });
+      const graced = await key();
+      const ended = await key();
+      await admin('POST', `/keys/${graced.id}/rotate`, { grace_s: 3600 });
+      await admin('POST', `/keys/${ended.id}/rotate`, { grace_s: 1 });
+      const secrets: Record<Who, string> = { owner: owner.secret, other_owner: other.secret, missing_scope: narrow.secret, expired: expiring.secret, rotated_in_grace: graced.secret, rotated_after_grace: ended.secret, admin: TEST_KEY };
+      const alice = client(a.url, owner.secret);
+      const created = await alice('POST', '/conversations', { llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'hello' });
+      for (;;) {
+        const { body } = await alice('GET', `/conversations/${created.body.id}`);
+        if (body.status !== 'running') break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const runs = await alice('GET', `/conversations/${created.body.id}/runs`);
+      const events = await alice('GET', `/conversations/${created.body.id}/events`);
+      const callback = await alice('POST', `/conversations/${created.body.id}/callbacks`, { url: 'http://127.0.0.1:9/hook' });
+      const world: MatrixWorld = { base: b.url, admin, alice, conversationId: created.body.id, runId: runs.body.items[0].id, eventId: events.body.items[0].id, callbackId: callback.body.id, llm: { model: 'fake', base_url: llm.url, api_key: 'k' } };
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      const failures: string[] = [];
+      for (const { route, scope } of await keyedRoutes(b.url)) {
+        for (const who of EVERYONE) {
+          const request = await FIXTURES[route]!.make(world);
+          const answer = await client(b.url, secrets[who])(request.method, request.path, request.body, request.form ? { form: request.form } : {});
+          const expected = expectedStatus(route, scope, who);
+          if (answer.status !== expected) failures.push(`${route} as ${who}: ${answer.status} (expected ${expected}) ${JSON.stringify(answer.body).slice(0, 160)}`);
+        }
+      }
+      expect(failures).toEqual([]);
+    } finally {
+      await llm.close();
+    }
   });
 });
