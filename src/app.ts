@@ -5,6 +5,7 @@ import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Services } from './compose.js';
 import { limitConnections } from './http/connection-limits.js';
 import { createAuthorizer, registerAuth } from './http/plugins/auth.js';
+import { auditRotatedUse, principalResolver, quotaAnswer, registerAccessChecks, registerAuditTrail } from './http/plugins/access.js';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './http/plugins/errors.js';
 import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
@@ -29,6 +30,7 @@ import { runRoutes } from './http/routes/runs.js';
 import { secretRoutes } from './http/routes/secrets.js';
 import { scheduleRoutes } from './http/routes/schedules.js';
 import { streamRoutes } from './http/routes/streams.js';
+import { keyRoutes } from './http/routes/keys.js';
 
 /** The conversation a request is about: the `id` of `/conversations/:id...`, the only routes with one. */
 function conversationOf(request: FastifyRequest, route: string): string | undefined {
@@ -61,7 +63,18 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     clientErrorHandler,
   });
   limitConnections(app.server, services.config.connections);
-  const authorize = createAuthorizer({ keys: services.masterKeys, isPublicPath: (path) => path === '/docs' || path.startsWith('/docs/') });
+  const { access } = services;
+  const resolve = principalResolver(access);
+  const authorize = createAuthorizer({
+    keys: services.masterKeys,
+    isPublicPath: (path) => path === '/docs' || path.startsWith('/docs/'),
+    ...(resolve && { resolve }),
+    meter: (principal) => {
+      const over = access.quotas.request(principal);
+      return over ? quotaAnswer(over, access.now()) : null;
+    },
+    onRotated: auditRotatedUse(access),
+  });
   // Browser dashboards on other origins: CORS's own hook must answer preflights, and put its
   // headers on every answer (401s included), after the request's first hook and before
   // authentication, which then has a hook of its own. Otherwise the first hook authenticates too.
@@ -78,7 +91,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     reply.header('x-request-id', request.id);
     request.log = reply.log = new RequestLogger(logger, { reqId: request.id }, request.url);
     track(reply, route.url ?? 'unmatched');
-    if (!authorizeFirst || authorize(request, reply, route.config)) done();
+    if (authorizeFirst) authorize(request, reply, route.config, done);
+    else done();
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(responseSerializerCompiler);
@@ -95,6 +109,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     registerAuth(app, authorize);
   }
   registerJsonBodyParser(app);
+  // Who owns what, the owner's limits, and the audit trail of writes and refusals.
+  registerAccessChecks(app, access);
+  registerAuditTrail(app, access);
   // Several instances: a conversation's requests go to the instance that runs it (after authentication).
   if (services.ownership) (await import('./adapters/cluster/index.js')).registerForwarding(app, services.ownership);
   await registerOpenApi(app, services);
@@ -116,6 +133,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(healthRoutes(services));
   // Each route file gets only the services it uses.
   const { config, conversations, store, agent, secrets, commands, events, streams, callbacks, files } = services;
+  await app.register(keyRoutes({ access }));
   await app.register(conversationRoutes({ conversations }));
   await app.register(messageRoutes({ conversations }));
   await app.register(runRoutes({ agent, conversations }));
@@ -124,7 +142,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(secretRoutes({ secrets }));
   await app.register(commandRoutes({ commands }));
   await app.register(eventRoutes({ events }));
-  await app.register(streamRoutes({ store, streams, heartbeatMs: config.sseHeartbeatMs }));
+  await app.register(streamRoutes({ store, streams, access, heartbeatMs: config.sseHeartbeatMs }));
   await app.register(callbackRoutes({ callbacks }));
   await app.register(fileRoutes({ config, files }));
   await app.register(checkpointRoutes(services));

@@ -14,6 +14,7 @@ import { ExecaCommandRunner, ProcessSpawner, testPausePoint } from './adapters/p
 import { createSandbox, sandboxReport, type SandboxInfo } from './adapters/sandbox/index.js';
 import { detectRipgrep } from './adapters/search/index.js';
 import { createShells } from './adapters/shell/index.js';
+import { createAccess } from './adapters/access/index.js';
 import { createStorage, saveForNextStart, type Storage } from './adapters/storage/index.js';
 import { createTools } from './adapters/tools/index.js';
 import { createWebhooks } from './adapters/webhooks/index.js';
@@ -86,7 +87,7 @@ export interface ServiceOverrides {
   wrapShells?: (shells: ShellFactory) => ShellFactory;
   /** More in-process readers of every stored event, after the server's own (benchmarks time appends with one). */
   readers?: readonly EventReader[];
-  /** The time schedules fire by (tests move a fake clock). */
+  /** The time schedules fire by, and the clock of keys, quotas and the audit log (tests move a fake clock). */
   clock?: Clock;
 }
 
@@ -117,6 +118,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     },
   });
   const { log, runs, summaries } = storage;
+  const access = createAccess(config, { storage, store: () => store, clock: overrides.clock });
 
   // Conversations, their histories and secrets, and the one way into the event log.
   const deltas = new DeltaChannel();
@@ -143,7 +145,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     deltas,
     mask: secrets.maskEvent,
     deltaMasker: secrets.deltaMasker,
-    readers: [store.summaryReader, sessions, { name: 'metrics', read: ({ event }) => metrics.observeEvent(event) }, ...(overrides.readers ?? [])],
+    readers: [store.summaryReader, sessions, { name: 'metrics', read: ({ event }) => metrics.observeEvent(event) }, access.spendReader, ...(overrides.readers ?? [])],
   });
   const events = new EventQueries(log, (id) => void store.record(id));
   // Everything loaded is kept: the young generation need not grow for it (perf/young-generation.ts).
@@ -233,6 +235,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       logger.warn({ ...context, attempt: retry.attempt, code: retry.code, status: retry.status, retry_in_ms: retry.delayMs }, `LLM attempt ${retry.attempt} failed, retrying: ${retry.message}`),
     condenserMaxTokens: config.condenserMaxTokens,
     spending: config.spending,
+    spendCheck: access.spendCheck,
     maskText: (conversationId, text) => secrets.maskText(conversationId, text),
     onRunFailed: (failure, context) => logger.error({ ...context, code: failure.code }, `run ended in agent_error: ${failure.message}`),
   });
@@ -302,6 +305,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     version: VERSION,
     startedAt,
     masterKeys: keys.masterKeys,
+    access: access.services,
     toolNames,
     masterKeyFile: keys.masterKeyFile,
     masterKeyCreated: keys.masterKeyCreated,

@@ -161,6 +161,12 @@ export const VARIABLES = {
   AGENTD_INSTANCE_URL: spec({ schema: z.url({ protocol: /^https?$/ }).optional(), default: 'http://<host>:<port>', meaning: 'URL other instances reach this one at (requests for a conversation it owns are forwarded there)' }),
   AGENTD_LEASE_TTL_S: spec({ schema: z.coerce.number().min(1).max(300).default(5), default: '5', meaning: 'Seconds an instance holds a conversation without renewing; a dead owner is replaced after this' }),
   AGENTD_RESUME_ON_FAILOVER: spec({ schema: boolText.default(false), default: 'false', meaning: "true: a run whose instance died is continued by the one taking over (else it is paused)" }),
+  AGENTD_AUTH: spec({ schema: z.enum(['master', 'keys', 'jwt']).default('keys'), default: 'keys', meaning: 'Who may call: master (the master key only), keys (and API keys made with POST /keys), jwt (and bearer tokens verified against AGENTD_JWT_JWKS_URL)' }),
+  AGENTD_JWT_JWKS_URL: spec({ schema: z.url({ protocol: /^https?$/ }).optional(), default: 'none', meaning: "The identity provider's JWKS (AGENTD_AUTH=jwt)" }),
+  AGENTD_JWT_ISSUER: spec({ schema: z.string().min(1).optional(), default: 'none', meaning: 'The `iss` a token must carry (AGENTD_AUTH=jwt)' }),
+  AGENTD_JWT_AUDIENCE: spec({ schema: z.string().min(1).optional(), default: 'none', meaning: 'The `aud` a token must carry (AGENTD_AUTH=jwt)' }),
+  AGENTD_JWT_OWNER_CLAIM: spec({ schema: z.string().min(1).default('sub'), default: 'sub', meaning: "The claim that names a token's owner" }),
+  AGENTD_JWT_SCOPES_CLAIM: spec({ schema: z.string().min(1).default('scope'), default: 'scope', meaning: "The claim that holds a token's scopes (a space-separated string or an array)" }),
   AGENTD_SANDBOX_CGROUPS: spec({ schema: boolText.default(true), default: 'true', meaning: 'false: never create cgroups (memory and processes limited per process only)' }),
 } satisfies Record<string, VariableSpec>;
 

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { EnvSchema, LogLevel, VARIABLES } from './config-variables.js';
 import type { LlmConfigInput } from './core/schemas/llm-config.js';
 import { malformedEnvLines, userConfigDir } from './cli/env-file.js';
+import { accessConfigFrom, type AccessConfig } from './core/access/access-config.js';
 
 /**
  * The only reader of process.env. Variables come from the environment, then from a `.env` file
@@ -47,6 +48,7 @@ export interface Config {
   secretKey: string | null;
   fsync: boolean;
   /** Several instances over PostgreSQL (and NATS): null without AGENTD_DATABASE_URL (files in the data dir). */
+  access: AccessConfig; // AGENTD_AUTH and AGENTD_JWT_* (core/access/access-config.ts)
   cluster: { databaseUrl: string; natsUrl: string | null; natsCreds: string | null; natsTlsCa: string | null; instanceUrl: string; leaseTtlMs: number; resumeOnFailover: boolean } | null;
   /**
    * Workdir checkpoints in a shadow git repository (rewind, changes, fork with copy_workdir),
@@ -280,6 +282,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     subagentModels: Object.freeze((e.AGENTD_SUBAGENT_MODELS ?? '').split(',').map((model) => model.trim()).filter(Boolean)),
     fsync: e.AGENTD_FSYNC,
     cluster: clusterFrom(e),
+    access: accessConfigFrom(e, (message) => new ConfigError(message)),
     checkpoints: Object.freeze({
       enabled: e.AGENTD_CHECKPOINTS,
       maxFileBytes: Math.round(e.AGENTD_CHECKPOINT_MAX_FILE_MB * 1024 * 1024),

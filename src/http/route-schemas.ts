@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { ErrorResponse } from '../core/schemas/common.js';
 
-/** The error responses a route can give, by status, for its OpenAPI entry. */
+/** The error responses a route can give, by status, for its OpenAPI entry (every keyed route may answer 401, 403 insufficient_scope and 429 quota_exceeded). */
 export function errors(...statuses: number[]): Record<number, typeof ErrorResponse> {
-  return Object.fromEntries([401, ...statuses].map((status) => [status, ErrorResponse]));
+  return Object.fromEntries([...new Set([401, 403, 429, ...statuses])].sort((a, b) => a - b).map((status) => [status, ErrorResponse]));
 }
 
 export const ConversationParams = z.object({ id: z.uuid().describe('Conversation id') });

@@ -1,3 +1,4 @@
+import type { AccessServices } from '../core/access/access-services.js';
 import type { AgentRuntime } from '../core/agent/agent-runtime.js';
 import type { CheckpointService } from '../core/checkpoints/checkpoint-service.js';
 import type { CommandService } from '../core/commands/command-service.js';
@@ -44,4 +45,5 @@ export interface HttpServices {
   forks: ConversationForks;
   schedules: ScheduleService;
   status: ServerStatus;
+  access: AccessServices;
 }

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateOpenApi } from '../../src/cli/openapi-document.js';
 import { startServer, type TestServer } from '../support/agentd.js';
 import { CONTRACT_ROUTES } from '../support/contract-routes.js';
+import { SCOPES } from '../../src/core/access/scopes.js';
 
 interface OperationObject {
   operationId?: string;
@@ -99,7 +100,17 @@ describe('the generated document', () => {
         expect(operation.security, `${where} should be public`).toEqual([]);
         continue;
       }
-      expect(operation.security, `${where} must not opt out of auth`).toBeUndefined();
+      // Every keyed route names the one scope it needs (GET /keys/me: any valid key); a route added
+      // without one (at a merge, say) fails here, and the server lets only admins call it.
+      expect(operation.security, `${where} declares no scope`).toBeDefined();
+      expect(operation.security, `${where} must name one scope`).toHaveLength(1);
+      const scopes = (operation.security![0] as { bearerAuth: string[] }).bearerAuth;
+      if (`${method.toUpperCase()} ${route}` === 'GET /keys/me') expect(scopes).toEqual([]);
+      else {
+        expect(scopes, `${where} must name one scope`).toHaveLength(1);
+        expect(SCOPES as readonly string[], `${where} names an unknown scope`).toContain(scopes[0]);
+      }
+      expect(codes, `${where} does not declare 403`).toContain('403');
       expect(codes, `${where} does not declare 401`).toContain('401');
       if (operation.requestBody || (operation.parameters ?? []).length > 0) expect(codes, `${where} does not declare 400`).toContain('400');
       if (operation.requestBody) expect(codes, `${where} does not declare 415`).toContain('415');

@@ -141,6 +141,29 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX agentd_schedule_fires_unsettled ON agentd_schedule_fires (lease_until) WHERE outcome IS NULL;
     `,
   },
+  {
+    version: 5,
+    name: 'api keys and audit log',
+    sql: `
+      -- API keys: the record as JSON (never a secret: only the hashes of the current and the
+      -- previous secret, each indexed so that a request's key is found in one lookup).
+      CREATE TABLE agentd_api_keys (
+        id uuid PRIMARY KEY,
+        secret_hash text NOT NULL UNIQUE,
+        previous_hash text,
+        body text NOT NULL
+      );
+      CREATE INDEX agentd_api_keys_previous ON agentd_api_keys (previous_hash) WHERE previous_hash IS NOT NULL;
+      -- The audit log: appended to, never updated; seq orders it and is the pages' cursor.
+      CREATE TABLE agentd_audit (
+        seq bigserial PRIMARY KEY,
+        owner text,
+        key_id text,
+        body text NOT NULL
+      );
+      CREATE INDEX agentd_audit_owner ON agentd_audit (owner, seq);
+    `,
+  },
 ];
 
 /** The id migration 3 gave this database (see agentd_cluster). */

@@ -65,7 +65,7 @@ export async function createWebhooks(options: {
     onFailing: (state) => logger.warn({ ...bindings(state), last_error: state.last_error }, 'callback retries ran out: marked failing until enabled'),
     onError: (error, state) => logger.error({ err: error, ...bindings(state) }, 'callback delivery error'),
   });
-  const callbacks = new CallbackService({ store, dispatcher, log, conversationExists: (id) => conversations.has(id), clock: scheduler, serverSecretSet: settings.secret !== null, targets });
+  const callbacks = new CallbackService({ store, dispatcher, log, conversationExists: (id) => conversations.has(id), ownerOf: (id) => (conversations.has(id) ? (conversations.find(id).owner ?? null) : null), clock: scheduler, serverSecretSet: settings.secret !== null, targets });
   const serverCallbacks = new ServerCallbacks({ urls: settings.urls, store, dispatcher, log, clock: scheduler, conversationIds: () => [...conversations.all()].map((record) => record.id) });
 
   const owns = options.owns;

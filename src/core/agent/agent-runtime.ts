@@ -1,3 +1,4 @@
+import type { SpendCheck } from '../access/spend-guard.js';
 import { systemClock, type Clock } from '../clock.js';
 import type { Budget } from '../schemas/budget.js';
 import { PriceTable, type ModelPrice } from './price-table.js';
@@ -69,6 +70,8 @@ export interface AgentRuntimeDeps {
   /** Workdir checkpoints before each run and each file-changing tool call. */
   checkpoints?: RunCheckpoints;
   clock?: Clock;
+  /** Before each LLM request of a run: the owner's spend limit (core/access/spend-guard.ts). */
+  spendCheck?: SpendCheck;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
   /** A failed LLM attempt that will be retried (for the server log, at warn). */
   onLlmRetry?: (retry: LlmRetry, context: { conversation_id: string; run_id: string }) => void;
@@ -152,6 +155,7 @@ export class AgentRuntime implements ConversationRuntime {
       onLlmRetry: deps.onLlmRetry,
       onRunFailed: deps.onRunFailed,
       defaultBudget: deps.spending?.defaultBudget ?? null,
+      spendCheck: deps.spendCheck,
     }));
     this.runBook = new RunBook({ conversations, runs, sessions, pause: (id, stopAs) => driver.pause(id, stopAs), ...(deps.maskText && { maskText: deps.maskText }) });
     this.recovery = new RunRecovery({ conversations, runs, journal, session: (id) => lifecycle.session(id), clock });

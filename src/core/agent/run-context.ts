@@ -1,3 +1,4 @@
+import type { SpendVerdict } from '../access/spend-guard.js';
 import type { PendingAction } from '../schemas/conversation.js';
 import type { AgentEvent, NewEvent } from '../schemas/event.js';
 import type { ToolContext, ToolDefinition } from '../tools/tool.js';
@@ -21,6 +22,8 @@ export type RunOutcome =
   | { kind: 'aborted' }
   /** The database could not be reached to record the run's next step: paused, to continue once it is back. */
   | { kind: 'database_unavailable' }
+  /** The owner reached their spend limit (core/access/spend-guard.ts): paused, with the reason. */
+  | { kind: 'quota_exceeded'; message: string }
   /** An agent error: `code` is the LlmError's (or the runtime's own, e.g. `internal_error`). */
   | { kind: 'error'; code: string; message: string; details?: Record<string, unknown> }
   /** The run or the conversation reached its budget (`on_exceed: pause`). */
@@ -50,6 +53,8 @@ export interface RunContext extends LlmRequestContext {
   checkBudget?: () => BudgetBreach | null;
   /** Before a tool call runs (a workdir checkpoint), just before its action is recorded. */
   beforeTool?: (call: { name: string; args: Record<string, unknown> }) => Promise<void>;
+  /** Before each LLM request: a verdict pauses the run (the owner's spend limit). */
+  spendCheck?: () => SpendVerdict | null;
 }
 
 /** The calls in order, with `finish` moved after the others. */

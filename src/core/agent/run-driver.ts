@@ -1,3 +1,4 @@
+import type { SpendCheck } from '../access/spend-guard.js';
 import { randomUUID } from 'node:crypto';
 import type { RunCheckpoints } from '../checkpoints/checkpoint-service.js';
 import { EMPTY_CATALOG, type ProjectCatalog } from '../catalog/project-catalog.js';
@@ -37,6 +38,8 @@ import { zeroUsage } from '../schemas/usage.js';
 
 export interface RunDriverDeps {
   conversations: ConversationStore;
+  /** Before each LLM request of a run: the owner's spend limit (core/access/spend-guard.ts). */
+  spendCheck?: SpendCheck | undefined;
   runs: RunStore;
   sessions: AgentSessions;
   llm: LlmClient;
@@ -239,6 +242,7 @@ export class RunDriver {
         },
         setPendingActions: (actions) => conversations.setPendingActions(record.id, actions),
         approved,
+        ...(this.deps.spendCheck && { spendCheck: () => this.deps.spendCheck!(record) }),
         ...(checkpoints && { beforeTool: (call: { name: string; args: Record<string, unknown> }) => checkpoints.beforeTool(record, run.id, call) }),
       });
     } catch (error) {

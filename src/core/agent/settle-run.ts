@@ -81,6 +81,8 @@ function describe(outcome: RunOutcome, active: ActiveRun, stopReason: string, re
       return ['paused', 'waiting_for_confirmation', `${record.pending_actions.length} action(s) await approval.`];
     case 'database_unavailable':
       return ['paused', 'paused', DATABASE_UNAVAILABLE];
+    case 'quota_exceeded':
+      return ['paused', 'paused', outcome.message];
     case 'aborted':
       return [active.stopAs === 'canceled' ? 'canceled' : 'paused', 'paused', stopReason];
     case 'error':

@@ -204,6 +204,8 @@ function result(
       return { isError: true, content: `The subagent stopped: ${outcome.reason}${said}`, data };
     case 'budget_exceeded':
       return { isError: true, content: `The subagent stopped: ${outcome.reason}${said}`, data };
+    case 'quota_exceeded':
+      return { isError: true, content: `The subagent stopped: ${outcome.message}${said}`, data };
     case 'database_unavailable':
       // The parent's run pauses too: nothing of it can be recorded either.
       throw new DatabaseUnavailableError();

@@ -7,6 +7,8 @@ import { holdUserKeyed, holdUserKeyedTogether, shareFirstSights, type FirstSight
 
 export interface ListConversationsQuery {
   status?: ConversationStatus | undefined;
+  /** Only this owner's conversations. */
+  owner?: string | undefined;
   sort: 'created_at' | 'updated_at';
   order: 'asc' | 'desc';
   pageId?: string | undefined;
@@ -146,16 +148,21 @@ export class ConversationIndex {
     this.sortLoaded();
     const index = query.sort === 'created_at' ? this.byCreated : this.byUpdated;
     const cursor = query.pageId ? decodePageId(query.pageId, isKeyCursor) : undefined;
-    const filter = query.status ? (record: ConversationRecord) => record.status === query.status : undefined;
+    const { status, owner } = query;
+    const filter =
+      status && owner !== undefined ? (record: ConversationRecord) => record.status === status && record.owner === owner
+      : status ? (record: ConversationRecord) => record.status === status
+      : owner !== undefined ? (record: ConversationRecord) => record.owner === owner
+      : undefined;
     const { items, more } = index.page({ order: query.order, limit: query.limit, filter, ...(cursor ? { after: { key: cursor.k, id: cursor.i } } : {}) });
     const last = items[items.length - 1];
     return { items, next_page_id: more && last ? encodePageId({ k: query.sort === 'created_at' ? last.created_at : last.updated_at, i: last.id }) : null };
   }
 
-  count(status?: ConversationStatus): number {
-    if (!status) return this.byId.size;
+  count(status?: ConversationStatus, owner?: string): number {
+    if (!status && owner === undefined) return this.byId.size;
     let n = 0;
-    for (const record of this.byId.values()) if (record.status === status) n += 1;
+    for (const record of this.byId.values()) if ((!status || record.status === status) && (owner === undefined || record.owner === owner)) n += 1;
     return n;
   }
 

@@ -15,7 +15,9 @@ import type { ConversationSummary } from './summary-store.js';
  * the server. Stores parse what they read back with it; fields added after a record was
  * written are optional here (absent in older records).
  */
-export const ConversationRecord = Conversation.omit({ event_count: true, llm: true, sandbox: true, mcp_servers: true, project_mcp_servers: true, permissions: true, hooks: true, setting_sources: true, agents: true, quarantine: true, condenser: true, multitask_strategy: true, budget: true }).extend({
+export const ConversationRecord = Conversation.omit({ owner: true, event_count: true, llm: true, sandbox: true, mcp_servers: true, project_mcp_servers: true, permissions: true, hooks: true, setting_sources: true, agents: true, quarantine: true, condenser: true, multitask_strategy: true }).extend({
+  /** The owner of the key that created it (absent in records from before owners: the admin's). */
+  owner: z.string().optional(),
   /** The server created the workdir, so `delete_workdir=true` may remove it. */
   workdir_created: z.boolean(),
   /** The key in plain text in memory only (sealed at rest). */

@@ -96,11 +96,13 @@ export class ConversationService {
     return this.store.list(query);
   }
 
-  count(status?: ConversationStatus): number {
-    return this.store.count(status);
+  /** `owner`: only that owner's conversations. */
+  count(status?: ConversationStatus, owner?: string): number {
+    return this.store.count(status, owner);
   }
 
-  async create(body: CreateConversationBody): Promise<{ conversation: Conversation; record: ConversationRecord }> {
+  /** `owner`: who the conversation belongs to (the calling key's owner). */
+  async create(body: CreateConversationBody, options: { owner?: string } = {}): Promise<{ conversation: Conversation; record: ConversationRecord }> {
     const llm = body.llm ? normalizeLlmConfig(body.llm) : this.deps.defaults.llm;
     const tools = body.tools ? this.checkTools(body.tools) : [...this.deps.defaults.toolNames];
     const network = this.checkNetwork(body.sandbox?.network);
@@ -129,6 +131,7 @@ export class ConversationService {
       created_at: now,
       updated_at: now,
       metadata: body.metadata ?? {},
+      ...(options.owner !== undefined && { owner: options.owner }),
       sandbox: { network },
       ...(body.mcp_servers && { mcp_servers: body.mcp_servers }),
       ...(body.project_mcp_servers !== undefined && { project_mcp_servers: body.project_mcp_servers }),

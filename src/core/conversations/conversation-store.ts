@@ -161,8 +161,8 @@ export class ConversationStore {
     return { items: page.items.map((record) => publicConversation(record, this.eventCounts.get(record.id) ?? 0)), next_page_id: page.next_page_id };
   }
 
-  count(status?: ConversationStatus): number {
-    return this.records.count(status);
+  count(status?: ConversationStatus, owner?: string): number {
+    return this.records.count(status, owner);
   }
 
   countsByStatus(): Record<ConversationStatus, number> {

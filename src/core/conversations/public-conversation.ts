@@ -27,6 +27,7 @@ export function publicConversation(record: Readonly<ConversationRecord>, eventCo
     created_at: record.created_at,
     updated_at: record.updated_at,
     metadata: record.metadata,
+    owner: record.owner ?? null,
     sandbox: { network: record.sandbox?.network ?? true },
     mcp_servers: publicMcpServers(record.mcp_servers),
     project_mcp_servers: record.project_mcp_servers ?? false,

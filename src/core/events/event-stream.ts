@@ -30,6 +30,8 @@ export interface EventStreamOptions extends SubscriptionLimits {
   /** Start after this cursor (seq, or global cursor for the firehose). */
   afterCursor: number;
   includeDeltas: boolean;
+  /** Only the events of conversations this accepts (the firehose of a key that sees its owner's conversations only). */
+  visible?: ((conversationId: string) => boolean) | undefined;
 }
 
 /**
@@ -44,10 +46,12 @@ export class EventStream implements AsyncIterable<StreamItem> {
   private endListeners: (() => void)[] = [];
 
   constructor(private readonly options: EventStreamOptions) {
-    const { log, conversationId, afterCursor } = options;
+    const { log, conversationId, afterCursor, visible } = options;
     this.subscription = log.subscribe({ conversationId, after: afterCursor } as Parameters<EventLog['subscribe']>[0], options) as unknown as EventSubscription<StreamDelta>;
     this.stopDeltas = options.includeDeltas
-      ? options.deltas.subscribe(conversationId, (delta) => this.subscription.interleave(delta, JSON.stringify(delta).length))
+      ? options.deltas.subscribe(conversationId, (delta) => {
+          if (!visible || visible(delta.conversation_id)) this.subscription.interleave(delta, JSON.stringify(delta).length);
+        })
       : () => undefined;
     // Overflow or deletion ends the stream now, even if its writer is stalled: its last items still go out.
     this.subscription.onClose(() => this.close());
@@ -89,8 +93,10 @@ export class EventStream implements AsyncIterable<StreamItem> {
    */
   async *batches(): AsyncGenerator<StreamItem[]> {
     try {
+      const visible = this.options.visible;
       for await (const batch of this.subscription.batches()) {
-        yield batch.map((item) => this.toItem(item));
+        const items = visible ? batch.filter((item) => visibleItem(item, visible)) : batch;
+        if (items.length > 0) yield items.map((item) => this.toItem(item));
       }
       if (this.endNotice) yield [this.endNotice];
     } finally {
@@ -116,6 +122,13 @@ export class EventStream implements AsyncIterable<StreamItem> {
       }
     }
   }
+}
+
+function visibleItem(item: SubscriptionItem<StreamDelta>, visible: (conversationId: string) => boolean): boolean {
+  if (item.type === 'event') return visible(item.stored.event.conversation_id);
+  if (item.type === 'closed') return visible(item.conversationId);
+  if (item.type === 'side') return visible(item.value.conversation_id);
+  return true;
 }
 
 function eventItem(cursor: number, stored: StoredEvent): StreamItem {

@@ -10,7 +10,7 @@ export class EventStreams {
 
   constructor(private readonly options: { log: EventLog; deltas: DeltaChannel; maxBuffered: number; maxBufferedBytes: number }) {}
 
-  openStream(options: { conversationId: string | null; afterCursor: number }): EventStream {
+  openStream(options: { conversationId: string | null; afterCursor: number; visible?: ((conversationId: string) => boolean) | undefined }): EventStream {
     const stream = new EventStream({
       log: this.options.log,
       deltas: this.options.deltas,

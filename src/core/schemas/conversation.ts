@@ -106,6 +106,7 @@ export const Conversation = z
     created_at: Timestamp,
     updated_at: Timestamp,
     metadata: Metadata,
+    owner: z.string().nullable().describe("Who the conversation belongs to: the owner of the key that created it (read-only; null for conversations from before owners)."),
     sandbox: SandboxSettings,
     mcp_servers: McpServers,
     project_mcp_servers: ProjectMcpServers,

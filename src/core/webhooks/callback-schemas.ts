@@ -20,6 +20,7 @@ export const Callback = z
   .object({
     id: z.uuid(),
     conversation_id: z.uuid(),
+    owner: z.string().nullable().describe("The owner of its conversation (read-only)."),
     url: z.string(),
     events: z.array(EventKind).nullable().describe('Only these kinds are sent; null: every kind.'),
     has_secret: z.boolean().describe('Deliveries carry `webhook-signature`. The secret itself is never shown.'),

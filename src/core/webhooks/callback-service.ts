@@ -19,6 +19,8 @@ export interface CallbackServiceDeps {
   dispatcher: WebhookDispatcher;
   log: Pick<EventLog, 'read' | 'count' | 'lastSeq'>;
   conversationExists(conversationId: string): boolean;
+  /** The owner of the conversation (a callback is its conversation's owner's). */
+  ownerOf?: (conversationId: string) => string | null;
   clock: Clock;
   /** Server-wide callbacks sign their deliveries (AGENTD_WEBHOOK_SECRET is set). */
   serverSecretSet: boolean;
@@ -130,6 +132,7 @@ export class CallbackService {
     return {
       id: state.id,
       conversation_id: state.conversation_id,
+      owner: this.deps.ownerOf?.(state.conversation_id) ?? null,
       url: redactUrlCredentials(state.url),
       events: state.events,
       has_secret: state.origin === 'server' ? this.deps.serverSecretSet : state.secret !== null,

@@ -1,6 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ErrorBody } from './errors.js';
+import { MASTER_PRINCIPAL, type Principal } from '../../core/access/principal.js';
+import type { KeyRefusal } from '../../core/access/key-service.js';
+import { declaredScopes } from '../route-scopes.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -8,6 +11,12 @@ declare module 'fastify' {
     public?: boolean;
     /** The route also accepts `?access_token=` (SSE streams: EventSource cannot send headers). */
     queryToken?: boolean;
+  }
+  interface FastifyRequest {
+    /** Who sent it, once authenticated (absent on public routes and refused requests). */
+    principal?: Principal;
+    /** For the audit log: the key presented when it was refused, why a read is recorded, the resource made. */
+    audit?: { keyId?: string | null; note?: string; resource?: string };
   }
 }
 
@@ -47,31 +56,67 @@ function presentedKey(request: FastifyRequest, allowQuery: boolean): string | un
 export interface AuthOptions {
   keys: readonly string[];
   isPublicPath?: (path: string) => boolean;
+  /** A presented secret that is not a master key: an API key or a token (`keys`, `jwt` modes); absent: master keys only. */
+  resolve?: (secret: string) => Promise<{ principal: Principal } | { refused: KeyRefusal; keyId: string | null }>;
+  /** After authentication: the key's requests-per-minute (null: within its limit). */
+  meter?: (principal: Principal) => { status: 429; body: ErrorBody; retryAfterS: number } | null;
+  /** A request let in with the secret a rotation replaced (still in its grace period). */
+  onRotated?: (request: FastifyRequest) => void;
 }
 
 /**
- * Whether a request may go on: true for a public route or path, or a valid key; otherwise it is
- * answered 401 here (and false returned: the request goes no further). `config` is its route's
- * (`request.routeOptions.config`), which the caller has already read.
+ * Lets a request go on (`done()`) for a public route or path, or a valid credential holding the
+ * route's scope (within its rate); otherwise answers it 401, 403 or 429 here and never calls
+ * `done`. `config` is its route's (`request.routeOptions.config`), which the caller has already read.
  */
-export type Authorize = (request: FastifyRequest, reply: FastifyReply, config: FastifyContextConfig | undefined) => boolean;
+export type Authorize = (request: FastifyRequest, reply: FastifyReply, config: FastifyContextConfig | undefined, done: () => void) => void;
+
+const REFUSALS: Record<KeyRefusal, string> = {
+  unknown: 'The API key is not valid.',
+  expired: 'The API key has expired.',
+  rotated: 'The API key was rotated and its grace period is over: use the new secret.',
+};
 
 export function createAuthorizer(options: AuthOptions): Authorize {
   const check = createKeyChecker(options.keys);
-  return (request, reply, config) => {
-    if (config?.public) return true;
+  const refuse = (request: FastifyRequest, reply: FastifyReply, key: string | undefined, refusal: KeyRefusal, keyId: string | null) => {
+    request.audit = { keyId, note: `refused:${refusal === 'unknown' ? 'unauthorized' : `key_${refusal}`}` };
+    const body: ErrorBody = { error: 'unauthorized', message: key === undefined ? 'Send the API key as "Authorization: Bearer <key>".' : REFUSALS[refusal], details: refusal === 'unknown' ? null : { reason: refusal } };
+    void reply.code(401).header('www-authenticate', 'Bearer').send(body);
+  };
+  const admit = (request: FastifyRequest, reply: FastifyReply, principal: Principal, done: () => void) => {
+    request.principal = principal;
+    if (principal.rotated) options.onRotated?.(request);
+    const scopes = declaredScopes(request.routeOptions.schema);
+    // A route that declares nothing is the admin's alone (a route added without its scope fails closed).
+    const missing = scopes === undefined ? (principal.admin ? null : 'keys:admin') : scopes.length === 0 || scopes.some((scope) => principal.scopes.has(scope)) ? null : scopes[0]!;
+    if (missing !== null) {
+      request.audit = { ...request.audit, note: 'refused:insufficient_scope' };
+      const body: ErrorBody = { error: 'insufficient_scope', message: `This key lacks the scope ${missing}.`, details: { scope: missing } };
+      void reply.code(403).header('www-authenticate', `Bearer error="insufficient_scope", scope="${missing}"`).send(body);
+      return;
+    }
+    const over = options.meter?.(principal);
+    if (over) {
+      request.audit = { ...request.audit, note: 'refused:quota_exceeded' };
+      void reply.code(429).header('retry-after', String(over.retryAfterS)).send(over.body);
+      return;
+    }
+    done();
+  };
+  return (request, reply, config, done) => {
+    if (config?.public) return done();
     const query = request.url.indexOf('?');
     const path = query === -1 ? request.url : request.url.slice(0, query);
-    if (options.isPublicPath?.(path)) return true;
+    if (options.isPublicPath?.(path)) return done();
     const key = presentedKey(request, config?.queryToken === true);
-    if (key !== undefined && check(key)) return true;
-    const body: ErrorBody = {
-      error: 'unauthorized',
-      message: key === undefined ? 'Send the API key as "Authorization: Bearer <key>".' : 'The API key is not valid.',
-      details: null,
-    };
-    void reply.code(401).header('www-authenticate', 'Bearer').send(body);
-    return false;
+    if (key === undefined) return refuse(request, reply, key, 'unknown', null);
+    if (check(key)) return admit(request, reply, MASTER_PRINCIPAL, done);
+    if (!options.resolve) return refuse(request, reply, key, 'unknown', null);
+    options.resolve(key).then(
+      (result) => ('principal' in result ? admit(request, reply, result.principal, done) : refuse(request, reply, key, result.refused, result.keyId)),
+      (error: unknown) => void reply.send(error as Error),
+    );
   };
 }
 
@@ -79,6 +124,6 @@ export function createAuthorizer(options: AuthOptions): Authorize {
 export function registerAuth(app: FastifyInstance, authorize: Authorize): void {
   // A callback hook, not an async one: every request passes here, and a promise per request is not free.
   app.addHook('onRequest', (request, reply, done) => {
-    if (authorize(request, reply, request.routeOptions.config)) done();
+    authorize(request, reply, request.routeOptions.config, done);
   });
 }

@@ -19,6 +19,8 @@ export const API_TAGS = [
   { name: 'secrets', description: 'Secrets the agent can use but nobody can read' },
   { name: 'checkpoints', description: 'Workdir checkpoints, rewind to one, changes since one' },
   { name: 'schedules', description: 'Messages sent on a clock: cron or intervals, once per slot, with a record of every slot' },
+  { name: 'keys', description: 'API keys: scopes, owners, limits, rotation' },
+  { name: 'audit', description: 'Who did what: every write and every refusal' },
   { name: 'callbacks', description: 'Webhooks: signed, ordered, retried' },
 ];
 
@@ -34,7 +36,7 @@ export async function registerOpenApi(app: FastifyInstance, services: HttpServic
         license: { name: 'MIT' },
       },
       tags: API_TAGS,
-      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'A key from AGENTD_MASTER_KEY (or the generated key file).' } } },
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: "The master key (AGENTD_MASTER_KEY or the generated key file), an API key from POST /keys, or (AGENTD_AUTH=jwt) a token from the identity provider. Each operation's `security` names the scope it needs." } } },
       security: [{ bearerAuth: [] }],
     },
     transform: jsonSchemaTransform,

@@ -5,6 +5,7 @@ import { PageQuery } from '../../core/schemas/common.js';
 import { Callback, CreateCallbackBody } from '../../core/webhooks/callback-schemas.js';
 import { CallbackDeliveryPage, CallbackPage, CallbackParams } from '../contract/callbacks.js';
 import { ConversationParams, errors } from '../route-schemas.js';
+import { requires } from '../route-scopes.js';
 
 export function callbackRoutes(services: Pick<HttpServices, 'callbacks'>): FastifyPluginAsyncZod {
   const callbacks = services.callbacks;
@@ -16,6 +17,7 @@ export function callbackRoutes(services: Pick<HttpServices, 'callbacks'>): Fasti
         schema: {
           tags,
           operationId: 'callbacks.create',
+          security: requires('webhooks:write'),
           summary: 'Subscribe a URL to the conversation\'s events (signed when a secret is given)',
           params: ConversationParams,
           body: CreateCallbackBody,
@@ -31,6 +33,7 @@ export function callbackRoutes(services: Pick<HttpServices, 'callbacks'>): Fasti
         schema: {
           tags,
           operationId: 'callbacks.list',
+          security: requires('conversations:read'),
           summary: 'List the conversation\'s callbacks, server-wide ones included (secrets are never shown)',
           params: ConversationParams,
           querystring: PageQuery,
@@ -46,6 +49,7 @@ export function callbackRoutes(services: Pick<HttpServices, 'callbacks'>): Fasti
         schema: {
           tags,
           operationId: 'callbacks.delete',
+          security: requires('webhooks:write'),
           summary: 'Remove a callback; its deliveries stop at once (409 for a server-wide one)',
           params: CallbackParams,
           response: { 204: z.null().describe('Removed'), ...errors(400, 404, 409) },
@@ -63,6 +67,7 @@ export function callbackRoutes(services: Pick<HttpServices, 'callbacks'>): Fasti
         schema: {
           tags,
           operationId: 'callbacks.deliveries',
+          security: requires('conversations:read'),
           summary: 'Delivery log in seq order: delivered, then the event in progress, then those waiting',
           params: CallbackParams,
           querystring: PageQuery,
@@ -78,6 +83,7 @@ export function callbackRoutes(services: Pick<HttpServices, 'callbacks'>): Fasti
         schema: {
           tags,
           operationId: 'callbacks.enable',
+          security: requires('webhooks:write'),
           summary: 'Resume a `failing` callback from the event where it stopped, with a fresh retry window',
           params: CallbackParams,
           response: { 200: Callback, ...errors(400, 404) },

@@ -3,6 +3,7 @@ import type { HttpServices } from '../services.js';
 import { ChangesPage, ChangesQuery, CheckpointListQuery, CheckpointPage, ForkBody, RewindBody, RewindResult } from '../../core/checkpoints/checkpoint-schemas.js';
 import { Conversation } from '../../core/schemas/conversation.js';
 import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
+import { requires } from '../route-scopes.js';
 
 /** Time travel: a conversation's workdir checkpoints, rewinding to one, the changes since one, and forks. */
 export function checkpointRoutes(services: Pick<HttpServices, 'checkpoints' | 'forks' | 'agent'>): FastifyPluginAsyncZod {
@@ -15,6 +16,7 @@ export function checkpointRoutes(services: Pick<HttpServices, 'checkpoints' | 'f
         schema: {
           tags,
           operationId: 'checkpoints.list',
+          security: requires('files:read'),
           summary: 'List the workdir checkpoints (before each run and each file-changing tool call), oldest first',
           params: ConversationParams,
           querystring: CheckpointListQuery,
@@ -30,6 +32,7 @@ export function checkpointRoutes(services: Pick<HttpServices, 'checkpoints' | 'f
         schema: {
           tags,
           operationId: 'checkpoints.rewind',
+          security: requires('conversations:write'),
           summary: 'Restore the workdir and/or the LLM history to a checkpoint (a checkpoint taken first undoes it); 409 while a run is in progress',
           params: ConversationParams,
           body: RewindBody,
@@ -49,6 +52,7 @@ export function checkpointRoutes(services: Pick<HttpServices, 'checkpoints' | 'f
         schema: {
           tags,
           operationId: 'checkpoints.changes',
+          security: requires('files:read'),
           summary: 'Files changed in the workdir since the conversation\'s first checkpoint (or `since_checkpoint`), with unified diffs',
           params: ConversationParams,
           querystring: ChangesQuery,
@@ -64,6 +68,7 @@ export function checkpointRoutes(services: Pick<HttpServices, 'checkpoints' | 'f
         schema: {
           tags: ['conversations'],
           operationId: 'conversations.fork',
+          security: requires('conversations:write'),
           summary: 'A new conversation with this one\'s events up to `at_seq` (same seqs, new ids), its config, and optionally its secrets and a copy of its workdir',
           params: ConversationParams,
           body: optionalBody(ForkBody),

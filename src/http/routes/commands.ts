@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpServices } from '../services.js';
 import { CommandResult, RunCommandBody } from '../../core/commands/command-runner.js';
 import { ConversationParams, errors } from '../route-schemas.js';
+import { requires } from '../route-scopes.js';
 
 export function commandRoutes(services: Pick<HttpServices, 'commands'>): FastifyPluginAsyncZod {
   return async (app) => {
@@ -11,6 +12,7 @@ export function commandRoutes(services: Pick<HttpServices, 'commands'>): Fastify
         schema: {
           tags: ['commands'],
           operationId: 'commands.run',
+          security: requires('commands:run'),
           summary: "Run a command in the workdir with the conversation's secrets (not the agent's shell); secret values are masked in the output",
           params: ConversationParams,
           body: RunCommandBody,

@@ -6,6 +6,8 @@ import { Conversation, CreateConversationBody, UpdateConversationConfigBody } fr
 import { ConversationListQuery, ConversationPage, DeleteConversationQuery, StatusFilter } from '../contract/conversations.js';
 import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
 import { snapshotSender } from '../snapshot-body.js';
+import { ownerFilter, principalOf } from '../plugins/access.js';
+import { requires } from '../route-scopes.js';
 
 export function conversationRoutes(services: Pick<HttpServices, 'conversations'>): FastifyPluginAsyncZod {
   const conversations = services.conversations;
@@ -17,6 +19,7 @@ export function conversationRoutes(services: Pick<HttpServices, 'conversations'>
         schema: {
           tags: ['conversations'],
           operationId: 'conversations.create',
+          security: requires('conversations:write'),
           summary: 'Create a conversation (and optionally send its first message)',
           // Every field is optional, so the body is too: an empty body creates with the defaults.
           body: optionalBody(CreateConversationBody),
@@ -24,7 +27,8 @@ export function conversationRoutes(services: Pick<HttpServices, 'conversations'>
         },
       },
       async (request, reply) => {
-        const { conversation } = await conversations.create(request.body ?? CreateConversationBody.parse({}));
+        const { conversation } = await conversations.create(request.body ?? CreateConversationBody.parse({}), { owner: principalOf(request).owner });
+        request.audit = { ...request.audit, resource: conversation.id };
         return reply.code(201).send(conversations.get(conversation.id));
       },
     );
@@ -35,14 +39,15 @@ export function conversationRoutes(services: Pick<HttpServices, 'conversations'>
         schema: {
           tags: ['conversations'],
           operationId: 'conversations.list',
+          security: requires('conversations:read'),
           summary: 'List conversations (paginated, filter by status, sort by created_at or updated_at)',
           querystring: ConversationListQuery,
           response: { 200: ConversationPage, ...errors(400) },
         },
       },
       async (request) => {
-        const { status, sort, order, page_id, limit } = request.query;
-        return conversations.list({ status, sort, order, pageId: page_id, limit });
+        const { status, owner, sort, order, page_id, limit } = request.query;
+        return conversations.list({ status, owner: ownerFilter(request, owner), sort, order, pageId: page_id, limit });
       },
     );
 
@@ -52,12 +57,13 @@ export function conversationRoutes(services: Pick<HttpServices, 'conversations'>
         schema: {
           tags: ['conversations'],
           operationId: 'conversations.count',
+          security: requires('conversations:read'),
           summary: 'Count conversations (same filters as the list)',
           querystring: StatusFilter,
           response: { 200: CountResponse, ...errors(400) },
         },
       },
-      async (request) => ({ count: conversations.count(request.query.status) }),
+      async (request) => ({ count: conversations.count(request.query.status, ownerFilter(request, request.query.owner)) }),
     );
 
     app.get(
@@ -66,6 +72,7 @@ export function conversationRoutes(services: Pick<HttpServices, 'conversations'>
         schema: {
           tags: ['conversations'],
           operationId: 'conversations.get',
+          security: requires('conversations:read'),
           summary: 'Get a conversation',
           params: ConversationParams,
           response: { 200: Conversation, ...errors(400, 404) },
@@ -84,6 +91,7 @@ export function conversationRoutes(services: Pick<HttpServices, 'conversations'>
         schema: {
           tags: ['conversations'],
           operationId: 'conversations.updateConfig',
+          security: requires('conversations:write'),
           summary: 'Change llm, workdir, max_iterations_per_run or title mid-conversation',
           params: ConversationParams,
           body: UpdateConversationConfigBody,
@@ -99,6 +107,7 @@ export function conversationRoutes(services: Pick<HttpServices, 'conversations'>
         schema: {
           tags: ['conversations'],
           operationId: 'conversations.delete',
+          security: requires('conversations:write'),
           summary: 'Delete a conversation: stops any run, removes its state (and, if asked, a workdir the server created)',
           description:
             'Answers 204 once the run is stopped, the conversation\'s processes (its sandboxed shell, MCP servers) are killed and its state is removed. With `delete_workdir=true` it also waits until those processes have exited, then removes the workdir.',

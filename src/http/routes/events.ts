@@ -4,6 +4,7 @@ import { CountResponse } from '../../core/schemas/common.js';
 import { AgentEvent } from '../../core/schemas/event.js';
 import { EventFilters, EventListQuery, EventPage, EventParams } from '../contract/events.js';
 import { ConversationParams, errors } from '../route-schemas.js';
+import { requires } from '../route-scopes.js';
 
 export function eventRoutes(services: Pick<HttpServices, 'events'>): FastifyPluginAsyncZod {
   return async (app) => {
@@ -13,6 +14,7 @@ export function eventRoutes(services: Pick<HttpServices, 'events'>): FastifyPlug
         schema: {
           tags: ['events'],
           operationId: 'events.list',
+          security: requires('conversations:read'),
           summary: 'List events (paginated; filters kind, source, after_seq, since; order asc|desc)',
           params: ConversationParams,
           querystring: EventListQuery,
@@ -42,6 +44,7 @@ export function eventRoutes(services: Pick<HttpServices, 'events'>): FastifyPlug
         schema: {
           tags: ['events'],
           operationId: 'events.count',
+          security: requires('conversations:read'),
           summary: 'Count events (same filters as the list)',
           params: ConversationParams,
           querystring: EventFilters,
@@ -60,6 +63,7 @@ export function eventRoutes(services: Pick<HttpServices, 'events'>): FastifyPlug
         schema: {
           tags: ['events'],
           operationId: 'events.get',
+          security: requires('conversations:read'),
           summary: 'Get one event',
           params: EventParams,
           response: { 200: AgentEvent, ...errors(400, 404) },

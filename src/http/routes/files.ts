@@ -11,6 +11,7 @@ import { receiveUpload } from '../multipart-upload.js';
 import { routeDoc } from '../openapi-route-doc.js';
 import { FileEntryPage, FileListQuery, FilePathParams, FileSearchQuery, UploadQuery, UploadedFiles } from '../contract/files.js';
 import { ConversationParams, errors } from '../route-schemas.js';
+import { requires } from '../route-scopes.js';
 
 const Binary = z.string().meta({ format: 'binary' });
 const fileBody = (description: string) => ({ description, content: { 'application/octet-stream': { schema: Binary } } });
@@ -39,6 +40,7 @@ export function fileRoutes(services: Pick<HttpServices, 'config' | 'files'>): Fa
         schema: {
           tags,
           operationId: 'files.upload',
+          security: requires('files:write'),
           summary: `Upload one or more files (multipart/form-data) into a directory of the workdir; each file at most AGENTD_MAX_UPLOAD_BYTES (413 past it, nothing written)`,
           params: ConversationParams,
           querystring: UploadQuery,
@@ -59,6 +61,7 @@ export function fileRoutes(services: Pick<HttpServices, 'config' | 'files'>): Fa
         schema: {
           tags,
           operationId: 'files.list',
+          security: requires('files:read'),
           summary: 'List a directory (paginated, sorted by name; `recursive` walks depth-first; symlinks are listed, never followed)',
           params: ConversationParams,
           querystring: FileListQuery,
@@ -77,6 +80,7 @@ export function fileRoutes(services: Pick<HttpServices, 'config' | 'files'>): Fa
         schema: {
           tags,
           operationId: 'files.download',
+          security: requires('files:read'),
           summary: 'Download a file: streamed with Content-Length, Content-Type by extension, attachment Content-Disposition; one `Range: bytes=` range gives 206, an unsatisfiable one 416',
           params: FilePathParams,
           response: { 200: fileBody('The file.'), 206: fileBody('The requested range.'), ...errors(400, 403, 404, 416) },
@@ -114,6 +118,7 @@ export function fileRoutes(services: Pick<HttpServices, 'config' | 'files'>): Fa
         schema: {
           tags,
           operationId: 'files.delete',
+          security: requires('files:write'),
           summary: 'Delete a file, a directory (with its contents) or a symlink itself; the workdir root cannot be deleted (400)',
           params: FilePathParams,
           response: { 204: z.null().describe('Deleted.'), ...errors(400, 403, 404) },
@@ -132,6 +137,7 @@ export function fileRoutes(services: Pick<HttpServices, 'config' | 'files'>): Fa
         schema: {
           tags,
           operationId: 'files.mkdir',
+          security: requires('files:write'),
           summary: 'Create a directory and its missing parents (mkdir -p): 201 when created, 200 when it already existed',
           params: FilePathParams,
           response: { 200: FileEntry, 201: FileEntry, ...errors(400, 403, 404, 409) },
@@ -150,6 +156,7 @@ export function fileRoutes(services: Pick<HttpServices, 'config' | 'files'>): Fa
         schema: {
           tags,
           operationId: 'files.search',
+          security: requires('files:read'),
           summary: 'Find paths matching a glob relative to the workdir (`**/*.ts`, `src/{a,b}/*`); paginated, depth-first by name; a page examines at most 50,000 entries, so it may hold fewer than `limit` items while `next_page_id` is set',
           params: ConversationParams,
           querystring: FileSearchQuery,

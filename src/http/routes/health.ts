@@ -1,11 +1,14 @@
+import { ConversationStatus } from '../../core/schemas/event.js';
+import type { ConversationStore } from '../../core/conversations/conversation-store.js';
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { ServerStatus } from '../../core/health/server-status.js';
 import { generateAsyncApi } from '../asyncapi-document.js';
 import { errors } from '../route-schemas.js';
 import { Alive, Health, Info } from '../contract/health.js';
+import { requires } from '../route-scopes.js';
 
-export function healthRoutes(services: { status: ServerStatus; version: string }): FastifyPluginAsyncZod {
+export function healthRoutes(services: { status: ServerStatus; version: string; store?: Pick<ConversationStore, 'count'> }): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/alive',
@@ -33,8 +36,16 @@ export function healthRoutes(services: { status: ServerStatus; version: string }
 
     app.get(
       '/info',
-      { schema: { tags: ['health'], operationId: 'health.info', summary: 'Version, uptime, conversation counts, tools and limits', response: { 200: Info, ...errors() } } },
-      async () => services.status.info(),
+      { schema: { tags: ['health'], operationId: 'health.info', security: requires('conversations:read'), summary: 'Version, uptime, conversation counts, tools and limits', response: { 200: Info, ...errors() } } },
+      async (request) => {
+        const info = await services.status.info();
+        // A key that is not an admin's counts its owner's conversations only.
+        const principal = request.principal;
+        if (!principal || principal.admin || !services.store) return info;
+        const store = services.store;
+        const byStatus = Object.fromEntries(ConversationStatus.options.map((status) => [status, store.count(status, principal.owner)])) as typeof info.conversations.by_status;
+        return { ...info, conversations: { total: store.count(undefined, principal.owner), by_status: byStatus } };
+      },
     );
 
     app.get(

@@ -4,6 +4,7 @@ import type { HttpServices } from '../services.js';
 import { PostMessageBody } from '../../core/schemas/conversation.js';
 import { MessageAccepted } from '../contract/runs.js';
 import { ConversationParams, errors } from '../route-schemas.js';
+import { requires } from '../route-scopes.js';
 
 export function messageRoutes(services: Pick<HttpServices, 'conversations'>): FastifyPluginAsyncZod {
   return async (app) => {
@@ -13,6 +14,7 @@ export function messageRoutes(services: Pick<HttpServices, 'conversations'>): Fa
         schema: {
           tags: ['messages'],
           operationId: 'messages.send',
+          security: requires('runs:write'),
           summary: 'Append a user message; starts a run unless `run: false` (queued into a run in progress)',
           params: ConversationParams,
           body: PostMessageBody,

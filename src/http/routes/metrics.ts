@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpServices } from '../services.js';
 import { errors } from '../route-schemas.js';
+import { requires } from '../route-scopes.js';
 
 /** GET /metrics: Prometheus text (HTTP requests are counted by a root hook in app.ts). */
 export function metricsRoutes(services: Pick<HttpServices, 'config' | 'metrics'>): FastifyPluginAsyncZod {
@@ -13,6 +14,7 @@ export function metricsRoutes(services: Pick<HttpServices, 'config' | 'metrics'>
         schema: {
           tags: ['health'],
           operationId: 'health.metrics',
+          security: requires('keys:admin'),
           summary: 'Prometheus metrics (public when AGENTD_PUBLIC_METRICS=true)',
           response: { 200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: z.string() } } }, ...errors() },
         },

@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpServices } from '../services.js';
 import { PutSecrets, SecretNames } from '../contract/secrets.js';
 import { ConversationParams, errors } from '../route-schemas.js';
+import { requires } from '../route-scopes.js';
 
 export function secretRoutes(services: Pick<HttpServices, 'secrets'>): FastifyPluginAsyncZod {
   const tags = ['secrets'];
@@ -13,6 +14,7 @@ export function secretRoutes(services: Pick<HttpServices, 'secrets'>): FastifyPl
         schema: {
           tags,
           operationId: 'secrets.put',
+          security: requires('secrets:write'),
           summary: 'Merge secrets in (values are encrypted at rest, exported to the shell and commands, masked everywhere)',
           params: ConversationParams,
           body: PutSecrets,
@@ -24,7 +26,7 @@ export function secretRoutes(services: Pick<HttpServices, 'secrets'>): FastifyPl
 
     app.get(
       '/conversations/:id/secrets',
-      { schema: { tags, operationId: 'secrets.list', summary: 'Secret names (never values)', params: ConversationParams, response: { 200: SecretNames, ...errors(400, 404) } } },
+      { schema: { tags, operationId: 'secrets.list', security: requires('conversations:read'), summary: 'Secret names (never values)', params: ConversationParams, response: { 200: SecretNames, ...errors(400, 404) } } },
       async (request) => ({ names: services.secrets.names(request.params.id) }),
     );
 
@@ -34,6 +36,7 @@ export function secretRoutes(services: Pick<HttpServices, 'secrets'>): FastifyPl
         schema: {
           tags,
           operationId: 'secrets.delete',
+          security: requires('secrets:write'),
           summary: 'Remove a secret',
           params: ConversationParams.extend({ name: z.string().min(1).max(128) }),
           response: { 204: z.null().describe('Removed'), ...errors(400, 404) },

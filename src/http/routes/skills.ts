@@ -3,6 +3,7 @@ import type { HttpServices } from '../services.js';
 import { publicCatalog } from '../../core/catalog/project-catalog.js';
 import { SkillCatalog } from '../../core/schemas/catalog.js';
 import { ConversationParams, errors } from '../route-schemas.js';
+import { requires } from '../route-scopes.js';
 
 export function skillsRoutes(services: Pick<HttpServices, 'agent' | 'store'>): FastifyPluginAsyncZod {
   return async (app) => {
@@ -12,6 +13,7 @@ export function skillsRoutes(services: Pick<HttpServices, 'agent' | 'store'>): F
         schema: {
           tags: ['conversations'],
           operationId: 'skills.list',
+          security: requires('conversations:read'),
           summary: "The skills, slash commands and subagent definitions the conversation's agent can use, with where each comes from; malformed files are listed under `errors` (the run goes on without them)",
           params: ConversationParams,
           response: { 200: SkillCatalog, ...errors(400, 404) },

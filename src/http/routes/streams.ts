@@ -8,6 +8,8 @@ import { StreamQuery } from '../contract/events.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 import { SseHeartbeats } from '../sse-heartbeats.js';
 import { SseWriter } from '../sse-writer.js';
+import { principalOf } from '../plugins/access.js';
+import { requires } from '../route-scopes.js';
 
 const SSE_DESCRIPTION =
   'Server-Sent Events: `id: <cursor>`, `event: <kind>`, `data: <event JSON>`. History after the cursor first, then live events. ' +
@@ -61,7 +63,7 @@ async function pipeStream(options: { reply: FastifyReply; stream: EventStream; h
 
 const rawSerializer = (data: unknown) => (typeof data === 'string' ? data : JSON.stringify(data));
 
-export function streamRoutes(services: Pick<HttpServices, 'store' | 'streams'> & { heartbeatMs: number }): FastifyPluginAsyncZod {
+export function streamRoutes(services: Pick<HttpServices, 'store' | 'streams' | 'access'> & { heartbeatMs: number }): FastifyPluginAsyncZod {
   return async (app) => {
     // One timer for the heartbeats of every stream of this server.
     const heartbeats = new SseHeartbeats(services.heartbeatMs);
@@ -73,6 +75,7 @@ export function streamRoutes(services: Pick<HttpServices, 'store' | 'streams'> &
         schema: {
           tags: ['events'],
           operationId: 'events.stream',
+          security: requires('conversations:read'),
           summary: 'Stream a conversation\'s events (SSE)',
           params: ConversationParams,
           querystring: StreamQuery,
@@ -95,6 +98,7 @@ export function streamRoutes(services: Pick<HttpServices, 'store' | 'streams'> &
         schema: {
           tags: ['events'],
           operationId: 'events.firehose',
+          security: requires('conversations:read'),
           summary: 'Stream every conversation\'s events (SSE firehose; `id:` is a global cursor)',
           querystring: StreamQuery,
           response: { ...SseResponse, ...errors(400) },
@@ -102,7 +106,10 @@ export function streamRoutes(services: Pick<HttpServices, 'store' | 'streams'> &
       },
       async (request, reply) => {
         const afterCursor = startCursor(request.headers['last-event-id'] as string | undefined, request.query.after_seq);
-        const stream = services.streams.openStream({ conversationId: null, afterCursor });
+        // A key that is not an admin's sees its owner's conversations only.
+        const principal = principalOf(request);
+        const visible = principal.admin ? undefined : (conversationId: string) => services.access.ownerOf(conversationId) === principal.owner;
+        const stream = services.streams.openStream({ conversationId: null, afterCursor, visible });
         await pipeStream({ reply, stream, heartbeats, release: () => services.streams.release(stream) });
       },
     );

@@ -1,0 +1,32 @@
+import type { BudgetPeriod } from './api-key.js';
+import type { QuotaMeter } from './quota-meter.js';
+
+/** Why a run may not ask the model again: its owner reached their spend limit. */
+export interface SpendVerdict {
+  limit: number;
+  used: number;
+  per: BudgetPeriod;
+  /** The reason the run's `state_update` (status `paused`) carries. */
+  message: string;
+}
+
+/** Called before each LLM request of a run: null lets it go, a verdict pauses the run. */
+export type SpendCheck = (conversation: { id: string; owner?: string | null | undefined }) => SpendVerdict | null;
+
+/** The owner's spend against the limits of their key last used (QuotaMeter.limitsOf). */
+export function createSpendGuard(meter: QuotaMeter): SpendCheck {
+  return (conversation) => {
+    const owner = conversation.owner;
+    if (!owner) return null;
+    const limits = meter.limitsOf(owner);
+    const over = meter.overSpend(owner, limits);
+    if (!over) return null;
+    const per = limits?.budget_period ?? 'month';
+    return {
+      limit: over.max,
+      used: over.used,
+      per,
+      message: `Paused: owner ${owner} reached the spend limit (max_cost_usd ${over.max} per ${per}; spent ${over.used.toFixed(6)}). POST /run to continue once the limit allows.`,
+    };
+  };
+}

@@ -1,0 +1,116 @@
+/**
+ * Keys, owners and the audit log on PostgreSQL with two instances (dist/): a key made on one
+ * works on the other, a rotation or a revocation on one holds on the other at once, another
+ * owner's conversation is a 404 on both, and both instances' entries are in one audit log.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tempDir, TEST_KEY, type SpawnedServer } from '../support/agentd.js';
+import { startInstance } from '../support/cluster-instances.js';
+import { findPostgres, startPostgres, type PostgresCluster } from '../support/postgres-cluster.js';
+import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
+import { client, EVERYONE, expectedStatus, FIXTURES, keyedRoutes, USER_SCOPES, type MatrixWorld, type Who } from '../support/access-matrix.js';
+
+const pg = findPostgres();
+const skipReason = 'missing' in pg ? pg.missing : null;
+if (skipReason) console.warn(`test/cluster/pg-access.test.ts: skipped (${skipReason})`);
+
+describe.skipIf(skipReason !== null)('keys and owners on PostgreSQL, two instances', () => {
+  let cluster: PostgresCluster;
+  const instances: SpawnedServer[] = [];
+
+  beforeAll(async () => {
+    cluster = await startPostgres(pg as Exclude<typeof pg, { missing: string }>);
+    const databaseUrl = await cluster.createDatabase();
+    const shared = { databaseUrl, workdirs: tempDir('agentd-pg-access-workdirs-'), leaseTtlS: 5 };
+    instances.push(await startInstance(shared, { dataDir: tempDir() }));
+    instances.push(await startInstance(shared, { dataDir: tempDir() }));
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const instance of instances) instance.child.kill('SIGKILL');
+    await cluster?.stop();
+  }, 60_000);
+
+  it('shares keys, rotations, revocations, owners and the audit log between instances', { timeout: 60_000 }, async () => {
+    const [a, b] = instances as [SpawnedServer, SpawnedServer];
+    const adminA = client(a.url, TEST_KEY);
+    const adminB = client(b.url, TEST_KEY);
+    const made = await adminA('POST', '/keys', { name: 'alice', owner: 'alice', scopes: USER_SCOPES });
+    expect(made.status).toBe(201);
+    const other = await adminA('POST', '/keys', { name: 'bob', owner: 'bob', scopes: USER_SCOPES });
+    const aliceOnB = client(b.url, made.body.secret);
+    const bobOnA = client(a.url, other.body.secret);
+
+    const created = await aliceOnB('POST', '/conversations', { title: 'on b' });
+    expect(created.status).toBe(201);
+    expect(created.body.owner).toBe('alice');
+    expect((await client(a.url, made.body.secret)('GET', `/conversations/${created.body.id}`)).status).toBe(200);
+    expect((await bobOnA('GET', `/conversations/${created.body.id}`)).status).toBe(404);
+    expect((await client(b.url, other.body.secret)('GET', `/conversations/${created.body.id}/events`)).status).toBe(404);
+    expect((await bobOnA('GET', '/conversations')).body.items).toEqual([]);
+    expect((await adminA('GET', '/conversations?owner=alice')).body.items.map((item: { id: string }) => item.id)).toEqual([created.body.id]);
+
+    // Rotated on B with no grace: the old secret stops on A at once, the new one works there.
+    const rotated = await adminB('POST', `/keys/${made.body.id}/rotate`, { grace_s: 0 });
+    expect(rotated.status).toBe(200);
+    expect((await client(a.url, made.body.secret)('GET', '/conversations')).status).toBe(401);
+    expect((await client(a.url, rotated.body.secret)('GET', '/conversations')).status).toBe(200);
+    // Revoked on A: refused on B.
+    expect((await adminA('DELETE', `/keys/${other.body.id}`)).status).toBe(204);
+    expect((await client(b.url, other.body.secret)('GET', '/conversations')).status).toBe(401);
+
+    const audit = await adminB('GET', '/audit?limit=1000');
+    expect(audit.status).toBe(200);
+    const lines = audit.body.items.map((entry: { method: string; route: string; status: number; key_id: string }) => `${entry.method} ${entry.route} ${entry.status} ${entry.key_id}`);
+    expect(lines).toContain(`POST /conversations 201 ${made.body.id}`);
+    expect(lines).toContain(`GET /conversations/:id 404 ${other.body.id}`);
+    expect(lines).toContain(`POST /keys/:id/rotate 200 master`);
+    expect(lines).toContain(`GET /conversations 401 ${made.body.id}`);
+    expect(lines).toContain(`DELETE /keys/:id 204 master`);
+    const seqs = audit.body.items.map((entry: { seq: number }) => entry.seq);
+    expect(seqs).toEqual([...seqs].sort((x: number, y: number) => x - y));
+  });
+
+  it('answers the access matrix the same, the world made on one instance and called on the other', { timeout: 90_000 }, async () => {
+    const [a, b] = instances as [SpawnedServer, SpawnedServer];
+    const admin = client(a.url, TEST_KEY);
+    const llm: FakeLlm = await startFakeLlm();
+    try {
+      const key = async (extra: Record<string, unknown> = {}, scopes = USER_SCOPES, owner = 'zoe') => (await admin('POST', '/keys', { name: owner, owner, scopes, ...extra })).body as { id: string; secret: string };
+      const owner = await key();
+      const other = await key({}, USER_SCOPES, 'yann');
+      const narrow = await key({}, ['schedules:write']);
+      // Real time here (separate processes): the expiry and the short grace are passed by waiting for them.
+      const expiring = await key({ expires_at: new Date(Date.now() + 1500).toISOString() });
+      const graced = await key();
+      const ended = await key();
+      await admin('POST', `/keys/${graced.id}/rotate`, { grace_s: 3600 });
+      await admin('POST', `/keys/${ended.id}/rotate`, { grace_s: 1 });
+      const secrets: Record<Who, string> = { owner: owner.secret, other_owner: other.secret, missing_scope: narrow.secret, expired: expiring.secret, rotated_in_grace: graced.secret, rotated_after_grace: ended.secret, admin: TEST_KEY };
+      const alice = client(a.url, owner.secret);
+      const created = await alice('POST', '/conversations', { llm: { model: 'fake', base_url: llm.url, api_key: 'k' }, initial_message: 'hello' });
+      for (;;) {
+        const { body } = await alice('GET', `/conversations/${created.body.id}`);
+        if (body.status !== 'running') break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const runs = await alice('GET', `/conversations/${created.body.id}/runs`);
+      const events = await alice('GET', `/conversations/${created.body.id}/events`);
+      const callback = await alice('POST', `/conversations/${created.body.id}/callbacks`, { url: 'http://127.0.0.1:9/hook' });
+      const world: MatrixWorld = { base: b.url, admin, alice, conversationId: created.body.id, runId: runs.body.items[0].id, eventId: events.body.items[0].id, callbackId: callback.body.id, llm: { model: 'fake', base_url: llm.url, api_key: 'k' } };
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      const failures: string[] = [];
+      for (const { route, scope } of await keyedRoutes(b.url)) {
+        for (const who of EVERYONE) {
+          const request = await FIXTURES[route]!.make(world);
+          const answer = await client(b.url, secrets[who])(request.method, request.path, request.body, request.form ? { form: request.form } : {});
+          const expected = expectedStatus(route, scope, who);
+          if (answer.status !== expected) failures.push(`${route} as ${who}: ${answer.status} (expected ${expected}) ${JSON.stringify(answer.body).slice(0, 160)}`);
+        }
+      }
+      expect(failures).toEqual([]);
+    } finally {
+      await llm.close();
+    }
+  });
+});
