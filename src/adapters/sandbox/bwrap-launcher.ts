@@ -8,7 +8,7 @@ import { SANDBOX_USER, SandboxIdentityFiles, sandboxUid, type SandboxIdentity } 
 import { copiedFileRedirections, sandboxPrograms, shellWord, systemMountArgs, type SandboxPrograms } from './mounts.js';
 import { setIdSeccompFilter } from './seccomp-filter.js';
 import { WorkdirOwner } from './workdir-owner.js';
-import { BWRAP_INFO_FD, BWRAP_USERNS_BLOCK_FD, userModeWrapperScript, waitForNetworkScript, type NetworkHelper } from './network.js';
+import { BWRAP_INFO_FD, BWRAP_USERNS_BLOCK_FD, NETWORK_WAIT_FD, userModeWrapperScript, waitForNetworkScript, type NetworkHelper } from './network.js';
 
 export interface BwrapLauncherOptions {
   /** Absolute path of the bwrap binary. */
@@ -187,12 +187,14 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     const files = identity?.files ?? this.identities.forServerUser();
     const network = spec.sandbox?.network ?? true;
     const userMode = network === true && this.options.networkHelper ? this.options.networkHelper : null;
-    const entry = sandboxEntryScript({ limits: this.limits, addressSpace: !this.cgroups?.enforces.memory, runAs: identity && { uid: identity.uid, gid: identity.gid }, control: spec.control ?? false, programs: this.programs });
     // A user-mode network comes up while the sandbox starts (the helper attaches from outside).
     // A one-off program waits for it before it starts; the shell starts meanwhile and waits for it
     // before its first line (shellPrelude): the 4-6 ms wait overlaps the 5-8 ms its exec chain
     // (env, setpriv, an interactive bash) takes here.
     const networkWait = userMode ? waitForNetworkScript() : null;
+    // The shell keeps its command channel, the control pipe and (its prelude reads it) the network's wait.
+    const keepFds = spec.control ? [0, 1, 2, 3, CONTROL_FD, ...(networkWait ? [NETWORK_WAIT_FD] : [])] : [0, 1, 2];
+    const entry = sandboxEntryScript({ limits: this.limits, addressSpace: !this.cgroups?.enforces.memory, runAs: identity && { uid: identity.uid, gid: identity.gid }, control: spec.control ?? false, programs: this.programs, keepFds });
     const tmpSize = this.limits.tmpMb === null ? [] : ['--size', String(this.limits.tmpMb * 1024 * 1024)];
     const args = [
       '--die-with-parent',
