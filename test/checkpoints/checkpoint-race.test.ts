@@ -45,23 +45,39 @@ function allObjects(gitDir: string): string {
 
 /**
  * Files anywhere in the workdir whose content holds the decoy's secret (links never followed).
- * The swapper is still renaming entries meanwhile: one gone between its listing and its read is skipped.
+ * The swapper is still renaming entries meanwhile: one gone between its listing and its read is
+ * skipped, and so is the decoy's own file (its inode): a `d` listed as a directory and swapped for
+ * the link before this read it is the decoy seen through the link, not a copy in the workdir.
  */
 function decoyInWorkdir(dir: string): string[] {
+  const decoyFile = fs.statSync(path.join(decoy, 'secret.key'));
   const found: string[] = [];
   for (const entry of readIfThere(() => fs.readdirSync(dir, { withFileTypes: true })) ?? []) {
     const full = path.join(dir, entry.name);
     if (entry.isDirectory()) found.push(...decoyInWorkdir(full));
-    else if (entry.isFile() && readIfThere(() => fs.readFileSync(full, 'latin1'))?.includes(DECOY_SECRET)) found.push(path.relative(workdir, full));
+    else if (entry.isFile() && readIfThere(() => readUnlessDecoy(full, decoyFile))?.includes(DECOY_SECRET)) found.push(path.relative(workdir, full));
   }
   return found;
+}
+
+/** The file's content, or '' when what opened is the decoy's own file (same device and inode). */
+function readUnlessDecoy(file: string, decoyFile: fs.Stats): string {
+  const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+  try {
+    const stat = fs.fstatSync(fd);
+    if (stat.dev === decoyFile.dev && stat.ino === decoyFile.ino) return '';
+    return fs.readFileSync(fd, 'latin1');
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 function readIfThere<T>(read: () => T): T | undefined {
   try {
     return read();
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT' || (error as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
+    // ELOOP: the entry became a link between the listing and the open (O_NOFOLLOW).
+    if (['ENOENT', 'ENOTDIR', 'ELOOP'].includes((error as NodeJS.ErrnoException).code ?? '')) return undefined;
     throw error;
   }
 }

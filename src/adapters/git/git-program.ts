@@ -102,7 +102,7 @@ export async function runGit(options: {
     const sandbox = { workdir: options.workTree as string, network: false };
     await launcher.ready?.(sandbox);
     await launcher.beforeStart?.(sandbox);
-    const prepared = launcher.prepare({ ...request, sandbox, binds: [{ source: options.gitDir, target: SANDBOX_GIT_DIR }] });
+    const prepared = launcher.prepare({ ...request, sandbox, binds: [{ source: options.gitDir, target: SANDBOX_GIT_DIR }], light: true });
     try {
       out = await run({ ...request, command: prepared.command, args: prepared.args, cwd: prepared.cwd, env: prepared.env });
     } finally {

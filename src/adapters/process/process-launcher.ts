@@ -31,6 +31,14 @@ export interface ProcessSpec {
    * without a sandbox.
    */
   binds?: readonly { source: string; target: string }[];
+  /**
+   * The server's own short program (git on the workdir), not the agent's: the same walls (mount,
+   * pid, network namespaces, the agent's uid, no capability, the seccomp filter, the cgroups) but
+   * a light start: only the system's programs, the loader's cache, /etc/gitconfig, /dev, /proc,
+   * the workdir and `binds`; no /etc allowlist, no watchdog, no rlimits (the caller bounds its
+   * time and output). Ignored with `control`.
+   */
+  light?: boolean;
 }
 
 export interface SandboxRequest {

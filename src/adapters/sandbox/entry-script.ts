@@ -4,6 +4,9 @@ import { shellWord } from './mounts.js';
 /**
  * The first program inside the bwrap sandbox (`bash -c <script> agentd-sandbox <program...>`),
  * run by the sandbox's init as pid 2. It
+ * 0. closes every descriptor it did not expect (keepFds): whatever the server itself inherited
+ *    without close-on-exec (a test runner's or a supervisor's pipe, seen as fd 251) passed on
+ *    through the spawner, bwrap and the init to the agent's every process, and to the watchdog;
  * 1. starts the watchdog: a subshell (SIGINT ignored, like bwrap's monitor) that uses bash
  *    builtins only, so it needs no fork. It SIGKILLs every process of the sandbox when the
  *    program is gone (normally bwrap has torn the sandbox down by then; not when the server died
@@ -36,6 +39,11 @@ export interface SandboxEntryOptions {
   control?: boolean;
   /** env and setpriv, by absolute path (sandbox/mounts.ts: sandboxPrograms). */
   programs: { env: string; setpriv: string };
+  /**
+   * The descriptors the sandbox keeps (step 0 above); every other one is closed. Default 0-2, and
+   * with `control` also 3 (the shell's command channel, shell/bash-protocol.ts) and CONTROL_FD.
+   */
+  keepFds?: readonly number[];
 }
 
 /** The descriptor of the control channel (a pipe from the server), inside the launch and the sandbox. */
@@ -53,7 +61,8 @@ export function sandboxEntryScript(options: SandboxEntryOptions): string {
     processes === null
       ? ''
       : `    t=(/proc/[0-9]*/task/[0-9]*)\n    if (( \${#t[@]} >= ${Math.max(1, processes - WATCHDOG_MARGIN)} )); then printf '\\n%s\\n' '[agentd: the sandbox reached its limit of ${processes} processes (AGENTD_LIMIT_PROCESSES); every process in it was stopped.]'; break; fi\n`;
-  const lines = options.control ? controlledWatchdog(atLimit) : pollingWatchdog(atLimit);
+  const keep = options.keepFds ?? [0, 1, 2, ...(options.control ? [3, CONTROL_FD] : [])];
+  const lines = [closeOtherFds(keep), ...(options.control ? controlledWatchdog(atLimit) : pollingWatchdog(atLimit))];
   const limits = ulimitStatements(options.limits, { addressSpace: options.addressSpace ?? true });
   if (limits !== '') lines.push(limits);
   const runAs = options.runAs
@@ -61,6 +70,16 @@ export function sandboxEntryScript(options: SandboxEntryOptions): string {
     : '';
   lines.push(`exec ${shellWord(options.programs.env)} --default-signal=INT ${runAs}-- "$@"`);
   return lines.join('\n');
+}
+
+/**
+ * A bash statement that closes every descriptor of the shell but `keep`. The list is read from
+ * /proc/self/fd (the sandbox's own /proc) before the first close; the directory's own descriptor
+ * is in it and already closed by then, hence the silenced error of each close.
+ */
+export function closeOtherFds(keep: readonly number[]): string {
+  const kept = keep.map((fd) => `${fd}`).join('|');
+  return `for agentd_fd in /proc/self/fd/*; do agentd_fd=\${agentd_fd##*/}; case $agentd_fd in ${kept}) ;; *) { exec {agentd_fd}<&-; } 2>/dev/null ;; esac; done; unset agentd_fd`;
 }
 
 /**

@@ -53,6 +53,11 @@ export interface SystemMountOptions {
   extraReadOnly: readonly string[];
   /** Paths that must not be visible; hidden under an empty tmpfs when a bound directory holds them. */
   hidden: readonly string[];
+  /**
+   * /etc's allowlist (default), or only these entries, bound (the light sandbox of the server's
+   * own git: the loader's cache, no copies).
+   */
+  etc?: readonly string[];
 }
 
 /**
@@ -97,11 +102,11 @@ export function systemMountArgs(options: SystemMountOptions): { early: string[];
     if (stat?.isSymbolicLink()) early.push('--symlink', fs.readlinkSync(dir), dir);
     else if (stat?.isDirectory()) bind(dir);
   }
-  const etc = etcEntries();
+  const etc = options.etc ? options.etc.filter((entry) => fs.existsSync(entry)) : etcEntries();
   // Directories bwrap creates on its own are root-only (0700): make /etc and its subdirectories searchable.
   for (const dir of new Set(['/etc', ...etc.map((entry) => path.dirname(entry))])) early.push('--perms', '0755', '--dir', dir);
   for (const entry of etc) {
-    const mode = copies.length < COPY_FD_COUNT ? copyableMode(entry) : null;
+    const mode = !options.etc && copies.length < COPY_FD_COUNT ? copyableMode(entry) : null;
     if (mode === null) {
       early.push('--ro-bind', entry, entry);
       continue;
