@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type TestServer } from '../support/agentd.js';
 import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
-import { adminCall, client, EVERYONE, expectedStatus, FIXTURES, keyedRoutes, USER_SCOPES, type Answer, type MatrixWorld, type Who } from '../support/access-matrix.js';
+import { adminCall, client, EVERYONE, expectedStatus, FIXTURES, freshSchedule, keyedRoutes, USER_SCOPES, type Answer, type MatrixWorld, type Who } from '../support/access-matrix.js';
 
 /** Keys, quotas and the audit log read this clock: the test moves it past expiries and grace periods. */
 const clock = { at: Date.parse('2026-03-01T12:00:00.000Z'), now() { return this.at; } };
@@ -11,6 +11,10 @@ let llm: FakeLlm;
 let world: MatrixWorld;
 const secrets = {} as Record<Who, string>;
 const keyIds = {} as Record<Who, string>;
+/** Every scope is some route's: a route that needs the narrow key's own scope is called with a key holding another. */
+const NARROW_SCOPE = 'schedules:write';
+const otherNarrow = { id: '', secret: '' };
+const callerKey = (who: Who, scope: string | null) => (who === 'missing_scope' && scope === NARROW_SCOPE ? otherNarrow : { id: keyIds[who], secret: secrets[who] });
 
 async function makeKey(owner: string, scopes: string[], extra: Record<string, unknown> = {}): Promise<{ id: string; secret: string }> {
   const created = await adminCall(server.url)('POST', '/keys', { name: owner, owner, scopes, ...extra });
@@ -32,7 +36,8 @@ beforeAll(async () => {
   server = await startServer({ overrides: { clock } });
   const alice = await makeKey('alice', USER_SCOPES);
   const bob = await makeKey('bob', USER_SCOPES);
-  const narrow = await makeKey('alice', ['schedules:write']);
+  const narrow = await makeKey('alice', [NARROW_SCOPE]);
+  Object.assign(otherNarrow, await makeKey('alice', ['audit:read']));
   const expiring = await makeKey('alice', USER_SCOPES, { expires_at: new Date(clock.at + 30_000).toISOString() });
   const graced = await makeKey('alice', USER_SCOPES);
   const ended = await makeKey('alice', USER_SCOPES);
@@ -51,7 +56,8 @@ beforeAll(async () => {
   const runs = await aliceCall('GET', `/conversations/${created.body.id}/runs`);
   const events = await aliceCall('GET', `/conversations/${created.body.id}/events`);
   const callback = await aliceCall('POST', `/conversations/${created.body.id}/callbacks`, { url: 'http://127.0.0.1:9/hook' });
-  world = { base: server.url, admin, alice: aliceCall, conversationId: created.body.id, runId: runs.body.items[0].id, eventId: events.body.items[0].id, callbackId: callback.body.id, llm: { model: 'fake', base_url: llm.url, api_key: 'k' } };
+  world = { base: server.url, admin, alice: aliceCall, conversationId: created.body.id, runId: runs.body.items[0].id, eventId: events.body.items[0].id, callbackId: callback.body.id, scheduleId: '', llm: { model: 'fake', base_url: llm.url, api_key: 'k' } };
+  world.scheduleId = await freshSchedule(world);
 }, 60_000);
 
 afterAll(async () => {
@@ -60,7 +66,7 @@ afterAll(async () => {
 });
 
 describe('every route × every kind of caller', () => {
-  const made: { who: Who; method: string; route: string; status: number }[] = [];
+  const made: { who: Who; keyId: string; method: string; route: string; status: number }[] = [];
 
   it('answers each the status the matrix expects', async () => {
     const routes = await keyedRoutes(server.url);
@@ -70,12 +76,13 @@ describe('every route × every kind of caller', () => {
     for (const { route, scope } of routes) {
       for (const who of EVERYONE) {
         const request = await FIXTURES[route]!.make(world);
-        const call = who === 'admin' ? world.admin : client(server.url, secrets[who]);
+        const key = callerKey(who, scope);
+        const call = who === 'admin' ? world.admin : client(server.url, key.secret);
         const answer = await call(request.method, request.path, request.body, request.form ? { form: request.form } : {});
         const expected = expectedStatus(route, scope, who);
         if (answer.status !== expected) failures.push(`${route} as ${who}: ${answer.status} (expected ${expected}) ${JSON.stringify(answer.body).slice(0, 200)}`);
         if (answer.status === 403 && who === 'missing_scope') expect(answer.body).toMatchObject({ error: 'insufficient_scope', details: { scope } });
-        made.push({ who, method: request.method, route, status: answer.status });
+        made.push({ who, keyId: key.id, method: request.method, route, status: answer.status });
       }
     }
     expect(failures).toEqual([]);
@@ -105,7 +112,7 @@ describe('every route × every kind of caller', () => {
       const refused = action.status === 401 || action.status === 403 || (action.who === 'other_owner' && action.status === 404);
       const expected: (number | null)[] = [...(write || refused ? [action.status] : []), ...(action.who === 'rotated_in_grace' ? [null] : [])];
       for (const status of expected) {
-        const index = entries.findIndex((entry) => entry.method === action.method && entry.status === status && entry.key_id === keyIds[action.who] && entry.route === toPattern(action.route));
+        const index = entries.findIndex((entry) => entry.method === action.method && entry.status === status && entry.key_id === action.keyId && entry.route === toPattern(action.route));
         if (index === -1) unmatched.push(`${action.method} ${action.route} as ${action.who} (${status})`);
         else entries.splice(index, 1);
       }

@@ -8,7 +8,7 @@ import { tempDir, TEST_KEY, type SpawnedServer } from '../support/agentd.js';
 import { startInstance } from '../support/cluster-instances.js';
 import { findPostgres, startPostgres, type PostgresCluster } from '../support/postgres-cluster.js';
 import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
-import { client, EVERYONE, expectedStatus, FIXTURES, keyedRoutes, USER_SCOPES, type MatrixWorld, type Who } from '../support/access-matrix.js';
+import { client, EVERYONE, expectedStatus, FIXTURES, freshSchedule, keyedRoutes, USER_SCOPES, type MatrixWorld, type Who } from '../support/access-matrix.js';
 
 const pg = findPostgres();
 const skipReason = 'missing' in pg ? pg.missing : null;
@@ -80,6 +80,8 @@ describe.skipIf(skipReason !== null)('keys and owners on PostgreSQL, two instanc
       const owner = await key();
       const other = await key({}, USER_SCOPES, 'yann');
       const narrow = await key({}, ['schedules:write']);
+      // Every scope is some route's: the schedule writes' missing scope is shown by a key holding another.
+      const otherNarrow = await key({}, ['audit:read']);
       // Real time here (separate processes): the expiry and the short grace are passed by waiting for them.
       const expiring = await key({ expires_at: new Date(Date.now() + 1500).toISOString() });
       const graced = await key();
@@ -97,13 +99,15 @@ describe.skipIf(skipReason !== null)('keys and owners on PostgreSQL, two instanc
       const runs = await alice('GET', `/conversations/${created.body.id}/runs`);
       const events = await alice('GET', `/conversations/${created.body.id}/events`);
       const callback = await alice('POST', `/conversations/${created.body.id}/callbacks`, { url: 'http://127.0.0.1:9/hook' });
-      const world: MatrixWorld = { base: b.url, admin, alice, conversationId: created.body.id, runId: runs.body.items[0].id, eventId: events.body.items[0].id, callbackId: callback.body.id, llm: { model: 'fake', base_url: llm.url, api_key: 'k' } };
+      const world: MatrixWorld = { base: b.url, admin, alice, conversationId: created.body.id, runId: runs.body.items[0].id, eventId: events.body.items[0].id, callbackId: callback.body.id, scheduleId: '', llm: { model: 'fake', base_url: llm.url, api_key: 'k' } };
+      world.scheduleId = await freshSchedule(world);
       await new Promise((resolve) => setTimeout(resolve, 2000));
       const failures: string[] = [];
       for (const { route, scope } of await keyedRoutes(b.url)) {
         for (const who of EVERYONE) {
           const request = await FIXTURES[route]!.make(world);
-          const answer = await client(b.url, secrets[who])(request.method, request.path, request.body, request.form ? { form: request.form } : {});
+          const secret = who === 'missing_scope' && scope === 'schedules:write' ? otherNarrow.secret : secrets[who];
+          const answer = await client(b.url, secret)(request.method, request.path, request.body, request.form ? { form: request.form } : {});
           const expected = expectedStatus(route, scope, who);
           if (answer.status !== expected) failures.push(`${route} as ${who}: ${answer.status} (expected ${expected}) ${JSON.stringify(answer.body).slice(0, 160)}`);
         }

@@ -53,6 +53,8 @@ export interface MatrixWorld {
   runId: string;
   eventId: string;
   callbackId: string;
+  /** Alice's schedule (on her conversation) the schedule reads are called on. */
+  scheduleId: string;
   /** The fake LLM's settings for conversations that run. */
   llm: Record<string, unknown>;
 }
@@ -64,8 +66,11 @@ interface Request {
   form?: FormData;
 }
 
-/** Per route: the request (fresh resources where the call uses one up) and the status its owner gets. */
-type Fixture = { ok: number; adminOk?: number; make: (world: MatrixWorld) => Promise<Request> | Request };
+/**
+ * Per route: the request (fresh resources where the call uses one up) and the status its owner
+ * gets; `otherOk` what another owner gets when the route is not under /conversations/{id}.
+ */
+type Fixture = { ok: number; adminOk?: number; otherOk?: number; make: (world: MatrixWorld) => Promise<Request> | Request };
 
 const conv = (world: MatrixWorld) => `/conversations/${world.conversationId}`;
 async function freshConversation(world: MatrixWorld, body: Record<string, unknown> = {}): Promise<string> {
@@ -78,6 +83,13 @@ async function freshKey(world: MatrixWorld): Promise<string> {
   expect(created.status).toBe(201);
   return created.body.id;
 }
+/** A schedule of alice's that never fires by itself (1 January): its target is `conversationId` or her main conversation. */
+export async function freshSchedule(world: MatrixWorld, conversationId = world.conversationId): Promise<string> {
+  const created = await world.alice('POST', '/schedules', { cron: '0 0 1 1 *', message: { content: 'scheduled' }, conversation_id: conversationId });
+  expect(created.status).toBe(201);
+  return created.body.id;
+}
+const sched = (id: string) => `/schedules/${id}`;
 let counter = 0;
 async function freshFile(world: MatrixWorld): Promise<string> {
   const name = `f${++counter}.txt`;
@@ -159,6 +171,18 @@ export const FIXTURES: Record<string, Fixture> = {
   'POST /conversations/{id}/run': { ok: 202, make: async (world) => ({ method: 'POST', path: `/conversations/${await freshConversation(world, { llm: world.llm })}/run` }) },
   'POST /keys': { ok: 201, make: () => ({ method: 'POST', path: '/keys', body: { name: 'made', scopes: ['conversations:read'] } }) },
   'POST /keys/{id}/rotate': { ok: 200, make: async (world) => ({ method: 'POST', path: `/keys/${await freshKey(world)}/rotate`, body: { grace_s: 0 } }) },
+  'POST /conversations/{id}/schedules': { ok: 201, make: (world) => ({ method: 'POST', path: `${conv(world)}/schedules`, body: { cron: '0 0 1 1 *', message: { content: 'scheduled' } } }) },
+  'POST /schedules': { ok: 201, otherOk: 404, make: (world) => ({ method: 'POST', path: '/schedules', body: { cron: '0 0 1 1 *', message: { content: 'scheduled' }, conversation_id: world.conversationId } }) },
+  'GET /schedules': { ok: 200, make: () => ({ method: 'GET', path: '/schedules' }) },
+  'GET /schedules/preview': { ok: 200, make: () => ({ method: 'GET', path: '/schedules/preview?cron=@hourly' }) },
+  'GET /schedules/{id}': { ok: 200, otherOk: 404, make: (world) => ({ method: 'GET', path: sched(world.scheduleId) }) },
+  'GET /schedules/{id}/fires': { ok: 200, otherOk: 404, make: (world) => ({ method: 'GET', path: `${sched(world.scheduleId)}/fires` }) },
+  'PATCH /schedules/{id}': { ok: 200, otherOk: 404, make: (world) => ({ method: 'PATCH', path: sched(world.scheduleId), body: { metadata: { patched: true } } }) },
+  'DELETE /schedules/{id}': { ok: 204, otherOk: 404, make: async (world) => ({ method: 'DELETE', path: sched(await freshSchedule(world)) }) },
+  // A fire sends its message: to a fresh conversation, so that no run starts in the shared one.
+  'POST /schedules/{id}/trigger': { ok: 201, otherOk: 404, make: async (world) => ({ method: 'POST', path: `${sched(await freshSchedule(world, await freshConversation(world, { llm: world.llm })))}/trigger` }) },
+  'POST /schedules/{id}/pause': { ok: 200, otherOk: 404, make: async (world) => ({ method: 'POST', path: `${sched(await freshSchedule(world))}/pause`, body: { note: 'matrix' } }) },
+  'POST /schedules/{id}/resume': { ok: 200, otherOk: 404, make: async (world) => ({ method: 'POST', path: `${sched(await freshSchedule(world))}/resume` }) },
   'PUT /conversations/{id}/config': { ok: 200, make: (world) => ({ method: 'PUT', path: `${conv(world)}/config`, body: { title: 'renamed' } }) },
   'PUT /conversations/{id}/secrets': { ok: 200, make: (world) => ({ method: 'PUT', path: `${conv(world)}/secrets`, body: { secrets: { TOKEN: 'value' } } }) },
 };
@@ -171,6 +195,7 @@ export function expectedStatus(route: string, scope: string | null, who: Who): n
   if (who === 'missing_scope') return scope === null ? fixture.ok : 403;
   if (scope === 'keys:admin') return 403;
   if (who === 'other_owner' && route.startsWith('/conversations/{id}', route.indexOf(' ') + 1)) return 404;
+  if (who === 'other_owner' && fixture.otherOk !== undefined) return fixture.otherOk;
   return fixture.ok;
 }
 

@@ -42,6 +42,7 @@ export class FileScheduleStore implements ScheduleStore {
       if (query.afterId !== undefined && id <= query.afterId) continue;
       if (query.conversationId !== undefined && record.schedule.conversation_id !== query.conversationId) continue;
       if (query.status !== undefined && record.schedule.status !== query.status) continue;
+      if (query.owner !== undefined && record.schedule.owner !== query.owner) continue;
       out.push(structuredClone(record));
       if (out.length >= query.limit) break;
     }

@@ -36,6 +36,7 @@ export class PgScheduleStore implements ScheduleStore {
       WHERE (${query.afterId ?? null}::uuid IS NULL OR id > ${query.afterId ?? null}::uuid)
         AND (${query.conversationId ?? null}::uuid IS NULL OR conversation_id = ${query.conversationId ?? null}::uuid)
         AND (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null}::text)
+        AND (${query.owner ?? null}::text IS NULL OR (body::jsonb)->'schedule'->>'owner' = ${query.owner ?? null}::text)
       ORDER BY id LIMIT ${query.limit}`;
     return rows.map(parseRecord);
   }

@@ -142,7 +142,7 @@ export class ScheduleRunner {
         return done('started', { conversation_id: current, run_id: runId, reason: schedule.overlap === 'interrupt' ? `interrupted run ${running}` : `queued into run ${running}` });
       }
       if (!target) {
-        target = await targets.create(schedule.new!, schedule.message, mark);
+        target = await targets.create(schedule.new!, schedule.message, { mark, owner: schedule.owner ?? null });
         state.lastConversation = target;
         if (schedule.new!.on_complete === 'delete') state.toDelete.push(target);
       }

@@ -158,6 +158,7 @@ export const Schedule = z
     conversation_id: z.uuid().nullable().describe('The target conversation (null with `new`).'),
     new: ConversationTemplate.nullable(),
     ...settings,
+    owner: z.string().nullable().describe('Who the schedule belongs to: the owner of the key that created it (read-only; a `new` target\'s conversations get it too; null for schedules from before owners).'),
     status: ScheduleStatus,
     status_reason: z.string().nullable().describe('Why the schedule is `paused` (the note), `failing` (`target_gone`, …) or `completed` (`end_at`, `max_fires`).'),
     next_fire_at: Timestamp.nullable().describe('When the next slot fires (jitter included); null when nothing will fire.'),
@@ -174,6 +175,7 @@ export type Schedule = z.infer<typeof Schedule>;
 export const ListSchedulesQuery = PageQuery.extend({
   conversation_id: z.uuid().optional(),
   status: ScheduleStatus.optional(),
+  owner: z.string().min(1).max(200).optional().describe("An admin key's filter: only this owner's schedules (other keys see only their own owner's)."),
 });
 export type ListSchedulesQuery = z.infer<typeof ListSchedulesQuery>;
 

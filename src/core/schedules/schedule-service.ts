@@ -13,6 +13,19 @@ import { checkRule, slotsAfter, takeSlots } from './schedule-times.js';
 /** More slots than this recorded `skipped_paused` at a resume: the oldest are summed up in one record. */
 const MAX_PAUSED_RECORDS = 1_000;
 
+/**
+ * Who asks: `owner` is what a new schedule is stamped with; `only` limits every read and change to
+ * that owner's schedules (another owner's is a 404), undefined for an admin, who sees all.
+ */
+export interface ScheduleCaller {
+  owner: string | null;
+  only: string | undefined;
+  /** Told when the 404 hides another owner's resource (the audit log records the refusal). */
+  refused?: (resource: string) => void;
+}
+
+const ANYONE: ScheduleCaller = { owner: null, only: undefined };
+
 /** What the schedule routes call. */
 export class ScheduleService {
   constructor(
@@ -26,10 +39,14 @@ export class ScheduleService {
     },
   ) {}
 
-  async create(body: CreateScheduleBody): Promise<Schedule> {
+  async create(body: CreateScheduleBody, caller: ScheduleCaller = ANYONE): Promise<Schedule> {
     const targetCount = Number(body.conversation_id !== undefined) + Number(body.new !== undefined);
     if (targetCount !== 1) throw new InvalidScheduleError('conversation_id', 'give exactly one target: `conversation_id` (an existing conversation) or `new` (a conversation template)');
     if (body.conversation_id && !this.deps.targets.exists(body.conversation_id)) throw new NotFoundError('conversation', body.conversation_id);
+    if (body.conversation_id && !visibleTo(caller, this.deps.targets.ownerOf(body.conversation_id))) {
+      caller.refused?.(body.conversation_id);
+      throw new NotFoundError('conversation', body.conversation_id);
+    }
     const now = isoTimestamp(this.deps.clock.now());
     const schedule: Schedule = {
       id: randomUUID(),
@@ -48,6 +65,7 @@ export class ScheduleService {
       max_fires: body.max_fires ?? null,
       pause_after_failures: body.pause_after_failures ?? null,
       metadata: body.metadata ?? {},
+      owner: caller.owner,
       status: 'active',
       status_reason: null,
       next_fire_at: null,
@@ -70,21 +88,22 @@ export class ScheduleService {
     return this.deps.runner.tick();
   }
 
-  async get(id: string): Promise<Schedule> {
-    return (await this.recordOf(id)).schedule;
+  async get(id: string, caller: ScheduleCaller = ANYONE): Promise<Schedule> {
+    return (await this.recordOf(id, caller)).schedule;
   }
 
-  async list(query: ListSchedulesQuery): Promise<Page<Schedule>> {
+  /** `query.owner` is replaced by the caller's own owner unless the caller is an admin. */
+  async list(query: ListSchedulesQuery, caller: ScheduleCaller = ANYONE): Promise<Page<Schedule>> {
     const cursor = query.page_id ? decodePageId(query.page_id, isKeyCursor) : undefined;
-    const records = await this.deps.store.list({ conversationId: query.conversation_id, status: query.status, afterId: cursor?.i, limit: query.limit + 1 });
+    const records = await this.deps.store.list({ conversationId: query.conversation_id, status: query.status, owner: caller.only ?? query.owner, afterId: cursor?.i, limit: query.limit + 1 });
     const more = records.length > query.limit;
-    const items = records.slice(0, query.limit).map((record) => this.noticeGone(record).schedule);
+    const items = records.slice(0, query.limit).map((record) => this.noticeGone(withOwner(record)).schedule);
     const last = items[items.length - 1];
     return { items, next_page_id: more && last ? encodePageId({ k: '', i: last.id }) : null };
   }
 
-  async update(id: string, body: UpdateScheduleBody): Promise<Schedule> {
-    const record = await this.recordOf(id);
+  async update(id: string, body: UpdateScheduleBody, caller: ScheduleCaller = ANYONE): Promise<Schedule> {
+    const record = await this.recordOf(id, caller);
     const { cron, every, ...rest } = body;
     const schedule = { ...record.schedule, ...Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== undefined)) } as Schedule;
     if (cron !== undefined) Object.assign(schedule, { cron, ...(cron !== null && every === undefined && { every: null }) });
@@ -98,19 +117,19 @@ export class ScheduleService {
     return record.schedule;
   }
 
-  async delete(id: string): Promise<void> {
-    await this.recordOf(id);
+  async delete(id: string, caller: ScheduleCaller = ANYONE): Promise<void> {
+    await this.recordOf(id, caller);
     await this.deps.store.delete(id);
   }
 
-  async trigger(id: string): Promise<ScheduleFire> {
-    const record = await this.recordOf(id);
+  async trigger(id: string, caller: ScheduleCaller = ANYONE): Promise<ScheduleFire> {
+    const record = await this.recordOf(id, caller);
     if (record.schedule.status === 'failing') throw new InvalidScheduleError('conversation_id', `cannot fire: the schedule is failing (${record.schedule.status_reason})`);
     return this.deps.runner.trigger(record);
   }
 
-  async pause(id: string, note: string | undefined): Promise<Schedule> {
-    const record = await this.recordOf(id);
+  async pause(id: string, note: string | undefined, caller: ScheduleCaller = ANYONE): Promise<Schedule> {
+    const record = await this.recordOf(id, caller);
     if (record.schedule.status === 'active') {
       Object.assign(record.schedule, { status: 'paused', status_reason: note ?? 'paused' });
       this.deps.runner.refresh(record);
@@ -120,8 +139,8 @@ export class ScheduleService {
   }
 
   /** Active again from now: the slots that passed while paused are recorded `skipped_paused`. */
-  async resume(id: string): Promise<Schedule> {
-    const record = await this.recordOf(id);
+  async resume(id: string, caller: ScheduleCaller = ANYONE): Promise<Schedule> {
+    const record = await this.recordOf(id, caller);
     if (record.schedule.status !== 'paused') return record.schedule;
     const now = this.deps.clock.now();
     const passed = takeSlots(ruleOf(record.schedule), record.state.cursor, { count: MAX_PAUSED_RECORDS + 1, until: now });
@@ -139,8 +158,8 @@ export class ScheduleService {
     return record.schedule;
   }
 
-  async fires(id: string, query: { page_id?: string | undefined; limit: number }): Promise<Page<ScheduleFire>> {
-    await this.recordOf(id);
+  async fires(id: string, query: { page_id?: string | undefined; limit: number }, caller: ScheduleCaller = ANYONE): Promise<Page<ScheduleFire>> {
+    await this.recordOf(id, caller);
     const cursor = query.page_id ? decodePageId(query.page_id, isKeyCursor) : undefined;
     const fires = await this.deps.store.fires(id, { before: cursor && { scheduledFor: cursor.k, id: cursor.i }, limit: query.limit + 1 });
     const more = fires.length > query.limit;
@@ -171,10 +190,15 @@ export class ScheduleService {
     if (first.done) throw new InvalidScheduleError(schedule.cron ? 'cron' : 'every', 'never matches a date');
   }
 
-  private async recordOf(id: string): Promise<ScheduleRecord> {
+  private async recordOf(id: string, caller: ScheduleCaller): Promise<ScheduleRecord> {
     const record = await this.deps.store.get(id);
+    // Another owner's schedule is not found, as if it did not exist (no 403 that confirms it does).
     if (!record) throw new NotFoundError('schedule', id);
-    return this.noticeGone(record);
+    if (!visibleTo(caller, record.schedule.owner)) {
+      caller.refused?.(id);
+      throw new NotFoundError('schedule', id);
+    }
+    return this.noticeGone(withOwner(record));
   }
 
   /** A target conversation deleted since: shown `failing` with `target_gone` at once (saved at its next fire). */
@@ -185,4 +209,14 @@ export class ScheduleService {
     }
     return record;
   }
+}
+
+function visibleTo(caller: ScheduleCaller, owner: string | null | undefined): boolean {
+  return caller.only === undefined || owner === caller.only;
+}
+
+/** Schedules stored before owners existed have none (admins only). */
+function withOwner(record: ScheduleRecord): ScheduleRecord {
+  if (record.schedule.owner === undefined) record.schedule.owner = null;
+  return record;
 }

@@ -33,7 +33,7 @@ export interface StoredFire {
 export interface ScheduleStore {
   get(id: string): Promise<ScheduleRecord | null>;
   /** Ordered by id; after `afterId` when given. */
-  list(query: { conversationId?: string | undefined; status?: ScheduleStatus | undefined; afterId?: string | undefined; limit: number }): Promise<ScheduleRecord[]>;
+  list(query: { conversationId?: string | undefined; status?: ScheduleStatus | undefined; owner?: string | undefined; afterId?: string | undefined; limit: number }): Promise<ScheduleRecord[]>;
   /** Creates or replaces the record. */
   save(record: ScheduleRecord): Promise<void>;
   delete(id: string): Promise<void>;

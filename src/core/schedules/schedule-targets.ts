@@ -22,14 +22,20 @@ export class ScheduleTargets {
     return this.deps.store.has(conversationId);
   }
 
+  /** Who the conversation belongs to (null for one from before owners). */
+  ownerOf(conversationId: string): string | null {
+    return this.deps.store.record(conversationId).owner ?? null;
+  }
+
   /** The run in progress in the conversation, if any. */
   runningRun(conversationId: string): string | null {
     const record = this.deps.store.record(conversationId);
     return record.status === 'running' || record.status === 'waiting_for_confirmation' || record.status === 'waiting_for_input' ? (record.current_run_id ?? null) : null;
   }
 
-  /** A new conversation from the template, marked with the fire. */
-  async create(template: ConversationTemplate, message: Message, mark: FireMark): Promise<string> {
+  /** A new conversation from the template, marked with the fire; it belongs to the schedule's owner. */
+  async create(template: ConversationTemplate, message: Message, options: { mark: FireMark; owner: string | null }): Promise<string> {
+    const { mark } = options;
     const { on_complete: _, metadata, ...fields } = template;
     const { conversation } = await this.deps.conversations.create({
       ...fields,
@@ -38,7 +44,7 @@ export class ScheduleTargets {
       max_iterations_per_run: fields.max_iterations_per_run ?? 500,
       confirmation_mode: false,
       metadata: { ...metadata, schedule_id: mark.schedule_id, fire_id: mark.fire_id },
-    });
+    }, options.owner === null ? {} : { owner: options.owner });
     return conversation.id;
   }
 

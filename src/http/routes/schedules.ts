@@ -3,9 +3,24 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpServices } from '../services.js';
 import { pageOf, PageQuery } from '../../core/schemas/common.js';
 import { CreateConversationScheduleBody, CreateScheduleBody, ListSchedulesQuery, PauseScheduleBody, Preview, PreviewQuery, Schedule, ScheduleFire, UpdateScheduleBody } from '../../core/schedules/schedule-schemas.js';
+import type { ScheduleCaller } from '../../core/schedules/schedule-service.js';
 import { ConversationParams, errors, optionalBody } from '../route-schemas.js';
+import { ownerFilter, principalOf } from '../plugins/access.js';
+import { requires } from '../route-scopes.js';
+import type { FastifyRequest } from 'fastify';
 
 const ScheduleParams = z.object({ id: z.uuid().describe('Schedule id') });
+/** The calling key's owner: new schedules get it, and a key that is not an admin's sees only its own. */
+function callerOf(request: FastifyRequest): ScheduleCaller {
+  return {
+    owner: principalOf(request).owner,
+    only: ownerFilter(request, undefined),
+    refused: (resource) => {
+      request.audit = { ...request.audit, note: 'refused:not_owner', resource };
+    },
+  };
+}
+
 const SchedulePage = pageOf(Schedule, 'SchedulePage');
 const ScheduleFirePage = pageOf(ScheduleFire, 'ScheduleFirePage');
 
@@ -18,13 +33,13 @@ export function scheduleRoutes(services: Pick<HttpServices, 'schedules'>): Fasti
       {
         schema: {
           tags,
-          operationId: 'schedules.create',
+          operationId: 'schedules.create', security: requires('schedules:write'),
           summary: 'Create a schedule: a message sent on a cron pattern or an interval, to a conversation or to a new one each time',
           body: CreateScheduleBody,
           response: { 201: Schedule, ...errors(400, 404, 413, 415, 422) },
         },
       },
-      async (request, reply) => reply.code(201).send(await schedules.create(request.body)),
+      async (request, reply) => reply.code(201).send(await schedules.create(request.body, callerOf(request))),
     );
 
     app.get(
@@ -32,13 +47,13 @@ export function scheduleRoutes(services: Pick<HttpServices, 'schedules'>): Fasti
       {
         schema: {
           tags,
-          operationId: 'schedules.list',
+          operationId: 'schedules.list', security: requires('conversations:read'),
           summary: 'List schedules (by id), optionally of one target conversation or in one status',
           querystring: ListSchedulesQuery,
           response: { 200: SchedulePage, ...errors(400) },
         },
       },
-      async (request) => schedules.list(request.query),
+      async (request) => schedules.list(request.query, { ...callerOf(request), only: ownerFilter(request, request.query.owner) }),
     );
 
     app.get(
@@ -46,7 +61,7 @@ export function scheduleRoutes(services: Pick<HttpServices, 'schedules'>): Fasti
       {
         schema: {
           tags,
-          operationId: 'schedules.preview',
+          operationId: 'schedules.preview', security: requires('conversations:read'),
           summary: 'The next fire times of a cron pattern or an interval (for a form), with the DST policy `gap` and `repeat`',
           querystring: PreviewQuery,
           response: { 200: Preview, ...errors(400, 422) },
@@ -60,20 +75,20 @@ export function scheduleRoutes(services: Pick<HttpServices, 'schedules'>): Fasti
       {
         schema: {
           tags,
-          operationId: 'schedules.createForConversation',
+          operationId: 'schedules.createForConversation', security: requires('schedules:write'),
           summary: 'Create a schedule whose target is this conversation',
           params: ConversationParams,
           body: CreateConversationScheduleBody,
           response: { 201: Schedule, ...errors(400, 404, 413, 415, 422) },
         },
       },
-      async (request, reply) => reply.code(201).send(await schedules.create({ ...request.body, conversation_id: request.params.id })),
+      async (request, reply) => reply.code(201).send(await schedules.create({ ...request.body, conversation_id: request.params.id }, callerOf(request))),
     );
 
     app.get(
       '/schedules/:id',
-      { schema: { tags, operationId: 'schedules.get', summary: 'One schedule, with its status and next fire', params: ScheduleParams, response: { 200: Schedule, ...errors(400, 404) } } },
-      async (request) => schedules.get(request.params.id),
+      { schema: { tags, operationId: 'schedules.get', security: requires('conversations:read'), summary: 'One schedule, with its status and next fire', params: ScheduleParams, response: { 200: Schedule, ...errors(400, 404) } } },
+      async (request) => schedules.get(request.params.id, callerOf(request)),
     );
 
     app.patch(
@@ -81,21 +96,21 @@ export function scheduleRoutes(services: Pick<HttpServices, 'schedules'>): Fasti
       {
         schema: {
           tags,
-          operationId: 'schedules.update',
+          operationId: 'schedules.update', security: requires('schedules:write'),
           summary: 'Change a schedule (its target stays); the next fire is computed again',
           params: ScheduleParams,
           body: UpdateScheduleBody,
           response: { 200: Schedule, ...errors(400, 404, 413, 415, 422) },
         },
       },
-      async (request) => schedules.update(request.params.id, request.body),
+      async (request) => schedules.update(request.params.id, request.body, callerOf(request)),
     );
 
     app.delete(
       '/schedules/:id',
-      { schema: { tags, operationId: 'schedules.delete', summary: 'Delete a schedule and its fire records (runs it started go on)', params: ScheduleParams, response: { 204: z.null().describe('Deleted'), ...errors(400, 404) } } },
+      { schema: { tags, operationId: 'schedules.delete', security: requires('schedules:write'), summary: 'Delete a schedule and its fire records (runs it started go on)', params: ScheduleParams, response: { 204: z.null().describe('Deleted'), ...errors(400, 404) } } },
       async (request, reply) => {
-        await schedules.delete(request.params.id);
+        await schedules.delete(request.params.id, callerOf(request));
         return reply.code(204).send(null);
       },
     );
@@ -105,13 +120,13 @@ export function scheduleRoutes(services: Pick<HttpServices, 'schedules'>): Fasti
       {
         schema: {
           tags,
-          operationId: 'schedules.trigger',
+          operationId: 'schedules.trigger', security: requires('schedules:write'),
           summary: 'Fire now (by the overlap policy); the next slot still fires and `max_fires` is not used up',
           params: ScheduleParams,
           response: { 201: ScheduleFire, ...errors(400, 404, 422) },
         },
       },
-      async (request, reply) => reply.code(201).send(await schedules.trigger(request.params.id)),
+      async (request, reply) => reply.code(201).send(await schedules.trigger(request.params.id, callerOf(request))),
     );
 
     app.post(
@@ -119,20 +134,20 @@ export function scheduleRoutes(services: Pick<HttpServices, 'schedules'>): Fasti
       {
         schema: {
           tags,
-          operationId: 'schedules.pause',
+          operationId: 'schedules.pause', security: requires('schedules:write'),
           summary: 'Pause: slots that pass are recorded `skipped_paused` at the resume',
           params: ScheduleParams,
           body: optionalBody(PauseScheduleBody),
           response: { 200: Schedule, ...errors(400, 404, 415) },
         },
       },
-      async (request) => schedules.pause(request.params.id, request.body?.note),
+      async (request) => schedules.pause(request.params.id, request.body?.note, callerOf(request)),
     );
 
     app.post(
       '/schedules/:id/resume',
-      { schema: { tags, operationId: 'schedules.resume', summary: 'Resume from now (a `paused` schedule; missed slots do not fire)', params: ScheduleParams, response: { 200: Schedule, ...errors(400, 404) } } },
-      async (request) => schedules.resume(request.params.id),
+      { schema: { tags, operationId: 'schedules.resume', security: requires('schedules:write'), summary: 'Resume from now (a `paused` schedule; missed slots do not fire)', params: ScheduleParams, response: { 200: Schedule, ...errors(400, 404) } } },
+      async (request) => schedules.resume(request.params.id, callerOf(request)),
     );
 
     app.get(
@@ -140,14 +155,14 @@ export function scheduleRoutes(services: Pick<HttpServices, 'schedules'>): Fasti
       {
         schema: {
           tags,
-          operationId: 'schedules.fires',
+          operationId: 'schedules.fires', security: requires('conversations:read'),
           summary: 'One record per slot, newest first: started, skipped (overlap, missed, paused) or failed, with why',
           params: ScheduleParams,
           querystring: PageQuery,
           response: { 200: ScheduleFirePage, ...errors(400, 404) },
         },
       },
-      async (request) => schedules.fires(request.params.id, request.query),
+      async (request) => schedules.fires(request.params.id, request.query, callerOf(request)),
     );
   };
 }
