@@ -1,7 +1,7 @@
 /**
  * Keys, owners and the audit log on PostgreSQL with two instances (dist/): a key made on one
  * works on the other, a rotation or a revocation on one holds on the other at once, another
- * owner's conversation is a 404 on both, and both instances' entries are in one audit log.
+ * owner's conversation (or schedule) is a 404 on both, and both instances' entries are in one audit log.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir, TEST_KEY, type SpawnedServer } from '../support/agentd.js';
@@ -49,6 +49,13 @@ describe.skipIf(skipReason !== null)('keys and owners on PostgreSQL, two instanc
     expect((await client(b.url, other.body.secret)('GET', `/conversations/${created.body.id}/events`)).status).toBe(404);
     expect((await bobOnA('GET', '/conversations')).body.items).toEqual([]);
     expect((await adminA('GET', '/conversations?owner=alice')).body.items.map((item: { id: string }) => item.id)).toEqual([created.body.id]);
+    // Schedules too: the PostgreSQL list filters by owner, the other instance included.
+    const schedule = await aliceOnB('POST', `/conversations/${created.body.id}/schedules`, { cron: '0 0 1 1 *', message: { content: 'yearly' } });
+    expect(schedule.body.owner).toBe('alice');
+    expect((await bobOnA('GET', '/schedules')).body.items).toEqual([]);
+    expect((await bobOnA('GET', `/schedules/${schedule.body.id}/fires`)).status).toBe(404);
+    expect((await adminA('GET', '/schedules?owner=alice')).body.items.map((item: { id: string }) => item.id)).toEqual([schedule.body.id]);
+    expect((await adminA('GET', '/schedules?owner=bob')).body.items).toEqual([]);
 
     // Rotated on B with no grace: the old secret stops on A at once, the new one works there.
     const rotated = await adminB('POST', `/keys/${made.body.id}/rotate`, { grace_s: 0 });
