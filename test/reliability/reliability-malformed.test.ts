@@ -51,6 +51,13 @@ const BASE_BODIES: Record<string, Record<string, unknown>> = {
   'callbacks.create': { url: 'http://127.0.0.1:9/hook', events: ['message'], secret: 'abc' },
   'checkpoints.rewind': { checkpoint_id: '00000000-0000-4000-8000-000000000000', files: true, conversation: false },
   'conversations.fork': { at_seq: 1, title: 't', copy_workdir: false, copy_secrets: false },
+  'keys.create': { name: 'k', scopes: ['conversations:read'], owner: 'team-a', limits: { rpm: 10, concurrent_runs: 1 }, allowed_models: ['m'] },
+  'keys.update': { name: 'k2', scopes: ['conversations:read'] },
+  'keys.rotate': { grace_s: 60 },
+  'schedules.create': { cron: '0 * * * *', timezone: 'UTC', message: { content: 'hi' }, conversation_id: '00000000-0000-4000-8000-000000000000', overlap: 'skip', catchup: { window_s: 60, max: 1 } },
+  'schedules.createForConversation': { every: 'PT1H', message: { content: 'hi' }, jitter_s: 0 },
+  'schedules.update': { cron: '30 2 * * *', timezone: 'Europe/Berlin' },
+  'schedules.pause': { note: 'later' },
 };
 
 const WRONG_VALUES: unknown[] = [null, 0, -1, 1.5, 1e308, '', 'x', true, [], [1, 'a'], {}, { a: { b: [] } }];

@@ -203,9 +203,10 @@ async function everyGetResponse(eventIds: string[]): Promise<Array<{ url: string
   const out: Array<{ url: string; text: string }> = [];
   for (const [route, operations] of Object.entries(document.paths)) {
     const operation = operations.get;
-    if (!operation || route.endsWith('/stream')) continue;
+    // The master key this test calls with has no key record: /keys/me answers 404 for it by design.
+    if (!operation || route.endsWith('/stream') || route === '/keys/me') continue;
     const query = (operation.parameters ?? []).filter((parameter) => parameter.in === 'query').map((parameter) => parameter.name);
-    const search = [query.includes('limit') ? 'limit=1000' : '', query.includes('pattern') ? 'pattern=**' : '', query.includes('recursive') ? 'recursive=true' : ''].filter(Boolean).join('&');
+    const search = [query.includes('limit') ? 'limit=1000' : '', query.includes('pattern') ? 'pattern=**' : '', query.includes('recursive') ? 'recursive=true' : '', query.includes('cron') ? 'cron=%40hourly' : ''].filter(Boolean).join('&');
     let urls = [route];
     for (const name of route.match(/\{([^}]+)\}/g)?.map((token) => token.slice(1, -1)) ?? []) {
       urls = urls.flatMap((url) => (values[name] ?? []).map((value) => url.replace(`{${name}}`, value)));

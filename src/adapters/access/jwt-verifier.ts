@@ -1,4 +1,4 @@
-import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import type { JWTPayload } from 'jose';
 import type { AccessConfig } from '../../core/access/access-config.js';
 import type { Principal } from '../../core/access/principal.js';
 import { SCOPES, type Scope } from '../../core/access/scopes.js';
@@ -11,11 +11,16 @@ const KNOWN = new Set<string>(SCOPES);
  * issuer and audience. The owner and scopes come from the configured claims.
  */
 export function createJwtVerifier(settings: NonNullable<AccessConfig['jwt']>): (token: string) => Promise<Principal | null> {
-  const keys = createRemoteJWKSet(new URL(settings.jwksUrl));
+  // jose is loaded at the first token, not at start-up: its module reaches for Node's global fetch,
+  // which loads Node's own undici into every server, whatever its AGENTD_AUTH.
+  let verifier: Promise<{ jwtVerify: typeof import('jose').jwtVerify; keys: ReturnType<typeof import('jose').createRemoteJWKSet> }> | undefined;
+  const load = () =>
+    (verifier ??= import('jose').then((jose) => ({ jwtVerify: jose.jwtVerify, keys: jose.createRemoteJWKSet(new URL(settings.jwksUrl)) })));
   return async (token) => {
     if (token.split('.').length !== 3) return null;
     let payload: JWTPayload;
     try {
+      const { jwtVerify, keys } = await load();
       ({ payload } = await jwtVerify(token, keys, { ...(settings.issuer && { issuer: settings.issuer }), ...(settings.audience && { audience: settings.audience }) }));
     } catch {
       return null;
