@@ -245,3 +245,22 @@ it('asks the same Responses model again, never the fallback, when its stream bro
   expect(fallback.requests).toHaveLength(0);
   expect(primary.violations).toEqual([]);
 }, 30_000);
+
+it("sends a strict chat primary the turn an Anthropic fallback answered, without the fallback's thinking", async () => {
+  const primary = await fake({ strictFields: true, script: [{ status: 503 }, { text: 'Primary again.' }] });
+  const fallback = await fake({ protocol: 'anthropic', script: [{ reasoning: 'Anthropic thinks.', text: 'From Anthropic.' }] });
+  const target = await server();
+  const id = await conversation(target, { primary, fallback }, {
+    cooldown_s: 0,
+    reasoning: { effort: 'low', send_back: 'always' },
+    fallbacks: [{ model: 'fallback-model', base_url: fallback.url, api_key: 'sk-fallback', api: 'anthropic' }],
+  });
+  expect(ofKind(await runMessage(target, id, 'First.'), 'message').at(-1).content).toBe('From Anthropic.');
+  const events = await runMessage(target, id, 'Second.');
+  expect(ofKind(events, 'agent_error')).toEqual([]);
+  expect(ofKind(events, 'message').at(-1).content).toBe('Primary again.');
+  // The call went back to the primary (scope call): the history is converted by the protocol client, not the router.
+  expect(primary.requests[1]!.body.messages!.find((message) => message.role === 'assistant')).toEqual({ role: 'assistant', content: 'From Anthropic.' });
+  expect(primary.violations).toEqual([]);
+  expect(fallback.violations).toEqual([]);
+}, 30_000);
