@@ -59,6 +59,24 @@ describe('agentd acp with an embedded server', () => {
     expect(editor.stderr()).toContain(`agentd acp: serving from the data dir ${dataDir}`);
   });
 
+  it("shows the model's reasoning as agent_thought_chunk updates before its answer", { timeout: 60_000 }, async () => {
+    const cwd = project('reasoning');
+    editor = new AcpEditor({ env, cwd });
+    await editor.initialize();
+    const reasoning = 'The user asks for the answer; it is 42, so say that.';
+    llm.setScript([{ reasoning, text: 'The answer is 42.', usage: USAGE }]);
+    const session = await editor.newSession(cwd);
+    const answer = await editor.call('session/prompt', { sessionId: session.sessionId, prompt: [{ type: 'text', text: 'What is the answer?' }] });
+    expect(answer.stopReason).toBe('end_turn');
+    const shown = updates(editor.transcript).filter((update) => update.sessionUpdate === 'agent_thought_chunk' || update.sessionUpdate === 'agent_message_chunk');
+    const thoughts = shown.filter((update) => update.sessionUpdate === 'agent_thought_chunk');
+    expect(thoughts.length).toBeGreaterThan(0);
+    // The whole reasoning once (its deltas, then nothing more from the persisted event), before the answer's first chunk.
+    expect(thoughts.map((update) => (update.content.type === 'text' ? update.content.text : '')).join('')).toBe(reasoning);
+    expect(shown.findIndex((update) => update.sessionUpdate === 'agent_message_chunk')).toBeGreaterThan(shown.findLastIndex((update) => update.sessionUpdate === 'agent_thought_chunk'));
+    expectGolden('reasoning-turn', normalise(editor.transcript, { [cwd]: '<workdir>' }));
+  });
+
   it('refuses a prompt it cannot pass on, with the reason', { timeout: 60_000 }, async () => {
     const cwd = project('refused');
     editor = new AcpEditor({ env, cwd });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { EventUpdates, type BridgeEvent } from '../../src/cli/acp/event-updates.js';
+import { EventUpdates } from '../../src/cli/acp/event-updates.js';
+import type { StreamEvent } from '../../src/client/index.js';
 import { rulesFor } from '../../src/cli/acp/permission-prompts.js';
 import { messageContent, mcpServers } from '../../src/cli/acp/session-inputs.js';
 
@@ -10,8 +11,8 @@ import { messageContent, mcpServers } from '../../src/cli/acp/session-inputs.js'
  */
 const envelope = { id: '00000000-0000-4000-8000-000000000001', conversation_id: '00000000-0000-4000-8000-000000000002', timestamp: '2026-01-01T00:00:00.000Z' };
 let seq = 0;
-const persisted = (fields: Record<string, unknown>) => ({ ...envelope, seq: ++seq, ...fields }) as unknown as BridgeEvent;
-const delta = (text: string) => ({ kind: 'message_delta', conversation_id: envelope.conversation_id, run_id: null, content_delta: text }) as BridgeEvent;
+const persisted = (fields: Record<string, unknown>) => ({ ...envelope, seq: ++seq, ...fields }) as unknown as StreamEvent;
+const delta = (text: string) => ({ kind: 'message_delta', conversation_id: envelope.conversation_id, run_id: null, content_delta: text }) as StreamEvent;
 
 function texts(updates: ReturnType<EventUpdates['of']>): string[] {
   return updates.map((update) => {
@@ -31,8 +32,8 @@ describe('event updates', () => {
   it('shows reasoning as thought chunks, streamed or persisted, once', () => {
     const mapper = new EventUpdates({ workdir: '/w', contextTokens: 1000 });
     const live = [
-      ...mapper.of({ kind: 'reasoning_delta', content_delta: 'Think' } as BridgeEvent),
-      ...mapper.of({ kind: 'reasoning_delta', content_delta: 'ing' } as BridgeEvent),
+      ...mapper.of({ kind: 'reasoning_delta', content_delta: 'Think' } as StreamEvent),
+      ...mapper.of({ kind: 'reasoning_delta', content_delta: 'ing' } as StreamEvent),
       ...mapper.of(persisted({ kind: 'reasoning', source: 'agent', content: 'Thinking hard' })),
     ];
     expect(texts(live)).toEqual(['agent_thought_chunk:Think', 'agent_thought_chunk:ing', 'agent_thought_chunk: hard']);

@@ -200,3 +200,67 @@ it("keeps a fallback's key, sealed, across a restart, and reads a ${NAME} key fr
   expect(ofKind(await runMessage(target, id, 'Two.'), 'message').at(-1).content).toBe('After.');
   expect(fallback.violations).toEqual([]);
 }, 60_000);
+
+it('hands an Anthropic history with signed thinking to a strict chat fallback when the primary stays overloaded', async () => {
+  const overloaded = { status: 529, body: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } };
+  const primary = await fake({ protocol: 'anthropic', script: [{ reasoning: 'The user wants one.', text: 'One.' }, overloaded, overloaded] });
+  const fallback = await fake({ strictFields: true, script: [{ text: 'Two, from the fallback.' }] });
+  const target = await server();
+  const id = await conversation(target, { primary, fallback }, {
+    api: 'anthropic',
+    reasoning: { effort: 'low', send_back: 'always' },
+    retry: { max_attempts: 2, min_wait_s: 0, max_wait_s: 0 },
+    fallbacks: [{ model: 'fallback-model', base_url: fallback.url, api_key: 'sk-fallback', api: 'chat' }],
+  });
+  expect(ofKind(await runMessage(target, id, 'First.'), 'reasoning').map((event) => event.content)).toEqual(['The user wants one.']);
+  const events = await runMessage(target, id, 'Second.');
+  expect(ofKind(events, 'llm_retry').filter((event) => event.model === 'primary-model')).toHaveLength(1);
+  expect(ofKind(events, 'llm_fallback')).toEqual([expect.objectContaining({ from_model: 'primary-model', to_model: 'fallback-model', reason: 'overloaded' })]);
+  expect(ofKind(events, 'agent_error')).toEqual([]);
+  expect(ofKind(events, 'message').at(-1).content).toBe('Two, from the fallback.');
+  expect(primary.requests).toHaveLength(3);
+  // The primary was sent its signed thinking back on the second turn; the fallback got the answer without it.
+  expect(JSON.stringify(primary.requests[1]!.body)).toContain('"type":"thinking"');
+  const answered = fallback.requests[0]!.body.messages!.find((message) => message.role === 'assistant');
+  expect(answered).toEqual({ role: 'assistant', content: 'One.' });
+  expect(primary.violations).toEqual([]);
+  expect(fallback.violations).toEqual([]);
+}, 30_000);
+
+it('asks the same Responses model again, never the fallback, when its stream broke after text began', async () => {
+  // Events: created, in_progress, output_item.added, content_part.added, then text deltas: it breaks after two of them.
+  const primary = await fake({ protocol: 'responses', script: [{ text: 'This answer breaks off halfway through.', dropAfterChunks: 6 }, { text: 'Whole answer.' }] });
+  const fallback = await fake({ script: [{ text: 'Should not be asked.' }] });
+  const target = await server();
+  const id = await conversation(target, { primary, fallback }, {
+    api: 'responses',
+    retry: { max_attempts: 2, min_wait_s: 0, max_wait_s: 0 },
+    fallbacks: [{ model: 'fallback-model', base_url: fallback.url, api_key: 'sk-fallback', api: 'chat' }],
+  });
+  const events = await runMessage(target, id, 'Hello.');
+  expect(ofKind(events, 'llm_fallback')).toEqual([]);
+  expect(ofKind(events, 'llm_retry')).toEqual([expect.objectContaining({ model: 'primary-model', reason: 'stream_interrupted', wait_s: 0 })]);
+  expect(ofKind(events, 'message').at(-1).content).toBe('Whole answer.');
+  expect(primary.requests).toHaveLength(2);
+  expect(fallback.requests).toHaveLength(0);
+  expect(primary.violations).toEqual([]);
+}, 30_000);
+
+it("sends a strict chat primary the turn an Anthropic fallback answered, without the fallback's thinking", async () => {
+  const primary = await fake({ strictFields: true, script: [{ status: 503 }, { text: 'Primary again.' }] });
+  const fallback = await fake({ protocol: 'anthropic', script: [{ reasoning: 'Anthropic thinks.', text: 'From Anthropic.' }] });
+  const target = await server();
+  const id = await conversation(target, { primary, fallback }, {
+    cooldown_s: 0,
+    reasoning: { effort: 'low', send_back: 'always' },
+    fallbacks: [{ model: 'fallback-model', base_url: fallback.url, api_key: 'sk-fallback', api: 'anthropic' }],
+  });
+  expect(ofKind(await runMessage(target, id, 'First.'), 'message').at(-1).content).toBe('From Anthropic.');
+  const events = await runMessage(target, id, 'Second.');
+  expect(ofKind(events, 'agent_error')).toEqual([]);
+  expect(ofKind(events, 'message').at(-1).content).toBe('Primary again.');
+  // The call went back to the primary (scope call): the history is converted by the protocol client, not the router.
+  expect(primary.requests[1]!.body.messages!.find((message) => message.role === 'assistant')).toEqual({ role: 'assistant', content: 'From Anthropic.' });
+  expect(primary.violations).toEqual([]);
+  expect(fallback.violations).toEqual([]);
+}, 30_000);

@@ -171,16 +171,20 @@ class MessageReader {
       case 'text_delta': {
         const piece = String(delta.text ?? '');
         block.text = (block.text ?? '') + piece;
-        if (piece !== '') {
+        if (piece !== '' && this.request.onTextDelta) {
           this.context.progress.textEmitted = true;
-          this.request.onTextDelta?.(piece);
+          this.request.onTextDelta(piece);
         }
         return;
       }
       case 'thinking_delta': {
         const piece = String(delta.thinking ?? '');
         block.thinking = (block.thinking ?? '') + piece;
-        if (piece !== '' && this.settings.reasoning?.show !== false) this.request.onReasoningDelta?.(piece);
+        // Shown reasoning is output too: once it reached the caller the answer is not asked again here.
+        if (piece !== '' && this.settings.reasoning?.show !== false && this.request.onReasoningDelta) {
+          this.context.progress.textEmitted = true;
+          this.request.onReasoningDelta(piece);
+        }
         return;
       }
       case 'signature_delta':

@@ -1,7 +1,9 @@
 /**
  * Vendor-free retry plumbing for the LLM adapter: backoff with jitter, `retry-after` parsing,
- * an abortable sleep and the abort error the agent loop recognises.
+ * the retry policy of a model's settings, an abortable sleep and the abort error the agent loop
+ * recognises.
  */
+import type { LlmSettings } from '../../core/agent/llm.js';
 
 /** The error an LLM call ends with when its signal is aborted (name `AbortError`, like fetch's). */
 export class LlmAbortError extends Error {
@@ -173,4 +175,37 @@ export function redact(text: string, secrets: ReadonlyArray<string | null | unde
     if (secret && secret.length >= 4) out = out.split(secret).join('***');
   }
   return out;
+}
+
+/** The client defaults a retry policy falls back on when the settings say nothing. */
+export interface RetryDefaults {
+  /** First backoff step (default 1000 ms). */
+  retryBaseDelayMs?: number;
+  /** Cap of one backoff step (default 30 s). */
+  retryMaxDelayMs?: number;
+  /** Used when `settings.num_retries` is not set (default 4). */
+  defaultNumRetries?: number;
+  /** 429s are retried, past `num_retries`, until this much time was spent waiting (default 60 s). */
+  rateLimitWaitMs?: number;
+}
+
+export interface RetryPolicy {
+  retries: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  honorRetryAfter: boolean;
+  rateLimitWaitMs: number;
+}
+
+/**
+ * How one model is retried, by every protocol's client: `llm.retry` when set (its
+ * `max_attempts` is then a hard bound, rate limits included, so a fallback can take over), else
+ * `num_retries` and the client's defaults.
+ */
+export function retryPolicyOf(settings: LlmSettings, defaults: RetryDefaults): RetryPolicy {
+  const retry = settings.retry ?? {};
+  const retries = retry.max_attempts !== undefined ? retry.max_attempts - 1 : Math.max(0, Math.floor(settings.num_retries ?? defaults.defaultNumRetries ?? 4));
+  const baseDelayMs = retry.min_wait_s !== undefined ? retry.min_wait_s * 1000 : (defaults.retryBaseDelayMs ?? 1000);
+  const maxDelayMs = Math.max(baseDelayMs, retry.max_wait_s !== undefined ? retry.max_wait_s * 1000 : (defaults.retryMaxDelayMs ?? 30_000));
+  return { retries, baseDelayMs, maxDelayMs, honorRetryAfter: retry.honor_retry_after ?? true, rateLimitWaitMs: retry.max_attempts !== undefined ? 0 : (defaults.rateLimitWaitMs ?? 60_000) };
 }

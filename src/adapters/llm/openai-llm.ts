@@ -12,7 +12,7 @@ import { encodeChatRequest, type EncodedRequest } from './chat-request-body.js';
 import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
 import { readChatChunks } from './chat-stream-reader.js';
 import { ChatChunkAccumulator, extraFieldsOf, normalizeToolCall, usageOf } from './chat-chunk-accumulator.js';
-import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, parseRetryHintMs, redact, sleep } from './llm-retry.js';
+import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, parseRetryHintMs, redact, retryPolicyOf, sleep } from './llm-retry.js';
 import { lazyModule } from '../../perf/lazy-module.js';
 
 export { isAbortError, LlmAbortError } from './llm-retry.js';
@@ -225,18 +225,6 @@ export class OpenAiLlmClient implements LlmClient {
   }
 }
 
-/**
- * How one model is retried: `llm.retry` when set (its `max_attempts` is then a hard bound, rate
- * limits included, so a fallback can take over), else `num_retries` and the client's defaults.
- */
-function retryPolicyOf(settings: LlmSettings, options: OpenAiLlmClientOptions): { retries: number; baseDelayMs: number; maxDelayMs: number; honorRetryAfter: boolean; rateLimitWaitMs: number } {
-  const retry = settings.retry ?? {};
-  const retries = retry.max_attempts !== undefined ? retry.max_attempts - 1 : Math.max(0, Math.floor(settings.num_retries ?? options.defaultNumRetries ?? 4));
-  const baseDelayMs = retry.min_wait_s !== undefined ? retry.min_wait_s * 1000 : (options.retryBaseDelayMs ?? 1000);
-  const maxDelayMs = Math.max(baseDelayMs, retry.max_wait_s !== undefined ? retry.max_wait_s * 1000 : (options.retryMaxDelayMs ?? 30_000));
-  return { retries, baseDelayMs, maxDelayMs, honorRetryAfter: retry.honor_retry_after ?? true, rateLimitWaitMs: retry.max_attempts !== undefined ? 0 : (options.rateLimitWaitMs ?? 60_000) };
-}
-
 /** Who made an answer's reasoning: a later request to another model does not send its opaque parts back. */
 function originOf(settings: LlmSettings): LlmReasoning['origin'] {
   return { api: 'chat', model: settings.model, ...(settings.base_url ? { baseUrl: settings.base_url } : {}) };
@@ -381,7 +369,7 @@ function toLlmError(args: { failure: Failure; attempts: number; settings: LlmSet
   const tries = attempts > 1 ? ` after ${attempts} attempts` : '';
   const midStream = textEmitted && failure.retryable ? ' (not retried: the response had started streaming)' : '';
   const message = `LLM request to ${origin} for model "${settings.model}" failed${tries}: ${failure.detail}${midStream}`;
-    return new LlmError(failure.code, redact(message, [settings.api_key]), failure.status, { outputStarted: textEmitted });
+  return new LlmError(failure.code, redact(message, [settings.api_key]), failure.status, { outputStarted: textEmitted });
 }
 
 /**

@@ -1,12 +1,14 @@
 /**
  * What the Responses and Anthropic clients share: one POST over undici, the classification of a
  * failed answer into LlmError codes, and the retry loop around attempts (backoff with jitter, a
- * server's retry-after wins, rate limits waited out for a budget, nothing retried once text was
- * streamed to the caller). The chat client keeps its own loop over the openai SDK's errors.
+ * server's retry-after wins, rate limits waited out for a budget, all as `llm.retry` says:
+ * retryPolicyOf). Nothing is retried once text or reasoning reached the caller: that failure
+ * says so in `outputStarted`, and the fallback router asks the same model again rather than
+ * another. The chat client keeps its own loop over the openai SDK's errors.
  */
 import { getGlobalDispatcher, request as undiciRequest, type Dispatcher } from 'undici';
 import { LlmError, type LlmRequest, type LlmResponse, type LlmSettings } from '../../core/agent/llm.js';
-import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, sleep } from './llm-retry.js';
+import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, retryPolicyOf, sleep } from './llm-retry.js';
 import { readChatChunks } from './chat-stream-reader.js';
 
 export interface ProtocolClientOptions {
@@ -35,7 +37,7 @@ export class AttemptFailure extends Error {
   }
 }
 
-/** What an attempt tells the loop: whether text reached the caller (then it is not retried). */
+/** What an attempt tells the loop: whether text or reasoning reached the caller (then it is not retried). */
 export interface AttemptProgress {
   textEmitted: boolean;
 }
@@ -64,8 +66,8 @@ export async function completeWithRetries(args: {
 }): Promise<LlmResponse> {
   const { request, options } = args;
   const { settings, signal } = request;
-  const retries = Math.max(0, Math.floor(settings.num_retries ?? options.defaultNumRetries ?? 4));
-  const rateLimitWaitMs = options.rateLimitWaitMs ?? 60_000;
+  const policy = retryPolicyOf(settings, options);
+  const { retries, rateLimitWaitMs } = policy;
   const timeoutMs = Math.max(1, (settings.timeout_s ?? options.defaultTimeoutS ?? 600) * 1000);
   const idleMs = Math.min(timeoutMs, options.idleTimeoutMs ?? 120_000);
   let waitedMs = 0;
@@ -86,9 +88,9 @@ export async function completeWithRetries(args: {
       control.dispose();
     }
     const delay =
-      failure.retryAfterMs !== undefined
+      failure.retryAfterMs !== undefined && policy.honorRetryAfter
         ? Math.min(failure.retryAfterMs, options.maxRetryAfterMs ?? 60_000)
-        : backoffDelayMs({ attempt, baseDelayMs: options.retryBaseDelayMs ?? 1000, maxDelayMs: options.retryMaxDelayMs ?? 30_000, ...(options.random ? { random: options.random } : {}) });
+        : backoffDelayMs({ attempt, baseDelayMs: policy.baseDelayMs, maxDelayMs: policy.maxDelayMs, ...(options.random ? { random: options.random } : {}) });
     const rateLimitLeft = failure.code === 'llm_rate_limited' && waitedMs < rateLimitWaitMs;
     if (!failure.retryable || progress.textEmitted || (attempt >= retries && !rateLimitLeft)) {
       throw toLlmError({ failure, attempts: attempt + 1, settings, origin: args.origin, textEmitted: progress.textEmitted });
@@ -179,7 +181,7 @@ function toLlmError(args: { failure: Failure; attempts: number; settings: LlmSet
   const tries = attempts > 1 ? ` after ${attempts} attempts` : '';
   const midStream = textEmitted && failure.retryable ? ' (not retried: the response had started streaming)' : '';
   const message = `LLM request to ${args.origin} for model "${settings.model}" failed${tries}: ${failure.detail}${midStream}`;
-  return new LlmError(failure.code, redact(message, [settings.api_key]), failure.status);
+  return new LlmError(failure.code, redact(message, [settings.api_key]), failure.status, { outputStarted: textEmitted });
 }
 
 /** The origin of a URL for messages (never its path, query or user info). */

@@ -5,9 +5,10 @@
  * a message that carries reasoning is kept as the message itself, so its provider payloads
  * (signatures, encrypted items) reach the protocol that sends them back exactly as they came.
  */
-import type { LlmApi, LlmClient, LlmMessageCodec, LlmRequest, LlmResponse, LlmSettings } from '../../core/agent/llm.js';
+import type { LlmApi, LlmClient, LlmMessage, LlmMessageCodec, LlmRequest, LlmResponse, LlmSettings } from '../../core/agent/llm.js';
 import { AnthropicLlmClient } from './anthropic-llm.js';
 import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
+import { historyForTarget, sameOrigin, type LlmOrigin } from './history-for-target.js';
 import { OpenAiLlmClient, type OpenAiLlmClientOptions } from './openai-llm.js';
 import type { ProtocolClientOptions } from './protocol-attempts.js';
 import { ResponsesLlmClient } from './responses-llm.js';
@@ -45,8 +46,9 @@ export class ProtocolLlmClient implements LlmClient {
     this.anthropic = new AnthropicLlmClient(shared);
   }
 
-  complete(request: LlmRequest): Promise<LlmResponse> {
-    const api = llmApiOf(request.settings);
+  complete(given: LlmRequest): Promise<LlmResponse> {
+    const api = llmApiOf(given.settings);
+    const request = forTarget(given, { api, model: given.settings.model, ...(given.settings.base_url ? { baseUrl: given.settings.base_url } : {}) });
     if (api === 'responses') return this.responses.complete(request);
     if (api === 'anthropic') return this.anthropic.complete(request);
     // The chat client sends the history's texts as they are: they are its own codec's.
@@ -61,6 +63,20 @@ export class ProtocolLlmClient implements LlmClient {
     if (api === 'anthropic') return this.anthropic.supportsJsonSchema();
     return this.chat.supportsJsonSchema(settings);
   }
+}
+
+/**
+ * The request as `target` accepts it: unchanged when every turn with reasoning came from it
+ * (turns without an origin are taken as its own), else with the history converted and sent as
+ * objects (the kept texts are another protocol's form).
+ */
+function forTarget(request: LlmRequest, target: LlmOrigin): LlmRequest {
+  // Only a turn with reasoning knows its origin; the codec keeps those as objects, so the texts need no decoding to tell.
+  const kept = request.encoded?.codec === PROTOCOL_MESSAGE_CODEC ? request.encoded.items.filter((item): item is LlmMessage => typeof item !== 'string') : request.messages;
+  const foreign = kept.some((message) => message.role === 'assistant' && message.reasoning?.origin !== undefined && !sameOrigin(message.reasoning.origin, target));
+  if (!foreign) return request;
+  const { encoded: _kept, messages, ...rest } = request;
+  return { ...rest, messages: historyForTarget(messages, { target, assumedOrigin: target }) };
 }
 
 function hostOf(url: string | null | undefined): string | undefined {

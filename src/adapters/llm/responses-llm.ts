@@ -103,8 +103,7 @@ class ResponsesReader {
         return this.textDelta(String(event.delta ?? ''));
       case 'response.reasoning_summary_text.delta':
       case 'response.reasoning_text.delta':
-        if (this.settings.reasoning?.show !== false && typeof event.delta === 'string') this.request.onReasoningDelta?.(event.delta);
-        return;
+        return this.reasoningDelta(event.delta);
       case 'response.output_item.done':
         return this.item(event.item as OutputItem);
       case 'response.completed':
@@ -149,8 +148,16 @@ class ResponsesReader {
   private textDelta(delta: string): void {
     if (delta === '') return;
     this.streamedText += delta;
+    if (!this.request.onTextDelta) return;
     this.context.progress.textEmitted = true;
-    this.request.onTextDelta?.(delta);
+    this.request.onTextDelta(delta);
+  }
+
+  /** Shown reasoning is output too: once it reached the caller the answer is not asked again here. */
+  private reasoningDelta(delta: unknown): void {
+    if (this.settings.reasoning?.show === false || typeof delta !== 'string' || delta === '' || !this.request.onReasoningDelta) return;
+    this.context.progress.textEmitted = true;
+    this.request.onReasoningDelta(delta);
   }
 
   private item(item: OutputItem | undefined): void {

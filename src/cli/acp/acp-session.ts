@@ -1,7 +1,7 @@
 import type * as acp from '@agentclientprotocol/sdk';
 import type { AgentContext } from '@agentclientprotocol/sdk';
-import type { AgentdClient, Conversation, EventOf, StreamItem } from '../../client/index.js';
-import { EventUpdates, type BridgeEvent } from './event-updates.js';
+import type { AgentdClient, Conversation, EventOf, StreamEvent, StreamItem } from '../../client/index.js';
+import { EventUpdates } from './event-updates.js';
 import { askPermissions } from './permission-prompts.js';
 import { messageContent } from './session-inputs.js';
 
@@ -98,7 +98,7 @@ export class AcpSession {
 
   private async take(item: StreamItem): Promise<void> {
     if (item.cursor !== null && item.cursor <= this.cursor) return;
-    const event = item.event as BridgeEvent;
+    const event = item.event;
     const own = event.kind === 'message' && event.source === 'user' && this.ownPending > 0;
     if (own) this.ownPending -= 1;
     else await this.send(event);
@@ -110,7 +110,7 @@ export class AcpSession {
     if (event.kind === 'question' && this.deps.elicitation && !event.parent_tool_call_id) void this.askQuestion(event);
   }
 
-  private async send(event: BridgeEvent): Promise<void> {
+  private async send(event: StreamEvent): Promise<void> {
     for (const update of this.updates.of(event)) await this.deps.editor.notify('session/update', { sessionId: this.id, update });
   }
 

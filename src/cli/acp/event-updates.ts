@@ -2,14 +2,6 @@ import type * as acp from '@agentclientprotocol/sdk';
 import type { EventOf, StreamEvent } from '../../client/index.js';
 import { planOf, toolCallOf } from './tool-calls.js';
 
-/**
- * A streamed-only or persisted event the bridge reads. `reasoning` and `reasoning_delta` are
- * named here as well as in the union: they belong to the v3 contract and arrive from servers that
- * have them.
- */
-type ReasoningEvent = { kind: 'reasoning'; content: string; parent_tool_call_id?: string } | { kind: 'reasoning_delta'; content_delta: string; parent_tool_call_id?: string };
-export type BridgeEvent = StreamEvent | ReasoningEvent;
-
 export interface UpdateContext {
   /** The conversation's workdir: tool paths are shown absolute. */
   workdir: string;
@@ -35,7 +27,7 @@ export class EventUpdates {
 
   constructor(private readonly context: UpdateContext) {}
 
-  of(event: BridgeEvent): acp.SessionUpdate[] {
+  of(event: StreamEvent): acp.SessionUpdate[] {
     if ('parent_tool_call_id' in event && event.parent_tool_call_id && event.kind !== 'action' && event.kind !== 'observation') return [];
     switch (event.kind) {
       case 'message_delta':
