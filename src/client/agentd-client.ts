@@ -115,6 +115,23 @@ export class AgentdClient {
     enable: (id: string, callbackId: string, o?: Signal) => this.post<T.Callback>(this.conversationPath(id, `/callbacks/${pathParam(callbackId)}/enable`), undefined, o),
   };
 
+  /** API keys (the admin's: keys:admin), and the calling key's own record. */
+  readonly keys = {
+    create: (body: T.CreateKeyInput, o?: Signal) => this.post<T.CreatedApiKey>('/keys', body, o),
+    list: (query: T.KeyListQuery = {}, o?: Signal) => this.get<T.KeyList>('/keys', { query, ...o }),
+    get: (id: string, o?: Signal) => this.get<T.ApiKey>(`/keys/${pathParam(id)}`, o),
+    me: (o?: Signal) => this.get<T.ApiKey>('/keys/me', o),
+    update: (id: string, body: T.UpdateKeyInput, o?: Signal) => this.http.json<T.ApiKey>(`/keys/${pathParam(id)}`, { method: 'PATCH', body, ...o }),
+    delete: (id: string, o?: Signal) => this.http.json<null>(`/keys/${pathParam(id)}`, { method: 'DELETE', ...o }),
+    /** A new secret, answered this once; the old one keeps working for `grace_s`. */
+    rotate: (id: string, body: T.RotateKeyInput = {}, o?: Signal) => this.post<T.CreatedApiKey>(`/keys/${pathParam(id)}/rotate`, body, o),
+  };
+
+  /** The audit log (scope audit:read): who did what, oldest first. */
+  readonly audit = {
+    list: (query: T.AuditQuery = {}, o?: Signal) => this.get<T.AuditList>('/audit', { query, ...o }),
+  };
+
   readonly schedules = {
     create: (body: T.CreateScheduleInput, o?: Signal) => this.post<T.Schedule>('/schedules', body, o),
     /** A schedule whose target is this conversation. */

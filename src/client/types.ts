@@ -24,6 +24,9 @@ import type { McpStatusList as McpStatusListSchema } from '../core/schemas/mcp-s
 import type { SkillCatalog as SkillCatalogSchema } from '../core/schemas/catalog.js';
 import type { Callback as CallbackSchema, CallbackDelivery as CallbackDeliverySchema, CreateCallbackBody } from '../core/webhooks/callback-schemas.js';
 import type { CallbackDeliveryPage, CallbackPage } from '../http/contract/callbacks.js';
+import type { ApiKey as ApiKeySchema, CreateKeyBody, CreatedApiKey as CreatedApiKeySchema, RotateKeyBody, UpdateKeyBody } from '../core/access/api-key.js';
+import type { AuditEntry as AuditEntrySchema } from '../core/access/audit-log.js';
+import type { AuditQuery as AuditQuerySchema, KeyListQuery as KeyListQuerySchema } from '../http/contract/keys.js';
 import type {
   CreateConversationScheduleBody,
   CreateScheduleBody,
@@ -114,6 +117,17 @@ export type ScheduleList = { items: Schedule[]; next_page_id: string | null };
 export type ScheduleFireList = { items: ScheduleFire[]; next_page_id: string | null };
 export type SchedulePreviewQuery = QueryOf<typeof PreviewQuery>;
 export type SchedulePreview = z.output<typeof PreviewSchema>;
+export type ApiKey = z.output<typeof ApiKeySchema>;
+/** A key as created or rotated: its secret, answered this once. */
+export type CreatedApiKey = z.output<typeof CreatedApiKeySchema>;
+export type CreateKeyInput = z.input<typeof CreateKeyBody>;
+export type UpdateKeyInput = z.input<typeof UpdateKeyBody>;
+export type RotateKeyInput = z.input<typeof RotateKeyBody>;
+export type KeyListQuery = QueryOf<typeof KeyListQuerySchema>;
+export type KeyList = { items: ApiKey[]; next_page_id: string | null };
+export type AuditEntry = z.output<typeof AuditEntrySchema>;
+export type AuditQuery = QueryOf<typeof AuditQuerySchema>;
+export type AuditList = { items: AuditEntry[]; next_page_id: string | null };
 
 export type FileEntry = z.output<typeof FileEntrySchema>;
 export type FileList = z.output<typeof FileEntryPage>;

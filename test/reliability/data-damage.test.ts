@@ -21,6 +21,14 @@ const servers: SpawnedServer[] = [];
 
 const api = (server: SpawnedServer, method: string, url: string, body?: unknown) => requestJson(server.url, method, url, body);
 
+/** Stops the servers started so far: one still running may be writing its data dir (its audit log) while the test removes it. */
+async function stopServers(): Promise<void> {
+  for (const server of servers.splice(0)) {
+    if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGKILL');
+    await server.exited;
+  }
+}
+
 
 beforeAll(async () => {
   llm = await startFakeLlm({ script: [] });
@@ -158,6 +166,7 @@ describe('damaged records', () => {
       // Nothing is known yet: the log was not read at start-up.
       await expectFoundAtFirstUse(second, { damagedId, healthyId, read: 'events', file: 'events.jsonl', line: 2, damagedFile: logFile, damagedBytes, refused: [{ content: 'more', run: false }], healthySeq: 5 });
     } finally {
+      await stopServers();
       fs.rmSync(cleanDir, { recursive: true, force: true });
     }
   });
@@ -185,6 +194,7 @@ describe('damaged records', () => {
       // Nothing is known yet: the runs were not read at start-up.
       await expectFoundAtFirstUse(second, { damagedId, healthyId, read: 'runs', file: 'runs.jsonl', line: 1, damagedFile: runsFile, damagedBytes, refused: [{ content: 'more', run: false }, { content: 'more', run: true }], healthySeq: 2 });
     } finally {
+      await stopServers();
       fs.rmSync(cleanDir, { recursive: true, force: true });
     }
   });

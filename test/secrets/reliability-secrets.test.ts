@@ -205,6 +205,8 @@ async function everyGetResponse(eventIds: string[]): Promise<Array<{ url: string
     const operation = operations.get;
     // The master key this test calls with has no key record: /keys/me answers 404 for it by design.
     if (!operation || route.endsWith('/stream') || route === '/keys/me') continue;
+    // Keys and schedules: none exists in this test (its conversation's id fills {id} elsewhere).
+    if (route.includes('{id}') && !route.startsWith('/conversations/')) continue;
     const query = (operation.parameters ?? []).filter((parameter) => parameter.in === 'query').map((parameter) => parameter.name);
     const search = [query.includes('limit') ? 'limit=1000' : '', query.includes('pattern') ? 'pattern=**' : '', query.includes('recursive') ? 'recursive=true' : '', query.includes('cron') ? 'cron=%40hourly' : ''].filter(Boolean).join('&');
     let urls = [route];

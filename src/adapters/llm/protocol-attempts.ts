@@ -6,7 +6,11 @@
  * says so in `outputStarted`, and the fallback router asks the same model again rather than
  * another. The chat client keeps its own loop over the openai SDK's errors.
  */
-import { getGlobalDispatcher, request as undiciRequest, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { lazyModule } from '../../perf/lazy-module.js';
+
+/** undici loads at the first request of these protocols, not at start-up (as the chat client's: openai-llm.ts). */
+const loadUndici = lazyModule(() => import('undici'));
 import { LlmError, type LlmRequest, type LlmResponse, type LlmSettings } from '../../core/agent/llm.js';
 import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, retryPolicyOf, sleep } from './llm-retry.js';
 import { readChatChunks } from './chat-stream-reader.js';
@@ -109,12 +113,13 @@ export interface PostedAnswer {
 
 /** POSTs a JSON text; a non-2xx answer throws its classified AttemptFailure. */
 export async function postJson(args: { url: string; headers: Record<string, string>; body: string; signal: AbortSignal; errors: ErrorReading }): Promise<PostedAnswer> {
-  const answer = await undiciRequest(args.url, {
+  const undici = await loadUndici();
+  const answer = await undici.request(args.url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...args.headers },
     body: args.body,
     signal: args.signal,
-    dispatcher: getGlobalDispatcher(),
+    dispatcher: undici.getGlobalDispatcher(),
   });
   const headers = new Headers();
   for (const [name, value] of Object.entries(answer.headers)) {
