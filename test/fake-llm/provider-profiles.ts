@@ -96,9 +96,9 @@ export const PROVIDER_PROFILES: Record<ProviderName, ProviderProfile> = {
     // (recordings/deepseek-reasoning-not-sent-back.json is the answer users reported).
     reject({ body }) {
       const missing = (body.messages ?? []).some((message) => message.role === 'assistant' && Array.isArray(message.tool_calls) && (typeof message.reasoning_content !== 'string' || message.reasoning_content === ''));
-      return missing ? [DEEPSEEK_NOT_SENT_BACK.error.message] : [];
+      return missing ? [DEEPSEEK_NOT_SENT_BACK().error.message] : [];
     },
-    errorBody: (message) => ({ error: { ...DEEPSEEK_NOT_SENT_BACK.error, message } }),
+    errorBody: (message) => ({ error: { ...DEEPSEEK_NOT_SENT_BACK().error, message } }),
     reasoningField: 'reasoning_content',
     usageDetails: (usage) => ({
       prompt_tokens_details: { cached_tokens: Math.floor(usage.prompt_tokens / 2) },
@@ -132,7 +132,9 @@ export const PROVIDER_PROFILES: Record<ProviderName, ProviderProfile> = {
   },
 };
 
-const DEEPSEEK_NOT_SENT_BACK = recordedBody('deepseek-reasoning-not-sent-back') as { error: { message: string; type: string; param: null; code: string } };
+/** DeepSeek's recorded refusal, read at its first use: the benchmarks bundle this module where the recordings are not. */
+let deepseekNotSentBack: { error: { message: string; type: string; param: null; code: string } } | undefined;
+const DEEPSEEK_NOT_SENT_BACK = () => (deepseekNotSentBack ??= recordedBody('deepseek-reasoning-not-sent-back') as { error: { message: string; type: string; param: null; code: string } });
 
 /** The assistant messages that carry one of these fields: [index, field]. */
 function unsupportedMessageFields(body: ChatRequestBody, fields: string[]): [number, string][] {
