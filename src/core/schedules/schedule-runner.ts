@@ -22,6 +22,8 @@ export interface ScheduleRunnerDeps {
   /** Tests only: a named point to stop at (AGENTD_TEST_PAUSE_AT=schedule-fire-claimed). */
   pausePoint?: (point: string) => Promise<void>;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
+  /** A schedule was made or changed (before it is saved): the timer wakes if it slept. */
+  onChange?: () => void;
 }
 
 /**
@@ -176,6 +178,7 @@ export class ScheduleRunner {
 
   /** Status, next fire and clean-up after a change. */
   refresh(record: ScheduleRecord): void {
+    this.deps.onChange?.();
     const schedule = record.schedule;
     const over = schedule.status === 'active' ? completion(schedule, record.state) : null;
     if (over) {

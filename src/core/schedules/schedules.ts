@@ -32,28 +32,44 @@ export function createSchedules(options: {
   onError: (error: unknown, context: Record<string, unknown>) => void;
 }): Schedules {
   const targets = new ScheduleTargets(options.deps);
-  const runner = new ScheduleRunner({ store: options.store, targets, clock: options.clock, owner: options.owner, onError: options.onError, ...(options.leaseMs && { leaseMs: options.leaseMs }), ...(options.pausePoint && { pausePoint: options.pausePoint }), ...(options.servesHere && { servesHere: options.servesHere }) });
+  // One instance sleeps while it has no active schedule (an idle server does not poll, bench P11),
+  // and wakes when one is made or changed; instances sharing PostgreSQL poll, as another may add one.
+  const alone = options.servesHere === undefined;
+  const wake = () => {
+    if (stopped || !started || timer !== undefined) return;
+    timer = setTimeout(loop, POLL_MS);
+  };
+  const runner = new ScheduleRunner({ store: options.store, targets, clock: options.clock, owner: options.owner, onError: options.onError, onChange: wake, ...(options.leaseMs && { leaseMs: options.leaseMs }), ...(options.pausePoint && { pausePoint: options.pausePoint }), ...(options.servesHere && { servesHere: options.servesHere }) });
   const service = new ScheduleService({ store: options.store, runner, targets, clock: options.clock, defaultTimezone: options.timezone });
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
+  let started = false;
   let running: Promise<void> = Promise.resolve();
+  /** Whether the timer has anything to look at: alone, an active schedule. */
+  const worthPolling = async () => !alone || (await options.store.list({ status: 'active', limit: 1 })).length > 0;
   const loop = () => {
+    timer = undefined;
     if (stopped) return;
     running = runner.tick().catch((error: unknown) => options.onError(error, {}));
-    void running.finally(() => {
-      if (!stopped) timer = setTimeout(loop, POLL_MS);
-    });
+    void running
+      .then(() => worthPolling())
+      .catch(() => true)
+      .then((again) => {
+        if (!stopped && again && timer === undefined) timer = setTimeout(loop, POLL_MS);
+      });
   };
   return {
     service,
     runner,
     async start() {
       await runner.recover();
-      timer = setTimeout(loop, POLL_MS);
+      started = true;
+      if (await worthPolling()) wake();
     },
     async close() {
       stopped = true;
       clearTimeout(timer);
+      timer = undefined;
       await running;
     },
   };
