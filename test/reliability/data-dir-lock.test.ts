@@ -36,6 +36,25 @@ function snapshot(dir: string): Map<string, Buffer> {
   return files;
 }
 
+/**
+ * The snapshot once the live server has finished writing: the audit log's entry for a request is
+ * appended after its answer, so two snapshots 100 ms apart must agree first.
+ */
+async function settledSnapshot(dir: string): Promise<Map<string, Buffer>> {
+  let last = snapshot(dir);
+  for (let i = 0; i < 50; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const next = snapshot(dir);
+    if (equalSnapshots(next, last)) return next;
+    last = next;
+  }
+  return last;
+}
+
+function equalSnapshots(a: Map<string, Buffer>, b: Map<string, Buffer>): boolean {
+  return a.size === b.size && [...a].every(([file, bytes]) => b.get(file)?.equals(bytes) === true);
+}
+
 /** Runs the CLI until it exits (it must, the dir being taken); returns its code and output. */
 async function startExpectingExit(dataDir: string): Promise<{ code: number | null; output: string }> {
   const port = await freePort();
@@ -64,7 +83,7 @@ describe('one server per data dir', () => {
     expect(created.status).toBe(201);
     const id = created.body.id as string;
     for (let i = 0; i < 5; i++) expect((await requestJson(first, 'POST', `/conversations/${id}/messages`, { content: `m${i}`, run: false })).status).toBe(202);
-    const before = snapshot(dataDir);
+    const before = await settledSnapshot(dataDir);
     expect([...before.keys()]).toContain(`conversations/${id}/events.jsonl`);
 
     const second = await startExpectingExit(dataDir);
