@@ -6,7 +6,7 @@
  */
 import type { LlmClient, LlmReasoning, LlmRequest, LlmResponse, LlmSettings, LlmToolCall } from '../../core/agent/llm.js';
 import { usageOf } from './chat-chunk-accumulator.js';
-import { AttemptFailure, completeWithRetries, originOf, postJson, readJsonEvents, type AttemptContext, type ErrorReading, type ProtocolClientOptions } from './protocol-attempts.js';
+import { AttemptFailure, completeWithRetries, originOf, postAndRead, type AnswerReader, type AttemptContext, type ErrorReading, type ProtocolClientOptions } from './protocol-attempts.js';
 import { ANTHROPIC_BASE_URL, buildAnthropicRequest } from './anthropic-request.js';
 
 /** "prompt is too long: 210000 tokens > 200000 maximum"; a body over the request size limit is 413 `request_too_large`. */
@@ -42,20 +42,7 @@ export class AnthropicLlmClient implements LlmClient {
       request,
       options: this.options,
       origin: originOf(request.settings.base_url || ANTHROPIC_BASE_URL),
-      attempt: async (context) => {
-        const answer = await postJson({ url: call.url, headers: call.headers, body: text, signal: context.signal, errors: ANTHROPIC_ERRORS });
-        const reader = new MessageReader(request, context);
-        if (!call.stream) {
-          reader.message(JSON.parse(await answer.body.text()) as MessageObject);
-          return reader.result();
-        }
-        for await (const event of readJsonEvents(answer.body, context.signal, ANTHROPIC_ERRORS)) {
-          context.touch();
-          reader.add(event);
-        }
-        if (context.signal.aborted) throw new Error('aborted');
-        return reader.result();
-      },
+      attempt: (context) => postAndRead({ url: call.url, headers: call.headers, body: text, stream: call.stream, context, errors: ANTHROPIC_ERRORS, reader: new MessageReader(request, context) }),
     });
   }
 }
@@ -75,7 +62,7 @@ interface MessageObject {
   usage?: UsageObject;
 }
 
-class MessageReader {
+class MessageReader implements AnswerReader<MessageObject> {
   private readonly blocks: Block[] = [];
   /** The JSON text of each tool_use block's input, by index. */
   private readonly inputs = new Map<number, string>();
@@ -119,7 +106,7 @@ class MessageReader {
   }
 
   /** A whole message (a non-streamed answer). */
-  message(message: MessageObject): void {
+  whole(message: MessageObject): void {
     this.started = this.stopped = true;
     this.blocks.push(...(message.content ?? []));
     this.stopReason = message.stop_reason ?? null;

@@ -111,6 +111,29 @@ export interface PostedAnswer {
   body: Dispatcher.ResponseData['body'];
 }
 
+/** How a protocol reads its answer: whole (a non-streamed request), or event by event. */
+export interface AnswerReader<Whole> {
+  whole(answer: Whole): void;
+  add(event: Record<string, unknown>): void;
+  result(): LlmResponse;
+}
+
+/** One attempt of a protocol's request: POSTs `body` and feeds the answer, whole or streamed, to `reader`. */
+export async function postAndRead<Whole>(args: { url: string; headers: Record<string, string>; body: string; stream: boolean; context: AttemptContext; errors: ErrorReading; reader: AnswerReader<Whole> }): Promise<LlmResponse> {
+  const { context, errors, reader } = args;
+  const answer = await postJson({ url: args.url, headers: args.headers, body: args.body, signal: context.signal, errors });
+  if (!args.stream) {
+    reader.whole(JSON.parse(await answer.body.text()) as Whole);
+    return reader.result();
+  }
+  for await (const event of readJsonEvents(answer.body, context.signal, errors)) {
+    context.touch();
+    reader.add(event);
+  }
+  if (context.signal.aborted) throw new Error('aborted');
+  return reader.result();
+}
+
 /** POSTs a JSON text; a non-2xx answer throws its classified AttemptFailure. */
 export async function postJson(args: { url: string; headers: Record<string, string>; body: string; signal: AbortSignal; errors: ErrorReading }): Promise<PostedAnswer> {
   const undici = await loadUndici();

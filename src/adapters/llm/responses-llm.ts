@@ -7,7 +7,7 @@
  */
 import type { LlmClient, LlmReasoning, LlmRequest, LlmResponse, LlmSettings, LlmToolCall } from '../../core/agent/llm.js';
 import { usageOf } from './chat-chunk-accumulator.js';
-import { AttemptFailure, classifyAnswer, completeWithRetries, originOf, postJson, readJsonEvents, type AttemptContext, type ErrorReading, type ProtocolClientOptions } from './protocol-attempts.js';
+import { AttemptFailure, classifyAnswer, completeWithRetries, originOf, postAndRead, type AnswerReader, type AttemptContext, type ErrorReading, type ProtocolClientOptions } from './protocol-attempts.js';
 import { buildResponsesRequest } from './responses-request.js';
 
 /** The words and codes OpenAI and Azure answer an input longer than the context window with. */
@@ -42,20 +42,7 @@ export class ResponsesLlmClient implements LlmClient {
       request,
       options: this.options,
       origin,
-      attempt: async (context) => {
-        const answer = await postJson({ url: call.url, headers: call.headers, body: text, signal: context.signal, errors: RESPONSES_ERRORS });
-        const reader = new ResponsesReader(request, context);
-        if (!call.stream) {
-          reader.completed(JSON.parse(await answer.body.text()) as ResponseObject);
-          return reader.result();
-        }
-        for await (const event of readJsonEvents(answer.body, context.signal, RESPONSES_ERRORS)) {
-          context.touch();
-          reader.add(event);
-        }
-        if (context.signal.aborted) throw new Error('aborted');
-        return reader.result();
-      },
+      attempt: (context) => postAndRead({ url: call.url, headers: call.headers, body: text, stream: call.stream, context, errors: RESPONSES_ERRORS, reader: new ResponsesReader(request, context) }),
     });
   }
 }
@@ -80,7 +67,7 @@ interface ResponseObject {
 }
 
 /** The answer as its events arrive. */
-class ResponsesReader {
+class ResponsesReader implements AnswerReader<ResponseObject> {
   private text = '';
   private streamedText = '';
   private refusal = '';
@@ -117,6 +104,10 @@ class ResponsesReader {
   }
 
   /** The final response object: its items too when no event gave them (a non-streamed answer). */
+  whole(response: ResponseObject): void {
+    this.completed(response);
+  }
+
   completed(response: ResponseObject, streamed = false): void {
     if (response.status === 'failed') throw this.failure(response.error ?? {});
     this.final = response;

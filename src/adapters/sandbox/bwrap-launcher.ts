@@ -261,8 +261,8 @@ export class BwrapProcessLauncher implements ProcessLauncher {
 
   /**
    * A light start (ProcessSpec.light): bwrap runs the program itself (through setpriv as root),
-   * with no entry script; 8-9 ms here where the agent's sandbox takes 30-40 (the /etc copies and
-   * binds, the watchdog's fork, env and setpriv through bash), most of a small checkpoint.
+   * with no entry script: none of the agent's sandbox's /etc copies and binds, watchdog fork, or
+   * env and setpriv through bash, which were most of a small checkpoint's time (bench P19).
    */
   private prepareLight(spec: ProcessSpec, workdir: string, identity: { uid: number; gid: number; files: SandboxIdentity['files'] } | null): PreparedProcess {
     const files = identity?.files ?? this.identities.forServerUser();
