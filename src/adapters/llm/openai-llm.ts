@@ -11,6 +11,7 @@ import { DEFAULT_BASE_URL, supportsJsonSchema } from './chat-request-shape.js';
 import { encodeChatRequest, type EncodedRequest } from './chat-request-body.js';
 import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
 import { readChatChunks } from './chat-stream-reader.js';
+import type { ProtocolClientOptions } from './protocol-attempts.js';
 import { ChatChunkAccumulator, extraFieldsOf, normalizeToolCall, usageOf } from './chat-chunk-accumulator.js';
 import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, parseRetryHintMs, redact, retryPolicyOf, sleep } from './llm-retry.js';
 import { lazyModule } from '../../perf/lazy-module.js';
@@ -29,26 +30,10 @@ const loadSdk = lazyModule(async () => {
 /** Which field carries `max_output_tokens`. `auto`: `max_completion_tokens` for OpenAI and Azure, `max_tokens` elsewhere. */
 export type MaxTokensParam = 'auto' | 'max_tokens' | 'max_completion_tokens';
 
-export interface OpenAiLlmClientOptions {
+export interface OpenAiLlmClientOptions extends ProtocolClientOptions {
   /** Stream responses (default true). Off for providers that cannot stream. */
   stream?: boolean;
-  /** First backoff step (default 1000 ms); doubles per retry, with jitter. */
-  retryBaseDelayMs?: number;
-  /** Cap of one backoff step (default 30 s). */
-  retryMaxDelayMs?: number;
-  /** Cap on a server's `retry-after` (default 60 s). */
-  maxRetryAfterMs?: number;
-  /** Used when `settings.num_retries` is not set (default 4). */
-  defaultNumRetries?: number;
-  /** Used when `settings.timeout_s` is not set (default 600): the longest one attempt may take in all. */
-  defaultTimeoutS?: number;
-  /** The longest a streaming attempt may go without a chunk (default 120 s; never more than the attempt's timeout). */
-  idleTimeoutMs?: number;
-  /** 429s are retried, past `num_retries`, until this much time was spent waiting (default 60 s). Quota errors never are. */
-  rateLimitWaitMs?: number;
   maxTokensParam?: MaxTokensParam;
-  /** Jitter source, for tests. */
-  random?: () => number;
 }
 
 const NO_API_KEY = 'no-api-key';

@@ -12,17 +12,18 @@ import { lazyModule } from '../../perf/lazy-module.js';
 /** undici loads at the first request of these protocols, not at start-up (as the chat client's: openai-llm.ts). */
 const loadUndici = lazyModule(() => import('undici'));
 import { LlmError, type LlmRequest, type LlmResponse, type LlmSettings } from '../../core/agent/llm.js';
-import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, retryPolicyOf, sleep } from './llm-retry.js';
+import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, retryPolicyOf, sleep, type RetryDefaults } from './llm-retry.js';
 import { readChatChunks } from './chat-stream-reader.js';
 
-export interface ProtocolClientOptions {
-  retryBaseDelayMs?: number;
-  retryMaxDelayMs?: number;
+/** How every protocol's client retries and times its attempts (the chat client's options too). */
+export interface ProtocolClientOptions extends RetryDefaults {
+  /** Cap on a server's `retry-after` (default 60 s). */
   maxRetryAfterMs?: number;
-  defaultNumRetries?: number;
+  /** Used when `settings.timeout_s` is not set (default 600): the longest one attempt may take in all. */
   defaultTimeoutS?: number;
+  /** The longest a streaming attempt may go without a chunk (default 120 s; never more than the attempt's timeout). */
   idleTimeoutMs?: number;
-  rateLimitWaitMs?: number;
+  /** Jitter source, for tests. */
   random?: () => number;
 }
 
