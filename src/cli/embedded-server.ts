@@ -1,6 +1,6 @@
 import { buildApp } from '../app.js';
 import { composeServices } from '../compose.js';
-import { parseCli } from '../config.js';
+import { parseCli } from './command-line.js';
 import { DataDirInUseError, DataDirLock } from '../adapters/files/index.js';
 import { createLogger } from '../logger.js';
 

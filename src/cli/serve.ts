@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import v8 from 'node:v8';
-import { ConfigError, helpText, parseCli } from '../config.js';
+import { ConfigError } from '../config.js';
+import { helpText, parseCli } from './command-line.js';
 import { buildApp } from '../app.js';
 import { composeServices } from '../compose.js';
 import { DataDirInUseError, DataDirLock } from '../adapters/files/index.js';

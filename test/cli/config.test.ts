@@ -3,7 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigError, helpText, loadConfig, parseCli } from '../../src/config.js';
+import { ConfigError, loadConfig } from '../../src/config.js';
+import { helpText, parseCli } from '../../src/cli/command-line.js';
 import { EnvSchema, VARIABLES } from '../../src/config-variables.js';
 import { freePort, spawnServer, tempDir, TEST_KEY, type SpawnedServer } from '../support/agentd.js';
 
