@@ -19,13 +19,10 @@ import { createStorage, saveForNextStart, type Storage } from './adapters/storag
 import { createTools } from './adapters/tools/index.js';
 import { createWebhooks } from './adapters/webhooks/index.js';
 import { TreeSitterShellParser } from './adapters/shell-syntax/index.js';
-import { HostProjectFiles, NodeWorkdirFileSystem } from './adapters/workspace/index.js';
+import { createWorkspace } from './adapters/workspace/index.js';
 import { AgentRuntime } from './core/agent/agent-runtime.js';
 import { AgentSessions } from './core/agent/agent-sessions.js';
 import type { LlmClient } from './core/agent/llm.js';
-import { CatalogCache } from './core/catalog/catalog-cache.js';
-import { mayHoldProjectCatalog } from './core/catalog/project-catalog.js';
-import { workspaceCatalogFiles } from './core/catalog/workspace-catalog-files.js';
 import { CommandService } from './core/commands/command-service.js';
 import { ConversationForks } from './core/conversations/conversation-fork.js';
 import { ConversationService } from './core/conversations/conversation-service.js';
@@ -45,7 +42,6 @@ import type { ShellFactory } from './core/tools/shell-session.js';
 import { WebhookTargets } from './core/webhooks/webhook-targets.js';
 import { createSchedules } from './core/schedules/schedules.js';
 import { systemClock, type Clock } from './core/clock.js';
-import { WorkspaceFiles } from './core/workspace/workspace-files.js';
 import type { HttpServices } from './http/services.js';
 import { holdingYoungGeneration } from './perf/young-generation.js';
 
@@ -158,6 +154,9 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   let ownership: Ownership | null = null;
   const webhooks = await createWebhooks({ config, logger, log, conversations: store, store: storage.webhooks, version: VERSION, targets, ...(storage.postgres && { owns: (id: string) => ownership?.holds(id) ?? false }) });
 
+  // Workdirs: their files and the project catalog (skills, agents, commands).
+  const { workdirFs, projectFiles, files, catalogs, catalogOf } = createWorkspace(config, { workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) });
+
   // The agent's processes: tools, shells, one-off commands, hooks, MCP servers.
   const spawner = new ProcessSpawner();
   const commandRunner = new ExecaCommandRunner({ launcher, ...config.agentEnv });
@@ -174,7 +173,6 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     ...(overrides.wrapShells && { wrapShells: overrides.wrapShells }),
   });
   const hooks = createHookTransport({ commandRunner, homeDir: path.join(config.dataDir, 'hook-home'), targets, userAgent: `agentd/${VERSION}`, environment: (record) => secrets.environment(record), sandboxOf: (record) => store.sandboxOf(record) });
-  const projectFiles = new HostProjectFiles();
   const mcpConnector = new SdkMcpConnector({ launcher, targets, version: VERSION, ...config.agentEnv });
   const mcp = new McpRegistry({
     projectFiles,
@@ -185,7 +183,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     mask: (conversationId, text) => secrets.maskText(conversationId, text),
   });
 
-  // Workdirs: checkpoints, files, the project catalog (skills, agents, commands).
+  // Workdir checkpoints.
   const pausePoint = testPausePoint(config.testPauseAt, logger);
   const { intents, store: checkpointStore, checkpoints } = createCheckpoints({
     config,
@@ -194,21 +192,13 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     launcher,
     deps: { conversations: store, log, recorder, isRunning: (conversationId) => Boolean(sessions.peek(conversationId)?.active), maskText: (conversationId, text) => secrets.maskText(conversationId, text), ...(pausePoint && { pausePoint }) },
   });
-  const workdirFs = new NodeWorkdirFileSystem();
-  const files = new WorkspaceFiles({ workdirFs, workdirOf: (id) => store.record(id).workdir, maskText: (id, text) => secrets.maskText(id, text) });
-  const skillsDir = config.skillsDir;
-  const catalogs = new CatalogCache({ stamp: (file) => projectFiles.stamp(file), now: () => Date.now(), server: skillsDir ? workspaceCatalogFiles({ files: new WorkspaceFiles({ workdirFs, workdirOf: () => skillsDir }), key: 'server', root: skillsDir }) : null });
 
   // The agent, and the conversations' service in front of it.
   const agent = new AgentRuntime({
     mcp,
     checkpoints,
     readImage: imageReader((conversationId, ...args) => files.readSmallFile(conversationId, ...args)),
-    catalog: (record) =>
-      catalogs.load(record.id, {
-        project: (record.setting_sources ?? ['project']).includes('project') && mayHoldProjectCatalog(projectFiles, record.workdir) ? workspaceCatalogFiles({ files, key: record.id, root: record.workdir }) : null,
-        agents: record.agents,
-      }),
+    catalog: catalogOf,
     maxSubagentDepth: config.subagentMaxDepth,
     subagentModels: config.subagentModels,
     conversations: store,
