@@ -319,7 +319,19 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     disk,
     storage,
     quarantined,
-    status: serverStatus({ config, startedAt, toolNames, store, disk, quarantined, streams, events, storage, sandbox }),
+    status: new ServerStatus({
+      version: VERSION,
+      startedAt,
+      toolNames,
+      conversations: store,
+      dataDirWritable: () => disk.check(),
+      quarantined,
+      sseSubscribers: () => streams.size,
+      firehoseHead: () => events.firehoseHead(),
+      storageChecks: () => storage.checks(),
+      settings: config,
+      sandbox: sandboxReport(sandbox),
+    }),
     ownership,
     killShellsForExit: () => {
       shells.killAllForExit();
@@ -350,42 +362,4 @@ export async function composeServices(config: Config, logger: Logger, overrides:
 
 function logQuarantined(logger: Logger, conversationId: string, error: DamagedDataError): void {
   logger.error({ conversation_id: conversationId, file: error.path, line: error.damage.line }, `conversation quarantined: ${describeDamage(error.damage)}; its files are kept as found, the others are served`);
-}
-
-/** What /health and /info report. */
-function serverStatus(deps: {
-  config: Config;
-  startedAt: number;
-  toolNames: readonly string[];
-  store: ConversationStore;
-  disk: DiskSpace;
-  quarantined: Services['quarantined'];
-  streams: EventStreams;
-  events: EventQueries;
-  storage: Storage;
-  sandbox: SandboxInfo;
-}): ServerStatus {
-  const { config } = deps;
-  return new ServerStatus({
-    version: VERSION,
-    startedAt: deps.startedAt,
-    toolNames: deps.toolNames,
-    conversations: deps.store,
-    dataDirWritable: () => deps.disk.check(),
-    quarantined: deps.quarantined,
-    sseSubscribers: () => deps.streams.size,
-    firehoseHead: () => deps.events.firehoseHead(),
-    storageChecks: () => deps.storage.checks(),
-    limits: {
-      max_body_bytes: config.maxBodyBytes,
-      max_upload_bytes: config.maxUploadBytes,
-      max_page_limit: 1000,
-      default_max_iterations_per_run: 500,
-      sse_heartbeat_s: config.sseHeartbeatMs / 1000,
-      sse_max_buffered_events: config.sseMaxBuffered,
-      max_connections: config.connections.max || null,
-      max_connections_per_client: config.connections.perClient || null,
-    },
-    sandbox: sandboxReport(deps.sandbox),
-  });
 }

@@ -43,6 +43,24 @@ describe('metrics', () => {
   });
 });
 
+describe('info', () => {
+  it('reports the limits as configured, 0 (no cap) as null', async () => {
+    const env = { AGENTD_MAX_BODY_BYTES: '2000000', AGENTD_MAX_UPLOAD_BYTES: '3000000', AGENTD_SSE_HEARTBEAT_S: '7.5', AGENTD_SSE_MAX_BUFFERED: '123', AGENTD_MAX_CONNECTIONS: '50', AGENTD_MAX_CONNECTIONS_PER_CLIENT: '0' };
+    server = await startServer({ env });
+    const info = (await (await fetch(`${server.url}/info`, { headers: server.auth })).json()) as { limits: unknown };
+    expect(info.limits).toEqual({
+      max_body_bytes: 2_000_000,
+      max_upload_bytes: 3_000_000,
+      max_page_limit: 1000,
+      default_max_iterations_per_run: 500,
+      sse_heartbeat_s: 7.5,
+      sse_max_buffered_events: 123,
+      max_connections: 50,
+      max_connections_per_client: null,
+    });
+  });
+});
+
 describe('logs', () => {
   it('are JSON lines with request ids; keys, tokens and secret values never appear', async () => {
     const lines: string[] = [];

@@ -19,9 +19,18 @@ export interface ServerStatusDeps {
   firehoseHead(): Promise<number>;
   /** The shared stores, when there are (the database must answer; NATS only degrades). */
   storageChecks?(): Promise<{ database?: Check; nats?: Check }>;
-  /** Limits and the sandbox as configured and detected at start-up: reported as they are. */
-  limits: Info['limits'];
+  /** The settings reported as limits; the server's whole config satisfies it. */
+  settings: LimitSettings;
+  /** The sandbox as detected at start-up: reported as it is. */
   sandbox: Info['sandbox'];
+}
+
+export interface LimitSettings {
+  maxBodyBytes: number;
+  maxUploadBytes: number;
+  sseHeartbeatMs: number;
+  sseMaxBuffered: number;
+  connections: { max: number; perClient: number };
 }
 
 /**
@@ -30,7 +39,21 @@ export interface ServerStatusDeps {
  * server's figures.
  */
 export class ServerStatus {
-  constructor(private readonly deps: ServerStatusDeps) {}
+  private readonly limits: Info['limits'];
+
+  constructor(private readonly deps: ServerStatusDeps) {
+    const { settings } = deps;
+    this.limits = {
+      max_body_bytes: settings.maxBodyBytes,
+      max_upload_bytes: settings.maxUploadBytes,
+      max_page_limit: 1000,
+      default_max_iterations_per_run: 500,
+      sse_heartbeat_s: settings.sseHeartbeatMs / 1000,
+      sse_max_buffered_events: settings.sseMaxBuffered,
+      max_connections: settings.connections.max || null,
+      max_connections_per_client: settings.connections.perClient || null,
+    };
+  }
 
   async readiness(): Promise<{ ready: boolean; report: Health }> {
     const stateLoaded = this.deps.conversations.isLoaded;
@@ -67,7 +90,7 @@ export class ServerStatus {
       tools: [...this.deps.toolNames],
       sse_subscribers: this.deps.sseSubscribers(),
       firehose_cursor: await this.deps.firehoseHead(),
-      limits: this.deps.limits,
+      limits: this.limits,
       sandbox: this.deps.sandbox,
     };
   }
