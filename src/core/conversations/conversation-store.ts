@@ -1,44 +1,33 @@
 import { isoTimestamp, systemClock, type Clock } from '../clock.js';
-import { ConversationQuarantinedError, NotFoundError, type DamagedDataError, type Damage } from '../errors.js';
-import type { Page } from '../pagination.js';
-import type { Conversation, LlmUsage, PendingAction, SandboxNetwork } from '../schemas/conversation.js';
+import { ConversationQuarantinedError, NotFoundError, type DamagedDataError } from '../errors.js';
+import type { LlmUsage, PendingAction, SandboxNetwork } from '../schemas/conversation.js';
 import { addUsageTo } from '../schemas/usage.js';
 import type { ConversationStatus } from '../schemas/event.js';
 import type { AppendedEvent, EventLog } from '../events/event-log.js';
 import type { EventReader } from '../events/event-recorder.js';
 import type { ConfigChange, ConversationRecord, ConversationRepository } from './conversation-record.js';
-import { ConversationIndex, type ListConversationsQuery } from './conversation-index.js';
-import { ConversationViews } from './conversation-views.js';
+import { HeldConversations } from './held-conversations.js';
 import { keepNewestOfGrowing } from './newest-of-growing.js';
 import { SettledOnDisk } from './settled-on-disk.js';
 import { loadConversations } from './load-conversations.js';
-import { publicConversation } from './public-conversation.js';
 import type { ConversationSummary, SavedSummaries } from './summary-store.js';
 import { holdUserKeyed, userKeyed } from './user-keyed.js';
-import { SecretChanges } from './secret-changes.js';
 import { titleFromMessage } from './conversation-title.js';
 
 export type { ListConversationsQuery } from './conversation-index.js';
 export type { ConfigChange } from './conversation-record.js';
 
 /**
- * The one owner of conversation records: they are held here, indexed for listing, persisted
- * through the repository, and changed only through the named transitions below (`begin`,
- * `setStatus`, `addUsage`, `configure`, ...). Others get records to read. The store is also the
- * log reader that keeps each conversation's summary (`updated_at`, `event_count`).
+ * The one owner of conversation records: they are held and read as HeldConversations has them,
+ * persisted through the repository, and changed only through the named transitions below
+ * (`startRunning`, `setStatus`, `addUsage`, `configure`, ...). Others get records to read. The
+ * store is also the log reader that keeps each conversation's summary (`updated_at`, `event_count`).
  */
-export class ConversationStore {
-  private readonly records = new ConversationIndex();
-  /** Per conversation: how many events its log holds (the seq of the last one). */
-  private eventCounts = new Map<string, number>();
-  /** What clients see of each record, made again only after it changed (dropped in mutable, touch, index, unindex). */
-  private readonly views = new ConversationViews();
+export class ConversationStore extends HeldConversations {
   /** Which records' files hold a settled status with nothing pending (a run end to the same status need not save). */
   private readonly onDisk = new SettledOnDisk();
   /** Records added and not persisted yet (their first save is `persist`'s). */
   private readonly unpersisted = new WeakSet<ConversationRecord>();
-  /** The changes of the set of secret values held (a record added or removed, its secrets set). */
-  readonly secretChanges = new SecretChanges();
   private loaded = false;
   /** Loaded right after a clean stop (LoadedConversations.rightAfterCleanStop): no run can be open, no store was written since. */
   loadedAfterCleanStop = false;
@@ -57,7 +46,9 @@ export class ConversationStore {
       /** Save the record when a run starts, whatever it held before (instances sharing a database list each other's statuses from it). */
       persistRunStart?: boolean;
     },
-  ) {}
+  ) {
+    super();
+  }
 
   private get clock(): Clock {
     return this.deps.clock ?? systemClock;
@@ -114,69 +105,8 @@ export class ConversationStore {
     return this.records.sortLoadedInTurns();
   }
 
-  /** What start-up needs of each conversation that is not quarantined, to be saved at shutdown. */
-  summaries(): Map<string, ConversationSummary> {
-    const out = new Map<string, ConversationSummary>();
-    for (const record of this.all()) out.set(record.id, { updated_at: record.updated_at, event_count: this.eventCounts.get(record.id) ?? 0, usage: record.usage });
-    return out;
-  }
-
   get isLoaded(): boolean {
     return this.loaded;
-  }
-
-  // --- Reading --------------------------------------------------------------------------------
-
-  get(id: string): Conversation {
-    return this.toPublic(this.find(id));
-  }
-
-  /** The internal record, to read (for services of the same conversation: secrets, agent, files); refused while quarantined. */
-  record(id: string): Readonly<ConversationRecord> {
-    const record = this.find(id);
-    if (record.quarantine) throw new ConversationQuarantinedError(id, record.quarantine);
-    return record;
-  }
-
-  /** The record whatever its state, quarantined included (deletion). */
-  find(id: string): Readonly<ConversationRecord> {
-    const record = this.records.get(id);
-    if (!record) throw new NotFoundError('conversation', id);
-    return record;
-  }
-
-  has(id: string): boolean {
-    return this.records.has(id);
-  }
-
-  /** Refuses a write to a conversation quarantined (its stored data found damaged); one that is gone is not refused here. */
-  refuseIfQuarantined(id: string): void {
-    const record = this.records.get(id);
-    if (record?.quarantine) throw new ConversationQuarantinedError(id, record.quarantine);
-  }
-
-  list(query: ListConversationsQuery): Page<Conversation> {
-    const page = this.records.page(query);
-    // Made for the page and not kept: a listing of every conversation would push the kept views out.
-    return { items: page.items.map((record) => publicConversation(record, this.eventCounts.get(record.id) ?? 0)), next_page_id: page.next_page_id };
-  }
-
-  count(status?: ConversationStatus, owner?: string): number {
-    return this.records.count(status, owner);
-  }
-
-  countsByStatus(): Record<ConversationStatus, number> {
-    return this.records.countsByStatus();
-  }
-
-  /** Every conversation but the quarantined ones. */
-  *all(): IterableIterator<Readonly<ConversationRecord>> {
-    for (const record of this.records.values()) if (!record.quarantine) yield record;
-  }
-
-  /** Conversations quarantined because their stored data is damaged. */
-  quarantined(): { id: string; damage: Damage }[] {
-    return [...this.records.quarantined()].map((record) => ({ id: record.id, damage: record.quarantine! }));
   }
 
   /**
@@ -186,11 +116,6 @@ export class ConversationStore {
   sandboxOf(record: Readonly<ConversationRecord>): { network: SandboxNetwork } {
     const network = record.sandbox?.network ?? true;
     return { network: network === 'host' && !(this.deps.hostNetworkAllowed ?? false) ? true : network };
-  }
-
-  /** The same object until the conversation changes (see ConversationViews). */
-  toPublic(record: Readonly<ConversationRecord>): Conversation {
-    return this.views.of(record, this.eventCounts.get(record.id) ?? 0);
   }
 
   // --- Transitions: the only ways a record changes ------------------------------------------
@@ -393,32 +318,6 @@ export class ConversationStore {
       this.views.drop(record);
       throw error;
     }
-  }
-
-  private touch(record: ConversationRecord, timestamp: string): void {
-    if (timestamp <= record.updated_at) return;
-    this.views.drop(record);
-    const old = record.updated_at;
-    record.updated_at = timestamp;
-    this.records.updated(record, old);
-  }
-
-  private index(record: ConversationRecord): void {
-    this.views.drop(record);
-    this.secretChanges.changed(record.id);
-    this.records.add(record);
-  }
-
-  private indexAll(records: readonly ConversationRecord[]): void {
-    this.secretChanges.changed(null);
-    this.records.addAll(records);
-  }
-
-  private unindex(record: ConversationRecord): void {
-    this.views.drop(record);
-    this.secretChanges.changed(record.id);
-    this.records.remove(record);
-    this.eventCounts.delete(record.id);
   }
 }
 
