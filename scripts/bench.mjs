@@ -29,8 +29,8 @@ const INPUTS = path.join(OUT, 'inputs.json');
 const BUILD_SCRIPTS = ['scripts/bench.mjs', 'scripts/build-server.mjs'].map((file) => path.join(root, file));
 if (!upToDate()) {
   fs.rmSync(OUT, { recursive: true, force: true });
-  // Each benchmark's process loads a few files, not ~800 modules one at a time (0.3-0.4 s each
-  // here). A module's import.meta.url is its compiled file's in dist/, where the prompts it reads are.
+  // Each benchmark's process loads a few files, not every module one at a time (a slow load that
+  // each process would pay). A module's import.meta.url is its compiled file's in dist/, where the prompts it reads are.
   const { metafile } = await build({
     ...(await bundleOptions(ENTRIES, (compiled) => JSON.stringify(pathToFileURL(path.join(DIST, compiled)).href))),
     outdir: OUT,

@@ -119,7 +119,7 @@ async function main() {
       legalComments: 'none',
       logLevel: 'warning',
     });
-    // One-byte throughout, so that V8 holds the bundle's 8 MB of source as 8 MB, not 16 (see asciiOnly).
+    // One-byte throughout, so that V8 holds the bundle's source at one byte a character, not two (see asciiOnly).
     asciiOnly(bundle, 'script');
     // The HTML worker's program with turndown and domino in it (src/adapters/web/html-converter.ts):
     // a worker thread runs a script, and the binary has no node_modules to load them from.

@@ -6,8 +6,8 @@ import { prepare, root } from './prepare.mjs';
 
 /**
  * glibc's malloc returns freed blocks of 128 KiB and more to the system at once (mmap) instead of
- * raising that threshold as it sees them freed and keeping them in its heap: about 10 MiB less
- * RSS for a busy server, and about a third less growth over a long soak (docs/operations.md, "Memory"). The Dockerfile
+ * raising that threshold as it sees them freed and keeping them in its heap: less RSS for a busy
+ * server, and less growth over a long soak (docs/operations.md, "Memory"). The Dockerfile
  * sets the same; a GLIBC_TUNABLES of the caller's wins. Ignored where the C library is not glibc.
  */
 const GLIBC_TUNABLES = 'glibc.malloc.mmap_threshold=131072';

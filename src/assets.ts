@@ -35,7 +35,7 @@ export interface AssetGroupDir {
 /**
  * In the single executable: a private temp dir for the assets of a group, for a library that
  * serves files from disk, filled when they are first asked for rather than at every start (Swagger
- * UI's are 2.5 MB that a crash would leave behind). Otherwise null: the library finds its own.
+ * UI's are megabytes that a crash would leave behind). Otherwise null: the library finds its own.
  */
 export function assetGroupDir(group: string): AssetGroupDir | null {
   if (!isSea()) return null;

@@ -28,8 +28,8 @@ export async function serve(argv: readonly string[]): Promise<void> {
 
   const { config } = parsed;
   for (const warning of parsed.warnings) process.stderr.write(`agentd: WARNING: ${warning}\n`);
-  // A busy server's heap otherwise grows to 3-4× its live data before V8 collects (P16: +94 % RSS
-  // over 6 rounds by default, +12 % at 50); read by V8 at each collection.
+  // A busy server's heap otherwise grows to several times its live data before V8 collects (P16's
+  // RSS growth over its rounds, docs/benchmarks.md); read by V8 at each collection.
   if (config.heapGrowthPercent > 0) v8.setFlagsFromString(`--heap-growing-percent=${config.heapGrowthPercent}`);
   // A port in use stops the start before the data dir is made or written (a new one would keep a key nobody uses).
   const portProblem = await portInUse(config.host, config.port);

@@ -10,7 +10,7 @@ const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(
  * whose first 74 random bits are drawn once per process and whose last 12 hex digits count
  * requests from a random start (`counterStart`, 0 to 2^48 - 1: tests set it). Unique within a process and, by the random part, across
  * processes and restarts. crypto.randomUUID per request cost a random draw every 128 ids and a
- * string of twenty pieces each (~0.6 KB of garbage); a request id needs to be unique, not
+ * string of twenty pieces each (garbage at every request); a request id needs to be unique, not
  * unpredictable (it grants nothing).
  *
  * The counter is kept as two 24-bit halves and written with a table: a 48-bit number is a double

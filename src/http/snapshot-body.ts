@@ -8,8 +8,8 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  * Sends objects that a service hands out unchanged until their data changes (frozen snapshots,
  * such as ConversationViews' conversations) with their body encoded once per object: the bytes
  * the route's response serializer would write for the same schema, kept as a Buffer beside the
- * object for as long as it lives. A conversation read is the same ~1.3 KB until it changes, and
- * its serialisation (with ~5 KB of temporary strings) was the largest part of such a request
+ * object for as long as it lives. A conversation read is the same body until it changes, and its
+ * serialisation (with several times that in temporary strings) was the largest part of such a request
  * after the socket's own work. Objects that are not frozen are serialized at every send.
  */
 export function snapshotSender<T extends object>(schema: z.ZodType<T>): (reply: FastifyReply, value: T) => FastifyReply {

@@ -86,7 +86,7 @@ export class FileConversationRepository implements ConversationRepository {
    * written by the clean shutdown just before this start (its summaries say so, and are gone once
    * read), so that no server has saved a record or appended to a log since. A current snapshot's
    * records are taken as its logs' summaries are, without a look at their files; otherwise (a start
-   * after a crash) with one stat of each file (10,000 of them ~70 ms on a virtual machine).
+   * after a crash) with one stat of each file, which at many conversations is felt in the start.
    */
   private takeFromSnapshot(saved: SavedSnapshot, listed: readonly string[] | null, snapshotToken: string | undefined): { taken: number[]; untaken: string[]; current: boolean } {
     const current = saved.token === snapshotToken;

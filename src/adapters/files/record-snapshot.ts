@@ -86,11 +86,11 @@ const IV_BYTES = 12;
 const LENGTH_BYTES = 4;
 const TAG_BYTES = 16;
 /**
- * Read and sealed a piece at a time: the snapshot (~1 KB per conversation) is never whole in
+ * Read and sealed a piece at a time: the snapshot (a line per conversation) is never whole in
  * memory. 64 KiB, not more: each piece's decrypted bytes (a malloc under glibc's 128 KiB mmap
  * threshold) and its text (under V8's large-object size) then reuse memory that earlier pieces
- * freed, where 1 MiB pieces each took fresh pages from the kernel (a page fault costs ~10 µs on a
- * virtual machine: 6,500 of them at 10,000 conversations).
+ * freed, where 1 MiB pieces each took fresh pages from the kernel: a page fault each, thousands
+ * of them for a data dir with many conversations.
  */
 const PIECE_BYTES = 64 * 1024;
 
@@ -111,8 +111,8 @@ const PIECE_BYTES = 64 * 1024;
  * Layout: iv | stamps' byte length | stamps | sealed lines | tag. The stamps (SavedSnapshot: inode
  * numbers, sizes and times of the data dir's own files, no secret) are in clear, authenticated by
  * the tag (GCM's additional data): read straight into their array, neither decrypted nor decoded
- * (as base64 in the first line they were 14 % of the text to decrypt and ~5 ms to decode at 10,000
- * records). The first line is `[tag, token, dirStamp, workdirBase]`: the tag of the server that
+ * (as base64 in the first line they added to the text to decrypt, and took their own decoding).
+ * The first line is `[tag, token, dirStamp, workdirBase]`: the tag of the server that
  * wrote it (see `snapshotTag`), the save's random token, the conversations directory's stamp and
  * the workdir base (see CompactRecord); then one JSON line per record.
  */
@@ -293,9 +293,9 @@ function readHeader(text: string): Header {
  * 0 in place of what most records hold alike: the tools when they are the previous line's, the
  * usage when it is all zero, the pending actions when there are none, the workdir when it is
  * `<workdir base>/<id>` (the base in the first line: a conversation without a workdir of its own).
- * At 10,000 records: 8.8 → 6.8 MB to decrypt at the next start, and no array or object to parse
- * for them (a start ready 30-40 ms sooner); the workdir's 0, 5.8 → 5.2 MB of record lines, and a
- * workdir held as its base and id joined (the base's text shared) rather than a text of its own.
+ * Less to decrypt at the next start, and no array or object to parse for them, so a start is
+ * ready sooner; the workdir's 0 makes the record lines shorter still, and a workdir is held as its
+ * base and id joined (the base's text shared) rather than a text of its own.
  */
 type CompactRecord = Omit<ConversationRecord, 'workdir' | 'llm' | 'tools' | 'usage' | 'pending_actions'> & {
   workdir: string | 0;

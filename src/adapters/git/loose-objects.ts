@@ -6,8 +6,8 @@ import { EMPTY_TREE, type ChangedPath } from '../../core/checkpoints/shadow-repo
 import { writeFileAtomic } from '../files/index.js';
 
 /**
- * A checkpoint's git work that needs no git process (each costs ~15 ms on a small VM, on the path
- * of the tool call the checkpoint comes before): its commit written as a loose object, its branch
+ * A checkpoint's git work that needs no git process (each one's start is paid on the path of the
+ * tool call the checkpoint comes before): its commit written as a loose object, its branch
  * as a loose ref, and the paths that differ between two trees read from their loose objects. These
  * are git's plainest formats (loose objects and trees in gitformat-loose(5) and git-cat-file(1),
  * loose refs in gitrepository-layout(5)); each file is written to a temporary name and renamed,

@@ -91,10 +91,10 @@ interface Listing {
  * the last moments): if a print is unchangedSince() an earlier one, nothing in the workdir changed
  * in between, so its tree is the one recorded then and git need not look. Bounded (MAX_ENTRIES
  * lstat calls), made with synchronous calls in slices of SLICE_ENTRIES: the event loop serves the
- * server's other work between slices instead of waiting for the whole walk (1,500 entries took
- * 6-16 ms). A change made while it walks is in this print or in the next one, as with a change
- * made while git looks. `.git` entries are skipped as the shadow repository skips them. Symlinks
- * are never followed. `listings`: the directories read by the previous walk of the same workdir,
+ * server's other work between slices instead of waiting for the whole walk, long enough to be
+ * felt for a workdir near MAX_ENTRIES. A change made while it walks is in this print or in the
+ * next one, as with a change made while git looks. `.git` entries are skipped as the shadow
+ * repository skips them. Symlinks are never followed. `listings`: the directories read by the previous walk of the same workdir,
  * reused where unchanged (see DirectoryListings). `earlier`: the print this one will be compared
  * with; the files young then are read again (see unchangedSince).
  */

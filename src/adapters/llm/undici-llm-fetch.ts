@@ -1,8 +1,8 @@
 /**
  * The fetch the openai SDK sends LLM requests through, over undici's `request()` instead of the
- * WHATWG fetch. Node's fetch costs ~1 ms of CPU per request before any byte of the answer is
- * read (its Request and body streams, header validation, a copy of the body); a run pays that at
- * every step. This sends the SDK's text body as it is and hands the SDK a standard Response over
+ * WHATWG fetch. Node's fetch spends CPU on every request before any byte of the answer is read
+ * (its Request and body streams, header validation, a copy of the body); a run pays that at every
+ * step. This sends the SDK's text body as it is and hands the SDK a standard Response over
  * the answer's stream, so the SDK reads, parses and reports errors exactly as it does with fetch
  * (a streamed answer's events are read from undici's stream itself: answerBodyOf). What it
  * cannot send this way (a body that is not text, a `Request` object) and a redirect go through
@@ -46,7 +46,7 @@ export async function llmFetch(input: string | URL | Request, init?: RequestInit
     return new Response(null, { status: answer.statusCode, headers: responseHeaders });
   }
   // A streamed answer (2xx, event stream) is read from undici's stream alone (answerBodyOf): the SDK
-  // reads no successful body itself, and wrapping it in a WHATWG stream cost ~70 µs of CPU per call.
+  // reads no successful body itself, and wrapping it in a WHATWG stream costs CPU on every call.
   // Any other body stream is async-iterable: the Response reads it as its ReadableStream (only once read).
   const readHere = answer.statusCode >= 200 && answer.statusCode < 300 && isEventStream(answer.headers['content-type']);
   const response = new Response(readHere ? null : (answer.body as unknown as ReadableStream<Uint8Array>), { status: answer.statusCode, headers: responseHeaders });

@@ -6,7 +6,7 @@ import { buildCleanEnv, type ProcessLauncher } from '../process/process-launcher
 import { lazyModule } from '../../perf/lazy-module.js';
 import { CheckedMcpFetch } from './checked-fetch.js';
 
-/** The SDK (~7 MB of heap with its schemas) loads at the first connection, not at start-up. */
+/** The SDK, heavy on the heap with its schemas, loads at the first connection, not at start-up. */
 const loadSdk = lazyModule(async () => {
   const [{ Client }, { SSEClientTransport }, { StdioClientTransport }, { StreamableHTTPClientTransport }, { ToolListChangedNotificationSchema }] = await Promise.all([
     import('@modelcontextprotocol/sdk/client/index.js'),

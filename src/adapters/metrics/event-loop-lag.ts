@@ -16,8 +16,8 @@ export type LagFigures = Record<(typeof LAG_FIGURES)[number], number>;
  * The event loop's delay, sampled by Node's monitor (a timer firing every 10 ms) only while the
  * server has work: from the arrival of a request or an event until, at most, twice LAG_IDLE_MS
  * after the last one (a check every LAG_IDLE_MS while sampling). The monitor always on, as
- * prom-client's default metrics keep it, woke an idle server a hundred times a second (4 ms of
- * CPU a second here, P11's empty server) to measure a loop with nothing to delay.
+ * prom-client's default metrics keep it, woke an idle server a hundred times a second (CPU that
+ * P11's empty server should not spend) to measure a loop with nothing to delay.
  *
  * The first sample after work arrives on an idle server is the monitor's starting point: a stall
  * in that very first turn is in the request's own duration, not here. Any stall while the server

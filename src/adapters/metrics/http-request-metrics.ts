@@ -29,8 +29,8 @@ interface MethodSeries {
 /**
  * `agentd_http_requests_total` and `agentd_http_request_duration_seconds`, counted with a few map
  * lookups and additions per request. prom-client's Counter and Histogram validate and hash the
- * labels on every observation, even through a bound child (about 1 µs a request, a tenth of the
- * server's own cost of a small request); these two keep their series in maps keyed by route,
+ * labels on every observation, even through a bound child (a sizeable share of the server's own
+ * cost of a small request); these two keep their series in maps keyed by route,
  * method and status (patterns, methods and statuses: few), and hand prom-client's registry the same values, in the same order, as its
  * Counter and Histogram would: the exposition text is the same, byte for byte.
  */

@@ -82,8 +82,8 @@ export interface PreparedProcess {
  * the current directory) are the same for every process a launcher prepares alike, so a spawner
  * may have one such process started before it is asked for (ProcessSpawner). Given `script` on
  * fd `scriptFd` (then end of file), the spare runs it and becomes the prepared process: its
- * directory, its environment, its program. A fork and two program starts (5-10 ms of a shell's
- * start here) are then behind it when the start is asked for.
+ * directory, its environment, its program. A fork and two program starts (a good part of a
+ * shell's start) are then behind it when the start is asked for.
  */
 export interface SpareStart {
   command: string;

@@ -194,8 +194,8 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     const userMode = network === true && this.options.networkHelper ? this.options.networkHelper : null;
     // A user-mode network comes up while the sandbox starts (the helper attaches from outside).
     // A one-off program waits for it before it starts; the shell starts meanwhile and waits for it
-    // before its first line (shellPrelude): the 4-6 ms wait overlaps the 5-8 ms its exec chain
-    // (env, setpriv, an interactive bash) takes here.
+    // before its first line (shellPrelude): the wait overlaps its exec chain (env, setpriv, an
+    // interactive bash), which takes about as long.
     const networkWait = userMode ? waitForNetworkScript() : null;
     // The shell keeps its command channel, the control pipe and (its prelude reads it) the network's wait.
     const keepFds = spec.control ? [0, 1, 2, 3, CONTROL_FD, ...(networkWait ? [NETWORK_WAIT_FD] : [])] : [0, 1, 2];
@@ -243,12 +243,12 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     // The launch script: it joins the cgroups, opens what bwrap reads (the copied /etc files, the
     // seccomp program), then execs bwrap, or (user-mode network) goes on as the wrapper that starts
     // bwrap and attaches the helper, under `setpriv --pdeathsig` (one bash for both: a second
-    // bash, exec'd after the first, was 2-3 ms of every start).
+    // bash, exec'd after the first, was one more program start in every sandbox's start).
     const launch = [
       ...(this.cgroups ? [this.cgroups.joinScript(key, this.programs.mkdir)] : []),
       ...this.copiedFiles,
       ...(this.seccompFile ? [`exec ${SECCOMP_FD}<${shellWord(this.seccompFile)}`] : []),
-      // bwrap with SIGINT ignored: an ignored signal stays ignored across exec (`env --ignore-signal=INT` was one more exec, 2-4 ms here).
+      // bwrap with SIGINT ignored: an ignored signal stays ignored across exec (`env --ignore-signal=INT` was one more exec in every start).
       userMode ? userModeWrapperScript({ helper: userMode, asRoot: this.asRoot, forBwrap: this.forBwrap, programs: this.programs }) : `trap '' INT\nexec "$@"`,
     ].join('\n');
     const release = this.cgroups ? () => this.cgroups?.release(key) : undefined;
@@ -338,7 +338,7 @@ function spareStart(options: { launchBash: string[]; name: string; cwd: string; 
   const names = Object.keys(options.env);
   if (names.some((name) => !EXPORTABLE.test(name) || NOT_EXPORTED.test(name))) return null;
   // The pipe is a socket (child_process's pipes are socketpairs): /dev/fd/5 cannot be opened, and
-  // `read` without a count reads it a byte at a time (6 ms for 8 KB here). So its length comes
+  // `read` without a count reads it a byte at a time (a system call per byte). So its length comes
   // first, then `read -N` takes that many (bytes: the spare's locale is C) in a few reads.
   const fd = SPARE_SCRIPT_FD;
   const [command, ...args] = [...options.launchBash, '-c', `IFS= read -r -u ${fd} agentd_n && IFS= read -r -N "$agentd_n" -u ${fd} agentd_s && eval "$agentd_s"`, options.name];

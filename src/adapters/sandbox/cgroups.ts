@@ -41,8 +41,8 @@ interface ControllerDir {
 /**
  * How the launch script moves itself into a cgroup. v1: its own thread, by writing 0 to `tasks`.
  * A write to `cgroup.procs` (or of a pid) takes the kernel's global lock on thread groups, whose
- * writer waits for an RCU grace period: 15-19 ms on the machines here, a third of a sandbox's
- * start; moving the writing thread itself needs no such lock (0.1-0.2 ms). The launch script is
+ * writer waits for an RCU grace period, a large part of a sandbox's start; moving the writing
+ * thread itself needs no such lock and no such wait. The launch script is
  * a single-threaded bash, so its thread is the whole process, and everything it starts inherits
  * the cgroup. v2 moves processes only (`cgroup.procs`), lock and all.
  */
@@ -274,7 +274,7 @@ class CgroupSet implements SandboxCgroups {
 
   async sweep(): Promise<void> {
     // A server killed with a thousand sandboxes leaves a thousand cgroups: removed synchronously
-    // they held the next start's event loop for ~0.3 s (a CPU profile of a start after P13). A sandbox starting
+    // they held the next start's event loop (a CPU profile of a start after P13 showed it). A sandbox starting
     // meanwhile may lose its fresh directory to this sweep: its join script tries again.
     for (const controller of this.controllers) {
       let names: string[];

@@ -85,14 +85,14 @@ export function closeOtherFds(keep: readonly number[]): string {
 /**
  * A bash statement that opens `{name}` read-write on a pipe nobody writes to: `read -t T -u
  * "$name"` on it waits T seconds without starting a process (`sleep` is one; a FIFO made with
- * `mkfifo` and removed with `rm` were two more, 3-4 ms of every sandbox's start). Opened again
+ * `mkfifo` and removed with `rm` were two more in every sandbox's start). Opened again
  * read-write through /dev/fd (a real open on Linux, not a dup), it never reaches end of file.
  *
  * The pipe is a here-string's: bash 5.1 and later hand a short one over as a pipe of its own,
- * the text already in it and its writing end closed, with no process (0.09 ms here). Its newline
+ * the text already in it and its writing end closed, with no process. Its newline
  * is read, and that first descriptor closed. An older bash gives a temporary file instead (not a
  * pipe: `-p` says so), and then the pipe is a process substitution's, as it always was before: a
- * fork (3.8 ms here; a launch made two or three of them, the one-off's watchdog one), its process,
+ * fork (a launch made two or three of them, the one-off's watchdog one), its process,
  * bash running `:`, ending at once and reaped as any child. No `wait "$!"` for that process: `$!`
  * is not always set by a process substitution, and in the wrapper it then named bwrap, which the
  * wait waited for (a hang seen once in 800 starts).

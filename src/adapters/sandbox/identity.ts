@@ -34,7 +34,7 @@ export class SandboxIdentityFiles {
   /**
    * Each file written by this process, with the home it names (passwd) or '' (group): the host's
    * files are read once, so that is all a file's content depends on. Its name and home, never the
-   * content itself (a copy of the host's passwd and group, ~2 KB, per workdir ever used).
+   * content itself (a copy of the host's passwd and group per workdir ever used).
    */
   private readonly known = new Map<string, string>();
   /**
@@ -64,8 +64,8 @@ export class SandboxIdentityFiles {
 
   /**
    * forWorkdir's files written through the thread pool, so that forWorkdir then finds them known:
-   * a sandbox's start awaits this first (BwrapProcessLauncher.beforeStart). Creating a file held the
-   * event loop 0.3 ms on this machine's ext4, two of them (and their renames) per new uid: every
+   * a sandbox's start awaits this first (BwrapProcessLauncher.beforeStart). Creating a file holds the
+   * event loop while the disk answers, two of them (and their renames) per new uid: every
    * conversation's first sandbox, a warm shell's too, on the path of the runs going on meanwhile.
    */
   async prepare(workdir: string): Promise<void> {

@@ -25,8 +25,8 @@ const ETC_PATTERNS = [/^python3(\.\d+)?$/, /^java-/];
 /**
  * The /etc files (not directories) the sandbox gets as copies, written into its root by bwrap
  * (`--file FD`) from a descriptor the launch script opens, instead of one bind mount each. bwrap
- * reads the whole mount table after every bind to set its flags: the allowlist's ~25 files cost
- * ~0.2 ms each that way, 5 ms of every sandbox's start, and a copy next to nothing. A copy is made
+ * reads the whole mount table after every bind to set its flags: a bind per file of the allowlist
+ * was a sizeable part of every sandbox's start, and a copy costs next to nothing. A copy is made
  * at each start, so it is as current as a bind made then; the root is made read-only after, as
  * for the binds. Files up to COPY_MAX_BYTES, readable by the server, at most COPY_FD_COUNT of
  * them; any other entry is bound as before.

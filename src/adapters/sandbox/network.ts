@@ -60,9 +60,9 @@ export function noNetworkHelper(choice: NetworkHelperChoice): string {
 
 /**
  * passt's AVX2 build beside `pasta` (Debian ships `pasta.avx2`), or null. Started as `pasta`
- * on a CPU with AVX2, passt execs that build first thing: one exec more in every sandbox's start
- * (1.3-2.2 ms of CPU and ~1.5 ms before the network comes up, here: `perf stat` of
- * `pasta --version` against `pasta.avx2 --version`). Named `pasta…`, it still runs as pasta.
+ * on a CPU with AVX2, passt execs that build first thing: one exec more in every sandbox's start,
+ * in CPU and in the time before the network comes up (`perf stat` of `pasta --version` against
+ * `pasta.avx2 --version` shows it). Named `pasta…`, it still runs as pasta.
  */
 function avx2Build(pasta: string): string | null {
   return findInPath(`${path.basename(pasta)}.avx2`, path.dirname(pasta));
@@ -190,8 +190,8 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     `if [ -n "$pid" ]${ids ? ' && [ -n "$ns" ]' : ''}; then`,
     // bwrap brings the namespace's loopback up itself (RTM_NEWADDR, then link up) and dies if
     // the address already exists: the helper, which brings lo up too, starts once it is done.
-    // Read by bash itself (a grep per look took as long as the rest of the look here: 10-18 ms),
-    // every millisecond (a `sleep 0.01` between looks took 12 ms, a process each).
+    // Read by bash itself (a grep per look took as long as the rest of the look), every
+    // millisecond (a `sleep 0.01` between looks overslept, and was a process each).
     '  lo_up() { lo=; while read -r line; do [[ $line == *127.0.0.1* ]] && lo=1; done 2>/dev/null <"/proc/$pid/net/fib_trie"; [[ -n $lo ]]; }',
     '  lo_up || for ((i = 0; i < 5000; i++)); do ' + tickWait('nw', sleep) + '; lo_up && break; kill -0 "$bw" 2>/dev/null || break; done',
     ...(ids ? [] : ['  exec {ns}<"/proc/$pid/ns/net"']),
@@ -208,7 +208,7 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     // pasta: the sandbox waits until its default route is there (read by bash itself, as lo above)
     // or the helper is gone: a helper that cannot attach ends the wait at once, where the sandbox
     // waited out its 10 s and start-up's probe with it. (slirp4netns's own word replaced this look:
-    // 10-20 looks a start here, each a millisecond apart, and ~6 ms of the sandbox's CPU.)
+    // a look every millisecond until the route was there, each costing the sandbox CPU.)
     ...(slirp
       ? []
       : [

@@ -26,7 +26,7 @@ export class WorkdirOwner {
   /**
    * Makes `uid:gid` own `workdir` and everything in it; a no-op after the first success. An empty
    * workdir (a new one, the start-up probe's) is changed here: a chown process is spawned by
-   * forking the whole server, which holds its event loop (~20 ms at start-up here).
+   * forking the whole server, which holds its event loop (start-up's probe would pay it).
    */
   ensure(options: { workdir: string; uid: number; gid: number }): void {
     const { workdir, uid, gid } = options;
@@ -39,8 +39,8 @@ export class WorkdirOwner {
   /**
    * As ensure, without blocking the event loop for a workdir with files (their chown process runs
    * meanwhile). An empty one, the usual new one, is given away here at once: its few system calls
-   * take microseconds, where two calls through the thread pool took 0.2-8 ms (0.6 at the median),
-   * waiting behind whatever else the pool was doing, on the path of the first command of a new
+   * take next to nothing, where two calls through the thread pool waited behind whatever else
+   * the pool was doing, on the path of the first command of a new
    * conversation's warm shell (P10).
    */
   async ensureAsync(options: { workdir: string; uid: number; gid: number }): Promise<void> {

@@ -122,9 +122,9 @@ export class BashProcess {
   /**
    * Tells the sandbox's watchdog whether a command runs (it counts the sandbox's tasks twice a
    * second only then), once the command has run WATCH_AFTER_MS: most commands end sooner, and
-   * each word woke the watchdog's shell twice per command, beside the command itself (a `true` in
-   * a sandboxed shell took 0.25-0.57 ms at the median against 0.20-0.38 ms without them, more on a
-   * loaded machine). The watchdog's first count came at the command's start, when nothing had
+   * each word woke the watchdog's shell twice per command, beside the command itself (a short
+   * command in a sandboxed shell took visibly longer with them, more so on a loaded machine). The
+   * watchdog's first count came at the command's start, when nothing had
    * forked yet; its next, half a second later, comes as before.
    */
   setBusy(busy: boolean): void {

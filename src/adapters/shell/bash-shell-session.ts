@@ -140,8 +140,8 @@ export class BashShellSession implements ShellSession {
    * shell answered is not signalled: the server's spawner ends it once the server's process is
    * gone (it holds the sandbox's script and control pipes too: BashProcess.start; bwrap armed
    * --die-with-parent before it started the shell), so its teardown runs after the server's exit
-   * instead of preempting the server at each kill (P13: ~0.4-0.6 ms of wall time a sandbox on a
-   * loaded machine) or sharing the machine with the exit. One still starting may not have armed
+   * instead of preempting the server at each kill (P13: wall time for every sandbox on a loaded
+   * machine) or sharing the machine with the exit. One still starting may not have armed
    * it yet: it is killed.
    */
   killForExit(): void {

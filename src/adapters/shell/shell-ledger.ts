@@ -203,7 +203,7 @@ export class ShellLedger {
    * The journal rewritten with the live shells only (a new file renamed into place). The old
    * file is held open across the rename and closed by the thread pool: its blocks are freed when
    * its last reference goes, which on a disk mounted with `discard` waits for the device (P13:
-   * ~0.25 s of the event loop at shutdown, when the close was synchronous).
+   * the event loop held at shutdown, when the close was synchronous).
    */
   private compact(): void {
     const old = this.fd ?? openQuietly(this.file);

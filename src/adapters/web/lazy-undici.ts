@@ -1,7 +1,7 @@
 import type { Agent } from 'undici';
 import { lazyModule } from '../../perf/lazy-module.js';
 
-/** undici (~5 MB of heap) loads at the first outgoing request (a webhook, a hook, a web tool), not at start-up. */
+/** undici, heavy on the heap, loads at the first outgoing request (a webhook, a hook, a web tool), not at start-up. */
 export const loadUndici = lazyModule(() => import('undici'));
 
 type Undici = typeof import('undici');

@@ -179,8 +179,8 @@ export class AgentRuntime implements ConversationRuntime {
   /**
    * A conversation created without a run starts its shell now, in the background, after the
    * request that created it is answered (the spawn holds the event loop for a moment): its first
-   * bash call then finds the shell ready instead of waiting for its start (~7 ms on a quiet
-   * machine, several times that under load). Only for a conversation that can run (an LLM, the
+   * bash call then finds the shell ready instead of waiting for its start (longer still under
+   * load). Only for a conversation that can run (an LLM, the
    * bash tool) on a server that releases idle shells (AGENTD_IDLE_TIMEOUT_S): the shell goes
    * like any idle one if no run comes. At most WARM_SHELLS_MAX such shells wait unused at a time,
    * so creating many conversations at once does not start as many sandboxes. The sandbox gives the

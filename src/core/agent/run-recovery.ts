@@ -31,7 +31,7 @@ export class RunRecovery {
   async recoverAfterRestart(): Promise<void> {
     const { conversations, runs } = this.deps;
     // Right after a clean stop, counted first: when no record says it runs (nearly always), none is
-    // looked at (a walk of the records through the store took 3.5-9 ms at 10,000 conversations).
+    // looked at (a walk of the records through the store is felt with many conversations).
     if (conversations.loadedAfterCleanStop) {
       const counts = conversations.countsByStatus();
       if (LIVE_STATUSES.every((status) => counts[status] === 0)) return;

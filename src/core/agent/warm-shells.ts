@@ -44,7 +44,7 @@ interface Warm {
  * workdir given to the agent's uid only before its first command). A conversation created with
  * the server's defaults (no workdir, the default network, an LLM and the bash tool) takes the
  * oldest (`take`), and its first shell is that one, given the conversation's secrets (`claim`):
- * the sandbox's start (40 ms here) is then behind it. The next starts a moment later, off the
+ * the sandbox's start is then behind it. The next starts a moment later, off the
  * path of the conversation that took one; at once when that take left none ready (the next
  * creation would find none). Shells start one at a time, each as soon as the one before has
  * started, until `count` are ready again: conversations created one right after the other (a

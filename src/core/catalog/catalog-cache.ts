@@ -31,8 +31,8 @@ interface Entry {
 
 /**
  * A conversation's catalog (project-catalog.ts), read again only when something it was read
- * from changed. A catalog of 90 files cost ~50 ms at every run start (bench P18: a pinned walk,
- * an open and a frontmatter parse per file); checking it costs one lstat per path it looked at.
+ * from changed. Reading a catalog cost a pinned walk, an open and a frontmatter parse per file at
+ * every run start (bench P18); checking it costs one lstat per path it looked at.
  * Each path's stamp is taken before the path is listed or read, so a change made during the read
  * shows as a changed stamp at the next check; a read that looked at anything changed in the last
  * RACY_MS is not kept. A symlink's stamp includes its target's. The cached catalog is the one

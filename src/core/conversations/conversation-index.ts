@@ -74,10 +74,10 @@ export class ConversationIndex {
   /**
    * Many records at once (start-up), found by id at once. Sorted at the first listing or change,
    * or by sortLoaded, which start-up calls once the server listens (one sort per order instead of
-   * an insertion each; ~15-25 ms at 10,000 conversations on a virtual machine, not waited for).
+   * an insertion each, and not waited for).
    */
   addAll(records: readonly ConversationRecord[]): void {
-    // Loaded records mostly name the same model and endpoint: each parsed its own copy; they share one (~70 bytes each less).
+    // Loaded records mostly name the same model and endpoint: each parsed its own copy; they share one (less heap for each).
     const strings = new Map<string, string>();
     const shared = (value: string) => strings.get(value) ?? (strings.set(value, value), value);
     const firstSights: FirstSights = new Map();
@@ -105,7 +105,7 @@ export class ConversationIndex {
   /**
    * The records added together, in each sorted order with a turn of the event loop between (start-up,
    * once the server listens): a request that arrives meanwhile waits for one sort, not both (each
-   * ~3-5 ms at 10,000 conversations here).
+   * long enough to be felt with many conversations).
    */
   async sortLoadedInTurns(): Promise<void> {
     this.sortLoadedByCreated();

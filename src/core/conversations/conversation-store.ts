@@ -90,7 +90,7 @@ export class ConversationStore extends HeldConversations {
    */
   async load(saved: SavedSummaries | null = null): Promise<{ id: string; error: DamagedDataError }[]> {
     const loaded = await loadConversations({ repository: this.deps.repository, log: this.deps.log, integrityChecks: this.deps.integrityChecks, saved, now: isoTimestamp(this.clock.now()) });
-    // Held as loading counted them (a copy took ~10 ms at 10,000 conversations), with any counted before.
+    // Held as loading counted them (a copy would walk every conversation again), with any counted before.
     for (const [id, count] of this.eventCounts) if (!loaded.eventCounts.has(id)) loaded.eventCounts.set(id, count);
     this.eventCounts = loaded.eventCounts;
     // Their files say what they hold now but for what only grows (see setStatus): onDisk takes a record it has not seen as its file has it.

@@ -10,7 +10,7 @@ export class SettledOnDisk {
   /**
    * Per record object, the settled status its file was last written with; null: not settled, or
    * not on disk yet. Absent: a record loaded at start-up and not changed since, whose file holds
-   * its state as it is (see `changing`: start-up does not note each one, ~5-15 ms at 10,000).
+   * its state as it is (see `changing`: start-up does not walk the records to note each one).
    */
   private readonly status = new WeakMap<Readonly<ConversationRecord>, ConversationStatus | null>();
 

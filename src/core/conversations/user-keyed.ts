@@ -10,7 +10,7 @@ import type { ConversationRecord } from './conversation-record.js';
  * own name (TOKEN_1, TOKEN_2, ...) fills the empty object's transition table (about 1,500
  * entries); from then on, every object the server builds by adding properties to `{}` (a
  * request's fields, a log record, a response) gets a brand-new map, allocated in old space.
- * P5 measured `/alive` at 3 to 4 times its CPU per request with 10,000 such conversations, most
+ * P5 measured `/alive` at several times its CPU per request with many such conversations, most
  * of it in garbage collection.
  *
  * A key list that more than one held object has (the same secret names, the same metadata keys,
@@ -18,9 +18,8 @@ import type { ConversationRecord } from './conversation-record.js';
  * HeldObject's, not `{}`'s: a small object each. At most MAX_SHARED_KEY_LISTS key lists get one,
  * so that HeldObject's own transition table never fills either. Any other (a list seen once so
  * far, or past that bound) is held in V8's dictionary mode, which adds no transition anywhere:
- * ~250 bytes each (a hash table and a map of its own). Measured with 10,000 loaded conversations
- * with one secret and one metadata key each, of the same names: the JS heap held 4.1 MiB less
- * than with every copy in dictionary mode.
+ * a larger object each (a hash table and a map of its own), so conversations whose key lists are
+ * alike hold less heap shared than with every copy in dictionary mode.
  */
 export const MAX_SHARED_KEY_LISTS = 512;
 /** Key lists seen once, to be shared when seen again; forgotten when it grows past this. */
@@ -87,7 +86,7 @@ export type FirstSights = Map<string, { record: ConversationRecord; field: 'secr
  * After records held together: each whose key list was first seen among them and is shared now
  * (a later record had it too) is held again, on the shared map. The key lists most records have
  * are then shared from the first record on, not the second, without a walk of the records before
- * (an `Object.keys` of each record's secrets and metadata: ~9 ms at 10,000 conversations). Past
+ * (an `Object.keys` of each record's secrets and metadata, felt at start-up). Past
  * MAX_SHARED_KEY_LISTS, the lists seen twice first are the ones shared.
  */
 export function shareFirstSights(firstSights: FirstSights): void {

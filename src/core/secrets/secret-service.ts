@@ -128,8 +128,7 @@ export class SecretService {
   /**
    * maskAny's index brought up to the secrets held: the values of each conversation added or
    * given secrets since are added to it, rather than the index made again at the next log line
-   * (30-50 ms with 10,000 conversations holding secrets, at every conversation created or
-   * deleted). A removed conversation's values stay masked until the index is made again: once
+   * (a walk of every conversation's secrets, at every conversation created or deleted). A removed conversation's values stay masked until the index is made again: once
    * there are more of those than 1,000 and a third of its values, or it holds twice the values it
    * was sized for.
    */

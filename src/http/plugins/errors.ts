@@ -139,7 +139,7 @@ export function toErrorResponse(error: FastifyError | AppError, request: { conte
 /**
  * A validation message can quote what was sent (zod names an unknown key; a path names a record's
  * key): each is clipped, and at most MAX_ISSUES are listed, so that an error never echoes a body
- * back (a 5 MB key was answered with 10 MB: in the message and in the issue's).
+ * back (a huge key was once answered twice over: in the message and in the issue's).
  */
 const MAX_ISSUES = 20;
 const MAX_QUOTED = 200;
@@ -152,7 +152,7 @@ function clip(text: string, max = MAX_QUOTED): string {
 
 /**
  * Each quoted part of a message clipped, quotes paired in order. Found with indexOf, not a regular
- * expression: V8 ran `"([^"]{201,})"` over a 5 MB key at ~100 ns a character (0.5-0.7 s a request).
+ * expression: V8 ran `"([^"]{201,})"` over a huge key slowly enough to stall the request.
  */
 function clipQuotes(message: string): string {
   let clipped = '';

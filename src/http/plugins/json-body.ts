@@ -47,8 +47,8 @@ function refuseProtoKey(key: string, value: unknown): unknown {
 /**
  * Whether objects and arrays in `text` nest deeper than MAX_DEPTH (brackets in strings skipped).
  * A text with no more than MAX_DEPTH opening brackets in all cannot: those are counted first, with
- * indexOf (a large body of text, a file's content, has few), and the walk a character at a time
- * (~18 ms for 5 MB on a 2-core machine) is only for the texts that have more.
+ * indexOf (a large body of text, a file's content, has few), and the walk a character at a time,
+ * slow on a large body, is only for the texts that have more.
  */
 function nestedTooDeep(text: string): boolean {
   return openingBrackets(text, MAX_DEPTH + 1) > MAX_DEPTH && nestingDepth(text) > MAX_DEPTH;

@@ -148,8 +148,8 @@ export class FileEventLog implements EventLog {
   /**
    * At shutdown, the last call: the open files are closed and their kind indexes written through
    * the thread pool, CLOSE_CONCURRENCY conversations at a time, so that the main thread never
-   * waits for the disk (1,000 conversations' first kind files, made in batches on the main thread,
-   * held the loop ~0.3 s on a busy disk: P13). The log cannot be used afterwards.
+   * waits for the disk (a thousand conversations' first kind files, made in batches on the main
+   * thread, held the loop on a busy disk: P13). The log cannot be used afterwards.
    */
   async close(): Promise<void> {
     this.closed = true;

@@ -226,7 +226,7 @@ export class KindIndex {
   /**
    * close() through the thread pool, for closing many at once (shutdown): each conversation's
    * first write makes its directory and a file per kind, and a thousand of those made by the main
-   * thread held the event loop ~0.3 s waiting for the disk (P13). Nothing appends meanwhile.
+   * thread held the event loop waiting for the disk (P13). Nothing appends meanwhile.
    * False when a write failed (the files are then behind the index, as after a crash).
    */
   async closeAsync(): Promise<boolean> {
