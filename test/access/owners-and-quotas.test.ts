@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, tempDir, type TestServer } from '../support/agentd.js';
+import { startServer, tempDir, TEST_KEY, type TestServer } from '../support/agentd.js';
 import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { connectSse } from '../support/sse-client.js';
+import { AgentdClient } from '../../src/client/index.js';
 import { adminCall, client, USER_SCOPES, type Answer } from '../support/access-matrix.js';
 
 const clock = { at: Date.parse('2026-03-01T12:00:30.000Z'), now() { return this.at; } };
@@ -60,6 +61,25 @@ describe('owners', () => {
     expect(carols.body.items.map((item: { id: string; owner: string }) => [item.id, item.owner])).toEqual([[secretOfAlice.body.id, 'carol']]);
     // An owner filter from a plain key is ignored: it sees its own owner's.
     expect((await bob.call('GET', '/conversations?owner=carol')).body.items.map((item: { id: string }) => item.id)).toEqual([own.body.id]);
+    // The firehose too: the admin's filtered by the owner asked for, a plain key's by its own owner whatever it asks.
+    for (const [secret, asked] of [[TEST_KEY, 'dave'], [bob.secret, 'carol']] as const) {
+      const filtered = await connectSse(`${server.url}/events/stream?owner=${asked}&access_token=${encodeURIComponent(secret)}`);
+      await filtered.waitFor((messages) => messages.some((message) => message.data.includes(own.body.id)));
+      filtered.close();
+      const seen = filtered.messages.map((message) => message.data).join('\n');
+      expect(seen).not.toContain(secretOfAlice.body.id);
+      expect(seen).not.toContain('private words');
+    }
+    // The SDK's firehose takes the filter: Carol's events, up to her conversation's last, and none of Dave's.
+    const carolsEvents = (await admin('GET', `/conversations/${secretOfAlice.body.id}`)).body.event_count as number;
+    const stop = new AbortController();
+    const seen: string[] = [];
+    for await (const item of new AgentdClient({ url: server.url, apiKey: TEST_KEY }).events.firehose({ owner: 'carol', signal: stop.signal })) {
+      if (!('seq' in item.event)) continue;
+      seen.push(item.event.conversation_id);
+      if (item.event.conversation_id === secretOfAlice.body.id && item.event.seq === carolsEvents) stop.abort();
+    }
+    expect(new Set(seen)).toEqual(new Set([secretOfAlice.body.id]));
   });
 });
 
