@@ -69,10 +69,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     keys: services.masterKeys,
     isPublicPath: (path) => path === '/docs' || path.startsWith('/docs/'),
     ...(resolve && { resolve }),
-    meter: (principal) => {
-      const over = access.quotas.request(principal);
-      return over ? quotaAnswer(over, access.now()) : null;
-    },
+    meter: (principal) => access.quotas.request(principal)?.then((over) => (over ? quotaAnswer(over, access.now()) : null)) ?? null,
     onRotated: auditRotatedUse(access),
   });
   // Browser dashboards on other origins: CORS's own hook must answer preflights, and put its

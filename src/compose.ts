@@ -114,7 +114,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     },
   });
   const { log, runs, summaries } = storage;
-  const access = createAccess(config, { storage, store: () => store, clock: overrides.clock });
+  const access = createAccess(config, { storage, store: () => store, logger, clock: overrides.clock });
 
   // Conversations, their histories and secrets, and the one way into the event log.
   const deltas = new DeltaChannel();

@@ -1,4 +1,4 @@
-import { streamItems, type StreamItem, type StreamOptions } from './event-stream.js';
+import { streamItems, type FirehoseOptions, type StreamItem, type StreamOptions } from './event-stream.js';
 import { HttpTransport, pathParam, type ClientOptions, type RequestOptions } from './http-transport.js';
 import { query, runToEnd, type QueryOptions, type RunResult } from './query.js';
 import type * as T from './types.js';
@@ -102,8 +102,8 @@ export class AgentdClient {
     /** A conversation's live stream (history after `after` first), resuming after a dropped connection. */
     stream: (id: string, options: StreamOptions = {}) => mapEvents(this.events.streamItems(id, options)),
     streamItems: (id: string, options: StreamOptions = {}): AsyncGenerator<StreamItem> => streamItems(this.http, this.conversationPath(id, '/events/stream'), options),
-    /** Every conversation's events (`after` is the firehose's global cursor). */
-    firehose: (options: StreamOptions = {}): AsyncGenerator<StreamItem> => streamItems(this.http, '/events/stream', options),
+    /** Every conversation's events the key may see (`after` is the firehose's global cursor); an admin key may pick one `owner`. */
+    firehose: (options: FirehoseOptions = {}): AsyncGenerator<StreamItem> => streamItems(this.http, options.owner === undefined ? '/events/stream' : `/events/stream?owner=${encodeURIComponent(options.owner)}`, options),
   };
 
   readonly callbacks = {

@@ -16,6 +16,12 @@ export interface StreamOptions {
   onOpen?: () => void;
 }
 
+/** The firehose's options: an admin key may follow one owner's conversations only. */
+export interface FirehoseOptions extends StreamOptions {
+  /** An admin key's filter (other keys see only their own owner's conversations). */
+  owner?: string;
+}
+
 /** One frame of the stream: the event and, for persisted events, its cursor. */
 export interface StreamItem {
   cursor: number | null;

@@ -5,7 +5,7 @@
 export { AgentdClient, type UploadFile } from './agentd-client.js';
 export { AgentdConnectionError, AgentdError } from './agentd-error.js';
 export type { ClientOptions } from './http-transport.js';
-export type { StreamItem, StreamOptions } from './event-stream.js';
+export type { FirehoseOptions, StreamItem, StreamOptions } from './event-stream.js';
 export type { ApprovalDecision, QueryOptions, RunResult } from './query.js';
 export { isPersisted } from './query.js';
 export type * from './types.js';

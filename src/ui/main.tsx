@@ -32,6 +32,20 @@ class ErrorBoundary extends Component<{ children: ComponentChildren }, { error: 
   }
 }
 
+/** The server's own words for a refused key (expired, rotated), else `fallback`. */
+async function refusal(response: Response, fallback: string): Promise<string> {
+  const body = (await response.json().catch(() => null)) as { message?: string; details?: { reason?: string } | null } | null;
+  return body?.details?.reason && body.message ? body.message : fallback;
+}
+
+/** The dashboard lists conversations first: a key without that scope is told so, by name, before any page is shown. */
+async function missingScope(response: Response): Promise<string> {
+  const body = (await response.json().catch(() => null)) as { error?: string; details?: { scope?: string } | null } | null;
+  const scope = body?.error === 'insufficient_scope' ? body.details?.scope : undefined;
+  if (!scope) return `The server refused this key (${response.status}).`;
+  return `This key lacks the scope ${scope}, which the dashboard needs to list conversations. Sign in with a key that has it.`;
+}
+
 function SignIn({ onKey, message }: { onKey: (key: string) => void; message: string | null }) {
   const [key, setKey] = useState('');
   const [error, setError] = useState<string | null>(message);
@@ -46,7 +60,8 @@ function SignIn({ onKey, message }: { onKey: (key: string) => void; message: str
         setError(null);
         try {
           const response = await fetch('/info', { headers: { authorization: `Bearer ${key}` } });
-          if (response.status === 401) setError('That key is not valid.');
+          if (response.status === 401) setError(await refusal(response, 'That key is not valid.'));
+          else if (response.status === 403) setError(await missingScope(response));
           else if (!response.ok) setError(`The server answered ${response.status}.`);
           else onKey(key);
         } catch {
@@ -57,7 +72,7 @@ function SignIn({ onKey, message }: { onKey: (key: string) => void; message: str
       }}
     >
       <h1>agentd</h1>
-      <p>Sign in with an API key (AGENTD_MASTER_KEY). It is kept in this tab only.</p>
+      <p>Sign in with an API key: the master key (AGENTD_MASTER_KEY) or a key made with POST /keys. It is kept in this tab only.</p>
       <input type="password" name="key" autocomplete="current-password" placeholder="API key" value={key} onInput={(event) => setKey(event.currentTarget.value)} autofocus required />
       <button type="submit" class="primary" disabled={busy}>
         Sign in

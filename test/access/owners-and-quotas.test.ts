@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type TestServer } from '../support/agentd.js';
+import { startServer, tempDir, TEST_KEY, type TestServer } from '../support/agentd.js';
 import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { connectSse } from '../support/sse-client.js';
+import { AgentdClient } from '../../src/client/index.js';
 import { adminCall, client, USER_SCOPES, type Answer } from '../support/access-matrix.js';
 
 const clock = { at: Date.parse('2026-03-01T12:00:30.000Z'), now() { return this.at; } };
@@ -60,6 +61,25 @@ describe('owners', () => {
     expect(carols.body.items.map((item: { id: string; owner: string }) => [item.id, item.owner])).toEqual([[secretOfAlice.body.id, 'carol']]);
     // An owner filter from a plain key is ignored: it sees its own owner's.
     expect((await bob.call('GET', '/conversations?owner=carol')).body.items.map((item: { id: string }) => item.id)).toEqual([own.body.id]);
+    // The firehose too: the admin's filtered by the owner asked for, a plain key's by its own owner whatever it asks.
+    for (const [secret, asked] of [[TEST_KEY, 'dave'], [bob.secret, 'carol']] as const) {
+      const filtered = await connectSse(`${server.url}/events/stream?owner=${asked}&access_token=${encodeURIComponent(secret)}`);
+      await filtered.waitFor((messages) => messages.some((message) => message.data.includes(own.body.id)));
+      filtered.close();
+      const seen = filtered.messages.map((message) => message.data).join('\n');
+      expect(seen).not.toContain(secretOfAlice.body.id);
+      expect(seen).not.toContain('private words');
+    }
+    // The SDK's firehose takes the filter: Carol's events, up to her conversation's last, and none of Dave's.
+    const carolsEvents = (await admin('GET', `/conversations/${secretOfAlice.body.id}`)).body.event_count as number;
+    const stop = new AbortController();
+    const seen: string[] = [];
+    for await (const item of new AgentdClient({ url: server.url, apiKey: TEST_KEY }).events.firehose({ owner: 'carol', signal: stop.signal })) {
+      if (!('seq' in item.event)) continue;
+      seen.push(item.event.conversation_id);
+      if (item.event.conversation_id === secretOfAlice.body.id && item.event.seq === carolsEvents) stop.abort();
+    }
+    expect(new Set(seen)).toEqual(new Set([secretOfAlice.body.id]));
   });
 });
 
@@ -122,5 +142,62 @@ describe('quotas', () => {
     clock.at = Date.parse('2026-03-02T00:00:01.000Z');
     expect((await limited.call('POST', `/conversations/${created.body.id}/run`)).status).toBe(202);
     await settled(limited.call, created.body.id);
+  });
+
+  it("holds an owner's spend to the ceilings on every key of theirs, whichever key is used", async () => {
+    const capped = await keyFor('iris', { limits: { max_cost_usd: 0.003, budget_period: 'day' } });
+    const loose = await keyFor('iris');
+    const monthly = await keyFor('iris', { limits: { max_cost_usd: 0.0035, budget_period: 'month' } });
+    const other = await keyFor('jack', { limits: { max_cost_usd: 1 } });
+    const prices = { input_cost_per_token: 0.000001, output_cost_per_token: 0.000001 };
+    // Each answer costs 0.002: after two, both ceilings are reached and the third request is not made.
+    llm.push({ toolCalls: [{ name: 'bash', arguments: { command: 'true' } }], usage: { prompt_tokens: 1000, completion_tokens: 1000 } }, { toolCalls: [{ name: 'bash', arguments: { command: 'true' } }], usage: { prompt_tokens: 1000, completion_tokens: 1000 } });
+    // The run is started with the key that has no limit of its own: the other keys' ceilings still hold.
+    const created = await loose.call('POST', '/conversations', { llm: { model: 'fake', base_url: llm.url, api_key: 'k', ...prices }, initial_message: 'spend' });
+    expect(created.status).toBe(201);
+    expect((await settled(loose.call, created.body.id)).body.status).toBe('paused');
+    const run = (await loose.call('GET', `/conversations/${created.body.id}/runs`)).body.items.at(-1);
+    expect(run.usage.cost).toBeCloseTo(0.004, 9);
+    // Both reached: the answer names the one that frees up last (the month's), whichever key asks.
+    for (const key of [loose, capped, monthly]) {
+      const refused = await key.call('POST', `/conversations/${created.body.id}/run`);
+      expect(refused.status).toBe(429);
+      expect(refused.body.details).toMatchObject({ name: 'max_cost_usd', limit: 0.0035, resets_at: '2026-04-01T00:00:00.000Z' });
+    }
+    // Another owner's ledger is their own: their run starts.
+    const others = await other.call('POST', '/conversations', { llm: { model: 'fake', base_url: llm.url, api_key: 'k', ...prices }, initial_message: 'mine' });
+    expect(others.status).toBe(201);
+    expect((await settled(other.call, others.body.id)).body.status).not.toBe('paused');
+    // Lifting the month's ceiling leaves the day's; deleting that key lifts it too.
+    const admin = adminCall(server.url);
+    expect((await admin('PATCH', `/keys/${monthly.id}`, { limits: null })).status).toBe(200);
+    expect((await loose.call('POST', `/conversations/${created.body.id}/run`)).body.details).toMatchObject({ limit: 0.003, resets_at: '2026-03-03T00:00:00.000Z' });
+    expect((await admin('DELETE', `/keys/${capped.id}`)).status).toBe(204);
+    expect((await loose.call('POST', `/conversations/${created.body.id}/run`)).status).toBe(202);
+    await settled(loose.call, created.body.id);
+  });
+});
+
+describe('spend on files', () => {
+  it('is kept across a restart', { timeout: 60_000 }, async () => {
+    const dataDir = tempDir();
+    const prices = { input_cost_per_token: 0.000001, output_cost_per_token: 0.000001 };
+    let restarted = await startServer({ dataDir, overrides: { clock } });
+    try {
+      const made = await adminCall(restarted.url)('POST', '/keys', { name: 'kim', owner: 'kim', scopes: USER_SCOPES, limits: { max_cost_usd: 0.002, budget_period: 'total' } });
+      const kim = client(restarted.url, made.body.secret);
+      const created = await kim('POST', '/conversations', { llm: { model: 'fake', base_url: llm.url, api_key: 'k', ...prices }, initial_message: 'spend it all' });
+      expect(created.status).toBe(201);
+      await settled(kim, created.body.id);
+      expect((await kim('POST', `/conversations/${created.body.id}/run`)).status).toBe(429);
+      await restarted.close();
+      restarted = await startServer({ dataDir, overrides: { clock } });
+      const refused = await client(restarted.url, made.body.secret)('POST', `/conversations/${created.body.id}/run`);
+      expect(refused.status).toBe(429);
+      expect(refused.body.details).toMatchObject({ name: 'max_cost_usd', limit: 0.002, resets_at: null });
+      expect(refused.body.details.used).toBeCloseTo(0.002, 9);
+    } finally {
+      await restarted.close();
+    }
   });
 });

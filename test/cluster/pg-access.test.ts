@@ -1,11 +1,12 @@
 /**
  * Keys, owners and the audit log on PostgreSQL with two instances (dist/): a key made on one
  * works on the other, a rotation or a revocation on one holds on the other at once, another
- * owner's conversation (or schedule) is a 404 on both, and both instances' entries are in one audit log.
+ * owner's conversation (or schedule) is a 404 on both, both instances' entries are in one audit log,
+ * and a key's requests a minute and an owner's spend are counted once for both.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir, TEST_KEY, type SpawnedServer } from '../support/agentd.js';
-import { startInstance } from '../support/cluster-instances.js';
+import { eventually, startInstance } from '../support/cluster-instances.js';
 import { findPostgres, startPostgres, type PostgresCluster } from '../support/postgres-cluster.js';
 import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { client, EVERYONE, expectedStatus, FIXTURES, freshSchedule, keyedRoutes, USER_SCOPES, type MatrixWorld, type Who } from '../support/access-matrix.js';
@@ -120,6 +121,42 @@ describe.skipIf(skipReason !== null)('keys and owners on PostgreSQL, two instanc
         }
       }
       expect(failures).toEqual([]);
+    } finally {
+      await llm.close();
+    }
+  });
+
+  it("holds one rpm limit and one spend ledger for both instances", { timeout: 120_000 }, async () => {
+    const [a, b] = instances as [SpawnedServer, SpawnedServer];
+    const admin = client(a.url, TEST_KEY);
+    // Real time here: start well inside a minute, so that the six requests share one window.
+    const intoMinute = Date.now() % 60_000;
+    if (intoMinute > 45_000) await new Promise((resolve) => setTimeout(resolve, 60_000 - intoMinute + 200));
+    const limited = (await admin('POST', '/keys', { name: 'rita', owner: 'rita', scopes: USER_SCOPES, limits: { rpm: 4 } })).body as { secret: string };
+    const statuses: number[] = [];
+    for (const base of [a.url, b.url, a.url, b.url, a.url, b.url]) statuses.push((await client(base, limited.secret)('GET', '/conversations')).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 429, 429]);
+    const refused = await client(b.url, limited.secret)('GET', '/conversations');
+    expect(refused.body.details).toMatchObject({ name: 'rpm', limit: 4, used: 4 });
+
+    const llm: FakeLlm = await startFakeLlm({ whenExhausted: { text: 'done', usage: { prompt_tokens: 1000, completion_tokens: 1000 } } });
+    try {
+      const spender = (await admin('POST', '/keys', { name: 'sam', owner: 'sam', scopes: USER_SCOPES, limits: { max_cost_usd: 0.003, budget_period: 'total' } })).body as { secret: string };
+      const llmConfig = { model: 'fake', base_url: llm.url, api_key: 'k', input_cost_per_token: 0.000001, output_cost_per_token: 0.000001 };
+      // Each answer costs 0.002: one run on A, one on B; the owner has then spent 0.004 on the two together.
+      for (const base of [a.url, b.url]) {
+        const sam = client(base, spender.secret);
+        const created = await sam('POST', '/conversations', { llm: llmConfig, initial_message: 'spend' });
+        expect(created.status).toBe(201);
+        await eventually('the run to end', 30_000, async () => (await sam('GET', `/conversations/${created.body.id}`)).body.status !== 'running');
+      }
+      // Neither instance alone reached 0.003: both refuse, having counted in one ledger.
+      for (const base of [a.url, b.url]) {
+        const over = await client(base, spender.secret)('POST', '/conversations', { llm: llmConfig, initial_message: 'more' });
+        expect(over.status).toBe(429);
+        expect(over.body.details.name).toBe('max_cost_usd');
+        expect(over.body.details.used).toBeCloseTo(0.004, 9);
+      }
     } finally {
       await llm.close();
     }

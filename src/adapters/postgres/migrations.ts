@@ -164,6 +164,22 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX agentd_audit_owner ON agentd_audit (owner, seq);
     `,
   },
+  {
+    version: 6,
+    name: 'quota counters',
+    sql: `
+      -- The limits' counters, shared by every instance: a key's requests in a minute, an owner's
+      -- spend in a day, a month or all time (window_start 0). until_ms: when the row may go.
+      CREATE TABLE agentd_quota_counters (
+        name text NOT NULL,
+        window_start bigint NOT NULL,
+        until_ms bigint,
+        amount double precision NOT NULL,
+        PRIMARY KEY (name, window_start)
+      );
+      CREATE INDEX agentd_quota_counters_until ON agentd_quota_counters (until_ms) WHERE until_ms IS NOT NULL;
+    `,
+  },
 ];
 
 /** The id migration 3 gave this database (see agentd_cluster). */

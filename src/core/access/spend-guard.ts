@@ -1,7 +1,7 @@
 import type { BudgetPeriod } from './api-key.js';
 import type { QuotaMeter } from './quota-meter.js';
 
-/** Why a run may not ask the model again: its owner reached their spend limit. */
+/** Why a run may not ask the model again: its owner reached a spend limit. */
 export interface SpendVerdict {
   limit: number;
   used: number;
@@ -11,17 +11,16 @@ export interface SpendVerdict {
 }
 
 /** Called before each LLM request of a run: null lets it go, a verdict pauses the run. */
-export type SpendCheck = (conversation: { id: string; owner?: string | null | undefined }) => SpendVerdict | null;
+export type SpendCheck = (conversation: { id: string; owner?: string | null | undefined }) => Promise<SpendVerdict | null>;
 
-/** The owner's spend against the limits of their key last used (QuotaMeter.limitsOf). */
+/** The owner's spend against the ceilings on their keys (QuotaMeter.overSpend says which apply). */
 export function createSpendGuard(meter: QuotaMeter): SpendCheck {
-  return (conversation) => {
+  return async (conversation) => {
     const owner = conversation.owner;
     if (!owner) return null;
-    const limits = meter.limitsOf(owner);
-    const over = meter.overSpend(owner, limits);
+    const over = await meter.overSpend(owner);
     if (!over) return null;
-    const per = limits?.budget_period ?? 'month';
+    const per = over.period ?? 'month';
     return {
       limit: over.max,
       used: over.used,

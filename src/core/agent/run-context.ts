@@ -54,7 +54,7 @@ export interface RunContext extends LlmRequestContext {
   /** Before a tool call runs (a workdir checkpoint), just before its action is recorded. */
   beforeTool?: (call: { name: string; args: Record<string, unknown> }) => Promise<void>;
   /** Before each LLM request: a verdict pauses the run (the owner's spend limit). */
-  spendCheck?: () => SpendVerdict | null;
+  spendCheck?: () => Promise<SpendVerdict | null>;
 }
 
 /** The calls in order, with `finish` moved after the others. */

@@ -117,7 +117,7 @@ class RunLoop {
   private async beforeTurn(): Promise<RunState> {
     const { context } = this;
     if (context.signal.aborted) return over({ kind: 'aborted' });
-    const overSpend = context.spendCheck?.();
+    const overSpend = await context.spendCheck?.();
     if (overSpend) return end({ kind: 'quota_exceeded', message: overSpend.message });
     if (await promptBlocked(context)) return over({ kind: 'prompt_blocked' });
     const spent = await this.overBudget();

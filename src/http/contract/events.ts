@@ -28,3 +28,6 @@ export const StreamQuery = z.object({
   after_seq: z.coerce.number().int().min(0).optional().describe('Start after this cursor (Last-Event-ID takes precedence).'),
   access_token: z.string().optional().describe('The API key, for EventSource clients that cannot send headers.'),
 });
+export const FirehoseQuery = StreamQuery.extend({
+  owner: z.string().min(1).max(200).optional().describe("An admin key's filter: only this owner's conversations (other keys see only their own owner's)."),
+});

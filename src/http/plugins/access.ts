@@ -69,15 +69,14 @@ export function registerAccessChecks(app: FastifyInstance, access: AccessService
       request.audit = { ...request.audit, note: 'refused:model_not_allowed' };
       return done(new AppError({ code: 'model_not_allowed', kind: 'forbidden', message: `This key may not use the model ${body.llm.model}.`, details: { model: body.llm.model, allowed_models: [...principal.allowedModels] } }));
     }
-    let over: QuotaExceeded | null = null;
-    if (key === 'POST /conversations') {
-      over = access.quotas.newConversation(principal);
-      if (!over && body.initial_message !== undefined && body.run !== false) over = access.quotas.newRun(principal);
-    } else if (RUN_ROUTES.has(key) && !(key === 'POST /conversations/:id/messages' && body.run === false)) {
-      over = access.quotas.newRun(principal);
-    }
+    const startsRun = key === 'POST /conversations' ? body.initial_message !== undefined && body.run !== false : RUN_ROUTES.has(key) && !(key === 'POST /conversations/:id/messages' && body.run === false);
+    const over = key === 'POST /conversations' ? access.quotas.newConversation(principal) : null;
     if (over) return refuseOverQuota(request, reply, quotaAnswer(over, access.now()));
-    done();
+    if (!startsRun) return done();
+    access.quotas.newRun(principal).then(
+      (overRun) => (overRun ? refuseOverQuota(request, reply, quotaAnswer(overRun, access.now())) : done()),
+      (error: unknown) => done(error as Error),
+    );
   });
 }
 

@@ -53,13 +53,20 @@ function presentedKey(request: FastifyRequest, allowQuery: boolean): string | un
   return undefined;
 }
 
+/** A request over its key's rate: the 429 to answer. */
+export interface QuotaRefusal {
+  status: 429;
+  body: ErrorBody;
+  retryAfterS: number;
+}
+
 export interface AuthOptions {
   keys: readonly string[];
   isPublicPath?: (path: string) => boolean;
   /** A presented secret that is not a master key: an API key or a token (`keys`, `jwt` modes); absent: master keys only. */
   resolve?: (secret: string) => Promise<{ principal: Principal } | { refused: KeyRefusal; keyId: string | null }>;
-  /** After authentication: the key's requests-per-minute (null: within its limit). */
-  meter?: (principal: Principal) => { status: 429; body: ErrorBody; retryAfterS: number } | null;
+  /** After authentication: the key's requests per minute (null: nothing to count; a promise of null: within its limit). */
+  meter?: (principal: Principal) => Promise<QuotaRefusal | null> | null;
   /** A request let in with the secret a rotation replaced (still in its grace period). */
   onRotated?: (request: FastifyRequest) => void;
 }
@@ -96,13 +103,16 @@ export function createAuthorizer(options: AuthOptions): Authorize {
       void reply.code(403).header('www-authenticate', `Bearer error="insufficient_scope", scope="${missing}"`).send(body);
       return;
     }
-    const over = options.meter?.(principal);
-    if (over) {
-      request.audit = { ...request.audit, note: 'refused:quota_exceeded' };
-      void reply.code(429).header('retry-after', String(over.retryAfterS)).send(over.body);
-      return;
-    }
-    done();
+    const metered = options.meter?.(principal);
+    if (!metered) return done();
+    metered.then(
+      (over) => {
+        if (!over) return done();
+        request.audit = { ...request.audit, note: 'refused:quota_exceeded' };
+        void reply.code(429).header('retry-after', String(over.retryAfterS)).send(over.body);
+      },
+      (error: unknown) => void reply.send(error as Error),
+    );
   };
   return (request, reply, config, done) => {
     if (config?.public) return done();

@@ -4,11 +4,11 @@ import type { FastifyReply } from 'fastify';
 import type { HttpServices } from '../services.js';
 import { InvalidRequestError } from '../../core/errors.js';
 import type { EventStream } from '../../core/events/event-stream.js';
-import { StreamQuery } from '../contract/events.js';
+import { FirehoseQuery, StreamQuery } from '../contract/events.js';
 import { ConversationParams, errors } from '../route-schemas.js';
 import { SseHeartbeats } from '../sse-heartbeats.js';
 import { SseWriter } from '../sse-writer.js';
-import { principalOf } from '../plugins/access.js';
+import { ownerFilter } from '../plugins/access.js';
 import { requires } from '../route-scopes.js';
 
 const SSE_DESCRIPTION =
@@ -100,15 +100,15 @@ export function streamRoutes(services: Pick<HttpServices, 'store' | 'streams' | 
           operationId: 'events.firehose',
           security: requires('conversations:read'),
           summary: 'Stream every conversation\'s events (SSE firehose; `id:` is a global cursor)',
-          querystring: StreamQuery,
+          querystring: FirehoseQuery,
           response: { ...SseResponse, ...errors(400) },
         },
       },
       async (request, reply) => {
         const afterCursor = startCursor(request.headers['last-event-id'] as string | undefined, request.query.after_seq);
-        // A key that is not an admin's sees its owner's conversations only.
-        const principal = principalOf(request);
-        const visible = principal.admin ? undefined : (conversationId: string) => services.access.ownerOf(conversationId) === principal.owner;
+        // A key that is not an admin's sees its owner's conversations only; an admin all, or the owner it asks for.
+        const owner = ownerFilter(request, request.query.owner);
+        const visible = owner === undefined ? undefined : (conversationId: string) => services.access.ownerOf(conversationId) === owner;
         const stream = services.streams.openStream({ conversationId: null, afterCursor, visible });
         await pipeStream({ reply, stream, heartbeats, release: () => services.streams.release(stream) });
       },
