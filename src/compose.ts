@@ -396,6 +396,6 @@ function serverStatus(deps: {
       max_connections: config.connections.max || null,
       max_connections_per_client: config.connections.perClient || null,
     },
-    sandbox: sandboxReport(deps.sandbox),
+    sandbox: sandboxReport(deps.sandbox), sandboxNote: () => deps.sandbox.idmapRefused(),
   });
 }
