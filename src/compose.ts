@@ -331,6 +331,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       storageChecks: () => storage.checks(),
       settings: config,
       sandbox: sandboxReport(sandbox),
+      sandboxNote: () => sandbox.idmapRefused(),
     }),
     ownership,
     killShellsForExit: () => {

@@ -5,14 +5,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { tempDir } from '../support/agentd.js';
 import { runCli } from '../support/cli.js';
+import { idmapRefusal } from '../support/idmap.js';
+import { sandboxUid } from '../../src/adapters/sandbox/identity.js';
 
 /**
  * `agentd run` as root in the user's repository (issue 79): the repository is the user's, so it is
- * never chowned to the sandbox's uid; the agent works there as the directory's owner, and git on
- * the host still accepts the repository afterwards.
+ * never chowned to the sandbox's uid; the agent works there as a uid of its own through an
+ * id-mapped mount (issue 71), or as the directory's owner where the kernel refuses one. What it
+ * makes is the owner's either way, and git on the host still accepts the repository afterwards.
  */
 const asRoot = process.getuid?.() === 0;
 const bwrapWorks = spawnSync('bwrap', ['--ro-bind', '/', '/', '--unshare-pid', '--', '/bin/true']).status === 0;
+const idmapped = asRoot && bwrapWorks && (await idmapRefusal()) === null;
 const OTHER_OWNER = 23_456;
 
 let base: string;
@@ -66,7 +70,7 @@ describe.skipIf(!asRoot || !bwrapWorks)('agentd run as root leaves the repositor
       llm.setScript([{ toolCalls: [{ name: 'bash', arguments: { command: 'echo made > src/made-by-agent.txt && mkdir -p out && echo x > out/y && id -u && git status --porcelain' } }] }, { text: 'Done.' }]);
       const result = await runCli(['run', 'make files'], { cwd: repo, env: { HOME: path.join(base, 'home'), AGENTD_LLM_MODEL: 'fake-model', OPENAI_BASE_URL: llm.url, OPENAI_API_KEY: 'sk-fake' } });
       expect(result.code, result.stderr).toBe(0);
-      expect(result.stderr).toContain(`⎿ ${owner}`);
+      expect(result.stderr).toContain(`⎿ ${idmapped ? sandboxUid(repo) : owner}`);
       const after = owners(repo);
       for (const [entry, uid] of before) expect(after.get(entry), entry).toBe(uid);
       for (const entry of ['src/made-by-agent.txt', 'out', 'out/y']) expect(after.get(entry), entry).toBe(owner);

@@ -11,6 +11,7 @@ import { isSystemPath } from '../../src/adapters/sandbox/workdir-owner.js';
 import { copiedFileRedirections, findInPath } from '../../src/adapters/sandbox/mounts.js';
 import { startAgentHarness, type AgentHarness } from '../support/agent-harness.js';
 import { tempDir } from '../support/agentd.js';
+import { idmapRefusal } from '../support/idmap.js';
 
 /**
  * What a hostile agent tries against its own sandbox, through the real server: planting a set-id
@@ -22,6 +23,8 @@ const probeDir = tempDir('agentd-confinement-probe-');
 const { fallbackReason } = await selectProcessLauncher({ requested: 'auto', limits: NO_LIMITS, searchPath: process.env.PATH ?? '', hiddenPaths: [], extraReadOnlyPaths: [], stateDir: probeDir });
 fs.rmSync(probeDir, { recursive: true, force: true });
 const asRoot = process.getuid?.() === 0;
+/** Whether a workdir the client brings is id-mapped here (src/adapters/sandbox/workdir-idmap.ts), its owner shown as the agent's uid. */
+const idmapped = asRoot && fallbackReason === null && (await idmapRefusal()) === null;
 if (fallbackReason) console.warn(`test/sandbox/sandbox-confinement.test.ts skipped: bubblewrap cannot run here (${fallbackReason})`);
 else if (!asRoot) console.warn('sandbox-confinement: the capability and workdir-ownership tests skipped: they need a server running as root');
 
@@ -259,7 +262,7 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
     expect(fs.statSync(workdir).uid).toBe(uid);
   });
 
-  it.skipIf(!asRoot)("normal work still works: files, git; a client-given workdir stays its owner's, the agent working there as that uid", async () => {
+  it.skipIf(!asRoot)("normal work still works: files, git; a client-given workdir stays its owner's, the agent working there as a uid of its own (id-mapped) or as the owner", async () => {
     const existing = fs.realpathSync(tempDir('agentd-confinement-project-'));
     fs.mkdirSync(path.join(existing, 'src', 'deep'), { recursive: true });
     fs.writeFileSync(path.join(existing, 'src', 'deep', 'old.txt'), 'old\n', { mode: 0o644 });
@@ -286,7 +289,7 @@ describe.skipIf(fallbackReason !== null)('sandbox confinement', () => {
       const result = await harness.post(`/conversations/${body.id}/commands`, { command: script, timeout_s: 60 });
       expect(result.body.stderr).toBe('');
       expect(result.body.stdout).toBe('edited\nold\nmore\nfirst\nALL_DONE\n');
-      expect((await harness.post(`/conversations/${body.id}/commands`, { command: 'id -u', timeout_s: 30 })).body.stdout).toBe(`${owner}\n`);
+      expect((await harness.post(`/conversations/${body.id}/commands`, { command: 'id -u', timeout_s: 30 })).body.stdout).toBe(`${idmapped ? sandboxUid(existing) : owner}\n`);
       for (const file of ['.', 'src/deep', 'src/deep/old.txt', 'new.txt', 'repo/.git/HEAD']) expect(fs.statSync(path.join(existing, file)).uid, file).toBe(owner);
       expect(fs.lstatSync(path.join(existing, 'dangling')).uid).toBe(owner);
       expect(setIdFiles(existing)).toEqual([]);

@@ -52,7 +52,7 @@ export class GitShadowRepository implements ShadowRepository {
   /** The directory listings of the last walk of the workdirs fingerprinted most recently (at most LISTINGS_KEPT of them). */
   private readonly listings = new Map<string, DirectoryListings>();
   private checked: Promise<{ ok: true } | { ok: false; reason: string }> | null = null;
-  private readonly owner = new ShadowOwner();
+  private readonly owner = new ShadowOwner((workdir) => this.options.sandbox?.runsAs?.(workdir) ?? null);
 
   /**
    * `run`: runs git (the server's ProcessSpawner); default: run by this process. `sandbox`: the

@@ -12,9 +12,12 @@ export class ShadowOwner {
   /** The uid each repository was last given to. */
   private readonly given = new Map<string, number>();
 
-  /** Gives the whole repository to the owner of `workdir` (the sandbox's uid) unless it already is. */
+  /** `runsAs`: who the sandbox of a workdir runs as (ProcessLauncher.runsAs); null: the server's own user. */
+  constructor(private readonly runsAs: (workdir: string) => { uid: number; gid: number } | null) {}
+
+  /** Gives the whole repository to the uid the sandbox of `workdir` runs as, unless it already is. */
   ensure(gitDir: string, workdir: string): void {
-    const owner = ownerOf(workdir);
+    const owner = this.ownerOf(workdir);
     if (owner === null || this.given.get(gitDir) === owner.uid) return;
     const head = fs.lstatSync(path.join(gitDir, 'HEAD'), { throwIfNoEntry: false });
     if (head?.uid !== owner.uid) giveAll(gitDir, owner);
@@ -23,7 +26,7 @@ export class ShadowOwner {
 
   /** Gives entries the server just wrote in the repository (relative paths) to its owner. */
   give(gitDir: string, workdir: string, entries: readonly string[]): void {
-    const owner = ownerOf(workdir);
+    const owner = this.ownerOf(workdir);
     if (owner === null) return;
     for (const entry of entries) {
       const file = path.join(gitDir, entry);
@@ -35,13 +38,13 @@ export class ShadowOwner {
   forget(gitDir: string): void {
     this.given.delete(gitDir);
   }
-}
 
-/** The workdir's owner when the server is root and gave it away (the sandbox's uid); else null. */
-function ownerOf(workdir: string): { uid: number; gid: number } | null {
-  if (process.geteuid?.() !== 0) return null;
-  const stats = fs.statSync(workdir);
-  return stats.uid === 0 ? null : { uid: stats.uid, gid: stats.gid };
+  /** The sandbox's uid when the server is root and that uid is not its own; else null. */
+  private ownerOf(workdir: string): { uid: number; gid: number } | null {
+    if (process.geteuid?.() !== 0) return null;
+    const owner = this.runsAs(workdir);
+    return owner === null || owner.uid === 0 ? null : owner;
+  }
 }
 
 /** lchown of every entry under `dir` and of `dir` itself; links are given, never followed. */

@@ -111,6 +111,12 @@ export interface ProcessLauncher {
    * to call; never rejects.
    */
   beforeStart?(sandbox: SandboxRequest): Promise<void>;
+  /**
+   * Who a workdir's sandboxed processes run as when they are not the server's own user (a server
+   * running as root), for what the server writes on their side (the checkpoints' repository);
+   * null: the server's own user.
+   */
+  runsAs?(workdir: string): { uid: number; gid: number } | null;
   /** The workdir's conversation is deleted: what was kept about the workdir goes (it stayed for the process's life). */
   forget?(workdir: string): void;
   /** The server stops, its sandboxes killed: the cgroups it made for them are removed once empty (bounded wait). */

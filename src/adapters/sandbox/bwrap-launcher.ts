@@ -4,10 +4,10 @@ import type { PreparedProcess, ProcessLauncher, ProcessSpec, SandboxRequest, Spa
 import type { LimitEnforcement, ResourceLimits } from './resource-limits.js';
 import type { SandboxCgroups } from './cgroups.js';
 import { closeOtherFds, CONTROL_FD, sandboxEntryScript } from './entry-script.js';
-import { SANDBOX_USER, SandboxIdentityFiles, sandboxUid, type SandboxIdentity } from './identity.js';
+import { SANDBOX_USER, sandboxUid } from './identity.js';
+import { AgentIdentities, type AgentIdentity } from './agent-identity.js';
 import { copiedFileRedirections, sandboxPrograms, shellWord, systemMountArgs, type SandboxPrograms } from './mounts.js';
 import { setIdSeccompFilter } from './seccomp-filter.js';
-import { WorkdirOwner } from './workdir-owner.js';
 import { BWRAP_INFO_FD, BWRAP_USERNS_BLOCK_FD, NETWORK_WAIT_FD, userModeWrapperScript, waitForNetworkScript, type NetworkHelper } from './network.js';
 
 export interface BwrapLauncherOptions {
@@ -36,6 +36,8 @@ export interface BwrapLauncherOptions {
   cgroups?: SandboxCgroups | null;
   /** The user-mode network stack for `network: true`; null: such sandboxes get no network. */
   networkHelper?: NetworkHelper | null;
+  /** A workdir the user brought cannot be id-mapped (workdir-idmap.ts): the agent runs there as its owner. */
+  onIdmapRefused?: (workdir: string, reason: string) => void;
 }
 
 /**
@@ -67,9 +69,10 @@ const SECCOMP_FD = 10;
  *   user-mode networking attached from outside for `network: true` (sandbox/network.ts);
  * - as root: all capabilities dropped but those the entry script needs to switch to the agent's
  *   own uid (sandbox/identity.ts) and to stop the sandbox; the agent itself holds none (effective,
- *   permitted, inheritable, ambient and bounding sets empty, no_new_privs). The workdir is given to
- *   the agent's uid (workdir-owner.ts) so it works on its files as their owner. Not root: a user
- *   namespace with the server's uid, no capabilities;
+ *   permitted, inheritable, ambient and bounding sets empty, no_new_privs). A workdir agentd made is
+ *   given to the agent's uid (workdir-owner.ts) so it works on its files as their owner; one the
+ *   user brought is mounted id-mapped instead, its owner shown as the agent's uid
+ *   (workdir-idmap.ts). Not root: a user namespace with the server's uid, no capabilities;
  * - a seccomp filter (seccomp-filter.ts) refuses set-id bits on any file the agent creates or
  *   chmods, so nothing it leaves in the workdir can run with its owner's ids on the host;
  * - when the host allows it, the conversation's cgroups (sandbox/cgroups.ts): the spawned launch
@@ -94,12 +97,12 @@ export class BwrapProcessLauncher implements ProcessLauncher {
   private readonly forBwrap: number[];
   /** The programs the sandbox's scripts run, by absolute path (never looked up from the workdir). */
   private readonly programs: SandboxPrograms;
-  private readonly identities: SandboxIdentityFiles;
+  /** Who the agent runs as in each workdir (agent-identity.ts). */
+  private readonly agents: AgentIdentities;
   readonly enforcement: LimitEnforcement;
   /** Why set-id bits are not filtered (no seccomp program for this host), else null. */
   readonly seccompUnavailable: string | null;
   private readonly asRoot: boolean;
-  private readonly owner = new WorkdirOwner();
   private readonly cgroups: SandboxCgroups | null;
   private readonly seccompFile: string | null;
 
@@ -108,7 +111,14 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     this.asRoot = options.runningAsRoot ?? process.geteuid?.() === 0;
     this.cgroups = options.cgroups ?? null;
     void this.cgroups?.sweep();
-    this.identities = new SandboxIdentityFiles(options.stateDir);
+    this.programs = sandboxPrograms(options.searchPath);
+    // Made first: its identity files make the state dir, where the seccomp program goes next.
+    this.agents = new AgentIdentities({
+      stateDir: options.stateDir,
+      programs: this.programs,
+      ...(options.createdWorkdirBase !== undefined && { createdWorkdirBase: options.createdWorkdirBase }),
+      ...(options.onIdmapRefused && { onIdmapRefused: options.onIdmapRefused }),
+    });
     const filter = setIdSeccompFilter();
     this.seccompFile = filter && path.join(options.stateDir, 'seccomp-setid.bpf');
     if (this.seccompFile && filter) fs.writeFileSync(this.seccompFile, filter, { mode: 0o600 });
@@ -132,43 +142,27 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     const light = systemMountArgs({ tools: ['git', 'bash', 'setpriv'], searchPath: options.searchPath, extraReadOnly: [], hidden: options.hiddenPaths, etc: ['/etc/ld.so.cache'] });
     this.lightSystemArgs = { early: light.early, late: light.late };
     this.copiedFiles = copiedFileRedirections(copies);
-    this.programs = sandboxPrograms(options.searchPath);
     this.forBwrap = [...(this.seccompFile ? [SECCOMP_FD] : []), ...copies.map((copy) => copy.fd)];
   }
 
   async ready(sandbox: SandboxRequest): Promise<void> {
-    if (!this.asRoot || !this.givesOwnUid(sandbox.workdir)) return;
-    const identity = this.identities.forWorkdir(sandbox.workdir);
-    await this.owner.ensureAsync({ workdir: sandbox.workdir, uid: identity.uid, gid: identity.gid });
-  }
-
-  /**
-   * Whether a workdir is one agentd made (then given to a uid of its own), rather than one the
-   * user brought (the CLI's current directory, a client's `workdir`): chowning the user's
-   * repository to another uid made git refuse it and took the user's files away from them.
-   */
-  private givesOwnUid(workdir: string): boolean {
-    const base = this.options.createdWorkdirBase;
-    if (base === undefined) return true;
-    const relative = path.relative(base, workdir);
-    return relative !== '' && !relative.startsWith('..') && !path.isAbsolute(relative);
-  }
-
-  /** Who the agent runs as (server is root): a uid of its own in a workdir agentd made, else the workdir's owner. */
-  private identityFor(workdir: string): { uid: number; gid: number; files: SandboxIdentity['files']; own: boolean } {
-    if (this.givesOwnUid(workdir)) return { ...this.identities.forWorkdir(workdir), own: true };
-    const stats = fs.statSync(workdir);
-    return { uid: stats.uid, gid: stats.gid, files: this.identities.forServerUser(), own: false };
+    if (this.asRoot) await this.agents.ready(sandbox.workdir);
   }
 
   /** What a start needs made before it (prepare): the cgroups, and as root the agent's identity files, off the event loop. */
   async beforeStart(sandbox: SandboxRequest): Promise<void> {
-    await Promise.all([this.cgroups?.makeDirectories(cgroupKey(sandbox.workdir)), this.asRoot && this.givesOwnUid(sandbox.workdir) ? this.identities.prepare(sandbox.workdir) : undefined]);
+    await Promise.all([this.cgroups?.makeDirectories(cgroupKey(sandbox.workdir)), this.asRoot ? this.agents.prepare(sandbox.workdir) : undefined]);
+  }
+
+  /** Who a workdir's sandboxed processes run as when the server is root; null: the server's own user. */
+  runsAs(workdir: string): { uid: number; gid: number } | null {
+    if (!this.asRoot) return null;
+    const { uid, gid } = this.agents.identityFor(workdir);
+    return { uid, gid };
   }
 
   forget(workdir: string): void {
-    this.owner.forget(workdir);
-    if (this.asRoot) this.identities.forget(workdir);
+    if (this.asRoot) this.agents.forget(workdir);
   }
 
   async removeCgroups(): Promise<void> {
@@ -181,15 +175,17 @@ export class BwrapProcessLauncher implements ProcessLauncher {
 
   /** What is kept about workdirs: how many are known given away, how many identity files known written (tests). */
   get held(): { owned: number; identityFiles: number } {
-    return { owned: this.owner.held, identityFiles: this.identities.held };
+    return { owned: this.agents.owned, identityFiles: this.agents.files.held };
   }
 
   prepare(spec: ProcessSpec): PreparedProcess {
     const workdir = spec.sandbox?.workdir ?? spec.cwd;
-    const identity = this.asRoot ? this.identityFor(workdir) : null;
-    if (identity?.own && !spec.setupLater) this.owner.ensure({ workdir, uid: identity.uid, gid: identity.gid });
-    const files = identity?.files ?? this.identities.forServerUser();
-    if (spec.light && !spec.control) return this.prepareLight(spec, workdir, identity);
+    const identity = this.asRoot ? this.agents.identityFor(workdir) : null;
+    if (identity && !spec.setupLater) this.agents.giveNow(workdir, identity);
+    // In its launch's own mount namespace, the workdir bwrap binds is the id-mapped one (workdir-idmap.ts).
+    const idmap = this.agents.launch(workdir, identity);
+    const files = identity?.files ?? this.agents.files.forServerUser();
+    if (spec.light && !spec.control) return this.prepareLight(spec, workdir, identity, idmap);
     const network = spec.sandbox?.network ?? true;
     const userMode = network === true && this.options.networkHelper ? this.options.networkHelper : null;
     // A user-mode network comes up while the sandbox starts (the helper attaches from outside).
@@ -238,13 +234,15 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       ...privilegedBash(this.programs.bash), '-c', networkWait && !spec.control ? `${networkWait}\n${entry}` : entry, 'agentd-sandbox',
       spec.command, ...spec.args,
     ];
-    const env = identity?.own ? { ...spec.env, USER: SANDBOX_USER, LOGNAME: SANDBOX_USER } : { ...spec.env };
+    const env = identity?.named ? { ...spec.env, USER: SANDBOX_USER, LOGNAME: SANDBOX_USER } : { ...spec.env };
     const key = cgroupKey(workdir);
-    // The launch script: it joins the cgroups, opens what bwrap reads (the copied /etc files, the
-    // seccomp program), then execs bwrap, or (user-mode network) goes on as the wrapper that starts
-    // bwrap and attaches the helper, under `setpriv --pdeathsig` (one bash for both: a second
-    // bash, exec'd after the first, was one more program start in every sandbox's start).
+    // The launch script: it mounts an id-mapped workdir (in its own mount namespace), joins the
+    // cgroups, opens what bwrap reads (the copied /etc files, the seccomp program), then execs
+    // bwrap, or (user-mode network) goes on as the wrapper that starts bwrap and attaches the
+    // helper, under `setpriv --pdeathsig` (one bash for both: a second bash, exec'd after the
+    // first, was one more program start in every sandbox's start).
     const launch = [
+      ...idmap.line,
       ...(this.cgroups ? [this.cgroups.joinScript(key, this.programs.mkdir)] : []),
       ...this.copiedFiles,
       ...(this.seccompFile ? [`exec ${SECCOMP_FD}<${shellWord(this.seccompFile)}`] : []),
@@ -252,10 +250,11 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       userMode ? userModeWrapperScript({ helper: userMode, asRoot: this.asRoot, forBwrap: this.forBwrap, programs: this.programs }) : `trap '' INT\nexec "$@"`,
     ].join('\n');
     const release = this.cgroups ? () => this.cgroups?.release(key) : undefined;
-    const launchBash = [...(userMode ? [this.programs.setpriv, '--pdeathsig', 'KILL', '--'] : []), ...privilegedBash(this.programs.bash)];
+    const launchBash = [...(userMode ? [this.programs.setpriv, '--pdeathsig', 'KILL', '--'] : []), ...idmap.prefix, ...privilegedBash(this.programs.bash)];
     const name = userMode ? 'agentd-net' : 'agentd-launch';
     const [command, ...launchArgs] = [...launchBash, '-c', launch, name, this.options.bwrapPath, ...args];
-    const spare = spareStart({ launchBash, name, cwd: spec.cwd, env, argv: [this.options.bwrapPath, ...args], launch });
+    // Not from a spare when id-mapped: a namespace made ahead would miss what the host mounted since.
+    const spare = identity?.idmapped ? null : spareStart({ launchBash, name, cwd: spec.cwd, env, argv: [this.options.bwrapPath, ...args], launch });
     return { command: command!, args: launchArgs, cwd: spec.cwd, env, programDepth: userMode ? 3 : 2, ...(release && { release }), ...(spec.control && { controlFd: CONTROL_FD, ...(networkWait && { shellPrelude: networkWait }) }), ...(spare && { spare }) };
   }
 
@@ -264,8 +263,8 @@ export class BwrapProcessLauncher implements ProcessLauncher {
    * with no entry script: none of the agent's sandbox's /etc copies and binds, watchdog fork, or
    * env and setpriv through bash, which were most of a small checkpoint's time (bench P19).
    */
-  private prepareLight(spec: ProcessSpec, workdir: string, identity: { uid: number; gid: number; files: SandboxIdentity['files'] } | null): PreparedProcess {
-    const files = identity?.files ?? this.identities.forServerUser();
+  private prepareLight(spec: ProcessSpec, workdir: string, identity: AgentIdentity | null, idmap: { prefix: string[]; line: string[] }): PreparedProcess {
+    const files = identity?.files ?? this.agents.files.forServerUser();
     const tmpSize = this.limits.tmpMb === null ? [] : ['--size', String(this.limits.tmpMb * 1024 * 1024)];
     const runAs = identity
       ? [this.programs.setpriv, `--reuid=${identity.uid}`, `--regid=${identity.gid}`, '--clear-groups', '--inh-caps=-all', '--ambient-caps=-all', '--bounding-set=-all', '--no-new-privs', '--']
@@ -296,6 +295,7 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     ];
     const key = cgroupKey(workdir);
     const launch = [
+      ...idmap.line,
       ...(this.cgroups ? [this.cgroups.joinScript(key, this.programs.mkdir)] : []),
       ...(this.seccompFile ? [`exec ${SECCOMP_FD}<${shellWord(this.seccompFile)}`] : []),
       // No entry script closes what the server inherited (sandbox/entry-script.ts, step 0): this does, before bwrap.
@@ -303,10 +303,10 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       `trap '' INT\nexec "$@"`,
     ].join('\n');
     const release = this.cgroups ? () => this.cgroups?.release(key) : undefined;
-    const launchBash = privilegedBash(this.programs.bash);
+    const launchBash = [...idmap.prefix, ...privilegedBash(this.programs.bash)];
     const [command, ...launchArgs] = [...launchBash, '-c', launch, 'agentd-launch', this.options.bwrapPath, ...args];
     const env = { ...spec.env };
-    const spare = spareStart({ launchBash, name: 'agentd-launch', cwd: spec.cwd, env, argv: [this.options.bwrapPath, ...args], launch });
+    const spare = identity?.idmapped ? null : spareStart({ launchBash, name: 'agentd-launch', cwd: spec.cwd, env, argv: [this.options.bwrapPath, ...args], launch });
     return { command: command!, args: launchArgs, cwd: spec.cwd, env, programDepth: 2, ...(release && { release }), ...(spare && { spare }) };
   }
 }

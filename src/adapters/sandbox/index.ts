@@ -19,6 +19,11 @@ export interface SandboxInfo {
   enforcement: LimitEnforcement;
   /** Set when commands run unsandboxed on the host: one sentence for the start-up warning. */
   warning: string | null;
+  /**
+   * Set once a workdir the user brought could not be id-mapped (sandbox/workdir-idmap.ts), so that
+   * the agent runs there as the workdir's owner: one sentence with the last reason, for /health.
+   */
+  idmapRefused(): string | null;
 }
 
 /**
@@ -26,6 +31,11 @@ export interface SandboxInfo {
  * forced `bwrap` that cannot run throws (SandboxUnavailableError): the server does not start.
  */
 export async function createSandbox(config: Config, logger: Logger): Promise<{ launcher: ProcessLauncher; info: SandboxInfo }> {
+  let idmapRefused: string | null = null;
+  const onIdmapRefused = (workdir: string, reason: string) => {
+    idmapRefused = `a workdir the client or the CLI brought could not be id-mapped (${reason}): the agent runs there as the workdir's owner (uid 0 where root owns it), without capabilities`;
+    logger.warn({ workdir, reason }, 'the workdir cannot be id-mapped: the agent runs in it as its owner, not as a uid of its own');
+  };
   const { launcher, fallbackReason, cgroupReason, networkHelper, networkFallbackReason, networkHelperMissing } = await selectProcessLauncher({
     requested: config.sandbox.mode,
     limits: config.sandbox.limits,
@@ -36,6 +46,7 @@ export async function createSandbox(config: Config, logger: Logger): Promise<{ l
     createdWorkdirBase: realpathOr(config.workdirBase),
     useCgroups: config.sandbox.cgroups,
     networkHelper: config.sandbox.network.helper,
+    onIdmapRefused,
   });
   let warning: string | null = null;
   if (launcher.mode === 'none') {
@@ -60,7 +71,7 @@ export async function createSandbox(config: Config, logger: Logger): Promise<{ l
     warning = networkHelperMissing ? `${note} Install passt (pasta) or slirp4netns for user-mode networking.` : note;
   }
   const network = { default: config.sandbox.network.default, user_mode: networkHelper?.kind ?? null, host_allowed: config.sandbox.network.hostAllowed, note };
-  return { launcher, info: { mode: launcher.mode, network, limits: launcher.limits, enforcement: launcher.enforcement, warning } };
+  return { launcher, info: { mode: launcher.mode, network, limits: launcher.limits, enforcement: launcher.enforcement, warning, idmapRefused: () => idmapRefused } };
 }
 
 /** Workdirs are compared by their real path (conversations keep theirs so). */

@@ -234,6 +234,9 @@ export interface SandboxPrograms {
   mkdir: string;
   sleep: string;
   rmdir: string;
+  /** A workdir's id-mapped mount, in the launch's own mount namespace (workdir-idmap.ts). */
+  perl: string;
+  unshare: string;
 }
 
 const SYSTEM_PATH = '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin';
@@ -246,7 +249,7 @@ const SYSTEM_PATH = '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbi
  */
 export function sandboxPrograms(searchPath: string): SandboxPrograms {
   const find = (name: string) => findInPath(name, searchPath) ?? findInPath(name, SYSTEM_PATH) ?? `/usr/bin/${name}`;
-  return { bash: find('bash'), env: find('env'), setpriv: find('setpriv'), mkdir: find('mkdir'), sleep: find('sleep'), rmdir: find('rmdir') };
+  return { bash: find('bash'), env: find('env'), setpriv: find('setpriv'), mkdir: find('mkdir'), sleep: find('sleep'), rmdir: find('rmdir'), perl: find('perl'), unshare: find('unshare') };
 }
 
 /** Quotes any text as one word for bash (or sh): single quotes, each `'` inside closed and escaped. */

@@ -7,6 +7,7 @@ import { HostProcessLauncher, type ProcessLauncher } from '../process/process-la
 import type { ResourceLimits } from './resource-limits.js';
 import { detectSandboxCgroups } from './cgroups.js';
 import { findInPath } from './mounts.js';
+import { sandboxUid } from './identity.js';
 import { findNetworkHelper, networkHelperFailure, noNetworkHelper, type NetworkHelper, type NetworkHelperChoice } from './network.js';
 
 export type RequestedSandbox = 'auto' | 'bwrap' | 'none';
@@ -54,6 +55,8 @@ export interface SelectLauncherOptions {
   useCgroups?: boolean;
   /** The user-mode network stack behind `network: true` (AGENTD_SANDBOX_NETWORK_HELPER; default auto: see findNetworkHelper). */
   networkHelper?: NetworkHelperChoice;
+  /** A workdir the user brought cannot be id-mapped (BwrapLauncherOptions). */
+  onIdmapRefused?: (workdir: string, reason: string) => void;
 }
 
 const PROBE_TIMEOUT_MS = 10_000;
@@ -92,6 +95,7 @@ export async function selectProcessLauncher(options: SelectLauncherOptions): Pro
         ...(options.createdWorkdirBase !== undefined && { createdWorkdirBase: options.createdWorkdirBase }),
         searchPath,
         networkHelper,
+        ...(options.onIdmapRefused && { onIdmapRefused: options.onIdmapRefused }),
       });
     const selected = (launcher: ProcessLauncher, networkHelper: NetworkHelper | null, networkFallbackReason: string | null): LauncherSelection => ({ launcher, fallbackReason: null, cgroupReason, networkHelper, networkFallbackReason, networkHelperMissing: networkFallbackReason !== null && helper === null });
     // One sandbox with the network stack attached proves both; only when it fails does a sandbox
@@ -123,6 +127,9 @@ async function probe(launcher: ProcessLauncher, options: { searchPath: string; n
   const { searchPath } = options;
   const command = options.network ? 'grep -q "^[^ \t]*\t00000000" /proc/net/route && echo ok' : 'echo ok';
   const workdir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'agentd-sandbox-probe-')));
+  // As root, given to the uid a sandbox would show it as: the probe switches to that uid, and
+  // needs no id-mapped mount (sandbox/workdir-idmap.ts) for a directory it deletes next.
+  if (process.geteuid?.() === 0) fs.chownSync(workdir, sandboxUid(workdir), sandboxUid(workdir));
   try {
     const spec = launcher.prepare({ command: 'bash', args: ['-c', command], cwd: workdir, env: { PATH: searchPath, HOME: workdir }, sandbox: { workdir, network: options.network } });
     return await new Promise<string | null>((resolve) => {

@@ -23,6 +23,8 @@ export interface ServerStatusDeps {
   settings: LimitSettings;
   /** The sandbox as detected at start-up: reported as it is. */
   sandbox: Info['sandbox'];
+  /** Set when a workdir the user brought could not be id-mapped: the sandbox check's detail (still ok). */
+  sandboxNote?(): string | null;
 }
 
 export interface LimitSettings {
@@ -70,7 +72,7 @@ export class ServerStatus {
     };
     // Unsandboxed still serves, but an operator (or a probe) must see it: the agent can read the keys and every conversation.
     const sandboxed = this.deps.sandbox.mode !== 'none';
-    const sandbox = { ok: sandboxed, detail: sandboxed ? null : "no sandbox: the agent's commands run unsandboxed on the host, as the server's user (see the start-up warning)" };
+    const sandbox = { ok: sandboxed, detail: sandboxed ? (this.deps.sandboxNote?.() ?? null) : "no sandbox: the agent's commands run unsandboxed on the host, as the server's user (see the start-up warning)" };
     return {
       ready,
       report: {

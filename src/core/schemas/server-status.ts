@@ -17,7 +17,7 @@ export const Health = z
       state_loaded: Check,
       data_dir_writable: Check,
       quarantined: QuarantineCheck,
-      sandbox: Check.describe('Agent processes run in the bubblewrap sandbox; not ok when they run unsandboxed on the host (sandbox mode `none`).'),
+      sandbox: Check.describe("Agent processes run in the bubblewrap sandbox; not ok when they run unsandboxed on the host (sandbox mode `none`). Still ok, with a detail, when a workdir the client brought could not be id-mapped (the agent then runs there as the workdir's owner)."),
       database: Check.optional().describe('With AGENTD_DATABASE_URL: PostgreSQL answers.'),
       nats: Check.optional().describe('With AGENTD_NATS_URL: the NATS server answers (events still flow through the database without it).'),
     }),
