@@ -20,7 +20,8 @@ import type { ConversationGates } from './conversation-gates.js';
 import { withFallbackKeys } from './fallback-keys.js';
 import { BudgetGuard, currentBudgetLimit } from './budget-guard.js';
 import type { Budget } from '../schemas/budget.js';
-import { LlmError, type LlmClient, type LlmRetry, type LlmToolSchema } from './llm.js';
+import { LlmError, type LlmClient, type LlmToolSchema } from './llm.js';
+import type { LlmRequestEvents } from './llm-request-events.js';
 import type { RunOutcome } from './run-context.js';
 import type { RunJournal } from './run-journal.js';
 import { executeRun } from './run-loop.js';
@@ -61,7 +62,6 @@ export interface RunDriverDeps {
   lifecycle: SessionLifecycle;
   clock: Clock;
   onError?: ((error: unknown, context: Record<string, unknown>) => void) | undefined;
-  onLlmRetry?: ((retry: LlmRetry, context: { conversation_id: string; run_id: string }) => void) | undefined;
   onRunFailed?: ((failure: { code: string; message: string }, context: { conversation_id: string; run_id: string }) => void) | undefined;
   /** The budget of conversations without their own (AGENTD_BUDGET). */
   defaultBudget?: Budget | null;
@@ -194,9 +194,11 @@ export class RunDriver {
       const gate = this.deps.gates.gateFor(record, run.id, controller.signal);
       // A condensation started before this run (POST /condense while idle) ends first.
       await session.condensing?.done;
+      // One routing state for the run's requests, its condensations' included (a `turn` scope's stay holds for both).
+      const llmEvents: LlmRequestEvents = { ...journal.llmEvents(record, run.id), routing: { turn: 0 } };
       const subagents = this.deps.subagents.hostFor(record, session, active);
       outcome = await executeRun({
-        condenser: this.deps.condensation.forRun({ session, record, run, gate, signal: controller.signal }),
+        condenser: this.deps.condensation.forRun({ session, record, run, gate, signal: controller.signal, events: llmEvents }),
         interrupts: active.interrupts,
         gate,
         sessionStart: firstRun,
@@ -225,13 +227,7 @@ export class RunDriver {
         delta: (text) => journal.delta(record.id, run.id, text),
         reasoningDelta: (text) => journal.reasoningDelta(record.id, run.id, text),
         onUsage: (usage, model) => journal.recordUsage(record, run, usage, {}, model),
-        onLlmRetry: (retry) => {
-          this.deps.onLlmRetry?.(retry, { conversation_id: record.id, run_id: run.id });
-          return journal.append(record.id, { kind: 'llm_retry', source: 'system', model: retry.model ?? record.llm!.model, reason: retry.reason ?? retry.code.replace(/^llm_/, ''), wait_s: retry.delayMs / 1000, run_id: run.id });
-        },
-        onLlmFallback: (fallback) =>
-          journal.append(record.id, { kind: 'llm_fallback', source: 'system', from_model: fallback.fromModel, to_model: fallback.toModel, reason: fallback.reason, attempt: fallback.attempt, run_id: run.id }),
-        routing: { turn: 0 },
+        ...llmEvents,
         checkBudget: (() => {
           const guard = new BudgetGuard([currentBudgetLimit(() => record.budget ?? this.deps.defaultBudget ?? null)]);
           return () => guard.check({ run: run.usage, conversation: this.deps.conversations.record(record.id).usage });

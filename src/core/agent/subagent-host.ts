@@ -67,7 +67,8 @@ export class SubagentHosts {
           gate,
           signal: controller.signal,
           append: async (event) => (await journal.append(record.id, { ...event, ...tags })).event,
-          onUsage: (usage) => journal.recordUsage(record, run, usage, tags),
+          onUsage: (usage, model) => journal.recordUsage(record, run, usage, tags, model),
+          events: journal.llmEvents(record, run.id, tags),
         }),
       systemPrompt: async (agent, tools) => {
         const project = await readProjectContext({ projectFiles: this.deps.projectFiles, workdir: record.workdir, instructions: readsProject(record) });
