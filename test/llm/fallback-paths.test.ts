@@ -1,6 +1,6 @@
 // Fallback models on every path an LLM request takes, end to end: a real server, two fake LLMs
 // (the primary and the fallback), and the events a client reads. A condensation summary whose
-// primary fails, in a run and between runs.
+// primary fails, in a run and between runs; a subagent whose primary fails.
 import { afterEach, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm, type FakeLlmOptions } from '../fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from '../support/agentd.js';
@@ -102,4 +102,27 @@ it('records the fallback of a POST /condense between runs, with no run', async (
   expect(ofKind(all, 'llm_fallback')).toEqual([expect.objectContaining({ from_model: 'primary-model', to_model: 'fallback-model', reason: 'unavailable', run_id: null })]);
   expect(ofKind(all, 'usage').at(-1)).toMatchObject({ model: 'fallback-model', run_id: null });
   expect(fallback.summaryRequests[0]!.headers.authorization).toBe('Bearer sk-from-secret');
+}, 30_000);
+
+it("moves a subagent's request to the fallback, with its events and usage tagged as the subagent's", async () => {
+  const primary = await fake({
+    script: [{ toolCalls: [{ id: 'task_one', name: 'task', arguments: { description: 'one part', prompt: 'SUB-JOB: say one' } }] }, { text: 'Parent done.' }],
+    routes: [{ when: 'SUB-JOB', script: [{ status: 503 }] }],
+  });
+  const fallback = await fake({ apiKey: 'sk-from-secret', script: [{ text: 'Sub result from the fallback.' }] });
+  const target = await server();
+  const id = await conversation(target, { primary, fallback });
+  const all = await runMessage(target, id, 'Delegate.');
+  const tags = { parent_tool_call_id: 'task_one', agent: 'general-purpose' };
+  expect(ofKind(all, 'llm_fallback')).toEqual([expect.objectContaining({ from_model: 'primary-model', to_model: 'fallback-model', reason: 'unavailable', ...tags })]);
+  expect(ofKind(all, 'usage').map((event) => [event.model, event.parent_tool_call_id ?? null])).toEqual([
+    ['primary-model', null],
+    ['fallback-model', 'task_one'],
+    ['primary-model', null],
+  ]);
+  expect(ofKind(all, 'observation').find((event) => event.tool_call_id === 'task_one')).toMatchObject({ is_error: false, content: 'Sub result from the fallback.' });
+  const run = (await okJson(target, 'GET', `/conversations/${id}/runs`)).items.at(-1);
+  expect(run.models_used).toEqual(['primary-model', 'fallback-model']);
+  expect(Object.keys(run.usage.by_model).sort()).toEqual(['fallback-model', 'primary-model']);
+  expect(fallback.violations).toEqual([]);
 }, 30_000);

@@ -18,7 +18,7 @@ import type { AgentSessions } from './agent-sessions.js';
 import type { CondensationControl } from './condensation-control.js';
 import type { ConversationGates } from './conversation-gates.js';
 import { withFallbackKeys } from './fallback-keys.js';
-import { BudgetGuard, currentBudgetLimit } from './budget-guard.js';
+import { runSpendChecks } from './budget-guard.js';
 import type { Budget } from '../schemas/budget.js';
 import { LlmError, type LlmClient, type LlmToolSchema } from './llm.js';
 import type { LlmRequestEvents } from './llm-request-events.js';
@@ -196,7 +196,12 @@ export class RunDriver {
       await session.condensing?.done;
       // One routing state for the run's requests, its condensations' included (a `turn` scope's stay holds for both).
       const llmEvents: LlmRequestEvents = { ...journal.llmEvents(record, run.id), routing: { turn: 0 } };
-      const subagents = this.deps.subagents.hostFor(record, session, active);
+      const checks = runSpendChecks({
+        budget: () => record.budget ?? this.deps.defaultBudget ?? null,
+        spend: () => ({ run: run.usage, conversation: conversations.record(record.id).usage }),
+        ownerSpend: this.deps.spendCheck && (() => this.deps.spendCheck!(record)),
+      });
+      const subagents = this.deps.subagents.hostFor(record, { session, active, checks });
       outcome = await executeRun({
         condenser: this.deps.condensation.forRun({ session, record, run, gate, signal: controller.signal, events: llmEvents }),
         interrupts: active.interrupts,
@@ -228,17 +233,13 @@ export class RunDriver {
         reasoningDelta: (text) => journal.reasoningDelta(record.id, run.id, text),
         onUsage: (usage, model) => journal.recordUsage(record, run, usage, {}, model),
         ...llmEvents,
-        checkBudget: (() => {
-          const guard = new BudgetGuard([currentBudgetLimit(() => record.budget ?? this.deps.defaultBudget ?? null)]);
-          return () => guard.check({ run: run.usage, conversation: this.deps.conversations.record(record.id).usage });
-        })(),
+        ...checks,
         onIteration: () => {
           run.iterations += 1;
           this.deps.runs.save(run);
         },
         setPendingActions: (actions) => conversations.setPendingActions(record.id, actions),
         approved,
-        ...(this.deps.spendCheck && { spendCheck: () => this.deps.spendCheck!(record) }),
         ...(checkpoints && { beforeTool: (call: { name: string; args: Record<string, unknown> }) => checkpoints.beforeTool(record, run.id, call) }),
       });
     } catch (error) {

@@ -148,9 +148,11 @@ class RunLoop {
 
   /** Before the next LLM request: a budget reached is recorded, and pauses or stops the run (notify: it goes on). */
   private async overBudget(): Promise<RunOutcome | null> {
-    const breach = this.context.checkBudget?.();
-    if (!breach) return null;
-    await this.context.append({ kind: 'budget_exceeded', source: 'system', ...breach, run_id: this.context.run.id });
+    const verdict = this.context.checkBudget?.();
+    if (!verdict) return null;
+    const { breach } = verdict;
+    // A subagent of this run reached it first: its event says so, and this agent ends the same way.
+    if (!verdict.recorded) await this.context.append({ kind: 'budget_exceeded', source: 'system', ...breach, run_id: this.context.run.id });
     const what = breach.per === 'run' ? 'This run' : 'The conversation';
     const limit = [breach.limit.max_cost_usd !== undefined && `$${breach.limit.max_cost_usd}`, breach.limit.max_tokens !== undefined && `${breach.limit.max_tokens} tokens`].filter(Boolean).join(' / ');
     const reason = `${what} reached its budget (${limit}): used $${breach.used.cost_usd.toFixed(4)} and ${breach.used.tokens} tokens.`;
