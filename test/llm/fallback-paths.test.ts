@@ -1,6 +1,7 @@
 // Fallback models on every path an LLM request takes, end to end: a real server, two fake LLMs
-// (the primary and the fallback), and the events a client reads. A condensation summary whose
-// primary fails, in a run and between runs; a subagent whose primary fails.
+// (the primary and the fallback), and the events a client reads. Scope `turn` across a run whose
+// next user message arrives mid-run; a condensation summary whose primary fails, in a run and
+// between runs; a subagent whose primary fails.
 import { afterEach, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm, type FakeLlmOptions } from '../fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from '../support/agentd.js';
@@ -54,6 +55,38 @@ async function runMessage(target: TestServer, id: string, content: string): Prom
 
 const ofKind = (list: any[], kind: string) => list.filter((event) => event.kind === kind);
 const bash = (command: string) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] });
+
+it('stays on the fallback for the rest of the turn, and tries the primary again at the next user message of the same run (scope turn)', async () => {
+  const target = await server();
+  let id = '';
+  const primary = await fake({ script: [{ status: 503 }, { text: 'Primary answers the second message.' }] });
+  const fallback = await fake({
+    apiKey: 'sk-from-secret',
+    script: [
+      bash('echo one'),
+      // The user's next message arrives while the model answers: the run takes it at its next turn.
+      async () => {
+        await okJson(target, 'POST', `/conversations/${id}/messages`, { content: 'Second.', run: true, multitask_strategy: 'enqueue' });
+        return bash('echo two');
+      },
+    ],
+  });
+  id = await conversation(target, { primary, fallback }, { llm: { fallback_scope: 'turn' } });
+  const all = await runMessage(target, id, 'First.');
+  // The 503 moved the turn's first request; its second went to the fallback without asking the primary.
+  expect(ofKind(all, 'llm_fallback')).toEqual([expect.objectContaining({ from_model: 'primary-model', to_model: 'fallback-model', reason: 'unavailable', attempt: 1 })]);
+  const usage = ofKind(all, 'usage');
+  expect(usage.map((event) => event.model)).toEqual(['fallback-model', 'fallback-model', 'primary-model']);
+  // One run: the stay ended with the user's message, not with a new run.
+  expect(new Set(usage.map((event) => event.run_id)).size).toBe(1);
+  expect(ofKind(all, 'message').find((event) => event.content === 'Second.')).toMatchObject({ multitask_strategy: 'enqueue' });
+  expect(primary.requests).toHaveLength(2);
+  expect(fallback.requests).toHaveLength(2);
+  expect(primary.requests[1]!.body.messages!.at(-1)).toEqual({ role: 'user', content: 'Second.' });
+  expect(ofKind(all, 'message').at(-1).content).toBe('Primary answers the second message.');
+  expect((await okJson(target, 'GET', `/conversations/${id}/runs`)).items.at(-1).models_used).toEqual(['fallback-model', 'primary-model']);
+  expect(fallback.violations).toEqual([]);
+}, 30_000);
 
 it("records a condensation summary's retry and fallback when the primary fails with 503, and its usage under the model that wrote it", async () => {
   // The system prompt and the tools take about 6,000 tokens; the first two results about 4,800 each: the third request would pass 12,000.
