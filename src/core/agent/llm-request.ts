@@ -45,6 +45,14 @@ export interface RunCondenser {
   readonly hint?: string;
 }
 
+/** Thrown by askLlm when the check after a condensation summary ended the run: the request the summary made room for is not sent. */
+export class StoppedAfterSummary extends Error {
+  constructor() {
+    super('A spending limit was reached with the condensation summary.');
+    this.name = 'StoppedAfterSummary';
+  }
+}
+
 /** How many times a run summarises again, with smaller inputs, when the provider still refuses the prompt. */
 const SHRINK_STEPS = 3;
 
@@ -56,11 +64,25 @@ const SHRINK_STEPS = 3;
  * with an error that says so. `noTools`: the tools stay in the request (the cached prompt prefix
  * holds) but the model may not call them.
  */
-export async function askLlm(context: LlmRequestContext, options: { settings: LlmSettings; signal: AbortSignal; noTools?: boolean; output?: OutputRequirement | null }): Promise<LlmResponse> {
+export async function askLlm(
+  context: LlmRequestContext,
+  options: {
+    settings: LlmSettings;
+    signal: AbortSignal;
+    noTools?: boolean;
+    output?: OutputRequirement | null;
+    /** After a condensation summary, before the request: true when a spending limit ended the run (recorded). */
+    afterSummary?: () => Promise<boolean>;
+  },
+): Promise<LlmResponse> {
   const output = options.output ?? null;
   const tools = output?.toolSchema ? [...context.toolSchemas, output.toolSchema] : context.toolSchemas;
   const due = context.condenser.due(estimateRequest(context, tools));
-  if (due) await context.condenser.run(due, { estimate: estimateRequest(context, tools) });
+  if (due) {
+    const condensed = await context.condenser.run(due, { estimate: estimateRequest(context, tools) });
+    // The summary spent too: the limits checked before the turn are checked again before its request.
+    if (condensed.kind === 'condensed' && (await options.afterSummary?.())) throw new StoppedAfterSummary();
+  }
   if (options.signal.aborted) throw options.signal.reason;
   const request = async () => {
     const estimate = estimateRequest(context, tools);

@@ -2,6 +2,7 @@ import type { ToolDefinition } from '../tools/tool.js';
 import { iterationBudgetNote } from './iteration-budget.js';
 import { LlmError } from './llm.js';
 import { llmTurn, NOTES, NoteBudget, summaryTurn, type NoteReason } from './llm-turn.js';
+import { StoppedAfterSummary } from './llm-request.js';
 import { FINISH_TOOL, type RunContext, type RunOutcome } from './run-context.js';
 import { continuedByStopHook, promptBlocked } from './run-call.js';
 import { runApproved } from './approved-actions.js';
@@ -161,8 +162,22 @@ class RunLoop {
     return null;
   }
 
+  /** After the turn's condensation summary: a spending limit it reached is recorded, and ends the run (notify: it goes on). */
+  private async spentBySummary(): Promise<RunOutcome | null> {
+    const overSpend = this.context.spendCheck?.();
+    if (overSpend) return { kind: 'quota_exceeded', message: overSpend.message };
+    return this.overBudget();
+  }
+
   private async ask(turn: Turn): Promise<RunState> {
-    const reply = await llmTurn(this.context, turn);
+    const stop: { outcome: RunOutcome | null } = { outcome: null };
+    let reply: Awaited<ReturnType<typeof llmTurn>>;
+    try {
+      reply = await llmTurn(this.context, { ...turn, afterSummary: async () => (stop.outcome = await this.spentBySummary()) !== null });
+    } catch (error) {
+      if (error instanceof StoppedAfterSummary && stop.outcome) return end(stop.outcome);
+      throw error;
+    }
     switch (reply.kind) {
       case 'calls':
         return { name: 'acting', turn, reply };
