@@ -92,3 +92,28 @@ it('refuses a budget without a limit, and takes one by PUT /config', async () =>
   const updated = await okJson(target, 'PUT', `/conversations/${id}/config`, { budget: { max_tokens: 5000, on_exceed: 'stop' } });
   expect(updated.budget).toEqual({ max_tokens: 5000, per: 'run', on_exceed: 'stop' });
 }, 30_000);
+
+it('pauses after a condensation summary reaches the budget, before the request it made room for', async () => {
+  const step = (command: string) => ({ toolCalls: [{ name: 'bash', arguments: { command } }], usage: { prompt_tokens: 1000, completion_tokens: 100 } });
+  // The system prompt and the tools take about 6,000 tokens; the first two results about 4,800 each: the third request would pass 12,000.
+  const llm = await fake({
+    script: [step('seq 1 4000; echo first-step'), step('seq 1 4000; echo second-step'), step('echo third-step'), { text: 'Done.' }],
+    summarizer: () => ({ text: 'The summary.', usage: { prompt_tokens: 1000, completion_tokens: 100 } }),
+  });
+  const target = await server();
+  const { id } = await okJson(target, 'POST', '/conversations', {
+    llm: { model: 'fake-model', base_url: llm.url, api_key: 'k' },
+    condenser: { max_tokens: 12_000, keep_first: 1, keep_last: 2 },
+    budget: { max_tokens: 3000, per: 'run', on_exceed: 'pause' },
+  });
+  const events = await runToEnd(target, id, 'Work.');
+  // 2,200 tokens when the third turn began; its summary brought them to 3,300: its request is never made.
+  expect(llm.summaryRequests).toHaveLength(1);
+  expect(llm.requests).toHaveLength(3);
+  const [condensation] = ofKind(events, 'condensation');
+  const [breach] = ofKind(events, 'budget_exceeded');
+  expect(ofKind(events, 'budget_exceeded')).toHaveLength(1);
+  expect(breach).toMatchObject({ action: 'pause', used: { cost_usd: 0, tokens: 3300 } });
+  expect(condensation.seq).toBeLessThan(breach.seq);
+  expect((await okJson(target, 'GET', `/conversations/${id}/runs`)).items.at(-1)).toMatchObject({ status: 'paused', outcome: 'budget_exceeded' });
+}, 30_000);

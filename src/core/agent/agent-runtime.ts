@@ -74,7 +74,7 @@ export interface AgentRuntimeDeps {
   spendCheck?: SpendCheck;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
   /** A failed LLM attempt that will be retried (for the server log, at warn). */
-  onLlmRetry?: (retry: LlmRetry, context: { conversation_id: string; run_id: string }) => void;
+  onLlmRetry?: (retry: LlmRetry, context: { conversation_id: string; run_id: string | null }) => void;
   /** After this long without a run a conversation's shell, MCP servers and history are released (0 or absent: never). */
   idleTimeoutMs?: number;
   /** A conversation was released after its idle timeout: what else holds it in memory lets go (its newest checkpoint). */
@@ -110,7 +110,7 @@ export class AgentRuntime implements ConversationRuntime {
   constructor(private readonly deps: AgentRuntimeDeps) {
     const { conversations, sessions, runs, onError } = deps;
     const clock = deps.clock ?? systemClock;
-    const journal = (this.journal = new RunJournal({ conversations, recorder: deps.recorder, prices: new PriceTable(deps.spending?.prices) }));
+    const journal = (this.journal = new RunJournal({ conversations, recorder: deps.recorder, prices: new PriceTable(deps.spending?.prices), onLlmRetry: deps.onLlmRetry }));
     const offer = (this.offer = new ToolOffer({ tools: deps.tools, catalog: deps.catalog, maxSubagentDepth: deps.maxSubagentDepth, subagentModels: deps.subagentModels, onError }));
     const gates = new ConversationGates({
       hookTransport: deps.hookTransport,
@@ -124,7 +124,8 @@ export class AgentRuntime implements ConversationRuntime {
     const condensation = (this.condensation = new CondensationControl({
       llm: deps.llm,
       append: async (id, event) => (await journal.append(id, event)).event,
-      recordUsage: (record, run, usage) => journal.recordUsage(record, run, usage),
+      recordUsage: (record, run, usage, model) => journal.recordUsage(record, run, usage, {}, model),
+      llmEvents: (record, runId) => journal.llmEvents(record, runId),
       gateFor: (record, runId, signal) => gates.gateFor(record, runId, signal),
       serverMaxTokens: deps.condenserMaxTokens,
       ...(onError && { onError }),
@@ -152,7 +153,6 @@ export class AgentRuntime implements ConversationRuntime {
       lifecycle,
       clock,
       onError,
-      onLlmRetry: deps.onLlmRetry,
       onRunFailed: deps.onRunFailed,
       defaultBudget: deps.spending?.defaultBudget ?? null,
       spendCheck: deps.spendCheck,

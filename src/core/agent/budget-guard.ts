@@ -1,3 +1,4 @@
+import type { SpendVerdict } from '../access/spend-guard.js';
 import type { Budget } from '../schemas/budget.js';
 import type { Usage } from '../schemas/usage.js';
 
@@ -13,6 +14,15 @@ export interface BudgetBreach {
   used: { cost_usd: number; tokens: number };
   per: 'run' | 'conversation';
   action: 'pause' | 'stop' | 'notify';
+}
+
+/**
+ * A limit reached, found before an LLM request. `recorded`: an agent of the same run (a subagent)
+ * reached it first and recorded its `budget_exceeded`: this agent ends too, without a second one.
+ */
+export interface BudgetVerdict {
+  breach: BudgetBreach;
+  recorded: boolean;
 }
 
 /**
@@ -44,25 +54,55 @@ export function currentBudgetLimit(budget: () => Budget | null): SpendLimit {
 }
 
 /**
- * The check before each LLM request of a run: the first limit reached decides. A `notify` breach
- * is reported once per run and per limit, and the run goes on; `pause` and `stop` end the run.
+ * The check before each LLM request of a run and of its subagents: the first limit reached
+ * decides. A `notify` breach is reported once per run and per limit, and the run goes on; `pause`
+ * and `stop` end the agent that met them, and every other agent of the run at its next request.
  * A run never goes past a limit without its breach being recorded.
  */
 export class BudgetGuard {
   private readonly notified = new Set<SpendLimit>();
+  /** The breaches that ended an agent of the run, by limit, as the event said them. */
+  private readonly ended = new Map<SpendLimit, string>();
 
   constructor(private readonly limits: readonly SpendLimit[]) {}
 
-  /** The breach to record now (null: nothing new), and whether the run must end. */
-  check(spend: Spend): BudgetBreach | null {
+  /** The breach met now (null: nothing, or a `notify` already told). */
+  check(spend: Spend): BudgetVerdict | null {
     for (const limit of this.limits) {
       const breach = limit.check(spend);
       if (!breach) continue;
-      if (breach.action !== 'notify') return breach;
+      if (breach.action !== 'notify') {
+        // The same limit again (not one raised meanwhile by PUT /config, still short): recorded once.
+        const said = JSON.stringify([breach.limit, breach.per, breach.action]);
+        const recorded = this.ended.get(limit) === said;
+        this.ended.set(limit, said);
+        return { breach, recorded };
+      }
       if (this.notified.has(limit)) continue;
       this.notified.add(limit);
-      return breach;
+      return { breach, recorded: false };
     }
     return null;
   }
+}
+
+/** What a run and each of its subagents check before an LLM request (run-context.ts). */
+export interface RunSpendChecks {
+  checkBudget: () => BudgetVerdict | null;
+  spendCheck?: () => SpendVerdict | null;
+}
+
+/**
+ * The checks of one run, shared with its subagents: their spending is the run's (and the
+ * conversation's), so the conversation's budget and the owner's spend limit cover what a subagent
+ * asks too, and one guard tells a `notify` once and records a reached limit once per run.
+ */
+export function runSpendChecks(options: {
+  budget: () => Budget | null;
+  spend: () => Spend;
+  /** The owner's spend limit for this conversation (core/access/spend-guard.ts). */
+  ownerSpend?: (() => SpendVerdict | null) | undefined;
+}): RunSpendChecks {
+  const guard = new BudgetGuard([currentBudgetLimit(options.budget)]);
+  return { checkBudget: () => guard.check(options.spend()), ...(options.ownerSpend && { spendCheck: options.ownerSpend }) };
 }

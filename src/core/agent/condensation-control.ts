@@ -10,6 +10,8 @@ import type { ConversationHistory } from './conversation-history.js';
 import type { RequestEstimate, RunCondenser } from './llm-request.js';
 import { LlmError, type LlmClient, type LlmSettings, type LlmUsage } from './llm.js';
 import type { Run } from './run-record.js';
+import { withFallbackKeys } from './fallback-keys.js';
+import type { LlmRequestEvents } from './llm-request-events.js';
 import type { ToolGate } from './tool-gate.js';
 
 /** The condensation threshold for models whose context window is unknown, unless configured. */
@@ -36,7 +38,9 @@ const INPUT_CHARS_BY_SHRINK = [400_000, 100_000, 25_000];
 export interface CondensationControlDeps {
   llm: LlmClient;
   append(conversationId: string, event: NewEvent): Promise<AgentEvent>;
-  recordUsage(record: ConversationRecord, run: Run | null, usage: LlmUsage): Promise<void>;
+  recordUsage(record: ConversationRecord, run: Run | null, usage: LlmUsage, model: string): Promise<void>;
+  /** How a summary request outside a run records its retries and fallbacks. */
+  llmEvents(record: ConversationRecord, runId: string | null): LlmRequestEvents;
   /** Hooks (PreCompact) of the conversation, for a run or for a condensation outside one. */
   gateFor(record: ConversationRecord, runId: string | null, signal: AbortSignal): ToolGate;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
@@ -83,8 +87,11 @@ export class CondensationControl {
     this.whileIdle(session, record, request.instructions);
   }
 
-  /** Condensation as one run sees it: due when asked for (POST /condense) or when the next request would pass the threshold. */
-  forRun(options: { session: AgentSession; record: ConversationRecord; run: Run; gate: ToolGate; signal: AbortSignal }): RunCondenser {
+  /**
+   * Condensation as one run sees it: due when asked for (POST /condense) or when the next request
+   * would pass the threshold. `events`: the run's (its summaries' retries and fallbacks are the run's events).
+   */
+  forRun(options: { session: AgentSession; record: ConversationRecord; run: Run; gate: ToolGate; signal: AbortSignal; events: LlmRequestEvents }): RunCondenser {
     const { session, record } = options;
     return this.automatic({
       history: session.history,
@@ -106,7 +113,18 @@ export class CondensationControl {
    * A subagent's history, condensed like the conversation's (its settings, its hooks), its
    * condensation events tagged as the subagent's.
    */
-  forSubagent(options: { history: ConversationHistory; toolState: Map<string, unknown>; record: ConversationRecord; llm: () => LlmSettings; run: Run; gate: ToolGate; signal: AbortSignal; append(event: NewEvent): Promise<AgentEvent>; onUsage(usage: LlmUsage): Promise<void> }): RunCondenser {
+  forSubagent(options: {
+    history: ConversationHistory;
+    toolState: Map<string, unknown>;
+    record: ConversationRecord;
+    llm: () => LlmSettings;
+    run: Run;
+    gate: ToolGate;
+    signal: AbortSignal;
+    append(event: NewEvent): Promise<AgentEvent>;
+    onUsage(usage: LlmUsage, model: string): Promise<void>;
+    events: LlmRequestEvents;
+  }): RunCondenser {
     const { record } = options;
     return this.automatic({
       history: options.history,
@@ -127,6 +145,7 @@ export class CondensationControl {
           preCompact: (input) => options.gate.onPreCompact({ trigger: 'auto', instructions: input.instructions }),
           append: options.append,
           onUsage: options.onUsage,
+          events: options.events,
         }),
     });
   }
@@ -180,7 +199,7 @@ export class CondensationControl {
     const done = (async () => {
       try {
         const gate = this.deps.gateFor(record, null, controller.signal);
-        await this.condenseHistory({ session, record, run: null, gate, signal: controller.signal, trigger: 'manual', instructions });
+        await this.condenseHistory({ session, record, run: null, gate, signal: controller.signal, trigger: 'manual', instructions, events: this.deps.llmEvents(record, null) });
       } catch (error) {
         if (controller.signal.aborted) return;
         const known = error instanceof LlmError || error instanceof StorageFullError;
@@ -195,13 +214,13 @@ export class CondensationControl {
   }
 
   private condenseHistory(
-    options: { session: AgentSession; record: ConversationRecord; run: Run | null; gate: ToolGate; signal: AbortSignal; trigger: CondenseTrigger } & Partial<Pick<CondenseOptions, 'instructions' | 'tailTokens' | 'tokensBefore' | 'maxInputChars'>>,
+    options: { session: AgentSession; record: ConversationRecord; run: Run | null; gate: ToolGate; signal: AbortSignal; trigger: CondenseTrigger; events: LlmRequestEvents } & Partial<Pick<CondenseOptions, 'instructions' | 'tailTokens' | 'tokensBefore' | 'maxInputChars'>>,
   ): Promise<CondenseResult> {
     const { session, record, run } = options;
     return condense({
       history: session.history,
       llm: this.deps.llm,
-      settings: record.llm!,
+      settings: withFallbackKeys(record.llm!, record.secrets),
       ...keepOf(record),
       trigger: options.trigger,
       instructions: options.instructions,
@@ -213,7 +232,8 @@ export class CondensationControl {
       runId: run?.id ?? null,
       preCompact: (input) => options.gate.onPreCompact({ trigger: input.trigger === 'manual' ? 'manual' : 'auto', instructions: input.instructions }),
       append: (event) => this.deps.append(record.id, event),
-      onUsage: (usage) => this.deps.recordUsage(record, run, usage),
+      onUsage: (usage, model) => this.deps.recordUsage(record, run, usage, model),
+      events: options.events,
     });
   }
 }

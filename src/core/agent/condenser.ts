@@ -2,9 +2,10 @@ import { readAsset } from '../../assets.js';
 import type { AgentEvent, EventOf, NewEvent } from '../schemas/event.js';
 import { planCondensation, type CondensationPlan } from './condensation-plan.js';
 import type { ConversationHistory, HistoryEntry } from './conversation-history.js';
-import { LlmError, type LlmClient, type LlmMessage, type LlmSettings, type LlmUsage } from './llm.js';
+import { LlmError, type LlmClient, type LlmMessage, type LlmResponse, type LlmSettings, type LlmUsage } from './llm.js';
 import { carriedBlock, isCondensedSummary, withoutCarried } from './condensation-carry.js';
 import { estimateTokens } from './token-estimate.js';
+import { requestHooks, type LlmRequestEvents } from './llm-request-events.js';
 
 const CONDENSE_PROMPT = readAsset(import.meta.url, 'condense-prompt.md').trim();
 
@@ -42,7 +43,10 @@ export interface CondenseOptions extends KeepSettings {
   /** PreCompact hooks: the reason when one blocks, else null. */
   preCompact(input: { trigger: CondenseTrigger; instructions: string | null }): Promise<string | null>;
   append(event: NewEvent): Promise<AgentEvent>;
-  onUsage(usage: LlmUsage): Promise<void>;
+  /** `model`: the one that wrote the summary (a fallback, when the primary failed). */
+  onUsage(usage: LlmUsage, model: string): Promise<void>;
+  /** The summary request's retries and fallbacks, recorded as the run's requests' are. */
+  events?: LlmRequestEvents;
 }
 
 export type CondenseResult =
@@ -97,13 +101,20 @@ export async function condense(options: CondenseOptions): Promise<CondenseResult
   const forgotten = options.history.entries().slice(current.start, current.end);
   // Before the summary's own usage is recorded (the fold takes it as the last prompt size).
   const tokensBefore = options.tokensBefore ?? tokensOfHistory(options.history, options.trigger);
-  const response = await options.llm.complete({
-    settings: options.settings,
-    messages: summaryRequest(forgotten, { instructions: options.instructions, maxInputChars: options.maxInputChars ?? MAX_INPUT_CHARS }),
-    tools: [],
-    signal: options.signal,
-  });
-  await options.onUsage(response.usage);
+  const events = requestHooks(options.events ?? {}, options.history.lastUserSeq);
+  let response: LlmResponse;
+  try {
+    response = await options.llm.complete({
+      settings: options.settings,
+      messages: summaryRequest(forgotten, { instructions: options.instructions, maxInputChars: options.maxInputChars ?? MAX_INPUT_CHARS }),
+      tools: [],
+      signal: options.signal,
+      ...events.hooks,
+    });
+  } finally {
+    await events.written();
+  }
+  await options.onUsage(response.usage, response.model ?? options.settings.model);
   const written = response.content?.trim();
   if (!written) throw new LlmError('llm_empty_response', 'The model answered the condensation request with nothing.');
   const summary = `${written}${carriedBlock(forgotten, options.taskList ?? null)}`;

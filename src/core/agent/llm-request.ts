@@ -5,10 +5,11 @@ import { saveFullOutput } from '../tools/agent-area.js';
 import { clearOldOutputs } from './output-clearing.js';
 import type { OutputRequirement } from './structured-output.js';
 import { estimateToolTokens } from './token-estimate.js';
-import { LlmError, type EncodedMessages, type LlmFallback, type LlmMessage, type LlmRouting, type LlmUserPart, type LlmClient, type LlmRequest, type LlmResponse, type LlmRetry, type LlmSettings, type LlmToolSchema, type LlmUsage } from './llm.js';
+import { LlmError, type EncodedMessages, type LlmMessage, type LlmUserPart, type LlmClient, type LlmRequest, type LlmResponse, type LlmSettings, type LlmToolSchema, type LlmUsage } from './llm.js';
+import { requestHooks, type LlmRequestEvents } from './llm-request-events.js';
 
 /** What a run's LLM requests need: the history, the client, and the condenser that keeps the history in the window. */
-export interface LlmRequestContext {
+export interface LlmRequestContext extends LlmRequestEvents {
   history: ConversationHistory;
   llm: LlmClient;
   toolSchemas: LlmToolSchema[];
@@ -17,11 +18,6 @@ export interface LlmRequestContext {
   reasoningDelta?(text: string): void;
   /** `model`: the one that answered. */
   onUsage(usage: LlmUsage, model?: string): Promise<void>;
-  /** A retry or a move to a fallback model (recorded as events: the request waits for them before its usage). */
-  onLlmRetry?: (retry: LlmRetry) => void | Promise<unknown>;
-  onLlmFallback?: (fallback: LlmFallback) => void | Promise<unknown>;
-  /** The run's routing state (which fallback a `turn` or `sticky` scope stays on). */
-  routing?: LlmRouting;
   condenser: RunCondenser;
   /** Reads a workdir image of a user message (base64) when a request is sent; none: such images are described, not sent. */
   readImage?: (path: string) => Promise<string>;
@@ -49,6 +45,14 @@ export interface RunCondenser {
   readonly hint?: string;
 }
 
+/** Thrown by askLlm when the check after a condensation summary ended the run: the request the summary made room for is not sent. */
+export class StoppedAfterSummary extends Error {
+  constructor() {
+    super('A spending limit was reached with the condensation summary.');
+    this.name = 'StoppedAfterSummary';
+  }
+}
+
 /** How many times a run summarises again, with smaller inputs, when the provider still refuses the prompt. */
 const SHRINK_STEPS = 3;
 
@@ -60,18 +64,30 @@ const SHRINK_STEPS = 3;
  * with an error that says so. `noTools`: the tools stay in the request (the cached prompt prefix
  * holds) but the model may not call them.
  */
-export async function askLlm(context: LlmRequestContext, options: { settings: LlmSettings; signal: AbortSignal; noTools?: boolean; output?: OutputRequirement | null }): Promise<LlmResponse> {
+export async function askLlm(
+  context: LlmRequestContext,
+  options: {
+    settings: LlmSettings;
+    signal: AbortSignal;
+    noTools?: boolean;
+    output?: OutputRequirement | null;
+    /** After a condensation summary, before the request: true when a spending limit ended the run (recorded). */
+    afterSummary?: () => Promise<boolean>;
+  },
+): Promise<LlmResponse> {
   const output = options.output ?? null;
   const tools = output?.toolSchema ? [...context.toolSchemas, output.toolSchema] : context.toolSchemas;
   const due = context.condenser.due(estimateRequest(context, tools));
-  if (due) await context.condenser.run(due, { estimate: estimateRequest(context, tools) });
+  if (due) {
+    const condensed = await context.condenser.run(due, { estimate: estimateRequest(context, tools) });
+    // The summary spent too: the limits checked before the turn are checked again before its request.
+    if (condensed.kind === 'condensed' && (await options.afterSummary?.())) throw new StoppedAfterSummary();
+  }
   if (options.signal.aborted) throw options.signal.reason;
   const request = async () => {
     const estimate = estimateRequest(context, tools);
     // Events of the request's retries and fallbacks are written in order, before its usage.
-    const recorded: Promise<unknown>[] = [];
-    const record = (result: void | Promise<unknown>) => void (result && recorded.push(result));
-    if (context.routing) context.routing.turn = context.history.lastUserSeq;
+    const events = requestHooks(context, context.history.lastUserSeq);
     let response: LlmResponse;
     try {
       response = await context.llm.complete(await withHistory(context, {
@@ -83,12 +99,10 @@ export async function askLlm(context: LlmRequestContext, options: { settings: Ll
         onTextDelta: (text) => context.delta(text),
         // `llm.reasoning.show: false`: the reasoning is neither streamed nor recorded.
         ...(context.reasoningDelta && options.settings.reasoning?.show !== false ? { onReasoningDelta: (text: string) => context.reasoningDelta!(text) } : {}),
-        ...(context.onLlmRetry ? { onRetry: (retry: LlmRetry) => record(context.onLlmRetry!(retry)) } : {}),
-        ...(context.onLlmFallback ? { onFallback: (fallback: LlmFallback) => record(context.onLlmFallback!(fallback)) } : {}),
-        ...(context.routing ? { routing: context.routing } : {}),
+        ...events.hooks,
       }));
     } finally {
-      await Promise.all(recorded);
+      await events.written();
     }
     if (response.usage.prompt_tokens > 0) ratios.set(context, Math.min(2, Math.max(1, response.usage.prompt_tokens / estimate.tokens)));
     await context.onUsage(response.usage, response.model ?? options.settings.model);

@@ -113,11 +113,11 @@ export function replyOf(response: LlmResponse): Reply {
  */
 export async function llmTurn(
   context: RunContext,
-  turn: { settings: ReturnType<RunContext['settings']>; output: OutputRequirement | null; signal: AbortSignal },
+  turn: { settings: ReturnType<RunContext['settings']>; output: OutputRequirement | null; signal: AbortSignal; afterSummary?: () => Promise<boolean> },
 ): Promise<Reply | Extract<TurnOutcome, { kind: 'aborted' | 'interrupted' }>> {
   let response;
   try {
-    response = await askLlm(context, { settings: turn.settings.llm, signal: turn.signal, output: turn.output });
+    response = await askLlm(context, { settings: turn.settings.llm, signal: turn.signal, output: turn.output, ...(turn.afterSummary && { afterSummary: turn.afterSummary }) });
   } catch (error) {
     if (context.signal.aborted) return { kind: 'aborted' };
     // The answer being streamed is dropped: the model answers again, the new message in view.

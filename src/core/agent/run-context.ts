@@ -7,7 +7,7 @@ import type { LlmSettings } from './llm.js';
 import type { LlmRequestContext } from './llm-request.js';
 import type { Run } from './run-record.js';
 import type { ToolGate } from './tool-gate.js';
-import type { BudgetBreach } from './budget-guard.js';
+import type { BudgetVerdict } from './budget-guard.js';
 import type { TurnInterrupts } from './turn-interrupts.js';
 
 export const FINISH_TOOL = 'finish';
@@ -49,8 +49,8 @@ export interface RunContext extends LlmRequestContext {
   gate: ToolGate;
   /** The conversation's first run: SessionStart hooks run before it. */
   sessionStart: boolean;
-  /** Before each LLM request: a spending limit reached (recorded as `budget_exceeded`), or null. */
-  checkBudget?: () => BudgetBreach | null;
+  /** Before each LLM request: a spending limit reached (recorded as `budget_exceeded` unless a subagent of the run did), or null. */
+  checkBudget?: () => BudgetVerdict | null;
   /** Before a tool call runs (a workdir checkpoint), just before its action is recorded. */
   beforeTool?: (call: { name: string; args: Record<string, unknown> }) => Promise<void>;
   /** Before each LLM request: a verdict pauses the run (the owner's spend limit). */

@@ -18,9 +18,10 @@ import type { AgentSessions } from './agent-sessions.js';
 import type { CondensationControl } from './condensation-control.js';
 import type { ConversationGates } from './conversation-gates.js';
 import { withFallbackKeys } from './fallback-keys.js';
-import { BudgetGuard, currentBudgetLimit } from './budget-guard.js';
+import { runSpendChecks } from './budget-guard.js';
 import type { Budget } from '../schemas/budget.js';
-import { LlmError, type LlmClient, type LlmRetry, type LlmToolSchema } from './llm.js';
+import { LlmError, type LlmClient, type LlmToolSchema } from './llm.js';
+import type { LlmRequestEvents } from './llm-request-events.js';
 import type { RunOutcome } from './run-context.js';
 import type { RunJournal } from './run-journal.js';
 import { executeRun } from './run-loop.js';
@@ -61,7 +62,6 @@ export interface RunDriverDeps {
   lifecycle: SessionLifecycle;
   clock: Clock;
   onError?: ((error: unknown, context: Record<string, unknown>) => void) | undefined;
-  onLlmRetry?: ((retry: LlmRetry, context: { conversation_id: string; run_id: string }) => void) | undefined;
   onRunFailed?: ((failure: { code: string; message: string }, context: { conversation_id: string; run_id: string }) => void) | undefined;
   /** The budget of conversations without their own (AGENTD_BUDGET). */
   defaultBudget?: Budget | null;
@@ -194,9 +194,16 @@ export class RunDriver {
       const gate = this.deps.gates.gateFor(record, run.id, controller.signal);
       // A condensation started before this run (POST /condense while idle) ends first.
       await session.condensing?.done;
-      const subagents = this.deps.subagents.hostFor(record, session, active);
+      // One routing state for the run's requests, its condensations' included (a `turn` scope's stay holds for both).
+      const llmEvents: LlmRequestEvents = { ...journal.llmEvents(record, run.id), routing: { turn: 0 } };
+      const checks = runSpendChecks({
+        budget: () => record.budget ?? this.deps.defaultBudget ?? null,
+        spend: () => ({ run: run.usage, conversation: conversations.record(record.id).usage }),
+        ownerSpend: this.deps.spendCheck && (() => this.deps.spendCheck!(record)),
+      });
+      const subagents = this.deps.subagents.hostFor(record, { session, active, checks });
       outcome = await executeRun({
-        condenser: this.deps.condensation.forRun({ session, record, run, gate, signal: controller.signal }),
+        condenser: this.deps.condensation.forRun({ session, record, run, gate, signal: controller.signal, events: llmEvents }),
         interrupts: active.interrupts,
         gate,
         sessionStart: firstRun,
@@ -225,24 +232,14 @@ export class RunDriver {
         delta: (text) => journal.delta(record.id, run.id, text),
         reasoningDelta: (text) => journal.reasoningDelta(record.id, run.id, text),
         onUsage: (usage, model) => journal.recordUsage(record, run, usage, {}, model),
-        onLlmRetry: (retry) => {
-          this.deps.onLlmRetry?.(retry, { conversation_id: record.id, run_id: run.id });
-          return journal.append(record.id, { kind: 'llm_retry', source: 'system', model: retry.model ?? record.llm!.model, reason: retry.reason ?? retry.code.replace(/^llm_/, ''), wait_s: retry.delayMs / 1000, run_id: run.id });
-        },
-        onLlmFallback: (fallback) =>
-          journal.append(record.id, { kind: 'llm_fallback', source: 'system', from_model: fallback.fromModel, to_model: fallback.toModel, reason: fallback.reason, attempt: fallback.attempt, run_id: run.id }),
-        routing: { turn: 0 },
-        checkBudget: (() => {
-          const guard = new BudgetGuard([currentBudgetLimit(() => record.budget ?? this.deps.defaultBudget ?? null)]);
-          return () => guard.check({ run: run.usage, conversation: this.deps.conversations.record(record.id).usage });
-        })(),
+        ...llmEvents,
+        ...checks,
         onIteration: () => {
           run.iterations += 1;
           this.deps.runs.save(run);
         },
         setPendingActions: (actions) => conversations.setPendingActions(record.id, actions),
         approved,
-        ...(this.deps.spendCheck && { spendCheck: () => this.deps.spendCheck!(record) }),
         ...(checkpoints && { beforeTool: (call: { name: string; args: Record<string, unknown> }) => checkpoints.beforeTool(record, run.id, call) }),
       });
     } catch (error) {

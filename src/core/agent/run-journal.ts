@@ -2,7 +2,8 @@ import type { ConversationRecord } from '../conversations/conversation-record.js
 import type { ConversationStore } from '../conversations/conversation-store.js';
 import type { EventRecorder } from '../events/event-recorder.js';
 import type { ConversationStatus, NewEvent, SubagentTags } from '../schemas/event.js';
-import type { LlmUsage } from './llm.js';
+import type { LlmRetry, LlmUsage } from './llm.js';
+import type { LlmRequestEvents } from './llm-request-events.js';
 import type { Run } from './run-record.js';
 import type { PriceTable } from './price-table.js';
 import { addUsageTo, zeroUsage } from '../schemas/usage.js';
@@ -12,6 +13,8 @@ export interface RunJournalDeps {
   recorder: EventRecorder;
   /** Gives a cost to usage that has none (no provider figure, no per-token prices in the settings). */
   prices?: PriceTable;
+  /** Each retry of an LLM request, besides its event (the server's log). */
+  onLlmRetry?: ((retry: LlmRetry, context: { conversation_id: string; run_id: string | null }) => void) | undefined;
 }
 
 /**
@@ -44,6 +47,23 @@ export class RunJournal {
   async startRunning(record: Readonly<ConversationRecord>, runId: string): Promise<void> {
     this.deps.conversations.startRunning(record.id, runId);
     await this.append(record.id, { kind: 'state_update', source: 'system', status: 'running', run_id: runId, reason: null });
+  }
+
+  /**
+   * How an LLM request of the conversation records its retries and fallbacks: as `llm_retry` and
+   * `llm_fallback` events of the run (none: a condensation between runs), tagged as a subagent's
+   * when one asked.
+   */
+  llmEvents(record: Readonly<ConversationRecord>, runId: string | null, tags: SubagentTags = {}): Required<Pick<LlmRequestEvents, 'onLlmRetry' | 'onLlmFallback'>> {
+    return {
+      onLlmRetry: (retry) => {
+        this.deps.onLlmRetry?.(retry, { conversation_id: record.id, run_id: runId });
+        const model = retry.model ?? record.llm?.model ?? 'unknown';
+        return this.append(record.id, { kind: 'llm_retry', source: 'system', model, reason: retry.reason ?? retry.code.replace(/^llm_/, ''), wait_s: retry.delayMs / 1000, run_id: runId, ...tags });
+      },
+      onLlmFallback: (fallback) =>
+        this.append(record.id, { kind: 'llm_fallback', source: 'system', from_model: fallback.fromModel, to_model: fallback.toModel, reason: fallback.reason, attempt: fallback.attempt, run_id: runId, ...tags }),
+    };
   }
 
   /** Usage of one LLM answer: added to the conversation's and the run's (and a subagent's share), recorded as a `usage` event. */

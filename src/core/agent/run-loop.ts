@@ -2,6 +2,7 @@ import type { ToolDefinition } from '../tools/tool.js';
 import { iterationBudgetNote } from './iteration-budget.js';
 import { LlmError } from './llm.js';
 import { llmTurn, NOTES, NoteBudget, summaryTurn, type NoteReason } from './llm-turn.js';
+import { StoppedAfterSummary } from './llm-request.js';
 import { FINISH_TOOL, type RunContext, type RunOutcome } from './run-context.js';
 import { continuedByStopHook, promptBlocked } from './run-call.js';
 import { runApproved } from './approved-actions.js';
@@ -148,9 +149,11 @@ class RunLoop {
 
   /** Before the next LLM request: a budget reached is recorded, and pauses or stops the run (notify: it goes on). */
   private async overBudget(): Promise<RunOutcome | null> {
-    const breach = this.context.checkBudget?.();
-    if (!breach) return null;
-    await this.context.append({ kind: 'budget_exceeded', source: 'system', ...breach, run_id: this.context.run.id });
+    const verdict = this.context.checkBudget?.();
+    if (!verdict) return null;
+    const { breach } = verdict;
+    // A subagent of this run reached it first: its event says so, and this agent ends the same way.
+    if (!verdict.recorded) await this.context.append({ kind: 'budget_exceeded', source: 'system', ...breach, run_id: this.context.run.id });
     const what = breach.per === 'run' ? 'This run' : 'The conversation';
     const limit = [breach.limit.max_cost_usd !== undefined && `$${breach.limit.max_cost_usd}`, breach.limit.max_tokens !== undefined && `${breach.limit.max_tokens} tokens`].filter(Boolean).join(' / ');
     const reason = `${what} reached its budget (${limit}): used $${breach.used.cost_usd.toFixed(4)} and ${breach.used.tokens} tokens.`;
@@ -159,8 +162,22 @@ class RunLoop {
     return null;
   }
 
+  /** After the turn's condensation summary: a spending limit it reached is recorded, and ends the run (notify: it goes on). */
+  private async spentBySummary(): Promise<RunOutcome | null> {
+    const overSpend = this.context.spendCheck?.();
+    if (overSpend) return { kind: 'quota_exceeded', message: overSpend.message };
+    return this.overBudget();
+  }
+
   private async ask(turn: Turn): Promise<RunState> {
-    const reply = await llmTurn(this.context, turn);
+    const stop: { outcome: RunOutcome | null } = { outcome: null };
+    let reply: Awaited<ReturnType<typeof llmTurn>>;
+    try {
+      reply = await llmTurn(this.context, { ...turn, afterSummary: async () => (stop.outcome = await this.spentBySummary()) !== null });
+    } catch (error) {
+      if (error instanceof StoppedAfterSummary && stop.outcome) return end(stop.outcome);
+      throw error;
+    }
     switch (reply.kind) {
       case 'calls':
         return { name: 'acting', turn, reply };

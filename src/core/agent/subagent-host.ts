@@ -5,11 +5,13 @@ import type { ShellFactory } from '../tools/shell-session.js';
 import type { ProjectFiles } from '../workspace/project-files.js';
 import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
 import type { ActiveRun, AgentSession } from './agent-session.js';
+import type { RunSpendChecks } from './budget-guard.js';
 import type { CondensationControl } from './condensation-control.js';
 import type { ConversationGates } from './conversation-gates.js';
 import type { LlmClient } from './llm.js';
 import type { RunJournal } from './run-journal.js';
 import type { SubagentHost } from './subagent-runner.js';
+import { withFallbackKeys } from './fallback-keys.js';
 import { readProjectContext } from './project-instructions.js';
 import { subagentSystemPrompt } from './subagent-prompt.js';
 import { readsProject, type ToolOffer } from './tool-offer.js';
@@ -35,9 +37,13 @@ const SUBAGENT_SETTLE_MS = 10_000;
 export class SubagentHosts {
   constructor(private readonly deps: SubagentHostsDeps) {}
 
-  hostFor(record: ConversationRecord, session: AgentSession, active: ActiveRun): SubagentHost {
+  /** `checks`: the run's own (a subagent's spending is the run's, under the same budget and owner's limit). */
+  hostFor(record: ConversationRecord, of: { session: AgentSession; active: ActiveRun; checks: RunSpendChecks }): SubagentHost {
     const { conversations, journal, gates, offer, clock } = this.deps;
+    const { session, active } = of;
     const { run, controller } = active;
+    // A fallback's `${NAME}` key read from the conversation's secrets at each request, as the run's are.
+    const llmSettings = () => withFallbackKeys(record.llm!, record.secrets);
     return {
       conversationId: record.id,
       workdir: record.workdir,
@@ -49,25 +55,28 @@ export class SubagentHosts {
       llm: this.deps.llm,
       maxDepth: offer.maxSubagentDepth,
       allowedModels: offer.subagentModels,
-      settings: () => ({ llm: record.llm!, maxIterations: record.max_iterations_per_run, confirmationMode: record.confirmation_mode }),
+      settings: () => ({ llm: llmSettings(), maxIterations: record.max_iterations_per_run, confirmationMode: record.confirmation_mode }),
       startShell: (child) => child.shell(this.deps.shells, { workdir: record.workdir, env: () => this.deps.shellEnv(record), sandbox: conversations.sandboxOf(record) }),
       append: async (event) => (await journal.append(record.id, event)).event,
       delta: (text, tags) => journal.delta(record.id, run.id, text, tags),
       reasoningDelta: (text, tags) => journal.reasoningDelta(record.id, run.id, text, tags),
-      onUsage: (usage, tags) => journal.recordUsage(record, run, usage, tags),
+      onUsage: (usage, tags, model) => journal.recordUsage(record, run, usage, tags, model),
+      checks: of.checks,
+      llmEvents: (tags) => journal.llmEvents(record, run.id, tags),
       gate: (tags) => gates.gateFor(record, run.id, controller.signal, tags),
       schemasOf: (tools) => offer.schemasOf(tools),
-      condenser: (child, tags, gate) =>
+      condenser: (child, { tags, gate, events }) =>
         this.deps.condensation.forSubagent({
           history: child.history,
           toolState: child.toolState,
           record,
-          llm: () => record.llm!,
+          llm: llmSettings,
           run,
           gate,
           signal: controller.signal,
           append: async (event) => (await journal.append(record.id, { ...event, ...tags })).event,
-          onUsage: (usage) => journal.recordUsage(record, run, usage, tags),
+          onUsage: (usage, model) => journal.recordUsage(record, run, usage, tags, model),
+          events,
         }),
       systemPrompt: async (agent, tools) => {
         const project = await readProjectContext({ projectFiles: this.deps.projectFiles, workdir: record.workdir, instructions: readsProject(record) });

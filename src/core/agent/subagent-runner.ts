@@ -10,6 +10,8 @@ import type { Run } from './run-record.js';
 import { TurnInterrupts } from './turn-interrupts.js';
 import type { RunCondenser } from './llm-request.js';
 import type { RunOutcome } from './run-context.js';
+import type { RunSpendChecks } from './budget-guard.js';
+import type { LlmRequestEvents } from './llm-request-events.js';
 import { executeRun } from './run-loop.js';
 import type { ToolGate } from './tool-gate.js';
 import type { WorkdirFileSystem } from '../workspace/workdir-file-system.js';
@@ -34,12 +36,17 @@ export interface SubagentHost {
   append: (event: NewEvent) => Promise<AgentEvent>;
   delta: (text: string, tags: SubagentTags) => void;
   reasoningDelta?: (text: string, tags: SubagentTags) => void;
-  onUsage: (usage: LlmUsage, tags: Required<SubagentTags>) => Promise<void>;
+  /** `model`: the one that answered (a fallback, or the model its agent file picked). */
+  onUsage: (usage: LlmUsage, tags: Required<SubagentTags>, model?: string) => Promise<void>;
+  /** The run's budget and owner's spend checks: a subagent stops within one request of a limit, as its run does. */
+  checks: RunSpendChecks;
+  /** How its LLM requests record their retries and fallbacks (tagged as its events). */
+  llmEvents: (tags: Required<SubagentTags>) => LlmRequestEvents;
   /** The permission rules and hooks of the conversation, for a subagent (SubagentStop at its end, hook events tagged). */
   gate: (tags: Required<SubagentTags>) => ToolGate;
   schemasOf: (tools: readonly ToolDefinition[]) => LlmToolSchema[];
-  /** Condenses the subagent's own history as the conversation's is (its events tagged as the subagent's). */
-  condenser: (child: AgentSession, tags: Required<SubagentTags>, gate: ToolGate) => RunCondenser;
+  /** Condenses the subagent's own history as the conversation's is (its events tagged as the subagent's; `events`: its requests'). */
+  condenser: (child: AgentSession, options: { tags: Required<SubagentTags>; gate: ToolGate; events: LlmRequestEvents }) => RunCondenser;
   systemPrompt: (agent: AgentDefinition, tools: readonly string[]) => Promise<string>;
   /** A subagent that outlives its task call (the run was stopped while it wound down): the run waits for it. */
   track: (done: Promise<unknown>) => void;
@@ -96,6 +103,8 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
     await append({ kind: 'system_prompt', source: 'system', content: await host.systemPrompt(definition, toolList.map((tool) => tool.name)), tools: host.schemasOf(toolList) as unknown as Record<string, unknown>[] });
     await append({ kind: 'message', source: 'agent', role: 'user', content: request.prompt, run_id: host.run.id });
     const gate = host.gate(tags);
+    // Its own routing state, shared with its condensations: a `sticky` fallback holds for the subagent's run, a `turn` one for its task.
+    const llmEvents: LlmRequestEvents = { ...host.llmEvents(tags), routing: { turn: 0 } };
     try {
       const outcome = await executeRun({
         gate,
@@ -124,13 +133,15 @@ export async function runSubagent(host: SubagentHost, parentTools: ReadonlyMap<s
         append,
         delta: (text) => host.delta(text, tags),
         ...(host.reasoningDelta && { reasoningDelta: (text: string) => host.reasoningDelta!(text, tags) }),
-        onUsage: (usage) => host.onUsage(usage, tags),
+        onUsage: (usage, model) => host.onUsage(usage, tags, model),
+        ...host.checks,
+        ...llmEvents,
         onIteration: () => void (childRun.iterations += 1),
         setPendingActions: (actions) => void (pending = actions),
         approved: [],
         // A subagent takes no messages (nothing interrupts it); its history is condensed like the conversation's.
         interrupts: new TurnInterrupts(),
-        condenser: host.condenser(child, tags, gate),
+        condenser: host.condenser(child, { tags, gate, events: llmEvents }),
       });
       return { outcome };
     } catch (error) {
