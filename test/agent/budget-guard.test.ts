@@ -29,8 +29,8 @@ it('tells a notify once, whichever agent of the run asks', () => {
   expect(checkBudget()).toBeNull();
 });
 
-it("passes the owner's spend verdict through", () => {
+it("passes the owner's spend verdict through", async () => {
   const verdict = { limit: 1, used: 2, per: 'total' as const, message: 'Paused: over.' };
-  expect(runSpendChecks({ budget: () => null, spend: () => spent(0), ownerSpend: () => verdict }).spendCheck?.()).toBe(verdict);
+  await expect(runSpendChecks({ budget: () => null, spend: () => spent(0), ownerSpend: async () => verdict }).spendCheck?.()).resolves.toBe(verdict);
   expect(runSpendChecks({ budget: () => null, spend: () => spent(0) }).spendCheck).toBeUndefined();
 });

@@ -89,7 +89,7 @@ export class BudgetGuard {
 /** What a run and each of its subagents check before an LLM request (run-context.ts). */
 export interface RunSpendChecks {
   checkBudget: () => BudgetVerdict | null;
-  spendCheck?: () => SpendVerdict | null;
+  spendCheck?: () => Promise<SpendVerdict | null>;
 }
 
 /**
@@ -101,7 +101,7 @@ export function runSpendChecks(options: {
   budget: () => Budget | null;
   spend: () => Spend;
   /** The owner's spend limit for this conversation (core/access/spend-guard.ts). */
-  ownerSpend?: (() => SpendVerdict | null) | undefined;
+  ownerSpend?: (() => Promise<SpendVerdict | null>) | undefined;
 }): RunSpendChecks {
   const guard = new BudgetGuard([currentBudgetLimit(options.budget)]);
   return { checkBudget: () => guard.check(options.spend()), ...(options.ownerSpend && { spendCheck: options.ownerSpend }) };

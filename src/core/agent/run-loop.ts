@@ -164,7 +164,7 @@ class RunLoop {
 
   /** After the turn's condensation summary: a spending limit it reached is recorded, and ends the run (notify: it goes on). */
   private async spentBySummary(): Promise<RunOutcome | null> {
-    const overSpend = this.context.spendCheck?.();
+    const overSpend = await this.context.spendCheck?.();
     if (overSpend) return { kind: 'quota_exceeded', message: overSpend.message };
     return this.overBudget();
   }
