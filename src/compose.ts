@@ -72,7 +72,7 @@ export interface Services extends HttpServices {
   /** Files or PostgreSQL: `durable()` is the barrier every HTTP response waits for. */
   storage: Storage;
   /** Stored data found damaged at start-up and quarantined (kept as found, never written). */
-  quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[] };
+  quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[]; schedules: { id: string; damage: Damage }[] };
   /** `exiting`: the process exits next; the shells are left to killShellsForExit (see AgentRuntime.stopAll). */
   close(options?: { exiting?: boolean }): Promise<void>;
   /** Every shell made to end with the process, nothing waited for: the last step before it exits (ShellFactory.killAllForExit); the sandboxes' cgroups are removed after it. */
@@ -296,7 +296,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   // Several instances: a rewind is finished by whichever instance takes its conversation over.
   if (!config.checkpoints.shared) await checkpoints.recover();
   await schedules.start();
-  const quarantined = () => ({ conversations: store.quarantined(), callbacks: webhooks.damaged() });
+  const quarantined = () => ({ conversations: store.quarantined(), callbacks: webhooks.damaged(), schedules: storage.schedules.damaged() });
   const startedAt = Date.now();
 
   return {

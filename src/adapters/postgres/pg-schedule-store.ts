@@ -5,6 +5,7 @@
  * by inserting its row, whose key is derived from schedule and slot.
  */
 import type { Sql } from 'postgres';
+import type { Damage } from '../../core/errors.js';
 import type { ScheduleFire } from '../../core/schedules/schedule-schemas.js';
 import type { ScheduleRecord, ScheduleStore, StoredFire } from '../../core/schedules/schedule-store.js';
 
@@ -110,6 +111,11 @@ export class PgScheduleStore implements ScheduleStore {
         SELECT id FROM agentd_schedule_fires WHERE outcome IS NULL AND lease_until < now() LIMIT 100 FOR UPDATE SKIP LOCKED)
       RETURNING body, claimed_by, lease_until`;
     return rows.map((row) => ({ fire: JSON.parse(row.body) as ScheduleFire, claimedBy: row.claimed_by, leaseUntil: row.lease_until?.getTime() ?? null }));
+  }
+
+  /** Rows are written whole in one statement: none is found damaged at start-up. */
+  damaged(): { id: string; damage: Damage; path: string }[] {
+    return [];
   }
 }
 

@@ -1,3 +1,4 @@
+import type { Damage } from '../errors.js';
 import type { Schedule, ScheduleFire, ScheduleStatus } from './schedule-schemas.js';
 
 /** What the scheduler keeps beside a schedule's public fields. */
@@ -55,5 +56,7 @@ export interface ScheduleStore {
    * on files, any claimed by another process; on PostgreSQL, those whose lease has run out.
    */
   unsettled(options: { now: number; owner: string }): Promise<StoredFire[]>;
+  /** Schedules left out at start-up because their stored record is damaged (kept as found, never written). */
+  damaged(): { id: string; damage: Damage; path: string }[];
   close?(): Promise<void>;
 }
