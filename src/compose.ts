@@ -117,7 +117,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       logQuarantined(logger, conversationId, error);
     },
   });
-  const { log, runs, summaries } = storage;
+  const { log, runs, summaries, postgres: pg } = storage;
   const access = createAccess(config, { storage, store: () => store, clock: overrides.clock });
 
   // Conversations, their histories and secrets, and the one way into the event log.
@@ -264,7 +264,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   });
   const commands = new CommandService({ conversations: store, secrets, runner: commandRunner, workdirFs });
   const forks = new ConversationForks({ conversations, store, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
-  const schedules = createSchedules({ timezone: config.scheduleTimezone, clock: overrides.clock ?? systemClock, store: storage.schedules, owner: storage.instanceId, leaseMs: config.cluster?.leaseTtlMs, deps: { conversations, store, events }, pausePoint, ...(storage.postgres && { servesHere: async (id: string) => !ownership || (await ownership.route(id)).local }), onError: (error, context) => logger.error({ err: error, ...context }, 'schedule fire failed') });
+  const schedules = createSchedules({ timezone: config.scheduleTimezone, clock: overrides.clock ?? systemClock, store: storage.schedules, owner: storage.instanceId, leaseMs: config.cluster?.leaseTtlMs, deps: { conversations, store, events, ...(pg && { stored: (id: string) => pg.repository.load(id) }) }, pausePoint, ...(pg && { servesHere: async (id: string) => !ownership || (await ownership.route(id)).local }), onError: (error, context) => logger.error({ err: error, ...context }, 'schedule fire failed') });
 
   // Several instances: who serves each conversation. One instance: its runs resume here.
   if (storage.postgres && config.cluster) {

@@ -19,7 +19,8 @@ if (skipReason) console.warn(`test/schedules/schedules-postgres.test.ts: skipped
 function recordingTargets(instance: string, deliveries: { fireId: string; instance: string; conversationId: string }[]): ScheduleTargets {
   let created = 0;
   const targets = {
-    exists: () => true,
+    exists: async () => true,
+    knows: () => true,
     runningRun: () => null,
     create: async () => `00000000-0000-4000-8000-${String(++created).padStart(6, '0')}${instance === 'a' ? '000000' : '111111'}`,
     createdBy: () => null,

@@ -61,7 +61,7 @@ export class ScheduleRunner {
   private async advance(record: ScheduleRecord): Promise<boolean> {
     const now = this.deps.clock.now();
     const target = record.schedule.conversation_id;
-    if (target && this.deps.servesHere && this.deps.targets.exists(target) && !(await this.deps.servesHere(target).catch(() => false))) {
+    if (target && this.deps.servesHere && (await this.deps.targets.exists(target)) && !(await this.deps.servesHere(target).catch(() => false))) {
       await this.deps.store.release(record, this.deps.owner);
       return false;
     }
@@ -124,7 +124,7 @@ export class ScheduleRunner {
     const mark: FireMark = { schedule_id: schedule.id, fire_id: fire.id, scheduled_for: fire.scheduled_for };
     try {
       let target = schedule.conversation_id ?? resumed?.conversationId ?? null;
-      if (target && !targets.exists(target)) {
+      if (target && !(await targets.exists(target))) {
         if (schedule.conversation_id) this.targetGone(record);
         return done('failed', { reason: 'target_gone: the target conversation was deleted', conversation_id: target });
       }
@@ -134,7 +134,7 @@ export class ScheduleRunner {
         if (delivered.marked) return done('started', { conversation_id: target, run_id: await targets.send(target, schedule.message, 'enqueue'), reason: 'finished after a restart' });
       }
       // With `new`, an overlap is the previous fire's conversation still running.
-      const current = target ?? (state.lastConversation && targets.exists(state.lastConversation) ? state.lastConversation : null);
+      const current = target ?? (state.lastConversation && targets.knows(state.lastConversation) ? state.lastConversation : null);
       const running = current ? targets.runningRun(current) : null;
       if (running && current && schedule.overlap !== 'allow') {
         if (schedule.overlap === 'skip') return done('skipped_overlap', { reason: `run ${running} is still going`, conversation_id: current, run_id: running });
@@ -212,7 +212,7 @@ export class ScheduleRunner {
     for (const record of records.filter((candidate) => candidate.state.toDelete.length > 0)) {
       const left: string[] = [];
       for (const id of record.state.toDelete) {
-        if (!this.deps.targets.exists(id)) continue;
+        if (!this.deps.targets.knows(id)) continue;
         if (this.deps.targets.runningRun(id)) left.push(id);
         else await this.deps.targets.delete(id);
       }

@@ -14,21 +14,48 @@ export interface FireMark {
   scheduled_for: string;
 }
 
+export interface ScheduleTargetsDeps {
+  conversations: ConversationService;
+  store: ConversationStore;
+  events: EventQueries;
+  /**
+   * Several instances: the conversation as the shared database holds it now (undefined when there
+   * is none), for one this instance's records do not have yet (made on another instance a moment ago).
+   */
+  stored?: ((conversationId: string) => Promise<{ owner?: string | null | undefined } | undefined>) | undefined;
+}
+
 /** How fires reach conversations: through the conversations' own service, as a client's message would. */
 export class ScheduleTargets {
-  constructor(private readonly deps: { conversations: ConversationService; store: ConversationStore; events: EventQueries }) {}
+  constructor(private readonly deps: ScheduleTargetsDeps) {}
 
-  exists(conversationId: string): boolean {
+  /** Whether this instance's records hold the conversation. */
+  knows(conversationId: string): boolean {
     return this.deps.store.has(conversationId);
   }
 
-  /** Who the conversation belongs to (null for one from before owners). */
-  ownerOf(conversationId: string): string | null {
-    return this.deps.store.record(conversationId).owner ?? null;
+  /**
+   * Whether the conversation exists: in this instance's records, or else in the shared database.
+   * A database that cannot say (down, or the row damaged) does not make it gone.
+   */
+  async exists(conversationId: string): Promise<boolean> {
+    if (this.knows(conversationId)) return true;
+    if (!this.deps.stored) return false;
+    return this.deps.stored(conversationId).then(
+      (stored) => stored !== undefined,
+      () => true,
+    );
   }
 
-  /** The run in progress in the conversation, if any. */
+  /** Who the conversation belongs to (null for one from before owners); the caller knows it exists. */
+  async ownerOf(conversationId: string): Promise<string | null> {
+    if (this.knows(conversationId) || !this.deps.stored) return this.deps.store.record(conversationId).owner ?? null;
+    return (await this.deps.stored(conversationId))?.owner ?? null;
+  }
+
+  /** The run in progress in the conversation, if any (none known for one this instance has no record of). */
   runningRun(conversationId: string): string | null {
+    if (!this.knows(conversationId)) return null;
     const record = this.deps.store.record(conversationId);
     return record.status === 'running' || record.status === 'waiting_for_confirmation' || record.status === 'waiting_for_input' ? (record.current_run_id ?? null) : null;
   }
@@ -79,6 +106,6 @@ export class ScheduleTargets {
   }
 
   async delete(conversationId: string): Promise<void> {
-    if (this.exists(conversationId)) await this.deps.conversations.delete(conversationId, { deleteWorkdir: true });
+    if (this.knows(conversationId)) await this.deps.conversations.delete(conversationId, { deleteWorkdir: true });
   }
 }

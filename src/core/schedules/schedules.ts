@@ -1,11 +1,8 @@
 import type { Clock } from '../clock.js';
-import type { ConversationService } from '../conversations/conversation-service.js';
-import type { ConversationStore } from '../conversations/conversation-store.js';
-import type { EventQueries } from '../events/event-queries.js';
 import { ScheduleRunner } from './schedule-runner.js';
 import { ScheduleService } from './schedule-service.js';
 import type { ScheduleStore } from './schedule-store.js';
-import { ScheduleTargets } from './schedule-targets.js';
+import { ScheduleTargets, type ScheduleTargetsDeps } from './schedule-targets.js';
 
 /** How often the timer looks for due schedules: slots are whole seconds, and other instances may add schedules. */
 const POLL_MS = 500;
@@ -25,7 +22,7 @@ export function createSchedules(options: {
   store: ScheduleStore;
   owner: string;
   leaseMs?: number;
-  deps: { conversations: ConversationService; store: ConversationStore; events: EventQueries };
+  deps: ScheduleTargetsDeps;
   pausePoint?: ((point: string) => Promise<void>) | undefined;
   /** Several instances: see ScheduleRunnerDeps.servesHere. */
   servesHere?: (conversationId: string) => Promise<boolean>;
