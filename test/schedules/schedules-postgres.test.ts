@@ -22,6 +22,7 @@ function recordingTargets(instance: string, deliveries: { fireId: string; instan
     exists: async () => true,
     knows: () => true,
     runningRun: () => null,
+    runEnd: async () => 'ended',
     create: async () => `00000000-0000-4000-8000-${String(++created).padStart(6, '0')}${instance === 'a' ? '000000' : '111111'}`,
     createdBy: () => null,
     deliver: async (conversationId: string, _message: unknown, options: { mark: { fire_id: string } }) => {

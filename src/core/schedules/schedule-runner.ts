@@ -3,7 +3,7 @@ import { AppError } from '../errors.js';
 import { isoTimestamp, type Clock } from '../clock.js';
 import type { FireOutcome, Schedule, ScheduleFire } from './schedule-schemas.js';
 import { completion, fireIdOf, nextFireAt, planDue } from './schedule-slots.js';
-import type { ScheduleRecord, ScheduleStore, StoredFire } from './schedule-store.js';
+import type { OpenRun, ScheduleRecord, ScheduleStore, StoredFire } from './schedule-store.js';
 import type { FireMark, ScheduleTargets } from './schedule-targets.js';
 
 export interface ScheduleRunnerDeps {
@@ -25,6 +25,9 @@ export interface ScheduleRunnerDeps {
   /** A schedule was made or changed (before it is saved): the timer wakes if it slept. */
   onChange?: () => void;
 }
+
+/** Runs awaiting their end kept per schedule: past this many (runs that never end), the oldest are let go unjudged. */
+const MAX_OPEN_RUNS = 20;
 
 /**
  * Fires schedules: takes the due ones, records missed slots, and for each slot to fire claims the
@@ -65,6 +68,8 @@ export class ScheduleRunner {
       await this.deps.store.release(record, this.deps.owner);
       return false;
     }
+    // The runs earlier fires started: those that failed since may pause the schedule before this slot.
+    await this.judgeRuns(record).catch((error: unknown) => this.deps.onError?.(error, { schedule_id: record.schedule.id }));
     const plan = planDue(record.schedule, record.state, now);
     try {
       const why = `missed: catch-up fires at most ${record.schedule.catchup.max} of the newest slots within ${record.schedule.catchup.window_s} s`;
@@ -80,6 +85,23 @@ export class ScheduleRunner {
       await this.deps.store.release(record, this.deps.owner);
     }
     return plan.more;
+  }
+
+  /**
+   * The runs of earlier fires, oldest first, up to the first still going: one that failed counts
+   * as a failed fire, one that ended otherwise resets the count (pause_after_failures).
+   */
+  private async judgeRuns(record: ScheduleRecord): Promise<void> {
+    const open = record.state.openRuns ?? [];
+    while (open.length > 0) {
+      const { conversationId, runId } = open[0]!;
+      const end = await this.deps.targets.runEnd(conversationId, runId);
+      if (end === 'open') break;
+      open.shift();
+      if (end === 'failed') this.countFailure(record.schedule);
+      if (end === 'ended') record.schedule.consecutive_failures = 0;
+    }
+    record.state.openRuns = open;
   }
 
   /** POST /schedules/{id}/trigger: a fire now, beside the slots (the next slot still fires). */
@@ -161,18 +183,29 @@ export class ScheduleRunner {
     record.schedule.status_reason = 'target_gone';
   }
 
+  /** A fire that started is judged by its run once that ends (see judgeRuns); one that could not start counts now. */
   private noteOutcome(record: ScheduleRecord, fire: ScheduleFire): void {
     const schedule = record.schedule;
     schedule.last_fire_at = fire.fired_at;
     schedule.last_outcome = fire.outcome;
     if (fire.outcome === 'started' && !fire.manual) schedule.fires_count += 1;
-    if (fire.outcome === 'started') schedule.consecutive_failures = 0;
-    if (fire.outcome === 'failed') {
-      schedule.consecutive_failures += 1;
-      if (schedule.status === 'active' && schedule.pause_after_failures !== null && schedule.consecutive_failures >= schedule.pause_after_failures) {
-        schedule.status = 'paused';
-        schedule.status_reason = `paused after ${schedule.consecutive_failures} failed fires in a row`;
-      }
+    if (fire.outcome === 'started' && fire.run_id && fire.conversation_id) this.awaitRun(record, { conversationId: fire.conversation_id, runId: fire.run_id });
+    else if (fire.outcome === 'started') schedule.consecutive_failures = 0;
+    if (fire.outcome === 'failed') this.countFailure(schedule);
+  }
+
+  private awaitRun(record: ScheduleRecord, run: OpenRun): void {
+    const open = record.state.openRuns ?? [];
+    // Fires queued into one run are judged by it once.
+    if (!open.some((known) => known.runId === run.runId)) open.push(run);
+    record.state.openRuns = open.slice(-MAX_OPEN_RUNS);
+  }
+
+  private countFailure(schedule: Schedule): void {
+    schedule.consecutive_failures += 1;
+    if (schedule.status === 'active' && schedule.pause_after_failures !== null && schedule.consecutive_failures >= schedule.pause_after_failures) {
+      schedule.status = 'paused';
+      schedule.status_reason = `paused after ${schedule.consecutive_failures} failed fires in a row`;
     }
   }
 

@@ -153,6 +153,8 @@ export class ScheduleService {
     for (const slot of passed) await this.deps.runner.record(record, slot, 'skipped_paused', `paused (${note})`);
     Object.assign(record.schedule, { status: 'active', status_reason: null, consecutive_failures: 0 });
     record.state.cursor = now;
+    // Runs from before the pause count no more: resumed, the schedule starts its count afresh.
+    record.state.openRuns = [];
     this.deps.runner.refresh(record);
     await this.deps.store.save(record);
     return record.schedule;

@@ -11,6 +11,14 @@ export interface ScheduleState {
   lastConversation: string | null;
   /** `on_complete: delete`: conversations to delete once their run has ended. */
   toDelete: string[];
+  /** Runs started by fires and not ended yet, oldest first: each is judged (failed or not) for `pause_after_failures` once it ends. Absent in records from before. */
+  openRuns?: OpenRun[];
+}
+
+/** A run a fire started (or was queued into), awaiting its end. */
+export interface OpenRun {
+  conversationId: string;
+  runId: string;
 }
 
 export interface ScheduleRecord {

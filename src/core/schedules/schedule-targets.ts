@@ -14,6 +14,12 @@ export interface FireMark {
   scheduled_for: string;
 }
 
+/** How a run a fire started has ended, as far as its conversation's log says: `open` until it has. */
+export type RunEnd = 'open' | 'failed' | 'ended' | 'gone';
+
+/** State updates looked through for a run's end: a run further back than this is not judged. */
+const RUN_END_LOOKBACK = 100;
+
 export interface ScheduleTargetsDeps {
   conversations: ConversationService;
   store: ConversationStore;
@@ -58,6 +64,22 @@ export class ScheduleTargets {
     if (!this.knows(conversationId)) return null;
     const record = this.deps.store.record(conversationId);
     return record.status === 'running' || record.status === 'waiting_for_confirmation' || record.status === 'waiting_for_input' ? (record.current_run_id ?? null) : null;
+  }
+
+  /**
+   * How the run ended, from the conversation's newest state updates: `failed` in error, `ended`
+   * otherwise, `open` while it runs or waits (or this instance does not have the conversation
+   * yet), `gone` when the conversation is, or its log is unreadable, or the run too far back to tell.
+   */
+  async runEnd(conversationId: string, runId: string): Promise<RunEnd> {
+    if (!(await this.exists(conversationId))) return 'gone';
+    const updates = await this.deps.events.list(conversationId, { kinds: ['state_update'], order: 'desc', limit: RUN_END_LOOKBACK }).catch(() => null);
+    // Not in this instance's records yet: looked at again later. In them but unreadable (quarantined): never judged.
+    if (!updates) return this.knows(conversationId) ? 'gone' : 'open';
+    const last = updates.items.find(({ event }) => event.kind === 'state_update' && event.run_id === runId)?.event;
+    if (!last || last.kind !== 'state_update') return updates.next_page_id === null ? 'open' : 'gone';
+    if (last.status === 'running' || last.status === 'waiting_for_confirmation' || last.status === 'waiting_for_input') return 'open';
+    return last.status === 'error' ? 'failed' : 'ended';
   }
 
   /** A new conversation from the template, marked with the fire; it belongs to the schedule's owner. */
