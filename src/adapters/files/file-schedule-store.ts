@@ -19,6 +19,7 @@ export class FileScheduleStore implements ScheduleStore {
   private readonly firesOf = new Map<string, Map<string, StoredFire>>();
   private readonly leased = new Set<string>();
   private readonly quarantined = new Map<string, DamagedDataError>();
+  private readonly listeners: (() => void)[] = [];
 
   constructor(
     private readonly dir: string,
@@ -46,6 +47,20 @@ export class FileScheduleStore implements ScheduleStore {
     return [...this.quarantined].map(([id, error]) => ({ id, damage: error.damage, path: error.path }));
   }
 
+  async nextWake(): Promise<number | null> {
+    let next: number | null = null;
+    for (const { schedule } of this.records.values()) {
+      if (schedule.status !== 'active' || schedule.next_fire_at === null) continue;
+      const at = Date.parse(schedule.next_fire_at);
+      if (next === null || at < next) next = at;
+    }
+    return next;
+  }
+
+  async watch(listener: () => void): Promise<void> {
+    this.listeners.push(listener);
+  }
+
   async get(id: string): Promise<ScheduleRecord | null> {
     const record = this.records.get(id);
     return record ? structuredClone(record) : null;
@@ -68,6 +83,7 @@ export class FileScheduleStore implements ScheduleStore {
   async save(record: ScheduleRecord): Promise<void> {
     writeFileAtomic(path.join(this.dir, `${record.schedule.id}.json`), JSON.stringify(record), { fsync: this.options.fsync, syncDirectory: this.options.fsync });
     this.records.set(record.schedule.id, structuredClone(record));
+    this.changed();
   }
 
   async delete(id: string): Promise<void> {
@@ -75,6 +91,7 @@ export class FileScheduleStore implements ScheduleStore {
     this.firesOf.delete(id);
     fs.rmSync(path.join(this.dir, `${id}.json`), { force: true });
     fs.rmSync(path.join(this.dir, `${id}${FIRES_SUFFIX}`), { force: true });
+    this.changed();
   }
 
   async takeDue(options: Parameters<ScheduleStore['takeDue']>[0]): Promise<ScheduleRecord[]> {
@@ -131,6 +148,10 @@ export class FileScheduleStore implements ScheduleStore {
 
   private append(stored: StoredFire): void {
     appendLine(path.join(this.dir, `${stored.fire.schedule_id}${FIRES_SUFFIX}`), JSON.stringify(stored), { fsync: this.options.fsync });
+  }
+
+  private changed(): void {
+    for (const listener of this.listeners) listener();
   }
 }
 

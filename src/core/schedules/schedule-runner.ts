@@ -22,8 +22,6 @@ export interface ScheduleRunnerDeps {
   /** Tests only: a named point to stop at (AGENTD_TEST_PAUSE_AT=schedule-fire-claimed). */
   pausePoint?: (point: string) => Promise<void>;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
-  /** A schedule was made or changed (before it is saved): the timer wakes if it slept. */
-  onChange?: () => void;
 }
 
 /** Runs awaiting their end kept per schedule: past this many (runs that never end), the oldest are let go unjudged. */
@@ -37,6 +35,8 @@ const MAX_OPEN_RUNS = 20;
 export class ScheduleRunner {
   private readonly leaseMs: number;
   private chain: Promise<unknown> = Promise.resolve();
+  /** Whether the last clean-up left conversations to delete once their runs end (the timer comes back for them). */
+  cleanUpPending = false;
 
   constructor(private readonly deps: ScheduleRunnerDeps) {
     this.leaseMs = deps.leaseMs ?? 60_000;
@@ -211,7 +211,6 @@ export class ScheduleRunner {
 
   /** Status, next fire and clean-up after a change. */
   refresh(record: ScheduleRecord): void {
-    this.deps.onChange?.();
     const schedule = record.schedule;
     const over = schedule.status === 'active' ? completion(schedule, record.state) : null;
     if (over) {
@@ -242,6 +241,7 @@ export class ScheduleRunner {
   /** `on_complete: delete`: fire conversations whose run has ended are deleted. */
   private async cleanUp(): Promise<void> {
     const records = await this.deps.store.list({ limit: 1000 });
+    let pending = false;
     for (const record of records.filter((candidate) => candidate.state.toDelete.length > 0)) {
       const left: string[] = [];
       for (const id of record.state.toDelete) {
@@ -249,9 +249,11 @@ export class ScheduleRunner {
         if (this.deps.targets.runningRun(id)) left.push(id);
         else await this.deps.targets.delete(id);
       }
+      pending ||= left.length > 0;
       if (left.length === record.state.toDelete.length) continue;
       record.state.toDelete = left;
       await this.deps.store.save(record);
     }
+    this.cleanUpPending = pending;
   }
 }

@@ -64,6 +64,14 @@ export interface ScheduleStore {
    * on files, any claimed by another process; on PostgreSQL, those whose lease has run out.
    */
   unsettled(options: { now: number; owner: string }): Promise<StoredFire[]>;
+  /**
+   * When the timer must look again, in ms: the earliest next fire of an active schedule (and, on
+   * PostgreSQL, the earliest end of an unsettled claim's lease); null when nothing will be due
+   * until a schedule changes.
+   */
+  nextWake(): Promise<number | null>;
+  /** Calls `listener` after a schedule is saved or deleted: by this process, or (PostgreSQL) by any instance. */
+  watch(listener: () => void): Promise<void>;
   /** Schedules left out at start-up because their stored record is damaged (kept as found, never written). */
   damaged(): { id: string; damage: Damage; path: string }[];
   close?(): Promise<void>;
