@@ -68,7 +68,7 @@ export interface Services extends HttpServices {
   /** Files or PostgreSQL: `durable()` is the barrier every HTTP response waits for. */
   storage: Storage;
   /** Stored data found damaged at start-up and quarantined (kept as found, never written). */
-  quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[] };
+  quarantined(): { conversations: { id: string; damage: Damage }[]; callbacks: { id: string; damage: Damage }[]; schedules: { id: string; damage: Damage }[] };
   /** `exiting`: the process exits next; the shells are left to killShellsForExit (see AgentRuntime.stopAll). */
   close(options?: { exiting?: boolean }): Promise<void>;
   /** Every shell made to end with the process, nothing waited for: the last step before it exits (ShellFactory.killAllForExit); the sandboxes' cgroups are removed after it. */
@@ -113,7 +113,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       logQuarantined(logger, conversationId, error);
     },
   });
-  const { log, runs, summaries } = storage;
+  const { log, runs, summaries, postgres: pg } = storage;
   const access = createAccess(config, { storage, store: () => store, logger, clock: overrides.clock });
 
   // Conversations, their histories and secrets, and the one way into the event log.
@@ -254,7 +254,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   });
   const commands = new CommandService({ conversations: store, secrets, runner: commandRunner, workdirFs });
   const forks = new ConversationForks({ conversations, store, log, checkpoints, intents, ...(pausePoint && { pausePoint }) });
-  const schedules = createSchedules({ timezone: config.scheduleTimezone, clock: overrides.clock ?? systemClock, store: storage.schedules, owner: storage.instanceId, leaseMs: config.cluster?.leaseTtlMs, deps: { conversations, store, events }, pausePoint, ...(storage.postgres && { servesHere: async (id: string) => !ownership || (await ownership.route(id)).local }), onError: (error, context) => logger.error({ err: error, ...context }, 'schedule fire failed') });
+  const schedules = createSchedules({ timezone: config.scheduleTimezone, clock: overrides.clock ?? systemClock, store: storage.schedules, owner: storage.instanceId, leaseMs: config.cluster?.leaseTtlMs, deps: { conversations, store, events, ...(pg && { stored: (id: string) => pg.repository.load(id) }) }, pausePoint, ...(pg && { servesHere: async (id: string) => !ownership || (await ownership.route(id)).local }), onError: (error, context) => logger.error({ err: error, ...context }, 'schedule fire failed') });
 
   // Several instances: who serves each conversation. One instance: its runs resume here.
   if (storage.postgres && config.cluster) {
@@ -286,7 +286,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   // Several instances: a rewind is finished by whichever instance takes its conversation over.
   if (!config.checkpoints.shared) await checkpoints.recover();
   await schedules.start();
-  const quarantined = () => ({ conversations: store.quarantined(), callbacks: webhooks.damaged() });
+  const quarantined = () => ({ conversations: store.quarantined(), callbacks: webhooks.damaged(), schedules: storage.schedules.damaged() });
   const startedAt = Date.now();
 
   return {

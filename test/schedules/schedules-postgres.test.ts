@@ -9,6 +9,8 @@ import { migrate } from '../../src/adapters/postgres/migrations.js';
 import { ScheduleRunner } from '../../src/core/schedules/schedule-runner.js';
 import { ScheduleService } from '../../src/core/schedules/schedule-service.js';
 import type { ScheduleTargets } from '../../src/core/schedules/schedule-targets.js';
+import { ScheduleTimer } from '../../src/core/schedules/schedule-timer.js';
+import { eventually } from '../support/cluster-instances.js';
 import { findPostgres, startPostgres, type PostgresCluster } from '../support/postgres-cluster.js';
 
 const pg = findPostgres();
@@ -19,8 +21,10 @@ if (skipReason) console.warn(`test/schedules/schedules-postgres.test.ts: skipped
 function recordingTargets(instance: string, deliveries: { fireId: string; instance: string; conversationId: string }[]): ScheduleTargets {
   let created = 0;
   const targets = {
-    exists: () => true,
+    exists: async () => true,
+    knows: () => true,
     runningRun: () => null,
+    runEnd: async () => 'ended',
     create: async () => `00000000-0000-4000-8000-${String(++created).padStart(6, '0')}${instance === 'a' ? '000000' : '111111'}`,
     createdBy: () => null,
     deliver: async (conversationId: string, _message: unknown, options: { mark: { fire_id: string } }) => {
@@ -80,6 +84,46 @@ describe.skipIf(skipReason !== null)('two instances on one PostgreSQL', () => {
     // Both instances fired (the lease moves between them), and neither waited for the other's lock.
     expect(new Set(deliveries.map((delivery) => delivery.instance))).toEqual(new Set(['a', 'b']));
   }, 120_000);
+
+  it('an idle instance does not tick; a schedule made on another instance wakes it (LISTEN/NOTIFY) and it sleeps again once none is active', async () => {
+    const url = await cluster.createDatabase('schedules_timer');
+    const clock = { now: () => Date.now() };
+    const deliveries: { fireId: string; instance: string; conversationId: string }[] = [];
+    const open = (name: string) => {
+      const sql = postgres(url, { max: 4, onnotice: () => {} });
+      pools.push(sql);
+      const store = new PgScheduleStore(sql, { leaseMs: 30_000 });
+      const targets = recordingTargets(name, deliveries);
+      const runner = new ScheduleRunner({ store, targets, clock, owner: `instance-${name}` });
+      return { sql, store, runner, service: new ScheduleService({ store, runner, targets, clock, defaultTimezone: 'UTC' }) };
+    };
+    const a = open('a');
+    await migrate(a.sql);
+    // Instance a's timer on its real store; every tick reads the due schedules once or more.
+    let looks = 0;
+    const takeDue = a.store.takeDue.bind(a.store);
+    a.store.takeDue = (options) => {
+      looks++;
+      return takeDue(options);
+    };
+    const timer = new ScheduleTimer({ runner: a.runner, store: a.store, clock, onError: (error) => console.error(error) });
+    await timer.start();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      expect(looks).toBe(0);
+      // Made through instance b, which has no timer here: only a notice can wake a.
+      const b = open('b');
+      const schedule = await b.service.create({ cron: '* * * * * *', max_fires: 2, new: { on_complete: 'keep' }, overlap: 'allow', message: { content: 'wake' }, catchup: { window_s: 3600, max: 1 }, dst: { gap: 'shift', repeat: 'once' }, jitter_s: 0 });
+      await eventually('both fires, by a', 15_000, async () => deliveries.length === 2);
+      expect(deliveries.map((delivery) => delivery.instance)).toEqual(['a', 'a']);
+      await eventually('the schedule to complete', 5_000, async () => (await b.service.get(schedule.id)).status === 'completed');
+      const after = looks;
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      expect(looks).toBe(after);
+    } finally {
+      await timer.close();
+    }
+  }, 60_000);
 
   it('a fire claimed by an instance that died is finished by the other once its lease runs out', async () => {
     const url = await cluster.createDatabase('schedules_takeover');

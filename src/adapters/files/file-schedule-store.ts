@@ -2,32 +2,63 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { appendLine } from './append-line.js';
 import { writeFileAtomic } from './atomic-write.js';
+import { DamagedDataError, type Damage } from '../../core/errors.js';
 import type { ScheduleFire } from '../../core/schedules/schedule-schemas.js';
 import type { ScheduleRecord, ScheduleStore, StoredFire } from '../../core/schedules/schedule-store.js';
+
+const FIRES_SUFFIX = '.fires.jsonl';
 
 /**
  * Schedules in the data dir (one instance): `schedules/<id>.json` written whole and renamed into
  * place, and `schedules/<id>.fires.jsonl`, one line per claim or outcome (a fire's last line wins).
  * A fire's claim line is written (and synced, with AGENTD_FSYNC) before its run starts.
+ * A schedule file that does not read back is quarantined: left out, its files kept as found.
  */
 export class FileScheduleStore implements ScheduleStore {
   private readonly records = new Map<string, ScheduleRecord>();
   private readonly firesOf = new Map<string, Map<string, StoredFire>>();
   private readonly leased = new Set<string>();
+  private readonly quarantined = new Map<string, DamagedDataError>();
+  private readonly listeners: (() => void)[] = [];
 
   constructor(
     private readonly dir: string,
     private readonly options: { fsync: boolean },
   ) {
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    for (const name of fs.readdirSync(dir)) {
-      const file = path.join(dir, name);
-      if (name.endsWith('.fires.jsonl')) this.firesOf.set(name.slice(0, -'.fires.jsonl'.length), readFires(file));
-      else if (name.endsWith('.json')) {
-        const record = JSON.parse(fs.readFileSync(file, 'utf8')) as ScheduleRecord;
+    const names = fs.readdirSync(dir);
+    for (const name of names.filter((candidate) => candidate.endsWith('.json'))) {
+      try {
+        const record = readRecord(dir, name);
         this.records.set(record.schedule.id, record);
+      } catch (error) {
+        if (!(error instanceof DamagedDataError)) throw error;
+        this.quarantined.set(name.slice(0, -'.json'.length), error);
       }
     }
+    // A quarantined schedule's fires are not loaded: nothing finishes or appends to them.
+    for (const name of names.filter((candidate) => candidate.endsWith(FIRES_SUFFIX))) {
+      const id = name.slice(0, -FIRES_SUFFIX.length);
+      if (!this.quarantined.has(id)) this.firesOf.set(id, readFires(path.join(dir, name)));
+    }
+  }
+
+  damaged(): { id: string; damage: Damage; path: string }[] {
+    return [...this.quarantined].map(([id, error]) => ({ id, damage: error.damage, path: error.path }));
+  }
+
+  async nextWake(): Promise<number | null> {
+    let next: number | null = null;
+    for (const { schedule } of this.records.values()) {
+      if (schedule.status !== 'active' || schedule.next_fire_at === null) continue;
+      const at = Date.parse(schedule.next_fire_at);
+      if (next === null || at < next) next = at;
+    }
+    return next;
+  }
+
+  async watch(listener: () => void): Promise<void> {
+    this.listeners.push(listener);
   }
 
   async get(id: string): Promise<ScheduleRecord | null> {
@@ -52,13 +83,15 @@ export class FileScheduleStore implements ScheduleStore {
   async save(record: ScheduleRecord): Promise<void> {
     writeFileAtomic(path.join(this.dir, `${record.schedule.id}.json`), JSON.stringify(record), { fsync: this.options.fsync, syncDirectory: this.options.fsync });
     this.records.set(record.schedule.id, structuredClone(record));
+    this.changed();
   }
 
   async delete(id: string): Promise<void> {
     this.records.delete(id);
     this.firesOf.delete(id);
     fs.rmSync(path.join(this.dir, `${id}.json`), { force: true });
-    fs.rmSync(path.join(this.dir, `${id}.fires.jsonl`), { force: true });
+    fs.rmSync(path.join(this.dir, `${id}${FIRES_SUFFIX}`), { force: true });
+    this.changed();
   }
 
   async takeDue(options: Parameters<ScheduleStore['takeDue']>[0]): Promise<ScheduleRecord[]> {
@@ -114,8 +147,30 @@ export class FileScheduleStore implements ScheduleStore {
   }
 
   private append(stored: StoredFire): void {
-    appendLine(path.join(this.dir, `${stored.fire.schedule_id}.fires.jsonl`), JSON.stringify(stored), { fsync: this.options.fsync });
+    appendLine(path.join(this.dir, `${stored.fire.schedule_id}${FIRES_SUFFIX}`), JSON.stringify(stored), { fsync: this.options.fsync });
   }
+
+  private changed(): void {
+    for (const listener of this.listeners) listener();
+  }
+}
+
+/** A schedule's file as written, or DamagedDataError saying why it does not read back. */
+function readRecord(dir: string, name: string): ScheduleRecord {
+  const file = path.join(dir, name);
+  const damaged = (reason: string) => new DamagedDataError({ file: name, line: null, reason }, file);
+  let record: Partial<ScheduleRecord> | null;
+  try {
+    record = JSON.parse(fs.readFileSync(file, 'utf8')) as Partial<ScheduleRecord> | null;
+  } catch (error) {
+    throw damaged(`not valid JSON (${(error as Error).message})`);
+  }
+  const schedule = record?.schedule;
+  const state = record?.state;
+  if (typeof schedule !== 'object' || schedule === null || typeof state !== 'object' || state === null) throw damaged('not a schedule record');
+  if (`${schedule.id}.json` !== name) throw damaged('not the schedule of this file name');
+  if (typeof schedule.status !== 'string' || typeof state.cursor !== 'number' || !Array.isArray(state.toDelete)) throw damaged('not a valid schedule record (status, cursor or toDelete missing)');
+  return record as ScheduleRecord;
 }
 
 function newestFirst(a: Pick<ScheduleFire, 'scheduled_for' | 'id'>, b: Pick<ScheduleFire, 'scheduled_for' | 'id'>): number {

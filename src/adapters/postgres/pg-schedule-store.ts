@@ -2,11 +2,16 @@
  * Schedules and fires in PostgreSQL (`agentd_schedules`, `agentd_schedule_fires`), read from the
  * database at each use: every instance ticks, and the rows say who works on what. A due schedule
  * is leased with FOR UPDATE SKIP LOCKED (instances never wait on each other); a fire is claimed
- * by inserting its row, whose key is derived from schedule and slot.
+ * by inserting its row, whose key is derived from schedule and slot. Every write of a schedule
+ * sends a notice on `agentd_schedules`, which wakes each instance's timer to read again when the
+ * next fire is due (the notice carries nothing: a forged one only costs a read).
  */
 import type { Sql } from 'postgres';
+import type { Damage } from '../../core/errors.js';
 import type { ScheduleFire } from '../../core/schedules/schedule-schemas.js';
 import type { ScheduleRecord, ScheduleStore, StoredFire } from '../../core/schedules/schedule-store.js';
+
+const CHANNEL = 'agentd_schedules';
 
 interface ScheduleRow {
   body: string;
@@ -44,15 +49,19 @@ export class PgScheduleStore implements ScheduleStore {
   async save(record: ScheduleRecord): Promise<void> {
     const { schedule } = record;
     await this.sql`
-      INSERT INTO agentd_schedules (id, conversation_id, status, next_fire_ms, body)
-      VALUES (${schedule.id}, ${schedule.conversation_id}, ${schedule.status}, ${nextMs(record)}, ${bodyOf(record)})
-      ON CONFLICT (id) DO UPDATE SET conversation_id = EXCLUDED.conversation_id, status = EXCLUDED.status, next_fire_ms = EXCLUDED.next_fire_ms, body = EXCLUDED.body, rev = agentd_schedules.rev + 1`;
+      WITH saved AS (
+        INSERT INTO agentd_schedules (id, conversation_id, status, next_fire_ms, body)
+        VALUES (${schedule.id}, ${schedule.conversation_id}, ${schedule.status}, ${nextMs(record)}, ${bodyOf(record)})
+        ON CONFLICT (id) DO UPDATE SET conversation_id = EXCLUDED.conversation_id, status = EXCLUDED.status, next_fire_ms = EXCLUDED.next_fire_ms, body = EXCLUDED.body, rev = agentd_schedules.rev + 1
+        RETURNING id)
+      SELECT pg_notify(${CHANNEL}, '') FROM saved`;
   }
 
   async delete(id: string): Promise<void> {
     await this.sql.begin(async (sql) => {
       await sql`DELETE FROM agentd_schedules WHERE id = ${id}`;
       await sql`DELETE FROM agentd_schedule_fires WHERE schedule_id = ${id}`;
+      await sql`SELECT pg_notify(${CHANNEL}, '')`;
     });
   }
 
@@ -72,9 +81,11 @@ export class PgScheduleStore implements ScheduleStore {
     const { schedule } = record;
     // Changed through the API since it was taken: that change stands (the fires made meanwhile are stored; the next tick sees them).
     const [saved] = await this.sql`
-      UPDATE agentd_schedules SET status = ${schedule.status}, next_fire_ms = ${nextMs(record)}, body = ${bodyOf(record)}, rev = rev + 1, lease_owner = NULL, lease_until = NULL
-      WHERE id = ${schedule.id} AND lease_owner = ${owner} AND rev = ${record.rev ?? 0}
-      RETURNING id`;
+      WITH saved AS (
+        UPDATE agentd_schedules SET status = ${schedule.status}, next_fire_ms = ${nextMs(record)}, body = ${bodyOf(record)}, rev = rev + 1, lease_owner = NULL, lease_until = NULL
+        WHERE id = ${schedule.id} AND lease_owner = ${owner} AND rev = ${record.rev ?? 0}
+        RETURNING id)
+      SELECT id, pg_notify(${CHANNEL}, '') FROM saved`;
     if (!saved) await this.sql`UPDATE agentd_schedules SET lease_owner = NULL, lease_until = NULL WHERE id = ${schedule.id} AND lease_owner = ${owner}`;
   }
 
@@ -110,6 +121,25 @@ export class PgScheduleStore implements ScheduleStore {
         SELECT id FROM agentd_schedule_fires WHERE outcome IS NULL AND lease_until < now() LIMIT 100 FOR UPDATE SKIP LOCKED)
       RETURNING body, claimed_by, lease_until`;
     return rows.map((row) => ({ fire: JSON.parse(row.body) as ScheduleFire, claimedBy: row.claimed_by, leaseUntil: row.lease_until?.getTime() ?? null }));
+  }
+
+  /** A due schedule is due in the clock's time; a claim's lease in the database's (the same wall clock, in production). */
+  async nextWake(): Promise<number | null> {
+    const [row] = await this.sql<{ at: string | null }[]>`
+      SELECT LEAST(
+        (SELECT min(next_fire_ms) FROM agentd_schedules WHERE status = 'active'),
+        (SELECT (extract(epoch FROM min(lease_until)) * 1000)::bigint FROM agentd_schedule_fires WHERE outcome IS NULL)) AS at`;
+    return row && row.at !== null ? Number(row.at) : null;
+  }
+
+  /** Also called when the listening connection is made again: notices sent meanwhile were missed. */
+  async watch(listener: () => void): Promise<void> {
+    await this.sql.listen(CHANNEL, () => listener(), () => listener());
+  }
+
+  /** Rows are written whole in one statement: none is found damaged at start-up. */
+  damaged(): { id: string; damage: Damage; path: string }[] {
+    return [];
   }
 }
 

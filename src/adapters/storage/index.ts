@@ -29,6 +29,10 @@ export async function createStorage(options: {
   const log = new FileEventLog({ conversationsDir, firehoseFile: path.join(config.dataDir, 'firehose.idx'), fsync: config.fsync, storageError, onDamaged: options.onDamaged });
   const repository = new FileConversationRepository(conversationsDir, box, { fsync: config.fsync, storageError, snapshotFile: path.join(config.dataDir, 'conversations.snapshot'), workdirBase: config.workdirBase });
   const runs = new FileRunStore(conversationsDir, { storageError, onDamaged: options.onDamaged });
+  const schedules = new FileScheduleStore(path.join(config.dataDir, 'schedules'), { fsync: config.fsync });
+  for (const { id, damage, path: file } of schedules.damaged()) {
+    logger.error({ schedule_id: id, file, line: damage.line }, `schedule quarantined: ${file}: ${damage.reason}; it does not fire, its files are kept as found, the other schedules are served`);
+  }
   return {
     kind: 'files',
     log,
@@ -36,7 +40,7 @@ export async function createStorage(options: {
     repository,
     summaries: new FileSummaryStore(path.join(config.dataDir, 'summaries.json'), { fsync: config.fsync }),
     webhooks: new FileWebhookStore({ dir: path.join(config.dataDir, 'webhooks'), box, fsync: config.fsync, storageError }),
-    schedules: new FileScheduleStore(path.join(config.dataDir, 'schedules'), { fsync: config.fsync }),
+    schedules,
     instanceId: randomUUID(),
     // Appends and saves are synchronous; a DELETE awaits its conversation's removal itself.
     durable: async () => {},

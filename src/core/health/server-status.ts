@@ -5,6 +5,7 @@ import type { Check, Health, Info } from '../schemas/server-status.js';
 export interface Quarantined {
   conversations: readonly { id: string }[];
   callbacks: readonly { id: string }[];
+  schedules: readonly { id: string }[];
 }
 
 export interface ServerStatusDeps {
@@ -62,13 +63,14 @@ export class ServerStatus {
     const writable = this.deps.dataDirWritable();
     const shared = (await this.deps.storageChecks?.()) ?? {};
     const ready = stateLoaded && writable.ok && (shared.database?.ok ?? true);
-    const { conversations, callbacks } = this.deps.quarantined();
-    const damaged = conversations.length + callbacks.length;
+    const { conversations, callbacks, schedules } = this.deps.quarantined();
+    const damaged = conversations.length + callbacks.length + schedules.length;
     const quarantined = {
       ok: damaged === 0,
-      detail: damaged === 0 ? null : `stored data damaged: ${conversations.length} conversation(s) and ${callbacks.length} callback(s) quarantined, files kept as found`,
+      detail: damaged === 0 ? null : `stored data damaged: ${conversations.length} conversation(s), ${callbacks.length} callback(s) and ${schedules.length} schedule(s) quarantined, files kept as found`,
       conversations: conversations.map((entry) => entry.id),
       callbacks: callbacks.map((entry) => entry.id),
+      schedules: schedules.map((entry) => entry.id),
     };
     // Unsandboxed still serves, but an operator (or a probe) must see it: the agent can read the keys and every conversation.
     const sandboxed = this.deps.sandbox.mode !== 'none';

@@ -3,7 +3,7 @@ import { AppError } from '../errors.js';
 import { isoTimestamp, type Clock } from '../clock.js';
 import type { FireOutcome, Schedule, ScheduleFire } from './schedule-schemas.js';
 import { completion, fireIdOf, nextFireAt, planDue } from './schedule-slots.js';
-import type { ScheduleRecord, ScheduleStore, StoredFire } from './schedule-store.js';
+import type { OpenRun, ScheduleRecord, ScheduleStore, StoredFire } from './schedule-store.js';
 import type { FireMark, ScheduleTargets } from './schedule-targets.js';
 
 export interface ScheduleRunnerDeps {
@@ -22,9 +22,10 @@ export interface ScheduleRunnerDeps {
   /** Tests only: a named point to stop at (AGENTD_TEST_PAUSE_AT=schedule-fire-claimed). */
   pausePoint?: (point: string) => Promise<void>;
   onError?: (error: unknown, context: Record<string, unknown>) => void;
-  /** A schedule was made or changed (before it is saved): the timer wakes if it slept. */
-  onChange?: () => void;
 }
+
+/** Runs awaiting their end kept per schedule: past this many (runs that never end), the oldest are let go unjudged. */
+const MAX_OPEN_RUNS = 20;
 
 /**
  * Fires schedules: takes the due ones, records missed slots, and for each slot to fire claims the
@@ -34,6 +35,8 @@ export interface ScheduleRunnerDeps {
 export class ScheduleRunner {
   private readonly leaseMs: number;
   private chain: Promise<unknown> = Promise.resolve();
+  /** Whether the last clean-up left conversations to delete once their runs end (the timer comes back for them). */
+  cleanUpPending = false;
 
   constructor(private readonly deps: ScheduleRunnerDeps) {
     this.leaseMs = deps.leaseMs ?? 60_000;
@@ -61,10 +64,12 @@ export class ScheduleRunner {
   private async advance(record: ScheduleRecord): Promise<boolean> {
     const now = this.deps.clock.now();
     const target = record.schedule.conversation_id;
-    if (target && this.deps.servesHere && this.deps.targets.exists(target) && !(await this.deps.servesHere(target).catch(() => false))) {
+    if (target && this.deps.servesHere && (await this.deps.targets.exists(target)) && !(await this.deps.servesHere(target).catch(() => false))) {
       await this.deps.store.release(record, this.deps.owner);
       return false;
     }
+    // The runs earlier fires started: those that failed since may pause the schedule before this slot.
+    await this.judgeRuns(record).catch((error: unknown) => this.deps.onError?.(error, { schedule_id: record.schedule.id }));
     const plan = planDue(record.schedule, record.state, now);
     try {
       const why = `missed: catch-up fires at most ${record.schedule.catchup.max} of the newest slots within ${record.schedule.catchup.window_s} s`;
@@ -80,6 +85,23 @@ export class ScheduleRunner {
       await this.deps.store.release(record, this.deps.owner);
     }
     return plan.more;
+  }
+
+  /**
+   * The runs of earlier fires, oldest first, up to the first still going: one that failed counts
+   * as a failed fire, one that ended otherwise resets the count (pause_after_failures).
+   */
+  private async judgeRuns(record: ScheduleRecord): Promise<void> {
+    const open = record.state.openRuns ?? [];
+    while (open.length > 0) {
+      const { conversationId, runId } = open[0]!;
+      const end = await this.deps.targets.runEnd(conversationId, runId);
+      if (end === 'open') break;
+      open.shift();
+      if (end === 'failed') this.countFailure(record.schedule);
+      if (end === 'ended') record.schedule.consecutive_failures = 0;
+    }
+    record.state.openRuns = open;
   }
 
   /** POST /schedules/{id}/trigger: a fire now, beside the slots (the next slot still fires). */
@@ -124,7 +146,7 @@ export class ScheduleRunner {
     const mark: FireMark = { schedule_id: schedule.id, fire_id: fire.id, scheduled_for: fire.scheduled_for };
     try {
       let target = schedule.conversation_id ?? resumed?.conversationId ?? null;
-      if (target && !targets.exists(target)) {
+      if (target && !(await targets.exists(target))) {
         if (schedule.conversation_id) this.targetGone(record);
         return done('failed', { reason: 'target_gone: the target conversation was deleted', conversation_id: target });
       }
@@ -134,7 +156,7 @@ export class ScheduleRunner {
         if (delivered.marked) return done('started', { conversation_id: target, run_id: await targets.send(target, schedule.message, 'enqueue'), reason: 'finished after a restart' });
       }
       // With `new`, an overlap is the previous fire's conversation still running.
-      const current = target ?? (state.lastConversation && targets.exists(state.lastConversation) ? state.lastConversation : null);
+      const current = target ?? (state.lastConversation && targets.knows(state.lastConversation) ? state.lastConversation : null);
       const running = current ? targets.runningRun(current) : null;
       if (running && current && schedule.overlap !== 'allow') {
         if (schedule.overlap === 'skip') return done('skipped_overlap', { reason: `run ${running} is still going`, conversation_id: current, run_id: running });
@@ -161,24 +183,34 @@ export class ScheduleRunner {
     record.schedule.status_reason = 'target_gone';
   }
 
+  /** A fire that started is judged by its run once that ends (see judgeRuns); one that could not start counts now. */
   private noteOutcome(record: ScheduleRecord, fire: ScheduleFire): void {
     const schedule = record.schedule;
     schedule.last_fire_at = fire.fired_at;
     schedule.last_outcome = fire.outcome;
     if (fire.outcome === 'started' && !fire.manual) schedule.fires_count += 1;
-    if (fire.outcome === 'started') schedule.consecutive_failures = 0;
-    if (fire.outcome === 'failed') {
-      schedule.consecutive_failures += 1;
-      if (schedule.status === 'active' && schedule.pause_after_failures !== null && schedule.consecutive_failures >= schedule.pause_after_failures) {
-        schedule.status = 'paused';
-        schedule.status_reason = `paused after ${schedule.consecutive_failures} failed fires in a row`;
-      }
+    if (fire.outcome === 'started' && fire.run_id && fire.conversation_id) this.awaitRun(record, { conversationId: fire.conversation_id, runId: fire.run_id });
+    else if (fire.outcome === 'started') schedule.consecutive_failures = 0;
+    if (fire.outcome === 'failed') this.countFailure(schedule);
+  }
+
+  private awaitRun(record: ScheduleRecord, run: OpenRun): void {
+    const open = record.state.openRuns ?? [];
+    // Fires queued into one run are judged by it once.
+    if (!open.some((known) => known.runId === run.runId)) open.push(run);
+    record.state.openRuns = open.slice(-MAX_OPEN_RUNS);
+  }
+
+  private countFailure(schedule: Schedule): void {
+    schedule.consecutive_failures += 1;
+    if (schedule.status === 'active' && schedule.pause_after_failures !== null && schedule.consecutive_failures >= schedule.pause_after_failures) {
+      schedule.status = 'paused';
+      schedule.status_reason = `paused after ${schedule.consecutive_failures} failed fires in a row`;
     }
   }
 
   /** Status, next fire and clean-up after a change. */
   refresh(record: ScheduleRecord): void {
-    this.deps.onChange?.();
     const schedule = record.schedule;
     const over = schedule.status === 'active' ? completion(schedule, record.state) : null;
     if (over) {
@@ -209,16 +241,19 @@ export class ScheduleRunner {
   /** `on_complete: delete`: fire conversations whose run has ended are deleted. */
   private async cleanUp(): Promise<void> {
     const records = await this.deps.store.list({ limit: 1000 });
+    let pending = false;
     for (const record of records.filter((candidate) => candidate.state.toDelete.length > 0)) {
       const left: string[] = [];
       for (const id of record.state.toDelete) {
-        if (!this.deps.targets.exists(id)) continue;
+        if (!this.deps.targets.knows(id)) continue;
         if (this.deps.targets.runningRun(id)) left.push(id);
         else await this.deps.targets.delete(id);
       }
+      pending ||= left.length > 0;
       if (left.length === record.state.toDelete.length) continue;
       record.state.toDelete = left;
       await this.deps.store.save(record);
     }
+    this.cleanUpPending = pending;
   }
 }

@@ -80,7 +80,7 @@ const settings = {
   start_at: Timestamp.nullable().describe('No slot before this instant (`every` counts from it).'),
   end_at: Timestamp.nullable().describe('No slot after this instant: the schedule is then `completed`.'),
   max_fires: z.int().min(1).nullable().describe('After this many scheduled fires started, the schedule is `completed` (manual triggers are not counted).'),
-  pause_after_failures: z.int().min(1).nullable().describe('After this many failed fires in a row, the schedule pauses itself.'),
+  pause_after_failures: z.int().min(1).nullable().describe('After this many failed fires in a row (a fire that could not start, or whose run failed), the schedule pauses itself.'),
   metadata: Metadata,
 };
 
@@ -163,7 +163,7 @@ export const Schedule = z
     status_reason: z.string().nullable().describe('Why the schedule is `paused` (the note), `failing` (`target_gone`, …) or `completed` (`end_at`, `max_fires`).'),
     next_fire_at: Timestamp.nullable().describe('When the next slot fires (jitter included); null when nothing will fire.'),
     fires_count: z.int().min(0).describe('Scheduled fires started so far (counted against `max_fires`).'),
-    consecutive_failures: z.int().min(0),
+    consecutive_failures: z.int().min(0).describe('Failed fires in a row: fires that could not start and fires whose run ended in error (counted once the run has ended); a run that ends otherwise resets it.'),
     last_fire_at: Timestamp.nullable(),
     last_outcome: FireOutcome.nullable(),
     created_at: Timestamp,

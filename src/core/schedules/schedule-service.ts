@@ -42,8 +42,8 @@ export class ScheduleService {
   async create(body: CreateScheduleBody, caller: ScheduleCaller = ANYONE): Promise<Schedule> {
     const targetCount = Number(body.conversation_id !== undefined) + Number(body.new !== undefined);
     if (targetCount !== 1) throw new InvalidScheduleError('conversation_id', 'give exactly one target: `conversation_id` (an existing conversation) or `new` (a conversation template)');
-    if (body.conversation_id && !this.deps.targets.exists(body.conversation_id)) throw new NotFoundError('conversation', body.conversation_id);
-    if (body.conversation_id && !visibleTo(caller, this.deps.targets.ownerOf(body.conversation_id))) {
+    if (body.conversation_id && !(await this.deps.targets.exists(body.conversation_id))) throw new NotFoundError('conversation', body.conversation_id);
+    if (body.conversation_id && !visibleTo(caller, await this.deps.targets.ownerOf(body.conversation_id))) {
       caller.refused?.(body.conversation_id);
       throw new NotFoundError('conversation', body.conversation_id);
     }
@@ -97,7 +97,7 @@ export class ScheduleService {
     const cursor = query.page_id ? decodePageId(query.page_id, isKeyCursor) : undefined;
     const records = await this.deps.store.list({ conversationId: query.conversation_id, status: query.status, owner: caller.only ?? query.owner, afterId: cursor?.i, limit: query.limit + 1 });
     const more = records.length > query.limit;
-    const items = records.slice(0, query.limit).map((record) => this.noticeGone(withOwner(record)).schedule);
+    const items = await Promise.all(records.slice(0, query.limit).map(async (record) => (await this.noticeGone(withOwner(record))).schedule));
     const last = items[items.length - 1];
     return { items, next_page_id: more && last ? encodePageId({ k: '', i: last.id }) : null };
   }
@@ -153,6 +153,8 @@ export class ScheduleService {
     for (const slot of passed) await this.deps.runner.record(record, slot, 'skipped_paused', `paused (${note})`);
     Object.assign(record.schedule, { status: 'active', status_reason: null, consecutive_failures: 0 });
     record.state.cursor = now;
+    // Runs from before the pause count no more: resumed, the schedule starts its count afresh.
+    record.state.openRuns = [];
     this.deps.runner.refresh(record);
     await this.deps.store.save(record);
     return record.schedule;
@@ -202,9 +204,9 @@ export class ScheduleService {
   }
 
   /** A target conversation deleted since: shown `failing` with `target_gone` at once (saved at its next fire). */
-  private noticeGone(record: ScheduleRecord): ScheduleRecord {
+  private async noticeGone(record: ScheduleRecord): Promise<ScheduleRecord> {
     const { schedule } = record;
-    if (schedule.conversation_id && schedule.status !== 'failing' && schedule.status !== 'completed' && !this.deps.targets.exists(schedule.conversation_id)) {
+    if (schedule.conversation_id && schedule.status !== 'failing' && schedule.status !== 'completed' && !(await this.deps.targets.exists(schedule.conversation_id))) {
       Object.assign(schedule, { status: 'failing', status_reason: 'target_gone', next_fire_at: null });
     }
     return record;

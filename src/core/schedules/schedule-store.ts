@@ -1,3 +1,4 @@
+import type { Damage } from '../errors.js';
 import type { Schedule, ScheduleFire, ScheduleStatus } from './schedule-schemas.js';
 
 /** What the scheduler keeps beside a schedule's public fields. */
@@ -10,6 +11,14 @@ export interface ScheduleState {
   lastConversation: string | null;
   /** `on_complete: delete`: conversations to delete once their run has ended. */
   toDelete: string[];
+  /** Runs started by fires and not ended yet, oldest first: each is judged (failed or not) for `pause_after_failures` once it ends. Absent in records from before. */
+  openRuns?: OpenRun[];
+}
+
+/** A run a fire started (or was queued into), awaiting its end. */
+export interface OpenRun {
+  conversationId: string;
+  runId: string;
 }
 
 export interface ScheduleRecord {
@@ -55,5 +64,15 @@ export interface ScheduleStore {
    * on files, any claimed by another process; on PostgreSQL, those whose lease has run out.
    */
   unsettled(options: { now: number; owner: string }): Promise<StoredFire[]>;
+  /**
+   * When the timer must look again, in ms: the earliest next fire of an active schedule (and, on
+   * PostgreSQL, the earliest end of an unsettled claim's lease); null when nothing will be due
+   * until a schedule changes.
+   */
+  nextWake(): Promise<number | null>;
+  /** Calls `listener` after a schedule is saved or deleted: by this process, or (PostgreSQL) by any instance. */
+  watch(listener: () => void): Promise<void>;
+  /** Schedules left out at start-up because their stored record is damaged (kept as found, never written). */
+  damaged(): { id: string; damage: Damage; path: string }[];
   close?(): Promise<void>;
 }

@@ -14,23 +14,72 @@ export interface FireMark {
   scheduled_for: string;
 }
 
+/** How a run a fire started has ended, as far as its conversation's log says: `open` until it has. */
+export type RunEnd = 'open' | 'failed' | 'ended' | 'gone';
+
+/** State updates looked through for a run's end: a run further back than this is not judged. */
+const RUN_END_LOOKBACK = 100;
+
+export interface ScheduleTargetsDeps {
+  conversations: ConversationService;
+  store: ConversationStore;
+  events: EventQueries;
+  /**
+   * Several instances: the conversation as the shared database holds it now (undefined when there
+   * is none), for one this instance's records do not have yet (made on another instance a moment ago).
+   */
+  stored?: ((conversationId: string) => Promise<{ owner?: string | null | undefined } | undefined>) | undefined;
+}
+
 /** How fires reach conversations: through the conversations' own service, as a client's message would. */
 export class ScheduleTargets {
-  constructor(private readonly deps: { conversations: ConversationService; store: ConversationStore; events: EventQueries }) {}
+  constructor(private readonly deps: ScheduleTargetsDeps) {}
 
-  exists(conversationId: string): boolean {
+  /** Whether this instance's records hold the conversation. */
+  knows(conversationId: string): boolean {
     return this.deps.store.has(conversationId);
   }
 
-  /** Who the conversation belongs to (null for one from before owners). */
-  ownerOf(conversationId: string): string | null {
-    return this.deps.store.record(conversationId).owner ?? null;
+  /**
+   * Whether the conversation exists: in this instance's records, or else in the shared database.
+   * A database that cannot say (down, or the row damaged) does not make it gone.
+   */
+  async exists(conversationId: string): Promise<boolean> {
+    if (this.knows(conversationId)) return true;
+    if (!this.deps.stored) return false;
+    return this.deps.stored(conversationId).then(
+      (stored) => stored !== undefined,
+      () => true,
+    );
   }
 
-  /** The run in progress in the conversation, if any. */
+  /** Who the conversation belongs to (null for one from before owners); the caller knows it exists. */
+  async ownerOf(conversationId: string): Promise<string | null> {
+    if (this.knows(conversationId) || !this.deps.stored) return this.deps.store.record(conversationId).owner ?? null;
+    return (await this.deps.stored(conversationId))?.owner ?? null;
+  }
+
+  /** The run in progress in the conversation, if any (none known for one this instance has no record of). */
   runningRun(conversationId: string): string | null {
+    if (!this.knows(conversationId)) return null;
     const record = this.deps.store.record(conversationId);
     return record.status === 'running' || record.status === 'waiting_for_confirmation' || record.status === 'waiting_for_input' ? (record.current_run_id ?? null) : null;
+  }
+
+  /**
+   * How the run ended, from the conversation's newest state updates: `failed` in error, `ended`
+   * otherwise, `open` while it runs or waits (or this instance does not have the conversation
+   * yet), `gone` when the conversation is, or its log is unreadable, or the run too far back to tell.
+   */
+  async runEnd(conversationId: string, runId: string): Promise<RunEnd> {
+    if (!(await this.exists(conversationId))) return 'gone';
+    const updates = await this.deps.events.list(conversationId, { kinds: ['state_update'], order: 'desc', limit: RUN_END_LOOKBACK }).catch(() => null);
+    // Not in this instance's records yet: looked at again later. In them but unreadable (quarantined): never judged.
+    if (!updates) return this.knows(conversationId) ? 'gone' : 'open';
+    const last = updates.items.find(({ event }) => event.kind === 'state_update' && event.run_id === runId)?.event;
+    if (!last || last.kind !== 'state_update') return updates.next_page_id === null ? 'open' : 'gone';
+    if (last.status === 'running' || last.status === 'waiting_for_confirmation' || last.status === 'waiting_for_input') return 'open';
+    return last.status === 'error' ? 'failed' : 'ended';
   }
 
   /** A new conversation from the template, marked with the fire; it belongs to the schedule's owner. */
@@ -79,6 +128,6 @@ export class ScheduleTargets {
   }
 
   async delete(conversationId: string): Promise<void> {
-    if (this.exists(conversationId)) await this.deps.conversations.delete(conversationId, { deleteWorkdir: true });
+    if (this.knows(conversationId)) await this.deps.conversations.delete(conversationId, { deleteWorkdir: true });
   }
 }

@@ -91,8 +91,11 @@ function* fromWallClock(rule: SlotRule, after: number, nextWall: (wall: number) 
   const zone = rule.timezone;
   const held: number[] = [];
   let last = -Infinity;
-  // Start early enough that a match whose instant is after `after` is not missed (offsets differ by a few hours at most).
-  let wall: number | null = wallClockAt(zone, after) - 3 * 3_600_000;
+  // Start early enough that a match whose instant is after `after` is not missed: by as much as the
+  // offset changes within a day of it (a DST change), and no earlier, so that a rule firing every
+  // second does not walk through hours of matches before the first one that counts.
+  const spread = Math.abs(offsetAt(zone, after - DAY) - offsetAt(zone, after + DAY));
+  let wall: number | null = wallClockAt(zone, after) - spread - 1000;
   while ((wall = nextWall(wall)) !== null) {
     const instants = instantsOf(zone, wall);
     const chosen = instants.length === 0 ? (rule.dst.gap === 'shift' ? [shiftedOutOfGap(zone, wall)] : []) : rule.dst.repeat === 'both' ? instants : instants.slice(0, 1);

@@ -7,6 +7,7 @@ export const Check = z.object({ ok: z.boolean(), detail: z.string().nullable() }
 const QuarantineCheck = Check.extend({
   conversations: z.array(z.string()).describe('Conversations quarantined (status `error`, see their `quarantine`).'),
   callbacks: z.array(z.string()).describe('Callback subscriptions left out because their stored state is damaged.'),
+  schedules: z.array(z.string()).describe('Schedules left out because their stored record is damaged (they do not fire; their files are kept as found).'),
 });
 export const Health = z
   .object({
