@@ -13,7 +13,7 @@ import { Metrics } from './adapters/metrics/index.js';
 import { ExecaCommandRunner, ProcessSpawner, testPausePoint } from './adapters/process/index.js';
 import { createSandbox, sandboxReport, type SandboxInfo } from './adapters/sandbox/index.js';
 import { detectRipgrep } from './adapters/search/index.js';
-import { createShells } from './adapters/shell/index.js';
+import { createShells, type Shells } from './adapters/shell/index.js';
 import { createAccess } from './adapters/access/index.js';
 import { createStorage, saveForNextStart, type Storage } from './adapters/storage/index.js';
 import { createTools } from './adapters/tools/index.js';
@@ -73,6 +73,8 @@ export interface Services extends HttpServices {
   close(options?: { exiting?: boolean }): Promise<void>;
   /** Every shell made to end with the process, nothing waited for: the last step before it exits (ShellFactory.killAllForExit); the sandboxes' cgroups are removed after it. */
   killShellsForExit(): void;
+  /** The shells started ahead for the next new conversations (null when none are kept): the warm-up starts them (cli/warm-up.ts). */
+  warmShells: Shells['warm'];
 }
 
 /** Replacements for the outside world, for tests and benchmarks. */
@@ -334,6 +336,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       sandboxNote: () => sandbox.idmapRefused(),
     }),
     ownership,
+    warmShells: shells.warm,
     killShellsForExit: () => {
       shells.killAllForExit();
       launcher.removeCgroupsAfterExit?.();

@@ -10,6 +10,7 @@ import { createLogger, terminalDestination } from '../logger.js';
 import { VERSION } from '../version.js';
 import { compactHeap } from '../perf/compact-heap.js';
 import { CompactWhenIdle } from '../perf/compact-when-idle.js';
+import { warmUp, WARM_UP_AFTER_MS } from './warm-up.js';
 
 /** `agentd [serve] [--host H] [--port P] ...`: argv + env → config → services → HTTP, until SIGTERM/SIGINT. */
 export async function serve(argv: readonly string[]): Promise<void> {
@@ -83,6 +84,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
     return process.exit(code);
   };
   let stopping = false;
+  let warming: NodeJS.Timeout | undefined;
   const stop = async (signal: string) => {
     if (stopping) {
       process.stderr.write(`agentd: ${signal} again, exiting now\n`);
@@ -99,6 +101,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
     try {
       // Runs first, so that subscribers still receive the events saying they were paused.
       compactWhenIdle?.close();
+      clearTimeout(warming);
       await services.agent.stopAll({ exiting: true });
       await app.close();
       await services.close({ exiting: true });
@@ -146,6 +149,8 @@ export async function serve(argv: readonly string[]): Promise<void> {
       logger.info({ address, data_dir: config.dataDir, version: VERSION }, 'agentd listening');
       return services.store.sortLoaded();
     });
+  // What the first conversation would otherwise start on its own path (warm-up.ts).
+  warming = setTimeout(() => warmUp(services), WARM_UP_AFTER_MS).unref();
 }
 
 /**

@@ -59,7 +59,7 @@ function forSerialization(node: JsonSchema, definitions: Record<string, JsonSche
     const others = branches.filter((branch) => branch.type !== 'null');
     const only = others[0];
     if (others.length === 1 && branches.length === 2 && only && typeof only.type === 'string') return { ...only, ...rest, nullable: true };
-    return { ...rest, anyOf: branches };
+    return { ...rest, ...(byValueType(branches) ?? { anyOf: branches }) };
   }
   // Key names and value checks do not change what is written.
   const { propertyNames: _names, pattern: _pattern, ...kept } = rest;
@@ -72,6 +72,25 @@ function forSerialization(node: JsonSchema, definitions: Record<string, JsonSche
     else out[key] = value;
   }
   return out;
+}
+
+/** Types a value's own `typeof` (or Array.isArray) tells apart. */
+const PLAIN_TYPES = new Set(['boolean', 'string', 'number', 'integer', 'null', 'array']);
+
+/**
+ * A union of plain values (`true` or `"host"`, a boolean or a list of names) as one schema with a
+ * list of types: the serializer then writes each value by the type it has. A union fast-json-stringify
+ * keeps picks its branch with a validator, compiled from the whole response schema at the first
+ * value it writes and run at every one after (a conversation's `sandbox.network` made the first
+ * POST /conversations of a server compile one for the whole Conversation schema). Null when a
+ * branch is an object, or two share a type: those stay a union.
+ */
+function byValueType(branches: JsonSchema[]): JsonSchema | null {
+  const types = branches.map((branch) => branch.type);
+  if (!types.every((type): type is string => typeof type === 'string' && PLAIN_TYPES.has(type)) || new Set(types).size !== types.length) return null;
+  // `const` and `enum` only check a value; an array's items say how it is written.
+  const items = branches.find((branch) => branch.type === 'array')?.items;
+  return { type: types, ...(items !== undefined && { items }) };
 }
 
 /** Keywords whose value is data, not a schema. */

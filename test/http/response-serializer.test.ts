@@ -43,6 +43,17 @@ describe('response bodies compiled from the JSON schema', () => {
     expect(JSON.parse(body)).toEqual(JSON.parse(JSON.stringify(Conversation.parse(conversation))));
   });
 
+  it('write each value of a union of plain types as zod does: `sandbox.network` true, false or "host", `project_mcp_servers` a boolean or names', () => {
+    const serialize = compileFromJsonSchema(Conversation)!;
+    const conversation = server.services.conversations.list({ sort: 'created_at', order: 'asc', limit: 1 }).items[0]!;
+    for (const [network, projectServers] of [[true, false], [false, true], ['host', ['files', 'web']], [true, []]] as const) {
+      const value = { ...conversation, sandbox: { ...conversation.sandbox, network }, project_mcp_servers: projectServers };
+      const body = JSON.parse(serialize(value)) as { sandbox: { network: unknown }; project_mcp_servers: unknown };
+      expect(body).toEqual(JSON.parse(JSON.stringify(Conversation.parse(value))));
+      expect([body.sandbox.network, body.project_mcp_servers]).toEqual([network, projectServers]);
+    }
+  });
+
   it('refuse a value missing a required property (a 500, as zod did), never a body without it', () => {
     const serialize = compileFromJsonSchema(Conversation)!;
     expect(() => serialize({ title: 'no id' })).toThrow();

@@ -134,4 +134,21 @@ describe('the warm shells refill', () => {
     await finishStart(held, 3);
     await turnsUntil(() => held.asked.length === 5, 'the next start');
   }, 30_000);
+
+  it('primed by a server warming up, the pool fills before any creation, and the first creation takes one', async () => {
+    const { warm, held } = warmShells(2);
+    await turns();
+    // Nothing starts before a creation unless the server asks for it.
+    expect(held.asked).toHaveLength(0);
+    warm.prime();
+    // At once (no timer run), then one after the other until the count is ready.
+    await turnsUntil(() => held.asked.length === 1, 'the first start');
+    await finishStart(held, 0);
+    await turnsUntil(() => held.asked.length === 2, 'the second start');
+    await finishStart(held, 1);
+    vi.advanceTimersByTime(10 * REFILL_DELAY_MS);
+    await turns();
+    expect(held.asked).toHaveLength(2);
+    expect(warm.take()?.workdir).toBe(held.asked[0]!.workdir);
+  }, 30_000);
 });

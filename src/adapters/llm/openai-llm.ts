@@ -27,6 +27,9 @@ const loadSdk = lazyModule(async () => {
   return (sdk = openai);
 });
 
+/** The SDK and its fetch loaded before the first request (the server's warm-up). */
+export const loadChatModules = (): Promise<unknown> => loadSdk();
+
 /** Which field carries `max_output_tokens`. `auto`: `max_completion_tokens` for OpenAI and Azure, `max_tokens` elsewhere. */
 export type MaxTokensParam = 'auto' | 'max_tokens' | 'max_completion_tokens';
 

@@ -15,6 +15,9 @@ import { LlmError, type LlmRequest, type LlmResponse, type LlmSettings } from '.
 import { AttemptController, LlmAbortError, backoffDelayMs, parseRateLimitResetMs, parseRetryAfterMs, redact, retryPolicyOf, sleep, type RetryDefaults } from './llm-retry.js';
 import { readChatChunks } from './chat-stream-reader.js';
 
+/** undici loaded before the first request of these protocols (the server's warm-up). */
+export const loadProtocolModules = (): Promise<unknown> => loadUndici();
+
 /** How every protocol's client retries and times its attempts (the chat client's options too). */
 export interface ProtocolClientOptions extends RetryDefaults {
   /** Cap on a server's `retry-after` (default 60 s). */

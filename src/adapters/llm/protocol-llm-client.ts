@@ -9,8 +9,8 @@ import type { LlmApi, LlmClient, LlmMessage, LlmMessageCodec, LlmRequest, LlmRes
 import { AnthropicLlmClient } from './anthropic-llm.js';
 import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
 import { historyForTarget, sameOrigin, type LlmOrigin } from './history-for-target.js';
-import { OpenAiLlmClient, type OpenAiLlmClientOptions } from './openai-llm.js';
-import type { ProtocolClientOptions } from './protocol-attempts.js';
+import { loadChatModules, OpenAiLlmClient, type OpenAiLlmClientOptions } from './openai-llm.js';
+import { loadProtocolModules, type ProtocolClientOptions } from './protocol-attempts.js';
 import { ResponsesLlmClient } from './responses-llm.js';
 
 /** The chat codec, but a message with reasoning stays an object (the chat wire form has no place for every provider's payload). */
@@ -28,6 +28,11 @@ export function llmApiOf(settings: LlmSettings): LlmApi {
   const host = hostOf(settings.base_url);
   if (host === 'api.anthropic.com' || host?.endsWith('.anthropic.com')) return 'anthropic';
   return 'chat';
+}
+
+/** Loads the modules a first request with these settings loads (an SDK, undici), before it is made. */
+export function loadLlmModules(settings: LlmSettings): Promise<unknown> {
+  return llmApiOf(settings) === 'chat' ? loadChatModules() : loadProtocolModules();
 }
 
 export class ProtocolLlmClient implements LlmClient {

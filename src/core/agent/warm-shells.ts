@@ -51,8 +51,9 @@ interface Warm {
  * client starting several tasks) each find one, and so do conversations created at a steady pace
  * quicker than the delay (the pool keeps up at the pace a sandbox starts).
  *
- * Only while conversations are being created: none before the first, and each one left unused for
- * the idle timeout is closed, its workdir removed (none is made again until the next creation).
+ * Only while conversations are being created: none before the first (unless the server primes
+ * the pool as it starts: `prime`), and each one left unused for the idle timeout is closed, its
+ * workdir removed (none is made again until the next creation).
  */
 export class WarmShells {
   /** Ready or starting, oldest first. */
@@ -83,6 +84,11 @@ export class WarmShells {
     warm.timer.unref();
     this.taken.set(warm.id, warm);
     return { id: warm.id, workdir: warm.workdir };
+  }
+
+  /** Fills the pool now, before any conversation is created: a server warming up as it starts (cli/warm-up.ts). */
+  prime(): void {
+    this.fillSoon(0);
   }
 
   /**
