@@ -21,7 +21,7 @@ import { build } from 'esbuild';
 import { inject } from 'postject';
 import { ensureRuntime } from './binary-runtime.mjs';
 import { buildUi } from './build-ui.mjs';
-import { asciiOnly, standIns } from './build-server.mjs';
+import { standIns } from './build-server.mjs';
 import { root } from './prepare.mjs';
 
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
@@ -119,8 +119,6 @@ async function main() {
       legalComments: 'none',
       logLevel: 'warning',
     });
-    // One-byte throughout, so that V8 holds the bundle's source at one byte a character, not two (see asciiOnly).
-    asciiOnly(bundle, 'script');
     // The HTML worker's program with turndown and domino in it (src/adapters/web/html-converter.ts):
     // a worker thread runs a script, and the binary has no node_modules to load them from.
     const htmlWorker = path.join(work, 'html-worker.cjs');
@@ -134,7 +132,6 @@ async function main() {
       legalComments: 'none',
       logLevel: 'warning',
     });
-    asciiOnly(htmlWorker, 'script');
 
     const assets = collectAssets(await buildUi(path.join(work, 'ui')));
     assets['html-worker.cjs'] = htmlWorker;

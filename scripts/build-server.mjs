@@ -22,7 +22,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import * as acorn from 'acorn';
 import { build } from 'esbuild';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -241,8 +240,6 @@ export async function buildServer() {
     sourcemap: true,
     metafile: true,
   });
-  // The metafile's paths are relative to esbuild's working directory, this process's.
-  for (const file of Object.keys(metafile.outputs)) if (file.endsWith('.js')) asciiOnly(path.resolve(file));
 
   // Then the previous builds' chunks (named by a hash of their contents): a build that fails leaves the last one whole.
   const written = new Set(Object.keys(metafile.outputs).map((file) => path.basename(file)));
@@ -250,47 +247,6 @@ export async function buildServer() {
   fs.chmodSync(path.join(dist, 'cli.js'), 0o755);
   written.add('cli.js');
   for (const name of fs.readdirSync(dist)) if (CHUNK.test(name) && !written.has(name)) fs.rmSync(path.join(dist, name));
-}
-
-/**
- * A bundle file made ASCII where that keeps its meaning. One character above U+00FF makes V8 hold
- * the whole file's source as two-byte text, twice its size, for as long as the server runs
- * (functions compile from it lazily): the main chunk is 3.2 MB. esbuild escapes strings (its
- * default `charset`), but it keeps some comments (on class members: `—`, `…`, `→`) and regular
- * expression literals as they are. In a comment each such character becomes `?`, one for one, so
- * the source map's columns hold. In a regular expression it becomes its `\uXXXX` escape, which
- * matches the same. Anything else (a tagged template's raw text) is left as it is, and the file
- * stays two-byte. A file acorn cannot parse is left as it is too. An empty server's RSS went from
- * 75 to 70 MB on Node 20, and from 87-89 to 83 MB on Node 24. The single executable's CommonJS
- * bundle (build-binary.mjs, `sourceType` 'script') is made ASCII the same way: its 8 MB were held
- * as 16 MB, and an empty binary's RSS went from 101-102 to 93-94 MiB.
- */
-export function asciiOnly(file, sourceType = 'module') {
-  const text = fs.readFileSync(file, 'utf8');
-  if (!/[^\x00-\x7f]/.test(text)) return;
-  const comments = [];
-  const regexes = [];
-  try {
-    acorn.parse(text, {
-      ecmaVersion: 'latest',
-      sourceType,
-      allowHashBang: true,
-      // A CommonJS bundle is a script that Node runs inside its module wrapper, where the top level may `return`.
-      allowReturnOutsideFunction: sourceType === 'script',
-      onComment: (_block, _text, start, end) => comments.push([start, end]),
-      onToken: (token) => token.type === acorn.tokTypes.regexp && regexes.push([token.start, token.end]),
-    });
-  } catch (error) {
-    console.warn(`build: ${path.basename(file)} left as it is (${error.message})`);
-    return;
-  }
-  const inside = (ranges, at) => ranges.some(([start, end]) => at >= start && at < end);
-  const ascii = text.replace(/[^\x00-\x7f]/g, (char, at) => {
-    if (inside(comments, at)) return '?';
-    if (inside(regexes, at)) return `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`;
-    return char;
-  });
-  if (ascii !== text) fs.writeFileSync(file, ascii);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) await buildServer();

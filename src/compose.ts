@@ -43,7 +43,6 @@ import { WebhookTargets } from './core/webhooks/webhook-targets.js';
 import { createSchedules } from './core/schedules/schedules.js';
 import { systemClock, type Clock } from './core/clock.js';
 import type { HttpServices } from './http/services.js';
-import { holdingYoungGeneration } from './perf/young-generation.js';
 
 /** Everything the server holds: what the HTTP layer calls (HttpServices) and what start and shutdown need. */
 export interface Services extends HttpServices {
@@ -146,9 +145,8 @@ export async function composeServices(config: Config, logger: Logger, overrides:
     readers: [store.summaryReader, sessions, { name: 'metrics', read: ({ event }) => metrics.observeEvent(event) }, access.spendReader, ...(overrides.readers ?? [])],
   });
   const events = new EventQueries(log, (id) => void store.record(id));
-  // Everything loaded is kept: the young generation need not grow for it (perf/young-generation.ts).
   const saved = await summaries.take();
-  for (const { id, error } of await holdingYoungGeneration(() => store.load(saved))) logQuarantined(logger, id, error);
+  for (const { id, error } of await store.load(saved)) logQuarantined(logger, id, error);
   const { launcher, info: sandbox } = await sandboxReady;
 
   // Webhooks, and the one address policy for everything the server sends out.

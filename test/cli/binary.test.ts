@@ -74,14 +74,6 @@ describe('the single executable', () => {
     if (buildOutput) expect(buildOutput.stdout).toContain(`on node v${NODE_RUNTIME_VERSION}`);
   });
 
-  it('was built from an ASCII bundle, so that V8 holds its 8 MB of source as one-byte text (two-byte: 16 MB)', () => {
-    // The bundle the binary's blob was made from stays beside it (dist/agentd.cjs).
-    const text = fs.readFileSync(`${BINARY}.cjs`, 'utf8');
-    expect(text.length).toBeGreaterThan(1_000_000);
-    const found = /[^\x00-\x7f]/.exec(text);
-    expect(found && text.slice(Math.max(0, found.index - 60), found.index + 10)).toBeNull();
-  });
-
   it('prints its version and help like dist/cli.js', () => {
     const { version } = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
     const shown = spawnSync(BINARY, ['--version'], { cwd, encoding: 'utf8' });

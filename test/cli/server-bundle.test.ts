@@ -168,16 +168,6 @@ describe('node dist/cli.js', () => {
     expect(output).toEqual(['required', 'http-errors runs', 'status 404', 'status 403']);
   });
 
-  it('is ASCII throughout, so that V8 holds each file\'s source as one-byte text: a character above U+00FF, even in a comment, doubles it', () => {
-    const files = fs.readdirSync(DIST).filter((name) => /^cli(\..+)?\.js$/.test(name));
-    expect(files).toContain('cli.js');
-    for (const name of files) {
-      const text = fs.readFileSync(path.join(DIST, name), 'utf8');
-      const found = /[^\x00-\x7f]/.exec(text);
-      expect(found && { name, near: text.slice(Math.max(0, found.index - 60), found.index + 10) }).toBeNull();
-    }
-  });
-
   // Since Node 22, an ES module import of `node:http` (any name from it) reads every export of the
   // module for its namespace, among them the getters of its WebSocket, CloseEvent and MessageEvent,
   // which load Node's own copy of undici (760 KB of source, ~2 MiB of an empty server's RSS on the
