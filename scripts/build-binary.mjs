@@ -21,7 +21,7 @@ import { build } from 'esbuild';
 import { inject } from 'postject';
 import { ensureRuntime } from './binary-runtime.mjs';
 import { buildUi } from './build-ui.mjs';
-import { standIns } from './build-server.mjs';
+import { standIns } from './perf/stand-ins.mjs';
 import { root } from './prepare.mjs';
 
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';

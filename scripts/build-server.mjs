@@ -16,13 +16,13 @@
 // asked for a file beside its own modules (`__dirname`, which an ES module lacks): Swagger UI is
 // given the directory of its static files (src/http/plugins/openapi.ts), and pino's transports
 // (worker threads started from its files), the one part of pino that would, are not used: the
-// server's log goes to a stream in its own thread. Bundled rather than loaded by Node's CommonJS
-// loader at every start, Swagger UI and pino (with the `yaml` they require, see onDemand)
-// made an empty start ~65 ms shorter here (606 → 539 ms, medians of 16 alternating starts).
+// server's log goes to a stream in its own thread. Swagger UI and pino are bundled rather than
+// loaded by Node's CommonJS loader at every start, which made an empty start shorter (P7).
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { exactly, standIns } from './perf/stand-ins.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const src = path.join(root, 'src');
@@ -63,106 +63,6 @@ function moduleUrls(urlOf) {
   };
 }
 
-/**
- * Packages that bundled ones require at the top of their modules but use only on some request: a
- * module that loads the package at its first use stands in (its own require of the package
- * resolved as the importer's would be). Shared with the binary's bundle (build-binary.mjs), where
- * the package's own code runs at that first use too.
- *
- * - `yaml`, of @fastify/swagger and @fastify/swagger-ui: for a YAML document asked for at
- *   /docs/yaml. ~75 modules, 45-50 ms of every start on this project's machines.
- * - `http-errors`, of @fastify/send (Swagger UI's files, through @fastify/static): for a file it
- *   cannot send. Its top makes a class for each HTTP status: 14 ms of an empty start's 120 ms of
- *   bundled CommonJS modules run (timed through esbuild's module wrapper, on an AMD EPYC guest).
- */
-const ON_DEMAND = [
-  { name: 'yaml', importer: /[\\/]node_modules[\\/]@fastify[\\/]swagger(-ui)?[\\/]/, exports: '{ parse: (...args) => load().parse(...args), stringify: (...args) => load().stringify(...args) }' },
-  { name: 'http-errors', importer: /[\\/]node_modules[\\/]@fastify[\\/]send[\\/]/, exports: '(...args) => load()(...args)' },
-];
-
-export const onDemand = {
-  name: 'on-demand',
-  setup(esbuild) {
-    for (const { name, importer, exports } of ON_DEMAND) {
-      // One stand-in per importer and package (named by both); its require is resolved from the importer's directory.
-      esbuild.onResolve({ filter: exactly(name) }, (args) => (args.namespace === 'file' && importer.test(args.importer) ? { path: `${args.importer}#${name}`, namespace: 'on-demand', pluginData: { name, exports } } : undefined));
-    }
-    esbuild.onLoad({ filter: /.*/, namespace: 'on-demand' }, (args) => ({
-      contents: `let loaded;\nconst load = () => (loaded ??= require(${JSON.stringify(args.pluginData.name)}));\nmodule.exports = ${args.pluginData.exports};\n`,
-      loader: 'js',
-      resolveDir: path.dirname(args.path),
-    }));
-  },
-};
-
-/**
- * zod with its English messages only. Its main module re-exports every locale it has (`locales`,
- * ~40 languages): 366 KB of the 760 KB that zod puts in the bundle, parsed and run at every start
- * for messages in languages the server never sets (its errors are English; zod's own default is
- * `en`, imported on its own). The locales' index is replaced by one that has `en` alone. Medians of
- * alternating empty starts, with the server's malloc setting (GLIBC_TUNABLES, scripts/start.mjs):
- * `node dist/cli.js` took ~50 ms less CPU to ready (1.07 s vs 1.125), its RSS 0.3 MB less (3.5
- * without the setting); the single executable's anonymous memory 0.6 MB less (its RSS also counts
- * the pages of its own file that it touched, which moved by more than that from build to build).
- * Shared with the binary's bundle (build-binary.mjs).
- */
-export const zodEnglishOnly = {
-  name: 'zod-english-only',
-  setup(esbuild) {
-    esbuild.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) =>
-      /[\\/]node_modules[\\/]zod[\\/]v4[\\/](classic|core|mini)[\\/]/.test(args.importer) ? { path: path.join(path.dirname(args.importer), '..', 'locales', 'index.js'), namespace: 'zod-english-only' } : undefined,
-    );
-    esbuild.onLoad({ filter: /.*/, namespace: 'zod-english-only' }, (args) => ({
-      contents: "export { default as en } from './en.js';\n",
-      loader: 'js',
-      resolveDir: path.dirname(args.path),
-    }));
-  },
-};
-
-/**
- * Packages that a bundled package requires at its top for a feature the server never uses: each is
- * left out of the bundle, and what stands in throws, saying so, if that feature is ever reached
- * (any property of it is itself, any call throws). Bundled, every start loaded them. Shared with the
- * binary's bundle (build-binary.mjs).
- *
- * - `glob` (137 KB minified), of @fastify/static (Swagger UI serves its files with it): only for
- *   `wildcard: false` (a route per file, found by globbing the directory at start). An empty
- *   server's RSS was ~2 MB more (72.2 MB against 70.3 a moment after ready, 82.3 against 80.3 at
- *   ready, ~20 ms more CPU to ready; medians of 12 alternating starts; all of it anonymous memory,
- *   25.9 MB against 28.3), the single executable's anonymous memory ~0.5 MB.
- * - `@opentelemetry/api` (63 KB), of prom-client's CPU metric: only for exemplars, which the
- *   server's metrics do not enable. Anonymous memory 0.16 MB less (25.75 MB against 25.91).
- */
-const LEFT_OUT = [
-  { name: 'glob', importer: /[\\/]node_modules[\\/]@fastify[\\/]static[\\/]/, needed: "@fastify/static's wildcard: false" },
-  { name: '@opentelemetry/api', importer: /[\\/]node_modules[\\/]prom-client[\\/]/, needed: "prom-client's exemplars" },
-];
-
-export const leftOut = {
-  name: 'left-out',
-  setup(esbuild) {
-    for (const { name, importer, needed } of LEFT_OUT) {
-      esbuild.onResolve({ filter: exactly(name) }, (args) => (importer.test(args.importer) ? { path: name, namespace: 'left-out', pluginData: needed } : undefined));
-    }
-    esbuild.onLoad({ filter: /.*/, namespace: 'left-out' }, (args) => ({
-      contents: [
-        `const fail = () => { throw new Error(${JSON.stringify(`${args.pluginData} needs the ${args.path} package, which agentd's bundle leaves out (scripts/build-server.mjs)`)}); };`,
-        "const stand = new Proxy(fail, { get: (_, key) => (typeof key === 'symbol' || key === '__esModule' || key === 'then' ? undefined : stand), apply: fail });",
-        'module.exports = stand;',
-      ].join('\n'),
-      loader: 'js',
-    }));
-  },
-};
-
-/** What both bundles, the server's and the binary's (build-binary.mjs), leave out of a start or load later. */
-export const standIns = [onDemand, zodEnglishOnly, leftOut];
-
-/** An esbuild filter matching the import of `name` exactly. */
-function exactly(name) {
-  return new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}$`);
-}
 
 /** `a-package` of `a-package/sub/path.js`, `@scope/a-package` of `@scope/a-package/sub`. */
 function packageOf(specifier) {

@@ -8,7 +8,7 @@
  * Swagger UI and pino are bundled, and the `yaml` they require is loaded only when a YAML document
  * is asked for: through Node's CommonJS loader they cost an empty start ~65 ms. zod is bundled with
  * its English messages only (the other ~40 languages were 366 KB of source run at every start), and
- * without packages that bundled ones require for what the server never uses (build-server.mjs, leftOut).
+ * without packages that bundled ones require for what the server never uses (scripts/perf/stand-ins.mjs, leftOut).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -17,7 +17,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { build } from 'esbuild';
 import { ensureRuntime, NODE_RUNTIME_VERSION } from '../../scripts/binary-runtime.mjs';
-import { leftOut, onDemand } from '../../scripts/build-server.mjs';
+import { leftOut, onDemand } from '../../scripts/perf/stand-ins.mjs';
 import { startFakeLlm } from '../fake-llm/fake-llm-server.js';
 import { spawnServer, TEST_KEY } from '../support/agentd.js';
 import { startLocalSite } from '../support/local-site.js';
@@ -134,7 +134,7 @@ describe('node dist/cli.js', () => {
       const css = await fetch(`${server.url}/docs/static/swagger-ui.css`);
       expect(css.status).toBe(200);
       expect(css.headers.get('content-type')).toMatch(/^text\/css/);
-      // A file @fastify/send cannot find: its http-errors, loaded on demand (build-server.mjs, onDemand).
+      // A file @fastify/send cannot find: its http-errors, loaded on demand (scripts/perf/stand-ins.mjs, onDemand).
       expect((await fetch(`${server.url}/docs/static/no-such-file.css`)).status).toBe(404);
       const metrics = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${TEST_KEY}` } });
       expect(metrics.status).toBe(200);
@@ -154,8 +154,8 @@ describe('node dist/cli.js', () => {
         "for (const reach of [() => glob('**'), () => otel.trace.getSpan(otel.context.active())]) { try { reach(); console.log('reached'); } catch (error) { console.log(error.message); } }\n",
     });
     expect(output).toEqual([
-      "@fastify/static's wildcard: false needs the glob package, which agentd's bundle leaves out (scripts/build-server.mjs)",
-      "prom-client's exemplars needs the @opentelemetry/api package, which agentd's bundle leaves out (scripts/build-server.mjs)",
+      "@fastify/static's wildcard: false needs the glob package, which agentd's bundle leaves out (scripts/perf/stand-ins.mjs)",
+      "prom-client's exemplars needs the @opentelemetry/api package, which agentd's bundle leaves out (scripts/perf/stand-ins.mjs)",
     ]);
   });
 
