@@ -8,11 +8,10 @@ import vm from 'node:vm';
  *
  * Start-up promotes what it keeps (records, indexes, compiled modules) together with what it only
  * used (the snapshot's parsed lines and entries, summaries, module sources being linked), in the
- * same old-space pages, and V8 grows the young generation on the way (up to 32 MiB at 10,000
- * conversations). V8's own full collections then free the garbage but keep most of those pages,
- * each partly used, and the young generation as grown, and an idle server allocates nothing that
- * would trigger another: with 10,000 conversations the JS heap kept ~48-55 MiB of pages for ~35
- * MiB of live objects for as long as it idled. Compacted once, it keeps ~40.
+ * same old-space pages, and V8 grows the young generation on the way. V8's own full collections
+ * then free the garbage but keep most of those pages, each partly used, and the young generation
+ * as grown, and an idle server allocates nothing that would trigger another: the JS heap kept pages well beyond its live objects for as long as it
+ * idled, a quarter of a 10,000-conversation server's RSS (bench/RESULTS.md, "Tricks measured").
  *
  * Node has no API for it. The inspector's HeapProfiler.collectGarbage (in process: no port is
  * opened) is V8's low-memory notification: full collections that compact and shrink the young

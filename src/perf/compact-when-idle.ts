@@ -35,11 +35,11 @@ export interface CompactWhenIdleDeps {
  * Runs promote what they keep (each history's new entries) into the same old-space pages as what
  * they only used (requests, parsed answers, observations), and V8's own full collections free the
  * garbage but keep most of those pages, partly used. A server that has gone idle allocates nothing
- * that would trigger another collection, so it held them for as long as it idled (P16: RSS +21 %
- * over ten rounds, a third of it live). One compacting collection (tens of ms) when nothing runs
- * gives the pages back; it never runs while a run is in progress, nor twice without a run between,
- * and a server whose runs end every few seconds gives these collections at most 5 % of its time
- * (one that took 50 ms waits 1 s for the next; a burst that ends meanwhile is compacted then).
+ * that would trigger another collection, so it held them for as long as it idled (P16's RSS grew
+ * most of all without it). One compacting collection when nothing runs gives the pages back; it
+ * never runs while a run is in progress, nor twice without a run between, and it waits twenty times
+ * its own last duration before the next, so that a server whose runs end every few seconds spends
+ * little of its time on them (a burst that ends meanwhile is compacted then).
  */
 export class CompactWhenIdle implements EventReader {
   readonly name = 'compact-when-idle';

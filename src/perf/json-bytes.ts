@@ -20,7 +20,7 @@ const BACKSLASH = 0x5c;
  * the backslash, and lone surrogates; anything not ASCII takes the slow path too (UTF-8). A short
  * string (a request id) is checked and copied character by character; a longer one (a URL, a
  * conversation id) is checked by a regular expression and copied by Buffer's encoder, which
- * costs a call but far less per character (a 50-character URL: ~150 ns against ~250).
+ * costs a call but far less per character.
  */
 export function writeJsonString(bytes: Buffer, at: number, text: string): number {
   const start = at;
