@@ -191,6 +191,26 @@ describe('permission rules', () => {
     expect(fs.existsSync(path.join(workdir, 'victim'))).toBe(false);
   });
 
+  it("the project's rules are kept as the first run starts, also when it calls no tool", async () => {
+    harness = await startAgentHarness([{ text: 'nothing to run' }, bash('rm -rf victim'), { text: 'done' }]);
+    const id = await harness.createConversation({});
+    const workdir = (await harness.get(`/conversations/${id}`)).body.workdir as string;
+    fs.mkdirSync(path.join(workdir, '.claude'));
+    fs.writeFileSync(path.join(workdir, '.claude', 'settings.json'), JSON.stringify({ permissions: { deny: ['bash(rm -rf*)'] } }));
+    fs.mkdirSync(path.join(workdir, 'victim'));
+    await harness.post(`/conversations/${id}/messages`, { content: 'first' });
+    await harness.waitForStatus(id, ['idle']);
+    const saved = JSON.parse(fs.readFileSync(path.join(harness.server.dataDir, 'conversations', id, 'conversation.json'), 'utf8')) as { project_permissions?: unknown };
+    expect(saved.project_permissions).toEqual({ ask: [], deny: ['bash(rm -rf*)'] });
+    // The file as it is after the first run is not read again.
+    fs.writeFileSync(path.join(workdir, '.claude', 'settings.json'), '{}');
+    await harness.post(`/conversations/${id}/messages`, { content: 'second' });
+    for (let waited = 0; harness.llm.requests.length < 3 && waited < 300; waited += 1) await new Promise((resolve) => setTimeout(resolve, 50));
+    await harness.waitForStatus(id, ['idle']);
+    expect(fs.existsSync(path.join(workdir, 'victim'))).toBe(true);
+    expect((await harness.events(id)).filter((event) => event.kind === 'rejection')).toMatchObject([{ tool_name: 'bash', rule: 'deny: bash(rm -rf*)' }]);
+  });
+
   it('rules are validated, returned, and replaced with PUT /config', async () => {
     harness = await startAgentHarness([]);
     const bad = await harness.post('/conversations', { permissions: { deny: ['bash(unclosed'] } });

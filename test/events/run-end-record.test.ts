@@ -62,7 +62,7 @@ describe('the end of a run that leaves the status as the record file has it', ()
     const dir = tempDir('agentd-run-end-');
     dataDirs.push(dir);
     let server = await spawn(dir);
-    // No project settings: their rules are kept with the record at the first tool call, a save of its own.
+    // No project settings: their rules are kept with the record as the first run starts, a save of its own.
     // A title: an untitled conversation is saved once more when its first message names it.
     const created = await api(server, 'POST', '/conversations', { title: 'run end', llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-run-end' }, setting_sources: [] });
     expect(created.status).toBe(201);
@@ -99,5 +99,30 @@ describe('the end of a run that leaves the status as the record file has it', ()
     server = await spawn(dir);
     await expectShown(third);
     expect(third.usage).toMatchObject({ prompt_tokens: 201 + 401 + 601, completion_tokens: 30 });
+  });
+
+  it('saves a record changed during the run once, with the status before the run, and not again at its end', { timeout: 120_000 }, async () => {
+    fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
+    const dir = tempDir('agentd-run-end-');
+    dataDirs.push(dir);
+    let server = await spawn(dir);
+    // Untitled, with the project's settings read: the first message names it, the run keeps the project's rules as it starts (a save during the run).
+    const created = await api(server, 'POST', '/conversations', { llm: { model: 'fake-model', base_url: fake.url, api_key: 'sk-run-end' } });
+    expect(created.status).toBe(201);
+    const id = (created.body as { id: string }).id;
+    const file = path.join(dir, 'conversations', id, 'conversation.json');
+
+    const first = await runTurn(server, id, 1);
+    const saved = JSON.parse(fs.readFileSync(file, 'utf8')) as { status: string; current_run_id: string | null; title: string | null; project_permissions?: unknown; updated_at: string };
+    expect(saved).toMatchObject({ status: 'idle', current_run_id: null, title: 'turn 1', project_permissions: { ask: [], deny: [] } });
+    // Saved as the run started, before the answer: the run's end (after the answer) wrote nothing.
+    const events = (await api(server, 'GET', `/conversations/${id}/events?kind=message&order=desc&limit=1`)).body as { items: { source: string; timestamp: string }[] };
+    expect(events.items[0]!.source).toBe('agent');
+    expect(saved.updated_at < events.items[0]!.timestamp, `saved at ${saved.updated_at}, answered at ${events.items[0]!.timestamp}`).toBe(true);
+
+    await stop(server, 'SIGKILL');
+    server = await spawn(dir);
+    const shown = (await api(server, 'GET', `/conversations/${id}`)).body as Shown & { title: string };
+    expect({ status: shown.status, title: shown.title, usage: shown.usage, event_count: shown.event_count }).toEqual({ status: 'idle', title: 'turn 1', usage: first.usage, event_count: first.event_count });
   });
 });

@@ -174,10 +174,18 @@ export class FileConversationRepository implements ConversationRepository {
 
   save(record: ConversationRecord): void {
     const dir = path.join(this.dir, record.id);
-    fs.mkdirSync(dir, { recursive: true });
+    const content = JSON.stringify(this.seal(record));
+    const write = () => writeFileAtomic(path.join(dir, FILE), content, { mode: 0o600, fsync: this.options.fsync });
     try {
       // The old record stays as it was when this fails; the partial temp file goes.
-      writeFileAtomic(path.join(dir, FILE), JSON.stringify(this.seal(record)), { mode: 0o600, fsync: this.options.fsync });
+      try {
+        write();
+      } catch (error) {
+        // The directory is made by the record's first save, not looked for at every save.
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+        fs.mkdirSync(dir, { recursive: true });
+        write();
+      }
     } catch (error) {
       throw this.options.storageError ? this.options.storageError(error) : isOutOfSpace(error) ? new StorageFullError() : error;
     }

@@ -8,6 +8,7 @@ import type { NewEvent, SubagentTags } from '../schemas/event.js';
 import type { ProjectFiles } from '../workspace/project-files.js';
 import { readsProject } from './tool-offer.js';
 import { ToolGate } from './tool-gate.js';
+import { afterThisTurn } from '../after-this-turn.js';
 
 export interface ConversationGatesDeps {
   /** How the conversation's hooks run: commands in its sandbox, http hooks signed. */
@@ -24,10 +25,24 @@ export interface ConversationGatesDeps {
 
 /** The tool gate of one run (or one of its subagents): permission rules (the client's, tightened by the project's) and hooks. */
 export class ConversationGates {
+  /** Project rules being read and kept, per conversation: a run's read-ahead and its first tool call share one read and one save. */
+  private readonly reading = new Map<string, Promise<PermissionsConfig>>();
+
   constructor(private readonly deps: ConversationGatesDeps) {}
 
+  /**
+   * A run starts: the project's rules, when the conversation has not kept them yet, are read and
+   * kept once its first LLM request is on its way (afterThisTurn), so that its first tool call
+   * does not wait for their read and their save.
+   */
+  readAhead(record: ConversationRecord): void {
+    if (record.project_permissions || !readsProject(record)) return;
+    // A read that fails here is read again by the first tool call that needs the rules.
+    afterThisTurn(() => void this.projectRules(record).catch(() => {}));
+  }
+
   gateFor(record: ConversationRecord, runId: string | null, signal: AbortSignal, subagent?: Required<SubagentTags>): ToolGate {
-    // The project's settings are read when the first tool call of the conversation needs them (not before the first LLM turn), then kept with it.
+    // The project's settings are read once the first LLM request is on its way (readAhead) or when the first tool call needs them, then kept with it.
     let project: Promise<PermissionsConfig | null> | null = null;
     let cached: { key: unknown[]; policy: PermissionPolicy } | null = null;
     // The config may change mid-run (confirmation mode, PUT /config): the policy follows it.
@@ -52,8 +67,17 @@ export class ConversationGates {
   }
 
   /** The rules kept with the conversation; read from the workdir (and kept) only the first time. */
-  private async projectRules(record: ConversationRecord): Promise<PermissionsConfig> {
-    if (record.project_permissions) return record.project_permissions;
+  private projectRules(record: ConversationRecord): Promise<PermissionsConfig> {
+    if (record.project_permissions) return Promise.resolve(record.project_permissions);
+    let reading = this.reading.get(record.id);
+    if (!reading) {
+      reading = this.readAndKeep(record).finally(() => this.reading.delete(record.id));
+      this.reading.set(record.id, reading);
+    }
+    return reading;
+  }
+
+  private async readAndKeep(record: ConversationRecord): Promise<PermissionsConfig> {
     const read = await readProjectPermissions(this.deps.projectFiles, record.workdir);
     const rules = { ask: read.ask ?? [], deny: read.deny ?? [] };
     try {

@@ -192,6 +192,7 @@ export class RunDriver {
       const checkpoints = this.deps.checkpoints;
       void checkpoints?.atRunStart(record, run.id).catch(() => {});
       const gate = this.deps.gates.gateFor(record, run.id, controller.signal);
+      this.deps.gates.readAhead(record);
       // A condensation started before this run (POST /condense while idle) ends first.
       await session.condensing?.done;
       // One routing state for the run's requests, its condensations' included (a `turn` scope's stay holds for both).

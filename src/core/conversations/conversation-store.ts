@@ -305,6 +305,13 @@ export class ConversationStore extends HeldConversations {
   private save(record: ConversationRecord): void {
     if (record.quarantine) throw new ConversationQuarantinedError(record.id, record.quarantine);
     this.touch(record, isoTimestamp(this.clock.now()));
+    // A change saved during a run its start did not save (a title, the project's rules) leaves the
+    // file's status as it was: the run's end to that status saves nothing more (see setStatus).
+    const kept = this.onDisk.statusKeptDuringRun(record);
+    if (kept !== null) {
+      this.deps.repository.save({ ...record, status: kept, current_run_id: null });
+      return;
+    }
     this.deps.repository.save(record);
     this.onDisk.saved(record);
   }

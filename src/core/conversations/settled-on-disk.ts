@@ -29,6 +29,16 @@ export class SettledOnDisk {
     if (!this.status.has(record)) this.status.set(record, settledStatus(record));
   }
 
+  /**
+   * The settled status the record's file still holds while a run whose start was not saved is in
+   * progress (see ConversationStore.startRunning); null otherwise. A save meanwhile writes the
+   * record with it: the run's end to that status then finds the file as it should be.
+   */
+  statusKeptDuringRun(record: Readonly<ConversationRecord>): ConversationStatus | null {
+    if (record.status !== 'running' || record.pending_actions.length > 0) return null;
+    return this.status.get(record) ?? null;
+  }
+
   /** Whether the record's file holds its state now (its status, no current run, nothing pending). */
   holds(record: Readonly<ConversationRecord>): boolean {
     return settledStatus(record) !== null && this.status.get(record) === record.status;
