@@ -119,18 +119,23 @@ const PAIR_SEPARATOR = '\0agentd-next\0';
 /**
  * Two git commands on the same repository and work tree in one process start (in a sandbox a
  * start is most of a small checkpoint's cost): `second` runs when `first` exits 0 or 1, and each
- * answers with its own output. A failure of either throws GitError as runGit does.
+ * answers with its own output. `input` goes to `first`; `fallback`, when given, runs in its place
+ * when `first` fails, and its own exit counts. A failure of either throws GitError as runGit does.
  */
 export async function runGitPair(options: {
   gitDir: string;
   workTree: string;
   first: readonly string[];
+  fallback?: readonly string[];
   second: readonly string[];
+  input?: string;
   run?: RunProcess;
   sandbox?: ProcessLauncher;
 }): Promise<{ first: GitResult; second: GitResult }> {
   const prefix = (args: readonly string[]) => ['git', '--git-dir', '"$AGENTD_GIT_DIR"', '--work-tree', shellWord(options.workTree), '--no-replace-objects', ...SAFE_CONFIG.flatMap((entry) => ['-c', shellWord(entry)]), ...args.map(shellWord)].join(' ');
-  const script = [`${prefix(options.first)}`, 's=$?', 'if [ "$s" -gt 1 ]; then exit "$s"; fi', `printf '\\0agentd-next\\0'`, `${prefix(options.second)} || exit`, 'exit "$s"'].join('\n');
+  // The fallback reads no input: stdin stays with the first command, which read it all or failed.
+  const firstStep = options.fallback === undefined ? prefix(options.first) : `${prefix(options.first)} || ${prefix(options.fallback)} </dev/null`;
+  const script = [firstStep, 's=$?', 'if [ "$s" -gt 1 ]; then exit "$s"; fi', `printf '\\0agentd-next\\0'`, `${prefix(options.second)} || exit`, 'exit "$s"'].join('\n');
   const out = await runGit({ ...options, args: options.first, shell: script, allowExit: [1] });
   const at = out.stdout.indexOf(PAIR_SEPARATOR);
   if (at < 0) throw new GitError(options.first, out);

@@ -151,6 +151,13 @@ export class GitShadowRepository implements ShadowRepository {
       // Past the cap: out of the index; one not in it (`??`, untracked) needs no git to stay out.
       else if (!entry.startsWith('??')) drop.push(relative);
     }
+    if (stage.length > 0 && drop.length === 0 && this.options.sandbox) {
+      // Stage and write-tree in one sandbox start, as above: the start costs more than either command.
+      const { second } = await runGitPair({ gitDir: target.gitDir, workTree: target.workdir, first: ['update-index', '--add', '--remove', '-z', '--stdin'], input: joinZ(stage), fallback: ['add', '-A', '--ignore-errors', '--', '.'], second: ['write-tree'], ...this.runner(), sandbox: this.options.sandbox });
+      const tree = second.stdout.trim();
+      this.indexTree.set(target.gitDir, tree);
+      return tree;
+    }
     if (stage.length > 0) {
       try {
         await this.git(target, ['update-index', '--add', '--remove', '-z', '--stdin'], { input: joinZ(stage) });
