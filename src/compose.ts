@@ -352,6 +352,7 @@ export async function composeServices(config: Config, logger: Logger, overrides:
       await mcpConnector.close();
       await closeTools();
       streams.closeAll('server_shutting_down');
+      access.flush();
       await storage.close();
       checkpointStore.close();
       metrics.stop();

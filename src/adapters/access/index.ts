@@ -28,6 +28,8 @@ export interface Access {
   spendCheck: SpendCheck;
   /** Adds each LLM call's cost to its owner's spend (an event reader of `usage`). */
   spendReader: EventReader;
+  /** Writes the spend not yet saved (at shutdown, once runs have stopped). */
+  flush(): void;
 }
 
 /** `store` is read lazily (it is built after the storage this needs). */
@@ -37,12 +39,8 @@ export function createAccess(config: Config, deps: { storage: Storage; store: ()
   const keyStore: KeyStore = sql ? new PgKeyStore(sql) : new FileKeyStore(path.join(config.dataDir, 'keys.json'), { fsync: config.fsync });
   const audit: AuditLog = sql ? new PgAuditLog(sql) : new FileAuditLog(path.join(config.dataDir, 'audit.log'), { fsync: config.fsync });
   // Instances sharing a database count in its rows; a server on files counts alone and keeps the spend in its data dir.
-  const counters: QuotaCounters = sql
-    ? new PgQuotaCounters(sql, clock)
-    : new MemoryQuotaCounters({
-        clock,
-        persistence: fileSpendLedger(path.join(config.dataDir, 'spend.json'), { fsync: config.fsync, onDamaged: (aside) => deps.logger.warn({ file: aside }, 'the spend ledger did not parse: set aside, spend counts from zero') }),
-      });
+  const ledger = sql ? null : fileSpendLedger(path.join(config.dataDir, 'spend.json'), { fsync: config.fsync, onDamaged: (aside) => deps.logger.warn({ file: aside }, 'the spend ledger did not parse: set aside, spend counts from zero') });
+  const counters: QuotaCounters = ledger ? new MemoryQuotaCounters({ clock, persistence: ledger }) : new PgQuotaCounters(sql!, clock);
   const keys = new KeyService(keyStore, { clock });
   const quotas = new QuotaMeter(
     {
@@ -70,6 +68,7 @@ export function createAccess(config: Config, deps: { storage: Storage; store: ()
       ownerOf,
     },
     spendCheck: createSpendGuard(quotas),
+    flush: () => ledger?.flush(),
     spendReader: {
       name: 'spend',
       read: ({ event }) => {

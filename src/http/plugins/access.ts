@@ -49,34 +49,51 @@ export function ownerFilter(request: FastifyRequest, asked: string | undefined):
  * a new conversation or run is checked against the owner's limits; a model outside the key's list is refused.
  */
 export function registerAccessChecks(app: FastifyInstance, access: AccessServices): void {
-  app.addHook('preHandler', (request, reply, done) => {
-    const principal = request.principal;
-    if (!principal) return done();
-    const route = request.routeOptions.url ?? '';
-    if (route.startsWith(CONVERSATION_ROUTE) && !principal.admin) {
-      const id = (request.params as { id?: string }).id;
-      if (id !== undefined) {
-        const owner = access.ownerOf(id);
-        if (owner !== undefined && !mayAccess(principal, owner)) {
-          request.audit = { ...request.audit, note: 'refused:not_owner', resource: id };
-          return done(new NotFoundError('conversation', id));
+  onEachKeyedRoute(app, 'preHandler', (route) => {
+    const ownsConversation = route.startsWith(CONVERSATION_ROUTE);
+    return (request, reply, done) => {
+      const principal = request.principal;
+      if (!principal) return done();
+      if (ownsConversation && !principal.admin) {
+        const id = (request.params as { id?: string }).id;
+        if (id !== undefined) {
+          const owner = access.ownerOf(id);
+          if (owner !== undefined && !mayAccess(principal, owner)) {
+            request.audit = { ...request.audit, note: 'refused:not_owner', resource: id };
+            return done(new NotFoundError('conversation', id));
+          }
         }
       }
-    }
-    const key = `${request.method} ${route}`;
-    const body = (request.body ?? {}) as { initial_message?: unknown; run?: unknown; llm?: { model?: unknown } };
-    if (principal.allowedModels && (key === 'POST /conversations' || key === 'PUT /conversations/:id/config') && typeof body.llm?.model === 'string' && !principal.allowedModels.includes(body.llm.model)) {
-      request.audit = { ...request.audit, note: 'refused:model_not_allowed' };
-      return done(new AppError({ code: 'model_not_allowed', kind: 'forbidden', message: `This key may not use the model ${body.llm.model}.`, details: { model: body.llm.model, allowed_models: [...principal.allowedModels] } }));
-    }
-    const startsRun = key === 'POST /conversations' ? body.initial_message !== undefined && body.run !== false : RUN_ROUTES.has(key) && !(key === 'POST /conversations/:id/messages' && body.run === false);
-    const over = key === 'POST /conversations' ? access.quotas.newConversation(principal) : null;
-    if (over) return refuseOverQuota(request, reply, quotaAnswer(over, access.now()));
-    if (!startsRun) return done();
-    access.quotas.newRun(principal).then(
-      (overRun) => (overRun ? refuseOverQuota(request, reply, quotaAnswer(overRun, access.now())) : done()),
-      (error: unknown) => done(error as Error),
-    );
+      const key = `${request.method} ${route}`;
+      const body = (request.body ?? {}) as { initial_message?: unknown; run?: unknown; llm?: { model?: unknown } };
+      if (principal.allowedModels && (key === 'POST /conversations' || key === 'PUT /conversations/:id/config') && typeof body.llm?.model === 'string' && !principal.allowedModels.includes(body.llm.model)) {
+        request.audit = { ...request.audit, note: 'refused:model_not_allowed' };
+        return done(new AppError({ code: 'model_not_allowed', kind: 'forbidden', message: `This key may not use the model ${body.llm.model}.`, details: { model: body.llm.model, allowed_models: [...principal.allowedModels] } }));
+      }
+      const startsRun = key === 'POST /conversations' ? body.initial_message !== undefined && body.run !== false : RUN_ROUTES.has(key) && !(key === 'POST /conversations/:id/messages' && body.run === false);
+      const over = key === 'POST /conversations' ? access.quotas.newConversation(principal) : null;
+      if (over) return refuseOverQuota(request, reply, quotaAnswer(over, access.now()));
+      if (!startsRun) return done();
+      access.quotas.newRun(principal).then(
+        (overRun) => (overRun ? refuseOverQuota(request, reply, quotaAnswer(overRun, access.now())) : done()),
+        (error: unknown) => done(error as Error),
+      );
+    };
+  });
+}
+
+type RouteHook = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void;
+
+/**
+ * A hook on each route behind a key, made for its path, first among the route's hooks: public
+ * routes (/alive, /health) answer without a key, so they are spared its call on every request.
+ */
+function onEachKeyedRoute(app: FastifyInstance, name: 'preHandler' | 'onResponse', make: (route: string) => RouteHook): void {
+  app.addHook('onRoute', (route) => {
+    if (route.config?.public) return;
+    const hook = make(route.url ?? '');
+    const own = route[name] as RouteHook | RouteHook[] | undefined;
+    Object.assign(route, { [name]: own === undefined ? [hook] : [hook, ...(Array.isArray(own) ? own : [own])] });
   });
 }
 
@@ -89,11 +106,9 @@ const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /** Every write and every refusal goes to the audit log, after the answer. */
 export function registerAuditTrail(app: FastifyInstance, access: AccessServices): void {
-  app.addHook('onResponse', (request, reply, done) => {
-    const route = request.routeOptions.url;
+  onEachKeyedRoute(app, 'onResponse', () => (request, reply, done) => {
     const note = request.audit?.note ?? null;
     const status = reply.statusCode;
-    if (route === undefined || request.routeOptions.config?.public) return done();
     if (READS.has(request.method) && note === null && status !== 401 && status !== 403 && status !== 429) return done();
     audit(access, request, status, note);
     done();
