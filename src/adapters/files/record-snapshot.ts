@@ -89,7 +89,7 @@ const TAG_BYTES = 16;
  * Read and sealed a piece at a time: the snapshot (a line per conversation) is never whole in
  * memory. 64 KiB, not more: each piece's decrypted bytes (a malloc under glibc's 128 KiB mmap
  * threshold) and its text (under V8's large-object size) then reuse memory that earlier pieces
- * freed, where 1 MiB pieces each took fresh pages from the kernel: a page fault each, thousands
+ * freed, where pieces past that size each took fresh pages from the kernel: a page fault each, thousands
  * of them for a data dir with many conversations.
  */
 const PIECE_BYTES = 64 * 1024;
