@@ -3,36 +3,27 @@
 // provider reported, or else the price table's (built in, or the operator's AGENTD_PRICES_FILE).
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm, type FakeLlmOptions } from '../fake-llm/fake-llm-server.js';
 import { startServer, tempDir, type TestServer } from '../support/agentd.js';
 import { okJson, requestJson } from '../support/json-api.js';
-import { until } from '../support/reliability.js';
+import { closedAfterEach, runToEnd } from '../support/run-to-end.js';
 
-const closers: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const close of closers.splice(0).reverse()) await close();
-});
+const closing = closedAfterEach();
 
 async function fake(options: FakeLlmOptions): Promise<FakeLlm> {
   const started = await startFakeLlm(options);
-  closers.push(() => started.close());
+  closing(() => started.close());
   return started;
 }
 
 async function server(env: Record<string, string> = {}): Promise<TestServer> {
   const started = await startServer({ env: { AGENTD_WARM_SHELLS: '0', ...env } });
-  closers.push(() => started.close());
+  closing(() => started.close());
   return started;
 }
 
 const bash = (command: string) => ({ toolCalls: [{ name: 'bash', arguments: { command } }], usage: { prompt_tokens: 1000, completion_tokens: 100 } });
-
-async function runToEnd(target: TestServer, id: string, content: string): Promise<any[]> {
-  await okJson(target, 'POST', `/conversations/${id}/messages`, { content, run: true });
-  await until(async () => (await okJson(target, 'GET', `/conversations/${id}`)).status !== 'running', 'the run to end');
-  return (await okJson(target, 'GET', `/conversations/${id}/events?limit=1000`)).items as any[];
-}
 
 const ofKind = (events: any[], kind: string) => events.filter((event) => event.kind === kind);
 
@@ -71,7 +62,7 @@ it('stops a conversation at its budget, priced by the built-in price table when 
 
 it("applies the server's default budget with the operator's prices, and notify lets the run go on once told", async () => {
   const dir = tempDir();
-  closers.push(async () => fs.rmSync(dir, { recursive: true, force: true }));
+  closing(async () => fs.rmSync(dir, { recursive: true, force: true }));
   const prices = path.join(dir, 'prices.json');
   fs.writeFileSync(prices, JSON.stringify({ 'house-model': { input_cost_per_token: 0.001, output_cost_per_token: 0.002 } }));
   const llm = await fake({ script: [bash('echo one'), bash('echo two'), { text: 'Done.' }] });

@@ -3,27 +3,25 @@
 // spends from its run: it checks the conversation's budget and its owner's spend limit before each
 // request, its usage is priced by the model that answered, and a limit it reaches ends its run
 // too, with one `budget_exceeded` event.
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm, type FakeLlmOptions, type FakeTurn } from '../fake-llm/fake-llm-server.js';
 import { adminCall, client, USER_SCOPES } from '../support/access-matrix.js';
 import { startServer, type TestServer } from '../support/agentd.js';
 import { okJson } from '../support/json-api.js';
+import { closedAfterEach, runToEnd } from '../support/run-to-end.js';
 import { until } from '../support/reliability.js';
 
-const closers: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const close of closers.splice(0).reverse()) await close();
-});
+const closing = closedAfterEach();
 
 async function fake(options: FakeLlmOptions): Promise<FakeLlm> {
   const started = await startFakeLlm(options);
-  closers.push(() => started.close());
+  closing(() => started.close());
   return started;
 }
 
 async function server(env: Record<string, string> = {}): Promise<TestServer> {
   const started = await startServer({ env: { AGENTD_WARM_SHELLS: '0', ...env } });
-  closers.push(() => started.close());
+  closing(() => started.close());
   return started;
 }
 
@@ -31,13 +29,6 @@ const USAGE = { prompt_tokens: 1000, completion_tokens: 100 };
 const bash = (command: string, usage = USAGE): FakeTurn => ({ toolCalls: [{ name: 'bash', arguments: { command } }], usage });
 const task = (id: string, usage = USAGE): FakeTurn => ({ toolCalls: [{ id, name: 'task', arguments: { description: 'a part', prompt: `SUB-JOB ${id}: run the steps` } }], usage });
 const text = (content: string, usage = USAGE): FakeTurn => ({ text: content, usage });
-
-async function runToEnd(target: TestServer, id: string, content: string): Promise<any[]> {
-  const before = (await okJson(target, 'GET', `/conversations/${id}/events?limit=1000`)).items.length;
-  await okJson(target, 'POST', `/conversations/${id}/messages`, { content, run: true });
-  await until(async () => (await okJson(target, 'GET', `/conversations/${id}/events?limit=1000`)).items.slice(before).some((event: any) => event.kind === 'state_update' && event.status !== 'running'), 'the run to end');
-  return (await okJson(target, 'GET', `/conversations/${id}/events?limit=1000`)).items as any[];
-}
 
 const ofKind = (events: any[], kind: string) => events.filter((event) => event.kind === kind);
 const lastRun = async (target: TestServer, id: string) => (await okJson(target, 'GET', `/conversations/${id}/runs`)).items.at(-1);

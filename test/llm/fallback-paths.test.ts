@@ -2,26 +2,24 @@
 // (the primary and the fallback), and the events a client reads. Scope `turn` across a run whose
 // next user message arrives mid-run; a condensation summary whose primary fails, in a run and
 // between runs; a subagent whose primary fails.
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm, type FakeLlmOptions } from '../fake-llm/fake-llm-server.js';
 import { startServer, type TestServer } from '../support/agentd.js';
 import { okJson } from '../support/json-api.js';
+import { closedAfterEach, runToEnd } from '../support/run-to-end.js';
 import { until } from '../support/reliability.js';
 
-const closers: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const close of closers.splice(0).reverse()) await close();
-});
+const closing = closedAfterEach();
 
 async function fake(options: FakeLlmOptions): Promise<FakeLlm> {
   const started = await startFakeLlm(options);
-  closers.push(() => started.close());
+  closing(() => started.close());
   return started;
 }
 
 async function server(): Promise<TestServer> {
   const started = await startServer({ env: { AGENTD_WARM_SHELLS: '0' } });
-  closers.push(() => started.close());
+  closing(() => started.close());
   return started;
 }
 
@@ -44,15 +42,6 @@ async function conversation(target: TestServer, models: { primary: FakeLlm; fall
 }
 
 const events = async (target: TestServer, id: string): Promise<any[]> => (await okJson(target, 'GET', `/conversations/${id}/events?limit=1000`)).items;
-
-/** Sends a message, waits for the run to end, returns the events of the conversation. */
-async function runMessage(target: TestServer, id: string, content: string): Promise<any[]> {
-  const before = (await events(target, id)).length;
-  await okJson(target, 'POST', `/conversations/${id}/messages`, { content, run: true });
-  await until(async () => (await events(target, id)).slice(before).some((event) => event.kind === 'state_update' && event.status !== 'running'), 'the run to end');
-  return events(target, id);
-}
-
 const ofKind = (list: any[], kind: string) => list.filter((event) => event.kind === kind);
 const bash = (command: string) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] });
 
@@ -72,7 +61,7 @@ it('stays on the fallback for the rest of the turn, and tries the primary again 
     ],
   });
   id = await conversation(target, { primary, fallback }, { llm: { fallback_scope: 'turn' } });
-  const all = await runMessage(target, id, 'First.');
+  const all = await runToEnd(target, id, 'First.');
   // The 503 moved the turn's first request; its second went to the fallback without asking the primary.
   expect(ofKind(all, 'llm_fallback')).toEqual([expect.objectContaining({ from_model: 'primary-model', to_model: 'fallback-model', reason: 'unavailable', attempt: 1 })]);
   const usage = ofKind(all, 'usage');
@@ -97,7 +86,7 @@ it("records a condensation summary's retry and fallback when the primary fails w
   const fallback = await fake({ apiKey: 'sk-from-secret', summarizer: true });
   const target = await server();
   const id = await conversation(target, { primary, fallback }, { llm: { retry: { max_attempts: 2, min_wait_s: 0, max_wait_s: 0 } }, body: { condenser: { max_tokens: 12_000, keep_first: 1, keep_last: 2 } } });
-  const all = await runMessage(target, id, 'run three steps');
+  const all = await runToEnd(target, id, 'run three steps');
   const runId = ofKind(all, 'usage')[0].run_id;
   const [condensation] = ofKind(all, 'condensation');
   expect(condensation).toMatchObject({ trigger: 'auto', run_id: runId });
@@ -125,7 +114,7 @@ it('records the fallback of a POST /condense between runs, with no run', async (
   const fallback = await fake({ apiKey: 'sk-from-secret', summarizer: true });
   const target = await server();
   const id = await conversation(target, { primary, fallback }, { body: { condenser: { keep_last: 2 } } });
-  await runMessage(target, id, 'count to three');
+  await runToEnd(target, id, 'count to three');
   const accepted = await okJson(target, 'POST', `/conversations/${id}/condense`, {});
   expect(accepted.run_id).toBeNull();
   await until(async () => ofKind(await events(target, id), 'condensation').length > 0, 'the condensation');
@@ -145,7 +134,7 @@ it("moves a subagent's request to the fallback, with its events and usage tagged
   const fallback = await fake({ apiKey: 'sk-from-secret', script: [{ text: 'Sub result from the fallback.' }] });
   const target = await server();
   const id = await conversation(target, { primary, fallback });
-  const all = await runMessage(target, id, 'Delegate.');
+  const all = await runToEnd(target, id, 'Delegate.');
   const tags = { parent_tool_call_id: 'task_one', agent: 'general-purpose' };
   expect(ofKind(all, 'llm_fallback')).toEqual([expect.objectContaining({ from_model: 'primary-model', to_model: 'fallback-model', reason: 'unavailable', ...tags })]);
   expect(ofKind(all, 'usage').map((event) => [event.model, event.parent_tool_call_id ?? null])).toEqual([

@@ -4,26 +4,23 @@
 // history from another provider accepted by a strict fallback; every model failing.
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm, type FakeLlmOptions } from '../fake-llm/fake-llm-server.js';
 import { startServer, tempDir, type TestServer } from '../support/agentd.js';
 import { okJson } from '../support/json-api.js';
-import { until } from '../support/reliability.js';
+import { closedAfterEach, runToEnd } from '../support/run-to-end.js';
 
-const closers: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const close of closers.splice(0).reverse()) await close();
-});
+const closing = closedAfterEach();
 
 async function fake(options: FakeLlmOptions): Promise<FakeLlm> {
   const started = await startFakeLlm(options);
-  closers.push(() => started.close());
+  closing(() => started.close());
   return started;
 }
 
 async function server(): Promise<TestServer> {
   const started = await startServer({ env: { AGENTD_WARM_SHELLS: '0' } });
-  closers.push(() => started.close());
+  closing(() => started.close());
   return started;
 }
 
@@ -42,17 +39,6 @@ async function conversation(target: TestServer, models: { primary: FakeLlm; fall
   return created.id as string;
 }
 
-/** Sends a message, waits for the run to end, returns the events of the conversation. */
-async function runMessage(target: TestServer, id: string, content: string): Promise<any[]> {
-  const before = (await okJson(target, 'GET', `/conversations/${id}/events?limit=1000`)).items.length;
-  await okJson(target, 'POST', `/conversations/${id}/messages`, { content, run: true });
-  await until(async () => {
-    const events = (await okJson(target, 'GET', `/conversations/${id}/events?limit=1000`)).items as any[];
-    return events.slice(before).some((event) => event.kind === 'state_update' && event.status !== 'running');
-  }, 'the run to end');
-  return (await okJson(target, 'GET', `/conversations/${id}/events?limit=1000`)).items as any[];
-}
-
 const ofKind = (events: any[], kind: string) => events.filter((event) => event.kind === kind);
 const lastRun = async (target: TestServer, id: string) => (await okJson(target, 'GET', `/conversations/${id}/runs`)).items.at(-1);
 
@@ -61,7 +47,7 @@ it('moves a request to the fallback on 503, and back to the primary for the next
   const fallback = await fake({ script: [{ toolCalls: [{ name: 'bash', arguments: { command: 'echo hi' } }] }] });
   const target = await server();
   const id = await conversation(target, { primary, fallback }, { cooldown_s: 0 });
-  const events = await runMessage(target, id, 'Say hi.');
+  const events = await runToEnd(target, id, 'Say hi.');
   expect(ofKind(events, 'llm_fallback')).toEqual([expect.objectContaining({ from_model: 'primary-model', to_model: 'fallback-model', reason: 'unavailable', attempt: 1 })]);
   expect(ofKind(events, 'usage').map((event) => event.model)).toEqual(['fallback-model', 'primary-model']);
   expect(ofKind(events, 'message').at(-1).content).toBe('Primary again.');
@@ -84,7 +70,7 @@ it('stays on the fallback for the rest of the run after a 529 (scope sticky)', a
   const fallback = await fake({ script: [{ toolCalls: [{ name: 'bash', arguments: { command: 'echo hi' } }] }, { text: 'Fallback done.' }] });
   const target = await server();
   const id = await conversation(target, { primary, fallback }, { cooldown_s: 0, fallback_scope: 'sticky' });
-  const events = await runMessage(target, id, 'Say hi.');
+  const events = await runToEnd(target, id, 'Say hi.');
   expect(ofKind(events, 'llm_fallback')).toEqual([expect.objectContaining({ reason: 'overloaded', to_model: 'fallback-model' })]);
   expect(primary.requests).toHaveLength(1);
   expect(fallback.requests).toHaveLength(2);
@@ -96,7 +82,7 @@ it('falls back when the primary does not answer in time', async () => {
   const fallback = await fake({ script: [{ text: 'In time.' }] });
   const target = await server();
   const id = await conversation(target, { primary, fallback }, { timeout_s: 1 });
-  const events = await runMessage(target, id, 'Hello.');
+  const events = await runToEnd(target, id, 'Hello.');
   expect(ofKind(events, 'llm_fallback')).toEqual([expect.objectContaining({ reason: 'timeout' })]);
   expect(ofKind(events, 'message').at(-1).content).toBe('In time.');
 }, 30_000);
@@ -106,7 +92,7 @@ it('never falls back on an authentication error', async () => {
   const fallback = await fake({ script: [{ text: 'Should not be asked.' }] });
   const target = await server();
   const id = await conversation(target, { primary, fallback });
-  const events = await runMessage(target, id, 'Hello.');
+  const events = await runToEnd(target, id, 'Hello.');
   expect(ofKind(events, 'llm_fallback')).toEqual([]);
   expect(ofKind(events, 'agent_error')).toEqual([expect.objectContaining({ error: 'llm_auth_error' })]);
   expect(fallback.requests).toHaveLength(0);
@@ -117,7 +103,7 @@ it('asks the same model again, never the fallback, when its stream broke after t
   const fallback = await fake({ script: [{ text: 'Should not be asked.' }] });
   const target = await server();
   const id = await conversation(target, { primary, fallback }, { retry: { max_attempts: 2 } });
-  const events = await runMessage(target, id, 'Hello.');
+  const events = await runToEnd(target, id, 'Hello.');
   expect(ofKind(events, 'llm_fallback')).toEqual([]);
   expect(ofKind(events, 'llm_retry')).toEqual([expect.objectContaining({ model: 'primary-model', reason: 'stream_interrupted', wait_s: 0 })]);
   expect(ofKind(events, 'message').at(-1).content).toBe('Whole answer.');
@@ -129,7 +115,7 @@ it('records each retry of a model before it falls back', async () => {
   const fallback = await fake({ script: [{ text: 'Fallback.' }] });
   const target = await server();
   const id = await conversation(target, { primary, fallback }, { retry: { max_attempts: 2, honor_retry_after: true } });
-  const events = await runMessage(target, id, 'Hello.');
+  const events = await runToEnd(target, id, 'Hello.');
   expect(ofKind(events, 'llm_retry')).toEqual([expect.objectContaining({ model: 'primary-model', reason: 'unavailable', wait_s: 0 })]);
   expect(ofKind(events, 'llm_fallback')).toEqual([expect.objectContaining({ reason: 'unavailable', attempt: 1 })]);
   expect(primary.requests).toHaveLength(2);
@@ -141,8 +127,8 @@ it('skips a model that failed for another conversation while it cools down', asy
   const target = await server();
   const first = await conversation(target, { primary, fallback }, { cooldown_s: 600 });
   const second = await conversation(target, { primary, fallback }, { cooldown_s: 600 });
-  expect(ofKind(await runMessage(target, first, 'Hello.'), 'llm_fallback')).toEqual([expect.objectContaining({ reason: 'unavailable' })]);
-  const events = await runMessage(target, second, 'Hello.');
+  expect(ofKind(await runToEnd(target, first, 'Hello.'), 'llm_fallback')).toEqual([expect.objectContaining({ reason: 'unavailable' })]);
+  const events = await runToEnd(target, second, 'Hello.');
   expect(ofKind(events, 'llm_fallback')).toEqual([expect.objectContaining({ from_model: 'primary-model', to_model: 'fallback-model', reason: 'cooldown' })]);
   expect(ofKind(events, 'message').at(-1).content).toBe('Fallback.');
   expect(primary.requests).toHaveLength(1);
@@ -153,7 +139,7 @@ it('ends in llm_unavailable with every attempt when all models fail', async () =
   const fallback = await fake({ script: [{ status: 529 }] });
   const target = await server();
   const id = await conversation(target, { primary, fallback });
-  const events = await runMessage(target, id, 'Hello.');
+  const events = await runToEnd(target, id, 'Hello.');
   const [error] = ofKind(events, 'agent_error');
   expect(error).toMatchObject({ error: 'llm_unavailable' });
   expect(error.details.attempts).toEqual([
@@ -169,8 +155,8 @@ it("hands a Gemini history (thought signatures on its calls) to a strict fallbac
   const fallback = await fake({ strictFields: true, script: [{ text: 'Two, from the fallback.' }] });
   const target = await server();
   const id = await conversation(target, { primary, fallback }, { model: 'gemini-3-pro-preview' });
-  await runMessage(target, id, 'First.');
-  const events = await runMessage(target, id, 'Second.');
+  await runToEnd(target, id, 'First.');
+  const events = await runToEnd(target, id, 'Second.');
   expect(ofKind(events, 'agent_error')).toEqual([]);
   expect(ofKind(events, 'message').at(-1).content).toBe('Two, from the fallback.');
   const sent = fallback.requests[0]!.body.messages!.find((message) => message.tool_calls);
@@ -185,19 +171,19 @@ it("keeps a fallback's key, sealed, across a restart, and reads a ${NAME} key fr
   const primary = await fake({ script: [{ status: 503 }, { status: 503 }] });
   const fallback = await fake({ script: [{ text: 'Before.' }, { text: 'After.' }], apiKey: 'sk-from-secret' });
   const dataDir = tempDir();
-  closers.push(async () => fs.rmSync(dataDir, { recursive: true, force: true }));
+  closing(async () => fs.rmSync(dataDir, { recursive: true, force: true }));
   let target = await startServer({ dataDir, env: { AGENTD_WARM_SHELLS: '0' } });
   const created = await okJson(target, 'POST', '/conversations', {
     llm: { model: 'primary-model', base_url: primary.url, api_key: 'sk-primary', retry: { max_attempts: 1 }, cooldown_s: 0, fallbacks: [{ model: 'fallback-model', base_url: fallback.url, api_key: '${FALLBACK_KEY}' }] },
     secrets: { FALLBACK_KEY: 'sk-from-secret' },
   });
   const id = created.id as string;
-  expect(ofKind(await runMessage(target, id, 'One.'), 'message').at(-1).content).toBe('Before.');
+  expect(ofKind(await runToEnd(target, id, 'One.'), 'message').at(-1).content).toBe('Before.');
   await target.close();
   target = await startServer({ dataDir, env: { AGENTD_WARM_SHELLS: '0' } });
-  closers.push(() => target.close());
+  closing(() => target.close());
   expect((await okJson(target, 'GET', `/conversations/${id}`)).llm.fallbacks[0].api_key).toBe('**********');
-  expect(ofKind(await runMessage(target, id, 'Two.'), 'message').at(-1).content).toBe('After.');
+  expect(ofKind(await runToEnd(target, id, 'Two.'), 'message').at(-1).content).toBe('After.');
   expect(fallback.violations).toEqual([]);
 }, 60_000);
 
@@ -212,8 +198,8 @@ it('hands an Anthropic history with signed thinking to a strict chat fallback wh
     retry: { max_attempts: 2, min_wait_s: 0, max_wait_s: 0 },
     fallbacks: [{ model: 'fallback-model', base_url: fallback.url, api_key: 'sk-fallback', api: 'chat' }],
   });
-  expect(ofKind(await runMessage(target, id, 'First.'), 'reasoning').map((event) => event.content)).toEqual(['The user wants one.']);
-  const events = await runMessage(target, id, 'Second.');
+  expect(ofKind(await runToEnd(target, id, 'First.'), 'reasoning').map((event) => event.content)).toEqual(['The user wants one.']);
+  const events = await runToEnd(target, id, 'Second.');
   expect(ofKind(events, 'llm_retry').filter((event) => event.model === 'primary-model')).toHaveLength(1);
   expect(ofKind(events, 'llm_fallback')).toEqual([expect.objectContaining({ from_model: 'primary-model', to_model: 'fallback-model', reason: 'overloaded' })]);
   expect(ofKind(events, 'agent_error')).toEqual([]);
@@ -237,7 +223,7 @@ it('asks the same Responses model again, never the fallback, when its stream bro
     retry: { max_attempts: 2, min_wait_s: 0, max_wait_s: 0 },
     fallbacks: [{ model: 'fallback-model', base_url: fallback.url, api_key: 'sk-fallback', api: 'chat' }],
   });
-  const events = await runMessage(target, id, 'Hello.');
+  const events = await runToEnd(target, id, 'Hello.');
   expect(ofKind(events, 'llm_fallback')).toEqual([]);
   expect(ofKind(events, 'llm_retry')).toEqual([expect.objectContaining({ model: 'primary-model', reason: 'stream_interrupted', wait_s: 0 })]);
   expect(ofKind(events, 'message').at(-1).content).toBe('Whole answer.');
@@ -255,8 +241,8 @@ it("sends a strict chat primary the turn an Anthropic fallback answered, without
     reasoning: { effort: 'low', send_back: 'always' },
     fallbacks: [{ model: 'fallback-model', base_url: fallback.url, api_key: 'sk-fallback', api: 'anthropic' }],
   });
-  expect(ofKind(await runMessage(target, id, 'First.'), 'message').at(-1).content).toBe('From Anthropic.');
-  const events = await runMessage(target, id, 'Second.');
+  expect(ofKind(await runToEnd(target, id, 'First.'), 'message').at(-1).content).toBe('From Anthropic.');
+  const events = await runToEnd(target, id, 'Second.');
   expect(ofKind(events, 'agent_error')).toEqual([]);
   expect(ofKind(events, 'message').at(-1).content).toBe('Primary again.');
   // The call went back to the primary (scope call): the history is converted by the protocol client, not the router.
