@@ -270,7 +270,7 @@ describe('ProcessSpawner', () => {
   it.each([
     ['', false],
     [', even while a pipe it handed over waits for the server to acknowledge it', true],
-  ])('a server killed with -9: its spawner kills what it spawned (whole groups) and exits%s', async (_title, blocked) => {
+  ])('a server killed with -9: its spawner kills what it spawned and ran (whole groups, its own too) and exits%s', async (_title, blocked) => {
     const dir = tempDir('agentd-spawner-');
     dirs.push(dir);
     // Unique durations: each sleep is found by its command line.
@@ -284,6 +284,8 @@ describe('ProcessSpawner', () => {
 const spawner = new ProcessSpawner();
 const env = { PATH: process.env.PATH };
 const group = await spawner.spawn({ command: 'bash', args: ['--norc', '-c', 'sleep ${marker}1 & sleep ${marker}2; wait'], cwd: '/', env, detached: true, stdio: ['ignore', 'pipe', 'ignore'] });
+// A program run to its end, as the checkpoints' git in a sandbox: what it starts is in no group of its own.
+void spawner.run({ command: 'bash', args: ['--norc', '-c', 'sleep ${marker}4 & sleep ${marker}5; wait'], cwd: '/', env, maxOutputBytes: 1000, timeoutMs: 60000 });
 const single = spawner.spawn({ command: 'sleep', args: ['${marker}3'], cwd: '/', env, detached: false, stdio: ['pipe', 'pipe', 'pipe'] });
 process.stdout.write(JSON.stringify({ spawner: spawner.pid, group: group.pid }) + '\\n');
 if (${blocked}) for (;;);
@@ -301,8 +303,8 @@ setInterval(() => undefined, 1000);
       server.once('exit', (code) => reject(new Error(`the server script exited (${code})`)));
     });
     const { spawner, group } = JSON.parse(line) as { spawner: number; group: number };
-    await until('the processes', () => [1, 2, 3].every((n) => processesMatching(`sleep ${marker}${n}`).length === 1));
-    const sleeps = [1, 2, 3].flatMap((n) => processesMatching(`sleep ${marker}${n}`));
+    await until('the processes', () => [1, 2, 3, 4, 5].every((n) => processesMatching(`sleep ${marker}${n}`).length === 1));
+    const sleeps = [1, 2, 3, 4, 5].flatMap((n) => processesMatching(`sleep ${marker}${n}`));
     expect(readProcess(group)?.ppid).toBe(spawner);
     expect(readProcess(sleeps[2]!)?.ppid).toBe(spawner);
 

@@ -92,8 +92,9 @@ export interface ProcessSpawnerOptions {
  *
  * The spawner runs while something it spawned runs: it starts with the first spawn (which waits
  * for it, some tens of milliseconds) and goes `idleMs` after the last of its processes exited.
- * It dies with the server (the end of its stdin): it kills what it spawned, and a sandbox
- * (bwrap --die-with-parent) dies with it; holding pipes of the sandboxes' (SpawnRequest.held), it
+ * It dies with the server (the end of its stdin): it kills what it spawned, by process group (a
+ * bwrap killed before it armed --die-with-parent leaves its child behind, in its group), and a
+ * sandbox (bwrap --die-with-parent) dies with it; holding pipes of the sandboxes' (SpawnRequest.held), it
  * does so once the server's process is gone. Should the spawner die first, its processes are killed
  * here and reported as killed. If it cannot start, spawns are done here.
  */

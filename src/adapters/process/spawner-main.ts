@@ -25,8 +25,9 @@
  * `held` (SpawnRequest.held): the pipes of the process whose end this spawner keeps a copy of
  * too, closed at the process's exit: the server's exit is then no end of file for them.
  * When the server goes (the end of its stdin, `kill -9` included, or the channel's disconnect),
- * every process still running is killed (its whole group when it was spawned detached) and the
- * spawner exits. While it holds pipes, that waits until the server is gone (this process's parent
+ * every process still running is killed (its whole group when it was spawned detached), then the
+ * spawner's own group (every process it started without a group of its own, and theirs), which
+ * ends the spawner too. While it holds pipes, that waits until the server is gone (this process's parent
  * changed; at most SERVER_EXIT_WAIT_MS): the sandboxes those pipes keep would otherwise end as
  * the server's exit closes its descriptors, and their teardown (namespaces, four processes each)
  * would share the machine with that exit. `{ t: 'close' }`: the server lets this process go while
@@ -241,6 +242,16 @@ export function spawnerMain(load: NodeJS.Require): void {
       } catch {
         // gone already
       }
+    }
+    // Then this process's own group (the server spawns it detached, so it leads one): what it
+    // started without a group of its own (a `run`, rg) and all they started. A bwrap killed
+    // between its clone and its word to its child (its --die-with-parent not armed yet) leaves
+    // that child waiting for the word forever, outside any sandbox's watchdog: it is in the
+    // group too. This process goes with it.
+    try {
+      process.kill(-process.pid, 'SIGKILL');
+    } catch {
+      // not a group's leader: no such group
     }
     process.exit(0);
   };

@@ -65,8 +65,10 @@ const SECCOMP_FD = 10;
  *   the root and /dev are then made read-only; nothing else of the host exists inside;
  * - its own pid namespace (`--unshare-pid`): the sandbox's init dies with the program and takes
  *   every process of the sandbox with it; `--die-with-parent`: a server killed with -9 takes its
- *   sandboxes along; a network namespace unless the conversation has `network: 'host'`, with
- *   user-mode networking attached from outside for `network: true` (sandbox/network.ts);
+ *   sandboxes along (bwrap arms it only after its clone, and a bwrap killed before it let its
+ *   child go on leaves that child waiting: the spawner kills whole process groups, spawner-main.ts);
+ *   a network namespace unless the conversation has `network: 'host'`, with user-mode networking
+ *   attached from outside for `network: true` (sandbox/network.ts);
  * - as root: all capabilities dropped but those the entry script needs to switch to the agent's
  *   own uid (sandbox/identity.ts) and to stop the sandbox; the agent itself holds none (effective,
  *   permitted, inheritable, ambient and bounding sets empty, no_new_privs). A workdir agentd made is
