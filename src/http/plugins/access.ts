@@ -44,13 +44,19 @@ export function ownerFilter(request: FastifyRequest, asked: string | undefined):
   return principal.admin ? asked : principal.owner;
 }
 
+/** The routes whose body is checked against the key's models or the owner's limits. */
+const WRITE_CHECKED = new Set(['POST /conversations', 'PUT /conversations/:id/config', ...RUN_ROUTES]);
+
 /**
  * After validation, before the handler: another owner's conversation (and all under it) is a 404;
  * a new conversation or run is checked against the owner's limits; a model outside the key's list is refused.
+ * Only routes with one of these checks to make get the hook: each hook costs every request of its route.
  */
 export function registerAccessChecks(app: FastifyInstance, access: AccessServices): void {
-  onEachKeyedRoute(app, 'preHandler', (route) => {
+  onEachKeyedRoute(app, 'preHandler', (route, methods) => {
     const ownsConversation = route.startsWith(CONVERSATION_ROUTE);
+    const checksWrites = methods.some((method) => WRITE_CHECKED.has(`${method} ${route}`));
+    if (!ownsConversation && !checksWrites) return null;
     return (request, reply, done) => {
       const principal = request.principal;
       if (!principal) return done();
@@ -64,6 +70,7 @@ export function registerAccessChecks(app: FastifyInstance, access: AccessService
           }
         }
       }
+      if (!checksWrites) return done();
       const key = `${request.method} ${route}`;
       const body = (request.body ?? {}) as { initial_message?: unknown; run?: unknown; llm?: { model?: unknown } };
       if (principal.allowedModels && (key === 'POST /conversations' || key === 'PUT /conversations/:id/config') && typeof body.llm?.model === 'string' && !principal.allowedModels.includes(body.llm.model)) {
@@ -85,13 +92,15 @@ export function registerAccessChecks(app: FastifyInstance, access: AccessService
 type RouteHook = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void;
 
 /**
- * A hook on each route behind a key, made for its path, first among the route's hooks: public
- * routes (/alive, /health) answer without a key, so they are spared its call on every request.
+ * A hook on each route behind a key that needs one (`make` returns null for a route that does
+ * not), made for its path and methods, first among the route's hooks: public routes (/alive,
+ * /health) answer without a key, so they are spared its call on every request.
  */
-function onEachKeyedRoute(app: FastifyInstance, name: 'preHandler' | 'onResponse', make: (route: string) => RouteHook): void {
+function onEachKeyedRoute(app: FastifyInstance, name: 'preHandler' | 'onResponse', make: (route: string, methods: readonly string[]) => RouteHook | null): void {
   app.addHook('onRoute', (route) => {
     if (route.config?.public) return;
-    const hook = make(route.url ?? '');
+    const hook = make(route.url ?? '', typeof route.method === 'string' ? [route.method] : route.method);
+    if (hook === null) return;
     const own = route[name] as RouteHook | RouteHook[] | undefined;
     Object.assign(route, { [name]: own === undefined ? [hook] : [hook, ...(Array.isArray(own) ? own : [own])] });
   });
