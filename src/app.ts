@@ -5,7 +5,7 @@ import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Services } from './compose.js';
 import { limitConnections } from './http/connection-limits.js';
 import { createAuthorizer, registerAuth } from './http/plugins/auth.js';
-import { auditRotatedUse, principalResolver, quotaAnswer, registerAccessChecks, registerAuditTrail } from './http/plugins/access.js';
+import { auditRotatedUse, auditTrail, principalResolver, quotaAnswer, registerAccessChecks } from './http/plugins/access.js';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './http/plugins/errors.js';
 import { registerJsonBodyParser } from './http/plugins/json-body.js';
 import { registerOpenApi } from './http/plugins/openapi.js';
@@ -42,10 +42,13 @@ const CONVERSATION_ROUTE = '/conversations/:id';
 
 /** Builds the Fastify instance around the services. Never listens (cli.ts does). */
 export async function buildApp(services: Services): Promise<FastifyInstance> {
-  // The fields operators need, flat, in one line written through the root logger (no child per request), and the request metrics.
-  const { logger, metrics } = services;
+  // The fields operators need, flat, in one line written through the root logger (no child per
+  // request), the request metrics, and the audit trail of writes and refusals.
+  const { logger, metrics, access } = services;
   const writeRequestLine = requestLineWriter(logger);
+  const audit = auditTrail(access);
   const track = requestCompletion((reply, route, ms) => {
+    audit.ended(reply);
     const request = reply.request;
     metrics.observeRequest(request.method, route, reply.statusCode, ms / 1000);
     if (logger.isLevelEnabled('info')) writeRequestLine({ reqId: request.id, conversationId: conversationOf(request, route), method: request.method, url: request.url, route, status: reply.statusCode, ms: Math.round(ms * 100) / 100, ip: request.ip });
@@ -63,7 +66,6 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     clientErrorHandler,
   });
   limitConnections(app.server, services.config.connections);
-  const { access } = services;
   const resolve = principalResolver(access);
   const authorize = createAuthorizer({
     keys: services.masterKeys,
@@ -108,7 +110,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   registerJsonBodyParser(app);
   // Who owns what, the owner's limits, and the audit trail of writes and refusals.
   registerAccessChecks(app, access);
-  registerAuditTrail(app, access);
+  audit.register(app);
   // Several instances: a conversation's requests go to the instance that runs it (after authentication).
   if (services.ownership) (await import('./adapters/cluster/index.js')).registerForwarding(app, services.ownership);
   await registerOpenApi(app, services);

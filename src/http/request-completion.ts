@@ -5,8 +5,8 @@ import { performance } from 'node:perf_hooks';
 export type Completed = (reply: FastifyReply, route: string, ms: number) => void;
 
 /**
- * Hands each request to `completed` once its response has finished (app.ts: metrics and the
- * request line). The function it returns is called as the request comes in (the first onRequest
+ * Hands each request to `completed` once its response has finished (app.ts: the audit trail,
+ * metrics and the request line). The function it returns is called as the request comes in (the first onRequest
  * hook): from then on, whatever answers it (a route, a hook's 401, the 404 handler, an error)
  * ends in one call.
  *

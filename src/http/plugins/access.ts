@@ -44,13 +44,19 @@ export function ownerFilter(request: FastifyRequest, asked: string | undefined):
   return principal.admin ? asked : principal.owner;
 }
 
+/** The routes whose body is checked against the key's models or the owner's limits. */
+const WRITE_CHECKED = new Set(['POST /conversations', 'PUT /conversations/:id/config', ...RUN_ROUTES]);
+
 /**
  * After validation, before the handler: another owner's conversation (and all under it) is a 404;
  * a new conversation or run is checked against the owner's limits; a model outside the key's list is refused.
+ * Only routes with one of these checks to make get the hook: each hook costs every request of its route.
  */
 export function registerAccessChecks(app: FastifyInstance, access: AccessServices): void {
-  onEachKeyedRoute(app, 'preHandler', (route) => {
+  onEachKeyedRoute(app, (route, methods) => {
     const ownsConversation = route.startsWith(CONVERSATION_ROUTE);
+    const checksWrites = methods.some((method) => WRITE_CHECKED.has(`${method} ${route}`));
+    if (!ownsConversation && !checksWrites) return null;
     return (request, reply, done) => {
       const principal = request.principal;
       if (!principal) return done();
@@ -64,6 +70,7 @@ export function registerAccessChecks(app: FastifyInstance, access: AccessService
           }
         }
       }
+      if (!checksWrites) return done();
       const key = `${request.method} ${route}`;
       const body = (request.body ?? {}) as { initial_message?: unknown; run?: unknown; llm?: { model?: unknown } };
       if (principal.allowedModels && (key === 'POST /conversations' || key === 'PUT /conversations/:id/config') && typeof body.llm?.model === 'string' && !principal.allowedModels.includes(body.llm.model)) {
@@ -85,15 +92,17 @@ export function registerAccessChecks(app: FastifyInstance, access: AccessService
 type RouteHook = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void;
 
 /**
- * A hook on each route behind a key, made for its path, first among the route's hooks: public
- * routes (/alive, /health) answer without a key, so they are spared its call on every request.
+ * A preHandler hook on each route behind a key that needs one (`make` returns null for a route
+ * that does not), made for its path and methods, first among the route's hooks: public routes
+ * (/alive, /health) answer without a key, so they are spared its call on every request.
  */
-function onEachKeyedRoute(app: FastifyInstance, name: 'preHandler' | 'onResponse', make: (route: string) => RouteHook): void {
+function onEachKeyedRoute(app: FastifyInstance, make: (route: string, methods: readonly string[]) => RouteHook | null): void {
   app.addHook('onRoute', (route) => {
     if (route.config?.public) return;
-    const hook = make(route.url ?? '');
-    const own = route[name] as RouteHook | RouteHook[] | undefined;
-    Object.assign(route, { [name]: own === undefined ? [hook] : [hook, ...(Array.isArray(own) ? own : [own])] });
+    const hook = make(route.url ?? '', typeof route.method === 'string' ? [route.method] : route.method);
+    if (hook === null) return;
+    const own = route.preHandler as RouteHook | RouteHook[] | undefined;
+    route.preHandler = own === undefined ? [hook] : [hook, ...(Array.isArray(own) ? own : [own])];
   });
 }
 
@@ -104,15 +113,34 @@ function refuseOverQuota(request: FastifyRequest, reply: FastifyReply, answer: R
 
 const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-/** Every write and every refusal goes to the audit log, after the answer. */
-export function registerAuditTrail(app: FastifyInstance, access: AccessServices): void {
-  onEachKeyedRoute(app, 'onResponse', () => (request, reply, done) => {
-    const note = request.audit?.note ?? null;
-    const status = reply.statusCode;
-    if (READS.has(request.method) && note === null && status !== 401 && status !== 403 && status !== 429) return done();
-    audit(access, request, status, note);
-    done();
-  });
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route is behind a key: its writes and refusals go to the audit log (marked as it is registered). */
+    audited?: boolean;
+  }
+}
+
+/**
+ * Every write and every refusal goes to the audit log, after the answer. `register` marks the
+ * routes behind a key as they are registered; `ended` is called as each response ends (app.ts,
+ * with the request's metrics), on the listener every request has already: a Fastify onResponse
+ * hook would make every request of those routes put listeners of its own on its response.
+ */
+export function auditTrail(access: AccessServices): { register(app: FastifyInstance): void; ended(reply: FastifyReply): void } {
+  return {
+    register(app) {
+      app.addHook('onRoute', (route) => {
+        if (!route.config?.public) route.config = { ...route.config, audited: true };
+      });
+    },
+    ended(reply) {
+      const request = reply.request;
+      const note = request.audit?.note ?? null;
+      const status = reply.statusCode;
+      if (READS.has(request.method) && note === null && status !== 401 && status !== 403 && status !== 429) return;
+      if (request.routeOptions.config?.audited) audit(access, request, status, note);
+    },
+  };
 }
 
 /** A request let in with a rotated key's old secret: recorded as it is let in (status null), whatever it then does. */

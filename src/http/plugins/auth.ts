@@ -3,6 +3,7 @@ import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyReques
 import type { ErrorBody } from './errors.js';
 import { MASTER_PRINCIPAL, type Principal } from '../../core/access/principal.js';
 import type { KeyRefusal } from '../../core/access/key-service.js';
+import type { Scope } from '../../core/access/scopes.js';
 import { declaredScopes } from '../route-scopes.js';
 
 declare module 'fastify' {
@@ -84,19 +85,32 @@ const REFUSALS: Record<KeyRefusal, string> = {
   rotated: 'The API key was rotated and its grace period is over: use the new secret.',
 };
 
+/** What a route asks of a caller: one of these scopes (none listed: any valid key), or, when it declares none, to be an admin. */
+type RouteNeeds = readonly Scope[] | 'admin';
+
 export function createAuthorizer(options: AuthOptions): Authorize {
   const check = createKeyChecker(options.keys);
+  // Each route's needs, read from its schema at its first request rather than at every one: a
+  // route's `config` is its own object, the same at each of its requests.
+  const needsByRoute = new WeakMap<FastifyContextConfig, RouteNeeds>();
+  const needsOf = (request: FastifyRequest, config: FastifyContextConfig | undefined): RouteNeeds => {
+    let needs = config && needsByRoute.get(config);
+    if (needs === undefined) {
+      needs = declaredScopes(request.routeOptions.schema) ?? 'admin';
+      if (config) needsByRoute.set(config, needs);
+    }
+    return needs;
+  };
   const refuse = (request: FastifyRequest, reply: FastifyReply, key: string | undefined, refusal: KeyRefusal, keyId: string | null) => {
     request.audit = { keyId, note: `refused:${refusal === 'unknown' ? 'unauthorized' : `key_${refusal}`}` };
     const body: ErrorBody = { error: 'unauthorized', message: key === undefined ? 'Send the API key as "Authorization: Bearer <key>".' : REFUSALS[refusal], details: refusal === 'unknown' ? null : { reason: refusal } };
     void reply.code(401).header('www-authenticate', 'Bearer').send(body);
   };
-  const admit = (request: FastifyRequest, reply: FastifyReply, principal: Principal, done: () => void) => {
+  const admit = (request: FastifyRequest, reply: FastifyReply, principal: Principal, needs: RouteNeeds, done: () => void) => {
     request.principal = principal;
     if (principal.rotated) options.onRotated?.(request);
-    const scopes = declaredScopes(request.routeOptions.schema);
     // A route that declares nothing is the admin's alone (a route added without its scope fails closed).
-    const missing = scopes === undefined ? (principal.admin ? null : 'keys:admin') : scopes.length === 0 || scopes.some((scope) => principal.scopes.has(scope)) ? null : scopes[0]!;
+    const missing = needs === 'admin' ? (principal.admin ? null : 'keys:admin') : needs.length === 0 || needs.some((scope) => principal.scopes.has(scope)) ? null : needs[0]!;
     if (missing !== null) {
       request.audit = { ...request.audit, note: 'refused:insufficient_scope' };
       const body: ErrorBody = { error: 'insufficient_scope', message: `This key lacks the scope ${missing}.`, details: { scope: missing } };
@@ -121,10 +135,10 @@ export function createAuthorizer(options: AuthOptions): Authorize {
     if (options.isPublicPath?.(path)) return done();
     const key = presentedKey(request, config?.queryToken === true);
     if (key === undefined) return refuse(request, reply, key, 'unknown', null);
-    if (check(key)) return admit(request, reply, MASTER_PRINCIPAL, done);
+    if (check(key)) return admit(request, reply, MASTER_PRINCIPAL, needsOf(request, config), done);
     if (!options.resolve) return refuse(request, reply, key, 'unknown', null);
     options.resolve(key).then(
-      (result) => ('principal' in result ? admit(request, reply, result.principal, done) : refuse(request, reply, key, result.refused, result.keyId)),
+      (result) => ('principal' in result ? admit(request, reply, result.principal, needsOf(request, config), done) : refuse(request, reply, key, result.refused, result.keyId)),
       (error: unknown) => void reply.send(error as Error),
     );
   };
