@@ -17,14 +17,22 @@ export function estimateTokens(message: LlmMessage): number {
   return Math.ceil(chars / 4) + 4;
 }
 
-const toolTokens = new WeakMap<readonly LlmToolSchema[], number>();
+const schemaTokens = new WeakMap<LlmToolSchema, number>();
 
-/** The tool schemas a request offers, estimated once per list. */
+/**
+ * The tool schemas a request offers: each schema estimated once (a tool's schema object is made
+ * once, see ToolOffer.schemasOf), so a run's list, new at each run and changed in place when an
+ * MCP server's tools change, costs a sum, not its JSON again.
+ */
 export function estimateToolTokens(tools: readonly LlmToolSchema[]): number {
-  let tokens = toolTokens.get(tools);
-  if (tokens === undefined) {
-    tokens = Math.ceil(JSON.stringify(tools).length / 4);
-    toolTokens.set(tools, tokens);
+  let total = 0;
+  for (const tool of tools) {
+    let tokens = schemaTokens.get(tool);
+    if (tokens === undefined) {
+      tokens = Math.ceil(JSON.stringify(tool).length / 4) + 1;
+      schemaTokens.set(tool, tokens);
+    }
+    total += tokens;
   }
-  return tokens;
+  return total;
 }
