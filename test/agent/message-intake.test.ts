@@ -36,25 +36,28 @@ function intake(options: { running: boolean }) {
       return 'r2';
     },
     append: async (_id, event) => store(event),
-    appendMessage: async (_id, event) => store(event),
+    appendMessage: async (_id, event, { startsRun }) => {
+      calls.push(`appendMessage startsRun=${startsRun}`);
+      return store(event);
+    },
   });
   const take = (strategy: MultitaskStrategy, run = true) => taker.take(CONVERSATION, { run, strategy, message });
   return { take, appended, calls, interrupts };
 }
 
 describe('MessageIntake: the runtime appends the message it is handed', () => {
-  it('with no run going, the message is appended as it came and starts one', async () => {
+  it('with no run going, the message is appended as it came, said to start a run, and starts one', async () => {
     const { take, appended, calls } = intake({ running: false });
     expect(await take('interrupt')).toEqual({ event: { ...message, seq: 11 }, runId: 'r1' });
     expect(appended).toEqual([message]);
-    expect(calls).toEqual(['onUserMessage run=true']);
+    expect(calls).toEqual(['appendMessage startsRun=true', 'onUserMessage run=true']);
   });
 
   it('with `run: false` during a run, the message is appended unmarked and no run starts', async () => {
     const { take, appended, calls } = intake({ running: true });
     expect(await take('interrupt', false)).toEqual({ event: { ...message, seq: 11 }, runId: null });
     expect(appended).toEqual([message]);
-    expect(calls).toEqual(['onUserMessage run=false']);
+    expect(calls).toEqual(['appendMessage startsRun=false', 'onUserMessage run=false']);
   });
 
   it('during a run, enqueue and interrupt append it marked with the strategy; interrupt stops the step', async () => {
@@ -73,7 +76,7 @@ describe('MessageIntake: the runtime appends the message it is handed', () => {
     const { take, appended, calls } = intake({ running: true });
     expect(await take('rollback')).toEqual({ event: { ...message, multitask_strategy: 'rollback', seq: 12 }, runId: 'r2' });
     expect(appended).toEqual([{ kind: 'rollback', source: 'user', run_id: 'r1', forgotten_from_seq: 4, forgotten_to_seq: 10 }, { ...message, multitask_strategy: 'rollback' }]);
-    expect(calls).toEqual(['cancel', 'startRun']);
+    expect(calls).toEqual(['cancel', 'appendMessage startsRun=false', 'startRun']);
   });
 
   it('reject refuses it during a run and appends nothing', async () => {

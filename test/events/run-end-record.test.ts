@@ -21,6 +21,46 @@ afterEach(async () => {
 
 const api = (server: SpawnedServer, method: string, url: string, body?: unknown) => requestJson(server.url, method, url, body);
 
+const watchers: fs.FSWatcher[] = [];
+afterEach(() => {
+  for (const watcher of watchers.splice(0)) watcher.close();
+});
+
+/**
+ * Counts the saves of a record file from now on: each is a rename onto it (writeFileAtomic), which
+ * inotify reports in the order it happened. `count` makes and removes a marker beside the file:
+ * once the marker is reported, every save before it was too.
+ */
+function watchSaves(file: string): { count(): Promise<number> } {
+  const dir = path.dirname(file);
+  let saves = 0;
+  const markers = new Map<string, () => void>();
+  watchers.push(
+    fs.watch(dir, (_type, name) => {
+      if (name === path.basename(file)) saves += 1;
+      else if (name) markers.get(name)?.();
+    }),
+  );
+  let next = 0;
+  return {
+    async count() {
+      const marker = `.saves-marker-${next++}`;
+      const seen = new Promise<void>((resolve) => markers.set(marker, resolve));
+      fs.writeFileSync(path.join(dir, marker), '');
+      fs.rmSync(path.join(dir, marker));
+      await seen;
+      markers.delete(marker);
+      return saves;
+    },
+  };
+}
+
+async function waitUntil(what: string, done: () => boolean | Promise<boolean>): Promise<void> {
+  for (const deadline = Date.now() + 30_000; !(await done()); await new Promise((resolve) => setTimeout(resolve, 20))) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+  }
+}
+
 async function spawn(dir: string): Promise<SpawnedServer> {
   const server = await spawnServer({ dataDir: dir });
   running.push(server);
@@ -124,5 +164,72 @@ describe('the end of a run that leaves the status as the record file has it', ()
     server = await spawn(dir);
     const shown = (await api(server, 'GET', `/conversations/${id}`)).body as Shown & { title: string };
     expect({ status: shown.status, title: shown.title, usage: shown.usage, event_count: shown.event_count }).toEqual({ status: 'idle', title: 'turn 1', usage: first.usage, event_count: first.event_count });
+  });
+});
+
+describe("a new conversation's first message: its title and the project's rules in one save", () => {
+  const llm = () => ({ llm: { model: 'fake-model', base_url: fake!.url, api_key: 'sk-run-end' } });
+  const bash = (command: string) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] });
+  type Saved = { status: string; title: string | null; project_permissions?: unknown };
+
+  it('saves the record once, before the 202, then not again; both survive kill -9 during the first tool call', { timeout: 120_000 }, async () => {
+    fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
+    const dir = tempDir('agentd-first-save-');
+    dataDirs.push(dir);
+    let server = await spawn(dir);
+    const created = await api(server, 'POST', '/conversations', llm());
+    expect(created.status).toBe(201);
+    const { id, workdir } = created.body as { id: string; workdir: string };
+    const file = path.join(dir, 'conversations', id, 'conversation.json');
+    const settings = path.join(workdir, '.claude', 'settings.json');
+    fs.mkdirSync(path.dirname(settings));
+    fs.writeFileSync(settings, JSON.stringify({ permissions: { deny: ['bash(rm -rf*)'] } }));
+    fs.mkdirSync(path.join(workdir, 'victim'));
+    const saves = watchSaves(file);
+
+    // The first tool call rewrites the project's settings, and is still running when the server is killed.
+    fake.setScript([bash(`echo '{}' > .claude/settings.json && sleep 5`)]);
+    expect((await api(server, 'POST', `/conversations/${id}/messages`, { content: 'first\nmore', run: true })).status).toBe(202);
+    expect(await saves.count(), 'saves by the 202').toBe(1);
+    expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toMatchObject({ status: 'idle', title: 'first', project_permissions: { ask: [], deny: ['bash(rm -rf*)'] } } satisfies Saved);
+    await waitUntil('the first tool call rewrote the settings', () => fs.readFileSync(settings, 'utf8').trim() === '{}');
+    await stop(server, 'SIGKILL');
+    expect(await saves.count(), 'saves in all').toBe(1);
+
+    server = await spawn(dir);
+    expect(((await api(server, 'GET', `/conversations/${id}`)).body as Saved).title).toBe('first');
+    // The rules kept before the tool call ran, not the file it left, decide the next run.
+    fake.setScript([bash('rm -rf victim'), { text: 'done' }]);
+    expect((await api(server, 'POST', `/conversations/${id}/messages`, { content: 'second', run: true })).status).toBe(202);
+    await waitUntil('the second run ended', async () => ((await api(server, 'GET', `/conversations/${id}`)).body as Saved).status === 'idle');
+    expect(fs.existsSync(path.join(workdir, 'victim'))).toBe(true);
+    const rejections = (await api(server, 'GET', `/conversations/${id}/events?kind=rejection`)).body as { items: { rule?: string }[] };
+    expect(rejections.items).toMatchObject([{ rule: 'deny: bash(rm -rf*)' }]);
+  });
+
+  it('a message without a run saves its title once; the next one, with a run, saves the rules once; a later turn nothing', { timeout: 120_000 }, async () => {
+    fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
+    const dir = tempDir('agentd-first-save-');
+    dataDirs.push(dir);
+    let server = await spawn(dir);
+    const created = await api(server, 'POST', '/conversations', llm());
+    const id = (created.body as { id: string }).id;
+    const file = path.join(dir, 'conversations', id, 'conversation.json');
+    let saves = watchSaves(file);
+
+    expect((await api(server, 'POST', `/conversations/${id}/messages`, { content: 'noted', run: false })).status).toBe(202);
+    expect(await saves.count()).toBe(1);
+    expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toMatchObject({ title: 'noted' });
+    expect((JSON.parse(fs.readFileSync(file, 'utf8')) as Saved).project_permissions).toBeUndefined();
+    await stop(server, 'SIGKILL');
+    server = await spawn(dir);
+    expect(((await api(server, 'GET', `/conversations/${id}`)).body as Saved).title).toBe('noted');
+
+    saves = watchSaves(file);
+    await runTurn(server, id, 1);
+    expect(await saves.count(), 'the first run: its project rules').toBe(1);
+    expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toMatchObject({ status: 'idle', title: 'noted', project_permissions: { ask: [], deny: [] } } satisfies Saved);
+    await runTurn(server, id, 2);
+    expect(await saves.count(), 'a later run').toBe(1);
   });
 });

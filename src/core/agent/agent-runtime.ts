@@ -117,6 +117,7 @@ export class AgentRuntime implements ConversationRuntime {
       projectFiles: deps.projectFiles,
       readers: { shellParser: deps.shellParser, resolvePath: (workdir, userPath) => deps.workdirFs.resolve(workdir, userPath, { allowAbsolute: true }) },
       keepProjectPermissions: (id, rules) => conversations.configure(id, { project_permissions: rules }),
+      holdProjectPermissions: (id, rules) => conversations.holdProjectPermissions(id, rules),
       append: (id, event) => journal.append(id, event),
       onError,
     });
@@ -165,9 +166,16 @@ export class AgentRuntime implements ConversationRuntime {
       cancel: (id) => driver.pause(id, 'canceled'),
       startRun: (id) => driver.startRun(id),
       append: (id, event) => journal.append(id, event),
-      appendMessage: async (id, message) => {
+      appendMessage: async (id, message, { startsRun }) => {
         conversations.refuseIfQuarantined(id);
-        return (await journal.append(id, message)).event;
+        if (!startsRun) return (await journal.append(id, message)).event;
+        // The project's rules the run will keep are saved with the title the message may give the conversation: one save, before the run starts.
+        await gates.holdBeforeRun(conversations.record(id));
+        try {
+          return (await journal.append(id, message)).event;
+        } finally {
+          conversations.saveHeldRules(id);
+        }
       },
     });
   }

@@ -19,6 +19,8 @@ export interface ConversationGatesDeps {
   readers: SubjectReaders;
   /** Keeps the project's rules with the conversation once read (they are never read again from the file the agent can rewrite). */
   keepProjectPermissions: (conversationId: string, rules: { ask: string[]; deny: string[] }) => void;
+  /** Holds the project's rules for the conversation's next save to keep (ConversationStore.holdProjectPermissions). */
+  holdProjectPermissions: (conversationId: string, rules: { ask: string[]; deny: string[] }) => void;
   append: (conversationId: string, event: NewEvent) => Promise<unknown>;
   onError?: ((error: unknown, context: Record<string, unknown>) => void) | undefined;
 }
@@ -39,6 +41,18 @@ export class ConversationGates {
     if (record.project_permissions || !readsProject(record)) return;
     // A read that fails here is read again by the first tool call that needs the rules.
     afterThisTurn(() => void this.projectRules(record).catch(() => {}));
+  }
+
+  /**
+   * A message that will start a run is about to be appended: the project's rules, when the
+   * conversation has not kept them yet, are read now (a few file reads on the host, no process)
+   * and held for its next save, so that the save of the title the message gives it keeps them
+   * too. A read that fails holds nothing: the run's first tool call reads them again.
+   */
+  async holdBeforeRun(record: ConversationRecord): Promise<void> {
+    if (record.project_permissions || !readsProject(record) || this.reading.has(record.id)) return;
+    const rules = await this.read(record).catch(() => null);
+    if (rules) this.deps.holdProjectPermissions(record.id, rules);
   }
 
   gateFor(record: ConversationRecord, runId: string | null, signal: AbortSignal, subagent?: Required<SubagentTags>): ToolGate {
@@ -78,8 +92,7 @@ export class ConversationGates {
   }
 
   private async readAndKeep(record: ConversationRecord): Promise<PermissionsConfig> {
-    const read = await readProjectPermissions(this.deps.projectFiles, record.workdir);
-    const rules = { ask: read.ask ?? [], deny: read.deny ?? [] };
+    const rules = await this.read(record);
     try {
       this.deps.keepProjectPermissions(record.id, rules);
     } catch (error) {
@@ -87,5 +100,10 @@ export class ConversationGates {
       this.deps.onError?.(error, { conversation_id: record.id, stage: 'project_permissions' });
     }
     return rules;
+  }
+
+  private async read(record: ConversationRecord): Promise<{ ask: string[]; deny: string[] }> {
+    const read = await readProjectPermissions(this.deps.projectFiles, record.workdir);
+    return { ask: read.ask ?? [], deny: read.deny ?? [] };
   }
 }

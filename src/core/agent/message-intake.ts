@@ -17,8 +17,11 @@ export interface MessageIntakeDeps {
   cancel(conversationId: string): Promise<void>;
   startRun(conversationId: string): Promise<string>;
   append(conversationId: string, event: NewEvent): Promise<unknown>;
-  /** Appends a user's message (refused once the conversation is quarantined): the stored event. */
-  appendMessage(conversationId: string, message: Extract<NewEvent, { kind: 'message' }>): Promise<AgentEvent>;
+  /**
+   * Appends a user's message (refused once the conversation is quarantined): the stored event.
+   * `startsRun`: no run is going and the message starts one (what the run keeps with the record may be saved with it).
+   */
+  appendMessage(conversationId: string, message: Extract<NewEvent, { kind: 'message' }>, options: { startsRun: boolean }): Promise<AgentEvent>;
 }
 
 /**
@@ -45,11 +48,11 @@ export class MessageIntake {
   }
 
   private async takeNow(conversationId: string, options: TakeMessageOptions): Promise<{ event: AgentEvent; runId: string | null }> {
-    const append = (strategy: MultitaskStrategy | null) => this.deps.appendMessage(conversationId, { ...options.message, ...(strategy && { multitask_strategy: strategy }) });
+    const append = (strategy: MultitaskStrategy | null, startsRun = false) => this.deps.appendMessage(conversationId, { ...options.message, ...(strategy && { multitask_strategy: strategy }) }, { startsRun });
     const session = await this.deps.session(conversationId);
     const active = session.active;
     if (!active || !options.run) {
-      const event = await append(null);
+      const event = await append(null, options.run);
       return { event, runId: await this.deps.onUserMessage(conversationId, { run: options.run }) };
     }
     switch (options.strategy) {

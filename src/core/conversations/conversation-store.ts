@@ -17,6 +17,8 @@ import { titleFromMessage } from './conversation-title.js';
 export type { ListConversationsQuery } from './conversation-index.js';
 export type { ConfigChange } from './conversation-record.js';
 
+type ProjectPermissions = NonNullable<ConversationRecord['project_permissions']>;
+
 /**
  * The one owner of conversation records: they are held and read as HeldConversations has them,
  * persisted through the repository, and changed only through the named transitions below
@@ -28,6 +30,8 @@ export class ConversationStore extends HeldConversations {
   private readonly onDisk = new SettledOnDisk();
   /** Records added and not persisted yet (their first save is `persist`'s). */
   private readonly unpersisted = new WeakSet<ConversationRecord>();
+  /** Project rules read ahead of a run, kept with their record by its next save (see holdProjectPermissions). */
+  private readonly heldRules = new WeakMap<ConversationRecord, ProjectPermissions>();
   private loaded = false;
   /** Loaded right after a clean stop (LoadedConversations.rightAfterCleanStop): no run can be open, no store was written since. */
   loadedAfterCleanStop = false;
@@ -259,12 +263,37 @@ export class ConversationStore extends HeldConversations {
     return totals;
   }
 
+  /**
+   * The project's rules, read as a message that starts a run arrives, held until the record's
+   * next save writes them: the save of the title that message gives it (nameAfter), or else
+   * `saveHeldRules` right after its append. One save for both, before the run starts; until then
+   * the record does not show them, so nothing uses rules that are not on disk yet.
+   */
+  holdProjectPermissions(id: string, rules: ProjectPermissions): void {
+    const record = this.records.get(id);
+    if (record && !record.quarantine) this.heldRules.set(record, rules);
+  }
+
+  /** Saves the rules holdProjectPermissions held if no save wrote them yet; a save that fails lets them go (the run reads them again). */
+  saveHeldRules(id: string): void {
+    const record = this.records.get(id);
+    if (!record || !this.heldRules.has(record)) return;
+    try {
+      this.save(this.mutable(id));
+    } catch {
+      this.heldRules.delete(record);
+    }
+  }
+
   /** Config changes already checked by the caller, saved at once. */
   configure(id: string, change: ConfigChange): void {
     const record = this.mutable(id);
     for (const [key, value] of Object.entries(change)) if (value !== undefined) (record as unknown as Record<string, unknown>)[key] = value;
     // The client choosing where settings come from is its approval to read the project's rules again.
-    if (change.setting_sources !== undefined && change.project_permissions === undefined) delete record.project_permissions;
+    if (change.setting_sources !== undefined && change.project_permissions === undefined) {
+      delete record.project_permissions;
+      this.heldRules.delete(record);
+    }
     holdUserKeyed(record);
     this.save(record);
   }
@@ -305,15 +334,16 @@ export class ConversationStore extends HeldConversations {
   private save(record: ConversationRecord): void {
     if (record.quarantine) throw new ConversationQuarantinedError(record.id, record.quarantine);
     this.touch(record, isoTimestamp(this.clock.now()));
+    // Rules held ahead of a run join the record once a save has written them (holdProjectPermissions).
+    const held = record.project_permissions ? undefined : this.heldRules.get(record);
+    const written = held ? { ...record, project_permissions: held } : record;
     // A change saved during a run its start did not save (a title, the project's rules) leaves the
     // file's status as it was: the run's end to that status saves nothing more (see setStatus).
     const kept = this.onDisk.statusKeptDuringRun(record);
-    if (kept !== null) {
-      this.deps.repository.save({ ...record, status: kept, current_run_id: null });
-      return;
-    }
-    this.deps.repository.save(record);
-    this.onDisk.saved(record);
+    this.deps.repository.save(kept === null ? written : { ...written, status: kept, current_run_id: null });
+    if (kept === null) this.onDisk.saved(record);
+    if (held) record.project_permissions = held;
+    this.heldRules.delete(record);
   }
 
   /** Saves the record; a save that fails (a full disk) puts back what `before` holds. */
