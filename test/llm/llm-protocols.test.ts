@@ -4,7 +4,7 @@
  * in protocol-runs.test.ts; here the client itself, over real HTTP to the fake.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { ProtocolLlmClient, llmApiOf } from '../../src/adapters/llm/index.js';
+import { FallbackLlmClient, ProtocolLlmClient, llmApiOf } from '../../src/adapters/llm/index.js';
 import { LlmError, type LlmMessage, type LlmRequest, type LlmResponse, type LlmRetry, type LlmSettings } from '../../src/core/agent/llm.js';
 import { HistoryEntry } from '../../src/core/agent/history-entry.js';
 import { startFakeLlm, type FakeLlm, type FakeTurn } from '../fake-llm/fake-llm-server.js';
@@ -239,3 +239,21 @@ describe('both protocols', () => {
   }
 });
 
+
+describe('chat completions with the history kept as texts', () => {
+  it('sends the kept texts without decoding the history, through the fallback router too', async () => {
+    fake = await startFakeLlm({ script: [{ text: 'one' }, { text: 'two' }] });
+    const messages: LlmMessage[] = [{ role: 'system', content: 'You are a coding agent.' }, { role: 'user', content: 'Run the tests.' }];
+    const codec = client.codec!;
+    let decoded = 0;
+    const kept = (): LlmRequest => {
+      const base = { settings: { model: 'fake-model', base_url: fake!.url, api_key: 'sk-test' }, tools: TOOLS, signal: new AbortController().signal, encoded: { codec, items: messages.map((message) => codec.encode(message) ?? message) } };
+      // As llm-request.ts builds it: the messages decoded only if read.
+      return Object.defineProperty(base, 'messages', { get: () => (decoded++, messages), enumerable: true }) as unknown as LlmRequest;
+    };
+    expect((await client.complete(kept())).content).toBe('one');
+    expect((await new FallbackLlmClient(client).complete(kept())).content).toBe('two');
+    expect(decoded).toBe(0);
+    expect(fake.requests.map((recorded) => recorded.body.messages)).toEqual([messages, messages]);
+  });
+});

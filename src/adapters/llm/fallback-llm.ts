@@ -7,7 +7,7 @@
  * `cooldown_s` (ModelCooldowns). Never moves on an authentication, billing or invalid request,
  * nor once the answer had started streaming: that request is asked again of the same model.
  */
-import { LlmError, type LlmClient, type LlmMessageCodec, type LlmRequest, type LlmResponse, type LlmSettings } from '../../core/agent/llm.js';
+import { LlmError, withRequestChanges, type LlmClient, type LlmMessageCodec, type LlmRequest, type LlmResponse, type LlmSettings } from '../../core/agent/llm.js';
 import { DEFAULT_FALLBACK_ON, type FallbackReason } from '../../core/schemas/llm-config.js';
 import { failureReasonOf, retryReasonOf } from './failure-reason.js';
 import { historyForTarget, type LlmOrigin } from './history-for-target.js';
@@ -104,7 +104,7 @@ export class FallbackLlmClient implements LlmClient {
       ...(onRetry ? { onRetry: (retry) => onRetry({ ...retry, model, reason: retry.reason ?? retryReasonOf({ code: retry.code, ...(retry.status !== undefined ? { status: retry.status } : {}), message: retry.message }) }) } : {}),
     };
     // A fallback gets the history converted for it, as objects (the kept texts are the primary's wire form).
-    const attempt = index === 0 ? rewrite(request, changes) : rewrite(request, { ...changes, messages: historyForTarget(request.messages, { target: candidate.origin, assumedOrigin: primary.origin }), encoded: undefined });
+    const attempt = index === 0 ? withRequestChanges(request, changes) : withRequestChanges(request, { ...changes, messages: historyForTarget(request.messages, { target: candidate.origin, assumedOrigin: primary.origin }), encoded: undefined });
     for (let ask = 1; ; ask++) {
       try {
         return await this.inner.complete(attempt);
@@ -152,18 +152,6 @@ function candidatesOf(settings: LlmSettings): Candidate[] {
     const origin: LlmOrigin = { api: candidate.api ?? 'chat', model: candidate.model, ...(candidate.base_url ? { baseUrl: candidate.base_url } : {}) };
     return { settings: candidate, origin, key: `${origin.api}\u0000${origin.baseUrl ?? ''}\u0000${origin.model}` };
   });
-}
-
-/**
- * The request with some fields changed, the others as they are: a `messages` getter (the
- * history decoded when read) is carried over as a getter, not read.
- */
-function rewrite(request: LlmRequest, changes: Partial<LlmRequest>): LlmRequest {
-  const descriptors = Object.getOwnPropertyDescriptors(request);
-  for (const name of Object.keys(changes)) delete (descriptors as Record<string, PropertyDescriptor>)[name];
-  const out = Object.defineProperties({}, descriptors) as LlmRequest;
-  for (const [name, value] of Object.entries(changes)) if (value !== undefined) Object.defineProperty(out, name, { value, enumerable: true, writable: true, configurable: true });
-  return out;
 }
 
 function unavailable(attempts: FallbackAttempt[], last?: LlmError): LlmError {

@@ -5,7 +5,7 @@
  * a message that carries reasoning is kept as the message itself, so its provider payloads
  * (signatures, encrypted items) reach the protocol that sends them back exactly as they came.
  */
-import type { LlmApi, LlmClient, LlmMessage, LlmMessageCodec, LlmRequest, LlmResponse, LlmSettings } from '../../core/agent/llm.js';
+import { withRequestChanges, type LlmApi, type LlmClient, type LlmMessage, type LlmMessageCodec, type LlmRequest, type LlmResponse, type LlmSettings } from '../../core/agent/llm.js';
 import { AnthropicLlmClient } from './anthropic-llm.js';
 import { WIRE_MESSAGE_CODEC } from './chat-message-codec.js';
 import { historyForTarget, sameOrigin, type LlmOrigin } from './history-for-target.js';
@@ -58,7 +58,7 @@ export class ProtocolLlmClient implements LlmClient {
     if (api === 'anthropic') return this.anthropic.complete(request);
     // The chat client sends the history's texts as they are: they are its own codec's.
     const encoded = request.encoded?.codec === PROTOCOL_MESSAGE_CODEC ? { ...request.encoded, codec: WIRE_MESSAGE_CODEC } : request.encoded;
-    return this.chat.complete(encoded ? { ...request, encoded } : request);
+    return this.chat.complete(encoded ? withRequestChanges(request, { encoded }) : request);
   }
 
   supportsJsonSchema(settings: LlmSettings): boolean {

@@ -118,6 +118,19 @@ export interface LlmRequest {
   routing?: LlmRouting;
 }
 
+/**
+ * The request with some fields changed, the others as they are: a `messages` getter (the history
+ * decoded when read, llm-request.ts) is carried over as a getter, not read. A spread (`{ ...request }`)
+ * would read it, and decode the whole history at every request.
+ */
+export function withRequestChanges(request: LlmRequest, changes: Partial<LlmRequest>): LlmRequest {
+  const descriptors = Object.getOwnPropertyDescriptors(request);
+  for (const name of Object.keys(changes)) delete (descriptors as Record<string, PropertyDescriptor>)[name];
+  const out = Object.defineProperties({}, descriptors) as LlmRequest;
+  for (const [name, value] of Object.entries(changes)) if (value !== undefined) Object.defineProperty(out, name, { value, enumerable: true, writable: true, configurable: true });
+  return out;
+}
+
 /** A request's move to another model. */
 export interface LlmFallback {
   fromModel: string;
