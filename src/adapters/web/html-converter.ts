@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { getAsset, isSea } from 'node:sea';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { htmlWorkerMain, type HtmlJob, type HtmlJobResult } from './html-worker-main.js';
 
 /** The limits a page's conversion is held to (AGENTD_WEB_FETCH_HTML_*). */
@@ -132,6 +132,8 @@ export class HtmlConverter {
 
   private start(): Worker {
     this.started++;
+    // Node's worker threads load with the first page, not at every start of a server that may never fetch one.
+    const { Worker } = process.getBuiltinModule('node:worker_threads');
     const worker = new Worker(workerSource(), {
       eval: true,
       // Nothing of the server's environment (its keys) in the worker.
