@@ -4,7 +4,7 @@ import path from 'node:path';
 import { McpServers } from './core/schemas/mcp-servers.js';
 import { PricesFile, type Budget, type ModelPrice } from './core/agent/spending-config.js';
 import { z } from 'zod';
-import { EnvSchema, LogLevel } from './config-variables.js';
+import { envSchema, LogLevel, type Env } from './config-variables.js';
 import type { LlmConfigInput } from './core/schemas/llm-config.js';
 import { accessConfigFrom, type AccessConfig } from './core/access/access-config.js';
 
@@ -123,8 +123,9 @@ export interface Config {
 export class ConfigError extends Error {}
 
 export function loadConfig(env: NodeJS.ProcessEnv): Config {
-  const known = Object.fromEntries(Object.keys(EnvSchema.shape).filter((key) => env[key] !== undefined && env[key] !== '').map((key) => [key, env[key]]));
-  const parsed = EnvSchema.safeParse(known);
+  const schema = envSchema();
+  const known = Object.fromEntries(Object.keys(schema.shape).filter((key) => env[key] !== undefined && env[key] !== '').map((key) => [key, env[key]]));
+  const parsed = schema.safeParse(known);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const name = String(issue.path[0] ?? 'environment');
@@ -251,7 +252,7 @@ function searchConfig(provider: 'tavily' | 'brave' | 'searxng' | undefined, apiK
   return Object.freeze({ provider, apiKey: apiKey ?? null, url: url ?? null });
 }
 
-function clusterFrom(e: z.infer<typeof EnvSchema>): Config['cluster'] {
+function clusterFrom(e: Env): Config['cluster'] {
   if (!e.AGENTD_DATABASE_URL) {
     if (e.AGENTD_NATS_CREDS || e.AGENTD_NATS_TLS_CA) throw new ConfigError('AGENTD_NATS_CREDS and AGENTD_NATS_TLS_CA are for AGENTD_NATS_URL, which needs AGENTD_DATABASE_URL');
     if (e.AGENTD_NATS_URL) throw new ConfigError('invalid AGENTD_NATS_URL: NATS fans events out between instances that share AGENTD_DATABASE_URL; set that too');

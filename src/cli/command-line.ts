@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config.js';
-import { VARIABLES } from '../config-variables.js';
+import { configVariables } from '../config-variables.js';
 import { readEnvFile, userConfigDir } from './env-file.js';
 
 /**
@@ -27,8 +27,9 @@ export function helpText(): string {
     const variable = option.variable ? ` (${option.variable})` : '';
     return `  ${left.padEnd(16)}${option.meaning}${variable}`;
   });
-  const width = Math.max(...Object.keys(VARIABLES).map((name) => name.length)) + 2;
-  const variableLines = Object.entries(VARIABLES).flatMap(([name, variable]) => [
+  const variables = configVariables();
+  const width = Math.max(...Object.keys(variables).map((name) => name.length)) + 2;
+  const variableLines = Object.entries(variables).flatMap(([name, variable]) => [
     `  ${name.padEnd(width)}${variable.meaning}`,
     `  ${''.padEnd(width)}default: ${variable.default}`,
   ]);

@@ -7,7 +7,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { VARIABLES, type VariableName } from '../../src/config-variables.js';
+import { configVariables, type VariableName } from '../../src/config-variables.js';
+
+const variables = configVariables();
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const read = (file: string) => fs.readFileSync(path.join(ROOT, file), 'utf8');
@@ -26,8 +28,8 @@ function variableRows(text: string): { name: string; flag: string; fallback: str
 }
 
 function expectRowMatchesCode(row: { name: string; flag: string; fallback: string }, page: string): void {
-  expect(Object.hasOwn(VARIABLES, row.name), `${page}: ${row.name} is not a variable of src/config-variables.ts`).toBe(true);
-  const variable: { default: string; flag?: string } = VARIABLES[row.name as VariableName];
+  expect(Object.hasOwn(variables, row.name), `${page}: ${row.name} is not a variable of src/config-variables.ts`).toBe(true);
+  const variable: { default: string; flag?: string } = variables[row.name as VariableName];
   expect(row.fallback, `${page}: the default of ${row.name}`).toBe(`\`${variable.default}\``);
   expect(row.flag, `${page}: the flag of ${row.name}`).toBe(variable.flag ? `\`${variable.flag}\`` : '');
 }
@@ -39,7 +41,7 @@ describe('docs/configuration.md', () => {
   it('has one row for each variable of src/config-variables.ts, with its flag and default', () => {
     const names = rows.map((row) => row.name);
     expect(names.filter((name, index) => names.indexOf(name) !== index), 'rows given twice').toEqual([]);
-    expect(Object.keys(VARIABLES).filter((name) => !names.includes(name)), 'variables with no row').toEqual([]);
+    expect(Object.keys(variables).filter((name) => !names.includes(name)), 'variables with no row').toEqual([]);
     for (const row of rows) expectRowMatchesCode(row, 'docs/configuration.md');
   });
 });
@@ -72,7 +74,7 @@ describe('variables named by the documents', () => {
     const unknown: string[] = [];
     for (const page of PAGES) {
       for (const [name] of read(page).matchAll(/\bAGENTD_[A-Z0-9_]+\*?/g)) {
-        const known = name.endsWith('*') ? Object.keys(VARIABLES).some((variable) => variable.startsWith(name.slice(0, -1))) : Object.hasOwn(VARIABLES, name) || inCode.has(name);
+        const known = name.endsWith('*') ? Object.keys(variables).some((variable) => variable.startsWith(name.slice(0, -1))) : Object.hasOwn(variables, name) || inCode.has(name);
         if (!known) unknown.push(`${page}: ${name}`);
       }
     }
