@@ -4,24 +4,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
-import { startFakeLlm, type FakeLlm, type FakeLlmOptions } from '../fake-llm/fake-llm-server.js';
-import { startServer, tempDir, type TestServer } from '../support/agentd.js';
+import { tempDir } from '../support/agentd.js';
 import { okJson, requestJson } from '../support/json-api.js';
-import { closedAfterEach, runToEnd } from '../support/run-to-end.js';
+import { runToEnd, startedAfterEach } from '../support/run-to-end.js';
 
-const closing = closedAfterEach();
-
-async function fake(options: FakeLlmOptions): Promise<FakeLlm> {
-  const started = await startFakeLlm(options);
-  closing(() => started.close());
-  return started;
-}
-
-async function server(env: Record<string, string> = {}): Promise<TestServer> {
-  const started = await startServer({ env: { AGENTD_WARM_SHELLS: '0', ...env } });
-  closing(() => started.close());
-  return started;
-}
+const { closing, fake, server } = startedAfterEach();
 
 const bash = (command: string) => ({ toolCalls: [{ name: 'bash', arguments: { command } }], usage: { prompt_tokens: 1000, completion_tokens: 100 } });
 

@@ -4,26 +4,14 @@
 // request, its usage is priced by the model that answered, and a limit it reaches ends its run
 // too, with one `budget_exceeded` event.
 import { expect, it } from 'vitest';
-import { startFakeLlm, type FakeLlm, type FakeLlmOptions, type FakeTurn } from '../fake-llm/fake-llm-server.js';
+import type { FakeTurn } from '../fake-llm/fake-llm-server.js';
 import { adminCall, client, USER_SCOPES } from '../support/access-matrix.js';
-import { startServer, type TestServer } from '../support/agentd.js';
+import type { TestServer } from '../support/agentd.js';
 import { okJson } from '../support/json-api.js';
-import { closedAfterEach, runToEnd } from '../support/run-to-end.js';
+import { runToEnd, startedAfterEach } from '../support/run-to-end.js';
 import { until } from '../support/reliability.js';
 
-const closing = closedAfterEach();
-
-async function fake(options: FakeLlmOptions): Promise<FakeLlm> {
-  const started = await startFakeLlm(options);
-  closing(() => started.close());
-  return started;
-}
-
-async function server(env: Record<string, string> = {}): Promise<TestServer> {
-  const started = await startServer({ env: { AGENTD_WARM_SHELLS: '0', ...env } });
-  closing(() => started.close());
-  return started;
-}
+const { fake, server } = startedAfterEach();
 
 const USAGE = { prompt_tokens: 1000, completion_tokens: 100 };
 const bash = (command: string, usage = USAGE): FakeTurn => ({ toolCalls: [{ name: 'bash', arguments: { command } }], usage });

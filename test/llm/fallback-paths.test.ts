@@ -3,25 +3,13 @@
 // next user message arrives mid-run; a condensation summary whose primary fails, in a run and
 // between runs; a subagent whose primary fails.
 import { expect, it } from 'vitest';
-import { startFakeLlm, type FakeLlm, type FakeLlmOptions } from '../fake-llm/fake-llm-server.js';
-import { startServer, type TestServer } from '../support/agentd.js';
+import type { FakeLlm } from '../fake-llm/fake-llm-server.js';
+import type { TestServer } from '../support/agentd.js';
 import { okJson } from '../support/json-api.js';
-import { closedAfterEach, runToEnd } from '../support/run-to-end.js';
+import { runToEnd, startedAfterEach } from '../support/run-to-end.js';
 import { until } from '../support/reliability.js';
 
-const closing = closedAfterEach();
-
-async function fake(options: FakeLlmOptions): Promise<FakeLlm> {
-  const started = await startFakeLlm(options);
-  closing(() => started.close());
-  return started;
-}
-
-async function server(): Promise<TestServer> {
-  const started = await startServer({ env: { AGENTD_WARM_SHELLS: '0' } });
-  closing(() => started.close());
-  return started;
-}
+const { fake, server } = startedAfterEach();
 
 /** A conversation on `primary` with `fallback` behind it, whose key is the conversation's secret FALLBACK_KEY; `body` adds to the request. */
 async function conversation(target: TestServer, models: { primary: FakeLlm; fallback: FakeLlm }, options: { llm?: Record<string, unknown>; body?: Record<string, unknown> } = {}): Promise<string> {

@@ -5,24 +5,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect, it } from 'vitest';
-import { startFakeLlm, type FakeLlm, type FakeLlmOptions } from '../fake-llm/fake-llm-server.js';
+import type { FakeLlm } from '../fake-llm/fake-llm-server.js';
 import { startServer, tempDir, type TestServer } from '../support/agentd.js';
 import { okJson } from '../support/json-api.js';
-import { closedAfterEach, runToEnd } from '../support/run-to-end.js';
+import { runToEnd, startedAfterEach } from '../support/run-to-end.js';
 
-const closing = closedAfterEach();
-
-async function fake(options: FakeLlmOptions): Promise<FakeLlm> {
-  const started = await startFakeLlm(options);
-  closing(() => started.close());
-  return started;
-}
-
-async function server(): Promise<TestServer> {
-  const started = await startServer({ env: { AGENTD_WARM_SHELLS: '0' } });
-  closing(() => started.close());
-  return started;
-}
+const { closing, fake, server } = startedAfterEach();
 
 /** A conversation on `primary` with `fallback` behind it; `llm` adds or replaces settings. */
 async function conversation(target: TestServer, models: { primary: FakeLlm; fallback: FakeLlm }, llm: Record<string, unknown> = {}): Promise<string> {
