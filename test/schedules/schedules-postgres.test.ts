@@ -17,8 +17,10 @@ const pg = findPostgres();
 const skipReason = 'missing' in pg ? pg.missing : null;
 if (skipReason) console.warn(`test/schedules/schedules-postgres.test.ts: skipped (${skipReason})`);
 
+type Delivery = { fireId: string; instance: string; conversationId: string };
+
 /** Where fires land: every delivery, by fire id, and which instance made it. */
-function recordingTargets(instance: string, deliveries: { fireId: string; instance: string; conversationId: string }[]): ScheduleTargets {
+function recordingTargets(instance: string, deliveries: Delivery[]): ScheduleTargets {
   let created = 0;
   const targets = {
     exists: async () => true,
@@ -50,19 +52,23 @@ describe.skipIf(skipReason !== null)('two instances on one PostgreSQL', () => {
     await cluster?.stop();
   }, 60_000);
 
+  /** One instance on the database at `url`: its own pool, store, runner and service, its fires recorded in `deliveries`. */
+  const instance = (url: string, name: string, options: { clock: { now(): number }; deliveries: Delivery[]; leaseMs?: number; pausePoint?: (point: string) => Promise<void> }) => {
+    const { clock, leaseMs, pausePoint } = options;
+    const sql = postgres(url, { max: 4, onnotice: () => {} });
+    pools.push(sql);
+    const store = new PgScheduleStore(sql, { leaseMs: leaseMs ?? 30_000 });
+    const targets = recordingTargets(name, options.deliveries);
+    const runner = new ScheduleRunner({ store, targets, clock, owner: `instance-${name}`, ...(leaseMs !== undefined && { leaseMs }), ...(pausePoint && { pausePoint }) });
+    return { sql, store, runner, service: new ScheduleService({ store, runner, targets, clock, defaultTimezone: 'UTC' }) };
+  };
+
   it('fires each of 100 one-second slots once, whichever instance gets there', async () => {
     const url = await cluster.createDatabase('schedules_once');
     let now = Date.parse('2026-05-01T00:00:00.000Z');
     const clock = { now: () => now };
-    const deliveries: { fireId: string; instance: string; conversationId: string }[] = [];
-    const instances = ['a', 'b'].map((name) => {
-      const sql = postgres(url, { max: 4, onnotice: () => {} });
-      pools.push(sql);
-      const store = new PgScheduleStore(sql, { leaseMs: 30_000 });
-      const targets = recordingTargets(name, deliveries);
-      const runner = new ScheduleRunner({ store, targets, clock, owner: `instance-${name}` });
-      return { sql, store, runner, service: new ScheduleService({ store, runner, targets, clock, defaultTimezone: 'UTC' }) };
-    });
+    const deliveries: Delivery[] = [];
+    const instances = ['a', 'b'].map((name) => instance(url, name, { clock, deliveries }));
     await migrate(instances[0]!.sql);
     // Several schedules so that both instances have work at each tick.
     const schedules = [];
@@ -88,15 +94,8 @@ describe.skipIf(skipReason !== null)('two instances on one PostgreSQL', () => {
   it('an idle instance does not tick; a schedule made on another instance wakes it (LISTEN/NOTIFY) and it sleeps again once none is active', async () => {
     const url = await cluster.createDatabase('schedules_timer');
     const clock = { now: () => Date.now() };
-    const deliveries: { fireId: string; instance: string; conversationId: string }[] = [];
-    const open = (name: string) => {
-      const sql = postgres(url, { max: 4, onnotice: () => {} });
-      pools.push(sql);
-      const store = new PgScheduleStore(sql, { leaseMs: 30_000 });
-      const targets = recordingTargets(name, deliveries);
-      const runner = new ScheduleRunner({ store, targets, clock, owner: `instance-${name}` });
-      return { sql, store, runner, service: new ScheduleService({ store, runner, targets, clock, defaultTimezone: 'UTC' }) };
-    };
+    const deliveries: Delivery[] = [];
+    const open = (name: string) => instance(url, name, { clock, deliveries });
     const a = open('a');
     await migrate(a.sql);
     // Instance a's timer on its real store; every tick reads the due schedules once or more.
@@ -129,15 +128,8 @@ describe.skipIf(skipReason !== null)('two instances on one PostgreSQL', () => {
     const url = await cluster.createDatabase('schedules_takeover');
     let now = Date.parse('2026-05-01T00:00:00.000Z');
     const clock = { now: () => now };
-    const deliveries: { fireId: string; instance: string; conversationId: string }[] = [];
-    const make = (name: string, pausePoint?: (point: string) => Promise<void>) => {
-      const sql = postgres(url, { max: 4, onnotice: () => {} });
-      pools.push(sql);
-      const store = new PgScheduleStore(sql, { leaseMs: 300 });
-      const targets = recordingTargets(name, deliveries);
-      const runner = new ScheduleRunner({ store, targets, clock, owner: `instance-${name}`, leaseMs: 300, ...(pausePoint && { pausePoint }) });
-      return { sql, runner, service: new ScheduleService({ store, runner, targets, clock, defaultTimezone: 'UTC' }) };
-    };
+    const deliveries: Delivery[] = [];
+    const make = (name: string, pausePoint?: (point: string) => Promise<void>) => instance(url, name, { clock, deliveries, leaseMs: 300, ...(pausePoint && { pausePoint }) });
     let claimed!: () => void;
     const wasClaimed = new Promise<void>((resolve) => (claimed = resolve));
     // Instance a stops for good right after its claim, as a process killed there would.
