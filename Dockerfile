@@ -49,4 +49,5 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.AGENTD_PORT}/alive`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 ENTRYPOINT ["/usr/bin/tini", "--"]
-CMD ["node", "dist/cli.js"]
+# The Node options of scripts/perf/server-node-flags.mjs (docs/operations.md, "Memory").
+CMD ["node", "--max-semi-space-size=8", "dist/cli.js"]

@@ -21,6 +21,7 @@ import { build } from 'esbuild';
 import { inject } from 'postject';
 import { ensureRuntime } from './binary-runtime.mjs';
 import { buildUi } from './build-ui.mjs';
+import { SERVER_NODE_FLAGS } from './perf/server-node-flags.mjs';
 import { standIns } from './perf/stand-ins.mjs';
 import { root } from './prepare.mjs';
 
@@ -140,7 +141,7 @@ async function main() {
     assets['assets.json'] = manifest;
     const blob = path.join(work, 'agentd.blob');
     const seaConfig = path.join(work, 'sea-config.json');
-    fs.writeFileSync(seaConfig, JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, assets }, null, 2));
+    fs.writeFileSync(seaConfig, JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, execArgv: SERVER_NODE_FLAGS, assets }, null, 2));
     const made = spawnSync(runtime, ['--experimental-sea-config', seaConfig], { cwd: work, encoding: 'utf8' });
     if (made.status !== 0) throw new Error(`node --experimental-sea-config failed: ${made.stderr || made.stdout}`);
 

@@ -2,6 +2,7 @@
 // Extra arguments pass through: `npm start -- --port 9000`.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { SERVER_NODE_FLAGS } from './perf/server-node-flags.mjs';
 import { prepare, root } from './prepare.mjs';
 
 /**
@@ -13,7 +14,7 @@ import { prepare, root } from './prepare.mjs';
 const GLIBC_TUNABLES = 'glibc.malloc.mmap_threshold=131072';
 
 prepare();
-const server = spawn(process.execPath, [path.join(root, 'dist', 'cli.js'), ...process.argv.slice(2)], { stdio: 'inherit', env: { ...process.env, GLIBC_TUNABLES: process.env.GLIBC_TUNABLES ?? GLIBC_TUNABLES } });
+const server = spawn(process.execPath, [...SERVER_NODE_FLAGS, path.join(root, 'dist', 'cli.js'), ...process.argv.slice(2)], { stdio: 'inherit', env: { ...process.env, GLIBC_TUNABLES: process.env.GLIBC_TUNABLES ?? GLIBC_TUNABLES } });
 // Ctrl-C reaches the server directly (same process group): only wait for it to stop.
 process.on('SIGINT', () => {});
 process.on('SIGTERM', () => server.kill('SIGTERM'));

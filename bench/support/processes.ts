@@ -4,6 +4,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { request } from 'undici';
+import { SERVER_NODE_FLAGS } from '../../scripts/perf/server-node-flags.mjs';
 import type { BenchReport } from './benchmark.js';
 
 /** Where this code runs from: dist/bench/ (scripts/bench.mjs bundles bench/ there), two levels below the repository. */
@@ -64,8 +65,15 @@ export const SERVER_GLIBC_TUNABLES = 'glibc.malloc.mmap_threshold=131072';
 const benchGlibcTunables = process.env.AGENTD_BENCH_GLIBC_TUNABLES ?? SERVER_GLIBC_TUNABLES;
 
 /**
- * Starts a server process (`node dist/cli.js`, the single executable, a bench child) on a free
- * loopback port and polls `probe` every 2 ms until it answers 200. Output goes to /dev/null
+ * The Node options a server started as `node dist/cli.js` runs with: npm start's, the Docker
+ * image's and the single executable's (scripts/perf/server-node-flags.mjs).
+ * AGENTD_BENCH_NODE_FLAGS="<options>" runs them with these instead ("": none), to weigh another.
+ */
+const benchNodeFlags = process.env.AGENTD_BENCH_NODE_FLAGS === undefined ? SERVER_NODE_FLAGS : process.env.AGENTD_BENCH_NODE_FLAGS.split(' ').filter(Boolean);
+
+/**
+ * Starts a server process (`node dist/cli.js`, with the server's Node options, the single
+ * executable, a bench child) on a free loopback port and polls `probe` every 2 ms until it answers 200. Output goes to /dev/null
  * unless `keepOutput`, so that logging costs what it costs in production (a write per line).
  */
 export async function startProcess(options: {
@@ -84,8 +92,9 @@ export async function startProcess(options: {
 }): Promise<StartedProcess> {
   const port = await freePort();
   const [program, ...leading] = options.command;
+  const nodeFlags = leading.includes(CLI) ? benchNodeFlags : [];
   const started = performance.now();
-  const child = spawn(program!, [...leading, ...(options.args?.(port) ?? ['--port', String(port)])], {
+  const child = spawn(program!, [...nodeFlags, ...leading, ...(options.args?.(port) ?? ['--port', String(port)])], {
     cwd: options.cwd ?? os.tmpdir(),
     // The allocator's setting the Docker image and `npm start` run the server with (docs/operations.md, "Memory").
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.homedir(), AGENTD_MASTER_KEY: BENCH_KEY, GLIBC_TUNABLES: benchGlibcTunables, ...options.env },

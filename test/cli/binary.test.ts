@@ -17,7 +17,7 @@ import { requestJson } from '../support/json-api.js';
  */
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const BINARY = path.join(ROOT, 'dist', 'agentd');
-const BUILD_INPUTS = ['src', 'package-lock.json', 'scripts/build-binary.mjs', 'scripts/build-server.mjs', 'scripts/binary-runtime.mjs', 'scripts/build-ui.mjs'].map((name) => path.join(ROOT, name));
+const BUILD_INPUTS = ['src', 'package-lock.json', 'scripts/build-binary.mjs', 'scripts/build-server.mjs', 'scripts/binary-runtime.mjs', 'scripts/build-ui.mjs', 'scripts/perf'].map((name) => path.join(ROOT, name));
 
 function newestChange(file: string): number {
   const stat = fs.statSync(file);
