@@ -19,6 +19,8 @@ import path from 'node:path';
  *   document, made at its first request.
  * - `@fastify/busboy`, of @fastify/multipart: for a multipart upload.
  * - `thread-stream`, of pino: for a transport, which the server's log does not use (src/logger.ts).
+ * - `semver`, of Fastify's plugin checks: the three functions they call, from their own modules,
+ *   rather than the package's index, which loads every function and range it has.
  */
 const OUTPUT_SCHEMA = /[\\/]src[\\/]core[\\/]agent[\\/]output-schema\.ts$/;
 const ON_DEMAND = [
@@ -32,6 +34,7 @@ const ON_DEMAND = [
   { name: 'json-schema-resolver', importer: /[\\/]node_modules[\\/]@fastify[\\/]swagger[\\/]lib[\\/]util[\\/]add-hook\.js$/, exports: '(...args) => load()(...args)' },
   { name: '@fastify/busboy', importer: /[\\/]node_modules[\\/]@fastify[\\/]multipart[\\/]index\.js$/, exports: 'function Busboy(...args) { return new (load())(...args); }' },
   { name: 'thread-stream', importer: /[\\/]node_modules[\\/]pino[\\/]lib[\\/]transport\.js$/, exports: 'function ThreadStream(...args) { return new (load())(...args); }' },
+  { name: 'semver', importer: /[\\/]node_modules[\\/]fastify[\\/]lib[\\/]plugin-utils\.js$/, exports: "{ satisfies: require('semver/functions/satisfies'), gt: require('semver/functions/gt'), coerce: require('semver/functions/coerce') }" },
 ];
 
 export const onDemand = {
