@@ -19,9 +19,13 @@ import path from 'node:path';
  *   document, made at its first request.
  * - `@fastify/busboy`, of @fastify/multipart: for a multipart upload.
  * - `thread-stream`, of pino: for a transport, which the server's log does not use (src/logger.ts).
+ * - `node:https` and `node:http2` (which loads TLS), of Fastify's server: for an HTTPS or HTTP/2
+ *   server, which agentd never asks Fastify for.
+ * - prom-client's `./lib/pushgateway` (with `https` and `zlib`): for pushing metrics, never done.
  * - `semver`, of Fastify's plugin checks: the three functions they call, from their own modules,
  *   rather than the package's index, which loads every function and range it has.
  */
+const FASTIFY_SERVER = /[\\/]node_modules[\\/]fastify[\\/]lib[\\/]server\.js$/;
 const OUTPUT_SCHEMA = /[\\/]src[\\/]core[\\/]agent[\\/]output-schema\.ts$/;
 const ON_DEMAND = [
   { name: 'yaml', importer: /[\\/]node_modules[\\/]@fastify[\\/]swagger(-ui)?[\\/]/, exports: '{ parse: (...args) => load().parse(...args), stringify: (...args) => load().stringify(...args) }' },
@@ -34,6 +38,9 @@ const ON_DEMAND = [
   { name: 'json-schema-resolver', importer: /[\\/]node_modules[\\/]@fastify[\\/]swagger[\\/]lib[\\/]util[\\/]add-hook\.js$/, exports: '(...args) => load()(...args)' },
   { name: '@fastify/busboy', importer: /[\\/]node_modules[\\/]@fastify[\\/]multipart[\\/]index\.js$/, exports: 'function Busboy(...args) { return new (load())(...args); }' },
   { name: 'thread-stream', importer: /[\\/]node_modules[\\/]pino[\\/]lib[\\/]transport\.js$/, exports: 'function ThreadStream(...args) { return new (load())(...args); }' },
+  { name: 'node:https', importer: FASTIFY_SERVER, exports: '{ createServer: (...args) => load().createServer(...args) }' },
+  { name: 'node:http2', importer: FASTIFY_SERVER, exports: '{ createServer: (...args) => load().createServer(...args), createSecureServer: (...args) => load().createSecureServer(...args) }' },
+  { name: './lib/pushgateway', importer: /[\\/]node_modules[\\/]prom-client[\\/]index\.js$/, exports: 'function Pushgateway(...args) { return new (load())(...args); }' },
   { name: 'semver', importer: /[\\/]node_modules[\\/]fastify[\\/]lib[\\/]plugin-utils\.js$/, exports: "{ satisfies: require('semver/functions/satisfies'), gt: require('semver/functions/gt'), coerce: require('semver/functions/coerce') }" },
 ];
 

@@ -232,7 +232,7 @@ describe('node dist/cli.js', () => {
   // Node the Docker image runs). The server's own HTTP client is the undici package, loaded when
   // first needed: built-in modules whose namespace costs more than the module are reached through
   // process.getBuiltinModule.
-  it(`starts on the Node agentd ships (${NODE_RUNTIME_VERSION}, the Docker image's) without loading Node's own undici`, { timeout: 300_000 }, async () => {
+  it(`starts on the Node agentd ships (${NODE_RUNTIME_VERSION}, the Docker image's) without loading Node's own undici, TLS or zlib`, { timeout: 300_000 }, async () => {
     const runtime = ensureRuntime({ root: ROOT });
     const hook = path.join(tmp, 'builtins-hook.mjs');
     fs.writeFileSync(hook, BUILTINS_HOOK);
@@ -246,6 +246,8 @@ describe('node dist/cli.js', () => {
     const builtins = server.output().split('\n').filter((line) => line.startsWith('BUILTIN NativeModule ')).map((line) => line.slice('BUILTIN NativeModule '.length));
     expect(builtins).toContain('http');
     expect(builtins.filter((name) => name.includes('undici'))).toEqual([]);
+    // Nor TLS (Fastify's HTTPS and HTTP/2 servers, prom-client's push gateway: scripts/perf/stand-ins.mjs), nor zlib (a checkpoint's).
+    for (const name of ['tls', 'https', 'http2', 'zlib']) expect(builtins, name).not.toContain(name);
   });
 
   it('checks bash permission rules with the parser it loads on first use (its WebAssembly found beside the bundle)', { timeout: 60_000 }, async () => {
