@@ -64,6 +64,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 4096 },
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler,
+    // zod checks requests and our serializer writes responses. Given here rather than set after,
+    // they keep Fastify from loading its own (ajv's, fast-json-stringify's) as the instance is made:
+    // its types name only those, hence the casts.
+    schemaController: { compilersFactory: { buildValidator: (() => validatorCompiler) as never, buildSerializer: (() => responseSerializerCompiler) as never } },
   });
   limitConnections(app.server, services.config.connections);
   const resolve = principalResolver(access);
@@ -93,8 +97,6 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     if (authorizeFirst) authorize(request, reply, route.config, done);
     else done();
   });
-  app.setValidatorCompiler(validatorCompiler);
-  app.setSerializerCompiler(responseSerializerCompiler);
   registerErrorHandling(app, (error) => services.storage.unavailable(error));
   if (!authorizeFirst) {
     // Bearer keys, no cookies, so credentials stay off.

@@ -12,7 +12,6 @@ import { SdkMcpConnector } from './adapters/mcp/index.js';
 import { Metrics } from './adapters/metrics/index.js';
 import { ExecaCommandRunner, ProcessSpawner, testPausePoint } from './adapters/process/index.js';
 import { createSandbox, sandboxReport, type SandboxInfo } from './adapters/sandbox/index.js';
-import { detectRipgrep } from './adapters/search/index.js';
 import { createShells, type Shells } from './adapters/shell/index.js';
 import { createAccess } from './adapters/access/index.js';
 import { createStorage, saveForNextStart, type Storage } from './adapters/storage/index.js';
@@ -95,8 +94,6 @@ export async function composeServices(config: Config, logger: Logger, overrides:
   // takes the longer of the two, not their sum. Awaited below, where a failure is thrown.
   const sandboxReady = createSandbox(config, logger);
   sandboxReady.catch(() => {});
-  // So does grep's look for ripgrep (remembered for createTools below).
-  void detectRipgrep();
 
   // Keys and storage: the data dir's files, or PostgreSQL for several instances.
   const keys = loadServerKeys(config);

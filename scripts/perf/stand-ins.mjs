@@ -11,10 +11,37 @@ import path from 'node:path';
  * - `yaml`, of @fastify/swagger and @fastify/swagger-ui: for a YAML document asked for at /docs/yaml.
  * - `http-errors`, of @fastify/send (Swagger UI's files, through @fastify/static): for a file it
  *   cannot send; its top makes a class for each HTTP status.
+ * - fast-json-stringify's `./lib/validator` (with it ajv): for a response schema with a union the
+ *   serializer must pick a branch of, not the first /health's.
+ * - `ajv`, its dialects and `ajv-formats`, of src/core/agent/output-schema.ts: for a message's
+ *   output_schema. With Fastify's own compilers never loaded (src/app.ts), ajv is not run at start-up.
+ * - `json-schema-resolver` (with `debug` and a fast-uri), of @fastify/swagger: for the OpenAPI
+ *   document, made at its first request.
+ * - `@fastify/busboy`, of @fastify/multipart: for a multipart upload.
+ * - `thread-stream`, of pino: for a transport, which the server's log does not use (src/logger.ts).
+ * - `node:https` and `node:http2` (which loads TLS), of Fastify's server: for an HTTPS or HTTP/2
+ *   server, which agentd never asks Fastify for.
+ * - prom-client's `./lib/pushgateway` (with `https` and `zlib`): for pushing metrics, never done.
+ * - `semver`, of Fastify's plugin checks: the three functions they call, from their own modules,
+ *   rather than the package's index, which loads every function and range it has.
  */
+const FASTIFY_SERVER = /[\\/]node_modules[\\/]fastify[\\/]lib[\\/]server\.js$/;
+const OUTPUT_SCHEMA = /[\\/]src[\\/]core[\\/]agent[\\/]output-schema\.ts$/;
 const ON_DEMAND = [
   { name: 'yaml', importer: /[\\/]node_modules[\\/]@fastify[\\/]swagger(-ui)?[\\/]/, exports: '{ parse: (...args) => load().parse(...args), stringify: (...args) => load().stringify(...args) }' },
   { name: 'http-errors', importer: /[\\/]node_modules[\\/]@fastify[\\/]send[\\/]/, exports: '(...args) => load()(...args)' },
+  { name: './lib/validator', importer: /[\\/]node_modules[\\/]fast-json-stringify[\\/]index\.js$/, exports: 'Object.assign(function Validator(...args) { return new (load())(...args); }, { escapeRefForAjv: (...args) => load().escapeRefForAjv(...args) })' },
+  { name: 'ajv', importer: OUTPUT_SCHEMA, exports: '{ get Ajv() { return load().Ajv; } }' },
+  { name: 'ajv/dist/2019.js', importer: OUTPUT_SCHEMA, exports: '{ get Ajv2019() { return load().Ajv2019; } }' },
+  { name: 'ajv/dist/2020.js', importer: OUTPUT_SCHEMA, exports: '{ get Ajv2020() { return load().Ajv2020; } }' },
+  { name: 'ajv-formats', importer: OUTPUT_SCHEMA, exports: '{ default: (...args) => load().default(...args) }' },
+  { name: 'json-schema-resolver', importer: /[\\/]node_modules[\\/]@fastify[\\/]swagger[\\/]lib[\\/]util[\\/]add-hook\.js$/, exports: '(...args) => load()(...args)' },
+  { name: '@fastify/busboy', importer: /[\\/]node_modules[\\/]@fastify[\\/]multipart[\\/]index\.js$/, exports: 'function Busboy(...args) { return new (load())(...args); }' },
+  { name: 'thread-stream', importer: /[\\/]node_modules[\\/]pino[\\/]lib[\\/]transport\.js$/, exports: 'function ThreadStream(...args) { return new (load())(...args); }' },
+  { name: 'node:https', importer: FASTIFY_SERVER, exports: '{ createServer: (...args) => load().createServer(...args) }' },
+  { name: 'node:http2', importer: FASTIFY_SERVER, exports: '{ createServer: (...args) => load().createServer(...args), createSecureServer: (...args) => load().createSecureServer(...args) }' },
+  { name: './lib/pushgateway', importer: /[\\/]node_modules[\\/]prom-client[\\/]index\.js$/, exports: 'function Pushgateway(...args) { return new (load())(...args); }' },
+  { name: 'semver', importer: /[\\/]node_modules[\\/]fastify[\\/]lib[\\/]plugin-utils\.js$/, exports: "{ satisfies: require('semver/functions/satisfies'), gt: require('semver/functions/gt'), coerce: require('semver/functions/coerce') }" },
 ];
 
 export const onDemand = {
@@ -22,12 +49,12 @@ export const onDemand = {
   setup(esbuild) {
     for (const { name, importer, exports } of ON_DEMAND) {
       // One stand-in per importer and package (named by both); its require is resolved from the importer's directory.
-      esbuild.onResolve({ filter: exactly(name) }, (args) => (args.namespace === 'file' && importer.test(args.importer) ? { path: `${args.importer}#${name}`, namespace: 'on-demand', pluginData: { name, exports } } : undefined));
+      esbuild.onResolve({ filter: exactly(name) }, (args) => (args.namespace === 'file' && importer.test(args.importer) ? { path: `${args.importer}#${name}`, namespace: 'on-demand', pluginData: { name, exports, importerDir: path.dirname(args.importer) } } : undefined));
     }
     esbuild.onLoad({ filter: /.*/, namespace: 'on-demand' }, (args) => ({
       contents: `let loaded;\nconst load = () => (loaded ??= require(${JSON.stringify(args.pluginData.name)}));\nmodule.exports = ${args.pluginData.exports};\n`,
       loader: 'js',
-      resolveDir: path.dirname(args.path),
+      resolveDir: args.pluginData.importerDir,
     }));
   },
 };

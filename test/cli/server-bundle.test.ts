@@ -6,7 +6,8 @@
  * to load, wherever it is imported: bundled as a chunk, a CommonJS one would lose its named
  * exports (undici's `Agent`: no webhook would be delivered); bundled beside, it would be loaded twice.
  * Swagger UI and pino are bundled, and the `yaml` they require is loaded only when a YAML document
- * is asked for: through Node's CommonJS loader they cost an empty start ~65 ms. zod is bundled with
+ * is asked for: through Node's CommonJS loader they cost an empty start ~65 ms. ajv runs at the
+ * first output_schema, not at start-up (scripts/perf/stand-ins.mjs, onDemand). zod is bundled with
  * its English messages only (the other ~40 languages were 366 KB of source run at every start), and
  * without packages that bundled ones require for what the server never uses (scripts/perf/stand-ins.mjs, leftOut).
  */
@@ -69,6 +70,26 @@ async function requiredByServing(visit: (url: string) => Promise<void>): Promise
   }
   expect(await server.exited).toBe(0);
   return new Set(server.output().split('\n').filter((line) => line.startsWith('REQUIRED ') && line.includes('/node_modules/')).map((line) => packageOf(line.slice('REQUIRED '.length))));
+}
+
+/**
+ * The names of the bundle's functions that ran in a served-then-stopped server, after `visit` asked
+ * it what it does: each bundled CommonJS module is a function named by its path (V8's coverage).
+ */
+async function bundledFunctionsRun(visit: (url: string) => Promise<void>): Promise<string[]> {
+  const coverage = fs.mkdtempSync(path.join(tmp, 'coverage-'));
+  const server = await spawnServer({ dataDir: fs.mkdtempSync(path.join(tmp, 'data-')), command: [process.execPath, path.join(DIST, 'cli.js')], env: { NODE_V8_COVERAGE: coverage } });
+  try {
+    await visit(server.url);
+  } finally {
+    server.child.kill('SIGTERM');
+  }
+  expect(await server.exited).toBe(0);
+  type Coverage = { result: { url: string; functions: { functionName: string; ranges: { count: number }[] }[] }[] };
+  const scripts = fs.readdirSync(coverage).flatMap((name) => (JSON.parse(fs.readFileSync(path.join(coverage, name), 'utf8')) as Coverage).result);
+  const bundle = scripts.filter((script) => /\/dist\/cli(\.[^/]+)?\.js$/.test(script.url));
+  expect(bundle.length).toBeGreaterThan(1);
+  return bundle.flatMap((script) => script.functions.filter((fn) => fn.ranges[0]!.count > 0).map((fn) => fn.functionName));
 }
 
 /** Writes the Node built-in modules the process loaded to stderr as it exits. */
@@ -145,6 +166,43 @@ describe('node dist/cli.js', () => {
     expect(await server.exited).toBe(0);
   });
 
+  it("starts without running ajv, Fastify's own compilers, busboy, thread-stream or json-schema-resolver; each runs when first needed", { timeout: 120_000 }, async () => {
+    const started = await bundledFunctionsRun(async (url) => {
+      const health = await fetch(`${url}/health`);
+      expect(health.status).toBe(200);
+      expect(await health.json()).toMatchObject({ status: 'ok' });
+    });
+    const asked = await bundledFunctionsRun(async (url) => {
+      const headers = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
+      const { id } = (await (await fetch(`${url}/conversations`, { method: 'POST', headers, body: '{}' })).json()) as { id: string };
+      const post = (outputSchema: unknown) => fetch(`${url}/conversations/${id}/messages`, { method: 'POST', headers, body: JSON.stringify({ content: 'report', run: false, output_schema: outputSchema }) });
+      const refused = await post({ type: 'no-such-type' });
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { message: string }).message).toMatch(/^output_schema is not a usable JSON Schema: /);
+      // draft-07 with ajv-formats' formats, then each dialect's own instance.
+      expect((await post({ type: 'object', properties: { mail: { type: 'string', format: 'email' } } })).status).toBe(202);
+      expect((await post({ $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'array', prefixItems: [{ type: 'string' }] })).status).toBe(202);
+      expect((await post({ $schema: 'https://json-schema.org/draft/2019-09/schema', type: 'string' })).status).toBe(202);
+      // busboy for an upload, json-schema-resolver for the OpenAPI document.
+      const form = new FormData();
+      form.append('file', new Blob(['uploaded']), 'note.txt');
+      expect((await fetch(`${url}/conversations/${id}/files/upload`, { method: 'POST', headers: { authorization: `Bearer ${TEST_KEY}` }, body: form })).status).toBe(201);
+      const document = await fetch(`${url}/docs/json`);
+      expect(document.status).toBe(200);
+      expect(((await document.json()) as { paths: Record<string, unknown> }).paths['/conversations/{id}/files/upload']).toBeDefined();
+    });
+    // fast-json-stringify's validator: for a response schema with a union its serializer must pick a branch of.
+    const ajv = /node_modules\/(ajv\/dist\/ajv|fast-json-stringify\/lib\/validator)\.js$/;
+    const compilers = /node_modules\/@fastify\/(ajv-compiler|fast-json-stringify-compiler)\/index\.js$/;
+    const onFirstUse = [ajv, /node_modules\/@fastify\/busboy\/index\.js$/, /node_modules\/json-schema-resolver\/ref-resolver\.js$/];
+    const transport = /node_modules\/thread-stream\/index\.js$/;
+    expect(started.filter((name) => [...onFirstUse, compilers, transport].some((module) => module.test(name)))).toEqual([]);
+    for (const module of onFirstUse) expect(asked.some((name) => module.test(name)), String(module)).toBe(true);
+    expect(asked.filter((name) => compilers.test(name) || transport.test(name))).toEqual([]);
+    // Fastify's plugin checks run semver's satisfies from its own module, without the package's index.
+    expect(started.filter((name) => /node_modules\/semver\/(index|functions\/satisfies)\.js$/.test(name)).map((name) => name.replace(/^.*node_modules\//, ''))).toEqual(['semver/functions/satisfies.js']);
+  });
+
   it('stands in for a left-out package with something that throws, saying what needed it, when that is reached', async () => {
     const output = await bundleAndRun({
       'node_modules/@fastify/static/index.js': "const { glob } = require('glob');\nmodule.exports = glob;\n",
@@ -174,7 +232,7 @@ describe('node dist/cli.js', () => {
   // Node the Docker image runs). The server's own HTTP client is the undici package, loaded when
   // first needed: built-in modules whose namespace costs more than the module are reached through
   // process.getBuiltinModule.
-  it(`starts on the Node agentd ships (${NODE_RUNTIME_VERSION}, the Docker image's) without loading Node's own undici`, { timeout: 300_000 }, async () => {
+  it(`starts on the Node agentd ships (${NODE_RUNTIME_VERSION}, the Docker image's) without loading Node's own undici, TLS or zlib`, { timeout: 300_000 }, async () => {
     const runtime = ensureRuntime({ root: ROOT });
     const hook = path.join(tmp, 'builtins-hook.mjs');
     fs.writeFileSync(hook, BUILTINS_HOOK);
@@ -188,6 +246,8 @@ describe('node dist/cli.js', () => {
     const builtins = server.output().split('\n').filter((line) => line.startsWith('BUILTIN NativeModule ')).map((line) => line.slice('BUILTIN NativeModule '.length));
     expect(builtins).toContain('http');
     expect(builtins.filter((name) => name.includes('undici'))).toEqual([]);
+    // Nor TLS (Fastify's HTTPS and HTTP/2 servers, prom-client's push gateway: scripts/perf/stand-ins.mjs), nor zlib (a checkpoint's).
+    for (const name of ['tls', 'https', 'http2', 'zlib']) expect(builtins, name).not.toContain(name);
   });
 
   it('checks bash permission rules with the parser it loads on first use (its WebAssembly found beside the bundle)', { timeout: 60_000 }, async () => {

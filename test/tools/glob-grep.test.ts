@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, readFile, realpath, rm, utimes, writeFile } from 'node:
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createRipgrepSearcher, detectRipgrep, selectTextSearcher } from '../../src/adapters/search/ripgrep-searcher.js';
+import { createRipgrepSearcher, detectRipgrep, selectTextSearcher, textSearcherOnFirstUse } from '../../src/adapters/search/ripgrep-searcher.js';
 import { ProcessSpawner } from '../../src/adapters/process/process-spawner.js';
 import { globTool } from '../../src/core/tools/glob.js';
 import { createGrepTool } from '../../src/core/tools/grep.js';
@@ -291,6 +291,23 @@ describe.skipIf(!ripgrepVersion)('ripgrep adapter', () => {
   it('selectTextSearcher picks ripgrep when present and JS when the command is missing', async () => {
     expect((await selectTextSearcher()).name).toBe('ripgrep');
     expect((await selectTextSearcher({ command: 'agentd-no-such-rg-binary' })).name).toBe('javascript');
+  });
+
+  it("the server's grep chooses its searcher at its first search, and its results name the one chosen", async () => {
+    const workdir = await realpath(await mkdtemp(path.join(os.tmpdir(), 'agentd-grep-first-use-')));
+    try {
+      await writeFile(path.join(workdir, 'a.txt'), 'one needle\n');
+      for (const [command, engine] of [[undefined, 'ripgrep'], ['agentd-no-such-rg-binary', 'javascript']] as const) {
+        const searcher = textSearcherOnFirstUse(command ? { command } : {});
+        expect(searcher.name).toBe('not chosen yet');
+        const result = await createGrepTool(searcher).execute({ pattern: 'needle' }, makeContext(workdir));
+        expect(result.content).toContain('a.txt:1: one needle');
+        expect(result.data).toMatchObject({ matches: 1, engine });
+        expect(searcher.name).toBe(engine);
+      }
+    } finally {
+      await rm(workdir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -1,9 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
-import { deflateSync, inflateSync } from 'node:zlib';
 import { EMPTY_TREE, type ChangedPath } from '../../core/checkpoints/shadow-repository.js';
 import { writeFileAtomic } from '../files/index.js';
+
+/** zlib when a checkpoint is written or read: an import at the top would load it at every start. */
+const zlib = () => process.getBuiltinModule('node:zlib');
 
 /**
  * A checkpoint's git work that needs no git process (each one's start is paid on the path of the
@@ -62,7 +64,7 @@ function writeObject(gitDir: string, type: string, content: Buffer): string {
   // Objects are named by their content: one already there is this one.
   if (fs.existsSync(file)) return id;
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  replaceFile(gitDir, file, deflateSync(whole), 0o444);
+  replaceFile(gitDir, file, zlib().deflateSync(whole), 0o444);
   return id;
 }
 
@@ -117,7 +119,7 @@ function readTree(gitDir: string, id: string): TreeEntry[] | null {
   if (id === EMPTY_TREE) return [];
   let raw: Buffer;
   try {
-    raw = inflateSync(fs.readFileSync(path.join(gitDir, 'objects', id.slice(0, 2), id.slice(2))));
+    raw = zlib().inflateSync(fs.readFileSync(path.join(gitDir, 'objects', id.slice(0, 2), id.slice(2))));
   } catch {
     return null;
   }

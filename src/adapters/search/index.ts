@@ -1,2 +1,2 @@
 // The grep tool's searcher: ripgrep in the sandbox when the machine has it, else a JavaScript one.
-export { detectRipgrep, selectTextSearcher } from './ripgrep-searcher.js';
+export { detectRipgrep, selectTextSearcher, textSearcherOnFirstUse } from './ripgrep-searcher.js';

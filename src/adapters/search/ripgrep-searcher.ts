@@ -77,6 +77,25 @@ export async function selectTextSearcher(options: RipgrepSearcherOptions = {}): 
   return (await detectRipgrep(options.command)) ? createRipgrepSearcher(options) : jsTextSearcher;
 }
 
+/**
+ * selectTextSearcher's choice, made at the first search rather than at start-up: a server answers
+ * before any `rg --version` has run (the warm-up runs it early, cli/warm-up.ts). Its name is the
+ * chosen searcher's once a search has started.
+ */
+export function textSearcherOnFirstUse(options: RipgrepSearcherOptions = {}): TextSearcher {
+  let selecting: Promise<TextSearcher> | undefined;
+  let chosen: TextSearcher | undefined;
+  return {
+    get name() {
+      return chosen?.name ?? 'not chosen yet';
+    },
+    async search(searchOptions) {
+      chosen ??= await (selecting ??= selectTextSearcher(options));
+      return chosen.search(searchOptions);
+    },
+  };
+}
+
 export function createRipgrepSearcher(options: RipgrepSearcherOptions = {}): TextSearcher {
   const settings = {
     command: options.command ?? 'rg',

@@ -64,21 +64,22 @@ export class ShellLedger {
   reapOrphans(): number {
     const previous = [...ShellLedger.read(this.file), ...(this.legacyFile ? ShellLedger.read(this.legacyFile) : [])];
     let reaped = 0;
-    const processes = listProcesses();
+    // Scanned only when the journal names a shell (the scan reads every process's status), then
+    // once: listProcesses keeps its snapshot for the rest of this turn of the event loop.
     for (const entry of previous) {
       const current = readProcess(entry.pid);
       // A zombie has exited already: the previous server's shells, killed at its exit, may not
       // be reaped by init yet. Only a running process is a shell left behind.
       if (!current || current.zombie) {
         // The leader is gone; what is left of its group (a sandbox's init that outlived bwrap) is ours.
-        if (processes.some((other) => other.pgid === entry.pid && !other.zombie)) {
+        if (listProcesses().some((other) => other.pgid === entry.pid && !other.zombie)) {
           killRecordedGroup({ pgid: entry.pid, startTime: entry.startTime });
           reaped += 1;
         }
         continue;
       }
       if (current.startTime !== entry.startTime) continue;
-      for (const pid of descendantsOf(entry.pid, processes)) signalQuietly(pid, 'SIGKILL');
+      for (const pid of descendantsOf(entry.pid, listProcesses())) signalQuietly(pid, 'SIGKILL');
       signalQuietly(-entry.pid, 'SIGKILL');
       signalQuietly(entry.pid, 'SIGKILL');
       reaped += 1;

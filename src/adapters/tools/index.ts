@@ -2,7 +2,7 @@ import type { Config } from '../../config.js';
 import { VERSION } from '../../version.js';
 import type { ProcessLauncher } from '../process/process-launcher.js';
 import type { SpawnProcess } from '../process/process-spawner.js';
-import { selectTextSearcher } from '../search/ripgrep-searcher.js';
+import { textSearcherOnFirstUse } from '../search/ripgrep-searcher.js';
 import { UndiciWebFetcher } from '../web/undici-web-fetcher.js';
 import { ProviderWebSearcher } from '../web/web-search-providers.js';
 import { askUserTool } from '../../core/tools/ask-user.js';
@@ -31,7 +31,7 @@ export async function createTools(config: Config, launcher: ProcessLauncher, spa
   const fileEditorTool = createFileEditorTool(checker ? { checker } : {});
   const webFetcher = new UndiciWebFetcher({ ...config.web.fetch, userAgent: `agentd/${VERSION} (web_fetch)` });
   const webSearcher = config.web.search ? new ProviderWebSearcher({ ...config.web.search, timeoutMs: config.web.fetch.timeoutMs, userAgent: `agentd/${VERSION}` }) : null;
-  const grep = createGrepTool(await selectTextSearcher({ launcher, env: { ...config.agentEnv.hostEnv }, ...(spawn && { spawn }) }));
+  const grep = createGrepTool(textSearcherOnFirstUse({ launcher, env: { ...config.agentEnv.hostEnv }, ...(spawn && { spawn }) }));
   const tools = [bashTool, fileEditorTool, globTool, grep, taskTrackerTool, askUserTool, createWebFetchTool(webFetcher), ...(webSearcher ? [createWebSearchTool(webSearcher)] : []), taskTool, skillTool, slashCommandTool, finishTool] as ToolDefinition[];
   return {
     tools,

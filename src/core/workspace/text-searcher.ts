@@ -39,7 +39,7 @@ export interface TextSearchResult {
 }
 
 export interface TextSearcher {
-  /** 'ripgrep' or 'javascript': shown in the tool's data for diagnosis. */
+  /** 'ripgrep' or 'javascript': shown in the tool's data for diagnosis (one chosen at its first search names none before). */
   readonly name: string;
   /** Throws SearchPatternError for a pattern that does not compile. */
   search(options: TextSearchOptions): Promise<TextSearchResult>;
