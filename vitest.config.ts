@@ -2,10 +2,10 @@ import { defineConfig } from 'vitest/config';
 
 // Files that need a process of their own: they mock a built-in module for the code they import
 // (auth-key-check), measure the process's own heap (compact-heap), watch a look-up that the
-// first import of its module does once per process (start-up-overlap), or count on the key lists
+// first import of its module does once per process (start-up-ripgrep), or count on the key lists
 // that this process has seen (conversation-index, user-keyed-records: user-keyed.ts shares hidden
 // classes for at most 512 lists, and forgets the lists seen once at 4,096, which other files fill).
-const ownProcess = ['test/http/auth-key-check.test.ts', 'test/perf/compact-heap.test.ts', 'test/cli/start-up-overlap.test.ts', 'test/events/conversation-index.test.ts', 'test/perf/user-keyed-records.test.ts'];
+const ownProcess = ['test/http/auth-key-check.test.ts', 'test/perf/compact-heap.test.ts', 'test/cli/start-up-ripgrep.test.ts', 'test/events/conversation-index.test.ts', 'test/perf/user-keyed-records.test.ts'];
 
 export default defineConfig({
   test: {
