@@ -21,6 +21,7 @@ import { build } from 'esbuild';
 import { inject } from 'postject';
 import { ensureRuntime } from './binary-runtime.mjs';
 import { buildUi } from './build-ui.mjs';
+import { BINARY_BUNDLE_OPTIONS } from './perf/binary-bundle.mjs';
 import { SERVER_NODE_FLAGS } from './perf/server-node-flags.mjs';
 import { standIns } from './perf/stand-ins.mjs';
 import { root } from './prepare.mjs';
@@ -119,6 +120,7 @@ async function main() {
       plugins: [absentModules, ...standIns],
       legalComments: 'none',
       logLevel: 'warning',
+      ...BINARY_BUNDLE_OPTIONS,
     });
     // The HTML worker's program with turndown and domino in it (src/adapters/web/html-converter.ts):
     // a worker thread runs a script, and the binary has no node_modules to load them from.

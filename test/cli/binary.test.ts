@@ -83,6 +83,12 @@ describe('the single executable', () => {
     expect(spawnSync(BINARY, ['--no-such-flag'], { cwd, encoding: 'utf8' }).status).toBe(2);
   });
 
+  it('keeps its bundle at one byte a character (scripts/perf/binary-bundle.mjs)', () => {
+    // One character beyond Latin-1 anywhere and V8 holds the whole source, in each of its processes, at two bytes each.
+    const source = fs.readFileSync(`${BINARY}.cjs`, 'utf8');
+    expect(source.match(/[^\u0000-\u00ff]/gu)?.slice(0, 5) ?? []).toEqual([]);
+  });
+
   it('serves /alive, /openapi.json and Swagger UI from its own assets, written out when first asked for', async () => {
     // Swagger UI's files (2.5 MB) are written to a temp dir of the server's by the first request for them, not at start-up.
     const [uiDir, ...others] = fs.readdirSync(path.join(cwd, 'tmp')).filter((name) => name.startsWith('agentd-swagger-ui-'));
