@@ -111,8 +111,16 @@ describe.skipIf(skipReason !== null)('PostgreSQL stopped mid-run', () => {
     expect(events.some((event) => event.content === 'an answer that cannot be recorded')).toBe(false);
     for (const server of [a!, b!, c!]) expect((await api(server.url, '/metrics')).text).toMatch(/^agentd_cluster_failovers_total 0$/m);
 
-    // It is resumable, from any instance: the run carries on where it stopped.
-    expect((await api(b!.url, `/conversations/${id}/run`, { method: 'POST', body: '{}' })).status).toBe(202);
+    // It is resumable, from any instance: the run carries on where it stopped. An instance whose
+    // pool is still getting its connections back answers 503 with Retry-After, as in the outage:
+    // a client tries again then, and the resume is accepted once, never refused for another reason.
+    let resumed = await api(b!.url, `/conversations/${id}/run`, { method: 'POST', body: '{}' });
+    for (const deadline = Date.now() + 30_000; resumed.status === 503 && Date.now() < deadline; ) {
+      expect(resumed.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      resumed = await api(b!.url, `/conversations/${id}/run`, { method: 'POST', body: '{}' });
+    }
+    expect(resumed.status, resumed.text.slice(0, 300)).toBe(202);
     await until('the resumed run ended', 60_000, async () => {
       const runs = (await api(c!.url, `/conversations/${id}/runs`)).body?.items as { status: string }[] | undefined;
       return runs?.length === 2 && runs.every((item) => item.status !== 'running') ? runs : undefined;
