@@ -163,6 +163,7 @@ describe.skipIf(fallbackReason !== null || process.env.AGENTD_SANDBOX === 'none'
     for (let round = 0; round < ROUNDS; round++) {
       if (round > 0) api = await start(dataDir);
       let killed = false;
+      const before = checkpoints;
       const loops = conversations.map(async (conversation) => {
         for (let n = 0; !killed; n++) {
           try {
@@ -173,6 +174,9 @@ describe.skipIf(fallbackReason !== null || process.env.AGENTD_SANDBOX === 'none'
           }
         }
       });
+      // The kill comes once checkpoints are under way (a loaded machine may take the whole window
+      // for the first), at a random moment among the next ones.
+      await until(() => checkpoints > before, 'a first checkpoint of the round', 60_000);
       await sleep(200 + Math.random() * 600);
       killed = true;
       const left = await killAndLook(dataDir);
