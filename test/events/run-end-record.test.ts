@@ -172,15 +172,22 @@ describe("a new conversation's first message: its title and the project's rules 
   const bash = (command: string) => ({ toolCalls: [{ name: 'bash', arguments: { command } }] });
   type Saved = { status: string; title: string | null; project_permissions?: unknown };
 
-  it('saves the record once, before the 202, then not again; both survive kill -9 during the first tool call', { timeout: 120_000 }, async () => {
+  /** A fake LLM answering `done`, a server on a data dir of its own and a conversation on it, with its record's file. */
+  async function serverWithConversation() {
     fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
     const dir = tempDir('agentd-first-save-');
     dataDirs.push(dir);
-    let server = await spawn(dir);
+    const server = await spawn(dir);
     const created = await api(server, 'POST', '/conversations', llm());
     expect(created.status).toBe(201);
     const { id, workdir } = created.body as { id: string; workdir: string };
-    const file = path.join(dir, 'conversations', id, 'conversation.json');
+    return { dir, server, id, workdir, file: path.join(dir, 'conversations', id, 'conversation.json') };
+  }
+
+  it('saves the record once, before the 202, then not again; both survive kill -9 during the first tool call', { timeout: 120_000 }, async () => {
+    const started = await serverWithConversation();
+    const { dir, id, workdir, file } = started;
+    let server = started.server;
     const settings = path.join(workdir, '.claude', 'settings.json');
     fs.mkdirSync(path.dirname(settings));
     fs.writeFileSync(settings, JSON.stringify({ permissions: { deny: ['bash(rm -rf*)'] } }));
@@ -188,7 +195,7 @@ describe("a new conversation's first message: its title and the project's rules 
     const saves = watchSaves(file);
 
     // The first tool call rewrites the project's settings, and is still running when the server is killed.
-    fake.setScript([bash(`echo '{}' > .claude/settings.json && sleep 5`)]);
+    fake!.setScript([bash(`echo '{}' > .claude/settings.json && sleep 5`)]);
     expect((await api(server, 'POST', `/conversations/${id}/messages`, { content: 'first\nmore', run: true })).status).toBe(202);
     expect(await saves.count(), 'saves by the 202').toBe(1);
     expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toMatchObject({ status: 'idle', title: 'first', project_permissions: { ask: [], deny: ['bash(rm -rf*)'] } } satisfies Saved);
@@ -199,7 +206,7 @@ describe("a new conversation's first message: its title and the project's rules 
     server = await spawn(dir);
     expect(((await api(server, 'GET', `/conversations/${id}`)).body as Saved).title).toBe('first');
     // The rules kept before the tool call ran, not the file it left, decide the next run.
-    fake.setScript([bash('rm -rf victim'), { text: 'done' }]);
+    fake!.setScript([bash('rm -rf victim'), { text: 'done' }]);
     expect((await api(server, 'POST', `/conversations/${id}/messages`, { content: 'second', run: true })).status).toBe(202);
     await waitUntil('the second run ended', async () => ((await api(server, 'GET', `/conversations/${id}`)).body as Saved).status === 'idle');
     expect(fs.existsSync(path.join(workdir, 'victim'))).toBe(true);
@@ -208,13 +215,9 @@ describe("a new conversation's first message: its title and the project's rules 
   });
 
   it('a message without a run saves its title once; the next one, with a run, saves the rules once; a later turn nothing', { timeout: 120_000 }, async () => {
-    fake = await startFakeLlm({ whenExhausted: { text: 'done' } });
-    const dir = tempDir('agentd-first-save-');
-    dataDirs.push(dir);
-    let server = await spawn(dir);
-    const created = await api(server, 'POST', '/conversations', llm());
-    const id = (created.body as { id: string }).id;
-    const file = path.join(dir, 'conversations', id, 'conversation.json');
+    const started = await serverWithConversation();
+    const { dir, id, file } = started;
+    let server = started.server;
     let saves = watchSaves(file);
 
     expect((await api(server, 'POST', `/conversations/${id}/messages`, { content: 'noted', run: false })).status).toBe(202);
