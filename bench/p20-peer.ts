@@ -7,7 +7,7 @@ import { startFakeLlm, type FakeLlm, type FakeStaticTurn, type RecordedRequest }
 import { ensureRuntime, NODE_RUNTIME_VERSION } from '../scripts/binary-runtime.mjs';
 import type { Benchmark, BenchOptions, BenchTable } from './support/benchmark.js';
 import { descendants } from './support/process-census.js';
-import { BENCH_KEY, CLI, ROOT, startProcess, type StartedProcess } from './support/processes.js';
+import { BENCH_KEY, childScript, CLI, ROOT, startProcess, type StartedProcess } from './support/processes.js';
 import { fmt, median } from './support/stats.js';
 
 /** Where the peer is installed (bench/peer/package.json pins its version; `npm install` there, once). */
@@ -36,7 +36,8 @@ const WARM_TURNS = 50;
  * paced 0.2, 2 and 10 s apart, on servers started fresh (their first turns) and warm (after 50
  * turns); the server's CPU per turn (its whole process tree, garbage collections and what runs in
  * the pauses included); start to ready; RSS and PSS of the process tree after 50 turns; 20
- * concurrent round trips. agentd runs on the Node it ships on, with its default sandbox.
+ * concurrent round trips. agentd runs on the Node it ships on, with its default sandbox. Beside the
+ * warm rows, the floor: a server that does only the turn's hops (bench/children/hops-server.ts).
  */
 export const p20Peer: Benchmark = {
   id: 'P20',
@@ -77,8 +78,9 @@ async function measure({ quick, tmp }: BenchOptions): Promise<{ sizes: string; t
   const starts = quick ? 1 : 3;
   const warmTurns = quick ? 20 : WARM_TURNS;
   const node = ensureRuntime({ root: ROOT });
-  const fakes = { agentd: await startFakeLlm({ script: [], whenExhausted: bashThenAnswer, requireSystemFirst: false }), opencode: await startFakeLlm({ script: [], whenExhausted: bashThenAnswer, requireSystemFirst: false }) };
+  const fakes = { agentd: await startFakeLlm({ script: [], whenExhausted: bashThenAnswer, requireSystemFirst: false }), opencode: await startFakeLlm({ script: [], whenExhausted: bashThenAnswer, requireSystemFirst: false }), hops: await startFakeLlm({ script: [], whenExhausted: bashThenAnswer, requireSystemFirst: false }) };
   const figures = { agentd: new Figures(), opencode: new Figures() };
+  const floor = new Figures();
   const subject = (name: Name, label: string) => (name === 'agentd' ? new Agentd(node, fakes.agentd, path.join(tmp, `agentd-${label}`)) : new Opencode(fakes.opencode, path.join(tmp, `opencode-${label}`)));
   try {
     // Each server once before anything is measured: the peer fetches its provider package then,
@@ -121,6 +123,7 @@ async function measure({ quick, tmp }: BenchOptions): Promise<{ sizes: string; t
     // Warm servers: 50 turns first, then paced turns, the tree's CPU read around each paced block.
     const pair = { agentd: subject('agentd', 'warm'), opencode: subject('opencode', 'warm') };
     await Promise.all(NAMES.map((name) => pair[name].start()));
+    let hops: Hops | undefined;
     try {
       for (const name of NAMES) {
         const server = pair[name];
@@ -132,11 +135,20 @@ async function measure({ quick, tmp }: BenchOptions): Promise<{ sizes: string; t
         figures[name].add(`tree RSS after ${warmTurns} turns, MiB`, memory.rss / 2 ** 20);
         figures[name].add(`tree PSS after ${warmTurns} turns, MiB`, memory.pss / 2 ** 20);
       }
+      // The floor's server sends the two requests of agentd's last warm turn (a later turn's).
+      const bodies = path.join(tmp, 'hops-bodies.json');
+      fs.writeFileSync(bodies, JSON.stringify(fakes.agentd.requests.slice(-2).map((recorded) => recorded.body)));
+      hops = new Hops(node, fakes.hops, bodies);
+      await hops.start();
+      for (let c = 0; c < warmTurns / 5; c++) {
+        const id = await hops.newConversation();
+        for (let turn = 0; turn < 5; turn++) await hops.turn(id, 'Run true.');
+      }
       for (const pace of paces) {
         const cpuBefore = { agentd: treeCpuMs(pair.agentd.pid), opencode: treeCpuMs(pair.opencode.pid) };
         let turns = 0;
         for (let round = 0; round < warmRounds; round++) {
-          const ids = { agentd: '', opencode: '' };
+          const ids = { agentd: '', opencode: '', hops: '' };
           for (const kind of ['new conversation', 'later turn'] as const) {
             for (const name of NAMES) {
               const server = pair[name];
@@ -144,6 +156,10 @@ async function measure({ quick, tmp }: BenchOptions): Promise<{ sizes: string; t
               figures[name].add(`warm server, ${kind}, ${pace / 1000} s apart`, await server.turn(ids[name], 'Run true.'));
             }
             turns += 1;
+            // The floor's turn after a pause of its own, as agentd's (its process is in neither tree: the CPU figures hold without it).
+            if (kind === 'new conversation') ids.hops = await hops.newConversation();
+            await sleep(pace);
+            floor.add(`${kind}, ${pace / 1000} s apart`, await hops.turn(ids.hops, 'Run true.'));
             await sleep(pace);
           }
         }
@@ -159,10 +175,10 @@ async function measure({ quick, tmp }: BenchOptions): Promise<{ sizes: string; t
         figures[name].add('20 concurrent round trips, median, ms', median(each));
       }
     } finally {
-      await Promise.all(NAMES.map((name) => pair[name].stop()));
+      await Promise.all([...NAMES.map((name) => pair[name].stop()), hops?.stop()]);
     }
   } finally {
-    await Promise.all(NAMES.map((name) => fakes[name].close()));
+    await Promise.all([...NAMES.map((name) => fakes[name].close()), fakes.hops.close()]);
   }
   const rows = [...figures.agentd.samples.keys()].map((row) => {
     const a = figures.agentd.median(row);
@@ -170,9 +186,24 @@ async function measure({ quick, tmp }: BenchOptions): Promise<{ sizes: string; t
     // Every row is a time, CPU or memory figure: smaller is better, so opencode / agentd is agentd's lead.
     return [row, fmt(a), fmt(o), `×${fmt(o / a)}`];
   });
+  const floorRows = paces.flatMap((pace) =>
+    (['new conversation', 'later turn'] as const).map((kind) => {
+      const row = `${kind}, ${pace / 1000} s apart`;
+      const hopsMs = floor.median(row);
+      const opencodeMs = figures.opencode.median(`warm server, ${row}`);
+      return [row, fmt(hopsMs), fmt(figures.agentd.median(`warm server, ${row}`)), fmt(opencodeMs), `×${fmt(opencodeMs / hopsMs)}`];
+    }),
+  );
   return {
     sizes: `${paces.map((pace) => `${pace / 1000} s`).join(', ')} pacing; ${freshServers} fresh server(s) per pace (3 turns each), ${warmRounds} warm rounds per pace after ${warmTurns} turns; agentd on Node ${NODE_RUNTIME_VERSION} (its default sandbox), opencode ${peerVersion()}`,
-    tables: [{ caption: 'Medians; the last column is how many times agentd is faster or smaller', columns: ['', 'agentd', 'opencode', 'opencode / agentd'], rows }],
+    tables: [
+      { caption: 'Medians; the last column is how many times agentd is faster or smaller', columns: ['', 'agentd', 'opencode', 'opencode / agentd'], rows },
+      {
+        caption: "The turn's floor on this machine: a server doing only a turn's hops (POST answered, agentd's two LLM requests, `true` in a running bash without a sandbox, one event on the stream), on the same Node, in the warm rounds beside the others; medians, ms",
+        columns: ['warm server', 'the hops alone', 'agentd', 'opencode', 'opencode / the hops alone'],
+        rows: floorRows,
+      },
+    ],
     notes: [],
   };
 }
@@ -345,6 +376,40 @@ class Opencode extends Subject {
 
   protected async send(id: string, text: string): Promise<void> {
     await this.post(`/session/${id}/prompt_async`, { parts: [{ type: 'text', text }] }, 204);
+  }
+}
+
+/** P20's floor: bench/children/hops-server.ts, on the Node agentd runs on, with agentd's routes. */
+class Hops extends Subject {
+  protected readonly streamPath = '/events/stream';
+  protected readonly headers = {};
+
+  constructor(
+    private readonly node: string,
+    private readonly fake: FakeLlm,
+    private readonly bodies: string,
+  ) {
+    super();
+  }
+
+  protected spawn(): Promise<StartedProcess> {
+    return startProcess({
+      command: [this.node, childScript('hops-server')],
+      args: (port) => ['--port', String(port), '--llm', this.fake.url, '--bodies', this.bodies],
+      probe: '/health',
+    });
+  }
+
+  protected runEndOf(data: Record<string, unknown>): string | null {
+    return data.kind === 'state_update' && data.status !== 'running' ? (data.conversation_id as string) : null;
+  }
+
+  async newConversation(): Promise<string> {
+    return (JSON.parse(await this.post('/conversations', {}, 201)) as { id: string }).id;
+  }
+
+  protected async send(id: string, text: string): Promise<void> {
+    await this.post(`/conversations/${id}/messages`, { content: text, run: true }, 202);
   }
 }
 
