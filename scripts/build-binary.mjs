@@ -24,6 +24,7 @@ import { inject } from 'postject';
 import { ensureRuntime } from './binary-runtime.mjs';
 import { buildUi } from './build-ui.mjs';
 import { BINARY_BUNDLE_OPTIONS } from './perf/binary-bundle.mjs';
+import { placeBinary } from './perf/binary-file.mjs';
 import { SERVER_NODE_FLAGS } from './perf/server-node-flags.mjs';
 import { standIns } from './perf/stand-ins.mjs';
 import { root } from './prepare.mjs';
@@ -221,7 +222,7 @@ async function main() {
     await withoutHarmlessWarnings(() => inject(binary, 'NODE_SEA_BLOB', fs.readFileSync(blob), { sentinelFuse: SEA_FUSE }));
 
     fs.renameSync(bundle, `${output}.cjs`);
-    fs.renameSync(binary, output);
+    placeBinary(binary, output);
     const megabytes = (fs.statSync(output).size / 1024 / 1024).toFixed(1);
     process.stdout.write(`built ${path.relative(process.cwd(), output)} (agentd ${version} on node ${runtimeVersion}, ${megabytes} MB, ${Object.keys(assets).length} assets) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
   } finally {
