@@ -8,7 +8,7 @@ import { fmt, median, megabytes, ratio, spread } from './support/stats.js';
 const BINARY = path.join(ROOT, 'dist', 'agentd');
 const BUILD_SCRIPT = path.join(ROOT, 'scripts', 'build-binary.mjs');
 /** What dist/agentd is built from: as test/cli/binary.test.ts lists them. */
-const BUILD_INPUTS = ['src', 'package-lock.json', 'scripts/build-binary.mjs', 'scripts/binary-runtime.mjs', 'scripts/build-ui.mjs'].map((name) => path.join(ROOT, name));
+const BUILD_INPUTS = ['src', 'package-lock.json', 'scripts/build-binary.mjs', 'scripts/binary-runtime.mjs', 'scripts/build-ui.mjs', 'scripts/perf'].map((name) => path.join(ROOT, name));
 
 /**
  * P7: the single executable (`npm run build:binary`) from spawn to `/alive` 200, versus

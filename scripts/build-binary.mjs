@@ -1,11 +1,13 @@
 // `npm run build:binary`: dist/agentd, a Node single executable application (SEA).
-//   1. esbuild bundles src/cli.ts into one CommonJS file (dist/agentd.cjs), the version defined in.
-//   2. The runtime's `node --experimental-sea-config` makes the SEA blob: that bundle plus, as
-//      assets, every file the server reads at run time (src/**/*.md|txt under their own name,
-//      Swagger UI's static files under `swagger-ui/`, the dashboard's under `ui/`, the bash
-//      parser's WebAssembly under `tree-sitter/`, the HTML worker's script as `html-worker.cjs`)
-//      and `assets.json` listing them (see
-//      src/assets.ts). The runtime is a current LTS Node fetched from the npm registry
+//   1. esbuild bundles src/cli.ts into one CommonJS file (dist/agentd.cjs), the version defined in,
+//      and the runtime compiles it once to write its V8 code cache.
+//   2. The runtime's `node --experimental-sea-config` makes the SEA blob: a small main
+//      (src/cli/binary-main.ts: the spawner, or that bundle compiled from its asset) plus, as
+//      assets, the bundle (`agentd.cjs`) and its code cache (`agentd.cjs.cache`), and every file
+//      the server reads at run time (src/**/*.md|txt under their own name, Swagger UI's static
+//      files under `swagger-ui/`, the dashboard's under `ui/`, the bash parser's WebAssembly under
+//      `tree-sitter/`, the HTML worker's script as `html-worker.cjs`) and `assets.json` listing
+//      them (see src/assets.ts). The runtime is a current LTS Node fetched from the npm registry
 //      (scripts/binary-runtime.mjs), not the node running this script: the blob must be made by
 //      the same node it is injected into.
 //   3. postject injects the blob into a copy of that runtime (Node 24 has no `--build-sea`).
@@ -14,7 +16,7 @@
 // `--node <path>` builds on another node binary (which must support SEA).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
+import { createRequire, isBuiltin } from 'node:module';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
@@ -22,6 +24,7 @@ import { inject } from 'postject';
 import { ensureRuntime } from './binary-runtime.mjs';
 import { buildUi } from './build-ui.mjs';
 import { BINARY_BUNDLE_OPTIONS } from './perf/binary-bundle.mjs';
+import { placeBinary } from './perf/binary-file.mjs';
 import { SERVER_NODE_FLAGS } from './perf/server-node-flags.mjs';
 import { standIns } from './perf/stand-ins.mjs';
 import { root } from './prepare.mjs';
@@ -49,6 +52,20 @@ const absentModules = {
       contents: `throw Object.assign(new Error(${JSON.stringify(`Cannot find module '${args.path}'`)}), { code: '${ABSENT_MODULES[args.path]}' });`,
       loader: 'js',
     }));
+  },
+};
+
+/**
+ * `import()` of Node's own modules (the bash parser's WebAssembly glue, the heap compaction...)
+ * through a module of the bundle that requires it: the bundle runs as a function that its main
+ * compiles (src/cli/binary-main.ts), which has no module loader for `import()`. Not esbuild's own
+ * rewrite into `require()`: the glue declares a `require` of its own in the same function.
+ */
+const builtinImports = {
+  name: 'builtin-imports',
+  setup(esbuild) {
+    esbuild.onResolve({ filter: /.*/ }, (args) => (args.kind === 'dynamic-import' && isBuiltin(args.path) ? { path: args.path, namespace: 'builtin-import' } : undefined));
+    esbuild.onLoad({ filter: /.*/, namespace: 'builtin-import' }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)});`, loader: 'js' }));
   },
 };
 
@@ -99,6 +116,37 @@ async function withoutHarmlessWarnings(task) {
   }
 }
 
+/**
+ * The V8 code cache of the bundle's asset as src/cli/binary-main.ts compiles it (read as Latin-1,
+ * into a function of the CommonJS wrapper's parameters), made by the runtime it will run on with
+ * the binary's Node options, so that V8 accepts it: the binary then starts without parsing the
+ * whole bundle, as it did when the bundle was a SEA main built with `useCodeCache`.
+ */
+function writeCodeCache(runtime, bundle, output) {
+  const program = [
+    "const fs = require('node:fs');",
+    "const vm = require('node:vm');",
+    "const [bundle, output] = process.argv.slice(1);",
+    "const compiled = vm.compileFunction(fs.readFileSync(bundle, 'latin1'), ['exports', 'require', 'module', '__filename', '__dirname'], { produceCachedData: true });",
+    "if (!compiled.cachedDataProduced) throw new Error('V8 made no code cache');",
+    'fs.writeFileSync(output, compiled.cachedData);',
+  ].join('\n');
+  const made = spawnSync(runtime, [...SERVER_NODE_FLAGS, '-e', program, bundle, output], { encoding: 'utf8' });
+  if (made.status !== 0) throw new Error(`the bundle's code cache was not made: ${made.stderr || made.stdout}`);
+}
+
+/**
+ * The bundle's asset, a byte a character: its main reads it as Latin-1, so that V8 holds its
+ * source at one byte a character (Node decodes a large UTF-8 text with any character past ASCII
+ * into two bytes a character). Every character is Latin-1 (scripts/perf/binary-bundle.mjs).
+ */
+function writeLatin1(bundle, output) {
+  const source = fs.readFileSync(bundle, 'utf8');
+  const wide = /[^\u0000-\u00ff]/u.exec(source);
+  if (wide) throw new Error(`the bundle has a character beyond Latin-1 (${JSON.stringify(source.slice(Math.max(0, wide.index - 40), wide.index + 40))}): its asset is one byte a character`);
+  fs.writeFileSync(output, Buffer.from(source, 'latin1'));
+}
+
 async function main() {
   const started = Date.now();
   const runtime = flags.node ? path.resolve(flags.node) : ensureRuntime({ root });
@@ -107,7 +155,7 @@ async function main() {
   const work = fs.mkdtempSync(path.join(path.dirname(output), '.agentd-build-'));
   try {
     const bundle = path.join(work, 'agentd.cjs');
-    await build({
+    const bundled = await build({
       entryPoints: [path.join(root, 'src', 'cli.ts')],
       outfile: bundle,
       bundle: true,
@@ -117,7 +165,26 @@ async function main() {
       // Only our own modules use import.meta.url, to find files beside them: in the binary those
       // are SEA assets (src/assets.ts) and the version is defined here.
       define: { AGENTD_VERSION: JSON.stringify(version), 'import.meta.url': 'undefined' },
-      plugins: [absentModules, ...standIns],
+      plugins: [absentModules, builtinImports, ...standIns],
+      legalComments: 'none',
+      logLevel: 'warning',
+      metafile: true,
+      ...BINARY_BUNDLE_OPTIONS,
+    });
+    const dynamic = Object.values(bundled.metafile.outputs).flatMap((output) => output.imports).filter((entry) => entry.kind === 'dynamic-import' && entry.external);
+    if (dynamic.length > 0) throw new Error(`the bundle imports ${dynamic.map((entry) => entry.path).join(', ')} with import(), which the binary's main cannot load (see builtinImports)`);
+    const bundleAsset = path.join(work, 'agentd.latin1.cjs');
+    writeLatin1(bundle, bundleAsset);
+    const codeCache = path.join(work, 'agentd.cjs.cache');
+    writeCodeCache(runtime, bundleAsset, codeCache);
+    const seaMain = path.join(work, 'binary-main.cjs');
+    await build({
+      entryPoints: [path.join(root, 'src', 'cli', 'binary-main.ts')],
+      outfile: seaMain,
+      bundle: true,
+      platform: 'node',
+      target: `node${runtimeVersion.replace(/^v/, '').split('.')[0]}`,
+      format: 'cjs',
       legalComments: 'none',
       logLevel: 'warning',
       ...BINARY_BUNDLE_OPTIONS,
@@ -138,12 +205,14 @@ async function main() {
 
     const assets = collectAssets(await buildUi(path.join(work, 'ui')));
     assets['html-worker.cjs'] = htmlWorker;
+    assets['agentd.cjs'] = bundleAsset;
+    assets['agentd.cjs.cache'] = codeCache;
     const manifest = path.join(work, 'assets.json');
     fs.writeFileSync(manifest, JSON.stringify(Object.keys(assets)));
     assets['assets.json'] = manifest;
     const blob = path.join(work, 'agentd.blob');
     const seaConfig = path.join(work, 'sea-config.json');
-    fs.writeFileSync(seaConfig, JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, execArgv: SERVER_NODE_FLAGS, assets }, null, 2));
+    fs.writeFileSync(seaConfig, JSON.stringify({ main: seaMain, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, execArgv: SERVER_NODE_FLAGS, assets }, null, 2));
     const made = spawnSync(runtime, ['--experimental-sea-config', seaConfig], { cwd: work, encoding: 'utf8' });
     if (made.status !== 0) throw new Error(`node --experimental-sea-config failed: ${made.stderr || made.stdout}`);
 
@@ -153,7 +222,7 @@ async function main() {
     await withoutHarmlessWarnings(() => inject(binary, 'NODE_SEA_BLOB', fs.readFileSync(blob), { sentinelFuse: SEA_FUSE }));
 
     fs.renameSync(bundle, `${output}.cjs`);
-    fs.renameSync(binary, output);
+    placeBinary(binary, output);
     const megabytes = (fs.statSync(output).size / 1024 / 1024).toFixed(1);
     process.stdout.write(`built ${path.relative(process.cwd(), output)} (agentd ${version} on node ${runtimeVersion}, ${megabytes} MB, ${Object.keys(assets).length} assets) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
   } finally {

@@ -25,16 +25,8 @@ async function client(argv: readonly string[]): Promise<void> {
   setTimeout(() => process.exit(code), 200).unref();
 }
 
-/** The server's spawner (src/adapters/process-spawner.ts), when the server is this single executable. */
-async function spawner(): Promise<void> {
-  const [{ spawnerMain }, { createRequire }] = await Promise.all([import('./adapters/process/spawner-main.js'), import('node:module')]);
-  // Only built-in modules are loaded through it (the single executable has no import.meta.url to start from).
-  spawnerMain(createRequire(process.execPath));
-}
-
 async function main(argv: readonly string[]): Promise<void> {
   const [first] = argv;
-  if (first === '__spawner' && process.send) return spawner();
   if (first === 'serve') return serve(argv.slice(1));
   if (!(CLIENT_COMMANDS as readonly string[]).includes(first ?? '')) return serve(argv);
   return client(argv);

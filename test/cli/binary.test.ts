@@ -35,7 +35,16 @@ function ensureBinary(): void {
   buildOutput = { stdout: built.stdout, stderr: built.stderr };
 }
 
+/** Above what a Node 24 process that runs next to nothing keeps of its own (its heap, its threads' stacks, the C library's). */
+const BARE_NODE_BYTES = 8 * 2 ** 20;
+
+/** A process's anonymous memory, from /proc: what it holds of its own, not the files it maps. */
+function anonymousBytes(pid: number): number {
+  return Number(/^Anonymous:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1]) * 1024;
+}
+
 let cwd: string;
+let spawnerPid: number | undefined;
 let llm: FakeLlm;
 let server: SpawnedServer;
 let site: LocalSite;
@@ -157,6 +166,17 @@ describe('the single executable', () => {
     const spawner = readProcess(shell!.pid)!.ppid;
     expect(fs.readFileSync(`/proc/${spawner}/cmdline`, 'utf8').split('\0').filter(Boolean)).toEqual([BINARY, '__spawner']);
     expect(readProcess(spawner)?.ppid).toBe(server.child.pid);
+    spawnerPid = spawner;
+  });
+
+  it("keeps the server's code out of its spawner (src/cli/binary-main.ts)", () => {
+    // The spawner's own memory (anonymous: not the executable's pages it shares with the server)
+    // is a bare Node's and its messages' alone; the server's bundle, were it read and compiled
+    // there, would add its source and more.
+    expect(spawnerPid).toBeDefined();
+    const bundleBytes = fs.statSync(`${BINARY}.cjs`).size;
+    const own = anonymousBytes(spawnerPid!);
+    expect(own, `the spawner holds ${(own / 2 ** 20).toFixed(1)} MiB of its own`).toBeLessThan(BARE_NODE_BYTES + bundleBytes);
   });
 
   it('is the client too: agentd run with an embedded server over a temp data dir, and against the running server', async () => {

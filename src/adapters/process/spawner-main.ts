@@ -3,7 +3,8 @@
  * server asks for and hands each pipe of the new process over to the server at once.
  *
  * It runs as `node -e "(<this function's text>)(require)"`, or as `agentd __spawner` in the single
- * executable, so it must not use anything from outside its body: `load` is its `require`.
+ * executable (whose main, src/cli/binary-main.ts, then runs nothing else), so it must not use
+ * anything from outside its body: `load` is its `require`.
  *
  * Messages in (from the server): `{ t: 'spawn', id, command, args, cwd, env, detached, stdio,
  * spare? }`. With `spare` (process-launcher.ts: SpareStart) the process is made from a spare one
