@@ -367,6 +367,15 @@ describe.skipIf(Boolean(skipReason)).each(installedHelpers)('a running user-mode
       }
     });
   }, 60_000);
+
+  it('keeps its wrapper small while the sandbox lives: no table of finished jobs, which bash sizes by the process limit (half a megabyte here)', async () => {
+    await inRunningSandbox(networkHelper, ({ wrapper }) => {
+      // `disown` of the helper made bash file it among its finished jobs, in a table of up to 32,768 entries of 16 bytes.
+      const anonymousKb = Number(/^RssAnon:\s+(\d+) kB$/m.exec(fs.readFileSync(`/proc/${wrapper}/status`, 'utf8'))?.[1]);
+      expect(anonymousKb).toBeGreaterThan(0);
+      expect(anonymousKb).toBeLessThan(768);
+    });
+  }, 60_000);
 });
 
 describe.skipIf(Boolean(skipReason))('a network helper that cannot attach', () => {

@@ -202,9 +202,11 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
     // nothing: this shell looks for the route, below.
     `  ${shellWord(setpriv)} --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- ${slirp ? `${SLIRP_READY_FD}>/proc/self/fd/"$nw" ` : ''}{nw}>&- &`,
     '  helper=$!',
-    // Not a job of this shell: bash would report its end by signal ("Killed") on the stderr it
-    // shares with the sandboxed program.
-    '  disown "$helper"',
+    // bash would report the helper's end by signal ("Killed") on the stderr it shares with the
+    // sandboxed program: this shell writes nothing there from now on. (Not `disown`: bash then
+    // files the job among its finished ones, in a table it sizes by the process limit, up to half
+    // a megabyte, kept for as long as the sandbox lives.)
+    '  exec 2>/dev/null',
     // pasta: the sandbox waits until its default route is there (read by bash itself, as lo above)
     // or the helper is gone: a helper that cannot attach ends the wait at once, where the sandbox
     // waited out its 10 s and start-up's probe with it. (slirp4netns's own word replaced this look:
