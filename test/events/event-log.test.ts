@@ -90,6 +90,25 @@ describe('FileEventLog appends', () => {
     expect(fs.statSync(indexFile(other)).size).toBe(10 * 32);
   });
 
+  it("holds each open conversation's unwritten index entries in a buffer of their own, not in a slice of a pool that then stays alive with it", async () => {
+    // Node 24's pool for small buffers (Buffer.poolSize) is 64 KiB: a 4 KiB batch sliced from it kept all of it, per open conversation.
+    const poolSize = Buffer.poolSize;
+    Buffer.poolSize = 64 * 1024;
+    try {
+      const log = openLog();
+      const ids = [randomUUID(), randomUUID(), randomUUID()];
+      for (const id of ids) await fill(log, id, 3);
+      const open = (log as unknown as { open: Map<string, { pending: Buffer | null }> }).open;
+      for (const id of ids) {
+        const pending = open.get(id)?.pending;
+        expect(pending?.length).toBe(128 * 32);
+        expect(pending?.buffer.byteLength).toBe(128 * 32);
+      }
+    } finally {
+      Buffer.poolSize = poolSize;
+    }
+  });
+
   it('never lets timestamps go backwards, even when the clock does', async () => {
     const log = openLog();
     const id = randomUUID();

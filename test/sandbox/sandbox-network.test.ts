@@ -127,7 +127,7 @@ describe.skipIf(Boolean(skipReason)).each(installedHelpers)('sandbox network thr
 
   it('a finished command leaves no network helper behind', async () => {
     const id = (await harness.post('/conversations', {})).body.id as string;
-    // Helpers of this (in-process) server: children of a wrapper that is a child of this process.
+    // Helpers of this (in-process) server: children of bwrap's monitor, a child of this process.
     const ours = () => helpersOf(process.pid, path.basename(networkHelper.path));
     // Agents' persistent shells of the other tests hold helpers of their own: those stay.
     const before = ours().filter(alive);
@@ -137,8 +137,9 @@ describe.skipIf(Boolean(skipReason)).each(installedHelpers)('sandbox network thr
   });
 
   it("a command's stderr is only its own: the network helper's end is not reported on it", async () => {
-    // The wrapper kills the helper when the sandbox exits; bash used to report that job ("Killed")
-    // on the stderr it shares with the command, now and then (seen as a hook's block reason).
+    // The helper is killed when the sandbox exits; the launch's bash, which used to wait for bwrap
+    // beside it, reported that job ("Killed") on the stderr it shares with the command, now and
+    // then (seen as a hook's block reason).
     const id = (await harness.post('/conversations', {})).body.id as string;
     for (let i = 0; i < 25; i++) {
       const { body } = await harness.post(`/conversations/${id}/commands`, { command: `echo out ${i}; echo err ${i} >&2` });
@@ -160,6 +161,22 @@ function helpersOf(ancestor: number, name: string): number[] {
   });
 }
 
+/** Processes started as `name` (as helpersOf) with `ancestor` anywhere above them: pasta's parent is its side (a bash), whose parent is bwrap's monitor. */
+function startedBelow(ancestor: number, name: string): number[] {
+  const parentOf = (pid: number) => Number(/^PPid:\s+(\d+)$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+  const below = (pid: number): boolean => {
+    for (let at = parentOf(pid); at > 1; at = parentOf(at)) if (at === ancestor) return true;
+    return false;
+  };
+  return fs.readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).map(Number).filter((pid) => {
+    try {
+      return path.basename(fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0]!) === name && below(pid);
+    } catch {
+      return false;
+    }
+  });
+}
+
 const alive = (pid: number) => fs.existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
 
 async function until(condition: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
@@ -172,10 +189,11 @@ async function until(condition: () => boolean, what: string, timeoutMs = 20_000)
 
 /**
  * A sandbox through `networkHelper` (its state dir, with a decoy file, hidden from it as a server's
- * data dir is) whose program waits, and `inspect` given the launch's wrapper (the spawned process)
- * and the helper (the wrapper's child); every process of it is killed after.
+ * data dir is) whose program waits, and `inspect` given the spawned process (bwrap's monitor), the
+ * helper's side (the monitor's child beside the sandbox's init: slirp4netns itself, or the bash
+ * that started pasta) and the helper; every process of it is killed after.
  */
-async function inRunningSandbox(networkHelper: NetworkHelper, inspect: (pids: { wrapper: number; helper: number }) => Promise<void> | void): Promise<void> {
+async function inRunningSandbox(networkHelper: NetworkHelper, inspect: (pids: { spawned: number; side: number; helper: number }) => Promise<void> | void): Promise<void> {
   const stateDir = tempDir();
   const workdir = fs.realpathSync(tempDir());
   fs.writeFileSync(path.join(stateDir, 'decoy'), 'not for the sandbox or its helper');
@@ -189,10 +207,12 @@ async function inRunningSandbox(networkHelper: NetworkHelper, inspect: (pids: { 
     const helperNames = networkHelper.kind === 'pasta' ? /^pas(ta|st)/ : /^slirp4netns/;
     const children = (pid: number) => fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);
     const named = (pid: number) => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
-    const wrapper = child.pid!;
-    const helper = children(wrapper).find((pid) => helperNames.test(named(pid)));
-    expect(helper, `the helper among ${children(wrapper).map(named).join(', ')}`).toBeDefined();
-    await inspect({ wrapper, helper: helper! });
+    const spawned = child.pid!;
+    const side = children(spawned).find((pid) => named(pid) !== 'bwrap');
+    expect(side, `the helper's side among ${children(spawned).map(named).join(', ')}`).toBeDefined();
+    const helper = [side!, ...children(side!)].find((pid) => helperNames.test(named(pid)));
+    expect(helper, `the helper among ${[side!, ...children(side!)].map(named).join(', ')}`).toBeDefined();
+    await inspect({ spawned, side: side!, helper: helper! });
   } finally {
     process.kill(-child.pid!, 'SIGKILL');
     fs.rmSync(stateDir, { recursive: true, force: true });
@@ -260,14 +280,14 @@ describe.skipIf(Boolean(skipReason))('a sandbox\'s start', () => {
       await launcher.ready({ workdir, network: true });
       const env = { PATH: `${shims}:${process.env.PATH ?? ''}`, HOME: workdir, SHIM_LOG: log };
       for (let i = 0; i < 5; i++) {
-        // A one-off command in a network namespace of its own (user-mode network: the wrapper that attaches the helper, the wait for the route).
+        // A one-off command in a network namespace of its own (user-mode network: the side that attaches the helper, the wait for the route).
         const spec = launcher.prepare({ command: 'bash', args: ['-c', 'command -v sleep; awk \'$2 == "00000000" { print "route" }\' /proc/net/route'], cwd: workdir, env, sandbox: { workdir, network: true } });
         const output = execFileSync(spec.command, spec.args, { cwd: spec.cwd, env: spec.env, encoding: 'utf8', timeout: 30_000 });
         // The shims are what the sandbox finds first, and the network is up when the program starts.
         expect(output).toBe(`${path.join(shims, 'sleep')}\nroute\n`);
       }
-      // Three bash per start: the launch script (which goes on as the wrapper that attaches the
-      // network helper), the entry script inside, and the program. Nothing else.
+      // Three bash per start: the launch script (which forks the side that attaches the network
+      // helper, then becomes bwrap), the entry script inside, and the program. Nothing else.
       expect(fs.readFileSync(log, 'utf8')).toBe('bash\n'.repeat(3 * 5));
     } finally {
       fs.rmSync(shims, { recursive: true, force: true });
@@ -353,8 +373,8 @@ describe.skipIf(Boolean(skipReason))("a shell's start", () => {
 });
 
 describe.skipIf(Boolean(skipReason)).each(installedHelpers)('a running user-mode sandbox through $kind', (networkHelper) => {
-  it("holds what the launch opened for bwrap (the copied /etc files, the seccomp program) in bwrap's hands only: not in the wrapper's, not in the helper's", async () => {
-    await inRunningSandbox(networkHelper, ({ wrapper, helper }) => {
+  it("holds what the launch opened for bwrap (the copied /etc files, the seccomp program) in bwrap's hands only: not in its monitor's, not in the helper's or its side's", async () => {
+    await inRunningSandbox(networkHelper, ({ spawned, side, helper }) => {
       const opened = (pid: number) => fs.readdirSync(`/proc/${pid}/fd`).map((fd) => {
         try {
           return fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
@@ -362,9 +382,26 @@ describe.skipIf(Boolean(skipReason)).each(installedHelpers)('a running user-mode
           return '';
         }
       });
-      for (const pid of [wrapper, helper]) {
+      for (const pid of [spawned, side, helper]) {
         expect(opened(pid).filter((target) => target.startsWith('/etc/') || target.endsWith('.bpf'))).toEqual([]);
       }
+    });
+  }, 60_000);
+
+  it('is started by bwrap itself, not by a bash that stays beside it: the side that attached slirp4netns became it; pasta stays its side\'s child', async () => {
+    await inRunningSandbox(networkHelper, ({ spawned, side, helper }) => {
+      const named = (pid: number) => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+      // The launch's bash used to stay as the wrapper that waited for bwrap: one more bash beside every networked sandbox.
+      expect(named(spawned)).toBe('bwrap');
+      expect(side === helper).toBe(networkHelper.kind === 'slirp4netns');
+    });
+  }, 60_000);
+
+  it("goes with the sandbox when only bwrap's monitor is killed (as a shell is ended): the end of the sandbox's sync pipe, or a parent-death signal", async () => {
+    await inRunningSandbox(networkHelper, async ({ spawned, side, helper }) => {
+      // The sandbox's init goes with the monitor (--die-with-parent); its sync pipe's end reaches the helper's side.
+      process.kill(spawned, 'SIGKILL');
+      await until(() => !alive(side) && !alive(helper), 'the helper and its side are gone', 5_000);
     });
   }, 60_000);
 });
@@ -385,7 +422,7 @@ describe.skipIf(Boolean(skipReason))('a network helper that cannot attach', () =
       expect(broken.fallbackReason).toBeNull();
       expect(broken.networkHelper).toBeNull();
       expect(broken.networkFallbackReason).toMatch(new RegExp(`^${kind} cannot attach to a sandbox here: the probe `));
-      // The wrapper saw the helper end and let the sandbox go on at once (it used to wait out its 10 s, and start-up with it).
+      // The helper's side saw the helper end and let the sandbox go on at once (it used to wait out its 10 s, and start-up with it).
       expect(broken.networkFallbackReason).toContain('the sandbox network helper ended before the network came up');
     } finally {
       fs.rmSync(helpers, { recursive: true, force: true });
@@ -425,25 +462,25 @@ describe.skipIf(Boolean(skipReason))('sandbox network helper lifetime', () => {
       const created = await fetch(`${server.url}/conversations`, { method: 'POST', headers: auth, body: '{}' }).then((response) => response.json() as Promise<any>);
       // A long command holds a sandbox (and its helper) open; its response never comes.
       void fetch(`${server.url}/conversations/${created.id}/commands`, { method: 'POST', headers: auth, body: JSON.stringify({ command: 'sleep 60', timeout_s: 120 }) }).catch(() => undefined);
-      // The helper, its wrapper and the sandbox, read together (a process seen in one look at
+      // The helper, its parent and the sandbox, read together (a process seen in one look at
       // /proc may be gone by the next; the test waits until one look finds all three).
-      let found: { helper: number; wrapper: number; sandbox: number } | undefined;
+      let found: { helper: number; parent: number; sandbox: number } | undefined;
       await until(() => {
-        const helpers = helpersOf(server.child.pid!, helperName);
+        const helpers = startedBelow(server.child.pid!, helperName);
         const sandboxes = helpersOf(server.child.pid!, 'bwrap');
         if (helpers.length !== 1 || sandboxes.length !== 1) return false;
         try {
-          const wrapper = Number(/^PPid:\s+(\d+)$/m.exec(fs.readFileSync(`/proc/${helpers[0]}/status`, 'utf8'))?.[1]);
-          found = { helper: helpers[0]!, wrapper, sandbox: sandboxes[0]! };
+          const parent = Number(/^PPid:\s+(\d+)$/m.exec(fs.readFileSync(`/proc/${helpers[0]}/status`, 'utf8'))?.[1]);
+          found = { helper: helpers[0]!, parent, sandbox: sandboxes[0]! };
           return true;
         } catch {
           return false;
         }
       }, 'the helper and the sandbox run');
-      const { helper, wrapper, sandbox } = found!;
+      const { helper, parent, sandbox } = found!;
       server.child.kill('SIGKILL');
       await server.exited;
-      await until(() => !alive(helper) && !alive(wrapper) && !alive(sandbox), 'the helper, its wrapper and the sandbox are gone');
+      await until(() => !alive(helper) && !alive(parent) && !alive(sandbox), 'the helper, its parent and the sandbox are gone');
     } finally {
       server.child.kill('SIGKILL');
       fs.rmSync(dataDir, { recursive: true, force: true });

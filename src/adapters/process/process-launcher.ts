@@ -60,7 +60,9 @@ export interface PreparedProcess {
   /**
    * How many processes the launcher puts between the spawned one and the program (0: the spawned
    * process is the program; bwrap: 2, its monitor and the init of the pid namespace), each the
-   * oldest child of the one before. They are in the spawned process's group and ignore SIGINT.
+   * oldest child of the one before, one in a pid namespace of its own first (the monitor's other
+   * child, a user-mode network's helper, is older). They are in the spawned process's group and
+   * ignore SIGINT.
    */
   programDepth: number;
   /** Call once the spawned process has exited (frees what the launcher set up for it). */

@@ -137,6 +137,16 @@ function childrenFilesExist(): boolean {
   return childrenFiles;
 }
 
+/** How many pid namespaces deep a process is, as /proc's NSpid says (0: it is gone, or the kernel does not say). */
+export function pidNamespaceDepth(pid: number): number {
+  try {
+    const line = /^NSpid:(.*)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return line === undefined ? 0 : line.trim().split(/\s+/).length;
+  } catch {
+    return 0;
+  }
+}
+
 /** process.kill that ignores "no such process" (a negative pid targets a process group). */
 export function signalQuietly(pid: number, signal: NodeJS.Signals): void {
   try {

@@ -8,7 +8,7 @@ import { SANDBOX_USER, sandboxUid } from './identity.js';
 import { AgentIdentities, type AgentIdentity } from './agent-identity.js';
 import { copiedFileRedirections, sandboxPrograms, shellWord, systemMountArgs, type SandboxPrograms } from './mounts.js';
 import { setIdSeccompFilter } from './seccomp-filter.js';
-import { BWRAP_INFO_FD, BWRAP_USERNS_BLOCK_FD, NETWORK_WAIT_FD, userModeWrapperScript, waitForNetworkScript, type NetworkHelper } from './network.js';
+import { BWRAP_INFO_FD, BWRAP_SYNC_FD, BWRAP_USERNS_BLOCK_FD, NETWORK_WAIT_FD, userModeLaunchScript, waitForNetworkScript, type NetworkHelper } from './network.js';
 
 export interface BwrapLauncherOptions {
   /** Absolute path of the bwrap binary. */
@@ -206,8 +206,8 @@ export class BwrapProcessLauncher implements ProcessLauncher {
       '--unshare-cgroup-try',
       // See sandbox/network.ts: 'host' shares the host's network; anything else gets a namespace.
       ...(network === 'host' ? [] : ['--unshare-net']),
-      // Not root: bwrap waits for the wrapper to map the server's ids in the sandbox's user namespace (userModeWrapperScript).
-      ...(userMode ? ['--info-fd', String(BWRAP_INFO_FD), ...(this.asRoot ? [] : ['--userns-block-fd', String(BWRAP_USERNS_BLOCK_FD)])] : []),
+      // Not root: bwrap waits for the launch's helper side to map the server's ids in the sandbox's user namespace (userModeLaunchScript).
+      ...(userMode ? ['--info-fd', String(BWRAP_INFO_FD), '--sync-fd', String(BWRAP_SYNC_FD), ...(this.asRoot ? [] : ['--userns-block-fd', String(BWRAP_USERNS_BLOCK_FD)])] : []),
       ...(this.asRoot
         ? ['--cap-drop', 'ALL', ...['CAP_SETUID', 'CAP_SETGID', 'CAP_SETPCAP', 'CAP_KILL', 'CAP_DAC_READ_SEARCH'].flatMap((cap) => ['--cap-add', cap])]
         : ['--unshare-user', '--cap-drop', 'ALL']),
@@ -240,24 +240,24 @@ export class BwrapProcessLauncher implements ProcessLauncher {
     const key = cgroupKey(workdir);
     // The launch script: it mounts an id-mapped workdir (in its own mount namespace), joins the
     // cgroups, opens what bwrap reads (the copied /etc files, the seccomp program), then execs
-    // bwrap, or (user-mode network) goes on as the wrapper that starts bwrap and attaches the
-    // helper, under `setpriv --pdeathsig` (one bash for both: a second bash, exec'd after the
-    // first, was one more program start in every sandbox's start).
+    // bwrap; with a user-mode network it forks the side that attaches the helper first (one bash
+    // for both: a second bash, exec'd after the first, was one more program start in every
+    // sandbox's start).
     const launch = [
       ...idmap.line,
       ...(this.cgroups ? [this.cgroups.joinScript(key, this.programs.mkdir)] : []),
       ...this.copiedFiles,
       ...(this.seccompFile ? [`exec ${SECCOMP_FD}<${shellWord(this.seccompFile)}`] : []),
       // bwrap with SIGINT ignored: an ignored signal stays ignored across exec (`env --ignore-signal=INT` was one more exec in every start).
-      userMode ? userModeWrapperScript({ helper: userMode, asRoot: this.asRoot, forBwrap: this.forBwrap, programs: this.programs }) : `trap '' INT\nexec "$@"`,
+      userMode ? userModeLaunchScript({ helper: userMode, asRoot: this.asRoot, forBwrap: this.forBwrap, programs: this.programs }) : `trap '' INT\nexec "$@"`,
     ].join('\n');
     const release = this.cgroups ? () => this.cgroups?.release(key) : undefined;
-    const launchBash = [...(userMode ? [this.programs.setpriv, '--pdeathsig', 'KILL', '--'] : []), ...idmap.prefix, ...privilegedBash(this.programs.bash)];
+    const launchBash = [...idmap.prefix, ...privilegedBash(this.programs.bash)];
     const name = userMode ? 'agentd-net' : 'agentd-launch';
     const [command, ...launchArgs] = [...launchBash, '-c', launch, name, this.options.bwrapPath, ...args];
     // Not from a spare when id-mapped: a namespace made ahead would miss what the host mounted since.
     const spare = identity?.idmapped ? null : spareStart({ launchBash, name, cwd: spec.cwd, env, argv: [this.options.bwrapPath, ...args], launch });
-    return { command: command!, args: launchArgs, cwd: spec.cwd, env, programDepth: userMode ? 3 : 2, ...(release && { release }), ...(spec.control && { controlFd: CONTROL_FD, ...(networkWait && { shellPrelude: networkWait }) }), ...(spare && { spare }) };
+    return { command: command!, args: launchArgs, cwd: spec.cwd, env, programDepth: 2, ...(release && { release }), ...(spec.control && { controlFd: CONTROL_FD, ...(networkWait && { shellPrelude: networkWait }) }), ...(spare && { spare }) };
   }
 
   /**
@@ -329,9 +329,9 @@ const NOT_EXPORTED = /^(?:BASH\w*|SHELLOPTS|IFS|CDPATH|GLOBIGNORE|ENV|PS4|POSIXL
 const EXPORTABLE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
- * The launch as a spare process can run it (process-launcher.ts: SpareStart): the same bash (and
- * setpriv), started with no environment in `/`, reads a script (its length, a newline, the
- * script) and evaluates it: it closes the script's descriptor, moves to the launch's directory,
+ * The launch as a spare process can run it (process-launcher.ts: SpareStart): the same bash
+ * (and the id-mapped mount's prefix), started with no environment in `/`, reads a script (its
+ * length, a newline, the script) and evaluates it: it closes the script's descriptor, moves to the launch's directory,
  * exports the launch's environment, sets its arguments (bwrap's command line) and goes on with
  * the launch script itself. End of file before the script (the spawner gone): it exits. The environment
  * and the command line never appear in the spare's own (nor does the script: it comes on a pipe).

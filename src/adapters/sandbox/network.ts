@@ -77,12 +77,19 @@ function hostCpuHasAvx2(): boolean {
   }
 }
 
-/** The fd bwrap writes its `--info-fd` JSON to (the sandbox's pid on the host) in the wrapper. */
+/** The fd bwrap writes its `--info-fd` JSON to (the sandbox's pid on the host) in the launch. */
 export const BWRAP_INFO_FD = 9;
 
 /**
+ * The fd bwrap keeps open in the sandbox's init for as long as the sandbox lives (`--sync-fd`): a
+ * pipe's writing end, whose reading end the helper's side holds (userModeLaunchScript). End of file
+ * there is the sandbox's end, however it ended, whenever the helper started.
+ */
+export const BWRAP_SYNC_FD = 6;
+
+/**
  * The fd bwrap waits on (`--userns-block-fd`) right after it made the sandbox's user namespace,
- * when the server is not root (see userModeWrapperScript).
+ * when the server is not root (see userModeLaunchScript).
  */
 export const BWRAP_USERNS_BLOCK_FD = 8;
 
@@ -97,8 +104,8 @@ const WAIT_FOR_NETWORK_S = 10;
 
 /**
  * The fd on which the sandbox waits for its network (waitForNetworkScript): a pipe written by
- * slirp4netns once it has set the route; for pasta, closed by the wrapper once it sees the route
- * or the helper gone (userModeWrapperScript).
+ * slirp4netns once it has set the route; for pasta, closed by the helper's side once it sees the
+ * route or the helper gone (userModeLaunchScript).
  */
 export const NETWORK_WAIT_FD = 7;
 
@@ -124,20 +131,27 @@ function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
     return asRoot ? `${common} --runas 0 --netns "/proc/self/fd/$ns" --netns-only` : `${common} --userns "/proc/self/fd/$uns" --netns "/proc/self/fd/$ns"`;
   }
   // --ready-fd: it writes `1` there once the interface, its address and the default route are set:
-  // on the sandbox's wait (NETWORK_WAIT_FD), whose reader then goes on (userModeWrapperScript).
-  const common = `${bin} --configure --mtu=65520 --disable-host-loopback --enable-seccomp --ready-fd=${SLIRP_READY_FD}`;
+  // on the sandbox's wait (NETWORK_WAIT_FD), whose reader then goes on (userModeLaunchScript).
+  // --exit-fd: it quits at end of file there, the sandbox's end (BWRAP_SYNC_FD).
+  const common = `${bin} --configure --mtu=65520 --disable-host-loopback --enable-seccomp --ready-fd=${SLIRP_READY_FD} --exit-fd="$sync"`;
   // --enable-sandbox switches to uid 0 in the sandbox's user namespace, where only the server's own uid is mapped when it is not root.
   return asRoot ? `${common} --enable-sandbox "$pid" ${SLIRP_INTERFACE}` : `${common} --userns-path="/proc/self/fd/$uns" --netns-type=path "/proc/self/fd/$ns" ${SLIRP_INTERFACE}`;
 }
 
 /**
- * The end of the launch script of a `user_mode` sandbox (bwrap-launcher.ts), run as `setpriv
- * --pdeathsig KILL -- bash -c <launch> agentd-net bwrap --info-fd 9 <args...>` (a server killed
- * with -9 takes it along). It starts bwrap first (the oldest child: bwrap, the sandbox's init and the program
- * are the chain below it), reads the sandbox's pid from bwrap's info fd, attaches the helper to
- * that pid's network namespace (with a parent-death signal of its own), waits for bwrap and then
- * kills the helper, which does not quit by itself. All of them stay in the spawned process group
- * with SIGINT ignored, like bwrap in the other modes; a SIGKILL to the group ends them all.
+ * The end of the launch script of a `user_mode` sandbox (bwrap-launcher.ts), run as `bash -c
+ * <launch> agentd-net bwrap --info-fd 9 <args...>`. It forks the helper's side, then execs bwrap:
+ * the spawned process is bwrap's monitor, as in the other modes, and its exit is the program's.
+ * The helper's side (a subshell, the monitor's child, which bwrap reaps and otherwise ignores)
+ * reads the sandbox's pid from bwrap's info fd, waits for the namespace's loopback and becomes
+ * slirp4netns attached to that pid's network namespace, which quits at the sandbox's end: end of
+ * file on the pipe whose other end only the sandbox's init holds (bwrap's --sync-fd), even when
+ * the sandbox ended before the helper started. No bash stays beside such a sandbox (the launch
+ * used to wait for bwrap as the helper's parent, to kill it after). pasta has no such option and
+ * says nothing when the network is up: its side starts it, watches for the route, then waits for
+ * that end of file and kills it. Every helper also has a parent-death signal, and all of them
+ * stay in the spawned process group with SIGINT ignored, like bwrap in the other modes; a SIGKILL
+ * to the group ends them all.
  *
  * Not root, bwrap gives the sandbox a user namespace of its own,
  * and left to itself it maps uid 0 there (to mount `--dev`'s devpts) and then makes a second one
@@ -145,83 +159,83 @@ function helperCommand(helper: NetworkHelper, asRoot: boolean): string {
  * first, and from the sandbox's pid only the second is reachable: a helper that joined it could not
  * join the network namespace (setns: EPERM), and such sandboxes had no network. So bwrap waits
  * (`--userns-block-fd`) right after it made the first, with its uid and gid maps left to the
- * wrapper: it writes them as the one mapping the program gets (the server's ids to themselves;
+ * helper's side: it writes them as the one mapping the program gets (the server's ids to themselves;
  * bwrap then needs no second namespace, and devpts mounts all the same), opens the sandbox's user
  * and network namespaces, lets bwrap go on, and hands the helper both as descriptors.
  */
-export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: boolean; forBwrap?: readonly number[]; programs: { setpriv: string; sleep: string } }): string {
+export function userModeLaunchScript(options: { helper: NetworkHelper; asRoot: boolean; forBwrap?: readonly number[]; programs: { setpriv: string; sleep: string } }): string {
   const { setpriv, sleep } = options.programs;
   const fd = BWRAP_INFO_FD;
   // Descriptors the launch opened for bwrap alone (the copied /etc files, the seccomp program):
-  // closed here once bwrap has its own, or this shell and the helper held them all along.
-  const handedOver = options.forBwrap?.length ? [`exec ${options.forBwrap.map((n) => `${n}<&-`).join(' ')}`] : [];
+  // bwrap's, never the helper's.
+  const forBwrapOnly = (options.forBwrap ?? []).map((n) => ` ${n}<&-`).join('');
   const ids = options.asRoot ? null : { uid: process.geteuid?.() ?? 0, gid: process.getegid?.() ?? 0 };
   const slirp = options.helper.kind === 'slirp4netns';
+  const helper = `${shellWord(setpriv)} --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)}`;
+  // The monitor is this shell's pid ($$, in the subshell too) once the exec below has run.
+  const monitorGone = 'kill -0 "$$" 2>/dev/null || exit 0';
   return [
     "trap '' INT",
-    // bwrap writes on a pipe (tickPipe's, read-write); this shell reads it through a read-only
-    // end of its own once bwrap has the other: a bwrap that ends before it writes gives end of file.
+    // bwrap writes on a pipe (tickPipe's, read-write); the helper's side reads it through a
+    // read-only end of its own once bwrap has the other: a bwrap that ends before it writes gives end of file.
     `${tickPipe('p')} || exit 125`,
-    // The sandbox's wait for its network (NETWORK_WAIT_FD, read-only in bwrap): this shell holds
-    // the only writing end. Nobody writes to it until the wait is over, so it is also this shell's
-    // millisecond tick between two looks.
+    // The sandbox's wait for its network (NETWORK_WAIT_FD, read-only in bwrap): the helper's side
+    // holds the only writing end. Nobody writes to it until the wait is over, so it is also that
+    // side's millisecond tick between two looks.
     `${tickPipe('nw')} || exit 125`,
-    // Not root: bwrap waits for a byte on another pipe, through a read-only end of its own (were this shell gone first, end of file lets it go on).
+    // Not root: bwrap waits for a byte on another pipe, through a read-only end of its own (were the helper's side gone first, end of file lets it go on).
     ...(ids ? [`${tickPipe('b')} || exit 125`] : []),
-    // An explicit stdin: a background job's would be /dev/null (the agent's shell reads stdin).
-    ids
-      ? `"$@" ${fd}>&"$p" ${BWRAP_USERNS_BLOCK_FD}</proc/self/fd/"$b" ${NETWORK_WAIT_FD}</proc/self/fd/"$nw" {p}>&- {b}>&- {nw}>&- <&0 &`
-      : `"$@" ${fd}>&"$p" ${NETWORK_WAIT_FD}</proc/self/fd/"$nw" {p}>&- {nw}>&- <&0 &`,
-    'bw=$!',
-    ...handedOver,
-    `exec ${fd}</proc/self/fd/"$p" {p}>&-`,
-    `IFS= read -r -d '}' -t 30 -u ${fd} info`,
-    `exec ${fd}<&-`,
-    'helper= pid=',
-    '[[ $info =~ \\"child-pid\\":\\ *([0-9]+) ]] && pid=${BASH_REMATCH[1]}',
+    // The sandbox's end (BWRAP_SYNC_FD): the init holds the only writing end; the helper's side a reading one.
+    `${tickPipe('s')} || exit 125`,
+    // The helper's side holds none of the sandbox's descriptors (the shell's channels, the
+    // watchdog's control channel), and its output goes nowhere: the stderr is the program's.
+    `( exec </dev/null >/dev/null 2>&1 3<&- ${CONTROL_FD}<&-${forBwrapOnly}`,
+    `  exec ${fd}</proc/self/fd/"$p" {p}>&- {sync}</proc/self/fd/"$s" {s}>&-`,
+    `  IFS= read -r -d '}' -t 30 -u ${fd} info`,
+    `  exec ${fd}<&-`,
+    '  pid=',
+    '  [[ $info =~ \\"child-pid\\":\\ *([0-9]+) ]] && pid=${BASH_REMATCH[1]}',
     ...(ids
       ? [
           // The server's ids mapped to themselves, then bwrap goes on whatever that gave (without its maps it stops: no sandbox starts).
-          'uns= ns=',
-          `[ -n "$pid" ] && { echo '${ids.uid} ${ids.uid} 1' >"/proc/$pid/uid_map" && echo deny >"/proc/$pid/setgroups" && echo '${ids.gid} ${ids.gid} 1' >"/proc/$pid/gid_map" && exec {uns}<"/proc/$pid/ns/user" {ns}<"/proc/$pid/ns/net"; } 2>/dev/null`,
-          '{ printf x >&"$b"; exec {b}>&-; } 2>/dev/null',
+          '  uns= ns=',
+          `  [ -n "$pid" ] && { echo '${ids.uid} ${ids.uid} 1' >"/proc/$pid/uid_map" && echo deny >"/proc/$pid/setgroups" && echo '${ids.gid} ${ids.gid} 1' >"/proc/$pid/gid_map" && exec {uns}<"/proc/$pid/ns/user" {ns}<"/proc/$pid/ns/net"; }`,
+          '  { printf x >&"$b"; exec {b}>&-; }',
         ]
       : []),
-    `if [ -n "$pid" ]${ids ? ' && [ -n "$ns" ]' : ''}; then`,
+    // No pid (bwrap failed): this side ends, and with it the sandbox's wait.
+    `  [ -n "$pid" ]${ids ? ' && [ -n "$ns" ]' : ''} || exit 0`,
     // bwrap brings the namespace's loopback up itself (RTM_NEWADDR, then link up) and dies if
     // the address already exists: the helper, which brings lo up too, starts once it is done.
     // Read by bash itself (a grep per look took as long as the rest of the look), every
     // millisecond (a `sleep 0.01` between looks overslept, and was a process each).
-    '  lo_up() { lo=; while read -r line; do [[ $line == *127.0.0.1* ]] && lo=1; done 2>/dev/null <"/proc/$pid/net/fib_trie"; [[ -n $lo ]]; }',
-    '  lo_up || for ((i = 0; i < 5000; i++)); do ' + tickWait('nw', sleep) + '; lo_up && break; kill -0 "$bw" 2>/dev/null || break; done',
+    '  lo_up() { lo=; while read -r line; do [[ $line == *127.0.0.1* ]] && lo=1; done <"/proc/$pid/net/fib_trie"; [[ -n $lo ]]; }',
+    `  lo_up || for ((i = 0; i < 5000; i++)); do ${tickWait('nw', sleep)}; lo_up && break; ${monitorGone}; done`,
     ...(ids ? [] : ['  exec {ns}<"/proc/$pid/ns/net"']),
-    // The helper holds none of the sandbox's descriptors (the watchdog's control channel included),
-    // but slirp4netns a write-only end of the sandbox's wait (NETWORK_WAIT_FD's pipe), where it
-    // writes `1` once it has set the namespace's route (--ready-fd): the sandbox goes on at once,
-    // and once it and this shell are gone, the sandbox's wait ends (end of file) too. pasta says
-    // nothing: this shell looks for the route, below.
-    `  ${shellWord(setpriv)} --pdeathsig KILL -- ${helperCommand(options.helper, options.asRoot)} </dev/null >/dev/null 2>&1 ${CONTROL_FD}<&- ${slirp ? `${SLIRP_READY_FD}>/proc/self/fd/"$nw" ` : ''}{nw}>&- &`,
-    '  helper=$!',
-    // Not a job of this shell: bash would report its end by signal ("Killed") on the stderr it
-    // shares with the sandboxed program.
-    '  disown "$helper"',
-    // pasta: the sandbox waits until its default route is there (read by bash itself, as lo above)
-    // or the helper is gone: a helper that cannot attach ends the wait at once, where the sandbox
-    // waited out its 10 s and start-up's probe with it. (slirp4netns's own word replaced this look:
-    // a look every millisecond until the route was there, each costing the sandbox CPU.)
     ...(slirp
-      ? []
+      ? [
+          // slirp4netns gets a write-only end of the sandbox's wait, where it writes `1` once it has
+          // set the namespace's route (--ready-fd): the sandbox goes on at once; and once it is
+          // gone, the wait ends (end of file) too.
+          `  exec ${helper} ${SLIRP_READY_FD}>/proc/self/fd/"$nw" {nw}>&-`,
+        ]
       : [
-          '  route_up() { up=; while read -r _ dest _; do [[ $dest == 00000000 ]] && up=1; done 2>/dev/null <"/proc/$pid/net/route"; [[ -n $up ]]; }',
-          `  for ((i = 0; i < ${WAIT_FOR_NETWORK_S * 1000}; i++)); do route_up && break; kill -0 "$helper" 2>/dev/null || break; kill -0 "$bw" 2>/dev/null || break; ${tickWait('nw', sleep)}; done`,
+          `  ${helper} {nw}>&- {sync}<&- &`,
+          '  helper=$!',
+          // The sandbox waits until its default route is there (read by bash itself, as lo above)
+          // or the helper is gone: a helper that cannot attach ends the wait at once, where the
+          // sandbox waited out its 10 s and start-up's probe with it.
+          '  route_up() { up=; while read -r _ dest _; do [[ $dest == 00000000 ]] && up=1; done <"/proc/$pid/net/route"; [[ -n $up ]]; }',
+          `  for ((i = 0; i < ${WAIT_FOR_NETWORK_S * 1000}; i++)); do route_up && break; kill -0 "$helper" || break; ${monitorGone}; ${tickWait('nw', sleep)}; done`,
+          `  exec {nw}>&- {ns}<&-${ids ? ' {uns}<&-' : ''}`,
+          // Until the sandbox's end; then pasta goes, which does not quit by itself.
+          '  read -r -u "$sync"',
+          '  kill -KILL "$helper"',
         ]),
-    ...(ids ? ['fi', '{ exec {ns}<&- {uns}<&-; } 2>/dev/null'] : ['  exec {ns}<&-', 'fi']),
-    // No helper started (bwrap gave no pid) ends the sandbox's wait too, as does slirp4netns ending
-    // before it said it was ready (it then holds the only writing end).
-    'exec {nw}>&-',
-    'wait "$bw"; code=$?',
-    '[ -n "$helper" ] && kill -KILL "$helper" 2>/dev/null',
-    'exit "$code"',
+    ') &',
+    ids
+      ? `exec "$@" ${fd}>&"$p" ${BWRAP_SYNC_FD}>&"$s" ${BWRAP_USERNS_BLOCK_FD}</proc/self/fd/"$b" ${NETWORK_WAIT_FD}</proc/self/fd/"$nw" {p}>&- {s}>&- {b}>&- {nw}>&-`
+      : `exec "$@" ${fd}>&"$p" ${BWRAP_SYNC_FD}>&"$s" ${NETWORK_WAIT_FD}</proc/self/fd/"$nw" {p}>&- {s}>&- {nw}>&-`,
   ].join('\n');
 }
 
@@ -231,15 +245,15 @@ export function userModeWrapperScript(options: { helper: NetworkHelper; asRoot: 
  * already has the network. Prepended to the entry script for a one-off program; the shell's
  * first lines instead (bwrap-launcher.ts), run by the agent's bash, which starts meanwhile. The
  * wait is one blocking read on NETWORK_WAIT_FD: slirp4netns writes `1` there once it has set the
- * route; for pasta the wrapper outside closes it once it sees the route or the helper gone
- * (userModeWrapperScript); the fd is closed after.
+ * route; for pasta the helper's side outside closes it once it sees the route or the helper gone
+ * (userModeLaunchScript); the fd is closed after.
  */
 export function waitForNetworkScript(): string {
   const fd = NETWORK_WAIT_FD;
   return [
     'agentd_route() { agentd_up=; while read -r agentd_if agentd_dest agentd_rest; do [ "$agentd_dest" = 00000000 ] && agentd_up=1; done </proc/net/route; [ -n "$agentd_up" ]; }',
     'if ! agentd_route; then',
-    // A byte or end of file (no writer left) without the route: the helper, or the wrapper watching it, ended first; past the time: neither.
+    // A byte or end of file (no writer left) without the route: the helper, or the side watching it, ended first; past the time: neither.
     `  read -r -N 1 -t ${WAIT_FOR_NETWORK_S} -u ${fd} 2>/dev/null; agentd_s=$?`,
     `  if agentd_route; then :; elif [ "$agentd_s" -le 128 ]; then echo '[agentd: the sandbox network helper ended before the network came up; running without network.]' >&2`,
     `  else echo '[agentd: the sandbox network did not come up; running without network.]' >&2; fi`,

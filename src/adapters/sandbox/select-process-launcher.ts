@@ -79,7 +79,7 @@ export async function selectProcessLauncher(options: SelectLauncherOptions): Pro
     reason = 'the bwrap program is not installed (Debian/Ubuntu: apt-get install bubblewrap)';
   } else {
     // The cgroup also counts each sandbox's plumbing outside its pid namespace (bwrap, the network
-    // wrapper and helper), which the in-sandbox watchdog does not see: it gets that headroom, so the
+    // helper and its side), which the in-sandbox watchdog does not see: it gets that headroom, so the
     // watchdog stops a fork bomb with a note first and the cgroup stays the hard backstop.
     const wanted = { memoryBytes: options.limits.memoryMb === null ? null : options.limits.memoryMb * 1024 * 1024, pids: options.limits.processes === null ? null : options.limits.processes + CGROUP_PIDS_HEADROOM };
     const detected = options.useCgroups === false ? { cgroups: null, reason: 'not used' } : detectSandboxCgroups({ limits: wanted });

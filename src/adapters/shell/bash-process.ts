@@ -4,7 +4,7 @@ import type { PreparedProcess, ProcessLauncher, SandboxRequest } from '../proces
 import type { SpawnedProcess, SpawnProcess } from '../process/process-spawner.js';
 import { spawnHere } from '../process/spawn-here.js';
 import { sandboxCleanup } from '../process/spread-work.js';
-import { childProcesses, descendantsByChildren, descendantsOf, listProcesses, readProcess, signalQuietly } from '../process/process-tree.js';
+import { childProcesses, descendantsByChildren, descendantsOf, listProcesses, pidNamespaceDepth, readProcess, signalQuietly } from '../process/process-tree.js';
 
 const BASH_ARGS = ['--norc', '--noprofile', '--noediting', '-i'];
 /** After bash exits, how long to wait for the rest of its output when something still holds stdout. */
@@ -254,15 +254,19 @@ export class BashProcess {
 
 /**
  * The spawned process and the processes down to the program: at each level the oldest child (a
- * sandbox's init may also adopt orphans, which are younger than the program).
+ * sandbox's init may also adopt orphans, which are younger than the program), one in a pid
+ * namespace below its parent's first: bwrap's monitor has the sandbox's init as a child, and with
+ * a user-mode network the helper too, which it had before the init.
  */
 function programChain(spawnedPid: number, depth: number): number[] {
   const chain = [spawnedPid];
   for (let level = 0; level < depth; level += 1) {
     const parent = chain[chain.length - 1] as number;
-    const oldest = childProcesses(parent).sort((a, b) => a.startTime - b.startTime)[0];
-    if (!oldest) break;
-    chain.push(oldest.pid);
+    const children = childProcesses(parent).sort((a, b) => a.startTime - b.startTime);
+    const parentDepth = children.length > 1 ? pidNamespaceDepth(parent) : 0;
+    const next = (children.length > 1 ? children.find((child) => pidNamespaceDepth(child.pid) > parentDepth) : undefined) ?? children[0];
+    if (!next) break;
+    chain.push(next.pid);
   }
   return chain;
 }

@@ -96,7 +96,9 @@ export class ConversationLogFile {
     try {
       writeAll(this.logFd, line);
       const waiting = this.count - this.indexed;
-      this.pending ??= Buffer.allocUnsafe(INDEX_BATCH_ENTRIES * ENTRY_SIZE);
+      // A buffer of its own: allocUnsafe would slice it from Node's shared pool, and a file held
+      // open keeps that whole pool alive with it (Node 24 made the pools much larger than a batch).
+      this.pending ??= Buffer.allocUnsafeSlow(INDEX_BATCH_ENTRIES * ENTRY_SIZE);
       entry.copy(this.pending, waiting * ENTRY_SIZE);
       this.count += 1;
       this.kinds.append(kindCode(event.kind), this.count);
