@@ -148,7 +148,7 @@ async function measure({ quick, tmp }: BenchOptions): Promise<{ sizes: string; t
         const cpuBefore = { agentd: treeCpuMs(pair.agentd.pid), opencode: treeCpuMs(pair.opencode.pid) };
         let turns = 0;
         for (let round = 0; round < warmRounds; round++) {
-          const ids = { agentd: '', opencode: '', hops: '' };
+          const ids = { agentd: '', opencode: '' };
           for (const kind of ['new conversation', 'later turn'] as const) {
             for (const name of NAMES) {
               const server = pair[name];
@@ -156,14 +156,19 @@ async function measure({ quick, tmp }: BenchOptions): Promise<{ sizes: string; t
               figures[name].add(`warm server, ${kind}, ${pace / 1000} s apart`, await server.turn(ids[name], 'Run true.'));
             }
             turns += 1;
-            // The floor's turn after a pause of its own, as agentd's (its process is in neither tree: the CPU figures hold without it).
-            if (kind === 'new conversation') ids.hops = await hops.newConversation();
-            await sleep(pace);
-            floor.add(`${kind}, ${pace / 1000} s apart`, await hops.turn(ids.hops, 'Run true.'));
             await sleep(pace);
           }
         }
         for (const name of NAMES) figures[name].add(`server CPU per turn (tree, pauses included), ${pace / 1000} s apart, ms`, (treeCpuMs(pair[name].pid) - cpuBefore[name]) / turns);
+        // The floor's rounds after the servers' (their turns keep the pace they had without it), the same pause before each turn.
+        for (let round = 0; round < warmRounds; round++) {
+          let id = '';
+          for (const kind of ['new conversation', 'later turn'] as const) {
+            if (kind === 'new conversation') id = await hops.newConversation();
+            floor.add(`${kind}, ${pace / 1000} s apart`, await hops.turn(id, 'Run true.'));
+            await sleep(pace);
+          }
+        }
       }
       // 20 round trips at once on new conversations: the time until the last run ended.
       for (const name of NAMES) {
@@ -199,7 +204,7 @@ async function measure({ quick, tmp }: BenchOptions): Promise<{ sizes: string; t
     tables: [
       { caption: 'Medians; the last column is how many times agentd is faster or smaller', columns: ['', 'agentd', 'opencode', 'opencode / agentd'], rows },
       {
-        caption: "The turn's floor on this machine: a server doing only a turn's hops (POST answered, agentd's two LLM requests, `true` in a running bash without a sandbox, one event on the stream), on the same Node, in the warm rounds beside the others; medians, ms",
+        caption: "The turn's floor on this machine: a server doing only a turn's hops (POST answered, agentd's two LLM requests, `true` in a running bash without a sandbox, one event on the stream), on the same Node, paced as the servers after their warm rounds; medians, ms",
         columns: ['warm server', 'the hops alone', 'agentd', 'opencode', 'opencode / the hops alone'],
         rows: floorRows,
       },
