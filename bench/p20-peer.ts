@@ -300,10 +300,25 @@ abstract class Subject {
   }
 }
 
-class Agentd extends Subject {
+/** A server with agentd's routes: agentd itself, and P20's floor (which ignores the key). */
+abstract class AgentdRoutes extends Subject {
   protected readonly streamPath = '/events/stream';
   protected readonly headers = { authorization: `Bearer ${BENCH_KEY}` };
 
+  protected runEndOf(data: Record<string, unknown>): string | null {
+    return data.kind === 'state_update' && data.status !== 'running' ? (data.conversation_id as string) : null;
+  }
+
+  async newConversation(): Promise<string> {
+    return (JSON.parse(await this.post('/conversations', {}, 201)) as { id: string }).id;
+  }
+
+  protected async send(id: string, text: string): Promise<void> {
+    await this.post(`/conversations/${id}/messages`, { content: text, run: true }, 202);
+  }
+}
+
+class Agentd extends AgentdRoutes {
   constructor(
     private readonly node: string,
     private readonly fake: FakeLlm,
@@ -319,18 +334,6 @@ class Agentd extends Subject {
       env: { AGENTD_LOG_LEVEL: 'warn', AGENTD_LLM_MODEL: 'fake-model', AGENTD_LLM_BASE_URL: this.fake.url, AGENTD_LLM_API_KEY: 'sk-bench' },
       probe: '/health',
     });
-  }
-
-  protected runEndOf(data: Record<string, unknown>): string | null {
-    return data.kind === 'state_update' && data.status !== 'running' ? (data.conversation_id as string) : null;
-  }
-
-  async newConversation(): Promise<string> {
-    return (JSON.parse(await this.post('/conversations', {}, 201)) as { id: string }).id;
-  }
-
-  protected async send(id: string, text: string): Promise<void> {
-    await this.post(`/conversations/${id}/messages`, { content: text, run: true }, 202);
   }
 }
 
@@ -385,10 +388,7 @@ class Opencode extends Subject {
 }
 
 /** P20's floor: bench/children/hops-server.ts, on the Node agentd runs on, with agentd's routes. */
-class Hops extends Subject {
-  protected readonly streamPath = '/events/stream';
-  protected readonly headers = {};
-
+class Hops extends AgentdRoutes {
   constructor(
     private readonly node: string,
     private readonly fake: FakeLlm,
@@ -403,18 +403,6 @@ class Hops extends Subject {
       args: (port) => ['--port', String(port), '--llm', this.fake.url, '--bodies', this.bodies],
       probe: '/health',
     });
-  }
-
-  protected runEndOf(data: Record<string, unknown>): string | null {
-    return data.kind === 'state_update' && data.status !== 'running' ? (data.conversation_id as string) : null;
-  }
-
-  async newConversation(): Promise<string> {
-    return (JSON.parse(await this.post('/conversations', {}, 201)) as { id: string }).id;
-  }
-
-  protected async send(id: string, text: string): Promise<void> {
-    await this.post(`/conversations/${id}/messages`, { content: text, run: true }, 202);
   }
 }
 
