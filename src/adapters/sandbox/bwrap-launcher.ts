@@ -329,12 +329,13 @@ const NOT_EXPORTED = /^(?:BASH\w*|SHELLOPTS|IFS|CDPATH|GLOBIGNORE|ENV|PS4|POSIXL
 const EXPORTABLE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
- * The launch as a spare process can run it (process-launcher.ts: SpareStart): the same bash
- * (and the id-mapped mount's prefix), started with no environment in `/`, reads a script (its
- * length, a newline, the script) and evaluates it: it closes the script's descriptor, moves to the launch's directory,
- * exports the launch's environment, sets its arguments (bwrap's command line) and goes on with
- * the launch script itself. End of file before the script (the spawner gone): it exits. The environment
- * and the command line never appear in the spare's own (nor does the script: it comes on a pipe).
+ * The launch as a spare process can run it (process-launcher.ts: SpareStart): the same bash (and
+ * the id-mapped mount's prefix), started with no environment in `/`, reads a script (its length, a
+ * newline, the script) and evaluates it: it closes the script's descriptor, moves to the launch's
+ * directory, exports the launch's environment, sets its arguments (bwrap's command line) and goes
+ * on with the launch script itself. End of file before the script (the spawner gone): it exits. The
+ * environment and the command line never appear in the spare's own (nor does the script: it comes
+ * on a pipe).
  */
 function spareStart(options: { launchBash: string[]; name: string; cwd: string; env: Record<string, string>; argv: string[]; launch: string }): SpareStart | null {
   const names = Object.keys(options.env);
