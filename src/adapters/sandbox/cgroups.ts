@@ -189,6 +189,8 @@ function probeControllers(controllers: ControllerDir[]): string | null {
 class CgroupSet implements SandboxCgroups {
   /** The keys whose cgroups this server made (or joined): removed at shutdown. */
   private readonly made = new Set<string>();
+  /** Per key, how many sandboxes were prepared to join it: a release stops once a newer one was. */
+  private readonly joins = new Map<string, number>();
 
   constructor(
     readonly version: 'v1' | 'v2',
@@ -198,6 +200,7 @@ class CgroupSet implements SandboxCgroups {
 
   joinScript(key: string, mkdir: string): string {
     this.made.add(key);
+    this.joins.set(key, (this.joins.get(key) ?? 0) + 1);
     const dirs = this.directories(key).map(shellWord);
     // One mkdir (a process) for every directory missing, none when all are there (the
     // conversation's shell holds them while it runs).
@@ -222,7 +225,11 @@ class CgroupSet implements SandboxCgroups {
     // keeps it busy for good, and it stays.
     // Asynchronously: removing a cgroup takes the kernel a millisecond or more, and a shutdown
     // releases a thousand.
+    // A sandbox of the workdir prepared since holds the cgroups (its own release removes them):
+    // a retry removing them while it joins, between its mkdir and its write, failed its start.
+    const joinsAtRelease = this.joins.get(key);
     const attempt = async (left: number): Promise<void> => {
+      if (this.joins.get(key) !== joinsAtRelease) return;
       const removed = await Promise.all(this.directories(key).map(removeSoon));
       if (removed.includes(false) && left > 0) setTimeout(() => void attempt(left - 1), RELEASE_RETRY_MS).unref();
     };
