@@ -9,8 +9,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { detectSandboxCgroups } from '../../src/adapters/sandbox/cgroups.js';
+import { detectSandboxCgroups, type SandboxCgroups } from '../../src/adapters/sandbox/cgroups.js';
 import { tempDir } from '../support/agentd.js';
+import { sleep } from '../support/reliability.js';
 
 let dir: string | undefined;
 afterEach(() => {
@@ -30,24 +31,31 @@ function fakeCgroups() {
   fs.writeFileSync(path.join(procSelf, 'cgroup'), '0::/\n');
   const { cgroups, reason } = detectSandboxCgroups({ limits: { memoryBytes: 1 << 30, pids: 100 }, procSelf });
   expect(cgroups, reason ?? '').not.toBeNull();
-  return { cgroups: cgroups!, workdirCgroup: (key: string) => cgroups!.directories(key)[0]! };
+  return cgroups!;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * A sandbox of the workdir `key` is prepared and ends while its last process is still leaving
+ * (a file keeps its cgroup's directory from being removed), so its release retries. The
+ * directory, and a function that lets the process go.
+ */
+function endWhileBusy(cgroups: SandboxCgroups, key: string): { cgroup: string; leave: () => void } {
+  const cgroup = cgroups.directories(key)[0]!;
+  cgroups.joinScript(key, 'mkdir');
+  fs.mkdirSync(cgroup, { recursive: true });
+  fs.writeFileSync(path.join(cgroup, 'still-busy'), '');
+  cgroups.release(key);
+  return { cgroup, leave: () => fs.rmSync(path.join(cgroup, 'still-busy')) };
+}
 
 describe("a workdir's sandbox cgroups", () => {
   it("are not removed by an earlier sandbox's release once the next sandbox is prepared", async () => {
-    const { cgroups, workdirCgroup } = fakeCgroups();
-    const cgroup = workdirCgroup('c1000');
-    cgroups.joinScript('c1000', 'mkdir');
-    // The first sandbox ends while its last process is still leaving: the removal is retried.
-    fs.mkdirSync(cgroup, { recursive: true });
-    fs.writeFileSync(path.join(cgroup, 'still-busy'), '');
-    cgroups.release('c1000');
+    const cgroups = fakeCgroups();
+    const { cgroup, leave } = endWhileBusy(cgroups, 'c1000');
     await sleep(20);
     // The next sandbox of the workdir is prepared; its join finds the cgroup empty for a moment.
     cgroups.joinScript('c1000', 'mkdir');
-    fs.rmSync(path.join(cgroup, 'still-busy'));
+    leave();
     await sleep(500);
     expect(fs.existsSync(cgroup), "the first sandbox's retries left the cgroup to the next sandbox").toBe(true);
     // That sandbox's own end removes it.
@@ -57,14 +65,9 @@ describe("a workdir's sandbox cgroups", () => {
   });
 
   it('are removed by the retries when no other sandbox came', async () => {
-    const { cgroups, workdirCgroup } = fakeCgroups();
-    const cgroup = workdirCgroup('c1001');
-    cgroups.joinScript('c1001', 'mkdir');
-    fs.mkdirSync(cgroup, { recursive: true });
-    fs.writeFileSync(path.join(cgroup, 'still-busy'), '');
-    cgroups.release('c1001');
+    const { cgroup, leave } = endWhileBusy(fakeCgroups(), 'c1001');
     await sleep(20);
-    fs.rmSync(path.join(cgroup, 'still-busy'));
+    leave();
     await sleep(500);
     expect(fs.existsSync(cgroup)).toBe(false);
   });
